@@ -1,0 +1,1 @@
+"""Command-line interface: click only. Options, choosing the Host, rendering, exit codes."""

@@ -1,0 +1,127 @@
+"""The ``fwman`` entry point: the lazy command group and the one place that maps exceptions to exit codes."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+from fwman import __version__
+from fwman.cli.context import AppContext, Environment
+from fwman.errors import ExitCode, FwmanError
+
+#: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
+#: `fwman --version` and `fwman --help` stay fast (no pydantic, requests, cryptography, pyelftools).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "scan": ("fwman.cli.scan:scan", "List every NVIDIA GPU: IDs, firmware, BAR1, links, driver."),
+    "capture": ("fwman.cli.capture:capture", "Record this host (read-only) into a snapshot directory."),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """Return the command names, sorted."""
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """Import and return the named command, or None."""
+        entry = COMMANDS.get(cmd_name)
+        if entry is None:
+            return None
+        module_name, attr = entry[0].split(":")
+        command = getattr(importlib.import_module(module_name), attr)
+        assert isinstance(command, click.Command)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """List commands with their one-line help without importing them."""
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+EPILOG = """\b
+Exit codes: 0 ok, 1 unexpected error, 2 usage, 3 a safety gate blocked the action,
+4 verification failed, 5 a required tool or file is missing, 6 partial success, 130 interrupted.
+Docs: docs/ in the source tree (one page per task; docs/cli.md lists every command).
+"""
+
+
+@click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "-V", "--version", prog_name="fwman")
+@click.option("--root", type=click.Path(file_okay=False), help="Treat DIR as / (host paths are mapped under it).")
+@click.option(
+    "--snapshot",
+    type=click.Path(file_okay=False, exists=True),
+    help="Replay a host recorded by `fwman capture`; nothing is read from or written to this machine.",
+)
+@click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
+@click.pass_context
+def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int) -> None:
+    """Manage VBIOS firmware and the P2P-patched NVIDIA driver on multi-GPU GeForce hosts, safely.
+
+    \b
+    Start with:  fwman scan          what GPUs, firmware and BAR sizes you have
+                 fwman audit         which driver branch host and containers are on
+                 fwman doctor        what still blocks GPU peer-to-peer
+    Every command takes --snapshot DIR to work on a recorded host instead of this one.
+    """
+    app = ctx.ensure_object(AppContext)
+    if root:
+        app.root = root
+    if snapshot:
+        app.snapshot = snapshot
+    app.verbose += verbose
+
+
+def run(argv: Sequence[str], env: Environment | None = None) -> int:
+    """Run fwman with ``argv`` in ``env`` and return the exit status. Never raises (but SystemExit for help)."""
+    env = env or Environment.from_os()
+    app = AppContext(env=env)
+    try:
+        # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
+        # lets every other exception through to the mapping below.
+        rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
+        if isinstance(rv, int) and not isinstance(rv, bool):
+            return rv
+    except click.exceptions.Exit as e:
+        return int(e.exit_code)
+    except click.Abort:
+        _error(env, "interrupted")
+        return ExitCode.INTERRUPTED
+    except click.ClickException as e:  # usage errors: click's own message and hint
+        e.show(file=env.stderr)
+        return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
+    except KeyboardInterrupt:
+        _error(env, "interrupted")
+        return ExitCode.INTERRUPTED
+    except FwmanError as e:
+        _error(env, e.message, e.hint)
+        if app.verbose:
+            traceback.print_exc(file=env.stderr)
+        return int(e.exit_code)
+    except BrokenPipeError:
+        return ExitCode.OK
+    except Exception as e:  # a bug: say so, one line, traceback with -v
+        _error(env, f"unexpected {type(e).__name__}: {e}", "run again with -v for the traceback, and report it")
+        if app.verbose:
+            traceback.print_exc(file=env.stderr)
+        return ExitCode.ERROR
+    return ExitCode.OK
+
+
+def _error(env: Environment, message: str, hint: str | None = None) -> None:
+    env.stderr.write(f"fwman: error: {message}\n")
+    if hint:
+        env.stderr.write(f"  hint: {hint}\n")
+    env.stderr.flush()
+
+
+def main() -> None:
+    """Console-script entry point: run and exit with the mapped status."""
+    sys.exit(run(sys.argv[1:]))

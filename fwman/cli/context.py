@@ -1,0 +1,181 @@
+"""The CLI's environment and per-invocation context.
+
+:class:`Environment` is what the process sees from outside (streams, terminal, variables, the Host factory);
+tests build one instead of monkeypatching. :class:`AppContext` is what one invocation chose (root, snapshot,
+verbosity) and hands the Host to commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any, TypeVar
+
+import click
+
+from fwman.errors import UsageError
+from fwman.host.base import Host
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+JSON_SCHEMA_PREFIX = "fwman."
+
+
+@dataclass
+class Environment:
+    """The outside world of one fwman process."""
+
+    stdout: IO[str] = field(default_factory=lambda: sys.stdout)
+    stderr: IO[str] = field(default_factory=lambda: sys.stderr)
+    stdout_isatty: bool = False
+    stderr_isatty: bool = False
+    variables: Mapping[str, str] = field(default_factory=dict)
+    #: builds the live host; tests pass one that adds fixture tools to PATH
+    live_host_factory: Callable[[str], Host] | None = None
+    #: effective user id (flash and module installs need root)
+    euid: int = 0
+
+    @classmethod
+    def from_os(cls) -> Environment:
+        """Return the Environment of the running process."""
+        return cls(
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+            stdout_isatty=sys.stdout.isatty(),
+            stderr_isatty=sys.stderr.isatty(),
+            variables=dict(os.environ),
+            euid=os.geteuid(),
+        )
+
+    @property
+    def color(self) -> bool:
+        """Return True when colour may be used on stdout (a terminal, and NO_COLOR unset)."""
+        return self.stdout_isatty and "NO_COLOR" not in self.variables
+
+
+@dataclass
+class AppContext:
+    """Choices of one invocation, stored as click's ``ctx.obj``."""
+
+    env: Environment
+    root: str | None = None
+    snapshot: str | None = None
+    verbose: int = 0
+    _host: Host | None = None
+
+    @property
+    def host(self) -> Host:
+        """Return the Host this invocation works on (created on first use).
+
+        Raises UsageError when both ``--root`` and ``--snapshot`` are given.
+        """
+        if self._host is None:
+            if self.root and self.snapshot:
+                raise UsageError("--root and --snapshot cannot be combined")
+            if self.snapshot:
+                from fwman.host.snapshot import SnapshotHost
+
+                self._host = SnapshotHost(self.snapshot)
+            else:
+                root = self.root or self.env.variables.get("FWMAN_ROOT") or "/"
+                if self.env.live_host_factory is not None:
+                    self._host = self.env.live_host_factory(root)
+                else:
+                    from fwman.host.live import LiveHost
+
+                    self._host = LiveHost(root)
+        return self._host
+
+    @property
+    def is_replay(self) -> bool:
+        """Return True when working on a recorded snapshot."""
+        return bool(self.snapshot)
+
+    # -- output ------------------------------------------------------------------------------------------
+    def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
+        """Print a line for people (stdout, or stderr with ``err``)."""
+        stream = self.env.stderr if err else self.env.stdout
+        stream.write(text + ("\n" if nl else ""))
+        stream.flush()
+
+    def style(self, text: str, **styles: Any) -> str:
+        """Return ``text`` styled when colour is allowed, plain otherwise."""
+        return click.style(text, **styles) if self.env.color else text
+
+    def emit_json(self, kind: str, payload: Mapping[str, Any], version: int = 1) -> None:
+        """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``."""
+        doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
+        self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+        self.env.stdout.flush()
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+        """Print an aligned text table."""
+        widths = [len(h) for h in headers]
+        for row in rows:
+            for i, cell in enumerate(row):
+                widths[i] = max(widths[i], len(cell))
+        fmt = "  ".join("{:<%d}" % w for w in widths)
+        self.echo(self.style(fmt.format(*headers).rstrip(), bold=True))
+        for row in rows:
+            self.echo(fmt.format(*row).rstrip())
+
+    @contextmanager
+    def progress(self, label: str, total: int) -> Iterator[Callable[[int], None]]:
+        """Yield an ``advance(n)`` function; draws a bar on stderr when it is a terminal, else nothing."""
+        if not self.env.stderr_isatty:
+            yield lambda n: None
+            return
+        with click.progressbar(length=total, label=label, file=self.env.stderr) as bar:
+            yield bar.update
+
+
+def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+        app = ctx.find_object(AppContext)
+        if app is not None and value not in (None, 0, False):
+            if name == "verbose":
+                app.verbose += int(value)
+            else:
+                setattr(app, name, value)
+        return value
+
+    return callback
+
+
+def common_options(f: F) -> F:
+    """Add ``--root``, ``--snapshot`` and ``-v`` to a leaf command, so they work after the command name too."""
+    f = click.option(
+        "--root",
+        type=click.Path(file_okay=False),
+        expose_value=False,
+        callback=_store("root"),
+        help="Treat DIR as / (every host path is read and written under it).",
+    )(f)
+    f = click.option(
+        "--snapshot",
+        type=click.Path(file_okay=False, exists=True),
+        expose_value=False,
+        callback=_store("snapshot"),
+        help="Replay a host recorded by `fwman capture` instead of reading this machine.",
+    )(f)
+    f = click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        expose_value=False,
+        callback=_store("verbose"),
+        help="More detail; tracebacks on errors.",
+    )(f)
+    return f
+
+
+def json_option(f: F) -> F:
+    """Add ``--json`` (stable, versioned machine output)."""
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (versioned keys).")(f)
+
+
+pass_app = click.make_pass_decorator(AppContext)

@@ -1,0 +1,234 @@
+"""LiveHost: the real machine, with every absolute path mapped under a root directory.
+
+``LiveHost("/")`` is the machine itself. ``LiveHost("/tmp/x")`` treats ``/tmp/x`` as ``/``: symbolic links are
+resolved inside the root (as a chroot would), so tests can build a whole host tree on a real temp filesystem.
+Commands run on the real machine; ``env`` adds variables (tests put fixture tools first on ``PATH``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+
+from fwman.errors import FwmanError, MissingError
+from fwman.host.base import CommandResult, JournalMixin
+
+_MAX_LINKS = 40
+
+
+class LiveHost(JournalMixin):
+    """A real filesystem under ``root`` and real commands."""
+
+    def __init__(self, root: str = "/", env: Mapping[str, str] | None = None) -> None:
+        super().__init__()
+        self.root = os.path.abspath(root)
+        self.env = dict(env or {})
+        self.description = "live host" if self.root == "/" else f"live host under {self.root}"
+
+    # -- paths -------------------------------------------------------------------------------------------
+    def _raw(self, path: str) -> str:
+        """Return the filesystem path of host path ``path`` without resolving links."""
+        if not path.startswith("/"):
+            raise FwmanError(f"internal: host paths must be absolute, got {path!r}")
+        if self.root == "/":
+            return path
+        return self.root + os.path.normpath(path) if path != "/" else self.root
+
+    def realpath(self, path: str) -> str:
+        """Return ``path`` with links resolved inside the root (absolute targets are relative to the root)."""
+        if self.root == "/":
+            return os.path.realpath(path)
+        parts = [p for p in os.path.normpath(path).split("/") if p]
+        resolved: list[str] = []
+        hops = 0
+        while parts:
+            name = parts.pop(0)
+            if name == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = "/" + "/".join([*resolved, name])
+            raw = self._raw(candidate)
+            if os.path.islink(raw):
+                hops += 1
+                if hops > _MAX_LINKS:
+                    raise MissingError(f"too many levels of symbolic links: {path}")
+                target = os.readlink(raw)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p and p != "."] + parts
+                continue
+            resolved.append(name)
+        return "/" + "/".join(resolved)
+
+    def _map(self, path: str) -> str:
+        """Return the filesystem path for reading host path ``path`` (links resolved inside the root)."""
+        return self._raw(self.realpath(path)) if self.root != "/" else path
+
+    def local_path(self, path: str) -> str | None:
+        """Return the filesystem path behind ``path``."""
+        return self._map(path)
+
+    # -- reads -------------------------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        """Return True if ``path`` exists."""
+        return os.path.exists(self._map(path))
+
+    def is_dir(self, path: str) -> bool:
+        """Return True if ``path`` is a directory."""
+        return os.path.isdir(self._map(path))
+
+    def is_link(self, path: str) -> bool:
+        """Return True if ``path`` is a symbolic link."""
+        parent = os.path.dirname(path.rstrip("/")) or "/"
+        return os.path.islink(os.path.join(self._map(parent), os.path.basename(path.rstrip("/"))))
+
+    def listdir(self, path: str) -> list[str]:
+        """Return sorted entries of ``path``. Raises MissingError when it is not a readable directory."""
+        try:
+            return sorted(os.listdir(self._map(path)))
+        except OSError as e:
+            raise MissingError(f"cannot list {path}: {e.strerror}") from e
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """Return the bytes of ``path``. Raises MissingError when it cannot be read."""
+        try:
+            with open(self._map(path), "rb") as f:
+                return f.read() if limit is None else f.read(limit)
+        except OSError as e:
+            raise MissingError(f"cannot read {path}: {e.strerror}") from e
+
+    def read_text(self, path: str) -> str:
+        """Return ``path`` decoded as UTF-8. Raises MissingError when it cannot be read."""
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def readlink(self, path: str) -> str:
+        """Return the stored target of link ``path``. Raises MissingError when it is not a link."""
+        parent = self._map(os.path.dirname(path.rstrip("/")) or "/")
+        try:
+            return os.readlink(os.path.join(parent, os.path.basename(path.rstrip("/"))))
+        except OSError as e:
+            raise MissingError(f"cannot read link {path}: {e.strerror}") from e
+
+    def stat_size(self, path: str) -> int:
+        """Return the size of ``path``. Raises MissingError when absent."""
+        try:
+            return os.stat(self._map(path)).st_size
+        except OSError as e:
+            raise MissingError(f"cannot stat {path}: {e.strerror}") from e
+
+    def _path_env(self) -> str:
+        return self.env.get("PATH", os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"))
+
+    def which(self, tool: str) -> str | None:
+        """Return the path of ``tool`` on this host's PATH (plus the sbin directories), or None."""
+        path = self._path_env() + ":/usr/local/sbin:/usr/sbin:/sbin"
+        return shutil.which(tool, path=path)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult:
+        """Run ``argv``; a missing executable gives ``missing=True``. Raises FwmanError on timeout."""
+        exe = argv[0] if "/" in argv[0] else self.which(argv[0])
+        if exe is None:
+            return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        full_env = {**os.environ, **self.env, **(env or {})}
+        full_env.setdefault("LC_ALL", "C")
+        try:
+            proc = subprocess.run(
+                [exe, *argv[1:]],
+                capture_output=True,
+                timeout=timeout,
+                env=full_env,
+                cwd=cwd,
+                input=input_text.encode() if input_text is not None else None,
+                stdin=subprocess.DEVNULL if input_text is None else None,
+                check=False,
+            )
+        except FileNotFoundError:
+            return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        except subprocess.TimeoutExpired as e:
+            raise FwmanError(
+                f"command timed out after {timeout:g}s: {' '.join(argv)}",
+                hint="the tool hung; check it by hand",
+            ) from e
+        return CommandResult(
+            tuple(argv),
+            proc.returncode,
+            proc.stdout.decode("utf-8", errors="replace"),
+            proc.stderr.decode("utf-8", errors="replace"),
+        )
+
+    # -- writes ------------------------------------------------------------------------------------------
+    def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory."""
+        target = self._raw(path)
+        directory = os.path.dirname(target)
+        os.makedirs(directory, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".fwman-", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(directory)
+        self._note("write", path, f"{len(data)} bytes")
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        """Create ``path`` with parents."""
+        os.makedirs(self._raw(path), mode=mode, exist_ok=True)
+        self._note("mkdir", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Rename ``src`` to ``dst``."""
+        os.replace(self._raw(src), self._raw(dst))
+        _fsync_dir(os.path.dirname(self._raw(dst)))
+        self._note("rename", dst, f"from {src}")
+
+    def unlink(self, path: str) -> None:
+        """Remove ``path`` if present."""
+        with contextlib.suppress(OSError):
+            os.unlink(self._raw(path))
+        self._note("unlink", path)
+
+    def symlink(self, target: str, path: str) -> None:
+        """Create or replace link ``path`` -> ``target``."""
+        raw = self._raw(path)
+        os.makedirs(os.path.dirname(raw), exist_ok=True)
+        tmp = raw + ".fwman-new"
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        os.symlink(target, tmp)
+        os.replace(tmp, raw)
+        self._note("symlink", path, target)
+
+
+
+def _fsync_dir(directory: str) -> None:
+    """Flush a directory entry so a rename survives a crash (best effort on filesystems that refuse)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

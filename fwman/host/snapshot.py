@@ -1,0 +1,267 @@
+"""SnapshotHost: replay a captured host. Anything not recorded raises NotRecordedError; never the real machine.
+
+Format (``docs/snapshot-format.md``), a directory:
+
+- ``snapshot.json``: ``{"format": "fwman-snapshot", "version": 1, "captured_at", "fwman_version", "redacted",
+  "constructed", "links": {path: target}, "dirs": {path: [names]}, "absent": [paths], "tools": {name: path|null},
+  "commands": [{"argv": [...], "rc", "stdout", "stderr", "missing"}]}`` where ``stdout``/``stderr`` name files
+  under ``commands/``.
+- ``files/<absolute path>``: the bytes of every recorded file.
+
+Writes are journaled and kept in memory (later reads see them); the snapshot directory is never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fwman.errors import MissingError, NotRecordedError, UsageError
+from fwman.host.base import CommandResult, JournalMixin
+
+FORMAT = "fwman-snapshot"
+VERSION = 1
+_MAX_LINKS = 40
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path) if path != "/" else "/"
+
+
+class SnapshotHost(JournalMixin):
+    """A recorded host replayed from a snapshot directory."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.directory = Path(directory)
+        meta_path = self.directory / "snapshot.json"
+        try:
+            meta: dict[str, Any] = json.loads(meta_path.read_text())
+        except FileNotFoundError as e:
+            raise UsageError(
+                f"not a snapshot directory: {self.directory} (no snapshot.json)",
+                hint="make one with `fwman capture DIR` on the machine to record",
+            ) from e
+        except (OSError, ValueError) as e:
+            raise UsageError(f"unreadable snapshot {meta_path}: {e}") from e
+        if meta.get("format") != FORMAT:
+            raise UsageError(f"{meta_path}: not an fwman snapshot (format={meta.get('format')!r})")
+        if meta.get("version") != VERSION:
+            raise UsageError(
+                f"{meta_path}: snapshot format version {meta.get('version')} is not supported (this fwman reads "
+                f"version {VERSION})"
+            )
+        self.meta = meta
+        self.description = f"snapshot {self.directory}"
+        self.links: dict[str, str] = {_norm(k): v for k, v in meta.get("links", {}).items()}
+        self.dirs: dict[str, list[str]] = {_norm(k): list(v) for k, v in meta.get("dirs", {}).items()}
+        self.absent: set[str] = {_norm(p) for p in meta.get("absent", [])}
+        self.tools: dict[str, str | None] = dict(meta.get("tools", {}))
+        self.commands: dict[tuple[str, ...], dict[str, Any]] = {
+            tuple(c["argv"]): c for c in meta.get("commands", [])
+        }
+        self.overlay: dict[str, bytes | None] = {}  # writes made during this replay (None = deleted)
+        self.files_root = self.directory / "files"
+
+    # -- path resolution ---------------------------------------------------------------------------------
+    def _file(self, path: str) -> Path:
+        return self.files_root / path.lstrip("/")
+
+    def _recorded_file(self, path: str) -> bool:
+        if path in self.overlay:
+            return self.overlay[path] is not None
+        return self._file(path).is_file()
+
+    def realpath(self, path: str) -> str:
+        """Return ``path`` with recorded links resolved."""
+        parts = [p for p in _norm(path).split("/") if p]
+        resolved: list[str] = []
+        hops = 0
+        while parts:
+            name = parts.pop(0)
+            if name == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            if name == ".":
+                continue
+            candidate = "/" + "/".join([*resolved, name])
+            target = self.links.get(candidate)
+            if target is not None:
+                hops += 1
+                if hops > _MAX_LINKS:
+                    raise MissingError(f"too many levels of symbolic links in snapshot: {path}")
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            resolved.append(name)
+        return "/" + "/".join(resolved)
+
+    def _known_absent(self, path: str) -> bool:
+        """Return True when the snapshot proves ``path`` did not exist (listed absent, or a complete parent
+        listing that lacks it)."""
+        if path in self.absent:
+            return True
+        parent, name = posixpath.split(path)
+        listing = self.dirs.get(parent)
+        if listing is not None and name not in listing:
+            return True
+        return any(path.startswith(a + "/") for a in self.absent)
+
+    def _state(self, path: str) -> str:
+        """Classify a resolved path: "file", "dir", "absent"; raise NotRecordedError when unknown."""
+        if path in self.overlay:
+            return "absent" if self.overlay[path] is None else "file"
+        if path in self.dirs or path == "/":
+            return "dir"
+        if self._file(path).is_file():
+            return "file"
+        if self._known_absent(path):
+            return "absent"
+        if self._file(path).is_dir():
+            return "dir"
+        raise NotRecordedError(
+            f"snapshot {self.directory} did not record {path}",
+            hint="this replay never reads the real machine; capture again with a newer fwman, or run live",
+        )
+
+    # -- reads -------------------------------------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        """Return True if ``path`` was recorded as present."""
+        return self._state(self.realpath(path)) != "absent"
+
+    def is_dir(self, path: str) -> bool:
+        """Return True if ``path`` was recorded as a directory."""
+        return self._state(self.realpath(path)) == "dir"
+
+    def is_link(self, path: str) -> bool:
+        """Return True if ``path`` was recorded as a link."""
+        resolved_parent = self.realpath(posixpath.dirname(_norm(path)))
+        return posixpath.join(resolved_parent, posixpath.basename(_norm(path))) in self.links
+
+    def listdir(self, path: str) -> list[str]:
+        """Return the recorded listing of ``path``. Raises NotRecordedError when the listing was not recorded."""
+        real = self.realpath(path)
+        if real in self.dirs:
+            names = set(self.dirs[real])
+        elif self._file(real).is_dir():
+            names = {p.name for p in self._file(real).iterdir()}
+            names |= {posixpath.basename(k) for k in self.links if posixpath.dirname(k) == real}
+        elif self._known_absent(real):
+            raise MissingError(f"cannot list {path}: no such directory (in snapshot)")
+        else:
+            raise NotRecordedError(f"snapshot {self.directory} did not record the listing of {path}")
+        for p, data in self.overlay.items():
+            if posixpath.dirname(p) == real:
+                if data is None:
+                    names.discard(posixpath.basename(p))
+                else:
+                    names.add(posixpath.basename(p))
+        return sorted(names)
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """Return the recorded bytes of ``path``. Raises MissingError/NotRecordedError."""
+        real = self.realpath(path)
+        if real in self.overlay:
+            data = self.overlay[real]
+            if data is None:
+                raise MissingError(f"cannot read {path}: deleted during this replay")
+            return data if limit is None else data[:limit]
+        f = self._file(real)
+        if f.is_file():
+            data = f.read_bytes()
+            return data if limit is None else data[:limit]
+        if self._known_absent(real):
+            raise MissingError(f"cannot read {path}: not present on the recorded host")
+        raise NotRecordedError(
+            f"snapshot {self.directory} did not record {path}",
+            hint="this replay never reads the real machine; capture again with a newer fwman, or run live",
+        )
+
+    def read_text(self, path: str) -> str:
+        """Return ``path`` decoded as UTF-8."""
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def readlink(self, path: str) -> str:
+        """Return the recorded target of link ``path``."""
+        resolved_parent = self.realpath(posixpath.dirname(_norm(path)))
+        key = posixpath.join(resolved_parent, posixpath.basename(_norm(path)))
+        if key in self.links:
+            return self.links[key]
+        if self._known_absent(key):
+            raise MissingError(f"cannot read link {path}: not present on the recorded host")
+        if self._recorded_file(key) or key in self.dirs:
+            raise MissingError(f"cannot read link {path}: not a link")
+        raise NotRecordedError(f"snapshot {self.directory} did not record the link {path}")
+
+    def stat_size(self, path: str) -> int:
+        """Return the recorded size of ``path``."""
+        return len(self.read_bytes(path))
+
+    def which(self, tool: str) -> str | None:
+        """Return the recorded location of ``tool``. Raises NotRecordedError when the capture did not look."""
+        if tool in self.tools:
+            return self.tools[tool]
+        raise NotRecordedError(f"snapshot {self.directory} did not record whether {tool!r} is installed")
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult:
+        """Return the recorded result of ``argv``. Raises NotRecordedError for a command not recorded."""
+        rec = self.commands.get(tuple(argv))
+        if rec is None:
+            raise NotRecordedError(
+                f"snapshot {self.directory} did not record the command: {' '.join(argv)}",
+                hint="a replay never runs commands on this machine",
+            )
+        stdout = self._command_text(rec.get("stdout"))
+        stderr = self._command_text(rec.get("stderr"))
+        return CommandResult(tuple(argv), int(rec.get("rc", 0)), stdout, stderr, bool(rec.get("missing", False)))
+
+    def _command_text(self, name: str | None) -> str:
+        if not name:
+            return ""
+        return (self.directory / "commands" / name).read_bytes().decode("utf-8", errors="replace")
+
+    def local_path(self, path: str) -> str | None:
+        """Snapshots have no real filesystem behind them: return None."""
+        return None
+
+    # -- writes (journaled, kept in memory) --------------------------------------------------------------
+    def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Journal the write and keep the bytes for later reads in this replay."""
+        self.overlay[_norm(path)] = bytes(data)
+        self._note("write", path, f"{len(data)} bytes")
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        """Journal the directory creation."""
+        self.dirs.setdefault(_norm(path), [])
+        self._note("mkdir", path)
+
+    def rename(self, src: str, dst: str) -> None:
+        """Journal the rename and move the bytes in the overlay."""
+        data = self.read_bytes(src)
+        self.overlay[_norm(dst)] = data
+        self.overlay[_norm(src)] = None
+        self._note("rename", dst, f"from {src}")
+
+    def unlink(self, path: str) -> None:
+        """Journal the removal."""
+        self.overlay[_norm(path)] = None
+        self._note("unlink", path)
+
+    def symlink(self, target: str, path: str) -> None:
+        """Journal the link creation."""
+        self.links[_norm(path)] = target
+        self._note("symlink", path, target)

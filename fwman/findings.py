@@ -7,12 +7,12 @@ protects hardware never can.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import Enum
+from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     """How much a finding matters, in increasing order."""
 
     OK = "ok"  # a check that passed: reported so the user sees what was checked

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TextIO, TypeVar, cast
 
 import click
 
@@ -118,7 +118,7 @@ class AppContext:
         for row in rows:
             for i, cell in enumerate(row):
                 widths[i] = max(widths[i], len(cell))
-        fmt = "  ".join("{:<%d}" % w for w in widths)
+        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
         self.echo(self.style(fmt.format(*headers).rstrip(), bold=True))
         for row in rows:
             self.echo(fmt.format(*row).rstrip())
@@ -129,7 +129,7 @@ class AppContext:
         if not self.env.stderr_isatty:
             yield lambda n: None
             return
-        with click.progressbar(length=total, label=label, file=self.env.stderr) as bar:
+        with click.progressbar(length=total, label=label, file=cast(TextIO, self.env.stderr)) as bar:
             yield bar.update
 
 

@@ -219,7 +219,6 @@ class LiveHost(JournalMixin):
         self._note("symlink", path, target)
 
 
-
 def _fsync_dir(directory: str) -> None:
     """Flush a directory entry so a rename survives a crash (best effort on filesystems that refuse)."""
     try:

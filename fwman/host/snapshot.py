@@ -61,9 +61,7 @@ class SnapshotHost(JournalMixin):
         self.dirs: dict[str, list[str]] = {_norm(k): list(v) for k, v in meta.get("dirs", {}).items()}
         self.absent: set[str] = {_norm(p) for p in meta.get("absent", [])}
         self.tools: dict[str, str | None] = dict(meta.get("tools", {}))
-        self.commands: dict[tuple[str, ...], dict[str, Any]] = {
-            tuple(c["argv"]): c for c in meta.get("commands", [])
-        }
+        self.commands: dict[tuple[str, ...], dict[str, Any]] = {tuple(c["argv"]): c for c in meta.get("commands", [])}
         self.overlay: dict[str, bytes | None] = {}  # writes made during this replay (None = deleted)
         self.files_root = self.directory / "files"
 

@@ -1,0 +1,302 @@
+"""Recording a host into a snapshot: the writer, and a Host wrapper that records every read it serves.
+
+``fwman capture`` runs the same readers as ``scan``, ``audit`` and ``doctor`` through a :class:`RecordingHost`,
+so a snapshot holds exactly what those commands read; a replay of them never meets an unrecorded path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import re
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from fwman import __version__
+from fwman.errors import MissingError, UsageError
+from fwman.host.base import CommandResult, Host
+from fwman.host.snapshot import FORMAT, VERSION
+
+_UUID = re.compile(r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_MIG_UUID = re.compile(r"MIG-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_SERIAL_XML = re.compile(r"<(serial|board_serial|module_serial)>[^<]*</\1>")
+_SERIAL_LINE = re.compile(r"(\[SN\] Serial number:|Serial Number\s*:|Serial number:)[^\n]*")
+
+
+class Redactor:
+    """Replaces GPU UUIDs and serial numbers with stable placeholders (the same UUID gets the same one)."""
+
+    def __init__(self) -> None:
+        self.uuids: dict[str, str] = {}
+
+    def _uuid(self, m: re.Match[str]) -> str:
+        original = m.group(0).lower()
+        if original not in self.uuids:
+            n = len(self.uuids) + 1
+            prefix = original.split("-", 1)[0].upper()
+            self.uuids[original] = f"{prefix}-00000000-0000-0000-0000-{n:012d}"
+        return self.uuids[original]
+
+    def text(self, text: str) -> str:
+        """Return ``text`` with UUIDs and serial numbers redacted."""
+        text = _UUID.sub(self._uuid, text)
+        text = _MIG_UUID.sub(self._uuid, text)
+        text = _SERIAL_XML.sub(lambda m: f"<{m.group(1)}>REDACTED</{m.group(1)}>", text)
+        return _SERIAL_LINE.sub(lambda m: f"{m.group(1)} REDACTED", text)
+
+    def data(self, data: bytes) -> bytes:
+        """Return file bytes redacted when they are text; binary data (config space) is kept as is."""
+        if b"\0" in data:
+            return data
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+        return self.text(text).encode("utf-8")
+
+
+class SnapshotWriter:
+    """Collects files, links, listings, tools and commands, then writes a snapshot directory atomically."""
+
+    def __init__(self, *, redact: bool = True, constructed: bool = False, note: str | None = None) -> None:
+        self.redactor = Redactor() if redact else None
+        self.constructed = constructed
+        self.note = note
+        self.files: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+        self.dirs: dict[str, list[str]] = {}
+        self.absent: set[str] = set()
+        self.tools: dict[str, str | None] = {}
+        self.commands: dict[tuple[str, ...], CommandResult] = {}
+
+    def _clean(self, data: bytes) -> bytes:
+        return self.redactor.data(data) if self.redactor else data
+
+    def add_file(self, path: str, data: bytes | str) -> None:
+        """Record file ``path`` with ``data``."""
+        raw = data.encode() if isinstance(data, str) else data
+        self.files[posixpath.normpath(path)] = self._clean(raw)
+
+    def add_link(self, path: str, target: str) -> None:
+        """Record symbolic link ``path`` -> ``target``."""
+        self.links[posixpath.normpath(path)] = target
+
+    def add_dir(self, path: str, names: Sequence[str]) -> None:
+        """Record the complete listing of directory ``path``."""
+        self.dirs[posixpath.normpath(path)] = sorted(set(names))
+
+    def add_absent(self, path: str) -> None:
+        """Record that ``path`` did not exist."""
+        self.absent.add(posixpath.normpath(path))
+
+    def add_tool(self, name: str, path: str | None) -> None:
+        """Record where tool ``name`` was found (None: not installed)."""
+        self.tools[name] = path
+
+    def add_command(self, result: CommandResult) -> None:
+        """Record a command's result."""
+        if self.redactor:
+            result = CommandResult(
+                result.argv,
+                result.rc,
+                self.redactor.text(result.stdout),
+                self.redactor.text(result.stderr),
+                result.missing,
+            )
+        self.commands[tuple(result.argv)] = result
+
+    def write(self, directory: str | os.PathLike[str], *, captured_at: str | None = None) -> Path:
+        """Write the snapshot to ``directory`` (created; must be absent or empty) and return its path.
+
+        Written into a temp directory beside it and renamed, so an interrupted capture leaves nothing half-made.
+        Raises UsageError when ``directory`` exists and is not empty.
+        """
+        target = Path(directory)
+        if target.exists() and any(target.iterdir()):
+            raise UsageError(f"{target} exists and is not empty", hint="capture into a new directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            commands: list[dict[str, Any]] = []
+            for i, (argv, res) in enumerate(sorted(self.commands.items())):
+                entry: dict[str, Any] = {"argv": list(argv), "rc": res.rc, "missing": res.missing}
+                for stream, text in (("stdout", res.stdout), ("stderr", res.stderr)):
+                    if text:
+                        name = f"{i:03d}.{stream}"
+                        (tmp / "commands").mkdir(exist_ok=True)
+                        (tmp / "commands" / name).write_text(text)
+                        entry[stream] = name
+                commands.append(entry)
+            for path, data in sorted(self.files.items()):
+                dest = tmp / "files" / path.lstrip("/")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data)
+            meta = {
+                "format": FORMAT,
+                "version": VERSION,
+                "captured_at": captured_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "fwman_version": __version__,
+                "redacted": self.redactor is not None,
+                "constructed": self.constructed,
+                "note": self.note,
+                "links": dict(sorted(self.links.items())),
+                "dirs": dict(sorted(self.dirs.items())),
+                "absent": sorted(self.absent),
+                "tools": dict(sorted(self.tools.items())),
+                "commands": commands,
+            }
+            (tmp / "snapshot.json").write_text(json.dumps(meta, indent=1) + "\n")
+            if target.exists():
+                target.rmdir()
+            tmp.rename(target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+
+class RecordingHost:
+    """Wraps a live Host for reading and records every answer into a SnapshotWriter. Read-only: writes refuse."""
+
+    def __init__(self, inner: Host, writer: SnapshotWriter) -> None:
+        self.inner = inner
+        self.writer = writer
+        self.description = f"recording {inner.description}"
+        self.journal = inner.journal
+
+    # resolution is recorded link by link so the replay resolves the same way
+    def realpath(self, path: str) -> str:
+        """Return ``path`` resolved, recording every link met on the way."""
+        parts = [p for p in posixpath.normpath(path).split("/") if p]
+        resolved: list[str] = []
+        hops = 0
+        while parts:
+            name = parts.pop(0)
+            if name == "..":
+                if resolved:
+                    resolved.pop()
+                continue
+            candidate = "/" + "/".join([*resolved, name])
+            if self.inner.is_link(candidate):
+                hops += 1
+                if hops > 40:
+                    raise MissingError(f"too many levels of symbolic links: {path}")
+                target = self.inner.readlink(candidate)
+                self.writer.add_link(candidate, target)
+                if target.startswith("/"):
+                    resolved = []
+                parts = [p for p in target.split("/") if p and p != "."] + parts
+                continue
+            resolved.append(name)
+        return "/" + "/".join(resolved)
+
+    def exists(self, path: str) -> bool:
+        """Return and record whether ``path`` exists."""
+        real = self.realpath(path)
+        found = self.inner.exists(real)
+        if not found:
+            self.writer.add_absent(real)
+        elif self.inner.is_dir(real):
+            self._record_dir(real)
+        return found
+
+    def _record_dir(self, real: str) -> list[str]:
+        names = self.inner.listdir(real)
+        self.writer.add_dir(real, names)
+        return names
+
+    def is_dir(self, path: str) -> bool:
+        """Return and record whether ``path`` is a directory."""
+        real = self.realpath(path)
+        if self.inner.is_dir(real):
+            self._record_dir(real)
+            return True
+        if not self.inner.exists(real):
+            self.writer.add_absent(real)
+        return False
+
+    def is_link(self, path: str) -> bool:
+        """Return and record whether ``path`` is a link."""
+        parent = self.realpath(posixpath.dirname(posixpath.normpath(path)))
+        full = posixpath.join(parent, posixpath.basename(posixpath.normpath(path)))
+        if self.inner.is_link(full):
+            self.writer.add_link(full, self.inner.readlink(full))
+            return True
+        self._record_dir(parent) if self.inner.is_dir(parent) else None
+        return False
+
+    def listdir(self, path: str) -> list[str]:
+        """Return and record the listing of ``path``."""
+        real = self.realpath(path)
+        try:
+            return self._record_dir(real)
+        except MissingError:
+            self.writer.add_absent(real)
+            raise
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """Return and record the bytes of ``path``."""
+        real = self.realpath(path)
+        try:
+            data = self.inner.read_bytes(real)
+        except MissingError:
+            if not self.inner.exists(real):
+                self.writer.add_absent(real)
+            raise
+        self.writer.add_file(real, data)
+        return data if limit is None else data[:limit]
+
+    def read_text(self, path: str) -> str:
+        """Return and record ``path`` as text."""
+        return self.read_bytes(path).decode("utf-8", errors="replace")
+
+    def readlink(self, path: str) -> str:
+        """Return and record the target of link ``path``."""
+        parent = self.realpath(posixpath.dirname(posixpath.normpath(path)))
+        full = posixpath.join(parent, posixpath.basename(posixpath.normpath(path)))
+        try:
+            target = self.inner.readlink(full)
+        except MissingError:
+            if not self.inner.exists(full):
+                self.writer.add_absent(full)
+            raise
+        self.writer.add_link(full, target)
+        return target
+
+    def stat_size(self, path: str) -> int:
+        """Return the size of ``path`` (recording its bytes, so a replay has them)."""
+        return len(self.read_bytes(path))
+
+    def which(self, tool: str) -> str | None:
+        """Return and record where ``tool`` is."""
+        found = self.inner.which(tool)
+        self.writer.add_tool(tool, found)
+        return found
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float | None = 60.0,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        input_text: str | None = None,
+    ) -> CommandResult:
+        """Run ``argv`` on the inner host and record the result."""
+        result = self.inner.run(argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
+        self.writer.add_command(result)
+        return result
+
+    def local_path(self, path: str) -> str | None:
+        """Return the inner host's filesystem path."""
+        return self.inner.local_path(path)
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise UsageError("capture is read-only: a reader tried to change the host")
+
+    write_bytes = mkdir = rename = unlink = symlink = _refuse

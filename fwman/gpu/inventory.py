@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from typing import TypeVar
 
+from pydantic import BaseModel, ConfigDict
+
 from fwman.errors import MissingError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.config_space import ConfigSpace, parse_config_space
@@ -195,15 +197,24 @@ def _opt(fn: Callable[[], T | None]) -> T | None:
         return None
 
 
-def scan_cards(host: Host, *, use_smi: bool = True) -> list[Card]:
-    """Return every NVIDIA GPU on ``host``, ordered by bus id (empty when there is none).
+class Inventory(BaseModel):
+    """The cards on a host and, when nvidia-smi could not be used, why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    cards: list[Card]
+    smi_problem: str | None = None
+
+
+def scan_inventory(host: Host, *, use_smi: bool = True) -> Inventory:
+    """Return every NVIDIA GPU on ``host`` ordered by bus id (no cards when there is none), and the nvidia-smi state.
 
     Raises ParseError only for sysfs files that are present but malformed in the essential fields (IDs, class).
     """
     functions = nvidia_functions(host)
     if not functions:
-        return []
-    smi_log, _why = read_smi(host) if use_smi else (None, "not asked")
+        return Inventory(cards=[])
+    smi_log, why = read_smi(host) if use_smi else (None, "nvidia-smi not used")
     driver = read_driver_version(host)
     if driver[0] is None and smi_log is not None:
         driver = (smi_log.driver_version, None)
@@ -213,7 +224,12 @@ def scan_cards(host: Host, *, use_smi: bool = True) -> list[Card]:
         card = _read_card(host, bus, by_bus.get(bus), driver)
         if card is not None:
             cards.append(card)
-    return cards
+    return Inventory(cards=cards, smi_problem=why)
+
+
+def scan_cards(host: Host, *, use_smi: bool = True) -> list[Card]:
+    """Return every NVIDIA GPU on ``host`` ordered by bus id (empty when there is none). See scan_inventory."""
+    return scan_inventory(host, use_smi=use_smi).cards
 
 
 def normalise_bus(text: str) -> str:
@@ -238,12 +254,17 @@ def find_card(cards: list[Card], bus: str) -> Card:
     raise UsageError(f"no NVIDIA GPU at {wanted}", hint=f"GPUs on this host: {known}")
 
 
-def require_cards(host: Host) -> list[Card]:
-    """Return the cards on ``host``. Raises MissingError with a clear message when there is no NVIDIA GPU."""
-    cards = scan_cards(host)
-    if not cards:
+def require_inventory(host: Host) -> Inventory:
+    """Return the inventory of ``host``. Raises MissingError with a clear message when there is no NVIDIA GPU."""
+    inventory = scan_inventory(host)
+    if not inventory.cards:
         raise MissingError(
             f"no NVIDIA GPU found on {host.description} ({PCI_DEVICES} lists none with vendor 0x10de)",
             hint="is this the right machine? On a VM, is the GPU passed through?",
         )
-    return cards
+    return inventory
+
+
+def require_cards(host: Host) -> list[Card]:
+    """Return the cards on ``host``. Raises MissingError when there is no NVIDIA GPU."""
+    return require_inventory(host).cards

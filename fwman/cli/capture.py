@@ -1,0 +1,64 @@
+"""``fwman capture DIR``: record this host, read-only, into a snapshot directory."""
+
+from __future__ import annotations
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import UsageError
+
+
+@click.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--no-redact", is_flag=True, help="Keep GPU UUIDs and serial numbers (redacted by default).")
+@json_option
+@common_options
+@pass_app
+def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> None:
+    """Record this host into DIRECTORY (read-only), for replay with --snapshot.
+
+    Records, for every NVIDIA PCI function and the bridges above it, the sysfs attributes (config space
+    included), /proc/driver/nvidia, /proc/modules, /proc/cmdline, IOMMU state, os-release, kernel release,
+    driver library listings, and the output of nvidia-smi (-q -x, topo -m, topo -p2p r/w, --version),
+    dkms status and lspci -vvv -nn where installed (missing tools are recorded as missing). Nothing on the
+    host is changed. GPU UUIDs and serial numbers are replaced by placeholders unless --no-redact.
+
+    \b
+    Examples:
+      sudo fwman capture /tmp/myrig          # as root, to see the full config space
+      fwman --snapshot /tmp/myrig scan       # replay it anywhere
+    The format is described in docs/snapshot-format.md.
+    """
+    if app.is_replay:
+        raise UsageError("capture records a live host; it cannot read from --snapshot")
+    from fwman.host.capture import capture as do_capture
+    from fwman.host.recording import SnapshotWriter
+
+    writer = SnapshotWriter(redact=not no_redact)
+    verbose = app.env.stderr_isatty or app.verbose > 0
+    report = do_capture(
+        app.host, writer, progress=(lambda s: app.echo(f"  reading {s}", err=True)) if verbose else (lambda s: None)
+    )
+    path = writer.write(directory)
+    if as_json:
+        app.emit_json(
+            "capture",
+            {
+                "directory": str(path),
+                "gpus": report.gpus,
+                "files": report.files,
+                "commands": report.commands,
+                "missing_tools": report.missing_tools,
+                "problems": report.problems,
+                "redacted": not no_redact,
+            },
+        )
+        return
+    app.echo(f"captured {report.gpus} NVIDIA GPU(s), {report.files} files, {report.commands} commands into {path}")
+    if report.missing_tools:
+        app.echo(f"not installed (recorded as missing): {', '.join(report.missing_tools)}")
+    for problem in report.problems[:20]:
+        app.echo(f"could not read: {problem}", err=True)
+    if app.env.euid != 0:
+        app.echo("note: not root: config space beyond 64 bytes (Resizable BAR sizes) was not readable", err=True)
+    app.echo(f"replay with: fwman --snapshot {path} scan")

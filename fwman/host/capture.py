@@ -90,6 +90,13 @@ LISTINGS = (
     "/lib/depmod.d",
     "/etc/kernel/postinst.d",
     "/var/lib/dkms",
+    # driver folders of containers/VMs that mount the host driver (e.g. /usr/local/nvidia)
+    "/usr/local/nvidia",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+    "/usr/local/nvidia/bin",
+    "/usr/local/nvidia/firmware/nvidia",
+    "/usr/local/nvidia/modules",
 )
 #: other commands' readers, run during capture so their replays work: "module:function(host)"
 COLLECTORS = (

@@ -100,7 +100,7 @@ def test_snapshot_writes_are_journaled_not_written(tmp_path: Path) -> None:
 
 def test_snapshot_rejects_foreign_and_future_formats(tmp_path: Path) -> None:
     (tmp_path / "a").mkdir()
-    with pytest.raises(UsageError, match="no snapshot.json"):
+    with pytest.raises(UsageError, match=r"no snapshot\.json"):
         SnapshotHost(tmp_path / "a")
     (tmp_path / "a/snapshot.json").write_text('{"format": "fwman-snapshot", "version": 99}')
     with pytest.raises(UsageError, match="version 99 is not supported"):

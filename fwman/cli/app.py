@@ -18,6 +18,9 @@ from fwman.errors import ExitCode, FwmanError
 COMMANDS: dict[str, tuple[str, str]] = {
     "scan": ("fwman.cli.scan:scan", "List every NVIDIA GPU: IDs, firmware, BAR1, links, driver."),
     "capture": ("fwman.cli.capture:capture", "Record this host (read-only) into a snapshot directory."),
+    "catalog": ("fwman.cli.catalog:catalog", "The curated VBIOS catalog: list, show, update (signed), lint, sign."),
+    "fetch": ("fwman.cli.fetch:fetch", "Download or import a catalog image into the verified cache (MD5 + SHA-256)."),
+    "upgrade": ("fwman.cli.upgrade:upgrade", "Plan the firmware upgrade of every card (--dry-run): images and steps."),
 }
 
 

@@ -1,0 +1,336 @@
+"""``fwman catalog``: list, show, lint, sign and update the curated VBIOS catalog."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import UsageError, VerificationError
+
+
+@click.group("catalog")
+def catalog() -> None:
+    """The curated VBIOS catalog: which image each board (PCI subsystem) should run, and why.
+
+    \b
+    Examples:
+      fwman catalog list                      every board and image, with its status
+      fwman catalog show 3842:3987            one board: images, reasons, hashes, sources
+      fwman catalog update --url URL          install a newer signed catalog (verified first)
+      fwman catalog lint                      maintainers: check the catalog files
+      fwman catalog sign --key maint.pem      maintainers: write and sign catalog/index.json
+
+    The catalog bundled with fwman is used until `catalog update` installs a newer one in
+    /var/lib/fwman/catalog. Docs: docs/catalog.md, docs/catalog-format.md.
+    """
+
+
+def _status_text(app: AppContext, status: str) -> str:
+    colour = {"current": "green", "unverified": "yellow", "withdrawn": "red", "superseded": None}.get(status)
+    return app.style(status, fg=colour) if colour else status
+
+
+def _image_json(image: Any) -> dict[str, Any]:
+    data: dict[str, Any] = image.model_dump(mode="json")
+    data["file"] = image.file_name
+    return data
+
+
+@catalog.command("list")
+@json_option
+@common_options
+@pass_app
+def list_(app: AppContext, as_json: bool) -> None:
+    """List every board and image in the catalog in use.
+
+    \b
+    Examples:
+      fwman catalog list
+      fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
+    """
+    from fwman.firmware.catalog import load_catalog
+
+    cat = load_catalog(app.host)
+    if as_json:
+        app.emit_json(
+            "catalog-list",
+            {
+                "catalog": cat.summary(),
+                "boards": [
+                    {
+                        "key": b.key,
+                        "subsystem": b.subsystem,
+                        "name": b.board.name,
+                        "maker": b.board.maker,
+                        "images": [_image_json(i) for i in b.images_newest_first()],
+                    }
+                    for b in sorted(cat.boards, key=lambda b: b.key)
+                ],
+            },
+        )
+        return
+    app.echo(app.style(cat.describe(), dim=True))
+    for note in cat.notes:
+        app.echo(app.style(f"note: {note}", dim=True))
+    rows = []
+    for entry in cat.entries():
+        image = entry.image
+        rows.append(
+            [
+                entry.board.subsystem,
+                entry.board.board.name,
+                image.version,
+                _status_text(app, image.status.value),
+                {True: "yes", False: "no", None: "?"}[image.rebar],
+                "sha256" if image.sha256 else ("md5" if image.md5 else "-"),
+            ]
+        )
+    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"], rows)
+
+
+@catalog.command("show")
+@click.argument("board")
+@json_option
+@common_options
+@pass_app
+def show(app: AppContext, board: str, as_json: bool) -> None:
+    """Show one board: what it is, every image with its status, reason, hashes and sources.
+
+    BOARD is a subsystem ID (3842:3987) or all four PCI IDs (10de:2204:3842:3987).
+
+    \b
+    Examples:
+      fwman catalog show 3842:3987
+      fwman catalog show 10de:2204:3842:3982 --json
+    """
+    from fwman.firmware.catalog import load_catalog
+    from fwman.firmware.catalog_overrides import find_override, load_overrides
+
+    cat = load_catalog(app.host)
+    b = cat.find_board(board)
+    overrides = load_overrides(app.host)
+    if as_json:
+        images = []
+        for i in b.images_newest_first():
+            data = _image_json(i)
+            o = find_override(overrides, b.key, i.version)
+            data["local_override"] = o.model_dump(mode="json") if o else None
+            images.append(data)
+        recommended = b.recommended()
+        app.emit_json(
+            "catalog-board",
+            {
+                "catalog": cat.summary(),
+                "key": b.key,
+                "subsystem": b.subsystem,
+                "pci": b.pci.model_dump(),
+                "board": b.board.model_dump(mode="json"),
+                "recommended": recommended.version if recommended else None,
+                "images": images,
+            },
+        )
+        return
+    info = b.board
+    app.echo(app.style(f"{info.name}  ({b.key})", bold=True))
+    facts = [
+        ("maker", info.maker),
+        ("part numbers", ", ".join(info.part_numbers) or "unknown"),
+        ("board IDs", ", ".join(info.board_ids) or "unknown"),
+        ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
+    ]
+    for k, v in facts:
+        app.echo(f"  {k:<14}{v}")
+    if info.notes:
+        app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
+    recommended = b.recommended()
+    for i in b.images_newest_first():
+        mark = "  <- recommended" if recommended and i.version == recommended.version else ""
+        app.echo("")
+        app.echo(f"  {app.style(i.version, bold=True)}  {_status_text(app, i.status.value)}{mark}")
+        o = find_override(overrides, b.key, i.version)
+        lines = [
+            ("reason", i.status_reason),
+            ("status date", i.status_date),
+            ("released", i.release_date or "unknown"),
+            ("superseded by", i.superseded_by),
+            ("rebar", {True: "yes", False: "no", None: "unknown"}[i.rebar]),
+            ("max BAR1", f"{i.max_bar1_bytes // 1024**2} MiB" if i.max_bar1_bytes else "unknown"),
+            ("power limit", f"{i.power_limit_w:g} W (default)" if i.power_limit_w else "unknown"),
+            ("min driver", i.min_driver),
+            ("MD5", i.md5 or ("unknown" if not o else f"unknown in catalog; local: {o.md5} ({o.source})")),
+            ("SHA-256", i.sha256 or "unknown"),
+            ("size", f"{i.size} bytes" if i.size else "unknown"),
+            ("URLs", ", ".join(i.urls) or "unknown"),
+            ("notes", i.notes),
+        ]
+        for k, v in lines:
+            if v:
+                app.echo(f"    {k:<14}{v}")
+
+
+@catalog.command("lint")
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Catalog directory to check (default: the catalog bundled with fwman).",
+)
+@json_option
+@common_options
+@pass_app
+def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
+    """Check catalog files: schema, unknown keys, duplicates, hashes, URLs, file names, index, signature.
+
+    Errors exit with status 4; warnings do not.
+
+    \b
+    Examples:
+      fwman catalog lint
+      fwman catalog lint --dir ./catalog --json
+    """
+    from fwman.firmware.catalog import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
+    from fwman.firmware.catalog_sign import trusted_keys, verify_index
+
+    directory = directory or BUNDLED_CATALOG
+    issues = lint_directory(directory)
+    index, sig = directory / INDEX_NAME, directory / SIG_NAME
+    if index.is_file():
+        if not sig.is_file():
+            issues.append(
+                LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
+            )
+        else:
+            try:
+                key = verify_index(index.read_bytes(), sig.read_bytes(), trusted_keys(app.host))
+            except VerificationError as e:
+                issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))
+            else:
+                if not as_json:
+                    app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
+    errors = [i for i in issues if i.level == "error"]
+    if as_json:
+        app.emit_json(
+            "catalog-lint",
+            {"directory": str(directory), "ok": not errors, "issues": [i.model_dump() for i in issues]},
+        )
+    else:
+        for i in issues:
+            where = f" {i.where}:" if i.where else ""
+            label = app.style(i.level, fg="red" if i.level == "error" else "yellow")
+            app.echo(f"{i.file}:{where} {label}: {i.message}")
+        if not issues:
+            app.echo(f"{directory}: clean")
+    if errors:
+        raise VerificationError(
+            f"catalog lint: {len(errors)} error(s) in {directory}", hint="fix them; see docs/catalog-format.md"
+        )
+
+
+@catalog.command("sign")
+@click.option(
+    "--key",
+    "key_file",
+    required=True,
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help="Ed25519 private key (PEM). Keep it outside the repository.",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    help="Catalog directory to sign (default: the catalog bundled with fwman, i.e. the source tree's catalog/).",
+)
+@click.option("--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1).")
+@click.option("--date", "date", help="Index date YYYY-MM-DD (default: today, UTC).")
+@common_options
+@pass_app
+def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | None, date: str | None) -> None:
+    """Write catalog/index.json (every file's SHA-256, a new serial, a date) and sign it (index.json.sig).
+
+    For catalog maintainers. The catalog must lint clean. The public half of the key must be trusted by the
+    fwman that installs the catalog (bundled in fwman/keys/, or in /etc/fwman/keys.d/ on the host).
+
+    \b
+    Make a key once (never commit the private half):
+      openssl genpkey -algorithm ed25519 -out ~/fwman-catalog.pem
+      openssl pkey -in ~/fwman-catalog.pem -pubout -out fwman/keys/<name>.pub
+    Examples:
+      fwman catalog sign --key ~/fwman-catalog.pem
+      fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
+    """
+    from fwman.firmware.catalog import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, parse_index
+    from fwman.firmware.catalog_sign import load_private_key, make_index, sign_index
+    from fwman.host.live import LiveHost
+
+    directory = (directory or BUNDLED_CATALOG).resolve()
+    stamp = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    # the maintainer's working tree is on this machine, not under --root
+    local = LiveHost("/")
+    key = load_private_key(local.read_bytes(str(key_file.resolve())), str(key_file))
+    index_bytes = make_index(directory, stamp, serial)
+    sig_bytes = sign_index(index_bytes, key)
+    local.write_bytes(os.path.join(directory, INDEX_NAME), index_bytes)
+    local.write_bytes(os.path.join(directory, SIG_NAME), sig_bytes)
+    index = parse_index(index_bytes)
+    app.echo(f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s)")
+
+
+@catalog.command("update")
+@click.option("--url", help="Where the catalog is published (the directory holding index.json).")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds without data before a download attempt is given up.")  # fmt: skip
+@click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per file.")
+@json_option
+@common_options
+@pass_app
+def update(app: AppContext, url: str | None, timeout: float, retries: int, as_json: bool) -> None:
+    """Download a newer catalog, verify it completely, then install it atomically.
+
+    The Ed25519 signature of index.json must come from a trusted key (bundled, or /etc/fwman/keys.d/*.pub);
+    every file must match its SHA-256 in the signed index; a serial older than the installed one is refused
+    (rollback). Only then does /var/lib/fwman/catalog switch to the new copy. Without --url, the URL in
+    /etc/fwman/catalog-url is used.
+
+    \b
+    Examples:
+      fwman catalog update --url https://example.org/fwman-catalog/
+      fwman catalog update            # URL from /etc/fwman/catalog-url
+    """
+    from fwman.firmware.catalog_update import configured_url, update_catalog
+    from fwman.firmware.fetch import HttpOptions
+
+    if app.is_replay:
+        raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")
+    url = url or configured_url(app.host)
+    if url.startswith("http://") and not as_json:
+        app.echo("note: plain http: the signature and hashes are what protect this download", err=True)
+    options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
+    result = update_catalog(app.host, url, options=options)
+    if as_json:
+        app.emit_json(
+            "catalog-update",
+            {
+                "url": result.url,
+                "installed": result.installed,
+                "serial": result.serial,
+                "previous_serial": result.previous_serial,
+                "date": result.date,
+                "files": result.files,
+                "key_id": result.key.key_id,
+                "location": result.location,
+            },
+        )
+        return
+    if not result.installed:
+        app.echo(f"catalog already up to date (serial {result.serial}, {result.date})")
+        return
+    app.echo(
+        f"installed catalog serial {result.serial} ({result.date}, {result.files} file(s)) from {result.url}\n"
+        f"  signature: key {result.key.key_id} ({result.key.origin})\n"
+        f"  replaces serial {result.previous_serial}; now at {result.location}"
+    )

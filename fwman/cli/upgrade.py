@@ -1,0 +1,153 @@
+"""``fwman upgrade``: plan (``--dry-run``) the firmware upgrade of every card.
+
+Layout for the flash feature: :func:`upgrade` parses options and builds the plan once
+(:func:`fwman.firmware.upgrade_plan.build_upgrade_plan`); each mode is one function taking the plan
+(:func:`dry_run` here; ``--apply`` and ``--check`` add theirs next to it and a branch in :func:`upgrade`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import UsageError
+
+if TYPE_CHECKING:
+    from fwman.firmware.upgrade_plan import CardPlan, UpgradePlan
+
+
+@click.command("upgrade")
+@click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
+@click.option(
+    "--card", "cards", multiple=True, metavar="BUS", help="Flash only this card (repeatable); all are backed up."
+)
+@json_option
+@common_options
+@pass_app
+def upgrade(app: AppContext, dry_run: bool, cards: tuple[str, ...], as_json: bool) -> None:
+    """Upgrade card firmware from the catalog: e.g. launch firmware to a Resizable-BAR image.
+
+    For each card: its catalog board, the firmware it runs, the recommended image (the newest one that is
+    neither withdrawn nor superseded; skipped images are listed with the reason), then the whole plan: back up
+    every card, get and verify the image, flash, firmware-setup switches (Above 4G Decoding, Re-Size BAR
+    Support), reboot, post-checks. Cards the catalog does not know are reported, never guessed.
+
+    \b
+    Examples:
+      fwman upgrade --dry-run
+      fwman upgrade --dry-run --card 41:00.0
+      fwman upgrade --dry-run --json
+      fwman upgrade --dry-run --snapshot fixtures/hosts/rig-4x3090     (the bundled example host)
+    """
+    if not dry_run:
+        raise UsageError("say what to do: --dry-run prints the plan", hint="fwman upgrade --dry-run")
+    plan = build_plan(app, cards)
+    dry_run_report(app, plan, as_json)
+
+
+def build_plan(app: AppContext, selected: tuple[str, ...] = ()) -> UpgradePlan:
+    """Return the plan for this invocation's host (cards from the inventory, the catalog in use).
+
+    Raises UsageError for an unknown ``--card``, MissingError when there is no NVIDIA GPU or no catalog.
+    """
+    from fwman.errors import MissingError
+    from fwman.firmware.catalog import load_catalog
+    from fwman.firmware.upgrade_plan import build_upgrade_plan
+    from fwman.gpu.inventory import find_card, scan_cards
+
+    found = scan_cards(app.host)
+    if not found:
+        raise MissingError("no NVIDIA GPU found", hint="fwman scan shows what fwman sees")
+    buses = [find_card(found, bus).bus_id for bus in selected]
+    return build_upgrade_plan(app.host, found, load_catalog(app.host), buses)
+
+
+def _action_text(app: AppContext, c: CardPlan) -> str:
+    if not c.selected and c.action == "flash":
+        return f"not selected (would get {c.target_version})"
+    if c.action == "flash":
+        return app.style(f"flash -> {c.target_version}", fg="cyan", bold=True)
+    if c.action == "keep":
+        return "keep"
+    if c.action == "unknown-board":
+        return app.style("not in catalog: left alone", fg="yellow")
+    return app.style("cannot decide", fg="yellow")
+
+
+def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
+    """Print ``plan`` (text for people, or the versioned ``upgrade-plan`` JSON)."""
+    from fwman.findings import Severity
+    from fwman.units import human_bytes
+
+    if as_json:
+        app.emit_json(
+            "upgrade-plan",
+            {
+                "dry_run": True,
+                "ready": plan.ready,
+                **plan.model_dump(mode="json"),
+            },
+        )
+        return
+    bold = {"bold": True}
+    app.echo(app.style("fwman upgrade --dry-run", **bold) + app.style(f"  ({plan.host}; nothing is changed)", dim=True))
+    cat = plan.catalog
+    app.echo(app.style(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", dim=True))
+    app.echo("")
+    rows = []
+    for c in plan.cards:
+        bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
+        if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
+            bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
+        status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
+        rows.append(
+            [c.bus_id, c.subsystem, c.board or "?", f"{c.current_version or '?'}{status}", bar1, _action_text(app, c)]
+        )
+    app.table(["CARD", "SUBSYSTEM", "BOARD", "FIRMWARE", "BAR1", "PLAN"], rows)
+
+    seen: set[str] = set()
+    for c in plan.cards:
+        if c.board is None or c.pci_key in seen or not c.options:
+            continue
+        seen.add(c.pci_key)
+        on = [x.bus_id for x in plan.cards if x.pci_key == c.pci_key]
+        app.echo("")
+        app.echo(app.style(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", **bold))
+        for o in c.options:
+            mark = app.style("use ", fg="green", bold=True) if o.chosen else app.style("skip", dim=True)
+            running = "  [running]" if o.version == c.current_version else ""
+            app.echo(f"  {mark} {o.version}  {o.status.value:<10}  {o.why}{running}")
+        app.echo(f"  -> {c.reason}")
+
+    app.echo("")
+    app.echo(app.style("Plan", **bold))
+    for step in plan.steps:
+        who = app.style("you  ", fg="magenta") if step.by == "you" else app.style("fwman", fg="blue")
+        app.echo(f"  {step.number}. [{who}] {app.style(step.title, **bold)}")
+        for d in step.details:
+            app.echo(f"       - {d}")
+        for cmd in step.commands:
+            app.echo(f"       $ {cmd}")
+
+    blocks = [f for f in plan.findings if f.severity is Severity.BLOCK]
+    others = [f for f in plan.findings if f.severity is not Severity.BLOCK]
+    if plan.findings:
+        app.echo("")
+    for f in blocks:
+        app.echo(app.style("BLOCKED", fg="red", bold=True) + f": {f.message}")
+        if f.fix:
+            app.echo(f"  fix: {f.fix}")
+    for f in others:
+        app.echo(app.style(f.severity.value.upper(), fg="yellow") + f": {f.message}")
+        if f.fix:
+            app.echo(f"  fix: {f.fix}")
+    app.echo("")
+    if not plan.flash_cards:
+        app.echo("Nothing to flash: every card the catalog knows already runs its recommended image.")
+    elif blocks:
+        n = len(blocks)
+        app.echo(f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run.")
+    else:
+        app.echo("Ready: every gate of the plan is clear.")

@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "catalog": ("fwman.cli.catalog:catalog", "The curated VBIOS catalog: list, show, update (signed), lint, sign."),
     "fetch": ("fwman.cli.fetch:fetch", "Download or import a catalog image into the verified cache (MD5 + SHA-256)."),
     "upgrade": ("fwman.cli.upgrade:upgrade", "Plan the firmware upgrade of every card (--dry-run): images and steps."),
+    "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),
 }
 
 

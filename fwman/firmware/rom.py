@@ -209,8 +209,9 @@ def _walk(r: _Reader, start: int) -> tuple[list[ChainImage], bool]:
         if end >= r.n:
             if pcir_last:  # the kernel's PCI-rule reader stopped here: the sysfs truncation
                 return images, True
+            last_field = npde + 0x0A if npde_rev is not None else pcir + 0x15
             raise ParseError(
-                WHAT, f"{base}.last", f"more images should follow but the file ends at 0x{r.n:X}", length_field
+                WHAT, f"{base}.last", f"more images should follow but the file ends at 0x{r.n:X}", last_field
             )
         off = end
     raise ParseError(WHAT, "chain", f"more than {MAX_IMAGES} images without a last-image flag", start)
@@ -381,7 +382,7 @@ def parse_rom(data: bytes) -> RomImage:
     if pre.is_nvgi:
         found = _find_chain(r, BLOCK)
         if found is None:
-            raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary", None)
+            raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary from here", BLOCK)
         start = found
     images, sysfs_cut = _walk(r, start)
     chain_end = images[-1].offset + images[-1].length

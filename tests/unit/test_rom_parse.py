@@ -1,0 +1,185 @@
+"""parse_rom on well-formed images: inspect returns exactly what the image was built from."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fixtures.romgen import BLOCK, RomSpec, build_chain, build_rom
+from fwman.firmware.rom import _sum8, parse_rom
+from fwman.firmware.rommodel import RomImage, RomKind
+
+KIND_OF = {
+    "nvgi_dump": RomKind.NVGI_DUMP,
+    "option_rom": RomKind.OPTION_ROM,
+    "stripped": RomKind.STRIPPED,
+    "sysfs": RomKind.SYSFS_TRUNCATED,
+}
+
+hex_byte = st.integers(0, 0xFF)
+u16 = st.integers(0, 0xFFFF)
+date = st.builds(lambda m, d, y: f"{m:02d}/{d:02d}/{y:02d}", st.integers(1, 12), st.integers(1, 31), st.integers(0, 99))
+printable = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), min_size=1, max_size=127)
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> RomSpec:
+    """Draw a valid RomSpec over every parameter the builder takes."""
+    kind = draw(st.sampled_from(list(KIND_OF)))
+    generation = draw(st.sampled_from(["ampere", "turing"]))
+    x86 = draw(st.integers(2, 0xFF))
+    efi = draw(st.integers(1, 0x90))
+    fwsec = (draw(st.integers(1, 0x240)), draw(st.integers(1, 0x240)))
+    chain_len = (x86 + efi + sum(fwsec)) * BLOCK
+    first = 0x5200 if generation == "ampere" else 0x4200
+    chain_offset = draw(st.integers(first // BLOCK, 0x30000 // BLOCK)) * BLOCK
+    # stripped images are recognised by the card data after the chain, so they get at least some
+    extra = draw(st.integers(64 if kind == "stripped" else 0, 0x20000))
+    version = ".".join(f"{draw(hex_byte):02X}" for _ in range(5))
+    return RomSpec(
+        version=version,
+        device_id=draw(u16),
+        subsystem_vendor=draw(u16),
+        subsystem_device=draw(u16),
+        dump_size=chain_offset + chain_len + extra,
+        chain_offset=chain_offset,
+        build_date=draw(date),
+        modification_date=draw(date),
+        sign_on=draw(printable),
+        uefi_version=draw(u16),
+        kind=kind,  # type: ignore[arg-type]
+        card_data=draw(st.integers(0, 2**16)),
+        filler_seed=draw(st.integers(0, 2**16)),
+        generation=generation,  # type: ignore[arg-type]
+        x86_blocks=x86,
+        efi_blocks=efi,
+        fwsec_blocks=fwsec,
+        fwsec_device_id=draw(u16),
+        fwsec_private_signature=draw(st.booleans()),
+        version_string=draw(st.none() | st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=31)),
+    )
+
+
+def check_round_trip(spec: RomSpec, image: RomImage, data: bytes) -> None:
+    """Assert every parameter of ``spec`` comes back from ``image``."""
+    assert image.kind is KIND_OF[spec.kind]
+    assert image.size == len(data)
+    assert image.version == spec.version
+    assert image.vendor_id == "10de"
+    assert image.device_id == f"{spec.device_id:04x}"
+    assert image.subsystem == f"{spec.subsystem_vendor:04x}:{spec.subsystem_device:04x}"
+    assert image.build_date == spec.build_date
+    assert image.modification_date == spec.modification_date
+    assert image.sign_on == spec.sign_on
+    assert image.version_string == (spec.version_string or f"Version {spec.version}")
+    assert image.uefi_version == f"0x{spec.uefi_version:04X}"
+    assert image.x86_checksum_ok
+    assert image.notes == []
+    full = spec.kind != "sysfs"
+    blocks = spec.chain_blocks if full else spec.chain_blocks[:2]
+    assert [im.length for im in image.images] == [b * BLOCK for b in blocks]
+    assert [im.code_type_name for im in image.images] == ["x86", "efi", "fwsec", "fwsec"][: len(blocks)]
+    assert image.chain_length == sum(blocks) * BLOCK
+    chain = build_chain(spec)[: image.chain_length]
+    assert image.chain_sha256 == hashlib.sha256(chain).hexdigest()
+    assert image.md5 == hashlib.md5(data).hexdigest()
+    assert image.sha256 == hashlib.sha256(data).hexdigest()
+    if spec.kind == "nvgi_dump":
+        assert image.chain_offset == spec.chain_offset
+        assert image.nvgi_subsystem == image.subsystem and image.subsystems_agree
+        assert image.rfrd_offset == (0x5000 if spec.generation == "ampere" else 0x4000)
+        assert (image.rfrd_chain_offset, image.rfrd_chain_length) == (spec.chain_offset, spec.chain_length)
+        assert image.nvgi_offsets == ([0, 0x2000] if spec.generation == "ampere" else [0])
+    else:
+        assert image.chain_offset == 0
+        assert image.nvgi_subsystem is None and image.rfrd_offset is None
+    assert image.flashable is (spec.kind in ("nvgi_dump", "option_rom"))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs())
+def test_round_trip_over_generated_images(spec: RomSpec) -> None:
+    data = build_rom(spec)
+    check_round_trip(spec, parse_rom(data), data)
+
+
+@pytest.mark.parametrize("kind", list(KIND_OF))
+def test_round_trip_defaults(kind: str) -> None:
+    spec = RomSpec(kind=kind)  # type: ignore[arg-type]
+    data = build_rom(spec)
+    check_round_trip(spec, parse_rom(data), data)
+
+
+def test_same_firmware_on_two_cards_has_one_chain_hash() -> None:
+    a, b = parse_rom(build_rom(RomSpec(card_data=1))), parse_rom(build_rom(RomSpec(card_data=2)))
+    assert a.md5 != b.md5 and a.sha256 != b.sha256
+    assert a.chain_sha256 == b.chain_sha256
+    # and a stripped copy or the plain option ROM of that firmware is recognised as the same chain
+    assert parse_rom(build_rom(RomSpec(kind="stripped"))).chain_sha256 == a.chain_sha256
+    assert parse_rom(build_rom(RomSpec(kind="option_rom"))).chain_sha256 == a.chain_sha256
+
+
+def test_the_walk_follows_npde_not_pcir_past_the_efi_image() -> None:
+    image = parse_rom(build_rom(RomSpec()))
+    efi = image.images[1]
+    assert efi.pcir_last and efi.npde_last is False and not efi.last
+    assert image.pci_walk_images == 2 and len(image.images) == 4
+    assert image.images[3].npde_last and image.images[3].last
+
+
+def test_npde_length_overrides_pcir_length() -> None:
+    spec = RomSpec(kind="option_rom")
+    data = bytearray(build_rom(spec))
+    pcir = 0x170
+    struct.pack_into("<H", data, pcir + 0x10, 1)  # PCIR says 1 block; NPDE still says the real length
+    image = parse_rom(bytes(data))
+    assert image.images[0].pcir_length_blocks == 1
+    assert image.images[0].length == spec.x86_blocks * BLOCK
+    assert len(image.images) == 4
+
+
+def test_disagreeing_nvgi_and_npde_are_reported_in_the_model() -> None:
+    image = parse_rom(build_rom(RomSpec(nvgi_subsystem=(0x3842, 0x3982))))
+    assert image.nvgi_subsystem == "3842:3982" and image.subsystem == "3842:3987"
+    assert image.subsystems_agree is False
+    note = image.note("subsystem_disagree")
+    assert note is not None and note.offset == 0x0C
+
+
+def test_bad_x86_checksum_is_reported_not_raised() -> None:
+    data = bytearray(build_rom(RomSpec(kind="option_rom")))
+    data[0x400] ^= 0x01
+    image = parse_rom(bytes(data))
+    assert not image.x86_checksum_ok and image.x86_checksum != 0
+
+
+def test_rfrd_disagreement_becomes_a_note() -> None:
+    data = bytearray(build_rom(RomSpec()))
+    struct.pack_into("<I", data, 0x500C, 12345)
+    image = parse_rom(bytes(data))
+    assert image.chain_length == RomSpec().chain_length
+    assert image.note("rfrd_length_disagree") is not None
+
+
+def test_offsets_point_at_the_bytes_they_name() -> None:
+    data = build_rom(RomSpec())
+    image = parse_rom(data)
+    off = image.offsets
+    assert data[off["modification_date"] : off["modification_date"] + 8] == b"10/01/20"
+    assert data[off["build_date"] : off["build_date"] + 8] == b"10/01/20"
+    assert struct.unpack_from("<HH", data, off["nvgi_subsystem"]) == (0x3842, 0x3987)
+    assert struct.unpack_from("<H", data, off["subsystem_device_id"])[0] == 0x3987
+    assert struct.unpack_from("<H", data, off["device_id"])[0] == 0x2204
+    assert data[off["version"] : off["version"] + 5] == bytes([0x48, 0x26, 0x02, 0x94, 0x15])
+    assert data[off["sign_on"] :].startswith(RomSpec().sign_on.encode())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=3000), st.integers(0, 3000), st.integers(0, 3000))
+def test_sum8_equals_the_plain_byte_sum(data: bytes, a: int, b: int) -> None:
+    lo, hi = sorted((min(a, len(data)), min(b, len(data))))
+    assert _sum8(data, lo, hi) == sum(data[lo:hi]) & 0xFF

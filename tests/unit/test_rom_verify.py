@@ -1,0 +1,145 @@
+"""verify_image: which findings a parsed image gets against a card, with their severities."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from fixtures.romgen import RomSpec, build_rom
+from fwman.findings import Finding, Severity, worst
+from fwman.firmware.rom import parse_rom
+from fwman.firmware.romverify import DOWNGRADE_FLAG, normalise_board_id, verify_image, version_key
+from fwman.gpu.card import Card
+
+
+def card(**kw: str | None) -> Card:
+    """Return a 3842:3987 EVGA 3090 FTW3 Ultra on launch firmware at 41:00.0, with ``kw`` changed."""
+    fields: dict[str, str | None] = {
+        "bus_id": "0000:41:00.0",
+        "vendor_id": "10de",
+        "device_id": "2204",
+        "subsystem_vendor_id": "3842",
+        "subsystem_device_id": "3987",
+        "vbios_version": "94.02.26.48.15",
+        "board_id": None,
+    }
+    fields.update(kw)
+    return Card.model_validate(fields)
+
+
+def by_id(findings: list[Finding]) -> dict[str, Finding]:
+    return {f.id: f for f in findings}
+
+
+def severity(findings: list[Finding], fid: str) -> Severity:
+    return by_id(findings)[fid].severity
+
+
+REBAR = RomSpec(version="94.02.42.80.27")
+
+
+def test_the_right_image_for_the_card_passes_every_check() -> None:
+    findings = verify_image(parse_rom(build_rom(REBAR)), card())
+    sev = {f.id: f.severity for f in findings}
+    assert sev == {
+        "rom.kind": Severity.OK,
+        "rom.device": Severity.OK,
+        "rom.subsystem": Severity.OK,
+        "rom.board_id": Severity.INFO,  # not known here: said so, not silently skipped
+        "rom.x86_checksum": Severity.OK,
+        "rom.nvgi_npde": Severity.OK,
+        "rom.version": Severity.OK,  # newer than the card's
+    }
+    assert worst(findings) is Severity.INFO
+
+
+def test_wrong_subsystem_blocks() -> None:
+    findings = verify_image(parse_rom(build_rom(REBAR)), card(subsystem_device_id="3982"))
+    f = by_id(findings)["rom.subsystem"]
+    assert f.severity is Severity.BLOCK and f.override is None
+    assert f.evidence == {"image": "3842:3987", "card": "3842:3982"}
+
+
+def test_wrong_device_blocks() -> None:
+    findings = verify_image(parse_rom(build_rom(RomSpec(device_id=0x2206))), card())
+    assert severity(findings, "rom.device") is Severity.BLOCK
+    assert "10de:2206" in by_id(findings)["rom.device"].message
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("stripped", Severity.BLOCK), ("sysfs", Severity.BLOCK), ("option_rom", Severity.OK), ("nvgi_dump", Severity.OK)],
+)
+def test_image_kind(kind: str, expected: Severity) -> None:
+    findings = verify_image(parse_rom(build_rom(RomSpec(kind=kind))), card())  # type: ignore[arg-type]
+    assert severity(findings, "rom.kind") is expected
+
+
+def test_bad_checksum_blocks() -> None:
+    data = bytearray(build_rom(RomSpec(kind="option_rom")))
+    data[0x500] ^= 0xFF
+    assert severity(verify_image(parse_rom(bytes(data)), card()), "rom.x86_checksum") is Severity.BLOCK
+
+
+def test_nvgi_npde_disagreement_blocks() -> None:
+    image = parse_rom(build_rom(RomSpec(nvgi_subsystem=(0x3842, 0x3982))))
+    findings = verify_image(image, card())
+    assert severity(findings, "rom.nvgi_npde") is Severity.BLOCK
+    assert severity(findings, "rom.subsystem") is Severity.OK  # the NPDE subsystem is the card's
+
+
+def test_option_rom_has_no_nvgi_to_cross_check() -> None:
+    findings = verify_image(parse_rom(build_rom(RomSpec(kind="option_rom"))), card())
+    assert severity(findings, "rom.nvgi_npde") is Severity.INFO
+
+
+def test_rfrd_disagreement_warns() -> None:
+    data = bytearray(build_rom(REBAR))
+    struct.pack_into("<I", data, 0x5008, 0x9200)
+    findings = verify_image(parse_rom(bytes(data)), card())
+    assert severity(findings, "rom.rfrd_offset_disagree") is Severity.WARN
+
+
+def test_older_image_warns_with_an_override_flag() -> None:
+    f = by_id(verify_image(parse_rom(build_rom(RomSpec())), card(vbios_version="94.02.42.80.27")))["rom.version"]
+    assert f.severity is Severity.WARN and f.override == DOWNGRADE_FLAG
+
+
+def test_oem_field_alone_is_not_older_or_newer() -> None:
+    # EVGA replaced 94.02.42.80.AD by 94.02.42.80.27: "27" is not a downgrade from "AD"
+    f = by_id(verify_image(parse_rom(build_rom(REBAR)), card(vbios_version="94.02.42.80.AD")))["rom.version"]
+    assert f.severity is Severity.INFO and "OEM" in f.message
+
+
+def test_unknown_card_version_is_info() -> None:
+    findings = verify_image(parse_rom(build_rom(REBAR)), card(vbios_version=None))
+    assert severity(findings, "rom.version") is Severity.INFO
+
+
+def test_image_without_version_blocks() -> None:
+    data = bytearray(build_rom(RomSpec(kind="option_rom")))
+    data[0x1B0:0x1B6] = bytes(6)  # no BIT table
+    assert severity(verify_image(parse_rom(bytes(data)), card()), "rom.version") is Severity.BLOCK
+
+
+@pytest.mark.parametrize(
+    ("image_board", "card_board", "expected"),
+    [
+        ("0x0240", "0x0240", Severity.OK),
+        ("240", "0x0240", Severity.OK),
+        ("0x03E3", "0x0475", Severity.BLOCK),
+        (None, "0x0240", Severity.INFO),
+        ("0x0240", None, Severity.INFO),
+    ],
+)
+def test_board_id(image_board: str | None, card_board: str | None, expected: Severity) -> None:
+    findings = verify_image(parse_rom(build_rom(REBAR)), card(board_id=card_board), board_id=image_board)
+    assert severity(findings, "rom.board_id") is expected
+
+
+def test_version_key_and_board_id_normalisation() -> None:
+    assert version_key("94.02.26.48.15") == (0x94, 0x02, 0x26, 0x48)
+    assert version_key("94.02.26.48") is None and version_key("zz.02.26.48.15") is None
+    assert version_key("94.02.26.48.15") < version_key("94.02.42.80.27")  # type: ignore[operator]
+    assert normalise_board_id("3e3") == "0x03E3" and normalise_board_id("board") is None

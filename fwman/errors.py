@@ -82,8 +82,14 @@ class MissingError(FwmanError):
     exit_code = ExitCode.MISSING
 
 
-class NotRecordedError(MissingError):
-    """A snapshot replay was asked for a path or command it did not record. Never falls back to the machine."""
+class NotRecordedError(FwmanError):
+    """A snapshot replay was asked for a path or command it did not record. Never falls back to the machine.
+
+    Deliberately not a MissingError: code that treats a missing file as "absent" must not treat an unrecorded
+    one the same way, or a replay would silently answer differently from the machine it recorded.
+    """
+
+    exit_code = ExitCode.MISSING
 
 
 class ToolMissingError(MissingError):

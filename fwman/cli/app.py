@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 import traceback
@@ -21,6 +22,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "catalog": ("fwman.cli.catalog:catalog", "The curated VBIOS catalog: list, show, update (signed), lint, sign."),
     "fetch": ("fwman.cli.fetch:fetch", "Download or import a catalog image into the verified cache (MD5 + SHA-256)."),
     "upgrade": ("fwman.cli.upgrade:upgrade", "Plan the firmware upgrade of every card (--dry-run): images and steps."),
+    "backup": ("fwman.cli.backup:backup", "Back up every card's firmware with nvflash (verified, never overwritten)."),
+    "flash": ("fwman.cli.flash:flash", "Flash one card with every safety rail; `flash status`, `flash resume`."),
+    "restore": ("fwman.cli.flash:restore", "Put a card's own backup back (same gates as flash)."),
+    "history": ("fwman.cli.flash:history", "Show every flash, restore and post-reboot check on this host."),
+    "audit": ("fwman.cli.audit:audit", "Which driver version kernel, user space and containers are on; do they match."),
+    "driver": ("fwman.cli.driver:driver", "P2P forks of the NVIDIA open module: `driver branches` and more."),
     "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),
 }
 
@@ -90,7 +97,9 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
     try:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
-        rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
+        # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
+        with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+            rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv
     except click.exceptions.Exit as e:

@@ -7,18 +7,19 @@ verbosity) and hands the Host to commands.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, TextIO, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
 from fwman.errors import UsageError
-from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.host.base import Host
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,6 +109,8 @@ class AppContext:
 
     def emit_json(self, kind: str, payload: Mapping[str, Any], version: int = 1) -> None:
         """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``."""
+        import json
+
         doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
         self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
         self.env.stdout.flush()

@@ -1,14 +1,20 @@
-"""The Card model: one NVIDIA GPU as fwman sees it (sysfs first, nvidia-smi for the rest)."""
+"""The Card model: one NVIDIA GPU as fwman sees it (sysfs first, nvidia-smi for the rest).
+
+Frozen dataclasses rather than pydantic models: ``fwman scan`` must start fast (bench/startup.py), and loading
+pydantic's BaseModel machinery alone costs more than the whole budget. These are built by fwman's own parsers,
+not from untrusted input, so there is nothing to validate.
+"""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
 
 
-class LinkState(BaseModel):
+@dataclass(frozen=True)
+class LinkState:
     """PCIe link: current and maximum speed (GT/s) and width; downtrained when current < max."""
-
-    model_config = ConfigDict(frozen=True)
 
     current_speed_gts: float | None = None
     max_speed_gts: float | None = None
@@ -25,10 +31,9 @@ class LinkState(BaseModel):
         return any(c < m for c, m in known)
 
 
-class Card(BaseModel):
+@dataclass(frozen=True)
+class Card:
     """One NVIDIA GPU. IDs are lower-case 4-digit hex strings (``"10de"``, ``"2204"``)."""
-
-    model_config = ConfigDict(frozen=True)
 
     bus_id: str  # sysfs form, e.g. "0000:41:00.0"
     vendor_id: str
@@ -41,9 +46,9 @@ class Card(BaseModel):
     board_id: str | None = None  # "0x0240" where nvidia-smi or nvflash tells it
     vram_bytes: int | None = None
     bar1_bytes: int | None = None
-    rebar_sizes_bytes: list[int] = Field(default_factory=list)  # sizes the card offers for BAR1
+    rebar_sizes_bytes: list[int] = field(default_factory=list)  # sizes the card offers for BAR1
     rebar_current_bytes: int | None = None
-    link: LinkState = Field(default_factory=LinkState)
+    link: LinkState = field(default_factory=LinkState)
     power_limit_w: float | None = None
     default_power_limit_w: float | None = None
     driver: str | None = None  # bound kernel driver name ("nvidia", "vfio-pci", None)
@@ -52,7 +57,15 @@ class Card(BaseModel):
     numa_node: int | None = None
     iommu_group: int | None = None
     uuid: str | None = None
-    unreadable: list[str] = Field(default_factory=list)  # what could not be read, for the user
+    unreadable: list[str] = field(default_factory=list)  # what could not be read, for the user
+
+    def model_copy(self, *, update: dict[str, Any] | None = None) -> Card:
+        """Return a copy with the fields in ``update`` changed (same call as on the pydantic models)."""
+        return dataclasses.replace(self, **(update or {}))
+
+    def model_dump(self) -> dict[str, Any]:
+        """Return the card as a plain dict (nested LinkState included)."""
+        return dataclasses.asdict(self)
 
     @property
     def subsystem(self) -> str:

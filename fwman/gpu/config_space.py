@@ -9,8 +9,7 @@ machines may hide entries (id 0). Every pointer is bounds-checked and loops are 
 from __future__ import annotations
 
 import struct
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
 
 from fwman.errors import ParseError
 
@@ -22,33 +21,31 @@ EXT_CAP_REBAR = 0x15
 _WHAT = "config space"
 
 
-class RebarEntry(BaseModel):
+@dataclass(frozen=True)
+class RebarEntry:
     """One resizable BAR: its index, the sizes it supports and the size currently programmed (bytes)."""
-
-    model_config = ConfigDict(frozen=True)
 
     bar_index: int
     supported_bytes: list[int]
     current_bytes: int
 
 
-class ConfigSpace(BaseModel):
+@dataclass(frozen=True)
+class ConfigSpace:
     """What fwman reads from a function's configuration space."""
-
-    model_config = ConfigDict(frozen=True)
 
     length: int
     vendor_id: str
     device_id: str
     subsystem_vendor_id: str | None = None
     subsystem_device_id: str | None = None
-    capability_ids: list[int] = Field(default_factory=list)
-    extended_capability_ids: list[int] = Field(default_factory=list)
+    capability_ids: list[int] = field(default_factory=list)
+    extended_capability_ids: list[int] = field(default_factory=list)
     link_max_speed_gts: float | None = None
     link_max_width: int | None = None
     link_speed_gts: float | None = None
     link_width: int | None = None
-    rebar: list[RebarEntry] = Field(default_factory=list)
+    rebar: list[RebarEntry] = field(default_factory=list)
     extended_visible: bool = False  # False when only 64/256 bytes were readable
 
     def rebar_for(self, bar_index: int) -> RebarEntry | None:
@@ -84,7 +81,7 @@ def parse_config_space(data: bytes) -> ConfigSpace:
         svid = f"{_u16(data, 0x2C, 'subsystem vendor id'):04x}"
         sdid = f"{_u16(data, 0x2E, 'subsystem id'):04x}"
     cap_ids: list[int] = []
-    link: dict[str, float | int | None] = {}
+    max_speed = max_width = speed = width = None
     # Non-root readers get only the 64-byte header: the capability list lies beyond it.
     if status & 0x10 and len(data) > 0x40:
         ptr = data[0x34] & 0xFC
@@ -100,12 +97,10 @@ def parse_config_space(data: bytes) -> ConfigSpace:
             if cap_id == CAP_PCIE and ptr + 0x14 <= len(data):
                 lnkcap = _u32(data, ptr + 0x0C, "PCIe link capabilities")
                 lnksta = _u16(data, ptr + 0x12, "PCIe link status")
-                link = {
-                    "link_max_speed_gts": LINK_SPEEDS.get(lnkcap & 0xF),
-                    "link_max_width": (lnkcap >> 4) & 0x3F or None,
-                    "link_speed_gts": LINK_SPEEDS.get(lnksta & 0xF),
-                    "link_width": (lnksta >> 4) & 0x3F or None,
-                }
+                max_speed = LINK_SPEEDS.get(lnkcap & 0xF)
+                max_width = (lnkcap >> 4) & 0x3F or None
+                speed = LINK_SPEEDS.get(lnksta & 0xF)
+                width = (lnksta >> 4) & 0x3F or None
             ptr = data[ptr + 1] & 0xFC
     ext_ids: list[int] = []
     rebar: list[RebarEntry] = []
@@ -137,7 +132,10 @@ def parse_config_space(data: bytes) -> ConfigSpace:
         extended_capability_ids=ext_ids,
         rebar=rebar,
         extended_visible=extended_visible,
-        **link,
+        link_max_speed_gts=max_speed,
+        link_max_width=max_width,
+        link_speed_gts=speed,
+        link_width=width,
     )
 
 

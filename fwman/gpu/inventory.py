@@ -10,9 +10,8 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
-
-from pydantic import BaseModel, ConfigDict
 
 from fwman.errors import MissingError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
@@ -197,10 +196,9 @@ def _opt(fn: Callable[[], T | None]) -> T | None:
         return None
 
 
-class Inventory(BaseModel):
+@dataclass(frozen=True)
+class Inventory:
     """The cards on a host and, when nvidia-smi could not be used, why."""
-
-    model_config = ConfigDict(frozen=True)
 
     cards: list[Card]
     smi_problem: str | None = None

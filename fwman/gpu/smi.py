@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from fwman.errors import ParseError
 
@@ -19,10 +18,9 @@ _WATTS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*W\s*$")
 _BUS = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 
 
-class SmiGpu(BaseModel):
+@dataclass(frozen=True)
+class SmiGpu:
     """One ``<gpu>`` element, reduced to what fwman uses. Sizes in bytes, power in watts."""
-
-    model_config = ConfigDict(frozen=True)
 
     bus_id: str  # normalised to sysfs form "0000:41:00.0"
     name: str | None = None
@@ -44,14 +42,13 @@ class SmiGpu(BaseModel):
     default_power_limit_w: float | None = None
 
 
-class SmiLog(BaseModel):
+@dataclass(frozen=True)
+class SmiLog:
     """The whole ``<nvidia_smi_log>``."""
 
-    model_config = ConfigDict(frozen=True)
-
+    gpus: list[SmiGpu]
     driver_version: str | None = None
     cuda_version: str | None = None
-    gpus: list[SmiGpu]
 
 
 def normalise_bus_id(text: str) -> str:

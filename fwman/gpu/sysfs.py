@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import re
-
-from pydantic import BaseModel, ConfigDict
+from dataclasses import dataclass
 
 from fwman.errors import ParseError
 
@@ -12,10 +11,9 @@ _HEX_ID = re.compile(r"^\s*0x([0-9a-fA-F]{1,4})\s*$")
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s(?:\s+PCIe)?\s*$")
 
 
-class Bar(BaseModel):
+@dataclass(frozen=True)
+class Bar:
     """One line of a sysfs ``resource`` file: a BAR's address range and flags."""
-
-    model_config = ConfigDict(frozen=True)
 
     index: int
     start: int

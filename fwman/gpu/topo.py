@@ -8,8 +8,7 @@ TNS, NS, U.
 from __future__ import annotations
 
 import re
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
 
 from fwman.errors import ParseError
 
@@ -19,14 +18,13 @@ LINK_CELLS = re.compile(r"^(X|SYS|NODE|PHB|PXB|PIX|NV[0-9]+)$")
 P2P_CELLS = re.compile(r"^(X|OK|CNS|GNS|TNS|NS|U)$")
 
 
-class TopoMatrix(BaseModel):
+@dataclass(frozen=True)
+class TopoMatrix:
     """A device-by-device matrix plus any per-device extra columns (CPU Affinity, NUMA Affinity, ...)."""
-
-    model_config = ConfigDict(frozen=True)
 
     devices: list[str]
     cells: dict[str, dict[str, str]]  # row device -> column device -> cell
-    extra: dict[str, dict[str, str]] = Field(default_factory=dict)  # device -> column name -> value
+    extra: dict[str, dict[str, str]] = field(default_factory=dict)  # device -> column name -> value
 
     def cell(self, a: str, b: str) -> str:
         """Return the cell for devices ``a`` (row) and ``b`` (column). Raises KeyError for unknown devices."""

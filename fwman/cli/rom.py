@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from fwman.errors import BlockedError, MissingError, VerificationError
 from fwman.findings import Finding, Severity, worst
 from fwman.firmware.rom import parse_rom
 from fwman.firmware.rommodel import RomImage
+
+if TYPE_CHECKING:
+    from fwman.firmware.catalog import CatalogEntry
 
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
@@ -169,6 +172,23 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return f.model_dump(mode="json")
 
 
+def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[CatalogEntry | None, Finding]:
+    """Return (the catalog entry ``image`` is, or None) and the finding to report when there is none."""
+    from fwman.firmware.catalog import catalog_findings, find_entry_for_rom, load_catalog
+
+    try:
+        catalog = load_catalog(app.host)
+    except MissingError as e:
+        return None, Finding(
+            id="catalog.entry",
+            severity=Severity.WARN,
+            message=f"{e.message}: the image's hash cannot be checked against a published one",
+            fix=e.hint,
+        )
+    entry = find_entry_for_rom(catalog, image, device=device)
+    return entry, catalog_findings(image, None)[0]
+
+
 @rom.command()
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--card", "bus", required=True, metavar="BUS", help="The target card's PCI bus id (see `fwman scan`).")
@@ -184,9 +204,10 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     """Check whether FILE may be flashed onto the card at BUS; print every check and its result.
 
     Blocks (exit 3): wrong vendor/device or subsystem, wrong board ID, a stripped or sysfs-truncated image,
-    a bad x86 checksum, NVGI and NPDE disagreeing, no readable version. Warns: an image older than the card's
-    firmware, RFRD or NVGI-copy inconsistencies. Nothing is written; the card is read from sysfs and
-    nvidia-smi (or from --snapshot).
+    a bad x86 checksum, NVGI and NPDE disagreeing, no readable version, and from the VBIOS catalog: a hash
+    that differs from the published one, no published hash at all ("unverified"), a withdrawn image. Warns:
+    an image older than the card's firmware, an image not in the catalog, RFRD or NVGI-copy inconsistencies.
+    Nothing is written; the card is read from sysfs and nvidia-smi (or from --snapshot).
 
     \b
     Examples:
@@ -202,7 +223,10 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
 
     image = parse_rom(read_image_file(file))
     card = find_card(require_cards(app.host), bus)
-    findings = verify_image(image, card, board_id=board_id)
+    entry, catalog_note = _catalog_entry(app, image, card.device_id)
+    findings = verify_image(image, card, catalog_entry=entry, board_id=board_id)
+    if entry is None:
+        findings.append(catalog_note)
     blocks = [f for f in findings if f.severity is Severity.BLOCK]
     if as_json:
         app.emit_json(

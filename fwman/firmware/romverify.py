@@ -11,11 +11,14 @@ The catalog checks (hash match, status not withdrawn) live with the catalog
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fwman.findings import Finding, Severity
 from fwman.firmware.rommodel import RomImage, RomKind
 from fwman.gpu.card import Card
+
+if TYPE_CHECKING:
+    from fwman.firmware.catalog import CatalogEntry
 
 DOWNGRADE_FLAG = "--allow-downgrade"
 
@@ -80,11 +83,11 @@ def _subsystem(image: RomImage, card: Card) -> Finding:
     return Finding(id="rom.subsystem", severity=Severity.OK, message=f"subsystem {card.subsystem} matches", evidence=ev)
 
 
-def _board(card: Card, board_id: str | None) -> Finding:
-    image_id = normalise_board_id(board_id) if board_id else None
+def _board(card: Card, board_ids: list[str], source: str) -> Finding:
+    wanted = sorted({n for n in (normalise_board_id(b) for b in board_ids) if n is not None})
     card_id = normalise_board_id(card.board_id) if card.board_id else None
-    ev = {"image": image_id or "unknown", "card": card_id or "unknown"}
-    if image_id is None or card_id is None:
+    ev = {"image": ", ".join(wanted) or "unknown", "card": card_id or "unknown", "source": source}
+    if not wanted or card_id is None:
         return Finding(
             id="rom.board_id",
             severity=Severity.INFO,
@@ -92,14 +95,17 @@ def _board(card: Card, board_id: str | None) -> Finding:
             evidence=ev,
             fix="pass --board-id from `nvflash --version FILE` (or use a catalog image) to compare it here",
         )
-    if image_id != card_id:
+    if card_id not in wanted:
         return Finding(
             id="rom.board_id",
             severity=Severity.BLOCK,
-            message=f"image board ID {image_id} differs from the card's {card_id} (nvflash refuses this too)",
+            message=f"image board ID {ev['image']} ({source}) differs from the card's {card_id} "
+            "(nvflash refuses this too)",
             evidence=ev,
         )
-    return Finding(id="rom.board_id", severity=Severity.OK, message=f"board ID {card_id} matches", evidence=ev)
+    return Finding(
+        id="rom.board_id", severity=Severity.OK, message=f"board ID {card_id} matches ({source})", evidence=ev
+    )
 
 
 def _kind(image: RomImage) -> Finding:
@@ -227,19 +233,27 @@ def _version(image: RomImage, card: Card) -> Finding:
 
 
 def verify_image(
-    image: RomImage, card: Card, *, catalog_entry: Any | None = None, board_id: str | None = None
+    image: RomImage, card: Card, *, catalog_entry: CatalogEntry | None = None, board_id: str | None = None
 ) -> list[Finding]:
     """Return the findings for flashing ``image`` onto ``card`` (every check, passed or not).
 
-    ``board_id`` is the image's board ID where known (``nvflash --version FILE`` or the catalog): compared with
+    ``board_id`` is the image's board ID where known (``nvflash --version FILE``): compared with
     ``card.board_id``. ``catalog_entry`` is a :class:`fwman.firmware.catalog.CatalogEntry` the image claims to
-    be; when given, the catalog's own checks (hash match, status not withdrawn) are appended. Raises nothing.
+    be; when given, its board's compatible board IDs are used when ``board_id`` is None, and the catalog's own
+    checks (hash match, status not withdrawn: :func:`fwman.firmware.catalog.catalog_findings`) are appended.
+    Raises nothing.
     """
+    if board_id is not None:
+        board_ids, source = [board_id], "given"
+    elif catalog_entry is not None:
+        board_ids, source = list(catalog_entry.board.board.board_ids), "catalog"
+    else:
+        board_ids, source = [], "unknown"
     findings = [
         _kind(image),
         _ids(image, card),
         _subsystem(image, card),
-        _board(card, board_id),
+        _board(card, board_ids, source),
         _checksum(image),
         *_agreement(image),
         _version(image, card),

@@ -13,7 +13,8 @@ from tests.helpers import EXAMPLE_HOST, FwmanEnv
 
 SNAP = str(EXAMPLE_HOST)
 # the example host: 41:00.0 is a 3842:3987 on 94.02.26.48.15, 01:00.0 a 3842:3982 on 94.02.42.C0.05
-REBAR_3987 = RomSpec(version="94.02.42.80.27")
+# a synthetic newer version that no catalog lists (so the catalog only warns "not in the catalog")
+NEWER_3987 = RomSpec(version="94.02.71.00.01")
 
 INSPECT_IMAGE_KEYS = {
     "kind", "size", "version", "vendor_id", "device_id", "subsystem_vendor_id", "subsystem_device_id",
@@ -95,7 +96,7 @@ def test_inspect_missing_file_is_exit_5(fwman: FwmanEnv, tmp_path: Path) -> None
 
 
 def test_verify_matching_image_is_exit_0(fwman: FwmanEnv, tmp_path: Path) -> None:
-    r = fwman("rom", "verify", write(tmp_path, REBAR_3987), "--card", "41:00.0", "--snapshot", SNAP)
+    r = fwman("rom", "verify", write(tmp_path, NEWER_3987), "--card", "41:00.0", "--snapshot", SNAP)
     assert r.code == 0, r.stderr
     assert "BLOCK" not in r.stdout
     assert "OK     rom.subsystem" in r.stdout
@@ -109,7 +110,7 @@ FINDING_KEYS = {"id", "severity", "message", "evidence", "fix", "override"}
 
 
 def test_verify_json_keys_are_pinned(fwman: FwmanEnv, tmp_path: Path) -> None:
-    r = fwman("rom", "verify", write(tmp_path, REBAR_3987), "--card", "0000:41:00.0", "--json", "--snapshot", SNAP)
+    r = fwman("rom", "verify", write(tmp_path, NEWER_3987), "--card", "0000:41:00.0", "--json", "--snapshot", SNAP)
     assert r.code == 0, r.stderr
     doc = r.json()
     assert doc["schema"] == "fwman.rom.verify/1"
@@ -121,12 +122,13 @@ def test_verify_json_keys_are_pinned(fwman: FwmanEnv, tmp_path: Path) -> None:
 
 
 def test_verify_wrong_board_is_exit_3_after_printing_findings(fwman: FwmanEnv, tmp_path: Path) -> None:
-    r = fwman("rom", "verify", write(tmp_path, REBAR_3987), "--card", "01:00.0", "--json", "--snapshot", SNAP)
+    r = fwman("rom", "verify", write(tmp_path, NEWER_3987), "--card", "01:00.0", "--json", "--snapshot", SNAP)
     assert r.code == 3
     doc = r.json()  # the findings are printed before the exit
     assert doc["blocked"] is True and doc["worst"] == "block"
     blocks = [f["id"] for f in doc["findings"] if f["severity"] == "block"]
     assert blocks == ["rom.subsystem"]
+    assert {f["id"]: f["severity"] for f in doc["findings"]}["catalog.entry"] == "warn"
     assert "rom.subsystem" in r.stderr and "must not be flashed" in r.stderr
 
 
@@ -142,7 +144,7 @@ def test_verify_board_id_mismatch_blocks(fwman: FwmanEnv, tmp_path: Path) -> Non
     target = find_card(scan_cards(SnapshotHost(SNAP)), "41:00.0")
     assert target.board_id is not None  # the example host records nvidia-smi's board id
     other = f"0x{(int(target.board_id, 16) + 1) & 0xFFFF:04X}"
-    path = write(tmp_path, REBAR_3987)
+    path = write(tmp_path, NEWER_3987)
     same = fwman("rom", "verify", path, "--card", "41:00.0", "--board-id", target.board_id, "--snapshot", SNAP)
     assert same.code == 0 and "OK     rom.board_id" in same.stdout
     r = fwman("rom", "verify", path, "--card", "41:00.0", "--board-id", other, "--snapshot", SNAP)
@@ -157,7 +159,7 @@ def test_verify_downgrade_warns_but_does_not_block(fwman: FwmanEnv, tmp_path: Pa
 
 
 def test_verify_unknown_card_is_exit_2(fwman: FwmanEnv, tmp_path: Path) -> None:
-    r = fwman("rom", "verify", write(tmp_path, REBAR_3987), "--card", "99:00.0", "--snapshot", SNAP)
+    r = fwman("rom", "verify", write(tmp_path, NEWER_3987), "--card", "99:00.0", "--snapshot", SNAP)
     assert r.code == 2
     assert "no NVIDIA GPU at 0000:99:00.0" in r.stderr
 
@@ -173,3 +175,20 @@ def test_help_teaches_with_examples(fwman: FwmanEnv) -> None:
     for sub in ("inspect", "verify"):
         r = fwman("rom", sub, "--help")
         assert r.code == 0 and "Examples:" in r.stdout and "fwman rom " + sub in r.stdout
+
+
+def test_verify_consults_the_catalog_unverified_entry_blocks(fwman: FwmanEnv, tmp_path: Path) -> None:
+    # the bundled catalog lists 3842:3987 94.02.42.80.27 without a published hash: "unverified", never flashed
+    path = write(tmp_path, RomSpec(version="94.02.42.80.27"))
+    r = fwman("rom", "verify", path, "--card", "41:00.0", "--json", "--snapshot", SNAP)
+    assert r.code == 3
+    sev = {f["id"]: f["severity"] for f in r.json()["findings"]}
+    assert sev["catalog.hash"] == "block"
+    assert sev["rom.subsystem"] == "ok" and sev["rom.kind"] == "ok"
+
+
+def test_verify_withdrawn_image_blocks(fwman: FwmanEnv, tmp_path: Path) -> None:
+    path = write(tmp_path, RomSpec(version="94.02.42.80.AD"))
+    r = fwman("rom", "verify", path, "--card", "41:00.0", "--snapshot", SNAP)
+    assert r.code == 3
+    assert "BLOCK  catalog.status" in r.stdout and "withdrawn" in r.stdout

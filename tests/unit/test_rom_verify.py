@@ -8,6 +8,7 @@ import pytest
 
 from fixtures.romgen import RomSpec, build_rom
 from fwman.findings import Finding, Severity, worst
+from fwman.firmware.catalog import Board, CatalogEntry
 from fwman.firmware.rom import parse_rom
 from fwman.firmware.romverify import DOWNGRADE_FLAG, normalise_board_id, verify_image, version_key
 from fwman.gpu.card import Card
@@ -25,7 +26,7 @@ def card(**kw: str | None) -> Card:
         "board_id": None,
     }
     fields.update(kw)
-    return Card.model_validate(fields)
+    return Card(**fields)  # type: ignore[arg-type]
 
 
 def by_id(findings: list[Finding]) -> dict[str, Finding]:
@@ -143,3 +144,39 @@ def test_version_key_and_board_id_normalisation() -> None:
     assert version_key("94.02.26.48") is None and version_key("zz.02.26.48.15") is None
     assert version_key("94.02.26.48.15") < version_key("94.02.42.80.27")  # type: ignore[operator]
     assert normalise_board_id("3e3") == "0x03E3" and normalise_board_id("board") is None
+
+
+# -- the catalog hook ---------------------------------------------------------------------------------------------
+
+
+def entry(image_md5: str = "", board_ids: list[str] | None = None, status: str = "current") -> CatalogEntry:
+    """Return a catalog entry for 3842:3987 94.02.42.80.27 with the given hash, board IDs and status."""
+    board = Board.model_validate(
+        {
+            "pci": {"vendor": "10de", "device": "2204", "subsystem_vendor": "3842", "subsystem_device": "3987"},
+            "board": {"name": "test board", "maker": "test", "board_ids": board_ids or []},
+            "images": [{"version": "94.02.42.80.27", "status": status, "md5": image_md5}],
+        }
+    )
+    return CatalogEntry(board, board.images[0])
+
+
+def test_catalog_entry_adds_hash_and_status_findings() -> None:
+    image = parse_rom(build_rom(REBAR))
+    ok = by_id(verify_image(image, card(), catalog_entry=entry(image.md5)))
+    assert ok["catalog.hash"].severity is Severity.OK and ok["catalog.status"].severity is Severity.OK
+    bad = by_id(verify_image(image, card(), catalog_entry=entry("0" * 32)))
+    assert bad["catalog.hash"].severity is Severity.BLOCK
+    gone = by_id(verify_image(image, card(), catalog_entry=entry(image.md5, status="withdrawn")))
+    assert gone["catalog.status"].severity is Severity.BLOCK
+
+
+def test_catalog_board_ids_are_compared_when_none_is_given() -> None:
+    image = parse_rom(build_rom(REBAR))
+    listed = entry(image.md5, board_ids=["0x0240", "0x0241"])
+    assert severity(verify_image(image, card(board_id="0x0241"), catalog_entry=listed), "rom.board_id") is Severity.OK
+    f = by_id(verify_image(image, card(board_id="0x03e3"), catalog_entry=listed))["rom.board_id"]
+    assert f.severity is Severity.BLOCK and f.evidence["source"] == "catalog"
+    # an explicit board ID (nvflash --version FILE) wins over the catalog's list
+    given = verify_image(image, card(board_id="0x03e3"), catalog_entry=listed, board_id="0x03E3")
+    assert severity(given, "rom.board_id") is Severity.OK

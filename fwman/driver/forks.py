@@ -1,0 +1,363 @@
+"""The P2P forks of NVIDIA's open kernel modules and the driver versions their branches carry.
+
+A fork carries driver version V when it has a *branch* (``refs/heads/``) named ``V-p2p``; a tag of the same
+name does not count. Branches are listed live: ``git ls-remote --heads URL`` through the Host where git is
+installed, otherwise (or when git fails) the forge's branches API with pagination. Every live result is cached
+in ``/var/cache/fwman/branches.json`` with the time it was fetched; when a fork cannot be listed (offline,
+server error) its cached list is used and its age shown.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from fwman.config import Config
+from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
+from fwman.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
+from fwman.host.base import Host
+
+DEFAULT_FORKS: dict[str, str] = {
+    "aikitoria": "https://github.com/aikitoria/open-gpu-kernel-modules",
+    "tinygrad": "https://github.com/tinygrad/open-gpu-kernel-modules",
+    "mylesgoose": "https://github.com/mylesgoose/open-gpu-kernel-modules",
+}
+DEFAULT_API = "https://api.github.com"
+API_ENV = "FWMAN_FORGE_API"
+CACHE_PATH = "/var/cache/fwman/branches.json"
+RESERVED_KEYS = {"api_url", "defaults"}  # keys of [forks] that are settings, not forks
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_GITHUB_RE = re.compile(r"(?:https?://|git@|ssh://git@)github\.com[/:]([^/\s]+)/([^/\s]+?)(?:\.git)?/?")
+_MAX_PAGES = 50
+
+
+@dataclass(frozen=True)
+class Fork:
+    """A named fork and where to list its branches (a git URL or a local repository path on the host)."""
+
+    name: str
+    url: str
+
+
+def parse_fork_option(text: str) -> Fork:
+    """Return the Fork of a ``--fork NAME=URL`` value. Raises UsageError when it is not ``NAME=URL``."""
+    name, sep, url = text.partition("=")
+    name, url = name.strip(), url.strip()
+    if not sep or not url or not _NAME_RE.fullmatch(name):
+        raise UsageError(
+            f"--fork {text!r}: expected NAME=URL",
+            hint="e.g. --fork mine=https://github.com/me/open-gpu-kernel-modules or --fork local=/srv/fork.git",
+        )
+    return Fork(name, url)
+
+
+def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
+    """Return the forks to list: the defaults, then ``[forks]`` of the config, then ``--fork`` values.
+
+    A later entry with the same name replaces the earlier URL; ``[forks] defaults = false`` drops the built-in
+    three (a mirror-only or offline site). Raises UsageError on a bad entry.
+    """
+    forks: dict[str, str] = dict(DEFAULT_FORKS) if config.get_bool("forks", "defaults", True) else {}
+    for name, url in config.section("forks").items():
+        if name in RESERVED_KEYS:
+            continue
+        if not isinstance(url, str) or not url.strip() or not _NAME_RE.fullmatch(name):
+            raise UsageError(f"{config.path}: [forks] {name} must be a URL string", hint='name = "https://..."')
+        forks[name] = url.strip()
+    for text in extra:
+        fork = parse_fork_option(text)
+        forks[fork.name] = fork.url
+    return [Fork(n, u) for n, u in forks.items()]
+
+
+def api_base(config: Config, variables: Mapping[str, str]) -> str:
+    """Return the forge API base URL: ``$FWMAN_FORGE_API``, else ``[forks] api_url``, else GitHub's."""
+    return (variables.get(API_ENV) or config.get_str("forks", "api_url") or DEFAULT_API).rstrip("/")
+
+
+def forge_repo(url: str) -> tuple[str, str] | None:
+    """Return (owner, repository) for a GitHub URL, None for anything else (local paths, other hosts)."""
+    m = _GITHUB_RE.fullmatch(url.strip())
+    return (m.group(1), m.group(2)) if m else None
+
+
+# -- the listing ----------------------------------------------------------------------------------------
+class ForkBranches(BaseModel):
+    """The branches of one fork, where they came from, and when."""
+
+    fork: str
+    url: str
+    branches: list[str] = Field(default_factory=list)  # every head, names without refs/heads/
+    source: str  # "git", "api", "cache", or "none" (no live listing and no cache)
+    fetched_at: datetime | None = None
+    error: str | None = None  # why the live listing failed (shown with a cached or empty result)
+
+    def p2p_versions(self) -> list[DriverVersion]:
+        """Return the driver versions this fork has ``<version>-p2p`` branches for, ascending."""
+        found = {v for v in (parse_p2p_branch(b) for b in self.branches) if v is not None}
+        return sorted(found)
+
+    def age_seconds(self, now: datetime) -> float | None:
+        """Return how old the listing is, in seconds (None when never fetched)."""
+        return None if self.fetched_at is None else max(0.0, (now - self.fetched_at).total_seconds())
+
+    @property
+    def available(self) -> bool:
+        """Return True when there is a listing (live or cached)."""
+        return self.source != "none"
+
+
+class BranchReport(BaseModel):
+    """The listing of every fork."""
+
+    forks: list[ForkBranches]
+    now: datetime
+
+    def carrying(self, version: DriverVersion) -> list[str]:
+        """Return the names of the forks with a branch for exactly ``version``."""
+        return [f.fork for f in self.forks if version in f.p2p_versions()]
+
+    def versions(self) -> dict[DriverVersion, list[str]]:
+        """Return {P2P version: forks carrying it}, ascending by version."""
+        table: dict[DriverVersion, list[str]] = {}
+        for f in self.forks:
+            for v in f.p2p_versions():
+                table.setdefault(v, []).append(f.fork)
+        return dict(sorted(table.items()))
+
+    def nearest(self, version: DriverVersion) -> tuple[DriverVersion | None, DriverVersion | None]:
+        """Return the closest P2P versions below and above ``version`` that some fork carries."""
+        return nearest(version, list(self.versions()))
+
+    @property
+    def complete(self) -> bool:
+        """Return True when every fork has a listing (live or cached)."""
+        return all(f.available for f in self.forks)
+
+    @property
+    def any_available(self) -> bool:
+        """Return True when at least one fork has a listing."""
+        return any(f.available for f in self.forks)
+
+
+def parse_ls_remote(text: str) -> list[str]:
+    """Return the branch names in ``git ls-remote`` output; only ``refs/heads/`` lines count (tags do not).
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
+    heads: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        sha, sep, ref = line.partition("\t")
+        if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
+            raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
+        ref = ref.strip()
+        if ref.startswith("refs/heads/"):
+            heads.append(ref[len("refs/heads/") :])
+    return heads
+
+
+def parse_link_next(header: str | None) -> str | None:
+    """Return the ``rel="next"`` URL of an HTTP ``Link`` header, or None."""
+    if not header:
+        return None
+    for part in header.split(","):
+        m = re.match(r"\s*<([^>]*)>\s*;(.*)", part)
+        if m and re.search(r'rel\s*=\s*"?next"?', m.group(2)):
+            return m.group(1)
+    return None
+
+
+def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
+    """Return the branches of ``url`` from ``git ls-remote --heads``. Raises FwmanError when git fails."""
+    target = url
+    if url.startswith("/"):  # a local repository: a host path, handed to git as the real path behind it
+        local = host.local_path(url)
+        if local is None:
+            raise MissingError(f"cannot use local repository {url} on this host")
+        target = local
+    result = host.run(
+        ["git", "ls-remote", "--heads", target],
+        timeout=timeout,
+        env={"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true"},
+    )
+    if result.missing:
+        raise MissingError("git is not installed")
+    if not result.ok:
+        detail = result.stderr.strip().splitlines()
+        raise FwmanError(f"git ls-remote failed: {detail[-1] if detail else f'exit {result.rc}'}")
+    return parse_ls_remote(result.stdout)
+
+
+def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list[str]:
+    """Return every branch name of ``owner/repo`` from the forge's paginated branches API.
+
+    Follows ``Link: rel="next"``; without one, asks for the next ``?page=`` while pages come back full.
+    Raises FwmanError on a network error, an HTTP error status or a malformed answer.
+    """
+    import requests  # imported here: requests is slow to import and only this path needs it
+
+    per_page = 100
+    url: str | None = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page=1"
+    page = 1
+    page_size = 0
+    names: list[str] = []
+    headers = {"Accept": "application/vnd.github+json", "User-Agent": "fwman"}
+    with requests.Session() as session:
+        while url is not None:
+            if page > _MAX_PAGES:
+                raise FwmanError(f"{owner}/{repo}: more than {_MAX_PAGES} pages of branches; stopped")
+            try:
+                response = session.get(url, headers=headers, timeout=timeout)
+            except requests.RequestException as e:
+                raise FwmanError(f"cannot reach {api}: {type(e).__name__}") from e
+            if response.status_code != 200:
+                raise FwmanError(f"{api} answered HTTP {response.status_code} for {owner}/{repo}")
+            try:
+                body: Any = response.json()
+                batch = [str(item["name"]) for item in body]
+            except (ValueError, TypeError, KeyError) as e:
+                raise FwmanError(f"{api}: unexpected answer for {owner}/{repo} (not a list of branches)") from e
+            names.extend(batch)
+            link_next = parse_link_next(response.headers.get("Link"))
+            if page == 1:
+                page_size = len(batch)  # the server's real page size (it may cap per_page)
+            page += 1
+            if link_next is not None:
+                url = link_next
+            elif "Link" not in response.headers and batch and len(batch) == page_size:
+                # no Link header: keep asking ?page=N until a short or empty page
+                url = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page={page}"
+            else:
+                url = None
+    return names
+
+
+# -- cache ----------------------------------------------------------------------------------------------
+def load_cache(host: Host) -> dict[str, dict[str, Any]]:
+    """Return the cached listings keyed by URL ({} when there is no readable cache). Never raises."""
+    try:
+        if not host.exists(CACHE_PATH):
+            return {}
+        data = json.loads(host.read_text(CACHE_PATH))
+    except (MissingError, NotRecordedError, ValueError):
+        return {}
+    entries = data.get("forks") if isinstance(data, dict) else None
+    return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
+
+
+def save_cache(host: Host, listings: Sequence[ForkBranches]) -> str | None:
+    """Merge live ``listings`` into the cache file. Returns None, or why it could not be written."""
+    entries = load_cache(host)
+    for f in listings:
+        if f.source in ("git", "api") and f.fetched_at is not None:
+            entries[f.url] = {
+                "fork": f.fork,
+                "branches": f.branches,
+                "source": f.source,
+                "fetched_at": f.fetched_at.isoformat(),
+            }
+    doc = {"format": "fwman-branch-cache", "version": 1, "forks": entries}
+    try:
+        host.write_bytes(CACHE_PATH, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+    except OSError as e:
+        return f"cannot write {CACHE_PATH}: {e.strerror or e}"
+    return None
+
+
+def _from_cache(fork: Fork, entry: dict[str, Any] | None, error: str | None) -> ForkBranches:
+    if entry is None:
+        return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error)
+    try:
+        fetched = datetime.fromisoformat(str(entry["fetched_at"]))
+        branches = [str(b) for b in entry["branches"]]
+    except (KeyError, ValueError, TypeError):
+        return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error or "cache entry unreadable")
+    if fetched.tzinfo is None:
+        fetched = fetched.replace(tzinfo=UTC)
+    return ForkBranches(
+        fork=fork.name, url=fork.url, branches=branches, source="cache", fetched_at=fetched, error=error
+    )
+
+
+def list_branches(
+    host: Host,
+    forks: Sequence[Fork],
+    *,
+    api: str = DEFAULT_API,
+    offline: bool = False,
+    now: datetime | None = None,
+    timeout: float = 20.0,
+) -> BranchReport:
+    """Return the branches of every fork: live where possible (then cached), else from the cache.
+
+    ``offline`` skips the network entirely. Never raises for a fork that cannot be listed: its entry says why
+    (``error``) and has ``source`` "cache" or "none".
+    """
+    now = now or datetime.now(UTC)
+    cache = load_cache(host)
+    results: list[ForkBranches] = []
+    live: list[ForkBranches] = []
+    has_git = (not offline) and host.which("git") is not None
+    for fork in forks:
+        if offline:
+            results.append(_from_cache(fork, cache.get(fork.url), "offline: not listed live"))
+            continue
+        errors: list[str] = []
+        listing: ForkBranches | None = None
+        if has_git:
+            try:
+                listing = ForkBranches(
+                    fork=fork.name,
+                    url=fork.url,
+                    branches=list_via_git(host, fork.url, timeout),
+                    source="git",
+                    fetched_at=now,
+                )
+            except (FwmanError, ParseError) as e:
+                errors.append(e.message if isinstance(e, FwmanError) else str(e))
+        repo = forge_repo(fork.url)
+        if listing is None and repo is not None:
+            try:
+                listing = ForkBranches(
+                    fork=fork.name,
+                    url=fork.url,
+                    branches=list_via_api(api, *repo, timeout=timeout),
+                    source="api",
+                    fetched_at=now,
+                )
+            except FwmanError as e:
+                errors.append(e.message)
+        if listing is None and repo is None and not has_git:
+            errors.append("git is not installed (needed for a non-GitHub URL or a local repository)")
+        if listing is not None:
+            results.append(listing)
+            live.append(listing)
+        else:
+            results.append(_from_cache(fork, cache.get(fork.url), "; ".join(errors) or "not listed"))
+    if live:
+        problem = save_cache(host, live)
+        if problem is not None:
+            for f in live:
+                f.error = problem
+    return BranchReport(forks=results, now=now)
+
+
+def human_age(seconds: float | None) -> str:
+    """Return an age for people: ``"just now"``, ``"5 min"``, ``"3 h"``, ``"12 days"``; ``"never"`` for None."""
+    if seconds is None:
+        return "never"
+    if seconds < 60:
+        return "just now"
+    if seconds < 3600:
+        return f"{int(seconds // 60)} min"
+    if seconds < 2 * 86400:
+        return f"{int(seconds // 3600)} h"
+    return f"{int(seconds // 86400)} days"

@@ -1,0 +1,59 @@
+"""Generate docs/cli.md (the CLI reference) from the commands' own --help: ``python -m fwman.cli.docgen``.
+
+A test regenerates it and compares, so the reference never drifts from the code.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from fwman.cli.app import COMMANDS, cli
+
+HEADER = """# fwman command reference
+
+Generated from `--help` by `python -m fwman.cli.docgen > docs/cli.md` (a test checks it is current). The task
+guides in this folder explain the stories; this page lists every command and option.
+
+Global options (before or after the command name): `--root DIR`, `--snapshot DIR`, `-v`.
+"""
+
+
+def _walk(chain: list[tuple[str, click.Command]]) -> list[list[tuple[str, click.Command]]]:
+    """Return every command below the last one in ``chain`` (itself first), each as its chain from the root."""
+    found = [chain]
+    name, command = chain[-1]
+    if isinstance(command, click.Group):
+        ctx = click.Context(command, info_name=name)
+        for sub_name in command.list_commands(ctx):
+            sub = command.get_command(ctx, sub_name)
+            if sub is not None and not sub.hidden:
+                found += _walk([*chain, (sub_name, sub)])
+    return found
+
+
+def render() -> str:
+    """Return the whole reference as Markdown."""
+    out = [HEADER]
+    for chain in _walk([("fwman", cli)]):
+        ctx: click.Context | None = None
+        for name, command in chain:
+            ctx = click.Context(command, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
+        assert ctx is not None
+        names = [name for name, _ in chain]
+        out.append(f"\n## `{' '.join(names)}`\n\n")
+        if len(names) == 2 and names[1] in COMMANDS:
+            out.append(f"{COMMANDS[names[1]][1]}\n\n")
+        out.append("```\n" + ctx.command.get_help(ctx).rstrip() + "\n```\n")
+    return "".join(out)
+
+
+def main() -> int:
+    """Print the reference to stdout."""
+    sys.stdout.write(render())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,6 +23,7 @@ def card_json(card: Card) -> dict[str, Any]:
         "name": card.name,
         "vbios_version": card.vbios_version,
         "board_id": card.board_id,
+        "driver_board_id": card.driver_board_id,
         "vram_bytes": card.vram_bytes,
         "bar1_bytes": card.bar1_bytes,
         "bar1_covers_vram": card.bar1_covers_vram,

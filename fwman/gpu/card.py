@@ -43,7 +43,10 @@ class Card:
     pci_class: str | None = None  # "0x030000"
     name: str | None = None
     vbios_version: str | None = None  # upper-case, as nvidia-smi and nvflash print it: "94.02.26.48.15"
-    board_id: str | None = None  # "0x0240" where nvidia-smi or nvflash tells it
+    # The VBIOS board ID that nvflash checks ("0x0240"): known only from nvflash (or the catalog), never from
+    # nvidia-smi, whose <board_id> is the driver's id derived from the PCI location (0x4100 for bus 0x41).
+    board_id: str | None = None
+    driver_board_id: str | None = None  # nvidia-smi's <board_id>, for display only
     vram_bytes: int | None = None
     bar1_bytes: int | None = None
     rebar_sizes_bytes: list[int] = field(default_factory=list)  # sizes the card offers for BAR1

@@ -165,7 +165,8 @@ def _read_card(host: Host, bus: str, smi: SmiGpu | None, driver: tuple[str | Non
         pci_class=pci_class,
         name=(smi.name if smi else None) or info.get("Model"),
         vbios_version=vbios,
-        board_id=smi.board_id if smi else None,
+        board_id=None,  # nvidia-smi's <board_id> is not the VBIOS board ID: see Card.board_id
+        driver_board_id=smi.board_id if smi else None,
         vram_bytes=smi.vram_bytes if smi else None,
         bar1_bytes=bar1 if bar1 is not None else (smi.bar1_bytes if smi else None),
         rebar_sizes_bytes=list(rebar.supported_bytes) if rebar else [],

@@ -83,6 +83,8 @@ def fetch(
     from fwman.firmware.catalog import load_catalog
     from fwman.firmware.fetch import HttpOptions, fetch_image
 
+    if app.is_replay:
+        raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")
     if from_file and urls:
         raise UsageError("--from and --url cannot be combined", hint="--from imports a file you already have")
     if md5_source and not expect_md5:

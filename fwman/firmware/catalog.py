@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.findings import Finding, Severity
+from fwman.firmware.catalog_overrides import HashOverride, find_override, load_overrides
 from fwman.host.base import Host
 
 #: where ``fwman catalog update`` installs the verified catalog on a host (a link to ``catalogs/<serial>``)
@@ -409,6 +410,8 @@ class CatalogEntry:
 
     board: Board
     image: CatalogImage
+    #: a vendor MD5 the owner recorded on this host for an image whose catalog hash is unknown
+    override: HashOverride | None = None
 
     @property
     def ref(self) -> str:
@@ -426,6 +429,11 @@ class Catalog:
     serial: int | None = None
     date: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: owner-supplied vendor MD5s on the host (``fwman fetch --expect-md5``); attached to the entries they cover
+    overrides: list[HashOverride] = field(default_factory=list)
+
+    def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
+        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version))
 
     def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
         """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
@@ -458,11 +466,11 @@ class Catalog:
         if image is None:
             versions = ", ".join(i.version for i in board.images_newest_first()) or "none"
             raise UsageError(f"{board.subsystem} has no image {version}", hint=f"known versions: {versions}")
-        return CatalogEntry(board, image)
+        return self._entry(board, image)
 
     def entries(self) -> list[CatalogEntry]:
         """Return every (board, image) pair, boards in key order, images newest first."""
-        return [CatalogEntry(b, i) for b in sorted(self.boards, key=lambda b: b.key) for i in b.images_newest_first()]
+        return [self._entry(b, i) for b in sorted(self.boards, key=lambda b: b.key) for i in b.images_newest_first()]
 
     def describe(self) -> str:
         """Return one line saying which catalog this is."""
@@ -551,20 +559,32 @@ def load_host_catalog(host: Host, path: str = LOCAL_CATALOG) -> Catalog | None:
 def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
     """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial.
 
-    Raises MissingError when neither exists, VerificationError when the chosen one is damaged.
+    The host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record
+    ``/var/lib/fwman`` the bundled catalog is used and a note says so. Raises MissingError when neither copy
+    exists, VerificationError when the chosen one is damaged or the overrides contradict each other.
     """
     bundled = bundled or BUNDLED_CATALOG
+    notes = []
+    try:
+        host.exists(f"{LOCAL_CATALOG}/{INDEX_NAME}")
+    except NotRecordedError:
+        notes.append(f"{host.description} did not record {LOCAL_CATALOG}: using the catalog bundled with fwman")
     local = load_host_catalog(host)
     packaged = load_directory(bundled, "bundled") if bundled.is_dir() else None
     if local is None and packaged is None:
         raise MissingError("no VBIOS catalog installed", hint="install one with `fwman catalog update --url URL`")
+    chosen: Catalog
     if local is None:
         assert packaged is not None
-        return packaged
-    if packaged is not None and (packaged.serial or 0) > (local.serial or 0):
-        packaged.notes.append(f"local copy at {local.location} (serial {local.serial}) is older: not used")
-        return packaged
-    return local
+        chosen = packaged
+    elif packaged is not None and (packaged.serial or 0) > (local.serial or 0):
+        notes.append(f"local copy at {local.location} (serial {local.serial}) is older: not used")
+        chosen = packaged
+    else:
+        chosen = local
+    chosen.notes.extend(notes)
+    chosen.overrides = load_overrides(host)
+    return chosen
 
 
 def installed_serial(host: Host, bundled: Path | None = None) -> int:
@@ -803,7 +823,8 @@ def catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: s
 
     ``entry`` is the catalog entry the image claims to be (see :func:`find_entry_for_rom`); None gives one
     ``warn`` (not in the catalog). ``override_md5`` is a vendor MD5 the owner recorded locally
-    (``fwman fetch --expect-md5``) for an entry whose catalog hash is unknown. Blocks: a different board, a hash
+    (``fwman fetch --expect-md5``) for an entry whose catalog hash is unknown; by default the one attached to
+    ``entry`` by :func:`load_catalog`. Blocks: a different board, a hash
     mismatch, no known hash, a withdrawn image.
     """
     if entry is None:
@@ -817,6 +838,8 @@ def catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: s
             )
         ]
     board, cat = entry.board, entry.image
+    if override_md5 is None and entry.override is not None:
+        override_md5 = entry.override.md5
     ev = {"catalog": entry.ref, "status": cat.status.value}
     out: list[Finding] = []
     if image.subsystem is not None and image.subsystem != board.subsystem:

@@ -76,7 +76,7 @@ def _read(host: Host, path: str) -> list[HashOverride]:
         if not host.exists(path):
             return []
         text = host.read_text(path)
-    except (NotRecordedError, MissingError):
+    except (NotRecordedError, MissingError):  # unreadable, or a replay that did not record it: no overrides
         return []
     try:
         return _File.model_validate(tomllib.loads(text)).override

@@ -50,7 +50,7 @@ class HttpOptions:
     connect_timeout: float = 10.0
     read_timeout: float = 30.0
     retries: int = 3  # attempts after the first, per URL
-    backoff_s: float = 1.0  # wait before retry n is n * backoff_s
+    backoff_s: float = 0.5  # wait before retry n is n * backoff_s
     verify_tls: bool | str = True  # a CA bundle path for private mirrors
 
     @property

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fwman.errors import MissingError
+from fwman.errors import NotRecordedError
 from fwman.findings import Finding, Severity, blocking
 from fwman.firmware.catalog import Board, Catalog, CatalogEntry, CatalogImage, ImageStatus, version_key
 from fwman.firmware.catalog_overrides import HashOverride, find_override, load_overrides
@@ -82,7 +82,7 @@ class ImageSupply(BaseModel):
     status: ImageStatus
     cards: list[str]
     cache_path: str
-    cached: bool
+    cached: bool | None  # None: unknown (a snapshot that did not record the cache)
     urls: list[str]
     hash_known: bool
     hash_origin: str  # "catalog", "local override (<source>)", or "" when none
@@ -194,18 +194,12 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
     return "keep", None, f"{current} is {running.status.value}", status
 
 
-def _cached(host: Host, path: str) -> bool:
+def _cached(host: Host, path: str) -> bool | None:
+    """Return whether ``path`` is in the image cache; None when a replay did not record the cache."""
     try:
         return host.exists(path)
-    except MissingError:  # a snapshot that did not record the cache: treat as not cached
-        return False
-
-
-def _overrides(host: Host) -> list[HashOverride]:
-    try:
-        return load_overrides(host)
-    except MissingError:
-        return []
+    except NotRecordedError:
+        return None
 
 
 def build_upgrade_plan(
@@ -217,7 +211,7 @@ def build_upgrade_plan(
     up. Raises VerificationError when the local hash overrides contradict each other.
     """
     chosen = set(selected)
-    overrides = _overrides(host)
+    overrides = load_overrides(host)
     card_plans: list[CardPlan] = []
     findings: list[Finding] = []
     targets: dict[tuple[str, str], list[str]] = {}
@@ -249,7 +243,7 @@ def build_upgrade_plan(
             findings.append(
                 Finding(
                     id="upgrade.unknown-board",
-                    severity=Severity.WARN,
+                    severity=Severity.INFO,  # reported, left alone: not a gate for the other cards
                     message=f"{card.bus_id}: no catalog entry for {pci_key}; it is backed up but not flashed",
                     evidence={"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
                     fix="if a newer catalog knows it, run `fwman catalog update`",
@@ -294,7 +288,7 @@ def build_upgrade_plan(
             findings.append(
                 Finding(
                     id="upgrade.driver",
-                    severity=Severity.WARN,
+                    severity=Severity.INFO,  # the flash works; what the image is for waits for the driver
                     message=f"{card.bus_id}: driver {card.driver_version} is older than {image.min_driver}, "
                     f"which {image.version} needs for what it is for",
                     evidence={"bus_id": card.bus_id, "driver": card.driver_version},
@@ -362,11 +356,12 @@ def _supply(
             )
         )
     elif not cached and not image.urls:
+        where = "is not in the cache" if cached is False else "may not be in the cache (not recorded)"
         findings.append(
             Finding(
                 id="upgrade.image-missing",
                 severity=Severity.BLOCK,
-                message=f"{version} is not in the cache and the catalog knows no download URL",
+                message=f"{version} {where} and the catalog knows no download URL",
                 evidence={"image": entry.ref, "cache": path},
                 fix=f"{fetch} --from FILE   (download it from the card maker's site first)",
             )
@@ -431,6 +426,8 @@ def _steps(
     for img in images:
         if img.cached:
             got = f"in the cache: {img.cache_path}"
+        elif img.cached is None and not img.urls:
+            got = "the snapshot did not record the image cache; no download URL is known: download it by hand"
         elif img.urls:
             got = f"downloaded from {img.urls[0]} into {img.cache_path}"
         else:

@@ -39,7 +39,8 @@ def audit(
         forward-compatibility libraries (/usr/local/cuda-*/compat) are shown as compat, not as the driver
       - Proxmox containers (/etc/pve/lxc/*.conf, rootfs /var/lib/lxc/<id>/rootfs while running) and every
         --container-root DIR, by reading files only
-    and whether a P2P fork has a branch for the kernel module's version.
+    and whether a P2P fork has a branch for the kernel module's version (fork lists younger than 6 hours come
+    from the cache that `fwman driver branches` refreshes; older ones are listed live).
 
     \b
     Examples:
@@ -108,5 +109,5 @@ def audit(
         counts = report.counts()
         raise VerificationError(
             f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
-            hint="each mismatch above has its fix; run with --json for details",
+            hint="the lines after the table say what to fix; --json has every detail",
         )

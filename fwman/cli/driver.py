@@ -101,7 +101,8 @@ def branches(
     host = app.host
     config = load_config(host)
     forks = configured_forks(config, fork_specs)
-    report = list_branches(host, forks, api=api_base(config, app.env.variables), offline=offline)
+    # a replay must not reach the network: it answers from the recorded cache
+    report = list_branches(host, forks, api=api_base(config, app.env.variables), offline=offline or app.is_replay)
     now = report.now
 
     fork_rows = [

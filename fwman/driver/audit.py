@@ -35,6 +35,8 @@ from fwman.host.base import Host
 Status = Literal["match", "mismatch", "unknown", "info"]
 MANIFEST_DIR = "/var/lib/fwman/modules"
 PVE_LXC_DIR = "/etc/pve/lxc"
+#: audit trusts a branch list younger than this without going to the network (`fwman driver branches` refreshes)
+CACHE_FRESH_SECONDS = 6 * 3600.0
 #: lines of a Proxmox container config that give it an NVIDIA device
 _GPU_LINE = re.compile(
     r"^(?:lxc\.cgroup2?\.devices\.allow:\s*c\s+195:|lxc\.mount\.entry:\s*/dev/nvidia|dev\d+:\s*/dev/nvidia)"
@@ -640,11 +642,13 @@ def audit_host(
     offline: bool = False,
     api: str | None = None,
     now: datetime | None = None,
+    max_cache_age: float | None = CACHE_FRESH_SECONDS,
 ) -> AuditReport:
     """Return the audit of ``host``: kernel modules, user space, containers, verdict rows and P2P branch.
 
     Fork branches come from ``branch_report`` when given, else are listed for ``forks`` (the configured ones
-    when None; ``offline`` uses the cache only). Never raises for unreadable parts of the host: they become
+    when None; ``offline`` uses the cache only; a cached list younger than ``max_cache_age`` seconds is used
+    without going to the network). Never raises for unreadable parts of the host: they become
     "unknown" rows and ``unreadable`` entries.
     """
     unreadable: list[str] = []
@@ -679,7 +683,9 @@ def audit_host(
 
         if forks is None:
             forks = configured_forks(load_config(host))
-        branch_report = list_branches(host, forks, api=api or DEFAULT_API, offline=offline, now=now)
+        branch_report = list_branches(
+            host, forks, api=api or DEFAULT_API, offline=offline, now=now, max_cache_age=max_cache_age
+        )
     kernel_version = loaded.version if loaded and loaded.version else reference
 
     report = AuditReport(

@@ -295,11 +295,13 @@ def list_branches(
     offline: bool = False,
     now: datetime | None = None,
     timeout: float = 20.0,
+    max_cache_age: float | None = None,
 ) -> BranchReport:
     """Return the branches of every fork: live where possible (then cached), else from the cache.
 
-    ``offline`` skips the network entirely. Never raises for a fork that cannot be listed: its entry says why
-    (``error``) and has ``source`` "cache" or "none".
+    ``offline`` skips the network entirely; ``max_cache_age`` (seconds) uses a cached list younger than that
+    without listing live. Never raises for a fork that cannot be listed: its entry says why (``error``) and has
+    ``source`` "cache" or "none".
     """
     now = now or datetime.now(UTC)
     cache = load_cache(host)
@@ -310,6 +312,12 @@ def list_branches(
         if offline:
             results.append(_from_cache(fork, cache.get(fork.url), "offline: not listed live"))
             continue
+        if max_cache_age is not None:
+            cached = _from_cache(fork, cache.get(fork.url), None)
+            age = cached.age_seconds(now)
+            if cached.available and age is not None and age <= max_cache_age:
+                results.append(cached)
+                continue
         errors: list[str] = []
         listing: ForkBranches | None = None
         if has_git:

@@ -333,3 +333,17 @@ def test_cli_bad_version_and_fork(forge_env) -> None:
     assert r.code == 4 and "not an NVIDIA driver version" in r.stderr
     r = env("driver", "branches", "--root", str(root), "--fork", "oops")
     assert r.code == 2 and "NAME=URL" in r.stderr
+
+
+def test_fresh_cache_is_used_without_network_when_allowed(tmp_path: Path) -> None:
+    host = no_git_host(tmp_path)
+    forks = [Fork("aikitoria", AIKITORIA)]
+    then = datetime(2026, 1, 1, tzinfo=UTC)
+    state = ForgeState(repos=real_branch_lists())
+    with forge_server(state) as api:
+        list_branches(host, forks, api=api, now=then)
+        assert len(state.requests) == 1
+        fresh = list_branches(host, forks, api=api, now=then + timedelta(hours=1), max_cache_age=6 * 3600)
+        assert len(state.requests) == 1 and fresh.forks[0].source == "cache"
+        stale = list_branches(host, forks, api=api, now=then + timedelta(hours=7), max_cache_age=6 * 3600)
+        assert len(state.requests) == 2 and stale.forks[0].source == "api"

@@ -14,6 +14,9 @@ import click
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.errors import UsageError
 
+#: BAR1 of a card without Resizable BAR in use (same value as fwman.firmware.upgrade_plan.LEGACY_BAR1)
+LEGACY_BAR1 = 256 * 1024 * 1024
+
 if TYPE_CHECKING:
     from fwman.firmware.upgrade_plan import CardPlan, UpgradePlan
 
@@ -70,7 +73,8 @@ def _action_text(app: AppContext, c: CardPlan) -> str:
     if c.action == "flash":
         return app.style(f"flash -> {c.target_version}", fg="cyan", bold=True)
     if c.action == "keep":
-        return "keep"
+        offers = c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
+        return "keep (a larger BAR1 needs only the setup switch)" if offers else "keep"
     if c.action == "unknown-board":
         return app.style("not in catalog: left alone", fg="yellow")
     return app.style("cannot decide", fg="yellow")
@@ -95,6 +99,9 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
     app.echo(app.style("fwman upgrade --dry-run", **bold) + app.style(f"  ({plan.host}; nothing is changed)", dim=True))
     cat = plan.catalog
     app.echo(app.style(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", dim=True))
+    notes = cat.get("notes")
+    for note in notes if isinstance(notes, list) else []:
+        app.echo(app.style(f"  note: {note}", dim=True))
     app.echo("")
     rows = []
     for c in plan.cards:
@@ -102,10 +109,9 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
         if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
             bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
         status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
-        rows.append(
-            [c.bus_id, c.subsystem, c.board or "?", f"{c.current_version or '?'}{status}", bar1, _action_text(app, c)]
-        )
-    app.table(["CARD", "SUBSYSTEM", "BOARD", "FIRMWARE", "BAR1", "PLAN"], rows)
+        firmware = f"{c.current_version or '?'}{status}"
+        rows.append([c.bus_id, c.subsystem, firmware, bar1, _action_text(app, c)])
+    app.table(["CARD", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], rows)
 
     seen: set[str] = set()
     for c in plan.cards:

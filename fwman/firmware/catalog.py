@@ -480,7 +480,13 @@ class Catalog:
 
     def summary(self) -> dict[str, Any]:
         """Return the JSON form of where this catalog came from."""
-        return {"source": self.source, "location": self.location, "serial": self.serial, "date": self.date}
+        return {
+            "source": self.source,
+            "location": self.location,
+            "serial": self.serial,
+            "date": self.date,
+            "notes": list(self.notes),
+        }
 
 
 class _Reader(Protocol):

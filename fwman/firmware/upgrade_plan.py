@@ -187,8 +187,7 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
             status,
         )
     if running.status is ImageStatus.SUPERSEDED:
-        what = "; ".join(x for x in (running.status_reason,) if x) or f"superseded by {target.version}"
-        return "flash", target.version, f"{current} is superseded: {what}", status
+        return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
     if version_key(current) < version_key(target.version):
         return "flash", target.version, f"{target.version} is newer than {current}", status
     return "keep", None, f"{current} is {running.status.value}", status
@@ -513,6 +512,16 @@ def _steps(
         if image.min_driver:
             now = group[0].driver_version
             checks.append(f"driver {image.min_driver} or later" + (f" (loaded now: {now})" if now else ""))
+    setup_only = [
+        c.bus_id
+        for c in left
+        if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
+    ]
+    if setup_only and rebar:
+        checks.append(
+            f"{', '.join(setup_only)}: BAR1 larger than 256 MiB too (their firmware already offers it; only the "
+            "firmware-setup switch was missing)"
+        )
     if left:
         checks.append("cards not flashed: firmware unchanged")
     checks.append("every card still present with the same subsystem IDs")

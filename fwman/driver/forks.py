@@ -199,7 +199,8 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
 def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list[str]:
     """Return every branch name of ``owner/repo`` from the forge's paginated branches API.
 
-    Follows ``Link: rel="next"``; without one, asks for the next ``?page=`` while pages come back full.
+    Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
+    (100 names).
     Raises FwmanError on a network error, an HTTP error status or a malformed answer.
     """
     import requests  # imported here: requests is slow to import and only this path needs it
@@ -207,7 +208,6 @@ def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list
     per_page = 100
     url: str | None = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page=1"
     page = 1
-    page_size = 0
     names: list[str] = []
     headers = {"Accept": "application/vnd.github+json", "User-Agent": "fwman"}
     with requests.Session() as session:
@@ -227,13 +227,12 @@ def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list
                 raise FwmanError(f"{api}: unexpected answer for {owner}/{repo} (not a list of branches)") from e
             names.extend(batch)
             link_next = parse_link_next(response.headers.get("Link"))
-            if page == 1:
-                page_size = len(batch)  # the server's real page size (it may cap per_page)
             page += 1
             if link_next is not None:
                 url = link_next
-            elif "Link" not in response.headers and batch and len(batch) == page_size:
-                # no Link header: keep asking ?page=N until a short or empty page
+            elif "Link" not in response.headers and len(batch) == per_page:
+                # a full page and no Link header (a forge that does not send one): ask for ?page=N until a
+                # short or empty page
                 url = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page={page}"
             else:
                 url = None

@@ -125,12 +125,21 @@ def test_api_pagination_with_link_headers() -> None:
 
 
 def test_api_pagination_by_page_number_without_link() -> None:
-    lists = real_branch_lists()
-    state = ForgeState(repos=lists, max_per_page=6, link_headers=False)
+    # a forge that sends no Link header: full pages of 100 make the client ask for ?page=N+1
+    real = real_branch_lists()["mylesgoose/open-gpu-kernel-modules"]
+    big = real + [f"topic-{i:03d}" for i in range(200)]  # synthetic extra branches, to fill three pages
+    state = ForgeState(repos={"big/repo": big}, link_headers=False)
     with forge_server(state) as api:
-        names = list_via_api(api, "mylesgoose", "open-gpu-kernel-modules")
-    assert names == lists["mylesgoose/open-gpu-kernel-modules"]
-    assert [r.rsplit("page=", 1)[1] for r in state.requests] == ["1", "2", "3", "4"]
+        names = list_via_api(api, "big", "repo")
+    assert names == big
+    assert [r.rsplit("page=", 1)[1] for r in state.requests] == ["1", "2", "3"]
+
+
+def test_api_single_page_is_one_request() -> None:
+    state = ForgeState(repos=real_branch_lists())
+    with forge_server(state) as api:
+        assert len(list_via_api(api, "tinygrad", "open-gpu-kernel-modules")) == 17
+    assert len(state.requests) == 1
 
 
 def test_api_server_error() -> None:

@@ -66,7 +66,8 @@ def fetch(
 ) -> None:
     """Put a catalog image into /var/cache/fwman/images, checked before it lands there.
 
-    BOARD is a subsystem ID (3842:3987) or the four PCI IDs; VERSION the VBIOS version. The size, MD5 and
+    BOARD is a subsystem ID (3842:3987) or the four PCI IDs; VERSION the VBIOS version. FILE is a file on
+    this machine (also with --root). The size, MD5 and
     SHA-256 (whichever are known) and the ROM header (subsystem, version) are checked before the file is
     moved into the cache: a mismatch leaves nothing behind and exits with status 4. Downloads resume from a
     .part file after a cut. Withdrawn images are refused (status 3); an unverified image (no known hash) needs
@@ -82,6 +83,7 @@ def fetch(
     """
     from fwman.firmware.catalog import load_catalog
     from fwman.firmware.fetch import HttpOptions, fetch_image
+    from fwman.host.live import LiveHost
 
     if app.is_replay:
         raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")
@@ -101,6 +103,7 @@ def fetch(
         entry,
         urls=urls,
         from_file=path,
+        file_host=LiveHost("/") if path else None,  # FILE is on this machine, also with --root
         expect_md5=expect_md5,
         md5_source=md5_source,
         options=options,

@@ -323,6 +323,7 @@ def fetch_image(
     *,
     urls: Sequence[str] = (),
     from_file: str | None = None,
+    file_host: Host | None = None,
     expect_md5: str | None = None,
     md5_source: str | None = None,
     options: HttpOptions | None = None,
@@ -330,6 +331,9 @@ def fetch_image(
     now: datetime | None = None,
 ) -> FetchResult:
     """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
+
+    ``from_file`` is read through ``file_host`` (default ``host``): the CLI passes the local machine, since a
+    hand-downloaded file is on the machine the user sits at, even with ``--root``.
 
     Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
     SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
@@ -362,7 +366,7 @@ def fetch_image(
     if from_file is not None:
         source = f"file {from_file}"
         try:
-            data = host.read_bytes(from_file, limit=cap + 1)
+            data = (file_host or host).read_bytes(from_file, limit=cap + 1)
         except MissingError as e:
             raise MissingError(e.message, hint="give the path of the image you downloaded") from e
         if len(data) > cap:

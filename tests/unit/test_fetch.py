@@ -28,11 +28,11 @@ def cache_files(root: Path) -> list[str]:
 
 
 def put(root: Path, name: str, data: bytes) -> str:
-    """Place a "downloaded" file on the host and return its host path."""
-    path = root / "home/owner/Downloads" / name
+    """Place a "downloaded" file on this machine (outside the host root) and return its path."""
+    path = root.parent / f"{root.name}-downloads" / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
-    return "/home/owner/Downloads/" + name
+    return str(path)
 
 
 def test_import_of_the_published_image_lands_in_the_cache(tmp_path: Path, fwman: FwmanEnv) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.upgrade_apply import apply_options, run_mode
 from fwman.errors import UsageError
 
 #: BAR1 of a card without Resizable BAR in use (same value as fwman.firmware.upgrade_plan.LEGACY_BAR1)
@@ -26,10 +27,21 @@ if TYPE_CHECKING:
 @click.option(
     "--card", "cards", multiple=True, metavar="BUS", help="Flash only this card (repeatable); all are backed up."
 )
+@apply_options
 @json_option
 @common_options
 @pass_app
-def upgrade(app: AppContext, dry_run: bool, cards: tuple[str, ...], as_json: bool) -> None:
+def upgrade(
+    app: AppContext,
+    dry_run: bool,
+    cards: tuple[str, ...],
+    as_json: bool,
+    apply: bool,
+    check: bool,
+    no_backup_bios_ok: bool,
+    reuse: str | None,
+    timeout: float,
+) -> None:
     """Upgrade card firmware from the catalog: e.g. launch firmware to a Resizable-BAR image.
 
     For each card: its catalog board, the firmware it runs, the recommended image (the newest one that is
@@ -43,7 +55,12 @@ def upgrade(app: AppContext, dry_run: bool, cards: tuple[str, ...], as_json: boo
       fwman upgrade --dry-run --card 41:00.0
       fwman upgrade --dry-run --json
       fwman upgrade --dry-run --snapshot fixtures/hosts/rig-4x3090     (the bundled example host)
+      fwman upgrade --apply              back up every card, flash the targets one at a time (docs/flash.md)
+      fwman upgrade --check              after the reboot: version and BAR1 per card, recorded
     """
+    if apply or check:  # docs/flash.md: back up all, flash, reboot, then --check
+        flags = {"no_backup_bios_ok": no_backup_bios_ok}
+        return run_mode(app, cards, as_json, apply=apply, check=check, reuse=reuse, timeout=timeout, **flags)
     if not dry_run:
         raise UsageError("say what to do: --dry-run prints the plan", hint="fwman upgrade --dry-run")
     plan = build_plan(app, cards)

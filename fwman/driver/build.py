@@ -366,21 +366,21 @@ class SourceSpec:
 
 
 def load_source_spec(host: Host) -> SourceSpec | None:
-    """Return the source the kernel hook and catch-up build from (recorded by ``fwman modules build``), or None.
+    """Return the source the kernel hook and catch-up build from, or None when none is configured.
 
-    A ``[modules]`` table in fwman's configuration (``fork``/``branch`` or ``source``) wins when present.
+    ``[modules]`` in ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the
+    source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
+    UsageError when the configuration file is invalid.
     """
     import json
 
-    try:  # fwman.config arrives with the configuration issue; use it when it is there
-        from fwman import config as fwconfig
+    from fwman.config import load_config
 
-        cfg = fwconfig.load(host)  # type: ignore[attr-defined]
-        mods = getattr(cfg, "modules", None)
-        if mods is not None and (getattr(mods, "source", None) or getattr(mods, "fork", None)):
-            return SourceSpec(getattr(mods, "source", None), getattr(mods, "fork", None), getattr(mods, "branch", None))
-    except Exception:  # no configuration module, or no [modules] table: fall back to the record
-        pass
+    config = load_config(host)
+    fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
+    source_dir = config.get_str("modules", "source")
+    if source_dir or (fork and branch):
+        return SourceSpec(source_dir, None if source_dir else fork, None if source_dir else branch)
     if not host.exists(SOURCE_RECORD):
         return None
     try:
@@ -395,17 +395,29 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     return spec
 
 
+def strict_mode(host: Host) -> bool:
+    """Return ``[modules] strict`` from the configuration: a failed hook build then fails the kernel install."""
+    from fwman.config import load_config
+
+    return load_config(host).get_bool("modules", "strict", False)
+
+
 def save_source_spec(host: Host, spec: SourceSpec) -> None:
     """Record ``spec`` as the source of later automatic builds."""
     host.write_bytes(SOURCE_RECORD, spec.to_json())
 
 
-def resolve_source(host: Host, spec: SourceSpec, report: Report = _nothing) -> Source:
-    """Return the buildable Source for ``spec`` (cloning or fetching a fork). Raises as the two resolvers do."""
+def resolve_source(host: Host, spec: SourceSpec, report: Report = _nothing, fetch: bool = True) -> Source:
+    """Return the buildable Source for ``spec``. Raises as the two resolvers do.
+
+    With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
+    fork already in the source cache is built at its cached commit; only a fork never fetched is cloned.
+    """
     if spec.source_dir:
         return local_source(host, spec.source_dir)
     assert spec.fork and spec.branch
-    return fork_source(host, spec.fork, spec.branch, report)
+    cached = host.exists(f"{fork_cache_dir(fork_url(spec.fork))}/.git")
+    return fork_source(host, spec.fork, spec.branch, report, fetch=fetch or not cached)
 
 
 @dataclass
@@ -428,6 +440,7 @@ def update_kernel(
     spec: SourceSpec,
     *,
     force: bool = False,
+    fetch: bool = True,
     report: Report = _nothing,
     jobs: int | None = None,
 ) -> KernelOutcome:
@@ -456,7 +469,7 @@ def update_kernel(
         write_marker(host, pending_path(kver), Marker(kver, "no headers"))
         return KernelOutcome(kver, "pending", message)
     try:
-        source = resolve_source(host, spec, report)
+        source = resolve_source(host, spec, report, fetch=fetch)
     except FwmanError as e:
         write_marker(host, pending_path(kver), Marker(kver, f"source unavailable: {e.message}"))
         return KernelOutcome(kver, "pending", f"cannot get the source ({e.message}): marked pending")
@@ -524,3 +537,46 @@ def update_kernel(
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"
     return outcome
+
+
+def source_version(host: Host, source: Source) -> str | None:
+    """Return the driver version a source builds (from its branch name, else its ``version.mk``), or None."""
+    from fwman.driver.versions import parse_p2p_branch
+
+    if source.branch:
+        parsed = parse_p2p_branch(source.branch)
+        if parsed is not None:
+            return str(parsed)
+    for rel in ("version.mk", "utils.mk"):
+        path = f"{source.tree}/{rel}"
+        if host.exists(path):
+            m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
+            if m:
+                return m.group(1)
+    return None
+
+
+def newer_branches(host: Host, source: Source) -> list[str]:
+    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network).
+
+    Uses the branch cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the
+    version or the cache is unknown.
+    """
+    from fwman.driver import forks
+    from fwman.driver.versions import DriverVersion, parse_p2p_branch
+
+    text = source_version(host, source)
+    if text is None:
+        return []
+    try:
+        current = DriverVersion.parse(text)
+    except FwmanError:
+        return []
+    found: list[tuple[DriverVersion, str]] = []
+    for url, entry in forks.load_cache(host).items():
+        name = str(entry.get("fork") or url)
+        for branch in entry.get("branches") or []:
+            parsed = parse_p2p_branch(str(branch))
+            if parsed is not None and current < parsed:
+                found.append((parsed, f"{name}: {branch}"))
+    return [label for _v, label in sorted(found, key=lambda item: item[0].key)]

@@ -1,0 +1,118 @@
+"""``fwman dkms ...``: keep DKMS from replacing the patched modules with NVIDIA's stock ones."""
+
+from __future__ import annotations
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import BlockedError
+
+
+@click.group()
+def dkms() -> None:
+    """See and stop NVIDIA's DKMS modules, which rebuild the stock driver over the patched one.
+
+    \b
+    Examples:
+      fwman dkms status
+      fwman dkms block            remove nvidia* from DKMS, pin *nvidia*dkms* packages to -1
+      fwman dkms unblock          undo exactly what block did
+
+    Docs: docs/dkms.md.
+    """
+
+
+def _require_root(app: AppContext) -> None:
+    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
+        raise BlockedError("changing DKMS and apt settings needs root", hint="run it with sudo")
+
+
+@dkms.command()
+@json_option
+@common_options
+@pass_app
+def status(app: AppContext, as_json: bool) -> None:
+    """List registered NVIDIA DKMS modules, per kernel, and whether fwman blocks DKMS.
+
+    \b
+    Examples:
+      fwman dkms status
+      fwman dkms status --json
+    """
+    from fwman.driver import dkms as d
+
+    entries = [e for e in d.status(app.host) if d.is_nvidia(e)]
+    record = d.read_block(app.host)
+    payload = {
+        "modules": [
+            {"module": e.module, "version": e.version, "kernel": e.kernel, "arch": e.arch, "state": e.state}
+            for e in entries
+        ],
+        "blocked": record is not None,
+        "apt_pin": record.apt_pin if record else None,
+        "removed": record.removed if record else [],
+        "dkms_installed": app.host.which("dkms") is not None,
+    }
+    if as_json:
+        app.emit_json("dkms-status", payload)
+        return
+    if not payload["dkms_installed"]:
+        app.echo("dkms is not installed")
+    elif entries:
+        app.table(
+            ["MODULE", "VERSION", "KERNEL", "STATE"],
+            [[e.module, e.version, e.kernel or "-", e.state] for e in entries],
+        )
+    else:
+        app.echo("no NVIDIA module is registered with DKMS")
+    if record is not None:
+        removed = ", ".join(f"{r['module']}/{r['version']}" for r in record.removed) or "nothing registered then"
+        app.echo(f"blocked by fwman since {record.at}: removed {removed}; apt pin {record.apt_pin}")
+    elif entries:
+        app.echo(app.style("DKMS will rebuild these over fwman's modules: run `fwman dkms block`", fg="yellow"))
+
+
+@dkms.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
+@common_options
+@pass_app
+def block(app: AppContext, dry_run: bool) -> None:
+    """Remove NVIDIA's DKMS modules for all kernels and pin the *nvidia*dkms* packages away.
+
+    Runs `dkms remove M/V --all` for every registered nvidia* module and writes
+    /etc/apt/preferences.d/fwman-nvidia-dkms (Pin-Priority -1); records it so `fwman dkms unblock` can undo it.
+    Re-running is harmless.
+
+    \b
+    Examples:
+      fwman dkms block --dry-run
+      fwman dkms block
+    """
+    from fwman.driver import dkms as d
+
+    if not dry_run:
+        _require_root(app)
+    done = d.block(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    verb = "would " if dry_run else ""
+    for line in done:
+        app.echo(f"{verb}{line}")
+    if not done:
+        app.echo("DKMS already blocked: nothing to do")
+
+
+@dkms.command()
+@common_options
+@pass_app
+def unblock(app: AppContext) -> None:
+    """Undo `fwman dkms block`: remove the apt pin and register the removed modules with DKMS again.
+
+    \b
+    Examples:
+      fwman dkms unblock
+    """
+    from fwman.driver import dkms as d
+
+    _require_root(app)
+    for line in d.unblock(app.host, report=lambda t: app.echo(t, err=True)):
+        app.echo(line)
+    app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")

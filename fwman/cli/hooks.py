@@ -1,0 +1,111 @@
+"""``fwman hooks ...``: the kernel hook and the boot-time catch-up service."""
+
+from __future__ import annotations
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import BlockedError
+
+
+@click.group()
+def hooks() -> None:
+    """Install, remove or inspect the kernel hook and the boot-time catch-up service.
+
+    \b
+    Examples:
+      fwman hooks install
+      fwman hooks status
+      fwman hooks remove
+
+    Docs: docs/hooks.md.
+    """
+
+
+def _require_root(app: AppContext) -> None:
+    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
+        raise BlockedError("changing /etc needs root", hint="run it with sudo")
+
+
+@hooks.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@common_options
+@pass_app
+def install(app: AppContext, dry_run: bool) -> None:
+    """Install /etc/kernel/{postinst,header_postinst}.d/fwman and fwman-catchup.service (enabled).
+
+    The hook runs after `dkms` and before `initramfs-tools` and `zz-update-grub`; it never fails a kernel
+    install (a missing header or a failed build marks the kernel pending and pins a safe kernel for the next
+    boot) unless `strict = true` in [modules] of /etc/fwman/config.toml. Re-running changes only what differs.
+
+    \b
+    Examples:
+      fwman hooks install
+      fwman hooks install --dry-run
+    """
+    from fwman.driver.actions import pending
+    from fwman.driver.hooks import install as do_install
+    from fwman.driver.hooks import install_actions
+
+    if dry_run:
+        todo = pending(app.host, install_actions())
+        for action in todo:
+            app.echo(f"would {action.describe()}")
+        if not todo:
+            app.echo("hook and service already installed and current")
+        return
+    _require_root(app)
+    done = do_install(app.host, lambda t: app.echo(t, err=True))
+    app.echo("installed" if done else "hook and service already installed and current")
+
+
+@hooks.command()
+@common_options
+@pass_app
+def remove(app: AppContext) -> None:
+    """Remove the kernel hook and the catch-up service (installed modules and manifests stay).
+
+    \b
+    Examples:
+      fwman hooks remove
+    """
+    from fwman.driver.hooks import remove as do_remove
+
+    _require_root(app)
+    done = do_remove(app.host, lambda t: app.echo(t, err=True))
+    app.echo("removed" if done else "nothing to remove")
+
+
+@hooks.command()
+@json_option
+@common_options
+@pass_app
+def status(app: AppContext, as_json: bool) -> None:
+    """Show whether the hook files and the unit are installed, current and enabled, and the hook order.
+
+    \b
+    Examples:
+      fwman hooks status
+      fwman hooks status --json
+    """
+    from fwman.driver.hooks import status as get_status
+
+    st = get_status(app.host)
+    payload = {
+        "installed": st.installed,
+        "enabled": st.enabled,
+        "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in st.files],
+        "order": st.order,
+    }
+    if as_json:
+        app.emit_json("hooks-status", payload)
+        return
+    app.table(
+        ["FILE", "STATE"],
+        [[f.path, "ok" if f.current else f.note] for f in st.files],
+    )
+    app.echo(f"catch-up service enabled: {'yes' if st.enabled else 'no'}")
+    for directory, names in st.order.items():
+        app.echo(f"{directory}: {' '.join(names) or '(empty)'}")
+    if not st.installed:
+        app.echo("run `fwman hooks install` to install or update them")

@@ -1,0 +1,499 @@
+"""``fwman modules ...``: the P2P-patched modules for every installed kernel, and never booting without them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import BlockedError, FwmanError, PartialError, UsageError, VerificationError
+
+
+@click.group()
+def modules() -> None:
+    """Build, install and check the P2P-patched NVIDIA modules for each kernel.
+
+    \b
+    Examples:
+      fwman modules build --kernel 6.1.0-50-amd64 --fork aikitoria --branch 570.86.16-p2p
+      fwman modules build --kernel 6.1.0-53-amd64 --source ~/src/open-gpu-kernel-modules
+      fwman modules status                  per kernel: headers, modules, DKMS, safe to boot
+      fwman modules catchup                 build for every kernel that lacks its modules (what boot runs)
+      fwman modules check-boot              exit 0 only if the next boot has working modules
+      fwman modules unpin                   undo a boot pin fwman made
+      fwman modules keygen                  Secure Boot: make a signing key and enroll it with mokutil
+
+    Docs: docs/modules.md, docs/hooks.md, docs/boot-safety.md, docs/signing.md, docs/dkms.md.
+    """
+
+
+def _say(app: AppContext) -> Any:
+    return lambda text: app.echo(text, err=True)
+
+
+def _fork_url(app: AppContext, fork: str) -> str:
+    """Return the URL of ``fork``: a configured fork name (``aikitoria``) or anything git can clone."""
+    from fwman.config import load_config
+    from fwman.driver.forks import configured_forks
+
+    try:
+        for f in configured_forks(load_config(app.host)):
+            if f.name == fork:
+                return f.url
+    except FwmanError:
+        pass
+    return fork
+
+
+def _require_root(app: AppContext) -> None:
+    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
+        raise BlockedError("installing kernel modules needs root", hint="run it with sudo")
+
+
+def _outcome_dict(outcome: Any, newer: list[str] | None = None) -> dict[str, Any]:
+    failure = outcome.failure
+    source = outcome.source
+    return {
+        "kernel": outcome.kver,
+        "status": outcome.status,
+        "message": outcome.message,
+        "log": outcome.log_path,
+        "object_cache_hit": outcome.cache_hit,
+        "seconds": round(outcome.seconds, 1) if outcome.seconds is not None else None,
+        "source": None
+        if source is None
+        else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
+        "failure": None
+        if failure is None
+        else {"file": failure.file, "line": failure.line, "error": failure.message, "excerpt": failure.excerpt},
+        "newer_branches": newer or [],
+    }
+
+
+def failure_report(app: AppContext, outcome: Any) -> list[str]:
+    """Return the lines that explain a failed build: file, first error, source, log, newer branches."""
+    from fwman.driver.build import newer_branches
+
+    lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
+    f = outcome.failure
+    if f is not None:
+        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "(no file named)")
+        lines.append(f"  failing file:  {where}")
+        lines.append(f"  first error:   {f.message}")
+    s = outcome.source
+    if s is not None:
+        if s.fork:
+            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
+        else:
+            lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
+    if outcome.log_path:
+        lines.append(f"  build log:     {outcome.log_path}")
+    newer = newer_branches(app.host, s) if s is not None else []
+    if newer:
+        lines.append("  newer P2P branches that may build (cached list; check `fwman driver branches`):")
+        lines.extend(f"    {b}" for b in newer[-5:])
+    else:
+        lines.append("  newer P2P branches: none known (run `fwman driver branches` to refresh the list)")
+    return lines
+
+
+def _render_boot(app: AppContext, check: Any) -> None:
+    if check is None:
+        return
+    if check.pinned is not None:
+        app.echo(app.style(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", fg="yellow"))
+    if check.problem:
+        app.echo(app.style(f"WARNING: {check.problem}", fg="red", bold=True))
+
+
+@modules.command()
+@click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="Kernel release to build for (repeatable).")
+@click.option("--all", "all_kernels", is_flag=True, help="Every installed kernel with headers.")
+@click.option("--fork", metavar="F", help="Fork: a configured name (aikitoria), owner/name on GitHub, or a git URL.")
+@click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
+@click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
+@click.option("--force", is_flag=True, help="Retry a (commit, kernel) whose build failed before.")
+@click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
+@json_option
+@common_options
+@pass_app
+def build(
+    app: AppContext,
+    kernels: tuple[str, ...],
+    all_kernels: bool,
+    fork: str | None,
+    branch: str | None,
+    source_dir: str | None,
+    force: bool,
+    jobs: int | None,
+    as_json: bool,
+) -> None:
+    """Build, sign (when configured), install and verify the patched modules for kernels.
+
+    The kernel-independent objects are built once per (source commit, compiler) and reused for every kernel
+    (/var/cache/fwman/objects); only kernel-open/ is rebuilt per kernel. Modules go to
+    /lib/modules/KVER/updates/fwman (staged, swapped in atomically) with /etc/depmod.d/fwman.conf overrides;
+    depmod runs, and each name must resolve to the new file with a vermagic naming KVER before the manifest
+    (/var/lib/fwman/modules/KVER.json) is written. A failed build leaves the previous modules in place.
+
+    The source given here is remembered: the kernel hook and `fwman modules catchup` build from it.
+
+    \b
+    Examples:
+      fwman modules build --kernel 6.1.0-50-amd64 --fork aikitoria --branch 570.86.16-p2p
+      fwman modules build --kernel "$(uname -r)" --source ~/src/open-gpu-kernel-modules
+      fwman modules build --all                 (the remembered source, every kernel with headers)
+      fwman modules build --kernel 6.1.0-53-amd64 --force
+
+    Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
+    6 some kernels built and some did not.
+    """
+    from fwman.driver import boot
+    from fwman.driver.build import (
+        SourceSpec,
+        check_source_options,
+        headers_present,
+        load_source_spec,
+        save_source_spec,
+        update_kernel,
+    )
+    from fwman.driver.lock import module_lock
+    from fwman.errors import MissingError
+
+    _require_root(app)
+    host = app.host
+    if source_dir or fork or branch:
+        check_source_options(source_dir, fork, branch)
+        spec = SourceSpec(source_dir, _fork_url(app, fork) if fork else None, branch)
+    else:
+        remembered = load_source_spec(host)
+        if remembered is None:
+            check_source_options(None, None, None)  # raises the usage error that says what to pass
+        assert remembered is not None
+        spec = remembered
+    targets = list(kernels)
+    if all_kernels:
+        targets += [k for k in boot.installed_kernels(host) if headers_present(host, k) and k not in targets]
+    if not targets:
+        raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    say = _say(app)
+    results: list[dict[str, Any]] = []
+    outcomes = []
+    with module_lock(host):
+        if source_dir or fork:
+            save_source_spec(host, spec)
+        for kver in targets:
+            say(f"== {kver}")
+            outcome = update_kernel(host, kver, spec, force=force, report=say, jobs=jobs)
+            outcomes.append(outcome)
+            newer: list[str] = []
+            if outcome.status == "failed":
+                lines = failure_report(app, outcome)
+                if not as_json:
+                    for line in lines:
+                        app.echo(app.style(line, fg="red") if line.startswith("FAILED") else line)
+                from fwman.driver.build import newer_branches
+
+                newer = newer_branches(host, outcome.source) if outcome.source else []
+            elif not as_json:
+                app.echo(outcome.message)
+            results.append(_outcome_dict(outcome, newer))
+        check = boot.ensure_safe_boot(host, say)
+    if as_json:
+        app.emit_json("modules-build", {"kernels": results, "boot": _boot_dict(check)})
+    else:
+        _render_boot(app, check)
+    bad = [o for o in outcomes if o.status != "built"]
+    if not bad:
+        return
+    if len(bad) < len(outcomes):
+        raise PartialError(f"{len(bad)} of {len(outcomes)} kernels not built: {', '.join(o.kver for o in bad)}")
+    first = bad[0]
+    if first.status == "pending":
+        raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
+    raise VerificationError(first.message, hint="see the report above and the build log")
+
+
+def _boot_dict(check: Any) -> dict[str, Any] | None:
+    if check is None:
+        return None
+    return {
+        "next_boot": check.default.kver,
+        "loader": check.default.loader,
+        "how": check.default.how,
+        "safe": check.safety.safe if check.safety else None,
+        "reason": check.safety.reason if check.safety else None,
+        "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
+        "released": None if check.released is None else check.released.kernel,
+        "problem": check.problem,
+    }
+
+
+@modules.command()
+@json_option
+@common_options
+@pass_app
+def status(app: AppContext, as_json: bool) -> None:
+    """Show, per installed kernel: headers, patched modules, DKMS conflict, pending/failed, safe to boot.
+
+    "Safe to boot" means fwman's manifest exists, depmod resolves nvidia, nvidia-uvm, nvidia-modeset,
+    nvidia-drm and nvidia-peermem to fwman's files, their SHA-256 matches the manifest and their vermagic names
+    the kernel. The kernel that boots next is marked, with how fwman knows, and any boot pin fwman made.
+
+    \b
+    Examples:
+      fwman modules status
+      fwman modules status --json | jq '.kernels[] | select(.safe_to_boot | not)'
+    """
+    from fwman.driver import boot, dkms
+    from fwman.driver.build import headers_present, load_source_spec
+    from fwman.driver.manifest import failed_path, load_manifest, pending_path, read_marker
+    from fwman.errors import ParseError
+
+    host = app.host
+    kernels = boot.installed_kernels(host)
+    default = boot.default_boot_kernel(host)
+    try:
+        dkms_entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
+        dkms_error = None
+    except FwmanError as e:
+        dkms_entries, dkms_error = [], e.message
+    rows: list[dict[str, Any]] = []
+    for kver in kernels:
+        safety = boot.kernel_safety(host, kver)
+        try:
+            manifest = load_manifest(host, kver)
+        except ParseError:
+            manifest = None
+        failed = read_marker(host, failed_path(kver))
+        pending = read_marker(host, pending_path(kver))
+        conflict = [f"{e.module}/{e.version}: {e.state}" for e in dkms_entries if e.kernel == kver and e.installed]
+        rows.append(
+            {
+                "kernel": kver,
+                "headers": headers_present(host, kver),
+                "modules": "ok" if safety.safe else ("installed, not verified" if manifest else "none"),
+                "branch": manifest.branch if manifest else None,
+                "commit": manifest.commit if manifest else None,
+                "built_at": manifest.built_at if manifest else None,
+                "dkms_conflict": conflict,
+                "pending": pending.reason if pending else None,
+                "failed": None
+                if failed is None
+                else {"reason": failed.reason, "file": failed.detail.get("file"), "at": failed.at},
+                "safe_to_boot": safety.safe,
+                "why": safety.reason,
+                "next_boot": kver == default.kver,
+            }
+        )
+    pin = boot.read_pin(host)
+    spec = load_source_spec(host)
+    payload = {
+        "kernels": rows,
+        "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
+        "pin": None
+        if pin is None
+        else {"kernel": pin.kernel, "avoided": pin.avoided, "reason": pin.reason, "method": pin.method, "at": pin.at},
+        "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
+        "dkms_error": dkms_error,
+    }
+    if as_json:
+        app.emit_json("modules-status", payload)
+        return
+    if not rows:
+        app.echo("no kernels under /lib/modules")
+    app.table(
+        ["KERNEL", "HEADERS", "MODULES", "DKMS", "STATE", "SAFE TO BOOT", "WHY"],
+        [
+            [
+                ("> " if r["next_boot"] else "  ") + r["kernel"],
+                "yes" if r["headers"] else "no",
+                r["modules"],
+                "CONFLICT" if r["dkms_conflict"] else "-",
+                "failed" if r["failed"] else ("pending" if r["pending"] else "-"),
+                app.style("yes", fg="green") if r["safe_to_boot"] else app.style("NO", fg="red", bold=True),
+                r["why"],
+            ]
+            for r in rows
+        ],
+    )
+    app.echo(f"\n> next boot: {default.kver or 'unknown'} ({default.loader}: {default.how})")
+    if pin is not None:
+        app.echo(
+            app.style(
+                f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin",
+                fg="yellow",
+                bold=True,
+            )
+        )
+    for r in rows:
+        for c in r["dkms_conflict"]:
+            app.echo(app.style(f"DKMS: {r['kernel']}: {c} (run `fwman dkms block`)", fg="yellow"))
+    if spec is None:
+        app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
+    if dkms_error:
+        app.echo(f"note: dkms status failed: {dkms_error}", err=True)
+
+
+@modules.command()
+@click.option("--force", is_flag=True, help="Rebuild every kernel, and retry failed (commit, kernel) pairs.")
+@common_options
+@pass_app
+def catchup(app: AppContext, force: bool) -> None:
+    """Build for every installed kernel with headers that lacks working patched modules (boot-time service).
+
+    With every kernel current it reads one small manifest and stats the modules per kernel, and exits. Then it
+    repairs modules DKMS replaced, and makes sure the next boot uses a kernel with working modules, releasing
+    a pin fwman made once the pinned-away kernel has them.
+
+    \b
+    Examples:
+      fwman modules catchup
+      systemctl status fwman-catchup.service     (runs it at boot, see `fwman hooks install`)
+
+    Exit status: 0 (also when kernels without headers stay pending), 6 when a build failed.
+    """
+    from fwman.driver.hooks import catchup as run_catchup
+
+    _require_root(app)
+    summary = run_catchup(app.host, _say(app), force=force)
+    if summary.fast_path:
+        app.echo("every kernel has current patched modules")
+        return
+    for outcome in summary.outcomes:
+        if getattr(outcome, "status", "") == "failed":
+            for line in failure_report(app, outcome):
+                app.echo(line, err=True)
+    _render_boot(app, summary.boot)
+    failed = [o for o in summary.outcomes if getattr(o, "status", "") == "failed"]
+    if failed:
+        raise PartialError(
+            f"build failed for {', '.join(getattr(o, 'kver', '?') for o in failed)}",
+            hint="see `fwman modules status` and /var/log/fwman/",
+        )
+
+
+@modules.command(hidden=True)
+@click.option("--kernel", "kver", required=True, metavar="KVER")
+@click.option("--from", "origin", type=click.Choice(["postinst", "header_postinst", "manual"]), default="manual")
+@common_options
+@pass_app
+def hook(app: AppContext, kver: str, origin: str) -> None:
+    """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
+    from fwman.driver.build import strict_mode
+    from fwman.driver.hooks import run_hook
+
+    say = _say(app)
+    summary = run_hook(app.host, kver, origin, say)
+    for outcome in summary.outcomes:
+        status_ = getattr(outcome, "status", "")
+        if status_ == "failed":
+            for line in failure_report(app, outcome):
+                say(line)
+        else:
+            say(getattr(outcome, "message", ""))
+    _render_boot(app, summary.boot)
+    if summary.failed or summary.no_source:
+        message = f"patched NVIDIA modules are NOT in place for {kver}"
+        if strict_mode(app.host):
+            raise BlockedError(message, hint="strict = true in /etc/fwman/config.toml: the kernel install stops")
+        say(f"{message}; the kernel install goes on (see `fwman modules status`)")
+
+
+@modules.command()
+@click.option("--reuse-dkms", is_flag=True, help="Use DKMS's /var/lib/dkms/mok.key and mok.pub (one enrollment).")
+@click.option("--force", is_flag=True, help="Replace a key fwman already uses.")
+@common_options
+@pass_app
+def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
+    """Create the Secure Boot signing key for the modules (or adopt DKMS's), and say how to enroll it.
+
+    fwman then signs every module it builds, in the kernel's appended-signature format with the kernel's
+    CONFIG_MODULE_SIG_HASH. The certificate must be enrolled as a Machine Owner Key once: `mokutil --import`
+    asks for a password, and the next boot's MOK manager asks for it again to confirm.
+
+    \b
+    Examples:
+      fwman modules keygen
+      fwman modules keygen --reuse-dkms
+    """
+    from fwman.driver.sign import keygen as make_key
+
+    _require_root(app)
+    key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
+    app.echo(f"signing key:  {key.key}")
+    app.echo(f"certificate:  {key.cert} (DER)")
+    app.echo("enroll it (once), then reboot and confirm in the MOK manager:")
+    app.echo(f"  mokutil --import {key.cert}")
+    app.echo("modules built from now on are signed; rebuild the current ones with `fwman modules build --all`")
+
+
+@modules.command()
+@common_options
+@pass_app
+def unpin(app: AppContext) -> None:
+    """Undo the boot pin fwman made (restore the previous default kernel).
+
+    fwman pins the boot default to a kernel with working patched modules when the newest kernel has none;
+    `fwman modules catchup` releases the pin by itself once a later build for that kernel succeeds.
+
+    \b
+    Examples:
+      fwman modules unpin
+    """
+    from fwman.driver import boot
+
+    _require_root(app)
+    record = boot.unpin(app.host)
+    if record is None:
+        app.echo("fwman has no boot pin in place")
+        return
+    app.echo(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")
+    after = boot.default_boot_kernel(app.host)
+    if after.kver:
+        safety = boot.kernel_safety(app.host, after.kver)
+        note = "has working patched modules" if safety.safe else f"has NO working patched modules: {safety.reason}"
+        app.echo(f"next boot: {after.kver}, which {note}")
+
+
+@modules.command("check-boot")
+@json_option
+@common_options
+@pass_app
+def check_boot(app: AppContext, as_json: bool) -> None:
+    """Exit non-zero when the kernel that boots next has no working patched modules (before a reboot).
+
+    \b
+    Examples:
+      fwman modules check-boot && reboot
+      fwman modules check-boot --json      (for monitoring)
+
+    Exit status: 0 safe, 4 not safe (the reason is printed), 5 no kernel found.
+    """
+    from fwman.driver import boot
+    from fwman.errors import MissingError
+
+    default = boot.default_boot_kernel(app.host)
+    if default.kver is None:
+        raise MissingError("no installed kernel found under /lib/modules")
+    safety = boot.kernel_safety(app.host, default.kver)
+    if as_json:
+        app.emit_json(
+            "modules-check-boot",
+            {
+                "kernel": default.kver,
+                "loader": default.loader,
+                "how": default.how,
+                "safe": safety.safe,
+                "reason": safety.reason,
+            },
+        )
+    else:
+        verdict = app.style("safe", fg="green") if safety.safe else app.style("NOT SAFE", fg="red", bold=True)
+        app.echo(f"next boot: {default.kver} ({default.how}): {verdict}: {safety.reason}")
+    if not safety.safe:
+        raise VerificationError(
+            f"the next boot ({default.kver}) has no working patched modules: {safety.reason}",
+            hint="run `fwman modules catchup`, or pin a kernel that has them (see `fwman modules status`)",
+        )

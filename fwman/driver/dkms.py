@@ -1,0 +1,194 @@
+"""Keeping DKMS from rebuilding NVIDIA's stock modules over the patched ones.
+
+``dkms autoinstall`` (kernel hook and ``dkms.service``) builds every registered module that is not installed
+for a kernel; when a same-named module exists it moves it into ``/var/lib/dkms/<m>/original_module/`` and
+installs its own, silently replacing the patched module. ``fwman dkms block`` removes the registered
+``nvidia*`` modules for all kernels (``dkms remove M/V --all``), pins the ``*nvidia*dkms*`` packages to -1 in
+``/etc/apt/preferences.d/`` so apt cannot bring them back, and records what it did in
+``/var/lib/fwman/dkms-block.json`` so ``fwman dkms unblock`` can undo it (``dkms add M/V`` again).
+
+On a temp root the real ``dkms`` is pointed at it with ``--dkmstree``, ``--sourcetree`` and ``--installtree``,
+and told ``--no-depmod`` (its depmod would run on this machine's /lib/modules); fwman runs depmod itself.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from fwman.driver.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
+from fwman.driver.install import root_prefix
+from fwman.errors import FwmanError, MissingError, ParseError
+from fwman.host.base import Host
+
+BLOCK_STATE = "/var/lib/fwman/dkms-block.json"
+APT_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
+APT_PIN_TEXT = (
+    "# Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would\n"
+    "# rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.\n"
+    "Package: *nvidia*dkms*\n"
+    "Pin: release *\n"
+    "Pin-Priority: -1\n"
+)
+WHAT = "dkms status output"
+
+# 3.x: "nvidia/590.48.01, 6.18.9+deb14-amd64, x86_64: installed"   added only: "nvidia/590.48.01: added"
+_V3 = re.compile(r"^(?P<m>[^/,:\s]+)/(?P<v>[^,:\s]+)(?:, (?P<k>[^,:\s]+), (?P<a>[^,:\s]+))?: (?P<s>.+)$")
+# 2.x: "nvidia, 396.45, 4.17.14-202.fc28.x86_64, x86_64: installed"   added only: "nvidia, 396.45: added"
+_V2 = re.compile(r"^(?P<m>[^/,:\s]+), (?P<v>[^,:\s]+)(?:, (?P<k>[^,:\s]+), (?P<a>[^,:\s]+))?: (?P<s>.+)$")
+
+
+@dataclass(frozen=True)
+class DkmsEntry:
+    """One line of ``dkms status``."""
+
+    module: str
+    version: str
+    kernel: str | None
+    arch: str | None
+    state: str  # "added", "built", "installed", "installed (original_module exists)", ...
+
+    @property
+    def installed(self) -> bool:
+        """Return True when DKMS says this module is installed for its kernel."""
+        return self.state.startswith("installed")
+
+
+def parse_status(text: str) -> list[DkmsEntry]:
+    """Return the entries of ``dkms status`` output (2.x and 3.x formats).
+
+    Warning/error lines dkms mixes in are skipped. Raises ParseError (with the line number) for any other line
+    that is not a status line.
+    """
+    entries: list[DkmsEntry] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.lower().startswith(("warning", "error", "deprecated")):
+            continue
+        m = _V3.match(line) or _V2.match(line)
+        if m is None:
+            raise ParseError(WHAT, "line", f"not a dkms status line: {line[:80]!r}", number)
+        entries.append(DkmsEntry(m.group("m"), m.group("v"), m.group("k"), m.group("a"), m.group("s").strip()))
+    return entries
+
+
+def is_nvidia(entry: DkmsEntry) -> bool:
+    """Return True for NVIDIA's modules (``nvidia``, Debian's ``nvidia-current``, ``nvidia-open``...)."""
+    return entry.module.lower().startswith("nvidia")
+
+
+def dkms_argv(host: Host, *args: str) -> list[str]:
+    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root)."""
+    prefix = root_prefix(host)
+    argv = ["dkms", *args]
+    if prefix is not None:
+        argv += [
+            f"--dkmstree={prefix}/var/lib/dkms",
+            f"--sourcetree={prefix}/usr/src",
+            f"--installtree={prefix}/lib/modules",
+            "--no-depmod",
+        ]
+    return argv
+
+
+def status(host: Host) -> list[DkmsEntry]:
+    """Return every registered DKMS module of ``host`` ([] when dkms is not installed).
+
+    Raises FwmanError when dkms fails, ParseError when its output is not understood.
+    """
+    if host.which("dkms") is None:
+        return []
+    result = host.run(dkms_argv(host, "status"), timeout=120)
+    if result.missing:
+        return []
+    if not result.ok:
+        raise FwmanError(f"dkms status failed: {(result.stderr or result.stdout).strip()}")
+    return parse_status(result.stdout)
+
+
+@dataclass
+class BlockRecord:
+    """What ``fwman dkms block`` removed and wrote, so ``unblock`` can undo exactly that."""
+
+    removed: list[dict[str, str]] = field(default_factory=list)  # {"module", "version"}
+    apt_pin: str | None = None
+    at: str = ""
+
+
+def read_block(host: Host) -> BlockRecord | None:
+    """Return the block record, or None when DKMS is not blocked by fwman."""
+    if not host.exists(BLOCK_STATE):
+        return None
+    try:
+        return BlockRecord(**json.loads(host.read_bytes(BLOCK_STATE).decode()))
+    except (ValueError, TypeError, UnicodeDecodeError, MissingError):
+        return None
+
+
+def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | None = None) -> list[str]:
+    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done.
+
+    Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
+    the steps that would run are returned. Raises FwmanError when dkms fails.
+    """
+    from fwman.driver.manifest import now_iso
+
+    entries = [e for e in status(host) if is_nvidia(e)]
+    pairs = sorted({(e.module, e.version) for e in entries})
+    record = read_block(host) or BlockRecord()
+    known = {(r["module"], r["version"]) for r in record.removed}
+
+    def still_registered(module: str, version: str) -> Callable[[Host], bool]:
+        return lambda h: any((e.module, e.version) == (module, version) for e in status(h))
+
+    actions: list[Action] = [
+        RunCommand(
+            dkms_argv(host, "remove", f"{m}/{v}", "--all"),
+            still_registered(m, v),
+            reason=f"unregister {m}/{v} from DKMS for every kernel",
+        )
+        for m, v in pairs
+    ]
+    actions.append(WriteFile(APT_PIN, APT_PIN_TEXT.encode()))
+    if dry_run:
+        return [a.describe() for a in actions if a.is_needed(host)]
+    done = apply_all(host, actions, report)
+    for m, v in pairs:
+        if (m, v) not in known:
+            record.removed.append({"module": m, "version": v})
+    record.apt_pin = APT_PIN
+    record.at = now_iso()
+    host.write_bytes(BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
+    return done
+
+
+def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str]:
+    """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
+    in ``/usr/src``). Returns what was done; raises MissingError when DKMS was not blocked by fwman."""
+    record = read_block(host)
+    if record is None:
+        raise MissingError("DKMS is not blocked by fwman (no record in /var/lib/fwman/dkms-block.json)")
+    registered = {(e.module, e.version) for e in status(host)}
+    actions: list[Action] = [RemoveFile(APT_PIN)]
+    skipped: list[str] = []
+    for r in record.removed:
+        m, v = r["module"], r["version"]
+        if not host.exists(f"/usr/src/{m}-{v}/dkms.conf"):
+            skipped.append(f"{m}/{v}: its source /usr/src/{m}-{v} is gone, reinstall its package to get it back")
+            continue
+        actions.append(
+            RunCommand(
+                dkms_argv(host, "add", f"{m}/{v}"),
+                _not_in(registered, (m, v)),
+                reason="register it with DKMS again",
+            )
+        )
+    done = apply_all(host, actions, report)
+    host.unlink(BLOCK_STATE)
+    return done + [f"not re-added: {s}" for s in skipped]
+
+
+def _not_in(registered: set[tuple[str, str]], key: tuple[str, str]) -> Callable[[Host], bool]:
+    return lambda _h: key not in registered

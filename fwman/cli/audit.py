@@ -92,8 +92,7 @@ def audit(
         if details:
             app.echo()
         for r in details:
-            if r.detail:
-                app.echo(f"{r.component}: {r.detail}")
+            app.echo(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:")
             if r.fix:
                 app.echo(f"  fix: {r.fix}")
         app.echo()

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from fwman.driver.depmod import installed_kernels, normalize, resolve_all
 from fwman.driver.forks import BranchReport, Fork, human_age, list_branches
-from fwman.driver.kmod import module_bytes, read_module
+from fwman.driver.kmod import module_bytes, module_stem, read_module
 from fwman.driver.userspace import KEY_LIBS, DriverLib, UserSpace, scan_userspace
 from fwman.driver.versions import DriverVersion
 from fwman.errors import FwmanError, MissingError, NotRecordedError, ParseError
@@ -236,8 +236,11 @@ def _is_nvidia(name: str) -> bool:
     return name == "nvidia" or name.startswith("nvidia_")  # not nvidiafb (the in-tree framebuffer driver)
 
 
-def read_kernel_modules(host: Host, unreadable: list[str]) -> list[KernelModule]:
-    """Return every nvidia* module depmod resolves, for every installed kernel, read and identified."""
+def read_kernel_modules(host: Host, unreadable: list[str], max_bytes: int | None = None) -> list[KernelModule]:
+    """Return every nvidia* module depmod resolves, for every installed kernel, read and identified.
+
+    A file larger than ``max_bytes`` is not read (its row says so): a capture records the small ones only.
+    """
     out: list[KernelModule] = []
     try:
         kernels = installed_kernels(host)
@@ -252,7 +255,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> list[KernelModule]
             continue
         manifest, manifest_error = _manifest(host, kver)
         for name in sorted(n for n in resolved if _is_nvidia(n)):
-            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error))
+            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error, max_bytes))
     return out
 
 
@@ -267,10 +270,19 @@ def _manifest(host: Host, kver: str) -> tuple[dict[str, Any] | None, str | None]
 
 
 def _read_one(
-    host: Host, kver: str, name: str, path: str, manifest: dict[str, Any] | None, manifest_error: str | None
+    host: Host,
+    kver: str,
+    name: str,
+    path: str,
+    manifest: dict[str, Any] | None,
+    manifest_error: str | None,
+    max_bytes: int | None = None,
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
     try:
+        if max_bytes is not None and host.stat_size(path) > max_bytes:
+            entry.error = f"not read: larger than {max_bytes // (1 << 20)} MiB"
+            return entry
         raw = host.read_bytes(path)
         info = read_module(module_bytes(host, path) if path.endswith(".zst") else _plain(raw, path))
     except (FwmanError, ParseError) as e:
@@ -487,7 +499,7 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
             details.append(m.error)
         rows.append(
             Row(
-                component=f"{m.name}.ko ({m.kernel})",
+                component=f"{module_stem(m.path.rsplit('/', 1)[-1]) or m.name}.ko ({m.kernel})",
                 version=m.version,
                 where=m.path,
                 status=status,
@@ -643,6 +655,7 @@ def audit_host(
     api: str | None = None,
     now: datetime | None = None,
     max_cache_age: float | None = CACHE_FRESH_SECONDS,
+    max_module_bytes: int | None = None,
 ) -> AuditReport:
     """Return the audit of ``host``: kernel modules, user space, containers, verdict rows and P2P branch.
 
@@ -655,7 +668,7 @@ def audit_host(
     running = _read(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
-    modules = read_kernel_modules(host, unreadable)
+    modules = read_kernel_modules(host, unreadable, max_module_bytes)
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
@@ -705,6 +718,19 @@ def audit_host(
     )
     report.rows = build_rows(report, host_us, {c.name: us for c, us in containers})
     return report
+
+
+#: during `fwman capture`, module files above this size are not recorded (nvidia.ko is tens of MiB)
+CAPTURE_MODULE_LIMIT = 16 << 20
+
+
+def collect(host: Host) -> None:
+    """Run audit's readers on ``host`` (the recording host of ``fwman capture``) so a replay can audit.
+
+    Offline (the branch cache is read, the network never), and module files above CAPTURE_MODULE_LIMIT are
+    left out (their replayed rows say "not read"). Raises only what the readers raise.
+    """
+    audit_host(host, offline=True, max_module_bytes=CAPTURE_MODULE_LIMIT)
 
 
 def p2p_line(p2p: P2PBranch) -> str:

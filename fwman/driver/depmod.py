@@ -143,11 +143,11 @@ def modules_dir_entries(host: Host, kver: str, excludes: list[str] | None = None
             return
         for name in names:
             child = f"{rel}/{name}" if rel else name
-            if host.is_dir(f"{base}/{child}"):
-                if name not in skip:
-                    walk(child)
-            elif module_stem(name) is not None:
+            if module_stem(name) is not None:
+                # a module file: no stat needed (thousands of them on a real kernel; a replay has no record)
                 found.append(child)
+            elif name not in skip and host.is_dir(f"{base}/{child}"):
+                walk(child)
 
     walk("")
     return found

@@ -464,3 +464,23 @@ def test_lxc_snapshot_sections_are_ignored() -> None:
     assert lxc_uses_gpu(conf) == (False, False)
     assert lxc_uses_gpu("dev0: /dev/nvidia0\n") == (True, False)
     assert os.sep == "/"
+
+
+def test_capture_then_replay_audits_the_same(tree: Tree, tmp_path: Path) -> None:
+    """`fwman capture` runs audit's collector; the replay gives the live answer (no file read beyond it)."""
+    tree.healthy()
+    tree.compat("12.9", "575.57.08")
+    tree.lxc("101", mounted_version="565.77")
+    env = FwmanEnv(path_prepend=[tree.bin])
+    live = tree.run("--json")
+    r = env("capture", str(tmp_path / "snap"), "--root", str(tree.root))
+    assert r.code == 0, r.stderr
+    replay = env("--snapshot", str(tmp_path / "snap"), "audit", "--json")
+    assert replay.code == live.code == 4
+    assert replay.json()["rows"] == live.json()["rows"]
+    assert {x["component"] for x in replay.json()["rows"] if x["status"] == "mismatch"} == {
+        "container 101: libcuda.so",
+        "container 101: libnvidia-ml.so",
+        "container 101: other driver libraries (2)",
+    }
+    assert f"nvidia-drm.ko ({KVER})" in {x["component"] for x in replay.json()["rows"]}

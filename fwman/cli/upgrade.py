@@ -91,7 +91,7 @@ def _action_text(app: AppContext, c: CardPlan) -> str:
         return app.style(f"flash -> {c.target_version}", fg="cyan", bold=True)
     if c.action == "keep":
         offers = c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
-        return "keep (a larger BAR1 needs only the setup switch)" if offers else "keep"
+        return "keep (ReBAR: setup switch only)" if offers else "keep"
     if c.action == "unknown-board":
         return app.style("not in catalog: left alone", fg="yellow")
     return app.style("cannot decide", fg="yellow")
@@ -140,7 +140,7 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
         app.echo(app.style(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", **bold))
         for o in c.options:
             mark = app.style("use ", fg="green", bold=True) if o.chosen else app.style("skip", dim=True)
-            running = "  [running]" if o.version == c.current_version else ""
+            running = "  (running now)" if o.version == c.current_version else ""
             app.echo(f"  {mark} {o.version}  {o.status.value:<10}  {o.why}{running}")
         app.echo(f"  -> {c.reason}")
 

@@ -880,8 +880,9 @@ def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], overrid
         checks.append(("MD5", cat.md5, image.md5))
     if not checks and cat.chain_sha256:
         checks.append(("chain SHA-256", cat.chain_sha256, image.chain_sha256))
-    if not checks and override_md5:
-        checks.append(("MD5 (local override)", override_md5, image.md5))
+    from_override = not checks and bool(override_md5)
+    if from_override and override_md5:
+        checks.append(("MD5", override_md5, image.md5))
     if not checks:
         return Finding(
             id="catalog.hash",
@@ -890,6 +891,7 @@ def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], overrid
             evidence=ev,
             fix="supply the vendor-published MD5: fwman fetch BOARD/VERSION --from FILE --expect-md5 HEX",
         )
+    whose = "the vendor MD5 recorded on this host for" if from_override else "the catalog's"
     bad = [(what, exp, act) for what, exp, act in checks if exp != act]
     if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
         # a card dump differs after the chain (per-card data): the firmware itself is the same
@@ -904,14 +906,16 @@ def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], overrid
         return Finding(
             id="catalog.hash",
             severity=Severity.BLOCK,
-            message=f"{what} does not match the catalog's {cat.version}: this is not the published image",
+            message=f"{what} does not match {whose} {cat.version}: this is not the published image",
             evidence={**ev, "expected": exp, "actual": act},
             fix="download the image again from the vendor; never flash a file whose hash differs",
         )
+    names = " and ".join(w for w, _, _ in checks)
+    verb = "match" if len(checks) > 1 else "matches"
     return Finding(
         id="catalog.hash",
         severity=Severity.OK,
-        message=f"{' and '.join(w for w, _, _ in checks)} match the catalog's {cat.version}",
+        message=f"{names} {verb} {whose} {cat.version}",
         evidence={**ev, **{w: e for w, e, _ in checks}},
     )
 

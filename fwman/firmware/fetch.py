@@ -351,7 +351,7 @@ def fetch_image(
     expected = expected_hashes(entry, override, expect_md5)
     if not expected.any:
         raise BlockedError(
-            f"{entry.ref} is unverified: no published hash is known, so a download could not be checked",
+            f"{entry.ref} is unverified: no published hash is known, so the image could not be checked",
             hint=f"find the MD5 on the card maker's download page and run again with --expect-md5 HEX "
             f"(e.g. fwman fetch {entry.ref} --from FILE --expect-md5 HEX)",
         )

@@ -136,8 +136,7 @@ def _why_not(image: CatalogImage, chosen: CatalogImage | None) -> str:
     if image.status is ImageStatus.WITHDRAWN:
         return image.status_reason or "withdrawn by the vendor"
     if image.status is ImageStatus.SUPERSEDED:
-        by = f"replaced by {image.superseded_by}" if image.superseded_by else ""
-        return ": ".join(x for x in (by, image.status_reason) if x) or "superseded"
+        return image.status_reason or (f"replaced by {image.superseded_by}" if image.superseded_by else "superseded")
     if chosen is not None:
         return f"older than {chosen.version}"
     return image.status_reason or image.status.value
@@ -347,11 +346,11 @@ def _supply(
                 id="upgrade.unverified-image",
                 severity=Severity.BLOCK,
                 message=(
-                    f"{version} has no known hash (unverified): a vendor-published MD5 must be supplied "
-                    f"(--expect-md5) before it can be flashed"
+                    f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5) before it can be "
+                    "flashed"
                 ),
                 evidence={"image": entry.ref, "cards": ", ".join(buses)},
-                fix=f"{fetch} --from FILE --expect-md5 HEX   (FILE and HEX from the card maker's download page)",
+                fix=f"{fetch} --from FILE --expect-md5 HEX   (both from the card maker's download page)",
             )
         )
     elif not cached and not image.urls:
@@ -376,7 +375,7 @@ def _bar_evidence(cards: list[CardPlan]) -> list[str]:
             if c.bar1_bytes <= LEGACY_BAR1:
                 lines.append(
                     f"{c.bus_id} offers a BAR1 of up to {human_bytes(c.max_rebar_bytes)} but has "
-                    f"{human_bytes(c.bar1_bytes)}: Re-Size BAR Support is off today"
+                    f"{human_bytes(c.bar1_bytes)}: Re-Size BAR Support (or Above 4G Decoding) looks off today"
                 )
             else:
                 lines.append(f"{c.bus_id} already has a {human_bytes(c.bar1_bytes)} BAR1: the switches look on")
@@ -518,10 +517,7 @@ def _steps(
         if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
     ]
     if setup_only and rebar:
-        checks.append(
-            f"{', '.join(setup_only)}: BAR1 larger than 256 MiB too (their firmware already offers it; only the "
-            "firmware-setup switch was missing)"
-        )
+        checks.append(f"{', '.join(setup_only)}: BAR1 larger than 256 MiB too (their firmware already offers it)")
     if left:
         checks.append("cards not flashed: firmware unchanged")
     checks.append("every card still present with the same subsystem IDs")

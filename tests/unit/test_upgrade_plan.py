@@ -112,11 +112,11 @@ def test_example_host_text_output_tells_the_story(fwman: FwmanEnv) -> None:
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("0000:")}
     assert rows["0000:41:00.0"].endswith(f"flash -> {REBAR}")
     # the 3982 pair keeps its firmware; it offers 32 GiB already and only lacks the firmware-setup switch
-    assert rows["0000:01:00.0"].endswith("keep (a larger BAR1 needs only the setup switch)")
+    assert rows["0000:01:00.0"].endswith("keep (ReBAR: setup switch only)")
     assert "0000:01:00.0, 0000:21:00.0: BAR1 larger than 256 MiB too" in out
     assert f"skip {WITHDRAWN}  withdrawn" in out
     assert f"use  {REBAR}  unverified" in out
-    assert "BLOCKED: 94.02.42.80.27 has no known hash (unverified): a vendor-published MD5 must be supplied" in out
+    assert "BLOCKED: 94.02.42.80.27 has no known hash: a vendor MD5 must be supplied (--expect-md5)" in out
     assert "Not ready: 1 gate above" in out
     assert "\x1b[" not in out  # no colour when not a terminal
 

@@ -331,3 +331,74 @@ def test_update_with_a_missing_index_is_a_download_error(tmp_path: Path, fwman: 
 def test_update_needs_a_url(tmp_path: Path, fwman: FwmanEnv) -> None:
     r = fwman("catalog", "update", "--root", str(tmp_path))
     assert r.code == 2 and "/etc/fwman/catalog-url" in r.stderr
+
+
+# -- https: the catalog's own URL (https only) ---------------------------------------------------------------
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """Write a certificate for 127.0.0.1 and its key; return (cert, key). The cert is its own CA."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "cert.pem", directory / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
+
+
+def test_download_from_the_catalogs_https_url(tmp_path: Path) -> None:
+    import ssl
+
+    from fwman.firmware.catalog import load_catalog
+    from fwman.firmware.fetch import HttpOptions, fetch_image
+    from fwman.host.live import LiveHost
+
+    cert, key = _self_signed(tmp_path)
+    state = Server()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    httpd.daemon_threads = True
+    port = httpd.server_address[1]
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    try:
+        image = rom()
+        state.routes["/evga/3987.rom"] = Route(image)
+        images = seed_images(image)
+        images[0]["urls"] = [f"https://127.0.0.1:{port}/missing.rom", f"https://127.0.0.1:{port}/evga/3987.rom"]
+        root = tmp_path / "root"
+        install_local(root, write_catalog(tmp_path / "cat", {"10de-2204-3842-3987": board_toml(images)}))
+        host = LiveHost(str(root))
+        entry = load_catalog(host).entry(REF)
+        result = fetch_image(host, entry, options=HttpOptions(verify_tls=str(cert), retries=0))
+        # the first catalog URL answers 404: the next one is tried
+        assert [p for p, _ in state.log] == ["/missing.rom", "/evga/3987.rom"]
+        assert result.source == f"https://127.0.0.1:{port}/evga/3987.rom" and result.verified_by == "catalog"
+        assert (root / CACHE / f"{REBAR}.rom").read_bytes() == image
+    finally:
+        httpd.shutdown()
+        httpd.server_close()

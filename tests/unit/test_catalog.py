@@ -399,3 +399,27 @@ def test_conflicting_overrides_are_refused(tmp_path: Path) -> None:
     cat = load_catalog(LiveHost(str(root)))
     with pytest.raises(VerificationError, match="conflicting vendor MD5s"):
         cat.entry(f"3842:3987/{REBAR}")
+
+
+@settings(max_examples=100, deadline=None)
+@given(index=st.binary(max_size=300), sig=st.binary(max_size=300))
+def test_index_and_signature_parsers_give_a_model_or_a_verification_error(index: bytes, sig: bytes) -> None:
+    from fwman.firmware.catalog import parse_index
+
+    keys = trusted_keys(LiveHost("/nonexistent-root"))
+    for call in (lambda: parse_index(index), lambda: verify_index(index, sig, keys)):
+        try:
+            call()
+        except VerificationError:
+            pass
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.dictionaries(st.sampled_from(["format", "version", "algorithm", "key_id", "signature"]),
+                       st.one_of(st.text(max_size=30), st.integers(), st.none()), max_size=5))  # fmt: skip
+def test_malformed_signature_documents_are_refused(doc: dict[str, object]) -> None:
+    import json as _json
+
+    keys = trusted_keys(LiveHost("/nonexistent-root"))
+    with pytest.raises(VerificationError):
+        verify_index(b"{}", _json.dumps(doc).encode(), keys)

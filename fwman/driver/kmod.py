@@ -74,9 +74,10 @@ def read_module(data: bytes) -> ModuleInfo:
     Raises ParseError (naming the field and offset) for a file that is not an ELF relocatable, is truncated,
     has no readable ``.modinfo``, or has a malformed signature trailer.
     """
-    elf, signature = split_signature(data)
-    elf_class = _check_elf_header(elf)
-    section, sec_offset = _modinfo_section(elf)
+    end, signature = _signature_trailer(data)
+    # the ELF part is data[:end]; it is not sliced off (a copy of tens of MiB): readers get the bound instead
+    elf_class = _check_elf_header(data, end)
+    section, sec_offset = _modinfo_section(data, end)
     tags = parse_modinfo(section, sec_offset)
 
     def one(key: str) -> str | None:
@@ -104,8 +105,14 @@ def split_signature(data: bytes) -> tuple[bytes, ModuleSignature | None]:
 
     Raises ParseError when the trailer is there but its struct or PKCS#7 blob is malformed.
     """
+    end, signature = _signature_trailer(data)
+    return (data if end == len(data) else data[:end]), signature
+
+
+def _signature_trailer(data: bytes) -> tuple[int, ModuleSignature | None]:
+    """Return (where the ELF part ends, the signature or None). Raises ParseError as split_signature."""
     if not data.endswith(SIGNATURE_MAGIC):
-        return data, None
+        return len(data), None
     struct_end = len(data) - len(SIGNATURE_MAGIC)
     struct_start = struct_end - _SIG_STRUCT.size
     if struct_start < 0:
@@ -130,15 +137,15 @@ def split_signature(data: bytes) -> tuple[bytes, ModuleSignature | None]:
     else:
         # Pre-4.x formats: signer name and key id precede the raw signature; not produced by any current tool.
         signature = ModuleSignature(id_type=kind, sig_len=sig_len, offset=sig_start)
-    return data[:sig_start], signature
+    return sig_start, signature
 
 
-def _check_elf_header(elf: bytes) -> int:
-    """Return the ELF class (32/64) after checking the header and section table lie inside ``elf``."""
-    if len(elf) < 4 or elf[:4] != b"\x7fELF":
+def _check_elf_header(elf: bytes, size: int) -> int:
+    """Return the ELF class (32/64) after checking the header and section table lie inside ``elf[:size]``."""
+    if size < 4 or elf[:4] != b"\x7fELF":
         raise ParseError(WHAT, "ELF magic", "not an ELF file (no \\x7fELF at the start)", 0)
-    if len(elf) < 16:
-        raise ParseError(WHAT, "ELF ident", f"truncated: {len(elf)} bytes", len(elf))
+    if size < 16:
+        raise ParseError(WHAT, "ELF ident", f"truncated: {size} bytes", size)
     elf_class = {1: 32, 2: 64}.get(elf[4])
     if elf_class is None:
         raise ParseError(WHAT, "EI_CLASS", f"invalid class {elf[4]}", 4)
@@ -146,8 +153,8 @@ def _check_elf_header(elf: bytes) -> int:
     if endian is None:
         raise ParseError(WHAT, "EI_DATA", f"invalid data encoding {elf[5]}", 5)
     header_size = 64 if elf_class == 64 else 52
-    if len(elf) < header_size:
-        raise ParseError(WHAT, "ELF header", f"truncated: {len(elf)} of {header_size} bytes", len(elf))
+    if size < header_size:
+        raise ParseError(WHAT, "ELF header", f"truncated: {size} of {header_size} bytes", size)
     (e_type,) = struct.unpack_from(endian + "H", elf, 16)
     if e_type != 1:
         raise ParseError(WHAT, "e_type", f"type {e_type} is not ET_REL (a kernel module is relocatable)", 16)
@@ -164,11 +171,11 @@ def _check_elf_header(elf: bytes) -> int:
     if e_shentsize < min_entsize:
         raise ParseError(WHAT, "e_shentsize", f"{e_shentsize} is smaller than {min_entsize}", shoff_at)
     end = e_shoff + e_shentsize * e_shnum
-    if end > len(elf):
+    if end > size:
         raise ParseError(
             WHAT,
             "section header table",
-            f"{e_shnum} entries end at 0x{end:X}, past the end of the file (0x{len(elf):X}): truncated",
+            f"{e_shnum} entries end at 0x{end:X}, past the end of the file (0x{size:X}): truncated",
             e_shoff,
         )
     if e_shstrndx >= e_shnum:
@@ -176,8 +183,8 @@ def _check_elf_header(elf: bytes) -> int:
     return elf_class
 
 
-def _modinfo_section(elf: bytes) -> tuple[bytes, int]:
-    """Return (the ``.modinfo`` section bytes, its file offset), read with pyelftools."""
+def _modinfo_section(elf: bytes, size: int) -> tuple[bytes, int]:
+    """Return (the ``.modinfo`` section bytes, its file offset), read with pyelftools; the ELF is ``elf[:size]``."""
     from elftools.elf.elffile import ELFFile  # imported here: pyelftools is slow to import for --help
 
     try:
@@ -186,7 +193,7 @@ def _modinfo_section(elf: bytes) -> tuple[bytes, int]:
         if section is None:
             raise ParseError(WHAT, ".modinfo", "no .modinfo section: not a kernel module", None)
         offset = int(section["sh_offset"])
-        size = int(section["sh_size"])
+        sec_size = int(section["sh_size"])
         sh_type = str(section["sh_type"])
     except ParseError:
         raise
@@ -194,14 +201,14 @@ def _modinfo_section(elf: bytes) -> tuple[bytes, int]:
         raise ParseError(WHAT, "section headers", f"unreadable ({type(e).__name__}: {e})", None) from e
     if sh_type == "SHT_NOBITS":
         raise ParseError(WHAT, ".modinfo", "section has no file data (SHT_NOBITS)", offset)
-    if offset + size > len(elf):
+    if offset + sec_size > size:
         raise ParseError(
             WHAT,
             ".modinfo",
-            f"{size} bytes at 0x{offset:X} run past the end of the file (0x{len(elf):X}): truncated",
+            f"{sec_size} bytes at 0x{offset:X} run past the end of the file (0x{size:X}): truncated",
             offset,
         )
-    return elf[offset : offset + size], offset
+    return elf[offset : offset + sec_size], offset
 
 
 def parse_modinfo(section: bytes, base_offset: int = 0) -> dict[str, list[str]]:

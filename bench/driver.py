@@ -6,7 +6,7 @@
    running depmod itself).
 2. What audit does per module file: read it, parse ``.modinfo`` and the signature, and sha256 it (for the
    manifest) vs what a person runs for the same answer: ``modinfo FILE`` then ``sha256sum FILE``, on a signed
-   64 MiB module (the size class of the open ``nvidia.ko``). Target: <= 1.5x.
+   64 MiB module (a large one: the size of a real ``nvidia.ko`` depends on its build). Target: <= 1.5x.
 3. For information: the parse alone (bytes already in memory) vs ``modinfo FILE``. ``modinfo`` maps only the
    pages it needs, fwman reads the whole file through the Host (it hashes it anyway).
 

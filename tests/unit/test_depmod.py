@@ -8,6 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fixtures.tinymod.elfgen import build_module, nvidia_tags
 from fwman.driver.depmod import (
@@ -159,3 +161,11 @@ def test_agrees_with_real_depmod(tmp_path: Path, files: list[str], conf: dict[st
     real = {line.split(":")[0] for line in dep.splitlines()}
     ours = resolve_all(host, KVER)
     assert {p.removeprefix(f"/lib/modules/{KVER}/") for p in ours.values()} == real
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.text(min_size=1, max_size=20))
+def test_property_config_parser_never_raises(text: str, kver: str) -> None:
+    cfg = DepmodConfig()
+    parse_config_text(text, kver, cfg)
+    assert all(" " not in entry for entry in cfg.searches)

@@ -2,8 +2,8 @@
 
 An image reaches ``/var/cache/fwman/images/<board>/<file>`` only after its size, MD5 and SHA-256 (whichever the
 catalog, or the owner's ``--expect-md5``, knows) and, where the ROM parser can read it, its header (subsystem,
-version, catalog status) have been checked. A download streams into ``<file>.part`` next to it (flushed every
-256 KiB and on any error), so a cut connection or Ctrl-C resumes with an HTTP Range request on the next attempt;
+version, catalog status) have been checked. A download that fails or is interrupted keeps what arrived in
+``<file>.part`` next to it, so a cut connection or Ctrl-C resumes with an HTTP Range request on the next attempt;
 a hash mismatch or an oversized body leaves nothing behind.
 
 ``requests`` is imported inside functions: fwman's startup time is benchmarked and most commands never download.
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 CACHE_DIR = "/var/cache/fwman/images"
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
-#: how much downloaded data may be lost on a crash before the .part file is rewritten
-FLUSH_EVERY = 256 * 1024
 CHUNK = 64 * 1024
 _MD5 = re.compile(r"^[0-9a-fA-F]{32}$")
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
@@ -96,7 +94,8 @@ def http_get(
     """Return the body at ``url`` (at most ``cap`` bytes), retrying and resuming with Range requests.
 
     ``resume`` is data already received (a ``.part`` file); ``save`` is called with everything received so far
-    every 256 KiB and whenever an attempt fails, so the caller can keep a ``.part`` file. Raises DownloadError
+    whenever an attempt fails or is interrupted, so the caller can keep a ``.part`` file (images are a few MB:
+    rewriting the file during a healthy download would cost more than it saves). Raises DownloadError
     when every attempt failed (the last reason in the message), VerificationError when the body exceeds ``cap``.
     """
     import requests
@@ -108,7 +107,7 @@ def http_get(
             if attempt:
                 time.sleep(options.backoff_s * attempt)
             try:
-                _attempt(session, url, buf, cap, options, progress, save)
+                _attempt(session, url, buf, cap, options, progress)
                 return bytes(buf)
             except _CapExceeded as e:
                 raise VerificationError(
@@ -118,9 +117,12 @@ def http_get(
                 raise DownloadError(f"{url}: {e}", hint="check the URL; nothing was kept") from e
             except (_Retry, requests.RequestException) as e:
                 reasons.append(_reason(e))
-            finally:
                 if save is not None and buf:
                     save(bytes(buf))
+            except BaseException:  # Ctrl-C, or a bug: keep what arrived for the next run
+                if save is not None and buf:
+                    save(bytes(buf))
+                raise
     raise DownloadError(
         f"{url}: download failed after {options.retries + 1} attempt(s): {reasons[-1]}",
         hint=f"run the command again to resume ({len(buf)} bytes kept)" if buf else "check the network and URL",
@@ -144,7 +146,6 @@ def _attempt(
     cap: int,
     options: HttpOptions,
     progress: Progress | None,
-    save: Callable[[bytes], None] | None,
 ) -> None:
     headers = {"Range": f"bytes={len(buf)}-"} if buf else {}
     with session.get(url, headers=headers, stream=True, timeout=options.timeout, verify=options.verify_tls) as r:
@@ -170,16 +171,12 @@ def _attempt(
         total = len(buf) + int(length) if length and length.isdigit() else None
         if total is not None and total > cap:
             raise _CapExceeded(f"the server offers {total} bytes, more than the {cap}-byte limit")
-        flushed = len(buf)
         for chunk in r.iter_content(CHUNK):
             buf += chunk
             if len(buf) > cap:
                 raise _CapExceeded(f"the body grew past the {cap}-byte limit")
             if progress is not None:
                 progress(len(buf), total)
-            if save is not None and len(buf) - flushed >= FLUSH_EVERY:
-                save(bytes(buf))
-                flushed = len(buf)
         if total is not None and len(buf) < total:
             raise _Retry(f"connection closed after {len(buf)} of {total} bytes")
 

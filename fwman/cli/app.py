@@ -29,6 +29,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "audit": ("fwman.cli.audit:audit", "Which driver version kernel, user space and containers are on; do they match."),
     "driver": ("fwman.cli.driver:driver", "P2P forks of the NVIDIA open module: `driver branches` and more."),
     "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),
+    "doctor": ("fwman.cli.doctor:doctor", "What still blocks GPU peer-to-peer here, in chain order; one verdict."),
+    "p2p": ("fwman.cli.p2p:p2p", "Peer-to-peer copy test between every pair of GPUs: bandwidth and every byte."),
     "modules": ("fwman.cli.modules:modules", "Patched NVIDIA modules per kernel: build, status, catchup, check-boot."),
     "hooks": ("fwman.cli.hooks:hooks", "Kernel hook and boot-time catch-up service: install, remove, status."),
     "dkms": ("fwman.cli.dkms:dkms", "Keep DKMS from replacing the patched modules: status, block, unblock."),

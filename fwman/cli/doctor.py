@@ -1,0 +1,87 @@
+"""``fwman doctor``: what still blocks GPU peer-to-peer on this host, in the order of the chain."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.errors import VerificationError
+
+_LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yellow"), "block": ("BLOCK", "red")}
+
+
+def _absolute(paths: tuple[str, ...]) -> tuple[str, ...]:
+    """Return the user's paths as absolute host paths (relative ones are taken from the current directory)."""
+    return tuple(p if p.startswith("/") else os.path.abspath(p) for p in paths)
+
+
+@click.command()
+@click.option(
+    "--env-file",
+    "env_files",
+    multiple=True,
+    metavar="FILE",
+    help="An environment file your GPU workload uses (docker/compose .env, KEY=VALUE lines). Repeatable.",
+)
+@click.option(
+    "--unit",
+    "unit_files",
+    multiple=True,
+    metavar="FILE",
+    help="A systemd unit (or drop-in) that runs your GPU workload: Environment=, EnvironmentFile=, ExecStart=.",
+)
+@json_option
+@common_options
+@pass_app
+def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, ...], as_json: bool) -> None:
+    """Walk the chain that blocks GPU peer-to-peer and say what to fix first.
+
+    In order: firmware offers a large BAR1 (else the catalog's upgrade); BAR1 covers VRAM (else the
+    firmware-setup settings); the driver is the P2P fork at the user space's version; `nvidia-smi topo -p2p r`
+    reads OK rather than CNS; the IOMMU is not translating (and, before `iommu=pt`, what isolation VMs lose);
+    NCCL_P2P_LEVEL where GPUs meet at the CPU; vLLM's custom all-reduce; PCIe links; power limits. Each finding
+    comes with its evidence (-v) and its fix. The last line is the verdict: ready, or the first blocker.
+
+    NCCL and vLLM settings are read from the Proxmox container configs in /etc/pve/lxc, /etc/nccl.conf, and the
+    files you name with --env-file and --unit.
+
+    \b
+    Examples:
+      fwman doctor
+      fwman doctor --env-file /srv/vllm/.env --unit /etc/systemd/system/vllm.service
+      fwman doctor --snapshot fixtures/hosts/rig-4x3090 -v
+      fwman doctor --json | jq .verdict
+
+    \b
+    Exit status: 0 ready (nothing blocks P2P; warnings may remain), 4 a blocker exists (the verdict names the
+    first), 5 no NVIDIA GPU.
+    """
+    from fwman.doctor import Sources, run_doctor
+
+    report = run_doctor(app.host, Sources(_absolute(env_files), _absolute(unit_files)))
+    if as_json:
+        app.emit_json("doctor", report.to_json())
+    else:
+        app.echo(f"fwman doctor: {report.host} ({report.gpus} GPU{'s' if report.gpus != 1 else ''})")
+        for number, step in enumerate(report.steps, start=1):
+            app.echo()
+            app.echo(app.style(f"{number:>2} {step.check.title}", bold=True))
+            for f in step.findings:
+                label, colour = _LABEL[f.severity.value]
+                app.echo(f"   {app.style(f'{label:<5}', fg=colour)}  {f.message}")
+                if app.verbose and f.evidence:
+                    for key, value in f.evidence.items():
+                        app.echo(f"          {key}: {value}")
+                if f.fix and f.severity.value in ("warn", "block", "info"):
+                    app.echo(f"          fix: {f.fix}")
+        app.echo()
+        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ready else "red"))
+    if not report.ready:
+        first = report.blockers[0]
+        raise VerificationError(
+            f"peer-to-peer is blocked ({len(report.blockers)} blocker{'s' if len(report.blockers) > 1 else ''}); "
+            f"first: {first.id}",
+            hint=first.fix or "see the findings above",
+        )

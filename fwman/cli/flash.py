@@ -265,6 +265,7 @@ def flash_resume(
     source = staged_source(app.host, op)
     if op.kind == "restore":
         source.restore_of = find_backup(app.host, op.extra.get("backup", ""))
+        source.dual_firmware_switch = dual_switch(app.host, card)
     else:
         source = _with_catalog(app.host, source)
     app.echo(

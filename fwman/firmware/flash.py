@@ -252,7 +252,8 @@ class Flasher:
             first = next(iter(failed.values()))
             raise BlockedError(
                 f"no card is flashed: {len(failed)} of {len(self.cards)} backups failed ({first.message})",
-                hint="every card needs a verified backup before any flash; fix the cause and run again",
+                hint="every card needs a verified backup before any flash; fix the cause and run again (after a "
+                "failed write, use `fwman flash resume`: it reuses the backups taken before it)",
             )
         self.backups, self.backup_run = done, run
 
@@ -261,7 +262,8 @@ class Flasher:
         """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome.
 
         Raises BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash,
-        FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write.
+        FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
+        a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
         """
         rom = parse_rom(source.data)
         if op is None:
@@ -273,6 +275,19 @@ class Flasher:
                 image_chain_sha256=rom.chain_sha256,
                 target_version=rom.version,
             )
+        try:
+            return self._flash(card, source, rom, op)
+        except KeyboardInterrupt:
+            step = op.current_step
+            self.journal.close(
+                op,
+                OpState.INTERRUPTED,
+                f"Ctrl-C at step {step.name if step else '?'} (never during the write)",
+                ["fwman flash resume continues from there"],
+            )
+            raise
+
+    def _flash(self, card: Card, source: ImageSource, rom: RomImage, op: Operation) -> FlashResult:
         staged = f"{STAGING}/{op.id}.rom"
         op.log = op.log or f"{LOGS}/{op.id}.log"
         # gates (always re-run on resume: the host may have changed)

@@ -100,6 +100,7 @@ def _action_text(app: AppContext, c: CardPlan) -> str:
 def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
     """Print ``plan`` (text for people, or the versioned ``upgrade-plan`` JSON)."""
     from fwman.findings import Severity
+    from fwman.firmware.upgrade_plan import short_bus
     from fwman.units import human_bytes
 
     if as_json:
@@ -127,15 +128,15 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
             bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
         status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
         firmware = f"{c.current_version or '?'}{status}"
-        rows.append([c.bus_id, c.subsystem, firmware, bar1, _action_text(app, c)])
-    app.table(["CARD", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], rows)
+        rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, _action_text(app, c)])
+    app.table(["BUS", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], rows)
 
     seen: set[str] = set()
     for c in plan.cards:
         if c.board is None or c.pci_key in seen or not c.options:
             continue
         seen.add(c.pci_key)
-        on = [x.bus_id for x in plan.cards if x.pci_key == c.pci_key]
+        on = [short_bus(x.bus_id) for x in plan.cards if x.pci_key == c.pci_key]
         app.echo("")
         app.echo(app.style(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", **bold))
         for o in c.options:

@@ -242,7 +242,7 @@ def build_upgrade_plan(
                 Finding(
                     id="upgrade.unknown-board",
                     severity=Severity.INFO,  # reported, left alone: not a gate for the other cards
-                    message=f"{card.bus_id}: no catalog entry for {pci_key}; it is backed up but not flashed",
+                    message=f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
                     evidence={"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
                     fix="if a newer catalog knows it, run `fwman catalog update`",
                 )
@@ -266,7 +266,7 @@ def build_upgrade_plan(
                 Finding(
                     id="upgrade.version-unknown",
                     severity=Severity.BLOCK,
-                    message=f"{card.bus_id}: the running firmware version is unknown, so no image can be chosen",
+                    message=f"{short_bus(card.bus_id)}: firmware version unknown: no image can be chosen",
                     evidence={"bus_id": card.bus_id},
                     fix="load the NVIDIA driver so nvidia-smi can read it, then plan again",
                 )
@@ -287,7 +287,7 @@ def build_upgrade_plan(
                 Finding(
                     id="upgrade.driver",
                     severity=Severity.INFO,  # the flash works; what the image is for waits for the driver
-                    message=f"{card.bus_id}: driver {card.driver_version} is older than {image.min_driver}, "
+                    message=f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
                     f"which {image.version} needs for what it is for",
                     evidence={"bus_id": card.bus_id, "driver": card.driver_version},
                     fix=f"install driver {image.min_driver} or later",
@@ -374,11 +374,13 @@ def _bar_evidence(cards: list[CardPlan]) -> list[str]:
         if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and c.bar1_bytes is not None:
             if c.bar1_bytes <= LEGACY_BAR1:
                 lines.append(
-                    f"{c.bus_id} offers a BAR1 of up to {human_bytes(c.max_rebar_bytes)} but has "
+                    f"{short_bus(c.bus_id)} offers a BAR1 of up to {human_bytes(c.max_rebar_bytes)} but has "
                     f"{human_bytes(c.bar1_bytes)}: Re-Size BAR Support (or Above 4G Decoding) looks off today"
                 )
             else:
-                lines.append(f"{c.bus_id} already has a {human_bytes(c.bar1_bytes)} BAR1: the switches look on")
+                lines.append(
+                    f"{short_bus(c.bus_id)} already has a {human_bytes(c.bar1_bytes)} BAR1: the switches look on"
+                )
     return lines
 
 
@@ -442,7 +444,7 @@ def _steps(
             commands.append(f"fwman fetch {img.ref}{src}{md5}")
         add(
             "image",
-            f"Get {img.version} for {', '.join(img.cards)}",
+            f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}",
             "you" if commands else "fwman",
             details,
             commands,
@@ -465,9 +467,10 @@ def _steps(
         details.append("nvflash checks subsystem and board ID; the result is read back before the next card")
         if left and n == len(flash) - 1:
             details.append(
-                "left as they are: " + ", ".join(f"{x.bus_id} ({x.current_version or 'unknown'})" for x in left)
+                "left as they are: "
+                + ", ".join(f"{short_bus(x.bus_id)} ({x.current_version or 'unknown'})" for x in left)
             )
-        add("flash", f"Flash {c.bus_id} with {c.target_version}", "fwman", details, card_ids=[c.bus_id])
+        add("flash", f"Flash {short_bus(c.bus_id)} with {c.target_version}", "fwman", details, card_ids=[c.bus_id])
     rebar = any((o.rebar is True) for c in flash for o in c.options if o.version == c.target_version)
     if rebar:
         setup = [
@@ -500,7 +503,7 @@ def _steps(
         image = _target_image(catalog, group[0])
         if image is None:
             continue
-        buses = ", ".join(c.bus_id for c in group)
+        buses = ", ".join(short_bus(c.bus_id) for c in group)
         checks.append(f"{buses}: VBIOS {image.version}")
         if image.rebar:
             vram = group[0].vram_bytes
@@ -512,7 +515,7 @@ def _steps(
             now = group[0].driver_version
             checks.append(f"driver {image.min_driver} or later" + (f" (loaded now: {now})" if now else ""))
     setup_only = [
-        c.bus_id
+        short_bus(c.bus_id)
         for c in left
         if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
     ]
@@ -523,6 +526,11 @@ def _steps(
     checks.append("every card still present with the same subsystem IDs")
     add("post-check", "Check the result", "you", checks, ["fwman scan"])
     return steps
+
+
+def short_bus(bus: str) -> str:
+    """Return a bus id the way `fwman scan` prints it: without the ``0000:`` PCI domain."""
+    return bus[5:] if bus.startswith("0000:") else bus
 
 
 def _driver_key(version: str) -> tuple[int, ...]:

@@ -548,7 +548,7 @@ def check_vm_isolation(host: Host, facts: Facts) -> list[Finding]:
                 + (
                     "before switching to iommu=pt know what isolation is lost"
                     if recommending
-                    else "IOMMU passthrough is already on"
+                    else "IOMMU passthrough is already on, so this isolation is already lost"
                 ),
                 evidence={"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"},
                 fix=PASSTHROUGH_COST,
@@ -609,6 +609,11 @@ def _lxc_uses_gpu(text: str) -> bool:
         return "/dev/nvidia" in text or "c 195:" in text
 
 
+def _uncommented(text: str) -> str:
+    """Return ``text`` without comment lines (``#``, ``;``): a comment that names vLLM does not run it."""
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(("#", ";")))
+
+
 def env_sources(facts: Facts) -> tuple[list[EnvSource], list[str]]:
     """Return the places to check (user's files, GPU containers, /etc/nccl.conf) and what could not be read."""
     host = facts.host
@@ -620,20 +625,20 @@ def env_sources(facts: Facts) -> tuple[list[EnvSource], list[str]]:
         except FwmanError as e:
             problems.append(f"{path}: {describe_error(e)}")
             continue
-        out.append(EnvSource("env-file", path, parse_env_file(text), text))
+        out.append(EnvSource("env-file", path, parse_env_file(text), _uncommented(text)))
     for path in facts.sources.unit_files:
         try:
             text = host.read_text(path)
         except FwmanError as e:
             problems.append(f"{path}: {describe_error(e)}")
             continue
-        env, files, execs = parse_unit_environment(text)
+        env, files, _ = parse_unit_environment(text)
         for f in files:
             try:
                 env = {**parse_env_file(host.read_text(f)), **env}
             except FwmanError as e:
                 problems.append(f"{f} (EnvironmentFile of {path}): {describe_error(e)}")
-        out.append(EnvSource("unit", path, env, text + "\n" + "\n".join(execs)))
+        out.append(EnvSource("unit", path, env, _uncommented(text)))
     try:
         names = facts.listing(PVE_LXC) or []
     except NotRecordedError as e:
@@ -699,7 +704,7 @@ def check_nccl(host: Host, facts: Facts) -> list[Finding]:
                 Finding(
                     id="nccl.level",
                     severity=Severity.OK,
-                    message=f"NCCL_P2P_LEVEL={value} in {s.where}: covers GPUs meeting at {meet}",
+                    message=f"NCCL_P2P_LEVEL={value} in {s.label}: covers GPUs meeting at {meet}",
                 )
             )
         elif covers is None:
@@ -707,7 +712,7 @@ def check_nccl(host: Host, facts: Facts) -> list[Finding]:
                 Finding(
                     id="nccl.level",
                     severity=Severity.WARN,
-                    message=f"NCCL_P2P_LEVEL={value} in {s.where} is not a named level; GPUs meet at {meet}",
+                    message=f"NCCL_P2P_LEVEL={value} in {s.label} is not a named level; GPUs meet at {meet}",
                     fix=s.fix("NCCL_P2P_LEVEL=SYS"),
                 )
             )

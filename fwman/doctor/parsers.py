@@ -181,7 +181,9 @@ def nccl_level_covers(value: str, needed: str) -> bool | None:
 
 
 _VLLM = re.compile(r"\bvllm\b", re.IGNORECASE)
-_DISABLE_CAR = re.compile(r"--disable-custom-all-reduce\b|disable_custom_all_reduce\s*[=:]\s*(true|1)", re.IGNORECASE)
+_DISABLE_CAR = re.compile(
+    r"--disable-custom-all-reduce(?![\w-])|disable_custom_all_reduce\s*[=:]\s*[\"']?(true|1)\b", re.IGNORECASE
+)
 
 
 def mentions_vllm(text: str) -> bool:

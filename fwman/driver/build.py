@@ -208,6 +208,7 @@ class BuildFailure:
 _GCC_ERROR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.+)$")
 _CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
 _LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
+_ENTERING = re.compile(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '([^']+)'")
 _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: \*\*\* (?P<msg>.+)$")
 
 
@@ -220,15 +221,26 @@ def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
     lines = log.splitlines()
     prefix = (tree.rstrip("/") + "/") if tree else None
 
-    def rel(path: str) -> str:
+    def rel(path: str, directory: str | None) -> str:
+        if not path.startswith("/") and directory:
+            path = f"{directory.rstrip('/')}/{path}"  # relative to the sub-make's directory
         if prefix and path.startswith(prefix):
             return path[len(prefix) :]
         return path
 
+    directories: list[str] = []
     for i, line in enumerate(lines):
+        entering = _ENTERING.match(line)
+        if entering:
+            if entering.group(1) == "Entering":
+                directories.append(entering.group(2))
+            elif directories:
+                directories.pop()
+            continue
         m = _GCC_ERROR.match(line)
         if m:
-            return BuildFailure(rel(m.group("file")), int(m.group("line")), m.group("msg").strip(), lines[i : i + 6])
+            file = rel(m.group("file"), directories[-1] if directories else None)
+            return BuildFailure(file, int(m.group("line")), m.group("msg").strip(), lines[i : i + 6])
     for pattern in (_CMDLINE_ERROR, _LD_ERROR):
         for i, line in enumerate(lines):
             m = pattern.match(line)
@@ -304,14 +316,16 @@ def compile_for_kernel(
         objcache.restore(host, key, tree)
     else:
         report("kernel-independent objects: not cached, building them (the long part)")
-    jobs = jobs or os.cpu_count() or 1
-    argv = ["make", f"-j{jobs}", "modules", *kernel_tree_args(host, kver)]
-    report(f"running {' '.join(argv)}")
-    result = host.run(argv, cwd=_local(host, tree), timeout=4 * 3600)
-    seconds = time.monotonic() - started
-    if result.missing:
+    if host.which("make") is None:
         raise MissingError("make not found", hint="install make and gcc (apt install make gcc)")
-    log = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n{result.stdout}\n{result.stderr}"
+    jobs = jobs or os.cpu_count() or 1
+    # --output-sync=recurse: each sub-make's output comes out whole, so errors sit under their directory
+    argv = ["make", f"-j{jobs}", "--output-sync=recurse", "modules", *kernel_tree_args(host, kver)]
+    report(f"running {' '.join(argv)}")
+    # stderr into stdout, so compiler errors stay next to make's "Entering directory" lines in the log
+    result = host.run(["sh", "-c", 'exec "$@" 2>&1', "fwman-make", *argv], cwd=_local(host, tree), timeout=4 * 3600)
+    seconds = time.monotonic() - started
+    log = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n{result.stdout}{result.stderr}"
     log_path = build_log_path(kver)
     host.write_bytes(log_path, log.encode())
     if not hit and objcache.store(host, key, tree):
@@ -320,7 +334,7 @@ def compile_for_kernel(
     missing = [name for name, path in built.items() if not host.exists(path)]
     outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds)
     if not result.ok:
-        outcome.failure = parse_build_failure(result.stdout + "\n" + result.stderr, _local(host, tree))
+        outcome.failure = parse_build_failure(result.stdout + result.stderr, _local(host, tree))
         return outcome
     if missing:
         outcome.failure = BuildFailure(None, None, f"make succeeded but produced no {', '.join(missing)}.ko")

@@ -1,8 +1,8 @@
-"""``fwman upgrade``: plan (``--dry-run``) the firmware upgrade of every card.
+"""``fwman upgrade``: plan (``--dry-run``), run (``--apply``) and check (``--check``) the firmware upgrade.
 
-Layout for the flash feature: :func:`upgrade` parses options and builds the plan once
-(:func:`fwman.firmware.upgrade_plan.build_upgrade_plan`); each mode is one function taking the plan
-(:func:`dry_run` here; ``--apply`` and ``--check`` add theirs next to it and a branch in :func:`upgrade`).
+Layout: :func:`upgrade` parses options; ``--dry-run`` builds the plan once (:func:`build_plan`, on
+:func:`fwman.firmware.upgrade_plan.build_upgrade_plan`) and prints it (:func:`dry_run_report`); ``--apply`` and
+``--check`` live in :mod:`fwman.cli.upgrade_apply`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,10 @@ def upgrade(
         flags = {"no_backup_bios_ok": no_backup_bios_ok}
         return run_mode(app, cards, as_json, apply=apply, check=check, reuse=reuse, timeout=timeout, **flags)
     if not dry_run:
-        raise UsageError("say what to do: --dry-run prints the plan", hint="fwman upgrade --dry-run")
+        raise UsageError(
+            "say what to do: --dry-run prints the plan, --apply runs it, --check checks it after the reboot",
+            hint="start with: fwman upgrade --dry-run",
+        )
     plan = build_plan(app, cards)
     dry_run_report(app, plan, as_json)
 

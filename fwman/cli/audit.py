@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
@@ -54,15 +55,22 @@ def audit(
     from fwman.config import load_config
     from fwman.driver.audit import audit_host, p2p_line
     from fwman.driver.forks import api_base, configured_forks
-    from fwman.errors import VerificationError
+    from fwman.errors import UsageError, VerificationError
 
     host = app.host
+    roots = []
+    for given in container_roots:
+        # a relative DIR means the current directory on this machine (host paths are absolute)
+        path = given if given.startswith("/") else os.path.abspath(given)
+        if not host.is_dir(path):
+            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
+        roots.append(path)
     config = load_config(host)
     forks = configured_forks(config, fork_specs)
     # a replay must not reach the network: the forks are looked up in the recorded cache only
     report = audit_host(
         host,
-        container_roots=container_roots,
+        container_roots=roots,
         forks=forks,
         offline=offline or app.is_replay,
         api=api_base(config, app.env.variables),

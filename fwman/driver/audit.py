@@ -115,6 +115,7 @@ class AuditReport(BaseModel):
     running_kernel: str | None
     loaded: LoadedModule | None
     modules: list[KernelModule]
+    kernels_without_module: list[str] = Field(default_factory=list)  # installed kernels with no nvidia*.ko
     host_libs: dict[str, list[str]]  # version -> paths
     host_compat: list[str]
     smi_version: str | None
@@ -236,17 +237,21 @@ def _is_nvidia(name: str) -> bool:
     return name == "nvidia" or name.startswith("nvidia_")  # not nvidiafb (the in-tree framebuffer driver)
 
 
-def read_kernel_modules(host: Host, unreadable: list[str], max_bytes: int | None = None) -> list[KernelModule]:
-    """Return every nvidia* module depmod resolves, for every installed kernel, read and identified.
+def read_kernel_modules(
+    host: Host, unreadable: list[str], max_bytes: int | None = None
+) -> tuple[list[KernelModule], list[str]]:
+    """Return (every nvidia* module depmod resolves for every kernel, read and identified; the installed
+    kernels that have no nvidia module at all).
 
     A file larger than ``max_bytes`` is not read (its row says so): a capture records the small ones only.
     """
     out: list[KernelModule] = []
+    bare: list[str] = []
     try:
         kernels = installed_kernels(host)
     except NotRecordedError:
         unreadable.append("/lib/modules (not recorded)")
-        return out
+        return out, bare
     for kver in kernels:
         try:
             resolved = resolve_all(host, kver)
@@ -254,9 +259,20 @@ def read_kernel_modules(host: Host, unreadable: list[str], max_bytes: int | None
             unreadable.append(f"/lib/modules/{kver} ({e.message})")
             continue
         manifest, manifest_error = _manifest(host, kver)
-        for name in sorted(n for n in resolved if _is_nvidia(n)):
+        names = sorted(n for n in resolved if _is_nvidia(n))
+        if not names and _kernel_installed(host, kver):
+            bare.append(kver)
+        for name in names:
             out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error, max_bytes))
-    return out
+    return out, bare
+
+
+def _kernel_installed(host: Host, kver: str) -> bool:
+    """Return True when ``kver`` is a bootable kernel (its image or in-tree modules), not just headers."""
+    try:
+        return host.exists(f"/boot/vmlinuz-{kver}") or host.is_dir(f"/lib/modules/{kver}/kernel")
+    except NotRecordedError:
+        return False
 
 
 def _manifest(host: Host, kver: str) -> tuple[dict[str, Any] | None, str | None]:
@@ -507,6 +523,17 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
                 detail="; ".join(details),
             )
         )
+    for kver in report.kernels_without_module:
+        rows.append(
+            Row(
+                component=f"nvidia.ko ({kver})",
+                version=None,
+                where=f"/lib/modules/{kver}",
+                status="mismatch" if ref else "unknown",
+                fix=f"build and install the {ref} kernel module for {kver}" if ref else None,
+                detail="no NVIDIA module for this kernel: booting it leaves the GPUs without a driver",
+            )
+        )
     for where in (u for u in report.unreadable if u.startswith("/lib/modules")):
         rows.append(
             Row(
@@ -668,7 +695,7 @@ def audit_host(
     running = _read(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
-    modules = read_kernel_modules(host, unreadable, max_module_bytes)
+    modules, bare_kernels = read_kernel_modules(host, unreadable, max_module_bytes)
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
@@ -707,6 +734,7 @@ def audit_host(
         running_kernel=running,
         loaded=loaded,
         modules=modules,
+        kernels_without_module=bare_kernels,
         host_libs={v: [lib.path for lib in libs] for v, libs in host_us.versions().items()},
         host_compat=[lib.path for lib in host_us.compat],
         smi_version=host_us.smi_version,

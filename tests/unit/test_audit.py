@@ -511,3 +511,20 @@ def test_property_userspace_parsers_never_raise(text: str) -> None:
     got = parse_lib_name(text)
     if got is not None:
         assert text.endswith(got[1])
+
+
+def test_installed_kernel_without_nvidia_module(tree: Tree) -> None:
+    tree.healthy()
+    tree.write(f"/lib/modules/{KVER2}/kernel/fs/ext4/ext4.ko", build_module([("name", "ext4")]))
+    tree.write("/lib/modules/6.1.0-99-amd64/build/Makefile", "# headers only: not an installed kernel\n")
+    doc = tree.run("--json").json()
+    assert doc["kernels_without_module"] == [KVER2]
+    row = next(x for x in doc["rows"] if x["component"] == f"nvidia.ko ({KVER2})")
+    assert row["status"] == "mismatch" and "without a driver" in row["detail"]
+    assert row["fix"] == f"build and install the {VER} kernel module for {KVER2}"
+
+
+def test_container_root_must_exist(tree: Tree) -> None:
+    tree.healthy()
+    r = tree.run("--container-root", "/srv/nothing")
+    assert r.code == 2 and "--container-root /srv/nothing: not a directory" in r.stderr

@@ -165,6 +165,10 @@ def version_answer(report: Any, target: Any) -> dict[str, Any]:
     carriers = report.carrying(target)
     answer: dict[str, Any] = {"version": str(target), "branch": target.branch_name, "carried_by": carriers}
     lines: list[str] = []
+    if not report.any_available:
+        lines.append(f"Unknown whether any fork carries {target.branch_name}: no fork could be listed.")
+        answer.update({"nearest_below": None, "nearest_above": None, "moves": [], "summary": lines})
+        return answer
     if carriers:
         lines.append(f"{target.branch_name} is carried by: {', '.join(carriers)}.")
         answer.update({"nearest_below": None, "nearest_above": None, "moves": []})

@@ -331,9 +331,10 @@ def test_cli_server_error_without_cache_is_missing(tmp_path: Path) -> None:
     empty.mkdir()
     with forge_server(ForgeState(repos={}, fail_status=500)) as api:
         env = FwmanEnv(variables={"PATH": str(empty), "FWMAN_FORGE_API": api})
-        r = env("driver", "branches", "--root", str(tmp_path / "root"))
+        r = env("driver", "branches", "--root", str(tmp_path / "root"), "--version", "570.86.16")
     assert r.code == 5
     assert "HTTP 500" in r.stderr
+    assert "Unknown whether any fork carries 570.86.16-p2p: no fork could be listed." in r.stdout
 
 
 def test_cli_bad_version_and_fork(forge_env) -> None:

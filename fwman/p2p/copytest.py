@@ -146,7 +146,8 @@ class CopyReport:
         if self.ok:
             staged = [p for p in self.pairs if not p.direct]
             note = f"; {len(staged)} staged through host memory (no direct peer access)" if staged else ""
-            return f"every byte verified: {len(self.pairs)} copies of {self.size_bytes // MIB} MiB{note}"
+            copies = f"{len(self.pairs)} cop{'ies' if len(self.pairs) != 1 else 'y'}"
+            return f"every byte verified: {copies} of {_size(self.size_bytes)}{note}"
         problems = []
         if self.corrupted:
             first = self.corrupted[0]
@@ -175,6 +176,10 @@ class CopyReport:
             "ok": self.ok,
             "verdict": self.verdict(),
         }
+
+
+def _size(n: int) -> str:
+    return f"{n // MIB} MiB" if n % MIB == 0 else f"{n} bytes"
 
 
 def _copy_pair(

@@ -121,7 +121,7 @@ def test_every_ordered_pair_and_the_diagonal_are_copied_and_verified() -> None:
     assert sum(1 for name, _ in layer.calls if name == "MemcpyPeer") == 16 * 4
     # the clock advanced once between start and stop: 3 copies of 4096 bytes in 0.001 s
     assert report.pair(0, 1) is not None and report.pair(0, 1).gbps == pytest.approx(3 * 4096 / 0.001 / 1e9)
-    assert report.verdict() == "every byte verified: 16 copies of 0 MiB"
+    assert report.verdict() == "every byte verified: 16 copies of 4096 bytes"
 
 
 def test_pairs_without_peer_access_are_marked_staged_in_the_matrix() -> None:
@@ -174,7 +174,7 @@ def test_json_payload_has_the_matrix_pairs_and_verdict() -> None:
     assert doc["gpus"] == [{"index": 0, "name": "NVIDIA GeForce RTX 3090", "bus_id": "0000:01:00.0"}]
     assert doc["matrix_gbps"] == [[f"{3 * MIB * 2 / 0.5 / 1e9:.1f}"]]
     assert doc["pairs"][0]["corrupted_bytes"] == 0 and doc["pairs"][0]["direct"] is True
-    assert doc["ok"] is True and doc["verdict"] == "every byte verified: 1 copies of 3 MiB"
+    assert doc["ok"] is True and doc["verdict"] == "every byte verified: 1 copy of 3 MiB"
 
 
 def test_pattern_differs_per_seed_and_does_not_repeat_at_powers_of_two() -> None:

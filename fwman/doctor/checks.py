@@ -321,7 +321,12 @@ def check_driver(host: Host, facts: Facts) -> list[Finding]:
                 id="driver.fork",
                 severity=Severity.BLOCK if cns else Severity.WARN,
                 message=f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
-                f"(no fwman manifest){p2p_note or ''}",
+                + (
+                    "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
+                    if origin == "not-fwman"
+                    else "(no fwman manifest)"
+                )
+                + p2p_note,
                 evidence=evidence,
                 fix=fork_fix,
             )

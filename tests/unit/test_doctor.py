@@ -281,3 +281,14 @@ def test_live_root_with_env_file_then_capture_replays_the_same_answer(tmp_path: 
     # the replay (without the env file, which capture does not know about) answers like the live run without it
     live_plain = fw("doctor", "--root", str(root), "--json")
     assert steps(replay.json()) == steps(live_plain.json())
+
+
+def test_an_open_module_that_still_reads_cns_is_not_the_fork(tmp_path: Path) -> None:
+    report = run_doctor(rig(tmp_path, **{**READY, "p2p_status": "CNS"}))
+    fork = next(f for f in report.findings if f.id == "driver.fork")
+    assert fork.severity is Severity.BLOCK
+    assert fork.message == (
+        "open kernel module 570.86.16 is not known to be the P2P fork (no fwman manifest) "
+        "(topo -p2p r: CNS for 12 of 12 pairs)"
+    )
+    assert problems(report.findings) == [("driver.fork", "block"), ("p2p.topo", "block")]

@@ -76,7 +76,7 @@ Docs: docs/ in the source tree (one page per task; docs/cli.md lists every comma
     type=click.Path(file_okay=False, exists=True),
     help="Replay a host recorded by `fwman capture`; nothing is read from or written to this machine.",
 )
-@click.option("-v", "--verbose", count=True, help="More detail; tracebacks on errors.")
+@click.option("-v", "--verbose", count=True, help="More detail (-v); tracebacks of unexpected errors (-v) and of any error (-vv).")
 @click.pass_context
 def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int) -> None:
     """Manage VBIOS firmware and the P2P-patched NVIDIA driver on multi-GPU GeForce hosts, safely.
@@ -120,7 +120,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         return ExitCode.INTERRUPTED
     except FwmanError as e:
         _error(env, e.message, e.hint)
-        if app.verbose:
+        if app.verbose >= 2:  # an expected error: its message says it all; -vv for where it was raised
             traceback.print_exc(file=env.stderr)
         return int(e.exit_code)
     except BrokenPipeError:

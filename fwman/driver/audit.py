@@ -120,6 +120,7 @@ class AuditReport(BaseModel):
     host_compat: list[str]
     smi_version: str | None
     firmware: list[str]
+    firmware_dirs: dict[str, str] = Field(default_factory=dict)  # version -> where it was found
     containers: list[ContainerAudit]
     rows: list[Row]
     p2p: P2PBranch
@@ -546,12 +547,14 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
         )
     rows.extend(_lib_rows(host_us, ref, "", "on the host"))
     if not host_us.libs:
+        # with library places left unread (a replay that did not record them) absence is not proven
+        proven = ref is not None and not any(u.startswith(("/usr/", "/lib")) for u in host_us.unreadable)
         rows.append(
             Row(
                 component="driver libraries",
                 version=None,
                 where="host library directories",
-                status="mismatch" if ref else "unknown",
+                status="mismatch" if proven else "unknown",
                 fix=_userspace_fix(ref, "on the host"),
                 detail="no libcuda.so.<version> or libnvidia-*.so.<version> found",
             )
@@ -568,14 +571,20 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
     )
     if ref is not None:
         present = ref in host_us.firmware
+        # without nvidia modules on this filesystem the module was loaded from elsewhere (a VM's host, an
+        # initramfs): its firmware may be there too, so absence here is not proof
+        local_modules = bool(report.modules) or bool(report.kernels_without_module)
         rows.append(
             Row(
                 component="GSP firmware",
                 version=ref if present else None,
-                where=f"/lib/firmware/nvidia/{ref}",
-                status="match" if present else "mismatch",
+                where=host_us.firmware_dirs.get(ref, f"/lib/firmware/nvidia/{ref}"),
+                status="match" if present else ("mismatch" if local_modules else "unknown"),
                 fix=None if present else f"{_userspace_fix(ref, 'on the host')} (it installs the firmware)",
-                detail=None if present else "directory missing",
+                detail=None
+                if present
+                else "not in the firmware search path"
+                + ("" if local_modules else " (no nvidia module on this filesystem either: loaded from outside?)"),
             )
         )
     for version in host_us.firmware:
@@ -584,7 +593,7 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
                 Row(
                     component="GSP firmware (other version)",
                     version=version,
-                    where=f"/lib/firmware/nvidia/{version}",
+                    where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
                     status="info",
                     detail="left from another driver version; not used by this one",
                 )
@@ -739,6 +748,7 @@ def audit_host(
         host_compat=[lib.path for lib in host_us.compat],
         smi_version=host_us.smi_version,
         firmware=host_us.firmware,
+        firmware_dirs=host_us.firmware_dirs,
         containers=[c for c, _ in containers],
         rows=[],
         p2p=p2p_status(kernel_version, branch_report),

@@ -528,3 +528,71 @@ def test_container_root_must_exist(tree: Tree) -> None:
     tree.healthy()
     r = tree.run("--container-root", "/srv/nothing")
     assert r.code == 2 and "--container-root /srv/nothing: not a directory" in r.stderr
+
+
+def provided_user_space(tree: Tree, version: str, root: str = "") -> None:
+    """The layout seen on a real VM whose user space is provided under /usr/local/nvidia (recorded on the
+    project's H200 machine): /usr/lib/libcuda.so.1 -> /usr/local/nvidia/lib64/libcuda.so.1 -> libcuda.so.<ver>."""
+    lib64 = tree.root / f"{root}/usr/local/nvidia/lib64".lstrip("/")
+    lib64.mkdir(parents=True, exist_ok=True)
+    (tree.root / f"{root}/usr/lib".lstrip("/")).mkdir(parents=True, exist_ok=True)
+    for lib in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler"):
+        (lib64 / f"{lib}.so.{version}").write_bytes(b"\x7fELF")
+        (lib64 / f"{lib}.so.1").symlink_to(f"{lib}.so.{version}")
+        if lib != "libnvidia-ptxjitcompiler":
+            (tree.root / f"{root}/usr/lib/{lib}.so.1".lstrip("/")).symlink_to(f"/usr/local/nvidia/lib64/{lib}.so.1")
+
+
+def test_user_space_provided_under_usr_local_nvidia(tree: Tree) -> None:
+    tree.loaded("580.159.04")
+    provided_user_space(tree, "580.159.04")
+    tree.write("/usr/local/nvidia/firmware/nvidia/580.159.04/gsp_ga10x.bin", b"fw")
+    tree.write("/sys/module/firmware_class/parameters/path", "/usr/local/nvidia/firmware\n")
+    tree.smi("580.159.04")
+    cuda = tree.root / "usr/local/cuda-13.0"
+    tree.compat("13.0", "580.95.05")
+    (tree.root / "usr/local/cuda").symlink_to(cuda)  # the alternatives link: the same compat directory
+    r = tree.run("--json")
+    doc = r.json()
+    assert r.code == 0, r.stdout
+    libcuda = [x for x in doc["rows"] if x["component"] == "libcuda.so"]
+    assert [x["where"] for x in libcuda] == ["/usr/local/nvidia/lib64/libcuda.so.580.159.04"]  # once, not twice
+    fw = next(x for x in doc["rows"] if x["component"] == "GSP firmware")
+    assert fw["status"] == "match" and fw["where"] == "/usr/local/nvidia/firmware/nvidia/580.159.04"
+    assert doc["host_compat"] == [
+        "/usr/local/cuda-13.0/compat/libcuda.so.580.95.05",
+        "/usr/local/cuda-13.0/compat/libnvidia-ptxjitcompiler.so.580.95.05",
+    ]
+
+
+def test_link_only_layout_in_usr_lib(tree: Tree) -> None:
+    """When only the .so.1 link is in a searched directory, the version comes from where it leads."""
+    tree.healthy()
+    img = "/srv/img"
+    provided_user_space(tree, "565.77", root=img)
+    (tree.root / "srv/img/usr/local/nvidia/lib64/libcuda.so.565.77").unlink()
+    (tree.root / "srv/img/usr/local/nvidia/lib64/libcuda.so.1").unlink()
+    (tree.root / "srv/img/usr/local/nvidia/lib64/libcuda.so.1").symlink_to("/opt/drv/libcuda.so.565.77")
+    tree.write("/srv/img/opt/drv/libcuda.so.565.77", b"\x7fELF")
+    tree.write("/opt/drv/libcuda.so.999.99", b"host file: must not be read for the image")
+    doc = tree.run("--container-root", img, "--json").json()
+    rows_img = {x["where"]: x for x in doc["rows"] if x["component"].startswith("root /srv/img")}
+    # the absolute target is taken inside the image, and the chain from /usr/lib is followed to its end
+    assert rows_img["/srv/img/usr/lib/libcuda.so.1 -> /srv/img/opt/drv/libcuda.so.565.77"]["status"] == "mismatch"
+    assert "999.99" not in json.dumps(doc)
+
+
+def test_real_h200_snapshot_driver_and_compat_differ() -> None:
+    """The lead's recording of a real host: open module 580.159.04, CUDA compat libraries 580.95.05."""
+    from tests.helpers import HOSTS
+
+    snap = HOSTS / "h200-1gpu"
+    if not snap.exists():
+        pytest.skip("real host snapshot not present")
+    doc = FwmanEnv()("--snapshot", str(snap), "audit", "--json").json()
+    assert doc["reference"] == "580.159.04" and doc["loaded"]["flavour"] == "open"
+    assert "580.95.05" not in doc["host_libs"]
+    compat = [x for x in doc["rows"] if x["version"] == "580.95.05"]
+    assert compat and all(x["status"] == "info" and x["component"].startswith("CUDA compat") for x in compat)
+    assert all("/compat/" in p for p in doc["host_compat"])
+    assert not [x for x in doc["rows"] if x["status"] == "mismatch"]  # unrecorded places are unknown, not wrong

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -81,7 +82,20 @@ def make_flasher(app: AppContext, options: FlashOptions, what: str) -> tuple[Fla
     require_live(host, app.is_replay, what)
     cards = require_cards(host)
     flasher = Flasher(host, app.env.euid, cards, options, say=lambda t: app.echo(t, err=True))
+    flasher.stream = terminal_stream(app)
     return flasher, cards
+
+
+def terminal_stream(app: AppContext) -> Callable[[str], None] | None:
+    """Return a writer showing nvflash's own output (its progress bar) on a terminal, None otherwise."""
+    if not app.env.stderr_isatty:
+        return None
+
+    def write(text: str) -> None:
+        app.env.stderr.write(text)
+        app.env.stderr.flush()
+
+    return write
 
 
 def result_json(r: FlashResult) -> dict[str, Any]:

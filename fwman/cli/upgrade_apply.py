@@ -64,7 +64,7 @@ class FlashArgs:
 
 
 def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: FlashArgs) -> None:
-    from fwman.cli.flash import result_json
+    from fwman.cli.flash import result_json, terminal_stream
     from fwman.firmware.flash import FlashOptions
     from fwman.firmware.nvflash_host import require_live
     from fwman.firmware.upgrade_apply import apply_upgrade
@@ -75,7 +75,10 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
     cards = require_cards(host)
     buses = [find_card(cards, b).bus_id for b in selected]
     options = FlashOptions(args.reuse, args.no_backup_bios_ok, False, args.timeout)
-    result = apply_upgrade(host, app.env.euid, cards, options, buses, say=lambda t: app.echo(t, err=True))
+    stream = terminal_stream(app)
+    result = apply_upgrade(
+        host, app.env.euid, cards, options, buses, say=lambda t: app.echo(t, err=True), stream=stream
+    )
     if as_json:
         app.emit_json(
             "upgrade-apply",

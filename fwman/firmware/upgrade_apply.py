@@ -87,6 +87,7 @@ def apply_upgrade(
     options: FlashOptions,
     selected: list[str],
     say: Callable[[str], None],
+    stream: Callable[[str], None] | None = None,
 ) -> ApplyResult:
     """Run the upgrade plan on a live host; return what was flashed.
 
@@ -97,7 +98,7 @@ def apply_upgrade(
     from fwman.firmware.catalog import load_catalog
     from fwman.firmware.upgrade_plan import build_upgrade_plan
 
-    flasher = Flasher(host, euid, cards, options, say=say)
+    flasher = Flasher(host, euid, cards, options, say=say, stream=stream)
     bad = blocking(flasher.base_gates())
     if bad:
         raise BlockedError(f"upgrade blocked before any write: {bad[0].message}", hint=bad[0].fix)

@@ -164,3 +164,13 @@ def test_reuse_backups_from_a_run(tmp_path: Path) -> None:
     assert len(rig("backup", "list", "--json").json()["backups"]) == 4  # no new backups taken
     r = rig("flash", "--card", "61:00.0", "--image", REF, "--reuse-backups-from", "20000101T000000Z")
     assert r.code == ExitCode.BLOCKED and "no backup of" in r.stderr
+
+
+def test_on_a_terminal_nvflash_output_is_shown_live(tmp_path: Path) -> None:
+    rig = build_rig(tmp_path)
+    term = FwmanEnv(path_prepend=rig.env.path_prepend, variables=rig.env.variables, tty=True)
+    r = term("flash", "--card", "41:00.0", "--image", REF, "--root", str(rig.root))
+    assert r.code == 0, r.stderr
+    assert "Update display adapter firmware?" in r.stderr and "100%" in r.stderr
+    quiet = rig("flash", "--card", "61:00.0", "--image", REF)
+    assert quiet.code == 0 and "Update display adapter firmware?" not in quiet.stderr

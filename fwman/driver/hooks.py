@@ -207,6 +207,10 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock
 
     summary = RunSummary()
     with module_lock(host, lock_timeout):
+        # first what DKMS (its hook ran just before this one) may have replaced: a repair needs no build
+        kernels = boot.installed_kernels(host)
+        with_manifest = [k for k in kernels if host.exists(f"/var/lib/fwman/modules/{k}.json")]
+        summary.repaired = repair_replaced(host, with_manifest, report)
         spec = load_source_spec(host)
         if spec is None:
             summary.no_source = True
@@ -218,7 +222,6 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock
             report(f"{origin}: building the patched NVIDIA modules for {kver} from {spec.describe()}")
             outcome = update_kernel(host, kver, spec, fetch=False, report=report)
             summary.outcomes.append(outcome)
-        summary.repaired = repair_replaced(host, boot.installed_kernels(host), report)
         summary.boot = boot.ensure_safe_boot(host, report)
     return summary
 

@@ -131,9 +131,9 @@ def test_redactor_replaces_uuids_stably_and_serials() -> None:
 
 def test_example_host_is_generated_by_its_builder(tmp_path: Path) -> None:
     """The committed example host is exactly what fixtures/hostgen builds (no hand edits, no drift)."""
-    from fixtures.hostgen.rig import NOTE
+    from fixtures.hostgen.rig import CAPTURED_AT, NOTE
 
-    build_rig(rig_4x3090(), note=NOTE).write(tmp_path / "rig", captured_at="2026-11-28T21:04:11Z")
+    build_rig(rig_4x3090(), note=NOTE).write(tmp_path / "rig", captured_at=CAPTURED_AT)
     generated = {p.relative_to(tmp_path / "rig"): p.read_bytes() for p in (tmp_path / "rig").rglob("*") if p.is_file()}
     committed = {
         p.relative_to(EXAMPLE_HOST): p.read_bytes()

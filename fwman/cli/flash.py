@@ -286,10 +286,11 @@ def flash_resume(
         f"resuming {op.id} ({op.kind} {op.card}) stopped at {op.current_step.name if op.current_step else '?'}",
         err=True,
     )
-    for older in pending[:-1]:
-        older.extra["resolved"] = f"superseded by the resume of {op.id}"
-        journal.save(older)
-    show_result(app, flasher.flash(card, source, op=op, kind=op.kind), as_json)
+    result = flasher.flash(card, source, op=op, kind=op.kind)
+    others = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
+    if others:
+        app.echo(f"{len(others)} more unfinished operation(s): run `fwman flash resume` again", err=True)
+    show_result(app, result, as_json)
 
 
 def _with_catalog(host: Host, source: ImageSource) -> ImageSource:

@@ -97,6 +97,7 @@ class Flasher:
     tool: NvflashTool | None = None
     backups: dict[str, BackupEntry] = field(default_factory=dict)
     backup_run: str | None = None
+    backups_taken_now: bool = False  # True when self.backups were saved from the cards in this process
 
     def __post_init__(self) -> None:
         self.journal = Journal(self.host)
@@ -255,7 +256,7 @@ class Flasher:
                 hint="every card needs a verified backup before any flash; fix the cause and run again (after a "
                 "failed write, use `fwman flash resume`: it reuses the backups taken before it)",
             )
-        self.backups, self.backup_run = done, run
+        self.backups, self.backup_run, self.backups_taken_now = done, run, True
 
     # -- the operation -------------------------------------------------------------------------------------
     def flash(self, card: Card, source: ImageSource, op: Operation | None = None, kind: str = "flash") -> FlashResult:
@@ -333,7 +334,10 @@ class Flasher:
         self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
         before_version = op.before_version
         # already there? (a resumed write that completed, or flashing the running firmware)
-        current = self.read_card_chain(card, adapter.index, op) if op.done("protectoff") else own.chain_sha256
+        # the backup tells what the card holds only when it was taken in this run; reused backups (and a
+        # resumed operation, whose write may have started) say nothing about the card now: read it
+        fresh = self.backups_taken_now and not op.done("protectoff")
+        current = own.chain_sha256 if fresh else self.read_card_chain(card, adapter.index, op)
         if current == rom.chain_sha256:
             self.say(f"[{card.bus_id}] already holds this firmware ({rom.version}): nothing to write")
             return self.finish(op, card, source, rom, before_version, current, changed=False)
@@ -447,6 +451,12 @@ class Flasher:
         self.record(op, card, source, rom, "success" if changed else "unchanged", chain, "")
         self.journal.finish(op, "record")
         self.host.unlink(f"{STAGING}/{op.id}.rom")
+        for older in self.journal.unfinished():
+            # the card now holds a verified image: an older failed flash or restore of it is settled, so
+            # `fwman flash resume` never writes an image the owner has since replaced
+            if older.card == card.bus_id and older.id != op.id and older.kind in ("flash", "restore"):
+                older.extra["resolved"] = f"settled by {op.id}"
+                self.journal.save(older)
         self.journal.close(
             op,
             OpState.DONE,

@@ -133,13 +133,17 @@ def apply_upgrade(
             result.untouched = [t.bus_id for t in targets[i + 1 :]]
             journal.fail(op, step, e.message)
             flashed = ", ".join(r.card for r in result.flashed) or "none"
+            run = flasher.backup_run
             op.next_steps = [
                 f"flashed and verified before the failure: {flashed}",
                 f"left untouched: {', '.join(result.untouched) or 'none'}",
-                "see `fwman flash status`; fix the cause, then `fwman flash resume` or `fwman upgrade --apply` again",
+                f"fix the cause (fwman flash status), then `fwman flash resume` for {target.bus_id}",
+                f"then `fwman upgrade --apply --reuse-backups-from {run}` for the rest (the backups taken before "
+                "any write: a damaged card cannot be backed up again)",
             ]
             journal.close(op, OpState.FAILED, e.message)
             e.message = f"upgrade stopped at {target.bus_id}: {e.message} (flashed before: {flashed})"
+            e.hint = f"fwman flash resume, then fwman upgrade --apply --reuse-backups-from {run}"
             raise
         result.flashed.append(done)
         journal.finish(op, step, f"{done.before_version} -> {done.after_version}")

@@ -296,6 +296,14 @@ def test_upgrade_stops_at_the_first_failure(tmp_path: Path) -> None:
     assert rig.chain("0000:41:00.0") == parse_rom(rig.new_image).chain_sha256
     assert_untouched(rig, before, except_=("0000:41:00.0", "0000:61:00.0"))
     assert_backups_verify(rig)
+    # the way out the message gives: resume the damaged card, then the rest with the backups taken first
+    run = r.stderr.split("--reuse-backups-from ")[1].split()[0]  # type: ignore[attr-defined]
+    rig.set_fault(None)
+    assert rig("flash", "resume").code == 0  # type: ignore[attr-defined]
+    assert rig.chain("0000:61:00.0") == parse_rom(rig.new_image).chain_sha256
+    r = rig("upgrade", "--apply", "--reuse-backups-from", run)
+    assert r.code == 0 and "nothing to flash" in r.stderr  # type: ignore[attr-defined]
+    assert_untouched(rig, before, except_=("0000:41:00.0", "0000:61:00.0"))
 
 
 def test_upgrade_check_after_a_reboot_without_rebar_switch(tmp_path: Path) -> None:
@@ -317,3 +325,18 @@ def test_nvflash_hangs_during_the_write(tmp_path: Path) -> None:
     assert_untouched(rig, before)
     op = last_op(rig)
     assert (op["state"], op["stopped_at"]) == ("failed", "write")
+
+
+def test_a_restore_after_a_failed_write_settles_it(tmp_path: Path) -> None:
+    rig = build_rig(tmp_path)
+    doc = rig("backup", "--all", "--json").json()  # type: ignore[attr-defined]
+    own = next(b["path"] for b in doc["backups"] if b["card"] == TARGET)
+    original = rig.chain(TARGET)
+    rig.set_fault("flash:interrupt@2")
+    assert rig(*FLASH, "--reuse-backups-from", doc["run"]).code == ExitCode.VERIFICATION  # type: ignore[attr-defined]
+    rig.set_fault(None)
+    r = rig("restore", "--card", "41:00.0", "--backup", own, "--reuse-backups-from", doc["run"])
+    assert r.code == 0, r.stderr  # type: ignore[attr-defined]
+    assert rig.chain(TARGET) == original
+    assert "nothing to resume" in rig("flash", "resume").stdout  # type: ignore[attr-defined]
+    assert rig.chain(TARGET) == original

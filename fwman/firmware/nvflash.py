@@ -276,9 +276,9 @@ def parse_block(text: str) -> FirmwareBlock:
     device = get("Device ID")
     device_id = None
     if device is not None:
-        device_id = _hex4(
-            device.split(":")[-1].split()[0] if device.split() else device, "Device ID", lines["Device ID"]
-        )
+        # "0x2204" or "10DE:2204": the device is the last colon-separated part of the first word
+        words = device.split()
+        device_id = _hex4(words[0].split(":")[-1] if words else "", "Device ID", lines["Device ID"])
     version = get("Version")
     return FirmwareBlock(
         version=version.split()[0].upper() if version else None,

@@ -166,9 +166,14 @@ def test_parsers_read_the_stand_ins_real_output(tmp_path: Path) -> None:
     assert t.outcome is FlashOutcome.SUBSYSTEM_MISMATCH
 
 
+KEYS = ["Version", "IFR Subsystem ID", "Subsystem Vendor ID", "Subsystem ID", "Board ID", "Device ID", "Build Date"]
+key_value = st.tuples(st.sampled_from(KEYS), st.text(alphabet="0123456789abcdefxX:.- N/A", max_size=14)).map(
+    lambda kv: f"{kv[0]} : {kv[1]}"
+)
 text_lines = st.lists(
     st.one_of(
         st.text(max_size=60),
+        key_value,
         st.sampled_from(
             [
                 DOC_LIST,
@@ -177,6 +182,8 @@ text_lines = st.lists(
                 "Subsystem ID : 0xZZ",
                 "Board ID : 0x",
                 "Device ID : ",
+                "Device ID : a:",
+                "Device ID : 10DE:2204 (GA102)",
                 "<7> x (10DE,2204,3842,3987) S:00,B:41,D:00,F:00",
                 "Nothing changed!",
                 nvflash.SUCCESS_LINE,

@@ -309,10 +309,12 @@ class Flasher:
                 bad = blocking(findings, overrides)
         except FwmanError as e:
             self.journal.fail(op, "gates", e.message, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
             raise
         if bad:
             detail = "; ".join(f.message for f in bad)
             self.journal.fail(op, "gates", detail, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
             hint = next((f"{f.fix}" for f in bad if f.fix), None)
             raise BlockedError(
                 f"{card.bus_id}: blocked before any write: {bad[0].message}", hint=hint, findings=list(bad)
@@ -326,6 +328,7 @@ class Flasher:
             self.ensure_backups(op)
         except FwmanError as e:
             self.journal.fail(op, "backups", e.message, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
             raise
         op.backup_run = self.backup_run
         own = self.backups[card.bus_id]
@@ -380,6 +383,7 @@ class Flasher:
             if transcript.nothing_changed and transcript.outcome is not nvflash.FlashOutcome.INCOMPLETE:
                 detail = f"nvflash refused ({state}): {last_error(pty.output)}; nothing changed"
                 self.journal.fail(op, "write", detail, OpState.BLOCKED)
+                self.host.unlink(staged)  # nothing was written: nothing to resume
                 self.record(op, card, source, rom, "refused", None, detail)
                 raise BlockedError(f"{card.bus_id}: {detail}", hint=f"log: {op.log}")
             # the write may have started: look at the card

@@ -76,8 +76,13 @@ def test_not_root_blocks(tmp_path: Path) -> None:
 
 
 def test_a_snapshot_never_flashes() -> None:
-    r = FwmanEnv()("flash", "--card", "41:00.0", "--image", REF, "--snapshot", str(EXAMPLE_HOST))
-    assert r.code == ExitCode.USAGE and "snapshot replay never runs nvflash" in r.stderr
+    for argv in (
+        ("flash", "--card", "41:00.0", "--image", REF),
+        ("upgrade", "--apply"),
+        ("restore", "--card", "41:00.0", "--backup", "/x"),
+    ):
+        r = FwmanEnv()(*argv, "--snapshot", str(EXAMPLE_HOST))
+        assert r.code == ExitCode.USAGE and "snapshot replay never runs nvflash" in r.stderr
 
 
 def test_process_holding_the_device_blocks_with_the_command_to_stop_it(tmp_path: Path) -> None:
@@ -105,6 +110,8 @@ def test_image_for_another_subsystem_is_blocked(tmp_path: Path) -> None:
     assert r.code == ExitCode.BLOCKED and "blocked before any write" in r.stderr
     assert "3842:3982" in r.stderr
     assert_nothing_written(rig, before)
+    staging = rig.root / "var/lib/fwman/staging"
+    assert staging.is_dir() and not list(staging.glob("*"))  # staged for the checks, removed once blocked
 
 
 def test_withdrawn_and_unhashed_images_are_blocked(tmp_path: Path) -> None:

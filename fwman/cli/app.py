@@ -76,7 +76,9 @@ Docs: docs/ in the source tree (one page per task; docs/cli.md lists every comma
     type=click.Path(file_okay=False, exists=True),
     help="Replay a host recorded by `fwman capture`; nothing is read from or written to this machine.",
 )
-@click.option("-v", "--verbose", count=True, help="More detail (-v); tracebacks of unexpected errors (-v) and of any error (-vv).")
+@click.option(
+    "-v", "--verbose", count=True, help="More detail; traceback of an unexpected error (-v), of any error (-vv)."
+)
 @click.pass_context
 def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int) -> None:
     """Manage VBIOS firmware and the P2P-patched NVIDIA driver on multi-GPU GeForce hosts, safely.

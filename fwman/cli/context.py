@@ -171,7 +171,7 @@ def common_options(f: F) -> F:
         count=True,
         expose_value=False,
         callback=_store("verbose"),
-        help="More detail (-v); tracebacks of unexpected errors (-v) and of any error (-vv).",
+        help="More detail; traceback of an unexpected error (-v), of any error (-vv).",
     )(f)
     return f
 

@@ -32,11 +32,12 @@ from fwman.errors import MissingError, NotRecordedError, UsageError, Verificatio
 from fwman.findings import Finding, Severity
 from fwman.firmware.catalog_overrides import HashOverride, find_override, load_overrides
 from fwman.host.base import Host
+from fwman.resources import bundled
 
 #: where ``fwman catalog update`` installs the verified catalog on a host (a link to ``catalogs/<serial>``)
 LOCAL_CATALOG = "/var/lib/fwman/catalog"
-#: the catalog bundled with fwman: ``catalog/`` next to the ``fwman`` package (source tree, editable install)
-BUNDLED_CATALOG = Path(__file__).resolve().parent.parent.parent / "catalog"
+#: the catalog bundled with fwman: ``catalog/`` of the source tree, or ``<prefix>/share/fwman/catalog`` when installed
+BUNDLED_CATALOG = bundled("catalog")
 
 INDEX_NAME = "index.json"
 SIG_NAME = "index.json.sig"

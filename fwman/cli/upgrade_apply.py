@@ -96,7 +96,13 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
         app.echo(f"backups of every card: run {result.backup_run} (fwman backup list)")
         app.echo("next steps:")
         for i, step in enumerate(result.next_steps, 1):
-            app.echo(f"  {i}. {step}")
+            title, _, details = step.partition(": ")
+            if "; " in details:  # a step with several details: one line each, easier to follow at the console
+                app.echo(f"  {i}. {title}")
+                for detail in details.split("; "):
+                    app.echo(f"       - {detail}")
+            else:
+                app.echo(f"  {i}. {step}")
 
 
 def _check(app: AppContext, as_json: bool) -> None:

@@ -29,6 +29,10 @@ HEADER_POSTINST = "/etc/kernel/header_postinst.d/fwman"
 UNIT_NAME = "fwman-catchup.service"
 UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
 UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
+#: the unit's command: a shell fast path that starts Python only when something changed
+CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
+#: what the last full catch-up found current (kernels, module files), read by CATCHUP_SCRIPT
+STAMP = "/var/lib/fwman/modules/current.stamp"
 
 Report = Callable[[str], None]
 
@@ -59,7 +63,8 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     python = python or python_for_hooks()
     hook = (directory / "kernel-postinst").read_text().replace("@PYTHON@", python).encode()
     unit = (directory / UNIT_NAME).read_text().replace("@PYTHON@", python).encode()
-    return {POSTINST: hook, HEADER_POSTINST: hook, UNIT_PATH: unit}
+    script = (directory / "fwman-catchup").read_text().replace("@PYTHON@", python).encode()
+    return {POSTINST: hook, HEADER_POSTINST: hook, UNIT_PATH: unit, CATCHUP_SCRIPT: script}
 
 
 def install_actions(python: str | None = None) -> list[Action]:
@@ -68,6 +73,7 @@ def install_actions(python: str | None = None) -> list[Action]:
     actions: list[Action] = [
         WriteFile(POSTINST, files[POSTINST], 0o755),
         WriteFile(HEADER_POSTINST, files[HEADER_POSTINST], 0o755),
+        WriteFile(CATCHUP_SCRIPT, files[CATCHUP_SCRIPT], 0o755),
         WriteFile(UNIT_PATH, files[UNIT_PATH], 0o644),
         Symlink(UNIT_WANTS, UNIT_PATH),
     ]
@@ -76,7 +82,13 @@ def install_actions(python: str | None = None) -> list[Action]:
 
 def remove_actions() -> list[Action]:
     """Return the actions that remove everything :func:`install_actions` wrote."""
-    return [RemoveFile(UNIT_WANTS), RemoveFile(UNIT_PATH), RemoveFile(HEADER_POSTINST), RemoveFile(POSTINST)]
+    return [
+        RemoveFile(UNIT_WANTS),
+        RemoveFile(UNIT_PATH),
+        RemoveFile(CATCHUP_SCRIPT),
+        RemoveFile(HEADER_POSTINST),
+        RemoveFile(POSTINST),
+    ]
 
 
 def _systemd_reload(host: Host) -> None:
@@ -132,7 +144,7 @@ def status(host: Host) -> HooksStatus:
         expected = rendered()
     except MissingError:
         expected = {}
-    for path in (POSTINST, HEADER_POSTINST, UNIT_PATH):
+    for path in (POSTINST, HEADER_POSTINST, CATCHUP_SCRIPT, UNIT_PATH):
         present = host.exists(path)
         current = present and path in expected and host.read_bytes(path) == expected[path]
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
@@ -232,12 +244,14 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
     Fast path (nothing to do): per kernel, one manifest read and a ``stat`` per module, no lock, no hashing, no
     source resolution. Raises LockTimeout when another build holds the lock.
     """
-    from fwman.driver.depmod import installed_kernels
     from fwman.driver.manifest import manifest_is_current
 
-    kernels = installed_kernels(host)
+    # listed here rather than through fwman.driver.depmod, whose imports (pydantic) cost more than the check
+    kernels = [k for k in _listdir(host, "/lib/modules") if host.is_dir(f"/lib/modules/{k}")]
     stale = [k for k in kernels if not manifest_is_current(host, k)]
     if not stale and not force and not host.exists("/var/lib/fwman/boot-pin.json"):
+        if not host.exists(STAMP):
+            write_stamp(host, kernels)
         return RunSummary(fast_path=True)
 
     from fwman.driver import boot
@@ -262,4 +276,30 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
             summary.outcomes.append(outcome)
             report(outcome.message)
         summary.boot = boot.ensure_safe_boot(host, report)
+        if all(manifest_is_current(host, k) for k in kernels) and not host.exists(boot.PIN_STATE):
+            write_stamp(host, kernels)
+        else:
+            host.unlink(STAMP)
     return summary
+
+
+def write_stamp(host: Host, kernels: list[str]) -> None:
+    """Record what the boot fast path (``fwman-catchup``) checks: the kernel set and fwman's module files.
+
+    Only called when every kernel in ``kernels`` has a current manifest and no boot pin exists.
+    """
+    from fwman.driver.manifest import load_manifest
+
+    lines = ["fwman-catchup-stamp 1", "kernels " + " ".join(sorted(kernels))]
+    for kver in sorted(kernels):
+        manifest = load_manifest(host, kver)
+        if manifest is not None:
+            lines += [f"file {entry.path}" for entry in manifest.modules.values()]
+    host.write_bytes(STAMP, ("\n".join(lines) + "\n").encode())
+
+
+def _listdir(host: Host, path: str) -> list[str]:
+    try:
+        return host.listdir(path)
+    except MissingError:
+        return []

@@ -120,7 +120,12 @@ def test_systemd_accepts_the_unit(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     assert run_fwman(root, "hooks", "install")[0] == 0
-    unit = root / "etc/systemd/system/fwman-catchup.service"
+    installed = (root / "etc/systemd/system/fwman-catchup.service").read_text()
+    script = "/usr/local/lib/fwman/fwman-catchup"
+    assert f"ExecStart={script}\n" in installed
+    # systemd checks that ExecStart is executable on this machine: point it at the copy in the temp root
+    unit = tmp_path / "fwman-catchup.service"
+    unit.write_text(installed.replace(f"ExecStart={script}", f"ExecStart={root}{script}"))
     proc = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert "fwman-catchup.service" not in proc.stderr  # no complaint about our unit

@@ -17,13 +17,17 @@ from tests.helpers import FwmanEnv
 def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     done = hooks.install(host)
-    assert len(done) == 4
+    assert len(done) == 5
     hook = tmp_path / "etc/kernel/postinst.d/fwman"
     text = hook.read_text()
     assert f'FWMAN_PYTHON="{os.path.abspath(sys.executable)}"' in text and "@PYTHON@" not in text
     assert os.access(hook, os.X_OK)
     unit = (tmp_path / "etc/systemd/system/fwman-catchup.service").read_text()
-    assert f"ExecStart={os.path.abspath(sys.executable)} -m fwman modules catchup" in unit
+    assert "ExecStart=/usr/local/lib/fwman/fwman-catchup\n" in unit
+    script = (tmp_path / "usr/local/lib/fwman/fwman-catchup").read_text()
+    assert f'PYTHON="{os.path.abspath(sys.executable)}"' in script and os.access(
+        tmp_path / hooks.CATCHUP_SCRIPT[1:], os.X_OK
+    )
     assert "Before=nvidia-persistenced.service display-manager.service" in unit and "After=" in unit
     assert hooks.install(host) == []  # nothing left to do
     st = hooks.status(host)
@@ -32,7 +36,7 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     st = hooks.status(host)
     assert not st.installed and st.files[0].note == "differs from this fwman's version"
     assert hooks.install(host) == [f"write {hooks.POSTINST} ({len(text)} bytes, mode 755)"]
-    assert len(hooks.remove(host)) == 4
+    assert len(hooks.remove(host)) == 5
     assert not hook.exists() and not (tmp_path / "etc/systemd/system/fwman-catchup.service").exists()
     assert hooks.remove(host) == []
 
@@ -80,3 +84,71 @@ def test_shell_hook_without_a_kernel(tmp_path: Path) -> None:
     hook = _hook_with(tmp_path, "exit 1")
     proc = subprocess.run([str(hook)], capture_output=True, text=True)
     assert proc.returncode == 0 and "without a kernel version" in proc.stderr
+
+
+def _fast_path_root(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Return (root, installed catch-up script, file the stand-in interpreter writes when it is started)."""
+    root = tmp_path / "root"
+    for k in ("6.1.0-50-amd64", "6.1.0-53-amd64"):
+        ko = root / "lib/modules" / k / "updates/fwman/nvidia.ko"
+        ko.parent.mkdir(parents=True)
+        ko.write_bytes(b"ko")
+    started = tmp_path / "python-started"
+    python = tmp_path / "python"
+    python.write_text(f'#!/bin/sh\necho "$*" > {started}\n')
+    python.chmod(0o755)
+    hooks.apply_all(LiveHost(str(root)), hooks.install_actions(str(python)))
+    return root, root / hooks.CATCHUP_SCRIPT.lstrip("/"), started
+
+
+def _stamp(root: Path) -> None:
+    lines = ["fwman-catchup-stamp 1", "kernels 6.1.0-50-amd64 6.1.0-53-amd64"]
+    lines += [f"file /lib/modules/{k}/updates/fwman/nvidia.ko" for k in ("6.1.0-50-amd64", "6.1.0-53-amd64")]
+    path = root / hooks.STAMP.lstrip("/")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _run(script: Path, root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(script)], capture_output=True, text=True, env={**os.environ, "FWMAN_ROOT": str(root)})
+
+
+def test_boot_fast_path_starts_no_python_when_nothing_changed(tmp_path: Path) -> None:
+    root, script, started = _fast_path_root(tmp_path)
+    proc = _run(script, root)  # no stamp yet: the full catch-up runs
+    assert proc.returncode == 0 and started.read_text().strip() == "-m fwman modules catchup"
+    started.unlink()
+    _stamp(root)
+    proc = _run(script, root)
+    assert proc.returncode == 0 and "nothing changed since the last full check" in proc.stdout
+    assert not started.exists()
+
+
+@pytest.mark.parametrize("change", ["new kernel", "module moved", "pin"])
+def test_boot_fast_path_runs_the_full_catchup_after_a_change(tmp_path: Path, change: str) -> None:
+    root, script, started = _fast_path_root(tmp_path)
+    _stamp(root)
+    if change == "new kernel":
+        (root / "lib/modules/6.1.0-54-amd64").mkdir()
+    elif change == "module moved":
+        (root / "lib/modules/6.1.0-53-amd64/updates/fwman/nvidia.ko").unlink()
+    else:
+        (root / "var/lib/fwman/boot-pin.json").write_text("{}")
+    assert _run(script, root).returncode == 0
+    assert started.exists()
+
+
+def test_catchup_writes_the_stamp_the_script_reads(tmp_path: Path) -> None:
+    import hashlib
+
+    from fwman.driver.hooks import catchup
+    from fwman.driver.manifest import Manifest, ModuleEntry, write_manifest
+
+    root, script, started = _fast_path_root(tmp_path)
+    host = LiveHost(str(root))
+    for k in ("6.1.0-50-amd64", "6.1.0-53-amd64"):
+        path = f"/lib/modules/{k}/updates/fwman/nvidia.ko"
+        entry = ModuleEntry(path, hashlib.sha256(b"ko").hexdigest(), 2)
+        write_manifest(host, Manifest(k, None, None, "tree:x", {"nvidia": entry}, "2026-01-01T00:00:00+00:00"))
+    assert catchup(host).fast_path
+    assert _run(script, root).returncode == 0 and not started.exists()

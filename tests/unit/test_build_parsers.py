@@ -240,3 +240,41 @@ def test_lock_times_out_while_held(tmp_path: Path) -> None:
         assert info.value.exit_code == 3
     with module_lock(host, timeout=0):  # released again
         pass
+
+
+def test_newer_branches_come_from_the_branch_cache_only(tmp_path: Path) -> None:
+    from fwman.driver.build import Source, newer_branches
+
+    host = LiveHost(str(tmp_path))
+    source = Source(
+        "/src", "abc", "abc", "https://github.com/aikitoria/open-gpu-kernel-modules.git", "570.86.16-p2p", "u"
+    )
+    assert newer_branches(host, source) == []  # no cache: nothing, and no network
+    cache = tmp_path / "var/cache/fwman/branches.json"
+    cache.parent.mkdir(parents=True)
+    entry = {"fork": "aikitoria", "source": "git", "fetched_at": "2026-01-01T00:00:00+00:00"}
+    cache.write_text(
+        json.dumps(
+            {
+                "format": "fwman-branch-cache",
+                "version": 1,
+                "forks": {
+                    "https://github.com/aikitoria/open-gpu-kernel-modules": {
+                        **entry,
+                        "branches": ["main", "565.57.01-p2p", "570.86.16-p2p", "575.51.02-p2p", "580.65.06-p2p"],
+                    },
+                    "https://github.com/tinygrad/open-gpu-kernel-modules": {
+                        **entry,
+                        "fork": "tinygrad",
+                        "branches": ["550.54.15-p2p", "575.51.02"],
+                    },
+                },
+            }
+        )
+    )
+    assert newer_branches(host, source) == ["aikitoria: 575.51.02-p2p", "aikitoria: 580.65.06-p2p"]
+    tree = tmp_path / "local"
+    tree.mkdir()
+    (tree / "version.mk").write_text("NVIDIA_VERSION = 575.51.02\n")
+    local = Source("/local", "tree:x", None, None, None, "/local")
+    assert newer_branches(host, local) == ["aikitoria: 580.65.06-p2p"]

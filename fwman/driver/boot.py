@@ -466,15 +466,16 @@ class BootCheck:
     problem: str | None = None
 
 
-def ensure_safe_boot(host: Host, report: Report = _nothing) -> BootCheck:
+def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = True) -> BootCheck:
     """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
 
     Every action is reported loudly (``report``, the motd and the journal). Never raises for a pin that
     cannot be made: the problem is reported and returned (a kernel install must not fail over it).
+    ``hash_files=False`` checks sizes and depmod's resolution instead of hashing (the boot-time path).
     """
     check = BootCheck(default_boot_kernel(host), None)
     current = read_pin(host)
-    if current is not None and kernel_safety(host, current.avoided).safe:
+    if current is not None and kernel_safety(host, current.avoided, hash_files).safe:
         try:
             check.released = unpin(host)
             report(f"{current.avoided} now has working patched modules: boot pin to {current.kernel} released")
@@ -486,10 +487,10 @@ def ensure_safe_boot(host: Host, report: Report = _nothing) -> BootCheck:
     kver = check.default.kver
     if kver is None:
         return check
-    check.safety = kernel_safety(host, kver)
+    check.safety = kernel_safety(host, kver, hash_files)
     if check.safety.safe:
         return check
-    candidates = [k for k in reversed(installed_kernels(host)) if k != kver and kernel_safety(host, k).safe]
+    candidates = [k for k in reversed(installed_kernels(host)) if k != kver and kernel_safety(host, k, hash_files).safe]
     if not candidates:
         check.problem = f"the next boot ({kver}) has no working patched modules and no other kernel has them"
         report(f"WARNING: {check.problem}: {check.safety.reason}")

@@ -173,17 +173,18 @@ class RunSummary:
         return [o for o in self.outcomes if getattr(o, "status", "") in ("failed", "pending", "skipped")]
 
 
-def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -> list[str]:
+def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -> tuple[list[str], list[str]]:
     """Put fwman's modules back where depmod no longer resolves them to ours (DKMS replaced them).
 
-    Checks resolution and sizes only (no hashing). Returns the kernels repaired. A kernel whose stored copy is
-    unusable is left for a rebuild (its manifest no longer checks out, so catch-up builds it).
+    Checks resolution and sizes only (no hashing). Returns (kernels repaired, kernels whose stored copy is
+    unusable: the caller rebuilds those). Manifests are never deleted here.
     """
     from fwman.driver.install import check_installed, repair_from_store
     from fwman.driver.manifest import load_manifest
     from fwman.errors import ParseError
 
     repaired: list[str] = []
+    broken: list[str] = []
     for kver in kernels:
         try:
             manifest = load_manifest(host, kver)
@@ -195,15 +196,13 @@ def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -
         if not bad:
             continue
         report(f"WARNING: {kver}: {bad[0].problem} (DKMS or a package replaced it): reinstalling fwman's modules")
-        if repair_from_store(host, manifest):
-            still = [c for c in check_installed(host, manifest) if not c.ok]
-            if not still:
-                repaired.append(kver)
-                report(f"{kver}: fwman's modules are back in place and verified")
-                continue
-        report(f"{kver}: the stored copy is unusable; the modules will be rebuilt")
-        host.unlink(f"/var/lib/fwman/modules/{kver}.json")
-    return repaired
+        if repair_from_store(host, manifest) and all(c.ok for c in check_installed(host, manifest)):
+            repaired.append(kver)
+            report(f"{kver}: fwman's modules are back in place and verified")
+            continue
+        report(f"{kver}: fwman's stored copy is missing or differs from the manifest: rebuilding")
+        broken.append(kver)
+    return repaired, broken
 
 
 def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock_timeout: float = 900.0) -> RunSummary:
@@ -222,18 +221,21 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock
         # first what DKMS (its hook ran just before this one) may have replaced: a repair needs no build
         kernels = boot.installed_kernels(host)
         with_manifest = [k for k in kernels if host.exists(f"/var/lib/fwman/modules/{k}.json")]
-        summary.repaired = repair_replaced(host, with_manifest, report)
+        summary.repaired, broken = repair_replaced(host, with_manifest, report)
         spec = load_source_spec(host)
         if spec is None:
             summary.no_source = True
             write_marker(host, pending_path(kver), Marker(kver, "no module source configured"))
             report(f"no module source configured: {kver} marked pending (run `fwman modules build` once)")
-        elif manifest_is_current(host, kver):
+        elif manifest_is_current(host, kver) and kver not in broken:
             summary.outcomes.append(KernelOutcome(kver, "current", f"{kver}: patched modules already current"))
         else:
             report(f"{origin}: building the patched NVIDIA modules for {kver} from {spec.describe()}")
-            outcome = update_kernel(host, kver, spec, fetch=False, report=report)
+            outcome = update_kernel(host, kver, spec, force=kver in broken, fetch=False, report=report)
             summary.outcomes.append(outcome)
+        if spec is not None:
+            for other in (k for k in broken if k != kver):
+                summary.outcomes.append(update_kernel(host, other, spec, force=True, fetch=False, report=report))
         summary.boot = boot.ensure_safe_boot(host, report)
     return summary
 
@@ -248,8 +250,14 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
 
     # listed here rather than through fwman.driver.depmod, whose imports (pydantic) cost more than the check
     kernels = [k for k in _listdir(host, "/lib/modules") if host.is_dir(f"/lib/modules/{k}")]
-    stale = [k for k in kernels if not manifest_is_current(host, k)]
-    if not stale and not force and not host.exists("/var/lib/fwman/boot-pin.json"):
+    # a kernel without headers that is already marked pending has nothing to do until its headers come
+    todo = [
+        k
+        for k in kernels
+        if not manifest_is_current(host, k)
+        and (_has_headers(host, k) or not host.exists(f"/var/lib/fwman/modules/{k}.pending"))
+    ]
+    if not todo and not force and not host.exists("/var/lib/fwman/boot-pin.json"):
         if not host.exists(STAMP):
             write_stamp(host, kernels)
         return RunSummary(fast_path=True)
@@ -263,8 +271,8 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
     with module_lock(host, lock_timeout):
         # modules DKMS moved away make the manifest stale: put them back before deciding what to build
         with_manifest = [k for k in kernels if host.exists(f"/var/lib/fwman/modules/{k}.json")]
-        summary.repaired = repair_replaced(host, with_manifest, report)
-        stale = [k for k in kernels if force or not manifest_is_current(host, k)]
+        summary.repaired, broken = repair_replaced(host, with_manifest, report)
+        stale = [k for k in kernels if force or k in broken or not manifest_is_current(host, k)]
         spec = load_source_spec(host) if stale else None
         for kver in sorted(stale, key=boot.version_key):
             if spec is None:
@@ -272,26 +280,35 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
                 write_marker(host, pending_path(kver), Marker(kver, "no module source configured"))
                 report(f"{kver}: no module source configured (run `fwman modules build` once): pending")
                 continue
-            outcome = update_kernel(host, kver, spec, force=force, fetch=False, report=report)
+            outcome = update_kernel(host, kver, spec, force=force or kver in broken, fetch=False, report=report)
             summary.outcomes.append(outcome)
             report(outcome.message)
-        summary.boot = boot.ensure_safe_boot(host, report)
-        if all(manifest_is_current(host, k) for k in kernels) and not host.exists(boot.PIN_STATE):
+        # sizes and depmod's resolution, no hashing: at boot the modules were verified when installed
+        summary.boot = boot.ensure_safe_boot(host, report, hash_files=False)
+        settled = all(manifest_is_current(host, k) or not _has_headers(host, k) for k in kernels)
+        if settled and not host.exists(boot.PIN_STATE):
             write_stamp(host, kernels)
         else:
             host.unlink(STAMP)
     return summary
 
 
+def _has_headers(host: Host, kver: str) -> bool:
+    return host.is_dir(f"/lib/modules/{kver}/build/include")
+
+
 def write_stamp(host: Host, kernels: list[str]) -> None:
     """Record what the boot fast path (``fwman-catchup``) checks: the kernel set and fwman's module files.
 
-    Only called when every kernel in ``kernels`` has a current manifest and no boot pin exists.
+    Only called when every kernel in ``kernels`` has a current manifest or no headers, and no boot pin exists.
     """
     from fwman.driver.manifest import load_manifest
 
     lines = ["fwman-catchup-stamp 1", "kernels " + " ".join(sorted(kernels))]
     for kver in sorted(kernels):
+        if not _has_headers(host, kver):
+            lines.append(f"noheaders {kver}")  # the script runs the full catch-up once they appear
+            continue
         manifest = load_manifest(host, kver)
         if manifest is not None:
             lines += [f"file {entry.path}" for entry in manifest.modules.values()]

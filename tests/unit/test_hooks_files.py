@@ -152,3 +152,29 @@ def test_catchup_writes_the_stamp_the_script_reads(tmp_path: Path) -> None:
         write_manifest(host, Manifest(k, None, None, "tree:x", {"nvidia": entry}, "2026-01-01T00:00:00+00:00"))
     assert catchup(host).fast_path
     assert _run(script, root).returncode == 0 and not started.exists()
+
+
+def test_a_pending_kernel_without_headers_does_not_defeat_the_fast_paths(tmp_path: Path) -> None:
+    import hashlib
+
+    from fwman.driver.hooks import catchup
+    from fwman.driver.manifest import Manifest, ModuleEntry, write_manifest
+
+    root, script, started = _fast_path_root(tmp_path)
+    host = LiveHost(str(root))
+    path = "/lib/modules/6.1.0-50-amd64/updates/fwman/nvidia.ko"
+    entry = ModuleEntry(path, hashlib.sha256(b"ko").hexdigest(), 2)
+    write_manifest(host, Manifest("6.1.0-50-amd64", None, None, "x", {"nvidia": entry}, "2026-01-01T00:00:00+00:00"))
+    (root / "lib/modules/6.1.0-50-amd64/build/include").mkdir(parents=True)
+    (root / "lib/modules/6.1.0-50-amd64/modules.dep").write_text("updates/fwman/nvidia.ko:\n")
+    # 6.1.0-53 has no headers and no manifest: the first catch-up marks it pending (and cannot pin anything)
+    first = catchup(host)
+    assert not first.fast_path and not first.repaired
+    assert (root / "var/lib/fwman/modules/6.1.0-53-amd64.pending").exists()
+    assert (root / "var/lib/fwman/modules/6.1.0-50-amd64.json").exists()
+    assert catchup(host).fast_path  # pending without headers: nothing to do
+    stamp = (root / "var/lib/fwman/modules/current.stamp").read_text().splitlines()
+    assert "noheaders 6.1.0-53-amd64" in stamp and f"file {path}" in stamp
+    assert _run(script, root).returncode == 0 and not started.exists()
+    (root / "lib/modules/6.1.0-53-amd64/build/include").mkdir(parents=True)  # the headers arrive
+    assert _run(script, root).returncode == 0 and started.exists()

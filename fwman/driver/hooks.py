@@ -23,6 +23,7 @@ from pathlib import Path
 from fwman.driver.actions import Action, RemoveFile, Symlink, WriteFile, apply_all
 from fwman.errors import MissingError
 from fwman.host.base import Host
+from fwman.resources import bundled
 
 POSTINST = "/etc/kernel/postinst.d/fwman"
 HEADER_POSTINST = "/etc/kernel/header_postinst.d/fwman"
@@ -42,13 +43,13 @@ def _nothing(_: str) -> None:
 
 
 def templates_dir() -> Path:
-    """Return the directory of the hook templates (``hooks/`` next to the package). Raises MissingError."""
-    here = Path(__file__).resolve().parent.parent.parent / "hooks"
+    """Return the directory of the hook templates (see fwman.resources.bundled). Raises MissingError."""
+    here = bundled("hooks")
     if (here / "kernel-postinst").is_file():
         return here
     raise MissingError(
         f"hook templates not found in {here}",
-        hint="install fwman from its source tree (the hooks/ directory ships next to the fwman package)",
+        hint="reinstall fwman: hooks/ ships in its source tree and as <prefix>/share/fwman/hooks in a wheel",
     )
 
 

@@ -103,6 +103,18 @@ COLLECTORS = (
     "fwman.driver.audit:collect",
     "fwman.doctor:collect",
 )
+#: read-only commands run once against the recording host (output discarded), so that replaying them finds
+#: every path and command they read: the simplest guarantee that capture and the commands never drift apart
+REPLAYABLE_COMMANDS = (
+    ("scan", "--json"),
+    ("audit", "--offline", "--json"),
+    ("doctor", "--json"),
+    ("modules", "status", "--json"),
+    ("modules", "check-boot", "--json"),
+    ("hooks", "status", "--json"),
+    ("dkms", "status", "--json"),
+    ("upgrade", "--dry-run", "--json"),
+)
 
 
 @dataclass
@@ -197,6 +209,11 @@ def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] 
             continue  # that command is not in this build
         progress(module_name.rsplit(".", 1)[-1])
         _try(report, spec, collector, rec)
+    for argv in REPLAYABLE_COMMANDS:
+        progress(f"fwman {' '.join(argv)}")
+        problem = _run_command(rec, list(argv))
+        if problem:
+            report.problems.append(f"fwman {' '.join(argv)}: {problem}")
     report.files = len(writer.files)
     report.commands = len(writer.commands)
     return report
@@ -215,3 +232,26 @@ def _read_iommu_group(host: Host, directory: str) -> None:
     host.listdir(f"{group}/devices")
     if host.exists(f"{group}/type"):
         host.read_bytes(f"{group}/type")
+
+
+def _run_command(host: Host, argv: list[str]) -> str | None:
+    """Run fwman ``argv`` against ``host`` with output discarded; return None, or what broke it unexpectedly.
+
+    Its outcome does not matter, its reads do: a command that fails the ordinary way (exit != 0, a missing tool,
+    a write the read-only recording refuses) has still recorded what it read.
+    """
+    import io
+
+    import click
+
+    from fwman.cli.app import cli
+    from fwman.cli.context import AppContext, Environment
+
+    app = AppContext(env=Environment(stdout=io.StringIO(), stderr=io.StringIO(), variables={}), _host=host)
+    try:
+        cli.main(args=argv, prog_name="fwman", obj=app, standalone_mode=False)
+    except (FwmanError, click.ClickException, click.exceptions.Exit, click.Abort):
+        return None
+    except Exception as e:  # a bug in that command must not cost the user the whole capture
+        return f"unexpected {type(e).__name__}: {e}"
+    return None

@@ -101,15 +101,18 @@ class SnapshotHost(JournalMixin):
         return "/" + "/".join(resolved)
 
     def _known_absent(self, path: str) -> bool:
-        """Return True when the snapshot proves ``path`` did not exist (listed absent, or a complete parent
-        listing that lacks it)."""
-        if path in self.absent:
-            return True
-        parent, name = posixpath.split(path)
-        listing = self.dirs.get(parent)
-        if listing is not None and name not in listing:
-            return True
-        return any(path.startswith(a + "/") for a in self.absent)
+        """Return True when the snapshot proves ``path`` did not exist: it, or an ancestor, is listed absent or
+        is missing from its parent's complete listing."""
+        current = path
+        while current not in ("/", ""):
+            if current in self.absent:
+                return True
+            parent, name = posixpath.split(current)
+            listing = self.dirs.get(parent)
+            if listing is not None and name not in listing:
+                return True
+            current = parent
+        return False
 
     def _state(self, path: str) -> str:
         """Classify a resolved path: "file", "dir", "absent"; raise NotRecordedError when unknown."""

@@ -1,5 +1,4 @@
-"""One test per documented exit code (README "Exit codes"). Codes 3 and 6 are exercised by the commands that
-can block or partly fail (rom verify, backup); this file pins the mapping itself."""
+"""One test per documented exit code (README "Exit codes"), each through a real command."""
 
 from __future__ import annotations
 
@@ -83,3 +82,25 @@ def test_help_and_version_exit_0(fwman: FwmanEnv) -> None:
     assert r.code == 0 and "Exit codes:" in r.stdout and "scan" in r.stdout
     r = fwman("--version")
     assert r.code == 0 and r.stdout.startswith("fwman, version ")
+
+
+def test_3_blocked_by_a_safety_gate(fwman: FwmanEnv, tmp_path: Path) -> None:
+    from fixtures.romgen import RomSpec, build_rom
+
+    stripped = tmp_path / "stripped.rom"  # a VFIO-"patched" image: never a flash source
+    stripped.write_bytes(build_rom(RomSpec(kind="stripped", subsystem_device=0x3987)))
+    r = fwman("--snapshot", str(EXAMPLE_HOST), "rom", "verify", str(stripped), "--card", "41:00.0")
+    assert r.code == 3
+    assert "BLOCK  rom.kind" in r.stdout
+    assert r.stderr.startswith("fwman: error: ")
+
+
+def test_6_partial_success(tmp_path: Path) -> None:
+    from fixtures.nvflash.rig import build_rig
+
+    rig = build_rig(tmp_path)
+    rig.set_fault("save:error@2")  # the stand-in nvflash fails to save the third card
+    r = rig("backup", "--all")
+    assert r.code == 6
+    assert "fwman: error: 1 of 4 backups failed" in r.stderr
+    assert len(rig("backup", "list", "--json").json()["backups"]) == 3

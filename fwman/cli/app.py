@@ -7,6 +7,7 @@ import importlib
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -38,15 +39,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use."""
+    """A group whose subcommands are imported on first use, from a name -> ("module:attr", help) table."""
+
+    def __init__(self, *args: Any, lazy_commands: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = COMMANDS if lazy_commands is None else lazy_commands
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """Return the command names, sorted."""
-        return sorted(COMMANDS)
+        return sorted(self.lazy_commands)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """Import and return the named command, or None."""
-        entry = COMMANDS.get(cmd_name)
+        entry = self.lazy_commands.get(cmd_name)
         if entry is None:
             return None
         module_name, attr = entry[0].split(":")
@@ -56,7 +61,7 @@ class LazyGroup(click.Group):
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List commands with their one-line help without importing them."""
-        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        rows = [(name, self.lazy_commands[name][1]) for name in self.list_commands(ctx)]
         with formatter.section("Commands"):
             formatter.write_dl(rows)
 

@@ -6,11 +6,11 @@ patched-module build commands can join this group without editing the others.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import click
 
+from fwman.cli.app import LazyGroup
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 
 #: name -> (module:attribute, one-line help)
@@ -19,25 +19,7 @@ DRIVER_COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-class _LazyDriverGroup(click.Group):
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(DRIVER_COMMANDS)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        entry = DRIVER_COMMANDS.get(cmd_name)
-        if entry is None:
-            return None
-        module_name, attr = entry[0].split(":")
-        command = getattr(importlib.import_module(module_name), attr)
-        assert isinstance(command, click.Command)
-        return command
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        with formatter.section("Commands"):
-            formatter.write_dl([(n, DRIVER_COMMANDS[n][1]) for n in self.list_commands(ctx)])
-
-
-@click.group(cls=_LazyDriverGroup)
+@click.group(cls=LazyGroup, lazy_commands=DRIVER_COMMANDS)
 def driver() -> None:
     """The P2P-patched NVIDIA kernel module: forks, branches, builds.
 

@@ -6,9 +6,12 @@ where they really live (under a root directory, or inside a snapshot).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import posixpath
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+from fwman.errors import MissingError
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,41 @@ class Host(Protocol):
         Used to hand files to real tools (make, depmod -b, dkms) that need a filesystem path.
         """
         ...
+
+
+MAX_LINKS = 40
+
+
+def resolve_links(path: str, read_link: Callable[[str], str | None]) -> str:
+    """Return absolute host path ``path`` with every symbolic link resolved, component by component.
+
+    ``read_link(p)`` returns the stored target of ``p`` when it is a link, else None. Absolute targets restart
+    from ``/`` (of the host, so a root-mapped host stays inside its root). One algorithm for every Host, so a
+    live root, a recording and its replay resolve a path the same way. Raises MissingError after 40 links.
+    """
+    parts = [p for p in posixpath.normpath(path).split("/") if p]
+    resolved: list[str] = []
+    hops = 0
+    while parts:
+        name = parts.pop(0)
+        if name == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        if name == ".":
+            continue
+        candidate = "/" + "/".join([*resolved, name])
+        target = read_link(candidate)
+        if target is not None:
+            hops += 1
+            if hops > MAX_LINKS:
+                raise MissingError(f"too many levels of symbolic links: {path}")
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p] + parts
+            continue
+        resolved.append(name)
+    return "/" + "/".join(resolved)
 
 
 @dataclass

@@ -15,9 +15,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 
 from fwman.errors import FwmanError, MissingError
-from fwman.host.base import CommandResult, JournalMixin
-
-_MAX_LINKS = 40
+from fwman.host.base import CommandResult, JournalMixin, resolve_links
 
 
 class LiveHost(JournalMixin):
@@ -42,28 +40,12 @@ class LiveHost(JournalMixin):
         """Return ``path`` with links resolved inside the root (absolute targets are relative to the root)."""
         if self.root == "/":
             return os.path.realpath(path)
-        parts = [p for p in os.path.normpath(path).split("/") if p]
-        resolved: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == "..":
-                if resolved:
-                    resolved.pop()
-                continue
-            candidate = "/" + "/".join([*resolved, name])
+
+        def read_link(candidate: str) -> str | None:
             raw = self._raw(candidate)
-            if os.path.islink(raw):
-                hops += 1
-                if hops > _MAX_LINKS:
-                    raise MissingError(f"too many levels of symbolic links: {path}")
-                target = os.readlink(raw)
-                if target.startswith("/"):
-                    resolved = []
-                parts = [p for p in target.split("/") if p and p != "."] + parts
-                continue
-            resolved.append(name)
-        return "/" + "/".join(resolved)
+            return os.readlink(raw) if os.path.islink(raw) else None
+
+        return resolve_links(path, read_link)
 
     def _map(self, path: str) -> str:
         """Return the filesystem path for reading host path ``path`` (links resolved inside the root)."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from fwman import __version__
 from fwman.errors import MissingError, UsageError
-from fwman.host.base import CommandResult, Host
+from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
 
 _UUID = re.compile(r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -169,31 +169,17 @@ class RecordingHost:
         self.description = f"recording {inner.description}"
         self.journal = inner.journal
 
-    # resolution is recorded link by link so the replay resolves the same way
     def realpath(self, path: str) -> str:
-        """Return ``path`` resolved, recording every link met on the way."""
-        parts = [p for p in posixpath.normpath(path).split("/") if p]
-        resolved: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == "..":
-                if resolved:
-                    resolved.pop()
-                continue
-            candidate = "/" + "/".join([*resolved, name])
-            if self.inner.is_link(candidate):
-                hops += 1
-                if hops > 40:
-                    raise MissingError(f"too many levels of symbolic links: {path}")
-                target = self.inner.readlink(candidate)
-                self.writer.add_link(candidate, target)
-                if target.startswith("/"):
-                    resolved = []
-                parts = [p for p in target.split("/") if p and p != "."] + parts
-                continue
-            resolved.append(name)
-        return "/" + "/".join(resolved)
+        """Return ``path`` resolved, recording every link met on the way (so the replay resolves the same)."""
+
+        def read_link(candidate: str) -> str | None:
+            if not self.inner.is_link(candidate):
+                return None
+            target = self.inner.readlink(candidate)
+            self.writer.add_link(candidate, target)
+            return target
+
+        return resolve_links(path, read_link)
 
     def exists(self, path: str) -> bool:
         """Return and record whether ``path`` exists."""

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from fwman.errors import MissingError, NotRecordedError, UsageError
-from fwman.host.base import CommandResult, JournalMixin
+from fwman.host.base import CommandResult, JournalMixin, resolve_links
 
 FORMAT = "fwman-snapshot"
 VERSION = 1
-_MAX_LINKS = 40
 
 
 def _norm(path: str) -> str:
@@ -76,29 +75,7 @@ class SnapshotHost(JournalMixin):
 
     def realpath(self, path: str) -> str:
         """Return ``path`` with recorded links resolved."""
-        parts = [p for p in _norm(path).split("/") if p]
-        resolved: list[str] = []
-        hops = 0
-        while parts:
-            name = parts.pop(0)
-            if name == "..":
-                if resolved:
-                    resolved.pop()
-                continue
-            if name == ".":
-                continue
-            candidate = "/" + "/".join([*resolved, name])
-            target = self.links.get(candidate)
-            if target is not None:
-                hops += 1
-                if hops > _MAX_LINKS:
-                    raise MissingError(f"too many levels of symbolic links in snapshot: {path}")
-                if target.startswith("/"):
-                    resolved = []
-                parts = [p for p in target.split("/") if p] + parts
-                continue
-            resolved.append(name)
-        return "/" + "/".join(resolved)
+        return resolve_links(path, self.links.get)
 
     def _known_absent(self, path: str) -> bool:
         """Return True when the snapshot proves ``path`` did not exist: it, or an ancestor, is listed absent or

@@ -1,8 +1,8 @@
 """The firmware upgrade plan: which card gets which image, and every step around the flash.
 
 :func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the
-Host; it changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade_apply) executes
-the steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
+Host; it changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade_apply)
+executes the steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
 
 Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the
 recommended image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped

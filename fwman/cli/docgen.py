@@ -39,7 +39,12 @@ def render() -> str:
     for chain in _walk([("fwman", cli)]):
         ctx: click.Context | None = None
         for name, command in chain:
-            ctx = click.Context(command, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
+            # the root context carries the group's settings (-h as well as --help), as a real invocation does;
+            # click caches the help option per command, so a context without them would depend on test order
+            settings = dict(cli.context_settings) if ctx is None else {}
+            ctx = click.Context(
+                command, info_name=name, parent=ctx, terminal_width=100, max_content_width=100, **settings
+            )
         assert ctx is not None
         names = [name for name, _ in chain]
         out.append(f"\n## `{' '.join(names)}`\n\n")

@@ -9,7 +9,6 @@ backups of its run, and reads the card back before writing, so it never writes t
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -20,7 +19,6 @@ from fwman.firmware.backup import BackupEntry, backup_all, load_manifest, reuse_
 from fwman.firmware.history import HistoryRecord, append_history
 from fwman.firmware.journal import Journal, Operation, OpState, now
 from fwman.firmware.nvflash_host import NvflashTool, driver_findings, find_nvflash, last_error
-from fwman.firmware.pty_run import run_in_pty
 from fwman.firmware.rom import parse_rom
 from fwman.firmware.rommodel import RomImage
 from fwman.gpu.card import Card
@@ -367,11 +365,8 @@ class Flasher:
             if self.stream is not None:
                 self.stream(text)
 
-        env = {**os.environ, **getattr(self.host, "env", {})}
-        env.setdefault("LC_ALL", "C")
-        pty = run_in_pty(
+        pty = self.host.run_interactive(
             nvflash.flash_argv(adapter.index, local, tool=self.tool.path),
-            env=env,
             answers=[(nvflash.CONFIRM_PROMPT, "y")],
             on_output=on_output,
             timeout=self.options.timeout,

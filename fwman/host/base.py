@@ -9,9 +9,12 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from fwman.errors import MissingError
+
+if TYPE_CHECKING:
+    from fwman.host.pty import PtyResult
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,21 @@ class Host(Protocol):
         """Run a command and return its result; a missing executable gives ``missing=True``, never raises.
 
         Raises NotRecordedError on a snapshot that did not record this argv, FwmanError on a timeout.
+        """
+        ...
+
+    def run_interactive(
+        self,
+        argv: Sequence[str],
+        *,
+        answers: Sequence[tuple[str, str]],
+        on_output: Callable[[str], None] | None = None,
+        timeout: float = 600.0,
+    ) -> PtyResult:
+        """Run a tool that reads its confirmation from a terminal (nvflash) on a pseudo-terminal.
+
+        ``answers`` pairs each expected prompt with the reply typed (once, in order); Ctrl-C is deferred until
+        the tool exits. Raises FwmanError when it cannot start, UsageError on a snapshot or recording.
         """
         ...
 

@@ -12,10 +12,14 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fwman.errors import FwmanError, MissingError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
+
+if TYPE_CHECKING:
+    from fwman.host.pty import PtyResult
 
 
 class LiveHost(JournalMixin):
@@ -150,6 +154,22 @@ class LiveHost(JournalMixin):
             proc.stdout.decode("utf-8", errors="replace"),
             proc.stderr.decode("utf-8", errors="replace"),
         )
+
+    def run_interactive(
+        self,
+        argv: Sequence[str],
+        *,
+        answers: Sequence[tuple[str, str]],
+        on_output: Callable[[str], None] | None = None,
+        timeout: float = 600.0,
+    ) -> PtyResult:
+        """Run ``argv`` on a pseudo-terminal with this host's environment (see fwman.host.pty)."""
+        from fwman.host.pty import run_in_pty
+
+        env = {**os.environ, **self.env}
+        env.setdefault("LC_ALL", "C")
+        self._note("run", argv[0], " ".join(argv[1:]))
+        return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:

@@ -12,15 +12,18 @@ import posixpath
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
 from fwman.errors import MissingError, UsageError
 from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
+
+if TYPE_CHECKING:
+    from fwman.host.pty import PtyResult
 
 _UUID = re.compile(r"GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _MIG_UUID = re.compile(r"MIG-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
@@ -286,3 +289,14 @@ class RecordingHost:
         raise UsageError("capture is read-only: a reader tried to change the host")
 
     write_bytes = mkdir = rename = unlink = symlink = _refuse
+
+    def run_interactive(
+        self,
+        argv: Sequence[str],
+        *,
+        answers: Sequence[tuple[str, str]],
+        on_output: Callable[[str], None] | None = None,
+        timeout: float = 600.0,
+    ) -> PtyResult:
+        """Refuse: capture never runs an interactive (changing) tool."""
+        raise UsageError(f"capture is read-only: it does not run {' '.join(argv)}")

@@ -16,12 +16,15 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
+
+if TYPE_CHECKING:
+    from fwman.host.pty import PtyResult
 
 FORMAT = "fwman-snapshot"
 VERSION = 1
@@ -206,6 +209,17 @@ class SnapshotHost(JournalMixin):
         stdout = self._command_text(rec.get("stdout"))
         stderr = self._command_text(rec.get("stderr"))
         return CommandResult(tuple(argv), int(rec.get("rc", 0)), stdout, stderr, bool(rec.get("missing", False)))
+
+    def run_interactive(
+        self,
+        argv: Sequence[str],
+        *,
+        answers: Sequence[tuple[str, str]],
+        on_output: Callable[[str], None] | None = None,
+        timeout: float = 600.0,
+    ) -> PtyResult:
+        """Refuse: an interactive tool (nvflash writing a card) never runs against a replay."""
+        raise UsageError(f"a replay does not run interactive tools: {' '.join(argv)}", hint="run on the live host")
 
     def _command_text(self, name: str | None) -> str:
         if not name:

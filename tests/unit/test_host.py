@@ -142,3 +142,31 @@ def test_example_host_is_generated_by_its_builder(tmp_path: Path) -> None:
     }
     assert generated.keys() == committed.keys()
     assert [k for k in generated if generated[k] != committed[k]] == []
+
+
+def test_interactive_tools_never_run_on_a_replay_or_a_recording(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    with pytest.raises(UsageError, match=r"does not run interactive tools: nvflash -i 0 new\.rom"):
+        host.run_interactive(["nvflash", "-i", "0", "new.rom"], answers=[("Press 'y'", "y")])
+    from fwman.host.recording import RecordingHost
+
+    rec = RecordingHost(LiveHost(str(tmp_path)), SnapshotWriter())
+    with pytest.raises(UsageError, match="read-only"):
+        rec.run_interactive(["nvflash", "-i", "0", "new.rom"], answers=[])
+
+
+def test_live_interactive_run_answers_the_prompt_on_a_terminal(tmp_path: Path) -> None:
+    script = tmp_path / "ask"
+    script.write_text(
+        "#!/bin/sh\n[ -t 0 ] || { echo 'not a terminal'; exit 3; }\n"
+        'printf "Press \'y\' to confirm: "; read answer; echo "got $answer"\n'
+    )
+    script.chmod(0o755)
+    host = LiveHost(str(tmp_path))
+    seen: list[str] = []
+    # `read` wants a whole line (nvflash takes a single key, so fwman types just "y" there)
+    result = host.run_interactive(
+        [str(script)], answers=[("Press 'y' to confirm:", "y\n")], on_output=seen.append, timeout=30
+    )
+    assert result.rc == 0 and "got y" in result.output and "got y" in "".join(seen)
+    assert host.journal[-1].action == "run"

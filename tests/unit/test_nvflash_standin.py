@@ -9,8 +9,8 @@ from pathlib import Path
 from fixtures.nvflash.rig import REBAR_3987, STANDIN_DIR, Rig, build_rig, image
 from fwman.errors import ParseError
 from fwman.firmware import nvflash
-from fwman.firmware.pty_run import run_in_pty
 from fwman.firmware.rom import parse_rom
+from fwman.host.pty import run_in_pty
 
 NVFLASH = str(STANDIN_DIR / "nvflash")
 BANNER = "NVIDIA Firmware Update Utility (Version 5.867.0)"

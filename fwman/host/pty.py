@@ -3,7 +3,7 @@
 Piped stdin is reported to fail with nvflash (docs/vbios.md section 4), so fwman gives it a real terminal
 (``pty.fork``), answers the prompts it expects and nothing else, streams the output to a callback, and defers
 Ctrl-C while the tool writes: a SIGINT received meanwhile is remembered and reported once the tool exits.
-This is the one place fwman starts a process outside ``Host.run``: the Host protocol has no terminal mode.
+Reached through ``Host.run_interactive`` (``LiveHost``); a snapshot or a recording refuses it.
 """
 
 from __future__ import annotations

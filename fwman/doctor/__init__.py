@@ -1,13 +1,13 @@
 """``fwman doctor``: walk the chain that blocks GPU peer-to-peer on GeForce multi-GPU hosts.
 
-:func:`run_doctor` returns a :class:`DoctorReport` (findings per step, one verdict); :func:`collect` runs every
-reader doctor uses, for ``fwman capture``. The checks live in :mod:`fwman.doctor.checks`, the pure parsers in
-:mod:`fwman.doctor.parsers`.
+:func:`run_doctor` returns a :class:`DoctorReport` (findings per step, one verdict); ``fwman capture`` runs
+``fwman doctor`` against its recording host, so a replay finds what doctor reads. The checks live in
+:mod:`fwman.doctor.checks`, the pure parsers in :mod:`fwman.doctor.parsers`.
 """
 
 from __future__ import annotations
 
 from fwman.doctor.facts import Facts, Sources
-from fwman.doctor.run import DoctorReport, collect, run_doctor
+from fwman.doctor.run import DoctorReport, run_doctor
 
-__all__ = ["DoctorReport", "Facts", "Sources", "collect", "run_doctor"]
+__all__ = ["DoctorReport", "Facts", "Sources", "run_doctor"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,9 +128,3 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
             findings = _demote(findings)
         report.steps.append(Step(check, findings))
     return report
-
-
-def collect(host: Host) -> None:
-    """Run every reader doctor uses on ``host`` (for ``fwman capture``), swallowing FwmanErrors."""
-    with contextlib.suppress(FwmanError):
-        run_doctor(host)

@@ -238,13 +238,11 @@ def _is_nvidia(name: str) -> bool:
     return name == "nvidia" or name.startswith("nvidia_")  # not nvidiafb (the in-tree framebuffer driver)
 
 
-def read_kernel_modules(
-    host: Host, unreadable: list[str], max_bytes: int | None = None
-) -> tuple[list[KernelModule], list[str]]:
+def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelModule], list[str]]:
     """Return (every nvidia* module depmod resolves for every kernel, read and identified; the installed
     kernels that have no nvidia module at all).
 
-    A file larger than ``max_bytes`` is not read (its row says so): a capture records the small ones only.
+    A module a snapshot recorded by size only (capture keeps files over 16 MiB that way) gets its row's error.
     """
     out: list[KernelModule] = []
     bare: list[str] = []
@@ -264,7 +262,7 @@ def read_kernel_modules(
         if not names and _kernel_installed(host, kver):
             bare.append(kver)
         for name in names:
-            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error, max_bytes))
+            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error))
     return out, bare
 
 
@@ -293,13 +291,9 @@ def _read_one(
     path: str,
     manifest: dict[str, Any] | None,
     manifest_error: str | None,
-    max_bytes: int | None = None,
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
     try:
-        if max_bytes is not None and host.stat_size(path) > max_bytes:
-            entry.error = f"not read: larger than {max_bytes // (1 << 20)} MiB"
-            return entry
         raw = host.read_bytes(path)
         info = read_module(module_bytes(host, path) if path.endswith(".zst") else _plain(raw, path))
     except (FwmanError, ParseError) as e:
@@ -691,7 +685,6 @@ def audit_host(
     api: str | None = None,
     now: datetime | None = None,
     max_cache_age: float | None = CACHE_FRESH_SECONDS,
-    max_module_bytes: int | None = None,
 ) -> AuditReport:
     """Return the audit of ``host``: kernel modules, user space, containers, verdict rows and P2P branch.
 
@@ -704,7 +697,7 @@ def audit_host(
     running = _read(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
-    modules, bare_kernels = read_kernel_modules(host, unreadable, max_module_bytes)
+    modules, bare_kernels = read_kernel_modules(host, unreadable)
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
@@ -756,19 +749,6 @@ def audit_host(
     )
     report.rows = build_rows(report, host_us, {c.name: us for c, us in containers})
     return report
-
-
-#: during `fwman capture`, module files above this size are not recorded (nvidia.ko is tens of MiB)
-CAPTURE_MODULE_LIMIT = 16 << 20
-
-
-def collect(host: Host) -> None:
-    """Run audit's readers on ``host`` (the recording host of ``fwman capture``) so a replay can audit.
-
-    Offline (the branch cache is read, the network never), and module files above CAPTURE_MODULE_LIMIT are
-    left out (their replayed rows say "not read"). Raises only what the readers raise.
-    """
-    audit_host(host, offline=True, max_module_bytes=CAPTURE_MODULE_LIMIT)
 
 
 def p2p_line(p2p: P2PBranch) -> str:

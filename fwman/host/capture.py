@@ -1,14 +1,13 @@
 """``fwman capture``: a read-only recording of an NVIDIA host into a snapshot directory.
 
-The same readers that ``scan`` (and, once registered, ``audit`` and ``doctor``) use run through a
-RecordingHost, then the fixed list from ../shared/docs/host-state.md is read: so a replay of those commands
-finds everything it needs.
+The fixed list from ../shared/docs/host-state.md is read through a RecordingHost, then fwman's own read-only
+commands (scan, audit, doctor, modules/hooks/dkms status, upgrade --dry-run) run against it: so a replay of
+those commands finds everything it needs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,11 +96,6 @@ LISTINGS = (
     "/usr/local/nvidia/bin",
     "/usr/local/nvidia/firmware/nvidia",
     "/usr/local/nvidia/modules",
-)
-#: other commands' readers, run during capture so their replays work: "module:function(host)"
-COLLECTORS = (
-    "fwman.driver.audit:collect",
-    "fwman.doctor:collect",
 )
 #: read-only commands run once against the recording host (output discarded), so that replaying them finds
 #: every path and command they read: the simplest guarantee that capture and the commands never drift apart
@@ -201,14 +195,6 @@ def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] 
     for argv in COMMANDS:
         progress(" ".join(argv))
         _try(report, " ".join(argv), rec.run, list(argv))
-    for spec in COLLECTORS:
-        module_name, func = spec.split(":")
-        try:
-            collector = getattr(importlib.import_module(module_name), func)
-        except (ImportError, AttributeError):
-            continue  # that command is not in this build
-        progress(module_name.rsplit(".", 1)[-1])
-        _try(report, spec, collector, rec)
     for argv in REPLAYABLE_COMMANDS:
         progress(f"fwman {' '.join(argv)}")
         problem = _run_command(rec, list(argv))

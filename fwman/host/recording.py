@@ -76,6 +76,7 @@ class SnapshotWriter:
         self.absent: set[str] = set()
         self.tools: dict[str, str | None] = {}
         self.commands: dict[tuple[str, ...], CommandResult] = {}
+        self.sizes: dict[str, int] = {}  # files recorded by size only (larger than the recording's cap)
 
     def _clean(self, data: bytes) -> bytes:
         return self.redactor.data(data) if self.redactor else data
@@ -92,6 +93,10 @@ class SnapshotWriter:
     def add_dir(self, path: str, names: Sequence[str]) -> None:
         """Record the complete listing of directory ``path``."""
         self.dirs[posixpath.normpath(path)] = sorted(set(names))
+
+    def add_size(self, path: str, size: int) -> None:
+        """Record the size of ``path`` without its content."""
+        self.sizes[posixpath.normpath(path)] = size
 
     def add_absent(self, path: str) -> None:
         """Record that ``path`` did not exist."""
@@ -150,6 +155,7 @@ class SnapshotWriter:
                 "links": dict(sorted(self.links.items())),
                 "dirs": dict(sorted(self.dirs.items())),
                 "absent": sorted(self.absent),
+                "sizes": dict(sorted(self.sizes.items())),
                 "tools": dict(sorted(self.tools.items())),
                 "commands": commands,
             }
@@ -163,12 +169,21 @@ class SnapshotWriter:
         return target
 
 
-class RecordingHost:
-    """Wraps a live Host for reading and records every answer into a SnapshotWriter. Read-only: writes refuse."""
+#: a file larger than this is recorded by its size only: whole driver modules (60 MiB and more) would bloat a
+#: snapshot, and a replay that reads one gets a NotRecordedError it reports like any unreadable file
+MAX_RECORDED_FILE = 16 << 20
 
-    def __init__(self, inner: Host, writer: SnapshotWriter) -> None:
+
+class RecordingHost:
+    """Wraps a live Host for reading and records every answer into a SnapshotWriter. Read-only: writes refuse.
+
+    A capture is one moment: a command asked for twice is run once and answered from the recording after.
+    """
+
+    def __init__(self, inner: Host, writer: SnapshotWriter, max_file_bytes: int = MAX_RECORDED_FILE) -> None:
         self.inner = inner
         self.writer = writer
+        self.max_file_bytes = max_file_bytes
         self.description = f"recording {inner.description}"
         self.journal = inner.journal
 
@@ -237,7 +252,10 @@ class RecordingHost:
             if not self.inner.exists(real):
                 self.writer.add_absent(real)
             raise
-        self.writer.add_file(real, data)
+        if len(data) > self.max_file_bytes:
+            self.writer.add_size(real, len(data))
+        else:
+            self.writer.add_file(real, data)
         return data if limit is None else data[:limit]
 
     def read_text(self, path: str) -> str:
@@ -258,8 +276,17 @@ class RecordingHost:
         return target
 
     def stat_size(self, path: str) -> int:
-        """Return the size of ``path`` (recording its bytes, so a replay has them)."""
-        return len(self.read_bytes(path))
+        """Return and record the size of ``path`` (without reading its content)."""
+        real = self.realpath(path)
+        try:
+            size = self.inner.stat_size(real)
+        except MissingError:
+            if not self.inner.exists(real):
+                self.writer.add_absent(real)
+            raise
+        if real not in self.writer.files:
+            self.writer.add_size(real, size)
+        return size
 
     def which(self, tool: str) -> str | None:
         """Return and record where ``tool`` is."""
@@ -276,7 +303,10 @@ class RecordingHost:
         cwd: str | None = None,
         input_text: str | None = None,
     ) -> CommandResult:
-        """Run ``argv`` on the inner host and record the result."""
+        """Run ``argv`` on the inner host and record the result (a plain repeat is answered from the recording)."""
+        plain = env is None and cwd is None and input_text is None
+        if plain and tuple(argv) in self.writer.commands:
+            return self.writer.commands[tuple(argv)]
         result = self.inner.run(argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
         self.writer.add_command(result)
         return result

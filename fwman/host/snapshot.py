@@ -3,7 +3,8 @@
 Format (``docs/snapshot-format.md``), a directory:
 
 - ``snapshot.json``: ``{"format": "fwman-snapshot", "version": 1, "captured_at", "fwman_version", "redacted",
-  "constructed", "links": {path: target}, "dirs": {path: [names]}, "absent": [paths], "tools": {name: path|null},
+  "constructed", "links": {path: target}, "dirs": {path: [names]}, "absent": [paths], "sizes": {path: bytes},
+  "tools": {name: path|null},
   "commands": [{"argv": [...], "rc", "stdout", "stderr", "missing"}]}`` where ``stdout``/``stderr`` name files
   under ``commands/``.
 - ``files/<absolute path>``: the bytes of every recorded file.
@@ -62,6 +63,7 @@ class SnapshotHost(JournalMixin):
         self.links: dict[str, str] = {_norm(k): v for k, v in meta.get("links", {}).items()}
         self.dirs: dict[str, list[str]] = {_norm(k): list(v) for k, v in meta.get("dirs", {}).items()}
         self.absent: set[str] = {_norm(p) for p in meta.get("absent", [])}
+        self.sizes: dict[str, int] = {_norm(k): int(v) for k, v in meta.get("sizes", {}).items()}
         self.tools: dict[str, str | None] = dict(meta.get("tools", {}))
         self.commands: dict[tuple[str, ...], dict[str, Any]] = {tuple(c["argv"]): c for c in meta.get("commands", [])}
         self.overlay: dict[str, bytes | None] = {}  # writes made during this replay (None = deleted)
@@ -100,7 +102,7 @@ class SnapshotHost(JournalMixin):
             return "absent" if self.overlay[path] is None else "file"
         if path in self.dirs or path == "/":
             return "dir"
-        if self._file(path).is_file():
+        if self._file(path).is_file() or path in self.sizes:
             return "file"
         if self._known_absent(path):
             return "absent"
@@ -159,6 +161,11 @@ class SnapshotHost(JournalMixin):
             return data if limit is None else data[:limit]
         if self._known_absent(real):
             raise MissingError(f"cannot read {path}: not present on the recorded host")
+        if real in self.sizes:
+            raise NotRecordedError(
+                f"snapshot {self.directory} recorded only the size of {path} ({self.sizes[real]} bytes)",
+                hint="capture keeps files over 16 MiB by size only; run live to read it",
+            )
         raise NotRecordedError(
             f"snapshot {self.directory} did not record {path}",
             hint="this replay never reads the real machine; capture again with a newer fwman, or run live",
@@ -181,7 +188,10 @@ class SnapshotHost(JournalMixin):
         raise NotRecordedError(f"snapshot {self.directory} did not record the link {path}")
 
     def stat_size(self, path: str) -> int:
-        """Return the recorded size of ``path``."""
+        """Return the recorded size of ``path`` (also for a file recorded by size only)."""
+        real = self.realpath(path)
+        if real not in self.overlay and real in self.sizes:
+            return self.sizes[real]
         return len(self.read_bytes(path))
 
     def which(self, tool: str) -> str | None:

@@ -170,3 +170,31 @@ def test_live_interactive_run_answers_the_prompt_on_a_terminal(tmp_path: Path) -
     )
     assert result.rc == 0 and "got y" in result.output and "got y" in "".join(seen)
     assert host.journal[-1].action == "run"
+
+
+def test_recording_keeps_large_files_by_size_and_runs_a_repeated_command_once(tmp_path: Path) -> None:
+    from fwman.host.recording import RecordingHost
+
+    root = tmp_path / "root"
+    (root / "lib/modules/6.1/updates").mkdir(parents=True)
+    big = root / "lib/modules/6.1/updates/nvidia.ko"
+    big.write_bytes(b"\x7fELF" + b"\0" * 2000)
+    (root / "small").write_text("ok\n")
+    counter = tmp_path / "ran"
+    tool = root / "count"
+    tool.write_text(f"#!/bin/sh\necho x >> {counter}\necho out\n")
+    tool.chmod(0o755)
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer, max_file_bytes=1000)
+    assert rec.stat_size("/lib/modules/6.1/updates/nvidia.ko") == 2004
+    assert len(rec.read_bytes("/lib/modules/6.1/updates/nvidia.ko")) == 2004  # the live reader gets all of it
+    assert rec.read_text("/small") == "ok\n"
+    assert rec.run([str(tool)]).stdout == "out\n" and rec.run([str(tool)]).stdout == "out\n"
+    assert counter.read_text() == "x\n"  # one moment: the repeat was answered from the recording
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.stat_size("/lib/modules/6.1/updates/nvidia.ko") == 2004
+    assert replay.exists("/lib/modules/6.1/updates/nvidia.ko")
+    with pytest.raises(NotRecordedError, match=r"recorded only the size of .*nvidia\.ko \(2004 bytes\)"):
+        replay.read_bytes("/lib/modules/6.1/updates/nvidia.ko")
+    assert replay.read_text("/small") == "ok\n"
+    assert not (tmp_path / "snap/files/lib/modules/6.1/updates/nvidia.ko").exists()

@@ -72,8 +72,8 @@ def main() -> None:
     import requests
 
     from fixtures.romgen import RomSpec, build_rom
-    from fwman.firmware.catalog import CatalogEntry, parse_board
-    from fwman.firmware.fetch import HttpOptions, fetch_image
+    from fwman.firmware.catalog.model import CatalogEntry, parse_board
+    from fwman.firmware.ops.fetch import HttpOptions, fetch_image
     from fwman.host.live import LiveHost
 
     image = build_rom(RomSpec(version="94.02.42.80.27", dump_size=2 * 1024 * 1024))

@@ -1,6 +1,6 @@
 """Audit's two heavy readers against the kmod tools they stand in for, measured side by side in one run.
 
-1. Which file depmod picks, for every module of a kernel: ``fwman.driver.depmod.resolve_all`` (walk + config,
+1. Which file depmod picks, for every module of a kernel: ``fwman.driver.kmod.depmod.resolve_all`` (walk + config,
    no file read) vs the real ``depmod -n -b ROOT KVER`` (which reads every module) on the same tree of 3,000
    generated modules with a ``/etc/depmod.d`` override. Target: ratio <= 1.0x (fwman must not cost more than
    running depmod itself).
@@ -39,8 +39,8 @@ def _tool(name: str) -> str:
 def main() -> int:
     """Measure and print the ratios."""
     from fixtures.tinymod.elfgen import build_elf, make_signing_key, modinfo_blob, nvidia_tags, sign_module
-    from fwman.driver.depmod import resolve_all
-    from fwman.driver.kmod import read_module
+    from fwman.driver.kmod.depmod import resolve_all
+    from fwman.driver.kmod.kofile import read_module
     from fwman.host.live import LiveHost
 
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])

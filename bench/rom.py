@@ -30,10 +30,10 @@ def main() -> int:
     args = parser.parse_args()
 
     from fixtures.romgen import RomSpec, build_rom
-    from fwman.findings import Severity
-    from fwman.firmware import rom
-    from fwman.firmware.rom import parse_rom
-    from fwman.firmware.romverify import verify_image
+    from fwman.core.findings import Severity
+    from fwman.firmware.rom import parse as rom
+    from fwman.firmware.rom.parse import parse_rom
+    from fwman.firmware.verify.compatible import verify_image
     from fwman.gpu.card import Card
 
     data = build_rom(RomSpec(version="94.02.42.80.27", dump_size=1 << 20))

@@ -13,7 +13,7 @@ import click
 
 from fwman import __version__
 from fwman.cli.context import AppContext, Environment
-from fwman.errors import ExitCode, FwmanError
+from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
 #: `fwman --version` and `fwman --help` stay fast (no pydantic, requests, cryptography, pyelftools).

@@ -52,10 +52,10 @@ def audit(
 
     Exit status: 0 when every component matches, 4 when something does not match or could not be read.
     """
-    from fwman.config import load_config
-    from fwman.driver.audit import audit_host, p2p_line
+    from fwman.core.config import load_config
+    from fwman.core.errors import UsageError, VerificationError
     from fwman.driver.forks import api_base, configured_forks
-    from fwman.errors import UsageError, VerificationError
+    from fwman.reports.audit.report import audit_host, p2p_line
 
     host = app.host
     roots = []

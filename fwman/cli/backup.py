@@ -7,9 +7,10 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import BlockedError, FwmanError, PartialError
-from fwman.findings import Severity, blocking
-from fwman.firmware.backup import (
+from fwman.core.errors import BlockedError, FwmanError, PartialError
+from fwman.core.findings import Severity, blocking
+from fwman.firmware.nvflash.runner import driver_findings, find_nvflash, require_live
+from fwman.firmware.ops.backup import (
     BACKUP_ROOT,
     BackupEntry,
     BackupError,
@@ -18,7 +19,6 @@ from fwman.firmware.backup import (
     stray_files,
     verify_entry,
 )
-from fwman.firmware.nvflash_host import driver_findings, find_nvflash, require_live
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
 

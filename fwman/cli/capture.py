@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import UsageError
+from fwman.core.errors import UsageError
 
 
 @click.command()
@@ -31,7 +31,7 @@ def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> 
     """
     if app.is_replay:
         raise UsageError("capture records a live host; it cannot read from --snapshot")
-    from fwman.host.capture import capture as do_capture
+    from fwman.app.capture import capture as do_capture
     from fwman.host.recording import SnapshotWriter
 
     writer = SnapshotWriter(redact=not no_redact)

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import UsageError, VerificationError
+from fwman.core.errors import UsageError, VerificationError
 
 
 @click.group("catalog")
@@ -53,7 +53,7 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
-    from fwman.firmware.catalog import load_catalog
+    from fwman.firmware.catalog.model import load_catalog
 
     cat = load_catalog(app.host)
     if as_json:
@@ -108,8 +108,8 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 3842:3987
       fwman catalog show 10de:2204:3842:3982 --json
     """
-    from fwman.firmware.catalog import load_catalog
-    from fwman.firmware.catalog_overrides import find_override, load_overrides
+    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.overrides import find_override, load_overrides
 
     cat = load_catalog(app.host)
     b = cat.find_board(board)
@@ -193,8 +193,8 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
     """
-    from fwman.firmware.catalog import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
-    from fwman.firmware.catalog_sign import trusted_keys, verify_index
+    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
+    from fwman.firmware.catalog.signing import trusted_keys, verify_index
 
     directory = directory or BUNDLED_CATALOG
     issues = lint_directory(directory)
@@ -263,8 +263,8 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
     """
-    from fwman.firmware.catalog import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, parse_index
-    from fwman.firmware.catalog_sign import load_private_key, make_index, sign_index
+    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, parse_index
+    from fwman.firmware.catalog.signing import load_private_key, make_index, sign_index
     from fwman.host.live import LiveHost
 
     directory = (directory or BUNDLED_CATALOG).resolve()
@@ -301,8 +301,8 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update --url https://example.org/fwman-catalog/
       fwman catalog update            # URL from /etc/fwman/catalog-url
     """
-    from fwman.firmware.catalog_update import configured_url, update_catalog
-    from fwman.firmware.fetch import HttpOptions
+    from fwman.firmware.catalog.update import configured_url, update_catalog
+    from fwman.firmware.ops.fetch import HttpOptions
 
     if app.is_replay:
         raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
-from fwman.errors import UsageError
+from fwman.core.errors import UsageError
 
 if TYPE_CHECKING:
     from fwman.host.base import Host

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import BlockedError
+from fwman.core.errors import BlockedError
 
 
 @click.group()

@@ -7,7 +7,7 @@ import os
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import VerificationError
+from fwman.core.errors import VerificationError
 
 _LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yellow"), "block": ("BLOCK", "red")}
 
@@ -58,7 +58,7 @@ def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, .
     Exit status: 0 ready (nothing blocks P2P; warnings may remain), 4 a blocker exists (the verdict names the
     first), 5 no NVIDIA GPU.
     """
-    from fwman.doctor import Sources, run_doctor
+    from fwman.reports.doctor import Sources, run_doctor
 
     report = run_doctor(app.host, Sources(_absolute(env_files), _absolute(unit_files)))
     if as_json:

@@ -74,10 +74,10 @@ def branches(
 
     Exit status: 0 when every fork was listed (live or cached), 6 when some could not be, 5 when none could.
     """
-    from fwman.config import load_config
+    from fwman.core.config import load_config
+    from fwman.core.errors import MissingError, PartialError
     from fwman.driver.forks import api_base, configured_forks, human_age, list_branches
     from fwman.driver.versions import DriverVersion
-    from fwman.errors import MissingError, PartialError
 
     target = DriverVersion.parse(version_text) if version_text else None
     host = app.host

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import UsageError
+from fwman.core.errors import UsageError
 
 
 def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] | None:
@@ -81,8 +81,8 @@ def fetch(
       fwman fetch 3842:3982/94.02.42.C0.05 --url https://mirror.example/img.rom --expect-md5 HEX
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
-    from fwman.firmware.catalog import load_catalog
-    from fwman.firmware.fetch import HttpOptions, fetch_image
+    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.ops.fetch import HttpOptions, fetch_image
     from fwman.host.live import LiveHost
 
     if app.is_replay:
@@ -135,7 +135,7 @@ def fetch(
 
 def _checked(result: object) -> set[str]:
     """Return which hashes were compared with an expected value (md5, sha256)."""
-    from fwman.firmware.fetch import FetchResult
+    from fwman.firmware.ops.fetch import FetchResult
 
     assert isinstance(result, FetchResult)
     image = result.entry.image

@@ -9,8 +9,9 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import BlockedError, MissingError, UsageError
-from fwman.firmware.flash import (
+from fwman.core.errors import BlockedError, MissingError, UsageError
+from fwman.firmware.nvflash.runner import require_live
+from fwman.firmware.ops.flash import (
     Flasher,
     FlashOptions,
     FlashResult,
@@ -18,9 +19,8 @@ from fwman.firmware.flash import (
     find_backup,
     staged_source,
 )
-from fwman.firmware.history import read_history
-from fwman.firmware.journal import Journal, Operation, OpState
-from fwman.firmware.nvflash_host import require_live
+from fwman.firmware.ops.history import read_history
+from fwman.firmware.ops.journal import Journal, Operation, OpState
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
 from fwman.host.base import Host
@@ -31,10 +31,10 @@ def resolve_image(host: Host, ref: str) -> ImageSource:
 
     Raises MissingError when the file or cached image is absent, UsageError for an unknown catalog entry.
     """
-    from fwman.firmware.catalog import find_entry_for_rom, load_catalog
-    from fwman.firmware.catalog_overrides import find_override, load_overrides
-    from fwman.firmware.fetch import cache_path
-    from fwman.firmware.rom import parse_rom
+    from fwman.firmware.catalog.model import find_entry_for_rom, load_catalog
+    from fwman.firmware.catalog.overrides import find_override, load_overrides
+    from fwman.firmware.ops.fetch import cache_path
+    from fwman.firmware.rom.parse import parse_rom
 
     catalog = load_catalog(host)
     if os.path.isfile(ref):
@@ -65,7 +65,7 @@ def resolve_image(host: Host, ref: str) -> ImageSource:
 
 def dual_switch(host: Host, card: Card) -> bool | None:
     """Return whether the catalog says ``card``'s board has a second firmware chip (None when unknown)."""
-    from fwman.firmware.catalog import load_catalog
+    from fwman.firmware.catalog.model import load_catalog
 
     try:
         board = load_catalog(host).board_for(
@@ -294,9 +294,9 @@ def flash_resume(
 
 
 def _with_catalog(host: Host, source: ImageSource) -> ImageSource:
-    from fwman.firmware.catalog import find_entry_for_rom, load_catalog
-    from fwman.firmware.catalog_overrides import find_override, load_overrides
-    from fwman.firmware.rom import parse_rom
+    from fwman.firmware.catalog.model import find_entry_for_rom, load_catalog
+    from fwman.firmware.catalog.overrides import find_override, load_overrides
+    from fwman.firmware.rom.parse import parse_rom
 
     entry = find_entry_for_rom(load_catalog(host), parse_rom(source.data))
     if entry is not None:
@@ -353,7 +353,7 @@ def restore(
         label=backup_path, data=data, restore_of=entry, dual_firmware_switch=dual_switch(app.host, card)
     )
     op = flasher.journal.create("restore", card=card.bus_id, image=backup_path, extra={"backup": backup_path})
-    from fwman.firmware.rom import parse_rom
+    from fwman.firmware.rom.parse import parse_rom
 
     rom = parse_rom(data)
     op.image_sha256, op.image_chain_sha256, op.target_version = source.sha256, rom.chain_sha256, rom.version

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import BlockedError, FwmanError, PartialError, UsageError, VerificationError
+from fwman.core.errors import BlockedError, FwmanError, PartialError, UsageError, VerificationError
 
 
 @click.group()
@@ -34,7 +34,7 @@ def _say(app: AppContext) -> Any:
 
 def _fork_url(app: AppContext, fork: str) -> str:
     """Return the URL of ``fork``: a configured fork name (``aikitoria``) or anything git can clone."""
-    from fwman.config import load_config
+    from fwman.core.config import load_config
     from fwman.driver.forks import configured_forks
 
     try:
@@ -73,7 +73,7 @@ def _outcome_dict(outcome: Any, newer: list[str] | None = None) -> dict[str, Any
 
 def failure_report(app: AppContext, outcome: Any) -> list[str]:
     """Return the lines that explain a failed build: file, first error, source, log, newer branches."""
-    from fwman.driver.build import newer_branches
+    from fwman.driver.build.pipeline import newer_branches
 
     lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
     f = outcome.failure
@@ -149,8 +149,10 @@ def build(
     Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
     6 some kernels built and some did not.
     """
-    from fwman.driver import boot
-    from fwman.driver.build import (
+    from fwman.core.errors import MissingError
+    from fwman.driver.boot import pin as boot
+    from fwman.driver.build.lock import module_lock
+    from fwman.driver.build.pipeline import (
         SourceSpec,
         check_source_options,
         headers_present,
@@ -158,8 +160,6 @@ def build(
         save_source_spec,
         update_kernel,
     )
-    from fwman.driver.lock import module_lock
-    from fwman.errors import MissingError
 
     _require_root(app)
     host = app.host
@@ -193,7 +193,7 @@ def build(
                 if not as_json:
                     for line in lines:
                         app.echo(app.style(line, fg="red") if line.startswith("FAILED") else line)
-                from fwman.driver.build import newer_branches
+                from fwman.driver.build.pipeline import newer_branches
 
                 newer = newer_branches(host, outcome.source) if outcome.source else []
             elif not as_json:
@@ -246,10 +246,11 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman modules status
       fwman modules status --json | jq '.kernels[] | select(.safe_to_boot | not)'
     """
-    from fwman.driver import boot, dkms
-    from fwman.driver.build import headers_present, load_source_spec
-    from fwman.driver.manifest import failed_path, load_manifest, pending_path, read_marker
-    from fwman.errors import ParseError
+    from fwman.core.errors import ParseError
+    from fwman.driver import dkms
+    from fwman.driver.boot import pin as boot
+    from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
+    from fwman.driver.build.pipeline import headers_present, load_source_spec
 
     host = app.host
     kernels = boot.installed_kernels(host)
@@ -354,7 +355,7 @@ def catchup(app: AppContext, force: bool) -> None:
 
     Exit status: 0 (also when kernels without headers stay pending), 6 when a build failed.
     """
-    from fwman.driver.hooks import catchup as run_catchup
+    from fwman.driver.hooks.run import catchup as run_catchup
 
     _require_root(app)
     summary = run_catchup(app.host, _say(app), force=force)
@@ -381,8 +382,8 @@ def catchup(app: AppContext, force: bool) -> None:
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
-    from fwman.driver.build import strict_mode
-    from fwman.driver.hooks import run_hook
+    from fwman.driver.build.pipeline import strict_mode
+    from fwman.driver.hooks.run import run_hook
 
     say = _say(app)
     summary = run_hook(app.host, kver, origin, say)
@@ -418,7 +419,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
       fwman modules keygen
       fwman modules keygen --reuse-dkms
     """
-    from fwman.driver.sign import keygen as make_key
+    from fwman.driver.kmod.sign import keygen as make_key
 
     _require_root(app)
     key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
@@ -442,7 +443,7 @@ def unpin(app: AppContext) -> None:
     Examples:
       fwman modules unpin
     """
-    from fwman.driver import boot
+    from fwman.driver.boot import pin as boot
 
     _require_root(app)
     record = boot.unpin(app.host)
@@ -471,8 +472,8 @@ def check_boot(app: AppContext, as_json: bool) -> None:
 
     Exit status: 0 safe, 4 not safe (the reason is printed), 5 no kernel found.
     """
-    from fwman.driver import boot
-    from fwman.errors import MissingError
+    from fwman.core.errors import MissingError
+    from fwman.driver.boot import pin as boot
 
     default = boot.default_boot_kernel(app.host)
     if default.kver is None:

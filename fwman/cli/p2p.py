@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import UsageError, VerificationError
+from fwman.core.errors import UsageError, VerificationError
 
 if TYPE_CHECKING:
     from fwman.p2p.copytest import CopyReport

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.errors import BlockedError, MissingError, VerificationError
-from fwman.findings import Finding, Severity, worst
-from fwman.firmware.rom import parse_rom
-from fwman.firmware.rommodel import RomImage
+from fwman.core.errors import BlockedError, MissingError, VerificationError
+from fwman.core.findings import Finding, Severity, worst
+from fwman.firmware.rom.model import RomImage
+from fwman.firmware.rom.parse import parse_rom
 
 if TYPE_CHECKING:
-    from fwman.firmware.catalog import CatalogEntry
+    from fwman.firmware.catalog.model import CatalogEntry
 
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
@@ -174,7 +174,7 @@ def finding_json(f: Finding) -> dict[str, Any]:
 
 def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[CatalogEntry | None, Finding]:
     """Return (the catalog entry ``image`` is, or None) and the finding to report when there is none."""
-    from fwman.firmware.catalog import catalog_findings, find_entry_for_rom, load_catalog
+    from fwman.firmware.catalog.model import catalog_findings, find_entry_for_rom, load_catalog
 
     try:
         catalog = load_catalog(app.host)
@@ -218,7 +218,7 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     Exit 0 when nothing blocks, 3 when a check blocks, 4 when FILE is unreadable as a VBIOS, 2 for an
     unknown card.
     """
-    from fwman.firmware.romverify import verify_image
+    from fwman.firmware.verify.compatible import verify_image
     from fwman.gpu.inventory import find_card, require_cards
 
     image = parse_rom(read_image_file(file))

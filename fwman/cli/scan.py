@@ -7,9 +7,9 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core.units import human_bytes
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import require_inventory
-from fwman.units import human_bytes
 
 
 def card_json(card: Card) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """``fwman upgrade``: plan (``--dry-run``), run (``--apply``) and check (``--check``) the firmware upgrade.
 
 Layout: :func:`upgrade` parses options; ``--dry-run`` builds the plan once (:func:`build_plan`, on
-:func:`fwman.firmware.upgrade_plan.build_upgrade_plan`) and prints it (:func:`dry_run_report`); ``--apply`` and
+:func:`fwman.firmware.upgrade.plan.build_upgrade_plan`) and prints it (:func:`dry_run_report`); ``--apply`` and
 ``--check`` live in :mod:`fwman.cli.upgrade_apply`.
 """
 
@@ -13,13 +13,13 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.cli.upgrade_apply import apply_options, run_mode
-from fwman.errors import UsageError
+from fwman.core.errors import UsageError
 
-#: BAR1 of a card without Resizable BAR in use (same value as fwman.firmware.upgrade_plan.LEGACY_BAR1)
+#: BAR1 of a card without Resizable BAR in use (same value as fwman.firmware.upgrade.plan.LEGACY_BAR1)
 LEGACY_BAR1 = 256 * 1024 * 1024
 
 if TYPE_CHECKING:
-    from fwman.firmware.upgrade_plan import CardPlan, UpgradePlan
+    from fwman.firmware.upgrade.plan import CardPlan, UpgradePlan
 
 
 @click.command("upgrade")
@@ -75,9 +75,9 @@ def build_plan(app: AppContext, selected: tuple[str, ...] = ()) -> UpgradePlan:
 
     Raises UsageError for an unknown ``--card``, MissingError when there is no NVIDIA GPU or no catalog.
     """
-    from fwman.errors import MissingError
-    from fwman.firmware.catalog import load_catalog
-    from fwman.firmware.upgrade_plan import build_upgrade_plan
+    from fwman.core.errors import MissingError
+    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.upgrade.plan import build_upgrade_plan
     from fwman.gpu.inventory import find_card, scan_cards
 
     found = scan_cards(app.host)
@@ -102,9 +102,9 @@ def _action_text(app: AppContext, c: CardPlan) -> str:
 
 def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
     """Print ``plan`` (text for people, or the versioned ``upgrade-plan`` JSON)."""
-    from fwman.findings import Severity
-    from fwman.firmware.upgrade_plan import short_bus
-    from fwman.units import human_bytes
+    from fwman.core.findings import Severity
+    from fwman.core.units import human_bytes
+    from fwman.firmware.upgrade.plan import short_bus
 
     if as_json:
         app.emit_json(

@@ -1,5 +1,5 @@
 """``fwman upgrade --apply`` and ``fwman upgrade --check`` (the options and their output; logic in
-:mod:`fwman.firmware.upgrade_apply`). Imports only click at module level: ``upgrade`` loads it for its options.
+:mod:`fwman.firmware.upgrade.apply`). Imports only click at module level: ``upgrade`` loads it for its options.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from fwman.cli.context import AppContext
-from fwman.errors import UsageError
+from fwman.core.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,9 +65,9 @@ class FlashArgs:
 
 def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: FlashArgs) -> None:
     from fwman.cli.flash import result_json, terminal_stream
-    from fwman.firmware.flash import FlashOptions
-    from fwman.firmware.nvflash_host import require_live
-    from fwman.firmware.upgrade_apply import apply_upgrade
+    from fwman.firmware.nvflash.runner import require_live
+    from fwman.firmware.ops.flash import FlashOptions
+    from fwman.firmware.upgrade.apply import apply_upgrade
     from fwman.gpu.inventory import find_card, require_cards
 
     host = app.host
@@ -106,8 +106,8 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
 
 
 def _check(app: AppContext, as_json: bool) -> None:
-    from fwman.errors import VerificationError
-    from fwman.firmware.upgrade_apply import check_upgrade
+    from fwman.core.errors import VerificationError
+    from fwman.firmware.upgrade.apply import check_upgrade
     from fwman.gpu.inventory import require_cards
 
     rows = check_upgrade(app.host, require_cards(app.host))

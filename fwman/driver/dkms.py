@@ -18,9 +18,9 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-from fwman.driver.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
-from fwman.driver.install import root_prefix
-from fwman.errors import FwmanError, MissingError, ParseError
+from fwman.core.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
+from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.driver.build.install import root_prefix
 from fwman.host.base import Host
 
 BLOCK_STATE = "/var/lib/fwman/dkms-block.json"
@@ -133,7 +133,7 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
     the steps that would run are returned. Raises FwmanError when dkms fails.
     """
-    from fwman.driver.manifest import now_iso
+    from fwman.driver.build.manifest import now_iso
 
     entries = [e for e in status(host) if is_nvidia(e)]
     pairs = sorted({(e.module, e.version) for e in entries})

@@ -18,9 +18,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fwman.config import Config
+from fwman.core.config import Config
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
-from fwman.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.host.base import Host
 
 DEFAULT_FORKS: dict[str, str] = {

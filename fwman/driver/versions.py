@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from functools import total_ordering
 
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 
 # Major versions have been 2-3 digits for two decades (96.43.23 .. 595.71.05); allow 4 for the future.
 _VERSION_RE = re.compile(r"(\d{2,4})\.(\d{1,3})(?:\.(\d{1,3}))?")

@@ -1,2 +1,2 @@
-"""VBIOS firmware: the pure ROM parser (:mod:`fwman.firmware.rom`) and image verification
-(:mod:`fwman.firmware.romverify`)."""
+"""VBIOS firmware: the pure ROM parser (:mod:`fwman.firmware.rom.parse`) and image verification
+(:mod:`fwman.firmware.verify.compatible`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 
 # Link speed codes of the PCIe Link Capabilities/Status registers, in GT/s.
 LINK_SPEEDS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from fwman.errors import MissingError, ParseError, UsageError
+from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.config_space import ConfigSpace, parse_config_space
 from fwman.gpu.smi import SmiGpu, SmiLog, parse_smi_xml

@@ -10,7 +10,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB)\s*$")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 
 _HEX_ID = re.compile(r"^\s*0x([0-9a-fA-F]{1,4})\s*$")
 _SPEED = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s(?:\s+PCIe)?\s*$")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DEVICE = re.compile(r"^(GPU|NIC|MIG|CX|NVSW)[0-9]+$")

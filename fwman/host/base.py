@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from fwman.errors import MissingError
+from fwman.core.errors import MissingError
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult

@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fwman.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, MissingError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
 
 if TYPE_CHECKING:

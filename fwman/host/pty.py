@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from fwman.errors import FwmanError
+from fwman.core.errors import FwmanError
 
 #: seconds of silence after a prompt before fwman types its answer
 SETTLE = 0.2

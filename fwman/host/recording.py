@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
-from fwman.errors import MissingError, UsageError
+from fwman.core.errors import MissingError, UsageError
 from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fwman.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
 
 if TYPE_CHECKING:

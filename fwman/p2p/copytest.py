@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fwman.errors import FwmanError
+from fwman.core.errors import FwmanError
 from fwman.p2p.device import DeviceLayer, Gpu
 
 MIB = 1024 * 1024

@@ -14,7 +14,7 @@ import ctypes
 from collections.abc import Callable
 from typing import Any
 
-from fwman.errors import MissingError
+from fwman.core.errors import MissingError
 from fwman.p2p.device import CudaError, Gpu
 
 DEFAULT_LIBRARY = "libcuda.so.1"

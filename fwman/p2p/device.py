@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from fwman.errors import VerificationError
+from fwman.core.errors import VerificationError
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STOCK_3982, Rig, build_rig, image
-from fwman.errors import ExitCode
-from fwman.firmware.rom import parse_rom
+from fwman.core.errors import ExitCode
+from fwman.firmware.rom.parse import parse_rom
 from tests.helpers import REPO
 
 TARGET = "0000:41:00.0"

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fwman.driver.depmod import resolve_module
-from fwman.driver.kmod import read_module, read_module_file
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
+from fwman.driver.kmod.depmod import resolve_module
+from fwman.driver.kmod.kofile import read_module, read_module_file
 from fwman.host.live import LiveHost
 from tests.conftest import require_tools
 from tests.helpers import FIXTURES, FwmanEnv

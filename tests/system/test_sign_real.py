@@ -17,8 +17,8 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from fwman.driver.kmod import SIGNATURE_MAGIC, read_module, split_signature
-from fwman.driver.sign import sign_module
+from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, read_module, split_signature
+from fwman.driver.kmod.sign import sign_module
 from tests.conftest import require_tools
 from tests.system.test_modules_support import (
     KERNEL_OK,

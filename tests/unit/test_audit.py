@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 
 from fixtures.forge import real_branch_lists
 from fixtures.tinymod.elfgen import build_module, make_signing_key, nvidia_tags, sign_module
-from fwman.driver.audit import audit_host, lxc_uses_gpu, p2p_line, parse_manifest, parse_proc_version
+from fwman.core.errors import ParseError
+from fwman.core.findings import Severity
 from fwman.driver.forks import CACHE_PATH, DEFAULT_FORKS, Fork
-from fwman.errors import ParseError
-from fwman.findings import Severity
 from fwman.host.live import LiveHost
+from fwman.reports.audit.report import audit_host, lxc_uses_gpu, p2p_line, parse_manifest, parse_proc_version
 from tests.helpers import FwmanEnv
 
 KVER = "6.1.0-50-amd64"
@@ -487,7 +487,7 @@ def test_capture_then_replay_audits_the_same(tree: Tree, tmp_path: Path) -> None
 
 
 def test_lib_name_and_smi_parsers() -> None:
-    from fwman.driver.userspace import parse_lib_name, parse_smi_version
+    from fwman.reports.audit.userspace import parse_lib_name, parse_smi_version
 
     assert parse_lib_name("libcuda.so.570.86.16") == ("libcuda", "570.86.16")
     assert parse_lib_name("libnvidia-ml.so.595.71.05") == ("libnvidia-ml", "595.71.05")
@@ -505,7 +505,7 @@ def test_lib_name_and_smi_parsers() -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60))
 def test_property_userspace_parsers_never_raise(text: str) -> None:
-    from fwman.driver.userspace import parse_lib_name, parse_smi_version
+    from fwman.reports.audit.userspace import parse_lib_name, parse_smi_version
 
     parse_smi_version(text)
     got = parse_lib_name(text)

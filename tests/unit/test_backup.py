@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from fixtures.nvflash.rig import build_rig
-from fwman.errors import ExitCode
+from fwman.core.errors import ExitCode
 
 
 def test_backup_all_stores_verified_dumps_with_a_manifest(tmp_path: Path) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwman.driver import boot
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
+from fwman.driver.boot import pin as boot
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 from tests.system.test_modules_bootsafety import UUID, grub_cfg

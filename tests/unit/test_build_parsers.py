@@ -11,8 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwman.driver import objcache
-from fwman.driver.build import (
+from fwman.core.errors import MissingError, ParseError, UsageError
+from fwman.driver.build import objcache
+from fwman.driver.build.install import parse_modules_dep
+from fwman.driver.build.lock import LockTimeout, module_lock
+from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
+from fwman.driver.build.pipeline import (
     check_source_options,
     fork_cache_dir,
     fork_url,
@@ -21,10 +25,6 @@ from fwman.driver.build import (
     parse_build_failure,
     tree_hash,
 )
-from fwman.driver.install import parse_modules_dep
-from fwman.driver.lock import LockTimeout, module_lock
-from fwman.driver.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
-from fwman.errors import MissingError, ParseError, UsageError
 from fwman.host.live import LiveHost
 
 GCC_LOG = """\
@@ -243,7 +243,7 @@ def test_lock_times_out_while_held(tmp_path: Path) -> None:
 
 
 def test_newer_branches_come_from_the_branch_cache_only(tmp_path: Path) -> None:
-    from fwman.driver.build import Source, newer_branches
+    from fwman.driver.build.pipeline import Source, newer_branches
 
     host = LiveHost(str(tmp_path))
     source = Source(

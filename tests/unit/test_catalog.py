@@ -9,9 +9,9 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fwman.errors import VerificationError
-from fwman.findings import Severity, blocking
-from fwman.firmware.catalog import (
+from fwman.core.errors import VerificationError
+from fwman.core.findings import Severity, blocking
+from fwman.firmware.catalog.model import (
     BUNDLED_CATALOG,
     Catalog,
     CatalogEntry,
@@ -24,8 +24,8 @@ from fwman.firmware.catalog import (
     load_directory,
     parse_board,
 )
-from fwman.firmware.catalog_sign import trusted_keys, verify_index
-from fwman.firmware.rom import parse_rom
+from fwman.firmware.catalog.signing import trusted_keys, verify_index
+from fwman.firmware.rom.parse import parse_rom
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 from tests.unit.test_catalog_support import (
@@ -404,7 +404,7 @@ def test_conflicting_overrides_are_refused(tmp_path: Path) -> None:
 @settings(max_examples=100, deadline=None)
 @given(index=st.binary(max_size=300), sig=st.binary(max_size=300))
 def test_index_and_signature_parsers_give_a_model_or_a_verification_error(index: bytes, sig: bytes) -> None:
-    from fwman.firmware.catalog import parse_index
+    from fwman.firmware.catalog.model import parse_index
 
     keys = trusted_keys(LiveHost("/nonexistent-root"))
     for call in (lambda: parse_index(index), lambda: verify_index(index, sig, keys)):

@@ -15,8 +15,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fixtures.romgen import RomSpec, build_rom
-from fwman.firmware.catalog import LOCAL_CATALOG, load_directory, parse_board
-from fwman.firmware.catalog_sign import make_index, public_pem, sign_index
+from fwman.firmware.catalog.model import LOCAL_CATALOG, load_directory, parse_board
+from fwman.firmware.catalog.signing import make_index, public_pem, sign_index
 
 REBAR = "94.02.42.80.27"
 LAUNCH = "94.02.26.48.15"

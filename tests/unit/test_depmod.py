@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures.tinymod.elfgen import build_module, nvidia_tags
-from fwman.driver.depmod import (
+from fwman.driver.kmod.depmod import (
     DepmodConfig,
     installed_kernels,
     load_config,

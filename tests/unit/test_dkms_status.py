@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fwman.core.errors import ParseError
 from fwman.driver import dkms
-from fwman.errors import ParseError
 from fwman.host.live import LiveHost
 from tests.conftest import require_tools
 from tests.helpers import FwmanEnv

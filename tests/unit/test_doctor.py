@@ -13,15 +13,15 @@ import pytest
 from fixtures.hostgen.materialize import materialize
 from fixtures.hostgen.pci import MIB
 from fixtures.hostgen.rig import build_rig, rig_4x3090
-from fwman.doctor import Sources, run_doctor
-from fwman.doctor.checks import Check
-from fwman.doctor.facts import Facts
-from fwman.doctor.run import run_check
-from fwman.errors import ExitCode, MissingError, NotRecordedError
-from fwman.findings import Finding, Severity
+from fwman.core.errors import ExitCode, MissingError, NotRecordedError
+from fwman.core.findings import Finding, Severity
 from fwman.host.base import Host
 from fwman.host.recording import SnapshotWriter
 from fwman.host.snapshot import SnapshotHost
+from fwman.reports.doctor import Sources, run_doctor
+from fwman.reports.doctor.checks import Check
+from fwman.reports.doctor.facts import Facts
+from fwman.reports.doctor.run import run_check
 from tests.helpers import EXAMPLE_HOST, HOSTS, FwmanEnv
 from tests.unit.test_capture import _fake_nvidia_smi
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwman.doctor.parsers import (
+from fwman.reports.doctor.parsers import (
     disables_custom_all_reduce,
     hostpci_lines,
     mentions_vllm,

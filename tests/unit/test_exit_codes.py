@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from fixtures.hostgen.materialize import materialize
-from fwman.errors import BlockedError, ExitCode, PartialError
+from fwman.core.errors import BlockedError, ExitCode, PartialError
 from tests.helpers import EXAMPLE_HOST, FwmanEnv
 
 

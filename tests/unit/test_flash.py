@@ -7,8 +7,8 @@ import os
 from pathlib import Path
 
 from fixtures.nvflash.rig import CARDS, REBAR_3987, WITHDRAWN_3987, Rig, build_rig, image
-from fwman.errors import ExitCode
-from fwman.firmware.rom import parse_rom
+from fwman.core.errors import ExitCode
+from fwman.firmware.rom.parse import parse_rom
 from tests.helpers import EXAMPLE_HOST, FwmanEnv
 
 TARGET = "0000:41:00.0"

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwman.errors import ParseError
-from fwman.firmware.history import HISTORY_FILE, HistoryRecord, append_history, read_history
-from fwman.firmware.journal import Journal, OpState, StepState, parse_operation
+from fwman.core.errors import ParseError
+from fwman.firmware.ops.history import HISTORY_FILE, HistoryRecord, append_history, read_history
+from fwman.firmware.ops.journal import Journal, OpState, StepState, parse_operation
 from fwman.host.live import LiveHost
 
 

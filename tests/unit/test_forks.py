@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures.forge import ForgeState, forge_server, real_branch_lists
-from fwman.config import Config, parse_config
+from fwman.core.config import Config, parse_config
+from fwman.core.errors import FwmanError, ParseError, UsageError
 from fwman.driver.forks import (
     CACHE_PATH,
     DEFAULT_FORKS,
@@ -28,7 +29,6 @@ from fwman.driver.forks import (
     parse_ls_remote,
 )
 from fwman.driver.versions import DriverVersion
-from fwman.errors import FwmanError, ParseError, UsageError
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 

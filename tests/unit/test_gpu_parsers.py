@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from fixtures.hostgen.pci import GIB, MIB, ConfigSpec, build_config_space, gpu_resource
 from fixtures.hostgen.rig import rig_4x3090, smi_xml, topo_m, topo_p2p
-from fwman.errors import ParseError
+from fwman.core.errors import ParseError
 from fwman.gpu.config_space import parse_config_space
 from fwman.gpu.smi import normalise_bus_id, parse_smi_xml
 from fwman.gpu.sysfs import parse_hex_id, parse_link_speed, parse_resource

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fwman.driver import hooks
+from fwman.driver.hooks import run as hooks
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 
@@ -141,8 +141,8 @@ def test_boot_fast_path_runs_the_full_catchup_after_a_change(tmp_path: Path, cha
 def test_catchup_writes_the_stamp_the_script_reads(tmp_path: Path) -> None:
     import hashlib
 
-    from fwman.driver.hooks import catchup
-    from fwman.driver.manifest import Manifest, ModuleEntry, write_manifest
+    from fwman.driver.build.manifest import Manifest, ModuleEntry, write_manifest
+    from fwman.driver.hooks.run import catchup
 
     root, script, started = _fast_path_root(tmp_path)
     host = LiveHost(str(root))
@@ -157,8 +157,8 @@ def test_catchup_writes_the_stamp_the_script_reads(tmp_path: Path) -> None:
 def test_a_pending_kernel_without_headers_does_not_defeat_the_fast_paths(tmp_path: Path) -> None:
     import hashlib
 
-    from fwman.driver.hooks import catchup
-    from fwman.driver.manifest import Manifest, ModuleEntry, write_manifest
+    from fwman.driver.build.manifest import Manifest, ModuleEntry, write_manifest
+    from fwman.driver.hooks.run import catchup
 
     root, script, started = _fast_path_root(tmp_path)
     host = LiveHost(str(root))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.hostgen.rig import build_rig, rig_4x3090
-from fwman.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult
 from fwman.host.live import LiveHost
 from fwman.host.recording import Redactor, SnapshotWriter

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.tinymod.elfgen import build_module, make_signing_key, nvidia_tags, sign_module
-from fwman.driver.kmod import SIGNATURE_MAGIC, module_bytes, module_stem, read_module, read_module_file
-from fwman.errors import ParseError, ToolMissingError
+from fwman.core.errors import ParseError, ToolMissingError
+from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, module_bytes, module_stem, read_module, read_module_file
 from fwman.host.live import LiveHost
 
 KERNEL = "6.1.0-50-amd64"

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.nvflash.rig import STANDIN_DIR, build_rig
-from fwman.errors import ParseError
-from fwman.firmware import nvflash
-from fwman.firmware.nvflash import FlashOutcome
+from fwman.core.errors import ParseError
+from fwman.firmware.nvflash import protocol as nvflash
+from fwman.firmware.nvflash.protocol import FlashOutcome
 
 DOC_LIST = "<1> GeForce RTX 3080     (10DE,2206,1043,87B0) S:00,B:0F,D:00,F:00"
 

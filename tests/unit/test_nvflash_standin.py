@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 from fixtures.nvflash.rig import REBAR_3987, STANDIN_DIR, Rig, build_rig, image
-from fwman.errors import ParseError
-from fwman.firmware import nvflash
-from fwman.firmware.rom import parse_rom
+from fwman.core.errors import ParseError
+from fwman.firmware.nvflash import protocol as nvflash
+from fwman.firmware.rom.parse import parse_rom
 from fwman.host.pty import run_in_pty
 
 NVFLASH = str(STANDIN_DIR / "nvflash")

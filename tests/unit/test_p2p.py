@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from fwman.cli.context import AppContext, Environment
 from fwman.cli.p2p import show
-from fwman.errors import ExitCode, MissingError, VerificationError
+from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.p2p.copytest import MIB, CopyReport, PairResult, compare, pattern, run_copy_test
 from fwman.p2p.cuda import load_library
 from fwman.p2p.device import CudaError, Gpu

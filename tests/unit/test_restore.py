@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fixtures.nvflash.rig import LAUNCH_3987, REBAR_3987, build_rig
-from fwman.errors import ExitCode
-from fwman.firmware.rom import parse_rom
+from fwman.core.errors import ExitCode
+from fwman.firmware.rom.parse import parse_rom
 
 
 def own_backup(rig: object, doc: dict[str, object], bus: str) -> str:

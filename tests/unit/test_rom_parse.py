@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.romgen import BLOCK, RomSpec, build_chain, build_rom
-from fwman.firmware.rom import _sum8, parse_rom
-from fwman.firmware.rommodel import RomImage, RomKind
+from fwman.firmware.rom.model import RomImage, RomKind
+from fwman.firmware.rom.parse import _sum8, parse_rom
 
 KIND_OF = {
     "nvgi_dump": RomKind.NVGI_DUMP,

@@ -7,10 +7,10 @@ import struct
 import pytest
 
 from fixtures.romgen import RomSpec, build_rom
-from fwman.findings import Finding, Severity, worst
-from fwman.firmware.catalog import Board, CatalogEntry
-from fwman.firmware.rom import parse_rom
-from fwman.firmware.romverify import DOWNGRADE_FLAG, normalise_board_id, verify_image, version_key
+from fwman.core.findings import Finding, Severity, worst
+from fwman.firmware.catalog.model import Board, CatalogEntry
+from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import DOWNGRADE_FLAG, normalise_board_id, verify_image, version_key
 from fwman.gpu.card import Card
 
 

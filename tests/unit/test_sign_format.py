@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fwman.driver import sign
-from fwman.driver.kmod import SIGNATURE_MAGIC, split_signature
-from fwman.errors import MissingError, ParseError, UsageError
+from fwman.core.errors import MissingError, ParseError, UsageError
+from fwman.driver.kmod import sign
+from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
 from fwman.host.live import LiveHost
 
 

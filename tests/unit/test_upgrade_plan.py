@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fwman.findings import Severity
-from fwman.firmware.catalog import load_catalog, load_directory
-from fwman.firmware.upgrade_plan import UpgradePlan, build_upgrade_plan
+from fwman.core.findings import Severity
+from fwman.firmware.catalog.model import load_catalog, load_directory
+from fwman.firmware.upgrade.plan import UpgradePlan, build_upgrade_plan
 from fwman.gpu.card import Card
 from fwman.host.live import LiveHost
 from fwman.host.snapshot import SnapshotHost

@@ -1,0 +1,243 @@
+"""``fwman capture``: a read-only recording of an NVIDIA host into a snapshot directory.
+
+The fixed list from ../shared/docs/host-state.md is read through a RecordingHost, then fwman's own read-only
+commands (scan, audit, doctor, modules/hooks/dkms status, upgrade --dry-run) run against it: so a replay of
+those commands finds everything it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fwman.core.errors import FwmanError, MissingError
+from fwman.gpu.inventory import PCI_DEVICES, nvidia_functions, scan_cards
+from fwman.host.base import Host
+from fwman.host.recording import RecordingHost, SnapshotWriter
+
+#: sysfs attributes recorded for every NVIDIA function and every bridge above it
+PCI_ATTRIBUTES = (
+    "vendor",
+    "device",
+    "subsystem_vendor",
+    "subsystem_device",
+    "class",
+    "revision",
+    "current_link_speed",
+    "current_link_width",
+    "max_link_speed",
+    "max_link_width",
+    "numa_node",
+    "local_cpulist",
+    "resource",
+    "config",
+    "enable",
+    "boot_vga",
+)
+PCI_LINKS = ("driver", "iommu_group")
+FILES = (
+    "/proc/modules",
+    "/proc/cmdline",
+    "/proc/version",
+    "/proc/sys/kernel/osrelease",
+    "/etc/os-release",
+    "/sys/module/nvidia/version",
+    "/sys/module/nvidia/initstate",
+    "/sys/module/nvidia_uvm/version",
+    "/sys/module/nvidia_peermem/version",
+    "/proc/driver/nvidia/params",
+    "/proc/driver/nvidia/registry",
+)
+COMMANDS = (
+    ("uname", "-r"),
+    ("nvidia-smi", "-q", "-x"),
+    ("nvidia-smi", "topo", "-m"),
+    ("nvidia-smi", "topo", "-p2p", "r"),
+    ("nvidia-smi", "topo", "-p2p", "w"),
+    ("nvidia-smi", "--version"),
+    ("dkms", "status"),
+    ("lspci", "-vvv", "-nn"),
+)
+TOOLS = (
+    "nvidia-smi",
+    "nvflash",
+    "dkms",
+    "lspci",
+    "git",
+    "modinfo",
+    "depmod",
+    "proxmox-boot-tool",
+    "grub-editenv",
+    "bootctl",
+    "mokutil",
+    "uname",
+)
+LISTINGS = (
+    "/sys/class/iommu",
+    "/sys/kernel/iommu_groups",
+    "/lib/modules",
+    "/lib/firmware/nvidia",
+    "/usr/lib/x86_64-linux-gnu",
+    "/usr/lib64",
+    "/usr/lib",
+    "/usr/local",
+    "/etc/pve/lxc",
+    "/etc/pve/qemu-server",
+    "/etc/depmod.d",
+    "/lib/depmod.d",
+    "/etc/kernel/postinst.d",
+    "/var/lib/dkms",
+    # driver folders of containers/VMs that mount the host driver (e.g. /usr/local/nvidia)
+    "/usr/local/nvidia",
+    "/usr/local/nvidia/lib64",
+    "/usr/local/nvidia/lib",
+    "/usr/local/nvidia/bin",
+    "/usr/local/nvidia/firmware/nvidia",
+    "/usr/local/nvidia/modules",
+)
+#: read-only commands run once against the recording host (output discarded), so that replaying them finds
+#: every path and command they read: the simplest guarantee that capture and the commands never drift apart
+REPLAYABLE_COMMANDS = (
+    ("scan", "--json"),
+    ("audit", "--offline", "--json"),
+    ("doctor", "--json"),
+    ("modules", "status", "--json"),
+    ("modules", "check-boot", "--json"),
+    ("hooks", "status", "--json"),
+    ("dkms", "status", "--json"),
+    ("upgrade", "--dry-run", "--json"),
+)
+
+
+@dataclass
+class CaptureReport:
+    """What a capture recorded, and what it could not."""
+
+    gpus: int = 0
+    files: int = 0
+    commands: int = 0
+    missing_tools: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def _try(report: CaptureReport, what: str, fn: Callable[..., object], *args: object) -> object:
+    """Call ``fn(*args)``; record a failure in ``report`` instead of stopping the capture. Return its result."""
+    try:
+        return fn(*args)
+    except (FwmanError, OSError) as e:
+        report.problems.append(f"{what}: {getattr(e, 'message', e)}")
+        return None
+
+
+def bridges_above(host: Host, bus: str) -> list[str]:
+    """Return the sysfs directories of the PCI bridges above function ``bus`` (nearest first)."""
+    real = host.realpath(f"{PCI_DEVICES}/{bus}")
+    parts = real.split("/")
+    result = []
+    for i in range(len(parts) - 1, 3, -1):
+        parent = "/".join(parts[:i])
+        name = posixpath.basename(parent)
+        if ":" in name and "." in name and not name.startswith("pci"):
+            result.append(parent)
+    return result
+
+
+def _walk(host: Host, directory: str, depth: int = 3) -> None:
+    """Read every file under ``directory`` (recording it), up to ``depth`` levels."""
+    for name in host.listdir(directory):
+        path = f"{directory}/{name}"
+        if host.is_dir(path):
+            if depth > 0:
+                _walk(host, path, depth - 1)
+        else:
+            with contextlib.suppress(MissingError):
+                host.read_bytes(path)
+
+
+def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] = lambda s: None) -> CaptureReport:
+    """Record ``host`` into ``writer`` and return a report. Never writes to the host."""
+    rec = RecordingHost(host, writer)
+    report = CaptureReport()
+    progress("GPU inventory")
+    cards = _try(report, "inventory", scan_cards, rec)
+    report.gpus = len(cards) if isinstance(cards, list) else 0
+    progress("PCI functions and bridges")
+    for bus in nvidia_functions(rec):
+        bridges = _try(report, f"bridges of {bus}", bridges_above, rec, bus)
+        for d in [f"{PCI_DEVICES}/{bus}", *(bridges if isinstance(bridges, list) else [])]:
+            for attr in PCI_ATTRIBUTES:
+                if rec.exists(f"{d}/{attr}"):
+                    _try(report, f"{d}/{attr}", rec.read_bytes, f"{d}/{attr}")
+            for link in PCI_LINKS:
+                if rec.exists(f"{d}/{link}"):
+                    _try(report, f"{d}/{link}", rec.readlink, f"{d}/{link}")
+            _try(report, f"{d} resizable BARs", _read_resize, rec, d)
+            _try(report, f"{d} iommu group", _read_iommu_group, rec, d)
+    progress("driver state")
+    if rec.is_dir("/proc/driver/nvidia"):
+        _try(report, "/proc/driver/nvidia", _walk, rec, "/proc/driver/nvidia")
+    for path in FILES:
+        if rec.exists(path):
+            _try(report, path, rec.read_bytes, path)
+    for path in LISTINGS:
+        if rec.is_dir(path):
+            _try(report, path, rec.listdir, path)
+    if rec.is_dir("/usr/local"):
+        for name in rec.listdir("/usr/local"):
+            if name.startswith("cuda") and rec.is_dir(f"/usr/local/{name}/compat"):
+                _try(report, f"/usr/local/{name}/compat", rec.listdir, f"/usr/local/{name}/compat")
+    progress("tools")
+    for tool in TOOLS:
+        if rec.which(tool) is None:
+            report.missing_tools.append(tool)
+    for argv in COMMANDS:
+        progress(" ".join(argv))
+        _try(report, " ".join(argv), rec.run, list(argv))
+    for argv in REPLAYABLE_COMMANDS:
+        progress(f"fwman {' '.join(argv)}")
+        problem = _run_command(rec, list(argv))
+        if problem:
+            report.problems.append(f"fwman {' '.join(argv)}: {problem}")
+    report.files = len(writer.files)
+    report.commands = len(writer.commands)
+    return report
+
+
+def _read_resize(host: Host, directory: str) -> None:
+    for name in host.listdir(directory):
+        if name.startswith("resource") and name.endswith("_resize"):
+            host.read_bytes(f"{directory}/{name}")
+
+
+def _read_iommu_group(host: Host, directory: str) -> None:
+    if not host.exists(f"{directory}/iommu_group"):
+        return
+    group = host.realpath(f"{directory}/iommu_group")
+    host.listdir(f"{group}/devices")
+    if host.exists(f"{group}/type"):
+        host.read_bytes(f"{group}/type")
+
+
+def _run_command(host: Host, argv: list[str]) -> str | None:
+    """Run fwman ``argv`` against ``host`` with output discarded; return None, or what broke it unexpectedly.
+
+    Its outcome does not matter, its reads do: a command that fails the ordinary way (exit != 0, a missing tool,
+    a write the read-only recording refuses) has still recorded what it read.
+    """
+    import io
+
+    import click
+
+    from fwman.cli.app import cli
+    from fwman.cli.context import AppContext, Environment
+
+    app = AppContext(env=Environment(stdout=io.StringIO(), stderr=io.StringIO(), variables={}), _host=host)
+    try:
+        cli.main(args=argv, prog_name="fwman", obj=app, standalone_mode=False)
+    except (FwmanError, click.ClickException, click.exceptions.Exit, click.Abort):
+        return None
+    except Exception as e:  # a bug in that command must not cost the user the whole capture
+        return f"unexpected {type(e).__name__}: {e}"
+    return None

@@ -1,0 +1,155 @@
+"""Host changes as small, re-runnable actions (the pattern of pop-os/system76-driver).
+
+Each action says what it does (:meth:`describe`), whether the host still needs it (:meth:`is_needed`), and
+does it (:meth:`apply`). Running a list twice changes nothing the second time, so ``fwman hooks install`` or
+``fwman dkms block`` can be re-run after an interruption, and ``--dry-run`` is the list of descriptions of the
+actions still needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from fwman.core.errors import FwmanError, MissingError
+from fwman.host.base import CommandResult, Host
+
+
+class Action(Protocol):
+    """One idempotent change to a host."""
+
+    def describe(self) -> str:
+        """Return one line saying what the action does."""
+        ...
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the host is not yet in the state this action produces."""
+        ...
+
+    def apply(self, host: Host) -> None:
+        """Make the change. Raises FwmanError when it cannot."""
+        ...
+
+
+@dataclass
+class WriteFile:
+    """Make ``path`` hold exactly ``content`` with ``mode`` (atomic write)."""
+
+    path: str
+    content: bytes
+    mode: int = 0o644
+
+    def describe(self) -> str:
+        """Return what is written where."""
+        return f"write {self.path} ({len(self.content)} bytes, mode {self.mode:o})"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the file is absent or differs."""
+        if not host.exists(self.path):
+            return True
+        try:
+            return host.read_bytes(self.path) != self.content
+        except MissingError:
+            return True
+
+    def apply(self, host: Host) -> None:
+        """Write the file."""
+        host.write_bytes(self.path, self.content, self.mode)
+
+
+@dataclass
+class RemoveFile:
+    """Make sure ``path`` does not exist (a file or a link)."""
+
+    path: str
+
+    def describe(self) -> str:
+        """Return what is removed."""
+        return f"remove {self.path}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the file (or a dangling link) is there."""
+        return host.exists(self.path) or host.is_link(self.path)
+
+    def apply(self, host: Host) -> None:
+        """Remove it."""
+        host.unlink(self.path)
+
+
+@dataclass
+class Symlink:
+    """Make ``path`` a symbolic link to ``target``."""
+
+    path: str
+    target: str
+
+    def describe(self) -> str:
+        """Return the link to create."""
+        return f"link {self.path} -> {self.target}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the link is absent or points elsewhere."""
+        if not host.is_link(self.path):
+            return True
+        try:
+            return host.readlink(self.path) != self.target
+        except MissingError:
+            return True
+
+    def apply(self, host: Host) -> None:
+        """Create or replace the link."""
+        host.symlink(self.target, self.path)
+
+
+@dataclass
+class RunCommand:
+    """Run a command while ``needed(host)`` says so; fail with the command's stderr."""
+
+    argv: Sequence[str]
+    needed: Callable[[Host], bool]
+    reason: str = ""
+    timeout: float = 600.0
+    results: list[CommandResult] = field(default_factory=list)
+
+    def describe(self) -> str:
+        """Return the command line (and why)."""
+        text = "run " + " ".join(self.argv)
+        return f"{text}  ({self.reason})" if self.reason else text
+
+    def is_needed(self, host: Host) -> bool:
+        """Return what the check says."""
+        return self.needed(host)
+
+    def apply(self, host: Host) -> None:
+        """Run it. Raises FwmanError with the tool's message when it fails."""
+        result = host.run(list(self.argv), timeout=self.timeout)
+        self.results.append(result)
+        if not result.ok:
+            tail = (result.stderr or result.stdout).strip().splitlines()
+            raise FwmanError(
+                f"{' '.join(self.argv)} failed (exit {result.rc}): {tail[-1] if tail else 'no output'}",
+                hint="run it by hand to see the whole output",
+            )
+
+
+def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
+    """Return the actions of ``actions`` that the host still needs, in order."""
+    return [a for a in actions if a.is_needed(host)]
+
+
+def apply_all(host: Host, actions: Sequence[Action], report: Callable[[str], None] | None = None) -> list[str]:
+    """Apply every needed action in order and return their descriptions.
+
+    Stops at the first failure (the FwmanError propagates): what was applied stays applied, and running the
+    same list again continues where it stopped.
+    """
+    done: list[str] = []
+    for action in actions:
+        if not action.is_needed(host):
+            continue
+        if report is not None:
+            report(action.describe())
+        action.apply(host)
+        done.append(action.describe())
+    return done

@@ -1,0 +1,247 @@
+"""Installing built modules for one kernel, running depmod, and checking that depmod picks ours.
+
+The install is staged: the new modules are written to ``/lib/modules/<kver>/updates/.fwman-new/`` and the
+directory is swapped with ``updates/fwman`` by two renames, so modprobe sees the old set or the new set, never a
+mix. ``/etc/depmod.d/fwman.conf`` overrides every other copy of the five names (a stock module under
+``kernel/drivers/video``, DKMS's under ``updates/dkms``). Then the real ``depmod`` runs (``-b``/``-C`` when the
+Host is a temp root) and its output, ``modules.dep``, is read back: each name must resolve to our file, with the
+hash recorded in the manifest and a ``vermagic`` naming the kernel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
+from fwman.driver.build.manifest import (
+    DEPMOD_CONF,
+    INSTALL_SUBDIR,
+    MODULE_NAMES,
+    Manifest,
+    ModuleEntry,
+    install_dir,
+    sha256_hex,
+    store_dir,
+)
+from fwman.driver.kmod.kofile import module_stem, read_module
+from fwman.host.base import Host
+
+WHAT_DEP = "modules.dep"
+
+
+def depmod_conf_text() -> bytes:
+    """Return the content of ``/etc/depmod.d/fwman.conf``: an override line per module name."""
+    lines = [
+        "# Written by fwman (`fwman modules build`): the P2P-patched NVIDIA modules fwman installs under",
+        f"# {INSTALL_SUBDIR}/ win over every other copy of these names (packaged, DKMS). Removing this file",
+        "# and running `depmod -a` hands the names back to whatever else is installed.",
+    ]
+    lines += [f"override {name} * {INSTALL_SUBDIR}" for name in MODULE_NAMES]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def root_prefix(host: Host) -> str | None:
+    """Return the filesystem directory the Host maps ``/`` to when it is not ``/`` itself, else None.
+
+    Raises FwmanError on a host without a local filesystem (a snapshot): nothing can be installed there.
+    """
+    local = host.local_path("/")
+    if local is None:
+        raise FwmanError(f"cannot change {host.description}: it has no local filesystem")
+    return None if local == "/" else local.rstrip("/")
+
+
+def _local(host: Host, path: str) -> str:
+    local = host.local_path(path)
+    if local is None:
+        raise FwmanError(f"cannot change {host.description}: no local path for {path}")
+    return local
+
+
+def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> dict[str, ModuleEntry]:
+    """Install ``built`` ({module name: file bytes}) for ``kver`` and return the manifest entries.
+
+    Also keeps a copy in the module store (for repairs) and writes the depmod override file. Does not run
+    depmod. Raises FwmanError when the kernel's module directory does not exist or a write fails; the previous
+    modules stay in place until the final rename.
+    """
+    base = f"/lib/modules/{kver}"
+    if not host.is_dir(base):
+        raise MissingError(f"{base} does not exist: is kernel {kver} installed?")
+    final = install_dir(kver)
+    staging = f"{base}/updates/.fwman-new"
+    old = f"{base}/updates/.fwman-old"
+    _rmtree(host, staging)
+    _rmtree(host, old)
+    entries: dict[str, ModuleEntry] = {}
+    for name, data in built.items():
+        host.write_bytes(f"{staging}/{name}.ko", data)
+        entries[name] = ModuleEntry(f"{final}/{name}.ko", sha256_hex(data), len(data))
+    # the store first: if the swap below is interrupted, a repair can still put the new set in place
+    store = store_dir(kver)
+    for name, data in built.items():
+        host.write_bytes(f"{store}/{name}.ko", data)
+    if host.exists(final):
+        host.rename(final, old)
+    host.rename(staging, final)
+    _rmtree(host, old)
+    conf = depmod_conf_text()
+    if not host.exists(DEPMOD_CONF) or host.read_bytes(DEPMOD_CONF) != conf:
+        host.write_bytes(DEPMOD_CONF, conf)
+    return entries
+
+
+def remove_modules(host: Host, kver: str) -> None:
+    """Remove fwman's installed modules and store for ``kver`` (the kernel itself was removed)."""
+    _rmtree(host, install_dir(kver))
+    _rmtree(host, store_dir(kver))
+
+
+def _rmtree(host: Host, path: str) -> None:
+    if not (host.exists(path) or host.is_link(path)):
+        return
+    result = host.run(["rm", "-rf", "--", _local(host, path)], timeout=120)
+    if not result.ok:
+        raise FwmanError(f"cannot remove {path}: {result.stderr.strip()}")
+
+
+def run_depmod(host: Host, kver: str) -> None:
+    """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one).
+
+    Raises ToolMissing-style MissingError when depmod is absent, FwmanError when it fails.
+    """
+    argv = ["depmod", "-a"]
+    prefix = root_prefix(host)
+    if prefix is not None:
+        # -b alone still reads /etc/depmod.d of this machine: point -C at the temp root's configuration.
+        argv += ["-b", prefix, "-C", f"{prefix}/etc/depmod.d"]
+    elif host.exists(f"/boot/System.map-{kver}"):
+        argv += ["-F", f"/boot/System.map-{kver}"]
+    argv.append(kver)
+    result = host.run(argv, timeout=300)
+    if result.missing:
+        raise MissingError("depmod not found", hint="install kmod (apt install kmod)")
+    if not result.ok:
+        raise FwmanError(f"depmod failed for {kver}: {result.stderr.strip()}")
+
+
+def parse_modules_dep(text: str) -> dict[str, str]:
+    """Return {module name with ``_``: path relative to the kernel's module dir} from ``modules.dep`` text.
+
+    Each line is ``path: dependency...``. Raises ParseError (with the line number) for a line without the
+    colon or with a path that is not a module file.
+    """
+    result: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        path, sep, _deps = line.partition(":")
+        path = path.strip()
+        if not sep or not path or " " in path:
+            raise ParseError(WHAT_DEP, "line", f"expected 'path: deps', got {line[:60]!r}", number)
+        stem = module_stem(path.rsplit("/", 1)[-1])
+        if stem is None:
+            raise ParseError(WHAT_DEP, "path", f"not a module file: {path[:60]!r}", number)
+        result.setdefault(stem.replace("-", "_"), path)
+    return result
+
+
+def depmod_resolution(host: Host, kver: str) -> dict[str, str]:
+    """Return {module name with ``_``: absolute host path} as the last depmod run for ``kver`` resolved them.
+
+    Returns {} when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep.
+    """
+    path = f"/lib/modules/{kver}/modules.dep"
+    if not host.exists(path):
+        return {}
+    return {name: f"/lib/modules/{kver}/{rel}" for name, rel in parse_modules_dep(host.read_text(path)).items()}
+
+
+@dataclass
+class ModuleCheck:
+    """The verdict on one module of a manifest."""
+
+    name: str
+    ok: bool
+    problem: str | None = None
+    resolved: str | None = None
+
+
+def check_installed(
+    host: Host, manifest: Manifest, *, resolution: Mapping[str, str] | None = None, hash_files: bool = True
+) -> list[ModuleCheck]:
+    """Check every module of ``manifest`` on ``host`` and return one verdict per module.
+
+    A module is ok when depmod resolves its name to the manifest's path, the file has the recorded SHA-256
+    (or size, with ``hash_files=False``) and its ``vermagic`` names the manifest's kernel. Never raises for a
+    missing or unreadable file: that is a failed check.
+    """
+    kver = manifest.kernel
+    if resolution is None:
+        try:
+            resolution = depmod_resolution(host, kver)
+        except ParseError as e:
+            return [ModuleCheck(name, False, f"modules.dep unreadable: {e.message}") for name in manifest.modules]
+    checks: list[ModuleCheck] = []
+    for name, entry in manifest.modules.items():
+        resolved = resolution.get(name.replace("-", "_"))
+        if resolved != entry.path:
+            where = resolved or "nothing"
+            checks.append(ModuleCheck(name, False, f"depmod resolves {name} to {where}, not to ours", resolved))
+            continue
+        try:
+            if hash_files:
+                data = host.read_bytes(entry.path)
+                if sha256_hex(data) != entry.sha256:
+                    checks.append(ModuleCheck(name, False, "file differs from the manifest (sha256)", resolved))
+                    continue
+                info = read_module(data)
+                if info.kernel_release != kver:
+                    problem = f"vermagic names {info.kernel_release or 'no kernel'}, not {kver}"
+                    checks.append(ModuleCheck(name, False, problem, resolved))
+                    continue
+            elif entry.size is not None and host.stat_size(entry.path) != entry.size:
+                checks.append(ModuleCheck(name, False, "file size differs from the manifest", resolved))
+                continue
+        except MissingError:
+            checks.append(ModuleCheck(name, False, f"{entry.path} is missing", resolved))
+            continue
+        except ParseError as e:
+            checks.append(ModuleCheck(name, False, f"not a readable module: {e.message}", resolved))
+            continue
+        checks.append(ModuleCheck(name, True, None, resolved))
+    return checks
+
+
+def verify_or_raise(host: Host, manifest: Manifest) -> None:
+    """Raise VerificationError naming the first failed check of ``manifest`` on ``host``; return when all pass."""
+    bad = [c for c in check_installed(host, manifest) if not c.ok]
+    if bad:
+        raise VerificationError(
+            f"kernel {manifest.kernel}: {bad[0].name}: {bad[0].problem}",
+            hint="run `fwman modules status` for every module's state",
+        )
+
+
+def repair_from_store(host: Host, manifest: Manifest) -> bool:
+    """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod.
+
+    Used when DKMS moved our modules away (into its ``original_module`` directory) and installed its own.
+    Returns False (changing nothing) when the store is missing a module or a stored copy does not match the
+    manifest; the caller then rebuilds.
+    """
+    kver = manifest.kernel
+    built: dict[str, bytes] = {}
+    for name, entry in manifest.modules.items():
+        path = f"{store_dir(kver)}/{name}.ko"
+        try:
+            data = host.read_bytes(path)
+        except MissingError:
+            return False
+        if sha256_hex(data) != entry.sha256:
+            return False
+        built[name] = data
+    install_modules(host, kver, built)
+    run_depmod(host, kver)
+    return True

@@ -1,0 +1,248 @@
+"""Where fwman keeps its per-kernel module state, and the manifest that says which modules are ours.
+
+Patched and stock modules carry the same ``version=`` string, so fwman records its own identity: after every
+successful install it writes ``/var/lib/fwman/modules/<kver>.json``::
+
+    {"kernel": "6.1.0-50-amd64", "fork": "...", "branch": "570.86.16-p2p", "commit": "<sha1>",
+     "modules": {"nvidia": {"path": "/lib/modules/6.1.0-50-amd64/updates/fwman/nvidia.ko",
+                            "sha256": "...", "size": 12345}, ...},
+     "built_at": "2026-11-29T08:30:00+00:00", ...}
+
+Next to it, two markers that are deliberately *not* ``*.json`` (readers that list manifests never see them):
+``<kver>.failed`` (the last build for this (commit, kernel) failed: automatic runs skip it, as akmods does) and
+``<kver>.pending`` (the kernel needs a build that could not run yet: no headers, lock busy). A copy of the
+installed modules is kept in ``<kver>.d/`` so a module DKMS moved away can be put back without a rebuild.
+
+This module is imported on the fast path of ``fwman modules catchup`` at boot: it uses json and dataclasses
+only (no pydantic), and :func:`manifest_is_current` checks sizes with ``stat`` instead of hashing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fwman.core.errors import MissingError, ParseError
+from fwman.host.base import Host
+
+STATE_DIR = "/var/lib/fwman/modules"
+CACHE_DIR = "/var/cache/fwman"
+OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
+SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
+BUILD_DIR = f"{CACHE_DIR}/build"
+LOG_DIR = "/var/log/fwman"
+INSTALL_SUBDIR = "updates/fwman"
+DEPMOD_CONF = "/etc/depmod.d/fwman.conf"
+#: the five modules of the open driver, in load order
+MODULE_NAMES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
+
+WHAT = "module manifest"
+
+
+def manifest_path(kver: str) -> str:
+    """Return the host path of the manifest of kernel ``kver``."""
+    return f"{STATE_DIR}/{kver}.json"
+
+
+def failed_path(kver: str) -> str:
+    """Return the host path of the failure marker of kernel ``kver``."""
+    return f"{STATE_DIR}/{kver}.failed"
+
+
+def pending_path(kver: str) -> str:
+    """Return the host path of the pending marker of kernel ``kver``."""
+    return f"{STATE_DIR}/{kver}.pending"
+
+
+def store_dir(kver: str) -> str:
+    """Return the host directory holding fwman's copy of the modules installed for ``kver``."""
+    return f"{STATE_DIR}/{kver}.d"
+
+
+def install_dir(kver: str) -> str:
+    """Return the host directory the modules of ``kver`` are installed in."""
+    return f"/lib/modules/{kver}/{INSTALL_SUBDIR}"
+
+
+def build_log_path(kver: str) -> str:
+    """Return the host path of the build log of kernel ``kver``."""
+    return f"{LOG_DIR}/build-{kver}.log"
+
+
+def now_iso() -> str:
+    """Return the current UTC time as an ISO 8601 string (seconds)."""
+    return datetime.now(UTC).replace(microsecond=0).isoformat()
+
+
+def sha256_hex(data: bytes) -> str:
+    """Return the SHA-256 of ``data`` as lowercase hex."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class ModuleEntry:
+    """One installed module file: where it is and what it must hash to."""
+
+    path: str
+    sha256: str
+    size: int | None = None
+
+
+@dataclass
+class Manifest:
+    """What fwman installed for one kernel (the document in ``<kver>.json``)."""
+
+    kernel: str
+    fork: str | None
+    branch: str | None
+    commit: str | None
+    modules: dict[str, ModuleEntry]
+    built_at: str
+    #: a local source directory (``--source``) or the fork URL
+    source: str | None = None
+    #: the first line of ``cc --version`` the modules were built with
+    compiler: str | None = None
+    #: hash algorithm used to sign the modules, or None when unsigned
+    signed: str | None = None
+    #: the kernel-independent objects came from the object cache
+    object_cache_hit: bool = False
+
+    def to_json(self) -> bytes:
+        """Return the manifest as UTF-8 JSON bytes (stable key order)."""
+        doc = asdict(self)
+        return (json.dumps(doc, indent=2) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Manifest:
+        """Return the manifest in ``data``. Raises ParseError naming the field that is wrong."""
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ParseError(WHAT, "document", f"not JSON: {e}") from e
+        if not isinstance(doc, dict):
+            raise ParseError(WHAT, "document", "not a JSON object")
+        kernel = _str(doc, "kernel", required=True)
+        raw_modules = doc.get("modules")
+        if not isinstance(raw_modules, dict) or not raw_modules:
+            raise ParseError(WHAT, "modules", "missing or empty")
+        modules: dict[str, ModuleEntry] = {}
+        for name, entry in raw_modules.items():
+            if not isinstance(entry, dict):
+                raise ParseError(WHAT, f"modules.{name}", "not an object")
+            path, digest, size = entry.get("path"), entry.get("sha256"), entry.get("size")
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ParseError(WHAT, f"modules.{name}.path", "missing or not an absolute path")
+            if not isinstance(digest, str) or len(digest) != 64:
+                raise ParseError(WHAT, f"modules.{name}.sha256", "missing or not a SHA-256 hex digest")
+            if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+                raise ParseError(WHAT, f"modules.{name}.size", "not a non-negative integer")
+            modules[str(name)] = ModuleEntry(path, digest.lower(), size)
+        hit = doc.get("object_cache_hit", False)
+        return cls(
+            kernel=kernel or "",
+            fork=_str(doc, "fork"),
+            branch=_str(doc, "branch"),
+            commit=_str(doc, "commit"),
+            modules=modules,
+            built_at=_str(doc, "built_at") or "",
+            source=_str(doc, "source"),
+            compiler=_str(doc, "compiler"),
+            signed=_str(doc, "signed"),
+            object_cache_hit=bool(hit) if isinstance(hit, bool) else False,
+        )
+
+
+def _str(doc: dict[str, Any], key: str, required: bool = False) -> str | None:
+    value = doc.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise ParseError(WHAT, key, "missing or not a string" if required else "not a string")
+    return value
+
+
+def load_manifest(host: Host, kver: str) -> Manifest | None:
+    """Return the manifest of ``kver``, or None when there is none. Raises ParseError when it is corrupt."""
+    path = manifest_path(kver)
+    if not host.exists(path):
+        return None
+    return Manifest.from_json(host.read_bytes(path))
+
+
+def write_manifest(host: Host, manifest: Manifest) -> None:
+    """Write ``manifest`` atomically to its place."""
+    host.write_bytes(manifest_path(manifest.kernel), manifest.to_json())
+
+
+def manifest_is_current(host: Host, kver: str) -> bool:
+    """Return True when ``kver`` has a readable manifest whose module files all exist with the recorded size.
+
+    The boot-time fast path: one small read and a ``stat`` per module, no hashing (``fwman modules status``
+    hashes). Never raises: a corrupt manifest or a missing file is simply "not current".
+    """
+    try:
+        manifest = load_manifest(host, kver)
+        if manifest is None:
+            return False
+        for entry in manifest.modules.values():
+            size = host.stat_size(entry.path)
+            if entry.size is not None and size != entry.size:
+                return False
+    except (MissingError, ParseError):
+        return False
+    return True
+
+
+@dataclass
+class Marker:
+    """A failure or pending marker: why, for which source, and when."""
+
+    kernel: str
+    reason: str
+    at: str = field(default_factory=now_iso)
+    commit: str | None = None
+    fork: str | None = None
+    branch: str | None = None
+    detail: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> bytes:
+        """Return the marker as JSON bytes."""
+        return (json.dumps(asdict(self), indent=2) + "\n").encode()
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Marker:
+        """Return the marker in ``data``. Raises ParseError when it is not one."""
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ParseError("module marker", "document", f"not JSON: {e}") from e
+        if not isinstance(doc, dict) or not isinstance(doc.get("kernel"), str):
+            raise ParseError("module marker", "kernel", "missing")
+        detail = doc.get("detail") if isinstance(doc.get("detail"), dict) else {}
+        return cls(
+            kernel=doc["kernel"],
+            reason=str(doc.get("reason", "")),
+            at=str(doc.get("at", "")),
+            commit=doc.get("commit") if isinstance(doc.get("commit"), str) else None,
+            fork=doc.get("fork") if isinstance(doc.get("fork"), str) else None,
+            branch=doc.get("branch") if isinstance(doc.get("branch"), str) else None,
+            detail={str(k): str(v) for k, v in (detail or {}).items()},
+        )
+
+
+def read_marker(host: Host, path: str) -> Marker | None:
+    """Return the marker at ``path``, or None when absent or unreadable (a broken marker counts as none)."""
+    if not host.exists(path):
+        return None
+    try:
+        return Marker.from_json(host.read_bytes(path))
+    except (MissingError, ParseError):
+        return None
+
+
+def write_marker(host: Host, path: str, marker: Marker) -> None:
+    """Write ``marker`` atomically to ``path``."""
+    host.write_bytes(path, marker.to_json())

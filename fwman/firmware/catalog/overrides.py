@@ -1,0 +1,128 @@
+"""Local hash overrides: vendor-published MD5s an owner supplied for catalog images whose hash is unknown.
+
+``fwman fetch BOARD/VERSION --expect-md5 HEX`` records the MD5 (with where it came from, the SHA-256 of the
+file that matched it, and when) in ``/var/lib/fwman/overrides.toml``; an administrator may also keep entries in
+``/etc/fwman/catalog-overrides.toml`` (same format). They are host-local: never written into ``catalog/``.
+
+Format::
+
+    [[override]]
+    board = "10de:2204:3842:3987"
+    version = "94.02.42.80.27"
+    md5 = "<32 hex>"
+    sha256 = "<64 hex>"          # of the file that matched the MD5 (optional in hand-written entries)
+    size = 1048576               # optional
+    source = "https://... (vendor page) / typed by the owner"
+    recorded_at = "2026-11-29T08:10:00Z"
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.host.base import Host
+
+#: written by fwman
+STATE_OVERRIDES = "/var/lib/fwman/overrides.toml"
+#: kept by the administrator (read only)
+ETC_OVERRIDES = "/etc/fwman/catalog-overrides.toml"
+
+_HEADER = (
+    "# Vendor-published hashes supplied on this host with `fwman fetch --expect-md5`.\n"
+    "# Written by fwman; local to this host, never part of the curated catalog.\n"
+)
+
+
+class HashOverride(BaseModel):
+    """One owner-supplied vendor MD5 for a catalog image."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    board: str  # PCI key 10de:2204:3842:3987
+    version: str
+    md5: str
+    sha256: str = ""
+    size: int | None = Field(default=None, gt=0)
+    source: str = Field(min_length=1)
+    recorded_at: str = ""
+
+    @field_validator("md5")
+    @classmethod
+    def _md5(cls, v: str) -> str:
+        if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
+            raise ValueError("must be 32 lower-case hex digits")
+        return v
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha(cls, v: str) -> str:
+        if v and (len(v) != 64 or any(c not in "0123456789abcdef" for c in v)):
+            raise ValueError("must be 64 lower-case hex digits")
+        return v
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    override: list[HashOverride] = Field(default_factory=list)
+
+
+def _read(host: Host, path: str) -> list[HashOverride]:
+    try:
+        if not host.exists(path):
+            return []
+        text = host.read_text(path)
+    except (NotRecordedError, MissingError):  # unreadable, or a replay that did not record it: no overrides
+        return []
+    try:
+        return _File.model_validate(tomllib.loads(text)).override
+    except (tomllib.TOMLDecodeError, ValidationError) as e:
+        raise VerificationError(f"{path}: not a valid overrides file: {e}".splitlines()[0]) from e
+
+
+def load_overrides(host: Host) -> list[HashOverride]:
+    """Return every override on ``host`` (administrator's file first). Raises VerificationError on a bad file."""
+    return _read(host, ETC_OVERRIDES) + _read(host, STATE_OVERRIDES)
+
+
+def find_override(overrides: list[HashOverride], board: str, version: str) -> HashOverride | None:
+    """Return the override for ``board``/``version``, or None.
+
+    Raises VerificationError when two overrides give different MD5s for the same image (one of them is wrong,
+    and fwman cannot tell which).
+    """
+    found = [o for o in overrides if o.board == board and o.version == version]
+    if len({o.md5 for o in found}) > 1:
+        raise VerificationError(
+            f"conflicting vendor MD5s recorded for {board} {version}: {', '.join(sorted({o.md5 for o in found}))}",
+            hint=f"remove the wrong one from {ETC_OVERRIDES} or {STATE_OVERRIDES}",
+        )
+    return found[0] if found else None
+
+
+def _toml_value(v: object) -> str:
+    # JSON string and integer syntax is valid TOML for the values written here
+    return json.dumps(v)
+
+
+def record_override(host: Host, override: HashOverride) -> None:
+    """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced).
+
+    Raises VerificationError when the file holds a different MD5 for the same image.
+    """
+    existing = _read(host, STATE_OVERRIDES)
+    find_override([*existing, override], override.board, override.version)
+    kept = [o for o in existing if not (o.board == override.board and o.version == override.version)]
+    parts = [_HEADER]
+    for o in [*kept, override]:
+        parts.append("\n[[override]]\n")
+        for key, value in o.model_dump(exclude_none=True).items():
+            if value == "" and key in ("sha256", "recorded_at"):
+                continue
+            parts.append(f"{key} = {_toml_value(value)}\n")
+    host.mkdir("/var/lib/fwman")
+    host.write_bytes(STATE_OVERRIDES, "".join(parts).encode())

@@ -1,0 +1,316 @@
+"""Backups of every card's firmware: taken with ``nvflash --save``, checked, hashed into a manifest, never overwritten.
+
+Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` where ``<subsystem>`` is
+``3842-3987``, ``<card-id>`` the PCI location (``0000-41-00.0``) and ``<run>`` the UTC time of the backup run
+(``20261129T083000Z``): every card backed up in one run shares it, which is what ``--reuse-backups-from`` names.
+``manifest.json`` next to the subsystem folders records each file's hashes and identity.
+
+A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``, flashable), its subsystem
+and device equal the card's, its version equals what nvflash printed for the adapter (and the inventory's, when
+known), and the stored file reads back with the same SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field, ValidationError
+
+from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
+from fwman.core.findings import Finding, Severity
+from fwman.firmware.nvflash import protocol as nvflash
+from fwman.firmware.nvflash.runner import NvflashTool, last_error
+from fwman.firmware.rom.model import RomImage, RomKind
+from fwman.firmware.rom.parse import parse_rom
+from fwman.gpu.card import Card
+from fwman.host.base import Host
+
+BACKUP_ROOT = "/var/lib/fwman/backups"
+MANIFEST = f"{BACKUP_ROOT}/manifest.json"
+FORMAT = "fwman-backups"
+VERSION = 1
+
+
+class BackupError(FwmanError):
+    """A backup could not be taken or did not verify (exit 4: nothing trustworthy was stored)."""
+
+    exit_code = ExitCode.VERIFICATION
+
+
+class BackupEntry(BaseModel):
+    """One stored backup."""
+
+    path: str
+    run: str
+    time: str
+    card: str  # bus id
+    subsystem: str
+    device_id: str
+    version: str | None
+    board_id: str | None = None
+    size: int
+    sha256: str
+    md5: str
+    chain_sha256: str
+    nvflash_version: str | None = None
+
+
+class Manifest(BaseModel):
+    """Every backup fwman stored on this host."""
+
+    format: str = FORMAT
+    version: int = VERSION
+    backups: list[BackupEntry] = Field(default_factory=list)
+
+    def for_card(self, bus: str) -> list[BackupEntry]:
+        """Return ``bus``'s backups, newest first."""
+        return sorted((b for b in self.backups if b.card == bus), key=lambda b: b.run, reverse=True)
+
+    def find(self, path: str) -> BackupEntry | None:
+        """Return the entry stored at host path ``path``."""
+        return next((b for b in self.backups if b.path == path), None)
+
+
+def run_stamp() -> str:
+    """Return a new backup run id (UTC, second resolution): ``20261129T083000Z``."""
+    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def card_dir(card: Card) -> str:
+    """Return the folder of ``card``'s backups."""
+    return f"{BACKUP_ROOT}/{card.subsystem.replace(':', '-')}/{card.bus_id.replace(':', '-')}"
+
+
+def load_manifest(host: Host) -> Manifest:
+    """Return the manifest (empty when absent). Raises ParseError when it exists but is unreadable."""
+    try:
+        text = host.read_text(MANIFEST)
+    except MissingError:
+        return Manifest()
+    try:
+        data = json.loads(text)
+        manifest = Manifest.model_validate(data)
+    except (ValueError, ValidationError) as e:
+        raise ParseError(MANIFEST, "manifest", str(e).splitlines()[0]) from e
+    if manifest.format != FORMAT or manifest.version != VERSION:
+        raise ParseError(MANIFEST, "format", f"not an {FORMAT} v{VERSION} manifest")
+    return manifest
+
+
+def save_manifest(host: Host, manifest: Manifest) -> None:
+    """Write the manifest atomically."""
+    host.write_bytes(MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
+
+
+def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
+    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card."""
+    out: list[Finding] = []
+
+    def bad(fid: str, message: str) -> None:
+        out.append(Finding(id=fid, severity=Severity.BLOCK, message=message))
+
+    if rom.kind is not RomKind.NVGI_DUMP:
+        bad("backup.kind", f"not a full dump: {rom.kind.description}")
+    if rom.subsystem != card.subsystem:
+        bad("backup.subsystem", f"dump subsystem {rom.subsystem} is not the card's {card.subsystem}")
+    if rom.nvgi_subsystem is not None and rom.nvgi_subsystem != card.subsystem:
+        bad("backup.nvgi", f"NVGI header subsystem {rom.nvgi_subsystem} is not the card's {card.subsystem}")
+    if rom.device_id != card.device_id:
+        bad("backup.device", f"dump device {rom.device_id} is not the card's {card.device_id}")
+    if rom.version is None:
+        bad("backup.version", "dump has no readable version")
+    elif expected_version is not None and rom.version != expected_version.upper():
+        bad("backup.version", f"dump version {rom.version} is not the card's {expected_version}")
+    if card.vbios_version and rom.version and rom.version != card.vbios_version.upper():
+        bad("backup.version", f"dump version {rom.version} is not the inventory's {card.vbios_version}")
+    return out
+
+
+def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEntry:
+    """Save ``card``'s EEPROM with nvflash, check it, store it under a new name and record it in the manifest.
+
+    Returns the manifest entry. Raises BlockedError when nvflash refuses (driver loaded), BackupError when the
+    save fails, the dump does not check out, or the file cannot be stored (disk full).
+    """
+    adapter = tool.adapter_for(card)
+    folder = card_dir(card)
+    tmp = f"{folder}/.fwman-save-{run}.rom"
+    try:
+        host.mkdir(folder)
+    except OSError as e:
+        raise BackupError(f"cannot create {folder}: {e.strerror}") from e
+    local = host.local_path(tmp)
+    if local is None:
+        raise BackupError("this host has no real filesystem to save a backup to")
+    try:
+        result = tool.run(nvflash.save_argv(adapter.index, local, tool.path))
+        try:
+            data = host.read_bytes(tmp)
+        except MissingError:
+            data = b""
+    finally:
+        host.unlink(tmp)
+    text = result.stdout + result.stderr
+    if result.rc != 0 or not data:
+        raise BackupError(
+            f"nvflash could not save card {card.bus_id} (exit {result.rc}): {last_error(text)}",
+            hint="nothing was stored for this card; fix the cause and run `fwman backup` again",
+        )
+    try:
+        block = nvflash.parse_block(result.stdout)
+        rom = parse_rom(data)
+    except ParseError as e:
+        raise BackupError(f"backup of {card.bus_id} does not parse: {e.message}") from e
+    problems = check_dump(rom, card, block.version)
+    if problems:
+        raise BackupError(f"backup of {card.bus_id} rejected: " + "; ".join(f.message for f in problems))
+    version = rom.version or "unknown"
+    path = f"{folder}/{run}-{version}.rom"
+    n = 1
+    while host.exists(path):  # never overwrite: a second backup in the same second gets a suffix
+        n += 1
+        path = f"{folder}/{run}-{version}-{n}.rom"
+    try:
+        host.write_bytes(path, data, mode=0o444)
+    except OSError as e:
+        raise BackupError(
+            f"cannot store the backup of {card.bus_id} at {path}: {e.strerror}",
+            hint="free space under /var/lib/fwman/backups (each backup is about 1 MB), then run again",
+        ) from e
+    stored = host.read_bytes(path)
+    if hashlib.sha256(stored).hexdigest() != rom.sha256:
+        host.unlink(path)
+        raise BackupError(f"backup of {card.bus_id} read back with another SHA-256: the disk is failing?")
+    entry = BackupEntry(
+        path=path,
+        run=run,
+        time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        card=card.bus_id,
+        subsystem=card.subsystem,
+        device_id=card.device_id,
+        version=rom.version,
+        board_id=block.board_id,
+        size=rom.size,
+        sha256=rom.sha256,
+        md5=rom.md5,
+        chain_sha256=rom.chain_sha256,
+        nvflash_version=tool.version,
+    )
+    try:
+        manifest = load_manifest(host)
+        manifest.backups.append(entry)
+        save_manifest(host, manifest)
+    except (OSError, ParseError) as e:
+        host.unlink(path)  # an unrecorded file would not count as a backup; do not leave it behind
+        message = e.strerror if isinstance(e, OSError) else e.message
+        raise BackupError(f"cannot record the backup of {card.bus_id} in {MANIFEST}: {message}") from e
+    return entry
+
+
+def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> list[Finding]:
+    """Return findings re-checking one stored backup (hash, parse, identity); ``ok`` when all is well."""
+    fid = f"backup.verify.{entry.card}"
+    try:
+        data = host.read_bytes(entry.path)
+    except MissingError:
+        return [Finding(id=fid, severity=Severity.BLOCK, message=f"backup missing: {entry.path}")]
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry.sha256:
+        return [
+            Finding(
+                id=fid,
+                severity=Severity.BLOCK,
+                message=f"backup changed on disk: {entry.path}",
+                evidence={"manifest sha256": entry.sha256, "file sha256": digest},
+            )
+        ]
+    try:
+        rom = parse_rom(data)
+    except ParseError as e:
+        return [Finding(id=fid, severity=Severity.BLOCK, message=f"backup does not parse: {e.message}")]
+    problems = []
+    if rom.kind is not RomKind.NVGI_DUMP:
+        problems.append(f"not a full dump ({rom.kind.value})")
+    if rom.subsystem != entry.subsystem:
+        problems.append(f"subsystem {rom.subsystem} is not {entry.subsystem}")
+    if rom.version != entry.version:
+        problems.append(f"version {rom.version} is not {entry.version}")
+    if card is not None and (card.subsystem != entry.subsystem or card.device_id != entry.device_id):
+        problems.append(f"card {card.bus_id} is now {card.subsystem}, the backup is of {entry.subsystem}")
+    if problems:
+        return [Finding(id=fid, severity=Severity.BLOCK, message=f"{entry.path}: " + "; ".join(problems))]
+    return [Finding(id=fid, severity=Severity.OK, message=f"{entry.path} verifies (sha256 {digest[:16]}…)")]
+
+
+def stray_files(host: Host, manifest: Manifest) -> list[str]:
+    """Return ``.rom`` files under the backup folder that the manifest does not know (warned by verify)."""
+    known = {b.path for b in manifest.backups}
+    found: list[str] = []
+    try:
+        subsystems = host.listdir(BACKUP_ROOT)
+    except MissingError:
+        return found
+    for sub in subsystems:
+        base = f"{BACKUP_ROOT}/{sub}"
+        if not host.is_dir(base):
+            continue
+        for cid in host.listdir(base):
+            if not host.is_dir(f"{base}/{cid}"):
+                continue
+            for name in host.listdir(f"{base}/{cid}"):
+                path = f"{base}/{cid}/{name}"
+                if name.endswith(".rom") and not name.startswith(".") and path not in known:
+                    found.append(path)
+    return found
+
+
+def backup_all(
+    host: Host,
+    tool: NvflashTool,
+    cards: list[Card],
+    run: str | None = None,
+    on_card: Callable[[Card, BackupEntry | None, FwmanError | None], None] | None = None,
+) -> tuple[str, dict[str, BackupEntry], dict[str, FwmanError]]:
+    """Back up every card in one run. Returns (run id, entries by bus, errors by bus); never stops early."""
+    run = run or run_stamp()
+    done: dict[str, BackupEntry] = {}
+    failed: dict[str, FwmanError] = {}
+    for card in cards:
+        try:
+            entry = take_backup(host, tool, card, run)
+        except BlockedError:
+            raise
+        except FwmanError as e:
+            failed[card.bus_id] = e
+            if on_card:
+                on_card(card, None, e)
+            continue
+        done[card.bus_id] = entry
+        if on_card:
+            on_card(card, entry, None)
+    return run, done, failed
+
+
+def reuse_backups(host: Host, cards: list[Card], run: str) -> tuple[dict[str, BackupEntry], list[Finding]]:
+    """Return the backups of run ``run`` for every card and the findings re-verifying them."""
+    manifest = load_manifest(host)
+    entries: dict[str, BackupEntry] = {}
+    findings: list[Finding] = []
+    for card in cards:
+        match = [b for b in manifest.for_card(card.bus_id) if b.run == run]
+        if not match:
+            findings.append(
+                Finding(
+                    id=f"backup.verify.{card.bus_id}",
+                    severity=Severity.BLOCK,
+                    message=f"no backup of {card.bus_id} from run {run}",
+                    fix="run `fwman backup --all` (or flash without --reuse-backups-from to back up now)",
+                )
+            )
+            continue
+        entries[card.bus_id] = match[0]
+        findings.extend(verify_entry(host, match[0], card))
+    return entries, findings

@@ -1,0 +1,469 @@
+"""Downloading (``requests``) and importing firmware images into the verified cache.
+
+An image reaches ``/var/cache/fwman/images/<board>/<file>`` only after its size, MD5 and SHA-256 (whichever the
+catalog, or the owner's ``--expect-md5``, knows) and, where the ROM parser can read it, its header (subsystem,
+version, catalog status) have been checked. A download that fails or is interrupted keeps what arrived in
+``<file>.part`` next to it, so a cut connection or Ctrl-C resumes with an HTTP Range request on the next attempt;
+a hash mismatch or an oversized body leaves nothing behind.
+
+``requests`` is imported inside functions: fwman's startup time is benchmarked and most commands never download.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from fwman import __version__
+from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
+from fwman.core.findings import Finding, blocking
+from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
+from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
+from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    import requests
+
+CACHE_DIR = "/var/cache/fwman/images"
+#: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
+DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
+CHUNK = 64 * 1024
+_MD5 = re.compile(r"^[0-9a-fA-F]{32}$")
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
+
+#: (bytes so far, total when known)
+Progress = Callable[[int, int | None], None]
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """How patient a download is: per-attempt connect and read timeouts, retries per URL, backoff."""
+
+    connect_timeout: float = 10.0
+    read_timeout: float = 30.0
+    retries: int = 3  # attempts after the first, per URL
+    backoff_s: float = 0.5  # wait before retry n is n * backoff_s
+    verify_tls: bool | str = True  # a CA bundle path for private mirrors
+
+    @property
+    def timeout(self) -> tuple[float, float]:
+        """Return the (connect, read) timeout pair requests takes."""
+        return (self.connect_timeout, self.read_timeout)
+
+
+class DownloadError(MissingError):
+    """Every URL failed (network error, timeout, HTTP error): the image could not be obtained."""
+
+
+class _Retry(Exception):
+    """This attempt failed in a way another attempt may not."""
+
+
+class _GiveUp(Exception):
+    """This URL will not work (HTTP 404 and the like): try the next one."""
+
+
+class _CapExceeded(Exception):
+    """The body is larger than allowed."""
+
+
+def _session() -> requests.Session:
+    import requests
+
+    s = requests.Session()
+    # identity: byte counts and Range offsets must be those of the file, not of a compressed stream
+    s.headers.update({"User-Agent": f"fwman/{__version__}", "Accept-Encoding": "identity"})
+    return s
+
+
+def http_get(
+    url: str,
+    *,
+    cap: int,
+    options: HttpOptions,
+    progress: Progress | None = None,
+    resume: bytes = b"",
+    save: Callable[[bytes], None] | None = None,
+) -> bytes:
+    """Return the body at ``url`` (at most ``cap`` bytes), retrying and resuming with Range requests.
+
+    ``resume`` is data already received (a ``.part`` file); ``save`` is called with everything received so far
+    whenever an attempt fails or is interrupted, so the caller can keep a ``.part`` file (images are a few MB:
+    rewriting the file during a healthy download would cost more than it saves). Raises DownloadError
+    when every attempt failed (the last reason in the message), VerificationError when the body exceeds ``cap``.
+    """
+    import requests
+
+    buf = bytearray(resume if len(resume) <= cap else b"")
+    reasons: list[str] = []
+    with _session() as session:
+        for attempt in range(options.retries + 1):
+            if attempt:
+                time.sleep(options.backoff_s * attempt)
+            try:
+                _attempt(session, url, buf, cap, options, progress)
+                return bytes(buf)
+            except _CapExceeded as e:
+                raise VerificationError(
+                    f"{url}: {e}", hint="the server sends more than the catalog says the image is; nothing was kept"
+                ) from e
+            except _GiveUp as e:
+                raise DownloadError(f"{url}: {e}", hint="check the URL; nothing was kept") from e
+            except (_Retry, requests.RequestException) as e:
+                reasons.append(_reason(e))
+                if save is not None and buf:
+                    save(bytes(buf))
+            except BaseException:  # Ctrl-C, or a bug: keep what arrived for the next run
+                if save is not None and buf:
+                    save(bytes(buf))
+                raise
+    raise DownloadError(
+        f"{url}: download failed after {options.retries + 1} attempt(s): {reasons[-1]}",
+        hint=f"run the command again to resume ({len(buf)} bytes kept)" if buf else "check the network and URL",
+    )
+
+
+def _reason(e: BaseException) -> str:
+    import requests
+
+    if isinstance(e, requests.Timeout | requests.ConnectionError) and "timed out" in str(e).lower():
+        return "timed out (no data within the read timeout)"
+    if isinstance(e, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
+        return f"connection lost ({type(e).__name__})"
+    return str(e) or type(e).__name__
+
+
+def _attempt(
+    session: requests.Session,
+    url: str,
+    buf: bytearray,
+    cap: int,
+    options: HttpOptions,
+    progress: Progress | None,
+) -> None:
+    headers = {"Range": f"bytes={len(buf)}-"} if buf else {}
+    with session.get(url, headers=headers, stream=True, timeout=options.timeout, verify=options.verify_tls) as r:
+        status = r.status_code
+        if status == 416 and buf:
+            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", "").replace("bytes */", "bytes 0-0/"))
+            if m and m.group(3) == str(len(buf)):
+                return  # the .part file already holds the whole body
+            buf.clear()
+            raise _Retry("the server refused the resume offset; starting over")
+        if status == 206 and buf:
+            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
+            if not m or int(m.group(1)) != len(buf):
+                buf.clear()
+                raise _Retry("the server resumed at a different offset; starting over")
+        elif status in (200, 206):
+            buf.clear()  # a full body: the server ignored (or was not sent) a Range request
+        elif status in (408, 425, 429) or status >= 500:
+            raise _Retry(f"HTTP {status} {r.reason}")
+        else:
+            raise _GiveUp(f"HTTP {status} {r.reason}")
+        length = r.headers.get("Content-Length")
+        total = len(buf) + int(length) if length and length.isdigit() else None
+        if total is not None and total > cap:
+            raise _CapExceeded(f"the server offers {total} bytes, more than the {cap}-byte limit")
+        for chunk in r.iter_content(CHUNK):
+            buf += chunk
+            if len(buf) > cap:
+                raise _CapExceeded(f"the body grew past the {cap}-byte limit")
+            if progress is not None:
+                progress(len(buf), total)
+        if total is not None and len(buf) < total:
+            raise _Retry(f"connection closed after {len(buf)} of {total} bytes")
+
+
+# -- the image cache -----------------------------------------------------------------------------------------
+
+
+def cache_path(entry: CatalogEntry) -> str:
+    """Return where the verified image of ``entry`` lives: ``/var/cache/fwman/images/<board>/<file>``."""
+    return f"{CACHE_DIR}/{entry.board.pci.file_stem}/{entry.image.file_name}"
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The hashes an image must have, and where each came from."""
+
+    md5: str = ""
+    sha256: str = ""
+    size: int | None = None
+    origin: str = ""  # "catalog", "local override (<source>)", "--expect-md5"
+
+    @property
+    def any(self) -> bool:
+        """Return True when at least one hash is known."""
+        return bool(self.md5 or self.sha256)
+
+
+def expected_hashes(entry: CatalogEntry, override: HashOverride | None, expect_md5: str | None) -> Expected:
+    """Return the hashes ``entry``'s file must match: the catalog's, else a recorded override, else ``expect_md5``.
+
+    Raises UsageError for a malformed ``expect_md5``, VerificationError when it contradicts the catalog or a
+    recorded override (one of the two is wrong: fwman does not pick).
+    """
+    image = entry.image
+    given = expect_md5.lower() if expect_md5 else None
+    if given is not None and not _MD5.match(given):
+        raise UsageError(f"--expect-md5 {expect_md5}: not an MD5 (32 hex digits)")
+    if image.md5 and given and given != image.md5:
+        raise VerificationError(
+            f"--expect-md5 {given} contradicts the catalog's MD5 {image.md5} for {entry.ref}",
+            hint="check where you copied the hash from; the catalog's hash is used without --expect-md5",
+        )
+    if image.has_hash:
+        return Expected(image.md5, image.sha256, image.size, "catalog")
+    if override is not None:
+        if given and given != override.md5:
+            raise VerificationError(
+                f"--expect-md5 {given} contradicts the MD5 {override.md5} recorded for {entry.ref} "
+                f"(source: {override.source})",
+                hint="remove the wrong entry from /var/lib/fwman/overrides.toml if the recorded one is wrong",
+            )
+        return Expected(override.md5, override.sha256, override.size, f"local override ({override.source})")
+    if given:
+        return Expected(given, "", image.size, "--expect-md5")
+    return Expected(size=image.size)
+
+
+def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
+    """Return (md5, sha256) of ``data`` after checking them and the size against ``expected``.
+
+    Raises VerificationError naming the first mismatch.
+    """
+    md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+    sha256 = hashlib.sha256(data).hexdigest()
+    if expected.size is not None and len(data) != expected.size:
+        raise VerificationError(f"{what}: size {len(data)} bytes, expected {expected.size} ({expected.origin})")
+    if expected.md5 and md5 != expected.md5:
+        raise VerificationError(
+            f"{what}: MD5 mismatch: got {md5}, expected {expected.md5} ({expected.origin})",
+            hint="the file is not the published image (corrupted or different); nothing was kept",
+        )
+    if expected.sha256 and sha256 != expected.sha256:
+        raise VerificationError(
+            f"{what}: SHA-256 mismatch: got {sha256}, expected {expected.sha256} ({expected.origin})",
+            hint="the file is not the published image (corrupted or different); nothing was kept",
+        )
+    return md5, sha256
+
+
+def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> list[Finding]:
+    """Return the catalog findings for ``data`` parsed as a ROM (subsystem, version, hash, status).
+
+    Raises ParseError (a VerificationError) when the bytes are not a VBIOS image.
+    """
+    from fwman.core.findings import Severity
+    from fwman.firmware.rom.parse import parse_rom
+
+    rom = parse_rom(data)
+    findings = catalog_findings(rom, entry, override_md5)
+    if not rom.flashable:
+        findings.insert(
+            0,
+            Finding(
+                id="rom.kind",
+                severity=Severity.BLOCK,
+                message=f"this is a {rom.kind.value} image, not a full firmware image: it can never be flashed",
+                evidence={"kind": rom.kind.value, "size": str(rom.size)},
+                fix="use the vendor's update image or an `nvflash --save` dump",
+            ),
+        )
+    return findings
+
+
+@dataclass
+class FetchResult:
+    """What ``fetch_image`` put in the cache."""
+
+    entry: CatalogEntry
+    path: str
+    size: int
+    md5: str
+    sha256: str
+    source: str  # the URL, or "file <path>"
+    verified_by: str  # where the expected hash came from
+    cached_before: bool = False
+    override_recorded: bool = False
+    findings: list[Finding] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON form."""
+        return {
+            "board": self.entry.board.key,
+            "subsystem": self.entry.board.subsystem,
+            "version": self.entry.image.version,
+            "status": self.entry.image.status.value,
+            "path": self.path,
+            "size": self.size,
+            "md5": self.md5,
+            "sha256": self.sha256,
+            "source": self.source,
+            "verified_by": self.verified_by,
+            "cached_before": self.cached_before,
+            "override_recorded": self.override_recorded,
+            "findings": [f.model_dump(mode="json") for f in self.findings],
+        }
+
+
+def fetch_image(
+    host: Host,
+    entry: CatalogEntry,
+    *,
+    urls: Sequence[str] = (),
+    from_file: str | None = None,
+    file_host: Host | None = None,
+    expect_md5: str | None = None,
+    md5_source: str | None = None,
+    options: HttpOptions | None = None,
+    progress: Progress | None = None,
+    now: datetime | None = None,
+) -> FetchResult:
+    """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
+
+    ``from_file`` is read through ``file_host`` (default ``host``): the CLI passes the local machine, since a
+    hand-downloaded file is on the machine the user sits at, even with ``--root``.
+
+    Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
+    SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
+    record beside it, and, for ``--expect-md5``, the local override. Raises BlockedError (withdrawn, or no hash
+    to check against), VerificationError (mismatch; nothing is left behind), DownloadError, UsageError.
+    """
+    image = entry.image
+    if image.status is ImageStatus.WITHDRAWN:
+        instead = f"; use {image.superseded_by}" if image.superseded_by else ""
+        raise BlockedError(
+            f"{entry.ref} was withdrawn: {image.status_reason or 'no reason recorded'}{instead}",
+            hint="withdrawn images are never fetched or flashed",
+        )
+    override = find_override(load_overrides(host), entry.board.key, image.version)
+    expected = expected_hashes(entry, override, expect_md5)
+    if not expected.any:
+        raise BlockedError(
+            f"{entry.ref} is unverified: no published hash is known, so the image could not be checked",
+            hint=f"find the MD5 on the card maker's download page and run again with --expect-md5 HEX "
+            f"(e.g. fwman fetch {entry.ref} --from FILE --expect-md5 HEX)",
+        )
+    cap = expected.size or DEFAULT_IMAGE_CAP
+    final = cache_path(entry)
+    part = final + ".part"
+    cached = _already_cached(host, final, expected)
+    if cached is not None:
+        md5, sha256, size = cached
+        return FetchResult(entry, final, size, md5, sha256, "cache", expected.origin, cached_before=True)
+
+    if from_file is not None:
+        source = f"file {from_file}"
+        try:
+            data = (file_host or host).read_bytes(from_file, limit=cap + 1)
+        except MissingError as e:
+            raise MissingError(e.message, hint="give the path of the image you downloaded") from e
+        if len(data) > cap:
+            raise VerificationError(f"{from_file}: larger than the {cap}-byte limit for {entry.ref}")
+    else:
+        candidates = list(urls) or list(image.urls)
+        if not candidates:
+            raise MissingError(
+                f"no download URL is known for {entry.ref}",
+                hint=f"download it from the card maker's site in a browser, then: fwman fetch {entry.ref} --from FILE",
+            )
+        data, source = _download_any(host, candidates, part, cap, options or HttpOptions(), progress)
+
+    try:
+        md5, sha256 = check_hashes(data, expected, source)
+        findings = rom_findings(data, entry, expected.md5 if expected.origin != "catalog" else None)
+        blocks = blocking(findings)
+        if blocks:
+            raise VerificationError(
+                f"{source}: {blocks[0].message}", hint=blocks[0].fix or "nothing was kept in the cache"
+            )
+    except FwmanError:
+        host.unlink(part)  # a mismatch leaves nothing behind
+        raise
+
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    host.mkdir(final.rsplit("/", 1)[0])
+    host.write_bytes(final, data)
+    record = {
+        "board": entry.board.key,
+        "version": image.version,
+        "size": len(data),
+        "md5": md5,
+        "sha256": sha256,
+        "source": source,
+        "verified_by": expected.origin,
+        "fetched_at": stamp,
+    }
+    host.write_bytes(final + ".json", (json.dumps(record, indent=2) + "\n").encode())
+    host.unlink(part)
+    recorded = False
+    if expected.origin == "--expect-md5":
+        record_override(
+            host,
+            HashOverride(
+                board=entry.board.key,
+                version=image.version,
+                md5=md5,
+                sha256=sha256,
+                size=len(data),
+                source=md5_source or "typed by the owner (fwman fetch --expect-md5)",
+                recorded_at=stamp,
+            ),
+        )
+        recorded = True
+    return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings)
+
+
+def _already_cached(host: Host, path: str, expected: Expected) -> tuple[str, str, int] | None:
+    """Return (md5, sha256, size) when ``path`` already holds a file matching ``expected``, else None."""
+    try:
+        if not host.exists(path):
+            return None
+        data = host.read_bytes(path)
+    except MissingError:
+        return None
+    try:
+        md5, sha256 = check_hashes(data, expected, path)
+    except VerificationError:
+        return None  # a stale or damaged cache entry is replaced by a fresh, verified one
+    return md5, sha256, len(data)
+
+
+def _download_any(
+    host: Host, urls: Sequence[str], part: str, cap: int, options: HttpOptions, progress: Progress | None
+) -> tuple[bytes, str]:
+    """Return (body, url) from the first URL that works; keeps ``part`` updated for resuming."""
+    for url in urls:
+        if not url.startswith(("https://", "http://")):
+            raise UsageError(f"{url}: only http(s) URLs can be downloaded")
+    host.mkdir(part.rsplit("/", 1)[0])
+    try:
+        resume = host.read_bytes(part) if host.exists(part) else b""
+    except MissingError:
+        resume = b""
+
+    def save(data: bytes) -> None:
+        host.write_bytes(part, data)
+
+    last: DownloadError | None = None
+    for url in urls:
+        try:
+            return http_get(url, cap=cap, options=options, progress=progress, resume=resume, save=save), url
+        except VerificationError:
+            host.unlink(part)
+            raise
+        except DownloadError as e:
+            last = e
+            resume = host.read_bytes(part) if host.exists(part) else b""
+    assert last is not None
+    if len(urls) > 1:
+        raise DownloadError(f"every source failed; last: {last.message}", hint=last.hint)
+    raise last

@@ -1,0 +1,526 @@
+"""Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal,
+success judged by the success line *and* a read-back, every step journaled.
+
+Steps of one operation (``/var/lib/fwman/journal/<id>.json``): ``gates`` → ``backups`` → ``stage`` →
+``protectoff`` → ``write`` → ``readback`` → ``record``. A resumed operation re-runs the gates, reuses the
+backups of its run, and reads the card back before writing, so it never writes twice what is already there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.findings import Finding, Severity, blocking
+from fwman.firmware.nvflash import protocol as nvflash
+from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, find_nvflash, last_error
+from fwman.firmware.ops.backup import BackupEntry, backup_all, load_manifest, reuse_backups
+from fwman.firmware.ops.history import HistoryRecord, append_history
+from fwman.firmware.ops.journal import Journal, Operation, OpState, now
+from fwman.firmware.rom.model import RomImage
+from fwman.firmware.rom.parse import parse_rom
+from fwman.gpu.card import Card
+from fwman.host.base import Host
+
+STAGING = "/var/lib/fwman/staging"
+LOGS = "/var/lib/fwman/logs"
+NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
+DOWNGRADE_FLAG = "--allow-downgrade"
+
+
+class FlashFailed(VerificationError):
+    """The write did not verify: the card may hold a damaged image (exit 4)."""
+
+
+class Interrupted(FwmanError):
+    """Ctrl-C honoured between steps (the write itself is never cut)."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+
+@dataclass
+class ImageSource:
+    """What to write: the bytes (already read), a label for people, and the catalog facts about it."""
+
+    label: str
+    data: bytes
+    catalog_entry: object | None = None  # fwman.firmware.catalog.model.CatalogEntry
+    override_md5: str | None = None
+    restore_of: BackupEntry | None = None  # set for `fwman restore`: the manifest entry being put back
+    dual_firmware_switch: bool | None = None
+
+    @property
+    def sha256(self) -> str:
+        """Return the SHA-256 of the bytes."""
+        return hashlib.sha256(self.data).hexdigest()
+
+
+@dataclass
+class FlashOptions:
+    """Choices the user made on the command line."""
+
+    reuse_backups_from: str | None = None
+    no_backup_bios_ok: bool = False
+    allow_downgrade: bool = False
+    timeout: float = 300.0
+
+
+@dataclass
+class FlashResult:
+    """The outcome of one flash (or restore)."""
+
+    op: Operation
+    card: str
+    before_version: str | None
+    after_version: str | None
+    changed: bool
+    readback_chain_sha256: str | None
+    log: str | None
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class Flasher:
+    """Runs flash operations on one host, reporting progress through ``say``."""
+
+    host: Host
+    euid: int
+    cards: list[Card]
+    options: FlashOptions
+    say: Callable[[str], None] = lambda text: None
+    stream: Callable[[str], None] | None = None
+    journal: Journal = field(init=False)
+    tool: NvflashTool | None = None
+    backups: dict[str, BackupEntry] = field(default_factory=dict)
+    backup_run: str | None = None
+    backups_taken_now: bool = False  # True when self.backups were saved from the cards in this process
+
+    def __post_init__(self) -> None:
+        self.journal = Journal(self.host)
+
+    # -- gates ---------------------------------------------------------------------------------------------
+    def base_gates(self) -> list[Finding]:
+        """Return the host-wide gates (root, nvflash, driver, adapters). Raises ToolMissingError (exit 5)."""
+        findings: list[Finding] = []
+        if self.euid != 0:
+            findings.append(
+                Finding(id="flash.root", severity=Severity.BLOCK, message="flashing needs root", fix="run with sudo")
+            )
+            return findings
+        findings.append(Finding(id="flash.root", severity=Severity.OK, message="running as root"))
+        drv = driver_findings(self.host)
+        findings.extend(drv)
+        if blocking(drv):
+            return findings  # nvflash would refuse anyway; do not even list adapters
+        if self.tool is None:
+            self.tool = find_nvflash(self.host, self.options.timeout)
+        findings.append(
+            Finding(
+                id="flash.nvflash", severity=Severity.OK, message=f"nvflash {self.tool.version} at {self.tool.path}"
+            )
+        )
+        for card in self.cards:
+            try:
+                a = self.tool.adapter_for(card)
+                findings.append(
+                    Finding(
+                        id=f"flash.adapter.{card.bus_id}",
+                        severity=Severity.OK,
+                        message=f"{card.bus_id} is nvflash <{a.index}>",
+                    )
+                )
+            except BlockedError as e:
+                findings.append(Finding(id=f"flash.adapter.{card.bus_id}", severity=Severity.BLOCK, message=e.message))
+        return findings
+
+    def adapter_block(self, card: Card) -> nvflash.FirmwareBlock:
+        """Return nvflash's identity block for ``card`` (version, board ID). Raises FwmanError when unreadable."""
+        assert self.tool is not None
+        adapter = self.tool.adapter_for(card)
+        result = self.tool.run(nvflash.version_argv(index=adapter.index, tool=self.tool.path))
+        try:
+            return nvflash.parse_block(result.stdout)
+        except ParseError as e:
+            raise FwmanError(f"nvflash --version for {card.bus_id}: {last_error(result.stdout + result.stderr)}") from e
+
+    def image_board_id(self, path: str) -> str | None:
+        """Return the board ID nvflash reads from image file ``path`` (a real path), None when it prints none."""
+        assert self.tool is not None
+        result = self.tool.run(nvflash.version_argv(file=path, tool=self.tool.path))
+        try:
+            return nvflash.parse_block(result.stdout).board_id
+        except ParseError:
+            return None
+
+    def image_gates(self, card: Card, source: ImageSource, rom: RomImage, staged: str) -> list[Finding]:
+        """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware)."""
+        from fwman.firmware.verify.compatible import verify_image
+
+        block = self.adapter_block(card)
+        live = card.model_copy(
+            update={"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
+        )
+        local = self.host.local_path(staged)
+        board_id = self.image_board_id(local) if local else None
+        entry = None if source.restore_of is not None else source.catalog_entry
+        findings = verify_image(rom, live, board_id=board_id)
+        if entry is not None:
+            from fwman.firmware.catalog.model import catalog_findings
+
+            findings.extend(catalog_findings(rom, entry, source.override_md5))  # type: ignore[arg-type]
+        elif source.restore_of is None:
+            from fwman.firmware.catalog.model import catalog_findings
+
+            findings.extend(catalog_findings(rom, None))
+        if source.restore_of is not None:
+            findings.extend(self.restore_gates(card, source.restore_of, rom))
+        if source.dual_firmware_switch:
+            findings.append(
+                Finding(
+                    id="flash.dual-bios", severity=Severity.OK, message="the board has a second firmware chip (switch)"
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    id="flash.dual-bios",
+                    severity=Severity.WARN,
+                    message="the catalog does not say this board has a second firmware chip: "
+                    "a failed flash has no fallback",
+                    fix="confirm you can recover the card (another GPU for display, a programmer), "
+                    f"then pass {NO_BACKUP_BIOS_FLAG}",
+                    override=NO_BACKUP_BIOS_FLAG,
+                )
+            )
+        return findings
+
+    def restore_gates(self, card: Card, entry: BackupEntry, rom: RomImage) -> list[Finding]:
+        """Return the findings for putting backup ``entry`` back onto ``card``: only the card's own backup."""
+        out: list[Finding] = []
+        if entry.card != card.bus_id or entry.subsystem != card.subsystem:
+            out.append(
+                Finding(
+                    id="restore.owner",
+                    severity=Severity.BLOCK,
+                    message=f"this backup belongs to card {entry.card} ({entry.subsystem}), "
+                    f"not {card.bus_id} ({card.subsystem})",
+                    fix=f"restore {card.bus_id} from its own backups: fwman backup list",
+                )
+            )
+        if rom.sha256 != entry.sha256:
+            out.append(
+                Finding(id="restore.hash", severity=Severity.BLOCK, message="backup changed since it was recorded")
+            )
+        if not out:
+            out.append(
+                Finding(
+                    id="restore.owner", severity=Severity.OK, message=f"backup of {card.bus_id} from run {entry.run}"
+                )
+            )
+        return out
+
+    def ensure_backups(self, op: Operation | None) -> None:
+        """Back up every card now (or reuse a run); raises BlockedError unless every card has a verified backup."""
+        if self.backup_run is not None and len(self.backups) == len(self.cards):
+            return
+        assert self.tool is not None
+        run = self.options.reuse_backups_from or (op.backup_run if op is not None else None)
+        if run is not None:
+            self.backups, findings = reuse_backups(self.host, self.cards, run)
+            bad = blocking(findings)
+            if bad:
+                raise BlockedError(
+                    f"backups of run {run} do not cover and verify for every card",
+                    hint=bad[0].message,
+                    findings=list(findings),
+                )
+            self.backup_run = run
+            self.say(f"reusing verified backups of run {run} for {len(self.backups)} card(s)")
+            return
+
+        def report(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
+            if entry is not None:
+                self.say(f"backed up {card.bus_id} ({entry.version}) -> {entry.path}")
+            elif err is not None:
+                self.say(f"backup of {card.bus_id} FAILED: {err.message}")
+
+        run, done, failed = backup_all(self.host, self.tool, self.cards, on_card=report)
+        if failed:
+            first = next(iter(failed.values()))
+            raise BlockedError(
+                f"no card is flashed: {len(failed)} of {len(self.cards)} backups failed ({first.message})",
+                hint="every card needs a verified backup before any flash; fix the cause and run again (after a "
+                "failed write, use `fwman flash resume`: it reuses the backups taken before it)",
+            )
+        self.backups, self.backup_run, self.backups_taken_now = done, run, True
+
+    # -- the operation -------------------------------------------------------------------------------------
+    def flash(self, card: Card, source: ImageSource, op: Operation | None = None, kind: str = "flash") -> FlashResult:
+        """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome.
+
+        Raises BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash,
+        FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
+        a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
+        """
+        rom = parse_rom(source.data)
+        if op is None:
+            op = self.journal.create(
+                kind,
+                card=card.bus_id,
+                image=source.label,
+                image_sha256=source.sha256,
+                image_chain_sha256=rom.chain_sha256,
+                target_version=rom.version,
+            )
+        try:
+            return self._flash(card, source, rom, op)
+        except KeyboardInterrupt:
+            step = op.current_step
+            self.journal.close(
+                op,
+                OpState.INTERRUPTED,
+                f"Ctrl-C at step {step.name if step else '?'} (never during the write)",
+                ["fwman flash resume continues from there"],
+            )
+            raise
+
+    def _flash(self, card: Card, source: ImageSource, rom: RomImage, op: Operation) -> FlashResult:
+        staged = f"{STAGING}/{op.id}.rom"
+        op.log = op.log or f"{LOGS}/{op.id}.log"
+        # gates (always re-run on resume: the host may have changed)
+        self.journal.begin(op, "gates")
+        self.say(f"[{card.bus_id}] checking gates")
+        try:
+            findings = self.base_gates()
+            bad = blocking(findings)
+            if not bad:
+                if not self.host.exists(staged):
+                    self.host.write_bytes(staged, source.data, mode=0o400)
+                if hashlib.sha256(self.host.read_bytes(staged)).hexdigest() != source.sha256:
+                    raise VerificationError(f"staged copy {staged} differs from the image")
+                findings += self.image_gates(card, source, rom, staged)
+                overrides = [NO_BACKUP_BIOS_FLAG] if self.options.no_backup_bios_ok else []
+                if self.options.allow_downgrade or source.restore_of is not None:
+                    overrides.append(DOWNGRADE_FLAG)
+                bad = blocking(findings, overrides)
+        except FwmanError as e:
+            self.journal.fail(op, "gates", e.message, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
+            raise
+        if bad:
+            detail = "; ".join(f.message for f in bad)
+            self.journal.fail(op, "gates", detail, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
+            hint = next((f"{f.fix}" for f in bad if f.fix), None)
+            raise BlockedError(
+                f"{card.bus_id}: blocked before any write: {bad[0].message}", hint=hint, findings=list(bad)
+            )
+        self.journal.finish(op, "gates", f"{len(findings)} checks passed")
+        assert self.tool is not None
+        adapter = self.tool.adapter_for(card)
+        # backups of every card
+        self.journal.begin(op, "backups")
+        try:
+            self.ensure_backups(op)
+        except FwmanError as e:
+            self.journal.fail(op, "backups", e.message, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
+            raise
+        op.backup_run = self.backup_run
+        own = self.backups[card.bus_id]
+        op.before_version = op.before_version or own.version
+        op.before_chain_sha256 = op.before_chain_sha256 or own.chain_sha256
+        self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
+        before_version = op.before_version
+        # already there? (a resumed write that completed, or flashing the running firmware)
+        # the backup tells what the card holds only when it was taken in this run; reused backups (and a
+        # resumed operation, whose write may have started) say nothing about the card now: read it
+        fresh = self.backups_taken_now and not op.done("protectoff")
+        current = own.chain_sha256 if fresh else self.read_card_chain(card, adapter.index, op)
+        if current == rom.chain_sha256:
+            self.say(f"[{card.bus_id}] already holds this firmware ({rom.version}): nothing to write")
+            return self.finish(op, card, source, rom, before_version, current, changed=False)
+        # protect-off, then the write
+        self.journal.begin(op, "protectoff")
+        result = self.tool.run(nvflash.protectoff_argv(adapter.index, self.tool.path))
+        if nvflash.PROTECTION_DONE not in result.stdout:
+            why = last_error(result.stdout + result.stderr)
+            self.journal.fail(op, "protectoff", why)
+            raise FlashFailed(
+                f"{card.bus_id}: nvflash --protectoff failed: {why}", hint="nothing was written to the card"
+            )
+        self.journal.finish(op, "protectoff")
+        self.journal.begin(op, "write", f"nvflash {adapter.index} <- {source.label}")
+        self.say(f"[{card.bus_id}] writing {rom.version} with nvflash (Ctrl-C is deferred until it finishes)")
+        local = self.host.local_path(staged)
+        assert local is not None
+        log_chunks: list[str] = [
+            f"# {now()} {' '.join(nvflash.flash_argv(adapter.index, local, tool=self.tool.path))}\n"
+        ]
+
+        def on_output(text: str) -> None:
+            log_chunks.append(text)
+            if self.stream is not None:
+                self.stream(text)
+
+        pty = self.host.run_interactive(
+            nvflash.flash_argv(adapter.index, local, tool=self.tool.path),
+            answers=[(nvflash.CONFIRM_PROMPT, "y")],
+            on_output=on_output,
+            timeout=self.options.timeout,
+        )
+        self.host.write_bytes(op.log, "".join(log_chunks).encode())
+        transcript = nvflash.parse_flash(pty.output)
+        if transcript.outcome is not nvflash.FlashOutcome.SUCCESS or pty.timed_out:
+            state = f"timed out after {self.options.timeout:g}s" if pty.timed_out else transcript.outcome.value
+            if transcript.nothing_changed and transcript.outcome is not nvflash.FlashOutcome.INCOMPLETE:
+                detail = f"nvflash refused ({state}): {last_error(pty.output)}; nothing changed"
+                self.journal.fail(op, "write", detail, OpState.BLOCKED)
+                self.host.unlink(staged)  # nothing was written: nothing to resume
+                self.record(op, card, source, rom, "refused", None, detail)
+                raise BlockedError(f"{card.bus_id}: {detail}", hint=f"log: {op.log}")
+            # the write may have started: look at the card
+            chain = self.read_card_chain(card, adapter.index, op)
+            where = "unchanged" if chain == op.before_chain_sha256 else "DAMAGED (neither old nor new firmware)"
+            if chain == rom.chain_sha256:
+                where = "holding the new firmware although nvflash did not confirm"
+            detail = f"write {state} (signal {pty.signal})" if pty.signal else f"write {state} (exit {pty.rc})"
+            detail += f"; the card is {where}"
+            self.journal.fail(op, "write", detail)
+            op.next_steps = [
+                "do not reboot or power off while the card is damaged",
+                f"run `fwman flash resume` to write {rom.version} again (backups of run {self.backup_run} are kept)",
+                f"or put the old firmware back: fwman restore --card {card.bus_id} --backup {own.path}",
+            ]
+            self.journal.save(op)
+            self.record(op, card, source, rom, "failed", chain, detail)
+            raise FlashFailed(f"{card.bus_id}: {detail}", hint=f"fwman flash resume (log: {op.log})")
+        self.journal.finish(op, "write", "nvflash printed the success line")
+        chain = self.read_card_chain(card, adapter.index, op)
+        if chain != rom.chain_sha256:
+            detail = "read-back chain hash differs from the image's: the write did not take"
+            self.journal.fail(op, "readback", detail)
+            self.record(op, card, source, rom, "failed", chain, detail)
+            raise FlashFailed(f"{card.bus_id}: {detail}", hint="fwman flash resume, or restore the backup")
+        result_obj = self.finish(op, card, source, rom, before_version, chain, changed=True)
+        if pty.interrupted:
+            self.journal.close(op, OpState.DONE, "Ctrl-C received during the write: deferred, honoured after it")
+            raise Interrupted(
+                f"{card.bus_id}: interrupted after the write finished and verified", hint="the flash itself succeeded"
+            )
+        return result_obj
+
+    def read_card_chain(self, card: Card, index: int, op: Operation) -> str | None:
+        """Save ``card``'s EEPROM to a temp file and return its chain hash (None when unreadable). Journaled."""
+        assert self.tool is not None
+        self.journal.begin(op, "readback")
+        tmp = f"{STAGING}/{op.id}-readback.rom"
+        local = self.host.local_path(tmp)
+        assert local is not None
+        self.host.mkdir(STAGING)
+        result = self.tool.run(nvflash.save_argv(index, local, self.tool.path))
+        try:
+            data = self.host.read_bytes(tmp) if result.rc == 0 else b""
+        except MissingError:
+            data = b""
+        finally:
+            self.host.unlink(tmp)
+        try:
+            chain = parse_rom(data).chain_sha256 if data else None
+        except ParseError:
+            chain = None
+        self.journal.finish(op, "readback", f"chain sha256 {chain}")
+        return chain
+
+    def finish(
+        self,
+        op: Operation,
+        card: Card,
+        source: ImageSource,
+        rom: RomImage,
+        before: str | None,
+        chain: str | None,
+        *,
+        changed: bool,
+    ) -> FlashResult:
+        """Record a verified outcome (history, journal) and return it."""
+        self.journal.begin(op, "record")
+        self.record(op, card, source, rom, "success" if changed else "unchanged", chain, "")
+        self.journal.finish(op, "record")
+        self.host.unlink(f"{STAGING}/{op.id}.rom")
+        for older in self.journal.unfinished():
+            # the card now holds a verified image: an older failed flash or restore of it is settled, so
+            # `fwman flash resume` never writes an image the owner has since replaced
+            if older.card == card.bus_id and older.id != op.id and older.kind in ("flash", "restore"):
+                older.extra["resolved"] = f"settled by {op.id}"
+                self.journal.save(older)
+        self.journal.close(
+            op,
+            OpState.DONE,
+            f"{card.bus_id}: {before} -> {rom.version}, read-back verified" if changed else "already on this firmware",
+            ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
+            if changed
+            else [],
+        )
+        return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log)
+
+    def record(
+        self,
+        op: Operation,
+        card: Card,
+        source: ImageSource,
+        rom: RomImage,
+        result: str,
+        chain: str | None,
+        message: str,
+    ) -> None:
+        """Append one history record for this operation."""
+        append_history(
+            self.host,
+            HistoryRecord(
+                time=now(),
+                kind=op.kind,
+                card=card.bus_id,
+                subsystem=card.subsystem,
+                result=result,
+                before_version=op.before_version,
+                after_version=rom.version if result in ("success", "unchanged") else None,
+                image=source.label,
+                image_sha256=source.sha256,
+                image_chain_sha256=rom.chain_sha256,
+                before_chain_sha256=op.before_chain_sha256,
+                after_chain_sha256=chain,
+                backup=self.backups[card.bus_id].path if card.bus_id in self.backups else None,
+                operation=op.id,
+                log=op.log,
+                message=message,
+            ),
+        )
+
+
+def staged_source(host: Host, op: Operation) -> ImageSource:
+    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash).
+
+    Raises MissingError when the staged copy is gone, VerificationError when it changed.
+    """
+    path = f"{STAGING}/{op.id}.rom"
+    try:
+        data = host.read_bytes(path)
+    except MissingError as e:
+        raise MissingError(f"the image of {op.id} is no longer staged at {path}", hint="start a new flash") from e
+    if hashlib.sha256(data).hexdigest() != op.image_sha256:
+        raise VerificationError(f"staged image {path} changed since {op.id} started")
+    return ImageSource(label=op.image or path, data=data)
+
+
+def find_backup(host: Host, path: str) -> BackupEntry:
+    """Return the manifest entry of backup file ``path``. Raises BlockedError when fwman did not record it."""
+    entry = load_manifest(host).find(path)
+    if entry is None:
+        raise BlockedError(
+            f"{path} is not a backup fwman recorded",
+            hint="restore takes only backups listed by `fwman backup list` (their hashes are in the manifest)",
+        )
+    return entry

@@ -1,0 +1,544 @@
+"""The firmware upgrade plan: which card gets which image, and every step around the flash.
+
+:func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the
+Host; it changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade.apply)
+executes the steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
+
+Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the
+recommended image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped
+with their reason, however high their version sorts); an image without a known hash is planned but blocks the
+flash until the owner supplies the vendor MD5.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fwman.core.errors import NotRecordedError
+from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.units import human_bytes
+from fwman.firmware.catalog.model import Board, Catalog, CatalogEntry, CatalogImage, ImageStatus, version_key
+from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
+from fwman.firmware.ops.fetch import cache_path
+from fwman.gpu.card import Card
+from fwman.host.base import Host
+
+#: BAR1 of a card without Resizable BAR (and of one whose firmware setup leaves it off)
+LEGACY_BAR1 = 256 * 1024 * 1024
+#: nvflash refuses to run while any of these is loaded (its own error message names them in this order)
+NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+
+Action = Literal["flash", "keep", "unknown-board", "check"]
+
+
+class ImageOption(BaseModel):
+    """One catalog image as the plan saw it: chosen, or skipped and why."""
+
+    model_config = ConfigDict(frozen=True)
+
+    version: str
+    status: ImageStatus
+    chosen: bool
+    why: str
+    rebar: bool | None = None
+    power_limit_w: float | None = None
+
+
+class CardPlan(BaseModel):
+    """What happens to one card."""
+
+    model_config = ConfigDict(frozen=True)
+
+    bus_id: str
+    name: str | None
+    pci_key: str  # 10de:2204:3842:3987
+    subsystem: str
+    board: str | None  # catalog board name; None when the catalog does not know the card
+    dual_firmware_switch: bool | None = None
+    current_version: str | None
+    current_status: str  # catalog status of the running firmware, or "not in catalog" / "unknown"
+    bar1_bytes: int | None = None
+    max_rebar_bytes: int | None = None
+    vram_bytes: int | None = None
+    driver_version: str | None = None
+    action: Action
+    target_version: str | None = None
+    reason: str
+    options: list[ImageOption] = Field(default_factory=list)
+    selected: bool = True  # False: --card left it out
+
+
+class ImageSupply(BaseModel):
+    """An image the plan flashes: where it comes from and whether it can be checked."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ref: str  # 3842:3987/94.02.42.80.27
+    board_key: str
+    version: str
+    status: ImageStatus
+    cards: list[str]
+    cache_path: str
+    cached: bool | None  # None: unknown (a snapshot that did not record the cache)
+    urls: list[str]
+    hash_known: bool
+    hash_origin: str  # "catalog", "local override (<source>)", or "" when none
+    needs_md5: bool
+
+
+class PlanStep(BaseModel):
+    """One step of the plan, in order. ``by``: ``fwman`` (``upgrade --apply`` does it) or ``you``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    number: int
+    id: str
+    title: str
+    by: Literal["fwman", "you"]
+    details: list[str] = Field(default_factory=list)
+    commands: list[str] = Field(default_factory=list)
+    cards: list[str] = Field(default_factory=list)
+
+
+class UpgradePlan(BaseModel):
+    """The whole plan for one host."""
+
+    model_config = ConfigDict(frozen=True)
+
+    host: str
+    catalog: dict[str, object]
+    cards: list[CardPlan]
+    images: list[ImageSupply]
+    steps: list[PlanStep]
+    findings: list[Finding]
+
+    @property
+    def flash_cards(self) -> list[CardPlan]:
+        """Return the cards that get a new image."""
+        return [c for c in self.cards if c.action == "flash" and c.selected]
+
+    @property
+    def blocks(self) -> list[Finding]:
+        """Return the findings that stop ``--apply``."""
+        return blocking(self.findings)
+
+    @property
+    def ready(self) -> bool:
+        """Return True when there is something to flash and nothing blocks it."""
+        return bool(self.flash_cards) and not self.blocks
+
+
+def _why_not(image: CatalogImage, chosen: CatalogImage | None) -> str:
+    """Return why ``image`` is not the recommended one (its status is shown next to this text)."""
+    if image.status is ImageStatus.WITHDRAWN:
+        return image.status_reason or "withdrawn by the vendor"
+    if image.status is ImageStatus.SUPERSEDED:
+        return image.status_reason or (f"replaced by {image.superseded_by}" if image.superseded_by else "superseded")
+    if chosen is not None:
+        return f"older than {chosen.version}"
+    return image.status_reason or image.status.value
+
+
+def image_options(board: Board) -> list[ImageOption]:
+    """Return every image of ``board``, newest first, marking the recommended one and why the others are not."""
+    chosen = board.recommended()
+    out = []
+    for image in board.images_newest_first():
+        is_chosen = chosen is not None and image.version == chosen.version
+        why = "newest image that is neither withdrawn nor superseded" if is_chosen else _why_not(image, chosen)
+        out.append(
+            ImageOption(
+                version=image.version,
+                status=image.status,
+                chosen=is_chosen,
+                why=why,
+                rebar=image.rebar,
+                power_limit_w=image.power_limit_w,
+            )
+        )
+    return out
+
+
+def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
+    """Return (action, target version, reason, status of the running firmware) for a card the catalog knows."""
+    target = board.recommended()
+    current = card.vbios_version.upper() if card.vbios_version else None
+    running = board.image(current) if current else None
+    status = running.status.value if running else ("unknown" if current is None else "not in catalog")
+    if target is None:
+        return "keep", None, "the catalog lists no image that may be recommended for this board", status
+    if current is None:
+        return "check", target.version, "the running firmware version could not be read (is nvidia-smi there?)", status
+    if current == target.version:
+        return "keep", None, f"already on {target.version}, the newest recommended image", status
+    if running is None:
+        if version_key(current) > version_key(target.version):
+            return "keep", None, f"runs {current}, newer than the catalog knows: left alone", status
+        return "flash", target.version, f"{current} is not in the catalog; {target.version} is recommended", status
+    if running.status is ImageStatus.WITHDRAWN:
+        return (
+            "flash",
+            target.version,
+            f"{current} was withdrawn ({running.status_reason or 'no reason given'})",
+            status,
+        )
+    if running.status is ImageStatus.SUPERSEDED:
+        return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
+    if version_key(current) < version_key(target.version):
+        return "flash", target.version, f"{target.version} is newer than {current}", status
+    return "keep", None, f"{current} is {running.status.value}", status
+
+
+def _cached(host: Host, path: str) -> bool | None:
+    """Return whether ``path`` is in the image cache; None when a replay did not record the cache."""
+    try:
+        return host.exists(path)
+    except NotRecordedError:
+        return None
+
+
+def build_upgrade_plan(
+    host: Host, cards: Sequence[Card], catalog: Catalog, selected: Sequence[str] = ()
+) -> UpgradePlan:
+    """Return the upgrade plan for ``cards`` on ``host`` from ``catalog``. Changes nothing.
+
+    ``selected`` limits which cards are flashed (sysfs bus ids; empty: every card); every card is still backed
+    up. Raises VerificationError when the local hash overrides contradict each other.
+    """
+    chosen = set(selected)
+    overrides = load_overrides(host)
+    card_plans: list[CardPlan] = []
+    findings: list[Finding] = []
+    targets: dict[tuple[str, str], list[str]] = {}
+    for card in sorted(cards, key=lambda c: c.bus_id):
+        board = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)
+        pci_key = f"{card.vendor_id}:{card.device_id}:{card.subsystem}"
+        common = {
+            "bus_id": card.bus_id,
+            "name": card.name,
+            "pci_key": pci_key,
+            "subsystem": card.subsystem,
+            "current_version": card.vbios_version,
+            "bar1_bytes": card.bar1_bytes,
+            "max_rebar_bytes": card.max_rebar_bytes,
+            "vram_bytes": card.vram_bytes,
+            "driver_version": card.driver_version,
+            "selected": not chosen or card.bus_id in chosen,
+        }
+        if board is None:
+            card_plans.append(
+                CardPlan(
+                    **common,
+                    board=None,
+                    current_status="not in catalog",
+                    action="unknown-board",
+                    reason=f"no catalog board for {pci_key}: fwman never guesses a firmware",
+                )
+            )
+            findings.append(
+                Finding(
+                    id="upgrade.unknown-board",
+                    severity=Severity.INFO,  # reported, left alone: not a gate for the other cards
+                    message=f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
+                    evidence={"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
+                    fix="if a newer catalog knows it, run `fwman catalog update`",
+                )
+            )
+            continue
+        action, target, reason, status = _decide(card, board)
+        card_plans.append(
+            CardPlan(
+                **common,
+                board=board.board.name,
+                dual_firmware_switch=board.board.dual_firmware_switch,
+                current_status=status,
+                action=action,
+                target_version=target,
+                reason=reason,
+                options=image_options(board),
+            )
+        )
+        if action == "check":
+            findings.append(
+                Finding(
+                    id="upgrade.version-unknown",
+                    severity=Severity.BLOCK,
+                    message=f"{short_bus(card.bus_id)}: firmware version unknown: no image can be chosen",
+                    evidence={"bus_id": card.bus_id},
+                    fix="load the NVIDIA driver so nvidia-smi can read it, then plan again",
+                )
+            )
+        if action == "flash" and common["selected"] and target is not None:
+            targets.setdefault((board.key, target), []).append(card.bus_id)
+
+    for card in cards:
+        plan = next(p for p in card_plans if p.bus_id == card.bus_id)
+        image = _target_image(catalog, plan)
+        if (
+            image is not None
+            and image.min_driver
+            and card.driver_version
+            and _driver_key(card.driver_version) < _driver_key(image.min_driver)
+        ):
+            findings.append(
+                Finding(
+                    id="upgrade.driver",
+                    severity=Severity.INFO,  # the flash works; what the image is for waits for the driver
+                    message=f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
+                    f"which {image.version} needs for what it is for",
+                    evidence={"bus_id": card.bus_id, "driver": card.driver_version},
+                    fix=f"install driver {image.min_driver} or later",
+                )
+            )
+
+    images = [
+        _supply(host, catalog, key, version, buses, overrides, findings) for (key, version), buses in targets.items()
+    ]
+    plans = card_plans
+    steps = _steps(plans, images, catalog, findings)
+    return UpgradePlan(
+        host=host.description,
+        catalog=catalog.summary(),
+        cards=plans,
+        images=images,
+        steps=steps,
+        findings=findings,
+    )
+
+
+def _supply(
+    host: Host,
+    catalog: Catalog,
+    board_key: str,
+    version: str,
+    buses: list[str],
+    overrides: list[HashOverride],
+    findings: list[Finding],
+) -> ImageSupply:
+    board = catalog.find_board(board_key)
+    image = board.image(version)
+    assert image is not None
+    entry = CatalogEntry(board, image)
+    override = find_override(overrides, board.key, version)
+    origin = "catalog" if image.has_hash else (f"local override ({override.source})" if override else "")
+    path = cache_path(entry)
+    cached = _cached(host, path)
+    supply = ImageSupply(
+        ref=entry.ref,
+        board_key=board.key,
+        version=version,
+        status=image.status,
+        cards=buses,
+        cache_path=path,
+        cached=cached,
+        urls=list(image.urls),
+        hash_known=bool(origin),
+        hash_origin=origin,
+        needs_md5=not origin,
+    )
+    fetch = f"fwman fetch {entry.ref}"
+    if not origin:
+        findings.append(
+            Finding(
+                id="upgrade.unverified-image",
+                severity=Severity.BLOCK,
+                message=(
+                    f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5) before it can be "
+                    "flashed"
+                ),
+                evidence={"image": entry.ref, "cards": ", ".join(buses)},
+                fix=f"{fetch} --from FILE --expect-md5 HEX   (both from the card maker's download page)",
+            )
+        )
+    elif not cached and not image.urls:
+        where = "is not in the cache" if cached is False else "may not be in the cache (not recorded)"
+        findings.append(
+            Finding(
+                id="upgrade.image-missing",
+                severity=Severity.BLOCK,
+                message=f"{version} {where} and the catalog knows no download URL",
+                evidence={"image": entry.ref, "cache": path},
+                fix=f"{fetch} --from FILE   (download it from the card maker's site first)",
+            )
+        )
+    return supply
+
+
+def _bar_evidence(cards: list[CardPlan]) -> list[str]:
+    """Return lines saying what the BAR sizes tell about the firmware-setup switches today."""
+    lines = []
+    for c in cards:
+        if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and c.bar1_bytes is not None:
+            if c.bar1_bytes <= LEGACY_BAR1:
+                lines.append(
+                    f"{short_bus(c.bus_id)} offers a BAR1 of up to {human_bytes(c.max_rebar_bytes)} but has "
+                    f"{human_bytes(c.bar1_bytes)}: Re-Size BAR Support (or Above 4G Decoding) looks off today"
+                )
+            else:
+                lines.append(
+                    f"{short_bus(c.bus_id)} already has a {human_bytes(c.bar1_bytes)} BAR1: the switches look on"
+                )
+    return lines
+
+
+def _steps(
+    cards: list[CardPlan], images: list[ImageSupply], catalog: Catalog, findings: list[Finding]
+) -> list[PlanStep]:
+    flash = [c for c in cards if c.action == "flash" and c.selected]
+    steps: list[PlanStep] = []
+
+    def add(
+        step_id: str,
+        title: str,
+        by: Literal["fwman", "you"],
+        details: list[str],
+        commands: Sequence[str] = (),
+        card_ids: Sequence[str] = (),
+    ) -> None:
+        steps.append(
+            PlanStep(
+                number=len(steps) + 1,
+                id=step_id,
+                title=title,
+                by=by,
+                details=details,
+                commands=list(commands),
+                cards=list(card_ids),
+            )
+        )
+
+    everyone = [c.bus_id for c in cards]
+    add(
+        "backup",
+        f"Back up every card's firmware ({len(cards)} card{'s' if len(cards) != 1 else ''})",
+        "fwman",
+        [
+            "each card is saved with nvflash --save, read back and parsed before anything is flashed",
+            "cards that are not flashed are backed up too: a backup is the only way back after a bad flash",
+        ],
+        card_ids=everyone,
+    )
+    if not flash:
+        return steps
+    for img in images:
+        if img.cached:
+            got = f"in the cache: {img.cache_path}"
+        elif img.cached is None and not img.urls:
+            got = "the snapshot did not record the image cache; no download URL is known: download it by hand"
+        elif img.urls:
+            got = f"downloaded from {img.urls[0]} into {img.cache_path}"
+        else:
+            got = "no download URL is known: download it from the card maker's site in a browser"
+        details = [got]
+        if img.hash_known:
+            details.append(f"checked against the {'catalog' if img.hash_origin == 'catalog' else img.hash_origin} hash")
+        else:
+            details.append("UNVERIFIED: no published hash is known; the vendor's MD5 must be supplied first")
+        commands = []
+        if not img.cached:
+            md5 = "" if img.hash_known else " --expect-md5 HEX"
+            src = "" if img.urls else " --from FILE"
+            commands.append(f"fwman fetch {img.ref}{src}{md5}")
+        add(
+            "image",
+            f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}",
+            "you" if commands else "fwman",
+            details,
+            commands,
+            img.cards,
+        )
+    add(
+        "unload",
+        "Stop GPU users and unload the NVIDIA kernel modules",
+        "fwman",
+        [
+            "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
+            "modules, in order: " + " ".join(NVIDIA_MODULES),
+        ],
+    )
+    left = [c for c in cards if c not in flash]
+    for n, c in enumerate(flash):
+        details = [f"{c.current_version} -> {c.target_version} ({c.board}, {c.subsystem})"]
+        if c.dual_firmware_switch:
+            details.append("note the firmware switch position: the board's other chip keeps the old firmware")
+        details.append("nvflash checks subsystem and board ID; the result is read back before the next card")
+        if left and n == len(flash) - 1:
+            details.append(
+                "left as they are: "
+                + ", ".join(f"{short_bus(x.bus_id)} ({x.current_version or 'unknown'})" for x in left)
+            )
+        add("flash", f"Flash {short_bus(c.bus_id)} with {c.target_version}", "fwman", details, card_ids=[c.bus_id])
+    rebar = any((o.rebar is True) for c in flash for o in c.options if o.version == c.target_version)
+    if rebar:
+        setup = [
+            "reboot into the firmware setup: systemctl reboot --firmware-setup",
+            "enable Above 4G Decoding",
+            "enable Re-Size BAR Support",
+            "save and exit (the names vary by board maker: look under PCI or Advanced settings)",
+        ]
+        setup += _bar_evidence(cards)
+        add(
+            "firmware-setup",
+            "Turn on Resizable BAR in the firmware setup",
+            "you",
+            setup,
+            ["systemctl reboot --firmware-setup"],
+        )
+        add(
+            "reboot",
+            "Boot Linux",
+            "you",
+            ["the new firmware takes effect on this boot (nvflash: a reboot is required)"],
+        )
+    else:
+        add("reboot", "Reboot", "you", ["the new firmware takes effect after a reboot"], ["systemctl reboot"])
+    checks: list[str] = []
+    groups: dict[str, list[CardPlan]] = {}
+    for c in flash:
+        groups.setdefault(f"{c.pci_key}/{c.target_version}", []).append(c)
+    for group in groups.values():
+        image = _target_image(catalog, group[0])
+        if image is None:
+            continue
+        buses = ", ".join(short_bus(c.bus_id) for c in group)
+        checks.append(f"{buses}: VBIOS {image.version}")
+        if image.rebar:
+            vram = group[0].vram_bytes
+            need = f" (at least the {human_bytes(vram)} of VRAM)" if vram else ""
+            checks.append(f"{buses}: BAR1 larger than 256 MiB{need}")
+        if image.power_limit_w:
+            checks.append(f"{buses}: default power limit {image.power_limit_w:g} W")
+        if image.min_driver:
+            now = group[0].driver_version
+            checks.append(f"driver {image.min_driver} or later" + (f" (loaded now: {now})" if now else ""))
+    setup_only = [
+        short_bus(c.bus_id)
+        for c in left
+        if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
+    ]
+    if setup_only and rebar:
+        checks.append(f"{', '.join(setup_only)}: BAR1 larger than 256 MiB too (their firmware already offers it)")
+    if left:
+        checks.append("cards not flashed: firmware unchanged")
+    checks.append("every card still present with the same subsystem IDs")
+    add("post-check", "Check the result", "you", checks, ["fwman scan"])
+    return steps
+
+
+def short_bus(bus: str) -> str:
+    """Return a bus id the way `fwman scan` prints it: without the ``0000:`` PCI domain."""
+    return bus[5:] if bus.startswith("0000:") else bus
+
+
+def _driver_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".") if p.isdigit())
+
+
+def _target_image(catalog: Catalog, plan: CardPlan) -> CatalogImage | None:
+    if plan.action != "flash" or plan.target_version is None or not plan.selected:
+        return None
+    board = catalog.board_for(*plan.pci_key.split(":"))
+    return board.image(plan.target_version) if board is not None else None

@@ -12,8 +12,9 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError
-from fwman.gpu.inventory import PCI_DEVICES, nvidia_functions, scan_cards
+from fwman.gpu.inventory import nvidia_functions, scan_cards
 from fwman.host.base import Host
 from fwman.host.recording import RecordingHost, SnapshotWriter
 
@@ -133,7 +134,7 @@ def _try(report: CaptureReport, what: str, fn: Callable[..., object], *args: obj
 
 def bridges_above(host: Host, bus: str) -> list[str]:
     """Return the sysfs directories of the PCI bridges above function ``bus`` (nearest first)."""
-    real = host.realpath(f"{PCI_DEVICES}/{bus}")
+    real = host.realpath(f"{paths.PCI_DEVICES_DIR}/{bus}")
     parts = real.split("/")
     result = []
     for i in range(len(parts) - 1, 3, -1):
@@ -166,7 +167,7 @@ def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] 
     progress("PCI functions and bridges")
     for bus in nvidia_functions(rec):
         bridges = _try(report, f"bridges of {bus}", bridges_above, rec, bus)
-        for d in [f"{PCI_DEVICES}/{bus}", *(bridges if isinstance(bridges, list) else [])]:
+        for d in [f"{paths.PCI_DEVICES_DIR}/{bus}", *(bridges if isinstance(bridges, list) else [])]:
             for attr in PCI_ATTRIBUTES:
                 if rec.exists(f"{d}/{attr}"):
                     _try(report, f"{d}/{attr}", rec.read_bytes, f"{d}/{attr}")

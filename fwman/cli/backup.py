@@ -7,18 +7,11 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, PartialError
 from fwman.core.findings import Severity, blocking
 from fwman.firmware.nvflash.runner import driver_findings, find_nvflash, require_live
-from fwman.firmware.ops.backup import (
-    BACKUP_ROOT,
-    BackupEntry,
-    BackupError,
-    backup_all,
-    load_manifest,
-    stray_files,
-    verify_entry,
-)
+from fwman.firmware.ops.backup import BackupEntry, BackupError, backup_all, load_manifest, stray_files, verify_entry
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
 
@@ -111,10 +104,10 @@ def backup_list(app: AppContext, as_json: bool) -> None:
     manifest = load_manifest(app.host)
     entries = sorted(manifest.backups, key=lambda e: (e.run, e.card), reverse=True)
     if as_json:
-        app.emit_json("backup-list", {"root": BACKUP_ROOT, "backups": [entry_json(e) for e in entries]})
+        app.emit_json("backup-list", {"root": paths.BACKUPS_DIR, "backups": [entry_json(e) for e in entries]})
         return
     if not entries:
-        app.echo(f"no backups in {BACKUP_ROOT} (take them with `fwman backup --all`)")
+        app.echo(f"no backups in {paths.BACKUPS_DIR} (take them with `fwman backup --all`)")
         return
     app.table(
         ["RUN", "CARD", "SUBSYSTEM", "VERSION", "SHA256", "PATH"],

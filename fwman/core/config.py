@@ -16,10 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import Host
-
-CONFIG_PATH = "/etc/fwman/config.toml"
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class Config:
     """The parsed configuration (``data`` is the TOML document; empty when there is no file)."""
 
     data: Mapping[str, Any] = field(default_factory=dict)
-    path: str = CONFIG_PATH
+    path: str = paths.CONFIG_FILE
     present: bool = False
 
     def section(self, name: str) -> Mapping[str, Any]:
@@ -52,7 +51,7 @@ class Config:
         return value
 
 
-def parse_config(text: str, path: str = CONFIG_PATH) -> Config:
+def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:
     """Return the Config in TOML ``text``. Raises UsageError (with the line and column) when it is not valid TOML."""
     try:
         data = tomllib.loads(text)
@@ -61,7 +60,7 @@ def parse_config(text: str, path: str = CONFIG_PATH) -> Config:
     return Config(data=data, path=path, present=True)
 
 
-def load_config(host: Host, path: str = CONFIG_PATH) -> Config:
+def load_config(host: Host, path: str = paths.CONFIG_FILE) -> Config:
     """Return the configuration of ``host`` (defaults when the file is absent). Raises UsageError on bad TOML.
 
     A snapshot that did not record the file replays with the defaults: settings only choose which forks to list

@@ -18,13 +18,12 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from fwman.core import paths
 from fwman.core.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.build.install import root_prefix
 from fwman.host.base import Host
 
-BLOCK_STATE = "/var/lib/fwman/dkms-block.json"
-APT_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
 APT_PIN_TEXT = (
     "# Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would\n"
     "# rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.\n"
@@ -119,10 +118,10 @@ class BlockRecord:
 
 def read_block(host: Host) -> BlockRecord | None:
     """Return the block record, or None when DKMS is not blocked by fwman."""
-    if not host.exists(BLOCK_STATE):
+    if not host.exists(paths.DKMS_BLOCK_STATE):
         return None
     try:
-        return BlockRecord(**json.loads(host.read_bytes(BLOCK_STATE).decode()))
+        return BlockRecord(**json.loads(host.read_bytes(paths.DKMS_BLOCK_STATE).decode()))
     except (ValueError, TypeError, UnicodeDecodeError, MissingError):
         return None
 
@@ -151,16 +150,16 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
         )
         for m, v in pairs
     ]
-    actions.append(WriteFile(APT_PIN, APT_PIN_TEXT.encode()))
+    actions.append(WriteFile(paths.APT_DKMS_PIN, APT_PIN_TEXT.encode()))
     if dry_run:
         return [a.describe() for a in actions if a.is_needed(host)]
     done = apply_all(host, actions, report)
     for m, v in pairs:
         if (m, v) not in known:
             record.removed.append({"module": m, "version": v})
-    record.apt_pin = APT_PIN
+    record.apt_pin = paths.APT_DKMS_PIN
     record.at = now_iso()
-    host.write_bytes(BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
+    host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
     return done
 
 
@@ -171,7 +170,7 @@ def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str
     if record is None:
         raise MissingError("DKMS is not blocked by fwman (no record in /var/lib/fwman/dkms-block.json)")
     registered = {(e.module, e.version) for e in status(host)}
-    actions: list[Action] = [RemoveFile(APT_PIN)]
+    actions: list[Action] = [RemoveFile(paths.APT_DKMS_PIN)]
     skipped: list[str] = []
     for r in record.removed:
         m, v = r["module"], r["version"]
@@ -186,7 +185,7 @@ def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str
             )
         )
     done = apply_all(host, actions, report)
-    host.unlink(BLOCK_STATE)
+    host.unlink(paths.DKMS_BLOCK_STATE)
     return done + [f"not re-added: {s}" for s in skipped]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from fwman.core import paths
 from fwman.core.config import Config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
@@ -30,7 +31,6 @@ DEFAULT_FORKS: dict[str, str] = {
 }
 DEFAULT_API = "https://api.github.com"
 API_ENV = "FWMAN_FORGE_API"
-CACHE_PATH = "/var/cache/fwman/branches.json"
 RESERVED_KEYS = {"api_url", "defaults"}  # keys of [forks] that are settings, not forks
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _GITHUB_RE = re.compile(r"(?:https?://|git@|ssh://git@)github\.com[/:]([^/\s]+)/([^/\s]+?)(?:\.git)?/?")
@@ -243,9 +243,9 @@ def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list
 def load_cache(host: Host) -> dict[str, dict[str, Any]]:
     """Return the cached listings keyed by URL ({} when there is no readable cache). Never raises."""
     try:
-        if not host.exists(CACHE_PATH):
+        if not host.exists(paths.BRANCH_CACHE_FILE):
             return {}
-        data = json.loads(host.read_text(CACHE_PATH))
+        data = json.loads(host.read_text(paths.BRANCH_CACHE_FILE))
     except (MissingError, NotRecordedError, ValueError):
         return {}
     entries = data.get("forks") if isinstance(data, dict) else None
@@ -265,9 +265,9 @@ def save_cache(host: Host, listings: Sequence[ForkBranches]) -> str | None:
             }
     doc = {"format": "fwman-branch-cache", "version": 1, "forks": entries}
     try:
-        host.write_bytes(CACHE_PATH, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
+        host.write_bytes(paths.BRANCH_CACHE_FILE, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
     except OSError as e:
-        return f"cannot write {CACHE_PATH}: {e.strerror or e}"
+        return f"cannot write {paths.BRANCH_CACHE_FILE}: {e.strerror or e}"
     return None
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.config_space import ConfigSpace, parse_config_space
@@ -20,25 +21,23 @@ from fwman.gpu.smi import SmiGpu, SmiLog, parse_smi_xml
 from fwman.gpu.sysfs import parse_class, parse_hex_id, parse_int, parse_link_speed, parse_resource
 from fwman.host.base import Host
 
-PCI_DEVICES = "/sys/bus/pci/devices"
 T = TypeVar("T")
 NVIDIA_VENDOR = "10de"
 #: display controllers: VGA (0x0300xx) and 3D (0x0302xx); the GPU's audio/USB functions are not cards
 GPU_CLASS_PREFIXES = ("0x0300", "0x0302")
 SMI_QUERY = ("nvidia-smi", "-q", "-x")
-DRIVER_VERSION_FILE = "/proc/driver/nvidia/version"
 
 
 def nvidia_functions(host: Host) -> list[str]:
     """Return the bus ids of every NVIDIA PCI function (GPUs and their audio/USB functions), sorted."""
     try:
-        entries = host.listdir(PCI_DEVICES)
+        entries = host.listdir(paths.PCI_DEVICES_DIR)
     except MissingError:
         return []
     result = []
     for bus in entries:
         try:
-            if parse_hex_id(host.read_text(f"{PCI_DEVICES}/{bus}/vendor"), "vendor") == NVIDIA_VENDOR:
+            if parse_hex_id(host.read_text(f"{paths.PCI_DEVICES_DIR}/{bus}/vendor"), "vendor") == NVIDIA_VENDOR:
                 result.append(bus)
         except (MissingError, ParseError):
             continue
@@ -51,7 +50,7 @@ def read_driver_version(host: Host) -> tuple[str | None, str | None]:
     flavour is ``open`` for "Open Kernel Module", ``proprietary`` for "NVIDIA UNIX x86_64 Kernel Module".
     """
     try:
-        text = host.read_text(DRIVER_VERSION_FILE)
+        text = host.read_text(paths.PROC_DRIVER_VERSION)
     except MissingError:
         return None, None
     first = text.splitlines()[0] if text else ""
@@ -99,7 +98,7 @@ def _link_basename(host: Host, path: str) -> str | None:
 
 def _read_card(host: Host, bus: str, smi: SmiGpu | None, driver: tuple[str | None, str | None]) -> Card | None:
     """Return the Card at ``bus``, or None when the function is not a display controller."""
-    base = f"{PCI_DEVICES}/{bus}"
+    base = f"{paths.PCI_DEVICES_DIR}/{bus}"
     unreadable: list[str] = []
 
     def attr(name: str) -> str | None:
@@ -258,7 +257,7 @@ def require_inventory(host: Host) -> Inventory:
     inventory = scan_inventory(host)
     if not inventory.cards:
         raise MissingError(
-            f"no NVIDIA GPU found on {host.description} ({PCI_DEVICES} lists none with vendor 0x10de)",
+            f"no NVIDIA GPU found on {host.description} ({paths.PCI_DEVICES_DIR} lists none with vendor 0x10de)",
             hint="is this the right machine? On a VM, is the GPU passed through?",
         )
     return inventory

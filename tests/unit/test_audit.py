@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 
 from fixtures.forge import real_branch_lists
 from fixtures.tinymod.elfgen import build_module, make_signing_key, nvidia_tags, sign_module
+from fwman.core import paths
 from fwman.core.errors import ParseError
 from fwman.core.findings import Severity
-from fwman.driver.forks import CACHE_PATH, DEFAULT_FORKS, Fork
+from fwman.driver.forks import DEFAULT_FORKS, Fork
 from fwman.host.live import LiveHost
 from fwman.reports.audit.report import audit_host, lxc_uses_gpu, p2p_line, parse_manifest, parse_proc_version
 from tests.helpers import FwmanEnv
@@ -126,7 +127,7 @@ class Tree:
             }
             for name, url in DEFAULT_FORKS.items()
         }
-        self.write(CACHE_PATH, json.dumps({"format": "fwman-branch-cache", "version": 1, "forks": forks}))
+        self.write(paths.BRANCH_CACHE_FILE, json.dumps({"format": "fwman-branch-cache", "version": 1, "forks": forks}))
 
     def lxc(self, ctid: str, gpu: bool = True, mounted_version: str | None = None, hook: bool = False) -> None:
         lines = ["arch: amd64", "hostname: ct", "rootfs: local-lvm:vm-disk,size=8G"]

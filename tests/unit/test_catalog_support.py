@@ -15,7 +15,8 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fixtures.romgen import RomSpec, build_rom
-from fwman.firmware.catalog.model import LOCAL_CATALOG, load_directory, parse_board
+from fwman.core import paths
+from fwman.firmware.catalog.model import load_directory, parse_board
 from fwman.firmware.catalog.signing import make_index, public_pem, sign_index
 
 REBAR = "94.02.42.80.27"
@@ -112,7 +113,7 @@ def trust(root: Path, key: Ed25519PrivateKey, name: str = "test") -> Path:
 
 def install_local(root: Path, catalog: Path) -> Path:
     """Copy ``catalog`` to the local catalog location under host root ``root`` (as if `catalog update` did)."""
-    target = root / LOCAL_CATALOG.lstrip("/")
+    target = root / paths.LOCAL_CATALOG_DIR.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copytree(catalog, target)
     return target

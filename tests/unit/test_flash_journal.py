@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fwman.core import paths
 from fwman.core.errors import ParseError
-from fwman.firmware.ops.history import HISTORY_FILE, HistoryRecord, append_history, read_history
+from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
 from fwman.firmware.ops.journal import Journal, OpState, StepState, parse_operation
 from fwman.host.live import LiveHost
 
@@ -59,6 +60,6 @@ def test_history_appends_and_survives_a_damaged_line(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     rec = HistoryRecord(time="t", kind="flash", card="0000:41:00.0", result="success")
     append_history(host, rec)
-    host.write_bytes(HISTORY_FILE, host.read_bytes(HISTORY_FILE) + b"{half a line")
+    host.write_bytes(paths.FLASH_HISTORY_FILE, host.read_bytes(paths.FLASH_HISTORY_FILE) + b"{half a line")
     append_history(host, rec.model_copy(update={"result": "failed"}))
     assert [r.result for r in read_history(host)] == ["success", "failed"]

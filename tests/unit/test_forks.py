@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures.forge import ForgeState, forge_server, real_branch_lists
+from fwman.core import paths
 from fwman.core.config import Config, parse_config
 from fwman.core.errors import FwmanError, ParseError, UsageError
 from fwman.driver.forks import (
-    CACHE_PATH,
     DEFAULT_FORKS,
     Fork,
     api_base,
@@ -157,7 +157,7 @@ def test_list_branches_via_api_writes_cache(tmp_path: Path) -> None:
     assert report.carrying(DriverVersion.parse("570.86.16")) == ["aikitoria"]
     assert report.carrying(DriverVersion.parse("550.54.15")) == ["aikitoria", "tinygrad", "mylesgoose"]
     assert [str(v) for v in report.forks[1].p2p_versions()] == ["550.54.15", "550.90.07", "565.57.01"]
-    cache = json.loads((tmp_path / CACHE_PATH.lstrip("/")).read_text())
+    cache = json.loads((tmp_path / paths.BRANCH_CACHE_FILE.lstrip("/")).read_text())
     assert cache["forks"][AIKITORIA]["fetched_at"] == now.isoformat()
     assert "570.86.16-p2p" in cache["forks"][AIKITORIA]["branches"]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fwman.core import paths
 from fwman.driver.hooks import run as hooks
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
@@ -26,7 +27,7 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     assert "ExecStart=/usr/local/lib/fwman/fwman-catchup\n" in unit
     script = (tmp_path / "usr/local/lib/fwman/fwman-catchup").read_text()
     assert f'PYTHON="{os.path.abspath(sys.executable)}"' in script and os.access(
-        tmp_path / hooks.CATCHUP_SCRIPT[1:], os.X_OK
+        tmp_path / paths.CATCHUP_SCRIPT[1:], os.X_OK
     )
     assert "Before=nvidia-persistenced.service display-manager.service" in unit and "After=" in unit
     assert hooks.install(host) == []  # nothing left to do
@@ -35,7 +36,7 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     hook.write_text(text + "# local edit\n")
     st = hooks.status(host)
     assert not st.installed and st.files[0].note == "differs from this fwman's version"
-    assert hooks.install(host) == [f"write {hooks.POSTINST} ({len(text)} bytes, mode 755)"]
+    assert hooks.install(host) == [f"write {paths.POSTINST_HOOK} ({len(text)} bytes, mode 755)"]
     assert len(hooks.remove(host)) == 5
     assert not hook.exists() and not (tmp_path / "etc/systemd/system/fwman-catchup.service").exists()
     assert hooks.remove(host) == []
@@ -98,13 +99,13 @@ def _fast_path_root(tmp_path: Path) -> tuple[Path, Path, Path]:
     python.write_text(f'#!/bin/sh\necho "$*" > {started}\n')
     python.chmod(0o755)
     hooks.apply_all(LiveHost(str(root)), hooks.install_actions(str(python)))
-    return root, root / hooks.CATCHUP_SCRIPT.lstrip("/"), started
+    return root, root / paths.CATCHUP_SCRIPT.lstrip("/"), started
 
 
 def _stamp(root: Path) -> None:
     lines = ["fwman-catchup-stamp 1", "kernels 6.1.0-50-amd64 6.1.0-53-amd64"]
     lines += [f"file /lib/modules/{k}/updates/fwman/nvidia.ko" for k in ("6.1.0-50-amd64", "6.1.0-53-amd64")]
-    path = root / hooks.STAMP.lstrip("/")
+    path = root / paths.MODULES_STAMP.lstrip("/")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(lines) + "\n")
 

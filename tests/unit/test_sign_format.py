@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.driver.kmod import sign
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
@@ -90,7 +91,7 @@ def test_keygen_records_the_key_and_reuses_dkms(tmp_path: Path) -> None:
     (tmp_path / "var/lib/dkms/mok.key").write_bytes(k)
     (tmp_path / "var/lib/dkms/mok.pub").write_bytes(c)
     reused = sign.keygen(host, reuse_dkms=True, force=True)
-    assert (reused.key, reused.cert, reused.origin) == (sign.DKMS_KEY, sign.DKMS_CERT, "dkms")
+    assert (reused.key, reused.cert, reused.origin) == (paths.DKMS_MOK_KEY, paths.DKMS_MOK_CERT, "dkms")
     assert json.loads((tmp_path / "var/lib/fwman/signing.json").read_text())["origin"] == "dkms"
     (tmp_path / "var/lib/dkms/mok.pub").unlink()
     with pytest.raises(MissingError):

@@ -21,18 +21,11 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.build.install import check_installed, root_prefix
 from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pending_path, read_marker
 from fwman.host.base import Host
-
-PIN_STATE = "/var/lib/fwman/boot-pin.json"
-MOTD_PATH = "/etc/motd.d/fwman"
-GRUB_CFG = "/boot/grub/grub.cfg"
-GRUBENV = "/boot/grub/grubenv"
-PVE_PIN = "/etc/kernel/proxmox-boot-pin"
-PVE_NEXT_PIN = "/etc/kernel/next-boot-pin"
-LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 
 Report = Callable[[str], None]
 
@@ -159,11 +152,11 @@ def grub_entry_for(menu: GrubMenu, kver: str) -> str | None:
 
 
 def _grub_state(host: Host) -> tuple[GrubMenu | None, dict[str, str]]:
-    menu = parse_grub_cfg(host.read_text(GRUB_CFG)) if host.exists(GRUB_CFG) else None
+    menu = parse_grub_cfg(host.read_text(paths.GRUB_CFG)) if host.exists(paths.GRUB_CFG) else None
     env: dict[str, str] = {}
-    if host.exists(GRUBENV):
+    if host.exists(paths.GRUBENV):
         try:
-            env = parse_grubenv(host.read_bytes(GRUBENV))
+            env = parse_grubenv(host.read_bytes(paths.GRUBENV))
         except ParseError:
             env = {}
     return menu, env
@@ -171,7 +164,7 @@ def _grub_state(host: Host) -> tuple[GrubMenu | None, dict[str, str]]:
 
 # -- systemd-boot -------------------------------------------------------------------------------------------
 def _loader_dir(host: Host) -> str | None:
-    return next((d for d in LOADER_DIRS if host.exists(f"{d}/loader.conf")), None)
+    return next((d for d in paths.SYSTEMD_BOOT_LOADER_DIRS if host.exists(f"{d}/loader.conf")), None)
 
 
 def parse_loader_entry(text: str) -> str | None:
@@ -205,9 +198,11 @@ def _loader_entries(host: Host, loader: str) -> dict[str, str]:
 # -- which loader, which kernel boots next -------------------------------------------------------------------
 def detect_bootloader(host: Host) -> str:
     """Return ``proxmox``, ``grub``, ``systemd-boot`` or ``unknown`` for ``host``."""
-    if host.which("proxmox-boot-tool") and (host.exists("/etc/kernel/proxmox-boot-uuids") or host.exists(PVE_PIN)):
+    if host.which("proxmox-boot-tool") and (
+        host.exists("/etc/kernel/proxmox-boot-uuids") or host.exists(paths.PVE_BOOT_PIN)
+    ):
         return "proxmox"
-    if host.exists(GRUB_CFG) or host.exists(GRUBENV):
+    if host.exists(paths.GRUB_CFG) or host.exists(paths.GRUBENV):
         return "grub"
     if _loader_dir(host) is not None:
         return "systemd-boot"
@@ -238,7 +233,7 @@ def default_boot_kernel(host: Host) -> BootDefault:
     newest = kernels[-1] if kernels else None
     loader = detect_bootloader(host)
     if loader == "proxmox":
-        for path, how in ((PVE_NEXT_PIN, "next-boot pin"), (PVE_PIN, "proxmox-boot-tool pin")):
+        for path, how in ((paths.PVE_NEXT_BOOT_PIN, "next-boot pin"), (paths.PVE_BOOT_PIN, "proxmox-boot-tool pin")):
             if host.exists(path):
                 pinned = host.read_text(path).strip()
                 if pinned:
@@ -327,10 +322,10 @@ class PinRecord:
 
 def read_pin(host: Host) -> PinRecord | None:
     """Return the current pin record, or None when fwman pinned nothing."""
-    if not host.exists(PIN_STATE):
+    if not host.exists(paths.BOOT_PIN_STATE):
         return None
     try:
-        doc = json.loads(host.read_bytes(PIN_STATE).decode())
+        doc = json.loads(host.read_bytes(paths.BOOT_PIN_STATE).decode())
         return PinRecord(**doc)
     except (ValueError, TypeError, UnicodeDecodeError, MissingError):
         return None
@@ -350,7 +345,7 @@ def _grub_tool_args(host: Host) -> list[str]:
 
 
 def _grubenv_local(host: Host) -> str:
-    local = host.local_path(GRUBENV)
+    local = host.local_path(paths.GRUBENV)
     if local is None:
         raise FwmanError("no local path for the GRUB environment block")
     return local
@@ -363,16 +358,18 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     if loader == "proxmox":
         if root_prefix(host) is not None:
             raise FwmanError("proxmox-boot-tool can only pin the running system, not a temp root")
-        previous = {"pin": host.read_text(PVE_PIN).strip()} if host.exists(PVE_PIN) else {}
+        previous = {"pin": host.read_text(paths.PVE_BOOT_PIN).strip()} if host.exists(paths.PVE_BOOT_PIN) else {}
         _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", safe])
         record = PinRecord(safe, avoided, reason, "proxmox", previous=previous)
     elif loader == "grub":
         menu, env = _grub_state(host)
         if menu is None:
-            raise MissingError(f"{GRUB_CFG} not found: cannot tell GRUB which entry boots {safe}")
+            raise MissingError(f"{paths.GRUB_CFG} not found: cannot tell GRUB which entry boots {safe}")
         entry = grub_entry_for(menu, safe)
         if entry is None:
-            raise FwmanError(f"{GRUB_CFG} has no entry for {safe}", hint="run update-grub, then fwman modules catchup")
+            raise FwmanError(
+                f"{paths.GRUB_CFG} has no entry for {safe}", hint="run update-grub, then fwman modules catchup"
+            )
         previous = {k: env[k] for k in ("saved_entry", "next_entry") if k in env}
         if menu.default == "${saved_entry}":
             _run_tool(host, ["grub-set-default", *_grub_tool_args(host), entry])
@@ -412,7 +409,7 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     earlier = read_pin(host)
     if earlier is not None:  # pinned again: what to restore in the end is what was there before fwman's first pin
         record.previous = earlier.previous
-    host.write_bytes(PIN_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
+    host.write_bytes(paths.BOOT_PIN_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
     return record
 
 
@@ -441,15 +438,15 @@ def unpin(host: Host) -> PinRecord | None:
             if record.previous.get("default"):
                 lines.insert(0, f"default {record.previous['default']}")
             host.write_bytes(conf_path, ("\n".join(lines) + "\n").encode())
-    host.unlink(PIN_STATE)
-    host.unlink(MOTD_PATH)
+    host.unlink(paths.BOOT_PIN_STATE)
+    host.unlink(paths.MOTD_FILE)
     return record
 
 
 def announce(host: Host, lines: list[str]) -> None:
     """Say ``lines`` where an owner will see them: the message of the day and the journal (``logger``)."""
     text = "".join(f"fwman: {line}\n" for line in lines)
-    host.write_bytes(MOTD_PATH, text.encode())
+    host.write_bytes(paths.MOTD_FILE, text.encode())
     if host.which("logger"):
         for line in lines:
             host.run(["logger", "-t", "fwman", "-p", "user.warning", line], timeout=10)

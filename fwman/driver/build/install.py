@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import (
-    DEPMOD_CONF,
     INSTALL_SUBDIR,
     MODULE_NAMES,
     Manifest,
@@ -87,8 +87,8 @@ def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> dict[s
     host.rename(staging, final)
     _rmtree(host, old)
     conf = depmod_conf_text()
-    if not host.exists(DEPMOD_CONF) or host.read_bytes(DEPMOD_CONF) != conf:
-        host.write_bytes(DEPMOD_CONF, conf)
+    if not host.exists(paths.DEPMOD_OVERRIDE) or host.read_bytes(paths.DEPMOD_OVERRIDE) != conf:
+        host.write_bytes(paths.DEPMOD_OVERRIDE, conf)
     return entries
 
 

@@ -14,10 +14,10 @@ import os
 import time
 from collections.abc import Iterator
 
+from fwman.core import paths
 from fwman.core.errors import BlockedError
 from fwman.host.base import Host
 
-LOCK_PATH = "/run/lock/fwman.lock"
 #: how long a hook or the service waits for another fwman build (akmods waits 900 s)
 DEFAULT_TIMEOUT = 900.0
 
@@ -32,7 +32,7 @@ def module_lock(host: Host, timeout: float = DEFAULT_TIMEOUT, poll: float = 0.2)
 
     Raises LockTimeout when it cannot be taken within ``timeout`` seconds (0 means one try).
     """
-    local = host.local_path(LOCK_PATH)
+    local = host.local_path(paths.LOCK_FILE)
     if local is None:  # a snapshot: nothing runs, nothing to lock
         yield
         return
@@ -47,7 +47,7 @@ def module_lock(host: Host, timeout: float = DEFAULT_TIMEOUT, poll: float = 0.2)
             except BlockingIOError:
                 if time.monotonic() >= deadline:
                     raise LockTimeout(
-                        f"another fwman module build holds {LOCK_PATH} (waited {timeout:g}s)",
+                        f"another fwman module build holds {paths.LOCK_FILE} (waited {timeout:g}s)",
                         hint="wait for it to finish (see /var/log/fwman/), or check `fwman modules status`",
                     ) from None
                 time.sleep(poll)

@@ -25,17 +25,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.host.base import Host
 
-STATE_DIR = "/var/lib/fwman/modules"
-CACHE_DIR = "/var/cache/fwman"
-OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
-SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
-BUILD_DIR = f"{CACHE_DIR}/build"
-LOG_DIR = "/var/log/fwman"
 INSTALL_SUBDIR = "updates/fwman"
-DEPMOD_CONF = "/etc/depmod.d/fwman.conf"
 #: the five modules of the open driver, in load order
 MODULE_NAMES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
 
@@ -44,22 +38,22 @@ WHAT = "module manifest"
 
 def manifest_path(kver: str) -> str:
     """Return the host path of the manifest of kernel ``kver``."""
-    return f"{STATE_DIR}/{kver}.json"
+    return f"{paths.MODULES_STATE_DIR}/{kver}.json"
 
 
 def failed_path(kver: str) -> str:
     """Return the host path of the failure marker of kernel ``kver``."""
-    return f"{STATE_DIR}/{kver}.failed"
+    return f"{paths.MODULES_STATE_DIR}/{kver}.failed"
 
 
 def pending_path(kver: str) -> str:
     """Return the host path of the pending marker of kernel ``kver``."""
-    return f"{STATE_DIR}/{kver}.pending"
+    return f"{paths.MODULES_STATE_DIR}/{kver}.pending"
 
 
 def store_dir(kver: str) -> str:
     """Return the host directory holding fwman's copy of the modules installed for ``kver``."""
-    return f"{STATE_DIR}/{kver}.d"
+    return f"{paths.MODULES_STATE_DIR}/{kver}.d"
 
 
 def install_dir(kver: str) -> str:
@@ -69,7 +63,7 @@ def install_dir(kver: str) -> str:
 
 def build_log_path(kver: str) -> str:
     """Return the host path of the build log of kernel ``kver``."""
-    return f"{LOG_DIR}/build-{kver}.log"
+    return f"{paths.LOG_DIR}/build-{kver}.log"
 
 
 def now_iso() -> str:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import time
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError
-from fwman.driver.build.manifest import OBJECT_CACHE_DIR
 from fwman.host.base import Host
 
 #: the directories of the kernel-independent build, relative to the source tree
@@ -34,7 +34,7 @@ def cache_key(source_id: str, compiler: str) -> str:
 
 def entry_dir(key: str) -> str:
     """Return the host directory of cache entry ``key``."""
-    return f"{OBJECT_CACHE_DIR}/{key}"
+    return f"{paths.OBJECT_CACHE_DIR}/{key}"
 
 
 def has_entry(host: Host, key: str) -> bool:
@@ -75,7 +75,7 @@ def store(host: Host, key: str, tree: str) -> bool:
     if not all(host.exists(f"{tree}/{rel}") for rel in OBJECT_FILES):
         return False
     final = entry_dir(key)
-    tmp = f"{OBJECT_CACHE_DIR}/.{key}.tmp"
+    tmp = f"{paths.OBJECT_CACHE_DIR}/.{key}.tmp"
     _run(host, ["rm", "-rf", _local(host, tmp)])
     for rel in OBJECT_DIRS:
         host.mkdir(f"{tmp}/{rel}".rsplit("/", 1)[0])

@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.build import objcache
-from fwman.driver.build.manifest import BUILD_DIR, MODULE_NAMES, SOURCE_CACHE_DIR, build_log_path
+from fwman.driver.build.manifest import MODULE_NAMES, build_log_path
 from fwman.host.base import Host
 
 Report = Callable[[str], None]
@@ -133,7 +134,7 @@ def fork_url(fork: str) -> str:
 def fork_cache_dir(url: str) -> str:
     """Return the host directory of the cached checkout of ``url``."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
-    return f"{SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
+    return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
 
 
 def fork_source(host: Host, fork: str, branch: str, report: Report = _nothing, fetch: bool = True) -> Source:
@@ -275,10 +276,10 @@ class CompileResult:
 
 def prepare_tree(host: Host, source: Source, kver: str) -> str:
     """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products)."""
-    tree = f"{BUILD_DIR}/{kver}"
+    tree = f"{paths.BUILD_DIR}/{kver}"
     local_tree = _local(host, tree)
     local_src = _local(host, source.tree)
-    host.mkdir(BUILD_DIR)
+    host.mkdir(paths.BUILD_DIR)
     # tar keeps the sources' timestamps (older than any cached object) and skips .git and old products
     script = (
         f"rm -rf {shlex.quote(local_tree)} && mkdir -p {shlex.quote(local_tree)} && "
@@ -356,7 +357,6 @@ def check_source_options(source_dir: str | None, fork: str | None, branch: str |
 
 
 # -- one kernel, end to end ---------------------------------------------------------------------------------
-SOURCE_RECORD = "/var/lib/fwman/modules/source.json"
 
 
 @dataclass(frozen=True)
@@ -395,10 +395,10 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     source_dir = config.get_str("modules", "source")
     if source_dir or (fork and branch):
         return SourceSpec(source_dir, None if source_dir else fork, None if source_dir else branch)
-    if not host.exists(SOURCE_RECORD):
+    if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None
     try:
-        doc = json.loads(host.read_bytes(SOURCE_RECORD).decode())
+        doc = json.loads(host.read_bytes(paths.MODULES_SOURCE_RECORD).decode())
     except (ValueError, UnicodeDecodeError, MissingError):
         return None
     if not isinstance(doc, dict):
@@ -418,7 +418,7 @@ def strict_mode(host: Host) -> bool:
 
 def save_source_spec(host: Host, spec: SourceSpec) -> None:
     """Record ``spec`` as the source of later automatic builds."""
-    host.write_bytes(SOURCE_RECORD, spec.to_json())
+    host.write_bytes(paths.MODULES_SOURCE_RECORD, spec.to_json())
 
 
 def resolve_source(host: Host, spec: SourceSpec, report: Report = _nothing, fetch: bool = True) -> Source:

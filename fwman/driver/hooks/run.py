@@ -20,20 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fwman.core import paths
 from fwman.core.actions import Action, RemoveFile, Symlink, WriteFile, apply_all
 from fwman.core.errors import MissingError
 from fwman.core.resources import bundled
 from fwman.host.base import Host
 
-POSTINST = "/etc/kernel/postinst.d/fwman"
-HEADER_POSTINST = "/etc/kernel/header_postinst.d/fwman"
-UNIT_NAME = "fwman-catchup.service"
-UNIT_PATH = f"/etc/systemd/system/{UNIT_NAME}"
-UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{UNIT_NAME}"
 #: the unit's command: a shell fast path that starts Python only when something changed
-CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
-#: what the last full catch-up found current (kernels, module files), read by CATCHUP_SCRIPT
-STAMP = "/var/lib/fwman/modules/current.stamp"
+#: what the last full catch-up found current (kernels, module files), read by paths.CATCHUP_SCRIPT
 
 Report = Callable[[str], None]
 
@@ -63,20 +57,25 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     directory = templates_dir()
     python = python or python_for_hooks()
     hook = (directory / "kernel-postinst").read_text().replace("@PYTHON@", python).encode()
-    unit = (directory / UNIT_NAME).read_text().replace("@PYTHON@", python).encode()
+    unit = (directory / paths.CATCHUP_UNIT_NAME).read_text().replace("@PYTHON@", python).encode()
     script = (directory / "fwman-catchup").read_text().replace("@PYTHON@", python).encode()
-    return {POSTINST: hook, HEADER_POSTINST: hook, UNIT_PATH: unit, CATCHUP_SCRIPT: script}
+    return {
+        paths.POSTINST_HOOK: hook,
+        paths.HEADER_POSTINST_HOOK: hook,
+        paths.CATCHUP_UNIT: unit,
+        paths.CATCHUP_SCRIPT: script,
+    }
 
 
 def install_actions(python: str | None = None) -> list[Action]:
     """Return the actions that install the hook and the unit (idempotent)."""
     files = rendered(python)
     actions: list[Action] = [
-        WriteFile(POSTINST, files[POSTINST], 0o755),
-        WriteFile(HEADER_POSTINST, files[HEADER_POSTINST], 0o755),
-        WriteFile(CATCHUP_SCRIPT, files[CATCHUP_SCRIPT], 0o755),
-        WriteFile(UNIT_PATH, files[UNIT_PATH], 0o644),
-        Symlink(UNIT_WANTS, UNIT_PATH),
+        WriteFile(paths.POSTINST_HOOK, files[paths.POSTINST_HOOK], 0o755),
+        WriteFile(paths.HEADER_POSTINST_HOOK, files[paths.HEADER_POSTINST_HOOK], 0o755),
+        WriteFile(paths.CATCHUP_SCRIPT, files[paths.CATCHUP_SCRIPT], 0o755),
+        WriteFile(paths.CATCHUP_UNIT, files[paths.CATCHUP_UNIT], 0o644),
+        Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT),
     ]
     return actions
 
@@ -84,11 +83,11 @@ def install_actions(python: str | None = None) -> list[Action]:
 def remove_actions() -> list[Action]:
     """Return the actions that remove everything :func:`install_actions` wrote."""
     return [
-        RemoveFile(UNIT_WANTS),
-        RemoveFile(UNIT_PATH),
-        RemoveFile(CATCHUP_SCRIPT),
-        RemoveFile(HEADER_POSTINST),
-        RemoveFile(POSTINST),
+        RemoveFile(paths.CATCHUP_UNIT_WANTS),
+        RemoveFile(paths.CATCHUP_UNIT),
+        RemoveFile(paths.CATCHUP_SCRIPT),
+        RemoveFile(paths.HEADER_POSTINST_HOOK),
+        RemoveFile(paths.POSTINST_HOOK),
     ]
 
 
@@ -101,7 +100,7 @@ def _systemd_reload(host: Host) -> None:
 def install(host: Host, report: Report = _nothing) -> list[str]:
     """Install the hook and the unit; return what changed ([] when all was in place)."""
     done = apply_all(host, install_actions(), report)
-    if any(UNIT_PATH in d for d in done):
+    if any(paths.CATCHUP_UNIT in d for d in done):
         _systemd_reload(host)
     return done
 
@@ -145,12 +144,12 @@ def status(host: Host) -> HooksStatus:
         expected = rendered()
     except MissingError:
         expected = {}
-    for path in (POSTINST, HEADER_POSTINST, CATCHUP_SCRIPT, UNIT_PATH):
+    for path in (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.CATCHUP_SCRIPT, paths.CATCHUP_UNIT):
         present = host.exists(path)
         current = present and path in expected and host.read_bytes(path) == expected[path]
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
         result.files.append(HookFileState(path, present, current, note))
-    result.enabled = host.is_link(UNIT_WANTS) and host.exists(UNIT_WANTS)
+    result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
     for directory in ("/etc/kernel/postinst.d", "/etc/kernel/header_postinst.d"):
         if host.is_dir(directory):
             result.order[directory] = sorted(host.listdir(directory))
@@ -259,7 +258,7 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
         and (_has_headers(host, k) or not host.exists(f"/var/lib/fwman/modules/{k}.pending"))
     ]
     if not todo and not force and not host.exists("/var/lib/fwman/boot-pin.json"):
-        if not host.exists(STAMP):
+        if not host.exists(paths.MODULES_STAMP):
             write_stamp(host, kernels)
         return RunSummary(fast_path=True)
 
@@ -287,10 +286,10 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
         # sizes and depmod's resolution, no hashing: at boot the modules were verified when installed
         summary.boot = boot.ensure_safe_boot(host, report, hash_files=False)
         settled = all(manifest_is_current(host, k) or not _has_headers(host, k) for k in kernels)
-        if settled and not host.exists(boot.PIN_STATE):
+        if settled and not host.exists(paths.BOOT_PIN_STATE):
             write_stamp(host, kernels)
         else:
-            host.unlink(STAMP)
+            host.unlink(paths.MODULES_STAMP)
     return summary
 
 
@@ -313,7 +312,7 @@ def write_stamp(host: Host, kernels: list[str]) -> None:
         manifest = load_manifest(host, kver)
         if manifest is not None:
             lines += [f"file {entry.path}" for entry in manifest.modules.values()]
-    host.write_bytes(STAMP, ("\n".join(lines) + "\n").encode())
+    host.write_bytes(paths.MODULES_STAMP, ("\n".join(lines) + "\n").encode())
 
 
 def _listdir(host: Host, path: str) -> list[str]:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import MissingError
 from fwman.driver.kmod.kofile import module_stem
 from fwman.host.base import Host
 
-CONFIG_DIRS = ("/etc/depmod.d", "/run/depmod.d", "/usr/local/lib/depmod.d", "/usr/lib/depmod.d", "/lib/depmod.d")
 BUILTIN = "built-in"
 
 
@@ -102,7 +102,7 @@ def _kernel_matches(pattern: str, kver: str) -> bool:
 def load_config(host: Host, kver: str) -> DepmodConfig:
     """Return the depmod configuration of ``host`` as it applies to kernel ``kver``. Never raises on bad files."""
     chosen: dict[str, str] = {}
-    for directory in CONFIG_DIRS:
+    for directory in paths.DEPMOD_CONFIG_DIRS:
         if not host.is_dir(directory):
             continue
         try:

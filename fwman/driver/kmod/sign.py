@@ -20,14 +20,11 @@ import re
 import struct
 from dataclasses import dataclass
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
 from fwman.host.base import Host
 
-SIGNING_CONFIG = "/var/lib/fwman/signing.json"
-KEY_DIR = "/var/lib/fwman/signing"
-DKMS_KEY = "/var/lib/dkms/mok.key"
-DKMS_CERT = "/var/lib/dkms/mok.pub"
 #: struct module_signature for PKCS#7: algo 0, hash 0, id_type 2 (PKEY_ID_PKCS7), signer/key-id lengths 0
 _SIG_STRUCT = struct.Struct(">BBBBB3xI")
 PKEY_ID_PKCS7 = 2
@@ -180,13 +177,13 @@ def configured_key(host: Host) -> SigningKey | None:
 
     Raises ParseError when the record is corrupt, MissingError when it names files that are gone.
     """
-    if not host.exists(SIGNING_CONFIG):
+    if not host.exists(paths.SIGNING_CONFIG):
         return None
     try:
-        doc = json.loads(host.read_bytes(SIGNING_CONFIG).decode())
+        doc = json.loads(host.read_bytes(paths.SIGNING_CONFIG).decode())
         key = SigningKey(str(doc["key"]), str(doc["cert"]), str(doc.get("origin", "fwman")))
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
-        raise ParseError("signing configuration", SIGNING_CONFIG, str(e)) from e
+        raise ParseError("signing configuration", paths.SIGNING_CONFIG, str(e)) from e
     for path in (key.key, key.cert):
         if not host.exists(path):
             raise MissingError(
@@ -202,27 +199,27 @@ def keygen(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> Sign
     Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
     ``reuse_dkms`` is asked but DKMS has no key.
     """
-    existing = host.exists(SIGNING_CONFIG)
+    existing = host.exists(paths.SIGNING_CONFIG)
     if existing and not force:
         raise UsageError(
-            f"a signing key is already configured ({SIGNING_CONFIG})",
+            f"a signing key is already configured ({paths.SIGNING_CONFIG})",
             hint="pass --force to replace it (the new certificate must be enrolled with mokutil again)",
         )
     if reuse_dkms:
-        if not (host.exists(DKMS_KEY) and host.exists(DKMS_CERT)):
+        if not (host.exists(paths.DKMS_MOK_KEY) and host.exists(paths.DKMS_MOK_CERT)):
             raise MissingError(
-                f"DKMS has no signing key ({DKMS_KEY}, {DKMS_CERT})",
+                f"DKMS has no signing key ({paths.DKMS_MOK_KEY}, {paths.DKMS_MOK_CERT})",
                 hint="run `fwman modules keygen` without --reuse-dkms to create one",
             )
-        chosen = SigningKey(DKMS_KEY, DKMS_CERT, "dkms")
+        chosen = SigningKey(paths.DKMS_MOK_KEY, paths.DKMS_MOK_CERT, "dkms")
     else:
         key_pem, cert_der = generate_key()
-        host.mkdir(KEY_DIR, mode=0o700)
-        host.write_bytes(f"{KEY_DIR}/mok.key", key_pem, mode=0o600)
-        host.write_bytes(f"{KEY_DIR}/mok.der", cert_der, mode=0o644)
-        chosen = SigningKey(f"{KEY_DIR}/mok.key", f"{KEY_DIR}/mok.der", "fwman")
+        host.mkdir(paths.SIGNING_KEY_DIR, mode=0o700)
+        host.write_bytes(f"{paths.SIGNING_KEY_DIR}/mok.key", key_pem, mode=0o600)
+        host.write_bytes(f"{paths.SIGNING_KEY_DIR}/mok.der", cert_der, mode=0o644)
+        chosen = SigningKey(f"{paths.SIGNING_KEY_DIR}/mok.key", f"{paths.SIGNING_KEY_DIR}/mok.der", "fwman")
     doc = {"key": chosen.key, "cert": chosen.cert, "origin": chosen.origin}
-    host.write_bytes(SIGNING_CONFIG, (json.dumps(doc, indent=2) + "\n").encode(), mode=0o600)
+    host.write_bytes(paths.SIGNING_CONFIG, (json.dumps(doc, indent=2) + "\n").encode(), mode=0o600)
     return chosen
 
 

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity
 from fwman.core.resources import bundled
@@ -35,7 +36,6 @@ from fwman.firmware.catalog.overrides import HashOverride, find_override, load_o
 from fwman.host.base import Host
 
 #: where ``fwman catalog update`` installs the verified catalog on a host (a link to ``catalogs/<serial>``)
-LOCAL_CATALOG = "/var/lib/fwman/catalog"
 #: the catalog bundled with fwman: ``catalog/`` of the source tree, or ``<prefix>/share/fwman/catalog`` when installed
 BUNDLED_CATALOG = bundled("catalog")
 
@@ -544,7 +544,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
     return Catalog(boards, source, str(path), index.serial if index else None, index.date if index else None)
 
 
-def load_host_catalog(host: Host, path: str = LOCAL_CATALOG) -> Catalog | None:
+def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalog | None:
     """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded).
 
     Raises VerificationError when an installed file does not match the index.
@@ -573,9 +573,11 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
     bundled = bundled or BUNDLED_CATALOG
     notes = []
     try:
-        host.exists(f"{LOCAL_CATALOG}/{INDEX_NAME}")
+        host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")
     except NotRecordedError:
-        notes.append(f"{host.description} did not record {LOCAL_CATALOG}: using the catalog bundled with fwman")
+        notes.append(
+            f"{host.description} did not record {paths.LOCAL_CATALOG_DIR}: using the catalog bundled with fwman"
+        )
     local = load_host_catalog(host)
     packaged = load_directory(bundled, "bundled") if bundled.is_dir() else None
     if local is None and packaged is None:
@@ -599,8 +601,8 @@ def installed_serial(host: Host, bundled: Path | None = None) -> int:
     bundled = bundled or BUNDLED_CATALOG
     serials = [0]
     try:
-        if host.exists(f"{LOCAL_CATALOG}/{INDEX_NAME}"):
-            serials.append(parse_index(host.read_bytes(f"{LOCAL_CATALOG}/{INDEX_NAME}")).serial)
+        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
+            serials.append(parse_index(host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")).serial)
     except NotRecordedError:
         pass
     if (bundled / INDEX_NAME).is_file():

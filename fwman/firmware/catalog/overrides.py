@@ -23,13 +23,12 @@ import tomllib
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, VerificationError
 from fwman.host.base import Host
 
 #: written by fwman
-STATE_OVERRIDES = "/var/lib/fwman/overrides.toml"
 #: kept by the administrator (read only)
-ETC_OVERRIDES = "/etc/fwman/catalog-overrides.toml"
 
 _HEADER = (
     "# Vendor-published hashes supplied on this host with `fwman fetch --expect-md5`.\n"
@@ -86,7 +85,7 @@ def _read(host: Host, path: str) -> list[HashOverride]:
 
 def load_overrides(host: Host) -> list[HashOverride]:
     """Return every override on ``host`` (administrator's file first). Raises VerificationError on a bad file."""
-    return _read(host, ETC_OVERRIDES) + _read(host, STATE_OVERRIDES)
+    return _read(host, paths.CATALOG_ETC_OVERRIDES) + _read(host, paths.CATALOG_STATE_OVERRIDES)
 
 
 def find_override(overrides: list[HashOverride], board: str, version: str) -> HashOverride | None:
@@ -99,7 +98,7 @@ def find_override(overrides: list[HashOverride], board: str, version: str) -> Ha
     if len({o.md5 for o in found}) > 1:
         raise VerificationError(
             f"conflicting vendor MD5s recorded for {board} {version}: {', '.join(sorted({o.md5 for o in found}))}",
-            hint=f"remove the wrong one from {ETC_OVERRIDES} or {STATE_OVERRIDES}",
+            hint=f"remove the wrong one from {paths.CATALOG_ETC_OVERRIDES} or {paths.CATALOG_STATE_OVERRIDES}",
         )
     return found[0] if found else None
 
@@ -114,7 +113,7 @@ def record_override(host: Host, override: HashOverride) -> None:
 
     Raises VerificationError when the file holds a different MD5 for the same image.
     """
-    existing = _read(host, STATE_OVERRIDES)
+    existing = _read(host, paths.CATALOG_STATE_OVERRIDES)
     find_override([*existing, override], override.board, override.version)
     kept = [o for o in existing if not (o.board == override.board and o.version == override.version)]
     parts = [_HEADER]
@@ -125,4 +124,4 @@ def record_override(host: Host, override: HashOverride) -> None:
                 continue
             parts.append(f"{key} = {_toml_value(value)}\n")
     host.mkdir("/var/lib/fwman")
-    host.write_bytes(STATE_OVERRIDES, "".join(parts).encode())
+    host.write_bytes(paths.CATALOG_STATE_OVERRIDES, "".join(parts).encode())

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.host.base import Host
 
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 #: public keys that ship with fwman
 BUNDLED_KEYS = Path(__file__).resolve().parents[2] / "keys"  # fwman/firmware/catalog/ -> fwman/keys
 #: public keys an administrator adds on the host
-HOST_KEYS = "/etc/fwman/keys.d"
 SIG_FORMAT = "fwman-signature"
 
 
@@ -71,12 +71,12 @@ def trusted_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     bundled = bundled or BUNDLED_KEYS
     keys = [_load_public(p.read_bytes(), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
     try:
-        names = host.listdir(HOST_KEYS) if host.is_dir(HOST_KEYS) else []
+        names = host.listdir(paths.CATALOG_KEYS_DIR) if host.is_dir(paths.CATALOG_KEYS_DIR) else []
     except (MissingError, NotRecordedError):
         names = []
     for name in names:
         if name.endswith(".pub"):
-            path = f"{HOST_KEYS}/{name}"
+            path = f"{paths.CATALOG_KEYS_DIR}/{name}"
             keys.append(_load_public(host.read_bytes(path, limit=64 * 1024), path))
     return keys
 

@@ -16,11 +16,11 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.firmware.catalog.model import (
     BUNDLED_CATALOG,
     INDEX_NAME,
-    LOCAL_CATALOG,
     MAX_BOARD_FILE,
     SIG_NAME,
     CatalogIndex,
@@ -31,9 +31,7 @@ from fwman.firmware.catalog.signing import TrustedKey, trusted_keys, verify_inde
 from fwman.firmware.ops.fetch import HttpOptions, Progress, http_get
 from fwman.host.base import Host
 
-CATALOGS_DIR = "/var/lib/fwman/catalogs"
 #: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
-URL_FILE = "/etc/fwman/catalog-url"
 MAX_INDEX = 1024 * 1024
 MAX_SIG = 16 * 1024
 
@@ -63,15 +61,15 @@ def base_url(url: str) -> str:
 def configured_url(host: Host) -> str:
     """Return the URL in ``/etc/fwman/catalog-url``. Raises UsageError when none is configured."""
     try:
-        if host.exists(URL_FILE):
-            line = host.read_text(URL_FILE).strip().splitlines()
+        if host.exists(paths.CATALOG_URL_FILE):
+            line = host.read_text(paths.CATALOG_URL_FILE).strip().splitlines()
             if line and line[0].strip():
                 return line[0].strip()
     except MissingError:  # unreadable, or a snapshot that did not record it: same answer as "none"
         pass
     raise UsageError(
         "no catalog URL configured",
-        hint=f"pass --url URL (the directory holding index.json), or write it into {URL_FILE}",
+        hint=f"pass --url URL (the directory holding index.json), or write it into {paths.CATALOG_URL_FILE}",
     )
 
 
@@ -79,9 +77,9 @@ def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
     """Return (highest installed serial, the index bytes that carry it)."""
     best: tuple[int, bytes | None] = (0, None)
     try:
-        if host.exists(f"{LOCAL_CATALOG}/{INDEX_NAME}"):
-            data = host.read_bytes(f"{LOCAL_CATALOG}/{INDEX_NAME}")
-            best = (parse_index(data, LOCAL_CATALOG).serial, data)
+        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
+            data = host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")
+            best = (parse_index(data, paths.LOCAL_CATALOG_DIR).serial, data)
     except MissingError:  # not recorded on a snapshot: nothing installed there
         pass
     if (bundled / INDEX_NAME).is_file():
@@ -120,7 +118,9 @@ def update_catalog(
         )
     if index.serial == installed:
         if installed_bytes == index_bytes:
-            return UpdateResult(base, index.serial, index.date, installed, len(index.files), key, False, LOCAL_CATALOG)
+            return UpdateResult(
+                base, index.serial, index.date, installed, len(index.files), key, False, paths.LOCAL_CATALOG_DIR
+            )
         raise VerificationError(
             f"catalog at {base} reuses serial {index.serial} with different content",
             hint="a publisher must raise the serial for every change; nothing was installed",
@@ -155,14 +155,14 @@ def _download_files(
 
 
 def _install(host: Host, index: CatalogIndex, index_bytes: bytes, sig_bytes: bytes, files: dict[str, bytes]) -> str:
-    target = f"{CATALOGS_DIR}/{index.serial}"
+    target = f"{paths.CATALOGS_DIR}/{index.serial}"
     host.mkdir(f"{target}/boards")
     for rel, data in files.items():
         host.write_bytes(f"{target}/{rel}", data)
     host.write_bytes(f"{target}/{SIG_NAME}", sig_bytes)
     host.write_bytes(f"{target}/{INDEX_NAME}", index_bytes)  # last: a copy without its index is never read
-    if host.exists(LOCAL_CATALOG) and not host.is_link(LOCAL_CATALOG):
+    if host.exists(paths.LOCAL_CATALOG_DIR) and not host.is_link(paths.LOCAL_CATALOG_DIR):
         # a directory put there by hand: keep it, out of the way
-        host.rename(LOCAL_CATALOG, f"{LOCAL_CATALOG}.before-{index.serial}")
-    host.symlink(f"catalogs/{index.serial}", LOCAL_CATALOG)
+        host.rename(paths.LOCAL_CATALOG_DIR, f"{paths.LOCAL_CATALOG_DIR}.before-{index.serial}")
+    host.symlink(f"catalogs/{index.serial}", paths.LOCAL_CATALOG_DIR)
     return target

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, ParseError, ToolMissingError, UsageError
 from fwman.core.findings import Finding, Severity
 from fwman.firmware.nvflash import protocol as nvflash
@@ -16,7 +17,6 @@ from fwman.gpu.card import Card
 from fwman.host.base import CommandResult, Host
 
 DEFAULT_TIMEOUT = 300.0
-PROC_MODULES = "/proc/modules"
 #: unload order: users of nvidia first (the order nvflash's own error message gives)
 NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
 
@@ -94,7 +94,7 @@ def last_error(text: str) -> str:
 def loaded_nvidia_modules(host: Host) -> list[str]:
     """Return the nvidia* modules listed in /proc/modules, in safe unload order (unknown ones first)."""
     try:
-        text = host.read_text(PROC_MODULES)
+        text = host.read_text(paths.PROC_MODULES)
     except FwmanError:
         return []
     names = [line.split(" ", 1)[0] for line in text.splitlines() if line.strip()]
@@ -160,7 +160,7 @@ def driver_findings(host: Host) -> list[Finding]:
                 id="flash.driver-loaded",
                 severity=Severity.BLOCK,
                 message="NVIDIA kernel modules are loaded: " + ", ".join(modules),
-                evidence={"file": PROC_MODULES},
+                evidence={"file": paths.PROC_MODULES},
                 fix="rmmod " + " ".join(modules),
             )
         )

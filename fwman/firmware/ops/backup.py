@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field, ValidationError
 
+from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
 from fwman.core.findings import Finding, Severity
 from fwman.firmware.nvflash import protocol as nvflash
@@ -28,8 +29,6 @@ from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
-BACKUP_ROOT = "/var/lib/fwman/backups"
-MANIFEST = f"{BACKUP_ROOT}/manifest.json"
 FORMAT = "fwman-backups"
 VERSION = 1
 
@@ -81,28 +80,28 @@ def run_stamp() -> str:
 
 def card_dir(card: Card) -> str:
     """Return the folder of ``card``'s backups."""
-    return f"{BACKUP_ROOT}/{card.subsystem.replace(':', '-')}/{card.bus_id.replace(':', '-')}"
+    return f"{paths.BACKUPS_DIR}/{card.subsystem.replace(':', '-')}/{card.bus_id.replace(':', '-')}"
 
 
 def load_manifest(host: Host) -> Manifest:
     """Return the manifest (empty when absent). Raises ParseError when it exists but is unreadable."""
     try:
-        text = host.read_text(MANIFEST)
+        text = host.read_text(paths.BACKUPS_MANIFEST)
     except MissingError:
         return Manifest()
     try:
         data = json.loads(text)
         manifest = Manifest.model_validate(data)
     except (ValueError, ValidationError) as e:
-        raise ParseError(MANIFEST, "manifest", str(e).splitlines()[0]) from e
+        raise ParseError(paths.BACKUPS_MANIFEST, "manifest", str(e).splitlines()[0]) from e
     if manifest.format != FORMAT or manifest.version != VERSION:
-        raise ParseError(MANIFEST, "format", f"not an {FORMAT} v{VERSION} manifest")
+        raise ParseError(paths.BACKUPS_MANIFEST, "format", f"not an {FORMAT} v{VERSION} manifest")
     return manifest
 
 
 def save_manifest(host: Host, manifest: Manifest) -> None:
     """Write the manifest atomically."""
-    host.write_bytes(MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
+    host.write_bytes(paths.BACKUPS_MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
 
 
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
@@ -206,7 +205,7 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
     except (OSError, ParseError) as e:
         host.unlink(path)  # an unrecorded file would not count as a backup; do not leave it behind
         message = e.strerror if isinstance(e, OSError) else e.message
-        raise BackupError(f"cannot record the backup of {card.bus_id} in {MANIFEST}: {message}") from e
+        raise BackupError(f"cannot record the backup of {card.bus_id} in {paths.BACKUPS_MANIFEST}: {message}") from e
     return entry
 
 
@@ -250,11 +249,11 @@ def stray_files(host: Host, manifest: Manifest) -> list[str]:
     known = {b.path for b in manifest.backups}
     found: list[str] = []
     try:
-        subsystems = host.listdir(BACKUP_ROOT)
+        subsystems = host.listdir(paths.BACKUPS_DIR)
     except MissingError:
         return found
     for sub in subsystems:
-        base = f"{BACKUP_ROOT}/{sub}"
+        base = f"{paths.BACKUPS_DIR}/{sub}"
         if not host.is_dir(base):
             continue
         for cid in host.listdir(base):

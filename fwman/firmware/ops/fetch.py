@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
+from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
 from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
@@ -30,7 +31,6 @@ from fwman.host.base import Host
 if TYPE_CHECKING:
     import requests
 
-CACHE_DIR = "/var/cache/fwman/images"
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -186,7 +186,7 @@ def _attempt(
 
 def cache_path(entry: CatalogEntry) -> str:
     """Return where the verified image of ``entry`` lives: ``/var/cache/fwman/images/<board>/<file>``."""
-    return f"{CACHE_DIR}/{entry.board.pci.file_stem}/{entry.image.file_name}"
+    return f"{paths.IMAGE_CACHE_DIR}/{entry.board.pci.file_stem}/{entry.image.file_name}"
 
 
 @dataclass(frozen=True)

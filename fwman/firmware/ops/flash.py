@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
@@ -24,8 +25,6 @@ from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
-STAGING = "/var/lib/fwman/staging"
-LOGS = "/var/lib/fwman/logs"
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
 DOWNGRADE_FLAG = "--allow-downgrade"
 
@@ -287,8 +286,8 @@ class Flasher:
             raise
 
     def _flash(self, card: Card, source: ImageSource, rom: RomImage, op: Operation) -> FlashResult:
-        staged = f"{STAGING}/{op.id}.rom"
-        op.log = op.log or f"{LOGS}/{op.id}.log"
+        staged = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
+        op.log = op.log or f"{paths.FLASH_LOGS_DIR}/{op.id}.log"
         # gates (always re-run on resume: the host may have changed)
         self.journal.begin(op, "gates")
         self.say(f"[{card.bus_id}] checking gates")
@@ -416,10 +415,10 @@ class Flasher:
         """Save ``card``'s EEPROM to a temp file and return its chain hash (None when unreadable). Journaled."""
         assert self.tool is not None
         self.journal.begin(op, "readback")
-        tmp = f"{STAGING}/{op.id}-readback.rom"
+        tmp = f"{paths.FLASH_STAGING_DIR}/{op.id}-readback.rom"
         local = self.host.local_path(tmp)
         assert local is not None
-        self.host.mkdir(STAGING)
+        self.host.mkdir(paths.FLASH_STAGING_DIR)
         result = self.tool.run(nvflash.save_argv(index, local, self.tool.path))
         try:
             data = self.host.read_bytes(tmp) if result.rc == 0 else b""
@@ -449,7 +448,7 @@ class Flasher:
         self.journal.begin(op, "record")
         self.record(op, card, source, rom, "success" if changed else "unchanged", chain, "")
         self.journal.finish(op, "record")
-        self.host.unlink(f"{STAGING}/{op.id}.rom")
+        self.host.unlink(f"{paths.FLASH_STAGING_DIR}/{op.id}.rom")
         for older in self.journal.unfinished():
             # the card now holds a verified image: an older failed flash or restore of it is settled, so
             # `fwman flash resume` never writes an image the owner has since replaced
@@ -505,7 +504,7 @@ def staged_source(host: Host, op: Operation) -> ImageSource:
 
     Raises MissingError when the staged copy is gone, VerificationError when it changed.
     """
-    path = f"{STAGING}/{op.id}.rom"
+    path = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
     try:
         data = host.read_bytes(path)
     except MissingError as e:

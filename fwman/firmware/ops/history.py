@@ -10,10 +10,9 @@ import json
 
 from pydantic import BaseModel, ValidationError
 
+from fwman.core import paths
 from fwman.core.errors import MissingError
 from fwman.host.base import Host
-
-HISTORY_FILE = "/var/lib/fwman/history.jsonl"
 
 
 class HistoryRecord(BaseModel):
@@ -41,7 +40,7 @@ class HistoryRecord(BaseModel):
 def read_history(host: Host) -> list[HistoryRecord]:
     """Return every readable record, oldest first (a damaged line is skipped, never fatal)."""
     try:
-        text = host.read_text(HISTORY_FILE)
+        text = host.read_text(paths.FLASH_HISTORY_FILE)
     except MissingError:
         return []
     records = []
@@ -58,9 +57,9 @@ def read_history(host: Host) -> list[HistoryRecord]:
 def append_history(host: Host, record: HistoryRecord) -> None:
     """Append ``record`` (atomic rewrite of the file)."""
     try:
-        old = host.read_bytes(HISTORY_FILE)
+        old = host.read_bytes(paths.FLASH_HISTORY_FILE)
     except MissingError:
         old = b""
     if old and not old.endswith(b"\n"):
         old += b"\n"
-    host.write_bytes(HISTORY_FILE, old + record.model_dump_json().encode() + b"\n")
+    host.write_bytes(paths.FLASH_HISTORY_FILE, old + record.model_dump_json().encode() + b"\n")

@@ -15,10 +15,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.host.base import Host
 
-JOURNAL_DIR = "/var/lib/fwman/journal"
 FORMAT = "fwman-journal"
 VERSION = 1
 
@@ -115,9 +115,9 @@ def new_id(kind: str) -> str:
 
 
 class Journal:
-    """Reads and writes operations under ``JOURNAL_DIR`` on a Host."""
+    """Reads and writes operations under ``paths.FLASH_JOURNAL_DIR`` on a Host."""
 
-    def __init__(self, host: Host, directory: str = JOURNAL_DIR) -> None:
+    def __init__(self, host: Host, directory: str = paths.FLASH_JOURNAL_DIR) -> None:
         self.host = host
         self.directory = directory
 

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.findings import Finding, Severity
 from fwman.driver.forks import BranchReport, Fork, human_age, list_branches
@@ -33,8 +34,6 @@ from fwman.host.base import Host
 from fwman.reports.audit.userspace import KEY_LIBS, DriverLib, UserSpace, scan_userspace
 
 Status = Literal["match", "mismatch", "unknown", "info"]
-MANIFEST_DIR = "/var/lib/fwman/modules"
-PVE_LXC_DIR = "/etc/pve/lxc"
 #: audit trusts a branch list younger than this without going to the network (`fwman driver branches` refreshes)
 CACHE_FRESH_SECONDS = 6 * 3600.0
 #: lines of a Proxmox container config that give it an NVIDIA device
@@ -275,7 +274,7 @@ def _kernel_installed(host: Host, kver: str) -> bool:
 
 
 def _manifest(host: Host, kver: str) -> tuple[dict[str, Any] | None, str | None]:
-    path = f"{MANIFEST_DIR}/{kver}.json"
+    path = f"{paths.MODULES_STATE_DIR}/{kver}.json"
     try:
         if not host.exists(path):
             return None, None
@@ -330,15 +329,15 @@ def read_containers(
     out: list[tuple[ContainerAudit, UserSpace | None]] = []
     names: list[str] = []
     try:
-        if host.is_dir(PVE_LXC_DIR):
-            names = [n for n in host.listdir(PVE_LXC_DIR) if n.endswith(".conf")]
+        if host.is_dir(paths.PVE_LXC_DIR):
+            names = [n for n in host.listdir(paths.PVE_LXC_DIR) if n.endswith(".conf")]
     except NotRecordedError:
-        unreadable.append(f"{PVE_LXC_DIR} (not recorded)")
+        unreadable.append(f"{paths.PVE_LXC_DIR} (not recorded)")
     except MissingError:
-        unreadable.append(PVE_LXC_DIR)
+        unreadable.append(paths.PVE_LXC_DIR)
     for conf_name in sorted(names, key=lambda n: (len(n), n)):
         ctid = conf_name[: -len(".conf")]
-        conf = _read(host, f"{PVE_LXC_DIR}/{conf_name}", unreadable) or ""
+        conf = _read(host, f"{paths.PVE_LXC_DIR}/{conf_name}", unreadable) or ""
         device, hook = lxc_uses_gpu(conf)
         rootfs = f"/var/lib/lxc/{ctid}/rootfs"
         if not device and not hook:
@@ -602,7 +601,7 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
                 Row(
                     component=f"container {c.name}",
                     version=None,
-                    where=f"{PVE_LXC_DIR}/{c.name}.conf",
+                    where=f"{paths.PVE_LXC_DIR}/{c.name}.conf",
                     status="info",
                     detail="no NVIDIA device in its config: not audited",
                 )
@@ -612,7 +611,7 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
                 Row(
                     component=f"container {c.name}",
                     version=ref,
-                    where=f"{PVE_LXC_DIR}/{c.name}.conf",
+                    where=f"{paths.PVE_LXC_DIR}/{c.name}.conf",
                     status="info",
                     detail="libraries injected from the host by the NVIDIA hook at start",
                 )

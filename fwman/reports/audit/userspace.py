@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
@@ -26,10 +27,7 @@ LIB_DIRS = (
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
 )
-FIRMWARE_DIR = "/lib/firmware/nvidia"
 #: where the kernel's firmware loader looks (after the `firmware_class.path` parameter, when set)
-FIRMWARE_SEARCH = ("/lib/firmware/updates", "/lib/firmware")
-FIRMWARE_PATH_PARAM = "/sys/module/firmware_class/parameters/path"
 # libcuda, libnvcuvid, libnvoptix, libnvidia-*, and the vendor GL/EGL/GLES/Vulkan libraries
 _LIB_RE = re.compile(
     r"(libcuda|libcudadebugger|libnvcuvid|libnvoptix|libnvidia-[A-Za-z0-9_\-]+|lib(?:GLX|EGL|GLESv2|GLESv1_CM)_nvidia)"
@@ -228,15 +226,15 @@ def firmware_dirs(host: Host, root: str, unreadable: list[str]) -> list[str]:
     dirs: list[str] = []
     if root == "/":
         try:
-            if host.exists(FIRMWARE_PATH_PARAM):
-                custom = host.read_text(FIRMWARE_PATH_PARAM).strip()
+            if host.exists(paths.FIRMWARE_CLASS_PATH_PARAM):
+                custom = host.read_text(paths.FIRMWARE_CLASS_PATH_PARAM).strip()
                 if custom.startswith("/"):
                     dirs.append(custom.rstrip("/"))
         except NotRecordedError:
-            unreadable.append(f"{FIRMWARE_PATH_PARAM} (not recorded)")
+            unreadable.append(f"{paths.FIRMWARE_CLASS_PATH_PARAM} (not recorded)")
         except MissingError:
             pass
-    return [*dirs, *FIRMWARE_SEARCH]
+    return [*dirs, *paths.FIRMWARE_SEARCH_DIRS]
 
 
 def _smi_version(host: Host, unreadable: list[str]) -> str | None:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, NotRecordedError
 from fwman.core.findings import Finding, Severity
 from fwman.core.units import human_bytes
@@ -40,11 +41,6 @@ FIRMWARE_SETUP_FIX = (
     "want CSM off for it); `systemctl reboot --firmware-setup` reboots straight into setup when "
     "the remote console misses the prompt"
 )
-PVE_LXC = "/etc/pve/lxc"
-PVE_QEMU = "/etc/pve/qemu-server"
-VFIO_DRIVER = "/sys/bus/pci/drivers/vfio-pci"
-IOMMU_GROUPS = "/sys/kernel/iommu_groups"
-NCCL_CONF = "/etc/nccl.conf"
 _BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 P2P_MEANING = {
     "CNS": "chipset not supported: the stock GeForce driver's answer",
@@ -422,7 +418,7 @@ def iommu_mode(facts: Facts) -> tuple[str, dict[str, str]]:
     """Return (mode, evidence): mode is translated, passthrough, off, not-visible or unknown."""
     cmdline = parse_cmdline(facts.text("/proc/cmdline") or "")
     evidence = {"cmdline": " ".join(cmdline.tokens) or "(no IOMMU parameter)"}
-    groups = facts.listing(IOMMU_GROUPS) or []
+    groups = facts.listing(paths.IOMMU_GROUPS_DIR) or []
     if not groups:
         evidence["iommu_groups"] = "none"
         return ("off" if cmdline.disabled else "not-visible"), evidence
@@ -430,7 +426,7 @@ def iommu_mode(facts: Facts) -> tuple[str, dict[str, str]]:
     for card in facts.cards:
         if card.iommu_group is None:
             continue
-        path = f"{IOMMU_GROUPS}/{card.iommu_group}/type"
+        path = f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type"
         text = facts.text(path)
         types[card.bus_id] = text.strip() if text else "unknown"
     evidence.update({f"group of {bus}": t for bus, t in types.items()})
@@ -509,20 +505,20 @@ def passthrough_devices(facts: Facts) -> tuple[list[str], list[str], list[str]]:
     unreadable: list[str] = []
     vfio: list[str] = []
     try:
-        listing = facts.listing(VFIO_DRIVER)
+        listing = facts.listing(paths.VFIO_PCI_DRIVER_DIR)
         vfio = [n for n in listing or [] if _BUS_ID.match(n)]
     except NotRecordedError:
         modules = facts.text("/proc/modules") or ""
         if re.search(r"^vfio_pci\s", modules, re.MULTILINE):
-            unreadable.append(f"{VFIO_DRIVER} (vfio_pci is loaded)")
+            unreadable.append(f"{paths.VFIO_PCI_DRIVER_DIR} (vfio_pci is loaded)")
     hostpci: list[str] = []
-    for name in facts.listing(PVE_QEMU) or []:
+    for name in facts.listing(paths.PVE_QEMU_DIR) or []:
         if not name.endswith(".conf"):
             continue
         try:
-            text = facts.text(posixpath.join(PVE_QEMU, name)) or ""
+            text = facts.text(posixpath.join(paths.PVE_QEMU_DIR, name)) or ""
         except FwmanError as e:
-            unreadable.append(f"{PVE_QEMU}/{name} ({describe_error(e)})")
+            unreadable.append(f"{paths.PVE_QEMU_DIR}/{name} ({describe_error(e)})")
             continue
         hostpci += [f"VM {name.removesuffix('.conf')}: {line}" for line in hostpci_lines(text)]
     return vfio, hostpci, unreadable
@@ -645,14 +641,14 @@ def env_sources(facts: Facts) -> tuple[list[EnvSource], list[str]]:
                 problems.append(f"{f} (EnvironmentFile of {path}): {describe_error(e)}")
         out.append(EnvSource("unit", path, env, _uncommented(text)))
     try:
-        names = facts.listing(PVE_LXC) or []
+        names = facts.listing(paths.PVE_LXC_DIR) or []
     except NotRecordedError as e:
         names = []
-        problems.append(f"{PVE_LXC}: {describe_error(e)}")
+        problems.append(f"{paths.PVE_LXC_DIR}: {describe_error(e)}")
     for name in names:
         if not name.endswith(".conf"):
             continue
-        path = posixpath.join(PVE_LXC, name)
+        path = posixpath.join(paths.PVE_LXC_DIR, name)
         try:
             text = facts.text(path) or ""
         except FwmanError as e:
@@ -660,12 +656,12 @@ def env_sources(facts: Facts) -> tuple[list[EnvSource], list[str]]:
             continue
         out.append(EnvSource("lxc", path, parse_lxc_environment(text), text, uses_gpu=_lxc_uses_gpu(text)))
     try:
-        nccl = facts.text(NCCL_CONF)
+        nccl = facts.text(paths.NCCL_CONF)
         if nccl is not None:
             # NCCL reads /etc/nccl.conf itself: it covers processes on this host (not inside containers)
-            out.append(EnvSource("nccl.conf", NCCL_CONF, parse_env_file(nccl), nccl, uses_gpu=False))
+            out.append(EnvSource("nccl.conf", paths.NCCL_CONF, parse_env_file(nccl), nccl, uses_gpu=False))
     except NotRecordedError as e:
-        problems.append(f"{NCCL_CONF}: {describe_error(e)}")
+        problems.append(f"{paths.NCCL_CONF}: {describe_error(e)}")
     return out, problems
 
 
@@ -740,9 +736,9 @@ def check_nccl(host: Host, facts: Facts) -> list[Finding]:
             Finding(
                 id="nccl.level",
                 severity=Severity.OK if ok else Severity.WARN,
-                message=f"NCCL_P2P_LEVEL={value} in {NCCL_CONF} (processes on this host, not in containers)"
+                message=f"NCCL_P2P_LEVEL={value} in {paths.NCCL_CONF} (processes on this host, not in containers)"
                 + ("" if ok else f": does not cover GPUs meeting at {meet}"),
-                fix=None if ok else f"set NCCL_P2P_LEVEL=SYS in {NCCL_CONF}",
+                fix=None if ok else f"set NCCL_P2P_LEVEL=SYS in {paths.NCCL_CONF}",
             )
         )
     if not workloads and global_conf is None:

@@ -1,0 +1,84 @@
+"""Every host path fwman reads or writes, in one place (standard library only, so hooks can import it cheaply).
+
+Paths are absolute *host* paths; a :class:`~fwman.host.base.Host` maps them under ``--root`` or into a
+snapshot. Nothing here touches the machine. Grouped by who owns the file: fwman's own configuration, state,
+cache and logs first, then the system files fwman writes into (hooks, units, boot loaders), then the system
+files it only reads.
+"""
+
+from __future__ import annotations
+
+# --- fwman's configuration (root's, trusted) ---------------------------------------------------------------
+ETC_DIR = "/etc/fwman"
+CONFIG_FILE = f"{ETC_DIR}/config.toml"
+CATALOG_KEYS_DIR = f"{ETC_DIR}/keys.d"
+CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
+CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
+
+# --- fwman's state (/var/lib/fwman): kept across upgrades, backups kept forever ---------------------------
+STATE_DIR = "/var/lib/fwman"
+LOCAL_CATALOG_DIR = f"{STATE_DIR}/catalog"
+CATALOGS_DIR = f"{STATE_DIR}/catalogs"
+CATALOG_STATE_OVERRIDES = f"{STATE_DIR}/overrides.toml"
+BACKUPS_DIR = f"{STATE_DIR}/backups"
+BACKUPS_MANIFEST = f"{BACKUPS_DIR}/manifest.json"
+FLASH_JOURNAL_DIR = f"{STATE_DIR}/journal"
+FLASH_HISTORY_FILE = f"{STATE_DIR}/history.jsonl"
+FLASH_STAGING_DIR = f"{STATE_DIR}/staging"
+FLASH_LOGS_DIR = f"{STATE_DIR}/logs"
+MODULES_STATE_DIR = f"{STATE_DIR}/modules"
+MODULES_SOURCE_RECORD = f"{MODULES_STATE_DIR}/source.json"
+MODULES_STAMP = f"{MODULES_STATE_DIR}/current.stamp"
+BOOT_PIN_STATE = f"{STATE_DIR}/boot-pin.json"
+DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
+SIGNING_CONFIG = f"{STATE_DIR}/signing.json"
+SIGNING_KEY_DIR = f"{STATE_DIR}/signing"
+
+# --- fwman's caches and logs (safe to delete) --------------------------------------------------------------
+CACHE_DIR = "/var/cache/fwman"
+IMAGE_CACHE_DIR = f"{CACHE_DIR}/images"
+BRANCH_CACHE_FILE = f"{CACHE_DIR}/branches.json"
+OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
+SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
+BUILD_DIR = f"{CACHE_DIR}/build"
+LOG_DIR = "/var/log/fwman"
+LOCK_FILE = "/run/lock/fwman.lock"
+
+# --- system files fwman writes (hooks, units, overrides, messages) ----------------------------------------
+POSTINST_HOOK = "/etc/kernel/postinst.d/fwman"
+HEADER_POSTINST_HOOK = "/etc/kernel/header_postinst.d/fwman"
+CATCHUP_UNIT_NAME = "fwman-catchup.service"
+CATCHUP_UNIT = f"/etc/systemd/system/{CATCHUP_UNIT_NAME}"
+CATCHUP_UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{CATCHUP_UNIT_NAME}"
+#: the unit's command: a shell fast path that starts Python only when something changed
+CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
+DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
+APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
+MOTD_FILE = "/etc/motd.d/fwman"
+
+# --- boot loaders ------------------------------------------------------------------------------------------
+GRUB_CFG = "/boot/grub/grub.cfg"
+GRUBENV = "/boot/grub/grubenv"
+PVE_BOOT_PIN = "/etc/kernel/proxmox-boot-pin"
+PVE_NEXT_BOOT_PIN = "/etc/kernel/next-boot-pin"
+SYSTEMD_BOOT_LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
+
+# --- DKMS ---------------------------------------------------------------------------------------------------
+DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
+DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
+
+# --- kernel and driver state (read only) --------------------------------------------------------------------
+PCI_DEVICES_DIR = "/sys/bus/pci/devices"
+PROC_MODULES = "/proc/modules"
+PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+DEPMOD_CONFIG_DIRS = ("/etc/depmod.d", "/run/depmod.d", "/usr/local/lib/depmod.d", "/usr/lib/depmod.d", "/lib/depmod.d")
+NVIDIA_FIRMWARE_DIR = "/lib/firmware/nvidia"
+FIRMWARE_SEARCH_DIRS = ("/lib/firmware/updates", "/lib/firmware")
+FIRMWARE_CLASS_PATH_PARAM = "/sys/module/firmware_class/parameters/path"
+VFIO_PCI_DRIVER_DIR = "/sys/bus/pci/drivers/vfio-pci"
+IOMMU_GROUPS_DIR = "/sys/kernel/iommu_groups"
+
+# --- platform configuration (read only) ---------------------------------------------------------------------
+PVE_LXC_DIR = "/etc/pve/lxc"
+PVE_QEMU_DIR = "/etc/pve/qemu-server"
+NCCL_CONF = "/etc/nccl.conf"

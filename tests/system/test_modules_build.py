@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fwman.driver.build.manifest import MODULE_NAMES
 from fwman.driver.build.pipeline import kernel_tree_args
 from fwman.driver.kmod.kofile import read_module
+from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.live import LiveHost
 from tests.system.test_modules_support import (
     KERNEL_BAD,

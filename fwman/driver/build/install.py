@@ -17,7 +17,6 @@ from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import (
     INSTALL_SUBDIR,
-    MODULE_NAMES,
     Manifest,
     ModuleEntry,
     install_dir,
@@ -25,6 +24,7 @@ from fwman.driver.build.manifest import (
     store_dir,
 )
 from fwman.driver.kmod.kofile import module_stem, read_module
+from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
 WHAT_DEP = "modules.dep"

@@ -31,7 +31,6 @@ from fwman.host.base import Host
 
 INSTALL_SUBDIR = "updates/fwman"
 #: the five modules of the open driver, in load order
-MODULE_NAMES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
 
 WHAT = "module manifest"
 

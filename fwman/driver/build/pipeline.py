@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.build import objcache
-from fwman.driver.build.manifest import MODULE_NAMES, build_log_path
+from fwman.driver.build.manifest import build_log_path
+from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
 Report = Callable[[str], None]

@@ -14,11 +14,11 @@ from fwman.core.errors import BlockedError, FwmanError, ParseError, ToolMissingE
 from fwman.core.findings import Finding, Severity
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.gpu.card import Card
+from fwman.gpu.kernel_modules import UNLOAD_ORDER
 from fwman.host.base import CommandResult, Host
 
 DEFAULT_TIMEOUT = 300.0
 #: unload order: users of nvidia first (the order nvflash's own error message gives)
-NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
 
 
 @dataclass
@@ -39,7 +39,7 @@ class NvflashTool:
         if nvflash.driver_loaded(result.stdout + result.stderr):
             raise BlockedError(
                 "nvflash refused: the NVIDIA kernel driver is loaded",
-                hint="stop GPU users, then: rmmod " + " ".join(NVIDIA_MODULES),
+                hint="stop GPU users, then: rmmod " + " ".join(UNLOAD_ORDER),
             )
         return result
 
@@ -99,8 +99,8 @@ def loaded_nvidia_modules(host: Host) -> list[str]:
         return []
     names = [line.split(" ", 1)[0] for line in text.splitlines() if line.strip()]
     loaded = [n for n in names if n.startswith("nvidia")]
-    known = [m for m in NVIDIA_MODULES if m in loaded]
-    return [m for m in loaded if m not in NVIDIA_MODULES] + known
+    known = [m for m in UNLOAD_ORDER if m in loaded]
+    return [m for m in loaded if m not in UNLOAD_ORDER] + known
 
 
 def device_holders(host: Host) -> list[tuple[int, str, str]]:

@@ -24,12 +24,12 @@ from fwman.firmware.catalog.model import Board, Catalog, CatalogEntry, CatalogIm
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.firmware.ops.fetch import cache_path
 from fwman.gpu.card import Card
+from fwman.gpu.kernel_modules import UNLOAD_ORDER
 from fwman.host.base import Host
 
 #: BAR1 of a card without Resizable BAR (and of one whose firmware setup leaves it off)
 LEGACY_BAR1 = 256 * 1024 * 1024
 #: nvflash refuses to run while any of these is loaded (its own error message names them in this order)
-NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
 
 Action = Literal["flash", "keep", "unknown-board", "check"]
 
@@ -456,7 +456,7 @@ def _steps(
         "fwman",
         [
             "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
-            "modules, in order: " + " ".join(NVIDIA_MODULES),
+            "modules, in order: " + " ".join(UNLOAD_ORDER),
         ],
     )
     left = [c for c in cards if c not in flash]

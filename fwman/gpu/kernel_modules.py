@@ -1,0 +1,19 @@
+"""The NVIDIA kernel modules, by the two names each one has.
+
+A module's *file* is named with dashes (``nvidia-uvm.ko``), and depmod, modinfo and fwman's install manifest use
+that name; the *loaded* module is named with underscores (``nvidia_uvm`` in ``/proc/modules`` and for
+``modprobe -r``). Every place that lists the modules uses one of these two tuples.
+"""
+
+from __future__ import annotations
+
+#: file names (without ``.ko``), as built by the open kernel modules and recorded in fwman's manifest
+MODULE_NAMES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
+
+#: loaded names, in an order that ``modprobe -r`` accepts (users of ``nvidia`` first)
+UNLOAD_ORDER = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia_peermem", "nvidia")
+
+
+def loaded_name(file_name: str) -> str:
+    """Return the loaded-module name of a module file name (``nvidia-uvm`` -> ``nvidia_uvm``)."""
+    return file_name.replace("-", "_")

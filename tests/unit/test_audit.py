@@ -6,7 +6,6 @@ import contextlib
 import hashlib
 import json
 import lzma
-import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +20,10 @@ from fwman.core.errors import ParseError
 from fwman.core.findings import Severity
 from fwman.driver.forks import DEFAULT_FORKS, Fork
 from fwman.host.live import LiveHost
-from fwman.reports.audit.report import audit_host, lxc_uses_gpu, p2p_line, parse_manifest, parse_proc_version
+from fwman.platform.proxmox import lxc_uses_gpu
+from fwman.reports.audit.p2p import p2p_line
+from fwman.reports.audit.read import parse_manifest
+from fwman.reports.audit.report import audit_host
 from tests.helpers import FwmanEnv
 
 KVER = "6.1.0-50-amd64"
@@ -426,17 +428,6 @@ def test_snapshot_example_host() -> None:
 
 
 # -- pure parts ----------------------------------------------------------------------------------------------
-def test_parse_proc_version() -> None:
-    assert parse_proc_version(
-        "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (x)  Mon\n"
-    ) == ("580.159.04", "open")
-    assert parse_proc_version("NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.16  Fri Jan 24\n") == (
-        "570.86.16",
-        "proprietary",
-    )
-    assert parse_proc_version("") == (None, None)
-
-
 def test_parse_manifest_rejects_bad_documents() -> None:
     with pytest.raises(ParseError, match="json"):
         parse_manifest(b"{not json")
@@ -456,15 +447,14 @@ def test_property_manifest_any_bytes(data: bytes) -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_property_text_parsers_never_raise(text: str) -> None:
-    parse_proc_version(text)
-    lxc_uses_gpu(text)
+    assert lxc_uses_gpu(text) in {(False, False), (True, False), (False, True), (True, True)}
 
 
 def test_lxc_snapshot_sections_are_ignored() -> None:
     conf = "arch: amd64\n[before-upgrade]\nlxc.cgroup2.devices.allow: c 195:* rwm\n"
     assert lxc_uses_gpu(conf) == (False, False)
     assert lxc_uses_gpu("dev0: /dev/nvidia0\n") == (True, False)
-    assert os.sep == "/"
+    assert lxc_uses_gpu("lxc.hook.mount: /usr/share/lxc/hooks/nvidia\n[snap]\ndev0: /dev/nvidia0\n") == (False, True)
 
 
 def test_capture_then_replay_audits_the_same(tree: Tree, tmp_path: Path) -> None:

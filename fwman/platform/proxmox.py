@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fwman.core import paths
+from fwman.core.errors import FwmanError
 from fwman.host.base import Host
 from fwman.platform.envfile import NAME, unquote
 
@@ -102,6 +105,34 @@ def qemu_config_names(host: Host) -> list[str]:
     Raises NotRecordedError (snapshot) or MissingError (unreadable directory).
     """
     return _config_names(host, QEMU_DIR)
+
+
+@dataclass(frozen=True)
+class GuestConfig:
+    """One guest's config file as read: its text, or the error reading it met."""
+
+    name: str  # the file name, "101.conf"
+    path: str
+    text: str  # "" when absent or unreadable
+    error: FwmanError | None = None  # what reading it met (NotRecordedError, MissingError, ...)
+
+    @property
+    def guest_id(self) -> str:
+        """Return the guest id ("101")."""
+        return guest_id(self.name)
+
+
+def read_configs(host: Host, directory: str, names: Sequence[str]) -> list[GuestConfig]:
+    """Return the configs ``names`` of ``directory`` in the order given; one that cannot be read carries its
+    error (and empty text) instead of raising, so one unreadable guest never hides the others."""
+    out = []
+    for name in names:
+        path = posixpath.join(directory, name)
+        try:
+            out.append(GuestConfig(name, path, read_config(host, path) or ""))
+        except FwmanError as e:
+            out.append(GuestConfig(name, path, "", e))
+    return out
 
 
 def read_config(host: Host, path: str) -> str | None:

@@ -89,7 +89,7 @@ def test_parsers_never_raise(text: str) -> None:
 
 def _host(tmp_path: Path, recorded: bool = True) -> SnapshotHost:
     w = SnapshotWriter(redact=False, constructed=True, note="platform readers")
-    w.add_dir("/etc/pve/lxc", ["101.conf", "notes.txt", "99.conf"])
+    w.add_dir("/etc/pve/lxc", ["101.conf", "notes.txt", "99.conf", "102.conf"])
     w.add_file("/etc/pve/lxc/101.conf", "dev0: /dev/nvidia0\n")
     w.add_absent("/etc/pve/lxc/99.conf")
     w.add_absent("/etc/pve/qemu-server")
@@ -100,7 +100,7 @@ def _host(tmp_path: Path, recorded: bool = True) -> SnapshotHost:
 
 def test_readers_list_configs_in_listing_order_and_say_absent(tmp_path: Path) -> None:
     host = _host(tmp_path)
-    assert proxmox.lxc_config_names(host) == ["101.conf", "99.conf"]
+    assert proxmox.lxc_config_names(host) == ["101.conf", "102.conf", "99.conf"]
     assert proxmox.qemu_config_names(host) == []
     assert proxmox.read_config(host, proxmox.lxc_config_path("101")) == "dev0: /dev/nvidia0\n"
     assert proxmox.read_config(host, "/etc/pve/lxc/99.conf") is None
@@ -111,3 +111,10 @@ def test_readers_raise_for_what_a_snapshot_did_not_record(tmp_path: Path) -> Non
     host = _host(tmp_path, recorded=False)
     with pytest.raises(NotRecordedError):
         nccl.read_nccl_conf(host)
+    # reading several configs: the unrecorded one carries its error, the others are still read
+    configs = proxmox.read_configs(host, proxmox.LXC_DIR, ["102.conf", "101.conf", "99.conf"])
+    assert [(c.guest_id, c.text, type(c.error).__name__) for c in configs] == [
+        ("102", "", "NotRecordedError"),
+        ("101", "dev0: /dev/nvidia0\n", "NoneType"),
+        ("99", "", "NoneType"),
+    ]

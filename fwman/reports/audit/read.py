@@ -166,18 +166,20 @@ def read_containers(
         unreadable.append(f"{proxmox.LXC_DIR} (not recorded)")
     except MissingError:
         unreadable.append(proxmox.LXC_DIR)
-    for conf_name in sorted(names, key=lambda n: (len(n), n)):
-        out.append(_read_lxc(host, proxmox.guest_id(conf_name), unreadable))
+    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, sorted(names, key=lambda n: (len(n), n))):
+        if ct.error is not None:
+            unreadable.append(f"{ct.path} (not recorded)" if isinstance(ct.error, NotRecordedError) else ct.path)
+        out.append(_read_lxc(host, ct))
     for root in roots:
         out.append(_scan_container(host, root, "root", root.rstrip("/") or "/"))
     return out
 
 
-def _read_lxc(host: Host, ctid: str, unreadable: list[str]) -> tuple[ContainerAudit, UserSpace | None]:
-    """Return container ``ctid``: not audited (no GPU, or the NVIDIA hook injects the host's libraries), not
+def _read_lxc(host: Host, ct: proxmox.GuestConfig) -> tuple[ContainerAudit, UserSpace | None]:
+    """Return container ``ct``: not audited (no GPU, or the NVIDIA hook injects the host's libraries), not
     mounted, or its user space read from the mounted root filesystem."""
-    conf = read_text(host, proxmox.lxc_config_path(ctid), unreadable) or ""
-    device, hook = proxmox.lxc_uses_gpu(conf)
+    ctid = ct.guest_id
+    device, hook = proxmox.lxc_uses_gpu(ct.text)
     if not device and not hook:
         return ContainerAudit(name=ctid, kind="lxc", root=None, state="no-gpu"), None
     if hook:

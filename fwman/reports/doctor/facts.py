@@ -249,14 +249,11 @@ def _passthrough(host: Host) -> Passthrough:
         if re.search(r"^vfio_pci\s", modules, re.MULTILINE):
             unreadable.append(f"{paths.VFIO_PCI_DRIVER_DIR} (vfio_pci is loaded)")
     hostpci: list[str] = []
-    for name in proxmox.qemu_config_names(host):
-        path = posixpath.join(proxmox.QEMU_DIR, name)
-        try:
-            text = proxmox.read_config(host, path) or ""
-        except FwmanError as e:
-            unreadable.append(f"{path} ({describe_error(e)})")
+    for vm in proxmox.read_configs(host, proxmox.QEMU_DIR, proxmox.qemu_config_names(host)):
+        if vm.error is not None:
+            unreadable.append(f"{vm.path} ({describe_error(vm.error)})")
             continue
-        hostpci += [f"VM {proxmox.guest_id(name)}: {line}" for line in proxmox.hostpci_lines(text)]
+        hostpci += [f"VM {vm.guest_id}: {line}" for line in proxmox.hostpci_lines(vm.text)]
     return Passthrough(vfio, hostpci, unreadable)
 
 
@@ -292,15 +289,12 @@ def _workloads(host: Host, sources: Sources) -> Workloads:
     except NotRecordedError as e:
         names = []
         problems.append(f"{proxmox.LXC_DIR}: {describe_error(e)}")
-    for name in names:
-        path = posixpath.join(proxmox.LXC_DIR, name)
-        try:
-            text = proxmox.read_config(host, path) or ""
-        except FwmanError as e:
-            problems.append(f"{path}: {describe_error(e)}")
+    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, names):
+        if ct.error is not None:
+            problems.append(f"{ct.path}: {describe_error(ct.error)}")
             continue
-        device, hook = proxmox.lxc_uses_gpu(text)
-        out.append(EnvSource("lxc", path, proxmox.parse_lxc_environment(text), text, uses_gpu=device or hook))
+        device, hook = proxmox.lxc_uses_gpu(ct.text)
+        out.append(EnvSource("lxc", ct.path, proxmox.parse_lxc_environment(ct.text), ct.text, uses_gpu=device or hook))
     try:
         conf = nccl.read_nccl_conf(host)
         if conf is not None:

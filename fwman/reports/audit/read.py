@@ -1,17 +1,17 @@
 """Reading what ``fwman audit`` compares: the loaded module, every kernel's nvidia*.ko files (with fwman's
-install manifest), and the containers. Readers never raise for an unreadable part of the host: they append it
-to the caller's ``unreadable`` list and leave the field empty, so the rows can say "unknown".
+install manifest, parsed by its owner fwman.driver.build.manifest), and the containers. Readers never raise
+for an unreadable part of the host: they append it to the caller's ``unreadable`` list and leave the field
+empty, so the rows can say "unknown".
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
-from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
 from fwman.driver.kmod.depmod import installed_kernels, normalize, resolve_all
 from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
 from fwman.gpu.proc_version import parse_proc_version
@@ -19,27 +19,6 @@ from fwman.host.base import Host
 from fwman.platform import proxmox
 from fwman.reports.audit.model import ContainerAudit, KernelModule, LoadedModule
 from fwman.reports.audit.userspace import UserSpace, scan_userspace
-
-
-def parse_manifest(data: bytes) -> dict[str, Any]:
-    """Return the fields audit uses from an install manifest (kernel, fork, branch, commit, modules).
-
-    ``modules`` maps normalized module names to ``{"path", "sha256"}``. Raises ParseError when it is not the
-    documented JSON object.
-    """
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ParseError("module manifest", "json", str(e), None) from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("modules"), dict):
-        raise ParseError("module manifest", "modules", "not an object with a `modules` table", None)
-    modules: dict[str, dict[str, str]] = {}
-    for name, entry in doc["modules"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-            raise ParseError("module manifest", f"modules.{name}", "needs path and sha256", None)
-        modules[normalize(str(name))] = {"path": str(entry.get("path", "")), "sha256": entry["sha256"].lower()}
-    text = {k: (str(doc[k]) if doc.get(k) is not None else None) for k in ("kernel", "fork", "branch", "commit")}
-    return {**text, "modules": modules}
 
 
 def read_text(host: Host, path: str, unreadable: list[str]) -> str | None:
@@ -111,14 +90,12 @@ def _kernel_installed(host: Host, kver: str) -> bool:
         return False
 
 
-def _manifest(host: Host, kver: str) -> tuple[dict[str, Any] | None, str | None]:
-    path = f"{paths.MODULES_STATE_DIR}/{kver}.json"
+def _manifest(host: Host, kver: str) -> tuple[Manifest | None, str | None]:
+    """Return (fwman's install manifest of ``kver`` or None, why it could not be read or None)."""
     try:
-        if not host.exists(path):
-            return None, None
-        return parse_manifest(host.read_bytes(path)), None
+        return load_manifest(host, kver), None
     except (MissingError, NotRecordedError, ParseError) as e:
-        return None, f"manifest {path} unreadable: {e.message}"
+        return None, f"manifest {manifest_path(kver)} unreadable: {e.message}"
 
 
 def _read_one(
@@ -126,7 +103,7 @@ def _read_one(
     kver: str,
     name: str,
     path: str,
-    manifest: dict[str, Any] | None,
+    manifest: Manifest | None,
     manifest_error: str | None,
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
@@ -145,10 +122,11 @@ def _read_one(
     if manifest_error:
         entry.error = manifest_error
     if manifest is not None:
-        recorded = manifest["modules"].get(name)
-        if recorded is not None and recorded["sha256"] == hashlib.sha256(raw).hexdigest():
+        # depmod's names are normalized (nvidia_uvm); a manifest may name a module either way
+        recorded = {normalize(n): m for n, m in manifest.modules.items()}.get(name)
+        if recorded is not None and recorded.sha256 == hashlib.sha256(raw).hexdigest():
             entry.origin = "patched"
-            entry.fork, entry.branch, entry.commit = manifest["fork"], manifest["branch"], manifest["commit"]
+            entry.fork, entry.branch, entry.commit = manifest.fork, manifest.branch, manifest.commit
         else:
             entry.origin = "not-fwman"
     return entry

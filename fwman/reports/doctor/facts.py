@@ -257,6 +257,15 @@ def _passthrough(host: Host) -> Passthrough:
     return Passthrough(vfio, hostpci, unreadable)
 
 
+def _user_file(host: Host, path: str, problems: list[str]) -> str | None:
+    """Return the text of a file the user named, None (and a line in ``problems``) when it cannot be read."""
+    try:
+        return host.read_text(path)
+    except FwmanError as e:
+        problems.append(f"{path}: {describe_error(e)}")
+        return None
+
+
 def _workloads(host: Host, sources: Sources) -> Workloads:
     """Return the places to check (user's files, GPU containers, /etc/nccl.conf) and what could not be read.
 
@@ -265,17 +274,12 @@ def _workloads(host: Host, sources: Sources) -> Workloads:
     out: list[EnvSource] = []
     problems: list[str] = []
     for path in sources.env_files:
-        try:
-            text = host.read_text(path)
-        except FwmanError as e:
-            problems.append(f"{path}: {describe_error(e)}")
-            continue
-        out.append(EnvSource("env-file", path, parse_env_file(text), uncommented(text)))
+        text = _user_file(host, path, problems)
+        if text is not None:
+            out.append(EnvSource("env-file", path, parse_env_file(text), uncommented(text)))
     for path in sources.unit_files:
-        try:
-            text = host.read_text(path)
-        except FwmanError as e:
-            problems.append(f"{path}: {describe_error(e)}")
+        text = _user_file(host, path, problems)
+        if text is None:
             continue
         env, files, _ = parse_unit_environment(text)
         for f in files:

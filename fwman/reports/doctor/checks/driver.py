@@ -1,4 +1,4 @@
-"""Checks 3-4: the driver is the P2P fork at the user space's version (from ``fwman audit``), and
+"""The driver is the P2P fork at the user space's version (from ``fwman audit``), and
 ``nvidia-smi topo -p2p r`` reads OK rather than CNS."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ P2P_MEANING = {
 }
 
 
-# -- 3. driver: the patched fork, at the version of the user space -----------------------------------------------
+# -- driver: the patched fork, at the version of the user space --------------------------------------------------
 def _p2p_cells(facts: Facts) -> list[str] | None:
     """Return the off-diagonal ``topo -p2p r`` cells, None when they cannot be read."""
     try:
@@ -148,7 +148,7 @@ def _branch_finding(p2p: P2PBranch) -> Finding:
     )
 
 
-# -- 4. what the driver says: topo -p2p r ------------------------------------------------------------------------
+# -- what the driver says: topo -p2p r ---------------------------------------------------------------------------
 def check_p2p_topo(facts: Facts) -> list[Finding]:
     """Return what ``nvidia-smi topo -p2p r`` says for every pair of GPUs (OK rather than CNS)."""
     m = facts.p2p_read.get()

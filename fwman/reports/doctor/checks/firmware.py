@@ -1,4 +1,4 @@
-"""Checks 0-2: the GPUs, the BAR1 size their firmware offers (else the catalog's upgrade), and whether the
+"""The GPUs, the BAR1 size their firmware offers (else the catalog's upgrade), and whether the
 firmware setup enlarged BAR1 to cover VRAM."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ FIRMWARE_SETUP_FIX = (
 )
 
 
-# -- 0. the GPUs --------------------------------------------------------------------------------------------------
+# -- the GPUs -----------------------------------------------------------------------------------------------------
 def check_gpus(facts: Facts) -> list[Finding]:
     """Return how many GPUs there are (peer-to-peer needs two) and whether nvidia-smi could be used."""
     inv = facts.inventory.get()
@@ -56,7 +56,7 @@ def check_gpus(facts: Facts) -> list[Finding]:
     return out
 
 
-# -- 1. firmware offers a large BAR1 ----------------------------------------------------------------------------
+# -- firmware offers a large BAR1 -------------------------------------------------------------------------------
 def _offers_large_bar(card: Card) -> bool | None:
     """Return True when the firmware offers a BAR1 that covers VRAM (or, VRAM unknown, more than 256 MiB)."""
     if card.bar1_covers_vram:
@@ -152,7 +152,7 @@ def check_firmware(facts: Facts) -> list[Finding]:
     return out
 
 
-# -- 2. firmware setup: BAR1 covers VRAM ------------------------------------------------------------------------
+# -- firmware setup: BAR1 covers VRAM ---------------------------------------------------------------------------
 def check_bar1(facts: Facts) -> list[Finding]:
     """Return whether BAR1 covers VRAM on every card (else: the firmware-setup settings)."""
     small = [c for c in facts.cards if c.bar1_covers_vram is False]

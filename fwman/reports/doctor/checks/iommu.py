@@ -1,4 +1,4 @@
-"""Checks 5-6: the IOMMU is not translating the GPUs' DMA, and what IOMMU passthrough costs the VMs that get
+"""The IOMMU is not translating the GPUs' DMA, and what IOMMU passthrough costs the VMs that get
 devices from this host."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fwman.reports.doctor.facts import Facts, IommuState
 from fwman.reports.doctor.parsers import parse_cmdline
 
 
-# -- 5. IOMMU ----------------------------------------------------------------------------------------------------
+# -- IOMMU -------------------------------------------------------------------------------------------------------
 def iommu_mode(state: IommuState) -> tuple[str, dict[str, str]]:
     """Return (mode, evidence): mode is translated, passthrough, off, not-visible or unknown."""
     cmdline = parse_cmdline(state.cmdline)

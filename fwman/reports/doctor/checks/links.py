@@ -1,4 +1,4 @@
-"""Checks 9-10: PCIe links trained at their maximum, power limits at their default."""
+"""PCIe links trained at their maximum, power limits at their default."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from fwman.reports.doctor.checks.common import buses
 from fwman.reports.doctor.facts import Facts
 
 
-# -- 8. PCIe links ------------------------------------------------------------------------------------------------
+# -- PCIe links ---------------------------------------------------------------------------------------------------
 def _link(speed: float | None, width: int | None) -> str:
     s = f"{speed:g} GT/s" if speed is not None else "? GT/s"
     return f"{s} x{width if width is not None else '?'}"
@@ -70,7 +70,7 @@ def check_links(facts: Facts) -> list[Finding]:
     return out
 
 
-# -- 9. power limit -------------------------------------------------------------------------------------------------
+# -- power limit ----------------------------------------------------------------------------------------------------
 def check_power(facts: Facts) -> list[Finding]:
     """Return the cards whose power limit is below their default."""
     out = []

@@ -1,4 +1,4 @@
-"""Checks 7-8, over where GPU workloads take their settings from: NCCL_P2P_LEVEL where GPUs meet at the CPU, and
+"""Checks over where GPU workloads take their settings from: NCCL_P2P_LEVEL where GPUs meet at the CPU, and
 vLLM's custom all-reduce over PCIe."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def check_nccl(facts: Facts) -> list[Finding]:
     return out
 
 
-# -- 7. vLLM custom all-reduce ----------------------------------------------------------------------------------
+# -- vLLM custom all-reduce -------------------------------------------------------------------------------------
 def check_vllm(facts: Facts) -> list[Finding]:
     """Return whether vLLM's custom all-reduce is disabled where vLLM runs over PCIe (it assumes NVLink)."""
     try:

@@ -124,12 +124,32 @@ def read_record(host: Host) -> HoldRecord | None:
         return None
 
 
+def _prefix(host: Host) -> str | None:
+    """Return the directory a temp-root host maps ``/`` to (dpkg and apt are pointed there), None for ``/``."""
+    local = host.local_path("/")
+    return None if local is None or local == "/" else local.rstrip("/")
+
+
+def dpkg_query_argv(host: Host) -> list[str]:
+    """Return the ``dpkg-query`` command that lists every package (on a temp root: its own dpkg database)."""
+    prefix = _prefix(host)
+    admindir = [f"--admindir={prefix}/var/lib/dpkg"] if prefix else []
+    return ["dpkg-query", *admindir, "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"]
+
+
+def apt_simulate_argv(host: Host) -> list[str]:
+    """Return the ``apt-get -s dist-upgrade`` command (on a temp root: its lists, status and preferences)."""
+    prefix = _prefix(host)
+    root = ["-o", f"Dir={prefix}/", "-o", f"Dir::State::status={prefix}/var/lib/dpkg/status"] if prefix else []
+    return ["apt-get", "-s", "-o", "Debug::NoLocking=1", *root, "dist-upgrade"]
+
+
 def installed_packages(host: Host) -> dict[str, str] | None:
     """Return {package: version} of installed NVIDIA user-space packages, None when dpkg is not there."""
     if host.which("dpkg-query") is None:
         return None
     try:
-        result = host.run(["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Status}\\n"], timeout=60)
+        result = host.run(dpkg_query_argv(host), timeout=60)
     except NotRecordedError:
         return None
     if result.missing:
@@ -145,7 +165,7 @@ def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
     if host.which("apt-get") is None:
         return None
     try:
-        result = host.run(["apt-get", "-s", "-o", "Debug::NoLocking=1", "dist-upgrade"], timeout=120)
+        result = host.run(apt_simulate_argv(host), timeout=120)
     except NotRecordedError:
         return None
     if result.missing or not result.ok:

@@ -1,0 +1,264 @@
+"""Issue 16 on the real tools: initramfs-tools' mkinitramfs and lsinitramfs, apt with a local repository of
+stand-in packages (dpkg-deb), systemd's kernel-install and run-parts for the removal hook.
+
+- initramfs: the real ``mkinitramfs`` (zstd, as Debian's default ``COMPRESS=zstd``) builds an image whose hook
+  copies a stock ``nvidia.ko`` into it; fwman reads the same files ``lsinitramfs`` lists, says the patch is lost
+  at boot, counts the kernel unsafe, and after the regeneration (``update-initramfs -u -k`` on a temp root is a
+  thin wrapper that calls the real mkinitramfs with the root's modules) reads the patched one.
+  mkinitramfs insists on ``/boot/config-KVER`` of the real root (it checks CONFIG_RD_ZSTD there): the test
+  writes one for a kernel release that exists nowhere else and removes it at the end.
+- hold: packages built with the real dpkg-deb, served from a ``file:`` repository; the real ``apt-get -s`` and
+  ``apt-cache policy`` show the pin holding, ``apt-config dump`` the blacklist; release undoes both.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fixtures.tinymod.elfgen import build_module, nvidia_tags
+from fwman.driver.boot import initramfs
+from fwman.driver.build.manifest import Manifest, ModuleEntry
+from fwman.host.live import LiveHost
+from tests.conftest import is_root, require_tools
+from tests.helpers import FwmanEnv
+
+pytestmark = pytest.mark.system
+
+FAKE_KVER = "6.1.0-999-fwmantest"  # a release no package owns: mkinitramfs finds no modules of its own
+HOOK = """#!/bin/sh
+PREREQ=""
+case "$1" in prereqs) echo "$PREREQ"; exit 0 ;; esac
+# what a hook adding early-KMS modules does: copy nvidia*.ko of the kernel from the (root's) module tree
+mkdir -p "${DESTDIR}/usr/lib/modules/${version}/updates"
+cp -r "$FWMAN_TEST_MODULES/." "${DESTDIR}/usr/lib/modules/${version}/updates/"
+"""
+
+
+def _conf(tmp: Path) -> Path:
+    conf = tmp / "initramfs-tools"
+    subprocess.run(["cp", "-a", "/etc/initramfs-tools", str(conf)], check=True)
+    text = (conf / "initramfs.conf").read_text().replace("MODULES=most", "MODULES=list")
+    (conf / "initramfs.conf").write_text(text + "\nCOMPRESS=zstd\n")
+    hook = conf / "hooks/zz-fwman-test-nvidia"
+    hook.write_text(HOOK)
+    hook.chmod(0o755)
+    return conf
+
+
+def _mkinitramfs(conf: Path, modules: Path, out: Path) -> None:
+    env = {**os.environ, "FWMAN_TEST_MODULES": str(modules)}
+    subprocess.run(
+        ["mkinitramfs", "-d", str(conf), "-o", str(out), FAKE_KVER], check=True, env=env, capture_output=True
+    )
+
+
+@pytest.fixture
+def boot_config() -> object:
+    path = Path(f"/boot/config-{FAKE_KVER}")
+    if not is_root():
+        pytest.skip("mkinitramfs needs /boot/config-KVER of the real root: root only")
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("CONFIG_RD_ZSTD=y\nCONFIG_RD_GZIP=y\n")
+    yield path
+    path.unlink()
+
+
+def test_initramfs_with_stock_modules_is_found_and_regenerated(tmp_path: Path, boot_config: object) -> None:
+    require_tools("mkinitramfs", "lsinitramfs", "zstd", "cpio")
+    root = tmp_path / "root"
+    conf = _conf(tmp_path)
+    stock = build_module(nvidia_tags("570.86.16", FAKE_KVER))
+    patched = build_module(nvidia_tags("570.86.16", FAKE_KVER, srcversion="P2PPATCHEDP2PPATCHED000"))
+    # the root: fwman's patched module installed and in its manifest, a stock copy in updates/dkms
+    ours = root / f"lib/modules/{FAKE_KVER}/updates/fwman"
+    ours.mkdir(parents=True)
+    (ours / "nvidia.ko").write_bytes(patched)
+    entry = ModuleEntry(
+        f"/lib/modules/{FAKE_KVER}/updates/fwman/nvidia.ko", hashlib.sha256(patched).hexdigest(), len(patched)
+    )
+    manifest = Manifest(
+        FAKE_KVER, "aikitoria", "570.86.16-p2p", "a" * 40, {"nvidia": entry}, "2026-12-01T10:00:00+00:00"
+    )
+    (root / "var/lib/fwman/modules").mkdir(parents=True)
+    (root / f"var/lib/fwman/modules/{FAKE_KVER}.json").write_bytes(manifest.to_json())
+    dkms = tmp_path / "stock/dkms"
+    dkms.mkdir(parents=True)
+    (dkms / "nvidia.ko").write_bytes(stock)
+    (root / "boot").mkdir()
+    image = root / f"boot/initrd.img-{FAKE_KVER}"
+    _mkinitramfs(conf, tmp_path / "stock", image)
+    assert image.read_bytes()[:4] == b"\x28\xb5\x2f\xfd"  # zstd, the real generator's choice
+
+    # fwman reads exactly the regular files lsinitramfs lists
+    listed = subprocess.run(["lsinitramfs", str(image)], check=True, capture_output=True, text=True).stdout.split()
+    host = LiveHost(str(root))
+    members = initramfs.read_archives(image.read_bytes(), initramfs.host_decompressor(host))
+    regular = {m.name for m in members}
+    assert regular <= set(listed) and f"usr/lib/modules/{FAKE_KVER}/updates/dkms/nvidia.ko" in regular
+    assert not (root / "var/cache/fwman/initramfs/stream").exists()  # the zstd scratch file is gone
+
+    state = initramfs.inspect(host, FAKE_KVER)
+    assert state.problem == "initramfs has stock nvidia.ko 570.86.16: the patch is lost at boot"
+    assert state.generator == "initramfs-tools"
+
+    # the regeneration: update-initramfs -u -k KVER, here a wrapper that runs the real mkinitramfs over the root
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "update-initramfs"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        '[ "$1" = -u ] && [ "$2" = -k ] || exit 2\n'
+        f'FWMAN_TEST_MODULES={root}/lib/modules/"$3"/updates exec mkinitramfs -d {conf} -o {root}/boot/initrd.img-"$3" "$3"\n'
+    )
+    wrapper.chmod(0o755)
+    live = LiveHost(str(root), env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    action = initramfs.RegenerateInitramfs(FAKE_KVER)
+    assert action.is_needed(live)
+    action.apply(live)
+    assert action.after is not None and action.after.problem is None
+    assert [m.matches_manifest for m in action.after.modules] == [True]
+    assert not action.is_needed(live)
+
+
+# -- user space hold with apt and a local repository -------------------------------------------------------
+def _deb(build: Path, repo: Path, name: str, version: str) -> None:
+    pkg = build / f"{name}-{version}"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text(
+        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: fwman tests <t@example.invalid>\n"
+        "Description: stand-in for an NVIDIA user-space package\n"
+    )
+    subprocess.run(
+        ["dpkg-deb", "-b", str(pkg), str(repo / f"{name}_{version}_all.deb")], check=True, capture_output=True
+    )
+
+
+def _apt_root(tmp: Path) -> Path:
+    root = tmp / "root"
+    repo = root / "srv/repo"
+    for d in (
+        "etc/apt/preferences.d",
+        "etc/apt/apt.conf.d",
+        "var/lib/apt/lists/partial",
+        "var/cache/apt/archives/partial",
+        "var/lib/dpkg",
+    ):
+        (root / d).mkdir(parents=True)
+    repo.mkdir(parents=True)
+    names = ("libnvidia-ml1", "nvidia-smi", "nvidia-container-toolkit")
+    for name in names:
+        for version in ("570.86.16-1", "575.57.08-1"):
+            _deb(tmp / "build", repo, name, version)
+    packages = subprocess.run(["dpkg-scanpackages", "."], cwd=repo, check=True, capture_output=True, text=True).stdout
+    (repo / "Packages").write_text(packages)
+    status = "".join(
+        f"Package: {n}\nStatus: install ok installed\nVersion: 570.86.16-1\nArchitecture: all\n"
+        f"Maintainer: fwman tests <t@example.invalid>\nDescription: stand-in\n\n"
+        for n in names
+    )
+    (root / "var/lib/dpkg/status").write_text(status)
+    (root / "etc/apt/sources.list").write_text(f"deb [trusted=yes] file:{repo} ./\n")
+    (root / "apt.conf").write_text(f'Dir "{root}/";\nDir::State::status "{root}/var/lib/dpkg/status";\n')
+    _apt(root, "apt-get", "update")
+    return root
+
+
+def _apt(root: Path, *argv: str) -> str:
+    env = {**os.environ, "APT_CONFIG": str(root / "apt.conf")}
+    return subprocess.run(list(argv), check=True, capture_output=True, text=True, env=env).stdout
+
+
+def test_hold_pins_with_real_apt_and_release_undoes_it(tmp_path: Path) -> None:
+    require_tools("apt-get", "apt-cache", "apt-config", "dpkg-deb", "dpkg-scanpackages", "dpkg-query")
+    root = _apt_root(tmp_path)
+    run = FwmanEnv()
+    before = _apt(root, "apt-get", "-s", "dist-upgrade")
+    assert "Inst libnvidia-ml1 [570.86.16-1] (575.57.08-1" in before
+
+    st = run("userspace", "status", "--json", "--root", str(root)).json()
+    assert st["schema"] == "fwman.userspace-status/1" and st["held"] is False
+    assert set(st["installed"]) == {"libnvidia-ml1", "nvidia-smi"}  # the container toolkit has its own versions
+    assert st["pending_upgrades"]["libnvidia-ml1"] == {"installed": "570.86.16-1", "new": "575.57.08-1"}
+    assert any("an upgrade of the NVIDIA user space is pending" in w for w in st["warnings"])
+
+    r = run("userspace", "hold", "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert "held libnvidia-ml1 570.86.16-1" in r.stdout
+    after = _apt(root, "apt-get", "-s", "dist-upgrade")
+    assert "libnvidia-ml1" not in after and "nvidia-smi" not in after
+    assert "Inst nvidia-container-toolkit" in after
+    policy = _apt(root, "apt-cache", "policy", "libnvidia-ml1")
+    assert "Candidate: 570.86.16-1" in policy and "1001" in policy
+    dump = _apt(root, "apt-config", "dump", "Unattended-Upgrade::Package-Blacklist")
+    assert 'Unattended-Upgrade::Package-Blacklist:: "^libnvidia\\-ml1$";' in dump
+    st = run("userspace", "status", "--json", "--root", str(root)).json()
+    assert st["held"] and st["pending_upgrades"] == {} and st["packages"]["nvidia-smi"] == "570.86.16-1"
+    assert run("userspace", "hold", "--root", str(root)).stdout.endswith("hold already in place and current\n")
+
+    r = run("userspace", "release", "--root", str(root))
+    assert r.code == 0 and "released: libnvidia-ml1, nvidia-smi" in r.stdout
+    assert not any((root / "etc/apt/preferences.d").iterdir())
+    assert "Candidate: 575.57.08-1" in _apt(root, "apt-cache", "policy", "libnvidia-ml1")
+    assert "Package-Blacklist" not in _apt(root, "apt-config", "dump", "Unattended-Upgrade")
+    assert not (root / "var/lib/fwman/userspace-hold.json").exists()
+
+
+def test_hold_says_plainly_when_the_run_installer_put_the_user_space(tmp_path: Path) -> None:
+    require_tools("dpkg-query")
+    root = tmp_path / "root"
+    (root / "var/lib/dpkg").mkdir(parents=True)
+    (root / "var/lib/dpkg/status").write_text("")
+    (root / "var/log").mkdir(parents=True)
+    (root / "var/log/nvidia-installer.log").write_text("nvidia-installer log file\n")
+    r = FwmanEnv()("userspace", "hold", "--root", str(root))
+    assert r.code == 2 and "no NVIDIA user-space package to hold" in r.stderr
+    assert ".run installer" in r.stderr and "nothing to pin" in r.stderr
+
+
+def test_kernel_install_and_postrm_hooks_share_the_code_path(tmp_path: Path) -> None:
+    """The real kernel-install runs fwman's plugin (remove), the real run-parts its postrm hook."""
+    require_tools("kernel-install", "run-parts")
+    from fwman.driver.hooks.run import rendered
+
+    root = tmp_path / "root"
+    files = rendered()
+    from fwman.core import paths
+
+    plugin = root / paths.KERNEL_INSTALL_PLUGIN.lstrip("/")
+    postrm = root / paths.POSTRM_HOOK.lstrip("/")
+    for path, key in ((plugin, paths.KERNEL_INSTALL_PLUGIN), (postrm, paths.POSTRM_HOOK)):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(files[key])
+        path.chmod(0o755)
+    for kver in ("6.1.0-50-amd64", "6.1.0-53-amd64"):
+        state = root / "var/lib/fwman/modules"
+        state.mkdir(parents=True, exist_ok=True)
+        (state / f"{kver}.pending").write_text(json.dumps({"kernel": kver, "reason": "no headers"}))
+        (root / f"lib/modules/{kver}").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "FWMAN_ROOT": str(root), "KERNEL_INSTALL_PLUGINS": str(plugin)}
+    env["KERNEL_INSTALL_CONF_ROOT"] = str(root / "etc/kernel")
+    r = subprocess.run(["kernel-install", "-v", "remove", "6.1.0-53-amd64"], env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert not (root / "var/lib/fwman/modules/6.1.0-53-amd64.pending").exists()
+    assert "6.1.0-53-amd64 removed: dropped" in r.stderr
+    r = subprocess.run(
+        [
+            "run-parts",
+            "--exit-on-error",
+            "--arg=6.1.0-50-amd64",
+            "--arg=/boot/vmlinuz-6.1.0-50-amd64",
+            str(postrm.parent),
+        ],
+        env={**os.environ, "FWMAN_ROOT": str(root)},
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert not (root / "var/lib/fwman/modules/6.1.0-50-amd64.pending").exists()
+    assert "no working patched modules" in r.stderr  # nothing safe is left: said loudly, removal still exits 0

@@ -13,6 +13,7 @@ import click
 
 from fwman import __version__
 from fwman.cli.context import AppContext, Environment
+from fwman.core import clock
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -110,7 +111,11 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
         # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
-        with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+        with (
+            clock.using(env.clock),
+            contextlib.redirect_stdout(env.stdout),
+            contextlib.redirect_stderr(env.stderr),
+        ):
             rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv

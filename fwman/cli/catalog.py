@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core import clock
 from fwman.core.errors import UsageError, VerificationError
 
 
@@ -268,7 +268,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
     from fwman.host.live import LiveHost
 
     directory = (directory or BUNDLED_CATALOG).resolve()
-    stamp = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    stamp = date or clock.now_utc().strftime("%Y-%m-%d")
     # the maintainer's working tree is on this machine, not under --root
     local = LiveHost("/")
     key = load_private_key(local.read_bytes(str(key_file.resolve())), str(key_file))

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.config import Config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
@@ -302,7 +302,7 @@ def list_branches(
     without listing live. Never raises for a fork that cannot be listed: its entry says why (``error``) and has
     ``source`` "cache" or "none".
     """
-    now = now or datetime.now(UTC)
+    now = now or clock.now_utc()
     cache = load_cache(host)
     results: list[ForkBranches] = []
     live: list[ForkBranches] = []

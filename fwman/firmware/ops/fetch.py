@@ -14,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
 from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
@@ -105,7 +104,7 @@ def http_get(
     with _session() as session:
         for attempt in range(options.retries + 1):
             if attempt:
-                time.sleep(options.backoff_s * attempt)
+                clock.sleep(options.backoff_s * attempt)
             try:
                 _attempt(session, url, buf, cap, options, progress)
                 return bytes(buf)
@@ -389,7 +388,7 @@ def fetch_image(
         host.unlink(part)  # a mismatch leaves nothing behind
         raise
 
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (now or clock.now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
     host.mkdir(final.rsplit("/", 1)[0])
     host.write_bytes(final, data)
     record = {

@@ -302,7 +302,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update            # URL from /etc/fwman/catalog-url
     """
     from fwman.firmware.catalog.update import configured_url, update_catalog
-    from fwman.firmware.ops.fetch import HttpOptions
+    from fwman.host.http import HttpOptions
 
     if app.is_replay:
         raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")

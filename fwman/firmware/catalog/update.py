@@ -28,8 +28,8 @@ from fwman.firmware.catalog.model import (
     parse_index,
 )
 from fwman.firmware.catalog.signing import TrustedKey, trusted_keys, verify_index
-from fwman.firmware.ops.fetch import HttpOptions, Progress, http_get
 from fwman.host.base import Host
+from fwman.host.http import HttpOptions, Progress, http_get
 
 #: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
 MAX_INDEX = 1024 * 1024
@@ -106,8 +106,8 @@ def update_catalog(
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
     base = base_url(url)
-    index_bytes = http_get(f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
-    sig_bytes = http_get(f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
+    index_bytes = http_get(host, f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
+    sig_bytes = http_get(host, f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
     key = verify_index(index_bytes, sig_bytes, trusted_keys(host))
     index = parse_index(index_bytes, f"{base}/{INDEX_NAME}")
     installed, installed_bytes = _installed_index(host, bundled)
@@ -125,19 +125,19 @@ def update_catalog(
             f"catalog at {base} reuses serial {index.serial} with different content",
             hint="a publisher must raise the serial for every change; nothing was installed",
         )
-    files = _download_files(base, index, options, progress)
+    files = _download_files(host, base, index, options, progress)
     location = _install(host, index, index_bytes, sig_bytes, files)
     return UpdateResult(base, index.serial, index.date, installed, len(files), key, True, location)
 
 
 def _download_files(
-    base: str, index: CatalogIndex, options: HttpOptions, progress: Progress | None
+    host: Host, base: str, index: CatalogIndex, options: HttpOptions, progress: Progress | None
 ) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = sum(f.size for f in index.files)
     done = 0
     for item in index.files:
-        data = http_get(f"{base}/{item.path}", cap=min(item.size, MAX_BOARD_FILE), options=options)
+        data = http_get(host, f"{base}/{item.path}", cap=min(item.size, MAX_BOARD_FILE), options=options)
         if len(data) != item.size or hashlib.sha256(data).hexdigest() != item.sha256:
             raise VerificationError(
                 f"{base}/{item.path}: SHA-256 does not match the signed index (the file was altered)",

@@ -193,6 +193,7 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
     """
+    from fwman.core.resources import read_data
     from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
     from fwman.firmware.catalog.signing import trusted_keys, verify_index
 
@@ -206,7 +207,7 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
             )
         else:
             try:
-                key = verify_index(index.read_bytes(), sig.read_bytes(), trusted_keys(app.host))
+                key = verify_index(read_data(index), read_data(sig), trusted_keys(app.host))
             except VerificationError as e:
                 issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))
             else:

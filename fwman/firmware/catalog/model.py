@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity
-from fwman.core.resources import bundled
+from fwman.core.resources import bundled, read_data
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.host.base import Host
 
@@ -530,11 +530,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
         raise MissingError(f"no catalog directory at {path}")
 
     def read(relpath: str, limit: int) -> bytes:
-        try:
-            with open(path / relpath, "rb") as f:
-                return f.read(limit)
-        except FileNotFoundError as e:
-            raise MissingError(f"{path / relpath}: not found") from e
+        return read_data(path / relpath, limit)
 
     def names() -> list[str]:
         boards = path / BOARDS_DIR
@@ -606,7 +602,7 @@ def installed_serial(host: Host, bundled: Path | None = None) -> int:
     except NotRecordedError:
         pass
     if (bundled / INDEX_NAME).is_file():
-        serials.append(parse_index((bundled / INDEX_NAME).read_bytes()).serial)
+        serials.append(parse_index(read_data(bundled / INDEX_NAME)).serial)
     return max(serials)
 
 
@@ -641,7 +637,7 @@ def lint_directory(path: Path) -> list[LintIssue]:
         if not f.name.endswith(".toml"):
             issues.append(LintIssue(level="warning", file=rel, where="", message="not a .toml file: ignored"))
             continue
-        board = _lint_board_file(f.read_bytes(), rel, issues)
+        board = _lint_board_file(read_data(f), rel, issues)
         if board is not None:
             loaded[rel] = board
     _lint_across(loaded, issues)
@@ -759,7 +755,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
         )
         return
     try:
-        index = parse_index(index_path.read_bytes())
+        index = parse_index(read_data(index_path))
     except VerificationError as e:
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
         return
@@ -772,7 +768,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     for rel in sorted(listed.keys() - present):
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is listed but missing"))
     for rel in sorted(present & listed.keys()):
-        data = (path / rel).read_bytes()
+        data = read_data(path / rel)
         if hashlib.sha256(data).hexdigest() != listed[rel].sha256 or len(data) != listed[rel].size:
             issues.append(
                 LintIssue(

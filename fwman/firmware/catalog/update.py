@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.resources import read_data
 from fwman.firmware.catalog.model import (
     BUNDLED_CATALOG,
     INDEX_NAME,
@@ -83,7 +84,7 @@ def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
     except MissingError:  # not recorded on a snapshot: nothing installed there
         pass
     if (bundled / INDEX_NAME).is_file():
-        data = (bundled / INDEX_NAME).read_bytes()
+        data = read_data(bundled / INDEX_NAME)
         serial = parse_index(data, str(bundled)).serial
         if serial > best[0]:
             best = (serial, data)

@@ -13,7 +13,6 @@ import click
 
 from fwman import __version__
 from fwman.cli.context import AppContext, Environment
-from fwman.core import clock
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -112,7 +111,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         # lets every other exception through to the mapping below.
         # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
         with (
-            clock.using(env.clock),
+            _using_clock(env),
             contextlib.redirect_stdout(env.stdout),
             contextlib.redirect_stderr(env.stderr),
         ):
@@ -143,6 +142,15 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
             traceback.print_exc(file=env.stderr)
         return ExitCode.ERROR
     return ExitCode.OK
+
+
+def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
+    """Return a context that installs ``env.clock`` (the clock door is imported only when there is one)."""
+    if env.clock is None:
+        return contextlib.nullcontext()
+    from fwman.core import clock
+
+    return clock.using(env.clock)
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:

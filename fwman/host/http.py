@@ -63,7 +63,7 @@ class HttpOptions:
 
 
 class DownloadError(MissingError):
-    """Every URL failed (network error, timeout, HTTP error): the image could not be obtained."""
+    """Every attempt failed (network error, timeout, HTTP error): the file could not be obtained."""
 
 
 class _Retry(Exception):

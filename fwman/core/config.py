@@ -136,6 +136,17 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
     """Raise UsageError (file, line, known keys) unless ``data`` fits the ConfigFile model."""
     from pydantic import ValidationError
 
+    forks = data.get("forks")
+    if isinstance(forks, dict):  # any name may be a fork, but a fork is `name = "URL"`: anything else is a typo
+        fork_keys = known_keys()["forks"]
+        for key, value in forks.items():
+            if key not in fork_keys and not isinstance(value, str):
+                line = _line_of(text, ["forks", key])
+                raise UsageError(
+                    f'{path}:{line}: unknown key `{key}` in [forks] (a fork is name = "URL"); '
+                    f"known keys: {', '.join(fork_keys)}",
+                    hint=f"fix the name in {path}",
+                )
     try:
         _models().model_validate(data)
     except ValidationError as e:

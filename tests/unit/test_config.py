@@ -62,7 +62,8 @@ def test_cli_refuses_a_misspelt_key_with_exit_2(tmp_path: Path) -> None:
     conf.write_text("[forks]\ndefault = false\n")  # not a fork name: a bool, so a misspelling of `defaults`
     r = FwmanEnv()("driver", "branches", "--offline", "--root", str(tmp_path))
     assert r.code == ExitCode.USAGE, r.stderr
-    assert "/etc/fwman/config.toml" in r.stderr and "[forks] default must be a URL string" in r.stderr
+    assert "/etc/fwman/config.toml:2: unknown key `default` in [forks]" in r.stderr
+    assert "known keys: api_url, defaults" in r.stderr
     conf.write_text("[modules]\nstrcit = true\n")
     r = FwmanEnv()("driver", "branches", "--offline", "--root", str(tmp_path))
     assert r.code == ExitCode.USAGE

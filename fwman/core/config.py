@@ -127,7 +127,9 @@ def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
         name = m.group(2)
         if key is None and current == "" and name.split(".")[0] == section:
             return number  # `modules.fork = ...` or `module = ...` at the top level
-        if key is not None and current == section and name == key:
+        in_table = current == section and name == key
+        dotted = current == "" and name == f"{section}.{key}"  # `forks.mine = "..."` at the top level
+        if key is not None and (in_table or dotted):
             return number
     return None
 
@@ -143,7 +145,7 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
             if key not in fork_keys and not isinstance(value, str):
                 line = _line_of(text, ["forks", key])
                 raise UsageError(
-                    f'{path}:{line}: unknown key `{key}` in [forks] (a fork is name = "URL"); '
+                    f'{path}{f":{line}" if line else ""}: unknown key `{key}` in [forks] (a fork is name = "URL"); '
                     f"known keys: {', '.join(fork_keys)}",
                     hint=f"fix the name in {path}",
                 )

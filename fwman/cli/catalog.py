@@ -53,7 +53,7 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
 
     cat = load_catalog(app.host)
     if as_json:
@@ -108,7 +108,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 3842:3987
       fwman catalog show 10de:2204:3842:3982 --json
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.catalog.overrides import find_override, load_overrides
 
     cat = load_catalog(app.host)
@@ -193,7 +193,9 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
     """
-    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
+    from fwman.firmware.catalog.lint import LintIssue, lint_directory
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME
     from fwman.firmware.catalog.signing import trusted_keys, verify_index
 
     directory = directory or BUNDLED_CATALOG
@@ -263,7 +265,8 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
     """
-    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, parse_index
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME, parse_index
     from fwman.firmware.catalog.signing import load_private_key, make_index, sign_index
     from fwman.host.live import LiveHost
 

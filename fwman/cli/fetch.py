@@ -81,7 +81,7 @@ def fetch(
       fwman fetch 3842:3982/94.02.42.C0.05 --url https://mirror.example/img.rom --expect-md5 HEX
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.ops.fetch import HttpOptions, fetch_image
     from fwman.host.live import LiveHost
 

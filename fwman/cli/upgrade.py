@@ -76,7 +76,7 @@ def build_plan(app: AppContext, selected: tuple[str, ...] = ()) -> UpgradePlan:
     Raises UsageError for an unknown ``--card``, MissingError when there is no NVIDIA GPU or no catalog.
     """
     from fwman.core.errors import MissingError
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.upgrade.plan import build_upgrade_plan
     from fwman.gpu.inventory import find_card, scan_cards
 

@@ -372,7 +372,7 @@ def _self_signed(directory: Path) -> tuple[Path, Path]:
 def test_download_from_the_catalogs_https_url(tmp_path: Path) -> None:
     import ssl
 
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.ops.fetch import HttpOptions, fetch_image
     from fwman.host.live import LiveHost
 

@@ -105,20 +105,24 @@ def save_manifest(host: Host, manifest: Manifest) -> None:
 
 
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
-    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card."""
-    out: list[Finding] = []
+    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card.
+
+    Whether the dump is this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity
+    checks; a backup adds that it is a full ``nvflash --save`` dump of exactly the running version.
+    """
+    from fwman.firmware.verify.compatible import IDENTITY_IDS, check_compatible
+
+    out = [
+        f
+        for f in check_compatible(rom, card, None, catalog=False)
+        if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK
+    ]
 
     def bad(fid: str, message: str) -> None:
         out.append(Finding(id=fid, severity=Severity.BLOCK, message=message))
 
     if rom.kind is not RomKind.NVGI_DUMP:
         bad("backup.kind", f"not a full dump: {rom.kind.description}")
-    if rom.subsystem != card.subsystem:
-        bad("backup.subsystem", f"dump subsystem {rom.subsystem} is not the card's {card.subsystem}")
-    if rom.nvgi_subsystem is not None and rom.nvgi_subsystem != card.subsystem:
-        bad("backup.nvgi", f"NVGI header subsystem {rom.nvgi_subsystem} is not the card's {card.subsystem}")
-    if rom.device_id != card.device_id:
-        bad("backup.device", f"dump device {rom.device_id} is not the card's {card.device_id}")
     if rom.version is None:
         bad("backup.version", "dump has no readable version")
     elif expected_version is not None and rom.version != expected_version.upper():

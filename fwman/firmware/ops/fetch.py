@@ -24,8 +24,9 @@ from fwman import __version__
 from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
-from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
+from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
+from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -257,27 +258,16 @@ def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
 
 
 def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> list[Finding]:
-    """Return the catalog findings for ``data`` parsed as a ROM (subsystem, version, hash, status).
+    """Return the compatibility findings for ``data`` parsed as a ROM, before any card is known.
 
-    Raises ParseError (a VerificationError) when the bytes are not a VBIOS image.
+    The image kind, then the catalog's checks (subsystem, version, hash, status): see
+    :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
+    bytes are not a VBIOS image.
     """
-    from fwman.core.findings import Severity
     from fwman.firmware.rom.parse import parse_rom
+    from fwman.firmware.verify.compatible import check_compatible
 
-    rom = parse_rom(data)
-    findings = catalog_findings(rom, entry, override_md5)
-    if not rom.flashable:
-        findings.insert(
-            0,
-            Finding(
-                id="rom.kind",
-                severity=Severity.BLOCK,
-                message=f"this is a {rom.kind.value} image, not a full firmware image: it can never be flashed",
-                evidence={"kind": rom.kind.value, "size": str(rom.size)},
-                fix="use the vendor's update image or an `nvflash --save` dump",
-            ),
-        )
-    return findings
+    return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
 @dataclass

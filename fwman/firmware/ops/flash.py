@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
@@ -24,6 +25,9 @@ from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
 from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.firmware.catalog.load import CatalogEntry
 
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
 DOWNGRADE_FLAG = "--allow-downgrade"
@@ -45,7 +49,7 @@ class ImageSource:
 
     label: str
     data: bytes
-    catalog_entry: object | None = None  # fwman.firmware.catalog.model.CatalogEntry
+    catalog_entry: CatalogEntry | None = None
     override_md5: str | None = None
     restore_of: BackupEntry | None = None  # set for `fwman restore`: the manifest entry being put back
     dual_firmware_switch: bool | None = None
@@ -155,7 +159,7 @@ class Flasher:
 
     def image_gates(self, card: Card, source: ImageSource, rom: RomImage, staged: str) -> list[Finding]:
         """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware)."""
-        from fwman.firmware.verify.compatible import verify_image
+        from fwman.firmware.verify.compatible import check_compatible
 
         block = self.adapter_block(card)
         live = card.model_copy(
@@ -164,15 +168,10 @@ class Flasher:
         local = self.host.local_path(staged)
         board_id = self.image_board_id(local) if local else None
         entry = None if source.restore_of is not None else source.catalog_entry
-        findings = verify_image(rom, live, board_id=board_id)
-        if entry is not None:
-            from fwman.firmware.catalog.model import catalog_findings
-
-            findings.extend(catalog_findings(rom, entry, source.override_md5))  # type: ignore[arg-type]
-        elif source.restore_of is None:
-            from fwman.firmware.catalog.model import catalog_findings
-
-            findings.extend(catalog_findings(rom, None))
+        # a restore puts the card's own backup back: the catalog has no say over it
+        findings = check_compatible(
+            rom, live, entry, board_id=board_id, override_md5=source.override_md5, catalog=source.restore_of is None
+        )
         if source.restore_of is not None:
             findings.extend(self.restore_gates(card, source.restore_of, rom))
         if source.dual_firmware_switch:

@@ -20,9 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from fwman.core.errors import NotRecordedError
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.core.units import human_bytes
-from fwman.firmware.catalog.model import Board, Catalog, CatalogEntry, CatalogImage, ImageStatus, version_key
+from fwman.firmware.catalog.load import Catalog, CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
+from fwman.firmware.catalog.schema import Board, CatalogImage, ImageStatus
 from fwman.firmware.ops.fetch import cache_path
+from fwman.firmware.versions import Order, catalog_newer, compare
 from fwman.gpu.card import Card
 from fwman.gpu.kernel_modules import UNLOAD_ORDER
 from fwman.host.base import Host
@@ -175,8 +177,18 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
     if current == target.version:
         return "keep", None, f"already on {target.version}, the newest recommended image", status
     if running is None:
-        if version_key(current) > version_key(target.version):
+        order = compare(current, target.version)
+        if order is Order.NEWER:
             return "keep", None, f"runs {current}, newer than the catalog knows: left alone", status
+        if order is Order.SAME_BASE:
+            # the fifth field is the board maker's build code: without a catalog entry nothing says which is newer
+            return (
+                "keep",
+                None,
+                f"runs {current}, not in the catalog; it differs from {target.version} only in the build code: "
+                "left alone",
+                status,
+            )
         return "flash", target.version, f"{current} is not in the catalog; {target.version} is recommended", status
     if running.status is ImageStatus.WITHDRAWN:
         return (
@@ -187,7 +199,7 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
         )
     if running.status is ImageStatus.SUPERSEDED:
         return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
-    if version_key(current) < version_key(target.version):
+    if catalog_newer(target, running, board.images):
         return "flash", target.version, f"{target.version} is newer than {current}", status
     return "keep", None, f"{current} is {running.status.value}", status
 

@@ -16,7 +16,7 @@ from fwman.gpu.topo import TopoMatrix, parse_p2p_matrix, parse_topo_matrix
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
-    from fwman.firmware.catalog.model import Catalog
+    from fwman.firmware.catalog.load import Catalog
 
 TOPO_M = ("nvidia-smi", "topo", "-m")
 TOPO_P2P_READ = ("nvidia-smi", "topo", "-p2p", "r")
@@ -102,7 +102,7 @@ class Facts:
 
         def load() -> Catalog:
             try:
-                from fwman.firmware.catalog.model import load_catalog
+                from fwman.firmware.catalog.load import load_catalog
             except ImportError as e:
                 raise MissingError(f"the VBIOS catalog is not available in this fwman ({e})") from e
             return load_catalog(self.host)

@@ -83,7 +83,6 @@ def fetch(
     """
     from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.ops.fetch import HttpOptions, fetch_image
-    from fwman.host.live import LiveHost
 
     if app.is_replay:
         raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")
@@ -103,7 +102,6 @@ def fetch(
         entry,
         urls=urls,
         from_file=path,
-        file_host=LiveHost("/") if path else None,  # FILE is on this machine, also with --root
         expect_md5=expect_md5,
         md5_source=md5_source,
         options=options,

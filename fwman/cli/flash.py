@@ -14,11 +14,9 @@ from fwman.firmware.ops.flash import (
     Flasher,
     FlashOptions,
     FlashResult,
-    find_backup,
-    staged_source,
 )
 from fwman.firmware.ops.history import read_history
-from fwman.firmware.ops.images import backup_image, dual_switch, resolve_image, with_catalog
+from fwman.firmware.ops.images import backup_image, resolve_image, resume_source
 from fwman.firmware.ops.journal import Journal, Operation, OpState
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
@@ -224,12 +222,7 @@ def flash_resume(
     options = FlashOptions(reuse or op.backup_run, no_backup_bios_ok, allow_downgrade, timeout)
     flasher, cards = make_flasher(app, options, "fwman flash resume")
     card = find_card(cards, op.card or "")
-    source = staged_source(app.host, op)
-    if op.kind == "restore":
-        source.restore_of = find_backup(app.host, op.extra.get("backup", ""))
-        source.dual_firmware_switch = dual_switch(app.host, card)
-    else:
-        source = with_catalog(app.host, source)
+    source = resume_source(app.host, op, card)
     app.echo(
         f"resuming {op.id} ({op.kind} {op.card}) stopped at {op.current_step.name if op.current_step else '?'}",
         err=True,

@@ -7,7 +7,8 @@ from typing import Any
 
 from fwman.core.findings import Severity
 from fwman.firmware.catalog.load import load_catalog, load_directory
-from fwman.firmware.upgrade.plan import UpgradePlan, build_upgrade_plan
+from fwman.firmware.upgrade.model import UpgradePlan
+from fwman.firmware.upgrade.plan import build_upgrade_plan
 from fwman.gpu.card import Card
 from fwman.host.live import LiveHost
 from fwman.host.snapshot import SnapshotHost

@@ -28,6 +28,7 @@ from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file
 
 if TYPE_CHECKING:
     import requests
@@ -310,7 +311,6 @@ def fetch_image(
     *,
     urls: Sequence[str] = (),
     from_file: str | None = None,
-    file_host: Host | None = None,
     expect_md5: str | None = None,
     md5_source: str | None = None,
     options: HttpOptions | None = None,
@@ -319,8 +319,9 @@ def fetch_image(
 ) -> FetchResult:
     """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
 
-    ``from_file`` is read through ``file_host`` (default ``host``): the CLI passes the local machine, since a
-    hand-downloaded file is on the machine the user sits at, even with ``--root``.
+    ``from_file`` is read through the user-file door (:func:`fwman.host.userfiles.read_user_file`): a
+    hand-downloaded file is on the machine the user sits at, relative to the real working directory, even with
+    ``--root``.
 
     Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
     SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
@@ -353,11 +354,12 @@ def fetch_image(
     if from_file is not None:
         source = f"file {from_file}"
         try:
-            data = (file_host or host).read_bytes(from_file, limit=cap + 1)
+            data = read_user_file(from_file, max_bytes=cap)
         except MissingError as e:
             raise MissingError(e.message, hint="give the path of the image you downloaded") from e
-        if len(data) > cap:
-            raise VerificationError(f"{from_file}: larger than the {cap}-byte limit for {entry.ref}")
+        except UsageError as e:
+            # larger than the catalog's size (or the default cap), or no file at all: not the published image
+            raise VerificationError(e.message, hint=f"the limit for {entry.ref} is {cap} bytes") from e
     else:
         candidates = list(urls) or list(image.urls)
         if not candidates:

@@ -11,26 +11,23 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, find_nvflash, last_error
-from fwman.firmware.ops.backup import BackupEntry, backup_all, load_manifest, reuse_backups
+from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.history import HistoryRecord, append_history
+from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.ops.journal import Journal, Operation, OpState, now
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
-if TYPE_CHECKING:
-    from fwman.firmware.catalog.load import CatalogEntry
-
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
-DOWNGRADE_FLAG = "--allow-downgrade"
 
 
 class FlashFailed(VerificationError):
@@ -41,23 +38,6 @@ class Interrupted(FwmanError):
     """Ctrl-C honoured between steps (the write itself is never cut)."""
 
     exit_code = ExitCode.INTERRUPTED
-
-
-@dataclass
-class ImageSource:
-    """What to write: the bytes (already read), a label for people, and the catalog facts about it."""
-
-    label: str
-    data: bytes
-    catalog_entry: CatalogEntry | None = None
-    override_md5: str | None = None
-    restore_of: BackupEntry | None = None  # set for `fwman restore`: the manifest entry being put back
-    dual_firmware_switch: bool | None = None
-
-    @property
-    def sha256(self) -> str:
-        """Return the SHA-256 of the bytes."""
-        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass
@@ -496,29 +476,3 @@ class Flasher:
                 message=message,
             ),
         )
-
-
-def staged_source(host: Host, op: Operation) -> ImageSource:
-    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash).
-
-    Raises MissingError when the staged copy is gone, VerificationError when it changed.
-    """
-    path = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
-    try:
-        data = host.read_bytes(path)
-    except MissingError as e:
-        raise MissingError(f"the image of {op.id} is no longer staged at {path}", hint="start a new flash") from e
-    if hashlib.sha256(data).hexdigest() != op.image_sha256:
-        raise VerificationError(f"staged image {path} changed since {op.id} started")
-    return ImageSource(label=op.image or path, data=data)
-
-
-def find_backup(host: Host, path: str) -> BackupEntry:
-    """Return the manifest entry of backup file ``path``. Raises BlockedError when fwman did not record it."""
-    entry = load_manifest(host).find(path)
-    if entry is None:
-        raise BlockedError(
-            f"{path} is not a backup fwman recorded",
-            hint="restore takes only backups listed by `fwman backup list` (their hashes are in the manifest)",
-        )
-    return entry

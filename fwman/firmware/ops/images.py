@@ -7,17 +7,38 @@ catalog facts (entry, the owner's recorded vendor MD5, the board's second firmwa
 
 from __future__ import annotations
 
+import hashlib
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from fwman.core.errors import BlockedError, MissingError
-from fwman.firmware.ops.flash import ImageSource, find_backup
+from fwman.core import paths
+from fwman.core.errors import BlockedError, MissingError, VerificationError
+from fwman.firmware.ops.backup import BackupEntry, load_manifest
+from fwman.firmware.ops.journal import Operation
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 from fwman.host.userfiles import read_user_file
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog, CatalogEntry
+
+
+@dataclass
+class ImageSource:
+    """What to write: the bytes (already read), a label for people, and the catalog facts about it."""
+
+    label: str
+    data: bytes
+    catalog_entry: CatalogEntry | None = None
+    override_md5: str | None = None
+    restore_of: BackupEntry | None = None  # set for `fwman restore`: the manifest entry being put back
+    dual_firmware_switch: bool | None = None
+
+    @property
+    def sha256(self) -> str:
+        """Return the SHA-256 of the bytes."""
+        return hashlib.sha256(self.data).hexdigest()
 
 
 def _with_entry(source: ImageSource, entry: CatalogEntry | None) -> ImageSource:
@@ -115,3 +136,44 @@ def backup_image(host: Host, card: Card, path: str) -> ImageSource:
     return ImageSource(
         label=path, data=host.read_bytes(path), restore_of=entry, dual_firmware_switch=dual_switch(host, card)
     )
+
+
+def staged_source(host: Host, op: Operation) -> ImageSource:
+    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash).
+
+    Raises MissingError when the staged copy is gone, VerificationError when it changed.
+    """
+    path = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
+    try:
+        data = host.read_bytes(path)
+    except MissingError as e:
+        raise MissingError(f"the image of {op.id} is no longer staged at {path}", hint="start a new flash") from e
+    if hashlib.sha256(data).hexdigest() != op.image_sha256:
+        raise VerificationError(f"staged image {path} changed since {op.id} started")
+    return ImageSource(label=op.image or path, data=data)
+
+
+def find_backup(host: Host, path: str) -> BackupEntry:
+    """Return the manifest entry of backup file ``path``. Raises BlockedError when fwman did not record it."""
+    entry = load_manifest(host).find(path)
+    if entry is None:
+        raise BlockedError(
+            f"{path} is not a backup fwman recorded",
+            hint="restore takes only backups listed by `fwman backup list` (their hashes are in the manifest)",
+        )
+    return entry
+
+
+def resume_source(host: Host, op: Operation, card: Card) -> ImageSource:
+    """Return the image an unfinished flash or restore ``op`` of ``card`` writes, with its facts again.
+
+    A restore gets its backup's manifest entry back (its gates accept only the card's own backup); a flash gets
+    the catalog entry its bytes are. Raises MissingError / VerificationError as :func:`staged_source`,
+    BlockedError when a restore's backup is no longer recorded.
+    """
+    source = staged_source(host, op)
+    if op.kind == "restore":
+        source.restore_of = find_backup(host, op.extra.get("backup", ""))
+        source.dual_firmware_switch = dual_switch(host, card)
+        return source
+    return with_catalog(host, source)

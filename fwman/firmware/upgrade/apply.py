@@ -19,12 +19,9 @@ from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
 from fwman.firmware.ops.images import catalog_image
 from fwman.firmware.ops.journal import Journal, OpState, now
-from fwman.firmware.upgrade.plan import UpgradePlan
+from fwman.firmware.upgrade.model import LEGACY_BAR1, UpgradePlan
 from fwman.gpu.card import Card
 from fwman.host.base import Host
-
-#: BAR1 of a card without Resizable BAR (the 256 MiB window): more than this means ReBAR is in effect
-LEGACY_BAR1 = 256 * 1024 * 1024
 
 
 @dataclass

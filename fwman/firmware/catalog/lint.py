@@ -13,6 +13,7 @@ from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
     INDEX_NAME,
     MAX_BOARD_FILE,
+    SIG_NAME,
     Board,
     ImageStatus,
     error_location,
@@ -20,6 +21,7 @@ from fwman.firmware.catalog.schema import (
     load_toml,
     parse_index,
 )
+from fwman.firmware.catalog.signing import TrustedKey, verify_index
 
 
 class LintIssue(BaseModel):
@@ -191,3 +193,20 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
                     message=f"{rel} changed since the index was signed: re-sign",
                 )
             )
+
+
+def lint_signature(path: Path, keys: list[TrustedKey]) -> tuple[list[LintIssue], TrustedKey | None]:
+    """Return (the signature's problems, the trusted key that signed the index) of the catalog directory ``path``.
+
+    No index: nothing to check (``lint_directory`` already warns). An index without ``index.json.sig``, or a
+    signature no key in ``keys`` verifies, is an error. Never raises for a bad catalog.
+    """
+    index, sig = path / INDEX_NAME, path / SIG_NAME
+    if not index.is_file():
+        return [], None
+    if not sig.is_file():
+        return [LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")], None
+    try:
+        return [], verify_index(index.read_bytes(), sig.read_bytes(), keys)
+    except VerificationError as e:
+        return [LintIssue(level="error", file=SIG_NAME, where="", message=e.message)], None

@@ -210,3 +210,18 @@ def make_index(directory: Path, date: str, serial: int | None = None) -> bytes:
             IndexFile(path=f"{BOARDS_DIR}/{path.name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
         )
     return CatalogIndex(serial=serial, date=date, files=files).to_json()
+
+
+def sign_directory(local: Host, directory: Path, key: Ed25519PrivateKey, date: str, serial: int | None = None) -> bytes:
+    """Write a new ``index.json`` (:func:`make_index`) and its signature into catalog ``directory``; return the index.
+
+    ``local`` is the machine the maintainer's working tree is on (never a ``--root`` or snapshot). Raises as
+    :func:`make_index`; OSError when the files cannot be written.
+    """
+    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME
+
+    index_bytes = make_index(directory, date, serial)
+    sig_bytes = sign_index(index_bytes, key)
+    local.write_bytes(str(directory / INDEX_NAME), index_bytes)
+    local.write_bytes(str(directory / SIG_NAME), sig_bytes)
+    return index_bytes

@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.runner import NvflashTool, last_error
+from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
@@ -130,6 +130,18 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     if card.vbios_version and rom.version and rom.version != card.vbios_version.upper():
         bad("backup.version", f"dump version {rom.version} is not the inventory's {card.vbios_version}")
     return out
+
+
+def require_backup_host(host: Host, euid: int) -> None:
+    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded.
+
+    Raises BlockedError naming what is in the way.
+    """
+    if euid != 0:
+        raise BlockedError("fwman backup needs root (nvflash reads the EEPROM as root)", hint="run with sudo")
+    bad = blocking(driver_findings(host))
+    if bad:
+        raise BlockedError(bad[0].message, hint=bad[0].fix)
 
 
 def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEntry:

@@ -108,17 +108,15 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 10de:2204:3842:3982 --json
     """
     from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.catalog.overrides import find_override, load_overrides
 
     cat = load_catalog(app.host)
     b = cat.find_board(board)
-    overrides = load_overrides(app.host)
+    entries = cat.board_entries(b)
     if as_json:
         images = []
-        for i in b.images_newest_first():
-            data = _image_json(i)
-            o = find_override(overrides, b.key, i.version)
-            data["local_override"] = o.model_dump(mode="json") if o else None
+        for e in entries:
+            data = _image_json(e.image)
+            data["local_override"] = e.override.model_dump(mode="json") if e.override else None
             images.append(data)
         recommended = b.recommended()
         app.emit_json(
@@ -147,11 +145,11 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
     if info.notes:
         app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
     recommended = b.recommended()
-    for i in b.images_newest_first():
+    for e in entries:
+        i, o = e.image, e.override
         mark = "  <- recommended" if recommended and i.version == recommended.version else ""
         app.echo("")
         app.echo(f"  {app.style(i.version, bold=True)}  {_status_text(app, i.status.value)}{mark}")
-        o = find_override(overrides, b.key, i.version)
         lines = [
             ("reason", i.status_reason),
             ("status date", i.status_date),

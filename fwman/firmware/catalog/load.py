@@ -97,9 +97,13 @@ class Catalog:
             raise UsageError(f"{board.subsystem} has no image {version}", hint=f"known versions: {versions}")
         return self._entry(board, image)
 
+    def board_entries(self, board: Board) -> list[CatalogEntry]:
+        """Return ``board``'s images as entries (with the host's recorded vendor MD5s), newest first."""
+        return [self._entry(board, i) for i in board.images_newest_first()]
+
     def entries(self) -> list[CatalogEntry]:
         """Return every (board, image) pair, boards in key order, images newest first."""
-        return [self._entry(b, i) for b in sorted(self.boards, key=lambda b: b.key) for i in b.images_newest_first()]
+        return [e for b in sorted(self.boards, key=lambda b: b.key) for e in self.board_entries(b)]
 
     def describe(self) -> str:
         """Return one line saying which catalog this is."""

@@ -56,6 +56,10 @@ class BackupEntry(BaseModel):
     chain_sha256: str
     nvflash_version: str | None = None
 
+    def is_of(self, card: Card) -> bool:
+        """Return True when this backup was taken from ``card`` (same PCI location and subsystem)."""
+        return self.card == card.bus_id and self.subsystem == card.subsystem
+
 
 class Manifest(BaseModel):
     """Every backup fwman stored on this host."""

@@ -177,7 +177,7 @@ class Flasher:
     def restore_gates(self, card: Card, entry: BackupEntry, rom: RomImage) -> list[Finding]:
         """Return the findings for putting backup ``entry`` back onto ``card``: only the card's own backup."""
         out: list[Finding] = []
-        if entry.card != card.bus_id or entry.subsystem != card.subsystem:
+        if not entry.is_of(card):
             out.append(
                 Finding(
                     id="restore.owner",

@@ -128,7 +128,7 @@ def backup_image(host: Host, card: Card, path: str) -> ImageSource:
     Raises BlockedError when fwman did not record ``path`` or it belongs to another card.
     """
     entry = find_backup(host, path)
-    if entry.card != card.bus_id or entry.subsystem != card.subsystem:
+    if not entry.is_of(card):  # refused before any backup is taken; the flash gates check it again
         raise BlockedError(
             f"{path} belongs to card {entry.card} ({entry.subsystem}), not {card.bus_id} ({card.subsystem})",
             hint=f"restore {card.bus_id} from its own backups (fwman backup list)",

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError, MissingError
+from fwman.core.errors import BlockedError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
@@ -19,6 +19,17 @@ if TYPE_CHECKING:
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
 SEVERITY_COLOURS = {"ok": "green", "info": "blue", "warn": "yellow", "block": "red"}
+
+
+def _read_image(path: str) -> bytes:
+    """Return the bytes of the image file the user named. Raises MissingError; VerificationError when too large.
+
+    A file far larger than any VBIOS is "not a readable VBIOS" (exit 4, as documented), not a usage error.
+    """
+    try:
+        return read_user_file(path, max_bytes=MAX_IMAGE_BYTES)
+    except UsageError as e:
+        raise VerificationError(e.message) from e
 
 
 def rom_json(image: RomImage) -> dict[str, Any]:
@@ -143,7 +154,7 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
 
     Exit 4 when FILE is not a VBIOS image fwman can read (the error names the field and offset).
     """
-    image = parse_rom(read_user_file(file, max_bytes=MAX_IMAGE_BYTES))
+    image = parse_rom(_read_image(file))
     if as_json:
         app.emit_json("rom.inspect", {"file": file, "image": rom_json(image)})
         return
@@ -203,7 +214,7 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     from fwman.firmware.verify.compatible import check_compatible
     from fwman.gpu.inventory import find_card, require_cards
 
-    image = parse_rom(read_user_file(file, max_bytes=MAX_IMAGE_BYTES))
+    image = parse_rom(_read_image(file))
     card = find_card(require_cards(app.host), bus)
     entry, no_catalog = _catalog_entry(app, image, card.device_id)
     findings = check_compatible(image, card, entry, board_id=board_id, catalog=no_catalog is None)

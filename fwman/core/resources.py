@@ -1,5 +1,5 @@
-"""The bundled-data door: where fwman's own data lives (the curated catalog, the host hooks, the trusted keys),
-and the one place that reads those files.
+"""The bundled-data door: where fwman's own data lives (the curated catalog, the host hooks, the catalog signing
+keys), and the one place that reads those files.
 
 In a source tree or an editable install the catalog and hooks are the top-level ``catalog/`` and ``hooks/``
 directories next to the package; a wheel installs them as data files under ``<prefix>/share/fwman/``
@@ -16,7 +16,7 @@ from pathlib import Path
 from fwman.core.errors import MissingError
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # fwman/core/resources.py -> fwman/
-_SOURCE_TREE = _PACKAGE.parent  # the source tree (or site-packages)
+_SOURCE_TREE = _PACKAGE.parent  # the source tree (or site-packages, where bundled() looks under sys.prefix)
 
 
 def bundled(name: str) -> Path:
@@ -31,9 +31,9 @@ def bundled(name: str) -> Path:
     return Path(sys.prefix) / "share" / "fwman" / name
 
 
-def package_data(name: str) -> Path:
-    """Return the path of package data ``name`` inside the installed ``fwman`` package (e.g. ``"keys"``)."""
-    return _PACKAGE / name
+def bundled_keys() -> Path:
+    """Return the directory of the catalog signing public keys that ship inside the package (``fwman/keys``)."""
+    return _PACKAGE / "keys"
 
 
 def read_data(path: Path, limit: int | None = None) -> bytes:

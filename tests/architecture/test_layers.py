@@ -61,8 +61,6 @@ ALLOWED: dict[str, str] = {
     "fwman.driver.build.lock files": "flock needs a real file descriptor; a Host has no lock primitive",
     "fwman.core.actions imports fwman.host": "changes made through a Host belong in host/: move the file to "
     "fwman/host/actions.py once the driver work on it has landed (issue 13)",
-    "fwman.cli.flash files": TEMPORARY,  # the image file the user names: fwman.host.userfiles.read_user_file
-    "fwman.cli.rom files": TEMPORARY,  # likewise
 }
 
 # -- what counts as an effect ----------------------------------------------------------------------------------

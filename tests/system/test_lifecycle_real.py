@@ -114,7 +114,8 @@ def test_initramfs_with_stock_modules_is_found_and_regenerated(tmp_path: Path, b
     wrapper.write_text(
         "#!/bin/sh\n"
         '[ "$1" = -u ] && [ "$2" = -k ] || exit 2\n'
-        f'FWMAN_TEST_MODULES={root}/lib/modules/"$3"/updates exec mkinitramfs -d {conf} -o {root}/boot/initrd.img-"$3" "$3"\n'
+        f'FWMAN_TEST_MODULES={root}/lib/modules/"$3"/updates \\\n'
+        f'  exec mkinitramfs -d {conf} -o {root}/boot/initrd.img-"$3" "$3"\n'
     )
     wrapper.chmod(0o755)
     live = LiveHost(str(root), env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})

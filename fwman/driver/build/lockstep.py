@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fwman.core.errors import BlockedError, FwmanError
-from fwman.host.base import Host
+from fwman.core.errors import BlockedError
 
 NVML_MISMATCH = "Driver/library version mismatch"
 
@@ -46,29 +45,6 @@ class Lockstep:
 def check(target: str | None, found: dict[str, list[str]]) -> Lockstep:
     """Return the lockstep verdict for ``target`` against ``found`` (pure)."""
     return Lockstep(target, {w: sorted(set(v)) for w, v in found.items()})
-
-
-def gather(host: Host, target: str | None) -> Lockstep:
-    """Return the verdict for ``target`` against the host's user space and every readable container's."""
-    from fwman.reports.audit.read import read_containers
-    from fwman.reports.audit.userspace import scan_userspace
-
-    unreadable: list[str] = []
-    found: dict[str, list[str]] = {}
-    try:
-        host_us = scan_userspace(host, "/", run_smi=False)
-        found["host"] = sorted(host_us.versions())
-    except FwmanError as e:
-        unreadable.append(f"host user space: {e.message}")
-    try:
-        for audit, _us in read_containers(host, [], unreadable):
-            if audit.state == "read":
-                found[f"container {audit.name}"] = sorted(audit.versions)
-    except FwmanError as e:
-        unreadable.append(f"containers: {e.message}")
-    verdict = check(target, found)
-    verdict.unreadable = unreadable
-    return verdict
 
 
 def refuse_unless_forced(verdict: Lockstep, force: bool) -> str | None:

@@ -6,11 +6,31 @@ the audit's readers (reports sit above driver, so the gathering lives here).
 
 from __future__ import annotations
 
-from fwman.core.errors import FwmanError
+import re
+
+from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build.lockstep import Lockstep, check
+from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
 from fwman.reports.audit.read import read_containers
 from fwman.reports.audit.userspace import scan_userspace
+
+
+def target_version(host: Host, branch: str | None, source_dir: str | None) -> str | None:
+    """Return the driver version a build produces: the P2P branch name's, else the local tree's version.mk."""
+    version = parse_p2p_branch(branch) if branch else None
+    if version is not None:
+        return str(version)
+    if source_dir:
+        for rel in ("version.mk", "utils.mk"):
+            path = f"{source_dir.rstrip('/')}/{rel}"
+            try:
+                m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
+            except MissingError:
+                continue
+            if m:
+                return m.group(1)
+    return None
 
 
 def gather(host: Host, target: str | None) -> Lockstep:

@@ -113,7 +113,11 @@ def _render_boot(app: AppContext, check: Any) -> None:
 @click.option("--fork", metavar="F", help="Fork: a configured name (aikitoria), owner/name on GitHub, or a git URL.")
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
 @click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
-@click.option("--force", is_flag=True, help="Retry a (commit, kernel) whose build failed before.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Retry a (commit, kernel) whose build failed before; build a version the user space does not match.",
+)
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
 @json_option
 @common_options
@@ -178,6 +182,7 @@ def build(
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
     say = _say(app)
+    _check_lockstep(app, spec, force)
     results: list[dict[str, Any]] = []
     outcomes = []
     with module_lock(host):
@@ -198,7 +203,10 @@ def build(
                 newer = newer_branches(host, outcome.source) if outcome.source else []
             elif not as_json:
                 app.echo(outcome.message)
-            results.append(_outcome_dict(outcome, newer))
+            entry = _outcome_dict(outcome, newer)
+            if outcome.status == "built":
+                entry["initramfs"] = _refresh_initramfs(app, kver)
+            results.append(entry)
         check = boot.ensure_safe_boot(host, say)
     if as_json:
         app.emit_json("modules-build", {"kernels": results, "boot": _boot_dict(check)})
@@ -213,6 +221,30 @@ def build(
     if first.status == "pending":
         raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
     raise VerificationError(first.message, hint="see the report above and the build log")
+
+
+def _check_lockstep(app: AppContext, spec: Any, force: bool) -> None:
+    """Refuse (BlockedError) a build whose driver version differs from the host's or a container's user space."""
+    from fwman.app.lockstep import gather, target_version
+    from fwman.driver.build.lockstep import refuse_unless_forced
+
+    warning = refuse_unless_forced(gather(app.host, target_version(app.host, spec.branch, spec.source_dir)), force)
+    if warning:
+        app.echo(app.style(warning, fg="yellow", bold=True), err=True)
+
+
+def _refresh_initramfs(app: AppContext, kver: str) -> dict[str, Any] | None:
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules that are not the new ones; return its state."""
+    from fwman.core.actions import apply_all
+    from fwman.driver.boot.initramfs import RegenerateInitramfs, inspect
+
+    action = RegenerateInitramfs(kver)
+    try:
+        apply_all(app.host, [action], _say(app))
+    except FwmanError as e:
+        app.echo(app.style(f"WARNING: {kver}: {e.message}", fg="red", bold=True), err=True)
+    state = action.after or inspect(app.host, kver)
+    return state.to_dict() if state.path else None
 
 
 def _boot_dict(check: Any) -> dict[str, Any] | None:
@@ -260,9 +292,17 @@ def status(app: AppContext, as_json: bool) -> None:
         dkms_error = None
     except FwmanError as e:
         dkms_entries, dkms_error = [], e.message
+    from fwman.driver.boot.initramfs import inspect as inspect_initramfs
+    from fwman.driver.headers import advise_host
+    from fwman.driver.kmod.secureboot import read_state
+    from fwman.driver.userspace_hold import read_status as hold_status
+
+    secure_boot = read_state(host)
     rows: list[dict[str, Any]] = []
     for kver in kernels:
         safety = boot.kernel_safety(host, kver)
+        initrd = inspect_initramfs(host, kver)
+        advice = advise_host(host, kver)
         try:
             manifest = load_manifest(host, kver)
         except ParseError:
@@ -286,10 +326,14 @@ def status(app: AppContext, as_json: bool) -> None:
                 "safe_to_boot": safety.safe,
                 "why": safety.reason,
                 "next_boot": kver == default.kver,
+                "headers_package": advice.package,
+                "initramfs": initrd.to_dict() if initrd.path else None,
+                "initramfs_summary": initrd.summary(),
             }
         )
     pin = boot.read_pin(host)
     spec = load_source_spec(host)
+    hold_doc = hold_status(host, simulate=False).to_dict()
     payload = {
         "kernels": rows,
         "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
@@ -298,6 +342,8 @@ def status(app: AppContext, as_json: bool) -> None:
         else {"kernel": pin.kernel, "avoided": pin.avoided, "reason": pin.reason, "method": pin.method, "at": pin.at},
         "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
         "dkms_error": dkms_error,
+        "secure_boot": secure_boot.to_dict(),
+        "userspace_hold": hold_doc,
     }
     if as_json:
         app.emit_json("modules-status", payload)
@@ -331,10 +377,60 @@ def status(app: AppContext, as_json: bool) -> None:
     for r in rows:
         for c in r["dkms_conflict"]:
             app.echo(app.style(f"DKMS: {r['kernel']}: {c} (run `fwman dkms block`)", fg="yellow"))
+    for r in rows:
+        if not r["headers"]:
+            app.echo(f"headers for {r['kernel']}: apt install {r['headers_package']}")
+        if r["initramfs"] and (r["initramfs"]["problem"] or r["initramfs"]["error"]):
+            app.echo(app.style(f"initramfs of {r['kernel']}: {r['initramfs_summary']}", fg="red", bold=True))
+    _render_secure_boot(app, secure_boot.to_dict())
+    hold: dict[str, Any] = hold_doc
+    held = "held by fwman" if hold["held"] else "not held (`fwman userspace hold`)"
+    if hold["installed"]:
+        app.echo(f"NVIDIA user space: {len(hold['installed'])} packages, {held}")
+    for line in hold["warnings"]:
+        app.echo(app.style(f"WARNING: {line}", fg="yellow"))
     if spec is None:
         app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
     if dkms_error:
         app.echo(f"note: dkms status failed: {dkms_error}", err=True)
+
+
+def _render_secure_boot(app: AppContext, sb: dict[str, Any]) -> None:
+    state = {True: "on", False: "off", None: "unknown"}[sb["enabled"]]
+    line = f"Secure Boot: {state} ({sb['source']})"
+    if sb["cert"]:
+        line += f"; fwman's signing key: {sb['key']}"
+    bad = sb["enforcing"] and sb["key"] in ("pending", "not-enrolled")
+    app.echo(app.style(line, fg="red", bold=True) if bad else line)
+    if bad:
+        app.echo("  enrollment steps: `fwman modules keygen` prints them (the key stays, --force not needed)")
+
+
+@modules.command()
+@click.option("--kernel", "kver", required=True, metavar="KVER", help="The kernel release that was removed.")
+@click.option("--from", "origin", type=click.Choice(["postrm", "kernel-install", "manual"]), default="manual")
+@common_options
+@pass_app
+def forget(app: AppContext, kver: str, origin: str) -> None:
+    """Drop fwman's state for a removed kernel and keep the next boot safe (what the removal hooks run).
+
+    Removes the kernel's manifest, failure and pending markers, fwman's stored and installed copies of its
+    modules, its build tree, and an object-cache entry no remaining kernel uses. When fwman's boot pin pointed
+    at the kernel it is released and another safe kernel pinned, or it says loudly that none is left.
+    Always exits 0: a kernel removal must never fail over it.
+
+    \b
+    Examples:
+      fwman modules forget --kernel 6.1.0-47-amd64
+    """
+    from fwman.driver.hooks.removal import forget_kernel
+
+    _require_root(app)
+    say = _say(app)
+    summary = forget_kernel(app.host, kver, say)
+    if not summary.removed and not summary.problems:
+        say(f"fwman had no state for {kver}")
+    _render_boot(app, summary.boot)
 
 
 @modules.command()
@@ -377,7 +473,12 @@ def catchup(app: AppContext, force: bool) -> None:
 
 @modules.command(hidden=True)
 @click.option("--kernel", "kver", required=True, metavar="KVER")
-@click.option("--from", "origin", type=click.Choice(["postinst", "header_postinst", "manual"]), default="manual")
+@click.option(
+    "--from",
+    "origin",
+    type=click.Choice(["postinst", "header_postinst", "kernel-install", "manual"]),
+    default="manual",
+)
 @common_options
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
@@ -425,8 +526,16 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
     key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
     app.echo(f"signing key:  {key.key}")
     app.echo(f"certificate:  {key.cert} (DER)")
-    app.echo("enroll it (once), then reboot and confirm in the MOK manager:")
-    app.echo(f"  mokutil --import {key.cert}")
+    from fwman.driver.kmod.secureboot import enrollment_steps, read_state
+
+    state = read_state(app.host)
+    enabled = {True: "on", False: "off", None: "unknown"}[state.enabled]
+    app.echo(f"Secure Boot: {enabled} ({state.source}); this certificate: {state.key_state}")
+    if state.key_state != "enrolled":
+        app.echo("enroll it as a Machine Owner Key (once per machine):")
+        local = app.host.local_path(key.cert) or key.cert
+        for line in enrollment_steps(local):
+            app.echo(f"  {line}")
     app.echo("modules built from now on are signed; rebuild the current ones with `fwman modules build --all`")
 
 

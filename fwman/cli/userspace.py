@@ -51,7 +51,9 @@ def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
 
     st = read_status(app.host, simulate=not no_simulate)
     if as_json:
-        app.emit_json("userspace-status", st.to_dict())
+        payload = st.to_dict()
+        payload.pop("schema")  # nested (modules status, audit) it names its version; here the envelope does
+        app.emit_json("userspace-status", payload)
         return
     if st.installed is None:
         app.echo("dpkg is not installed here: nothing apt could hold")

@@ -295,3 +295,46 @@ def test_forget_kernel_drops_state_and_never_raises(tmp_path: Path) -> None:
     assert summary.problems and "no working patched modules" in summary.problems[0]  # 6.1.0-53 has none: loud
     assert json.loads(json.dumps(summary.removed))
     assert forget_kernel(LiveHost(str(tmp_path)), "../etc").problems == ["not a kernel release: '../etc'"]
+
+
+# -- the removal hook and the kernel-install plugin never fail what they hook into ------------------------
+@pytest.mark.parametrize(
+    ("template", "argv", "body", "rc", "said"),
+    [
+        ("kernel-postrm", ["6.1.0-53-amd64", "/boot/vmlinuz"], "exit 1", 0, "the removal goes on"),
+        (
+            "kernel-postrm",
+            ["6.1.0-53-amd64"],
+            'echo "args: $*" >&2',
+            0,
+            "modules forget --kernel 6.1.0-53-amd64 --from postrm",
+        ),
+        (
+            "kernel-install-plugin",
+            ["add", "6.1.0-53-amd64", "/e", "/k"],
+            'echo "args: $*" >&2',
+            0,
+            "modules hook --kernel 6.1.0-53-amd64 --from kernel-install",
+        ),
+        ("kernel-install-plugin", ["add", "6.1.0-53-amd64", "/e", "/k"], "exit 3", 1, ""),
+        ("kernel-install-plugin", ["add", "6.1.0-53-amd64", "/e", "/k"], "exit 5", 0, "kernel-install goes on"),
+        ("kernel-install-plugin", ["remove", "6.1.0-53-amd64", "/e"], "exit 1", 0, "kernel-install goes on"),
+        ("kernel-install-plugin", ["inspect", "6.1.0-53-amd64"], "exit 1", 0, ""),
+    ],
+)
+def test_removal_and_plugin_templates(
+    tmp_path: Path, template: str, argv: list[str], body: str, rc: int, said: str
+) -> None:
+    import subprocess
+
+    from fwman.driver.hooks.run import templates_dir
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    script = tmp_path / template
+    script.write_text((templates_dir() / template).read_text().replace("@PYTHON@", str(python)))
+    script.chmod(0o755)
+    proc = subprocess.run([str(script), *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert (proc.returncode, proc.stdout) == (rc, "")
+    assert said in proc.stderr

@@ -292,6 +292,12 @@ def prepare_tree(host: Host, source: Source, kver: str) -> str:
     return tree
 
 
+def _headers_package(host: Host, kver: str) -> str:
+    from fwman.driver.headers import advise_host
+
+    return advise_host(host, kver).package
+
+
 def compile_for_kernel(
     host: Host, source: Source, kver: str, report: Report = _nothing, jobs: int | None = None
 ) -> CompileResult:
@@ -304,7 +310,7 @@ def compile_for_kernel(
     if not headers_present(host, kver):
         raise MissingError(
             f"no headers for kernel {kver} (/lib/modules/{kver}/build/include is missing)",
-            hint=f"install the headers package (Debian: linux-headers-{kver}, Proxmox: proxmox-headers-{kver})",
+            hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id, compiler)
@@ -480,8 +486,14 @@ def update_kernel(
     from fwman.driver.kmod.kofile import read_module
 
     if not headers_present(host, kver):
-        message = f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending"
-        write_marker(host, pending_path(kver), Marker(kver, "no headers"))
+        from fwman.driver.headers import advise_host
+
+        advice = advise_host(host, kver)
+        message = (
+            f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending; "
+            f"install them: {advice.install_hint()}"
+        )
+        write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
     try:
         source = resolve_source(host, spec, report, fetch=fetch)

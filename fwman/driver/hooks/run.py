@@ -56,14 +56,18 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     """Return {host path: content} of the files ``fwman hooks install`` writes (``@PYTHON@`` substituted)."""
     directory = templates_dir()
     python = python or python_for_hooks()
-    hook = read_data(directory / "kernel-postinst").decode().replace("@PYTHON@", python).encode()
-    unit = read_data(directory / paths.CATCHUP_UNIT_NAME).decode().replace("@PYTHON@", python).encode()
-    script = read_data(directory / "fwman-catchup").decode().replace("@PYTHON@", python).encode()
+
+    def template(name: str) -> bytes:
+        return read_data(directory / name).decode().replace("@PYTHON@", python).encode()
+
+    hook = template("kernel-postinst")
     return {
         paths.POSTINST_HOOK: hook,
         paths.HEADER_POSTINST_HOOK: hook,
-        paths.CATCHUP_UNIT: unit,
-        paths.CATCHUP_SCRIPT: script,
+        paths.POSTRM_HOOK: template("kernel-postrm"),
+        paths.KERNEL_INSTALL_PLUGIN: template("kernel-install-plugin"),
+        paths.CATCHUP_UNIT: template(paths.CATCHUP_UNIT_NAME),
+        paths.CATCHUP_SCRIPT: template("fwman-catchup"),
     }
 
 
@@ -73,6 +77,8 @@ def install_actions(python: str | None = None) -> list[Action]:
     actions: list[Action] = [
         WriteFile(paths.POSTINST_HOOK, files[paths.POSTINST_HOOK], 0o755),
         WriteFile(paths.HEADER_POSTINST_HOOK, files[paths.HEADER_POSTINST_HOOK], 0o755),
+        WriteFile(paths.POSTRM_HOOK, files[paths.POSTRM_HOOK], 0o755),
+        WriteFile(paths.KERNEL_INSTALL_PLUGIN, files[paths.KERNEL_INSTALL_PLUGIN], 0o755),
         WriteFile(paths.CATCHUP_SCRIPT, files[paths.CATCHUP_SCRIPT], 0o755),
         WriteFile(paths.CATCHUP_UNIT, files[paths.CATCHUP_UNIT], 0o644),
         Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT),
@@ -86,6 +92,8 @@ def remove_actions() -> list[Action]:
         RemoveFile(paths.CATCHUP_UNIT_WANTS),
         RemoveFile(paths.CATCHUP_UNIT),
         RemoveFile(paths.CATCHUP_SCRIPT),
+        RemoveFile(paths.KERNEL_INSTALL_PLUGIN),
+        RemoveFile(paths.POSTRM_HOOK),
         RemoveFile(paths.HEADER_POSTINST_HOOK),
         RemoveFile(paths.POSTINST_HOOK),
     ]
@@ -144,13 +152,20 @@ def status(host: Host) -> HooksStatus:
         expected = rendered()
     except MissingError:
         expected = {}
-    for path in (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.CATCHUP_SCRIPT, paths.CATCHUP_UNIT):
+    for path in (
+        paths.POSTINST_HOOK,
+        paths.HEADER_POSTINST_HOOK,
+        paths.POSTRM_HOOK,
+        paths.KERNEL_INSTALL_PLUGIN,
+        paths.CATCHUP_SCRIPT,
+        paths.CATCHUP_UNIT,
+    ):
         present = host.exists(path)
         current = present and path in expected and host.read_bytes(path) == expected[path]
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
         result.files.append(HookFileState(path, present, current, note))
     result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
-    for directory in ("/etc/kernel/postinst.d", "/etc/kernel/header_postinst.d"):
+    for directory in ("/etc/kernel/postinst.d", "/etc/kernel/header_postinst.d", "/etc/kernel/postrm.d"):
         if host.is_dir(directory):
             result.order[directory] = sorted(host.listdir(directory))
     return result

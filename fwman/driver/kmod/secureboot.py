@@ -117,7 +117,8 @@ class SecureBootState:
 
 
 def _mokutil(host: Host, *args: str) -> str | None:
-    if host.which("mokutil") is None:
+    # mokutil reads the running machine's EFI variables: on a temp root it would answer for the wrong machine
+    if host.local_path("/") != "/" or host.which("mokutil") is None:
         return None
     try:
         result = host.run(["mokutil", *args], timeout=30)

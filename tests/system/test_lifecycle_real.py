@@ -248,6 +248,8 @@ def test_kernel_install_and_postrm_hooks_share_the_code_path(tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     assert not (root / "var/lib/fwman/modules/6.1.0-53-amd64.pending").exists()
     assert "6.1.0-53-amd64 removed: dropped" in r.stderr
+    assert "no working patched modules" in r.stderr  # 6.1.0-50 has none either: said loudly, still exit 0
+    assert not (root / "lib/modules/6.1.0-53-amd64").exists()  # only empty directories were pruned
     r = subprocess.run(
         [
             "run-parts",
@@ -262,4 +264,116 @@ def test_kernel_install_and_postrm_hooks_share_the_code_path(tmp_path: Path) -> 
     )
     assert r.returncode == 0, r.stderr
     assert not (root / "var/lib/fwman/modules/6.1.0-50-amd64.pending").exists()
-    assert "no working patched modules" in r.stderr  # nothing safe is left: said loudly, removal still exits 0
+    assert "6.1.0-50-amd64 removed: dropped" in r.stderr
+
+
+# -- Secure Boot and the initramfs decide "safe to boot" (status, check-boot) ------------------------------
+KVER = "6.1.0-50-amd64"
+
+
+def _verified_kernel(root: Path) -> bytes:
+    """Install fwman's modules for KVER in ``root`` the way a build does (real depmod); return nvidia.ko."""
+    from fwman.driver.build.install import install_modules, run_depmod
+    from fwman.driver.build.manifest import write_manifest
+
+    host = LiveHost(str(root))
+    (root / f"lib/modules/{KVER}").mkdir(parents=True)
+    built = {n: build_module(nvidia_tags("570.86.16", KVER, name=n)) for n in ("nvidia", "nvidia-uvm")}
+    entries = install_modules(host, KVER, built)
+    run_depmod(host, KVER)
+    write_manifest(host, Manifest(KVER, "aikitoria", "570.86.16-p2p", "b" * 40, entries, "2026-12-01T10:00:00+00:00"))
+    return built["nvidia"]
+
+
+def test_secure_boot_and_initramfs_count_in_check_boot(tmp_path: Path) -> None:
+    require_tools("depmod")
+    root = tmp_path / "root"
+    ours = _verified_kernel(root)
+    run = FwmanEnv()
+    r = run("modules", "check-boot", "--json", "--root", str(root))
+    assert r.code == 0, r.stdout + r.stderr
+    # Secure Boot on (the EFI variable as efivarfs shows it: attributes NV|BS|RT, then 1), modules unsigned
+    var = root / "sys/firmware/efi/efivars" / "SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+    var.parent.mkdir(parents=True)
+    var.write_bytes(b"\x06\x00\x00\x00\x01")
+    r = run("modules", "check-boot", "--root", str(root))
+    assert r.code == 4 and "Secure Boot is on and the modules are unsigned" in r.stdout
+    doc = run("modules", "status", "--json", "--root", str(root)).json()
+    assert doc["secure_boot"]["schema"] == "fwman.secureboot/1"
+    assert (doc["secure_boot"]["enabled"], doc["secure_boot"]["source"]) == (True, "efivars")
+    assert doc["kernels"][0]["safe_to_boot"] is False
+    var.write_bytes(b"\x06\x00\x00\x00\x00")
+    assert run("modules", "check-boot", "--root", str(root)).code == 0
+    # an initramfs (real cpio, newc, gzip) carrying a stock nvidia.ko: the patch is lost at boot
+    stage = tmp_path / "initrd" / f"usr/lib/modules/{KVER}/kernel/drivers/video"
+    stage.mkdir(parents=True)
+    (stage / "nvidia.ko").write_bytes(
+        build_module(nvidia_tags("570.86.16", KVER, srcversion="STOCKSTOCKSTOCKSTOCK000"))
+    )
+    names = subprocess.run(["find", "."], cwd=tmp_path / "initrd", capture_output=True, text=True, check=True).stdout
+    archive = subprocess.run(
+        ["cpio", "-o", "-H", "newc", "--quiet"],
+        cwd=tmp_path / "initrd",
+        input=names.encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    (root / "boot").mkdir()
+    import gzip as gz
+
+    (root / f"boot/initrd.img-{KVER}").write_bytes(gz.compress(archive))
+    r = run("modules", "check-boot", "--root", str(root))
+    assert r.code == 4 and "initramfs has stock nvidia.ko 570.86.16: the patch is lost at boot" in r.stdout
+    doc = run("modules", "status", "--json", "--root", str(root)).json()
+    initrd = doc["kernels"][0]["initramfs"]
+    assert initrd["schema"] == "fwman.initramfs/1" and initrd["modules"][0]["ours"] is False
+    assert doc["userspace_hold"]["schema"] == "fwman.userspace-hold/1"
+    # fwman's own copy in the initramfs: safe again
+    (stage / "nvidia.ko").write_bytes(ours)
+    archive = subprocess.run(
+        ["cpio", "-o", "-H", "newc", "--quiet"],
+        cwd=tmp_path / "initrd",
+        input=names.encode(),
+        capture_output=True,
+        check=True,
+    ).stdout
+    (root / f"boot/initrd.img-{KVER}").write_bytes(gz.compress(archive))
+    assert run("modules", "check-boot", "--root", str(root)).code == 0
+
+
+def test_mokutil_here_says_what_fwman_parses() -> None:
+    """This machine has no EFI: the real mokutil says so, and fwman reads that as "unknown", not as "off"."""
+    require_tools("mokutil")
+    from fwman.driver.kmod.secureboot import parse_sb_state
+
+    r = subprocess.run(["mokutil", "--sb-state"], capture_output=True, text=True)
+    text = r.stdout + r.stderr
+    if "EFI variables are not supported on this system" not in text:
+        pytest.skip(f"this machine has EFI variables: {text.strip()}")
+    assert parse_sb_state(text) is None
+
+
+# -- version lockstep at build time (issue 15) --------------------------------------------------------------
+def test_build_refuses_a_branch_the_user_space_does_not_match(tmp_path: Path) -> None:
+    from tests.system.test_modules_support import FORK_TREE, SOURCE
+
+    root = tmp_path / "root"
+    (root / f"lib/modules/{KVER}").mkdir(parents=True)
+    (root / "src").mkdir()
+    subprocess.run(["cp", "-a", str(FORK_TREE), str(root / SOURCE.lstrip("/"))], check=True)
+        root / "src"
+    ).mkdir() is None else None
+    libs = root / "usr/lib/x86_64-linux-gnu"
+    libs.mkdir(parents=True)
+    (libs / "libnvidia-ml.so.575.57.08").write_bytes(b"")
+    (libs / "libcuda.so.575.57.08").write_bytes(b"")
+    r = FwmanEnv()("modules", "build", "--kernel", KVER, "--source", SOURCE, "--root", str(root))
+    assert r.code == 3
+    assert "builds driver 570.86.16 but the user space differs (host has 575.57.08)" in r.stderr
+    assert "Driver/library version mismatch" in r.stderr and "--force" in r.stderr
+    assert not (root / "var/log/fwman").exists()  # refused before anything ran
+    # a container with the branch's version and the host matching: no refusal (headers missing: pending, exit 5)
+    for lib in libs.iterdir():
+        lib.rename(libs / lib.name.replace("575.57.08", "570.86.16"))
+    r = FwmanEnv()("modules", "build", "--kernel", KVER, "--source", SOURCE, "--root", str(root))
+    assert r.code == 5 and "apt install linux-headers-6.1.0-50-amd64" in r.stderr

@@ -361,8 +361,6 @@ def test_build_refuses_a_branch_the_user_space_does_not_match(tmp_path: Path) ->
     (root / f"lib/modules/{KVER}").mkdir(parents=True)
     (root / "src").mkdir()
     subprocess.run(["cp", "-a", str(FORK_TREE), str(root / SOURCE.lstrip("/"))], check=True)
-        root / "src"
-    ).mkdir() is None else None
     libs = root / "usr/lib/x86_64-linux-gnu"
     libs.mkdir(parents=True)
     (libs / "libnvidia-ml.so.575.57.08").write_bytes(b"")

@@ -71,7 +71,10 @@ def advise(kver: str, codename: str | None, proxmox: bool) -> HeadersAdvice:
 
 def host_is_proxmox(host: Host) -> bool:
     """Return True when ``host`` is a Proxmox VE node (``/etc/pve`` or ``pveversion``)."""
-    return host.is_dir("/etc/pve") or host.which("pveversion") is not None
+    try:
+        return host.is_dir("/etc/pve") or host.which("pveversion") is not None
+    except NotRecordedError:
+        return host.is_dir("/etc/pve")
 
 
 def codename(host: Host) -> str | None:
@@ -95,9 +98,9 @@ def metapackage_missing(host: Host) -> str | None:
 
     Only on Proxmox VE 8 and later, where ``proxmox-default-headers`` exists; None when dpkg cannot say.
     """
-    if not host_is_proxmox(host) or codename(host) in OLD_PVE_CODENAMES or host.which("dpkg-query") is None:
-        return None
     try:
+        if not host_is_proxmox(host) or codename(host) in OLD_PVE_CODENAMES or host.which("dpkg-query") is None:
+            return None
         result = host.run(["dpkg-query", "-W", "-f", "${db:Status-Status}", "proxmox-default-headers"], timeout=30)
     except NotRecordedError:
         return None

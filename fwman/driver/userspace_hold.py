@@ -114,13 +114,21 @@ class HoldRecord:
 
 def read_record(host: Host) -> HoldRecord | None:
     """Return the hold record, or None when fwman holds nothing (or the record is unreadable)."""
-    if not host.exists(STATE_FILE):
-        return None
     try:
+        if not host.exists(STATE_FILE):
+            return None
         doc = json.loads(host.read_bytes(STATE_FILE).decode())
         packages = {str(k): str(v) for k, v in dict(doc["packages"]).items()}
         return HoldRecord(packages, str(doc.get("at", "")), [str(f) for f in doc.get("files", [])])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, MissingError):
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, MissingError, NotRecordedError):
+        return None
+
+
+def _which(host: Host, tool: str) -> str | None:
+    """Return ``host.which(tool)``; None where a snapshot did not record it (a replay never guesses)."""
+    try:
+        return host.which(tool)
+    except NotRecordedError:
         return None
 
 
@@ -146,7 +154,7 @@ def apt_simulate_argv(host: Host) -> list[str]:
 
 def installed_packages(host: Host) -> dict[str, str] | None:
     """Return {package: version} of installed NVIDIA user-space packages, None when dpkg is not there."""
-    if host.which("dpkg-query") is None:
+    if _which(host, "dpkg-query") is None:
         return None
     try:
         result = host.run(dpkg_query_argv(host), timeout=60)
@@ -162,7 +170,7 @@ def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
 
     Runs ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there.
     """
-    if host.which("apt-get") is None:
+    if _which(host, "apt-get") is None:
         return None
     try:
         result = host.run(apt_simulate_argv(host), timeout=120)
@@ -176,8 +184,11 @@ def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
 def run_installer_present(host: Host) -> str | None:
     """Return the file that shows NVIDIA's ``.run`` installer put the user space here, or None."""
     for path in RUN_INSTALLER_MARKERS:
-        if host.exists(path):
-            return path
+        try:
+            if host.exists(path):
+                return path
+        except NotRecordedError:
+            continue
     return None
 
 

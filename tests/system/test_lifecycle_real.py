@@ -188,6 +188,11 @@ def test_hold_pins_with_real_apt_and_release_undoes_it(tmp_path: Path) -> None:
     assert st["pending_upgrades"]["libnvidia-ml1"] == {"installed": "570.86.16-1", "new": "575.57.08-1"}
     assert any("an upgrade of the NVIDIA user space is pending" in w for w in st["warnings"])
 
+    audit = run("audit", "--json", "--offline", "--root", str(root)).json()  # exit 4 here: no driver at all
+    pending = [row for row in audit["rows"] if row["component"] == "apt upgrade pending: libnvidia-ml1"]
+    assert pending and pending[0]["version"] == "575.57.08-1" and pending[0]["fix"] == "fwman userspace hold"
+    assert "Driver/library version mismatch" in pending[0]["detail"]
+
     r = run("userspace", "hold", "--root", str(root))
     assert r.code == 0, r.stderr
     assert "held libnvidia-ml1 570.86.16-1" in r.stdout
@@ -201,6 +206,11 @@ def test_hold_pins_with_real_apt_and_release_undoes_it(tmp_path: Path) -> None:
     st = run("userspace", "status", "--json", "--root", str(root)).json()
     assert st["held"] and st["pending_upgrades"] == {} and st["packages"]["nvidia-smi"] == "570.86.16-1"
     assert run("userspace", "hold", "--root", str(root)).stdout.endswith("hold already in place and current\n")
+    audit = run("audit", "--json", "--offline", "--root", str(root)).json()
+    assert audit["userspace_hold"]["held"] is True
+    assert not [row for row in audit["rows"] if row["component"].startswith("apt upgrade pending")]
+    hold_row = next(row for row in audit["rows"] if row["component"] == "user-space apt hold")
+    assert hold_row["where"].startswith("2 NVIDIA packages, held since ")
 
     r = run("userspace", "release", "--root", str(root))
     assert r.code == 0 and "released: libnvidia-ml1, nvidia-smi" in r.stdout

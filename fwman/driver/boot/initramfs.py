@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.host.base import Host
 
 WHAT = "initramfs"
@@ -232,18 +232,24 @@ SCHEMA = "fwman.initramfs/1"
 
 def generator(host: Host) -> str:
     """Return the initramfs generator the host uses: "initramfs-tools", "dracut" or "unknown"."""
-    if host.exists("/etc/initramfs-tools/initramfs.conf") or host.which("update-initramfs"):
-        return "initramfs-tools"
-    if host.exists("/etc/dracut.conf") or host.which("dracut"):
-        return "dracut"
+    try:
+        if host.exists("/etc/initramfs-tools/initramfs.conf") or host.which("update-initramfs"):
+            return "initramfs-tools"
+        if host.exists("/etc/dracut.conf") or host.which("dracut"):
+            return "dracut"
+    except NotRecordedError:
+        pass
     return "unknown"
 
 
 def image_path(host: Host, kver: str) -> str | None:
     """Return the initramfs image of ``kver`` (Debian's ``initrd.img-KVER``, dracut's ``initramfs-KVER.img``)."""
     for candidate in (f"/boot/initrd.img-{kver}", f"/boot/initramfs-{kver}.img"):
-        if host.exists(candidate):
-            return candidate
+        try:
+            if host.exists(candidate):
+                return candidate
+        except NotRecordedError:
+            return None
     return None
 
 

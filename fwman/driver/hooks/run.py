@@ -110,6 +110,14 @@ def install(host: Host, report: Report = _nothing) -> list[str]:
     done = apply_all(host, install_actions(), report)
     if any(paths.CATCHUP_UNIT in d for d in done):
         _systemd_reload(host)
+    from fwman.driver.headers import metapackage_missing
+
+    missing = metapackage_missing(host)
+    if missing is not None:
+        report(
+            f"recommended: apt install {missing} (headers that follow the default Proxmox kernel, so the hook "
+            "can build for each new kernel; linux-headers-amd64 would pull in a Debian kernel)"
+        )
     return done
 
 
@@ -251,6 +259,10 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock
         if spec is not None:
             for other in (k for k in broken if k != kver):
                 summary.outcomes.append(update_kernel(host, other, spec, force=True, fetch=False, report=report))
+        # from postinst.d the initramfs-tools hook runs after this one and sees the new modules; otherwise
+        # (headers installed later, a repair of another kernel) the initramfs was built before: refresh it
+        built = [getattr(o, "kver", "") for o in summary.outcomes if getattr(o, "status", "") == "built"]
+        refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
         summary.boot = boot.ensure_safe_boot(host, report)
     return summary
 
@@ -298,6 +310,11 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
             outcome = update_kernel(host, kver, spec, force=force or kver in broken, fetch=False, report=report)
             summary.outcomes.append(outcome)
             report(outcome.message)
+        # the boot-time catch-up runs after initramfs-tools built this kernel's image: refresh it where it
+        # carries NVIDIA modules (the next boot loads those copies first)
+        refresh_initramfs(
+            host, [getattr(o, "kver", "") for o in summary.outcomes if getattr(o, "status", "") == "built"], report
+        )
         # sizes and depmod's resolution, no hashing: at boot the modules were verified when installed
         summary.boot = boot.ensure_safe_boot(host, report, hash_files=False)
         settled = all(manifest_is_current(host, k) or not _has_headers(host, k) for k in kernels)
@@ -306,6 +323,26 @@ def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_tim
         else:
             host.unlink(paths.MODULES_STAMP)
     return summary
+
+
+def refresh_initramfs(host: Host, kernels: list[str], report: Report = _nothing) -> list[str]:
+    """Regenerate the initramfs of each kernel in ``kernels`` that carries NVIDIA modules other than fwman's.
+
+    Returns the problems left (one line each); never raises: a hook must not fail over the initramfs.
+    """
+    from fwman.core.errors import FwmanError
+    from fwman.driver.boot.initramfs import RegenerateInitramfs
+
+    problems: list[str] = []
+    for kver in kernels:
+        action = RegenerateInitramfs(kver)
+        try:
+            if apply_all(host, [action], report):
+                report(f"{kver}: initramfs regenerated; it now carries fwman's modules")
+        except FwmanError as e:
+            problems.append(f"{kver}: {e.message}")
+            report(f"WARNING: {kver}: {e.message}")
+    return problems
 
 
 def _has_headers(host: Host, kver: str) -> bool:

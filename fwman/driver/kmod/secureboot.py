@@ -118,20 +118,17 @@ class SecureBootState:
 
 def _mokutil(host: Host, *args: str) -> str | None:
     # mokutil reads the running machine's EFI variables: on a temp root it would answer for the wrong machine
-    if host.local_path("/") != "/" or host.which("mokutil") is None:
-        return None
     try:
+        if host.local_path("/") != "/" or host.which("mokutil") is None:
+            return None
         result = host.run(["mokutil", *args], timeout=30)
     except NotRecordedError:
         return None
     return (result.stdout + result.stderr) if not result.missing else None
 
 
-def read_state(host: Host) -> SecureBootState:
-    """Return the Secure Boot state and fwman's certificate enrollment. Never raises for a missing source."""
-    from fwman.driver.kmod.sign import configured_key
-
-    state = SecureBootState(None, "unknown")
+def _read_firmware_state(host: Host, state: SecureBootState) -> None:
+    """Fill ``state`` from the EFI variable (or its absence), mokutil and module.sig_enforce."""
     if host.exists(SECUREBOOT_VAR):
         try:
             state.enabled, state.source = parse_efi_bool(host.read_bytes(SECUREBOOT_VAR)), "efivars"
@@ -150,7 +147,21 @@ def read_state(host: Host) -> SecureBootState:
     if host.exists(SIG_ENFORCE_PARAM):
         with contextlib.suppress(MissingError):
             state.sig_enforce = host.read_text(SIG_ENFORCE_PARAM).strip() in ("Y", "1")
-    key = configured_key(host)
+
+
+def read_state(host: Host) -> SecureBootState:
+    """Return the Secure Boot state and fwman's certificate enrollment. Never raises for a missing source."""
+    from fwman.driver.kmod.sign import configured_key
+
+    state = SecureBootState(None, "unknown")
+    try:
+        _read_firmware_state(host, state)
+    except NotRecordedError as e:  # a replay that did not record the EFI variables: unknown, said so
+        state.note = e.message
+    try:
+        key = configured_key(host)
+    except NotRecordedError:
+        key = None
     if key is None:
         return state
     state.cert = key.cert

@@ -190,7 +190,11 @@ def build(
             save_source_spec(host, spec)
         for kver in targets:
             say(f"== {kver}")
-            outcome = update_kernel(host, kver, spec, force=force, report=say, jobs=jobs)
+            outcome = update_kernel(
+                host, kver, spec, force=force, report=say, jobs=jobs, progress=_progress(app, as_json)
+            )
+            if app.env.stderr_isatty and not as_json:
+                app.env.stderr.write("\n")
             outcomes.append(outcome)
             newer: list[str] = []
             if outcome.status == "failed":
@@ -221,6 +225,25 @@ def build(
     if first.status == "pending":
         raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
     raise VerificationError(first.message, hint="see the report above and the build log")
+
+
+def _progress(app: AppContext, as_json: bool) -> Any:
+    """Return the build progress sink: a live line on a terminal, one line per phase otherwise, nothing in --json."""
+    from fwman.driver.build.pipeline import phase_lines
+
+    if as_json:
+        return lambda state, elapsed, started: None
+    if not app.env.stderr_isatty:
+        return phase_lines(_say(app))
+    stream = app.env.stderr
+
+    def live(state: Any, elapsed: float, started: str | None) -> None:
+        if started is not None and state.done[started] == 1 and elapsed > 0:
+            stream.write("\n")  # keep the finished phase's last line on screen
+        stream.write("\r\033[K" + state.line(elapsed))
+        stream.flush()
+
+    return live
 
 
 def _check_lockstep(app: AppContext, spec: Any, force: bool) -> None:

@@ -338,3 +338,55 @@ def test_removal_and_plugin_templates(
     proc = subprocess.run([str(script), *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert (proc.returncode, proc.stdout) == (rc, "")
     assert said in proc.stderr
+
+
+# -- build progress ----------------------------------------------------------------------------------------
+MAKE_LINES = [
+    " [ nvidia            ]  CC           src/nvidia/src/kernel/gpu/gpu.c",
+    " [ nvidia-modeset    ]  CXX          src/nvidia-modeset/src/nvkms.cpp",
+    " [ nvidia            ]  LD           _out/Linux_x86_64/nv-kernel.o",
+    " CONFTEST: INIT_WORK",
+    " CONFTEST: pci_resize_resource_has_exclude_bars_arg",
+    "  CC [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia/nv-pci.o",
+    "  CC [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia/nv.o",
+    "  MODPOST /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/Module.symvers",
+    "  LD [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia.ko",
+    "make[1]: Entering directory '/usr/src/linux-headers-6.1.0-50-amd64'",
+]
+
+
+def test_progress_phases_from_the_forks_make_output() -> None:
+    from fwman.driver.build.progress import Progress, classify, count_phases, format_elapsed
+
+    phases = [classify(line) for line in MAKE_LINES]
+    assert phases == [
+        "kernel-independent objects",
+        "kernel-independent objects",
+        "linking",
+        "conftest",
+        "conftest",
+        "kernel-open",
+        "kernel-open",
+        "linking",
+        "linking",
+        None,
+    ]
+    expected = count_phases("\n".join(MAKE_LINES))
+    assert expected == {"conftest": 2, "kernel-independent objects": 2, "kernel-open": 2, "linking": 3}
+    state = Progress(KVER, {"kernel-open": 214})
+    assert state.line(3) == f"{KVER}: starting make, 3s"
+    started = [state.feed(line) for line in MAKE_LINES[3:7]]
+    assert started == ["conftest", None, "kernel-open", None]
+    assert state.line(185) == f"{KVER}: kernel-open 2/214 objects, 3m05s"
+    assert state.phase_line("kernel-open", 61) == f"{KVER}: build phase: kernel-open (about 214 expected), 1m01s in"
+    assert format_elapsed(59.9) == "59s"
+
+
+@given(st.text(max_size=200))
+def test_progress_any_line(line: str) -> None:
+    from fwman.driver.build.progress import PHASES, Progress, classify
+
+    assert classify(line) in (*PHASES, None)
+    state = Progress(KVER)
+    state.feed(line)
+    assert state.line(1.0).startswith(KVER)

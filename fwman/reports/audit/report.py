@@ -15,19 +15,20 @@ without a manifest the answer is "unknown", never a guess (patched and stock mod
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.findings import Finding, Severity
+from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
 from fwman.driver.forks import BranchReport, Fork, human_age, list_branches
-from fwman.driver.kmod.depmod import installed_kernels, normalize, resolve_all
+from fwman.driver.kernels import installed_kernels
+from fwman.driver.kmod.depmod import normalize, resolve_all
 from fwman.driver.kmod.kofile import module_bytes, module_stem, read_module
 from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
@@ -170,27 +171,6 @@ def parse_proc_version(text: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def parse_manifest(data: bytes) -> dict[str, Any]:
-    """Return the fields audit uses from an install manifest (kernel, fork, branch, commit, modules).
-
-    ``modules`` maps normalized module names to ``{"path", "sha256"}``. Raises ParseError when it is not the
-    documented JSON object.
-    """
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise ParseError("module manifest", "json", str(e), None) from e
-    if not isinstance(doc, dict) or not isinstance(doc.get("modules"), dict):
-        raise ParseError("module manifest", "modules", "not an object with a `modules` table", None)
-    modules: dict[str, dict[str, str]] = {}
-    for name, entry in doc["modules"].items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
-            raise ParseError("module manifest", f"modules.{name}", "needs path and sha256", None)
-        modules[normalize(str(name))] = {"path": str(entry.get("path", "")), "sha256": entry["sha256"].lower()}
-    text = {k: (str(doc[k]) if doc.get(k) is not None else None) for k in ("kernel", "fork", "branch", "commit")}
-    return {**text, "modules": modules}
-
-
 def lxc_uses_gpu(conf: str) -> tuple[bool, bool]:
     """Return (has an NVIDIA device, has an NVIDIA hook) for a Proxmox container config (current section only)."""
     device = hook = False
@@ -273,12 +253,10 @@ def _kernel_installed(host: Host, kver: str) -> bool:
         return False
 
 
-def _manifest(host: Host, kver: str) -> tuple[dict[str, Any] | None, str | None]:
-    path = f"{paths.MODULES_STATE_DIR}/{kver}.json"
+def _manifest(host: Host, kver: str) -> tuple[Manifest | None, str | None]:
+    path = manifest_path(kver)
     try:
-        if not host.exists(path):
-            return None, None
-        return parse_manifest(host.read_bytes(path)), None
+        return load_manifest(host, kver), None
     except (MissingError, NotRecordedError, ParseError) as e:
         return None, f"manifest {path} unreadable: {e.message}"
 
@@ -288,7 +266,7 @@ def _read_one(
     kver: str,
     name: str,
     path: str,
-    manifest: dict[str, Any] | None,
+    manifest: Manifest | None,
     manifest_error: str | None,
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
@@ -307,10 +285,10 @@ def _read_one(
     if manifest_error:
         entry.error = manifest_error
     if manifest is not None:
-        recorded = manifest["modules"].get(name)
-        if recorded is not None and recorded["sha256"] == hashlib.sha256(raw).hexdigest():
+        recorded = next((e for n, e in manifest.modules.items() if normalize(n) == name), None)
+        if recorded is not None and recorded.sha256 == hashlib.sha256(raw).hexdigest():
             entry.origin = "patched"
-            entry.fork, entry.branch, entry.commit = manifest["fork"], manifest["branch"], manifest["commit"]
+            entry.fork, entry.branch, entry.commit = manifest.fork, manifest.branch, manifest.commit
         else:
             entry.origin = "not-fwman"
     return entry

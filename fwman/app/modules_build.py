@@ -65,7 +65,12 @@ class BuildResult:
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-build/1`` (without the schema key)."""
-        return {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot)}
+        return {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+
+    @property
+    def changed(self) -> bool:
+        """Return True when any kernel's install or the boot check changed the host."""
+        return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
 
     def raise_for_failures(self) -> None:
         """Return when every kernel built; raise PartialError (some built), MissingError (no headers), or
@@ -164,6 +169,7 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         if failure is None
         else {"file": failure.file, "line": failure.line, "error": failure.message, "excerpt": failure.excerpt},
         "newer_branches": newer or [],
+        "changed": outcome.changed,
     }
 
 
@@ -180,4 +186,5 @@ def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
         "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
         "released": None if check.released is None else check.released.kernel,
         "problem": check.problem,
+        "changed": check.changed,
     }

@@ -225,14 +225,14 @@ def catchup(app: AppContext, force: bool) -> None:
         app.echo("every kernel has current patched modules")
         return
     for outcome in summary.outcomes:
-        if getattr(outcome, "status", "") == "failed":
+        if outcome.status == "failed":
             for line in failure_report(app, outcome):
                 app.echo(line, err=True)
     _render_boot(app, summary.boot)
-    failed = [o for o in summary.outcomes if getattr(o, "status", "") == "failed"]
+    failed = [o for o in summary.outcomes if o.status == "failed"]
     if failed:
         raise PartialError(
-            f"build failed for {', '.join(getattr(o, 'kver', '?') for o in failed)}",
+            f"build failed for {', '.join(o.kver for o in failed)}",
             hint="see `fwman modules status` and /var/log/fwman/",
         )
 
@@ -250,12 +250,11 @@ def hook(app: AppContext, kver: str, origin: str) -> None:
     say = _say(app)
     summary = run_hook(app.host, kver, origin, say)
     for outcome in summary.outcomes:
-        status_ = getattr(outcome, "status", "")
-        if status_ == "failed":
+        if outcome.status == "failed":
             for line in failure_report(app, outcome):
                 say(line)
         else:
-            say(getattr(outcome, "message", ""))
+            say(outcome.message)
     _render_boot(app, summary.boot)
     if summary.failed or summary.no_source:
         message = f"patched NVIDIA modules are NOT in place for {kver}"
@@ -305,18 +304,21 @@ def unpin(app: AppContext) -> None:
     Examples:
       fwman modules unpin
     """
-    from fwman.driver.boot import pin as boot
+    from fwman.core.actions import apply_all
     from fwman.driver.boot.loaders import default_boot_kernel
+    from fwman.driver.boot.pin import UnpinBoot, kernel_safety
 
     _require_root(app)
-    record = boot.unpin(app.host)
+    action = UnpinBoot()
+    apply_all(app.host, [action])
+    record = action.record
     if record is None:
         app.echo("fwman has no boot pin in place")
         return
     app.echo(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")
     after = default_boot_kernel(app.host)
     if after.kver:
-        safety = boot.kernel_safety(app.host, after.kver)
+        safety = kernel_safety(app.host, after.kver)
         note = "has working patched modules" if safety.safe else f"has NO working patched modules: {safety.reason}"
         app.echo(f"next boot: {after.kver}, which {note}")
 

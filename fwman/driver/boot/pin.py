@@ -1,4 +1,4 @@
-"""Never boot a kernel without working patched modules: which kernel boots next, and pinning a safe one.
+"""Never boot a kernel without working patched modules: is a kernel safe, and pinning a safe one.
 
 A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves all five module names to
 fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel. When the kernel the machine
@@ -10,8 +10,11 @@ would boot next is not safe (its build failed, its headers never came), fwman pi
   boot-time catch-up pins again at every boot until the new kernel has working modules).
 - systemd-boot: the ``default`` line of ``loader/loader.conf``.
 
-What was done, and what to restore, is recorded in ``/var/lib/fwman/boot-pin.json``; a message of the day
-(``/etc/motd.d/fwman``) and a journal line (``logger -t fwman``) say it loudly.
+Which kernel boots next is read by :mod:`fwman.driver.boot.loaders`. The pin and its release are actions
+(:class:`PinBoot`, :class:`UnpinBoot`): the hook, the boot service and ``fwman modules build`` re-run them and
+report a change only when one was made. What was done, and what to restore, is recorded in
+``/var/lib/fwman/boot-pin.json``; a message of the day (``/etc/motd.d/fwman``) and a journal line
+(``logger -t fwman``) say it loudly.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
+from fwman.core.actions import apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.boot.loaders import (
     BootDefault,
@@ -212,6 +216,53 @@ def unpin(host: Host) -> PinRecord | None:
     return record
 
 
+@dataclass
+class PinBoot:
+    """Make the host boot ``safe`` instead of ``avoided`` (an action, see fwman.core.actions)."""
+
+    safe: str
+    avoided: str
+    reason: str
+    record: PinRecord | None = None  # what :func:`pin` recorded, once applied
+
+    def describe(self) -> str:
+        """Return the pin to make."""
+        return f"pin the boot default to {self.safe} instead of {self.avoided}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next.
+
+        A one-shot GRUB pin (``next_entry``) is consumed by the boot: it is needed again afterwards.
+        """
+        current = read_pin(host)
+        if current is None or (current.kernel, current.avoided) != (self.safe, self.avoided):
+            return True
+        return default_boot_kernel(host).kver != self.safe
+
+    def apply(self, host: Host) -> None:
+        """Pin (see :func:`pin` for what it raises)."""
+        self.record = pin(host, self.safe, self.avoided, self.reason)
+
+
+@dataclass
+class UnpinBoot:
+    """Undo fwman's boot pin, restoring the previous default (an action, see fwman.core.actions)."""
+
+    record: PinRecord | None = None  # what was undone, once applied
+
+    def describe(self) -> str:
+        """Return what is undone."""
+        return "undo fwman's boot pin (restore the previous default)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when fwman has a pin in place."""
+        return read_pin(host) is not None
+
+    def apply(self, host: Host) -> None:
+        """Unpin (see :func:`unpin` for what it raises)."""
+        self.record = unpin(host)
+
+
 def announce(host: Host, lines: list[str]) -> None:
     """Say ``lines`` where an owner will see them: the message of the day and the journal (``logger``)."""
     text = "".join(f"fwman: {line}\n" for line in lines)
@@ -230,6 +281,8 @@ class BootCheck:
     pinned: PinRecord | None = None
     released: PinRecord | None = None
     problem: str | None = None
+    #: what this check changed on the host (a pin made or released); [] when the boot was already safe
+    changed: list[str] = field(default_factory=list)
 
 
 def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = True) -> BootCheck:
@@ -243,7 +296,9 @@ def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = T
     current = read_pin(host)
     if current is not None and kernel_safety(host, current.avoided, hash_files).safe:
         try:
-            check.released = unpin(host)
+            release = UnpinBoot()
+            check.changed += apply_all(host, [release])
+            check.released = release.record
             report(f"{current.avoided} now has working patched modules: boot pin to {current.kernel} released")
             if host.which("logger"):
                 host.run(["logger", "-t", "fwman", f"boot pin released: {current.avoided} is safe"], timeout=10)
@@ -263,13 +318,17 @@ def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = T
         return check
     safe = candidates[0]
     reason = f"{kver}: {check.safety.reason}"
+    # a second run finds the pin in effect (the next boot is then the safe kernel, returned above): no change
+    action = PinBoot(safe, kver, reason)
     try:
-        record = pin(host, safe, kver, reason)
+        check.changed += apply_all(host, [action])
     except FwmanError as e:
         check.problem = f"could not pin {safe}: {e.message}"
         report(f"WARNING: the next boot ({kver}) has no working patched modules, and {check.problem}")
         announce(host, [f"the next boot ({kver}) has NO working patched NVIDIA modules: {reason}", check.problem])
         return check
+    record = action.record
+    assert record is not None
     check.pinned = record
     lines = [
         f"kernel {kver} has NO working patched NVIDIA modules ({check.safety.reason})",

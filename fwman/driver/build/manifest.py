@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -168,6 +168,32 @@ def load_manifest(host: Host, kver: str) -> Manifest | None:
 def write_manifest(host: Host, manifest: Manifest) -> None:
     """Write ``manifest`` atomically to its place."""
     host.write_bytes(manifest_path(manifest.kernel), manifest.to_json())
+
+
+@dataclass
+class WriteManifest:
+    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.core.actions).
+
+    Only ``built_at`` differing is not a change: rebuilding the same modules leaves the manifest as it was.
+    """
+
+    manifest: Manifest
+
+    def describe(self) -> str:
+        """Return which manifest is written."""
+        return f"write {manifest_path(self.manifest.kernel)}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the manifest is absent, corrupt, or differs in more than ``built_at``."""
+        try:
+            existing = load_manifest(host, self.manifest.kernel)
+        except (MissingError, ParseError):
+            return True
+        return existing is None or replace(existing, built_at=self.manifest.built_at) != self.manifest
+
+    def apply(self, host: Host) -> None:
+        """Write the manifest atomically."""
+        write_manifest(host, self.manifest)
 
 
 def manifest_is_current(host: Host, kver: str) -> bool:

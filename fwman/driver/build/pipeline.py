@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fwman.core import paths
+from fwman.core.actions import RemoveFile, apply_all
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
@@ -213,6 +214,8 @@ class KernelOutcome:
     log_path: str | None = None
     cache_hit: bool | None = None
     seconds: float | None = None
+    #: what the install changed on the host ([] when the same modules were already in place and in effect)
+    changed: list[str] = field(default_factory=list)
 
 
 def update_kernel(
@@ -236,11 +239,11 @@ def update_kernel(
     from fwman.driver.build.manifest import (
         Manifest,
         Marker,
+        WriteManifest,
         failed_path,
         now_iso,
         pending_path,
         read_marker,
-        write_manifest,
         write_marker,
     )
     from fwman.driver.kmod import sign
@@ -295,8 +298,7 @@ def update_kernel(
     if key is not None:
         built, signed = sign.sign_for_kernel(host, kver, built, key)
         report(f"signed the modules with {key.cert} ({signed})")
-    entries = install.install_modules(host, kver, built)
-    install.run_depmod(host, kver)
+    entries, changed = install.install_modules(host, kver, built)
     manifest = Manifest(
         kernel=kver,
         fork=source.fork,
@@ -312,9 +314,9 @@ def update_kernel(
     bad = [c for c in install.check_installed(host, manifest) if not c.ok]
     if bad:
         return fail(BuildFailure(None, None, f"installed but not in effect: {bad[0].name}: {bad[0].problem}"))
-    write_manifest(host, manifest)
-    host.unlink(failed_path(kver))
-    host.unlink(pending_path(kver))
+    # the manifest is rewritten only when it says something new (built_at alone is not a change)
+    changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
+    outcome.changed = changed
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

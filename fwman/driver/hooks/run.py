@@ -13,10 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.base import Host
+
+if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
+    from fwman.driver.boot.pin import BootCheck
+    from fwman.driver.build.pipeline import KernelOutcome
 
 Report = Callable[[str], None]
 
@@ -30,16 +35,24 @@ def _nothing(_: str) -> None:
 class RunSummary:
     """What a hook or catch-up run did, for the CLI to render and map to an exit status."""
 
-    outcomes: list[object] = field(default_factory=list)  # build.KernelOutcome
+    outcomes: list[KernelOutcome] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
-    boot: object | None = None  # boot.BootCheck
+    boot: BootCheck | None = None
     fast_path: bool = False
     no_source: bool = False
 
     @property
-    def failed(self) -> list[object]:
+    def failed(self) -> list[KernelOutcome]:
         """Return the outcomes that failed or stay pending."""
-        return [o for o in self.outcomes if getattr(o, "status", "") in ("failed", "pending", "skipped")]
+        return [o for o in self.outcomes if o.status in ("failed", "pending", "skipped")]
+
+    @property
+    def changed(self) -> list[str]:
+        """Return what the run changed on the host: repairs, installs, a boot pin made or released ([]: none)."""
+        done = [f"reinstalled fwman's stored modules for {kver}" for kver in self.repaired]
+        for outcome in self.outcomes:
+            done += outcome.changed
+        return done + (self.boot.changed if self.boot is not None else [])
 
 
 def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -> tuple[list[str], list[str]]:

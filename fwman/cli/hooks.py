@@ -91,14 +91,8 @@ def status(app: AppContext, as_json: bool) -> None:
     from fwman.driver.hooks.files import status as get_status
 
     st = get_status(app.host)
-    payload = {
-        "installed": st.installed,
-        "enabled": st.enabled,
-        "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in st.files],
-        "order": st.order,
-    }
     if as_json:
-        app.emit_json("hooks-status", payload)
+        app.emit_json("hooks-status", st.to_json())
         return
     app.table(
         ["FILE", "STATE"],

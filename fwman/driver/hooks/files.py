@@ -18,6 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fwman.core import paths
 from fwman.core.actions import Action, RemoveFile, Symlink, WriteFile, apply_all
@@ -131,6 +132,15 @@ class HooksStatus:
     def installed(self) -> bool:
         """Return True when every file is present and current and the unit is enabled."""
         return all(f.present and f.current for f in self.files) and self.enabled
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.hooks-status/1`` (without the schema key)."""
+        return {
+            "installed": self.installed,
+            "enabled": self.enabled,
+            "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in self.files],
+            "order": self.order,
+        }
 
 
 def status(host: Host) -> HooksStatus:

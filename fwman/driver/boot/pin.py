@@ -36,9 +36,10 @@ from fwman.driver.boot.loaders import (
     loader_dir,
     loader_entries,
 )
-from fwman.driver.build.install import check_installed, root_prefix
+from fwman.driver.build.install import check_installed
 from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pending_path, read_marker
 from fwman.driver.kernels import installed_kernels
+from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.base import Host
 
 Report = Callable[[str], None]
@@ -117,13 +118,6 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
-def _grubenv_local(host: Host) -> str:
-    local = host.local_path(paths.GRUBENV)
-    if local is None:
-        raise FwmanError("no local path for the GRUB environment block")
-    return local
-
-
 def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     """Make ``host`` boot ``safe`` instead of ``avoided`` and record it. Raises FwmanError when it cannot."""
     loader = detect_bootloader(host)
@@ -196,7 +190,7 @@ def unpin(host: Host) -> PinRecord | None:
         if record.previous.get("pin"):
             _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", record.previous["pin"]])
     elif record.method in ("grub-saved", "grub-next"):
-        env_file = _grubenv_local(host)
+        env_file = local_dir(host, paths.GRUBENV, "change")
         if record.method == "grub-saved":
             if record.previous.get("saved_entry"):
                 _run_tool(host, ["grub-set-default", *_grub_tool_args(host), record.previous["saved_entry"]])

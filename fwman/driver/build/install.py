@@ -25,6 +25,7 @@ from fwman.driver.build.manifest import (
     store_dir,
 )
 from fwman.driver.kmod.kofile import module_stem, read_module
+from fwman.driver.localfs import local_dir, root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
@@ -40,24 +41,6 @@ def depmod_conf_text() -> bytes:
     ]
     lines += [f"override {name} * {INSTALL_SUBDIR}" for name in MODULE_NAMES]
     return ("\n".join(lines) + "\n").encode()
-
-
-def root_prefix(host: Host) -> str | None:
-    """Return the filesystem directory the Host maps ``/`` to when it is not ``/`` itself, else None.
-
-    Raises FwmanError on a host without a local filesystem (a snapshot): nothing can be installed there.
-    """
-    local = host.local_path("/")
-    if local is None:
-        raise FwmanError(f"cannot change {host.description}: it has no local filesystem")
-    return None if local == "/" else local.rstrip("/")
-
-
-def _local(host: Host, path: str) -> str:
-    local = host.local_path(path)
-    if local is None:
-        raise FwmanError(f"cannot change {host.description}: no local path for {path}")
-    return local
 
 
 def _holds(host: Host, path: str, digest: str) -> bool:
@@ -188,7 +171,7 @@ def remove_modules(host: Host, kver: str) -> None:
 def _rmtree(host: Host, path: str) -> None:
     if not (host.exists(path) or host.is_link(path)):
         return
-    result = host.run(["rm", "-rf", "--", _local(host, path)], timeout=120)
+    result = host.run(["rm", "-rf", "--", local_dir(host, path, "change")], timeout=120)
     if not result.ok:
         raise FwmanError(f"cannot remove {path}: {result.stderr.strip()}")
 

@@ -24,8 +24,9 @@ from fwman.core.actions import RemoveFile, apply_all
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
-from fwman.driver.build.source import Source, SourceSpec, local_dir, resolve_source
+from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
+from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
+from fwman.driver.localfs import local_dir
 from fwman.host.base import Host
 
 Report = Callable[[str], None]
@@ -47,14 +48,6 @@ class Source:
             return f"fork {self.fork} branch {self.branch} at {(self.commit or '?')[:12]}"
         ident = f"commit {self.commit[:12]}" if self.commit else self.source_id[:17]
         return f"local tree {self.location} ({ident})"
-
-
-def local_dir(host: Host, path: str) -> str:
-    """Return the local filesystem path of host path ``path``. Raises FwmanError on a host without one."""
-    local = host.local_path(path)
-    if local is None:
-        raise FwmanError(f"cannot build on {host.description}: no local filesystem path for {path}")
-    return local
 
 
 def tree_hash(host: Host, tree: str) -> str:

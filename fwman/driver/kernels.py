@@ -13,11 +13,14 @@ from fwman.core.errors import MissingError
 from fwman.host.base import Host
 
 MODULES_ROOT = "/lib/modules"
+_DIGITS = "0123456789"
+_PARTS = re.compile(r"[0-9]+|[^0-9]+")
 
 
 def version_key(kver: str) -> tuple[tuple[int, int | str], ...]:
     """Return a sort key ordering kernel releases as versions (``6.1.0-53-amd64`` after ``6.1.0-9-amd64``)."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.findall(r"\d+|[^\d]+", kver))
+    # ASCII digits only: str.isdigit() and \d also accept other scripts' digits ("¹"), which int() refuses
+    return tuple((0, int(p)) if p[0] in _DIGITS else (1, p) for p in _PARTS.findall(kver))
 
 
 def installed_kernels(host: Host) -> list[str]:

@@ -14,6 +14,7 @@ the hook and the unit do when they run is :mod:`fwman.driver.hooks.run`.
 from __future__ import annotations
 
 import os
+import posixpath
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,7 +157,7 @@ def status(host: Host) -> HooksStatus:
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
         result.files.append(HookFileState(path, present, current, note))
     result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
-    for directory in ("/etc/kernel/postinst.d", "/etc/kernel/header_postinst.d"):
+    for directory in (posixpath.dirname(paths.POSTINST_HOOK), posixpath.dirname(paths.HEADER_POSTINST_HOOK)):
         if host.is_dir(directory):
             result.order[directory] = sorted(host.listdir(directory))
     return result

@@ -68,12 +68,12 @@ def test_depmod_runs_when_the_names_resolve_elsewhere(tmp_path: Path) -> None:
     assert len(apply_all(host, actions)) == 1 and apply_all(host, actions) == []
 
 
-def test_manifest_is_not_rewritten_for_a_new_built_at_only(tmp_path: Path) -> None:
+def test_manifest_is_not_rewritten_for_a_new_build_record_only(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     entries = install_actions(OLD, _built(OLD))[1]
     manifest = Manifest(OLD, "f", "b", "c" * 40, entries, "2026-01-01T00:00:00+00:00")
     assert apply_all(host, [WriteManifest(manifest)]) == [f"write {paths.MODULES_STATE_DIR}/{OLD}.json"]
-    later = Manifest(OLD, "f", "b", "c" * 40, entries, "2026-02-02T00:00:00+00:00")
+    later = Manifest(OLD, "f", "b", "c" * 40, entries, "2026-02-02T00:00:00+00:00", object_cache_hit=True)
     assert apply_all(host, [WriteManifest(later)]) == []
     loaded = load_manifest(host, OLD)
     assert loaded is not None and loaded.built_at == "2026-01-01T00:00:00+00:00"

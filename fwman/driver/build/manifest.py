@@ -174,7 +174,8 @@ def write_manifest(host: Host, manifest: Manifest) -> None:
 class WriteManifest:
     """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.core.actions).
 
-    Only ``built_at`` differing is not a change: rebuilding the same modules leaves the manifest as it was.
+    ``built_at`` and ``object_cache_hit`` describe the build that produced the files: when only they differ,
+    the same modules were rebuilt, and the manifest (with the first build's record) is left as it was.
     """
 
     manifest: Manifest
@@ -184,12 +185,15 @@ class WriteManifest:
         return f"write {manifest_path(self.manifest.kernel)}"
 
     def is_needed(self, host: Host) -> bool:
-        """Return True when the manifest is absent, corrupt, or differs in more than ``built_at``."""
+        """Return True when the manifest is absent, corrupt, or differs in more than how the build went."""
         try:
             existing = load_manifest(host, self.manifest.kernel)
         except (MissingError, ParseError):
             return True
-        return existing is None or replace(existing, built_at=self.manifest.built_at) != self.manifest
+        if existing is None:
+            return True
+        same_build = replace(existing, built_at=self.manifest.built_at, object_cache_hit=self.manifest.object_cache_hit)
+        return same_build != self.manifest
 
     def apply(self, host: Host) -> None:
         """Write the manifest atomically."""

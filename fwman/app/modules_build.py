@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.core.actions import Report, silent
 from fwman.core.errors import MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.lock import module_lock
@@ -23,12 +24,6 @@ from fwman.driver.build.source import (
 )
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -121,7 +116,7 @@ def source_spec(host: Host, request: BuildRequest) -> SourceSpec:
 def build_modules(
     host: Host,
     request: BuildRequest,
-    report: Report = _nothing,
+    report: Report = silent,
     on_outcome: Callable[[KernelBuild], None] | None = None,
 ) -> BuildResult:
     """Build for every kernel of ``request`` under the module lock, then keep the next boot safe.

@@ -15,6 +15,14 @@ from typing import Protocol
 from fwman.core.errors import FwmanError, MissingError
 from fwman.host.base import CommandResult, Host
 
+#: where progress lines go (the CLI passes one that writes to stderr)
+Report = Callable[[str], None]
+
+
+def silent(_: str) -> None:
+    """Report nothing (the default ``report`` of the driver's long-running operations)."""
+    return None
+
 
 class Action(Protocol):
     """One idempotent change to a host."""
@@ -163,7 +171,7 @@ def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
     return [a for a in actions if a.is_needed(host)]
 
 
-def apply_all(host: Host, actions: Sequence[Action], report: Callable[[str], None] | None = None) -> list[str]:
+def apply_all(host: Host, actions: Sequence[Action], report: Report | None = None) -> list[str]:
     """Apply every needed action in order and return their descriptions.
 
     Stops at the first failure (the FwmanError propagates): what was applied stays applied, and running the

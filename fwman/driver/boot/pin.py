@@ -20,11 +20,10 @@ report a change only when one was made. What was done, and what to restore, is r
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.actions import apply_all
+from fwman.core.actions import Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.boot.loaders import (
     BootDefault,
@@ -41,12 +40,6 @@ from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pen
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 # -- safe to boot --------------------------------------------------------------------------------------------
@@ -279,7 +272,7 @@ class BootCheck:
     changed: list[str] = field(default_factory=list)
 
 
-def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = True) -> BootCheck:
+def ensure_safe_boot(host: Host, report: Report = silent, hash_files: bool = True) -> BootCheck:
     """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
 
     Every action is reported loudly (``report``, the motd and the journal). Never raises for a pin that

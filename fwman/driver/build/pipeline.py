@@ -16,11 +16,10 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fwman.core import paths
-from fwman.core.actions import RemoveFile, apply_all
+from fwman.core.actions import RemoveFile, Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
@@ -29,12 +28,6 @@ from fwman.driver.kernels import headers_present
 from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 def compiler_version(host: Host) -> str:
@@ -151,7 +144,7 @@ def prepare_tree(host: Host, source: Source, kver: str) -> str:
 
 
 def compile_for_kernel(
-    host: Host, source: Source, kver: str, report: Report = _nothing, jobs: int | None = None
+    host: Host, source: Source, kver: str, report: Report = silent, jobs: int | None = None
 ) -> CompileResult:
     """Build the five modules of ``source`` for ``kver`` and return what happened (never raises on make errors).
 
@@ -226,7 +219,7 @@ def update_kernel(
     *,
     force: bool = False,
     fetch: bool = True,
-    report: Report = _nothing,
+    report: Report = silent,
     jobs: int | None = None,
 ) -> KernelOutcome:
     """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.

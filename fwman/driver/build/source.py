@@ -11,23 +11,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from fwman.core import paths
+from fwman.core.actions import Report, silent
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.localfs import local_dir
 from fwman.host.base import Host
 
-Report = Callable[[str], None]
-
 #: directories and files that are build products or VCS data, never part of a source identity
 _SKIP_DIRS = {".git", "_out", "conftest", ".tmp_versions"}
 _SKIP_SUFFIXES = (".o", ".ko", ".mod", ".mod.c", ".cmd", ".o_binary", ".order", ".symvers", ".d", ".a")
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 @dataclass(frozen=True)
@@ -123,7 +117,7 @@ def fork_cache_dir(url: str) -> str:
     return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
 
 
-def fork_source(host: Host, fork: str, branch: str, report: Report = _nothing, fetch: bool = True) -> Source:
+def fork_source(host: Host, fork: str, branch: str, report: Report = silent, fetch: bool = True) -> Source:
     """Clone or fetch ``branch`` of ``fork`` into the source cache, check it out and return the Source.
 
     The branch is resolved as ``refs/heads/<branch>`` (some P2P names also exist as tags). When the fetch
@@ -233,7 +227,7 @@ def save_source_spec(host: Host, spec: SourceSpec) -> None:
     host.write_bytes(paths.MODULES_SOURCE_RECORD, spec.to_json())
 
 
-def resolve_source(host: Host, spec: SourceSpec, report: Report = _nothing, fetch: bool = True) -> Source:
+def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch: bool = True) -> Source:
     """Return the buildable Source for ``spec``. Raises as the two resolvers do.
 
     With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a

@@ -16,22 +16,15 @@ from __future__ import annotations
 import os
 import posixpath
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fwman.core import paths
-from fwman.core.actions import Action, RemoveFile, Symlink, WriteFile, apply_all
+from fwman.core.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.core.errors import MissingError
 from fwman.core.resources import bundled
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 def templates_dir() -> Path:
@@ -95,7 +88,7 @@ def _systemd_reload(host: Host) -> None:
         host.run(["systemctl", "daemon-reload"], timeout=60)
 
 
-def install(host: Host, report: Report = _nothing) -> list[str]:
+def install(host: Host, report: Report = silent) -> list[str]:
     """Install the hook and the unit; return what changed ([] when all was in place)."""
     done = apply_all(host, install_actions(), report)
     if any(paths.CATCHUP_UNIT in d for d in done):
@@ -103,7 +96,7 @@ def install(host: Host, report: Report = _nothing) -> list[str]:
     return done
 
 
-def remove(host: Host, report: Report = _nothing) -> list[str]:
+def remove(host: Host, report: Report = silent) -> list[str]:
     """Remove the hook and the unit; return what was removed."""
     done = apply_all(host, remove_actions(), report)
     if done:

@@ -11,23 +11,17 @@ ones (pydantic through the configuration) are imported once there is something t
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
+from fwman.core.actions import Report, silent
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.pipeline import KernelOutcome
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 # -- what runs: one kernel (hook), every kernel (catch-up) ------------------------------------------------
@@ -55,7 +49,7 @@ class RunSummary:
         return done + (self.boot.changed if self.boot is not None else [])
 
 
-def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -> tuple[list[str], list[str]]:
+def repair_replaced(host: Host, kernels: list[str], report: Report = silent) -> tuple[list[str], list[str]]:
     """Put fwman's modules back where depmod no longer resolves them to ours (DKMS replaced them).
 
     Checks resolution and sizes only (no hashing). Returns (kernels repaired, kernels whose stored copy is
@@ -87,7 +81,7 @@ def repair_replaced(host: Host, kernels: list[str], report: Report = _nothing) -
     return repaired, broken
 
 
-def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock_timeout: float = 900.0) -> RunSummary:
+def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0) -> RunSummary:
     """Do what the kernel hook does for ``kver`` and return the summary (the CLI decides the exit status).
 
     Builds unless the kernel's modules are current, repairs modules DKMS replaced for any kernel, and keeps the
@@ -123,7 +117,7 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = _nothing, lock
     return summary
 
 
-def catchup(host: Host, report: Report = _nothing, force: bool = False, lock_timeout: float = 900.0) -> RunSummary:
+def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeout: float = 900.0) -> RunSummary:
     """Build for every installed kernel with headers that lacks a current manifest; keep the boot safe.
 
     Fast path (nothing to do): per kernel, one manifest read and a ``stat`` per module, no lock, no hashing, no

@@ -178,28 +178,39 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
     "--dir",
     "directory",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Catalog directory to check (default: the catalog bundled with fwman).",
+    help="Catalog directory to check (default: the catalog bundled with fwman, plus this host's local entries).",
+)
+@click.option(
+    "--local", "local_only", is_flag=True, help="Check only this host's local entries (/etc/fwman/catalog.d)."
 )
 @json_option
 @common_options
 @pass_app
-def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
-    """Check catalog files: schema, unknown keys, duplicates, hashes, URLs, file names, index, signature.
+def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: bool) -> None:
+    """Check catalog files: schema, unknown keys, duplicates, hashes, sources, URLs, file names, index, signature.
 
-    Errors exit with status 4; warnings do not.
+    Without --dir, the host's local entries (/etc/fwman/catalog.d, from `fwman catalog add-local`) are checked
+    too: the board rules plus their [local] provenance. Errors exit with status 4; warnings do not.
 
     \b
     Examples:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
+      fwman catalog lint --local
     """
+    from fwman.firmware.catalog.local import LOCAL_DIR, lint_local_entries
     from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
     from fwman.firmware.catalog.signing import trusted_keys, verify_index
 
+    if local_only and directory is not None:
+        raise UsageError("--local and --dir cannot be combined")
+    checked = LOCAL_DIR if local_only else str(directory or BUNDLED_CATALOG)
+    issues = [] if local_only else lint_directory(directory or BUNDLED_CATALOG)
+    if directory is None:
+        issues.extend(lint_local_entries(app.host))
     directory = directory or BUNDLED_CATALOG
-    issues = lint_directory(directory)
     index, sig = directory / INDEX_NAME, directory / SIG_NAME
-    if index.is_file():
+    if index.is_file() and not local_only:
         if not sig.is_file():
             issues.append(
                 LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
@@ -216,7 +227,7 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
     if as_json:
         app.emit_json(
             "catalog-lint",
-            {"directory": str(directory), "ok": not errors, "issues": [i.model_dump() for i in issues]},
+            {"directory": checked, "ok": not errors, "issues": [i.model_dump() for i in issues]},
         )
     else:
         for i in issues:
@@ -224,10 +235,10 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
             label = app.style(i.level, fg="red" if i.level == "error" else "yellow")
             app.echo(f"{i.file}:{where} {label}: {i.message}")
         if not issues:
-            app.echo(f"{directory}: clean")
+            app.echo(f"{checked}: clean")
     if errors:
         raise VerificationError(
-            f"catalog lint: {len(errors)} error(s) in {directory}", hint="fix them; see docs/catalog-format.md"
+            f"catalog lint: {len(errors)} error(s) in {checked}", hint="fix them; see docs/catalog-format.md"
         )
 
 
@@ -334,3 +345,13 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
         f"  signature: key {result.key.key_id} ({result.key.origin})\n"
         f"  replaces serial {result.previous_serial}; now at {result.location}"
     )
+
+
+def _register_local() -> None:
+    # kept in its own module; registered here so the command table (fwman/cli/app.py) stays unchanged
+    from fwman.cli.catalog_local import add_local
+
+    catalog.add_command(add_local)
+
+
+_register_local()

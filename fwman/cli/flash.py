@@ -49,7 +49,7 @@ def resolve_image(host: Host, ref: str) -> ImageSource:
             data = host.read_bytes(path)
         except MissingError as e:
             raise MissingError(f"{entry.ref} is not downloaded ({path})", hint=f"fwman fetch {entry.ref}") from e
-        label = entry.ref
+        label = entry.label
     else:
         raise MissingError(
             f"no such image file: {ref}", hint="give a file path or BOARD/VERSION (3842:3987/94.02.42.80.27)"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from fixtures.packages import build_7z_sfx, build_pe, build_zip
 from fixtures.romgen import RomSpec, build_rom
-from fwman.core.errors import BlockedError, MissingError
+from fwman.core.errors import BlockedError, VerificationError
 from fwman.firmware.rom.package import scan_blob, scan_package, select_image
 from fwman.host.base import CommandResult
 from fwman.host.live import LiveHost
@@ -73,10 +73,10 @@ def test_select_takes_the_one_image_for_the_card_and_refuses_none_or_several(tmp
     assert select_image(scan, "1043:87b0", "2206", "94.02.42.40.65").data == AS03
     with pytest.raises(BlockedError, match="2 different images for 1043:87b0 device 2206: fwman does not pick"):
         select_image(scan, "1043:87b0", "2206")
-    with pytest.raises(BlockedError, match="no image for 3842:3987") as e:
+    with pytest.raises(VerificationError, match="no image for 3842:3987") as e:
         select_image(scan, "3842:3987")
     assert "1043:87eb 94.02.42.40.70" in (e.value.hint or "")
-    with pytest.raises(BlockedError, match="no image for 1043:87b0 device 2204"):
+    with pytest.raises(VerificationError, match="no image for 1043:87b0 device 2204"):
         select_image(scan, "1043:87b0", "2204", "94.02.42.40.65")
     # a full dump found raw inside a program: its end is not stated anywhere, so it is never taken
     with pytest.raises(BlockedError, match=r"cannot be taken: .*end unknown"):
@@ -119,7 +119,7 @@ def test_without_an_unpacker_the_raw_bytes_are_still_searched(tmp_path: Path) ->
 
 def test_a_package_without_images_says_so(tmp_path: Path) -> None:
     scan = scan_package(CountingHost(), write(tmp_path, "notes.exe", build_pe([])))
-    with pytest.raises(MissingError, match="no VBIOS image found"):
+    with pytest.raises(VerificationError, match="no VBIOS image found"):
         select_image(scan, "1043:87b0")
 
 
@@ -130,3 +130,17 @@ def test_scan_blob_never_crashes(blob: bytes, cut: int) -> None:
     for data in (blob, AS02[: cut * 64] + blob, b"NVGI" + blob + AS02[:cut]):
         images, _ = scan_blob(data, "x")
         assert all(i.rom.vendor_id == "10de" for i in images)
+
+
+def test_a_chain_cut_from_a_dump_is_never_taken(tmp_path: Path) -> None:
+    # a stripped dump (chain then per-card data): as a file it stays stripped; inside a program the chain is
+    # followed by card data, not padding, so its end is unknown. Neither may become a "clean" option ROM.
+    stripped = tuf("94.02.42.40.66", 1, kind="stripped")
+    scan = scan_package(CountingHost(), write(tmp_path, "x.rom", stripped))
+    assert [(i.extent, i.rom.kind.value, i.takeable) for i in scan.images] == [("file", "stripped", False)]
+    with pytest.raises(BlockedError, match="cannot be taken"):
+        select_image(scan, "1043:87b0")
+    scan = scan_package(CountingHost(), write(tmp_path, "p.exe", build_pe([stripped])))
+    assert [(i.extent, i.takeable) for i in scan.images] == [("unknown", False)]
+    with pytest.raises(BlockedError, match="cannot be taken"):
+        select_image(scan, "1043:87b0")

@@ -413,11 +413,23 @@ class CatalogEntry:
     image: CatalogImage
     #: a vendor MD5 the owner recorded on this host for an image whose catalog hash is unknown
     override: HashOverride | None = None
+    #: the board comes from a local entry (``/etc/fwman/catalog.d``, unsigned), not the curated catalog
+    local: bool = False
 
     @property
     def ref(self) -> str:
         """Return ``subvendor:subdevice/VERSION``, the form ``fwman fetch`` takes."""
         return f"{self.board.subsystem}/{self.image.version}"
+
+    @property
+    def label(self) -> str:
+        """Return the ref as cited to the user: ``ref (local entry)`` for a local entry."""
+        return f"{self.ref} (local entry)" if self.local else self.ref
+
+    @property
+    def hash_origin(self) -> str:
+        """Return where this entry's hashes come from: ``catalog`` or ``local entry``."""
+        return "local entry" if self.local else "catalog"
 
 
 @dataclass
@@ -432,9 +444,20 @@ class Catalog:
     notes: list[str] = field(default_factory=list)
     #: owner-supplied vendor MD5s on the host (``fwman fetch --expect-md5``); attached to the entries they cover
     overrides: list[HashOverride] = field(default_factory=list)
+    #: PCI keys of the boards that come from local entries (``fwman catalog add-local``) -> their file
+    local_files: dict[str, str] = field(default_factory=dict)
+
+    def is_local(self, board: Board) -> bool:
+        """Return True when ``board`` comes from a local entry, not the curated catalog."""
+        return board.key in self.local_files
 
     def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
-        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version))
+        override = find_override(self.overrides, board.key, image.version)
+        return CatalogEntry(board, image, override, self.is_local(board))
+
+    def entry_for(self, board: Board, image: CatalogImage) -> CatalogEntry:
+        """Return the entry for ``image`` of ``board`` (with its override and local mark)."""
+        return self._entry(board, image)
 
     def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
         """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
@@ -593,7 +616,22 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
         chosen = local
     chosen.notes.extend(notes)
     chosen.overrides = load_overrides(host)
+    _add_local_entries(host, chosen)
     return chosen
+
+
+def _add_local_entries(host: Host, catalog: Catalog) -> None:
+    """Add the host's local entries to ``catalog``, marked local; a curated board is never shadowed."""
+    from fwman.firmware.catalog.local import load_local_entries
+
+    entries, notes = load_local_entries(host)
+    catalog.notes.extend(notes)
+    for entry in entries:
+        if catalog.board_for(*entry.board.key.split(":")) is not None:
+            catalog.notes.append(f"local entry {entry.path} not used: the catalog knows {entry.board.key}")
+            continue
+        catalog.boards.append(entry.board)
+        catalog.local_files[entry.board.key] = entry.path
 
 
 def installed_serial(host: Host, bundled: Path | None = None) -> int:
@@ -849,14 +887,15 @@ def catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: s
     board, cat = entry.board, entry.image
     if override_md5 is None and entry.override is not None:
         override_md5 = entry.override.md5
-    ev = {"catalog": entry.ref, "status": cat.status.value}
+    ev = {"catalog": entry.label, "status": cat.status.value}
     out: list[Finding] = []
     if image.subsystem is not None and image.subsystem != board.subsystem:
         out.append(
             Finding(
                 id="catalog.board",
                 severity=Severity.BLOCK,
-                message=f"image is for subsystem {image.subsystem}, the catalog entry is {board.subsystem}",
+                message=f"image is for subsystem {image.subsystem}, the {'local' if entry.local else 'catalog'} entry "
+                f"is {board.subsystem}",
                 evidence={**ev, "image_subsystem": image.subsystem},
             )
         )
@@ -865,17 +904,29 @@ def catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: s
             Finding(
                 id="catalog.version",
                 severity=Severity.WARN,
-                message=f"image says version {image.version}, the catalog entry is {cat.version}",
+                message=f"image says version {image.version}, the {'local' if entry.local else 'catalog'} entry "
+                f"is {cat.version}",
                 evidence={**ev, "image_version": image.version},
                 fix="vendors have shipped different images under one version: trust the hash, not the string",
             )
         )
-    out.append(_hash_finding(image, cat, ev, override_md5))
+    out.append(_hash_finding(image, cat, ev, override_md5, entry.local))
     out.append(_status_finding(cat, ev))
+    if entry.local:
+        out.append(
+            Finding(
+                id="catalog.local",
+                severity=Severity.INFO,
+                message=f"{entry.label}: written on this host by `fwman catalog add-local`, not signed by the catalog",
+                evidence=ev,
+            )
+        )
     return out
 
 
-def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None) -> Finding:
+def _hash_finding(
+    image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None, local: bool = False
+) -> Finding:
     checks: list[tuple[str, str, str]] = []  # (what, expected, actual)
     if cat.sha256:
         checks.append(("SHA-256", cat.sha256, image.sha256))
@@ -894,7 +945,9 @@ def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], overrid
             evidence=ev,
             fix="supply the vendor-published MD5: fwman fetch BOARD/VERSION --from FILE --expect-md5 HEX",
         )
-    whose = "the vendor MD5 recorded on this host for" if from_override else "the catalog's"
+    whose = "the vendor MD5 recorded on this host for" if from_override else (
+        "the local entry's" if local else "the catalog's"
+    )  # fmt: skip
     bad = [(what, exp, act) for what, exp, act in checks if exp != act]
     if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
         # a card dump differs after the chain (per-card data): the firmware itself is the same

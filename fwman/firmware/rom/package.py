@@ -6,10 +6,13 @@ It unpacks archives with a well-kept unpacker (7-Zip's ``7zz``, or libarchive's 
 Host as a command, then looks for images by structure in every unpacked file and in the package bytes
 themselves:
 
-* a file that parses as a whole (``NVGI`` dump or ``55 AA`` option ROM) is one image, extent = the file;
+* a file that parses as a whole is one image, extent = the file (a stripped or truncated file stays what it
+  is: never taken, never cut down to a chain);
 * inside a larger blob, an x86 option-ROM image (``55 AA``, a PCIR of vendor 10DE, code type 0) opens a chain;
-  the chain walk (:func:`fwman.firmware.rom.parse.parse_rom`) gives its end, and the padding run after it is
-  kept (vendor images are padded): extent = structure;
+  the chain walk (:func:`fwman.firmware.rom.parse.parse_rom`) gives its end; when padding (all 0xFF or all
+  0x00) after it reaches a multiple of 64 KiB (vendor images are padded, typically to 1 MiB), chain plus
+  padding is the image: extent = structure; a chain followed by anything else may have been cut from a dump,
+  so it is listed but not taken;
 * an ``NVGI`` header inside a blob starts a full dump whose end nothing in the bytes states: it is listed, but
   never taken (the bytes after its chain could be anything).
 
@@ -27,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fwman.core.errors import BlockedError, FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.errors import BlockedError, FwmanError, ParseError, VerificationError
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.base import Host
@@ -42,6 +45,8 @@ MAX_MEMBERS = 4096
 #: raw candidates tried per blob (each is bounded work; real packages hold a handful of images)
 MAX_CANDIDATES = 256
 UNPACK_TIMEOUT = 120.0
+#: a raw option ROM counts as a whole vendor image only when padding takes it to a multiple of this
+PADDED_TO = 64 * 1024
 _SIZE_LINE = re.compile(r"^Size = (\d+)$", re.M)
 
 Extent = Literal["file", "structure", "unknown"]
@@ -125,7 +130,9 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
         whole = parse_rom(data)
     except ParseError:
         whole = None
-    if whole is not None and whole.flashable:
+    if whole is not None:
+        # the file is a ROM (flashable or not): never cut a chain out of it (a stripped dump would become a
+        # "clean" option ROM that way)
         return [EmbeddedImage(origin, 0, "file", data, whole)], notes
 
     images: list[EmbeddedImage] = []
@@ -152,13 +159,17 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
             rom = parse_rom(data[off:limit])
         except ParseError:
             continue
-        end = _clean_slice(data, off + rom.chain_length, limit)
-        piece = data[off:end]
+        run = _clean_slice(data, off + rom.chain_length, limit) - off
+        aligned = run - run % PADDED_TO
+        # a vendor image is its chain padded to a flash-sized boundary; a chain followed by anything else may
+        # have been cut from a dump (card data after it), so its end is not known
+        extent: Extent = "structure" if aligned >= rom.chain_length else "unknown"
+        piece = data[off : off + (aligned if extent == "structure" else rom.chain_length)]
         try:
             rom = parse_rom(piece)
         except ParseError:  # pragma: no cover - the same chain parsed a moment ago
             continue
-        images.append(EmbeddedImage(origin, off, "structure", piece, rom))
+        images.append(EmbeddedImage(origin, off, extent, piece, rom))
         covered_until = off + rom.chain_length
     if len(x86) >= MAX_CANDIDATES:
         notes.append(f"{origin}: more than {MAX_CANDIDATES} option-ROM candidates: the rest were not examined")
@@ -301,11 +312,11 @@ def select_image(
 ) -> EmbeddedImage:
     """Return the one image in ``scan`` for the card (``subsystem``, and ``device``/``version`` when given).
 
-    Raises MissingError when the package holds no VBIOS image, BlockedError when none matches the card, more
-    than one does (fwman does not pick), or the one that matches cannot be taken (end unknown, not flashable).
+    Raises VerificationError when the file holds no VBIOS image or none for the card; BlockedError when more
+    than one matches (fwman does not pick) or the one that matches cannot be taken (end unknown, not flashable).
     """
     if not scan.images:
-        raise MissingError(
+        raise VerificationError(
             f"{scan.path}: no VBIOS image found in it"
             + (f" ({scan.members} file(s) unpacked)" if scan.members else ""),
             hint="; ".join(scan.notes) or "is this the card maker's firmware update for this board?",
@@ -314,7 +325,7 @@ def select_image(
     want = f"{subsystem}" + (f" device {device}" if device else "") + (f" version {version}" if version else "")
     hits = [i for i in scan.images if matches(i, subsystem, device, version)]
     if not hits:
-        raise BlockedError(f"{scan.path}: no image for {want}", hint=f"the package holds: {listing}")
+        raise VerificationError(f"{scan.path}: no image for {want}", hint=f"the package holds: {listing}")
     if len(hits) > 1:
         raise BlockedError(
             f"{scan.path}: {len(hits)} different images for {want}: fwman does not pick one",

@@ -55,7 +55,7 @@ def catalog_image(host: Host, ref: str) -> ImageSource:
         raise MissingError(f"{entry.ref} is not downloaded ({path})", hint=f"fwman fetch {entry.ref}") from e
     found = find_override(load_overrides(host), entry.board.key, entry.image.version)
     return ImageSource(
-        label=entry.ref,
+        label=entry.label,
         data=data,
         catalog_entry=entry,
         override_md5=found.md5 if found else None,

@@ -67,6 +67,7 @@ def list_(app: AppContext, as_json: bool) -> None:
                         "subsystem": b.subsystem,
                         "name": b.board.name,
                         "maker": b.board.maker,
+                        "local_entry": cat.local_files.get(b.key),
                         "images": [_image_json(i) for i in b.images_newest_first()],
                     }
                     for b in sorted(cat.boards, key=lambda b: b.key)
@@ -83,7 +84,7 @@ def list_(app: AppContext, as_json: bool) -> None:
         rows.append(
             [
                 entry.board.subsystem,
-                entry.board.board.name,
+                entry.board.board.name + (" (local entry)" if entry.local else ""),
                 image.version,
                 _status_text(app, image.status.value),
                 {True: "yes", False: "no", None: "?"}[image.rebar],
@@ -130,6 +131,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
                 "subsystem": b.subsystem,
                 "pci": b.pci.model_dump(),
                 "board": b.board.model_dump(mode="json"),
+                "local_entry": cat.local_files.get(b.key),
                 "recommended": recommended.version if recommended else None,
                 "images": images,
             },
@@ -137,7 +139,9 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
         return
     info = b.board
     app.echo(app.style(f"{info.name}  ({b.key})", bold=True))
+    local = cat.local_files.get(b.key)
     facts = [
+        ("from", f"local entry {local} (this host only, unsigned)" if local else cat.describe()),
         ("maker", info.maker),
         ("part numbers", ", ".join(info.part_numbers) or "unknown"),
         ("board IDs", ", ".join(info.board_ids) or "unknown"),

@@ -376,8 +376,11 @@ def fetch_image(
 
     try:
         md5, sha256 = check_hashes(data, expected, source)
-        vouched = expected.origin not in ("catalog", "local entry") and not expected.origin.endswith("of the package")
+        packaged = expected.origin.endswith("of the package")
+        vouched = expected.origin not in ("catalog", "local entry") and not packaged
         findings = rom_findings(data, entry, expected.md5 if vouched else None)
+        if packaged:
+            findings = [_package_hash_finding(f, expected.origin) if f.id == "catalog.hash" else f for f in findings]
         blocks = blocking(findings)
         if blocks:
             raise VerificationError(
@@ -421,6 +424,24 @@ def fetch_image(
         )
         recorded = True
     return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings)
+
+
+def _package_hash_finding(finding: Finding, origin: str) -> Finding:
+    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's.
+
+    Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
+    """
+    from fwman.core.findings import Severity
+
+    if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
+        return finding
+    return Finding(
+        id="catalog.hash",
+        severity=Severity.OK,
+        message="unpacked from an update package whose MD5 matches the vendor's "
+        f"({origin.removesuffix(' of the package')})",
+        evidence=finding.evidence,
+    )
 
 
 def _from_file(

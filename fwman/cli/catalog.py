@@ -147,6 +147,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
         ("board IDs", ", ".join(info.board_ids) or "unknown"),
         ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
     ]
+    facts.append(("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")))
     for k, v in facts:
         app.echo(f"  {k:<14}{v}")
     if info.notes:
@@ -171,6 +172,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
             ("size", f"{i.size} bytes" if i.size else "unknown"),
             ("URLs", ", ".join(i.urls) or "unknown"),
             ("notes", i.notes),
+            ("sources", "\n                  ".join(i.sources) or ("none" if not local else "")),
         ]
         for k, v in lines:
             if v:

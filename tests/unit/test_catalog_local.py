@@ -21,7 +21,7 @@ from fwman.firmware.catalog.local import (
     parse_local,
     render_board,
 )
-from fwman.firmware.catalog.model import Board, catalog_findings, find_entry_for_rom, load_catalog
+from fwman.firmware.catalog.model import Board, catalog_findings, find_entry_for_rom, lint_board_bytes, load_catalog
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
@@ -141,8 +141,12 @@ def test_export_prints_the_curated_format_without_local_provenance() -> None:
     entry = LocalEntry(board, info(new), "/etc/fwman/catalog.d/10de-2204-f00d-3090.toml")
     text = export_curated(entry)
     doc = tomllib.loads(text)
-    assert "local" not in doc and Board.model_validate(doc) == board
+    assert "local" not in doc and Board.model_validate(doc) == board.model_copy(update={"format": 2})
     assert "add the public pages that state each fact" in text
+    # curated format 2: lint refuses it until the board and every image cite public sources
+    issues = lint_board_bytes(text.encode(), "boards/10de-2204-f00d-3090.toml")
+    assert {(i.level, i.where) for i in issues} == {("error", "board.sources"), ("error", "images[0].sources"),
+                                                    ("error", "images[1].sources")}  # fmt: skip
 
 
 def test_show_and_list_say_local_entry(tmp_path: Path, fwman: FwmanEnv) -> None:

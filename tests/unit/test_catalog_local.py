@@ -7,6 +7,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fixtures.packages import build_pe
 from fixtures.romgen import RomSpec, build_rom
@@ -179,3 +181,16 @@ def test_fetch_from_a_package_checks_the_owners_md5_against_the_package(tmp_path
     assert cached.read_bytes() == option
     overrides = tomllib.loads((tmp_path / "var/lib/fwman/overrides.toml").read_text())["override"]
     assert overrides[0]["md5"] == md5(pkg.read_bytes()) and "MD5 of the update package" in overrides[0]["source"]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=2048))
+def test_parse_local_takes_any_bytes_and_returns_an_entry_or_a_verification_error(data: bytes) -> None:
+    board, _ = local_board()
+    good = render_board(board, info(b"x")).encode()
+    for blob in (data, good[: len(data)], good + data):
+        try:
+            entry = parse_local(blob, "/etc/fwman/catalog.d/10de-2204-f00d-3090.toml")
+        except VerificationError:
+            continue
+        assert entry.board.key == "10de:2204:f00d:3090"

@@ -85,6 +85,17 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     assert "(local entry)" in r.stdout and "local entry" in r.stdout.split("checked by")[1]  # type: ignore[attr-defined]
     cached = rig.root / f"var/cache/fwman/images/10de-2204-f00d-3090/{UPDATE}.rom"
     assert cached.read_bytes() == images[f"F00D_3090_{UPDATE}.rom"]
+    # rom verify checks the image against the local entry, and says so
+    image_file = tmp_path / f"{UPDATE}.rom"
+    image_file.write_bytes(cached.read_bytes())
+    r = rig("rom", "verify", str(image_file), "--card", "41:00.0", "--json")
+    found = {f["id"]: f for f in r.json()["findings"]}  # type: ignore[attr-defined]
+    assert found["catalog.hash"]["severity"] == "ok" and "local entry" in found["catalog.hash"]["message"]
+    assert found["catalog.local"]["severity"] == "info"
+    sister = tmp_path / "sister.rom"
+    sister.write_bytes(images[f"F00D_3091_{UPDATE}.rom"])
+    r = rig("rom", "verify", str(sister), "--card", "41:00.0")
+    assert r.code != 0 and "f00d:3091" in r.stdout + r.stderr  # type: ignore[attr-defined]
 
     # 5. flash, with backups of every card and a read-back; the other cards stay as they were. Nobody has said
     #    this board keeps a second firmware chip, so the gate stops until the owner accepts that in words.

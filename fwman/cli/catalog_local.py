@@ -62,8 +62,8 @@ def add_local(
           --expect-md5 <MD5 from the vendor page> --md5-source https://vendor.example/download
       fwman catalog add-local --card 41:00.0 --image FILE --expect-md5 HEX --md5-source URL --export
     """
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.catalog.local import export_curated, make_local_entry
-    from fwman.firmware.catalog.model import load_catalog
     from fwman.gpu.inventory import find_card, require_cards
     from fwman.host.live import LiveHost
 

@@ -14,6 +14,8 @@ from fixtures.packages import build_pe
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core.errors import VerificationError
 from fwman.core.findings import Severity
+from fwman.firmware.catalog.lint import lint_board_bytes
+from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
 from fwman.firmware.catalog.local import (
     LocalEntry,
     LocalInfo,
@@ -23,8 +25,9 @@ from fwman.firmware.catalog.local import (
     parse_local,
     render_board,
 )
-from fwman.firmware.catalog.model import Board, catalog_findings, find_entry_for_rom, lint_board_bytes, load_catalog
+from fwman.firmware.catalog.schema import Board
 from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 from tests.unit.test_catalog_support import REBAR, md5, seed_catalog
@@ -84,7 +87,7 @@ def test_a_local_entry_joins_the_catalog_marked_local_and_is_cited_as_such(tmp_p
     assert old is not None and (old.status.value, old.superseded_by, old.rebar) == ("superseded", NEW, False)
     entry = find_entry_for_rom(cat, parse_rom(new))
     assert entry is not None and entry.local and entry.label == f"f00d:3090/{NEW} (local entry)"
-    findings = {f.id: f for f in catalog_findings(parse_rom(new), entry)}
+    findings = {f.id: f for f in check_compatible(parse_rom(new), None, entry)}
     assert findings["catalog.hash"].severity is Severity.OK and "the local entry's" in findings["catalog.hash"].message
     assert findings["catalog.local"].severity is Severity.INFO and "not signed" in findings["catalog.local"].message
     # a curated entry is never cited as local

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fwman.firmware.catalog.model import BUNDLED_CATALOG, lint_board_bytes, lint_directory
+from fwman.firmware.catalog.lint import lint_board_bytes, lint_directory
+from fwman.firmware.catalog.load import BUNDLED_CATALOG
 from tests.helpers import REPO, FwmanEnv
 from tests.unit.test_catalog_support import REBAR, board_toml, install_local, write_catalog
 

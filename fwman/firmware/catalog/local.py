@@ -20,16 +20,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, VerificationError
-from fwman.firmware.catalog.model import (
+from fwman.firmware.catalog.schema import (
     MAX_BOARD_FILE,
     Board,
     BoardInfo,
     CatalogImage,
     ImageStatus,
     PciIds,
-    _error_text,
-    _load_toml,
-    _loc,
+    error_location,
+    error_text,
+    load_toml,
 )
 from fwman.firmware.rom.model import RomImage
 from fwman.host.base import Host
@@ -80,7 +80,7 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
     """Return the local entry in TOML ``data``. Raises VerificationError naming the file and the field."""
     if len(data) > MAX_BOARD_FILE:
         raise VerificationError(f"{where}: larger than {MAX_BOARD_FILE} bytes")
-    raw = _load_toml(data, where)
+    raw = load_toml(data, where)
     info_raw = raw.pop(LOCAL_TABLE, None)
     if not isinstance(info_raw, dict):
         raise VerificationError(f"{where}: no [{LOCAL_TABLE}] table: not a local entry written by {TOOL}")
@@ -89,7 +89,7 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
         info = LocalInfo.model_validate(info_raw)
     except ValidationError as e:
         err = e.errors()[0]
-        raise VerificationError(f"{where}: {_loc(err['loc']) or 'document'}: {_error_text(err)}") from e
+        raise VerificationError(f"{where}: {error_location(err['loc']) or 'document'}: {error_text(err)}") from e
     stem = where.rsplit("/", 1)[-1].removesuffix(".toml")
     if stem != board.pci.file_stem:
         raise VerificationError(f"{where}: must be named {board.pci.file_stem}.toml (its PCI IDs)")
@@ -242,7 +242,7 @@ class MadeEntry:
 
 def make_local_entry(
     host: Host,
-    file_host: Host,
+    unpack_host: Host,
     card: Any,
     *,
     image_path: str,
@@ -257,15 +257,17 @@ def make_local_entry(
     """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written.
 
     The running firmware is read from ``card``'s newest stored backup (or ``backup_path``), which must verify
-    (hash as recorded, a full dump of this card). The vendor file ``image_path`` (on ``file_host``) must have
-    the MD5 ``expect_md5`` the vendor published; a package is searched for the one image whose subsystem,
-    device (and ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
+    (hash as recorded, a full dump of this card). The vendor file ``image_path`` is the user's (read through
+    the user-file door) and must have the MD5 ``expect_md5`` the vendor published; a package is unpacked on
+    ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
+    ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
     """
     from fwman.core.errors import UsageError
     from fwman.core.findings import Severity
     from fwman.firmware.ops.backup import load_manifest, verify_entry
-    from fwman.firmware.rom.package import scan_package, select_image
+    from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
     from fwman.firmware.rom.parse import parse_rom
+    from fwman.host.userfiles import read_user_file
 
     md5 = expect_md5.strip().lower()
     if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
@@ -285,14 +287,14 @@ def make_local_entry(
         raise VerificationError(f"the backup does not verify: {bad[0].message}", hint="take a fresh backup")
     running = parse_rom(host.read_bytes(chosen.path))
 
-    raw = file_host.read_bytes(image_path)
+    raw = read_user_file(image_path, max_bytes=MAX_PACKAGE)
     got = hashlib.md5(raw, usedforsecurity=False).hexdigest()
     if got != md5:
         raise VerificationError(
             f"{image_path}: MD5 {got} is not the vendor's {md5} ({md5_source})",
             hint="download the file again from the card maker; nothing was written",
         )
-    scan = scan_package(file_host, image_path)
+    scan = scan_package(unpack_host, image_path, raw)
     hit = select_image(scan, card.subsystem, card.device_id, version)
     is_file = hit.extent == "file" and hit.data == raw
     new = hit.rom
@@ -341,7 +343,8 @@ def lint_local_entries(host: Host) -> list[Any]:
     Each file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass
     the curated board rules; a local entry for a board the curated catalog knows is a warning (never used).
     """
-    from fwman.firmware.catalog.model import LintIssue, lint_board_bytes, load_catalog
+    from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
+    from fwman.firmware.catalog.load import load_catalog
 
     issues: list[LintIssue] = []
     try:

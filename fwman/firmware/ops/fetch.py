@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -24,9 +25,11 @@ from fwman import __version__
 from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
-from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
+from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
+from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file
 
 if TYPE_CHECKING:
     import requests
@@ -257,27 +260,16 @@ def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
 
 
 def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> list[Finding]:
-    """Return the catalog findings for ``data`` parsed as a ROM (subsystem, version, hash, status).
+    """Return the compatibility findings for ``data`` parsed as a ROM, before any card is known.
 
-    Raises ParseError (a VerificationError) when the bytes are not a VBIOS image.
+    The image kind, then the catalog's checks (subsystem, version, hash, status): see
+    :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
+    bytes are not a VBIOS image.
     """
-    from fwman.core.findings import Severity
     from fwman.firmware.rom.parse import parse_rom
+    from fwman.firmware.verify.compatible import check_compatible
 
-    rom = parse_rom(data)
-    findings = catalog_findings(rom, entry, override_md5)
-    if not rom.flashable:
-        findings.insert(
-            0,
-            Finding(
-                id="rom.kind",
-                severity=Severity.BLOCK,
-                message=f"this is a {rom.kind.value} image, not a full firmware image: it can never be flashed",
-                evidence={"kind": rom.kind.value, "size": str(rom.size)},
-                fix="use the vendor's update image or an `nvflash --save` dump",
-            ),
-        )
-    return findings
+    return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
 @dataclass
@@ -320,7 +312,6 @@ def fetch_image(
     *,
     urls: Sequence[str] = (),
     from_file: str | None = None,
-    file_host: Host | None = None,
     expect_md5: str | None = None,
     md5_source: str | None = None,
     options: HttpOptions | None = None,
@@ -329,8 +320,9 @@ def fetch_image(
 ) -> FetchResult:
     """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
 
-    ``from_file`` is read through ``file_host`` (default ``host``): the CLI passes the local machine, since a
-    hand-downloaded file is on the machine the user sits at, even with ``--root``.
+    ``from_file`` is read through the user-file door (:func:`fwman.host.userfiles.read_user_file`): a
+    hand-downloaded file is on the machine the user sits at, relative to the real working directory, even with
+    ``--root``.
 
     Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
     SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
@@ -362,7 +354,7 @@ def fetch_image(
 
     if from_file is not None:
         source = f"file {from_file}"
-        data, expected, member = _from_file(file_host or host, from_file, entry, expected, cap)
+        data, expected, member = _from_file(from_file, entry, expected, cap)
         if member:
             source = f"file {from_file}, {member}"
     else:
@@ -444,26 +436,30 @@ def _package_hash_finding(finding: Finding, origin: str) -> Finding:
     )
 
 
-def _from_file(
-    file_host: Host, path: str, entry: CatalogEntry, expected: Expected, cap: int
-) -> tuple[bytes, Expected, str]:
-    """Return (image bytes, what they must still match, the package member) for a hand-downloaded ``path``.
+def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> tuple[bytes, Expected, str]:
+    """Return (image bytes, what they must still match, the package member) for the hand-downloaded ``path``.
 
-    A plain ROM is the image. Anything else is taken as a vendor update package: its VBIOS images are found by
-    structure (:mod:`fwman.firmware.rom.package`) and the one for ``entry`` (subsystem, device, version) is
-    taken, refusing none or several. An MD5 typed by the owner (or recorded for them) is the vendor's MD5 of
-    the file they downloaded, so it is checked against the package; the catalog's (or local entry's) hashes
-    are of the image and are checked against the image. Raises MissingError, VerificationError, BlockedError.
+    ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
+    also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its
+    VBIOS images are found by structure (:mod:`fwman.firmware.rom.package`, unpacked by 7zz run on this
+    machine) and the one for ``entry`` (subsystem, device, version) is taken, refusing none or several. An MD5
+    typed by the owner (or recorded for them) is the vendor's MD5 of the file they downloaded, so it is checked
+    against the package; the catalog's (or local entry's) hashes are of the image and are checked against the
+    image. Raises MissingError, VerificationError, BlockedError.
     """
     from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
+    from fwman.host.live import LiveHost
 
     try:
-        raw = file_host.read_bytes(path, limit=max(cap, MAX_PACKAGE) + 1)
+        raw = read_user_file(path, max_bytes=max(cap, MAX_PACKAGE))
     except MissingError as e:
         raise MissingError(e.message, hint="give the path of the image or update package you downloaded") from e
-    scan = scan_package(file_host, path)
+    except UsageError as e:
+        raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
+    scan = scan_package(LiveHost("/"), os.path.abspath(path), raw)
     if scan.images and scan.images[0].extent == "file" and scan.images[0].data == raw:
         if len(raw) > cap:
+            # larger than the catalog's size (or the default cap): not the published image
             raise VerificationError(f"{path}: larger than the {cap}-byte limit for {entry.ref}")
         return raw, expected, ""  # a plain ROM
     board = entry.board

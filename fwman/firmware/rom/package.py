@@ -250,15 +250,17 @@ def _members(host: Host, root: str) -> list[str]:
     return sorted(out)
 
 
-def scan_package(host: Host, path: str) -> PackageScan:
+def scan_package(host: Host, path: str, data: bytes | None = None) -> PackageScan:
     """Return every VBIOS image in the file ``path`` on ``host``: the file itself, its unpacked members, or both.
 
-    ``host`` is the machine the file is on (the CLI passes the local machine). Nothing in the package is
-    executed: archives are opened by ``7zz`` or ``bsdtar``. Raises MissingError when the file is absent,
-    VerificationError when it or its unpacked contents are over the size limits, FwmanError when the unpacker
-    fails on a file it recognised as an archive.
+    ``host`` is the machine the file is on and runs the unpacker (the CLI passes the local machine for a file the
+    user names); ``data`` is the file's content when the caller has read it already (through the user-file
+    door), else it is read through ``host``. Nothing in the package is executed: archives are opened by ``7zz``
+    or ``bsdtar``. Raises MissingError when the file is absent, VerificationError when it or its unpacked
+    contents are over the size limits, FwmanError when the unpacker fails on a file it recognised as an archive.
     """
-    data = host.read_bytes(path, limit=MAX_PACKAGE + 1)
+    if data is None:
+        data = host.read_bytes(path, limit=MAX_PACKAGE + 1)
     if len(data) > MAX_PACKAGE:
         raise VerificationError(f"{path}: larger than {MAX_PACKAGE // (1024 * 1024)} MiB: not an update package")
     images, notes = scan_blob(data, os.path.basename(path))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core.clock import now_utc
 from fwman.core.errors import UsageError
 
 
@@ -89,7 +89,7 @@ def add_local(
         backup_path=backup_path,
         name=name,
         maker=maker,
-        now=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        now=now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
     target = made.entry.path
     if app.host.exists(target) and not replace:

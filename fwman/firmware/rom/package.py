@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
-from collections.abc import Iterable
+import secrets
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -191,6 +192,27 @@ def _dedupe(images: Iterable[EmbeddedImage]) -> list[EmbeddedImage]:
     return [best[k] for k in order]
 
 
+#: where scratch directories for unpacking go, on the machine the package is on
+SCRATCH_PARENT = "/tmp"
+
+
+@contextmanager
+def _scratch(host: Host) -> Iterator[str]:
+    """Yield a fresh private directory (0700, unguessable name) on ``host``; remove it and its contents after.
+
+    Made and removed through the Host like every other file and command, so the package's contents never
+    outlive the scan.
+    """
+    path = f"{SCRATCH_PARENT}/fwman-unpack-{secrets.token_hex(8)}"
+    if host.exists(path):  # pragma: no cover - 64 random bits
+        raise FwmanError(f"{path} exists: refusing to unpack into a directory fwman did not make")
+    host.mkdir(path, mode=0o700)
+    try:
+        yield path
+    finally:
+        host.run(["rm", "-rf", "--", path], timeout=UNPACK_TIMEOUT)
+
+
 def _unpacker(host: Host) -> str | None:
     for tool in ("7zz", "bsdtar"):
         if host.which(tool):
@@ -283,7 +305,7 @@ def scan_package(host: Host, path: str, data: bytes | None = None) -> PackageSca
         else:
             scan.unpacker = tool
             # fwman's own scratch space on the machine the package is on; removed before returning
-            with tempfile.TemporaryDirectory(prefix="fwman-unpack-") as scratch:
+            with _scratch(host) as scratch:
                 _unpack(host, tool, path, scratch)
                 members = _members(host, scratch)
                 scan.members = len(members)

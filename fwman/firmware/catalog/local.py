@@ -353,7 +353,8 @@ def lint_local_entries(host: Host) -> list[Any]:
         names = sorted(host.listdir(LOCAL_DIR))
     except (NotRecordedError, MissingError):
         return []
-    curated = {b.key for b in load_catalog(host).boards} - set(load_catalog(host).local_files)
+    catalog = load_catalog(host)
+    curated = {b.key for b in catalog.boards} - set(catalog.local_files)
     for name in names:
         where = f"{LOCAL_DIR}/{name}"
         if not name.endswith(".toml"):

@@ -137,11 +137,12 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
         return [EmbeddedImage(origin, 0, "file", data, whole)], notes
 
     images: list[EmbeddedImage] = []
-    nvgi = _candidates(data, b"NVGI")
+    found_nvgi = _candidates(data, b"NVGI")
+    seen = set(found_nvgi)
     # the Ampere copy of the header at +0x2000 belongs to the dump that starts 0x2000 earlier
-    nvgi = [o for o in nvgi if o - 0x2000 not in nvgi]
+    nvgi = {o for o in found_nvgi if o - 0x2000 not in seen} if len(found_nvgi) <= MAX_CANDIDATES else set()
     x86 = [o for o in _candidates(data, b"\x55\xaa") if _x86_start(data, o)][:MAX_CANDIDATES]
-    starts = sorted(set(nvgi[:MAX_CANDIDATES]) | set(x86))
+    starts = sorted(nvgi | set(x86))
     covered_until = -1
     for i, off in enumerate(starts):
         if off < covered_until:
@@ -172,6 +173,8 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
             continue
         images.append(EmbeddedImage(origin, off, extent, piece, rom))
         covered_until = off + rom.chain_length
+    if len(found_nvgi) > MAX_CANDIDATES:
+        notes.append(f"{origin}: more than {MAX_CANDIDATES} NVGI headers: none examined (not an update package)")
     if len(x86) >= MAX_CANDIDATES:
         notes.append(f"{origin}: more than {MAX_CANDIDATES} option-ROM candidates: the rest were not examined")
     return images, notes

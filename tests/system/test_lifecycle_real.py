@@ -235,7 +235,7 @@ def test_hold_says_plainly_when_the_run_installer_put_the_user_space(tmp_path: P
 def test_kernel_install_and_postrm_hooks_share_the_code_path(tmp_path: Path) -> None:
     """The real kernel-install runs fwman's plugin (remove), the real run-parts its postrm hook."""
     require_tools("kernel-install", "run-parts")
-    from fwman.driver.hooks.run import rendered
+    from fwman.driver.hooks.files import rendered
 
     root = tmp_path / "root"
     files = rendered()

@@ -327,7 +327,7 @@ def test_removal_and_plugin_templates(
 ) -> None:
     import subprocess
 
-    from fwman.driver.hooks.run import templates_dir
+    from fwman.driver.hooks.files import templates_dir
 
     python = tmp_path / "python"
     python.write_text(f"#!/bin/sh\n{body}\n")

@@ -283,14 +283,13 @@ KVER = "6.1.0-50-amd64"
 
 def _verified_kernel(root: Path) -> bytes:
     """Install fwman's modules for KVER in ``root`` the way a build does (real depmod); return nvidia.ko."""
-    from fwman.driver.build.install import install_modules, run_depmod
+    from fwman.driver.build.install import install_modules
     from fwman.driver.build.manifest import write_manifest
 
     host = LiveHost(str(root))
     (root / f"lib/modules/{KVER}").mkdir(parents=True)
     built = {n: build_module(nvidia_tags("570.86.16", KVER, name=n)) for n in ("nvidia", "nvidia-uvm")}
-    entries = install_modules(host, KVER, built)
-    run_depmod(host, KVER)
+    entries, _changed = install_modules(host, KVER, built)  # depmod runs as one of its actions
     write_manifest(host, Manifest(KVER, "aikitoria", "570.86.16-p2p", "b" * 40, entries, "2026-12-01T10:00:00+00:00"))
     return built["nvidia"]
 

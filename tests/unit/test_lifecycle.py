@@ -390,3 +390,25 @@ def test_progress_any_line(line: str) -> None:
     state = Progress(KVER)
     state.feed(line)
     assert state.line(1.0).startswith(KVER)
+
+
+def test_make_output_is_followed_while_it_runs(tmp_path: Path) -> None:
+    """The real sh stands in for make: progress arrives per phase while it runs, and the log keeps everything."""
+    from fwman.driver.build.pipeline import _run_make
+    from fwman.driver.build.progress import Progress
+
+    host = LiveHost(str(tmp_path))
+    log = "/var/log/fwman/build-test.log"
+    host.write_bytes(log, b"  CC [M]  old.o\n  CC [M]  old2.o\n")  # the previous log: 2 kernel-open objects expected
+    script = "echo ' CONFTEST: INIT_WORK'; sleep 1.3; echo '  CC [M]  a.o'; echo 'x.c:1:1: error: boom' >&2; exit 2"
+    events: list[tuple[str | None, str]] = []
+
+    def sink(state: Progress, elapsed: float, started: str | None) -> None:
+        events.append((started, state.line(elapsed)))
+
+    result, output = _run_make(host, ["sh", "-c", script], str(tmp_path), log, "$ make\n", "test", 0.0, sink)
+    assert result.rc == 2
+    assert output == " CONFTEST: INIT_WORK\n  CC [M]  a.o\nx.c:1:1: error: boom\n"
+    assert [s for s, _ in events if s] == ["conftest", "kernel-open"]
+    assert any("kernel-open 1/2 objects" in line for _, line in events)
+    assert (tmp_path / log.lstrip("/")).read_text().startswith("$ make\n CONFTEST")

@@ -379,8 +379,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
     app.echo(f"Secure Boot: {enabled} ({state.source}); this certificate: {state.key_state}")
     if state.key_state != "enrolled":
         app.echo("enroll it as a Machine Owner Key (once per machine):")
-        local = app.host.local_path(key.cert) or key.cert
-        for line in enrollment_steps(local):
+        for line in enrollment_steps(key.cert):
             app.echo(f"  {line}")
     app.echo("modules built from now on are signed; rebuild the current ones with `fwman modules build --all`")
 

@@ -14,6 +14,8 @@ CONFIG_FILE = f"{ETC_DIR}/config.toml"
 CATALOG_KEYS_DIR = f"{ETC_DIR}/keys.d"
 CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
+#: public keys module bundles are accepted from (`fwman modules import`); the catalog's keys are not used
+BUNDLE_KEYS_DIR = f"{ETC_DIR}/bundle-keys.d"
 
 # --- fwman's state (/var/lib/fwman): kept across upgrades, backups kept forever ---------------------------
 STATE_DIR = "/var/lib/fwman"
@@ -55,6 +57,10 @@ CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
 DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
 APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
 MOTD_FILE = "/etc/motd.d/fwman"
+#: node_exporter's textfile collector reads *.prom here (Debian's prometheus-node-exporter default directory)
+METRICS_FILE = "/var/lib/prometheus/node-exporter/fwman.prom"
+METRICS_UNIT_NAME = "fwman-metrics.service"
+METRICS_TIMER_NAME = "fwman-metrics.timer"
 
 # --- boot loaders ------------------------------------------------------------------------------------------
 GRUB_CFG = "/boot/grub/grub.cfg"

@@ -183,3 +183,20 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
     cards = [applies[0][i + 1] for i, a in enumerate(applies[0]) if a == "--card"]
     assert cards == ["0000:41:00.0", "0000:61:00.0"]  # exactly the plan: never 01:00.0 or 21:00.0
     assert [r["card"] for r in result["flashed"]] == cards
+
+
+def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:
+    require_ansible()
+    if not (BIN / "ansible-lint").exists():
+        import pytest
+
+        pytest.skip("needs ansible-lint (pip install -e '.[dev]')")
+    lint = subprocess.run(
+        [str(BIN / "ansible-lint"), "--nocolor", "--offline"],
+        cwd=COLLECTION,
+        capture_output=True,
+        text=True,
+        env=ansible_env(tmp_path),
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "criteria was 'production'" in lint.stdout + lint.stderr

@@ -150,13 +150,15 @@ def main():
     module = AnsibleModule(
         argument_spec=spec,
         supports_check_mode=True,
-        mutually_exclusive=[("source", "fork"), ("source", "branch"), ("kernels", "all_kernels")],
+        mutually_exclusive=[("source", "fork"), ("source", "branch")],
         required_together=[("fork", "branch")],
     )
     p = module.params
     fwman = Fwman(module)
     before, _ = fwman.json("modules-status", "modules", "status")
     rows = {r["kernel"]: r for r in before.get("kernels") or []}
+    if p["all_kernels"] and p["kernels"]:
+        module.fail_json(msg="give kernels or all_kernels, not both")
     if p["all_kernels"]:
         targets = [k for k, r in rows.items() if r.get("headers")]
     elif p["kernels"]:

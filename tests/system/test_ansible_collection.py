@@ -132,8 +132,8 @@ def test_firmware_check_mode_returns_the_plan_and_a_real_run_refuses_anything_bu
         {
             "no_plan": "        confirm: true",
             "one_card": '        confirm: true\n        expected_plan: {"41:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}',
-            "wrong_version": '        confirm: true\n        expected_plan: {"41:00.0": "94.02.26.48.15 -> 94.02.42.99.00",'
-            ' "61:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}',
+            "wrong_version": "        confirm: true\n        expected_plan:"
+            ' {"41:00.0": "94.02.26.48.15 -> 94.02.42.99.00", "61:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}',
             "no_confirm": plan_yaml,
             "gated": "        confirm: true\n" + plan_yaml,
         },

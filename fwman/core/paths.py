@@ -60,7 +60,10 @@ MOTD_FILE = "/etc/motd.d/fwman"
 #: node_exporter's textfile collector reads *.prom here (Debian's prometheus-node-exporter default directory)
 METRICS_FILE = "/var/lib/prometheus/node-exporter/fwman.prom"
 METRICS_UNIT_NAME = "fwman-metrics.service"
+METRICS_UNIT = f"/etc/systemd/system/{METRICS_UNIT_NAME}"
 METRICS_TIMER_NAME = "fwman-metrics.timer"
+METRICS_TIMER = f"/etc/systemd/system/{METRICS_TIMER_NAME}"
+METRICS_TIMER_WANTS = f"/etc/systemd/system/timers.target.wants/{METRICS_TIMER_NAME}"
 
 # --- boot loaders ------------------------------------------------------------------------------------------
 GRUB_CFG = "/boot/grub/grub.cfg"

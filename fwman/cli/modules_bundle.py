@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
@@ -41,7 +40,7 @@ def _doc_dict(bundle: Any) -> dict[str, Any]:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
 @click.option(
     "--sign-key",
-    type=click.Path(dir_okay=False, exists=True),
+    type=click.Path(dir_okay=False),
     help="Ed25519 private key (PEM) to sign the bundle with (openssl genpkey -algorithm ed25519).",
 )
 @json_option
@@ -62,16 +61,14 @@ def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_jso
 
     Exit status: 0 written, 4 the installed modules do not verify, 5 none installed for KVER.
     """
-    from fwman.driver.bundle import export_bundle, load_signing_key, write_file_atomically
+    from fwman.app.bundle import export_to_file
 
-    key = load_signing_key(Path(sign_key)) if sign_key else None
-    data, bundle = export_bundle(app.host, kver, key)
-    write_file_atomically(Path(output), data)
+    size, bundle = export_to_file(app.host, kver, output, sign_key)
     if as_json:
-        app.emit_json("modules-export", {"file": output, "size": len(data), **_doc_dict(bundle)})
+        app.emit_json("modules-export", {"file": output, "size": size, **_doc_dict(bundle)})
         return
     doc = bundle.doc
-    app.echo(f"exported the modules of {kver} to {output} ({len(data)} bytes)")
+    app.echo(f"exported the modules of {kver} to {output} ({size} bytes)")
     app.echo(f"  source:    {doc.source} (commit {doc.commit})")
     app.echo(f"  compiler:  {doc.compiler}")
     app.echo(f"  modules:   {'signed ' + (doc.signed or '') if doc.signer else 'unsigned'}")
@@ -102,14 +99,11 @@ def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     Exit status: 0 imported or already current, 3 Secure Boot refuses unsigned modules, 4 a check failed,
     5 the bundle's kernel is not installed.
     """
-    from fwman.driver.bundle import import_bundle, plan_import, read_bundle_file
+    from fwman.app.bundle import import_file
 
-    bundle = read_bundle_file(Path(file))
-    if dry_run:
-        outcome = plan_import(app.host, bundle, file)
-    else:
+    if not dry_run:
         _require_root(app)
-        outcome = import_bundle(app.host, bundle, file, report=lambda t: app.echo(t, err=True))
+    bundle, outcome = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
     boot = outcome.boot
     if as_json:
         app.emit_json(

@@ -7,14 +7,15 @@ uncompressed tar file (``fwman modules export --kernel KVER -o FILE``) holding
   source, compiler, the modules' signature state, and per module its SHA-256 and size;
 * ``modules/<name>.ko``: the five modules exactly as installed;
 * ``bundle.json.sig`` (optional): an Ed25519 signature over the exact bytes of ``bundle.json``, in the catalog's
-  signature format (:mod:`fwman.firmware.catalog.signing`), so it covers every module through their hashes.
+  signature format (made and checked by :mod:`fwman.app.bundle` with :mod:`fwman.firmware.catalog.signing`:
+  driver/ does not import its sibling firmware/), so it covers every module through their hashes.
 
 :func:`import_bundle` refuses a bundle for another kernel, a module whose hash or ``vermagic`` does not match,
-a bundle that is unsigned or signed by an unknown key when the host trusts bundle keys
-(``/etc/fwman/bundle-keys.d/*.pub``), and unsigned modules on a host with Secure Boot on and no signing key.
-It then installs through the same staged install, ``depmod``, verification, manifest and boot-safety check as
-a build (:mod:`fwman.driver.build.install`, :func:`fwman.driver.boot.pin.ensure_safe_boot`); the manifest's
-``source`` says ``imported from ...``.
+a bundle whose signature the caller's check refuses (:mod:`fwman.app.bundle`: unsigned or signed by an
+unknown key when the host trusts bundle keys, ``/etc/fwman/bundle-keys.d/*.pub``), and unsigned modules on a
+host with Secure Boot on and no signing key. It then installs through the same staged install, ``depmod``,
+verification, manifest and boot-safety check as a build (:mod:`fwman.driver.build.install`,
+:func:`fwman.driver.boot.pin.ensure_safe_boot`); the manifest's ``source`` says ``imported from ...``.
 """
 
 from __future__ import annotations
@@ -22,21 +23,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import tarfile
-import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.manifest import Manifest
 
@@ -51,6 +46,8 @@ SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-
 MAX_MEMBER = 512 * 1024 * 1024
 
 Report = Callable[[str], None]
+#: returns the bundle.json.sig document for the bytes of bundle.json (the catalog's Ed25519 format)
+Signer = Callable[[bytes], bytes]
 
 
 def _nothing(_: str) -> None:
@@ -170,7 +167,7 @@ def _member(name: str, data: bytes) -> tuple[tarfile.TarInfo, io.BytesIO]:
 def pack(doc_bytes: bytes, files: dict[str, bytes], signature: bytes | None = None) -> bytes:
     """Return the bytes of a bundle file (a plain tar: ``.ko`` files are what they are, no compression step)."""
     out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
+    with tarfile.TarFile(fileobj=out, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         tar.addfile(*_member(DOC_NAME, doc_bytes))
         if signature is not None:
             tar.addfile(*_member(SIG_NAME, signature))
@@ -187,7 +184,7 @@ def unpack(data: bytes) -> Bundle:
     """
     members: dict[str, bytes] = {}
     try:
-        with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+        with tarfile.TarFile(fileobj=io.BytesIO(data), mode="r") as tar:
             for info in tar:
                 if not info.isreg():
                     raise ParseError(WHAT, info.name[:60], "not a regular file (links and directories are refused)")
@@ -235,72 +232,6 @@ def verify_contents(bundle: Bundle) -> None:
             )
 
 
-# -- signatures (the catalog's Ed25519 format, reused) ------------------------------------------------------
-def trusted_bundle_keys(host: Host) -> list[Any]:
-    """Return the keys bundles are accepted from: ``/etc/fwman/bundle-keys.d/*.pub`` on ``host`` ([] when none).
-
-    Deliberately not the catalog's keys: a fleet owner signs their own bundles. Raises VerificationError for a
-    key file that is not an Ed25519 public key.
-    """
-    from fwman.firmware.catalog.signing import _load_public
-
-    try:
-        names = host.listdir(paths.BUNDLE_KEYS_DIR) if host.is_dir(paths.BUNDLE_KEYS_DIR) else []
-    except (MissingError, NotRecordedError):
-        names = []
-    keys = []
-    for name in sorted(names):
-        if name.endswith(".pub"):
-            path = f"{paths.BUNDLE_KEYS_DIR}/{name}"
-            keys.append(_load_public(host.read_bytes(path, limit=64 * 1024), path))
-    return keys
-
-
-def check_signature(bundle: Bundle, keys: list[Any]) -> str:
-    """Return a line saying how the bundle's signature was checked.
-
-    With trusted keys the bundle must be signed by one of them; without any, a signature is reported but not
-    checked (nothing to check it against). Raises VerificationError for an unsigned bundle when keys are
-    trusted, a signature by an unknown key, or one that does not verify.
-    """
-    from fwman.firmware.catalog.signing import _parse_sig, verify_index
-
-    if not keys:
-        if bundle.signature is None:
-            return f"unsigned bundle (no trusted bundle key in {paths.BUNDLE_KEYS_DIR}/)"
-        return f"signature not checked: no trusted bundle key in {paths.BUNDLE_KEYS_DIR}/"
-    if bundle.signature is None:
-        raise VerificationError(
-            f"the bundle is not signed, and this host trusts only signed bundles ({paths.BUNDLE_KEYS_DIR}/)",
-            hint="export it with --sign-key KEY.pem on the build host",
-        )
-    claimed = str(_parse_sig(bundle.signature)["key_id"])
-    if claimed not in {k.key_id for k in keys}:
-        raise VerificationError(
-            f"the bundle is signed by key {claimed}, which this host does not trust",
-            hint=f"trusted: {', '.join(sorted(k.key_id for k in keys))}; add the fleet key to {paths.BUNDLE_KEYS_DIR}/",
-        )
-    try:
-        key = verify_index(bundle.doc_bytes, bundle.signature, keys)
-    except VerificationError as e:
-        raise VerificationError(
-            f"the bundle's signature does not verify with key {claimed}: bundle.json or its signature was altered",
-            hint="nothing was installed; export the bundle again on the build host",
-        ) from e
-    return f"signed by trusted key {key.key_id} ({key.origin})"
-
-
-def load_signing_key(path: Path) -> Ed25519PrivateKey:
-    """Return the Ed25519 private key in the PEM file ``path``. Raises UsageError for anything else."""
-    from fwman.firmware.catalog.signing import load_private_key
-
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise UsageError(f"cannot read the signing key {path}: {e.strerror}") from e
-    return load_private_key(data, str(path))
-
-
 # -- export ---------------------------------------------------------------------------------------------------
 def _signature_state(files: dict[str, bytes]) -> str | None:
     """Return the signer of the modules (issuer CN), or None when unsigned."""
@@ -313,8 +244,11 @@ def _signature_state(files: dict[str, bytes]) -> str | None:
     return None
 
 
-def export_bundle(host: Host, kver: str, key: Ed25519PrivateKey | None = None) -> tuple[bytes, Bundle]:
+def export_bundle(host: Host, kver: str, sign: Signer | None = None) -> tuple[bytes, Bundle]:
     """Return (the bundle file bytes, the bundle) of the patched modules installed for ``kver`` on ``host``.
+
+    ``sign`` (given the bytes of ``bundle.json``) returns the signature document to add, when the bundle is
+    signed.
 
     Only a verified set is exported: the manifest must exist and every module must pass the same check as
     ``fwman modules status`` (depmod resolution, SHA-256, vermagic). Raises MissingError when ``kver`` has no
@@ -323,7 +257,6 @@ def export_bundle(host: Host, kver: str, key: Ed25519PrivateKey | None = None) -
     from fwman.driver.build.install import verify_or_raise
     from fwman.driver.build.manifest import load_manifest, now_iso
     from fwman.driver.kmod.kofile import read_module
-    from fwman.firmware.catalog.signing import sign_index
 
     manifest = load_manifest(host, kver)
     if manifest is None:
@@ -350,32 +283,8 @@ def export_bundle(host: Host, kver: str, key: Ed25519PrivateKey | None = None) -
         exported_from=host.description,
     )
     doc_bytes = doc.to_json()
-    signature = sign_index(doc_bytes, key) if key is not None else None
+    signature = sign(doc_bytes) if sign is not None else None
     return pack(doc_bytes, files, signature), Bundle(doc, doc_bytes, signature, files)
-
-
-def write_file_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename. Raises UsageError when it cannot."""
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror}") from e
-
-
-def read_bundle_file(path: Path) -> Bundle:
-    """Return the bundle in the local file ``path``. Raises MissingError when absent, ParseError when not one."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError as e:
-        raise MissingError(f"bundle file {path} does not exist") from e
-    except OSError as e:
-        raise MissingError(f"cannot read bundle file {path}: {e.strerror}") from e
-    return unpack(data)
 
 
 # -- import ---------------------------------------------------------------------------------------------------
@@ -423,11 +332,12 @@ def _same_modules(host: Host, manifest: Manifest | None, bundle: Bundle) -> bool
     return True
 
 
-def plan_import(host: Host, bundle: Bundle, origin: str) -> ImportOutcome:
+def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str]) -> ImportOutcome:
     """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``.
 
-    Checks: hashes and vermagic, the kernel is installed here, the signature (trusted keys), Secure Boot.
-    Raises VerificationError, MissingError or BlockedError for the first check that fails.
+    Checks: hashes and vermagic, the kernel is installed here, the signature (``check_signature`` returns how it
+    was checked, or raises VerificationError), Secure Boot. Raises VerificationError, MissingError or
+    BlockedError for the first check that fails.
     """
     from fwman.core.errors import BlockedError
     from fwman.driver.build.manifest import load_manifest
@@ -442,7 +352,7 @@ def plan_import(host: Host, bundle: Bundle, origin: str) -> ImportOutcome:
             hint="install that kernel first, or export a bundle for a kernel this host has",
         )
     checks.append(f"kernel {doc.kernel} is installed")
-    signature = check_signature(bundle, trusted_bundle_keys(host))
+    signature = check_signature(bundle)
     checks.append(signature)
     key = sign.configured_key(host)
     secure = secure_boot_enabled(host)
@@ -464,7 +374,9 @@ def plan_import(host: Host, bundle: Bundle, origin: str) -> ImportOutcome:
     return ImportOutcome(doc.kernel, "would-import", message, signature, doc.signed, bundle.sha256, checks=checks)
 
 
-def import_bundle(host: Host, bundle: Bundle, origin: str, report: Report = _nothing) -> ImportOutcome:
+def import_bundle(
+    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = _nothing
+) -> ImportOutcome:
     """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
 
     After :func:`plan_import`'s checks: signs with the host's key when one is configured (as a build does),
@@ -488,7 +400,7 @@ def import_bundle(host: Host, bundle: Bundle, origin: str, report: Report = _not
     from fwman.driver.kmod.kofile import split_signature
 
     with module_lock(host):
-        outcome = plan_import(host, bundle, origin)
+        outcome = plan_import(host, bundle, origin, check_signature)
         if outcome.status == "current":
             outcome.boot = ensure_safe_boot(host, report)
             return outcome

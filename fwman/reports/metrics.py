@@ -15,12 +15,12 @@ not read (no GPU in a container, no kernels) is not an error: its series are lef
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core import paths
+from fwman.core.clock import now_utc
 from fwman.core.errors import FwmanError
 from fwman.host.base import Host
 
@@ -206,7 +206,7 @@ def driver_samples(host: Host) -> list[Sample]:
     return out
 
 
-def collect(host: Host, now: Callable[[], float] = time.time) -> tuple[list[Sample], dict[str, str]]:
+def collect(host: Host) -> tuple[list[Sample], dict[str, str]]:
     """Return (every sample fwman can read on ``host``, {source: why it could not be read}).
 
     Never raises for a source that cannot be read: its series are left out, its ``source_up`` is 0 and the
@@ -228,7 +228,7 @@ def collect(host: Host, now: Callable[[], float] = time.time) -> tuple[list[Samp
             problems[name] = e.message
             up.append(Sample(SOURCE_UP, 0, {"source": name}))
     samples += up
-    samples.append(Sample(LAST_CHECK, round(now(), 3)))
+    samples.append(Sample(LAST_CHECK, round(now_utc().timestamp(), 3)))
     return samples, problems
 
 
@@ -240,12 +240,13 @@ def timer_actions(python: str | None = None) -> list[Any]:
     MissingError when the unit templates are not installed with fwman.
     """
     from fwman.core.actions import Symlink, WriteFile
+    from fwman.core.resources import read_data
     from fwman.driver.hooks.run import python_for_hooks, templates_dir
 
     directory = templates_dir()
     python = python or python_for_hooks()
-    service = (directory / paths.METRICS_UNIT_NAME).read_text().replace("@PYTHON@", python).encode()
-    timer = (directory / paths.METRICS_TIMER_NAME).read_bytes()
+    service = read_data(directory / paths.METRICS_UNIT_NAME).replace(b"@PYTHON@", python.encode())
+    timer = read_data(directory / paths.METRICS_TIMER_NAME)
     return [
         WriteFile(paths.METRICS_UNIT, service, 0o644),
         WriteFile(paths.METRICS_TIMER, timer, 0o644),

@@ -59,7 +59,8 @@ CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
 DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
 APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
 MOTD_FILE = "/etc/motd.d/fwman"
-#: node_exporter's textfile collector reads *.prom here (Debian's prometheus-node-exporter default directory)
+#: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
+#: its --collector.textfile.directory names (point -o there when it is another one)
 METRICS_FILE = "/var/lib/prometheus/node-exporter/fwman.prom"
 METRICS_UNIT_NAME = "fwman-metrics.service"
 METRICS_UNIT = f"/etc/systemd/system/{METRICS_UNIT_NAME}"

@@ -85,6 +85,12 @@ def main():
             result["would"] = [ln.strip() for ln in out.splitlines() if ln.strip()]
         else:
             result["would"] = ["remove fwman's apt pin and register the removed modules with DKMS again"]
+        # the diff of a check-mode run: what is there now, and the lines fwman says it would write
+        now = view(before)
+        result["diff"] = {
+            "before": "".join(f"{k}: {v}\n" for k, v in now.items()),
+            "after": "".join(f"would {line.removeprefix('would ')}\n" for line in result["would"]),
+        }
         module.exit_json(**result)
     rc, out, err = fwman.run(*argv)
     if rc != 0:

@@ -90,6 +90,12 @@ def main():
             result["would"] = [ln.strip() for ln in out.splitlines() if ln.strip()]
         else:
             result["would"] = ["remove the kernel hook and the catch-up service"]
+        # the diff of a check-mode run: what is there now, and the lines fwman says it would write
+        now = files_state(before)
+        result["diff"] = {
+            "before": "".join(f"{k}: {v}\n" for k, v in now.items()),
+            "after": "".join(f"would {line.removeprefix('would ')}\n" for line in result["would"]),
+        }
         module.exit_json(**result)
     rc, out, err = fwman.run("hooks", "install" if want == "present" else "remove")
     if rc != 0:

@@ -380,22 +380,17 @@ def import_bundle(
     """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
 
     After :func:`plan_import`'s checks: signs with the host's key when one is configured (as a build does),
-    stages and swaps the modules in (:func:`~fwman.driver.build.install.install_modules`), runs depmod, checks
-    that every name resolves to the new file with the recorded hash, writes the manifest (source
+    stages and swaps the modules in (:func:`~fwman.driver.build.install.install_modules`, which runs depmod),
+    checks that every name resolves to the new file with the recorded hash, writes the manifest (source
     ``imported from ORIGIN``), clears the failed/pending markers and makes sure the next boot is safe. Raises as
     :func:`plan_import`, and VerificationError when the installed modules are not in effect (the manifest is
     then not written).
     """
+    from fwman.core.actions import RemoveFile, apply_all
     from fwman.driver.boot.pin import ensure_safe_boot
     from fwman.driver.build import install
     from fwman.driver.build.lock import module_lock
-    from fwman.driver.build.manifest import (
-        Manifest,
-        failed_path,
-        now_iso,
-        pending_path,
-        write_manifest,
-    )
+    from fwman.driver.build.manifest import Manifest, WriteManifest, failed_path, now_iso, pending_path
     from fwman.driver.kmod import sign
     from fwman.driver.kmod.kofile import split_signature
 
@@ -413,8 +408,7 @@ def import_bundle(
             unsigned = {name: split_signature(data)[0] for name, data in files.items()}
             files, signed = sign.sign_for_kernel(host, doc.kernel, unsigned, key)
             report(f"signed the modules with {key.cert} ({signed})")
-        entries = install.install_modules(host, doc.kernel, files)
-        install.run_depmod(host, doc.kernel)
+        entries, _changed = install.install_modules(host, doc.kernel, files)  # staged files, override, depmod
         built_from = doc.source or (f"fork {doc.fork} branch {doc.branch}" if doc.fork else "unknown source")
         manifest = Manifest(
             kernel=doc.kernel,
@@ -435,9 +429,9 @@ def import_bundle(
                 f"imported but not in effect for {doc.kernel}: {bad[0].name}: {bad[0].problem}",
                 hint="run `fwman modules status`; the previous manifest was kept",
             )
-        write_manifest(host, manifest)
-        host.unlink(failed_path(doc.kernel))
-        host.unlink(pending_path(doc.kernel))
+        # the same actions a build ends with: the manifest, and the failed/pending markers cleared
+        kver = doc.kernel
+        apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
         outcome.status = "imported"
         outcome.signed = signed
         outcome.message = f"imported and verified for {doc.kernel} from {origin}"

@@ -174,18 +174,20 @@ def card_samples(host: Host) -> list[Sample]:
 
 def kernel_samples(host: Host) -> list[Sample]:
     """Return the per-kernel and next-boot series (the same verdicts as ``fwman modules status``)."""
-    from fwman.driver.boot import pin as boot
+    from fwman.driver.boot.loaders import default_boot_kernel
+    from fwman.driver.boot.pin import kernel_safety
     from fwman.driver.build.manifest import failed_path, manifest_path, read_marker
+    from fwman.driver.kernels import installed_kernels
 
     out: list[Sample] = []
-    for kver in boot.installed_kernels(host):
+    for kver in installed_kernels(host):
         k = {"kernel": kver}
         out.append(Sample(KERNEL_INSTALLED, _bool(host.exists(manifest_path(kver))), k))
-        out.append(Sample(KERNEL_SAFE, _bool(boot.kernel_safety(host, kver).safe), k))
+        out.append(Sample(KERNEL_SAFE, _bool(kernel_safety(host, kver).safe), k))
         out.append(Sample(KERNEL_FAILED, _bool(read_marker(host, failed_path(kver)) is not None), k))
-    default = boot.default_boot_kernel(host)
+    default = default_boot_kernel(host)
     if default.kver is not None:
-        safe = boot.kernel_safety(host, default.kver).safe
+        safe = kernel_safety(host, default.kver).safe
         out.append(Sample(NEXT_BOOT_SAFE, _bool(safe), {"kernel": default.kver}))
     return out
 
@@ -241,7 +243,7 @@ def timer_actions(python: str | None = None) -> list[Any]:
     """
     from fwman.core.actions import Symlink, WriteFile
     from fwman.core.resources import read_data
-    from fwman.driver.hooks.run import python_for_hooks, templates_dir
+    from fwman.driver.hooks.files import python_for_hooks, templates_dir
 
     directory = templates_dir()
     python = python or python_for_hooks()

@@ -90,6 +90,7 @@ def test_check_mode_changes_nothing_a_failed_build_fails_only_its_host_and_a_sec
     assert (roots["importer"] / "etc/nccl.conf").read_text() == "NCCL_P2P_LEVEL=SYS\n"
     assert (roots["builder"] / "etc/kernel/postinst.d/fwman").exists()
     assert (roots["importer"] / "etc/apt/preferences.d/fwman-nvidia-dkms").exists()
+    assert (roots["importer"] / "etc/systemd/system/timers.target.wants/fwman-metrics.timer").is_symlink()
     assert "the patched modules changed: reboot this host" in first.output  # the handler ran (no real reboot)
     assert not (roots["broken"] / "lib/modules" / KERNEL_BAD / "updates/fwman").exists()
 

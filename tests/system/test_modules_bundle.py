@@ -144,6 +144,16 @@ def test_import_refuses_altered_bundles_other_kernels_and_untrusted_signatures(b
     code, _, err = run_fwman(third, "modules", "import", str(bundle))
     assert code == 5 and f"for kernel {KERNEL_OK}, which is not installed here" in err
 
+    # Secure Boot on (the EFI variable: 4 attribute bytes, then 1) and no signing key: unsigned modules refused
+    secure = tmp_path / "d"
+    add_kernel(secure, KERNEL_OK, headers=False)
+    efivar = secure / "sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
+    efivar.parent.mkdir(parents=True)
+    efivar.write_bytes(b"\x06\x00\x00\x00\x01")
+    code, _, err = run_fwman(secure, "modules", "import", str(bundle))
+    assert code == 3 and "Secure Boot is on and the bundle's modules are unsigned" in err
+    assert not (secure / "lib/modules" / KERNEL_OK / "updates").exists()
+
     code, out, err = run_fwman(other, "modules", "import", str(bundle), "--json")
     assert code == 0, out + err
     assert json.loads(out)["signature"].startswith("signed by trusted key")

@@ -916,7 +916,23 @@ class Check:
     pairwise: bool = False
 
 
+def _gates() -> tuple[Check, ...]:
+    # imported here: the gate modules import this one (iommu_mode) and Facts
+    from fwman.reports.doctor.gates import check_acs, check_slots, check_vm
+    from fwman.reports.doctor.verification import check_verified
+
+    return (
+        Check("platform.vm", "Running inside a VM", check_vm),
+        Check("pcie.acs", "PCIe ACS on the path between GPUs", check_acs, pairwise=True),
+        Check("pcie.slot", "Slot width versus link training", check_slots),
+        Check("p2p.verified", "P2P verified on this configuration", check_verified),
+    )
+
+
+_VM, _ACS, _SLOT, _VERIFIED = _gates()
+
 CHECKS: tuple[Check, ...] = (
+    _VM,
     Check("gpus", "GPUs", check_gpus),
     Check("firmware.rebar", "Firmware offers a large BAR1", check_firmware),
     Check("bar1.size", "BAR1 covers VRAM (firmware setup)", check_bar1),
@@ -924,8 +940,11 @@ CHECKS: tuple[Check, ...] = (
     Check("p2p.topo", "nvidia-smi topo -p2p r", check_p2p_topo, pairwise=True),
     Check("iommu.mode", "IOMMU", check_iommu, pairwise=True),
     Check("iommu.vms", "Devices passed to VMs", check_vm_isolation, pairwise=True),
+    _ACS,
     Check("nccl.level", "Topology and NCCL", check_nccl, pairwise=True),
     Check("vllm.allreduce", "vLLM custom all-reduce", check_vllm, pairwise=True),
     Check("pcie.link", "PCIe links", check_links),
+    _SLOT,
     Check("power.limit", "Power limit", check_power),
+    _VERIFIED,
 )

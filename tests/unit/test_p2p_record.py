@@ -60,9 +60,7 @@ def _record(fp: Fingerprint = FP, ok: bool = True, time: str = "2026-11-30T20:00
 def test_the_same_configuration_reads_back_as_verified_with_date_and_slowest_pair() -> None:
     [f] = verification_findings([_record()], FP)
     assert f.severity == "ok"
-    assert f.message == (
-        "P2P verified on this configuration (2026-11-30, slowest pair 24.6 GB/s, every byte verified)"
-    )
+    assert f.message == ("P2P verified on this configuration (2026-11-30, slowest pair 24.6 GB/s, every byte verified)")
 
 
 @pytest.mark.parametrize(
@@ -123,8 +121,14 @@ _text = st.one_of(st.none(), st.text(max_size=8))
         userspace=_text,
         iommu=_text,
         gpus=st.lists(
-            st.builds(CardPrint, st.text(min_size=1, max_size=6), st.text(max_size=4), st.text(max_size=4), _text,
-                      st.one_of(st.none(), st.integers(0, 1 << 40))),  # fmt: skip
+            st.builds(
+                CardPrint,
+                st.text(min_size=1, max_size=6),
+                st.text(max_size=4),
+                st.text(max_size=4),
+                _text,
+                st.one_of(st.none(), st.integers(0, 1 << 40)),
+            ),
             max_size=3,
         ).map(tuple),
     )

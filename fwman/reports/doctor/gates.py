@@ -127,26 +127,26 @@ def acs_findings(acs: AcsFacts) -> list[Finding]:
     for (a, b), bridges in acs.pairs.items():
         for bridge in bridges:
             users.setdefault(bridge, []).append(f"{a} <-> {b}")
-    for bridge in sorted(users):
-        reading = acs.readings.get(bridge)
-        if reading is None or reading.redirect == 0:
-            continue
-        bits = reading.redirect
+    redirecting = [b for b in sorted(users) if (r := acs.readings.get(b)) is not None and r.redirect]
+    if redirecting:
+        bits = 0
+        for b in redirecting:
+            bits |= acs.readings[b].redirect
+        pairs = sorted({p for b in redirecting for p in users[b]})
+        evidence = {
+            b: f"{'+'.join(bit_names(acs.readings[b].redirect))} ({acs.readings[b].describe()})" for b in redirecting
+        }
+        evidence["pairs"] = ", ".join(pairs)
         out.append(
             Finding(
                 id="pcie.acs",
                 severity=Severity.WARN,
-                message=f"ACS on {bridge} redirects peer-to-peer traffic to the root complex "
-                f"({' and '.join(bit_meanings(bits))} on): the pair{'s' if len(users[bridge]) > 1 else ''} "
-                f"{', '.join(users[bridge])} cross{'' if len(users[bridge]) > 1 else 'es'} it, so their P2P goes "
-                "up through the root complex and IOMMU (slower, or a hang with the P2P forks)",
-                evidence={
-                    "port": bridge,
-                    "bits": "+".join(bit_names(bits)),
-                    "control": f"0x{reading.control:04x}",
-                    "lspci": reading.describe(),
-                    "pairs": ", ".join(users[bridge]),
-                },
+                message=f"ACS redirects peer-to-peer traffic to the root complex on {len(redirecting)} "
+                f"port{'s' if len(redirecting) > 1 else ''} between the GPUs ({', '.join(redirecting)}: "
+                f"{' and '.join(bit_meanings(bits))} on): {len(pairs)} of {len(acs.pairs)} GPU pairs cross one, so "
+                "their P2P goes up through the root complex and the IOMMU (slower, or a hang with the P2P forks); "
+                "Linux sets these bits when an IOMMU driver is active",
+                evidence=evidence,
                 fix=ACS_FIX,
             )
         )
@@ -374,3 +374,36 @@ def check_slots(host: Host, facts: Facts) -> list[Finding]:
     except FwmanError:
         guest = False
     return slot_findings(gather_slots(host, cards), len(cards), guest)
+
+
+GUEST_NOTE = " (in a VM guest the Resizable BAR capability is emulated or hidden: read the firmware on the VM's host)"
+
+
+def adjust_for_guest(check_id: str, findings: list[Finding], guest: bool) -> list[Finding]:
+    """Return ``findings`` of check ``check_id`` as they read in a VM guest: the firmware step cannot judge the
+    card from inside (a block there becomes info, pointing at the host), and firmware-setup fixes apply on the host.
+    Unchanged on bare metal."""
+    if not guest:
+        return findings
+    out = []
+    for f in findings:
+        if check_id == "firmware.rebar" and f.severity in (Severity.BLOCK, Severity.WARN):
+            f = f.model_copy(
+                update={
+                    "severity": Severity.INFO,
+                    "message": f.message + GUEST_NOTE,
+                    "fix": "run `fwman doctor` (and `fwman scan`) on the VM's host: it reads the card's own firmware",
+                }
+            )
+        elif check_id == "bar1.size" and f.fix:
+            f = f.model_copy(update={"fix": "on the VM's host: " + f.fix})
+        out.append(f)
+    return out
+
+
+def is_guest(facts: Facts) -> bool:
+    """Return True when the doctor runs inside a VM guest (False when unknown)."""
+    try:
+        return virt_verdict(facts).guest is True
+    except FwmanError:
+        return False

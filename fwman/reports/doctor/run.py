@@ -10,6 +10,7 @@ from fwman.core.findings import Finding, Severity
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
 from fwman.reports.doctor.facts import Facts, Sources, describe_error
+from fwman.reports.doctor.gates import adjust_for_guest, is_guest
 
 
 @dataclass(frozen=True)
@@ -122,8 +123,9 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
             hint="is this the right machine? On a VM, is the GPU passed through?",
         )
     report = DoctorReport(host=host.description, gpus=len(cards))
+    guest = is_guest(facts)
     for check in CHECKS:
-        findings = run_check(check, host, facts)
+        findings = adjust_for_guest(check.id, run_check(check, host, facts), guest)
         if check.pairwise and len(cards) < 2:
             findings = _demote(findings)
         report.steps.append(Step(check, findings))

@@ -269,7 +269,10 @@ def test_nic_rows_and_columns_and_space_padding_do_not_fail_the_gpu_matrix() -> 
 
 
 def test_older_device_names_and_words_in_non_gpu_cells_are_kept() -> None:
-    text = "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\nGPU0\t X \tPHB\tPXB\t0-31\nGPU1\tPHB\t X \tPIX\t0-31\nmlx5_0\tPXB\tPIX\t X \n"
+    text = (
+        "\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\n"
+        "GPU0\t X \tPHB\tPXB\t0-31\nGPU1\tPHB\t X \tPIX\t0-31\nmlx5_0\tPXB\tPIX\t X \n"
+    )
     m = parse_topo_matrix(text)
     assert m.devices == ["GPU0", "GPU1", "mlx5_0"] and m.cell("mlx5_0", "GPU1") == "PIX"
 

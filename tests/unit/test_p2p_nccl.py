@@ -213,5 +213,5 @@ def test_without_torch_auto_falls_back_to_all_reduce_perf() -> None:
 
 def test_no_runner_at_all_says_what_was_tried() -> None:
     no_torch = CommandResult((), 3, "FWMAN_NO_TORCH ModuleNotFoundError('torch')\n", "", False)
-    with pytest.raises(RunnerMissing, match="torch: FWMAN_NO_TORCH.*all_reduce_perf not found"):
+    with pytest.raises(RunnerMissing, match=r"torch: FWMAN_NO_TORCH.*all_reduce_perf not found"):
         run_nccl_test(FakeHost({"python3": no_torch}))  # type: ignore[arg-type]

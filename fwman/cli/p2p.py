@@ -161,11 +161,10 @@ def _record(app: AppContext, build: object) -> None:
     """Append the record ``build(fingerprint, time)`` returns to the P2P history; say so (or why not) on stderr."""
     from fwman.core import paths
     from fwman.p2p.record import append_record
-    from fwman.reports.doctor.facts import Facts
-    from fwman.reports.doctor.verification import current_fingerprint
+    from fwman.reports.doctor.facts import gather
 
     try:
-        fingerprint = current_fingerprint(app.host, Facts(app.host))
+        fingerprint = gather(app.host).fingerprint.get()
         record: P2PRecord = build(fingerprint, _now())  # type: ignore[operator]
         append_record(app.host, record)
     except (FwmanError, OSError) as e:

@@ -22,13 +22,14 @@ from fixtures.hostgen.rig import build_rig, rig_4x3090, topo_m
 from fwman.core.errors import ParseError
 from fwman.core.findings import Finding, Severity
 from fwman.gpu.acs import AcsState, parse_acs
+from fwman.gpu.bridges import SlotFacts
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.pci_path import chain, crossed_bridges, root_bus, upstream_bridge
 from fwman.gpu.topo import parse_p2p_matrix, parse_topo_matrix
 from fwman.host.snapshot import SnapshotHost
 from fwman.platform.virt import VirtEvidence, gather, judge, parse_cpu_flags
 from fwman.reports.doctor import run_doctor
-from fwman.reports.doctor.gates import SlotFacts, slot_findings
+from fwman.reports.doctor.checks.pcie import slot_findings
 from tests.helpers import EXAMPLE_HOST, HOSTS, FwmanEnv
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

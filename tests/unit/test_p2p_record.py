@@ -24,7 +24,7 @@ from fwman.p2p.record import (
     read_history,
     standing,
 )
-from fwman.reports.doctor.verification import verification_findings
+from fwman.reports.doctor.checks.verification import verification_findings
 from tests.helpers import EXAMPLE_HOST, FwmanEnv
 from tests.unit.test_p2p import MemoryGpus, all_pairs
 

@@ -9,8 +9,8 @@ from fwman.core.errors import FwmanError, MissingError
 from fwman.core.findings import Finding, Severity
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
-from fwman.reports.doctor.facts import Facts, Sources, describe_error
-from fwman.reports.doctor.gates import adjust_for_guest, is_guest
+from fwman.reports.doctor.checks.platform import adjust_for_guest, is_guest
+from fwman.reports.doctor.facts import Facts, Sources, describe_error, gather
 
 
 @dataclass(frozen=True)
@@ -101,10 +101,10 @@ def _demote(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def run_check(check: Check, host: Host, facts: Facts) -> list[Finding]:
+def run_check(check: Check, facts: Facts) -> list[Finding]:
     """Return the findings of ``check``; what it could not read becomes one info finding "could not check"."""
     try:
-        return check.run(host, facts)
+        return check.run(facts)
     except FwmanError as e:
         return [Finding(id=check.id, severity=Severity.INFO, message=f"could not check: {describe_error(e)}")]
 
@@ -115,7 +115,7 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
     Raises MissingError when the host has no NVIDIA GPU (nothing to diagnose), ParseError when sysfs IDs are
     malformed. Every other unreadable thing is a "could not check" finding.
     """
-    facts = Facts(host, sources or Sources())
+    facts = gather(host, sources)
     cards = facts.cards
     if not cards:
         raise MissingError(
@@ -125,7 +125,8 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
     report = DoctorReport(host=host.description, gpus=len(cards))
     guest = is_guest(facts)
     for check in CHECKS:
-        findings = adjust_for_guest(check.id, run_check(check, host, facts), guest)
+        # in a VM guest the firmware step cannot judge the card from inside: it points at the host instead
+        findings = adjust_for_guest(check.id, run_check(check, facts), guest)
         if check.pairwise and len(cards) < 2:
             findings = _demote(findings)
         report.steps.append(Step(check, findings))

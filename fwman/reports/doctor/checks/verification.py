@@ -1,79 +1,14 @@
 """The doctor's last step: was P2P verified on *this* configuration, or only on one that no longer exists?
 
-:func:`current_fingerprint` reads the configuration (the same function ``fwman p2p test`` records with, so
-the two can never disagree on how a field is read); :func:`verification_findings` is pure over the history and
-that fingerprint.
+Pure over the P2P history and the fingerprint of the configuration now (both facts): verified / failed / not
+since X changed / never, for the copy test and, once it has been run, the NCCL tier.
 """
 
 from __future__ import annotations
 
-from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.findings import Finding, Severity
-from fwman.host.base import Host
-from fwman.p2p.record import KIND_COPY, KIND_NCCL, CardPrint, Fingerprint, P2PRecord, read_history, standing
+from fwman.p2p.record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord, standing
 from fwman.reports.doctor.facts import Facts
-
-
-def _first_line(facts: Facts, path: str) -> str | None:
-    text = facts.text(path)
-    return text.strip().splitlines()[0].strip() if text and text.strip() else None
-
-
-def _manifest(host: Host, kernel: str | None) -> str | None:
-    """Return "fork branch @ commit" of fwman's install manifest for ``kernel``, None when fwman built nothing."""
-    if not kernel:
-        return None
-    from fwman.driver.build.manifest import load_manifest
-
-    try:
-        manifest = load_manifest(host, kernel)
-    except ParseError:
-        return "unreadable manifest"
-    if manifest is None:
-        return None
-    return f"{manifest.fork or '?'} {manifest.branch or '?'} @ {manifest.commit or '?'}"
-
-
-def _userspace(host: Host) -> str | None:
-    """Return the version(s) of the host's libcuda / libnvidia-ml (compat copies excluded), None when none."""
-    from fwman.reports.audit.userspace import KEY_LIBS, scan_userspace
-
-    space = scan_userspace(host, "/", run_smi=False)
-    versions = sorted({lib.version for lib in space.libs if lib.name in KEY_LIBS})
-    return ", ".join(versions) or None
-
-
-def current_fingerprint(host: Host, facts: Facts) -> Fingerprint:
-    """Return the fingerprint of the configuration ``host`` is in now.
-
-    Raises NotRecordedError on a snapshot that lacks one of its inputs (so the step says "could not check"
-    rather than comparing against a guess).
-    """
-    from fwman.reports.doctor.checks import iommu_mode
-
-    kernel = _first_line(facts, paths.KERNEL_RELEASE)
-    cards = facts.cards
-    flavours = sorted({c.driver_flavour for c in cards if c.driver_flavour})
-    return Fingerprint(
-        kernel=kernel,
-        module_version=_first_line(facts, paths.NVIDIA_MODULE_VERSION),
-        module_srcversion=_first_line(facts, paths.NVIDIA_MODULE_SRCVERSION),
-        module_flavour=", ".join(flavours) or None,
-        manifest=_manifest(host, kernel),
-        userspace=_userspace(host),
-        iommu=iommu_mode(facts)[0],
-        gpus=tuple(
-            CardPrint(
-                bus_id=c.bus_id,
-                device=f"{c.vendor_id}:{c.device_id}",
-                subsystem=c.subsystem,
-                vbios=c.vbios_version,
-                bar1_bytes=c.bar1_bytes,
-            )
-            for c in sorted(cards, key=lambda c: c.bus_id)
-        ),
-    )
 
 
 def _copy_line(r: P2PRecord) -> str:
@@ -177,12 +112,6 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
     return out
 
 
-def check_verified(host: Host, facts: Facts) -> list[Finding]:
+def check_verified(facts: Facts) -> list[Finding]:
     """Return where P2P verification stands for the configuration now."""
-    try:
-        records = read_history(host)
-    except MissingError:
-        records = []
-    except NotRecordedError:
-        raise
-    return verification_findings(records, current_fingerprint(host, facts))
+    return verification_findings(facts.p2p_history.get(), facts.fingerprint.get())

@@ -12,9 +12,11 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core.errors import FwmanError, UsageError, VerificationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from fwman.p2p.copytest import CopyReport
     from fwman.p2p.nccl import NcclReport
-    from fwman.p2p.record import P2PRecord
+    from fwman.p2p.record import Fingerprint, P2PRecord
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -157,20 +159,16 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _record(app: AppContext, build: object) -> None:
+def _record(app: AppContext, build: Callable[[Fingerprint, str], P2PRecord]) -> None:
     """Append the record ``build(fingerprint, time)`` returns to the P2P history; say so (or why not) on stderr."""
-    from fwman.core import paths
-    from fwman.p2p.record import append_record
-    from fwman.reports.doctor.facts import gather
+    from fwman.app.p2p import HISTORY, record_result
 
     try:
-        fingerprint = gather(app.host).fingerprint.get()
-        record: P2PRecord = build(fingerprint, _now())  # type: ignore[operator]
-        append_record(app.host, record)
+        record_result(app.host, build, _now())
     except (FwmanError, OSError) as e:
-        app.echo(f"fwman: result not recorded in {paths.P2P_HISTORY_FILE}: {getattr(e, 'message', e)}", err=True)
+        app.echo(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}", err=True)
         return
-    app.echo(f"recorded in {paths.P2P_HISTORY_FILE} (`fwman doctor` reads it back)", err=True)
+    app.echo(f"recorded in {HISTORY} (`fwman doctor` reads it back)", err=True)
 
 
 def _nccl_tier(

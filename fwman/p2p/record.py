@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman.core import paths
 from fwman.core.errors import MissingError
 from fwman.core.units import human_bytes
 from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.p2p.copytest import CopyReport
+    from fwman.p2p.nccl import NcclReport
 
 FORMAT = "fwman.p2p-record/1"
 KIND_COPY = "copy"  # the CUDA peer copy test, every byte compared
@@ -271,14 +275,14 @@ def standing(records: list[P2PRecord], now: Fingerprint, kind: str = KIND_COPY) 
     return Standing("changed", last, tuple(changes(last.fingerprint, now)))
 
 
-def record_from_copy(report: Any, fingerprint: Fingerprint, time: str) -> P2PRecord:
+def record_from_copy(report: CopyReport, fingerprint: Fingerprint, time: str) -> P2PRecord:
     """Return the history record of a :class:`~fwman.p2p.copytest.CopyReport` taken on ``fingerprint``.
 
     The slowest pair is the slowest copy between two different GPUs; with one GPU, the on-device copy.
     """
     between = [p for p in report.pairs if p.src != p.dst and p.gbps is not None]
     measured = between or [p for p in report.pairs if p.gbps is not None]
-    slowest = min(measured, key=lambda p: p.gbps) if measured else None
+    slowest = min(measured, key=lambda p: p.gbps or 0.0) if measured else None
     return P2PRecord(
         time=time,
         kind=KIND_COPY,
@@ -286,13 +290,13 @@ def record_from_copy(report: Any, fingerprint: Fingerprint, time: str) -> P2PRec
         verdict=str(report.verdict()),
         fingerprint=fingerprint,
         gpus=len(report.gpus),
-        slowest_gbps=round(slowest.gbps, 3) if slowest is not None else None,
+        slowest_gbps=round(slowest.gbps, 3) if slowest is not None and slowest.gbps is not None else None,
         slowest_pair=slowest.label if slowest is not None else None,
         every_byte_verified=bool(report.ok),
     )
 
 
-def record_from_nccl(report: Any, fingerprint: Fingerprint, time: str) -> P2PRecord:
+def record_from_nccl(report: NcclReport, fingerprint: Fingerprint, time: str) -> P2PRecord:
     """Return the history record of a :class:`~fwman.p2p.nccl.NcclReport` taken on ``fingerprint``."""
     return P2PRecord(
         time=time,

@@ -1,0 +1,30 @@
+"""``fwman p2p test`` as a use case: run a tier, then record its result against the configuration it ran on.
+
+The CLI parses options and prints; this module decides what a record holds (:mod:`fwman.p2p.record`) and reads
+the fingerprint with the doctor's own reader, so ``fwman doctor`` compares like with like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fwman.core import paths
+from fwman.host.base import Host
+from fwman.p2p.record import Fingerprint, P2PRecord, append_record
+
+
+def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], now: str) -> P2PRecord:
+    """Read the fingerprint of ``host``, build the record with ``build(fingerprint, now)`` and append it to the
+    history at :data:`~fwman.core.paths.P2P_HISTORY_FILE`. Returns the record.
+
+    Raises the FwmanError reading the fingerprint met (NotRecordedError, MissingError), OSError when the history
+    cannot be written (not root).
+    """
+    from fwman.reports.doctor.facts import gather
+
+    record = build(gather(host).fingerprint.get(), now)
+    append_record(host, record)
+    return record
+
+
+HISTORY = paths.P2P_HISTORY_FILE

@@ -28,3 +28,27 @@ def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], no
 
 
 HISTORY = paths.P2P_HISTORY_FILE
+
+
+def server_environment(host: Host, prefix: list[str]) -> tuple[dict[str, str], str | None]:
+    """Return the ``NCCL_*`` variables the model server gets in the container ``prefix`` enters, and where they
+    are set; ``({}, None)`` when the prefix is not ``pct exec <id>`` or that container sets none.
+
+    ``pct exec`` does not pass the container's ``lxc.environment`` to the command it runs, so the NCCL tier passes
+    them itself: the test then runs under the environment the server will have. Never raises.
+    """
+    from fwman.core.errors import FwmanError
+    from fwman.reports.doctor.facts import gather
+
+    if len(prefix) < 3 or prefix[:2] != ["pct", "exec"] or not prefix[2].isdigit():
+        return {}, None
+    where = f"/etc/pve/lxc/{prefix[2]}.conf"
+    try:
+        sources = gather(host).workloads.get().sources
+    except FwmanError:
+        return {}, None
+    for source in sources:
+        if source.kind == "lxc" and source.where == where:
+            env = {k: v for k, v in source.env.items() if k.startswith("NCCL_")}
+            return env, (where if env else None)
+    return {}, None

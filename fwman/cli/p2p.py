@@ -79,7 +79,8 @@ def p2p() -> None:
     multiple=True,
     metavar="NAME=VALUE",
     help="With --nccl: an NCCL variable for the run, as the model server will have it (repeatable), "
-    "e.g. NCCL_P2P_LEVEL=SYS.",
+    "e.g. NCCL_P2P_LEVEL=SYS. Default with `--prefix 'pct exec ID --'`: the NCCL_* lxc.environment lines of "
+    "/etc/pve/lxc/ID.conf.",
 )
 @click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
 @json_option
@@ -186,6 +187,13 @@ def _nccl_tier(
         argv_prefix = shlex.split(prefix)
     except ValueError as e:
         raise UsageError(f"--prefix is not a command line: {e}") from e
+    if not env:
+        from fwman.app.p2p import server_environment
+
+        env, where = server_environment(app.host, argv_prefix)
+        if where:
+            app.echo(f"NCCL variables of the model server from {where}: "
+                     + " ".join(f"{k}={v}" for k, v in env.items()), err=True)  # fmt: skip
     try:
         gpus = len(_cards(app))
     except FwmanError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -215,3 +216,49 @@ def test_no_runner_at_all_says_what_was_tried() -> None:
     no_torch = CommandResult((), 3, "FWMAN_NO_TORCH ModuleNotFoundError('torch')\n", "", False)
     with pytest.raises(RunnerMissing, match=r"torch: FWMAN_NO_TORCH.*all_reduce_perf not found"):
         run_nccl_test(FakeHost({"python3": no_torch}))  # type: ignore[arg-type]
+
+
+# -- the command line, end to end: a stand-in `pct` on PATH answers like the container would -----------------------
+def test_nccl_tier_in_a_container_uses_its_environment_records_and_doctor_reads_it(tmp_path: Path) -> None:
+    from fixtures.hostgen.materialize import materialize
+    from fixtures.hostgen.rig import build_rig, rig_4x3090
+    from tests.helpers import FwmanEnv
+
+    build_rig(rig_4x3090(), note="nccl tier", lxc_environment={"NCCL_P2P_LEVEL": "SYS"}).write(tmp_path / "snap")
+    root = materialize(tmp_path / "snap", tmp_path / "root")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    argv_file = tmp_path / "argv"
+    output = _torch_output(4, 0, [*SHM, CUMEM[0]])
+    (tmp_path / "out").write_text(output)
+    pct = bindir / "pct"
+    pct.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\ncat {tmp_path / "out"}\n')
+    pct.chmod(0o755)
+    env = FwmanEnv(path_prepend=[bindir])
+    r = env("--root", str(root), "p2p", "test", "--nccl", "--prefix", "pct exec 101 --")
+    assert r.code == 0, r.stderr
+    sent = argv_file.read_text().splitlines()
+    assert sent[:5] == ["exec", "101", "--", "env", "NCCL_DEBUG=INFO"] and sent[5] == "NCCL_P2P_LEVEL=SYS"
+    assert "NCCL variables of the model server from /etc/pve/lxc/101.conf: NCCL_P2P_LEVEL=SYS" in r.stderr
+    assert "verdict: all-reduce exact on 4 ranks; NCCL used SHM on 2 of 3 connections" in r.stdout
+    [line] = (root / "var/lib/fwman/p2p-history.jsonl").read_text().splitlines()
+    rec = json.loads(line)
+    assert rec["kind"] == "nccl" and rec["transport"] == "P2P+SHM" and rec["prefix"] == ["pct", "exec", "101", "--"]
+    d = env("--root", str(root), "doctor", "--json")
+    steps = {s["id"]: s for s in json.loads(d.stdout)["steps"]}
+    nccl = next(f for f in steps["p2p.verified"]["findings"] if f["id"] == "p2p.nccl")
+    assert nccl["severity"] == "warn" and "NCCL did not use P2P on every connection" in nccl["message"]
+
+
+@FUZZ
+@given(st.text(max_size=300))
+def test_torch_runner_output_of_any_text(text: str) -> None:
+    from fwman.p2p.nccl import parse_torch_output
+
+    try:
+        doc = parse_torch_output(text)
+    except ParseError:
+        return
+    assert doc is None or isinstance(doc, dict)
+    report = report_from_torch((), (), 0, text)
+    assert report.ok is (report.error is None and report.wrong == 0)

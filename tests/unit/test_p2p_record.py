@@ -199,3 +199,22 @@ def test_no_record_leaves_the_history_alone(rig_root: Path, monkeypatch: pytest.
     r = FwmanEnv()("--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1", "--no-record")
     assert r.code == 0, r.stderr
     assert not (rig_root / paths.P2P_HISTORY_FILE.lstrip("/")).exists()
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(st.fixed_dictionaries({"format": st.just("fwman.p2p-record/1"), "time": st.text(max_size=20),
+                              "kind": st.sampled_from(["copy", "nccl"])}, optional={
+    "fingerprint": _json, "transports": _json, "environment": _json, "prefix": _json, "slowest_gbps": _json,
+    "gpus": _json, "ok": _json}))  # fmt: skip
+def test_a_record_of_any_shape_is_read_or_refused_never_a_crash(doc: dict[str, object]) -> None:
+    try:
+        rec = P2PRecord.from_json(doc)
+    except (ValueError, TypeError):
+        return
+    assert rec.kind in ("copy", "nccl") and isinstance(rec.ok, bool)

@@ -5,7 +5,8 @@ hypervisor runs it), the DMI strings ``/sys/class/dmi/id/{product_name,sys_vendo
 matched by prefix against the names virtual machine monitors write (systemd's ``dmi_vendor_table`` in
 src/basic/virt.c, less ``Amazon EC2`` and ``Oracle Corporation``, which bare-metal machines report too),
 ``/sys/hypervisor/type`` (Xen), ``systemd-detect-virt --vm`` where installed, and virtio PCI functions (vendor
-0x1af4), which only a virtual machine monitor provides.
+0x1af4: evidence, and decisive only when the CPU flags cannot be read, since SmartNICs can emulate virtio in
+hardware).
 
 :func:`gather` asks a Host; :func:`judge` is pure over the :class:`VirtEvidence` it returns.
 """
@@ -114,7 +115,10 @@ def judge(ev: VirtEvidence) -> VirtVerdict:
         guest_signs += 1
     if ev.virtio_functions:
         evidence["virtio PCI functions"] = ", ".join(ev.virtio_functions)
-        guest_signs += 1
+        # some hardware (SmartNICs emulating virtio) shows vendor 1af4 on bare metal too: only when the CPU flags
+        # could not be read does it decide
+        if ev.cpu_flags is None:
+            guest_signs += 1
     read_something = ev.cpu_flags is not None or bool(ev.dmi) or ev.detect_virt is not None
     if guest_signs:
         return VirtVerdict(guest=True, kind=kinds[0] if kinds else None, evidence=evidence)

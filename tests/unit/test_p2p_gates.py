@@ -308,3 +308,10 @@ def test_topo_of_any_shape_is_a_matrix_or_a_parse_error(text: str) -> None:
         for a in m.gpus:
             for b in m.gpus:
                 m.cell(a, b)
+
+
+def test_virtio_alone_decides_only_when_the_cpu_flags_are_unreadable() -> None:
+    virtio = ("0000:00:01.0",)
+    assert judge(VirtEvidence(virtio_functions=virtio)).guest is True
+    bare = judge(VirtEvidence(cpu_flags=frozenset({"fpu"}), virtio_functions=virtio))
+    assert bare.guest is False and bare.evidence["virtio PCI functions"] == "0000:00:01.0"

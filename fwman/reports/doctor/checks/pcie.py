@@ -10,8 +10,8 @@ from fwman.reports.doctor.checks.platform import is_guest
 from fwman.reports.doctor.facts import Facts
 
 ACS_FIX = (
-    "turn ACS off in the firmware setup where the board has a switch for it (often under PCIe/IIO or AMD CBS "
-    "settings, named 'ACS Enable' or 'PCIe ACS'); otherwise owners clear the redirect bits at boot, e.g. "
+    "turn ACS off in the firmware setup where the board has a switch for it (names vary by vendor; on many EPYC "
+    "boards 'ACS Enable' under AMD CBS > NBIO); otherwise owners clear the redirect bits at boot, e.g. "
     "`setpci -s <port> ECAP_ACS+0x6.w=0000` for each port on the path (NCCL troubleshooting guide, "
     "'PCI Access Control Services'), or boot with `pci=disable_acs_redir=<port>`. Caveat: ACS is what keeps "
     "devices passed to VMs isolated from each other (it shapes the IOMMU groups); on a host that passes devices "

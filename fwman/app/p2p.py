@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fwman.core import paths
+from fwman.gpu.p2p_record import Fingerprint, P2PRecord, append_record
 from fwman.host.base import Host
-from fwman.p2p.record import Fingerprint, P2PRecord, append_record
 
 
 def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], now: str) -> P2PRecord:

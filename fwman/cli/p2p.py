@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import click
@@ -14,9 +13,9 @@ from fwman.core.errors import FwmanError, UsageError, VerificationError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
     from fwman.p2p.nccl import NcclReport
-    from fwman.p2p.record import Fingerprint, P2PRecord
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -157,7 +156,9 @@ def test(
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    from fwman.core.clock import now_utc
+
+    return now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _record(app: AppContext, build: Callable[[Fingerprint, str], P2PRecord]) -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
-from fwman.p2p.record import (
+from fwman.gpu.p2p_record import (
     CardPrint,
     Fingerprint,
     P2PRecord,

@@ -31,7 +31,7 @@ from fwman.platform.systemd import parse_unit_environment
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog
     from fwman.gpu.bridges import AcsFacts, SlotFacts
-    from fwman.p2p.record import Fingerprint, P2PRecord
+    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.platform.virt import VirtVerdict
     from fwman.reports.audit.model import AuditReport
 
@@ -219,7 +219,7 @@ def _slots(host: Host, inventory: Fact[Inventory]) -> list[SlotFacts]:
 
 def _p2p_history(host: Host) -> list[P2PRecord]:
     """Return the P2P verification history (empty when there is none). Raises NotRecordedError."""
-    from fwman.p2p.record import read_history
+    from fwman.gpu.p2p_record import read_history
 
     return read_history(host)
 

@@ -315,3 +315,37 @@ def test_virtio_alone_decides_only_when_the_cpu_flags_are_unreadable() -> None:
     assert judge(VirtEvidence(virtio_functions=virtio)).guest is True
     bare = judge(VirtEvidence(cpu_flags=frozenset({"fpu"}), virtio_functions=virtio))
     assert bare.guest is False and bare.evidence["virtio PCI functions"] == "0000:00:01.0"
+
+
+def test_the_new_checks_are_pure_over_facts() -> None:
+    from fwman.core.errors import MissingError
+    from fwman.gpu.acs import AcsReading
+    from fwman.gpu.bridges import AcsFacts
+    from fwman.gpu.inventory import Inventory
+    from fwman.platform.virt import VirtVerdict
+    from fwman.reports.doctor.checks.pcie import check_acs
+    from fwman.reports.doctor.checks.platform import check_vm
+    from fwman.reports.doctor.facts import Fact, Facts
+
+    cards = [_card(16.0, 16), dataclasses.replace(_card(16.0, 16), bus_id="0000:61:00.0")]
+    gone: Fact[Any] = Fact.failed(MissingError("not read in this test"))
+    names = ("topo", "p2p_read", "audit", "catalog", "iommu", "passthrough", "workloads", "slots", "p2p_history")
+    acs = AcsFacts(
+        pairs={("0000:41:00.0", "0000:61:00.0"): ["0000:40:01.1", "0000:60:01.1"]},
+        readings={
+            "0000:40:01.1": AcsReading(AcsState.PRESENT, 4096, 0x200, 0x5F, 0x1D),
+            "0000:60:01.1": AcsReading(AcsState.PRESENT, 4096, 0x200, 0x5F, 0x01),
+        },
+    )
+    facts = Facts(
+        inventory=Fact.known(Inventory(cards=cards)),
+        virt=Fact.known(VirtVerdict(True, "kvm", {"dmi sys_vendor": "QEMU"})),
+        acs=Fact.known(acs),
+        fingerprint=gone,
+        **{n: gone for n in names},
+    )
+    [vm] = check_vm(facts)
+    assert vm.severity is Severity.WARN and vm.message.startswith("running inside a virtual machine guest (kvm)")
+    found = check_acs(facts)
+    assert found[0].severity is Severity.WARN and "on 1 port between the GPUs (0000:40:01.1:" in found[0].message
+    assert found[-1].message.startswith("in a VM guest the ports above are emulated")

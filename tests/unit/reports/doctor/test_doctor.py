@@ -49,6 +49,7 @@ READY = {
     "iommu_type": "identity",
     "cmdline_extra": "amd_iommu=on iommu=pt",
     "lxc_environment": {"NCCL_P2P_LEVEL": "SYS"},
+    "acs_control": 0,  # redirect cleared on the root ports (setpci ECAP_ACS+0x6.w=0000)
 }
 
 
@@ -90,7 +91,7 @@ def test_example_host_json(fwman: FwmanEnv) -> None:
     assert doc["verdict"]["first_blocker"]["evidence"]["catalog"] == "3842:3987/94.02.42.80.27"
     blockers = [f["id"] for s in doc["steps"] for f in s["findings"] if f["severity"] == "block"]
     assert blockers == ["firmware.rebar", "bar1.size", "driver.fork", "p2p.topo", "iommu.mode", "nccl.level"]
-    assert [s["id"] for s in doc["steps"]][:3] == ["gpus", "firmware.rebar", "bar1.size"]
+    assert [s["id"] for s in doc["steps"]][:4] == ["platform.vm", "gpus", "firmware.rebar", "bar1.size"]
 
 
 # -- the real H200 snapshot -----------------------------------------------------------------------------------------

@@ -37,7 +37,20 @@ def facts(cards: list[Card], **fields: Fact[object]) -> Facts:
     """Return Facts with ``cards`` and every other fact failing, unless given in ``fields``."""
     given: dict[str, Fact[object]] = {
         name: Fact.failed(GONE)
-        for name in ("topo", "p2p_read", "audit", "catalog", "iommu", "passthrough", "workloads")
+        for name in (
+            "topo",
+            "p2p_read",
+            "audit",
+            "catalog",
+            "iommu",
+            "passthrough",
+            "workloads",
+            "virt",
+            "acs",
+            "slots",
+            "p2p_history",
+            "fingerprint",
+        )
     }
     given.update(fields)
     return Facts(inventory=Fact.known(Inventory(cards=cards)), **given)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO))
 
 def timed(*argv: str) -> float:
     """Run fwman ``argv`` in-process and return the wall time. Exits on failure."""
-    from tests.helpers import FwmanEnv
+    from tests.support.env import FwmanEnv
 
     started = time.perf_counter()
     result = FwmanEnv()(*argv)
@@ -50,7 +50,7 @@ def main() -> int:
         print("run as root (depmod and the temp roots need it)", file=sys.stderr)
         return 0
 
-    from tests.system.test_modules_support import KERNEL_OK, SOURCE, add_kernel, build_root
+    from tests.support.modules import KERNEL_OK, SOURCE, add_kernel, build_root
 
     builds: list[float] = []
     exports: list[float] = []

@@ -14,6 +14,7 @@ not read (no GPU in a container, no kernels) is not an error: its series are lef
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -72,6 +73,14 @@ DRIVER_MATCHED = Family(
     "fwman_driver_components_matched", "1 when kernel module, user space and containers are on the same driver."
 )
 DRIVER_COMPONENTS = Family("fwman_driver_components", "Driver components compared by `fwman audit`, by result.")
+P2P_VERIFIED = Family(
+    "fwman_p2p_verified", "1 when the last P2P verification passed and the configuration has not changed since."
+)
+P2P_LAST_OK = Family("fwman_p2p_last_check_ok", "1 when the last P2P verification (fwman p2p test) passed.")
+P2P_SLOWEST = Family(
+    "fwman_p2p_slowest_pair_bytes_per_second", "Bandwidth of the slowest GPU pair of the last P2P verification."
+)
+P2P_LAST_TIME = Family("fwman_p2p_last_check_timestamp_seconds", "When the last P2P verification ran (Unix time).")
 LAST_CHECK = Family("fwman_last_check_timestamp_seconds", "When fwman last wrote these metrics (Unix time).")
 SOURCE_UP = Family("fwman_metrics_source_up", "1 when fwman could read the source of a group of metrics.")
 
@@ -208,16 +217,49 @@ def driver_samples(host: Host) -> list[Sample]:
     return out
 
 
+def p2p_samples(host: Host) -> list[Sample]:
+    """Return the P2P verification series from fwman's P2P history ([] when no verification was recorded).
+
+    "Verified" means the last record passed and the configuration it was taken on (kernel, loaded module,
+    fwman's build, user space, cards, VBIOS, BAR1) is the one now. The IOMMU mode is taken from the record, not
+    derived again (that is the doctor's IOMMU step), so a change of the IOMMU mode alone is not seen here.
+    """
+    from datetime import datetime
+
+    from fwman.gpu.inventory import require_cards
+    from fwman.gpu.p2p_record import changes, read_history
+    from fwman.reports.doctor.fingerprint import read_fingerprint
+
+    history = read_history(host)
+    if not history:
+        return []
+    last = history[-1]
+    kind = {"kind": last.kind}
+    now = read_fingerprint(host, require_cards(host), last.fingerprint.iommu)
+    out = [
+        Sample(P2P_VERIFIED, _bool(last.ok and not changes(last.fingerprint, now)), kind),
+        Sample(P2P_LAST_OK, _bool(last.ok), kind),
+    ]
+    if last.slowest_gbps is not None and last.slowest_pair:
+        # the copy test's GB/s are 10^9 bytes per second; an NCCL record has a bus bandwidth, not a pair
+        labels = {**kind, "pair": last.slowest_pair}
+        out.append(Sample(P2P_SLOWEST, last.slowest_gbps * 1e9, labels))
+    with contextlib.suppress(ValueError):  # a record whose time is not ISO 8601: the series is left out
+        out.append(Sample(P2P_LAST_TIME, datetime.fromisoformat(last.time).timestamp(), kind))
+    return out
+
+
 def collect(host: Host) -> tuple[list[Sample], dict[str, str]]:
     """Return (every sample fwman can read on ``host``, {source: why it could not be read}).
 
     Never raises for a source that cannot be read: its series are left out, its ``source_up`` is 0 and the
-    reason is returned. (P2P verification series are to come with fwman's P2P verification record.)
+    reason is returned. The P2P series appear only when fwman's P2P history holds a record.
     """
     sources: list[tuple[str, Callable[[Host], list[Sample]]]] = [
         ("gpus", card_samples),
         ("kernels", kernel_samples),
         ("driver", driver_samples),
+        ("p2p", p2p_samples),
     ]
     samples: list[Sample] = []
     problems: dict[str, str] = {}

@@ -12,8 +12,9 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from tests.helpers import EXAMPLE_HOST
-from tests.system.ansible_support import (
+import pytest
+
+from tests.support.ansible import (
     BIN,
     COLLECTION,
     FWMAN,
@@ -22,6 +23,7 @@ from tests.system.ansible_support import (
     require_ansible,
     run_playbook,
 )
+from tests.support.env import EXAMPLE_HOST
 
 MODULES = ("host_info", "patched_modules", "module_bundle", "hooks", "dkms", "firmware")
 PLAN = {"0000:41:00.0": "94.02.26.48.15 -> 94.02.42.80.27", "0000:61:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}
@@ -188,8 +190,6 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
 def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:
     require_ansible()
     if not (BIN / "ansible-lint").exists():
-        import pytest
-
         pytest.skip("needs ansible-lint (pip install -e '.[dev]')")
     lint = subprocess.run(
         [str(BIN / "ansible-lint"), "--nocolor", "--offline"],

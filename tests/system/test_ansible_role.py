@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.system.ansible_support import local_host, require_ansible, run_playbook, tree_digest
-from tests.system.test_modules_support import (
+from tests.support.ansible import local_host, require_ansible, run_playbook, tree_digest
+from tests.support.modules import (
     KERNEL_BAD,
     KERNEL_OK,
     SOURCE,

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tools
-from tests.helpers import EXAMPLE_HOST, FwmanEnv
-from tests.system.test_modules_support import KERNEL_OK, SOURCE, build_root, object_cache  # noqa: F401
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+from tests.support.modules import KERNEL_OK, SOURCE, build_root, object_cache  # noqa: F401
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
 

@@ -16,7 +16,7 @@ import pytest
 
 from fwman.firmware.catalog.signing import public_pem
 from fwman.gpu.kernel_modules import MODULE_NAMES
-from tests.system.test_modules_support import (
+from tests.support.modules import (
     KERNEL_BAD,
     KERNEL_OK,
     SOURCE,

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from tests.support.env import REPO
 
 COLLECTIONS = REPO / "collections"
 COLLECTION = COLLECTIONS / "ansible_collections/fwman/p2p"

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fwman.reports.metrics import Family, Sample, escape_label, format_value, render
-from tests.helpers import EXAMPLE_HOST, FwmanEnv
+from tests.support.env import EXAMPLE_HOST, HOSTS, FwmanEnv
 
 SERIES = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(?P<labels>.*)\})? (?P<value>\S+)$")
 
@@ -106,3 +106,13 @@ def test_render_groups_series_and_drops_duplicates() -> None:
         'fwman_test_bytes{a="z"} 2.5\n'
     )
     assert format_value(float("nan")) == "NaN" and format_value(float("inf")) == "+Inf"
+
+
+def test_the_p2p_record_becomes_series_only_when_there_is_one(fwman: FwmanEnv) -> None:
+    recorded = _series(fwman("metrics", "write", "--stdout", "--snapshot", str(HOSTS / "h200-1gpu")).stdout)
+    assert recorded['fwman_p2p_verified{kind="nccl"}'] == "1"  # recorded on this very configuration
+    assert recorded['fwman_p2p_last_check_ok{kind="nccl"}'] == "1"
+    assert float(recorded['fwman_p2p_last_check_timestamp_seconds{kind="nccl"}']) > 1.7e9
+    assert not any(k.startswith("fwman_p2p_slowest_pair") for k in recorded)  # NCCL: a bus bandwidth, no pair
+    never = _series(fwman("metrics", "write", "--stdout", "--snapshot", str(EXAMPLE_HOST)).stdout)
+    assert not any(k.startswith("fwman_p2p_") for k in never)

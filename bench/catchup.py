@@ -52,8 +52,8 @@ def main() -> int:
         return 0
 
     from bench.rebuild import build, port
-    from tests.system.test_dkms_real import Dkms, register_stock
     from tests.support.modules import FORK_TREE, KERNELS, add_kernel
+    from tests.system.test_dkms_real import Dkms, register_stock
 
     with tempfile.TemporaryDirectory(prefix="fwman-bench-") as tmp:
         root = Path(tmp) / "root"

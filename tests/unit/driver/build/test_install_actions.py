@@ -12,12 +12,12 @@ import pytest
 
 from fixtures.tinymod.elfgen import build_module, nvidia_tags
 from fwman.core import paths
-from fwman.core.actions import apply_all, pending
 from fwman.driver.boot import pin as boot
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.build.install import check_installed, install_actions
 from fwman.driver.build.manifest import Manifest, WriteManifest, load_manifest, write_manifest
 from fwman.gpu.kernel_modules import MODULE_NAMES
+from fwman.host.actions import apply_all, pending
 from fwman.host.live import LiveHost
 
 OLD, NEW = "6.1.0-50-amd64", "6.1.0-53-amd64"

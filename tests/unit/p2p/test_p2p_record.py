@@ -25,8 +25,8 @@ from fwman.gpu.p2p_record import (
     standing,
 )
 from fwman.reports.doctor.checks.verification import verification_findings
-from tests.helpers import EXAMPLE_HOST, FwmanEnv
-from tests.unit.test_p2p import MemoryGpus, all_pairs
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+from tests.unit.p2p.test_p2p import MemoryGpus, all_pairs
 
 FP = Fingerprint(
     kernel="6.8.12-4-pve",

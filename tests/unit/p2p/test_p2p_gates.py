@@ -30,7 +30,7 @@ from fwman.host.snapshot import SnapshotHost
 from fwman.platform.virt import VirtEvidence, gather, judge, parse_cpu_flags
 from fwman.reports.doctor import run_doctor
 from fwman.reports.doctor.checks.pcie import slot_findings
-from tests.helpers import EXAMPLE_HOST, HOSTS, FwmanEnv
+from tests.support.env import EXAMPLE_HOST, HOSTS, FwmanEnv
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 GUEST = HOSTS / "pve-guest-4x3090"

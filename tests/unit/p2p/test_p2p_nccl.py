@@ -28,7 +28,7 @@ from fwman.p2p.nccl import (
     torch_script,
 )
 from fwman.p2p.nccl_log import parse_all_reduce_perf, parse_nccl_log, transport_class
-from tests.helpers import HOSTS
+from tests.support.env import HOSTS
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 LIVE = HOSTS / "h200-1gpu" / "live"
@@ -222,7 +222,7 @@ def test_no_runner_at_all_says_what_was_tried() -> None:
 def test_nccl_tier_in_a_container_uses_its_environment_records_and_doctor_reads_it(tmp_path: Path) -> None:
     from fixtures.hostgen.materialize import materialize
     from fixtures.hostgen.rig import build_rig, rig_4x3090
-    from tests.helpers import FwmanEnv
+    from tests.support.env import FwmanEnv
 
     build_rig(rig_4x3090(), note="nccl tier", lxc_environment={"NCCL_P2P_LEVEL": "SYS"}).write(tmp_path / "snap")
     root = materialize(tmp_path / "snap", tmp_path / "root")

@@ -94,7 +94,7 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman metrics install
       fwman metrics install --dry-run
     """
-    from fwman.core.actions import apply_all, pending
+    from fwman.host.actions import apply_all, pending
     from fwman.reports.metrics import timer_actions
 
     if dry_run:
@@ -121,7 +121,7 @@ def remove(app: AppContext) -> None:
     Examples:
       fwman metrics remove
     """
-    from fwman.core.actions import apply_all
+    from fwman.host.actions import apply_all
     from fwman.reports.metrics import timer_remove_actions
 
     _require_root(app)

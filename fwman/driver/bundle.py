@@ -386,13 +386,13 @@ def import_bundle(
     :func:`plan_import`, and VerificationError when the installed modules are not in effect (the manifest is
     then not written).
     """
-    from fwman.core.actions import RemoveFile, apply_all
     from fwman.driver.boot.pin import ensure_safe_boot
     from fwman.driver.build import install
     from fwman.driver.build.lock import module_lock
     from fwman.driver.build.manifest import Manifest, WriteManifest, failed_path, now_iso, pending_path
     from fwman.driver.kmod import sign
     from fwman.driver.kmod.kofile import split_signature
+    from fwman.host.actions import RemoveFile, apply_all
 
     with module_lock(host):
         outcome = plan_import(host, bundle, origin, check_signature)

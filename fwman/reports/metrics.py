@@ -283,9 +283,9 @@ def timer_actions(python: str | None = None) -> list[Any]:
     The unit runs ``PYTHON -m fwman metrics write`` with this interpreter (as the kernel hook does). Raises
     MissingError when the unit templates are not installed with fwman.
     """
-    from fwman.core.actions import Symlink, WriteFile
     from fwman.core.resources import read_data
     from fwman.driver.hooks.files import python_for_hooks, templates_dir
+    from fwman.host.actions import Symlink, WriteFile
 
     directory = templates_dir()
     python = python or python_for_hooks()
@@ -300,6 +300,6 @@ def timer_actions(python: str | None = None) -> list[Any]:
 
 def timer_remove_actions() -> list[Any]:
     """Return the actions that remove what :func:`timer_actions` wrote."""
-    from fwman.core.actions import RemoveFile
+    from fwman.host.actions import RemoveFile
 
     return [RemoveFile(paths.METRICS_TIMER_WANTS), RemoveFile(paths.METRICS_TIMER), RemoveFile(paths.METRICS_UNIT)]

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.lockstep import gather, target_version
-from fwman.core.actions import Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
@@ -28,6 +27,7 @@ from fwman.driver.build.source import (
     save_source_spec,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
 
 

@@ -397,9 +397,9 @@ def unpin(app: AppContext) -> None:
     Examples:
       fwman modules unpin
     """
-    from fwman.core.actions import apply_all
     from fwman.driver.boot.loaders import default_boot_kernel
     from fwman.driver.boot.pin import UnpinBoot, kernel_safety
+    from fwman.host.actions import apply_all
 
     _require_root(app)
     action = UnpinBoot()
@@ -457,3 +457,10 @@ def check_boot(app: AppContext, as_json: bool) -> None:
             f"the next boot ({default.kver}) has no working patched modules: {safety.reason}",
             hint="run `fwman modules catchup`, or pin a kernel that has them (see `fwman modules status`)",
         )
+
+
+# build once per fleet: fwman.cli.modules_bundle (imports only click at module level)
+from fwman.cli.modules_bundle import export, import_  # noqa: E402
+
+modules.add_command(export)
+modules.add_command(import_)

@@ -90,10 +90,10 @@ def hold(app: AppContext, dry_run: bool) -> None:
       fwman userspace hold
       fwman userspace hold --dry-run
     """
-    from fwman.core.actions import pending
     from fwman.driver.build.manifest import now_iso
     from fwman.driver.userspace_hold import hold as do_hold
     from fwman.driver.userspace_hold import hold_actions, installed_packages
+    from fwman.host.actions import pending
 
     if dry_run:
         packages = installed_packages(app.host) or {}

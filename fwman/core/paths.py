@@ -16,6 +16,8 @@ CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
 #: local catalog entries for boards the curated catalog does not know (``fwman catalog add-local``; unsigned)
 LOCAL_CATALOG_ENTRIES_DIR = f"{ETC_DIR}/catalog.d"
+#: public keys module bundles are accepted from (`fwman modules import`); the catalog's keys are not used
+BUNDLE_KEYS_DIR = f"{ETC_DIR}/bundle-keys.d"
 
 # --- fwman's state (/var/lib/fwman): kept across upgrades, backups kept forever ---------------------------
 STATE_DIR = "/var/lib/fwman"
@@ -32,6 +34,8 @@ MODULES_STATE_DIR = f"{STATE_DIR}/modules"
 MODULES_SOURCE_RECORD = f"{MODULES_STATE_DIR}/source.json"
 MODULES_STAMP = f"{MODULES_STATE_DIR}/current.stamp"
 BOOT_PIN_STATE = f"{STATE_DIR}/boot-pin.json"
+#: what `fwman p2p test` verified, one JSON line per run, with the fingerprint of the configuration it ran on
+P2P_HISTORY_FILE = f"{STATE_DIR}/p2p-history.jsonl"
 DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
 SIGNING_CONFIG = f"{STATE_DIR}/signing.json"
 SIGNING_KEY_DIR = f"{STATE_DIR}/signing"
@@ -64,6 +68,14 @@ APT_USERSPACE_BLACKLIST = "/etc/apt/apt.conf.d/51fwman-nvidia-userspace"
 POSTRM_HOOK = "/etc/kernel/postrm.d/fwman"
 KERNEL_INSTALL_PLUGIN = "/etc/kernel/install.d/50-fwman.install"
 MOTD_FILE = "/etc/motd.d/fwman"
+#: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
+#: its --collector.textfile.directory names (point -o there when it is another one)
+METRICS_FILE = "/var/lib/prometheus/node-exporter/fwman.prom"
+METRICS_UNIT_NAME = "fwman-metrics.service"
+METRICS_UNIT = f"/etc/systemd/system/{METRICS_UNIT_NAME}"
+METRICS_TIMER_NAME = "fwman-metrics.timer"
+METRICS_TIMER = f"/etc/systemd/system/{METRICS_TIMER_NAME}"
+METRICS_TIMER_WANTS = f"/etc/systemd/system/timers.target.wants/{METRICS_TIMER_NAME}"
 
 # --- boot loaders ------------------------------------------------------------------------------------------
 GRUB_CFG = "/boot/grub/grub.cfg"
@@ -80,6 +92,9 @@ DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
 PCI_DEVICES_DIR = "/sys/bus/pci/devices"
 PROC_MODULES = "/proc/modules"
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+NVIDIA_MODULE_VERSION = "/sys/module/nvidia/version"
+NVIDIA_MODULE_SRCVERSION = "/sys/module/nvidia/srcversion"
+KERNEL_RELEASE = "/proc/sys/kernel/osrelease"
 DEPMOD_CONFIG_DIRS = ("/etc/depmod.d", "/run/depmod.d", "/usr/local/lib/depmod.d", "/usr/lib/depmod.d", "/lib/depmod.d")
 NVIDIA_FIRMWARE_DIR = "/lib/firmware/nvidia"
 FIRMWARE_SEARCH_DIRS = ("/lib/firmware/updates", "/lib/firmware")

@@ -26,8 +26,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.actions import Action, RemoveFile, WriteFile, apply_all
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all
 from fwman.host.base import Host
 
 PIN_FILE = paths.APT_USERSPACE_PIN

@@ -25,8 +25,8 @@ from fixtures.tinymod.elfgen import build_module, nvidia_tags
 from fwman.driver.boot import initramfs
 from fwman.driver.build.manifest import Manifest, ModuleEntry
 from fwman.host.live import LiveHost
-from tests.conftest import is_root, require_tools
-from tests.helpers import FwmanEnv
+from tests.support.env import FwmanEnv
+from tests.support.tools import is_root, require_tools
 
 pytestmark = pytest.mark.system
 
@@ -364,7 +364,7 @@ def test_mokutil_here_says_what_fwman_parses() -> None:
 
 # -- version lockstep at build time (issue 15) --------------------------------------------------------------
 def test_build_refuses_a_branch_the_user_space_does_not_match(tmp_path: Path) -> None:
-    from tests.system.test_modules_support import FORK_TREE, SOURCE
+    from tests.support.modules import FORK_TREE, SOURCE
 
     root = tmp_path / "root"
     (root / f"lib/modules/{KVER}").mkdir(parents=True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
-from fwman.core.actions import Report, silent
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
@@ -182,9 +182,9 @@ def refresh_initramfs(host: Host, kernels: list[str], report: Report = silent) -
 
     Returns the problems left (one line each); never raises: a hook must not fail over the initramfs.
     """
-    from fwman.core.actions import apply_all
     from fwman.core.errors import FwmanError
     from fwman.driver.boot.initramfs import RegenerateInitramfs
+    from fwman.host.actions import apply_all
 
     problems: list[str] = []
     for kver in kernels:

@@ -251,6 +251,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
     """
+    from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
     from fwman.firmware.catalog.signing import load_private_key, sign_directory
@@ -258,7 +259,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
     from fwman.host.userfiles import read_user_file
 
     directory = (directory or BUNDLED_CATALOG).resolve()
-    stamp = date or clock.now_utc().strftime("%Y-%m-%d")
+    stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
     key = load_private_key(read_user_file(str(key_file)), str(key_file))
     # the maintainer's working tree is on this machine, not under --root
     index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial)

@@ -75,7 +75,7 @@ class AppContext:
     def host(self) -> Host:
         """Return the Host this invocation works on (created on first use).
 
-        Raises UsageError when both ``--root`` and ``--snapshot`` are given.
+        Raises UsageError when both ``--root`` and ``--snapshot`` are given, or the root is not a directory.
         """
         if self._host is None:
             if self.root and self.snapshot:
@@ -85,7 +85,11 @@ class AppContext:
 
                 self._host = SnapshotHost(self.snapshot)
             else:
-                root = self.root or self.env.variables.get("FWMAN_ROOT") or "/"
+                from fwman.core.names import existing_root
+
+                given = self.root or self.env.variables.get("FWMAN_ROOT")
+                # a typo must fail here, before any command makes a fresh etc/ and usr/ tree under it
+                root = existing_root(given, "--root" if self.root else "FWMAN_ROOT") if given else "/"
                 if self.env.live_host_factory is not None:
                     self._host = self.env.live_host_factory(root)
                 else:

@@ -106,7 +106,7 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
 
 
 def _check(app: AppContext, as_json: bool) -> None:
-    from fwman.core.errors import VerificationError
+    from fwman.core.errors import MissingError, VerificationError
     from fwman.firmware.upgrade.apply import check_upgrade
     from fwman.gpu.inventory import require_cards
 
@@ -121,3 +121,9 @@ def _check(app: AppContext, as_json: bool) -> None:
     bad = [r for r in rows if r.result == "mismatch"]
     if bad:
         raise VerificationError(f"{len(bad)} card(s) not as flashed: {bad[0].bus_id}: {bad[0].message}")
+    unknown = [r.bus_id for r in rows if r.running is None]
+    if unknown:  # the check could not run for these: never exit 0 as if it had passed
+        raise MissingError(
+            f"cannot check {len(unknown)} card(s): firmware version unreadable ({', '.join(unknown)})",
+            hint="load the NVIDIA driver so nvidia-smi can read it, then run `fwman upgrade --check` again",
+        )

@@ -87,6 +87,23 @@ def fork_url(value: str, option: str = "--fork") -> str:
     return value
 
 
+_BRANCH = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./+-]{0,254}")
+
+
+def branch_name(value: str, option: str = "--branch") -> str:
+    """Return ``value`` when it is a safe git branch name (``570.86.16-p2p``). Raises UsageError otherwise.
+
+    Stricter than ``git check-ref-format``: no leading ``-`` or ``.``, no ``..``, no ``:``, no whitespace.
+    """
+    if not _BRANCH.fullmatch(value) or ".." in value or value.endswith((".", "/", ".lock")) or "//" in value:
+        raise UsageError(
+            f"{option} {_shown(value)}: not a branch name",
+            hint="a branch name looks like 570.86.16-p2p (see `fwman driver branches`): letters, digits, "
+            "'.', '_', '/', '+', '-', starting with a letter or digit",
+        )
+    return value
+
+
 def board_id(value: str, option: str = "--board-id") -> str:
     """Return a board ID as ``0x`` and four upper-case hex digits (``0x0240``). Raises UsageError otherwise."""
     if not _BOARD_ID.fullmatch(value.strip()):
@@ -123,7 +140,7 @@ def existing_root(value: str, option: str = "--root") -> str:
     if not value or not os.path.isdir(value):
         what = "does not exist" if not os.path.lexists(value) else "is not a directory"
         raise UsageError(
-            f"{option} {_shown(value)}: {what}",
+            f"{option} {value}: {what}",
             hint="give an existing directory that holds the host tree (or leave --root out for this machine)",
         )
     return value

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
-from fwman.host.snapshot_check import SnapshotFormatError, check_meta, command_output, confined
+from fwman.host.snapshot_check import SnapshotFormatError, check_meta, check_tree, command_output, confined
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -64,6 +64,16 @@ class SnapshotHost(JournalMixin):
             raise SnapshotFormatError(
                 f"malformed snapshot {self.directory}: {problems[0].removeprefix('snapshot.json: ')}{more}",
                 hint=f"`fwman capture --check {self.directory}` lists every problem",
+            )
+        # the whole tree on disk, up front (a few ms): a link or a missing output is refused whatever the command
+        # reads, never degraded into "unreadable" by a command that tolerates one missing file
+        problems = check_tree(self.directory, meta)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise SnapshotFormatError(
+                f"unsafe snapshot {self.directory}: {problems[0]}{more}",
+                hint="a snapshot is data: it records links in snapshot.json, never as links on disk; "
+                f"`fwman capture --check {self.directory}` lists every problem",
             )
         self.meta = meta
         self.description = f"snapshot {self.directory}"

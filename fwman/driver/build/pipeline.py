@@ -19,7 +19,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fwman.core import clock, paths
+from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
@@ -150,13 +150,15 @@ def fork_source(host: Host, fork: str, branch: str, report: Report = _nothing, f
     if not host.exists(f"{cache}/.git"):
         report(f"cloning {url} into {cache}")
         host.mkdir(cache)
-        _git(host, ["init", "-q", local])
-        _git(host, ["remote", "add", "origin", url], cwd=local)
+        _git(host, ["init", "-q", "--", local])
+        # `--` before every user-supplied argument: a URL starting with '-' must never become a git option
+        _git(host, ["remote", "add", "--", "origin", names.fork_url(url)], cwd=local)
+    names.branch_name(branch)
     remote_ref = f"refs/remotes/origin/{branch}"
     if fetch:
         report(f"fetching {branch} from {url}")
         result = host.run(
-            ["git", "fetch", "-q", "--depth=1", "origin", f"+refs/heads/{branch}:{remote_ref}"],
+            ["git", "fetch", "-q", "--depth=1", "--", "origin", f"+refs/heads/{branch}:{remote_ref}"],
             cwd=local,
             timeout=1800,
             env={"GIT_TERMINAL_PROMPT": "0"},

@@ -10,7 +10,7 @@ DEMO_STAMP := $(VENV)/.installed
 # differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors).
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common
+	openssl xz-utils zstd libc6-dev grub2-common 7zip
 
 .PHONY: demo test venv lint typecheck pytest system-deps clean
 

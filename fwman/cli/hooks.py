@@ -44,8 +44,8 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman hooks install --dry-run
     """
     from fwman.core.actions import pending
-    from fwman.driver.hooks.run import install as do_install
-    from fwman.driver.hooks.run import install_actions
+    from fwman.driver.hooks.files import install as do_install
+    from fwman.driver.hooks.files import install_actions
 
     if dry_run:
         todo = pending(app.host, install_actions())
@@ -69,7 +69,7 @@ def remove(app: AppContext) -> None:
     Examples:
       fwman hooks remove
     """
-    from fwman.driver.hooks.run import remove as do_remove
+    from fwman.driver.hooks.files import remove as do_remove
 
     _require_root(app)
     done = do_remove(app.host, lambda t: app.echo(t, err=True))
@@ -88,17 +88,11 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman hooks status
       fwman hooks status --json
     """
-    from fwman.driver.hooks.run import status as get_status
+    from fwman.driver.hooks.files import status as get_status
 
     st = get_status(app.host)
-    payload = {
-        "installed": st.installed,
-        "enabled": st.enabled,
-        "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in st.files],
-        "order": st.order,
-    }
     if as_json:
-        app.emit_json("hooks-status", payload)
+        app.emit_json("hooks-status", st.to_json())
         return
     app.table(
         ["FILE", "STATE"],

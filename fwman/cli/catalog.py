@@ -310,8 +310,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
     from fwman.firmware.catalog.update import configured_url, update_catalog
     from fwman.host.http import HttpOptions
 
-    if app.is_replay:
-        raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")
+    app.require_change("fwman catalog update")
     url = url or configured_url(app.host)
     if url.startswith("http://") and not as_json:
         app.echo("note: plain http: the signature and hashes are what protect this download", err=True)

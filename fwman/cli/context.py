@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
-from fwman.core.errors import UsageError
+from fwman.core.errors import BlockedError, UsageError
 
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
@@ -103,6 +103,26 @@ class AppContext:
         """Return True when working on a recorded snapshot."""
         return bool(self.snapshot)
 
+    def require_change(self, what: str, *, needs_root: bool = True) -> None:
+        """The one place that decides whether a command that changes a machine may run here.
+
+        Call before anything is written. Raises UsageError (exit 2) on a ``--snapshot`` replay (a snapshot is a
+        record of another machine, never changed), and with ``needs_root`` BlockedError (exit 3) when not root,
+        unless ``--root`` names a directory this user can write (a test tree).
+        """
+        if self.is_replay:
+            raise UsageError(
+                f"{what} changes a machine: it cannot run on a --snapshot replay",
+                hint="run it on the live host (or under --root DIR on a copy of a host tree)",
+            )
+        if not needs_root or self.env.euid == 0:
+            return
+        root = self.root or self.env.variables.get("FWMAN_ROOT")
+        if root and _writable_by(root, self.env.euid):
+            return
+        where = f"under --root {root}" if root else "to /etc, /lib/modules and /var/lib/fwman"
+        raise BlockedError(f"{what} needs root: it writes {where}", hint="run it with sudo")
+
     # -- output ------------------------------------------------------------------------------------------
     def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
         """Print a line for people (stdout, or stderr with ``err``)."""
@@ -141,6 +161,20 @@ class AppContext:
             return
         with click.progressbar(length=total, label=label, file=cast(TextIO, self.env.stderr)) as bar:
             yield bar.update
+
+
+def _writable_by(path: str, euid: int) -> bool:
+    """Return True when user ``euid`` may create entries in directory ``path``.
+
+    ``os.access`` answers for this process; when ``euid`` is another user (tests pretend to be one), the owner
+    and mode bits answer instead.
+    """
+    if not os.path.isdir(path):
+        return False
+    if euid == os.geteuid():
+        return os.access(path, os.W_OK | os.X_OK)
+    st = os.stat(path)
+    return bool((st.st_uid == euid and st.st_mode & 0o300 == 0o300) or st.st_mode & 0o003 == 0o003)
 
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

@@ -24,6 +24,7 @@ from fwman.gpu.inventory import find_card, require_cards
 
 def make_flasher(app: AppContext, options: FlashOptions, what: str) -> tuple[Flasher, list[Card]]:
     """Return a Flasher over every card of the live host. Raises UsageError on a snapshot."""
+    app.require_change(what, needs_root=False)  # the root gate is the flash's own finding (flash.root)
     host = app.host
     require_live(host, app.is_replay, what)
     cards = require_cards(host)

@@ -70,6 +70,7 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
     from fwman.firmware.upgrade.apply import apply_upgrade
     from fwman.gpu.inventory import find_card, require_cards
 
+    app.require_change("fwman upgrade --apply", needs_root=False)  # root: the flash's own gate
     host = app.host
     require_live(host, app.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)

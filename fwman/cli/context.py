@@ -27,6 +27,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 JSON_SCHEMA_PREFIX = "fwman."
 
 
+class OutputClosed(Exception):
+    """The reader of fwman's output went away (``| head -1``).
+
+    Deliberately not an OSError: click turns an EPIPE OSError into exit 1 on its own; this reaches
+    ``fwman.cli.app.run``, which ends quietly with exit 0.
+    """
+
+
 @dataclass
 class Environment:
     """The outside world of one fwman process."""
@@ -127,8 +135,11 @@ class AppContext:
     def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
         """Print a line for people (stdout, or stderr with ``err``)."""
         stream = self.env.stderr if err else self.env.stdout
-        stream.write(text + ("\n" if nl else ""))
-        stream.flush()
+        try:
+            stream.write(text + ("\n" if nl else ""))
+            stream.flush()
+        except BrokenPipeError as e:
+            raise OutputClosed() from e
 
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise."""
@@ -139,8 +150,11 @@ class AppContext:
         import json
 
         doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
-        self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-        self.env.stdout.flush()
+        try:
+            self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+            self.env.stdout.flush()
+        except BrokenPipeError as e:
+            raise OutputClosed() from e
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Print an aligned text table."""

@@ -218,6 +218,7 @@ def flash_resume(
     Example:
       fwman flash resume --i-understand-no-backup-bios
     """
+    app.require_change("fwman flash resume", needs_root=False)  # root: the flash's own gate
     journal = Journal(app.host)
     pending = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
     if not pending:

@@ -64,18 +64,20 @@ def test_git_gets_double_dash_before_the_url(tmp_path: Path) -> None:
     from fwman.host.base import CommandResult
 
     class Spy:
-        argv: list[str] = []
+        def __init__(self) -> None:
+            self.argv: list[str] = []
 
         def run(self, argv: list[str], **kw: object) -> CommandResult:
-            Spy.argv = list(argv)
+            self.argv = list(argv)
             return CommandResult(tuple(argv), 0, "", "")
 
         def local_path(self, path: str) -> str:
             return path
 
     tried()
-    list_via_git(Spy(), "https://example.org/r")  # type: ignore[arg-type]
-    assert Spy.argv == ["git", "ls-remote", "--heads", "--", "https://example.org/r"]
+    spy = Spy()
+    list_via_git(spy, "https://example.org/r")  # type: ignore[arg-type]
+    assert spy.argv == ["git", "ls-remote", "--heads", "--", "https://example.org/r"]
 
 
 # -- row 4: kernel releases never become paths ---------------------------------------------------------------

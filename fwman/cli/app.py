@@ -138,7 +138,9 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         BrokenPipeError,
         OutputClosed,
     ):  # the reader went away (`| head -1`): what it read was complete; say nothing
-        _silence_stdout(env)
+        from fwman.host.local import silence
+
+        silence(env.stdout)
         return ExitCode.OK
     except Exception as e:  # a bug: say so, one line, traceback with -v
         _error(env, f"unexpected {type(e).__name__}: {e}", "run again with -v for the traceback, and report it")
@@ -155,22 +157,6 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
     from fwman.core import clock
 
     return clock.using(env.clock)
-
-
-def _silence_stdout(env: Environment) -> None:
-    """Point the process's stdout at /dev/null after a broken pipe, so the final flush at exit cannot fail
-    (Python would then exit 1 with nothing on stderr)."""
-    import os
-
-    try:
-        fd = env.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # an in-memory stream (tests): nothing to flush at exit
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, fd)
-    finally:
-        os.close(devnull)
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:

@@ -93,7 +93,7 @@ class AppContext:
 
                 self._host = SnapshotHost(self.snapshot)
             else:
-                from fwman.core.names import existing_root
+                from fwman.host.local import existing_root
 
                 given = self.root or self.env.variables.get("FWMAN_ROOT")
                 # a typo must fail here, before any command makes a fresh etc/ and usr/ tree under it
@@ -125,8 +125,10 @@ class AppContext:
             )
         if not needs_root or self.env.euid == 0:
             return
+        from fwman.host.local import writable_by
+
         root = self.root or self.env.variables.get("FWMAN_ROOT")
-        if root and _writable_by(root, self.env.euid):
+        if root and writable_by(root, self.env.euid):
             return
         where = f"under --root {root}" if root else "to /etc, /lib/modules and /var/lib/fwman"
         raise BlockedError(f"{what} needs root: it writes {where}", hint="run it with sudo")
@@ -175,20 +177,6 @@ class AppContext:
             return
         with click.progressbar(length=total, label=label, file=cast(TextIO, self.env.stderr)) as bar:
             yield bar.update
-
-
-def _writable_by(path: str, euid: int) -> bool:
-    """Return True when user ``euid`` may create entries in directory ``path``.
-
-    ``os.access`` answers for this process; when ``euid`` is another user (tests pretend to be one), the owner
-    and mode bits answer instead.
-    """
-    if not os.path.isdir(path):
-        return False
-    if euid == os.geteuid():
-        return os.access(path, os.W_OK | os.X_OK)
-    st = os.stat(path)
-    return bool((st.st_uid == euid and st.st_mode & 0o300 == 0o300) or st.st_mode & 0o003 == 0o003)
 
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

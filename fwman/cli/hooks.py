@@ -37,9 +37,9 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman hooks install
       fwman hooks install --dry-run
     """
-    from fwman.core.actions import pending
     from fwman.driver.hooks.files import install as do_install
     from fwman.driver.hooks.files import install_actions
+    from fwman.host.actions import pending
 
     if dry_run:
         todo = pending(app.host, install_actions())

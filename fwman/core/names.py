@@ -3,12 +3,12 @@
 fwman runs as root and turns some names into paths (a kernel release names ``/lib/modules/<kver>`` and a
 ``.pending`` marker) or into arguments of other programs (a fork URL is handed to ``git``). Each check here
 returns the value in its canonical form or raises :class:`~fwman.core.errors.UsageError` (exit 2) with one
-line saying what a good value looks like. Pure functions: no I/O except :func:`existing_root`.
+line saying what a good value looks like. Pure functions: no I/O (``--root`` is checked by
+:func:`fwman.host.local.existing_root`, the filesystem's door).
 """
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import date
 
@@ -131,16 +131,4 @@ def count(value: int, option: str = "-n") -> int:
     """Return ``value`` when it is at least 1. Raises UsageError otherwise."""
     if value < 1:
         raise UsageError(f"{option} {value}: must be at least 1", hint=f"e.g. {option} 10")
-    return value
-
-
-def existing_root(value: str, option: str = "--root") -> str:
-    """Return ``value`` when it names an existing directory. Raises UsageError otherwise (a typo must not make
-    a fresh ``etc/`` and ``usr/`` tree somewhere)."""
-    if not value or not os.path.isdir(value):
-        what = "does not exist" if not os.path.lexists(value) else "is not a directory"
-        raise UsageError(
-            f"{option} {value}: {what}",
-            hint="give an existing directory that holds the host tree (or leave --root out for this machine)",
-        )
     return value

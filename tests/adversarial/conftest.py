@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.helpers import FwmanEnv, Result
+from tests.support.env import FwmanEnv, Result
 
 _COUNT = {"inputs": 0}
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from tests.adversarial.conftest import CountingEnv, one_error_line
-from tests.conftest import is_root
-from tests.helpers import EXAMPLE_HOST, HOSTS
+from tests.support.env import EXAMPLE_HOST, HOSTS
+from tests.support.tools import is_root
 
 CHANGES = [
     ("hooks", "install"),

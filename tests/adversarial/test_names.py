@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fwman.core import names
 from fwman.core.errors import UsageError
 from tests.adversarial.conftest import CountingEnv, one_error_line, tried
-from tests.helpers import EXAMPLE_HOST
+from tests.support.env import EXAMPLE_HOST
 
 
 def tree(path: Path) -> list[str]:

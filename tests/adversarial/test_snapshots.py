@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.adversarial.conftest import CountingEnv, one_error_line, tried
-from tests.helpers import EXAMPLE_HOST, HOSTS
+from tests.support.env import EXAMPLE_HOST, HOSTS
 
 SECRET = "94.99.99.99.99 THE REAL MACHINE'S FILE"
 

@@ -9,7 +9,7 @@ import pytest
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
 from tests.adversarial.conftest import CountingEnv, one_error_line
-from tests.helpers import EXAMPLE_HOST
+from tests.support.env import EXAMPLE_HOST
 
 GARBAGE = ["{{{", "", "[]", '{"format": "fwman-journal", "version": 1}', "\xff\xfe", "null"]
 

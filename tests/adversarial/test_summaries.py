@@ -14,7 +14,7 @@ from fixtures.hostgen.materialize import materialize
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core import paths
 from tests.adversarial.conftest import CountingEnv, one_error_line, tried
-from tests.helpers import EXAMPLE_HOST, REPO
+from tests.support.env import EXAMPLE_HOST, REPO
 
 
 @pytest.fixture
@@ -99,7 +99,7 @@ def test_row_15_a_broken_pipe_is_quiet_and_exit_0() -> None:
 
 
 def test_row_17_lint_without_index_is_an_error_and_every_bad_url_is_named(attack: CountingEnv, tmp_path: Path) -> None:
-    from tests.unit.test_catalog import board_toml
+    from tests.support.catalog import board_toml
 
     cat = tmp_path / "cat"
     (cat / "boards").mkdir(parents=True)

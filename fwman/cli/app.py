@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "modules": ("fwman.cli.modules:modules", "Patched NVIDIA modules per kernel: build, status, catchup, check-boot."),
     "hooks": ("fwman.cli.hooks:hooks", "Kernel hook and boot-time catch-up service: install, remove, status."),
     "dkms": ("fwman.cli.dkms:dkms", "Keep DKMS from replacing the patched modules: status, block, unblock."),
+    "metrics": ("fwman.cli.metrics:metrics", "Prometheus metrics for node_exporter's textfile collector: write."),
 }
 
 

@@ -365,3 +365,10 @@ def check_boot(app: AppContext, as_json: bool) -> None:
             f"the next boot ({default.kver}) has no working patched modules: {safety.reason}",
             hint="run `fwman modules catchup`, or pin a kernel that has them (see `fwman modules status`)",
         )
+
+
+# build once per fleet: fwman.cli.modules_bundle (imports only click at module level)
+from fwman.cli.modules_bundle import export, import_  # noqa: E402
+
+modules.add_command(export)
+modules.add_command(import_)

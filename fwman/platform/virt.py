@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError
 from fwman.host.base import Host
+from fwman.host.optional import read_text_noting
 
 CPUINFO = "/proc/cpuinfo"
 DMI_DIR = "/sys/class/dmi/id"
@@ -133,18 +134,6 @@ def judge(ev: VirtEvidence) -> VirtVerdict:
     return VirtVerdict(guest=False, kind=None, evidence=evidence)
 
 
-def _optional_text(host: Host, path: str, unreadable: list[str]) -> str | None:
-    try:
-        if not host.exists(path):
-            return None
-        return host.read_text(path)
-    except NotRecordedError:
-        unreadable.append(f"{path} (not recorded)")
-    except MissingError:
-        unreadable.append(path)
-    return None
-
-
 def _virtio_functions(host: Host) -> tuple[str, ...]:
     try:
         buses = host.listdir(paths.PCI_DEVICES_DIR)
@@ -164,13 +153,13 @@ def _virtio_functions(host: Host) -> tuple[str, ...]:
 def gather(host: Host) -> VirtEvidence:
     """Return what ``host`` shows of virtualisation. Never raises: what cannot be read is left out."""
     unreadable: list[str] = []
-    cpuinfo = _optional_text(host, CPUINFO, unreadable)
+    cpuinfo = read_text_noting(host, CPUINFO, unreadable)
     dmi: dict[str, str] = {}
     for name in DMI_FIELDS:
-        value = _optional_text(host, f"{DMI_DIR}/{name}", unreadable)
+        value = read_text_noting(host, f"{DMI_DIR}/{name}", unreadable)
         if value is not None and value.strip():
             dmi[name] = value.strip()
-    hv = _optional_text(host, HYPERVISOR_TYPE, unreadable)
+    hv = read_text_noting(host, HYPERVISOR_TYPE, unreadable)
     detect: str | None = None
     try:
         if host.which(DETECT_VIRT[0]) is not None:

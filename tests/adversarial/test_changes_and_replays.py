@@ -29,8 +29,11 @@ CHANGES = [
     ("flash", "resume"),
     ("restore", "--card", "41:00.0", "--backup", "/x"),
     ("upgrade", "--apply"),
+    ("metrics", "install"),
+    ("metrics", "remove"),
+    ("modules", "import", "x.fwbundle"),
 ]
-NEEDS_ROOT = [c for c in CHANGES if c[0] in ("hooks", "dkms", "modules", "catalog", "fetch")]
+NEEDS_ROOT = [c for c in CHANGES if c[0] in ("hooks", "dkms", "modules", "catalog", "fetch", "metrics")]
 READS = [
     ("scan",),
     ("audit", "--offline"),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError
 
 
 @click.group()
@@ -20,11 +19,6 @@ def hooks() -> None:
 
     Docs: docs/hooks.md.
     """
-
-
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("changing /etc needs root", hint="run it with sudo")
 
 
 @hooks.command()
@@ -54,7 +48,7 @@ def install(app: AppContext, dry_run: bool) -> None:
         if not todo:
             app.echo("hook and service already installed and current")
         return
-    _require_root(app)
+    app.require_change("fwman hooks install")
     done = do_install(app.host, lambda t: app.echo(t, err=True))
     app.echo("installed" if done else "hook and service already installed and current")
 
@@ -71,7 +65,7 @@ def remove(app: AppContext) -> None:
     """
     from fwman.driver.hooks.files import remove as do_remove
 
-    _require_root(app)
+    app.require_change("fwman hooks remove")
     done = do_remove(app.host, lambda t: app.echo(t, err=True))
     app.echo("removed" if done else "nothing to remove")
 

@@ -62,13 +62,6 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
     app.echo(f"wrote {len(samples)} series to {output}", err=True)
 
 
-def _require_root(app: AppContext) -> None:
-    from fwman.core.errors import BlockedError
-
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("changing /etc/systemd needs root", hint="run it with sudo")
-
-
 def _reload(app: AppContext, start: bool) -> None:
     host = app.host
     # only on the real root with a running systemd (a temp root or a container without systemd: files only)
@@ -104,7 +97,7 @@ def install(app: AppContext, dry_run: bool) -> None:
         if not todo:
             app.echo("metrics timer already installed and current")
         return
-    _require_root(app)
+    app.require_change("fwman metrics install")
     done = apply_all(app.host, timer_actions(), lambda t: app.echo(t, err=True))
     if done:
         _reload(app, start=True)
@@ -124,7 +117,7 @@ def remove(app: AppContext) -> None:
     from fwman.host.actions import apply_all
     from fwman.reports.metrics import timer_remove_actions
 
-    _require_root(app)
+    app.require_change("fwman metrics remove")
     done = apply_all(app.host, timer_remove_actions(), lambda t: app.echo(t, err=True))
     if done:
         _reload(app, start=False)

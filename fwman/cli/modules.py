@@ -32,11 +32,6 @@ def _say(app: AppContext) -> Any:
     return lambda text: app.echo(text, err=True)
 
 
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("installing kernel modules needs root", hint="run it with sudo")
-
-
 def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None) -> list[str]:
     """Return the lines that explain a failed build: file, first error, source, log, newer branches.
 
@@ -148,8 +143,11 @@ def build(
     6 some kernels built and some did not, 3 the user space does not match (without --force).
     """
     from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
+    from fwman.core.names import kernel_release
 
-    _require_root(app)
+    for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
+        kernel_release(kver)
+    app.require_change("fwman modules build")
     request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, _progress(app, as_json))
 
     def show(build: KernelBuild) -> None:
@@ -270,9 +268,11 @@ def forget(app: AppContext, kver: str, origin: str) -> None:
     Examples:
       fwman modules forget --kernel 6.1.0-47-amd64
     """
+    from fwman.core.names import kernel_release
     from fwman.driver.hooks.removal import forget_kernel
 
-    _require_root(app)
+    kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
+    app.require_change("fwman modules forget")
     say = _say(app)
     summary = forget_kernel(app.host, kver, say)
     if not summary.removed and not summary.problems:
@@ -300,7 +300,7 @@ def catchup(app: AppContext, force: bool) -> None:
     """
     from fwman.driver.hooks.run import catchup as run_catchup
 
-    _require_root(app)
+    app.require_change("fwman modules catchup")
     summary = run_catchup(app.host, _say(app), force=force)
     if summary.fast_path:
         app.echo("every kernel has current patched modules")
@@ -330,9 +330,12 @@ def catchup(app: AppContext, force: bool) -> None:
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
+    from fwman.core.names import kernel_release
     from fwman.driver.build.source import strict_mode
     from fwman.driver.hooks.run import run_hook
 
+    kernel_release(kver)
+    app.require_change("fwman modules hook")
     say = _say(app)
     summary = run_hook(app.host, kver, origin, say)
     for outcome in summary.outcomes:
@@ -368,7 +371,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
     """
     from fwman.driver.kmod.sign import keygen as make_key
 
-    _require_root(app)
+    app.require_change("fwman modules keygen")
     key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
     app.echo(f"signing key:  {key.key}")
     app.echo(f"certificate:  {key.cert} (DER)")
@@ -401,7 +404,7 @@ def unpin(app: AppContext) -> None:
     from fwman.driver.boot.pin import UnpinBoot, kernel_safety
     from fwman.host.actions import apply_all
 
-    _require_root(app)
+    app.require_change("fwman modules unpin")
     action = UnpinBoot()
     apply_all(app.host, [action])
     record = action.record

@@ -7,12 +7,6 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError
-
-
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("installing kernel modules needs root", hint="run it with sudo")
 
 
 def _doc_dict(bundle: Any) -> dict[str, Any]:
@@ -102,7 +96,7 @@ def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     from fwman.app.bundle import import_file
 
     if not dry_run:
-        _require_root(app)
+        app.require_change("fwman modules import")
     bundle, outcome = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
     boot = outcome.boot
     if as_json:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError
 
 
 @click.group()
@@ -25,11 +24,6 @@ def userspace() -> None:
 
     Docs: docs/userspace.md.
     """
-
-
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("changing apt settings needs root", hint="run it with sudo")
 
 
 @userspace.command()
@@ -102,7 +96,7 @@ def hold(app: AppContext, dry_run: bool) -> None:
         if not packages:
             app.echo("no NVIDIA user-space package installed: nothing to hold")
         return
-    _require_root(app)
+    app.require_change("fwman userspace hold")
     packages, done = do_hold(app.host, now_iso())
     for name, version in sorted(packages.items()):
         app.echo(f"held {name} {version}")
@@ -121,7 +115,7 @@ def release(app: AppContext) -> None:
     """
     from fwman.driver.userspace_hold import release as do_release
 
-    _require_root(app)
+    app.require_change("fwman userspace release")
     record, done = do_release(app.host)
     if not done:
         app.echo("fwman holds nothing")

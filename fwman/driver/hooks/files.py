@@ -15,6 +15,7 @@ the hook and the unit do when they run is :mod:`fwman.driver.hooks.run`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import sys
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fwman.core import paths
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.host.base import Host
@@ -170,13 +171,18 @@ def status(host: Host) -> HooksStatus:
         paths.CATCHUP_SCRIPT,
         paths.CATCHUP_UNIT,
     ):
-        present = host.exists(path)
+        try:
+            present = host.exists(path)
+        except NotRecordedError:  # a snapshot captured before fwman installed this file: say so, do not guess
+            result.files.append(HookFileState(path, False, False, "not recorded in this snapshot"))
+            continue
         current = present and path in expected and host.read_bytes(path) == expected[path]
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
         result.files.append(HookFileState(path, present, current, note))
     result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
     hook_dirs = (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.POSTRM_HOOK)
     for directory in (posixpath.dirname(p) for p in hook_dirs):
-        if host.is_dir(directory):
-            result.order[directory] = sorted(host.listdir(directory))
+        with contextlib.suppress(NotRecordedError):
+            if host.is_dir(directory):
+                result.order[directory] = sorted(host.listdir(directory))
     return result

@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
 # Debian packages the system tests use (real kernel headers for two kernels whose pci_resize_resource()
-# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool).
+# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool;
+# initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests, dpkg-dev for the local apt repository
+# of the hold test).
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus
+	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus initramfs-tools cpio mokutil dpkg-dev
 
 .PHONY: demo test venv lint typecheck pytest system-deps clean
 

@@ -41,6 +41,7 @@ READS = [
     ("modules", "status"),
     ("modules", "check-boot"),
     ("hooks", "status"),
+    ("userspace", "status"),
     ("dkms", "status"),
     ("backup", "list"),
     ("backup", "verify"),

@@ -18,9 +18,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fwman.core import paths
-from fwman.core.errors import MissingError
+from fwman.core.errors import VerificationError
 from fwman.core.units import human_bytes
 from fwman.host.base import Host
+from fwman.host.jsonl import append_json_line, read_json_lines
 
 FORMAT = "fwman.p2p-record/1"
 KIND_COPY = "copy"  # the CUDA peer copy test, every byte compared
@@ -215,37 +216,24 @@ class P2PRecord:
 
 
 def read_history(host: Host) -> list[P2PRecord]:
-    """Return the readable records of the P2P history, oldest first; none when there is no history.
+    """Return the records of the P2P history, oldest first; none when there is no history.
 
-    A damaged line is skipped, never fatal. Raises NotRecordedError on a snapshot that did not record the file.
+    Raises VerificationError naming the first damaged line (a verification record is evidence: never skipped),
+    NotRecordedError on a snapshot that did not record the file.
     """
-    if not host.exists(paths.P2P_HISTORY_FILE):
-        return []
-    try:
-        text = host.read_text(paths.P2P_HISTORY_FILE)
-    except MissingError:
-        return []
-    records = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        try:
-            records.append(P2PRecord.from_json(json.loads(line)))
-        except (ValueError, TypeError):
-            continue
+    records, damaged = read_json_lines(host, paths.P2P_HISTORY_FILE, P2PRecord.from_json)
+    if damaged:
+        more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+        raise VerificationError(
+            f"damaged P2P verification history: {damaged[0]}{more}",
+            hint="inspect the line, repair or remove it by hand; `fwman p2p test` appends a new record",
+        )
     return records
 
 
 def append_record(host: Host, record: P2PRecord) -> None:
     """Append ``record`` to the history (atomic rewrite of the whole file, so no half line is ever left)."""
-    try:
-        old = host.read_bytes(paths.P2P_HISTORY_FILE) if host.exists(paths.P2P_HISTORY_FILE) else b""
-    except MissingError:
-        old = b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"
-    line = json.dumps(record.to_json(), sort_keys=True).encode() + b"\n"
-    host.write_bytes(paths.P2P_HISTORY_FILE, old + line)
+    append_json_line(host, paths.P2P_HISTORY_FILE, json.dumps(record.to_json(), sort_keys=True).encode())
 
 
 @dataclass(frozen=True)

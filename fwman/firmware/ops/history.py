@@ -6,13 +6,12 @@ so a crash never leaves half a line). ``fwman history`` prints it.
 
 from __future__ import annotations
 
-import json
-
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, VerificationError
+from fwman.core.errors import VerificationError
 from fwman.host.base import Host
+from fwman.host.jsonl import append_json_line, read_json_lines
 
 
 class HistoryRecord(BaseModel):
@@ -39,20 +38,7 @@ class HistoryRecord(BaseModel):
 
 def read_history_checked(host: Host) -> tuple[list[HistoryRecord], list[str]]:
     """Return (every readable record oldest first, ``"path line N: what is wrong"`` for every damaged line)."""
-    try:
-        text = host.read_text(paths.FLASH_HISTORY_FILE)
-    except MissingError:
-        return [], []
-    records, damaged = [], []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(HistoryRecord.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as e:
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            damaged.append(f"{paths.FLASH_HISTORY_FILE} line {number}: {first[:120]}")
-    return records, damaged
+    return read_json_lines(host, paths.FLASH_HISTORY_FILE, HistoryRecord.model_validate)
 
 
 def history_error(damaged: list[str]) -> VerificationError:
@@ -74,10 +60,4 @@ def read_history(host: Host) -> list[HistoryRecord]:
 
 def append_history(host: Host, record: HistoryRecord) -> None:
     """Append ``record`` (atomic rewrite of the file)."""
-    try:
-        old = host.read_bytes(paths.FLASH_HISTORY_FILE)
-    except MissingError:
-        old = b""
-    if old and not old.endswith(b"\n"):
-        old += b"\n"
-    host.write_bytes(paths.FLASH_HISTORY_FILE, old + record.model_dump_json().encode() + b"\n")
+    append_json_line(host, paths.FLASH_HISTORY_FILE, record.model_dump_json().encode())

@@ -152,6 +152,20 @@ def test_any_history_line_is_a_record_or_skipped_never_a_crash(line: str) -> Non
         pass
 
 
+def test_a_damaged_history_line_is_reported_with_its_number_not_skipped(tmp_path: Path) -> None:
+    # a verification record is evidence: a damaged line must not let doctor read "never verified" or an older pass
+    from fwman.core.errors import VerificationError
+    from fwman.gpu.p2p_record import read_history
+    from fwman.host.live import LiveHost
+
+    history = tmp_path / paths.P2P_HISTORY_FILE.lstrip("/")
+    history.parent.mkdir(parents=True)
+    history.write_text('{"kind": "copy"}\n\n{not json\n')
+    with pytest.raises(VerificationError) as e:
+        read_history(LiveHost(str(tmp_path)))
+    assert f"{paths.P2P_HISTORY_FILE} line 1:" in str(e.value) and "(and 1 more)" in str(e.value)
+
+
 # -- the command line, end to end on a materialised example host ---------------------------------------------------
 @pytest.fixture
 def rig_root(tmp_path: Path) -> Path:

@@ -89,7 +89,7 @@ class SnapshotHost(JournalMixin):
     # -- path resolution ---------------------------------------------------------------------------------
     def _file(self, path: str) -> Path:
         """Return the file recording host path ``path``; raises SnapshotFormatError where a link on disk is met."""
-        return confined(self.files_root, path)
+        return confined(self.files_root, path, tree_checked=True)
 
     def _recorded_file(self, path: str) -> bool:
         if path in self.overlay:

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
@@ -52,34 +49,14 @@ def audit(
 
     Exit status: 0 when every component matches, 4 when something does not match or could not be read.
     """
-    from fwman.core.config import load_config
-    from fwman.core.errors import UsageError, VerificationError
-    from fwman.driver.forks import api_base, configured_forks
-    from fwman.reports.audit.report import audit_host, p2p_line
+    from fwman.app.audit import AuditRequest, audit_failure, audit_json, run_audit
+    from fwman.reports.audit.p2p import p2p_line
 
-    host = app.host
-    roots = []
-    for given in container_roots:
-        # a relative DIR means the current directory on this machine (host paths are absolute)
-        path = given if given.startswith("/") else os.path.abspath(given)
-        if not host.is_dir(path):
-            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
-        roots.append(path)
-    config = load_config(host)
-    forks = configured_forks(config, fork_specs)
-    # a replay must not reach the network: the forks are looked up in the recorded cache only
-    report = audit_host(
-        host,
-        container_roots=roots,
-        forks=forks,
-        offline=offline or app.is_replay,
-        api=api_base(config, app.env.variables),
+    report = run_audit(
+        app.host, AuditRequest(container_roots, fork_specs, offline), app.env.variables, replay=app.is_replay
     )
     if as_json:
-        payload: dict[str, Any] = report.model_dump(mode="json")
-        payload["ok"] = report.ok
-        payload["counts"] = report.counts()
-        app.emit_json("audit", payload)
+        app.emit_json("audit", audit_json(report))
     else:
         ref = report.reference or "unknown"
         app.echo(f"Reference version: {ref} ({report.reference_source})")
@@ -112,9 +89,6 @@ def audit(
             f"{counts['match']} match, {counts['mismatch']} mismatch, {counts['unknown']} unknown"
             + ("" if report.ok else " -> NOT consistent")
         )
-    if not report.ok:
-        counts = report.counts()
-        raise VerificationError(
-            f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
-            hint="the lines after the table say what to fix; --json has every detail",
-        )
+    failure = audit_failure(report)
+    if failure is not None:
+        raise failure

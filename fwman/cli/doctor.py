@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import VerificationError
 
 _LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yellow"), "block": ("BLOCK", "red")}
-
-
-def _absolute(paths: tuple[str, ...]) -> tuple[str, ...]:
-    """Return the user's paths as absolute host paths (relative ones are taken from the current directory)."""
-    return tuple(p if p.startswith("/") else os.path.abspath(p) for p in paths)
 
 
 @click.command()
@@ -58,9 +50,9 @@ def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, .
     Exit status: 0 ready (nothing blocks P2P; warnings may remain), 4 a blocker exists (the verdict names the
     first), 5 no NVIDIA GPU.
     """
-    from fwman.reports.doctor import Sources, run_doctor
+    from fwman.app.doctor import DoctorRequest, doctor_failure, run_doctor_command
 
-    report = run_doctor(app.host, Sources(_absolute(env_files), _absolute(unit_files)))
+    report = run_doctor_command(app.host, DoctorRequest(env_files, unit_files))
     if as_json:
         app.emit_json("doctor", report.to_json())
     else:
@@ -78,10 +70,6 @@ def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, .
                     app.echo(f"          fix: {f.fix}")
         app.echo()
         app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ready else "red"))
-    if not report.ready:
-        first = report.blockers[0]
-        raise VerificationError(
-            f"peer-to-peer is blocked ({len(report.blockers)} blocker{'s' if len(report.blockers) > 1 else ''}); "
-            f"first: {first.id}",
-            hint=first.fix or "see the findings above",
-        )
+    failure = doctor_failure(report)
+    if failure is not None:
+        raise failure

@@ -2,49 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core.units import human_bytes
 from fwman.gpu.card import Card
-from fwman.gpu.inventory import require_inventory
-
-
-def card_json(card: Card) -> dict[str, Any]:
-    """Return the stable JSON form of a card (schema fwman.scan/1)."""
-    return {
-        "bus_id": card.bus_id,
-        "vendor_id": card.vendor_id,
-        "device_id": card.device_id,
-        "subsystem_vendor_id": card.subsystem_vendor_id,
-        "subsystem_device_id": card.subsystem_device_id,
-        "name": card.name,
-        "vbios_version": card.vbios_version,
-        "board_id": card.board_id,
-        "driver_board_id": card.driver_board_id,
-        "vram_bytes": card.vram_bytes,
-        "bar1_bytes": card.bar1_bytes,
-        "bar1_covers_vram": card.bar1_covers_vram,
-        "rebar_sizes_bytes": card.rebar_sizes_bytes,
-        "rebar_max_bytes": card.max_rebar_bytes,
-        "link": {
-            "current_speed_gts": card.link.current_speed_gts,
-            "max_speed_gts": card.link.max_speed_gts,
-            "current_width": card.link.current_width,
-            "max_width": card.link.max_width,
-            "downtrained": card.link.downtrained,
-        },
-        "power_limit_w": card.power_limit_w,
-        "default_power_limit_w": card.default_power_limit_w,
-        "driver": card.driver,
-        "driver_version": card.driver_version,
-        "driver_flavour": card.driver_flavour,
-        "numa_node": card.numa_node,
-        "iommu_group": card.iommu_group,
-        "unreadable": card.unreadable,
-    }
 
 
 def _opt(value: object, fmt: str = "{}") -> str:
@@ -95,14 +57,12 @@ def scan(app: AppContext, as_json: bool) -> None:
 
     Exit 5 when the host has no NVIDIA GPU.
     """
-    host = app.host
-    inventory = require_inventory(host)
-    cards, smi_problem = inventory.cards, inventory.smi_problem
+    from fwman.app.scan import run_scan
+
+    result = run_scan(app.host)
+    cards, smi_problem = result.cards, result.smi_problem
     if as_json:
-        app.emit_json(
-            "scan",
-            {"host": host.description, "nvidia_smi": smi_problem or "ok", "gpus": [card_json(c) for c in cards]},
-        )
+        app.emit_json("scan", result.to_json())
         return
     rows = []
     for c in cards:

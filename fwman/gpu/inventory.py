@@ -17,6 +17,7 @@ from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.config_space import ConfigSpace, parse_config_space
+from fwman.gpu.proc_version import parse_proc_version
 from fwman.gpu.smi import SmiGpu, SmiLog, parse_smi_xml
 from fwman.gpu.sysfs import parse_class, parse_hex_id, parse_int, parse_link_speed, parse_resource
 from fwman.host.base import Host
@@ -48,15 +49,14 @@ def read_driver_version(host: Host) -> tuple[str | None, str | None]:
     """Return (version, flavour) of the loaded nvidia module from /proc/driver/nvidia/version; Nones if unloaded.
 
     flavour is ``open`` for "Open Kernel Module", ``proprietary`` for "NVIDIA UNIX x86_64 Kernel Module".
+    Raises NotRecordedError on a snapshot that did not record the file.
     """
     try:
         text = host.read_text(paths.PROC_DRIVER_VERSION)
     except MissingError:
         return None, None
-    first = text.splitlines()[0] if text else ""
-    m = re.search(r"\s([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s", first + " ")
-    flavour = "open" if "Open Kernel Module" in first else ("proprietary" if "Kernel Module" in first else None)
-    return (m.group(1) if m else None), flavour
+    parsed = parse_proc_version(text)
+    return parsed.version, parsed.flavour
 
 
 def read_smi(host: Host) -> tuple[SmiLog | None, str | None]:

@@ -15,12 +15,11 @@ from fixtures.hostgen.pci import MIB
 from fixtures.hostgen.rig import build_rig, rig_4x3090
 from fwman.core.errors import ExitCode, MissingError, NotRecordedError
 from fwman.core.findings import Finding, Severity
-from fwman.host.base import Host
 from fwman.host.recording import SnapshotWriter
 from fwman.host.snapshot import SnapshotHost
 from fwman.reports.doctor import Sources, run_doctor
 from fwman.reports.doctor.checks import Check
-from fwman.reports.doctor.facts import Facts
+from fwman.reports.doctor.facts import Facts, gather
 from fwman.reports.doctor.run import run_check
 from tests.helpers import EXAMPLE_HOST, HOSTS, FwmanEnv
 from tests.unit.test_capture import _fake_nvidia_smi
@@ -238,15 +237,15 @@ def test_downtrained_link_and_lowered_power_limit(tmp_path: Path) -> None:
 
 # -- degrading gracefully -------------------------------------------------------------------------------------------
 def test_a_check_that_cannot_read_becomes_could_not_check(tmp_path: Path) -> None:
-    def needs_missing(host: Host, facts: Facts) -> list[Finding]:
+    def needs_missing(facts: Facts) -> list[Finding]:
         raise MissingError("the driver audit is not available in this fwman")
 
-    def needs_unrecorded(host: Host, facts: Facts) -> list[Finding]:
+    def needs_unrecorded(facts: Facts) -> list[Finding]:
         raise NotRecordedError("snapshot x did not record /etc/nccl.conf")
 
-    facts = Facts(SnapshotHost(EXAMPLE_HOST))
-    a = run_check(Check("driver", "Driver", needs_missing), facts.host, facts)
-    b = run_check(Check("nccl.level", "NCCL", needs_unrecorded), facts.host, facts)
+    facts = gather(SnapshotHost(EXAMPLE_HOST))
+    a = run_check(Check("driver", "Driver", needs_missing), facts)
+    b = run_check(Check("nccl.level", "NCCL", needs_unrecorded), facts)
     assert [(f.id, f.severity, f.message) for f in a + b] == [
         ("driver", Severity.INFO, "could not check: the driver audit is not available in this fwman"),
         ("nccl.level", Severity.INFO, "could not check: not in this snapshot (x did not record /etc/nccl.conf)"),

@@ -1,25 +1,78 @@
-"""What the doctor's checks share: the host, the places the user pointed at, and readers that run once.
+"""Everything the doctor's checks look at, gathered from one host: the checks themselves never see the host.
 
-Each reader is cached and raises the FwmanError it met (MissingError, NotRecordedError, ParseError); the check
-that asked turns it into a "could not check" finding, so one unreadable thing never hides the others.
+:func:`gather` returns a :class:`Facts` whose fields are :class:`Fact` values. A Fact is read at most once, on
+first use (so doctor reads only what the chain asks for, as before, and a capture records exactly that), and
+keeps the FwmanError its reader met (MissingError, NotRecordedError, ParseError): every ``get()`` raises it
+again, the check that asked lets it through, and the runner turns it into one "could not check" finding, so
+one unreadable thing never hides the others. Tests build a Facts from :meth:`Fact.known` and
+:meth:`Fact.failed` values, without a host.
+
+A new check that needs something not here: add a field to :class:`Facts` and its reader to :func:`gather`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+import posixpath
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
 
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import Inventory, scan_inventory
 from fwman.gpu.topo import TopoMatrix, parse_p2p_matrix, parse_topo_matrix
 from fwman.host.base import Host
+from fwman.platform import nccl, proxmox
+from fwman.platform.envfile import parse_env_file, uncommented
+from fwman.platform.systemd import parse_unit_environment
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.model import Catalog
+    from fwman.reports.audit.model import AuditReport
 
+T = TypeVar("T")
 TOPO_M = ("nvidia-smi", "topo", "-m")
 TOPO_P2P_READ = ("nvidia-smi", "topo", "-p2p", "r")
+_BUS_ID = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+class Fact(Generic[T]):
+    """One fact, read on first :meth:`get` and kept: its value, or the FwmanError reading it met."""
+
+    def __init__(self, read: Callable[[], T]) -> None:
+        self._read: Callable[[], T] | None = read
+        self._value: T | None = None
+        self._error: FwmanError | None = None
+
+    @classmethod
+    def known(cls, value: T) -> Fact[T]:
+        """Return a Fact that is ``value`` (for tests and for facts read already)."""
+        fact: Fact[T] = cls(lambda: value)
+        fact.get()
+        return fact
+
+    @classmethod
+    def failed(cls, error: FwmanError) -> Fact[T]:
+        """Return a Fact whose reading met ``error``."""
+
+        def read() -> T:
+            raise error
+
+        return cls(read)
+
+    def get(self) -> T:
+        """Return the value. Raises the FwmanError its reader met (every time it is asked)."""
+        if self._read is not None:
+            read, self._read = self._read, None
+            try:
+                self._value = read()
+            except FwmanError as e:
+                self._error = e
+        if self._error is not None:
+            raise self._error
+        return self._value  # type: ignore[return-value]  # set by the read above when no error was kept
 
 
 @dataclass(frozen=True)
@@ -30,98 +83,75 @@ class Sources:
     unit_files: tuple[str, ...] = ()
 
 
-@dataclass
+@dataclass(frozen=True)
+class EnvSource:
+    """One place a GPU workload takes its environment (and command line) from."""
+
+    kind: str  # "env-file", "unit", "lxc", "nccl.conf"
+    where: str
+    env: dict[str, str]
+    text: str  # the whole file: vLLM flags are looked for in it
+    uses_gpu: bool = True
+
+    @property
+    def label(self) -> str:
+        """Return the place for people: ``container 101 (/etc/pve/lxc/101.conf)`` or the path."""
+        if self.kind == "lxc":
+            return f"container {proxmox.guest_id(posixpath.basename(self.where))} ({self.where})"
+        return self.where
+
+    def fix(self, assignment: str) -> str:
+        """Return how to set ``assignment`` (``NAME=VALUE``) in this place."""
+        if self.kind == "lxc":
+            return f"add `lxc.environment: {assignment}` to {self.where} and restart the container"
+        if self.kind == "unit":
+            return f"add `Environment={assignment}` under [Service] (`systemctl edit` the unit {self.where})"
+        return f"add `{assignment}` to {self.where}"
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """Where GPU workloads take their environment from: the user's files, GPU containers, /etc/nccl.conf."""
+
+    sources: list[EnvSource]
+    problems: list[str]  # what could not be read, one line each ("<path>: <why>")
+
+
+@dataclass(frozen=True)
+class IommuState:
+    """What the IOMMU mode is decided from."""
+
+    cmdline: str  # /proc/cmdline ("" when absent)
+    groups: list[str]  # entries of /sys/kernel/iommu_groups
+    types: dict[str, str]  # bus id -> its group's type ("DMA", "identity", ...; "unknown" unreadable); no groups: {}
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """Devices this host gives to VMs."""
+
+    vfio: list[str]  # bus ids bound to vfio-pci
+    hostpci: list[str]  # Proxmox ``hostpciN:`` lines as ``VM <id>: <line>``
+    unreadable: list[str]
+
+
+@dataclass(frozen=True)
 class Facts:
-    """Lazily read, cached facts about one host."""
+    """What the checks may look at. Each field raises, on ``get()``, what reading it met."""
 
-    host: Host
-    sources: Sources = field(default_factory=Sources)
-    _cache: dict[str, Any] = field(default_factory=dict)
-    _errors: dict[str, FwmanError] = field(default_factory=dict)
-
-    def _once(self, key: str, fn: Any) -> Any:
-        if key in self._errors:
-            raise self._errors[key]
-        if key not in self._cache:
-            try:
-                self._cache[key] = fn()
-            except FwmanError as e:
-                self._errors[key] = e
-                raise
-        return self._cache[key]
-
-    # -- readers ------------------------------------------------------------------------------------------------
-    def inventory(self) -> Inventory:
-        """Return the GPU inventory (sysfs plus nvidia-smi)."""
-        inv: Inventory = self._once("inventory", lambda: scan_inventory(self.host))
-        return inv
+    inventory: Fact[Inventory]
+    topo: Fact[TopoMatrix]  # nvidia-smi topo -m
+    p2p_read: Fact[TopoMatrix]  # nvidia-smi topo -p2p r
+    audit: Fact[AuditReport]  # fwman audit, offline
+    catalog: Fact[Catalog]
+    iommu: Fact[IommuState]
+    passthrough: Fact[Passthrough]
+    workloads: Fact[Workloads]
 
     @property
     def cards(self) -> list[Card]:
-        """Return the GPUs."""
-        return self.inventory().cards
-
-    def _command(self, argv: tuple[str, ...]) -> str:
-        if self.host.which(argv[0]) is None:
-            raise MissingError(f"{argv[0]} is not installed", hint="install the NVIDIA driver's user space")
-        result = self.host.run(list(argv), timeout=60)
-        if result.missing:
-            raise MissingError(f"{argv[0]} is not installed")
-        if result.rc != 0:
-            why = (result.stderr or result.stdout).strip().splitlines()
-            raise MissingError(f"`{' '.join(argv)}` failed (exit {result.rc}): {why[0] if why else 'no output'}")
-        return result.stdout
-
-    def topo(self) -> TopoMatrix:
-        """Return ``nvidia-smi topo -m``. Raises MissingError/NotRecordedError/ParseError."""
-        topo: TopoMatrix = self._once("topo", lambda: parse_topo_matrix(self._command(TOPO_M)))
-        return topo
-
-    def p2p_read(self) -> TopoMatrix:
-        """Return ``nvidia-smi topo -p2p r``. Raises MissingError/NotRecordedError/ParseError."""
-        p2p: TopoMatrix = self._once("p2p", lambda: parse_p2p_matrix(self._command(TOPO_P2P_READ)))
-        return p2p
-
-    def audit(self) -> Any:
-        """Return ``fwman.reports.audit.report.audit_host`` (offline: cached fork branches only).
-
-        Raises MissingError when this build has no audit module.
-        """
-
-        def load() -> Any:
-            try:
-                from fwman.reports.audit.report import audit_host
-            except ImportError as e:  # the audit feature is not in this build
-                raise MissingError(f"the driver audit is not available in this fwman ({e})") from e
-            return audit_host(self.host, offline=True)
-
-        return self._once("audit", load)
-
-    def catalog(self) -> Catalog:
-        """Return the VBIOS catalog in use (local copy or bundled). Raises MissingError when there is none."""
-
-        def load() -> Catalog:
-            try:
-                from fwman.firmware.catalog.model import load_catalog
-            except ImportError as e:
-                raise MissingError(f"the VBIOS catalog is not available in this fwman ({e})") from e
-            return load_catalog(self.host)
-
-        catalog: Catalog = self._once("catalog", load)
-        return catalog
-
-    def text(self, path: str) -> str | None:
-        """Return the text of ``path``, None when it does not exist. Raises NotRecordedError on a snapshot that
-        did not record it, MissingError when it exists but cannot be read."""
-        if not self.host.exists(path):
-            return None
-        return self.host.read_text(path)
-
-    def listing(self, path: str) -> list[str] | None:
-        """Return the entries of directory ``path``, None when it does not exist. Raises NotRecordedError."""
-        if not self.host.is_dir(path):
-            return None
-        return self.host.listdir(path)
+        """Return the GPUs. Raises what reading the inventory met."""
+        return self.inventory.get().cards
 
 
 def describe_error(e: FwmanError) -> str:
@@ -131,3 +161,149 @@ def describe_error(e: FwmanError) -> str:
     if isinstance(e, ParseError):
         return f"unreadable output: {e.message}"
     return e.message
+
+
+# -- gathering ---------------------------------------------------------------------------------------------------
+def gather(host: Host, sources: Sources | None = None) -> Facts:
+    """Return the facts of ``host`` (each read on first use), with NCCL/vLLM settings also read from ``sources``.
+
+    Never raises: what a reader meets is raised by that fact's ``get()``.
+    """
+    inventory = Fact(lambda: scan_inventory(host))
+    return Facts(
+        inventory=inventory,
+        topo=Fact(lambda: parse_topo_matrix(_command(host, TOPO_M))),
+        p2p_read=Fact(lambda: parse_p2p_matrix(_command(host, TOPO_P2P_READ))),
+        audit=Fact(lambda: _audit(host)),
+        catalog=Fact(lambda: _catalog(host)),
+        iommu=Fact(lambda: _iommu(host, inventory)),
+        passthrough=Fact(lambda: _passthrough(host)),
+        workloads=Fact(lambda: _workloads(host, sources or Sources())),
+    )
+
+
+def _command(host: Host, argv: tuple[str, ...]) -> str:
+    """Return the stdout of ``argv``. Raises MissingError when it is not installed or fails, NotRecordedError."""
+    if host.which(argv[0]) is None:
+        raise MissingError(f"{argv[0]} is not installed", hint="install the NVIDIA driver's user space")
+    result = host.run(list(argv), timeout=60)
+    if result.missing:
+        raise MissingError(f"{argv[0]} is not installed")
+    if result.rc != 0:
+        why = (result.stderr or result.stdout).strip().splitlines()
+        raise MissingError(f"`{' '.join(argv)}` failed (exit {result.rc}): {why[0] if why else 'no output'}")
+    return result.stdout
+
+
+def _text(host: Host, path: str) -> str | None:
+    """Return the text of ``path``, None when it does not exist. Raises NotRecordedError on a snapshot that did
+    not record it, MissingError when it exists but cannot be read."""
+    if not host.exists(path):
+        return None
+    return host.read_text(path)
+
+
+def _listing(host: Host, path: str) -> list[str] | None:
+    """Return the entries of directory ``path``, None when it does not exist. Raises NotRecordedError."""
+    if not host.is_dir(path):
+        return None
+    return host.listdir(path)
+
+
+def _audit(host: Host) -> AuditReport:
+    """Return ``fwman audit`` of ``host``, offline (cached fork branches only)."""
+    from fwman.reports.audit.report import audit_host
+
+    return audit_host(host, offline=True)
+
+
+def _catalog(host: Host) -> Catalog:
+    """Return the VBIOS catalog in use (local copy or bundled). Raises what loading it raises."""
+    from fwman.firmware.catalog.model import load_catalog
+
+    return load_catalog(host)
+
+
+def _iommu(host: Host, inventory: Fact[Inventory]) -> IommuState:
+    """Return the command line, the IOMMU groups and, when there are groups, each GPU's group type."""
+    cmdline = _text(host, "/proc/cmdline") or ""
+    groups = _listing(host, paths.IOMMU_GROUPS_DIR) or []
+    types: dict[str, str] = {}
+    if groups:
+        for card in inventory.get().cards:
+            if card.iommu_group is None:
+                continue
+            text = _text(host, f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type")
+            types[card.bus_id] = text.strip() if text else "unknown"
+    return IommuState(cmdline, groups, types)
+
+
+def _passthrough(host: Host) -> Passthrough:
+    """Return the devices bound to vfio-pci and the Proxmox VMs' ``hostpci`` lines."""
+    unreadable: list[str] = []
+    vfio: list[str] = []
+    try:
+        vfio = [n for n in _listing(host, paths.VFIO_PCI_DRIVER_DIR) or [] if _BUS_ID.match(n)]
+    except NotRecordedError:
+        modules = _text(host, "/proc/modules") or ""
+        if re.search(r"^vfio_pci\s", modules, re.MULTILINE):
+            unreadable.append(f"{paths.VFIO_PCI_DRIVER_DIR} (vfio_pci is loaded)")
+    hostpci: list[str] = []
+    for vm in proxmox.read_configs(host, proxmox.QEMU_DIR, proxmox.qemu_config_names(host)):
+        if vm.error is not None:
+            unreadable.append(f"{vm.path} ({describe_error(vm.error)})")
+            continue
+        hostpci += [f"VM {vm.guest_id}: {line}" for line in proxmox.hostpci_lines(vm.text)]
+    return Passthrough(vfio, hostpci, unreadable)
+
+
+def _user_file(host: Host, path: str, problems: list[str]) -> str | None:
+    """Return the text of a file the user named, None (and a line in ``problems``) when it cannot be read."""
+    try:
+        return host.read_text(path)
+    except FwmanError as e:
+        problems.append(f"{path}: {describe_error(e)}")
+        return None
+
+
+def _workloads(host: Host, sources: Sources) -> Workloads:
+    """Return the places to check (user's files, GPU containers, /etc/nccl.conf) and what could not be read.
+
+    Raises MissingError when /etc/pve/lxc exists but cannot be listed.
+    """
+    out: list[EnvSource] = []
+    problems: list[str] = []
+    for path in sources.env_files:
+        text = _user_file(host, path, problems)
+        if text is not None:
+            out.append(EnvSource("env-file", path, parse_env_file(text), uncommented(text)))
+    for path in sources.unit_files:
+        text = _user_file(host, path, problems)
+        if text is None:
+            continue
+        env, files, _ = parse_unit_environment(text)
+        for f in files:
+            try:
+                env = {**parse_env_file(host.read_text(f)), **env}
+            except FwmanError as e:
+                problems.append(f"{f} (EnvironmentFile of {path}): {describe_error(e)}")
+        out.append(EnvSource("unit", path, env, uncommented(text)))
+    try:
+        names = proxmox.lxc_config_names(host)
+    except NotRecordedError as e:
+        names = []
+        problems.append(f"{proxmox.LXC_DIR}: {describe_error(e)}")
+    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, names):
+        if ct.error is not None:
+            problems.append(f"{ct.path}: {describe_error(ct.error)}")
+            continue
+        device, hook = proxmox.lxc_uses_gpu(ct.text)
+        out.append(EnvSource("lxc", ct.path, proxmox.parse_lxc_environment(ct.text), ct.text, uses_gpu=device or hook))
+    try:
+        conf = nccl.read_nccl_conf(host)
+        if conf is not None:
+            # NCCL reads /etc/nccl.conf itself: it covers processes on this host (not inside containers)
+            out.append(EnvSource("nccl.conf", nccl.CONF, conf[1], conf[0], uses_gpu=False))
+    except NotRecordedError as e:
+        problems.append(f"{nccl.CONF}: {describe_error(e)}")
+    return Workloads(out, problems)

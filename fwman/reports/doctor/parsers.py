@@ -1,5 +1,6 @@
-"""Pure parsers for what ``fwman doctor`` reads: the kernel command line, environment files, systemd units,
-Proxmox container configs, and the NCCL level rules. No I/O: text in, values out.
+"""Pure parsers and rules of ``fwman doctor``'s own: the kernel command line's IOMMU parameters, the NCCL level
+rules, vLLM's flags. No I/O: text in, values out. Environment files, systemd units and Proxmox configs are
+parsed in :mod:`fwman.platform` (audit reads them too).
 
 Every parser accepts any text: lines it does not understand are skipped (a config file is not fwman's to
 judge), so none of them raises.
@@ -8,7 +9,6 @@ judge), so none of them raises.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass, field
 
 #: NCCL_P2P_LEVEL values, by the distance they allow (NCCL's environment-variable documentation)
@@ -17,8 +17,6 @@ NCCL_LEVELS = ("LOC", "NVL", "PIX", "PXB", "PHB", "SYS")
 TOPO_ORDER = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")
 #: topo cells where two GPUs meet at the CPU: NCCL does not use P2P there unless told to
 AT_CPU = ("PHB", "NODE", "SYS")
-
-_ASSIGN = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 
 @dataclass(frozen=True)
@@ -56,98 +54,6 @@ def parse_cmdline(text: str) -> IommuCmdline:
             values[key] = value
             tokens.append(token)
     return IommuCmdline(values.get("iommu"), values.get("amd_iommu"), values.get("intel_iommu"), tokens)
-
-
-def _unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    # an unquoted value ends at an inline comment
-    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
-
-
-def parse_env_file(text: str) -> dict[str, str]:
-    """Return the ``KEY=VALUE`` assignments of an environment file (``.env``, ``docker --env-file``,
-    ``/etc/environment``, ``/etc/nccl.conf``): ``export`` and quotes allowed, comments skipped. Never raises."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _ASSIGN.match(line)
-        if m:
-            out[m.group(1)] = _unquote(m.group(2))
-    return out
-
-
-def _split_words(value: str) -> list[str]:
-    """Split like systemd does for Environment= (quotes group words); fall back to whitespace on bad quoting."""
-    try:
-        return shlex.split(value, posix=True)
-    except ValueError:
-        return value.split()
-
-
-def parse_unit_environment(text: str) -> tuple[dict[str, str], list[str], list[str]]:
-    """Return (``Environment=`` assignments, ``EnvironmentFile=`` paths, ``ExecStart=`` command lines) of a
-    systemd unit (or drop-in). Continuation lines ending in ``\\`` are joined. Never raises."""
-    env: dict[str, str] = {}
-    files: list[str] = []
-    execs: list[str] = []
-    joined: list[str] = []
-    buf = ""
-    for raw in text.splitlines():
-        if raw.rstrip().endswith("\\"):
-            buf += raw.rstrip()[:-1] + " "
-            continue
-        joined.append(buf + raw)
-        buf = ""
-    if buf:
-        joined.append(buf)
-    for raw in joined:
-        line = raw.strip()
-        if line.startswith(("#", ";")) or "=" not in line:
-            continue
-        key, _, value = line.partition("=")
-        key = key.strip()
-        if key == "Environment":
-            for word in _split_words(value):
-                name, sep, val = word.partition("=")
-                if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-                    env[name] = val
-        elif key == "EnvironmentFile":
-            files.append(value.strip().lstrip("-"))
-        elif key in ("ExecStart", "ExecStartPre"):
-            execs.append(value.strip())
-    return env, files, execs
-
-
-def parse_lxc_environment(text: str) -> dict[str, str]:
-    """Return the ``lxc.environment: KEY=VALUE`` (or ``lxc.environment = ...``) lines of an LXC/Proxmox
-    container config, current section only (``[snapshot]`` sections describe older states). Never raises."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            break
-        m = re.match(r"^lxc\.environment(?:\.runtime)?\s*[:=]\s*(.*)$", line)
-        if m:
-            name, sep, value = m.group(1).strip().partition("=")
-            if sep and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name.strip()):
-                out[name.strip()] = _unquote(value)
-    return out
-
-
-def hostpci_lines(text: str) -> list[str]:
-    """Return the ``hostpciN:`` lines of a Proxmox VM config (current section only). Never raises."""
-    out = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            break
-        if re.match(r"^hostpci\d+\s*:", line):
-            out.append(line)
-    return out
 
 
 def topo_rank(cell: str) -> int:

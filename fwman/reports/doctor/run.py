@@ -9,7 +9,7 @@ from fwman.core.errors import FwmanError, MissingError
 from fwman.core.findings import Finding, Severity
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
-from fwman.reports.doctor.facts import Facts, Sources, describe_error
+from fwman.reports.doctor.facts import Facts, Sources, describe_error, gather
 
 
 @dataclass(frozen=True)
@@ -100,10 +100,10 @@ def _demote(findings: list[Finding]) -> list[Finding]:
     return out
 
 
-def run_check(check: Check, host: Host, facts: Facts) -> list[Finding]:
+def run_check(check: Check, facts: Facts) -> list[Finding]:
     """Return the findings of ``check``; what it could not read becomes one info finding "could not check"."""
     try:
-        return check.run(host, facts)
+        return check.run(facts)
     except FwmanError as e:
         return [Finding(id=check.id, severity=Severity.INFO, message=f"could not check: {describe_error(e)}")]
 
@@ -114,7 +114,7 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
     Raises MissingError when the host has no NVIDIA GPU (nothing to diagnose), ParseError when sysfs IDs are
     malformed. Every other unreadable thing is a "could not check" finding.
     """
-    facts = Facts(host, sources or Sources())
+    facts = gather(host, sources)
     cards = facts.cards
     if not cards:
         raise MissingError(
@@ -123,7 +123,7 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
         )
     report = DoctorReport(host=host.description, gpus=len(cards))
     for check in CHECKS:
-        findings = run_check(check, host, facts)
+        findings = run_check(check, facts)
         if check.pairwise and len(cards) < 2:
             findings = _demote(findings)
         report.steps.append(Step(check, findings))

@@ -1,0 +1,69 @@
+"""``fwman audit`` as a use case: typed arguments in, an :class:`AuditReport` out (no click, no printing)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fwman.core.errors import UsageError, VerificationError
+from fwman.host.base import Host
+from fwman.reports.audit.model import AuditReport
+
+
+@dataclass(frozen=True)
+class AuditRequest:
+    """What the user asked for: extra roots (as typed: relative ones are taken from the current directory), extra
+    forks (``NAME=URL``), offline."""
+
+    container_roots: tuple[str, ...] = ()
+    fork_specs: tuple[str, ...] = ()
+    offline: bool = False
+
+
+def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> AuditReport:
+    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only.
+
+    Raises UsageError when a container root is not a directory, and what the configuration loader raises for a
+    bad /etc/fwman/config.toml or fork spec.
+    """
+    from fwman.core.config import load_config
+    from fwman.driver.forks import api_base, configured_forks
+    from fwman.reports.audit.report import audit_host
+
+    roots = []
+    for given in request.container_roots:
+        # a relative DIR means the current directory on this machine (host paths are absolute)
+        path = given if given.startswith("/") else os.path.abspath(given)
+        if not host.is_dir(path):
+            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
+        roots.append(path)
+    config = load_config(host)
+    # a replay must not reach the network: the forks are looked up in the recorded cache only
+    return audit_host(
+        host,
+        container_roots=roots,
+        forks=configured_forks(config, request.fork_specs),
+        offline=request.offline or replay,
+        api=api_base(config, variables),
+    )
+
+
+def audit_json(report: AuditReport) -> dict[str, Any]:
+    """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
+    payload: dict[str, Any] = report.model_dump(mode="json")
+    payload["ok"] = report.ok
+    payload["counts"] = report.counts()
+    return payload
+
+
+def audit_failure(report: AuditReport) -> VerificationError | None:
+    """Return the error ``fwman audit`` ends with when something does not match or is unknown, else None."""
+    if report.ok:
+        return None
+    counts = report.counts()
+    return VerificationError(
+        f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
+        hint="the lines after the table say what to fix; --json has every detail",
+    )

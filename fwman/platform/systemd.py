@@ -1,0 +1,49 @@
+"""systemd units and drop-ins: what a service's environment and command line are (pure parser)."""
+
+from __future__ import annotations
+
+import shlex
+
+from fwman.platform.envfile import NAME
+
+
+def _split_words(value: str) -> list[str]:
+    """Split like systemd does for Environment= (quotes group words); fall back to whitespace on bad quoting."""
+    try:
+        return shlex.split(value, posix=True)
+    except ValueError:
+        return value.split()
+
+
+def parse_unit_environment(text: str) -> tuple[dict[str, str], list[str], list[str]]:
+    """Return (``Environment=`` assignments, ``EnvironmentFile=`` paths, ``ExecStart=`` command lines) of a
+    systemd unit (or drop-in). Continuation lines ending in ``\\`` are joined. Never raises."""
+    env: dict[str, str] = {}
+    files: list[str] = []
+    execs: list[str] = []
+    joined: list[str] = []
+    buf = ""
+    for raw in text.splitlines():
+        if raw.rstrip().endswith("\\"):
+            buf += raw.rstrip()[:-1] + " "
+            continue
+        joined.append(buf + raw)
+        buf = ""
+    if buf:
+        joined.append(buf)
+    for raw in joined:
+        line = raw.strip()
+        if line.startswith(("#", ";")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip()
+        if key == "Environment":
+            for word in _split_words(value):
+                name, sep, val = word.partition("=")
+                if sep and NAME.fullmatch(name):
+                    env[name] = val
+        elif key == "EnvironmentFile":
+            files.append(value.strip().lstrip("-"))
+        elif key in ("ExecStart", "ExecStartPre"):
+            execs.append(value.strip())
+    return env, files, execs

@@ -1,0 +1,185 @@
+"""Reading what ``fwman audit`` compares: the loaded module, every kernel's nvidia*.ko files (with fwman's
+install manifest, parsed by its owner fwman.driver.build.manifest), and the containers. Readers never raise
+for an unreadable part of the host: they append it to the caller's ``unreadable`` list and leave the field
+empty, so the rows can say "unknown".
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
+from fwman.driver.kmod.depmod import installed_kernels, normalize, resolve_all
+from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
+from fwman.gpu.proc_version import parse_proc_version
+from fwman.host.base import Host
+from fwman.platform import proxmox
+from fwman.reports.audit.model import ContainerAudit, KernelModule, LoadedModule
+from fwman.reports.audit.userspace import UserSpace, scan_userspace
+
+
+def read_text(host: Host, path: str, unreadable: list[str]) -> str | None:
+    """Return the text of ``path``, None when it is absent or unreadable (then noted in ``unreadable``)."""
+    try:
+        if not host.exists(path):
+            return None
+        return host.read_text(path)
+    except NotRecordedError:
+        unreadable.append(f"{path} (not recorded)")
+    except MissingError:
+        unreadable.append(path)
+    return None
+
+
+def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:
+    """Return the loaded module (None when neither /proc nor /sys shows one)."""
+    proc = read_text(host, paths.PROC_DRIVER_VERSION, unreadable)
+    sysv = read_text(host, "/sys/module/nvidia/version", unreadable)
+    if proc is None and sysv is None:
+        return None
+    parsed = parse_proc_version(proc or "")
+    sys_version = sysv.strip() if sysv else None
+    return LoadedModule(
+        version=sys_version or parsed.version,
+        flavour=parsed.flavour,
+        proc_version=proc.splitlines()[0] if proc and proc.strip() else None,
+        sys_version=sys_version,
+    )
+
+
+def _is_nvidia(name: str) -> bool:
+    return name == "nvidia" or name.startswith("nvidia_")  # not nvidiafb (the in-tree framebuffer driver)
+
+
+def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelModule], list[str]]:
+    """Return (every nvidia* module depmod resolves for every kernel, read and identified; the installed
+    kernels that have no nvidia module at all).
+
+    A module a snapshot recorded by size only (capture keeps files over 16 MiB that way) gets its row's error.
+    """
+    out: list[KernelModule] = []
+    bare: list[str] = []
+    try:
+        kernels = installed_kernels(host)
+    except NotRecordedError:
+        unreadable.append("/lib/modules (not recorded)")
+        return out, bare
+    for kver in kernels:
+        try:
+            resolved = resolve_all(host, kver)
+        except NotRecordedError as e:
+            unreadable.append(f"/lib/modules/{kver} ({e.message})")
+            continue
+        manifest, manifest_error = _manifest(host, kver)
+        names = sorted(n for n in resolved if _is_nvidia(n))
+        if not names and _kernel_installed(host, kver):
+            bare.append(kver)
+        for name in names:
+            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error))
+    return out, bare
+
+
+def _kernel_installed(host: Host, kver: str) -> bool:
+    """Return True when ``kver`` is a bootable kernel (its image or in-tree modules), not just headers."""
+    try:
+        return host.exists(f"/boot/vmlinuz-{kver}") or host.is_dir(f"/lib/modules/{kver}/kernel")
+    except NotRecordedError:
+        return False
+
+
+def _manifest(host: Host, kver: str) -> tuple[Manifest | None, str | None]:
+    """Return (fwman's install manifest of ``kver`` or None, why it could not be read or None)."""
+    try:
+        return load_manifest(host, kver), None
+    except (MissingError, NotRecordedError, ParseError) as e:
+        return None, f"manifest {manifest_path(kver)} unreadable: {e.message}"
+
+
+def _read_one(
+    host: Host,
+    kver: str,
+    name: str,
+    path: str,
+    manifest: Manifest | None,
+    manifest_error: str | None,
+) -> KernelModule:
+    entry = KernelModule(kernel=kver, name=name, path=path)
+    try:
+        raw = host.read_bytes(path)
+        info = read_module(module_bytes(host, path) if path.endswith(".zst") else decompress(raw, path))
+    except (FwmanError, ParseError) as e:
+        entry.error = e.message
+        return entry
+    entry.version = info.version
+    entry.vermagic = info.vermagic
+    entry.kernel_release = info.kernel_release
+    entry.srcversion = info.srcversion
+    entry.signed = info.signature is not None
+    entry.signer = info.signature.signer if info.signature else None
+    if manifest_error:
+        entry.error = manifest_error
+    if manifest is not None:
+        # depmod's names are normalized (nvidia_uvm); a manifest may name a module either way
+        recorded = {normalize(n): m for n, m in manifest.modules.items()}.get(name)
+        if recorded is not None and recorded.sha256 == hashlib.sha256(raw).hexdigest():
+            entry.origin = "patched"
+            entry.fork, entry.branch, entry.commit = manifest.fork, manifest.branch, manifest.commit
+        else:
+            entry.origin = "not-fwman"
+    return entry
+
+
+def read_containers(
+    host: Host, roots: Sequence[str], unreadable: list[str]
+) -> list[tuple[ContainerAudit, UserSpace | None]]:
+    """Return the Proxmox LXC containers (from /etc/pve/lxc) and the given roots, each with its user space."""
+    out: list[tuple[ContainerAudit, UserSpace | None]] = []
+    names: list[str] = []
+    try:
+        names = proxmox.lxc_config_names(host)
+    except NotRecordedError:
+        unreadable.append(f"{proxmox.LXC_DIR} (not recorded)")
+    except MissingError:
+        unreadable.append(proxmox.LXC_DIR)
+    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, sorted(names, key=lambda n: (len(n), n))):
+        if ct.error is not None:
+            unreadable.append(f"{ct.path} (not recorded)" if isinstance(ct.error, NotRecordedError) else ct.path)
+        out.append(_read_lxc(host, ct))
+    for root in roots:
+        out.append(_scan_container(host, root, "root", root.rstrip("/") or "/"))
+    return out
+
+
+def _read_lxc(host: Host, ct: proxmox.GuestConfig) -> tuple[ContainerAudit, UserSpace | None]:
+    """Return container ``ct``: not audited (no GPU, or the NVIDIA hook injects the host's libraries), not
+    mounted, or its user space read from the mounted root filesystem."""
+    ctid = ct.guest_id
+    device, hook = proxmox.lxc_uses_gpu(ct.text)
+    if not device and not hook:
+        return ContainerAudit(name=ctid, kind="lxc", root=None, state="no-gpu"), None
+    if hook:
+        return ContainerAudit(name=ctid, kind="lxc", root=None, state="hook"), None
+    rootfs = proxmox.lxc_rootfs(ctid)
+    try:
+        mounted = host.is_dir(rootfs) and bool(host.listdir(rootfs))
+    except (MissingError, NotRecordedError):
+        mounted = False
+    if not mounted:
+        return ContainerAudit(name=ctid, kind="lxc", root=rootfs, state="not-mounted"), None
+    return _scan_container(host, ctid, "lxc", rootfs)
+
+
+def _scan_container(host: Host, name: str, kind: str, root: str) -> tuple[ContainerAudit, UserSpace]:
+    us = scan_userspace(host, root, run_smi=False)
+    audit = ContainerAudit(
+        name=name,
+        kind=kind,
+        root=root,
+        state="read",
+        versions={v: [lib.path for lib in libs] for v, libs in sorted(us.versions().items())},
+        compat=[lib.path for lib in us.compat],
+    )
+    return audit, us

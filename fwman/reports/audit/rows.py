@@ -1,0 +1,326 @@
+"""The verdict of ``fwman audit``: one :class:`Row` per component, compared with the reference version.
+
+:func:`build_rows` calls one small function per component, in table order: the loaded module, each kernel's
+module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container. Pure: the rows
+come from what :mod:`fwman.reports.audit.read` and :mod:`fwman.reports.audit.userspace` gathered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from fwman.driver.kmod.kofile import module_stem
+from fwman.driver.versions import DriverVersion
+from fwman.gpu.proc_version import parse_proc_version
+from fwman.platform import proxmox
+from fwman.reports.audit.model import AuditReport, ContainerAudit, KernelModule, LoadedModule, Row, Status
+from fwman.reports.audit.userspace import KEY_LIBS, DriverLib, UserSpace
+
+HOST = "on the host"
+
+
+def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, UserSpace | None]) -> list[Row]:
+    """Return the verdict rows of ``report`` (reference already chosen), in table order."""
+    ref = report.reference
+    rows = loaded_rows(report.loaded, ref, report.running_kernel)
+    for m in report.modules:
+        rows.append(module_row(m, ref))
+    rows += [bare_kernel_row(kver, ref) for kver in report.kernels_without_module]
+    rows += unreadable_module_rows(report.unreadable)
+    rows += host_userspace_rows(host_us, ref)
+    rows += firmware_rows(host_us, ref, local_modules=bool(report.modules) or bool(report.kernels_without_module))
+    for c in report.containers:
+        rows += container_rows(c, container_us.get(c.name), ref)
+    return rows
+
+
+def loaded_rows(loaded: LoadedModule | None, ref: str | None, running_kernel: str | None) -> list[Row]:
+    """Return the loaded module's row (and a mismatch row first when /proc and /sys disagree)."""
+    if loaded is None:
+        return [
+            Row(
+                component="loaded kernel module",
+                version=None,
+                where="/proc/driver/nvidia",
+                status="info",
+                detail="no NVIDIA module loaded",
+            )
+        ]
+    rows: list[Row] = []
+    if loaded.sys_version and loaded.proc_version:
+        proc_v = parse_proc_version(loaded.proc_version).version
+        if proc_v and proc_v != loaded.sys_version:
+            rows.append(
+                Row(
+                    component="loaded kernel module",
+                    version=proc_v,
+                    where="/proc/driver/nvidia/version",
+                    status="mismatch",
+                    detail=f"/sys/module/nvidia/version says {loaded.sys_version}",
+                )
+            )
+    rows.append(
+        Row(
+            component="loaded kernel module",
+            version=loaded.version,
+            where="/sys/module/nvidia" if loaded.sys_version else "/proc/driver/nvidia/version",
+            status=_status(loaded.version, ref),
+            detail=f"{loaded.flavour or 'flavour unknown'}, running kernel {running_kernel or '?'}",
+        )
+    )
+    return rows
+
+
+def module_row(m: KernelModule, ref: str | None) -> Row:
+    """Return the row of one module file: its version, the kernel it was built for, and whether fwman put it."""
+    status: Status
+    fix = None
+    details: list[str] = []
+    if m.version is None:
+        status = "unknown"
+        details.append(m.error or "no version tag")
+    else:
+        status = _status(m.version, ref)
+        if status == "mismatch" and ref is not None:
+            fix = (
+                f"build and install the {ref} kernel module for {m.kernel} "
+                f"(P2P fork branch {DriverVersion.parse(ref).branch_name})"
+            )
+    if m.kernel_release and m.kernel_release != m.kernel:
+        status = "mismatch"
+        details.append(f"built for kernel {m.kernel_release}")
+        fix = fix or f"rebuild the module for {m.kernel}"
+    details.append(
+        {"patched": f"patched ({m.branch or '?'} from {m.fork or '?'})", "not-fwman": "NOT fwman's module"}.get(
+            m.origin, "patched/stock unknown (no fwman manifest)"
+        )
+    )
+    if m.origin == "not-fwman":
+        status = "mismatch"
+        fix = fix or (
+            f"the file depmod picks for {m.kernel} is not the one fwman installed (DKMS or a package replaced "
+            "it): reinstall fwman's module for this kernel"
+        )
+    if m.version is not None:
+        details.append(f"signed by {m.signer or '?'}" if m.signed else "unsigned")
+    if m.error and m.version is not None:
+        details.append(m.error)
+    return Row(
+        component=f"{module_stem(m.path.rsplit('/', 1)[-1]) or m.name}.ko ({m.kernel})",
+        version=m.version,
+        where=m.path,
+        status=status,
+        fix=fix,
+        detail="; ".join(details),
+    )
+
+
+def bare_kernel_row(kver: str, ref: str | None) -> Row:
+    """Return the row of an installed kernel that has no NVIDIA module at all."""
+    return Row(
+        component=f"nvidia.ko ({kver})",
+        version=None,
+        where=f"/lib/modules/{kver}",
+        status="mismatch" if ref else "unknown",
+        fix=f"build and install the {ref} kernel module for {kver}" if ref else None,
+        detail="no NVIDIA module for this kernel: booting it leaves the GPUs without a driver",
+    )
+
+
+def unreadable_module_rows(unreadable: Sequence[str]) -> list[Row]:
+    """Return an "unknown" row for every module directory that could not be read."""
+    return [
+        Row(
+            component="kernel modules",
+            version=None,
+            where=where.split(" ", 1)[0],
+            status="unknown",
+            detail=f"not readable: {where}",
+        )
+        for where in unreadable
+        if where.startswith("/lib/modules")
+    ]
+
+
+def host_userspace_rows(host_us: UserSpace, ref: str | None) -> list[Row]:
+    """Return the host's library rows (or the row saying there are none) and nvidia-smi's row."""
+    rows = _lib_rows(host_us, ref, "", HOST)
+    if not host_us.libs:
+        # with library places left unread (a replay that did not record them) absence is not proven
+        proven = ref is not None and not any(u.startswith(("/usr/", "/lib")) for u in host_us.unreadable)
+        rows.append(
+            Row(
+                component="driver libraries",
+                version=None,
+                where="host library directories",
+                status="mismatch" if proven else "unknown",
+                fix=_userspace_fix(ref, HOST),
+                detail="no libcuda.so.<version> or libnvidia-*.so.<version> found",
+            )
+        )
+    smi_status = _status(host_us.smi_version, ref)
+    rows.append(
+        Row(
+            component="nvidia-smi",
+            version=host_us.smi_version,
+            where="nvidia-smi --version",
+            status=smi_status,
+            fix=_userspace_fix(ref, HOST) if smi_status == "mismatch" else None,
+            detail=None if host_us.smi_version else "not installed or no version printed",
+        )
+    )
+    return rows
+
+
+def firmware_rows(host_us: UserSpace, ref: str | None, *, local_modules: bool) -> list[Row]:
+    """Return the GSP firmware row for ``ref`` and an info row for every other version left on disk.
+
+    ``local_modules``: this filesystem has nvidia modules; without them the module was loaded from elsewhere
+    (a VM's host, an initramfs) and its firmware may be there too, so absence here is not proof.
+    """
+    rows: list[Row] = []
+    if ref is not None:
+        present = ref in host_us.firmware
+        rows.append(
+            Row(
+                component="GSP firmware",
+                version=ref if present else None,
+                where=host_us.firmware_dirs.get(ref, f"/lib/firmware/nvidia/{ref}"),
+                status="match" if present else ("mismatch" if local_modules else "unknown"),
+                fix=None if present else f"{_userspace_fix(ref, HOST)} (it installs the firmware)",
+                detail=None
+                if present
+                else "not in the firmware search path"
+                + ("" if local_modules else " (no nvidia module on this filesystem either: loaded from outside?)"),
+            )
+        )
+    for version in host_us.firmware:
+        if version != ref:
+            rows.append(
+                Row(
+                    component="GSP firmware (other version)",
+                    version=version,
+                    where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
+                    status="info",
+                    detail="left from another driver version; not used by this one",
+                )
+            )
+    return rows
+
+
+def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> list[Row]:
+    """Return the rows of one container or root: its state when not read, else its libraries."""
+    if c.state == "no-gpu":
+        return [
+            Row(
+                component=f"container {c.name}",
+                version=None,
+                where=proxmox.lxc_config_path(c.name),
+                status="info",
+                detail="no NVIDIA device in its config: not audited",
+            )
+        ]
+    if c.state == "hook":
+        return [
+            Row(
+                component=f"container {c.name}",
+                version=ref,
+                where=proxmox.lxc_config_path(c.name),
+                status="info",
+                detail="libraries injected from the host by the NVIDIA hook at start",
+            )
+        ]
+    if c.state == "not-mounted":
+        return [
+            Row(
+                component=f"container {c.name}",
+                version=None,
+                where=c.root or "",
+                status="unknown",
+                fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
+                detail="root filesystem not mounted",
+            )
+        ]
+    if us is None:
+        return []
+    label = f"container {c.name}: " if c.kind == "lxc" else f"root {c.name}: "
+    where_fix = f"inside container {c.name} (pct enter {c.name})" if c.kind == "lxc" else f"in the image at {c.root}"
+    rows = _lib_rows(us, ref, label, where_fix)
+    if not us.libs:
+        rows.append(
+            Row(
+                component=f"{label}driver libraries",
+                version=None,
+                where=c.root or "",
+                status="mismatch" if (c.kind == "lxc" and ref) else "unknown",
+                fix=_userspace_fix(ref, where_fix),
+                detail="no NVIDIA driver libraries found"
+                + ("" if c.kind == "lxc" else " (a container runtime may inject them at start)"),
+            )
+        )
+    return rows
+
+
+def _status(version: str | None, reference: str | None) -> Status:
+    """Return match/mismatch against the reference, unknown when either is missing."""
+    if version is None or reference is None:
+        return "unknown"
+    return "match" if version == reference else "mismatch"
+
+
+def _userspace_fix(reference: str | None, where: str) -> str | None:
+    """Return how to install the reference user space ``where``, None without a reference."""
+    if reference is None:
+        return None
+    run = DriverVersion.parse(reference).run_file
+    return f"{where}: install the user space of {reference}: sh {run} --no-kernel-modules"
+
+
+def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) -> list[Row]:
+    """Return the rows of one root's libraries: the key ones each, the others by version, compat as info."""
+    rows: list[Row] = []
+    by_version = us.versions()
+    for key in KEY_LIBS:
+        for lib in (lib for lib in us.libs if lib.name == key):
+            status = _status(lib.version, reference)
+            rows.append(
+                Row(
+                    component=f"{scope}{key}.so",
+                    version=lib.version,
+                    where=lib.path,
+                    status=status,
+                    fix=_userspace_fix(reference, fix_where) if status == "mismatch" else None,
+                )
+            )
+    for version, libs in sorted(by_version.items(), key=lambda kv: DriverVersion.parse(kv[0])):
+        others = [lib for lib in libs if lib.name not in KEY_LIBS]
+        if not others:
+            continue
+        status = _status(version, reference)
+        rows.append(
+            Row(
+                component=f"{scope}other driver libraries ({len(others)})",
+                version=version,
+                where=_common_dir(others),
+                status=status,
+                fix=_userspace_fix(reference, fix_where) if status == "mismatch" else None,
+                detail=", ".join(sorted({lib.name for lib in others}))[:200],
+            )
+        )
+    for lib in us.compat:
+        rows.append(
+            Row(
+                component=f"{scope}CUDA compat {lib.name}.so",
+                version=lib.version,
+                where=lib.path,
+                status="info",
+                detail="CUDA forward-compatibility library, not the driver: used only by programs that put its "
+                "directory on their library path",
+            )
+        )
+    return rows
+
+
+def _common_dir(libs: Sequence[DriverLib]) -> str:
+    dirs = sorted({lib.path.rsplit("/", 1)[0] for lib in libs})
+    return dirs[0] if len(dirs) == 1 else ", ".join(dirs)

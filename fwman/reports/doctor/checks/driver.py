@@ -1,0 +1,184 @@
+"""The driver is the P2P fork at the user space's version (from ``fwman audit``), and
+``nvidia-smi topo -p2p r`` reads OK rather than CNS."""
+
+from __future__ import annotations
+
+from fwman.core.errors import FwmanError
+from fwman.core.findings import Finding, Severity
+from fwman.reports.audit.model import P2PBranch
+from fwman.reports.audit.p2p import p2p_line
+from fwman.reports.doctor.checks.common import gpu_pairs
+from fwman.reports.doctor.facts import Facts
+
+P2P_MEANING = {
+    "CNS": "chipset not supported: the stock GeForce driver's answer",
+    "GNS": "GPU not supported",
+    "TNS": "topology not supported",
+    "NS": "not supported",
+    "U": "unknown",
+}
+
+
+# -- driver: the patched fork, at the version of the user space --------------------------------------------------
+def _p2p_cells(facts: Facts) -> list[str] | None:
+    """Return the off-diagonal ``topo -p2p r`` cells, None when they cannot be read."""
+    try:
+        m = facts.p2p_read.get()
+    except FwmanError:
+        return None
+    return [m.cell(a, b) for a, b in gpu_pairs(m.gpus)]
+
+
+def check_driver(facts: Facts) -> list[Finding]:
+    """Return whether the loaded module is the P2P fork, whether user space matches it, whether a branch exists."""
+    audit = facts.audit.get()
+    loaded = audit.loaded
+    out: list[Finding] = []
+    cells = _p2p_cells(facts)
+    all_ok = bool(cells) and all(c == "OK" for c in cells or [])
+    cns = sum(1 for c in cells or [] if c == "CNS")
+    p2p_note = f" (topo -p2p r: CNS for {cns} of {len(cells or [])} pairs)" if cns else ""
+    if loaded is None or not loaded.version:
+        out.append(
+            Finding(
+                id="driver.fork",
+                severity=Severity.BLOCK,
+                message="no NVIDIA kernel module is loaded",
+                fix="load the patched fork's module (modprobe nvidia) or install it for this kernel",
+            )
+        )
+        return out
+    version = loaded.version
+    evidence = {"version": version, "flavour": loaded.flavour or "unknown", "proc": loaded.proc_version or ""}
+    fork_fix = (
+        f"install the P2P fork's open kernel module at exactly {version} (branch {version}-p2p; "
+        f"`fwman driver branches --version {version}` lists who carries it), or move host and every container "
+        "to a version that has a branch"
+    )
+    running = [m for m in audit.modules if m.kernel == audit.running_kernel and m.name == "nvidia"]
+    origin = running[0].origin if running else "unknown"
+    if loaded.flavour == "proprietary":
+        out.append(
+            Finding(
+                id="driver.fork",
+                severity=Severity.BLOCK,
+                message=f"stock proprietary driver {version}: the P2P forks patch NVIDIA's open kernel module"
+                + p2p_note,
+                evidence=evidence,
+                fix=fork_fix,
+            )
+        )
+    elif origin == "patched":
+        out.append(
+            Finding(
+                id="driver.fork",
+                severity=Severity.OK,
+                message=f"patched fork module {version} (fwman's install manifest matches)",
+                evidence=evidence,
+            )
+        )
+    elif all_ok:
+        out.append(
+            Finding(
+                id="driver.fork",
+                severity=Severity.OK,
+                message=f"open kernel module {version}; topo -p2p r reads OK for every pair (fwman did not install "
+                "it, so which build it is stays unknown)",
+                evidence=evidence,
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                id="driver.fork",
+                severity=Severity.BLOCK if cns else Severity.WARN,
+                message=f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
+                + (
+                    "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
+                    if origin == "not-fwman"
+                    else "(no fwman manifest)"
+                )
+                + p2p_note,
+                evidence=evidence,
+                fix=fork_fix,
+            )
+        )
+    mismatches = [r for r in audit.rows if r.status == "mismatch"]
+    if mismatches:
+        first = mismatches[0]
+        out.append(
+            Finding(
+                id="driver.userspace",
+                severity=Severity.WARN,
+                message=f"kernel module {version} and {len(mismatches)} component"
+                f"{'s' if len(mismatches) > 1 else ''} differ: first {first.component} "
+                f"{first.version or '(none)'} at {first.where}" + (f" ({first.detail})" if first.detail else ""),
+                evidence={r.where: f"{r.component}: {r.version or 'none'}" for r in mismatches},
+                fix=(first.fix or "") + " (`fwman audit` lists every component)",
+            )
+        )
+    else:
+        out.append(
+            Finding(
+                id="driver.userspace",
+                severity=Severity.OK,
+                message=f"user space matches kernel module {version} wherever it could be read (`fwman audit`)",
+            )
+        )
+    out.append(_branch_finding(audit.p2p))
+    return out
+
+
+def _branch_finding(p2p: P2PBranch) -> Finding:
+    line = p2p_line(p2p)
+    if p2p.status == "available":
+        return Finding(id="driver.branch", severity=Severity.OK, message=line)
+    if p2p.status == "none":
+        return Finding(
+            id="driver.branch",
+            severity=Severity.BLOCK,
+            message=line,
+            fix="move host and every container to a version with a -p2p branch (`fwman driver branches`)",
+        )
+    return Finding(
+        id="driver.branch",
+        severity=Severity.INFO,
+        message=line,
+        fix="`fwman driver branches` lists the forks (needs the network once; cached after)",
+    )
+
+
+# -- what the driver says: topo -p2p r ---------------------------------------------------------------------------
+def check_p2p_topo(facts: Facts) -> list[Finding]:
+    """Return what ``nvidia-smi topo -p2p r`` says for every pair of GPUs (OK rather than CNS)."""
+    m = facts.p2p_read.get()
+    pairs = gpu_pairs(m.gpus)
+    if not pairs:
+        return [
+            Finding(
+                id="p2p.topo",
+                severity=Severity.INFO,
+                message=f"topo -p2p r lists {len(m.gpus)} GPU: no pair to read",
+            )
+        ]
+    counts: dict[str, int] = {}
+    for a, b in pairs:
+        counts[m.cell(a, b)] = counts.get(m.cell(a, b), 0) + 1
+    bad = {k: v for k, v in counts.items() if k != "OK"}
+    if not bad:
+        return [Finding(id="p2p.topo", severity=Severity.OK, message=f"topo -p2p r: OK for all {len(pairs)} pairs")]
+    parts = [f"{k} for {v} of {len(pairs)} pairs ({P2P_MEANING.get(k, k)})" for k, v in sorted(bad.items())]
+    fix = (
+        "load the patched fork module (driver step above); CNS disappears with it"
+        if "CNS" in bad
+        else "check the steps above (IOMMU, BAR1); TNS/NS pairs may be behind a bridge that blocks peer traffic"
+    )
+    return [
+        Finding(
+            id="p2p.topo",
+            severity=Severity.BLOCK,
+            message="topo -p2p r: " + "; ".join(parts),
+            evidence={f"{a}->{b}": m.cell(a, b) for a, b in pairs},
+            fix=fix,
+        )
+    ]

@@ -1,0 +1,139 @@
+"""The IOMMU is not translating the GPUs' DMA, and what IOMMU passthrough costs the VMs that get
+devices from this host."""
+
+from __future__ import annotations
+
+from fwman.core.errors import FwmanError
+from fwman.core.findings import Finding, Severity
+from fwman.reports.doctor.facts import Facts, IommuState
+from fwman.reports.doctor.parsers import parse_cmdline
+
+
+# -- IOMMU -------------------------------------------------------------------------------------------------------
+def iommu_mode(state: IommuState) -> tuple[str, dict[str, str]]:
+    """Return (mode, evidence): mode is translated, passthrough, off, not-visible or unknown."""
+    cmdline = parse_cmdline(state.cmdline)
+    evidence = {"cmdline": " ".join(cmdline.tokens) or "(no IOMMU parameter)"}
+    if not state.groups:
+        evidence["iommu_groups"] = "none"
+        return ("off" if cmdline.disabled else "not-visible"), evidence
+    types = state.types
+    evidence.update({f"group of {bus}": t for bus, t in types.items()})
+    kinds = set(types.values())
+    if kinds & {"DMA", "DMA-FQ"}:
+        return "translated", evidence
+    if kinds == {"identity"}:
+        return "passthrough", evidence
+    if not types:
+        evidence["gpu_groups"] = "the GPUs are in no IOMMU group"
+        return ("passthrough" if cmdline.passthrough else "unknown"), evidence
+    return "unknown", evidence
+
+
+def check_iommu(facts: Facts) -> list[Finding]:
+    """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
+    mode, evidence = iommu_mode(facts.iommu.get())
+    if mode == "translated":
+        return [
+            Finding(
+                id="iommu.mode",
+                severity=Severity.BLOCK,
+                message="IOMMU translated for the GPUs ("
+                + ", ".join(sorted({v for k, v in evidence.items() if k.startswith("group of")}))
+                + f"; command line: {evidence['cmdline']}): the fork's direct writes fail under translation",
+                evidence=evidence,
+                fix="add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): GRUB: "
+                "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then `update-grub`; Proxmox booting with "
+                "proxmox-boot-tool: /etc/kernel/cmdline, then `proxmox-boot-tool refresh`; reboot. Read the VM "
+                "finding below first",
+            )
+        ]
+    if mode == "passthrough":
+        return [
+            Finding(
+                id="iommu.mode",
+                severity=Severity.OK,
+                message=f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})",
+                evidence=evidence,
+            )
+        ]
+    if mode == "off":
+        return [
+            Finding(
+                id="iommu.mode",
+                severity=Severity.OK,
+                message=f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)",
+                evidence=evidence,
+            )
+        ]
+    if mode == "not-visible":
+        return [
+            Finding(
+                id="iommu.mode",
+                severity=Severity.INFO,
+                message=f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
+                f"{evidence['cmdline']}): no IOMMU translates this kernel's DMA (off, or a VM without a virtual "
+                "IOMMU)",
+                evidence=evidence,
+            )
+        ]
+    return [
+        Finding(
+            id="iommu.mode",
+            severity=Severity.INFO,
+            message="could not tell the IOMMU mode of the GPUs ("
+            + ", ".join(f"{k}: {v}" for k, v in evidence.items())
+            + ")",
+            evidence=evidence,
+        )
+    ]
+
+
+PASSTHROUGH_COST = (
+    "with iommu=pt, VFIO keeps translating the devices given to VMs, but every device left to host drivers "
+    "(the GPUs, NICs, disk controllers) can then reach all host memory by DMA, the VMs' memory included: a faulty "
+    "or compromised host device or driver is no longer contained"
+)
+
+
+def check_vm_isolation(facts: Facts) -> list[Finding]:
+    """Return whether the host passes devices to VMs, and so what IOMMU passthrough costs here."""
+    given = facts.passthrough.get()
+    vfio, hostpci, unreadable = given.vfio, given.hostpci, given.unreadable
+    try:
+        mode, _ = iommu_mode(facts.iommu.get())
+    except FwmanError:
+        mode = "unknown"
+    if vfio or hostpci:
+        where = "; ".join([*(f"vfio-pci: {b}" for b in vfio), *hostpci])
+        recommending = mode == "translated"
+        return [
+            Finding(
+                id="iommu.vms",
+                severity=Severity.WARN if recommending else Severity.INFO,
+                message=f"this host passes devices to VMs ({where}): "
+                + (
+                    "before switching to iommu=pt know what isolation is lost"
+                    if recommending
+                    else "IOMMU passthrough is already on, so this isolation is already lost"
+                ),
+                evidence={"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"},
+                fix=PASSTHROUGH_COST,
+            )
+        ]
+    if unreadable:
+        return [
+            Finding(
+                id="iommu.vms",
+                severity=Severity.INFO,
+                message="could not check whether devices are passed to VMs: " + "; ".join(unreadable),
+            )
+        ]
+    return [
+        Finding(
+            id="iommu.vms",
+            severity=Severity.OK,
+            message="no device is passed to a VM (no vfio-pci bound device, no Proxmox hostpci line): IOMMU "
+            "passthrough costs no VM isolation here",
+        )
+    ]

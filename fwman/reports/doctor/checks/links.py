@@ -1,0 +1,111 @@
+"""PCIe links trained at their maximum, power limits at their default."""
+
+from __future__ import annotations
+
+from fwman.core.findings import Finding, Severity
+from fwman.reports.doctor.checks.common import buses
+from fwman.reports.doctor.facts import Facts
+
+
+# -- PCIe links ---------------------------------------------------------------------------------------------------
+def _link(speed: float | None, width: int | None) -> str:
+    s = f"{speed:g} GT/s" if speed is not None else "? GT/s"
+    return f"{s} x{width if width is not None else '?'}"
+
+
+def check_links(facts: Facts) -> list[Finding]:
+    """Return the cards whose PCIe link trained below its maximum (width: a real limit; speed: maybe idle)."""
+    out = []
+    good, unknown = [], []
+    for c in facts.cards:
+        link = c.link
+        now = _link(link.current_speed_gts, link.current_width)
+        top = _link(link.max_speed_gts, link.max_width)
+        narrow = link.current_width is not None and link.max_width is not None and link.current_width < link.max_width
+        slow = (
+            link.current_speed_gts is not None
+            and link.max_speed_gts is not None
+            and link.current_speed_gts < link.max_speed_gts
+        )
+        if link.downtrained is None:
+            unknown.append(c)
+        elif narrow:
+            out.append(
+                Finding(
+                    id="pcie.link",
+                    severity=Severity.WARN,
+                    message=f"{c.bus_id}: link trained at {now} of {top}: the width caps every transfer",
+                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
+                    fix="reseat the card or its riser, or move it to a CPU-attached x16 slot (chipset-attached "
+                    "slots and some risers train narrower)",
+                )
+            )
+        elif slow:
+            out.append(
+                Finding(
+                    id="pcie.link",
+                    severity=Severity.INFO,
+                    message=f"{c.bus_id}: link at {now} of {top}: GPUs lower the link speed when idle; check under "
+                    "load",
+                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
+                    fix=f"run a workload and read `nvidia-smi -q -d PCIE -i {c.bus_id}`; still below max under load "
+                    "means a riser, slot or firmware-setup PCIe generation setting limits it",
+                )
+            )
+        else:
+            good.append(c)
+    if good:
+        tops = ", ".join(sorted({_link(c.link.max_speed_gts, c.link.max_width) for c in good}))
+        out.append(
+            Finding(id="pcie.link", severity=Severity.OK, message=f"links at their maximum on {buses(good)} ({tops})")
+        )
+    if unknown:
+        out.append(
+            Finding(
+                id="pcie.link",
+                severity=Severity.INFO,
+                message=f"could not check the PCIe link of {buses(unknown)} (speed/width not readable)",
+            )
+        )
+    return out
+
+
+# -- power limit ----------------------------------------------------------------------------------------------------
+def check_power(facts: Facts) -> list[Finding]:
+    """Return the cards whose power limit is below their default."""
+    out = []
+    good, unknown = [], []
+    for c in facts.cards:
+        if c.power_limit_w is None or c.default_power_limit_w is None:
+            unknown.append(c)
+        elif c.power_limit_w < c.default_power_limit_w:
+            out.append(
+                Finding(
+                    id="power.limit",
+                    severity=Severity.WARN,
+                    message=f"{c.bus_id}: power limit {c.power_limit_w:g} W is below the default "
+                    f"{c.default_power_limit_w:g} W",
+                    evidence={"bus_id": c.bus_id, "limit_w": f"{c.power_limit_w:g}"},
+                    fix=f"if not on purpose: `nvidia-smi -i {c.bus_id} -pl {c.default_power_limit_w:g}` (as root; "
+                    "a firmware with a lower default power limit shows here too)",
+                )
+            )
+        else:
+            good.append(c)
+    if good:
+        out.append(
+            Finding(
+                id="power.limit",
+                severity=Severity.OK,
+                message=f"power limit at or above default on {buses(good)}",
+            )
+        )
+    if unknown:
+        out.append(
+            Finding(
+                id="power.limit",
+                severity=Severity.INFO,
+                message=f"could not check the power limit of {buses(unknown)} (nvidia-smi did not report it)",
+            )
+        )
+    return out

@@ -1,0 +1,156 @@
+"""Checks over where GPU workloads take their settings from: NCCL_P2P_LEVEL where GPUs meet at the CPU, and
+vLLM's custom all-reduce over PCIe."""
+
+from __future__ import annotations
+
+import re
+
+from fwman.core.errors import FwmanError
+from fwman.core.findings import Finding, Severity
+from fwman.platform import nccl
+from fwman.reports.doctor.checks.common import gpu_pairs
+from fwman.reports.doctor.facts import Facts
+from fwman.reports.doctor.parsers import (
+    AT_CPU,
+    disables_custom_all_reduce,
+    mentions_vllm,
+    nccl_level_covers,
+    nccl_level_needed,
+)
+
+
+def check_nccl(facts: Facts) -> list[Finding]:
+    """Return whether NCCL will use P2P between GPUs that meet at the CPU (``NCCL_P2P_LEVEL``)."""
+    topo = facts.topo.get()
+    pairs = gpu_pairs(topo.gpus)
+    if not pairs:
+        return [Finding(id="nccl.level", severity=Severity.INFO, message="topo -m lists one GPU: NCCL has no pair")]
+    cells = sorted({topo.cell(a, b) for a, b in pairs})
+    needed = nccl_level_needed(cells)
+    if needed is None:
+        return [
+            Finding(
+                id="nccl.level",
+                severity=Severity.OK,
+                message=f"GPUs meet at {', '.join(cells)} (NVLink or a shared PCIe switch): NCCL's default uses P2P",
+            )
+        ]
+    meet = ", ".join(c for c in cells if c in AT_CPU)
+    gathered = facts.workloads.get()
+    sources, problems = gathered.sources, gathered.problems
+    out: list[Finding] = []
+    for s in sources:
+        if s.env.get("NCCL_P2P_DISABLE", "").strip() == "1":
+            out.append(
+                Finding(
+                    id="nccl.level",
+                    severity=Severity.BLOCK,
+                    message=f"NCCL_P2P_DISABLE=1 in {s.where}: NCCL never uses P2P there",
+                    evidence={"where": s.where},
+                    fix=f"remove NCCL_P2P_DISABLE from {s.where}",
+                )
+            )
+    workloads = [s for s in sources if s.uses_gpu]
+    global_conf = next((s for s in sources if s.kind == "nccl.conf" and "NCCL_P2P_LEVEL" in s.env), None)
+    for s in workloads:
+        value = s.env.get("NCCL_P2P_LEVEL")
+        covers = nccl_level_covers(value, needed) if value is not None else False
+        if covers:
+            out.append(
+                Finding(
+                    id="nccl.level",
+                    severity=Severity.OK,
+                    message=f"NCCL_P2P_LEVEL={value} in {s.label}: covers GPUs meeting at {meet}",
+                )
+            )
+        elif covers is None:
+            out.append(
+                Finding(
+                    id="nccl.level",
+                    severity=Severity.WARN,
+                    message=f"NCCL_P2P_LEVEL={value} in {s.label} is not a named level; GPUs meet at {meet}",
+                    fix=s.fix("NCCL_P2P_LEVEL=SYS"),
+                )
+            )
+        else:
+            what = f"NCCL_P2P_LEVEL={value} is too low" if value is not None else "NCCL_P2P_LEVEL not set"
+            out.append(
+                Finding(
+                    id="nccl.level",
+                    severity=Severity.BLOCK,
+                    message=f"{what} in {s.label}: GPUs meet at {meet}, so NCCL stages through host memory "
+                    "instead of P2P",
+                    evidence={"where": s.where, "topology": meet, "needed": needed},
+                    fix=s.fix("NCCL_P2P_LEVEL=SYS") + "; `NCCL_DEBUG=INFO` then shows P2P/CUMEM channels",
+                )
+            )
+    if global_conf is not None:
+        value = global_conf.env["NCCL_P2P_LEVEL"]
+        ok = nccl_level_covers(value, needed)
+        out.append(
+            Finding(
+                id="nccl.level",
+                severity=Severity.OK if ok else Severity.WARN,
+                message=f"NCCL_P2P_LEVEL={value} in {nccl.CONF} (processes on this host, not in containers)"
+                + ("" if ok else f": does not cover GPUs meeting at {meet}"),
+                fix=None if ok else f"set NCCL_P2P_LEVEL=SYS in {nccl.CONF}",
+            )
+        )
+    if not workloads and global_conf is None:
+        out.append(
+            Finding(
+                id="nccl.level",
+                severity=Severity.WARN,
+                message=f"GPUs meet at {meet}: NCCL needs NCCL_P2P_LEVEL=SYS, and no place that sets it was checked",
+                fix="point doctor at where your workload gets its environment: `--env-file FILE` (docker/compose "
+                ".env), `--unit FILE` (systemd unit); GPU containers in /etc/pve/lxc are checked by themselves",
+            )
+        )
+    for p in problems:
+        out.append(Finding(id="nccl.level", severity=Severity.INFO, message=f"could not check {p}"))
+    return out
+
+
+# -- vLLM custom all-reduce -------------------------------------------------------------------------------------
+def check_vllm(facts: Facts) -> list[Finding]:
+    """Return whether vLLM's custom all-reduce is disabled where vLLM runs over PCIe (it assumes NVLink)."""
+    try:
+        topo = facts.topo.get()
+        cells = [topo.cell(a, b) for a, b in gpu_pairs(topo.gpus)]
+    except FwmanError:
+        cells = []
+    if cells and all(re.fullmatch(r"NV\d+", c) for c in cells):
+        return [Finding(id="vllm.allreduce", severity=Severity.OK, message="GPUs are linked by NVLink")]
+    sources = facts.workloads.get().sources
+    # only files that hold a command line or its options: a container config names a host, not a command
+    runs = [s for s in sources if s.kind in ("env-file", "unit") and mentions_vllm(s.text)]
+    out = []
+    for s in runs:
+        if disables_custom_all_reduce(s.text):
+            out.append(
+                Finding(
+                    id="vllm.allreduce",
+                    severity=Severity.OK,
+                    message=f"vLLM in {s.where} runs with --disable-custom-all-reduce",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    id="vllm.allreduce",
+                    severity=Severity.WARN,
+                    message=f"vLLM in {s.where} runs without --disable-custom-all-reduce: its custom all-reduce "
+                    "assumes NVLink, and over PCIe on 3090s it has produced wrong outputs",
+                    fix=f"add --disable-custom-all-reduce to the vLLM command line in {s.where}",
+                )
+            )
+    if not runs:
+        out.append(
+            Finding(
+                id="vllm.allreduce",
+                severity=Severity.INFO,
+                message="if you serve with vLLM over PCIe, pass --disable-custom-all-reduce (its custom all-reduce "
+                "assumes NVLink; on 3090s over PCIe it has produced wrong outputs)",
+            )
+        )
+    return out

@@ -11,7 +11,7 @@ DEMO_STAMP := $(VENV)/.installed
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
 	openssl xz-utils zstd libc6-dev grub2-common \
-	debhelper dh-virtualenv dpkg-dev lintian python3-venv
+	build-essential debhelper dh-virtualenv dpkg-dev lintian python3-venv
 
 .PHONY: demo test venv lint typecheck pytest system-deps clean deb
 

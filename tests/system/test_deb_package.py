@@ -169,6 +169,11 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     assert f"run-parts: executing /etc/kernel/postinst.d/fwman {KVER} /boot/vmlinuz-{KVER}" in proc.stderr
     assert f"no module source configured: {KVER} marked pending" in proc.stderr
     assert (root / f"var/lib/fwman/modules/{KVER}.pending").is_file() and not STATE.exists()
+    assert "marked pending" in _hook("/etc/kernel/header_postinst.d", root).stderr
+    # the unit's command, as systemd would start it at boot: a full catch-up the first time (no stamp yet)
+    catchup = _run("/usr/libexec/fwman/fwman-catchup", env={"FWMAN_ROOT": str(root)}, timeout=120)
+    assert catchup.returncode == 0, catchup.stderr
+    assert (root / "var/lib/fwman/modules/current.stamp").is_file()
 
     # state fwman would have written, and an edit of the conffile: an upgrade keeps all of it
     (STATE / "modules").mkdir(parents=True)

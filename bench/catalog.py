@@ -72,7 +72,8 @@ def main() -> None:
     import requests
 
     from fixtures.romgen import RomSpec, build_rom
-    from fwman.firmware.catalog.model import CatalogEntry, parse_board
+    from fwman.firmware.catalog.load import CatalogEntry
+    from fwman.firmware.catalog.schema import parse_board
     from fwman.firmware.ops.fetch import HttpOptions, fetch_image
     from fwman.host.live import LiveHost
 

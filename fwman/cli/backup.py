@@ -8,10 +8,18 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core import paths
-from fwman.core.errors import BlockedError, FwmanError, PartialError
-from fwman.core.findings import Severity, blocking
-from fwman.firmware.nvflash.runner import driver_findings, find_nvflash, require_live
-from fwman.firmware.ops.backup import BackupEntry, BackupError, backup_all, load_manifest, stray_files, verify_entry
+from fwman.core.errors import FwmanError, PartialError
+from fwman.core.findings import Severity
+from fwman.firmware.nvflash.runner import find_nvflash, require_live
+from fwman.firmware.ops.backup import (
+    BackupEntry,
+    BackupError,
+    backup_all,
+    load_manifest,
+    require_backup_host,
+    stray_files,
+    verify_entry,
+)
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
 
@@ -52,11 +60,7 @@ def backup(
         return
     host = app.host
     require_live(host, app.is_replay, "fwman backup")
-    if app.env.euid != 0:
-        raise BlockedError("fwman backup needs root (nvflash reads the EEPROM as root)", hint="run with sudo")
-    bad = blocking(driver_findings(host))
-    if bad:
-        raise BlockedError(bad[0].message, hint=bad[0].fix)
+    require_backup_host(host, app.env.euid)
     cards = require_cards(host)
     chosen: list[Card] = [find_card(cards, bus)] if bus and not all_cards else cards
     tool = find_nvflash(host, timeout)

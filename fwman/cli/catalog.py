@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,7 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
 
     cat = load_catalog(app.host)
     if as_json:
@@ -108,18 +107,16 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 3842:3987
       fwman catalog show 10de:2204:3842:3982 --json
     """
-    from fwman.firmware.catalog.model import load_catalog
-    from fwman.firmware.catalog.overrides import find_override, load_overrides
+    from fwman.firmware.catalog.load import load_catalog
 
     cat = load_catalog(app.host)
     b = cat.find_board(board)
-    overrides = load_overrides(app.host)
+    entries = cat.board_entries(b)
     if as_json:
         images = []
-        for i in b.images_newest_first():
-            data = _image_json(i)
-            o = find_override(overrides, b.key, i.version)
-            data["local_override"] = o.model_dump(mode="json") if o else None
+        for e in entries:
+            data = _image_json(e.image)
+            data["local_override"] = e.override.model_dump(mode="json") if e.override else None
             images.append(data)
         recommended = b.recommended()
         app.emit_json(
@@ -148,11 +145,11 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
     if info.notes:
         app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
     recommended = b.recommended()
-    for i in b.images_newest_first():
+    for e in entries:
+        i, o = e.image, e.override
         mark = "  <- recommended" if recommended and i.version == recommended.version else ""
         app.echo("")
         app.echo(f"  {app.style(i.version, bold=True)}  {_status_text(app, i.status.value)}{mark}")
-        o = find_override(overrides, b.key, i.version)
         lines = [
             ("reason", i.status_reason),
             ("status date", i.status_date),
@@ -193,25 +190,16 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
     """
-    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, LintIssue, lint_directory
-    from fwman.firmware.catalog.signing import trusted_keys, verify_index
+    from fwman.firmware.catalog.lint import lint_directory, lint_signature
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.signing import trusted_keys
 
     directory = directory or BUNDLED_CATALOG
     issues = lint_directory(directory)
-    index, sig = directory / INDEX_NAME, directory / SIG_NAME
-    if index.is_file():
-        if not sig.is_file():
-            issues.append(
-                LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
-            )
-        else:
-            try:
-                key = verify_index(index.read_bytes(), sig.read_bytes(), trusted_keys(app.host))
-            except VerificationError as e:
-                issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))
-            else:
-                if not as_json:
-                    app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
+    sig_issues, key = lint_signature(directory, trusted_keys(app.host))
+    issues += sig_issues
+    if key is not None and not as_json:
+        app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
     errors = [i for i in issues if i.level == "error"]
     if as_json:
         app.emit_json(
@@ -263,19 +251,17 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
     """
-    from fwman.firmware.catalog.model import BUNDLED_CATALOG, INDEX_NAME, SIG_NAME, parse_index
-    from fwman.firmware.catalog.signing import load_private_key, make_index, sign_index
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
+    from fwman.firmware.catalog.signing import load_private_key, sign_directory
     from fwman.host.live import LiveHost
+    from fwman.host.userfiles import read_user_file
 
     directory = (directory or BUNDLED_CATALOG).resolve()
     stamp = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    key = load_private_key(read_user_file(str(key_file)), str(key_file))
     # the maintainer's working tree is on this machine, not under --root
-    local = LiveHost("/")
-    key = load_private_key(local.read_bytes(str(key_file.resolve())), str(key_file))
-    index_bytes = make_index(directory, stamp, serial)
-    sig_bytes = sign_index(index_bytes, key)
-    local.write_bytes(os.path.join(directory, INDEX_NAME), index_bytes)
-    local.write_bytes(os.path.join(directory, SIG_NAME), sig_bytes)
+    index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial)
     index = parse_index(index_bytes)
     app.echo(f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s)")
 

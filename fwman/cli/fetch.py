@@ -81,9 +81,8 @@ def fetch(
       fwman fetch 3842:3982/94.02.42.C0.05 --url https://mirror.example/img.rom --expect-md5 HEX
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.ops.fetch import HttpOptions, fetch_image
-    from fwman.host.live import LiveHost
 
     if app.is_replay:
         raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")
@@ -103,7 +102,6 @@ def fetch(
         entry,
         urls=urls,
         from_file=path,
-        file_host=LiveHost("/") if path else None,  # FILE is on this machine, also with --root
         expect_md5=expect_md5,
         md5_source=md5_source,
         options=options,

@@ -2,78 +2,24 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError, MissingError, UsageError
+from fwman.core.errors import UsageError
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import (
     Flasher,
     FlashOptions,
     FlashResult,
-    ImageSource,
-    find_backup,
-    staged_source,
 )
 from fwman.firmware.ops.history import read_history
+from fwman.firmware.ops.images import backup_image, resolve_image, resume_source
 from fwman.firmware.ops.journal import Journal, Operation, OpState
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, require_cards
-from fwman.host.base import Host
-
-
-def resolve_image(host: Host, ref: str) -> ImageSource:
-    """Return the image named by ``ref``: a file on this machine, or ``BOARD/VERSION`` from the fetch cache.
-
-    Raises MissingError when the file or cached image is absent, UsageError for an unknown catalog entry.
-    """
-    from fwman.firmware.catalog.model import find_entry_for_rom, load_catalog
-    from fwman.firmware.catalog.overrides import find_override, load_overrides
-    from fwman.firmware.ops.fetch import cache_path
-    from fwman.firmware.rom.parse import parse_rom
-
-    catalog = load_catalog(host)
-    if os.path.isfile(ref):
-        with open(ref, "rb") as f:  # a file the user names on this machine, not a host path
-            data = f.read()
-        entry = find_entry_for_rom(catalog, parse_rom(data))
-        label = os.path.abspath(ref)
-    elif "/" in ref and ":" in ref.split("/", 1)[0]:
-        entry = catalog.entry(ref)
-        path = cache_path(entry)
-        try:
-            data = host.read_bytes(path)
-        except MissingError as e:
-            raise MissingError(f"{entry.ref} is not downloaded ({path})", hint=f"fwman fetch {entry.ref}") from e
-        label = entry.ref
-    else:
-        raise MissingError(
-            f"no such image file: {ref}", hint="give a file path or BOARD/VERSION (3842:3987/94.02.42.80.27)"
-        )
-    override = None
-    dual = None
-    if entry is not None:
-        found = find_override(load_overrides(host), entry.board.key, entry.image.version)
-        override = found.md5 if found else None
-        dual = entry.board.board.dual_firmware_switch
-    return ImageSource(label=label, data=data, catalog_entry=entry, override_md5=override, dual_firmware_switch=dual)
-
-
-def dual_switch(host: Host, card: Card) -> bool | None:
-    """Return whether the catalog says ``card``'s board has a second firmware chip (None when unknown)."""
-    from fwman.firmware.catalog.model import load_catalog
-
-    try:
-        board = load_catalog(host).board_for(
-            card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id
-        )
-    except MissingError:
-        return None
-    return board.board.dual_firmware_switch if board else None
 
 
 def make_flasher(app: AppContext, options: FlashOptions, what: str) -> tuple[Flasher, list[Card]]:
@@ -276,12 +222,7 @@ def flash_resume(
     options = FlashOptions(reuse or op.backup_run, no_backup_bios_ok, allow_downgrade, timeout)
     flasher, cards = make_flasher(app, options, "fwman flash resume")
     card = find_card(cards, op.card or "")
-    source = staged_source(app.host, op)
-    if op.kind == "restore":
-        source.restore_of = find_backup(app.host, op.extra.get("backup", ""))
-        source.dual_firmware_switch = dual_switch(app.host, card)
-    else:
-        source = _with_catalog(app.host, source)
+    source = resume_source(app.host, op, card)
     app.echo(
         f"resuming {op.id} ({op.kind} {op.card}) stopped at {op.current_step.name if op.current_step else '?'}",
         err=True,
@@ -291,20 +232,6 @@ def flash_resume(
     if others:
         app.echo(f"{len(others)} more unfinished operation(s): run `fwman flash resume` again", err=True)
     show_result(app, result, as_json)
-
-
-def _with_catalog(host: Host, source: ImageSource) -> ImageSource:
-    from fwman.firmware.catalog.model import find_entry_for_rom, load_catalog
-    from fwman.firmware.catalog.overrides import find_override, load_overrides
-    from fwman.firmware.rom.parse import parse_rom
-
-    entry = find_entry_for_rom(load_catalog(host), parse_rom(source.data))
-    if entry is not None:
-        found = find_override(load_overrides(host), entry.board.key, entry.image.version)
-        source.catalog_entry = entry
-        source.override_md5 = found.md5 if found else None
-        source.dual_firmware_switch = entry.board.board.dual_firmware_switch
-    return source
 
 
 @click.command()
@@ -342,16 +269,8 @@ def restore(
     options = FlashOptions(reuse, no_backup_bios_ok, allow_downgrade, timeout)
     flasher, cards = make_flasher(app, options, "fwman restore")
     card = find_card(cards, bus)
-    entry = find_backup(app.host, backup_path)
-    if entry.card != card.bus_id or entry.subsystem != card.subsystem:
-        raise BlockedError(
-            f"{backup_path} belongs to card {entry.card} ({entry.subsystem}), not {card.bus_id} ({card.subsystem})",
-            hint=f"restore {card.bus_id} from its own backups (fwman backup list)",
-        )
-    data = app.host.read_bytes(backup_path)
-    source = ImageSource(
-        label=backup_path, data=data, restore_of=entry, dual_firmware_switch=dual_switch(app.host, card)
-    )
+    source = backup_image(app.host, card, backup_path)
+    data = source.data
     op = flasher.journal.create("restore", card=card.bus_id, image=backup_path, extra={"backup": backup_path})
     from fwman.firmware.rom.parse import parse_rom
 

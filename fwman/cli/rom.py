@@ -2,40 +2,34 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError, MissingError, VerificationError
+from fwman.core.errors import BlockedError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
+from fwman.host.userfiles import read_user_file
 
 if TYPE_CHECKING:
-    from fwman.firmware.catalog.model import CatalogEntry
+    from fwman.firmware.catalog.load import CatalogEntry
 
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
 SEVERITY_COLOURS = {"ok": "green", "info": "blue", "warn": "yellow", "block": "red"}
 
 
-def read_image_file(path: str) -> bytes:
-    """Return the bytes of the image file ``path`` (a file the user names on this machine, not a host path).
+def _read_image(path: str) -> bytes:
+    """Return the bytes of the image file the user named. Raises MissingError; VerificationError when too large.
 
-    Raises MissingError when it cannot be read, VerificationError when it is far too large to be a VBIOS.
+    A file far larger than any VBIOS is "not a readable VBIOS" (exit 4, as documented), not a usage error.
     """
-    p = Path(path)
     try:
-        size = p.stat().st_size
-        if not p.is_file():
-            raise MissingError(f"{path} is not a regular file", hint="name a VBIOS file (.rom)")
-        if size > MAX_IMAGE_BYTES:
-            raise VerificationError(f"{path} is {size:,} bytes: no VBIOS image is that large")
-        return p.read_bytes()
-    except OSError as e:
-        raise MissingError(f"cannot read {path}: {e.strerror or e}", hint="check the path and permissions") from e
+        return read_user_file(path, max_bytes=MAX_IMAGE_BYTES)
+    except UsageError as e:
+        raise VerificationError(e.message) from e
 
 
 def rom_json(image: RomImage) -> dict[str, Any]:
@@ -160,7 +154,7 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
 
     Exit 4 when FILE is not a VBIOS image fwman can read (the error names the field and offset).
     """
-    image = parse_rom(read_image_file(file))
+    image = parse_rom(_read_image(file))
     if as_json:
         app.emit_json("rom.inspect", {"file": file, "image": rom_json(image)})
         return
@@ -172,9 +166,9 @@ def finding_json(f: Finding) -> dict[str, Any]:
     return f.model_dump(mode="json")
 
 
-def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[CatalogEntry | None, Finding]:
-    """Return (the catalog entry ``image`` is, or None) and the finding to report when there is none."""
-    from fwman.firmware.catalog.model import catalog_findings, find_entry_for_rom, load_catalog
+def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[CatalogEntry | None, Finding | None]:
+    """Return (the catalog entry ``image`` is, or None) and, when no catalog is installed, the finding saying so."""
+    from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
 
     try:
         catalog = load_catalog(app.host)
@@ -185,8 +179,7 @@ def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[Catal
             message=f"{e.message}: the image's hash cannot be checked against a published one",
             fix=e.hint,
         )
-    entry = find_entry_for_rom(catalog, image, device=device)
-    return entry, catalog_findings(image, None)[0]
+    return find_entry_for_rom(catalog, image, device=device), None
 
 
 @rom.command()
@@ -218,15 +211,15 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     Exit 0 when nothing blocks, 3 when a check blocks, 4 when FILE is unreadable as a VBIOS, 2 for an
     unknown card.
     """
-    from fwman.firmware.verify.compatible import verify_image
+    from fwman.firmware.verify.compatible import check_compatible
     from fwman.gpu.inventory import find_card, require_cards
 
-    image = parse_rom(read_image_file(file))
+    image = parse_rom(_read_image(file))
     card = find_card(require_cards(app.host), bus)
-    entry, catalog_note = _catalog_entry(app, image, card.device_id)
-    findings = verify_image(image, card, catalog_entry=entry, board_id=board_id)
-    if entry is None:
-        findings.append(catalog_note)
+    entry, no_catalog = _catalog_entry(app, image, card.device_id)
+    findings = check_compatible(image, card, entry, board_id=board_id, catalog=no_catalog is None)
+    if no_catalog is not None:
+        findings.append(no_catalog)
     blocks = [f for f in findings if f.severity is Severity.BLOCK]
     if as_json:
         app.emit_json(

@@ -15,11 +15,8 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.cli.upgrade_apply import apply_options, run_mode
 from fwman.core.errors import UsageError
 
-#: BAR1 of a card without Resizable BAR in use (same value as fwman.firmware.upgrade.plan.LEGACY_BAR1)
-LEGACY_BAR1 = 256 * 1024 * 1024
-
 if TYPE_CHECKING:
-    from fwman.firmware.upgrade.plan import CardPlan, UpgradePlan
+    from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
 
 
 @click.command("upgrade")
@@ -76,7 +73,7 @@ def build_plan(app: AppContext, selected: tuple[str, ...] = ()) -> UpgradePlan:
     Raises UsageError for an unknown ``--card``, MissingError when there is no NVIDIA GPU or no catalog.
     """
     from fwman.core.errors import MissingError
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.upgrade.plan import build_upgrade_plan
     from fwman.gpu.inventory import find_card, scan_cards
 
@@ -93,8 +90,7 @@ def _action_text(app: AppContext, c: CardPlan) -> str:
     if c.action == "flash":
         return app.style(f"flash -> {c.target_version}", fg="cyan", bold=True)
     if c.action == "keep":
-        offers = c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
-        return "keep (ReBAR: setup switch only)" if offers else "keep"
+        return "keep (ReBAR: setup switch only)" if c.setup_switch_only else "keep"
     if c.action == "unknown-board":
         return app.style("not in catalog: left alone", fg="yellow")
     return app.style("cannot decide", fg="yellow")

@@ -1,4 +1,4 @@
-"""Where fwman's bundled data lives: the curated catalog and the host hooks.
+"""Where fwman's bundled data lives: the curated catalog, the host hooks, the catalog signing keys.
 
 In a source tree or an editable install they are the top-level ``catalog/`` and ``hooks/`` directories next to
 the package; a wheel installs them as data files under ``<prefix>/share/fwman/`` (pyproject.toml).
@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-_SOURCE_TREE = Path(__file__).resolve().parents[2]  # fwman/core/resources.py -> the source tree
+_PACKAGE = Path(__file__).resolve().parents[1]  # fwman/core/resources.py -> fwman/
+_SOURCE_TREE = _PACKAGE.parent  # the source tree (or site-packages, where bundled() looks under sys.prefix)
 
 
 def bundled(name: str) -> Path:
@@ -22,3 +23,8 @@ def bundled(name: str) -> Path:
     if source.is_dir():
         return source
     return Path(sys.prefix) / "share" / "fwman" / name
+
+
+def bundled_keys() -> Path:
+    """Return the directory of the catalog signing public keys that ship inside the package (``fwman/keys``)."""
+    return _PACKAGE / "keys"

@@ -92,7 +92,7 @@ def test_inspect_truncated_dump_is_exit_4(fwman: FwmanEnv, tmp_path: Path) -> No
 def test_inspect_missing_file_is_exit_5(fwman: FwmanEnv, tmp_path: Path) -> None:
     r = fwman("rom", "inspect", str(tmp_path / "nope.rom"))
     assert r.code == 5
-    assert "cannot read" in r.stderr
+    assert "no such file" in r.stderr
 
 
 def test_verify_matching_image_is_exit_0(fwman: FwmanEnv, tmp_path: Path) -> None:

@@ -6,8 +6,9 @@ from pathlib import Path
 from typing import Any
 
 from fwman.core.findings import Severity
-from fwman.firmware.catalog.model import load_catalog, load_directory
-from fwman.firmware.upgrade.plan import UpgradePlan, build_upgrade_plan
+from fwman.firmware.catalog.load import load_catalog, load_directory
+from fwman.firmware.upgrade.model import UpgradePlan
+from fwman.firmware.upgrade.plan import build_upgrade_plan
 from fwman.gpu.card import Card
 from fwman.host.live import LiveHost
 from fwman.host.snapshot import SnapshotHost
@@ -116,6 +117,8 @@ def test_example_host_text_output_tells_the_story(fwman: FwmanEnv) -> None:
     assert "01:00.0, 21:00.0: BAR1 larger than 256 MiB too" in out
     assert f"skip {WITHDRAWN}  withdrawn" in out
     assert f"use  {REBAR}  unverified" in out
+    # newest first in the catalog's order: .27 replaced the withdrawn .AD, whatever "27" < "AD" says as hex
+    assert out.index(f"use  {REBAR}") < out.index(f"skip {WITHDRAWN}") < out.index(f"skip {LAUNCH}")
     assert "BLOCKED: 94.02.42.80.27 has no known hash: a vendor MD5 must be supplied (--expect-md5)" in out
     assert "Not ready: 1 gate above" in out
     assert "\x1b[" not in out  # no colour when not a terminal
@@ -185,8 +188,21 @@ def test_unknown_board_is_reported_never_guessed(tmp_path: Path) -> None:
 
 
 def test_a_version_newer_than_the_catalog_knows_is_left_alone(tmp_path: Path) -> None:
-    c = by_bus(plan_for(tmp_path, [card("0000:41:00.0", vbios="94.02.42.80.FF")]))["0000:41:00.0"]
+    c = by_bus(plan_for(tmp_path, [card("0000:41:00.0", vbios="94.02.43.00.01")]))["0000:41:00.0"]
     assert c.action == "keep" and "newer than the catalog knows" in c.reason
+
+
+def test_an_unknown_build_code_is_neither_newer_nor_flashed_over(tmp_path: Path) -> None:
+    # 94.02.42.80.FF differs from the recommended .27 only in the board maker's build code: not "newer" (FF > 27
+    # as numbers means nothing), and not flashed over either, since nothing says it is older
+    c = by_bus(plan_for(tmp_path, [card("0000:41:00.0", vbios="94.02.42.80.FF")]))["0000:41:00.0"]
+    assert c.action == "keep" and c.target_version is None
+    assert "newer" not in c.reason and "only in the build code" in c.reason
+
+
+def test_an_older_version_not_in_the_catalog_is_flashed(tmp_path: Path) -> None:
+    c = by_bus(plan_for(tmp_path, [card("0000:41:00.0", vbios="94.02.30.00.01")]))["0000:41:00.0"]
+    assert c.action == "flash" and c.target_version == "94.02.42.80.27"
 
 
 def test_unreadable_version_blocks_instead_of_guessing(tmp_path: Path) -> None:

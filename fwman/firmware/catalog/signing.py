@@ -22,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
+from fwman.core.resources import bundled_keys
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 #: public keys that ship with fwman
-BUNDLED_KEYS = Path(__file__).resolve().parents[2] / "keys"  # fwman/firmware/catalog/ -> fwman/keys
+BUNDLED_KEYS = bundled_keys()
 #: public keys an administrator adds on the host
 SIG_FORMAT = "fwman-signature"
 
@@ -184,14 +185,8 @@ def make_index(directory: Path, date: str, serial: int | None = None) -> bytes:
     a serial that does not grow, VerificationError when a board file is invalid (a catalog that does not lint
     clean is never signed).
     """
-    from fwman.firmware.catalog.model import (
-        BOARDS_DIR,
-        INDEX_NAME,
-        CatalogIndex,
-        IndexFile,
-        lint_directory,
-        parse_index,
-    )
+    from fwman.firmware.catalog.lint import lint_directory
+    from fwman.firmware.catalog.schema import BOARDS_DIR, INDEX_NAME, CatalogIndex, IndexFile, parse_index
 
     previous = 0
     if (directory / INDEX_NAME).is_file():
@@ -215,3 +210,18 @@ def make_index(directory: Path, date: str, serial: int | None = None) -> bytes:
             IndexFile(path=f"{BOARDS_DIR}/{path.name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
         )
     return CatalogIndex(serial=serial, date=date, files=files).to_json()
+
+
+def sign_directory(local: Host, directory: Path, key: Ed25519PrivateKey, date: str, serial: int | None = None) -> bytes:
+    """Write a new ``index.json`` (:func:`make_index`) and its signature into catalog ``directory``; return the index.
+
+    ``local`` is the machine the maintainer's working tree is on (never a ``--root`` or snapshot). Raises as
+    :func:`make_index`; OSError when the files cannot be written.
+    """
+    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME
+
+    index_bytes = make_index(directory, date, serial)
+    sig_bytes = sign_index(index_bytes, key)
+    local.write_bytes(str(directory / INDEX_NAME), index_bytes)
+    local.write_bytes(str(directory / SIG_NAME), sig_bytes)
+    return index_bytes

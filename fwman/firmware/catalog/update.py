@@ -18,15 +18,9 @@ from pathlib import Path
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
-from fwman.firmware.catalog.model import (
-    BUNDLED_CATALOG,
-    INDEX_NAME,
-    MAX_BOARD_FILE,
-    SIG_NAME,
-    CatalogIndex,
-    lint_board_bytes,
-    parse_index,
-)
+from fwman.firmware.catalog.lint import lint_board_bytes
+from fwman.firmware.catalog.load import BUNDLED_CATALOG
+from fwman.firmware.catalog.schema import INDEX_NAME, MAX_BOARD_FILE, SIG_NAME, CatalogIndex, parse_index
 from fwman.firmware.catalog.signing import TrustedKey, trusted_keys, verify_index
 from fwman.firmware.ops.fetch import HttpOptions, Progress, http_get
 from fwman.host.base import Host

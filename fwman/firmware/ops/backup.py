@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.runner import NvflashTool, last_error
+from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
@@ -55,6 +55,10 @@ class BackupEntry(BaseModel):
     md5: str
     chain_sha256: str
     nvflash_version: str | None = None
+
+    def is_of(self, card: Card) -> bool:
+        """Return True when this backup was taken from ``card`` (same PCI location and subsystem)."""
+        return self.card == card.bus_id and self.subsystem == card.subsystem
 
 
 class Manifest(BaseModel):
@@ -105,20 +109,24 @@ def save_manifest(host: Host, manifest: Manifest) -> None:
 
 
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
-    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card."""
-    out: list[Finding] = []
+    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card.
+
+    Whether the dump is this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity
+    checks; a backup adds that it is a full ``nvflash --save`` dump of exactly the running version.
+    """
+    from fwman.firmware.verify.compatible import IDENTITY_IDS, check_compatible
+
+    out = [
+        f
+        for f in check_compatible(rom, card, None, catalog=False)
+        if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK
+    ]
 
     def bad(fid: str, message: str) -> None:
         out.append(Finding(id=fid, severity=Severity.BLOCK, message=message))
 
     if rom.kind is not RomKind.NVGI_DUMP:
         bad("backup.kind", f"not a full dump: {rom.kind.description}")
-    if rom.subsystem != card.subsystem:
-        bad("backup.subsystem", f"dump subsystem {rom.subsystem} is not the card's {card.subsystem}")
-    if rom.nvgi_subsystem is not None and rom.nvgi_subsystem != card.subsystem:
-        bad("backup.nvgi", f"NVGI header subsystem {rom.nvgi_subsystem} is not the card's {card.subsystem}")
-    if rom.device_id != card.device_id:
-        bad("backup.device", f"dump device {rom.device_id} is not the card's {card.device_id}")
     if rom.version is None:
         bad("backup.version", "dump has no readable version")
     elif expected_version is not None and rom.version != expected_version.upper():
@@ -126,6 +134,18 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     if card.vbios_version and rom.version and rom.version != card.vbios_version.upper():
         bad("backup.version", f"dump version {rom.version} is not the inventory's {card.vbios_version}")
     return out
+
+
+def require_backup_host(host: Host, euid: int) -> None:
+    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded.
+
+    Raises BlockedError naming what is in the way.
+    """
+    if euid != 0:
+        raise BlockedError("fwman backup needs root (nvflash reads the EEPROM as root)", hint="run with sudo")
+    bad = blocking(driver_findings(host))
+    if bad:
+        raise BlockedError(bad[0].message, hint=bad[0].fix)
 
 
 def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEntry:

@@ -24,9 +24,11 @@ from fwman import __version__
 from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
-from fwman.firmware.catalog.model import CatalogEntry, ImageStatus, catalog_findings
+from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
+from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file
 
 if TYPE_CHECKING:
     import requests
@@ -257,27 +259,16 @@ def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
 
 
 def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> list[Finding]:
-    """Return the catalog findings for ``data`` parsed as a ROM (subsystem, version, hash, status).
+    """Return the compatibility findings for ``data`` parsed as a ROM, before any card is known.
 
-    Raises ParseError (a VerificationError) when the bytes are not a VBIOS image.
+    The image kind, then the catalog's checks (subsystem, version, hash, status): see
+    :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
+    bytes are not a VBIOS image.
     """
-    from fwman.core.findings import Severity
     from fwman.firmware.rom.parse import parse_rom
+    from fwman.firmware.verify.compatible import check_compatible
 
-    rom = parse_rom(data)
-    findings = catalog_findings(rom, entry, override_md5)
-    if not rom.flashable:
-        findings.insert(
-            0,
-            Finding(
-                id="rom.kind",
-                severity=Severity.BLOCK,
-                message=f"this is a {rom.kind.value} image, not a full firmware image: it can never be flashed",
-                evidence={"kind": rom.kind.value, "size": str(rom.size)},
-                fix="use the vendor's update image or an `nvflash --save` dump",
-            ),
-        )
-    return findings
+    return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
 @dataclass
@@ -320,7 +311,6 @@ def fetch_image(
     *,
     urls: Sequence[str] = (),
     from_file: str | None = None,
-    file_host: Host | None = None,
     expect_md5: str | None = None,
     md5_source: str | None = None,
     options: HttpOptions | None = None,
@@ -329,8 +319,9 @@ def fetch_image(
 ) -> FetchResult:
     """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
 
-    ``from_file`` is read through ``file_host`` (default ``host``): the CLI passes the local machine, since a
-    hand-downloaded file is on the machine the user sits at, even with ``--root``.
+    ``from_file`` is read through the user-file door (:func:`fwman.host.userfiles.read_user_file`): a
+    hand-downloaded file is on the machine the user sits at, relative to the real working directory, even with
+    ``--root``.
 
     Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
     SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
@@ -363,11 +354,12 @@ def fetch_image(
     if from_file is not None:
         source = f"file {from_file}"
         try:
-            data = (file_host or host).read_bytes(from_file, limit=cap + 1)
+            data = read_user_file(from_file, max_bytes=cap)
         except MissingError as e:
             raise MissingError(e.message, hint="give the path of the image you downloaded") from e
-        if len(data) > cap:
-            raise VerificationError(f"{from_file}: larger than the {cap}-byte limit for {entry.ref}")
+        except UsageError as e:
+            # larger than the catalog's size (or the default cap), or no file at all: not the published image
+            raise VerificationError(e.message, hint=f"the limit for {entry.ref} is {cap} bytes") from e
     else:
         candidates = list(urls) or list(image.urls)
         if not candidates:

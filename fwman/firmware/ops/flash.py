@@ -17,16 +17,17 @@ from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, 
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, find_nvflash, last_error
-from fwman.firmware.ops.backup import BackupEntry, backup_all, load_manifest, reuse_backups
+from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.history import HistoryRecord, append_history
+from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.ops.journal import Journal, Operation, OpState, now
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
-DOWNGRADE_FLAG = "--allow-downgrade"
 
 
 class FlashFailed(VerificationError):
@@ -37,23 +38,6 @@ class Interrupted(FwmanError):
     """Ctrl-C honoured between steps (the write itself is never cut)."""
 
     exit_code = ExitCode.INTERRUPTED
-
-
-@dataclass
-class ImageSource:
-    """What to write: the bytes (already read), a label for people, and the catalog facts about it."""
-
-    label: str
-    data: bytes
-    catalog_entry: object | None = None  # fwman.firmware.catalog.model.CatalogEntry
-    override_md5: str | None = None
-    restore_of: BackupEntry | None = None  # set for `fwman restore`: the manifest entry being put back
-    dual_firmware_switch: bool | None = None
-
-    @property
-    def sha256(self) -> str:
-        """Return the SHA-256 of the bytes."""
-        return hashlib.sha256(self.data).hexdigest()
 
 
 @dataclass
@@ -155,7 +139,7 @@ class Flasher:
 
     def image_gates(self, card: Card, source: ImageSource, rom: RomImage, staged: str) -> list[Finding]:
         """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware)."""
-        from fwman.firmware.verify.compatible import verify_image
+        from fwman.firmware.verify.compatible import check_compatible
 
         block = self.adapter_block(card)
         live = card.model_copy(
@@ -164,15 +148,10 @@ class Flasher:
         local = self.host.local_path(staged)
         board_id = self.image_board_id(local) if local else None
         entry = None if source.restore_of is not None else source.catalog_entry
-        findings = verify_image(rom, live, board_id=board_id)
-        if entry is not None:
-            from fwman.firmware.catalog.model import catalog_findings
-
-            findings.extend(catalog_findings(rom, entry, source.override_md5))  # type: ignore[arg-type]
-        elif source.restore_of is None:
-            from fwman.firmware.catalog.model import catalog_findings
-
-            findings.extend(catalog_findings(rom, None))
+        # a restore puts the card's own backup back: the catalog has no say over it
+        findings = check_compatible(
+            rom, live, entry, board_id=board_id, override_md5=source.override_md5, catalog=source.restore_of is None
+        )
         if source.restore_of is not None:
             findings.extend(self.restore_gates(card, source.restore_of, rom))
         if source.dual_firmware_switch:
@@ -198,7 +177,7 @@ class Flasher:
     def restore_gates(self, card: Card, entry: BackupEntry, rom: RomImage) -> list[Finding]:
         """Return the findings for putting backup ``entry`` back onto ``card``: only the card's own backup."""
         out: list[Finding] = []
-        if entry.card != card.bus_id or entry.subsystem != card.subsystem:
+        if not entry.is_of(card):
             out.append(
                 Finding(
                     id="restore.owner",
@@ -497,29 +476,3 @@ class Flasher:
                 message=message,
             ),
         )
-
-
-def staged_source(host: Host, op: Operation) -> ImageSource:
-    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash).
-
-    Raises MissingError when the staged copy is gone, VerificationError when it changed.
-    """
-    path = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
-    try:
-        data = host.read_bytes(path)
-    except MissingError as e:
-        raise MissingError(f"the image of {op.id} is no longer staged at {path}", hint="start a new flash") from e
-    if hashlib.sha256(data).hexdigest() != op.image_sha256:
-        raise VerificationError(f"staged image {path} changed since {op.id} started")
-    return ImageSource(label=op.image or path, data=data)
-
-
-def find_backup(host: Host, path: str) -> BackupEntry:
-    """Return the manifest entry of backup file ``path``. Raises BlockedError when fwman did not record it."""
-    entry = load_manifest(host).find(path)
-    if entry is None:
-        raise BlockedError(
-            f"{path} is not a backup fwman recorded",
-            hint="restore takes only backups listed by `fwman backup list` (their hashes are in the manifest)",
-        )
-    return entry

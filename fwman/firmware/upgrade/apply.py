@@ -13,17 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fwman.core.errors import BlockedError, FwmanError, MissingError
+from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.findings import blocking
-from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult, ImageSource
+from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
+from fwman.firmware.ops.images import catalog_image
 from fwman.firmware.ops.journal import Journal, OpState, now
-from fwman.firmware.upgrade.plan import UpgradePlan
+from fwman.firmware.upgrade.model import LEGACY_BAR1, UpgradePlan
 from fwman.gpu.card import Card
 from fwman.host.base import Host
-
-#: BAR1 of a card without Resizable BAR (the 256 MiB window): more than this means ReBAR is in effect
-LEGACY_BAR1 = 256 * 1024 * 1024
 
 
 @dataclass
@@ -36,31 +34,6 @@ class ApplyResult:
     untouched: list[str] = field(default_factory=list)
     next_steps: list[str] = field(default_factory=list)
     operation: str | None = None
-
-
-def catalog_image(host: Host, ref: str) -> ImageSource:
-    """Return the fetched image of catalog entry ``ref`` (``3842:3987/94.02.42.80.27``) with its catalog facts.
-
-    Raises UsageError for an unknown entry, MissingError when it has not been fetched.
-    """
-    from fwman.firmware.catalog.model import load_catalog
-    from fwman.firmware.catalog.overrides import find_override, load_overrides
-    from fwman.firmware.ops.fetch import cache_path
-
-    entry = load_catalog(host).entry(ref)
-    path = cache_path(entry)
-    try:
-        data = host.read_bytes(path)
-    except MissingError as e:
-        raise MissingError(f"{entry.ref} is not downloaded ({path})", hint=f"fwman fetch {entry.ref}") from e
-    found = find_override(load_overrides(host), entry.board.key, entry.image.version)
-    return ImageSource(
-        label=entry.ref,
-        data=data,
-        catalog_entry=entry,
-        override_md5=found.md5 if found else None,
-        dual_firmware_switch=entry.board.board.dual_firmware_switch,
-    )
 
 
 def with_nvflash_identity(flasher: Flasher) -> list[Card]:
@@ -95,7 +68,7 @@ def apply_upgrade(
     nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130 interrupted) after
     the cards before it were flashed and verified: the message names them and the cards left untouched.
     """
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.upgrade.plan import build_upgrade_plan
 
     flasher = Flasher(host, euid, cards, options, say=say, stream=stream)

@@ -15,120 +15,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from fwman.core.errors import NotRecordedError
-from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.findings import Finding, Severity
 from fwman.core.units import human_bytes
-from fwman.firmware.catalog.model import Board, Catalog, CatalogEntry, CatalogImage, ImageStatus, version_key
+from fwman.firmware.catalog.load import Catalog, CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
+from fwman.firmware.catalog.schema import Board, CatalogImage, ImageStatus
 from fwman.firmware.ops.fetch import cache_path
+from fwman.firmware.upgrade.model import LEGACY_BAR1, Action, CardPlan, ImageOption, ImageSupply, PlanStep, UpgradePlan
+from fwman.firmware.versions import Order, catalog_newer, compare
 from fwman.gpu.card import Card
 from fwman.gpu.kernel_modules import UNLOAD_ORDER
 from fwman.host.base import Host
-
-#: BAR1 of a card without Resizable BAR (and of one whose firmware setup leaves it off)
-LEGACY_BAR1 = 256 * 1024 * 1024
-#: nvflash refuses to run while any of these is loaded (its own error message names them in this order)
-
-Action = Literal["flash", "keep", "unknown-board", "check"]
-
-
-class ImageOption(BaseModel):
-    """One catalog image as the plan saw it: chosen, or skipped and why."""
-
-    model_config = ConfigDict(frozen=True)
-
-    version: str
-    status: ImageStatus
-    chosen: bool
-    why: str
-    rebar: bool | None = None
-    power_limit_w: float | None = None
-
-
-class CardPlan(BaseModel):
-    """What happens to one card."""
-
-    model_config = ConfigDict(frozen=True)
-
-    bus_id: str
-    name: str | None
-    pci_key: str  # 10de:2204:3842:3987
-    subsystem: str
-    board: str | None  # catalog board name; None when the catalog does not know the card
-    dual_firmware_switch: bool | None = None
-    current_version: str | None
-    current_status: str  # catalog status of the running firmware, or "not in catalog" / "unknown"
-    bar1_bytes: int | None = None
-    max_rebar_bytes: int | None = None
-    vram_bytes: int | None = None
-    driver_version: str | None = None
-    action: Action
-    target_version: str | None = None
-    reason: str
-    options: list[ImageOption] = Field(default_factory=list)
-    selected: bool = True  # False: --card left it out
-
-
-class ImageSupply(BaseModel):
-    """An image the plan flashes: where it comes from and whether it can be checked."""
-
-    model_config = ConfigDict(frozen=True)
-
-    ref: str  # 3842:3987/94.02.42.80.27
-    board_key: str
-    version: str
-    status: ImageStatus
-    cards: list[str]
-    cache_path: str
-    cached: bool | None  # None: unknown (a snapshot that did not record the cache)
-    urls: list[str]
-    hash_known: bool
-    hash_origin: str  # "catalog", "local override (<source>)", or "" when none
-    needs_md5: bool
-
-
-class PlanStep(BaseModel):
-    """One step of the plan, in order. ``by``: ``fwman`` (``upgrade --apply`` does it) or ``you``."""
-
-    model_config = ConfigDict(frozen=True)
-
-    number: int
-    id: str
-    title: str
-    by: Literal["fwman", "you"]
-    details: list[str] = Field(default_factory=list)
-    commands: list[str] = Field(default_factory=list)
-    cards: list[str] = Field(default_factory=list)
-
-
-class UpgradePlan(BaseModel):
-    """The whole plan for one host."""
-
-    model_config = ConfigDict(frozen=True)
-
-    host: str
-    catalog: dict[str, object]
-    cards: list[CardPlan]
-    images: list[ImageSupply]
-    steps: list[PlanStep]
-    findings: list[Finding]
-
-    @property
-    def flash_cards(self) -> list[CardPlan]:
-        """Return the cards that get a new image."""
-        return [c for c in self.cards if c.action == "flash" and c.selected]
-
-    @property
-    def blocks(self) -> list[Finding]:
-        """Return the findings that stop ``--apply``."""
-        return blocking(self.findings)
-
-    @property
-    def ready(self) -> bool:
-        """Return True when there is something to flash and nothing blocks it."""
-        return bool(self.flash_cards) and not self.blocks
 
 
 def _why_not(image: CatalogImage, chosen: CatalogImage | None) -> str:
@@ -175,8 +73,18 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
     if current == target.version:
         return "keep", None, f"already on {target.version}, the newest recommended image", status
     if running is None:
-        if version_key(current) > version_key(target.version):
+        order = compare(current, target.version)
+        if order is Order.NEWER:
             return "keep", None, f"runs {current}, newer than the catalog knows: left alone", status
+        if order is Order.SAME_BASE:
+            # the fifth field is the board maker's build code: without a catalog entry nothing says which is newer
+            return (
+                "keep",
+                None,
+                f"runs {current}, not in the catalog; it differs from {target.version} only in the build code: "
+                "left alone",
+                status,
+            )
         return "flash", target.version, f"{current} is not in the catalog; {target.version} is recommended", status
     if running.status is ImageStatus.WITHDRAWN:
         return (
@@ -187,7 +95,7 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
         )
     if running.status is ImageStatus.SUPERSEDED:
         return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
-    if version_key(current) < version_key(target.version):
+    if catalog_newer(target, running, board.images):
         return "flash", target.version, f"{target.version} is newer than {current}", status
     return "keep", None, f"{current} is {running.status.value}", status
 
@@ -514,11 +422,7 @@ def _steps(
         if image.min_driver:
             now = group[0].driver_version
             checks.append(f"driver {image.min_driver} or later" + (f" (loaded now: {now})" if now else ""))
-    setup_only = [
-        short_bus(c.bus_id)
-        for c in left
-        if c.max_rebar_bytes and c.max_rebar_bytes > LEGACY_BAR1 and (c.bar1_bytes or 0) <= LEGACY_BAR1
-    ]
+    setup_only = [short_bus(c.bus_id) for c in left if c.setup_switch_only]
     if setup_only and rebar:
         checks.append(f"{', '.join(setup_only)}: BAR1 larger than 256 MiB too (their firmware already offers it)")
     if left:

@@ -1,12 +1,13 @@
-"""Is this VBIOS file right for this card? Findings from a parsed image and a :class:`Card` (no I/O).
+"""Is this VBIOS file right for this card? :func:`check_compatible`, the one gate every caller uses (no I/O).
 
 Every check reports, pass or fail, so the user sees what was checked. Blocks protect hardware and cannot be
 overridden: wrong vendor/device, wrong subsystem, wrong board ID, an image kind that is not a flash source, a
 broken x86 checksum, NVGI and NPDE disagreeing, an unreadable version. A version older than the card's is a
 ``warn`` that ``--allow-downgrade`` accepts.
 
-The catalog checks (hash match, status not withdrawn) live with the catalog
-(:func:`fwman.firmware.catalog.model.catalog_findings`); :func:`verify_image` adds them when given the entry.
+With a catalog entry, the catalog's checks follow (board, version string, hash match, status: a hash that
+differs, no published hash, a withdrawn image block). Callers: ``fwman rom verify``, the flash gates, ``fwman
+fetch`` (no card: the image and catalog checks only) and the backup check (the identity checks).
 """
 
 from __future__ import annotations
@@ -14,28 +15,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fwman.core.findings import Finding, Severity
+from fwman.firmware.catalog.schema import CatalogImage, ImageStatus
 from fwman.firmware.rom.model import RomImage, RomKind
+from fwman.firmware.versions import Order, compare
 from fwman.gpu.card import Card
 
 if TYPE_CHECKING:
-    from fwman.firmware.catalog.model import CatalogEntry
+    from fwman.firmware.catalog.load import CatalogEntry, RomLike
 
 DOWNGRADE_FLAG = "--allow-downgrade"
 
-
-def version_key(version: str) -> tuple[int, ...] | None:
-    """Return the first four fields of ``94.02.26.48.15`` as ints, None when it is not such a version.
-
-    The fifth field is the OEM build: not ordered (EVGA replaced 94.02.42.80.AD by 94.02.42.80.27), so two
-    images that differ only there are neither older nor newer.
-    """
-    parts = version.strip().split(".")
-    if len(parts) != 5:
-        return None
-    try:
-        return tuple(int(p, 16) for p in parts[:4])
-    except ValueError:
-        return None
+#: the findings that say an image (or dump) is this card's: vendor/device, subsystem, NVGI agreeing with NPDE
+IDENTITY_IDS = frozenset({"rom.device", "rom.subsystem", "rom.nvgi_npde"})
 
 
 def normalise_board_id(text: str) -> str | None:
@@ -203,10 +194,10 @@ def _version(image: RomImage, card: Card) -> Finding:
             message=f"image is {image.version}; the card's version is unknown (nvidia-smi unavailable)",
             evidence=ev,
         )
-    new, old = version_key(image.version), version_key(card.vbios_version)
-    if new is None or old is None:
+    order = compare(image.version, card.vbios_version)
+    if order is None:
         return Finding(id="rom.version", severity=Severity.INFO, message="versions not comparable", evidence=ev)
-    if new < old:
+    if order is Order.OLDER:
         return Finding(
             id="rom.version",
             severity=Severity.WARN,
@@ -215,9 +206,10 @@ def _version(image: RomImage, card: Card) -> Finding:
             fix="flash a downgrade only on purpose",
             override=DOWNGRADE_FLAG,
         )
-    if new == old:
-        same = image.version.upper() == card.vbios_version.upper()
-        what = "the card's version" if same else f"the card's {card.vbios_version} apart from the OEM field"
+    if order in (Order.SAME, Order.SAME_BASE):
+        what = (
+            "the card's version" if order is Order.SAME else f"the card's {card.vbios_version} apart from the OEM field"
+        )
         return Finding(
             id="rom.version",
             severity=Severity.INFO,
@@ -232,35 +224,169 @@ def _version(image: RomImage, card: Card) -> Finding:
     )
 
 
-def verify_image(
-    image: RomImage, card: Card, *, catalog_entry: CatalogEntry | None = None, board_id: str | None = None
+def check_compatible(
+    image: RomImage,
+    card: Card | None,
+    entry: CatalogEntry | None,
+    *,
+    board_id: str | None = None,
+    override_md5: str | None = None,
+    catalog: bool = True,
 ) -> list[Finding]:
-    """Return the findings for flashing ``image`` onto ``card`` (every check, passed or not).
+    """Return the findings for putting ``image`` onto ``card`` (every check, passed or not). Raises nothing.
 
-    ``board_id`` is the image's board ID where known (``nvflash --version FILE``): compared with
-    ``card.board_id``. ``catalog_entry`` is a :class:`fwman.firmware.catalog.model.CatalogEntry` the image claims to
-    be; when given, its board's compatible board IDs are used when ``board_id`` is None, and the catalog's own
-    checks (hash match, status not withdrawn: :func:`fwman.firmware.catalog.model.catalog_findings`) are appended.
-    Raises nothing.
+    ``card`` None (``fwman fetch``: no card yet) checks only the image kind. ``board_id`` is the image's board ID
+    where known (``nvflash --version FILE``): compared with ``card.board_id``; without it the catalog entry's
+    compatible board IDs are used. ``entry`` is the catalog entry the image claims to be
+    (:func:`fwman.firmware.catalog.load.find_entry_for_rom`): its checks (board, version string, hash, status)
+    follow, or one ``warn`` that the image is not in the catalog when ``entry`` is None. ``catalog`` False
+    leaves every catalog finding out (a restore of the card's own backup, the backup check). ``override_md5``:
+    see :func:`_catalog_findings`.
     """
-    if board_id is not None:
-        board_ids, source = [board_id], "given"
-    elif catalog_entry is not None:
-        board_ids, source = list(catalog_entry.board.board.board_ids), "catalog"
-    else:
-        board_ids, source = [], "unknown"
-    findings = [
-        _kind(image),
-        _ids(image, card),
-        _subsystem(image, card),
-        _board(card, board_ids, source),
-        _checksum(image),
-        *_agreement(image),
-        _version(image, card),
-    ]
-    if catalog_entry is not None:
-        # imported here: the catalog module is heavier (TOML, signatures) and only needed with an entry
-        from fwman.firmware.catalog.model import catalog_findings
-
-        findings.extend(catalog_findings(image, catalog_entry))
+    findings = [_kind(image)]
+    if card is not None:
+        if board_id is not None:
+            board_ids, source = [board_id], "given"
+        elif entry is not None:
+            board_ids, source = list(entry.board.board.board_ids), "catalog"
+        else:
+            board_ids, source = [], "unknown"
+        findings += [
+            _ids(image, card),
+            _subsystem(image, card),
+            _board(card, board_ids, source),
+            _checksum(image),
+            *_agreement(image),
+            _version(image, card),
+        ]
+    if catalog:
+        findings.extend(_catalog_findings(image, entry, override_md5))
     return findings
+
+
+# -- what the catalog says about an image ---------------------------------------------------------------------
+
+
+def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: str | None = None) -> list[Finding]:
+    """Return what the catalog says about a parsed ROM: board match, hash known and matching, status.
+
+    ``entry`` is the catalog entry the image claims to be (see
+    :func:`fwman.firmware.catalog.load.find_entry_for_rom`); None gives one ``warn`` (not in the catalog).
+    ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch --expect-md5``) for an entry whose
+    catalog hash is unknown; by default the one attached to ``entry`` by
+    :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash,
+    a withdrawn image.
+    """
+    if entry is None:
+        return [
+            Finding(
+                id="catalog.entry",
+                severity=Severity.WARN,
+                message="image not in the VBIOS catalog: its hash cannot be checked against a published one",
+                evidence={"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"},
+                fix="compare its MD5 with the one the card maker publishes",
+            )
+        ]
+    board, cat = entry.board, entry.image
+    if override_md5 is None and entry.override is not None:
+        override_md5 = entry.override.md5
+    ev = {"catalog": entry.ref, "status": cat.status.value}
+    out: list[Finding] = []
+    if image.subsystem is not None and image.subsystem != board.subsystem:
+        out.append(
+            Finding(
+                id="catalog.board",
+                severity=Severity.BLOCK,
+                message=f"image is for subsystem {image.subsystem}, the catalog entry is {board.subsystem}",
+                evidence={**ev, "image_subsystem": image.subsystem},
+            )
+        )
+    if image.version is not None and image.version.upper() != cat.version:
+        out.append(
+            Finding(
+                id="catalog.version",
+                severity=Severity.WARN,
+                message=f"image says version {image.version}, the catalog entry is {cat.version}",
+                evidence={**ev, "image_version": image.version},
+                fix="vendors have shipped different images under one version: trust the hash, not the string",
+            )
+        )
+    out.append(_hash_finding(image, cat, ev, override_md5))
+    out.append(_status_finding(cat, ev))
+    return out
+
+
+def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None) -> Finding:
+    checks: list[tuple[str, str, str]] = []  # (what, expected, actual)
+    if cat.sha256:
+        checks.append(("SHA-256", cat.sha256, image.sha256))
+    if cat.md5:
+        checks.append(("MD5", cat.md5, image.md5))
+    if not checks and cat.chain_sha256:
+        checks.append(("chain SHA-256", cat.chain_sha256, image.chain_sha256))
+    from_override = not checks and bool(override_md5)
+    if from_override and override_md5:
+        checks.append(("MD5", override_md5, image.md5))
+    if not checks:
+        return Finding(
+            id="catalog.hash",
+            severity=Severity.BLOCK,
+            message=f"{cat.version} is unverified: no published hash is known, so this file cannot be checked",
+            evidence=ev,
+            fix="supply the vendor-published MD5: fwman fetch BOARD/VERSION --from FILE --expect-md5 HEX",
+        )
+    whose = "the vendor MD5 recorded on this host for" if from_override else "the catalog's"
+    bad = [(what, exp, act) for what, exp, act in checks if exp != act]
+    if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
+        # a card dump differs after the chain (per-card data): the firmware itself is the same
+        return Finding(
+            id="catalog.hash",
+            severity=Severity.OK,
+            message=f"option-ROM chain matches {cat.version} (the file differs only in per-card data)",
+            evidence={**ev, "chain_sha256": image.chain_sha256},
+        )
+    if bad:
+        what, exp, act = bad[0]
+        return Finding(
+            id="catalog.hash",
+            severity=Severity.BLOCK,
+            message=f"{what} does not match {whose} {cat.version}: this is not the published image",
+            evidence={**ev, "expected": exp, "actual": act},
+            fix="download the image again from the vendor; never flash a file whose hash differs",
+        )
+    names = " and ".join(w for w, _, _ in checks)
+    verb = "match" if len(checks) > 1 else "matches"
+    return Finding(
+        id="catalog.hash",
+        severity=Severity.OK,
+        message=f"{names} {verb} {whose} {cat.version}",
+        evidence={**ev, **{w: e for w, e, _ in checks}},
+    )
+
+
+def _status_finding(cat: CatalogImage, ev: dict[str, str]) -> Finding:
+    reason = f": {cat.status_reason}" if cat.status_reason else ""
+    if cat.status is ImageStatus.WITHDRAWN:
+        return Finding(
+            id="catalog.status",
+            severity=Severity.BLOCK,
+            message=f"{cat.version} was withdrawn{reason}",
+            evidence=ev,
+            fix=f"use {cat.superseded_by} instead" if cat.superseded_by else "use the board's current image",
+        )
+    if cat.status is ImageStatus.SUPERSEDED:
+        newer = f" by {cat.superseded_by}" if cat.superseded_by else ""
+        return Finding(
+            id="catalog.status",
+            severity=Severity.INFO,
+            message=f"{cat.version} is superseded{newer}{reason}",
+            evidence=ev,
+        )
+    if cat.status is ImageStatus.UNVERIFIED:
+        return Finding(
+            id="catalog.status",
+            severity=Severity.INFO,
+            message=f"{cat.version} is listed as unverified (no published hash in the catalog)",
+            evidence=ev,
+        )
+    return Finding(id="catalog.status", severity=Severity.OK, message=f"{cat.version} is current", evidence=ev)

@@ -29,7 +29,7 @@ from fwman.platform.envfile import parse_env_file, uncommented
 from fwman.platform.systemd import parse_unit_environment
 
 if TYPE_CHECKING:
-    from fwman.firmware.catalog.model import Catalog
+    from fwman.firmware.catalog.load import Catalog
     from fwman.reports.audit.model import AuditReport
 
 T = TypeVar("T")
@@ -219,7 +219,7 @@ def _audit(host: Host) -> AuditReport:
 
 def _catalog(host: Host) -> Catalog:
     """Return the VBIOS catalog in use (local copy or bundled). Raises what loading it raises."""
-    from fwman.firmware.catalog.model import load_catalog
+    from fwman.firmware.catalog.load import load_catalog
 
     return load_catalog(host)
 

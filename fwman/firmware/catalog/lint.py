@@ -1,0 +1,212 @@
+"""``fwman catalog lint``: every problem in a catalog directory (schema, per-board rules, duplicates, index)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from fwman.core.errors import VerificationError
+from fwman.firmware.catalog.schema import (
+    BOARDS_DIR,
+    INDEX_NAME,
+    MAX_BOARD_FILE,
+    SIG_NAME,
+    Board,
+    ImageStatus,
+    error_location,
+    error_text,
+    load_toml,
+    parse_index,
+)
+from fwman.firmware.catalog.signing import TrustedKey, verify_index
+
+
+class LintIssue(BaseModel):
+    """One lint problem: ``error`` fails the lint (exit 4), ``warning`` does not."""
+
+    model_config = ConfigDict(frozen=True)
+
+    level: Literal["error", "warning"]
+    file: str
+    where: str  # the key path inside the file ("images[1].md5"), empty for the whole file
+    message: str
+
+
+def lint_directory(path: Path) -> list[LintIssue]:
+    """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first.
+
+    Never raises for a bad catalog: everything wrong is an issue. The signature is checked by the CLI (it needs
+    the trusted keys).
+    """
+    issues: list[LintIssue] = []
+    boards_dir = path / BOARDS_DIR
+    if not boards_dir.is_dir():
+        return [LintIssue(level="error", file=str(path), where="", message=f"no {BOARDS_DIR}/ directory")]
+    files = sorted(boards_dir.iterdir())
+    loaded: dict[str, Board] = {}
+    for f in files:
+        rel = f"{BOARDS_DIR}/{f.name}"
+        if not f.name.endswith(".toml"):
+            issues.append(LintIssue(level="warning", file=rel, where="", message="not a .toml file: ignored"))
+            continue
+        board = _lint_board_file(f.read_bytes(), rel, issues)
+        if board is not None:
+            loaded[rel] = board
+    _lint_across(loaded, issues)
+    _lint_index(path, files, issues)
+    return sorted(issues, key=lambda i: (i.level != "error", i.file, i.where))
+
+
+def lint_board_bytes(data: bytes, rel: str) -> list[LintIssue]:
+    """Return the problems in one board file's bytes (schema and per-board rules)."""
+    issues: list[LintIssue] = []
+    board = _lint_board_file(data, rel, issues)
+    if board is not None:
+        _lint_across({rel: board}, issues)
+    return issues
+
+
+def _lint_board_file(data: bytes, rel: str, issues: list[LintIssue]) -> Board | None:
+    def err(where: str, message: str) -> None:
+        issues.append(LintIssue(level="error", file=rel, where=where, message=message))
+
+    def warn(where: str, message: str) -> None:
+        issues.append(LintIssue(level="warning", file=rel, where=where, message=message))
+
+    if len(data) > MAX_BOARD_FILE:
+        err("", f"larger than {MAX_BOARD_FILE} bytes")
+        return None
+    try:
+        raw = load_toml(data, rel)
+    except VerificationError as e:
+        err("", e.message.removeprefix(f"{rel}: "))
+        return None
+    try:
+        board = Board.model_validate(raw)
+    except ValidationError as e:
+        for error in e.errors():
+            err(error_location(error["loc"]), error_text(error))
+        return None
+    stem = rel.rsplit("/", 1)[-1].removesuffix(".toml")
+    if stem != board.pci.file_stem:
+        err("pci", f"file must be named {board.pci.file_stem}.toml (its PCI IDs)")
+    if not board.images:
+        warn("images", "no images listed")
+    versions = {i.version for i in board.images}
+    for n, image in enumerate(board.images):
+        where = f"images[{n}]"
+        if image.status is ImageStatus.CURRENT and not image.has_hash:
+            err(f"{where}.status", "a current image needs md5 or sha256; without one it is `unverified`")
+        if image.status is ImageStatus.UNVERIFIED and image.has_hash:
+            warn(f"{where}.status", "has a hash: mark it `current` once the hash is checked against the vendor")
+        if image.status is ImageStatus.WITHDRAWN and not image.status_reason:
+            err(f"{where}.status_reason", "a withdrawn image needs the reason")
+        if image.status is ImageStatus.SUPERSEDED and not (image.superseded_by or image.status_reason):
+            err(f"{where}.superseded_by", "a superseded image needs superseded_by or a status_reason")
+        if image.superseded_by and image.superseded_by not in versions:
+            err(f"{where}.superseded_by", f"{image.superseded_by} is not an image of this board")
+        if image.superseded_by == image.version:
+            err(f"{where}.superseded_by", "an image cannot supersede itself")
+        if image.has_hash and image.size is None:
+            warn(f"{where}.size", "size unknown: downloads are capped at the default limit instead")
+    return board
+
+
+def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
+    by_key: dict[str, str] = {}
+    for rel, board in loaded.items():
+        if board.key in by_key:
+            issues.append(
+                LintIssue(
+                    level="error",
+                    file=rel,
+                    where="pci",
+                    message=f"duplicate board {board.key} (also in {by_key[board.key]})",
+                )
+            )
+        by_key.setdefault(board.key, rel)
+    seen_hashes: dict[str, str] = {}
+    for rel, board in loaded.items():
+        names: dict[str, str] = {}
+        for n, image in enumerate(board.images):
+            where = f"images[{n}]"
+            if image.file_name in names:
+                issues.append(
+                    LintIssue(
+                        level="error",
+                        file=rel,
+                        where=f"{where}.file",
+                        message=f"file name {image.file_name} is used by {names[image.file_name]} too",
+                    )
+                )
+            names[image.file_name] = image.version
+            for kind, value in (("md5", image.md5), ("sha256", image.sha256)):
+                if not value:
+                    continue
+                label = f"{board.subsystem}/{image.version}"
+                other = seen_hashes.get(value)
+                if other is not None and other != label:
+                    issues.append(
+                        LintIssue(
+                            level="error",
+                            file=rel,
+                            where=f"{where}.{kind}",
+                            message=f"duplicate hash: {label} has the same {kind} as {other}",
+                        )
+                    )
+                seen_hashes[value] = label
+
+
+def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
+    index_path = path / INDEX_NAME
+    if not index_path.is_file():
+        issues.append(
+            LintIssue(
+                level="warning", file=INDEX_NAME, where="", message="no index: run `fwman catalog sign --key FILE`"
+            )
+        )
+        return
+    try:
+        index = parse_index(index_path.read_bytes())
+    except VerificationError as e:
+        issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
+        return
+    listed = {f.path: f for f in index.files}
+    present = {f"{BOARDS_DIR}/{f.name}" for f in files if f.name.endswith(".toml")}
+    for rel in sorted(present - listed.keys()):
+        issues.append(
+            LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is not in the index: re-sign")
+        )
+    for rel in sorted(listed.keys() - present):
+        issues.append(LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is listed but missing"))
+    for rel in sorted(present & listed.keys()):
+        data = (path / rel).read_bytes()
+        if hashlib.sha256(data).hexdigest() != listed[rel].sha256 or len(data) != listed[rel].size:
+            issues.append(
+                LintIssue(
+                    level="error",
+                    file=INDEX_NAME,
+                    where="files",
+                    message=f"{rel} changed since the index was signed: re-sign",
+                )
+            )
+
+
+def lint_signature(path: Path, keys: list[TrustedKey]) -> tuple[list[LintIssue], TrustedKey | None]:
+    """Return (the signature's problems, the trusted key that signed the index) of the catalog directory ``path``.
+
+    No index: nothing to check (``lint_directory`` already warns). An index without ``index.json.sig``, or a
+    signature no key in ``keys`` verifies, is an error. Never raises for a bad catalog.
+    """
+    index, sig = path / INDEX_NAME, path / SIG_NAME
+    if not index.is_file():
+        return [], None
+    if not sig.is_file():
+        return [LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")], None
+    try:
+        return [], verify_index(index.read_bytes(), sig.read_bytes(), keys)
+    except VerificationError as e:
+        return [LintIssue(level="error", file=SIG_NAME, where="", message=e.message)], None

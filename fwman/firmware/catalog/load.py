@@ -1,0 +1,282 @@
+"""Loading the VBIOS catalog in use, and finding entries in it.
+
+Two copies can exist: the one bundled with fwman (the ``catalog/`` directory next to the package; trusted as
+installed) and the local copy that ``fwman catalog update`` installs under ``/var/lib/fwman/catalog/`` (its
+signature was verified when it was installed). The copy with the higher serial is used; the local one wins a tie.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fwman.core import paths
+from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
+from fwman.core.resources import bundled
+from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
+from fwman.firmware.catalog.schema import (
+    BOARDS_DIR,
+    INDEX_NAME,
+    MAX_BOARD_FILE,
+    Board,
+    CatalogImage,
+    CatalogIndex,
+    parse_board,
+    parse_index,
+)
+from fwman.host.base import Host
+
+#: the catalog bundled with fwman: ``catalog/`` of the source tree, or ``<prefix>/share/fwman/catalog`` when installed
+BUNDLED_CATALOG = bundled("catalog")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One image of one board: what ``BOARD/VERSION`` names."""
+
+    board: Board
+    image: CatalogImage
+    #: a vendor MD5 the owner recorded on this host for an image whose catalog hash is unknown
+    override: HashOverride | None = None
+
+    @property
+    def ref(self) -> str:
+        """Return ``subvendor:subdevice/VERSION``, the form ``fwman fetch`` takes."""
+        return f"{self.board.subsystem}/{self.image.version}"
+
+
+@dataclass
+class Catalog:
+    """The catalog in use: its boards, and where it came from."""
+
+    boards: list[Board]
+    source: str  # "bundled", "local", or "directory"
+    location: str
+    serial: int | None = None
+    date: str | None = None
+    notes: list[str] = field(default_factory=list)
+    #: owner-supplied vendor MD5s on the host (``fwman fetch --expect-md5``); attached to the entries they cover
+    overrides: list[HashOverride] = field(default_factory=list)
+
+    def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
+        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version))
+
+    def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
+        """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
+        key = f"{vendor}:{device}:{subsystem_vendor}:{subsystem_device}".lower()
+        return next((b for b in self.boards if b.key == key), None)
+
+    def find_board(self, ref: str) -> Board:
+        """Return the board named by ``ref``: ``3842:3987``, ``10de:2204:3842:3987`` or ``10de-2204-3842-3987``.
+
+        Raises UsageError when none (or, for a bare subsystem, more than one) matches.
+        """
+        wanted = ref.strip().lower().replace("-", ":")
+        matches = [b for b in self.boards if wanted in (b.key, b.subsystem)]
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise UsageError(
+                f"{ref} names {len(matches)} boards", hint="give all four IDs: vendor:device:subvendor:subdevice"
+            )
+        known = ", ".join(sorted(b.subsystem for b in self.boards)) or "none"
+        raise UsageError(f"no catalog board {ref}", hint=f"known subsystems: {known} (see `fwman catalog list`)")
+
+    def entry(self, ref: str) -> CatalogEntry:
+        """Return the entry named ``BOARD/VERSION`` (e.g. ``3842:3987/94.02.42.80.27``). Raises UsageError."""
+        board_ref, sep, version = ref.partition("/")
+        if not sep or not version:
+            raise UsageError(f"{ref}: expected BOARD/VERSION", hint="e.g. 3842:3987/94.02.42.80.27")
+        board = self.find_board(board_ref)
+        image = board.image(version)
+        if image is None:
+            versions = ", ".join(i.version for i in board.images_newest_first()) or "none"
+            raise UsageError(f"{board.subsystem} has no image {version}", hint=f"known versions: {versions}")
+        return self._entry(board, image)
+
+    def board_entries(self, board: Board) -> list[CatalogEntry]:
+        """Return ``board``'s images as entries (with the host's recorded vendor MD5s), newest first."""
+        return [self._entry(board, i) for i in board.images_newest_first()]
+
+    def entries(self) -> list[CatalogEntry]:
+        """Return every (board, image) pair, boards in key order, images newest first."""
+        return [e for b in sorted(self.boards, key=lambda b: b.key) for e in self.board_entries(b)]
+
+    def describe(self) -> str:
+        """Return one line saying which catalog this is."""
+        serial = f"serial {self.serial}" if self.serial is not None else "no index"
+        date = f", {self.date}" if self.date else ""
+        return f"{self.source} catalog ({serial}{date}) at {self.location}"
+
+    def summary(self) -> dict[str, Any]:
+        """Return the JSON form of where this catalog came from."""
+        return {
+            "source": self.source,
+            "location": self.location,
+            "serial": self.serial,
+            "date": self.date,
+            "notes": list(self.notes),
+        }
+
+
+class _Reader(Protocol):
+    def __call__(self, relpath: str, limit: int) -> bytes: ...
+
+
+def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tuple[CatalogIndex | None, list[Board]]:
+    """Load an index (if any) and the boards it lists, checking each file against its hash in the index.
+
+    Without an index (a maintainer's working directory), every ``boards/*.toml`` is loaded.
+    """
+    try:
+        index_bytes: bytes | None = read(INDEX_NAME, 1024 * 1024)
+    except MissingError:
+        index_bytes = None
+    if index_bytes is None:
+        return None, [
+            parse_board(read(f"{BOARDS_DIR}/{n}", MAX_BOARD_FILE), f"{where}/{BOARDS_DIR}/{n}") for n in names()
+        ]
+    index = parse_index(index_bytes, f"{where}/{INDEX_NAME}")
+    boards = []
+    for item in index.files:
+        data = read(item.path, MAX_BOARD_FILE + 1)
+        if hashlib.sha256(data).hexdigest() != item.sha256:
+            raise VerificationError(
+                f"{where}/{item.path}: SHA-256 does not match {INDEX_NAME}",
+                hint="the catalog was changed after it was signed: run `fwman catalog update` (or re-sign it)",
+            )
+        boards.append(parse_board(data, f"{where}/{item.path}"))
+    return index, boards
+
+
+def load_directory(path: Path, source: str = "directory") -> Catalog:
+    """Return the catalog in a plain directory (the bundled one, or a maintainer's working copy).
+
+    Package data and maintainer checkouts are fwman's own files, not host state, so they are read directly.
+    Raises MissingError when the directory is absent, VerificationError when a file is invalid.
+    """
+    if not path.is_dir():
+        raise MissingError(f"no catalog directory at {path}")
+
+    def read(relpath: str, limit: int) -> bytes:
+        try:
+            with open(path / relpath, "rb") as f:
+                return f.read(limit)
+        except FileNotFoundError as e:
+            raise MissingError(f"{path / relpath}: not found") from e
+
+    def names() -> list[str]:
+        boards = path / BOARDS_DIR
+        return sorted(p.name for p in boards.glob("*.toml")) if boards.is_dir() else []
+
+    index, boards = _load_tree(read, names, str(path))
+    return Catalog(boards, source, str(path), index.serial if index else None, index.date if index else None)
+
+
+def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalog | None:
+    """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded).
+
+    Raises VerificationError when an installed file does not match the index.
+    """
+    try:
+        if not host.exists(f"{path}/{INDEX_NAME}"):
+            return None
+    except NotRecordedError:
+        return None
+
+    def read(relpath: str, limit: int) -> bytes:
+        return host.read_bytes(f"{path}/{relpath}", limit=limit)
+
+    index, boards = _load_tree(read, lambda: [], path)
+    assert index is not None
+    return Catalog(boards, "local", path, index.serial, index.date)
+
+
+def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
+    """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial.
+
+    The host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record
+    ``/var/lib/fwman`` the bundled catalog is used and a note says so. Raises MissingError when neither copy
+    exists, VerificationError when the chosen one is damaged or the overrides contradict each other.
+    """
+    bundled = bundled or BUNDLED_CATALOG
+    notes = []
+    try:
+        host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")
+    except NotRecordedError:
+        notes.append(
+            f"{host.description} did not record {paths.LOCAL_CATALOG_DIR}: using the catalog bundled with fwman"
+        )
+    local = load_host_catalog(host)
+    packaged = load_directory(bundled, "bundled") if bundled.is_dir() else None
+    if local is None and packaged is None:
+        raise MissingError("no VBIOS catalog installed", hint="install one with `fwman catalog update --url URL`")
+    chosen: Catalog
+    if local is None:
+        assert packaged is not None
+        chosen = packaged
+    elif packaged is not None and (packaged.serial or 0) > (local.serial or 0):
+        notes.append(f"local copy at {local.location} (serial {local.serial}) is older: not used")
+        chosen = packaged
+    else:
+        chosen = local
+    chosen.notes.extend(notes)
+    chosen.overrides = load_overrides(host)
+    return chosen
+
+
+def installed_serial(host: Host, bundled: Path | None = None) -> int:
+    """Return the highest serial installed (local copy or bundled), 0 when none."""
+    bundled = bundled or BUNDLED_CATALOG
+    serials = [0]
+    try:
+        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
+            serials.append(parse_index(host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")).serial)
+    except NotRecordedError:
+        pass
+    if (bundled / INDEX_NAME).is_file():
+        serials.append(parse_index((bundled / INDEX_NAME).read_bytes()).serial)
+    return max(serials)
+
+
+class RomLike(Protocol):
+    """The parts of a parsed ROM (``fwman.firmware.rom.parse.RomImage``) the catalog checks look at."""
+
+    @property
+    def md5(self) -> str: ...
+    @property
+    def sha256(self) -> str: ...
+    @property
+    def chain_sha256(self) -> str: ...
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def subsystem(self) -> str | None: ...
+
+
+def find_entry_for_rom(
+    catalog: Catalog, image: RomLike, vendor: str = "10de", device: str | None = None
+) -> CatalogEntry | None:
+    """Return the catalog entry ``image`` is, or None.
+
+    A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins; otherwise subsystem plus version (the
+    version string alone never identifies an image, but it finds the entry whose hash is then compared).
+    """
+    for entry in catalog.entries():
+        i = entry.image
+        if (
+            (i.sha256 and i.sha256 == image.sha256)
+            or (i.md5 and i.md5 == image.md5)
+            or (i.chain_sha256 and i.chain_sha256 == image.chain_sha256)
+        ):
+            return entry
+    if image.subsystem is None or image.version is None:
+        return None
+    for entry in catalog.entries():
+        same = entry.board.subsystem == image.subsystem and entry.image.version == image.version.upper()
+        if same and (device is None or entry.board.pci.device == device):
+            return entry
+    return None

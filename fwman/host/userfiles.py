@@ -1,0 +1,31 @@
+"""The user-file door: a file the user named on the command line (an image to flash, a ROM to inspect).
+
+Such a path is relative to the real working directory of the process and is never mapped under ``--root`` or
+into a snapshot: the user means a file on the machine in front of them, not a path of the host being managed.
+"""
+
+from __future__ import annotations
+
+import os
+
+from fwman.core.errors import MissingError, UsageError
+
+
+def read_user_file(path: str, *, max_bytes: int | None = None) -> bytes:
+    """Return the bytes of the file at ``path`` (relative to the real cwd), at most ``max_bytes`` of them.
+
+    Raises MissingError when the file does not exist or cannot be read, UsageError when it is a directory or
+    larger than ``max_bytes``.
+    """
+    if os.path.isdir(path):
+        raise UsageError(f"{path} is a directory, not a file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except FileNotFoundError as e:
+        raise MissingError(f"{path}: no such file") from e
+    except OSError as e:
+        raise MissingError(f"{path}: cannot read: {e.strerror or e}") from e
+    if max_bytes is not None and len(data) > max_bytes:
+        raise UsageError(f"{path} is larger than {max_bytes} bytes: not the file meant here")
+    return data

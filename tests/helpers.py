@@ -13,6 +13,7 @@ from typing import Any
 
 from fwman.cli.app import run
 from fwman.cli.context import Environment
+from fwman.core.clock import Clock
 from fwman.host.base import Host
 from fwman.host.live import LiveHost
 
@@ -47,6 +48,8 @@ class FwmanEnv:
     variables: Mapping[str, str] = field(default_factory=dict)
     euid: int = 0
     tty: bool = False
+    #: the clock fwman reads (None: the real one); e.g. fwman.core.clock.FixedClock
+    clock: Clock | None = None
 
     def host_env(self) -> dict[str, str]:
         """Return the variables the live host adds to commands it runs (PATH with fixtures first)."""
@@ -71,6 +74,7 @@ class FwmanEnv:
             variables={**os.environ, **self.variables},
             live_host_factory=self.live_host,
             euid=self.euid,
+            clock=self.clock,
         )
         code = run(list(argv), env)
         return Result(code, out.getvalue(), err.getvalue())

@@ -157,8 +157,18 @@ def _walk(host: Host, directory: str, depth: int = 3) -> None:
                 host.read_bytes(path)
 
 
-def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] = lambda s: None) -> CaptureReport:
-    """Record ``host`` into ``writer`` and return a report. Never writes to the host."""
+def capture(
+    host: Host,
+    writer: SnapshotWriter,
+    *,
+    run_fwman: Callable[[Host, list[str]], str | None],
+    progress: Callable[[str], None] = lambda s: None,
+) -> CaptureReport:
+    """Record ``host`` into ``writer`` and return a report. Never writes to the host.
+
+    ``run_fwman(host, argv)`` runs one fwman command against the recording (the CLI passes its in-process
+    runner: this layer does not import the CLI) and returns None, or what broke it unexpectedly.
+    """
     rec = RecordingHost(host, writer)
     report = CaptureReport()
     progress("GPU inventory")
@@ -198,7 +208,7 @@ def capture(host: Host, writer: SnapshotWriter, progress: Callable[[str], None] 
         _try(report, " ".join(argv), rec.run, list(argv))
     for argv in REPLAYABLE_COMMANDS:
         progress(f"fwman {' '.join(argv)}")
-        problem = _run_command(rec, list(argv))
+        problem = run_fwman(rec, list(argv))
         if problem:
             report.problems.append(f"fwman {' '.join(argv)}: {problem}")
     report.files = len(writer.files)
@@ -219,26 +229,3 @@ def _read_iommu_group(host: Host, directory: str) -> None:
     host.listdir(f"{group}/devices")
     if host.exists(f"{group}/type"):
         host.read_bytes(f"{group}/type")
-
-
-def _run_command(host: Host, argv: list[str]) -> str | None:
-    """Run fwman ``argv`` against ``host`` with output discarded; return None, or what broke it unexpectedly.
-
-    Its outcome does not matter, its reads do: a command that fails the ordinary way (exit != 0, a missing tool,
-    a write the read-only recording refuses) has still recorded what it read.
-    """
-    import io
-
-    import click
-
-    from fwman.cli.app import cli
-    from fwman.cli.context import AppContext, Environment
-
-    app = AppContext(env=Environment(stdout=io.StringIO(), stderr=io.StringIO(), variables={}), _host=host)
-    try:
-        cli.main(args=argv, prog_name="fwman", obj=app, standalone_mode=False)
-    except (FwmanError, click.ClickException, click.exceptions.Exit, click.Abort):
-        return None
-    except Exception as e:  # a bug in that command must not cost the user the whole capture
-        return f"unexpected {type(e).__name__}: {e}"
-    return None

@@ -110,7 +110,11 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
         # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
-        with contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
+        with (
+            _using_clock(env),
+            contextlib.redirect_stdout(env.stdout),
+            contextlib.redirect_stderr(env.stderr),
+        ):
             rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv
@@ -138,6 +142,15 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
             traceback.print_exc(file=env.stderr)
         return ExitCode.ERROR
     return ExitCode.OK
+
+
+def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
+    """Return a context that installs ``env.clock`` (the clock door is imported only when there is one)."""
+    if env.clock is None:
+        return contextlib.nullcontext()
+    from fwman.core import clock
+
+    return clock.using(env.clock)
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import UsageError
+from fwman.cli.context import AppContext, Environment, common_options, json_option, pass_app
+from fwman.core.errors import FwmanError, UsageError
+
+if TYPE_CHECKING:
+    from fwman.host.base import Host
 
 
 @click.command()
@@ -37,7 +42,10 @@ def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> 
     writer = SnapshotWriter(redact=not no_redact)
     verbose = app.env.stderr_isatty or app.verbose > 0
     report = do_capture(
-        app.host, writer, progress=(lambda s: app.echo(f"  reading {s}", err=True)) if verbose else (lambda s: None)
+        app.host,
+        writer,
+        run_fwman=run_quietly,
+        progress=(lambda s: app.echo(f"  reading {s}", err=True)) if verbose else (lambda s: None),
     )
     path = writer.write(directory)
     if as_json:
@@ -62,3 +70,23 @@ def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> 
     if app.env.euid != 0:
         app.echo("note: not root: config space beyond 64 bytes (Resizable BAR sizes) was not readable", err=True)
     app.echo(f"replay with: fwman --snapshot {path} scan")
+
+
+def run_quietly(host: Host, argv: list[str]) -> str | None:
+    """Run fwman ``argv`` against ``host`` with output discarded; return None, or what broke it unexpectedly.
+
+    Its outcome does not matter, its reads do: a command that fails the ordinary way (exit != 0, a missing tool,
+    a write the read-only recording refuses) has still recorded what it read.
+    """
+    import io
+
+    from fwman.cli.app import cli
+
+    app = AppContext(env=Environment(stdout=io.StringIO(), stderr=io.StringIO(), variables={}), _host=host)
+    try:
+        cli.main(args=argv, prog_name="fwman", obj=app, standalone_mode=False)
+    except (FwmanError, click.ClickException, click.exceptions.Exit, click.Abort):
+        return None
+    except Exception as e:  # a bug in that command must not cost the user the whole capture
+        return f"unexpected {type(e).__name__}: {e}"
+    return None

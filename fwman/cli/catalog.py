@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core import clock
 from fwman.core.errors import UsageError, VerificationError
 
 
@@ -258,7 +258,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
     from fwman.host.userfiles import read_user_file
 
     directory = (directory or BUNDLED_CATALOG).resolve()
-    stamp = date or datetime.now(UTC).strftime("%Y-%m-%d")
+    stamp = date or clock.now_utc().strftime("%Y-%m-%d")
     key = load_private_key(read_user_file(str(key_file)), str(key_file))
     # the maintainer's working tree is on this machine, not under --root
     index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial)
@@ -288,7 +288,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update            # URL from /etc/fwman/catalog-url
     """
     from fwman.firmware.catalog.update import configured_url, update_catalog
-    from fwman.firmware.ops.fetch import HttpOptions
+    from fwman.host.http import HttpOptions
 
     if app.is_replay:
         raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")

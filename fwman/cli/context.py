@@ -19,6 +19,7 @@ import click
 from fwman.core.errors import UsageError
 
 if TYPE_CHECKING:
+    from fwman.core.clock import Clock
     from fwman.host.base import Host
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +40,8 @@ class Environment:
     live_host_factory: Callable[[str], Host] | None = None
     #: effective user id (flash and module installs need root)
     euid: int = 0
+    #: the clock this invocation reads (None: the machine's); tests pass a FixedClock
+    clock: Clock | None = None
 
     @classmethod
     def from_os(cls) -> Environment:

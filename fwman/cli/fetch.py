@@ -82,7 +82,8 @@ def fetch(
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
     from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.ops.fetch import HttpOptions, fetch_image
+    from fwman.firmware.ops.fetch import fetch_image
+    from fwman.host.http import HttpOptions
 
     if app.is_replay:
         raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")

@@ -1,24 +1,42 @@
-"""fwman's configuration file, ``/etc/fwman/config.toml``, read through the Host.
+"""fwman's configuration file, ``/etc/fwman/config.toml``, read through the Host and checked against a model.
 
-The file is optional: without it every setting has its default. Sections are plain TOML tables; each module
-that has settings reads its own section with :meth:`Config.section` and its own keys with the typed getters, so
-adding a key never touches this module. Known sections (each documented on its command's page in docs/):
+The file is optional: without it every setting has its default. Every section and key is declared in
+:class:`ConfigFile` below; a key or section it does not know (a misspelling such as ``[modules] brnach``) is an
+error naming the file, the line and the known keys (UsageError, exit 2), never silently ignored. Adding a
+setting means adding a field here and documenting it on its command's page in docs/. Sections:
 
-- ``[forks]``: extra P2P forks, ``name = "URL or local git path"``; ``api_url`` (the forge API base,
-  default ``https://api.github.com``; ``FWMAN_FORGE_API`` in the environment overrides it); ``defaults = false``
-  drops the three built-in forks.
+- ``[forks]`` (docs/driver-branches.md): extra P2P forks, ``name = "URL or local git path"`` (any name: these are
+  the fork names); ``api_url`` (the forge API base, default ``https://api.github.com``; ``FWMAN_FORGE_API`` in
+  the environment overrides it); ``defaults = false`` drops the three built-in forks.
+- ``[modules]`` (docs/modules.md, docs/hooks.md): what the kernel hook and ``catchup`` build, ``fork`` +
+  ``branch`` or ``source`` (a local tree); ``strict = true`` makes a failed or pending hook build fail the
+  kernel install.
+
+Callers keep reading through :meth:`Config.section` and the typed getters; the model has already checked names
+and types when they do.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
-from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+
+class _Readable(Protocol):
+    """What loading the configuration needs of a Host (any :class:`~fwman.host.base.Host` is one)."""
+
+    def exists(self, path: str) -> bool: ...
+
+    def read_text(self, path: str) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -51,17 +69,135 @@ class Config:
         return value
 
 
+def _models() -> type[BaseModel]:
+    """Return the ConfigFile model (pydantic is imported on first use: most commands never read the file)."""
+    from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
+
+    class ForksSection(BaseModel):
+        """``[forks]``: the two settings, plus any number of ``name = "URL"`` fork entries."""
+
+        model_config = ConfigDict(extra="allow")
+        api_url: StrictStr | None = None
+        defaults: StrictBool = True
+
+    class ModulesSection(BaseModel):
+        """``[modules]``: the source the hook builds from, and whether a failed hook build fails the install."""
+
+        model_config = ConfigDict(extra="forbid")
+        fork: StrictStr | None = None
+        branch: StrictStr | None = None
+        source: StrictStr | None = None
+        strict: StrictBool = False
+
+    class ConfigFile(BaseModel):
+        """The whole file: only the sections fwman knows."""
+
+        model_config = ConfigDict(extra="forbid")
+        forks: ForksSection = ForksSection()
+        modules: ModulesSection = ModulesSection()
+
+    return ConfigFile
+
+
+def known_keys() -> dict[str, list[str]]:
+    """Return {section: its declared keys} of the configuration file (``[forks]`` also takes fork names)."""
+    model = _models()
+    return {
+        name: sorted(info.annotation.model_fields)  # type: ignore[union-attr]
+        for name, info in model.model_fields.items()
+    }
+
+
+def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
+    """Return the 1-based line of the table or key ``loc`` (``("modules", "brnach")``) in ``text``, or None."""
+    section = str(loc[0]) if loc else ""
+    key = str(loc[1]) if len(loc) > 1 else None
+    current = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        header = re.fullmatch(r"\[\s*([^\]]+?)\s*\]\s*(#.*)?", stripped)
+        if header:
+            current = header.group(1).strip().strip('"')
+            if key is None and current.split(".")[0].strip() == section:
+                return number
+            continue
+        m = re.match(r"""\s*("?)([^"=\s]+)\1\s*=""", line)
+        if not m:
+            continue
+        name = m.group(2)
+        if key is None and current == "" and name.split(".")[0] == section:
+            return number  # `modules.fork = ...` or `module = ...` at the top level
+        in_table = current == section and name == key
+        dotted = current == "" and name == f"{section}.{key}"  # `forks.mine = "..."` at the top level
+        if key is not None and (in_table or dotted):
+            return number
+    return None
+
+
+def _check(data: dict[str, Any], text: str, path: str) -> None:
+    """Raise UsageError (file, line, known keys) unless ``data`` fits the ConfigFile model."""
+    from pydantic import ValidationError
+
+    forks = data.get("forks")
+    if isinstance(forks, dict):  # any name may be a fork, but a fork is `name = "URL"`: anything else is a typo
+        fork_keys = known_keys()["forks"]
+        for key, value in forks.items():
+            if key not in fork_keys and not isinstance(value, str):
+                line = _line_of(text, ["forks", key])
+                raise UsageError(
+                    f'{path}{f":{line}" if line else ""}: unknown key `{key}` in [forks] (a fork is name = "URL"); '
+                    f"known keys: {', '.join(fork_keys)}",
+                    hint=f"fix the name in {path}",
+                )
+    try:
+        _models().model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = [str(part) for part in err["loc"]]
+        line = _line_of(text, loc)
+        where = f"{path}:{line}" if line else path
+        known = known_keys()
+        if err["type"] == "extra_forbidden" and len(loc) == 1:
+            what = f"section [{loc[0]}]" if isinstance(data.get(loc[0]), dict) else f"top-level key `{loc[0]}`"
+            raise UsageError(
+                f"{where}: unknown {what}; known sections: {', '.join(f'[{s}]' for s in known)}",
+                hint=f"fix the name in {path} (docs: modules.md, driver-branches.md)",
+            ) from None
+        if err["type"] == "extra_forbidden":
+            raise UsageError(
+                f"{where}: unknown key `{loc[-1]}` in [{loc[0]}]; known keys: {', '.join(known.get(loc[0], []))}",
+                hint=f"fix the name in {path}",
+            ) from None
+        name = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else f"[{loc[0]}]"
+        why = _TYPE_WORDS.get(err["type"], err["msg"])
+        raise UsageError(f"{where}: {name} {why}", hint=f"edit {path}") from None
+
+
+#: pydantic error types in the words the rest of fwman uses
+_TYPE_WORDS = {
+    "bool_type": "must be true or false",
+    "string_type": "must be a string",
+    "model_type": "must be a table",
+    "model_attributes_type": "must be a table",
+}
+
+
 def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:
-    """Return the Config in TOML ``text``. Raises UsageError (with the line and column) when it is not valid TOML."""
+    """Return the Config in TOML ``text``.
+
+    Raises UsageError with the line and column when it is not valid TOML, and with the line and the known keys
+    when a section or key is unknown or a value has the wrong type.
+    """
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: not valid TOML: {e}", hint=f"fix {path} (TOML syntax)") from e
+    _check(data, text, path)
     return Config(data=data, path=path, present=True)
 
 
-def load_config(host: Host, path: str = paths.CONFIG_FILE) -> Config:
-    """Return the configuration of ``host`` (defaults when the file is absent). Raises UsageError on bad TOML.
+def load_config(host: _Readable, path: str = paths.CONFIG_FILE) -> Config:
+    """Return the configuration of ``host`` (defaults when the file is absent). Raises UsageError on a bad file.
 
     A snapshot that did not record the file replays with the defaults: settings only choose which forks to list
     and where, never what is on the recorded host.

@@ -45,8 +45,10 @@ LOG_DIR = "/var/log/fwman"
 LOCK_FILE = "/run/lock/fwman.lock"
 
 # --- system files fwman writes (hooks, units, overrides, messages) ----------------------------------------
-POSTINST_HOOK = "/etc/kernel/postinst.d/fwman"
-HEADER_POSTINST_HOOK = "/etc/kernel/header_postinst.d/fwman"
+KERNEL_POSTINST_DIR = "/etc/kernel/postinst.d"
+KERNEL_HEADER_POSTINST_DIR = "/etc/kernel/header_postinst.d"
+POSTINST_HOOK = f"{KERNEL_POSTINST_DIR}/fwman"
+HEADER_POSTINST_HOOK = f"{KERNEL_HEADER_POSTINST_DIR}/fwman"
 CATCHUP_UNIT_NAME = "fwman-catchup.service"
 CATCHUP_UNIT = f"/etc/systemd/system/{CATCHUP_UNIT_NAME}"
 CATCHUP_UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{CATCHUP_UNIT_NAME}"

@@ -1,13 +1,19 @@
-"""Where fwman's bundled data lives: the curated catalog, the host hooks, the catalog signing keys.
+"""The bundled-data door: where fwman's own data lives (the curated catalog, the host hooks, the catalog signing
+keys), and the one place that reads those files.
 
-In a source tree or an editable install they are the top-level ``catalog/`` and ``hooks/`` directories next to
-the package; a wheel installs them as data files under ``<prefix>/share/fwman/`` (pyproject.toml).
+In a source tree or an editable install the catalog and hooks are the top-level ``catalog/`` and ``hooks/``
+directories next to the package; a wheel installs them as data files under ``<prefix>/share/fwman/``
+(pyproject.toml). The trusted public keys are package data inside ``fwman/keys/``. This is fwman's own data, not
+host state, so it is read directly rather than through a Host (a ``--root`` or snapshot does not change what
+fwman ships).
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+from fwman.core.errors import MissingError
 
 _PACKAGE = Path(__file__).resolve().parents[1]  # fwman/core/resources.py -> fwman/
 _SOURCE_TREE = _PACKAGE.parent  # the source tree (or site-packages, where bundled() looks under sys.prefix)
@@ -28,3 +34,17 @@ def bundled(name: str) -> Path:
 def bundled_keys() -> Path:
     """Return the directory of the catalog signing public keys that ship inside the package (``fwman/keys``)."""
     return _PACKAGE / "keys"
+
+
+def read_data(path: Path, limit: int | None = None) -> bytes:
+    """Return the bytes (at most ``limit``) of data file ``path``: bundled data or a maintainer's catalog copy.
+
+    Raises MissingError when the file does not exist or cannot be read.
+    """
+    try:
+        with open(path, "rb") as f:
+            return f.read() if limit is None else f.read(limit)
+    except FileNotFoundError as e:
+        raise MissingError(f"{path}: not found") from e
+    except OSError as e:
+        raise MissingError(f"{path}: cannot read: {e.strerror or e}") from e

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.config import Config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
@@ -196,32 +196,33 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
     return parse_ls_remote(result.stdout)
 
 
-def list_via_api(api: str, owner: str, repo: str, timeout: float = 20.0) -> list[str]:
+def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 20.0) -> list[str]:
     """Return every branch name of ``owner/repo`` from the forge's paginated branches API.
 
     Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
-    (100 names).
+    (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError).
     Raises FwmanError on a network error, an HTTP error status or a malformed answer.
     """
-    import requests  # imported here: requests is slow to import and only this path needs it
+    from fwman.host.http import HttpError, json_getter  # the door imports requests, which is slow to import
 
     per_page = 100
-    url: str | None = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page=1"
+    first = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page=1"
+    url: str | None = first
     page = 1
     names: list[str] = []
     headers = {"Accept": "application/vnd.github+json", "User-Agent": "fwman"}
-    with requests.Session() as session:
+    with json_getter(host, first, headers=headers, timeout=timeout) as get:
         while url is not None:
             if page > _MAX_PAGES:
                 raise FwmanError(f"{owner}/{repo}: more than {_MAX_PAGES} pages of branches; stopped")
             try:
-                response = session.get(url, headers=headers, timeout=timeout)
-            except requests.RequestException as e:
-                raise FwmanError(f"cannot reach {api}: {type(e).__name__}") from e
-            if response.status_code != 200:
-                raise FwmanError(f"{api} answered HTTP {response.status_code} for {owner}/{repo}")
+                response = get(url)
+            except HttpError as e:
+                raise FwmanError(f"cannot reach {api}: {e.reason}") from e
+            if response.status != 200:
+                raise FwmanError(f"{api} answered HTTP {response.status} for {owner}/{repo}")
             try:
-                body: Any = response.json()
+                body: Any = response.body
                 batch = [str(item["name"]) for item in body]
             except (ValueError, TypeError, KeyError) as e:
                 raise FwmanError(f"{api}: unexpected answer for {owner}/{repo} (not a list of branches)") from e
@@ -302,7 +303,7 @@ def list_branches(
     without listing live. Never raises for a fork that cannot be listed: its entry says why (``error``) and has
     ``source`` "cache" or "none".
     """
-    now = now or datetime.now(UTC)
+    now = now or clock.now_utc()
     cache = load_cache(host)
     results: list[ForkBranches] = []
     live: list[ForkBranches] = []
@@ -336,7 +337,7 @@ def list_branches(
                 listing = ForkBranches(
                     fork=fork.name,
                     url=fork.url,
-                    branches=list_via_api(api, *repo, timeout=timeout),
+                    branches=list_via_api(host, api, *repo, timeout=timeout),
                     source="api",
                     fetched_at=now,
                 )

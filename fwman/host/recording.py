@@ -13,11 +13,11 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
+from fwman.core import clock
 from fwman.core.errors import MissingError, UsageError
 from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
@@ -147,7 +147,7 @@ class SnapshotWriter:
             meta = {
                 "format": FORMAT,
                 "version": VERSION,
-                "captured_at": captured_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "captured_at": captured_at or clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "fwman_version": __version__,
                 "redacted": self.redactor is not None,
                 "constructed": self.constructed,

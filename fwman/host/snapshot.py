@@ -38,6 +38,9 @@ def _norm(path: str) -> str:
 class SnapshotHost(JournalMixin):
     """A recorded host replayed from a snapshot directory."""
 
+    #: the HTTP door (fwman.host.http) refuses every request made for a replay
+    network = False
+
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         super().__init__()
         self.directory = Path(directory)

@@ -29,3 +29,8 @@ def read_user_file(path: str, *, max_bytes: int | None = None) -> bytes:
     if max_bytes is not None and len(data) > max_bytes:
         raise UsageError(f"{path} is larger than {max_bytes} bytes: not the file meant here")
     return data
+
+
+def is_user_file(path: str) -> bool:
+    """Return True when ``path`` (relative to the real cwd) names a regular file on this machine."""
+    return os.path.isfile(path)

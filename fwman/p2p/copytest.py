@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import random
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fwman.core import clock as clocks
 from fwman.core.errors import FwmanError
 from fwman.p2p.device import DeviceLayer, Gpu
 
@@ -229,7 +229,7 @@ def run_copy_test(
     size: int,
     repeats: int = 5,
     *,
-    clock: Callable[[], float] = time.perf_counter,
+    clock: Callable[[], float] = clocks.monotonic,
     progress: Callable[[int], None] = lambda n: None,
 ) -> CopyReport:
     """Copy ``size`` bytes for every ordered pair of GPUs on ``layer`` (diagonal included) and verify each.

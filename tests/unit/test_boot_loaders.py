@@ -56,7 +56,10 @@ def test_grub_menu_of_a_debian_grub_cfg() -> None:
 @given(st.text(max_size=400))
 def test_grub_cfg_parser_never_raises(text: str) -> None:
     menu = boot.parse_grub_cfg(text)
-    assert isinstance(menu.default, str)
+    # the default is what a `set default=` line says, or GRUB's own default, the first entry
+    assert menu.default == "0" or f"default={menu.default}" in text or f'default="{menu.default}' in text
+    for index, item in enumerate(menu.items):  # every parsed entry is the one its position names
+        assert boot.grub_lookup(menu, str(index)) is item
 
 
 @settings(max_examples=300, deadline=None)

@@ -118,7 +118,7 @@ def test_api_pagination_with_link_headers() -> None:
     lists = real_branch_lists()
     state = ForgeState(repos=lists, max_per_page=5)
     with forge_server(state) as api:
-        names = list_via_api(api, "aikitoria", "open-gpu-kernel-modules")
+        names = list_via_api(LiveHost("/"), api, "aikitoria", "open-gpu-kernel-modules")
     assert names == lists["aikitoria/open-gpu-kernel-modules"]
     assert len(state.requests) == 4  # 19 branches, 5 a page
     assert state.requests[0] == "/repos/aikitoria/open-gpu-kernel-modules/branches?per_page=100&page=1"
@@ -130,7 +130,7 @@ def test_api_pagination_by_page_number_without_link() -> None:
     big = real + [f"topic-{i:03d}" for i in range(200)]  # synthetic extra branches, to fill three pages
     state = ForgeState(repos={"big/repo": big}, link_headers=False)
     with forge_server(state) as api:
-        names = list_via_api(api, "big", "repo")
+        names = list_via_api(LiveHost("/"), api, "big", "repo")
     assert names == big
     assert [r.rsplit("page=", 1)[1] for r in state.requests] == ["1", "2", "3"]
 
@@ -138,13 +138,13 @@ def test_api_pagination_by_page_number_without_link() -> None:
 def test_api_single_page_is_one_request() -> None:
     state = ForgeState(repos=real_branch_lists())
     with forge_server(state) as api:
-        assert len(list_via_api(api, "tinygrad", "open-gpu-kernel-modules")) == 17
+        assert len(list_via_api(LiveHost("/"), api, "tinygrad", "open-gpu-kernel-modules")) == 17
     assert len(state.requests) == 1
 
 
 def test_api_server_error() -> None:
     with forge_server(ForgeState(repos={}, fail_status=500)) as api, pytest.raises(FwmanError, match="HTTP 500"):
-        list_via_api(api, "aikitoria", "open-gpu-kernel-modules")
+        list_via_api(LiveHost("/"), api, "aikitoria", "open-gpu-kernel-modules")
 
 
 def test_list_branches_via_api_writes_cache(tmp_path: Path) -> None:

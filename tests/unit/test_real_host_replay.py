@@ -51,11 +51,15 @@ def test_json_replay_equals_live(fwman: FwmanEnv, argv: list[str]) -> None:
     assert _strip_host(json.loads(_normalise(r.stdout))) == _strip_host(live)
 
 
-def test_what_the_real_host_reported() -> None:
-    """Facts of the real machine, read from its live output (not from fwman's replay)."""
-    audit = (LIVE / "audit_--offline.txt").read_text()
-    assert "loaded kernel module                      580.159.04  match" in audit
+def test_what_the_real_host_reported(fwman: FwmanEnv) -> None:
+    """fwman's replay finds the facts the real machine showed: its own analysis of the recorded files."""
+    audit = fwman("--snapshot", str(H200), "audit", "--offline")
+    assert audit.code == 0, audit.stderr
+    assert "loaded kernel module                      580.159.04  match" in audit.stdout
     # the real case: the CUDA forward-compatibility libcuda is another version than the driver, reported as compat
-    assert "CUDA compat libcuda.so                    580.95.05   info" in audit
+    assert "CUDA compat libcuda.so                    580.95.05   info" in audit.stdout
+    # the live P2P run (CUDA, on the machine) and the replayed scan (sysfs + nvidia-smi) name the same GPU
     p2p = (LIVE / "p2p.txt").read_text()
-    assert "verdict: every byte verified" in p2p and "NVIDIA H200" in p2p
+    assert "verdict: every byte verified" in p2p
+    gpus = fwman("--snapshot", str(H200), "scan", "--json").json()["gpus"]
+    assert [f"  GPU0  {g['bus_id']}  {g['name']}" for g in gpus] == [p2p.splitlines()[1]]

@@ -11,10 +11,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import time
 from collections.abc import Iterator
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import BlockedError
 from fwman.host.base import Host
 
@@ -39,18 +38,18 @@ def module_lock(host: Host, timeout: float = DEFAULT_TIMEOUT, poll: float = 0.2)
     os.makedirs(os.path.dirname(local), exist_ok=True)
     fd = os.open(local, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        deadline = time.monotonic() + timeout
+        deadline = clock.monotonic() + timeout
         while True:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                if clock.monotonic() >= deadline:
                     raise LockTimeout(
                         f"another fwman module build holds {paths.LOCK_FILE} (waited {timeout:g}s)",
                         hint="wait for it to finish (see /var/log/fwman/), or check `fwman modules status`",
                     ) from None
-                time.sleep(poll)
+                clock.sleep(poll)
         try:
             yield
         finally:

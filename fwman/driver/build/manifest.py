@@ -22,10 +22,9 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.host.base import Host
 
@@ -67,7 +66,7 @@ def build_log_path(kver: str) -> str:
 
 def now_iso() -> str:
     """Return the current UTC time as an ISO 8601 string (seconds)."""
-    return datetime.now(UTC).replace(microsecond=0).isoformat()
+    return clock.now_utc().replace(microsecond=0).isoformat()
 
 
 def sha256_hex(data: bytes) -> str:

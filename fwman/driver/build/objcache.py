@@ -12,9 +12,8 @@ compiler's ``--version`` line: a compiler update invalidates the cache, a kernel
 from __future__ import annotations
 
 import hashlib
-import time
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import FwmanError
 from fwman.host.base import Host
 
@@ -56,7 +55,7 @@ def restore(host: Host, key: str, tree: str) -> None:
     (a fresh checkout gives the sources the checkout time, which can be later than when the cache was filled).
     Raises FwmanError when a copy fails.
     """
-    stamp = time.time()
+    stamp = clock.now_utc().timestamp()
     for rel in OBJECT_DIRS:
         src = f"{entry_dir(key)}/{rel}"
         dst = f"{tree}/{rel}"

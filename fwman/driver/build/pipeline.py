@@ -16,11 +16,10 @@ import hashlib
 import os
 import re
 import shlex
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
@@ -309,7 +308,7 @@ def compile_for_kernel(
         )
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id, compiler)
-    started = time.monotonic()
+    started = clock.monotonic()
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver)
     hit = objcache.has_entry(host, key)
@@ -326,7 +325,7 @@ def compile_for_kernel(
     report(f"running {' '.join(argv)}")
     # stderr into stdout, so compiler errors stay next to make's "Entering directory" lines in the log
     result = host.run(["sh", "-c", 'exec "$@" 2>&1', "fwman-make", *argv], cwd=_local(host, tree), timeout=4 * 3600)
-    seconds = time.monotonic() - started
+    seconds = clock.monotonic() - started
     log = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n{result.stdout}{result.stderr}"
     log_path = build_log_path(kver)
     host.write_bytes(log_path, log.encode())

@@ -23,7 +23,7 @@ from pathlib import Path
 from fwman.core import paths
 from fwman.core.actions import Action, RemoveFile, Symlink, WriteFile, apply_all
 from fwman.core.errors import MissingError
-from fwman.core.resources import bundled
+from fwman.core.resources import bundled, read_data
 from fwman.host.base import Host
 
 #: the unit's command: a shell fast path that starts Python only when something changed
@@ -56,9 +56,9 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     """Return {host path: content} of the files ``fwman hooks install`` writes (``@PYTHON@`` substituted)."""
     directory = templates_dir()
     python = python or python_for_hooks()
-    hook = (directory / "kernel-postinst").read_text().replace("@PYTHON@", python).encode()
-    unit = (directory / paths.CATCHUP_UNIT_NAME).read_text().replace("@PYTHON@", python).encode()
-    script = (directory / "fwman-catchup").read_text().replace("@PYTHON@", python).encode()
+    hook = read_data(directory / "kernel-postinst").decode().replace("@PYTHON@", python).encode()
+    unit = read_data(directory / paths.CATCHUP_UNIT_NAME).decode().replace("@PYTHON@", python).encode()
+    script = read_data(directory / "fwman-catchup").decode().replace("@PYTHON@", python).encode()
     return {
         paths.POSTINST_HOOK: hook,
         paths.HEADER_POSTINST_HOOK: hook,

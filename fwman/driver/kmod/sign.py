@@ -20,7 +20,7 @@ import re
 import struct
 from dataclasses import dataclass
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
 from fwman.host.base import Host
@@ -49,7 +49,7 @@ def generate_key(common_name: str = "fwman module signing key", days: int = 3650
 
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.UTC)
+    now = clock.now_utc()
     public = key.public_key()
     cert = (
         x509.CertificateBuilder()

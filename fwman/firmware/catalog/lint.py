@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fwman.core.errors import VerificationError
+from fwman.core.resources import read_data
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
     INDEX_NAME,
@@ -52,7 +53,7 @@ def lint_directory(path: Path) -> list[LintIssue]:
         if not f.name.endswith(".toml"):
             issues.append(LintIssue(level="warning", file=rel, where="", message="not a .toml file: ignored"))
             continue
-        board = _lint_board_file(f.read_bytes(), rel, issues)
+        board = _lint_board_file(read_data(f), rel, issues)
         if board is not None:
             loaded[rel] = board
     _lint_across(loaded, issues)
@@ -170,7 +171,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
         )
         return
     try:
-        index = parse_index(index_path.read_bytes())
+        index = parse_index(read_data(index_path))
     except VerificationError as e:
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
         return
@@ -183,7 +184,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     for rel in sorted(listed.keys() - present):
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is listed but missing"))
     for rel in sorted(present & listed.keys()):
-        data = (path / rel).read_bytes()
+        data = read_data(path / rel)
         if hashlib.sha256(data).hexdigest() != listed[rel].sha256 or len(data) != listed[rel].size:
             issues.append(
                 LintIssue(
@@ -207,6 +208,6 @@ def lint_signature(path: Path, keys: list[TrustedKey]) -> tuple[list[LintIssue],
     if not sig.is_file():
         return [LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")], None
     try:
-        return [], verify_index(index.read_bytes(), sig.read_bytes(), keys)
+        return [], verify_index(read_data(index), read_data(sig), keys)
     except VerificationError as e:
         return [LintIssue(level="error", file=SIG_NAME, where="", message=e.message)], None

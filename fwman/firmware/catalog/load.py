@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
-from fwman.core.resources import bundled
+from fwman.core.resources import bundled, read_data
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
@@ -162,11 +162,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
         raise MissingError(f"no catalog directory at {path}")
 
     def read(relpath: str, limit: int) -> bytes:
-        try:
-            with open(path / relpath, "rb") as f:
-                return f.read(limit)
-        except FileNotFoundError as e:
-            raise MissingError(f"{path / relpath}: not found") from e
+        return read_data(path / relpath, limit)
 
     def names() -> list[str]:
         boards = path / BOARDS_DIR
@@ -238,7 +234,7 @@ def installed_serial(host: Host, bundled: Path | None = None) -> int:
     except NotRecordedError:
         pass
     if (bundled / INDEX_NAME).is_file():
-        serials.append(parse_index((bundled / INDEX_NAME).read_bytes()).serial)
+        serials.append(parse_index(read_data(bundled / INDEX_NAME)).serial)
     return max(serials)
 
 

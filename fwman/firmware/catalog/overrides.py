@@ -123,5 +123,5 @@ def record_override(host: Host, override: HashOverride) -> None:
             if value == "" and key in ("sha256", "recorded_at"):
                 continue
             parts.append(f"{key} = {_toml_value(value)}\n")
-    host.mkdir("/var/lib/fwman")
+    host.mkdir(paths.STATE_DIR)
     host.write_bytes(paths.CATALOG_STATE_OVERRIDES, "".join(parts).encode())

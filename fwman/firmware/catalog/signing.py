@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
-from fwman.core.resources import bundled_keys
+from fwman.core.resources import bundled_keys, read_data
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def trusted_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     reported, not skipped).
     """
     bundled = bundled or BUNDLED_KEYS
-    keys = [_load_public(p.read_bytes(), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
+    keys = [_load_public(read_data(p), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
     try:
         names = host.listdir(paths.CATALOG_KEYS_DIR) if host.is_dir(paths.CATALOG_KEYS_DIR) else []
     except (MissingError, NotRecordedError):
@@ -190,7 +190,7 @@ def make_index(directory: Path, date: str, serial: int | None = None) -> bytes:
 
     previous = 0
     if (directory / INDEX_NAME).is_file():
-        previous = parse_index((directory / INDEX_NAME).read_bytes()).serial
+        previous = parse_index(read_data(directory / INDEX_NAME)).serial
     if serial is None:
         serial = previous + 1
     elif serial <= previous:
@@ -205,7 +205,7 @@ def make_index(directory: Path, date: str, serial: int | None = None) -> bytes:
         )
     files = []
     for path in sorted((directory / BOARDS_DIR).glob("*.toml")):
-        data = path.read_bytes()
+        data = read_data(path)
         files.append(
             IndexFile(path=f"{BOARDS_DIR}/{path.name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
         )

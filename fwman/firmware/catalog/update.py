@@ -18,12 +18,13 @@ from pathlib import Path
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.resources import read_data
 from fwman.firmware.catalog.lint import lint_board_bytes
 from fwman.firmware.catalog.load import BUNDLED_CATALOG
 from fwman.firmware.catalog.schema import INDEX_NAME, MAX_BOARD_FILE, SIG_NAME, CatalogIndex, parse_index
 from fwman.firmware.catalog.signing import TrustedKey, trusted_keys, verify_index
-from fwman.firmware.ops.fetch import HttpOptions, Progress, http_get
 from fwman.host.base import Host
+from fwman.host.http import HttpOptions, Progress, http_get
 
 #: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
 MAX_INDEX = 1024 * 1024
@@ -77,7 +78,7 @@ def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
     except MissingError:  # not recorded on a snapshot: nothing installed there
         pass
     if (bundled / INDEX_NAME).is_file():
-        data = (bundled / INDEX_NAME).read_bytes()
+        data = read_data(bundled / INDEX_NAME)
         serial = parse_index(data, str(bundled)).serial
         if serial > best[0]:
             best = (serial, data)
@@ -100,8 +101,8 @@ def update_catalog(
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
     base = base_url(url)
-    index_bytes = http_get(f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
-    sig_bytes = http_get(f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
+    index_bytes = http_get(host, f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
+    sig_bytes = http_get(host, f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
     key = verify_index(index_bytes, sig_bytes, trusted_keys(host))
     index = parse_index(index_bytes, f"{base}/{INDEX_NAME}")
     installed, installed_bytes = _installed_index(host, bundled)
@@ -119,19 +120,19 @@ def update_catalog(
             f"catalog at {base} reuses serial {index.serial} with different content",
             hint="a publisher must raise the serial for every change; nothing was installed",
         )
-    files = _download_files(base, index, options, progress)
+    files = _download_files(host, base, index, options, progress)
     location = _install(host, index, index_bytes, sig_bytes, files)
     return UpdateResult(base, index.serial, index.date, installed, len(files), key, True, location)
 
 
 def _download_files(
-    base: str, index: CatalogIndex, options: HttpOptions, progress: Progress | None
+    host: Host, base: str, index: CatalogIndex, options: HttpOptions, progress: Progress | None
 ) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = sum(f.size for f in index.files)
     done = 0
     for item in index.files:
-        data = http_get(f"{base}/{item.path}", cap=min(item.size, MAX_BOARD_FILE), options=options)
+        data = http_get(host, f"{base}/{item.path}", cap=min(item.size, MAX_BOARD_FILE), options=options)
         if len(data) != item.size or hashlib.sha256(data).hexdigest() != item.sha256:
             raise VerificationError(
                 f"{base}/{item.path}: SHA-256 does not match the signed index (the file was altered)",

@@ -15,11 +15,10 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field, ValidationError
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
@@ -79,7 +78,7 @@ class Manifest(BaseModel):
 
 def run_stamp() -> str:
     """Return a new backup run id (UTC, second resolution): ``20261129T083000Z``."""
-    return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return clock.now_utc().strftime("%Y%m%dT%H%M%SZ")
 
 
 def card_dir(card: Card) -> str:
@@ -206,7 +205,7 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
     entry = BackupEntry(
         path=path,
         run=run,
-        time=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        time=clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
         card=card.bus_id,
         subsystem=card.subsystem,
         device_id=card.device_id,

@@ -1,4 +1,4 @@
-"""Downloading (``requests``) and importing firmware images into the verified cache.
+"""Downloading (through the HTTP door, :mod:`fwman.host.http`) and importing firmware images into the cache.
 
 An image reaches ``/var/cache/fwman/images/<board>/<file>`` only after its size, MD5 and SHA-256 (whichever the
 catalog, or the owner's ``--expect-md5``, knows) and, where the ROM parser can read it, its header (subsystem,
@@ -6,7 +6,6 @@ version, catalog status) have been checked. A download that fails or is interrup
 ``<file>.part`` next to it, so a cut connection or Ctrl-C resumes with an HTTP Range request on the next attempt;
 a hash mismatch or an oversized body leaves nothing behind.
 
-``requests`` is imported inside functions: fwman's startup time is benchmarked and most commands never download.
 """
 
 from __future__ import annotations
@@ -14,174 +13,24 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from datetime import datetime
+from typing import Any
 
-from fwman import __version__
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, blocking
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
+from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 from fwman.host.userfiles import read_user_file
-
-if TYPE_CHECKING:
-    import requests
 
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
-CHUNK = 64 * 1024
 _MD5 = re.compile(r"^[0-9a-fA-F]{32}$")
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
-
-#: (bytes so far, total when known)
-Progress = Callable[[int, int | None], None]
-
-
-@dataclass(frozen=True)
-class HttpOptions:
-    """How patient a download is: per-attempt connect and read timeouts, retries per URL, backoff."""
-
-    connect_timeout: float = 10.0
-    read_timeout: float = 30.0
-    retries: int = 3  # attempts after the first, per URL
-    backoff_s: float = 0.5  # wait before retry n is n * backoff_s
-    verify_tls: bool | str = True  # a CA bundle path for private mirrors
-
-    @property
-    def timeout(self) -> tuple[float, float]:
-        """Return the (connect, read) timeout pair requests takes."""
-        return (self.connect_timeout, self.read_timeout)
-
-
-class DownloadError(MissingError):
-    """Every URL failed (network error, timeout, HTTP error): the image could not be obtained."""
-
-
-class _Retry(Exception):
-    """This attempt failed in a way another attempt may not."""
-
-
-class _GiveUp(Exception):
-    """This URL will not work (HTTP 404 and the like): try the next one."""
-
-
-class _CapExceeded(Exception):
-    """The body is larger than allowed."""
-
-
-def _session() -> requests.Session:
-    import requests
-
-    s = requests.Session()
-    # identity: byte counts and Range offsets must be those of the file, not of a compressed stream
-    s.headers.update({"User-Agent": f"fwman/{__version__}", "Accept-Encoding": "identity"})
-    return s
-
-
-def http_get(
-    url: str,
-    *,
-    cap: int,
-    options: HttpOptions,
-    progress: Progress | None = None,
-    resume: bytes = b"",
-    save: Callable[[bytes], None] | None = None,
-) -> bytes:
-    """Return the body at ``url`` (at most ``cap`` bytes), retrying and resuming with Range requests.
-
-    ``resume`` is data already received (a ``.part`` file); ``save`` is called with everything received so far
-    whenever an attempt fails or is interrupted, so the caller can keep a ``.part`` file (images are a few MB:
-    rewriting the file during a healthy download would cost more than it saves). Raises DownloadError
-    when every attempt failed (the last reason in the message), VerificationError when the body exceeds ``cap``.
-    """
-    import requests
-
-    buf = bytearray(resume if len(resume) <= cap else b"")
-    reasons: list[str] = []
-    with _session() as session:
-        for attempt in range(options.retries + 1):
-            if attempt:
-                time.sleep(options.backoff_s * attempt)
-            try:
-                _attempt(session, url, buf, cap, options, progress)
-                return bytes(buf)
-            except _CapExceeded as e:
-                raise VerificationError(
-                    f"{url}: {e}", hint="the server sends more than the catalog says the image is; nothing was kept"
-                ) from e
-            except _GiveUp as e:
-                raise DownloadError(f"{url}: {e}", hint="check the URL; nothing was kept") from e
-            except (_Retry, requests.RequestException) as e:
-                reasons.append(_reason(e))
-                if save is not None and buf:
-                    save(bytes(buf))
-            except BaseException:  # Ctrl-C, or a bug: keep what arrived for the next run
-                if save is not None and buf:
-                    save(bytes(buf))
-                raise
-    raise DownloadError(
-        f"{url}: download failed after {options.retries + 1} attempt(s): {reasons[-1]}",
-        hint=f"run the command again to resume ({len(buf)} bytes kept)" if buf else "check the network and URL",
-    )
-
-
-def _reason(e: BaseException) -> str:
-    import requests
-
-    if isinstance(e, requests.Timeout | requests.ConnectionError) and "timed out" in str(e).lower():
-        return "timed out (no data within the read timeout)"
-    if isinstance(e, requests.ConnectionError | requests.exceptions.ChunkedEncodingError):
-        return f"connection lost ({type(e).__name__})"
-    return str(e) or type(e).__name__
-
-
-def _attempt(
-    session: requests.Session,
-    url: str,
-    buf: bytearray,
-    cap: int,
-    options: HttpOptions,
-    progress: Progress | None,
-) -> None:
-    headers = {"Range": f"bytes={len(buf)}-"} if buf else {}
-    with session.get(url, headers=headers, stream=True, timeout=options.timeout, verify=options.verify_tls) as r:
-        status = r.status_code
-        if status == 416 and buf:
-            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", "").replace("bytes */", "bytes 0-0/"))
-            if m and m.group(3) == str(len(buf)):
-                return  # the .part file already holds the whole body
-            buf.clear()
-            raise _Retry("the server refused the resume offset; starting over")
-        if status == 206 and buf:
-            m = _CONTENT_RANGE.match(r.headers.get("Content-Range", ""))
-            if not m or int(m.group(1)) != len(buf):
-                buf.clear()
-                raise _Retry("the server resumed at a different offset; starting over")
-        elif status in (200, 206):
-            buf.clear()  # a full body: the server ignored (or was not sent) a Range request
-        elif status in (408, 425, 429) or status >= 500:
-            raise _Retry(f"HTTP {status} {r.reason}")
-        else:
-            raise _GiveUp(f"HTTP {status} {r.reason}")
-        length = r.headers.get("Content-Length")
-        total = len(buf) + int(length) if length and length.isdigit() else None
-        if total is not None and total > cap:
-            raise _CapExceeded(f"the server offers {total} bytes, more than the {cap}-byte limit")
-        for chunk in r.iter_content(CHUNK):
-            buf += chunk
-            if len(buf) > cap:
-                raise _CapExceeded(f"the body grew past the {cap}-byte limit")
-            if progress is not None:
-                progress(len(buf), total)
-        if total is not None and len(buf) < total:
-            raise _Retry(f"connection closed after {len(buf)} of {total} bytes")
-
 
 # -- the image cache -----------------------------------------------------------------------------------------
 
@@ -381,7 +230,7 @@ def fetch_image(
         host.unlink(part)  # a mismatch leaves nothing behind
         raise
 
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = (now or clock.now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
     host.mkdir(final.rsplit("/", 1)[0])
     host.write_bytes(final, data)
     record = {
@@ -448,7 +297,7 @@ def _download_any(
     last: DownloadError | None = None
     for url in urls:
         try:
-            return http_get(url, cap=cap, options=options, progress=progress, resume=resume, save=save), url
+            return http_get(host, url, cap=cap, options=options, progress=progress, resume=resume, save=save), url
         except VerificationError:
             host.unlink(part)
             raise

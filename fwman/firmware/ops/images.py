@@ -18,7 +18,7 @@ from fwman.firmware.ops.backup import BackupEntry, load_manifest
 from fwman.firmware.ops.journal import Operation
 from fwman.gpu.card import Card
 from fwman.host.base import Host
-from fwman.host.userfiles import read_user_file
+from fwman.host.userfiles import is_user_file, read_user_file
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog, CatalogEntry
@@ -98,7 +98,7 @@ def resolve_image(host: Host, ref: str) -> ImageSource:
     from fwman.firmware.rom.parse import parse_rom
 
     catalog = load_catalog(host)
-    if os.path.isfile(ref):  # the user's file, not a host path: also with --root
+    if is_user_file(ref):  # the user's file, not a host path: also with --root
         data = read_user_file(ref)
         source = ImageSource(label=os.path.abspath(ref), data=data)
         return _with_entry(source, find_entry_for_rom(catalog, parse_rom(data)))

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.host.base import Host
 
@@ -105,12 +104,12 @@ class Operation(BaseModel):
 
 def now() -> str:
     """Return the current UTC time as ``2026-11-29T08:30:00Z``."""
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def new_id(kind: str) -> str:
     """Return a sortable, unique operation id: ``20261129T083000Z-flash-<pid>``."""
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    stamp = clock.now_utc().strftime("%Y%m%dT%H%M%S%fZ")
     return f"{stamp}-{kind}-{os.getpid()}"
 
 

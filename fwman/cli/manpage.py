@@ -8,14 +8,15 @@ no-fill block, so what ``man`` shows is exactly what ``--help`` prints (the same
 
 from __future__ import annotations
 
+import os
 import sys
-from pathlib import Path
 
 import click
 
 from fwman import __version__
 from fwman.cli.app import COMMANDS, cli
 from fwman.cli.docgen import _walk
+from fwman.host.userfiles import write_user_file
 
 #: the width click wraps --help to: man indents the block by 7 columns, and 72 + 7 fits an 80-column
 #: terminal (the ``\\b`` example blocks keep their own lines, as in --help)
@@ -89,10 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m fwman.cli.manpage DIR\n")
         return 2
-    out = Path(args[0])
-    out.mkdir(parents=True, exist_ok=True)
     for name, text in pages().items():
-        (out / name).write_text(text)
+        write_user_file(os.path.join(args[0], name), text.encode())
     return 0
 
 

@@ -34,3 +34,17 @@ def read_user_file(path: str, *, max_bytes: int | None = None) -> bytes:
 def is_user_file(path: str) -> bool:
     """Return True when ``path`` (relative to the real cwd) names a regular file on this machine."""
     return os.path.isfile(path)
+
+
+def write_user_file(path: str, data: bytes) -> None:
+    """Write ``data`` to the file at ``path`` (relative to the real cwd), creating its parent directories.
+
+    For output the user asked for by naming it (the man pages' directory of ``python -m fwman.cli.manpage``).
+    Raises UsageError when it cannot be written.
+    """
+    try:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from e

@@ -66,6 +66,7 @@ def list_(app: AppContext, as_json: bool) -> None:
                         "subsystem": b.subsystem,
                         "name": b.board.name,
                         "maker": b.board.maker,
+                        "local_entry": cat.local_files.get(b.key),
                         "images": [_image_json(i) for i in b.images_newest_first()],
                     }
                     for b in sorted(cat.boards, key=lambda b: b.key)
@@ -82,7 +83,7 @@ def list_(app: AppContext, as_json: bool) -> None:
         rows.append(
             [
                 entry.board.subsystem,
-                entry.board.board.name,
+                entry.board.board.name + (" (local entry)" if entry.local else ""),
                 image.version,
                 _status_text(app, image.status.value),
                 {True: "yes", False: "no", None: "?"}[image.rebar],
@@ -127,6 +128,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
                 "subsystem": b.subsystem,
                 "pci": b.pci.model_dump(),
                 "board": b.board.model_dump(mode="json"),
+                "local_entry": cat.local_files.get(b.key),
                 "recommended": recommended.version if recommended else None,
                 "images": images,
             },
@@ -134,11 +136,14 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
         return
     info = b.board
     app.echo(app.style(f"{info.name}  ({b.key})", bold=True))
+    local = cat.local_files.get(b.key)
     facts = [
+        ("from", f"local entry {local} (this host only, unsigned)" if local else cat.describe()),
         ("maker", info.maker),
         ("part numbers", ", ".join(info.part_numbers) or "unknown"),
         ("board IDs", ", ".join(info.board_ids) or "unknown"),
         ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
+        ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
     ]
     for k, v in facts:
         app.echo(f"  {k:<14}{v}")
@@ -164,6 +169,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
             ("size", f"{i.size} bytes" if i.size else "unknown"),
             ("URLs", ", ".join(i.urls) or "unknown"),
             ("notes", i.notes),
+            ("sources", "\n                  ".join(i.sources) or ("none" if not local else "")),
         ]
         for k, v in lines:
             if v:
@@ -175,36 +181,49 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
     "--dir",
     "directory",
     type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Catalog directory to check (default: the catalog bundled with fwman).",
+    help="Catalog directory to check (default: the catalog bundled with fwman, plus this host's local entries).",
+)
+@click.option(
+    "--local", "local_only", is_flag=True, help="Check only this host's local entries (/etc/fwman/catalog.d)."
 )
 @json_option
 @common_options
 @pass_app
-def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
-    """Check catalog files: schema, unknown keys, duplicates, hashes, URLs, file names, index, signature.
+def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: bool) -> None:
+    """Check catalog files: schema, unknown keys, duplicates, hashes, sources, URLs, file names, index, signature.
 
-    Errors exit with status 4; warnings do not.
+    Without --dir, the host's local entries (/etc/fwman/catalog.d, from `fwman catalog add-local`) are checked
+    too: the board rules plus their [local] provenance. Errors exit with status 4; warnings do not.
 
     \b
     Examples:
       fwman catalog lint
       fwman catalog lint --dir ./catalog --json
+      fwman catalog lint --local
     """
     from fwman.firmware.catalog.lint import lint_directory, lint_signature
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.local import LOCAL_DIR, lint_local_entries
     from fwman.firmware.catalog.signing import trusted_keys
 
+    if local_only and directory is not None:
+        raise UsageError("--local and --dir cannot be combined")
+    checked = LOCAL_DIR if local_only else str(directory or BUNDLED_CATALOG)
+    issues = [] if local_only else lint_directory(directory or BUNDLED_CATALOG)
+    if directory is None:
+        issues.extend(lint_local_entries(app.host))
     directory = directory or BUNDLED_CATALOG
-    issues = lint_directory(directory)
-    sig_issues, key = lint_signature(directory, trusted_keys(app.host))
-    issues += sig_issues
+    key = None
+    if not local_only:
+        sig_issues, key = lint_signature(directory, trusted_keys(app.host))
+        issues += sig_issues
     if key is not None and not as_json:
         app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
     errors = [i for i in issues if i.level == "error"]
     if as_json:
         app.emit_json(
             "catalog-lint",
-            {"directory": str(directory), "ok": not errors, "issues": [i.model_dump() for i in issues]},
+            {"directory": checked, "ok": not errors, "issues": [i.model_dump() for i in issues]},
         )
     else:
         for i in issues:
@@ -212,10 +231,10 @@ def lint(app: AppContext, directory: Path | None, as_json: bool) -> None:
             label = app.style(i.level, fg="red" if i.level == "error" else "yellow")
             app.echo(f"{i.file}:{where} {label}: {i.message}")
         if not issues:
-            app.echo(f"{directory}: clean")
+            app.echo(f"{checked}: clean")
     if errors:
         raise VerificationError(
-            f"catalog lint: {len(errors)} error(s) in {directory}", hint="fix them; see docs/catalog-format.md"
+            f"catalog lint: {len(errors)} error(s) in {checked}", hint="fix them; see docs/catalog-format.md"
         )
 
 
@@ -320,3 +339,13 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
         f"  signature: key {result.key.key_id} ({result.key.origin})\n"
         f"  replaces serial {result.previous_serial}; now at {result.location}"
     )
+
+
+def _register_local() -> None:
+    # kept in its own module; registered here so the command table (fwman/cli/app.py) stays unchanged
+    from fwman.cli.catalog_local import add_local
+
+    catalog.add_command(add_local)
+
+
+_register_local()

@@ -39,24 +39,14 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman dkms status
       fwman dkms status --json
     """
-    from fwman.driver import dkms as d
+    from fwman.app.dkms_status import dkms_status
 
-    entries = [e for e in d.status(app.host) if d.is_nvidia(e)]
-    record = d.read_block(app.host)
-    payload = {
-        "modules": [
-            {"module": e.module, "version": e.version, "kernel": e.kernel, "arch": e.arch, "state": e.state}
-            for e in entries
-        ],
-        "blocked": record is not None,
-        "apt_pin": record.apt_pin if record else None,
-        "removed": record.removed if record else [],
-        "dkms_installed": app.host.which("dkms") is not None,
-    }
+    result = dkms_status(app.host)
+    entries, record = result.entries, result.block
     if as_json:
-        app.emit_json("dkms-status", payload)
+        app.emit_json("dkms-status", result.to_json())
         return
-    if not payload["dkms_installed"]:
+    if not result.dkms_installed:
         app.echo("dkms is not installed")
     elif entries:
         app.table(

@@ -74,37 +74,15 @@ def branches(
 
     Exit status: 0 when every fork was listed (live or cached), 6 when some could not be, 5 when none could.
     """
-    from fwman.core.config import load_config
+    from fwman.app.driver_branches import driver_branches
     from fwman.core.errors import MissingError, PartialError
-    from fwman.driver.forks import api_base, configured_forks, human_age, list_branches
-    from fwman.driver.versions import DriverVersion
+    from fwman.driver.forks import human_age
 
-    target = DriverVersion.parse(version_text) if version_text else None
-    host = app.host
-    config = load_config(host)
-    forks = configured_forks(config, fork_specs)
     # a replay must not reach the network: it answers from the recorded cache
-    report = list_branches(host, forks, api=api_base(config, app.env.variables), offline=offline or app.is_replay)
-    now = report.now
-
-    fork_rows = [
-        {
-            "fork": f.fork,
-            "url": f.url,
-            "source": f.source,
-            "fetched_at": f.fetched_at.isoformat() if f.fetched_at else None,
-            "age_seconds": f.age_seconds(now),
-            "error": f.error,
-            "p2p_versions": [str(v) for v in f.p2p_versions()],
-        }
-        for f in report.forks
-    ]
-    result: dict[str, Any] = {"forks": fork_rows}
-    if target is not None:
-        result.update(version_answer(report, target))
-
+    answer = driver_branches(app.host, app.env.variables, version_text, fork_specs, offline or app.is_replay)
+    report, target, now = answer.report, answer.target, answer.report.now
     if as_json:
-        app.emit_json("driver-branches", result)
+        app.emit_json("driver-branches", answer.to_json())
     else:
         app.table(
             ["FORK", "SOURCE", "AGE", "P2P VERSIONS"],
@@ -125,7 +103,7 @@ def branches(
                 app.echo(f"note: {f.fork}: {f.error}", err=True)
         if target is not None:
             app.echo()
-            for line in result["summary"]:
+            for line in (answer.answer or {}).get("summary", []):
                 app.echo(line)
 
     if not report.any_available:
@@ -136,59 +114,3 @@ def branches(
     if not report.complete:
         missing = ", ".join(f.fork for f in report.forks if not f.available)
         raise PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
-
-
-def version_answer(report: Any, target: Any) -> dict[str, Any]:
-    """Return the ``--version`` part of the answer: carriers, nearest versions, what moving means, summary lines."""
-    from fwman.driver.forks import BranchReport
-    from fwman.driver.versions import DriverVersion
-
-    assert isinstance(report, BranchReport) and isinstance(target, DriverVersion)
-    carriers = report.carrying(target)
-    answer: dict[str, Any] = {"version": str(target), "branch": target.branch_name, "carried_by": carriers}
-    lines: list[str] = []
-    if not report.any_available:
-        lines.append(f"Unknown whether any fork carries {target.branch_name}: no fork could be listed.")
-        answer.update({"nearest_below": None, "nearest_above": None, "moves": [], "summary": lines})
-        return answer
-    if carriers:
-        lines.append(f"{target.branch_name} is carried by: {', '.join(carriers)}.")
-        answer.update({"nearest_below": None, "nearest_above": None, "moves": []})
-    else:
-        below, above = report.nearest(target)
-        versions = report.versions()
-        answer["nearest_below"] = _near(below, versions)
-        answer["nearest_above"] = _near(above, versions)
-        answer["moves"] = [move_plan(v) for v in (below, above) if v is not None]
-        if not report.complete:
-            lines.append(f"No listed fork carries {target.branch_name} (some forks could not be listed).")
-        else:
-            lines.append(f"No fork carries {target.branch_name}: version {target} has no P2P build yet.")
-        if below is None and above is None:
-            lines.append("No fork carries any P2P version.")
-        for v in (below, above):
-            if v is None:
-                continue
-            lines.append(f"Nearest with a branch: {v} ({', '.join(versions[v])}). Moving to it means:")
-            lines.extend(f"  - {step}" for step in move_plan(v)["steps"])
-    answer["summary"] = lines
-    return answer
-
-
-def _near(version: Any, versions: dict[Any, list[str]]) -> dict[str, Any] | None:
-    if version is None:
-        return None
-    return {"version": str(version), "branch": version.branch_name, "forks": versions[version]}
-
-
-def move_plan(version: Any) -> dict[str, Any]:
-    """Return what moving host and containers to exactly ``version`` takes (for people and JSON)."""
-    return {
-        "version": str(version),
-        "steps": [
-            f"host kernel module: build branch {version.branch_name} for every installed kernel",
-            f"host user space: {version.run_file} --no-kernel-modules (libraries, nvidia-smi, firmware)",
-            f"GSP firmware: /lib/firmware/nvidia/{version} (installed by that .run)",
-            f"every container using the GPU: the same {version.run_file} --no-kernel-modules inside it",
-        ],
-    }

@@ -113,7 +113,7 @@ def fetch(
         return
     ok = app.style("ok", fg="green")
     head = "already in the cache" if result.cached_before else "fetched"
-    app.echo(app.style(f"{head}: {entry.ref} ({entry.board.board.name})", bold=True))
+    app.echo(app.style(f"{head}: {entry.label} ({entry.board.board.name})", bold=True))
     rows = [
         ("from", result.source),
         ("size", f"{result.size:,} bytes"),
@@ -138,6 +138,6 @@ def _checked(result: object) -> set[str]:
 
     assert isinstance(result, FetchResult)
     image = result.entry.image
-    if result.verified_by == "catalog":
+    if result.verified_by in ("catalog", "local entry"):
         return {k for k, v in (("md5", image.md5), ("sha256", image.sha256)) if v}
     return {"md5"}

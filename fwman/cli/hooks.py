@@ -49,9 +49,9 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman hooks install --dry-run
     """
     from fwman.core.actions import pending
+    from fwman.driver.hooks.files import install as do_install
+    from fwman.driver.hooks.files import install_actions
     from fwman.driver.hooks.ownership import package_ownership, refuse_changes
-    from fwman.driver.hooks.run import install as do_install
-    from fwman.driver.hooks.run import install_actions
 
     if (owner := package_ownership(app.host)) is not None:  # dpkg's files: never written over
         app.echo(refuse_changes(owner, "install"))
@@ -78,8 +78,8 @@ def remove(app: AppContext) -> None:
     Examples:
       fwman hooks remove
     """
+    from fwman.driver.hooks.files import remove as do_remove
     from fwman.driver.hooks.ownership import package_ownership, refuse_changes
-    from fwman.driver.hooks.run import remove as do_remove
 
     if (owner := package_ownership(app.host)) is not None:
         refuse_changes(owner, "remove")
@@ -100,22 +100,15 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman hooks status
       fwman hooks status --json
     """
+    from fwman.driver.hooks.files import status as get_status
     from fwman.driver.hooks.ownership import package_ownership
-    from fwman.driver.hooks.run import status as get_status
 
     if (owner := package_ownership(app.host)) is not None:
         _package_status(app, owner, as_json)
         return
     st = get_status(app.host)
-    payload = {
-        "installed": st.installed,
-        "enabled": st.enabled,
-        "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in st.files],
-        "order": st.order,
-        "package": None,
-    }
     if as_json:
-        app.emit_json("hooks-status", payload)
+        app.emit_json("hooks-status", {**st.to_json(), "package": None})
         return
     app.table(
         ["FILE", "STATE"],
@@ -130,7 +123,7 @@ def status(app: AppContext, as_json: bool) -> None:
 
 def _package_status(app: AppContext, owner: PackageOwnership, as_json: bool) -> None:
     """Render ``hooks status`` when the Debian package owns the hooks (same schema, ``package`` filled in)."""
-    from fwman.driver.hooks.run import status as get_status
+    from fwman.driver.hooks.files import status as get_status
 
     order = get_status(app.host).order
     if as_json:

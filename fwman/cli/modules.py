@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError, FwmanError, PartialError, UsageError, VerificationError
+from fwman.core.errors import BlockedError, PartialError, VerificationError
 
 
 @click.group()
@@ -32,48 +32,17 @@ def _say(app: AppContext) -> Any:
     return lambda text: app.echo(text, err=True)
 
 
-def _fork_url(app: AppContext, fork: str) -> str:
-    """Return the URL of ``fork``: a configured fork name (``aikitoria``) or anything git can clone."""
-    from fwman.core.config import load_config
-    from fwman.driver.forks import configured_forks
-
-    try:
-        for f in configured_forks(load_config(app.host)):
-            if f.name == fork:
-                return f.url
-    except FwmanError:
-        pass
-    return fork
-
-
 def _require_root(app: AppContext) -> None:
     if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
         raise BlockedError("installing kernel modules needs root", hint="run it with sudo")
 
 
-def _outcome_dict(outcome: Any, newer: list[str] | None = None) -> dict[str, Any]:
-    failure = outcome.failure
-    source = outcome.source
-    return {
-        "kernel": outcome.kver,
-        "status": outcome.status,
-        "message": outcome.message,
-        "log": outcome.log_path,
-        "object_cache_hit": outcome.cache_hit,
-        "seconds": round(outcome.seconds, 1) if outcome.seconds is not None else None,
-        "source": None
-        if source is None
-        else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
-        "failure": None
-        if failure is None
-        else {"file": failure.file, "line": failure.line, "error": failure.message, "excerpt": failure.excerpt},
-        "newer_branches": newer or [],
-    }
+def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None) -> list[str]:
+    """Return the lines that explain a failed build: file, first error, source, log, newer branches.
 
-
-def failure_report(app: AppContext, outcome: Any) -> list[str]:
-    """Return the lines that explain a failed build: file, first error, source, log, newer branches."""
-    from fwman.driver.build.pipeline import newer_branches
+    ``newer`` is the list of newer cached P2P branches when the caller has it already (else it is looked up).
+    """
+    from fwman.driver.build.source import newer_branches
 
     lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
     f = outcome.failure
@@ -89,7 +58,8 @@ def failure_report(app: AppContext, outcome: Any) -> list[str]:
             lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
     if outcome.log_path:
         lines.append(f"  build log:     {outcome.log_path}")
-    newer = newer_branches(app.host, s) if s is not None else []
+    if newer is None:
+        newer = newer_branches(app.host, s) if s is not None else []
     if newer:
         lines.append("  newer P2P branches that may build (cached list; check `fwman driver branches`):")
         lines.extend(f"    {b}" for b in newer[-5:])
@@ -149,85 +119,26 @@ def build(
     Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
     6 some kernels built and some did not.
     """
-    from fwman.core.errors import MissingError
-    from fwman.driver.boot import pin as boot
-    from fwman.driver.build.lock import module_lock
-    from fwman.driver.build.pipeline import (
-        SourceSpec,
-        check_source_options,
-        headers_present,
-        load_source_spec,
-        save_source_spec,
-        update_kernel,
-    )
+    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
 
     _require_root(app)
-    host = app.host
-    if source_dir or fork or branch:
-        check_source_options(source_dir, fork, branch)
-        spec = SourceSpec(source_dir, _fork_url(app, fork) if fork else None, branch)
-    else:
-        remembered = load_source_spec(host)
-        if remembered is None:
-            check_source_options(None, None, None)  # raises the usage error that says what to pass
-        assert remembered is not None
-        spec = remembered
-    targets = list(kernels)
-    if all_kernels:
-        targets += [k for k in boot.installed_kernels(host) if headers_present(host, k) and k not in targets]
-    if not targets:
-        raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
-    say = _say(app)
-    results: list[dict[str, Any]] = []
-    outcomes = []
-    with module_lock(host):
-        if source_dir or fork:
-            save_source_spec(host, spec)
-        for kver in targets:
-            say(f"== {kver}")
-            outcome = update_kernel(host, kver, spec, force=force, report=say, jobs=jobs)
-            outcomes.append(outcome)
-            newer: list[str] = []
-            if outcome.status == "failed":
-                lines = failure_report(app, outcome)
-                if not as_json:
-                    for line in lines:
-                        app.echo(app.style(line, fg="red") if line.startswith("FAILED") else line)
-                from fwman.driver.build.pipeline import newer_branches
+    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs)
 
-                newer = newer_branches(host, outcome.source) if outcome.source else []
-            elif not as_json:
-                app.echo(outcome.message)
-            results.append(_outcome_dict(outcome, newer))
-        check = boot.ensure_safe_boot(host, say)
+    def show(build: KernelBuild) -> None:
+        if as_json:
+            return
+        if build.outcome.status == "failed":
+            for line in failure_report(app, build.outcome, build.newer):
+                app.echo(app.style(line, fg="red") if line.startswith("FAILED") else line)
+        else:
+            app.echo(build.outcome.message)
+
+    result = build_modules(app.host, request, _say(app), show)
     if as_json:
-        app.emit_json("modules-build", {"kernels": results, "boot": _boot_dict(check)})
+        app.emit_json("modules-build", result.to_json())
     else:
-        _render_boot(app, check)
-    bad = [o for o in outcomes if o.status != "built"]
-    if not bad:
-        return
-    if len(bad) < len(outcomes):
-        raise PartialError(f"{len(bad)} of {len(outcomes)} kernels not built: {', '.join(o.kver for o in bad)}")
-    first = bad[0]
-    if first.status == "pending":
-        raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
-    raise VerificationError(first.message, hint="see the report above and the build log")
-
-
-def _boot_dict(check: Any) -> dict[str, Any] | None:
-    if check is None:
-        return None
-    return {
-        "next_boot": check.default.kver,
-        "loader": check.default.loader,
-        "how": check.default.how,
-        "safe": check.safety.safe if check.safety else None,
-        "reason": check.safety.reason if check.safety else None,
-        "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
-        "released": None if check.released is None else check.released.kernel,
-        "problem": check.problem,
-    }
+        _render_boot(app, result.boot)
+    result.raise_for_failures()
 
 
 @modules.command()
@@ -246,75 +157,26 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman modules status
       fwman modules status --json | jq '.kernels[] | select(.safe_to_boot | not)'
     """
-    from fwman.core.errors import ParseError
-    from fwman.driver import dkms
-    from fwman.driver.boot import pin as boot
-    from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
-    from fwman.driver.build.pipeline import headers_present, load_source_spec
+    from fwman.app.modules_status import modules_status
 
-    host = app.host
-    kernels = boot.installed_kernels(host)
-    default = boot.default_boot_kernel(host)
-    try:
-        dkms_entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
-        dkms_error = None
-    except FwmanError as e:
-        dkms_entries, dkms_error = [], e.message
-    rows: list[dict[str, Any]] = []
-    for kver in kernels:
-        safety = boot.kernel_safety(host, kver)
-        try:
-            manifest = load_manifest(host, kver)
-        except ParseError:
-            manifest = None
-        failed = read_marker(host, failed_path(kver))
-        pending = read_marker(host, pending_path(kver))
-        conflict = [f"{e.module}/{e.version}: {e.state}" for e in dkms_entries if e.kernel == kver and e.installed]
-        rows.append(
-            {
-                "kernel": kver,
-                "headers": headers_present(host, kver),
-                "modules": "ok" if safety.safe else ("installed, not verified" if manifest else "none"),
-                "branch": manifest.branch if manifest else None,
-                "commit": manifest.commit if manifest else None,
-                "built_at": manifest.built_at if manifest else None,
-                "dkms_conflict": conflict,
-                "pending": pending.reason if pending else None,
-                "failed": None
-                if failed is None
-                else {"reason": failed.reason, "file": failed.detail.get("file"), "at": failed.at},
-                "safe_to_boot": safety.safe,
-                "why": safety.reason,
-                "next_boot": kver == default.kver,
-            }
-        )
-    pin = boot.read_pin(host)
-    spec = load_source_spec(host)
-    payload = {
-        "kernels": rows,
-        "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
-        "pin": None
-        if pin is None
-        else {"kernel": pin.kernel, "avoided": pin.avoided, "reason": pin.reason, "method": pin.method, "at": pin.at},
-        "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
-        "dkms_error": dkms_error,
-    }
+    result = modules_status(app.host)
     if as_json:
-        app.emit_json("modules-status", payload)
+        app.emit_json("modules-status", result.to_json())
         return
+    rows, default, pin, spec = result.kernels, result.next_boot, result.pin, result.source
     if not rows:
         app.echo("no kernels under /lib/modules")
     app.table(
         ["KERNEL", "HEADERS", "MODULES", "DKMS", "STATE", "SAFE TO BOOT", "WHY"],
         [
             [
-                ("> " if r["next_boot"] else "  ") + r["kernel"],
-                "yes" if r["headers"] else "no",
-                r["modules"],
-                "CONFLICT" if r["dkms_conflict"] else "-",
-                "failed" if r["failed"] else ("pending" if r["pending"] else "-"),
-                app.style("yes", fg="green") if r["safe_to_boot"] else app.style("NO", fg="red", bold=True),
-                r["why"],
+                ("> " if r.next_boot else "  ") + r.kernel,
+                "yes" if r.headers else "no",
+                r.modules,
+                "CONFLICT" if r.dkms_conflict else "-",
+                "failed" if r.failed else ("pending" if r.pending else "-"),
+                app.style("yes", fg="green") if r.safe_to_boot else app.style("NO", fg="red", bold=True),
+                r.why,
             ]
             for r in rows
         ],
@@ -329,12 +191,12 @@ def status(app: AppContext, as_json: bool) -> None:
             )
         )
     for r in rows:
-        for c in r["dkms_conflict"]:
-            app.echo(app.style(f"DKMS: {r['kernel']}: {c} (run `fwman dkms block`)", fg="yellow"))
+        for c in r.dkms_conflict:
+            app.echo(app.style(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", fg="yellow"))
     if spec is None:
         app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
-    if dkms_error:
-        app.echo(f"note: dkms status failed: {dkms_error}", err=True)
+    if result.dkms_error:
+        app.echo(f"note: dkms status failed: {result.dkms_error}", err=True)
 
 
 @modules.command()
@@ -363,14 +225,14 @@ def catchup(app: AppContext, force: bool) -> None:
         app.echo("every kernel has current patched modules")
         return
     for outcome in summary.outcomes:
-        if getattr(outcome, "status", "") == "failed":
+        if outcome.status == "failed":
             for line in failure_report(app, outcome):
                 app.echo(line, err=True)
     _render_boot(app, summary.boot)
-    failed = [o for o in summary.outcomes if getattr(o, "status", "") == "failed"]
+    failed = [o for o in summary.outcomes if o.status == "failed"]
     if failed:
         raise PartialError(
-            f"build failed for {', '.join(getattr(o, 'kver', '?') for o in failed)}",
+            f"build failed for {', '.join(o.kver for o in failed)}",
             hint="see `fwman modules status` and /var/log/fwman/",
         )
 
@@ -382,18 +244,17 @@ def catchup(app: AppContext, force: bool) -> None:
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
-    from fwman.driver.build.pipeline import strict_mode
+    from fwman.driver.build.source import strict_mode
     from fwman.driver.hooks.run import run_hook
 
     say = _say(app)
     summary = run_hook(app.host, kver, origin, say)
     for outcome in summary.outcomes:
-        status_ = getattr(outcome, "status", "")
-        if status_ == "failed":
+        if outcome.status == "failed":
             for line in failure_report(app, outcome):
                 say(line)
         else:
-            say(getattr(outcome, "message", ""))
+            say(outcome.message)
     _render_boot(app, summary.boot)
     if summary.failed or summary.no_source:
         message = f"patched NVIDIA modules are NOT in place for {kver}"
@@ -443,17 +304,21 @@ def unpin(app: AppContext) -> None:
     Examples:
       fwman modules unpin
     """
-    from fwman.driver.boot import pin as boot
+    from fwman.core.actions import apply_all
+    from fwman.driver.boot.loaders import default_boot_kernel
+    from fwman.driver.boot.pin import UnpinBoot, kernel_safety
 
     _require_root(app)
-    record = boot.unpin(app.host)
+    action = UnpinBoot()
+    apply_all(app.host, [action])
+    record = action.record
     if record is None:
         app.echo("fwman has no boot pin in place")
         return
     app.echo(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")
-    after = boot.default_boot_kernel(app.host)
+    after = default_boot_kernel(app.host)
     if after.kver:
-        safety = boot.kernel_safety(app.host, after.kver)
+        safety = kernel_safety(app.host, after.kver)
         note = "has working patched modules" if safety.safe else f"has NO working patched modules: {safety.reason}"
         app.echo(f"next boot: {after.kver}, which {note}")
 
@@ -473,12 +338,13 @@ def check_boot(app: AppContext, as_json: bool) -> None:
     Exit status: 0 safe, 4 not safe (the reason is printed), 5 no kernel found.
     """
     from fwman.core.errors import MissingError
-    from fwman.driver.boot import pin as boot
+    from fwman.driver.boot.loaders import default_boot_kernel
+    from fwman.driver.boot.pin import kernel_safety
 
-    default = boot.default_boot_kernel(app.host)
+    default = default_boot_kernel(app.host)
     if default.kver is None:
         raise MissingError("no installed kernel found under /lib/modules")
-    safety = boot.kernel_safety(app.host, default.kver)
+    safety = kernel_safety(app.host, default.kver)
     if as_json:
         app.emit_json(
             "modules-check-boot",

@@ -15,6 +15,14 @@ from typing import Protocol
 from fwman.core.errors import FwmanError, MissingError
 from fwman.host.base import CommandResult, Host
 
+#: where progress lines go (the CLI passes one that writes to stderr)
+Report = Callable[[str], None]
+
+
+def silent(_: str) -> None:
+    """Report nothing (the default ``report`` of the driver's long-running operations)."""
+    return None
+
 
 class Action(Protocol):
     """One idempotent change to a host."""
@@ -133,16 +141,42 @@ class RunCommand:
             )
 
 
+@dataclass
+class Tracked:
+    """An action that remembers whether it was applied, for a later action that must follow a change.
+
+    ``depmod`` must run after the module files or the override changed, even when its own check (does the
+    name resolve to fwman's file) already passes: the aliases and symbols it indexes come from the files.
+    """
+
+    action: Action
+    applied: bool = False
+
+    def describe(self) -> str:
+        """Return the wrapped action's description."""
+        return self.action.describe()
+
+    def is_needed(self, host: Host) -> bool:
+        """Return what the wrapped action says."""
+        return self.action.is_needed(host)
+
+    def apply(self, host: Host) -> None:
+        """Apply the wrapped action and remember it."""
+        self.action.apply(host)
+        self.applied = True
+
+
 def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
     """Return the actions of ``actions`` that the host still needs, in order."""
     return [a for a in actions if a.is_needed(host)]
 
 
-def apply_all(host: Host, actions: Sequence[Action], report: Callable[[str], None] | None = None) -> list[str]:
+def apply_all(host: Host, actions: Sequence[Action], report: Report | None = None) -> list[str]:
     """Apply every needed action in order and return their descriptions.
 
     Stops at the first failure (the FwmanError propagates): what was applied stays applied, and running the
-    same list again continues where it stopped.
+    same list again continues where it stopped. The list returned is what changed: [] means the host was
+    already in the state the actions produce (a command reports ``changed: false``).
     """
     done: list[str] = []
     for action in actions:

@@ -14,6 +14,8 @@ CONFIG_FILE = f"{ETC_DIR}/config.toml"
 CATALOG_KEYS_DIR = f"{ETC_DIR}/keys.d"
 CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
+#: local catalog entries for boards the curated catalog does not know (``fwman catalog add-local``; unsigned)
+LOCAL_CATALOG_ENTRIES_DIR = f"{ETC_DIR}/catalog.d"
 
 # --- fwman's state (/var/lib/fwman): kept across upgrades, backups kept forever ---------------------------
 STATE_DIR = "/var/lib/fwman"

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from fwman.core import paths
 from fwman.core.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.driver.build.install import root_prefix
+from fwman.driver.localfs import root_prefix
 from fwman.host.base import Host
 
 APT_PIN_TEXT = (
@@ -154,12 +154,13 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     if dry_run:
         return [a.describe() for a in actions if a.is_needed(host)]
     done = apply_all(host, actions, report)
-    for m, v in pairs:
-        if (m, v) not in known:
-            record.removed.append({"module": m, "version": v})
-    record.apt_pin = paths.APT_DKMS_PIN
-    record.at = now_iso()
-    host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
+    fresh = [{"module": m, "version": v} for m, v in pairs if (m, v) not in known]
+    # the record is rewritten only when something changed: a second block leaves it (and its date) alone
+    if done or fresh or record.apt_pin != paths.APT_DKMS_PIN or not host.exists(paths.DKMS_BLOCK_STATE):
+        record.removed += fresh
+        record.apt_pin = paths.APT_DKMS_PIN
+        record.at = now_iso()
+        host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
     return done
 
 

@@ -67,6 +67,15 @@ def test_builds_for_one_kernel_and_reports_the_failure_of_the_other(tmp_path: Pa
     assert "override nvidia-peermem * updates/fwman" in conf
     assert "make -j" in (root / f"var/log/fwman/build-{KERNEL_OK}.log").read_text()
 
+    # the same source again: compiled (objects from the cache), but the host already holds these modules, so
+    # nothing is written, depmod does not run, and the JSON says nothing changed
+    code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_OK)
+    doc = json.loads(out)
+    assert code == 0 and doc["kernels"][0]["status"] == "built", out + err
+    assert doc["changed"] is False and doc["kernels"][0]["changed"] == [] and doc["boot"]["changed"] == []
+    again = json.loads((root / f"var/lib/fwman/modules/{KERNEL_OK}.json").read_text())
+    assert again == manifest  # not rewritten: built_at is the first build's
+
     # the second kernel reuses the kernel-independent objects and fails in nv-pci.c
     code, out, err = run_fwman(root, "modules", "build", "--kernel", KERNEL_BAD)  # the remembered source
     assert code == 4, out + err

@@ -437,6 +437,19 @@ def test_snapshot_example_host() -> None:
 
 
 # -- pure parts ----------------------------------------------------------------------------------------------
+def test_a_manifest_the_strict_parser_rejects_is_reported_not_trusted(tree: Tree) -> None:
+    # audit reads manifests with the one parser (driver/build/manifest.py): a sha256 that is not a digest is
+    # an unreadable manifest, so no module is claimed as fwman's
+    tree.loaded()
+    tree.fwman_install(KVER)
+    path = f"/var/lib/fwman/modules/{KVER}.json"
+    tree.write(path, json.dumps({"kernel": KVER, "modules": {"nvidia": {"path": "/p", "sha256": "AB"}}}))
+    out = tree.run("--json").json()
+    nv = next(m for m in out["modules"] if m["name"] == "nvidia")
+    assert nv["origin"] == "unknown"
+    assert "modules.nvidia.sha256" in nv["error"] and path in nv["error"]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_property_text_parsers_never_raise(text: str) -> None:

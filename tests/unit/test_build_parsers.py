@@ -16,15 +16,8 @@ from fwman.driver.build import objcache
 from fwman.driver.build.install import parse_modules_dep
 from fwman.driver.build.lock import LockTimeout, module_lock
 from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
-from fwman.driver.build.pipeline import (
-    check_source_options,
-    fork_cache_dir,
-    fork_url,
-    kernel_tree_args,
-    local_source,
-    parse_build_failure,
-    tree_hash,
-)
+from fwman.driver.build.pipeline import kernel_tree_args, parse_build_failure
+from fwman.driver.build.source import check_source_options, fork_cache_dir, fork_url, local_source, tree_hash
 from fwman.host.live import LiveHost
 
 GCC_LOG = """\
@@ -243,7 +236,7 @@ def test_lock_times_out_while_held(tmp_path: Path) -> None:
 
 
 def test_newer_branches_come_from_the_branch_cache_only(tmp_path: Path) -> None:
-    from fwman.driver.build.pipeline import Source, newer_branches
+    from fwman.driver.build.source import Source, newer_branches
 
     host = LiveHost(str(tmp_path))
     source = Source(

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fixtures.tinymod.elfgen import build_module, nvidia_tags
+from fwman.driver.kernels import installed_kernels
 from fwman.driver.kmod.depmod import (
     DepmodConfig,
-    installed_kernels,
     load_config,
     modules_dir_entries,
     parse_config_text,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fwman.core import paths
-from fwman.driver.hooks import run as hooks
+from fwman.driver.hooks import files as hooks
 from fwman.host.live import LiveHost
 from tests.helpers import FwmanEnv
 

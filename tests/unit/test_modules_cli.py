@@ -76,3 +76,26 @@ def test_catchup_without_source_marks_pending_and_exits_zero(tmp_path: Path) -> 
     assert "no module source configured" in r.stderr
     assert (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
     assert "the next boot (6.1.0-50-amd64) has no working patched modules" in r.stderr
+
+
+def test_a_broken_forks_table_is_an_error_not_a_fork_path(tmp_path: Path) -> None:
+    # before, an invalid [forks] table was swallowed and "aikitoria" was cloned as a relative path
+    root = _root(tmp_path, headers=True)
+    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman/config.toml").write_text("[forks]\naikitoria = 3\n")
+    r = FwmanEnv()(
+        "modules", "build", "--kernel", KVER, "--fork", "aikitoria", "--branch", "570.86.16-p2p", "--root", str(root)
+    )
+    assert r.code == 2 and "config.toml:2:" in r.stderr and "`aikitoria` in [forks]" in r.stderr
+    assert not (root / "var/lib/fwman/modules/source.json").exists()
+
+
+def test_build_json_says_what_changed(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=False)
+    (root / "src/fork/kernel-open").mkdir(parents=True)
+    (root / "src/fork/Makefile").write_text("modules:\n")
+    r = FwmanEnv()("modules", "build", "--json", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
+    doc = r.json()
+    assert r.code == 5 and doc["schema"] == "fwman.modules-build/1"
+    # pending: nothing was installed, no boot pin made (there is no other kernel)
+    assert doc["changed"] is False and doc["kernels"][0]["changed"] == [] and doc["boot"]["changed"] == []

@@ -1,4 +1,4 @@
-"""Never boot a kernel without working patched modules: which kernel boots next, and pinning a safe one.
+"""Never boot a kernel without working patched modules: is a kernel safe, and pinning a safe one.
 
 A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves all five module names to
 fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel. When the kernel the machine
@@ -10,269 +10,36 @@ would boot next is not safe (its build failed, its headers never came), fwman pi
   boot-time catch-up pins again at every boot until the new kernel has working modules).
 - systemd-boot: the ``default`` line of ``loader/loader.conf``.
 
-What was done, and what to restore, is recorded in ``/var/lib/fwman/boot-pin.json``; a message of the day
-(``/etc/motd.d/fwman``) and a journal line (``logger -t fwman``) say it loudly.
+Which kernel boots next is read by :mod:`fwman.driver.boot.loaders`. The pin and its release are actions
+(:class:`PinBoot`, :class:`UnpinBoot`): the hook, the boot service and ``fwman modules build`` re-run them and
+report a change only when one was made. What was done, and what to restore, is recorded in
+``/var/lib/fwman/boot-pin.json``; a message of the day (``/etc/motd.d/fwman``) and a journal line
+(``logger -t fwman``) say it loudly.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
+from fwman.core.actions import Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.driver.build.install import check_installed, root_prefix
+from fwman.driver.boot.loaders import (
+    BootDefault,
+    default_boot_kernel,
+    detect_bootloader,
+    grub_entry_for,
+    grub_state,
+    loader_default,
+    loader_dir,
+    loader_entries,
+)
+from fwman.driver.build.install import check_installed
 from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pending_path, read_marker
+from fwman.driver.kernels import installed_kernels
+from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
-
-
-def version_key(kver: str) -> tuple[tuple[int, int | str], ...]:
-    """Return a sort key ordering kernel releases as versions (``6.1.0-53-amd64`` after ``6.1.0-50-amd64``)."""
-    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.findall(r"\d+|[^\d]+", kver))
-
-
-# -- GRUB ---------------------------------------------------------------------------------------------------
-@dataclass
-class GrubItem:
-    """A menu entry (``kver`` from its ``linux`` line) or a submenu (``children``) of grub.cfg."""
-
-    title: str
-    id: str | None
-    kver: str | None = None
-    children: list[GrubItem] | None = None
-
-
-@dataclass
-class GrubMenu:
-    """The parsed grub.cfg: top-level items and the configured default (``"${saved_entry}"``, ``"0"``...)."""
-
-    items: list[GrubItem]
-    default: str
-
-
-_ITEM_RE = re.compile(r"^(menuentry|submenu)\s+(?:'((?:[^']|'\\'')*)'|\"([^\"]*)\")(.*)\{\s*$")
-_ID_RE = re.compile(r"\$menuentry_id_option\s+'([^']*)'")
-_LINUX_RE = re.compile(r"^linux\S*\s+\S*/vmlinuz-(\S+)")
-_DEFAULT_RE = re.compile(r"^set\s+default=\"?([^\"\s]*)\"?")
-
-
-def parse_grub_cfg(text: str) -> GrubMenu:
-    """Return the menu of a grub.cfg. Lines it does not understand are skipped; never raises."""
-    top: list[GrubItem] = []
-    stack: list[GrubItem | None] = []  # None: a block that is not a menu item (function, if {...})
-    defaults: list[str] = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        m = _ITEM_RE.match(line)
-        if m:
-            title = (m.group(2) if m.group(2) is not None else m.group(3) or "").replace("'\\''", "'")
-            ident = _ID_RE.search(m.group(4))
-            item = GrubItem(title, ident.group(1) if ident else None, None, [] if m.group(1) == "submenu" else None)
-            parent = next((s for s in reversed(stack) if s is not None), None)
-            if parent is not None and parent.children is not None:
-                parent.children.append(item)
-            elif parent is None:
-                top.append(item)
-            stack.append(item)
-            continue
-        if line.endswith("{"):
-            stack.append(None)
-            continue
-        if line == "}":
-            if stack:
-                stack.pop()
-            continue
-        lm = _LINUX_RE.match(line)
-        if lm and stack and stack[-1] is not None and stack[-1].children is None:
-            stack[-1].kver = lm.group(1)
-            continue
-        dm = _DEFAULT_RE.match(line)
-        if dm and "next_entry" not in dm.group(1):
-            defaults.append(dm.group(1))
-    return GrubMenu(top, defaults[-1] if defaults else "0")
-
-
-def parse_grubenv(data: bytes) -> dict[str, str]:
-    """Return the variables of a GRUB environment block. Raises ParseError when it is not one."""
-    text = data.decode("utf-8", errors="replace")
-    if not text.startswith("# GRUB Environment Block"):
-        raise ParseError("GRUB environment block", "header", "missing '# GRUB Environment Block'", 0)
-    env: dict[str, str] = {}
-    for line in text.splitlines()[1:]:
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            env[key] = value
-    return env
-
-
-def grub_lookup(menu: GrubMenu, spec: str) -> GrubItem | None:
-    """Return the item a GRUB entry spec names (``2``, ``1>3``, ids, titles, joined by ``>``), or None."""
-    items: list[GrubItem] | None = menu.items
-    found: GrubItem | None = None
-    for part in spec.split(">"):
-        if items is None:
-            return None
-        found = None
-        if part.isdigit():
-            index = int(part)
-            found = items[index] if index < len(items) else None
-        else:
-            found = next((i for i in items if part in (i.id, i.title)), None)
-        if found is None:
-            return None
-        items = found.children
-    return found
-
-
-def grub_entry_for(menu: GrubMenu, kver: str) -> str | None:
-    """Return the saved_entry spec (``submenu-id>entry-id``, titles where there is no id) booting ``kver``."""
-
-    def walk(items: list[GrubItem], path: list[str]) -> str | None:
-        for item in items:
-            name = item.id or item.title
-            if item.children is not None:
-                found = walk(item.children, [*path, name])
-                if found:
-                    return found
-            elif item.kver == kver and "recovery" not in (item.id or item.title).lower():
-                return ">".join([*path, name])
-        return None
-
-    return walk(menu.items, [])
-
-
-def _grub_state(host: Host) -> tuple[GrubMenu | None, dict[str, str]]:
-    menu = parse_grub_cfg(host.read_text(paths.GRUB_CFG)) if host.exists(paths.GRUB_CFG) else None
-    env: dict[str, str] = {}
-    if host.exists(paths.GRUBENV):
-        try:
-            env = parse_grubenv(host.read_bytes(paths.GRUBENV))
-        except ParseError:
-            env = {}
-    return menu, env
-
-
-# -- systemd-boot -------------------------------------------------------------------------------------------
-def _loader_dir(host: Host) -> str | None:
-    return next((d for d in paths.SYSTEMD_BOOT_LOADER_DIRS if host.exists(f"{d}/loader.conf")), None)
-
-
-def parse_loader_entry(text: str) -> str | None:
-    """Return the kernel release a systemd-boot entry boots (``version`` line, else the ``linux`` path)."""
-    version = None
-    for line in text.splitlines():
-        words = line.split(None, 1)
-        if len(words) == 2 and words[0] == "version":
-            version = words[1].strip()
-        elif len(words) == 2 and words[0] == "linux" and version is None:
-            m = re.search(r"vmlinuz-(\S+)", words[1])
-            if m:
-                version = m.group(1)
-    return version
-
-
-def _loader_entries(host: Host, loader: str) -> dict[str, str]:
-    """Return {entry id: kernel release} of the systemd-boot entries under ``loader``."""
-    found: dict[str, str] = {}
-    directory = f"{loader}/entries"
-    if not host.is_dir(directory):
-        return found
-    for name in host.listdir(directory):
-        if name.endswith(".conf"):
-            kver = parse_loader_entry(host.read_text(f"{directory}/{name}"))
-            if kver:
-                found[name[: -len(".conf")]] = kver
-    return found
-
-
-# -- which loader, which kernel boots next -------------------------------------------------------------------
-def detect_bootloader(host: Host) -> str:
-    """Return ``proxmox``, ``grub``, ``systemd-boot`` or ``unknown`` for ``host``."""
-    if host.which("proxmox-boot-tool") and (
-        host.exists("/etc/kernel/proxmox-boot-uuids") or host.exists(paths.PVE_BOOT_PIN)
-    ):
-        return "proxmox"
-    if host.exists(paths.GRUB_CFG) or host.exists(paths.GRUBENV):
-        return "grub"
-    if _loader_dir(host) is not None:
-        return "systemd-boot"
-    if host.which("proxmox-boot-tool"):
-        return "proxmox"
-    return "unknown"
-
-
-def installed_kernels(host: Host) -> list[str]:
-    """Return the kernels with a module directory (and so bootable, in practice), oldest first."""
-    from fwman.driver.kmod.depmod import installed_kernels as listed
-
-    return sorted(listed(host), key=version_key)
-
-
-@dataclass
-class BootDefault:
-    """The kernel the machine boots next, and how fwman knows."""
-
-    kver: str | None
-    loader: str
-    how: str
-
-
-def default_boot_kernel(host: Host) -> BootDefault:
-    """Return the kernel ``host`` boots next (the newest installed one when the loader says nothing else)."""
-    kernels = installed_kernels(host)
-    newest = kernels[-1] if kernels else None
-    loader = detect_bootloader(host)
-    if loader == "proxmox":
-        for path, how in ((paths.PVE_NEXT_BOOT_PIN, "next-boot pin"), (paths.PVE_BOOT_PIN, "proxmox-boot-tool pin")):
-            if host.exists(path):
-                pinned = host.read_text(path).strip()
-                if pinned:
-                    return BootDefault(pinned, loader, f"{how} ({path})")
-        return BootDefault(newest, loader, "newest kernel (not pinned)")
-    if loader == "grub":
-        menu, env = _grub_state(host)
-        if menu is None:
-            return BootDefault(newest, loader, "newest kernel (no grub.cfg)")
-        spec, how = menu.default, f"grub.cfg default {menu.default!r}"
-        if env.get("next_entry"):
-            spec, how = env["next_entry"], "grubenv next_entry (next boot only)"
-        elif spec == "${saved_entry}":
-            spec, how = env.get("saved_entry", "0") or "0", "grubenv saved_entry"
-        item = grub_lookup(menu, spec)
-        if item is not None and item.children is None and item.kver:
-            return BootDefault(item.kver, loader, how)
-        return BootDefault(newest, loader, f"{how} names no kernel entry: assuming the newest kernel")
-    if loader == "systemd-boot":
-        directory = _loader_dir(host)
-        assert directory is not None
-        entries = _loader_entries(host, directory)
-        default = _loader_default(host.read_text(f"{directory}/loader.conf"))
-        if default:
-            import fnmatch
-
-            for entry_id in sorted(entries, reverse=True):
-                if fnmatch.fnmatch(entry_id, default.removesuffix(".conf")):
-                    return BootDefault(entries[entry_id], loader, f"loader.conf default {default!r}")
-        return BootDefault(newest, loader, "newest kernel (loader.conf names no default)")
-    return BootDefault(newest, loader, "newest kernel (boot loader not recognised)")
-
-
-def _loader_default(text: str) -> str | None:
-    for line in text.splitlines():
-        words = line.split(None, 1)
-        if len(words) == 2 and words[0] == "default":
-            return words[1].strip()
-    return None
 
 
 # -- safe to boot --------------------------------------------------------------------------------------------
@@ -344,13 +111,6 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
-def _grubenv_local(host: Host) -> str:
-    local = host.local_path(paths.GRUBENV)
-    if local is None:
-        raise FwmanError("no local path for the GRUB environment block")
-    return local
-
-
 def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     """Make ``host`` boot ``safe`` instead of ``avoided`` and record it. Raises FwmanError when it cannot."""
     loader = detect_bootloader(host)
@@ -362,7 +122,7 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", safe])
         record = PinRecord(safe, avoided, reason, "proxmox", previous=previous)
     elif loader == "grub":
-        menu, env = _grub_state(host)
+        menu, env = grub_state(host)
         if menu is None:
             raise MissingError(f"{paths.GRUB_CFG} not found: cannot tell GRUB which entry boots {safe}")
         entry = grub_entry_for(menu, safe)
@@ -389,15 +149,15 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
                 ),
             )
     elif loader == "systemd-boot":
-        directory = _loader_dir(host)
+        directory = loader_dir(host)
         assert directory is not None
-        entries = _loader_entries(host, directory)
+        entries = loader_entries(host, directory)
         entry_id = next((e for e, k in sorted(entries.items()) if k == safe), None)
         if entry_id is None:
             raise FwmanError(f"no systemd-boot entry boots {safe} (in {directory}/entries)")
         conf_path = f"{directory}/loader.conf"
         text = host.read_text(conf_path)
-        old = _loader_default(text)
+        old = loader_default(text)
         lines = [ln for ln in text.splitlines() if ln.split(None, 1)[:1] != ["default"]]
         host.write_bytes(conf_path, ("\n".join([f"default {entry_id}.conf", *lines]) + "\n").encode())
         record = PinRecord(safe, avoided, reason, "systemd-boot", previous={"default": old} if old else {})
@@ -423,7 +183,7 @@ def unpin(host: Host) -> PinRecord | None:
         if record.previous.get("pin"):
             _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", record.previous["pin"]])
     elif record.method in ("grub-saved", "grub-next"):
-        env_file = _grubenv_local(host)
+        env_file = local_dir(host, paths.GRUBENV, "change")
         if record.method == "grub-saved":
             if record.previous.get("saved_entry"):
                 _run_tool(host, ["grub-set-default", *_grub_tool_args(host), record.previous["saved_entry"]])
@@ -431,7 +191,7 @@ def unpin(host: Host) -> PinRecord | None:
                 _run_tool(host, ["grub-editenv", env_file, "unset", "saved_entry"])
         _run_tool(host, ["grub-editenv", env_file, "unset", "next_entry"])
     elif record.method == "systemd-boot":
-        directory = _loader_dir(host)
+        directory = loader_dir(host)
         if directory is not None:
             conf_path = f"{directory}/loader.conf"
             lines = [ln for ln in host.read_text(conf_path).splitlines() if ln.split(None, 1)[:1] != ["default"]]
@@ -441,6 +201,53 @@ def unpin(host: Host) -> PinRecord | None:
     host.unlink(paths.BOOT_PIN_STATE)
     host.unlink(paths.MOTD_FILE)
     return record
+
+
+@dataclass
+class PinBoot:
+    """Make the host boot ``safe`` instead of ``avoided`` (an action, see fwman.core.actions)."""
+
+    safe: str
+    avoided: str
+    reason: str
+    record: PinRecord | None = None  # what :func:`pin` recorded, once applied
+
+    def describe(self) -> str:
+        """Return the pin to make."""
+        return f"pin the boot default to {self.safe} instead of {self.avoided}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next.
+
+        A one-shot GRUB pin (``next_entry``) is consumed by the boot: it is needed again afterwards.
+        """
+        current = read_pin(host)
+        if current is None or (current.kernel, current.avoided) != (self.safe, self.avoided):
+            return True
+        return default_boot_kernel(host).kver != self.safe
+
+    def apply(self, host: Host) -> None:
+        """Pin (see :func:`pin` for what it raises)."""
+        self.record = pin(host, self.safe, self.avoided, self.reason)
+
+
+@dataclass
+class UnpinBoot:
+    """Undo fwman's boot pin, restoring the previous default (an action, see fwman.core.actions)."""
+
+    record: PinRecord | None = None  # what was undone, once applied
+
+    def describe(self) -> str:
+        """Return what is undone."""
+        return "undo fwman's boot pin (restore the previous default)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when fwman has a pin in place."""
+        return read_pin(host) is not None
+
+    def apply(self, host: Host) -> None:
+        """Unpin (see :func:`unpin` for what it raises)."""
+        self.record = unpin(host)
 
 
 def announce(host: Host, lines: list[str]) -> None:
@@ -461,9 +268,11 @@ class BootCheck:
     pinned: PinRecord | None = None
     released: PinRecord | None = None
     problem: str | None = None
+    #: what this check changed on the host (a pin made or released); [] when the boot was already safe
+    changed: list[str] = field(default_factory=list)
 
 
-def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = True) -> BootCheck:
+def ensure_safe_boot(host: Host, report: Report = silent, hash_files: bool = True) -> BootCheck:
     """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
 
     Every action is reported loudly (``report``, the motd and the journal). Never raises for a pin that
@@ -474,7 +283,9 @@ def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = T
     current = read_pin(host)
     if current is not None and kernel_safety(host, current.avoided, hash_files).safe:
         try:
-            check.released = unpin(host)
+            release = UnpinBoot()
+            check.changed += apply_all(host, [release])
+            check.released = release.record
             report(f"{current.avoided} now has working patched modules: boot pin to {current.kernel} released")
             if host.which("logger"):
                 host.run(["logger", "-t", "fwman", f"boot pin released: {current.avoided} is safe"], timeout=10)
@@ -494,13 +305,17 @@ def ensure_safe_boot(host: Host, report: Report = _nothing, hash_files: bool = T
         return check
     safe = candidates[0]
     reason = f"{kver}: {check.safety.reason}"
+    # a second run finds the pin in effect (the next boot is then the safe kernel, returned above): no change
+    action = PinBoot(safe, kver, reason)
     try:
-        record = pin(host, safe, kver, reason)
+        check.changed += apply_all(host, [action])
     except FwmanError as e:
         check.problem = f"could not pin {safe}: {e.message}"
         report(f"WARNING: the next boot ({kver}) has no working patched modules, and {check.problem}")
         announce(host, [f"the next boot ({kver}) has NO working patched NVIDIA modules: {reason}", check.problem])
         return check
+    record = action.record
+    assert record is not None
     check.pinned = record
     lines = [
         f"kernel {kver} has NO working patched NVIDIA modules ({check.safety.reason})",

@@ -10,10 +10,11 @@ hash recorded in the manifest and a ``vermagic`` naming the kernel.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fwman.core import paths
+from fwman.core.actions import Action, Tracked, WriteFile, apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import (
     INSTALL_SUBDIR,
@@ -24,6 +25,7 @@ from fwman.driver.build.manifest import (
     store_dir,
 )
 from fwman.driver.kmod.kofile import module_stem, read_module
+from fwman.driver.localfs import local_dir, root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
@@ -41,55 +43,123 @@ def depmod_conf_text() -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def root_prefix(host: Host) -> str | None:
-    """Return the filesystem directory the Host maps ``/`` to when it is not ``/`` itself, else None.
+def _holds(host: Host, path: str, digest: str) -> bool:
+    """Return True when ``path`` exists with SHA-256 ``digest``."""
+    try:
+        return sha256_hex(host.read_bytes(path)) == digest
+    except MissingError:
+        return False
 
-    Raises FwmanError on a host without a local filesystem (a snapshot): nothing can be installed there.
+
+@dataclass
+class InstallModules:
+    """Make ``updates/fwman/`` of ``kver`` (and fwman's store copy) hold exactly ``built``.
+
+    ``built`` maps module names to file bytes. The new set is written to ``updates/.fwman-new/`` and swapped in
+    by two renames, so modprobe sees the old set or the new one, never a mix.
     """
-    local = host.local_path("/")
-    if local is None:
-        raise FwmanError(f"cannot change {host.description}: it has no local filesystem")
-    return None if local == "/" else local.rstrip("/")
+
+    kver: str
+    built: Mapping[str, bytes]
+
+    def entries(self) -> dict[str, ModuleEntry]:
+        """Return the manifest entries of the modules this action installs."""
+        final = install_dir(self.kver)
+        return {n: ModuleEntry(f"{final}/{n}.ko", sha256_hex(d), len(d)) for n, d in self.built.items()}
+
+    def describe(self) -> str:
+        """Return which modules go where."""
+        names = ", ".join(f"{name}.ko" for name in self.built)
+        return f"install {names} into {install_dir(self.kver)} (staged, swapped in)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True unless the installed set and the stored copy are exactly ``built`` (hashes compared)."""
+        final, store = install_dir(self.kver), store_dir(self.kver)
+        expected = {f"{name}.ko" for name in self.built}
+        try:
+            if not host.is_dir(final) or set(host.listdir(final)) != expected:
+                return True
+        except MissingError:
+            return True
+        for name, data in self.built.items():
+            digest = sha256_hex(data)
+            if not (_holds(host, f"{final}/{name}.ko", digest) and _holds(host, f"{store}/{name}.ko", digest)):
+                return True
+        return False
+
+    def apply(self, host: Host) -> None:
+        """Install the set. Raises MissingError when the kernel's module directory does not exist, FwmanError when
+        a write fails; the previous modules stay in place until the final rename."""
+        base = f"/lib/modules/{self.kver}"
+        if not host.is_dir(base):
+            raise MissingError(f"{base} does not exist: is kernel {self.kver} installed?")
+        final = install_dir(self.kver)
+        staging = f"{base}/updates/.fwman-new"
+        old = f"{base}/updates/.fwman-old"
+        _rmtree(host, staging)
+        _rmtree(host, old)
+        for name, data in self.built.items():
+            host.write_bytes(f"{staging}/{name}.ko", data)
+        # the store first: if the swap below is interrupted, a repair can still put the new set in place
+        store = store_dir(self.kver)
+        for name, data in self.built.items():
+            host.write_bytes(f"{store}/{name}.ko", data)
+        if host.exists(final):
+            host.rename(final, old)
+        host.rename(staging, final)
+        _rmtree(host, old)
 
 
-def _local(host: Host, path: str) -> str:
-    local = host.local_path(path)
-    if local is None:
-        raise FwmanError(f"cannot change {host.description}: no local path for {path}")
-    return local
+@dataclass
+class RunDepmod:
+    """Run ``depmod -a`` for ``kver`` when a watched change was applied or the names do not resolve to ours."""
+
+    kver: str
+    expected: Mapping[str, str]  # module name -> the host path depmod must resolve it to
+    after: Sequence[Tracked] = ()
+
+    def describe(self) -> str:
+        """Return the command and why."""
+        return f"run depmod -a {self.kver} (so {', '.join(self.expected)} resolve to fwman's files)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when a watched action changed something, or modules.dep does not resolve every name."""
+        if any(t.applied for t in self.after):
+            return True
+        try:
+            resolution = depmod_resolution(host, self.kver)
+        except ParseError:
+            return True
+        return any(resolution.get(name.replace("-", "_")) != path for name, path in self.expected.items())
+
+    def apply(self, host: Host) -> None:
+        """Run depmod (see :func:`run_depmod` for what it raises)."""
+        run_depmod(host, self.kver)
 
 
-def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> dict[str, ModuleEntry]:
-    """Install ``built`` ({module name: file bytes}) for ``kver`` and return the manifest entries.
+def install_actions(kver: str, built: Mapping[str, bytes]) -> tuple[list[Action], dict[str, ModuleEntry]]:
+    """Return (the actions that install ``built`` for ``kver``, the manifest entries of those modules).
 
-    Also keeps a copy in the module store (for repairs) and writes the depmod override file. Does not run
-    depmod. Raises FwmanError when the kernel's module directory does not exist or a write fails; the previous
-    modules stay in place until the final rename.
+    The actions: the module files (staged, with the store copy), the depmod override
+    (``/etc/depmod.d/fwman.conf``), then depmod, which runs when either of the first two changed something or
+    when the names do not resolve to fwman's files. Applying them twice changes nothing the second time.
     """
-    base = f"/lib/modules/{kver}"
-    if not host.is_dir(base):
-        raise MissingError(f"{base} does not exist: is kernel {kver} installed?")
-    final = install_dir(kver)
-    staging = f"{base}/updates/.fwman-new"
-    old = f"{base}/updates/.fwman-old"
-    _rmtree(host, staging)
-    _rmtree(host, old)
-    entries: dict[str, ModuleEntry] = {}
-    for name, data in built.items():
-        host.write_bytes(f"{staging}/{name}.ko", data)
-        entries[name] = ModuleEntry(f"{final}/{name}.ko", sha256_hex(data), len(data))
-    # the store first: if the swap below is interrupted, a repair can still put the new set in place
-    store = store_dir(kver)
-    for name, data in built.items():
-        host.write_bytes(f"{store}/{name}.ko", data)
-    if host.exists(final):
-        host.rename(final, old)
-    host.rename(staging, final)
-    _rmtree(host, old)
-    conf = depmod_conf_text()
-    if not host.exists(paths.DEPMOD_OVERRIDE) or host.read_bytes(paths.DEPMOD_OVERRIDE) != conf:
-        host.write_bytes(paths.DEPMOD_OVERRIDE, conf)
-    return entries
+    files = InstallModules(kver, built)
+    entries = files.entries()
+    tracked_files = Tracked(files)
+    override = Tracked(WriteFile(paths.DEPMOD_OVERRIDE, depmod_conf_text()))
+    depmod = RunDepmod(kver, {name: entry.path for name, entry in entries.items()}, (tracked_files, override))
+    return [tracked_files, override, depmod], entries
+
+
+def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> tuple[dict[str, ModuleEntry], list[str]]:
+    """Install ``built`` ({module name: file bytes}) for ``kver`` and run depmod where needed.
+
+    Returns (the manifest entries, the descriptions of what changed: [] when all was in place). Raises as
+    :class:`InstallModules` and :func:`run_depmod` do.
+    """
+    actions, entries = install_actions(kver, built)
+    return entries, apply_all(host, actions)
 
 
 def remove_modules(host: Host, kver: str) -> None:
@@ -101,7 +171,7 @@ def remove_modules(host: Host, kver: str) -> None:
 def _rmtree(host: Host, path: str) -> None:
     if not (host.exists(path) or host.is_link(path)):
         return
-    result = host.run(["rm", "-rf", "--", _local(host, path)], timeout=120)
+    result = host.run(["rm", "-rf", "--", local_dir(host, path, "change")], timeout=120)
     if not result.ok:
         raise FwmanError(f"cannot remove {path}: {result.stderr.strip()}")
 
@@ -243,5 +313,4 @@ def repair_from_store(host: Host, manifest: Manifest) -> bool:
             return False
         built[name] = data
     install_modules(host, kver, built)
-    run_depmod(host, kver)
     return True

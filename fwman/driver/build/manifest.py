@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from fwman.core import clock, paths
@@ -167,6 +167,36 @@ def load_manifest(host: Host, kver: str) -> Manifest | None:
 def write_manifest(host: Host, manifest: Manifest) -> None:
     """Write ``manifest`` atomically to its place."""
     host.write_bytes(manifest_path(manifest.kernel), manifest.to_json())
+
+
+@dataclass
+class WriteManifest:
+    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.core.actions).
+
+    ``built_at`` and ``object_cache_hit`` describe the build that produced the files: when only they differ,
+    the same modules were rebuilt, and the manifest (with the first build's record) is left as it was.
+    """
+
+    manifest: Manifest
+
+    def describe(self) -> str:
+        """Return which manifest is written."""
+        return f"write {manifest_path(self.manifest.kernel)}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the manifest is absent, corrupt, or differs in more than how the build went."""
+        try:
+            existing = load_manifest(host, self.manifest.kernel)
+        except (MissingError, ParseError):
+            return True
+        if existing is None:
+            return True
+        same_build = replace(existing, built_at=self.manifest.built_at, object_cache_hit=self.manifest.object_cache_hit)
+        return same_build != self.manifest
+
+    def apply(self, host: Host) -> None:
+        """Write the manifest atomically."""
+        write_manifest(host, self.manifest)
 
 
 def manifest_is_current(host: Host, kver: str) -> bool:

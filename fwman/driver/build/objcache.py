@@ -15,6 +15,7 @@ import hashlib
 
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError
+from fwman.driver.localfs import local_dir
 from fwman.host.base import Host
 
 #: the directories of the kernel-independent build, relative to the source tree
@@ -41,13 +42,6 @@ def has_entry(host: Host, key: str) -> bool:
     return all(host.exists(f"{entry_dir(key)}/{rel}") for rel in OBJECT_FILES)
 
 
-def _local(host: Host, path: str) -> str:
-    local = host.local_path(path)
-    if local is None:
-        raise FwmanError(f"cannot build on {host.description}: no local filesystem path for {path}")
-    return local
-
-
 def restore(host: Host, key: str, tree: str) -> None:
     """Copy cache entry ``key`` into build tree ``tree`` (a host path) and mark every restored file as new.
 
@@ -60,9 +54,9 @@ def restore(host: Host, key: str, tree: str) -> None:
         src = f"{entry_dir(key)}/{rel}"
         dst = f"{tree}/{rel}"
         host.mkdir(dst.rsplit("/", 1)[0])
-        _run(host, ["rm", "-rf", _local(host, dst)])
-        _run(host, ["cp", "-a", _local(host, src), _local(host, dst)])
-        _run(host, ["find", _local(host, dst), "-exec", "touch", "-h", "-d", f"@{stamp:.0f}", "{}", "+"])
+        _run(host, ["rm", "-rf", local_dir(host, dst)])
+        _run(host, ["cp", "-a", local_dir(host, src), local_dir(host, dst)])
+        _run(host, ["find", local_dir(host, dst), "-exec", "touch", "-h", "-d", f"@{stamp:.0f}", "{}", "+"])
 
 
 def store(host: Host, key: str, tree: str) -> bool:
@@ -75,11 +69,11 @@ def store(host: Host, key: str, tree: str) -> bool:
         return False
     final = entry_dir(key)
     tmp = f"{paths.OBJECT_CACHE_DIR}/.{key}.tmp"
-    _run(host, ["rm", "-rf", _local(host, tmp)])
+    _run(host, ["rm", "-rf", local_dir(host, tmp)])
     for rel in OBJECT_DIRS:
         host.mkdir(f"{tmp}/{rel}".rsplit("/", 1)[0])
-        _run(host, ["cp", "-a", _local(host, f"{tree}/{rel}"), _local(host, f"{tmp}/{rel}")])
-    _run(host, ["rm", "-rf", _local(host, final)])
+        _run(host, ["cp", "-a", local_dir(host, f"{tree}/{rel}"), local_dir(host, f"{tmp}/{rel}")])
+    _run(host, ["rm", "-rf", local_dir(host, final)])
     host.rename(tmp, final)
     return True
 

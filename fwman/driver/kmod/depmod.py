@@ -214,14 +214,3 @@ def resolve_module(host: Host, kver: str, name: str) -> str | None:
     kernel directory (None).
     """
     return resolve_all(host, kver).get(normalize(name))
-
-
-def installed_kernels(host: Host) -> list[str]:
-    """Return the kernel releases with a directory under ``/lib/modules``, sorted. [] when there is none."""
-    if not host.is_dir("/lib/modules"):
-        return []
-    try:
-        names = host.listdir("/lib/modules")
-    except MissingError:
-        return []
-    return [n for n in names if host.is_dir(f"/lib/modules/{n}")]

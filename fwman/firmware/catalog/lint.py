@@ -23,6 +23,7 @@ from fwman.firmware.catalog.schema import (
     parse_index,
 )
 from fwman.firmware.catalog.signing import TrustedKey, verify_index
+from fwman.firmware.catalog.sources import source_issues
 
 
 class LintIssue(BaseModel):
@@ -113,6 +114,8 @@ def _lint_board_file(data: bytes, rel: str, issues: list[LintIssue]) -> Board | 
             err(f"{where}.superseded_by", "an image cannot supersede itself")
         if image.has_hash and image.size is None:
             warn(f"{where}.size", "size unknown: downloads are capped at the default limit instead")
+    for level, where, message in source_issues(board, rel):
+        (err if level == "error" else warn)(where, message)
     return board
 
 

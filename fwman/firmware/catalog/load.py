@@ -41,11 +41,23 @@ class CatalogEntry:
     image: CatalogImage
     #: a vendor MD5 the owner recorded on this host for an image whose catalog hash is unknown
     override: HashOverride | None = None
+    #: the board comes from a local entry (``/etc/fwman/catalog.d``, unsigned), not the curated catalog
+    local: bool = False
 
     @property
     def ref(self) -> str:
         """Return ``subvendor:subdevice/VERSION``, the form ``fwman fetch`` takes."""
         return f"{self.board.subsystem}/{self.image.version}"
+
+    @property
+    def label(self) -> str:
+        """Return the ref as cited to the user: ``ref (local entry)`` for a local entry."""
+        return f"{self.ref} (local entry)" if self.local else self.ref
+
+    @property
+    def hash_origin(self) -> str:
+        """Return where this entry's hashes come from: ``catalog`` or ``local entry``."""
+        return "local entry" if self.local else "catalog"
 
 
 @dataclass
@@ -60,9 +72,20 @@ class Catalog:
     notes: list[str] = field(default_factory=list)
     #: owner-supplied vendor MD5s on the host (``fwman fetch --expect-md5``); attached to the entries they cover
     overrides: list[HashOverride] = field(default_factory=list)
+    #: PCI keys of the boards that come from local entries (``fwman catalog add-local``) -> their file
+    local_files: dict[str, str] = field(default_factory=dict)
+
+    def is_local(self, board: Board) -> bool:
+        """Return True when ``board`` comes from a local entry, not the curated catalog."""
+        return board.key in self.local_files
 
     def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
-        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version))
+        override = find_override(self.overrides, board.key, image.version)
+        return CatalogEntry(board, image, override, self.is_local(board))
+
+    def entry_for(self, board: Board, image: CatalogImage) -> CatalogEntry:
+        """Return the entry for ``image`` of ``board`` (with its override and local mark)."""
+        return self._entry(board, image)
 
     def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
         """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
@@ -221,7 +244,22 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
         chosen = local
     chosen.notes.extend(notes)
     chosen.overrides = load_overrides(host)
+    _add_local_entries(host, chosen)
     return chosen
+
+
+def _add_local_entries(host: Host, catalog: Catalog) -> None:
+    """Add the host's local entries to ``catalog``, marked local; a curated board is never shadowed."""
+    from fwman.firmware.catalog.local import load_local_entries
+
+    entries, notes = load_local_entries(host)
+    catalog.notes.extend(notes)
+    for entry in entries:
+        if catalog.board_for(*entry.board.key.split(":")) is not None:
+            catalog.notes.append(f"local entry {entry.path} not used: the catalog knows {entry.board.key}")
+            continue
+        catalog.boards.append(entry.board)
+        catalog.local_files[entry.board.key] = entry.path
 
 
 def installed_serial(host: Host, bundled: Path | None = None) -> int:

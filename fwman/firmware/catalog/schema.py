@@ -100,6 +100,8 @@ class CatalogImage(BaseModel):
     power_limit_w: float | None = Field(default=None, gt=0)  # default power limit on this image
     min_driver: str = ""  # the oldest driver that uses what the image is for (e.g. 465.89 for ReBAR)
     notes: str = ""
+    #: public pages that state this image's facts (https); required from board format 2 on
+    sources: list[str] = Field(default_factory=list)
 
     @field_validator("version")
     @classmethod
@@ -143,7 +145,7 @@ class CatalogImage(BaseModel):
             raise ValueError(f"file name {why}")
         return v
 
-    @field_validator("urls")
+    @field_validator("urls", "sources")
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
         for url in v:
@@ -219,6 +221,16 @@ class BoardInfo(BaseModel):
     dual_firmware_switch: bool | None = None  # a second firmware chip behind a switch
     vram_bytes: int | None = Field(default=None, gt=0)
     notes: str = ""
+    #: public pages that state the board's facts (https); required from board format 2 on
+    sources: list[str] = Field(default_factory=list)
+
+    @field_validator("sources")
+    @classmethod
+    def _sources(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if why := check_url(url):
+                raise ValueError(f"{url!r} {why}")
+        return v
 
     @field_validator("board_ids")
     @classmethod
@@ -234,7 +246,7 @@ class Board(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal[1] = 1
+    format: Literal[1, 2] = 1  # 2: every board and image cites its sources (fwman.firmware.catalog.sources)
     pci: PciIds
     board: BoardInfo
     images: list[CatalogImage] = Field(default_factory=list)

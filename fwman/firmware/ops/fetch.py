@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -71,7 +72,7 @@ def expected_hashes(entry: CatalogEntry, override: HashOverride | None, expect_m
             hint="check where you copied the hash from; the catalog's hash is used without --expect-md5",
         )
     if image.has_hash:
-        return Expected(image.md5, image.sha256, image.size, "catalog")
+        return Expected(image.md5, image.sha256, image.size, entry.hash_origin)
     if override is not None:
         if given and given != override.md5:
             raise VerificationError(
@@ -202,13 +203,9 @@ def fetch_image(
 
     if from_file is not None:
         source = f"file {from_file}"
-        try:
-            data = read_user_file(from_file, max_bytes=cap)
-        except MissingError as e:
-            raise MissingError(e.message, hint="give the path of the image you downloaded") from e
-        except UsageError as e:
-            # larger than the catalog's size (or the default cap), or no file at all: not the published image
-            raise VerificationError(e.message, hint=f"the limit for {entry.ref} is {cap} bytes") from e
+        data, expected, member = _from_file(from_file, entry, expected, cap)
+        if member:
+            source = f"file {from_file}, {member}"
     else:
         candidates = list(urls) or list(image.urls)
         if not candidates:
@@ -220,7 +217,11 @@ def fetch_image(
 
     try:
         md5, sha256 = check_hashes(data, expected, source)
-        findings = rom_findings(data, entry, expected.md5 if expected.origin != "catalog" else None)
+        packaged = expected.origin.endswith("of the package")
+        vouched = expected.origin not in ("catalog", "local entry") and not packaged
+        findings = rom_findings(data, entry, expected.md5 if vouched else None)
+        if packaged:
+            findings = [_package_hash_finding(f, expected.origin) if f.id == "catalog.hash" else f for f in findings]
         blocks = blocking(findings)
         if blocks:
             raise VerificationError(
@@ -246,21 +247,78 @@ def fetch_image(
     host.write_bytes(final + ".json", (json.dumps(record, indent=2) + "\n").encode())
     host.unlink(part)
     recorded = False
-    if expected.origin == "--expect-md5":
+    if expected.origin.startswith("--expect-md5"):
+        packaged = expected.origin.endswith("of the package")
+        # from a package, the vendor MD5 is of the package: recorded as such (the image's hashes are in the record)
         record_override(
             host,
             HashOverride(
                 board=entry.board.key,
                 version=image.version,
-                md5=md5,
-                sha256=sha256,
-                size=len(data),
-                source=md5_source or "typed by the owner (fwman fetch --expect-md5)",
+                md5=(expect_md5 or "").lower() if packaged else md5,
+                sha256="" if packaged else sha256,
+                size=None if packaged else len(data),
+                source=(md5_source or "typed by the owner (fwman fetch --expect-md5)")
+                + (" (MD5 of the update package)" if packaged else ""),
                 recorded_at=stamp,
             ),
         )
         recorded = True
     return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings)
+
+
+def _package_hash_finding(finding: Finding, origin: str) -> Finding:
+    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's.
+
+    Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
+    """
+    from fwman.core.findings import Severity
+
+    if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
+        return finding
+    return Finding(
+        id="catalog.hash",
+        severity=Severity.OK,
+        message="unpacked from an update package whose MD5 matches the vendor's "
+        f"({origin.removesuffix(' of the package')})",
+        evidence=finding.evidence,
+    )
+
+
+def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> tuple[bytes, Expected, str]:
+    """Return (image bytes, what they must still match, the package member) for the hand-downloaded ``path``.
+
+    ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
+    also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its
+    VBIOS images are found by structure (:mod:`fwman.firmware.rom.package`, unpacked by 7zz run on this
+    machine) and the one for ``entry`` (subsystem, device, version) is taken, refusing none or several. An MD5
+    typed by the owner (or recorded for them) is the vendor's MD5 of the file they downloaded, so it is checked
+    against the package; the catalog's (or local entry's) hashes are of the image and are checked against the
+    image. Raises MissingError, VerificationError, BlockedError.
+    """
+    from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
+    from fwman.host.live import LiveHost
+
+    try:
+        raw = read_user_file(path, max_bytes=max(cap, MAX_PACKAGE))
+    except MissingError as e:
+        raise MissingError(e.message, hint="give the path of the image or update package you downloaded") from e
+    except UsageError as e:
+        raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
+    scan = scan_package(LiveHost("/"), os.path.abspath(path), raw)
+    if scan.images and scan.images[0].extent == "file" and scan.images[0].data == raw:
+        if len(raw) > cap:
+            # larger than the catalog's size (or the default cap): not the published image
+            raise VerificationError(f"{path}: larger than the {cap}-byte limit for {entry.ref}")
+        return raw, expected, ""  # a plain ROM
+    board = entry.board
+    hit = select_image(scan, board.subsystem, board.pci.device, entry.image.version)
+    member = f"image {hit.describe()}"
+    if expected.origin in ("catalog", "local entry"):
+        return hit.data, expected, member
+    # the owner's vendor MD5 covers the download (the package); once it matches, the image inside is vouched for
+    check_hashes(raw, Expected(md5=expected.md5, origin=expected.origin), f"file {path}")
+    return hit.data, Expected(size=None, origin=f"{expected.origin} of the package"), member
 
 
 def _already_cached(host: Host, path: str, expected: Expected) -> tuple[str, str, int] | None:

@@ -62,7 +62,7 @@ def cached_image(host: Host, entry: CatalogEntry) -> ImageSource:
         data = host.read_bytes(path)
     except MissingError as e:
         raise MissingError(f"{entry.ref} is not downloaded ({path})", hint=f"fwman fetch {entry.ref}") from e
-    return _with_entry(ImageSource(label=entry.ref, data=data), entry)
+    return _with_entry(ImageSource(label=entry.label, data=data), entry)
 
 
 def catalog_image(host: Host, ref: str, catalog: Catalog | None = None) -> ImageSource:

@@ -18,7 +18,7 @@ from typing import Literal
 from fwman.core.errors import NotRecordedError
 from fwman.core.findings import Finding, Severity
 from fwman.core.units import human_bytes
-from fwman.firmware.catalog.load import Catalog, CatalogEntry
+from fwman.firmware.catalog.load import Catalog
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.firmware.catalog.schema import Board, CatalogImage, ImageStatus
 from fwman.firmware.ops.fetch import cache_path
@@ -160,7 +160,7 @@ def build_upgrade_plan(
         card_plans.append(
             CardPlan(
                 **common,
-                board=board.board.name,
+                board=f"{board.board.name} (local entry)" if catalog.is_local(board) else board.board.name,
                 dual_firmware_switch=board.board.dual_firmware_switch,
                 current_status=status,
                 action=action,
@@ -229,9 +229,9 @@ def _supply(
     board = catalog.find_board(board_key)
     image = board.image(version)
     assert image is not None
-    entry = CatalogEntry(board, image)
+    entry = catalog.entry_for(board, image)
     override = find_override(overrides, board.key, version)
-    origin = "catalog" if image.has_hash else (f"local override ({override.source})" if override else "")
+    origin = entry.hash_origin if image.has_hash else (f"local override ({override.source})" if override else "")
     path = cache_path(entry)
     cached = _cached(host, path)
     supply = ImageSupply(

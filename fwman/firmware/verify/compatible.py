@@ -290,14 +290,15 @@ def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: 
     board, cat = entry.board, entry.image
     if override_md5 is None and entry.override is not None:
         override_md5 = entry.override.md5
-    ev = {"catalog": entry.ref, "status": cat.status.value}
+    ev = {"catalog": entry.label, "status": cat.status.value}
+    kind = "local" if entry.local else "catalog"
     out: list[Finding] = []
     if image.subsystem is not None and image.subsystem != board.subsystem:
         out.append(
             Finding(
                 id="catalog.board",
                 severity=Severity.BLOCK,
-                message=f"image is for subsystem {image.subsystem}, the catalog entry is {board.subsystem}",
+                message=f"image is for subsystem {image.subsystem}, the {kind} entry is {board.subsystem}",
                 evidence={**ev, "image_subsystem": image.subsystem},
             )
         )
@@ -306,17 +307,28 @@ def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: 
             Finding(
                 id="catalog.version",
                 severity=Severity.WARN,
-                message=f"image says version {image.version}, the catalog entry is {cat.version}",
+                message=f"image says version {image.version}, the {kind} entry is {cat.version}",
                 evidence={**ev, "image_version": image.version},
                 fix="vendors have shipped different images under one version: trust the hash, not the string",
             )
         )
-    out.append(_hash_finding(image, cat, ev, override_md5))
+    out.append(_hash_finding(image, cat, ev, override_md5, entry.local))
     out.append(_status_finding(cat, ev))
+    if entry.local:
+        out.append(
+            Finding(
+                id="catalog.local",
+                severity=Severity.INFO,
+                message=f"{entry.label}: written on this host by `fwman catalog add-local`, not signed by the catalog",
+                evidence=ev,
+            )
+        )
     return out
 
 
-def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None) -> Finding:
+def _hash_finding(
+    image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None, local: bool = False
+) -> Finding:
     checks: list[tuple[str, str, str]] = []  # (what, expected, actual)
     if cat.sha256:
         checks.append(("SHA-256", cat.sha256, image.sha256))
@@ -335,7 +347,9 @@ def _hash_finding(image: RomLike, cat: CatalogImage, ev: dict[str, str], overrid
             evidence=ev,
             fix="supply the vendor-published MD5: fwman fetch BOARD/VERSION --from FILE --expect-md5 HEX",
         )
-    whose = "the vendor MD5 recorded on this host for" if from_override else "the catalog's"
+    whose = "the vendor MD5 recorded on this host for" if from_override else (
+        "the local entry's" if local else "the catalog's"
+    )  # fmt: skip
     bad = [(what, exp, act) for what, exp, act in checks if exp != act]
     if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
         # a card dump differs after the chain (per-card data): the firmware itself is the same

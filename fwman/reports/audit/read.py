@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
-from fwman.driver.kmod.depmod import installed_kernels, normalize, resolve_all
+from fwman.driver.kernels import installed_kernels
+from fwman.driver.kmod.depmod import normalize, resolve_all
 from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.host.base import Host

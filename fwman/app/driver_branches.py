@@ -1,0 +1,116 @@
+"""``fwman driver branches``: which driver versions the P2P forks carry, or who carries one version.
+
+Typed arguments in, a result model out; no click. The CLI renders :class:`BranchesResult` as a table or, through
+:meth:`BranchesResult.to_json`, as ``fwman.driver-branches/1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from fwman.core.config import load_config
+from fwman.driver.forks import BranchReport, api_base, configured_forks, list_branches
+from fwman.driver.versions import DriverVersion
+from fwman.host.base import Host
+
+
+@dataclass
+class BranchesResult:
+    """The listing of every fork, and the answer for one version when one was asked."""
+
+    report: BranchReport
+    target: DriverVersion | None
+    answer: dict[str, Any] | None  # version_answer() for ``target``
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.driver-branches/1`` (without the schema key)."""
+        now = self.report.now
+        fork_rows = [
+            {
+                "fork": f.fork,
+                "url": f.url,
+                "source": f.source,
+                "fetched_at": f.fetched_at.isoformat() if f.fetched_at else None,
+                "age_seconds": f.age_seconds(now),
+                "error": f.error,
+                "p2p_versions": [str(v) for v in f.p2p_versions()],
+            }
+            for f in self.report.forks
+        ]
+        result: dict[str, Any] = {"forks": fork_rows}
+        if self.answer is not None:
+            result.update(self.answer)
+        return result
+
+
+def driver_branches(
+    host: Host,
+    variables: Mapping[str, str],
+    version_text: str | None = None,
+    fork_specs: Sequence[str] = (),
+    offline: bool = False,
+) -> BranchesResult:
+    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache.
+
+    ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
+    UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
+    """
+    target = DriverVersion.parse(version_text) if version_text else None
+    config = load_config(host)
+    forks = configured_forks(config, fork_specs)
+    report = list_branches(host, forks, api=api_base(config, variables), offline=offline)
+    return BranchesResult(report, target, version_answer(report, target) if target is not None else None)
+
+
+def version_answer(report: BranchReport, target: DriverVersion) -> dict[str, Any]:
+    """Return the ``--version`` part of the answer: carriers, nearest versions, what moving means, summary lines."""
+    carriers = report.carrying(target)
+    answer: dict[str, Any] = {"version": str(target), "branch": target.branch_name, "carried_by": carriers}
+    lines: list[str] = []
+    if not report.any_available:
+        lines.append(f"Unknown whether any fork carries {target.branch_name}: no fork could be listed.")
+        answer.update({"nearest_below": None, "nearest_above": None, "moves": [], "summary": lines})
+        return answer
+    if carriers:
+        lines.append(f"{target.branch_name} is carried by: {', '.join(carriers)}.")
+        answer.update({"nearest_below": None, "nearest_above": None, "moves": []})
+    else:
+        below, above = report.nearest(target)
+        versions = report.versions()
+        answer["nearest_below"] = _near(below, versions)
+        answer["nearest_above"] = _near(above, versions)
+        answer["moves"] = [move_plan(v) for v in (below, above) if v is not None]
+        if not report.complete:
+            lines.append(f"No listed fork carries {target.branch_name} (some forks could not be listed).")
+        else:
+            lines.append(f"No fork carries {target.branch_name}: version {target} has no P2P build yet.")
+        if below is None and above is None:
+            lines.append("No fork carries any P2P version.")
+        for v in (below, above):
+            if v is None:
+                continue
+            lines.append(f"Nearest with a branch: {v} ({', '.join(versions[v])}). Moving to it means:")
+            lines.extend(f"  - {step}" for step in move_plan(v)["steps"])
+    answer["summary"] = lines
+    return answer
+
+
+def _near(version: DriverVersion | None, versions: dict[DriverVersion, list[str]]) -> dict[str, Any] | None:
+    if version is None:
+        return None
+    return {"version": str(version), "branch": version.branch_name, "forks": versions[version]}
+
+
+def move_plan(version: DriverVersion) -> dict[str, Any]:
+    """Return what moving host and containers to exactly ``version`` takes (for people and JSON)."""
+    return {
+        "version": str(version),
+        "steps": [
+            f"host kernel module: build branch {version.branch_name} for every installed kernel",
+            f"host user space: {version.run_file} --no-kernel-modules (libraries, nvidia-smi, firmware)",
+            f"GSP firmware: /lib/firmware/nvidia/{version} (installed by that .run)",
+            f"every container using the GPU: the same {version.run_file} --no-kernel-modules inside it",
+        ],
+    }

@@ -1,0 +1,185 @@
+"""``fwman modules build``: build, sign, install and verify the patched modules for the kernels asked for.
+
+Typed arguments in (:class:`BuildRequest`), a result model out (:class:`BuildResult`); no click. The CLI
+prints each kernel's outcome as it comes (``on_outcome``) and the JSON document from :meth:`BuildResult.to_json`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core.actions import Report, silent
+from fwman.core.errors import MissingError, PartialError, UsageError, VerificationError
+from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
+from fwman.driver.build.lock import module_lock
+from fwman.driver.build.pipeline import KernelOutcome, update_kernel
+from fwman.driver.build.source import (
+    SourceSpec,
+    check_source_options,
+    load_source_spec,
+    newer_branches,
+    save_source_spec,
+)
+from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.base import Host
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """What ``fwman modules build`` was asked: which kernels, from which source, how."""
+
+    kernels: tuple[str, ...] = ()
+    all_kernels: bool = False
+    fork: str | None = None
+    branch: str | None = None
+    source_dir: str | None = None
+    force: bool = False
+    jobs: int | None = None
+
+
+@dataclass
+class KernelBuild:
+    """One kernel's outcome, with the newer cached P2P branches when its build failed."""
+
+    outcome: KernelOutcome
+    newer: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the ``kernels[]`` entry of ``fwman.modules-build/1``."""
+        return outcome_json(self.outcome, self.newer)
+
+
+@dataclass
+class BuildResult:
+    """Every kernel's build and the boot check that followed."""
+
+    builds: list[KernelBuild]
+    boot: BootCheck | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-build/1`` (without the schema key)."""
+        return {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+
+    @property
+    def changed(self) -> bool:
+        """Return True when any kernel's install or the boot check changed the host."""
+        return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
+
+    def raise_for_failures(self) -> None:
+        """Return when every kernel built; raise PartialError (some built), MissingError (no headers), or
+        VerificationError (a build failed) otherwise."""
+        outcomes = [b.outcome for b in self.builds]
+        bad = [o for o in outcomes if o.status != "built"]
+        if not bad:
+            return
+        if len(bad) < len(outcomes):
+            raise PartialError(f"{len(bad)} of {len(outcomes)} kernels not built: {', '.join(o.kver for o in bad)}")
+        first = bad[0]
+        if first.status == "pending":
+            raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
+        raise VerificationError(first.message, hint="see the report above and the build log")
+
+
+def resolve_fork(host: Host, fork: str) -> str:
+    """Return the URL of ``fork``: a configured fork name (``aikitoria``) or anything git can clone as given.
+
+    Raises UsageError when ``/etc/fwman/config.toml`` is invalid (a misspelt fork table is not silently
+    ignored: the name would otherwise be taken for a path).
+    """
+    from fwman.core.config import load_config
+    from fwman.driver.forks import configured_forks
+
+    for known in configured_forks(load_config(host)):
+        if known.name == fork:
+            return known.url
+    return fork
+
+
+def source_spec(host: Host, request: BuildRequest) -> SourceSpec:
+    """Return the source to build from: the one the request names, else the remembered one.
+
+    Raises UsageError when the request names an incomplete source, or names none and none is remembered.
+    """
+    if request.source_dir or request.fork or request.branch:
+        check_source_options(request.source_dir, request.fork, request.branch)
+        fork = resolve_fork(host, request.fork) if request.fork else None
+        return SourceSpec(request.source_dir, fork, request.branch)
+    remembered = load_source_spec(host)
+    if remembered is None:
+        check_source_options(None, None, None)  # raises the usage error that says what to pass
+    assert remembered is not None
+    return remembered
+
+
+def build_modules(
+    host: Host,
+    request: BuildRequest,
+    report: Report = silent,
+    on_outcome: Callable[[KernelBuild], None] | None = None,
+) -> BuildResult:
+    """Build for every kernel of ``request`` under the module lock, then keep the next boot safe.
+
+    A source named in the request is remembered for the hook and the catch-up. Calls ``on_outcome`` after
+    each kernel. Raises UsageError for a request without kernels or source, LockTimeout when another build
+    holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
+    """
+    spec = source_spec(host, request)
+    targets = list(request.kernels)
+    if request.all_kernels:
+        targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
+    if not targets:
+        raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    builds: list[KernelBuild] = []
+    with module_lock(host):
+        if request.source_dir or request.fork:
+            save_source_spec(host, spec)
+        for kver in targets:
+            report(f"== {kver}")
+            outcome = update_kernel(host, kver, spec, force=request.force, report=report, jobs=request.jobs)
+            newer = newer_branches(host, outcome.source) if outcome.status == "failed" and outcome.source else []
+            builds.append(KernelBuild(outcome, newer))
+            if on_outcome is not None:
+                on_outcome(builds[-1])
+        check = ensure_safe_boot(host, report)
+    return BuildResult(builds, check)
+
+
+def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:
+    """Return one kernel's outcome as ``fwman.modules-build/1`` shows it."""
+    failure = outcome.failure
+    source = outcome.source
+    return {
+        "kernel": outcome.kver,
+        "status": outcome.status,
+        "message": outcome.message,
+        "log": outcome.log_path,
+        "object_cache_hit": outcome.cache_hit,
+        "seconds": round(outcome.seconds, 1) if outcome.seconds is not None else None,
+        "source": None
+        if source is None
+        else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
+        "failure": None
+        if failure is None
+        else {"file": failure.file, "line": failure.line, "error": failure.message, "excerpt": failure.excerpt},
+        "newer_branches": newer or [],
+        "changed": outcome.changed,
+    }
+
+
+def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
+    """Return a boot check as the ``boot`` object of ``fwman.modules-build/1`` (None stays None)."""
+    if check is None:
+        return None
+    return {
+        "next_boot": check.default.kver,
+        "loader": check.default.loader,
+        "how": check.default.how,
+        "safe": check.safety.safe if check.safety else None,
+        "reason": check.safety.reason if check.safety else None,
+        "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
+        "released": None if check.released is None else check.released.kernel,
+        "problem": check.problem,
+        "changed": check.changed,
+    }

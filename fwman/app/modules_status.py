@@ -1,0 +1,131 @@
+"""``fwman modules status``: per installed kernel, headers, fwman's modules, DKMS conflicts, safe to boot.
+
+Typed arguments in (a Host), a result model out; no click. The CLI renders :class:`ModulesStatus` as a table
+or, through :meth:`ModulesStatus.to_json`, as the ``fwman.modules-status/1`` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fwman.core.errors import FwmanError, ParseError
+from fwman.driver import dkms
+from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
+from fwman.driver.boot.pin import PinRecord, kernel_safety, read_pin
+from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
+from fwman.driver.build.source import SourceSpec, load_source_spec
+from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.base import Host
+
+
+@dataclass
+class KernelStatus:
+    """One installed kernel as ``fwman modules status`` shows it."""
+
+    kernel: str
+    headers: bool
+    modules: str  # "ok" | "installed, not verified" | "none"
+    branch: str | None
+    commit: str | None
+    built_at: str | None
+    dkms_conflict: list[str]
+    pending: str | None
+    failed: dict[str, str | None] | None
+    safe_to_boot: bool
+    why: str
+    next_boot: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
+        return {
+            "kernel": self.kernel,
+            "headers": self.headers,
+            "modules": self.modules,
+            "branch": self.branch,
+            "commit": self.commit,
+            "built_at": self.built_at,
+            "dkms_conflict": self.dkms_conflict,
+            "pending": self.pending,
+            "failed": self.failed,
+            "safe_to_boot": self.safe_to_boot,
+            "why": self.why,
+            "next_boot": self.next_boot,
+        }
+
+
+@dataclass
+class ModulesStatus:
+    """Every kernel's row, the next boot, fwman's boot pin, the configured source, a failed ``dkms status``."""
+
+    kernels: list[KernelStatus]
+    next_boot: BootDefault
+    pin: PinRecord | None = None
+    source: SourceSpec | None = None
+    dkms_error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
+        pin, spec, default = self.pin, self.source, self.next_boot
+        pin_doc = (
+            None
+            if pin is None
+            else {
+                "kernel": pin.kernel,
+                "avoided": pin.avoided,
+                "reason": pin.reason,
+                "method": pin.method,
+                "at": pin.at,
+            }
+        )
+        return {
+            "kernels": [row.to_json() for row in self.kernels],
+            "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
+            "pin": pin_doc,
+            "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
+            "dkms_error": self.dkms_error,
+        }
+
+
+def modules_status(host: Host) -> ModulesStatus:
+    """Return the modules status of ``host``.
+
+    A failing ``dkms status`` is not an error here: it is reported in ``dkms_error`` and the rows show no
+    conflict. Raises UsageError when ``/etc/fwman/config.toml`` is invalid (the configured source is read).
+    """
+    default = default_boot_kernel(host)
+    try:
+        dkms_entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
+        dkms_error = None
+    except FwmanError as e:
+        dkms_entries, dkms_error = [], e.message
+    rows: list[KernelStatus] = []
+    for kver in installed_kernels(host):
+        safety = kernel_safety(host, kver)
+        try:
+            manifest = load_manifest(host, kver)
+        except ParseError:
+            manifest = None
+        failed = read_marker(host, failed_path(kver))
+        pending = read_marker(host, pending_path(kver))
+        rows.append(
+            KernelStatus(
+                kernel=kver,
+                headers=headers_present(host, kver),
+                modules="ok" if safety.safe else ("installed, not verified" if manifest else "none"),
+                branch=manifest.branch if manifest else None,
+                commit=manifest.commit if manifest else None,
+                built_at=manifest.built_at if manifest else None,
+                dkms_conflict=[
+                    f"{e.module}/{e.version}: {e.state}" for e in dkms_entries if e.kernel == kver and e.installed
+                ],
+                pending=pending.reason if pending else None,
+                failed=None
+                if failed is None
+                else {"reason": failed.reason, "file": failed.detail.get("file"), "at": failed.at},
+                safe_to_boot=safety.safe,
+                why=safety.reason,
+                next_boot=kver == default.kver,
+            )
+        )
+    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error)

@@ -1,0 +1,283 @@
+"""Where the patched modules come from: a local tree or a fork branch, and which one the hooks build.
+
+A :class:`SourceSpec` is what to build from (``--source DIR``, or ``--fork`` + ``--branch``); it is remembered
+(``/var/lib/fwman/modules/source.json``) unless ``[modules]`` of ``/etc/fwman/config.toml`` names one.
+:func:`resolve_source` turns a spec into a :class:`Source`: a tree on disk and the identity (commit, or a hash
+of the files) the object cache and the failure markers key on. Building it is :mod:`fwman.driver.build.pipeline`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from dataclasses import dataclass
+
+from fwman.core import paths
+from fwman.core.actions import Report, silent
+from fwman.core.errors import FwmanError, MissingError, UsageError
+from fwman.driver.localfs import local_dir
+from fwman.host.base import Host
+
+#: directories and files that are build products or VCS data, never part of a source identity
+_SKIP_DIRS = {".git", "_out", "conftest", ".tmp_versions"}
+_SKIP_SUFFIXES = (".o", ".ko", ".mod", ".mod.c", ".cmd", ".o_binary", ".order", ".symvers", ".d", ".a")
+
+
+@dataclass(frozen=True)
+class Source:
+    """A source tree ready to build, and what identifies it."""
+
+    tree: str  # host path of the tree
+    source_id: str  # the commit, or "tree:<sha256>" for a local directory that is not a clean git checkout
+    commit: str | None
+    fork: str | None
+    branch: str | None
+    location: str  # the --source directory or the fork URL
+
+    @property
+    def label(self) -> str:
+        """Return a one-line description for messages."""
+        if self.fork:
+            return f"fork {self.fork} branch {self.branch} at {(self.commit or '?')[:12]}"
+        ident = f"commit {self.commit[:12]}" if self.commit else self.source_id[:17]
+        return f"local tree {self.location} ({ident})"
+
+
+def tree_hash(host: Host, tree: str) -> str:
+    """Return the SHA-256 over every source file of ``tree`` (relative path and content), build products excluded.
+
+    Raises MissingError when ``tree`` is not a readable directory.
+    """
+    digest = hashlib.sha256()
+
+    def walk(rel: str) -> None:
+        here = f"{tree}/{rel}" if rel else tree
+        for name in host.listdir(here):
+            child = f"{rel}/{name}" if rel else name
+            path = f"{tree}/{child}"
+            if host.is_link(path):
+                digest.update(f"L {child} {host.readlink(path)}\0".encode())
+            elif host.is_dir(path):
+                if name not in _SKIP_DIRS:
+                    walk(child)
+            elif not name.endswith(_SKIP_SUFFIXES):
+                digest.update(f"F {child}\0".encode())
+                digest.update(hashlib.sha256(host.read_bytes(path)).digest())
+
+    walk("")
+    return digest.hexdigest()
+
+
+def _git(host: Host, args: list[str], cwd: str | None = None, timeout: float = 600) -> str:
+    argv = ["git", *args]
+    result = host.run(argv, timeout=timeout, cwd=cwd, env={"GIT_TERMINAL_PROMPT": "0"})
+    if result.missing:
+        raise MissingError("git not found", hint="install git (apt install git)")
+    if not result.ok:
+        raise FwmanError(f"git {' '.join(args[:2])} failed: {result.stderr.strip().splitlines()[-1:] or '?'}")
+    return result.stdout.strip()
+
+
+def local_source(host: Host, directory: str) -> Source:
+    """Return the Source for a local tree (``--source DIR``, a host path).
+
+    A clean git checkout is identified by its commit; anything else by a hash of its files. Raises
+    MissingError when the directory has no top-level Makefile.
+    """
+    directory = directory.rstrip("/") or "/"
+    if not host.exists(f"{directory}/Makefile") or not host.is_dir(f"{directory}/kernel-open"):
+        raise MissingError(
+            f"{directory} is not an open-gpu-kernel-modules tree (no Makefile and kernel-open/)",
+            hint="pass the top directory of a checkout of the P2P fork",
+        )
+    commit = None
+    if host.exists(f"{directory}/.git"):
+        cwd = local_dir(host, directory)
+        try:
+            head = _git(host, ["rev-parse", "HEAD"], cwd=cwd)
+            dirty = _git(host, ["status", "--porcelain", "--untracked-files=no"], cwd=cwd)
+            commit = head if not dirty else None
+        except FwmanError:
+            commit = None
+    source_id = commit or f"tree:{tree_hash(host, directory)}"
+    return Source(directory, source_id, commit, None, None, directory)
+
+
+def fork_url(fork: str) -> str:
+    """Return a clonable URL for ``fork`` (``owner/name`` means GitHub; URLs and paths are used as given)."""
+    if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", fork) and not os.path.isabs(fork):
+        return f"https://github.com/{fork}.git"
+    return fork
+
+
+def fork_cache_dir(url: str) -> str:
+    """Return the host directory of the cached checkout of ``url``."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
+    return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
+
+
+def fork_source(host: Host, fork: str, branch: str, report: Report = silent, fetch: bool = True) -> Source:
+    """Clone or fetch ``branch`` of ``fork`` into the source cache, check it out and return the Source.
+
+    The branch is resolved as ``refs/heads/<branch>`` (some P2P names also exist as tags). When the fetch
+    fails but the branch was fetched before, the cached commit is used with a warning. Raises FwmanError
+    when the branch cannot be had at all.
+    """
+    url = fork_url(fork)
+    cache = fork_cache_dir(url)
+    local = local_dir(host, cache)
+    if not host.exists(f"{cache}/.git"):
+        report(f"cloning {url} into {cache}")
+        host.mkdir(cache)
+        _git(host, ["init", "-q", local])
+        _git(host, ["remote", "add", "origin", url], cwd=local)
+    remote_ref = f"refs/remotes/origin/{branch}"
+    if fetch:
+        report(f"fetching {branch} from {url}")
+        result = host.run(
+            ["git", "fetch", "-q", "--depth=1", "origin", f"+refs/heads/{branch}:{remote_ref}"],
+            cwd=local,
+            timeout=1800,
+            env={"GIT_TERMINAL_PROMPT": "0"},
+        )
+        if not result.ok:
+            have = host.run(["git", "rev-parse", "--verify", "-q", remote_ref], cwd=local)
+            if not have.ok:
+                raise FwmanError(
+                    f"cannot fetch branch {branch} of {url}: {result.stderr.strip().splitlines()[-1:] or '?'}",
+                    hint="check the fork and branch names (`fwman driver branches`) and the network",
+                )
+            report(f"warning: fetch failed, building the cached {branch} ({have.stdout.strip()[:12]})")
+    _git(host, ["checkout", "-q", "--force", "--detach", remote_ref], cwd=local)
+    commit = _git(host, ["rev-parse", "HEAD"], cwd=local)
+    return Source(cache, commit, commit, fork, branch, url)
+
+
+def check_source_options(source_dir: str | None, fork: str | None, branch: str | None) -> None:
+    """Raise UsageError unless exactly one of ``--source`` and ``--fork``/``--branch`` is given completely."""
+    if source_dir and (fork or branch):
+        raise UsageError("--source cannot be combined with --fork/--branch")
+    if not source_dir and not (fork and branch):
+        raise UsageError(
+            "say what to build: --source DIR, or --fork OWNER/NAME --branch VERSION-p2p",
+            hint="e.g. --fork aikitoria/open-gpu-kernel-modules --branch 570.86.16-p2p",
+        )
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """What to build from: a local tree, or a fork branch."""
+
+    source_dir: str | None = None
+    fork: str | None = None
+    branch: str | None = None
+
+    def describe(self) -> str:
+        """Return the spec for messages."""
+        return f"local tree {self.source_dir}" if self.source_dir else f"fork {self.fork} branch {self.branch}"
+
+    def to_json(self) -> bytes:
+        """Return the spec as JSON bytes."""
+        import json
+
+        doc = {"source": self.source_dir, "fork": self.fork, "branch": self.branch}
+        return (json.dumps(doc, indent=2) + "\n").encode()
+
+
+def load_source_spec(host: Host) -> SourceSpec | None:
+    """Return the source the kernel hook and catch-up build from, or None when none is configured.
+
+    ``[modules]`` in ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the
+    source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
+    UsageError when the configuration file is invalid.
+    """
+    import json
+
+    from fwman.core.config import load_config
+
+    config = load_config(host)
+    fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
+    source_dir = config.get_str("modules", "source")
+    if source_dir or (fork and branch):
+        return SourceSpec(source_dir, None if source_dir else fork, None if source_dir else branch)
+    if not host.exists(paths.MODULES_SOURCE_RECORD):
+        return None
+    try:
+        doc = json.loads(host.read_bytes(paths.MODULES_SOURCE_RECORD).decode())
+    except (ValueError, UnicodeDecodeError, MissingError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    spec = SourceSpec(doc.get("source") or None, doc.get("fork") or None, doc.get("branch") or None)
+    if not spec.source_dir and not (spec.fork and spec.branch):
+        return None
+    return spec
+
+
+def strict_mode(host: Host) -> bool:
+    """Return ``[modules] strict`` from the configuration: a failed hook build then fails the kernel install."""
+    from fwman.core.config import load_config
+
+    return load_config(host).get_bool("modules", "strict", False)
+
+
+def save_source_spec(host: Host, spec: SourceSpec) -> None:
+    """Record ``spec`` as the source of later automatic builds."""
+    host.write_bytes(paths.MODULES_SOURCE_RECORD, spec.to_json())
+
+
+def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch: bool = True) -> Source:
+    """Return the buildable Source for ``spec``. Raises as the two resolvers do.
+
+    With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
+    fork already in the source cache is built at its cached commit; only a fork never fetched is cloned.
+    """
+    if spec.source_dir:
+        return local_source(host, spec.source_dir)
+    assert spec.fork and spec.branch
+    cached = host.exists(f"{fork_cache_dir(fork_url(spec.fork))}/.git")
+    return fork_source(host, spec.fork, spec.branch, report, fetch=fetch or not cached)
+
+
+def source_version(host: Host, source: Source) -> str | None:
+    """Return the driver version a source builds (from its branch name, else its ``version.mk``), or None."""
+    from fwman.driver.versions import parse_p2p_branch
+
+    if source.branch:
+        parsed = parse_p2p_branch(source.branch)
+        if parsed is not None:
+            return str(parsed)
+    for rel in ("version.mk", "utils.mk"):
+        path = f"{source.tree}/{rel}"
+        if host.exists(path):
+            m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
+            if m:
+                return m.group(1)
+    return None
+
+
+def newer_branches(host: Host, source: Source) -> list[str]:
+    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network).
+
+    Uses the branch cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the
+    version or the cache is unknown.
+    """
+    from fwman.driver import forks
+    from fwman.driver.versions import DriverVersion, parse_p2p_branch
+
+    text = source_version(host, source)
+    if text is None:
+        return []
+    try:
+        current = DriverVersion.parse(text)
+    except FwmanError:
+        return []
+    found: list[tuple[DriverVersion, str]] = []
+    for url, entry in forks.load_cache(host).items():
+        name = str(entry.get("fork") or url)
+        for branch in entry.get("branches") or []:
+            parsed = parse_p2p_branch(str(branch))
+            if parsed is not None and current < parsed:
+                found.append((parsed, f"{name}: {branch}"))
+    return [label for _v, label in sorted(found, key=lambda item: item[0].key)]

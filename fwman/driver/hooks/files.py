@@ -1,0 +1,156 @@
+"""Installing the kernel hook and the boot-time catch-up unit, and reporting their state.
+
+``fwman hooks install`` writes, from the templates in ``hooks/``:
+
+- ``/etc/kernel/postinst.d/fwman`` and ``/etc/kernel/header_postinst.d/fwman``: the thin shell hook (runs
+  ``python -m fwman modules hook --kernel KVER``; never fails a kernel install unless ``strict``);
+- ``/etc/systemd/system/fwman-catchup.service`` (+ its ``multi-user.target.wants`` link): ``fwman modules
+  catchup`` at boot, after ``dkms.service``, before ``nvidia-persistenced`` and the display manager.
+
+Every file is an action (:mod:`fwman.core.actions`): installing twice changes nothing the second time. What
+the hook and the unit do when they run is :mod:`fwman.driver.hooks.run`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwman.core import paths
+from fwman.core.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
+from fwman.core.errors import MissingError
+from fwman.core.resources import bundled, read_data
+from fwman.host.base import Host
+
+
+def templates_dir() -> Path:
+    """Return the directory of the hook templates (see fwman.core.resources.bundled). Raises MissingError."""
+    here = bundled("hooks")
+    if (here / "kernel-postinst").is_file():
+        return here
+    raise MissingError(
+        f"hook templates not found in {here}",
+        hint="reinstall fwman: hooks/ ships in its source tree and as <prefix>/share/fwman/hooks in a wheel",
+    )
+
+
+def python_for_hooks() -> str:
+    """Return the Python interpreter the installed hook and unit run fwman with (this one)."""
+    return os.path.abspath(sys.executable)
+
+
+def rendered(python: str | None = None) -> dict[str, bytes]:
+    """Return {host path: content} of the files ``fwman hooks install`` writes (``@PYTHON@`` substituted)."""
+    directory = templates_dir()
+    python = python or python_for_hooks()
+    hook = read_data(directory / "kernel-postinst").decode().replace("@PYTHON@", python).encode()
+    unit = read_data(directory / paths.CATCHUP_UNIT_NAME).decode().replace("@PYTHON@", python).encode()
+    script = read_data(directory / "fwman-catchup").decode().replace("@PYTHON@", python).encode()
+    return {
+        paths.POSTINST_HOOK: hook,
+        paths.HEADER_POSTINST_HOOK: hook,
+        paths.CATCHUP_UNIT: unit,
+        paths.CATCHUP_SCRIPT: script,
+    }
+
+
+def install_actions(python: str | None = None) -> list[Action]:
+    """Return the actions that install the hook and the unit (idempotent)."""
+    files = rendered(python)
+    actions: list[Action] = [
+        WriteFile(paths.POSTINST_HOOK, files[paths.POSTINST_HOOK], 0o755),
+        WriteFile(paths.HEADER_POSTINST_HOOK, files[paths.HEADER_POSTINST_HOOK], 0o755),
+        WriteFile(paths.CATCHUP_SCRIPT, files[paths.CATCHUP_SCRIPT], 0o755),
+        WriteFile(paths.CATCHUP_UNIT, files[paths.CATCHUP_UNIT], 0o644),
+        Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT),
+    ]
+    return actions
+
+
+def remove_actions() -> list[Action]:
+    """Return the actions that remove everything :func:`install_actions` wrote."""
+    return [
+        RemoveFile(paths.CATCHUP_UNIT_WANTS),
+        RemoveFile(paths.CATCHUP_UNIT),
+        RemoveFile(paths.CATCHUP_SCRIPT),
+        RemoveFile(paths.HEADER_POSTINST_HOOK),
+        RemoveFile(paths.POSTINST_HOOK),
+    ]
+
+
+def _systemd_reload(host: Host) -> None:
+    """Tell a running systemd about the changed unit (only on the real root, only when systemd runs)."""
+    if host.local_path("/") == "/" and host.exists("/run/systemd/system") and host.which("systemctl"):
+        host.run(["systemctl", "daemon-reload"], timeout=60)
+
+
+def install(host: Host, report: Report = silent) -> list[str]:
+    """Install the hook and the unit; return what changed ([] when all was in place)."""
+    done = apply_all(host, install_actions(), report)
+    if any(paths.CATCHUP_UNIT in d for d in done):
+        _systemd_reload(host)
+    return done
+
+
+def remove(host: Host, report: Report = silent) -> list[str]:
+    """Remove the hook and the unit; return what was removed."""
+    done = apply_all(host, remove_actions(), report)
+    if done:
+        _systemd_reload(host)
+    return done
+
+
+@dataclass
+class HookFileState:
+    """One installed file: present, identical to what fwman would install, executable where needed."""
+
+    path: str
+    present: bool
+    current: bool
+    note: str = ""
+
+
+@dataclass
+class HooksStatus:
+    """What ``fwman hooks status`` reports."""
+
+    files: list[HookFileState] = field(default_factory=list)
+    enabled: bool = False
+    order: dict[str, list[str]] = field(default_factory=dict)  # hook dir -> entries in run-parts order
+
+    @property
+    def installed(self) -> bool:
+        """Return True when every file is present and current and the unit is enabled."""
+        return all(f.present and f.current for f in self.files) and self.enabled
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.hooks-status/1`` (without the schema key)."""
+        return {
+            "installed": self.installed,
+            "enabled": self.enabled,
+            "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in self.files],
+            "order": self.order,
+        }
+
+
+def status(host: Host) -> HooksStatus:
+    """Return the state of the installed hook files and unit on ``host``."""
+    result = HooksStatus()
+    try:
+        expected = rendered()
+    except MissingError:
+        expected = {}
+    for path in (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.CATCHUP_SCRIPT, paths.CATCHUP_UNIT):
+        present = host.exists(path)
+        current = present and path in expected and host.read_bytes(path) == expected[path]
+        note = "" if current else ("missing" if not present else "differs from this fwman's version")
+        result.files.append(HookFileState(path, present, current, note))
+    result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
+    for directory in (posixpath.dirname(paths.POSTINST_HOOK), posixpath.dirname(paths.HEADER_POSTINST_HOOK)):
+        if host.is_dir(directory):
+            result.order[directory] = sorted(host.listdir(directory))
+    return result

@@ -1,0 +1,381 @@
+"""Local catalog entries: a board the curated catalog does not know, described by its owner on one host.
+
+``fwman catalog add-local`` writes ``/etc/fwman/catalog.d/<vendor>-<device>-<subvendor>-<subdevice>.toml``
+from what the machine and the owner know: the card's live PCI IDs, its running firmware read back from a
+verified backup, and the vendor image the owner downloaded, checked against the MD5 the vendor published.
+The file is the curated board format plus a ``[local]`` table saying where each fact came from; it is
+unsigned and never part of ``catalog/``. ``load_catalog`` adds these boards to the catalog in use, marked
+local, so ``upgrade``, ``fetch`` and ``rom verify`` apply every gate to them and say "local entry" wherever
+they cite one. A local file never shadows a curated board: the curated one wins and a note says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fwman.core import paths
+from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.firmware.catalog.schema import (
+    MAX_BOARD_FILE,
+    Board,
+    BoardInfo,
+    CatalogImage,
+    ImageStatus,
+    PciIds,
+    error_location,
+    error_text,
+    load_toml,
+)
+from fwman.firmware.rom.model import RomImage
+from fwman.host.base import Host
+
+LOCAL_DIR = paths.LOCAL_CATALOG_ENTRIES_DIR
+LOCAL_TABLE = "local"
+TOOL = "fwman catalog add-local"
+
+
+class LocalInfo(BaseModel):
+    """Where a local entry's facts came from (the ``[local]`` table)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    created_at: str  # UTC, ISO 8601
+    created_by: str = TOOL
+    card: str  # the bus ID the live IDs were read from
+    backup: str  # the verified backup the running firmware was read from
+    backup_sha256: str
+    image_file: str  # the vendor file the owner gave (a ROM or an update package)
+    image_file_md5: str  # its MD5, equal to the vendor-published one the owner typed
+    md5_source: str = Field(min_length=1)  # where the vendor published that MD5
+    image_member: str = ""  # inside a package: the unpacked file (or offset) the image came from
+
+    @field_validator("image_file_md5")
+    @classmethod
+    def _md5(cls, v: str) -> str:
+        if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
+            raise ValueError("must be 32 lower-case hex digits")
+        return v
+
+
+@dataclass(frozen=True)
+class LocalEntry:
+    """One local board file: the board, where its facts came from, and the host path of the file."""
+
+    board: Board
+    info: LocalInfo
+    path: str
+
+
+def local_path(pci: PciIds) -> str:
+    """Return the host path of the local entry for ``pci``."""
+    return f"{LOCAL_DIR}/{pci.file_stem}.toml"
+
+
+def parse_local(data: bytes, where: str) -> LocalEntry:
+    """Return the local entry in TOML ``data``. Raises VerificationError naming the file and the field."""
+    if len(data) > MAX_BOARD_FILE:
+        raise VerificationError(f"{where}: larger than {MAX_BOARD_FILE} bytes")
+    raw = load_toml(data, where)
+    info_raw = raw.pop(LOCAL_TABLE, None)
+    if not isinstance(info_raw, dict):
+        raise VerificationError(f"{where}: no [{LOCAL_TABLE}] table: not a local entry written by {TOOL}")
+    try:
+        board = Board.model_validate(raw)
+        info = LocalInfo.model_validate(info_raw)
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise VerificationError(f"{where}: {error_location(err['loc']) or 'document'}: {error_text(err)}") from e
+    stem = where.rsplit("/", 1)[-1].removesuffix(".toml")
+    if stem != board.pci.file_stem:
+        raise VerificationError(f"{where}: must be named {board.pci.file_stem}.toml (its PCI IDs)")
+    return LocalEntry(board, info, where)
+
+
+def load_local_entries(host: Host) -> tuple[list[LocalEntry], list[str]]:
+    """Return (entries, notes): every valid local entry on ``host``; each unreadable file is a note, not a board.
+
+    A file that does not parse is left out (its card then stays "not in catalog": left alone, never guessed).
+    """
+    try:
+        if not host.is_dir(LOCAL_DIR):
+            return [], []
+        names = sorted(n for n in host.listdir(LOCAL_DIR) if n.endswith(".toml"))
+    except (NotRecordedError, MissingError):
+        return [], []
+    entries: list[LocalEntry] = []
+    notes: list[str] = []
+    for name in names:
+        where = f"{LOCAL_DIR}/{name}"
+        try:
+            entries.append(parse_local(host.read_bytes(where, limit=MAX_BOARD_FILE + 1), where))
+        except (VerificationError, MissingError) as e:
+            notes.append(f"local entry not used: {e.message}")
+    return entries, notes
+
+
+# -- building one ------------------------------------------------------------------------------------------
+
+
+def _max_bar(sizes: list[int]) -> int | None:
+    return max(sizes) if sizes else None
+
+
+def build_local_board(
+    *,
+    vendor: str,
+    device: str,
+    subsystem_vendor: str,
+    subsystem_device: str,
+    name: str,
+    maker: str,
+    board_id: str | None,
+    running: RomImage,
+    rebar_sizes: list[int],
+    new: RomImage,
+    new_is_the_file: bool,
+    new_file_md5: str,
+    md5_source: str,
+    package_name: str,
+) -> Board:
+    """Return the board a local entry describes: the running firmware (superseded) and the vendor image (current).
+
+    ``rebar_sizes`` are the BAR1 sizes the card offers on its running firmware (config space). The vendor
+    image's MD5 is recorded only when the vendor's MD5 is of that file itself (``new_is_the_file``); for an
+    image unpacked from a package the SHA-256 of the image is recorded and the notes say which package MD5
+    vouched for it. Raises VerificationError when the two images have the same version.
+    """
+    if running.version is None or new.version is None:
+        raise VerificationError("both the running firmware and the vendor image must carry a version")
+    if running.version == new.version:
+        raise VerificationError(f"the card already runs {new.version}: there is nothing to describe an upgrade to")
+    offered = _max_bar(rebar_sizes)
+    running_image = CatalogImage(
+        version=running.version,
+        status=ImageStatus.SUPERSEDED,
+        superseded_by=new.version,
+        status_reason="the firmware the card ran when the local entry was made (read from a verified backup)",
+        chain_sha256=running.chain_sha256,
+        rebar=None if offered is None else offered > 256 * 1024 * 1024,
+        max_bar1_bytes=offered,
+        notes=f"build date {running.build_date or 'unknown'}; sign-on {running.sign_on or 'unknown'}",
+    )
+    how = "its MD5 is the one the vendor published" if new_is_the_file else (
+        f"unpacked from {package_name}, whose MD5 {new_file_md5} is the one the vendor published"
+    )  # fmt: skip
+    new_image = CatalogImage(
+        version=new.version,
+        status=ImageStatus.CURRENT,
+        md5=new.md5 if new_is_the_file else "",
+        sha256=new.sha256,
+        chain_sha256=new.chain_sha256,
+        size=new.size,
+        notes=f"the vendor image the owner downloaded; {how} (source: {md5_source})",
+    )
+    return Board(
+        pci=PciIds(vendor=vendor, device=device, subsystem_vendor=subsystem_vendor, subsystem_device=subsystem_device),
+        board=BoardInfo(
+            name=name,
+            maker=maker,
+            board_ids=[board_id] if board_id else [],
+            notes=f"local entry made by {TOOL} from the card's live IDs and a verified backup",
+        ),
+        images=[new_image, running_image],
+    )
+
+
+def _value(v: Any) -> str:
+    # JSON strings, numbers, booleans and lists of strings are valid TOML values for everything written here
+    return json.dumps(v)
+
+
+def _table(data: dict[str, Any]) -> list[str]:
+    return [f"{k} = {_value(v)}" for k, v in data.items() if v not in (None, "", [])]
+
+
+def render_board(board: Board, info: LocalInfo | None = None, header: str = "") -> str:
+    """Return ``board`` as board-file TOML (the curated format), plus the ``[local]`` table when ``info`` is given."""
+    lines = [header.rstrip()] if header else []
+    lines.append(f"format = {board.format}")
+    lines += ["", "[pci]", *_table(board.pci.model_dump())]
+    lines += ["", "[board]", *_table(board.board.model_dump(mode="json"))]
+    for image in board.images:
+        lines += ["", "[[images]]", *_table(image.model_dump(mode="json"))]
+    if info is not None:
+        lines += ["", f"[{LOCAL_TABLE}]", *_table(info.model_dump())]
+    return "\n".join(lines) + "\n"
+
+
+def export_curated(entry: LocalEntry) -> str:
+    """Return ``entry`` in the curated format for contributing upstream (no ``[local]`` table).
+
+    The header says what a maintainer still needs: public sources for each fact, and a signature.
+    """
+    header = (
+        f"# {entry.board.board.name}: exported from the local entry {entry.path} ({TOOL}).\n"
+        f"# Before this goes into catalog/boards/: add the public pages that state each fact as `sources`\n"
+        f"# ([board] and every [[images]]; the vendor's download page with its MD5: {entry.info.md5_source}),\n"
+        f"# then `fwman catalog lint` and sign."
+    )
+    # curated files are format 2: `catalog lint` refuses them until every board and image cites its sources
+    return render_board(entry.board.model_copy(update={"format": 2}), None, header)
+
+
+def file_sha256(data: bytes) -> str:
+    """Return the hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class MadeEntry:
+    """What ``make_local_entry`` built: the entry and the image chosen from the owner's file."""
+
+    entry: LocalEntry
+    text: str
+    image_origin: str  # the file, or "<package>: <member>" for an image unpacked from a package
+    package_images: int  # images found in the file (1 for a plain ROM)
+
+
+def make_local_entry(
+    host: Host,
+    unpack_host: Host,
+    card: Any,
+    *,
+    image_path: str,
+    expect_md5: str,
+    md5_source: str,
+    version: str | None = None,
+    backup_path: str | None = None,
+    name: str | None = None,
+    maker: str | None = None,
+    now: str,
+) -> MadeEntry:
+    """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written.
+
+    The running firmware is read from ``card``'s newest stored backup (or ``backup_path``), which must verify
+    (hash as recorded, a full dump of this card). The vendor file ``image_path`` is the user's (read through
+    the user-file door) and must have the MD5 ``expect_md5`` the vendor published; a package is unpacked on
+    ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
+    ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
+    """
+    from fwman.core.errors import UsageError
+    from fwman.core.findings import Severity
+    from fwman.firmware.ops.backup import load_manifest, verify_entry
+    from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
+    from fwman.firmware.rom.parse import parse_rom
+    from fwman.host.userfiles import read_user_file
+
+    md5 = expect_md5.strip().lower()
+    if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
+        raise UsageError(f"--expect-md5 {expect_md5}: not an MD5 (32 hex digits)")
+    manifest = load_manifest(host)
+    backups = manifest.for_card(card.bus_id)
+    chosen = manifest.find(backup_path) if backup_path else (backups[0] if backups else None)
+    if chosen is None:
+        raise MissingError(
+            f"no stored backup of {card.bus_id}" + (f" at {backup_path}" if backup_path else ""),
+            hint=f"take one first: fwman backup --card {card.bus_id}",
+        )
+    if chosen.card != card.bus_id:
+        raise UsageError(f"{chosen.path} is a backup of {chosen.card}, not {card.bus_id}")
+    bad = [f for f in verify_entry(host, chosen, card) if f.severity is Severity.BLOCK]
+    if bad:
+        raise VerificationError(f"the backup does not verify: {bad[0].message}", hint="take a fresh backup")
+    running = parse_rom(host.read_bytes(chosen.path))
+
+    raw = read_user_file(image_path, max_bytes=MAX_PACKAGE)
+    got = hashlib.md5(raw, usedforsecurity=False).hexdigest()
+    if got != md5:
+        raise VerificationError(
+            f"{image_path}: MD5 {got} is not the vendor's {md5} ({md5_source})",
+            hint="download the file again from the card maker; nothing was written",
+        )
+    scan = scan_package(unpack_host, image_path, raw)
+    hit = select_image(scan, card.subsystem, card.device_id, version)
+    is_file = hit.extent == "file" and hit.data == raw
+    new = hit.rom
+    if new.vendor_id != card.vendor_id:
+        raise VerificationError(f"the image is for vendor {new.vendor_id}, the card is {card.vendor_id}")
+    board = build_local_board(
+        vendor=card.vendor_id,
+        device=card.device_id,
+        subsystem_vendor=card.subsystem_vendor_id,
+        subsystem_device=card.subsystem_device_id,
+        name=name or running.sign_on or card.name or "unknown board",
+        maker=maker or "unknown",
+        board_id=chosen.board_id,
+        running=running,
+        rebar_sizes=list(card.rebar_sizes_bytes),
+        new=new,
+        new_is_the_file=is_file,
+        new_file_md5=md5,
+        md5_source=md5_source,
+        package_name=image_path.rsplit("/", 1)[-1],
+    )
+    info = LocalInfo(
+        created_at=now,
+        card=card.bus_id,
+        backup=chosen.path,
+        backup_sha256=chosen.sha256,
+        image_file=image_path,
+        image_file_md5=md5,
+        md5_source=md5_source,
+        image_member="" if is_file else hit.describe(),
+    )
+    path = local_path(board.pci)
+    header = (
+        f"# Local catalog entry for {board.board.name} ({board.key}), written by {TOOL}.\n"
+        "# Unsigned and for this host only; `fwman catalog add-local --export` prints the curated form."
+    )
+    text = render_board(board, info, header)
+    entry = parse_local(text.encode(), path)  # what is written must read back as the same entry
+    origin = image_path if is_file else f"{image_path}: {hit.describe()}"
+    return MadeEntry(entry, text, origin, len(scan.images))
+
+
+def lint_local_entries(host: Host) -> list[Any]:
+    """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first.
+
+    Each file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass
+    the curated board rules; a local entry for a board the curated catalog knows is a warning (never used).
+    """
+    from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
+    from fwman.firmware.catalog.load import load_catalog
+
+    issues: list[LintIssue] = []
+    try:
+        if not host.is_dir(LOCAL_DIR):
+            return []
+        names = sorted(host.listdir(LOCAL_DIR))
+    except (NotRecordedError, MissingError):
+        return []
+    catalog = load_catalog(host)
+    curated = {b.key for b in catalog.boards} - set(catalog.local_files)
+    for name in names:
+        where = f"{LOCAL_DIR}/{name}"
+        if not name.endswith(".toml"):
+            issues.append(LintIssue(level="warning", file=where, where="", message="not a .toml file: ignored"))
+            continue
+        try:
+            entry = parse_local(host.read_bytes(where, limit=MAX_BOARD_FILE + 1), where)
+        except (VerificationError, MissingError) as e:
+            issues.append(LintIssue(level="error", file=where, where="", message=e.message.removeprefix(f"{where}: ")))
+            continue
+        for issue in lint_board_bytes(render_board(entry.board).encode(), where):
+            # a local entry's provenance is its [local] table, not public pages: the sources rule is for curated files
+            if issue.where != "format" and not issue.where.endswith("sources"):
+                issues.append(issue)
+        if entry.board.key in curated:
+            issues.append(
+                LintIssue(
+                    level="warning",
+                    file=where,
+                    where="pci",
+                    message=f"the curated catalog knows {entry.board.key}: this local entry is not used",
+                )
+            )
+    return sorted(issues, key=lambda i: (i.level != "error", i.file, i.where))

@@ -126,8 +126,11 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     files = _ok("dpkg", "-L", "fwman").split("\n")
     files = [f for f in files if f.startswith("/") and f != "/."]
     conffiles = _ok("dpkg-query", "-W", "-f=${Conffiles}", "fwman").split()[::2]
-    hooks = ["/etc/kernel/header_postinst.d/fwman", "/etc/kernel/postinst.d/fwman"]
-    assert sorted(conffiles) == ["/etc/fwman/config.toml", *hooks]
+    # every file hooks.list installs under /etc is a conffile (dpkg makes it one), and nothing else is
+    assert sorted(conffiles) == sorted(
+        ["/etc/fwman/config.toml", *(p for p in _hook_targets() if p.startswith("/etc/"))]
+    )
+    assert set(_hook_targets()) <= set(files)
 
     # on the PATH, with its catalog, key, hooks, unit (enabled), man pages and completion
     assert _ok("fwman", "--version").strip() == f"fwman, version {__version__}"
@@ -170,6 +173,8 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     assert f"no module source configured: {KVER} marked pending" in proc.stderr
     assert (root / f"var/lib/fwman/modules/{KVER}.pending").is_file() and not STATE.exists()
     assert "marked pending" in _hook("/etc/kernel/header_postinst.d", root).stderr
+    if Path("/etc/kernel/postrm.d/fwman").exists():  # the removal hook (issue 16): never fails a kernel removal
+        assert _hook("/etc/kernel/postrm.d", root).returncode == 0
     # the unit's command, as systemd would start it at boot: a full catch-up the first time (no stamp yet)
     catchup = _run("/usr/libexec/fwman/fwman-catchup", env={"FWMAN_ROOT": str(root)}, timeout=120)
     assert catchup.returncode == 0, catchup.stderr
@@ -213,6 +218,12 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     assert sorted(p.name for p in STATE.iterdir()) == ["backups"]
     assert hashlib.sha256(BACKUP.read_bytes()).hexdigest() == backup_sum
     assert f"the cards' firmware backups stay in {STATE}/backups" in out
+
+
+def _hook_targets() -> list[str]:
+    """Return where debian/hooks.list installs the files of hooks/ (absolute paths)."""
+    lines = (REPO / "debian/hooks.list").read_text().splitlines()
+    return ["/" + line.split()[1] for line in lines if line.strip() and not line.lstrip().startswith("#")]
 
 
 def _shared_dir(path: str) -> bool:

@@ -52,8 +52,8 @@ def main() -> int:
         return 0
 
     from bench.rebuild import build, port
+    from tests.support.modules import FORK_TREE, KERNELS, add_kernel
     from tests.system.test_dkms_real import Dkms, register_stock
-    from tests.system.test_modules_support import FORK_TREE, KERNELS, add_kernel
 
     with tempfile.TemporaryDirectory(prefix="fwman-bench-") as tmp:
         root = Path(tmp) / "root"
@@ -70,7 +70,7 @@ def main() -> int:
             dkms.autoinstall(kver)
         env = {**os.environ}
         python = sys.executable
-        from tests.helpers import FwmanEnv
+        from tests.support.env import FwmanEnv
 
         assert FwmanEnv()("hooks", "install", "--root", str(root)).code == 0
         unit_argv = [str(root / "usr/local/lib/fwman/fwman-catchup")]

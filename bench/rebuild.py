@@ -53,7 +53,7 @@ def port(tree: Path) -> None:
 
 def build(root: Path, kver: str) -> float:
     """Run `fwman modules build` for ``kver`` in ``root`` and return the wall time. Exits on failure."""
-    from tests.helpers import FwmanEnv
+    from tests.support.env import FwmanEnv
 
     started = time.perf_counter()
     result = FwmanEnv()("modules", "build", "--kernel", kver, "--source", "/src/fork", "--root", str(root))
@@ -73,7 +73,7 @@ def main() -> int:
         print("run as root (depmod and the temp roots need it)", file=sys.stderr)
         return 0
 
-    from tests.system.test_modules_support import FORK_TREE, KERNEL_BAD, KERNEL_OK, add_kernel
+    from tests.support.modules import FORK_TREE, KERNEL_BAD, KERNEL_OK, add_kernel
 
     full_first: list[float] = []
     cached_second: list[float] = []

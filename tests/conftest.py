@@ -1,13 +1,14 @@
-"""Shared fixtures."""
+"""Shared fixtures, and the `system` marker for everything under tests/system/."""
 
 from __future__ import annotations
 
-import os
-import shutil
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import FwmanEnv
+from tests.support.env import FwmanEnv
+
+SYSTEM = Path(__file__).resolve().parent / "system"
 
 
 @pytest.fixture
@@ -16,13 +17,8 @@ def fwman() -> FwmanEnv:
     return FwmanEnv()
 
 
-def is_root() -> bool:
-    """Return True when the tests run as root."""
-    return os.geteuid() == 0
-
-
-def require_tools(*tools: str) -> None:
-    """Skip the calling test unless every tool is installed (system tests; `make test` installs them as root)."""
-    missing = [t for t in tools if shutil.which(t) is None and not os.path.exists(f"/usr/sbin/{t}")]
-    if missing:
-        pytest.skip(f"needs {', '.join(missing)} (installed by `make test` when run as root)")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test under tests/system/ `system` (root, Debian packages, servers on 127.0.0.1)."""
+    for item in items:
+        if SYSTEM in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.system)

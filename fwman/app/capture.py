@@ -45,11 +45,19 @@ FILES = (
     "/proc/sys/kernel/osrelease",
     "/etc/os-release",
     "/sys/module/nvidia/version",
+    "/sys/module/nvidia/srcversion",
     "/sys/module/nvidia/initstate",
     "/sys/module/nvidia_uvm/version",
     "/sys/module/nvidia_peermem/version",
     "/proc/driver/nvidia/params",
     "/proc/driver/nvidia/registry",
+    # whether this is a VM guest (fwman.platform.virt): CPU flags, DMI strings, Xen's hypervisor type
+    "/proc/cpuinfo",
+    "/sys/class/dmi/id/product_name",
+    "/sys/class/dmi/id/sys_vendor",
+    "/sys/class/dmi/id/board_vendor",
+    "/sys/class/dmi/id/bios_vendor",
+    "/sys/hypervisor/type",
 )
 COMMANDS = (
     ("uname", "-r"),
@@ -60,6 +68,7 @@ COMMANDS = (
     ("nvidia-smi", "--version"),
     ("dkms", "status"),
     ("lspci", "-vvv", "-nn"),
+    ("systemd-detect-virt", "--vm"),
 )
 TOOLS = (
     "nvidia-smi",
@@ -74,6 +83,7 @@ TOOLS = (
     "bootctl",
     "mokutil",
     "uname",
+    "systemd-detect-virt",
 )
 LISTINGS = (
     "/sys/class/iommu",

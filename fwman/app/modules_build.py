@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.actions import Report, silent
 from fwman.core.errors import MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.lock import module_lock
@@ -23,6 +22,7 @@ from fwman.driver.build.source import (
     save_source_spec,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 

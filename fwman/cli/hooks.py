@@ -48,10 +48,10 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman hooks install
       fwman hooks install --dry-run
     """
-    from fwman.core.actions import pending
     from fwman.driver.hooks.files import install as do_install
     from fwman.driver.hooks.files import install_actions
     from fwman.driver.hooks.ownership import package_ownership, refuse_changes
+    from fwman.host.actions import pending
 
     if (owner := package_ownership(app.host)) is not None:  # dpkg's files: never written over
         app.echo(refuse_changes(owner, "install"))

@@ -304,9 +304,9 @@ def unpin(app: AppContext) -> None:
     Examples:
       fwman modules unpin
     """
-    from fwman.core.actions import apply_all
     from fwman.driver.boot.loaders import default_boot_kernel
     from fwman.driver.boot.pin import UnpinBoot, kernel_safety
+    from fwman.host.actions import apply_all
 
     _require_root(app)
     action = UnpinBoot()

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import UsageError, VerificationError
+from fwman.core.errors import FwmanError, UsageError, VerificationError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
+    from fwman.p2p.nccl import NcclReport
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -24,6 +29,7 @@ def p2p() -> None:
     Examples:
       fwman p2p test                 64 MiB between every pair of GPUs
       fwman p2p test --size 256      bigger copies: closer to the link's real bandwidth
+      fwman p2p test --nccl --prefix 'pct exec 101 --'   does NCCL (in container 101) use P2P?
       fwman p2p test --json
     """
 
@@ -45,10 +51,51 @@ def p2p() -> None:
     show_default=True,
     help="Timed copies per pair (after one untimed warm-up copy).",
 )
+@click.option(
+    "--nccl",
+    is_flag=True,
+    help="Run the NCCL tier instead of the copy test: an NCCL all-reduce across the GPUs (torch.distributed, "
+    "or nccl-tests' all_reduce_perf), checked exactly, with NCCL_DEBUG=INFO read for the transport NCCL chose.",
+)
+@click.option(
+    "--runner",
+    type=click.Choice(["auto", "torch", "nccl-tests"]),
+    default="auto",
+    show_default=True,
+    help="With --nccl: torch.distributed (one process per GPU, as vLLM runs) or all_reduce_perf; auto tries "
+    "torch first.",
+)
+@click.option(
+    "--prefix",
+    metavar="CMD",
+    default="",
+    help="With --nccl: run inside this command, where the model server's NCCL lives "
+    "(`pct exec 101 --`, `docker exec NAME`).",
+)
+@click.option(
+    "--nccl-env",
+    "nccl_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="With --nccl: an NCCL variable for the run, as the model server will have it (repeatable), "
+    "e.g. NCCL_P2P_LEVEL=SYS. Default with `--prefix 'pct exec ID --'`: the NCCL_* lxc.environment lines of "
+    "/etc/pve/lxc/ID.conf.",
+)
+@click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
 @json_option
 @common_options
 @pass_app
-def test(app: AppContext, size_mb: int, repeats: int, as_json: bool) -> None:
+def test(
+    app: AppContext,
+    size_mb: int,
+    repeats: int,
+    nccl: bool,
+    runner: str,
+    prefix: str,
+    nccl_env: tuple[str, ...],
+    no_record: bool,
+    as_json: bool,
+) -> None:
     """Copy a buffer between every ordered pair of GPUs (and each GPU with itself), compare every byte.
 
     Uses the CUDA driver API (libcuda.so.1, through ctypes): peer access is enabled where
@@ -57,26 +104,42 @@ def test(app: AppContext, size_mb: int, repeats: int, as_json: bool) -> None:
     columns: to); `*` marks a pair without direct peer access (the driver staged the copy through host
     memory); BAD a pair that corrupted data; ERR a pair where a CUDA call failed.
 
+    With --nccl, the second tier: an NCCL all-reduce across the GPUs, where the model server's NCCL lives
+    (--prefix), every value of the sum compared exactly, and NCCL_DEBUG=INFO read for the transport of each
+    connection (P2P/CUMEM, P2P/IPC: direct; SHM: staged through host memory; NET: the network stack).
+
+    Each run is appended to /var/lib/fwman/p2p-history.jsonl with a fingerprint of the configuration it
+    tested (kernel, loaded module version and srcversion, fwman's build manifest, user-space version, each
+    card's VBIOS and BAR1, IOMMU mode, GPU set): `fwman doctor` says whether P2P was verified on the
+    configuration it finds. --no-record skips that.
+
     Read-only with respect to the GPUs' settings: it allocates, copies and frees memory, nothing else. It needs
-    this machine's GPUs: --snapshot and --root do not apply. FWMAN_LIBCUDA names another libcuda.so.1.
+    this machine's GPUs: --snapshot does not apply (--root DIR: the fingerprint is read and the record written
+    under DIR). FWMAN_LIBCUDA names another libcuda.so.1.
 
     \b
     Examples:
       fwman p2p test
       fwman p2p test --size 256 --repeats 10
       fwman p2p test --json > p2p.json
+      fwman p2p test --nccl
+      fwman p2p test --nccl --prefix 'pct exec 101 --' --nccl-env NCCL_P2P_LEVEL=SYS
 
     \b
-    Exit status: 0 every byte verified; 4 a copy corrupted data or a CUDA call failed; 5 no libcuda or no GPU.
+    Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, a CUDA call failed or the
+    all-reduce was wrong; 5 no libcuda, no GPU or no NCCL runner.
     """
+    if app.snapshot:
+        raise UsageError(
+            "fwman p2p test copies between this machine's GPUs: --snapshot does not apply",
+            hint="run it on the machine itself, without --snapshot",
+        )
+    if nccl:
+        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json)
+        return
     from fwman.p2p.copytest import MIB, run_copy_test
     from fwman.p2p.cuda import open_driver
 
-    if app.snapshot or app.root:
-        raise UsageError(
-            "fwman p2p test copies between this machine's GPUs: --snapshot and --root do not apply",
-            hint="run it on the machine itself, without --snapshot/--root",
-        )
     layer = open_driver(app.env.variables.get(LIBCUDA_VARIABLE) or None)
     try:
         gpus = layer.gpus()
@@ -85,7 +148,104 @@ def test(app: AppContext, size_mb: int, repeats: int, as_json: bool) -> None:
     finally:
         layer.close()
 
+    if not no_record:
+        from fwman.p2p.record import record_from_copy
+
+        _record(app, lambda fp, now: record_from_copy(report, fp, now))
     show(app, report, as_json)
+
+
+def _now() -> str:
+    from fwman.core.clock import now_utc
+
+    return now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _record(app: AppContext, build: Callable[[Fingerprint, str], P2PRecord]) -> None:
+    """Append the record ``build(fingerprint, time)`` returns to the P2P history; say so (or why not) on stderr."""
+    from fwman.app.p2p import HISTORY, record_result
+
+    try:
+        record_result(app.host, build, _now())
+    except (FwmanError, OSError) as e:
+        app.echo(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}", err=True)
+        return
+    app.echo(f"recorded in {HISTORY} (`fwman doctor` reads it back)", err=True)
+
+
+def _nccl_tier(
+    app: AppContext, runner: str, prefix: str, nccl_env: tuple[str, ...], no_record: bool, as_json: bool
+) -> None:
+    from fwman.p2p.nccl import RunnerMissing, run_nccl_test
+
+    env: dict[str, str] = {}
+    for item in nccl_env:
+        name, sep, value = item.partition("=")
+        if not sep or not name.startswith("NCCL_"):
+            raise UsageError(f"--nccl-env wants NCCL_NAME=VALUE, got {item!r}")
+        env[name] = value
+    try:
+        argv_prefix = shlex.split(prefix)
+    except ValueError as e:
+        raise UsageError(f"--prefix is not a command line: {e}") from e
+    if not env:
+        from fwman.app.p2p import server_environment
+
+        env, where = server_environment(app.host, argv_prefix)
+        if where:
+            app.echo(f"NCCL variables of the model server from {where}: "
+                     + " ".join(f"{k}={v}" for k, v in env.items()), err=True)  # fmt: skip
+    try:
+        gpus = len(_cards(app))
+    except FwmanError:
+        gpus = 0
+    try:
+        report = run_nccl_test(app.host, prefix=argv_prefix, runner=runner, env=env, gpus=gpus)
+    except RunnerMissing as e:
+        from fwman.core.errors import MissingError
+
+        raise MissingError(e.message, hint=e.hint) from e
+    if not no_record and report.wrong is not None:
+        from fwman.p2p.record import record_from_nccl
+
+        _record(app, lambda fp, now: record_from_nccl(report, fp, now))
+    show_nccl(app, report, as_json)
+
+
+def _cards(app: AppContext) -> list[object]:
+    from fwman.gpu.inventory import scan_cards
+
+    return list(scan_cards(app.host, use_smi=False))
+
+
+def show_nccl(app: AppContext, report: NcclReport, as_json: bool) -> None:
+    """Print the NCCL tier's ``report``. Raises VerificationError (exit 4) unless the all-reduce verified."""
+    if as_json:
+        app.emit_json("p2p-nccl", report.to_json())
+    else:
+        where = f" inside `{shlex.join(report.prefix)}`" if report.prefix else ""
+        app.echo(f"fwman p2p test --nccl: {report.runner}{where}")
+        if report.nccl_version:
+            app.echo(f"  NCCL {report.nccl_version}")
+        if report.world is not None:
+            app.echo(f"  ranks: {report.world}")
+        for k, v in sorted(report.environment.items()):
+            app.echo(f"  {k}={v}")
+        if report.busbw_gbps is not None:
+            app.echo(f"  bus bandwidth {report.busbw_gbps:.1f} GB/s (algorithm bandwidth {report.algbw_gbps or 0:.1f})")
+        transports = report.log.transports()
+        if transports:
+            app.echo("  connections by transport (NCCL_DEBUG=INFO):")
+            for t, n in transports.items():
+                app.echo(f"    {t:<24} {n}")
+        for w in report.log.warnings[:5]:
+            app.echo(app.style(f"  NCCL WARN {w}", fg="yellow"))
+        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ok else "red"))
+    if not report.ok:
+        raise VerificationError(
+            report.verdict(),
+            hint="an all-reduce that returns wrong values must not serve a model: run `fwman doctor`",
+        )
 
 
 def show(app: AppContext, report: CopyReport, as_json: bool) -> None:

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.localfs import root_prefix
+from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.host.base import Host
 
 APT_PIN_TEXT = (

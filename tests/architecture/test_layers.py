@@ -54,13 +54,10 @@ DOORS: dict[str, set[str]] = {
     "fwman.p2p.cuda": {"native"},
 }
 
-TEMPORARY = "being removed by issue 13 split (temporary)"
 #: "<module> <what>" -> why it is allowed; <what> is an effect kind or "imports fwman.<package>"
 ALLOWED: dict[str, str] = {
     "fwman.host.pty clock": "a pty deadline is real time: a fixed test clock must not stall a running nvflash",
     "fwman.driver.build.lock files": "flock needs a real file descriptor; a Host has no lock primitive",
-    "fwman.core.actions imports fwman.host": "changes made through a Host belong in host/: move the file to "
-    "fwman/host/actions.py once the driver work on it has landed (issue 13)",
 }
 
 # -- what counts as an effect ----------------------------------------------------------------------------------
@@ -271,7 +268,7 @@ PLANTED = [
     ),
     ("fwman.firmware.rom.parse", "from fwman.driver import forks\n", "imports fwman.driver"),  # sibling
     ("fwman.core.units", "from . import errors\nfrom ..gpu import smi\n", "imports fwman.gpu"),  # relative
-    ("fwman.core.actions", "from fwman.host.base import Host\n", "imports fwman.host"),  # core is the ground
+    ("fwman.core.findings", "from fwman.host.base import Host\n", "imports fwman.host"),  # core is the ground
     ("fwman.reports.audit.report", "from fwman import cli\n", "imports fwman.cli"),
     ("fwman.gpu.smi", "def f(p):\n    return open(p).read()\n", "files"),
     ("fwman.gpu.smi", "from pathlib import Path\nPath('/x').read_text()\n", "files"),

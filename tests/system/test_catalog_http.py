@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from tests.helpers import FwmanEnv
-from tests.unit.test_catalog_support import (
+from tests.support.catalog import (
     REBAR,
     board_toml,
     install_local,
@@ -27,6 +26,7 @@ from tests.unit.test_catalog_support import (
     trust,
     write_catalog,
 )
+from tests.support.env import FwmanEnv
 
 CACHE = "var/cache/fwman/images/10de-2204-3842-3987"
 REF = f"3842:3987/{REBAR}"

@@ -23,8 +23,8 @@ import pytest
 
 from fwman import __version__
 from fwman.driver.dkms import APT_PIN_TEXT
-from tests.conftest import is_root, require_tools
-from tests.helpers import REPO
+from tests.support.env import REPO
+from tests.support.tools import is_root, require_tools
 
 pytestmark = pytest.mark.system
 

@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tools
-from tests.system.test_modules_support import (
+from tests.support.modules import (
     KERNEL_OK,
     SOURCE,
     STOCK_DKMS,
@@ -27,6 +26,7 @@ from tests.system.test_modules_support import (
     require_build_env,
     run_fwman,
 )
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
 

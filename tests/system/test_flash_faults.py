@@ -21,7 +21,7 @@ import pytest
 from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STOCK_3982, Rig, build_rig, image
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
-from tests.helpers import REPO
+from tests.support.env import REPO
 
 TARGET = "0000:41:00.0"
 REF = f"3842:3987/{REBAR_3987}"
@@ -50,7 +50,7 @@ def assert_untouched(rig: Rig, before: dict[str, bytes], *, except_: tuple[str, 
 
 # -- one fault per step -----------------------------------------------------------------------------------------
 def test_nvflash_missing(tmp_path: Path) -> None:
-    from tests.helpers import FwmanEnv
+    from tests.support.env import FwmanEnv
 
     rig = build_rig(tmp_path)
     before = eeproms(rig)
@@ -154,7 +154,7 @@ def test_write_interrupted_then_resumed(tmp_path: Path) -> None:
 # -- fwman itself killed or interrupted (a real subprocess) ---------------------------------------------------
 RUNNER = """
 import json, sys
-from tests.helpers import FwmanEnv
+from tests.support.env import FwmanEnv
 env = FwmanEnv(path_prepend=json.loads(sys.argv[1]), variables=json.loads(sys.argv[2]))
 r = env(*sys.argv[3:])
 sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); sys.exit(r.code)
@@ -252,7 +252,7 @@ def test_upgrade_story_end_to_end(tmp_path: Path) -> None:
     info = rig.root / "proc/driver/nvidia/gpus"
     import shutil
 
-    from tests.helpers import EXAMPLE_HOST
+    from tests.support.env import EXAMPLE_HOST
 
     shutil.copytree(EXAMPLE_HOST / "files/proc/driver/nvidia", rig.root / "proc/driver/nvidia")
     plan = rig("upgrade", "--dry-run", "--json")

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import require_tools
-from tests.system.test_modules_support import (
+from tests.support.modules import (
     KERNEL_OK,
     SOURCE,
     add_kernel,
@@ -26,6 +25,7 @@ from tests.system.test_modules_support import (
     run_fwman,
     seed_objects,
 )
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
 

@@ -18,8 +18,8 @@ from fwman.core.errors import ParseError
 from fwman.driver.kmod.depmod import resolve_module
 from fwman.driver.kmod.kofile import read_module, read_module_file
 from fwman.host.live import LiveHost
-from tests.conftest import require_tools
-from tests.helpers import FIXTURES, FwmanEnv
+from tests.support.env import FIXTURES, FwmanEnv
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
 

@@ -18,8 +18,8 @@ from fixtures.nvflash.unknown_card import LAUNCH, UPDATE, make_unknown_card, ven
 from fixtures.packages import build_7z_sfx
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
-from tests.conftest import require_tools
-from tests.helpers import EXAMPLE_HOST
+from tests.support.env import EXAMPLE_HOST
+from tests.support.tools import require_tools
 
 BUS = "0000:41:00.0"
 

@@ -18,7 +18,7 @@ from fwman.driver.build.pipeline import kernel_tree_args
 from fwman.driver.kmod.kofile import read_module
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.live import LiveHost
-from tests.system.test_modules_support import (
+from tests.support.modules import (
     KERNEL_BAD,
     KERNEL_OK,
     SOURCE,
@@ -181,6 +181,6 @@ def test_fork_branch_from_a_git_remote_records_the_commit(tmp_path: Path) -> Non
 
 def require_tools_git() -> None:
     """Skip without git."""
-    from tests.conftest import require_tools
+    from tests.support.tools import require_tools
 
     require_tools("git")

@@ -19,8 +19,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, read_module, split_signature
 from fwman.driver.kmod.sign import sign_module
-from tests.conftest import require_tools
-from tests.system.test_modules_support import (
+from tests.support.modules import (
     KERNEL_OK,
     SOURCE,
     build_root,
@@ -28,6 +27,7 @@ from tests.system.test_modules_support import (
     require_build_env,
     run_fwman,
 )
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
 

@@ -23,7 +23,6 @@ import json
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.actions import Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.boot.loaders import (
     BootDefault,
@@ -39,6 +38,7 @@ from fwman.driver.build.install import check_installed
 from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pending_path, read_marker
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
+from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
 
 
@@ -205,7 +205,7 @@ def unpin(host: Host) -> PinRecord | None:
 
 @dataclass
 class PinBoot:
-    """Make the host boot ``safe`` instead of ``avoided`` (an action, see fwman.core.actions)."""
+    """Make the host boot ``safe`` instead of ``avoided`` (an action, see fwman.host.actions)."""
 
     safe: str
     avoided: str
@@ -233,7 +233,7 @@ class PinBoot:
 
 @dataclass
 class UnpinBoot:
-    """Undo fwman's boot pin, restoring the previous default (an action, see fwman.core.actions)."""
+    """Undo fwman's boot pin, restoring the previous default (an action, see fwman.host.actions)."""
 
     record: PinRecord | None = None  # what was undone, once applied
 

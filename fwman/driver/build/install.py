@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fwman.core import paths
-from fwman.core.actions import Action, Tracked, WriteFile, apply_all
 from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import (
     INSTALL_SUBDIR,
@@ -27,6 +26,7 @@ from fwman.driver.build.manifest import (
 from fwman.driver.kmod.kofile import module_stem, read_module
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
+from fwman.host.actions import Action, Tracked, WriteFile, apply_all
 from fwman.host.base import Host
 
 WHAT_DEP = "modules.dep"

@@ -171,7 +171,7 @@ def write_manifest(host: Host, manifest: Manifest) -> None:
 
 @dataclass
 class WriteManifest:
-    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.core.actions).
+    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.host.actions).
 
     ``built_at`` and ``object_cache_hit`` describe the build that produced the files: when only they differ,
     the same modules were rebuilt, and the manifest (with the first build's record) is left as it was.

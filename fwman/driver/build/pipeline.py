@@ -18,7 +18,6 @@ import shlex
 from dataclasses import dataclass, field
 
 from fwman.core import clock, paths
-from fwman.core.actions import RemoveFile, Report, apply_all, silent
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
@@ -26,6 +25,7 @@ from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
 from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
+from fwman.host.actions import RemoveFile, Report, apply_all, silent
 from fwman.host.base import Host
 
 

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass
 
 from fwman.core import paths
-from fwman.core.actions import Report, silent
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver.localfs import local_dir
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 #: directories and files that are build products or VCS data, never part of a source identity

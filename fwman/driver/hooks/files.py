@@ -7,7 +7,7 @@
 - ``/etc/systemd/system/fwman-catchup.service`` (+ its ``multi-user.target.wants`` link): ``fwman modules
   catchup`` at boot, after ``dkms.service``, before ``nvidia-persistenced`` and the display manager.
 
-Every file is an action (:mod:`fwman.core.actions`): installing twice changes nothing the second time. What
+Every file is an action (:mod:`fwman.host.actions`): installing twice changes nothing the second time. What
 the hook and the unit do when they run is :mod:`fwman.driver.hooks.run`.
 """
 
@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from fwman.core import paths
-from fwman.core.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.core.errors import MissingError
 from fwman.core.resources import bundled, read_data
+from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.host.base import Host
 
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
-from fwman.core.actions import Report, silent
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them

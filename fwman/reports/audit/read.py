@@ -17,28 +17,16 @@ from fwman.driver.kmod.depmod import normalize, resolve_all
 from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.host.base import Host
+from fwman.host.optional import read_text_noting
 from fwman.platform import proxmox
 from fwman.reports.audit.model import ContainerAudit, KernelModule, LoadedModule
 from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
 
-def read_text(host: Host, path: str, unreadable: list[str]) -> str | None:
-    """Return the text of ``path``, None when it is absent or unreadable (then noted in ``unreadable``)."""
-    try:
-        if not host.exists(path):
-            return None
-        return host.read_text(path)
-    except NotRecordedError:
-        unreadable.append(f"{path} (not recorded)")
-    except MissingError:
-        unreadable.append(path)
-    return None
-
-
 def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:
     """Return the loaded module (None when neither /proc nor /sys shows one)."""
-    proc = read_text(host, paths.PROC_DRIVER_VERSION, unreadable)
-    sysv = read_text(host, "/sys/module/nvidia/version", unreadable)
+    proc = read_text_noting(host, paths.PROC_DRIVER_VERSION, unreadable)
+    sysv = read_text_noting(host, "/sys/module/nvidia/version", unreadable)
     if proc is None and sysv is None:
         return None
     parsed = parse_proc_version(proc or "")

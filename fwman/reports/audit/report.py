@@ -24,9 +24,10 @@ from datetime import datetime
 from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
+from fwman.host.optional import read_text_noting
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
-from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded, read_text
+from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
 from fwman.reports.audit.rows import build_rows
 from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
@@ -71,7 +72,7 @@ def audit_host(
     "unknown" rows and ``unreadable`` entries.
     """
     unreadable: list[str] = []
-    running = read_text(host, "/proc/sys/kernel/osrelease", unreadable)
+    running = read_text_noting(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
     modules, bare_kernels = read_kernel_modules(host, unreadable)

@@ -30,6 +30,9 @@ from fwman.platform.systemd import parse_unit_environment
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog
+    from fwman.gpu.bridges import AcsFacts, SlotFacts
+    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
+    from fwman.platform.virt import VirtVerdict
     from fwman.reports.audit.model import AuditReport
 
 T = TypeVar("T")
@@ -147,6 +150,11 @@ class Facts:
     iommu: Fact[IommuState]
     passthrough: Fact[Passthrough]
     workloads: Fact[Workloads]
+    virt: Fact[VirtVerdict]  # is this a VM guest
+    acs: Fact[AcsFacts]  # the bridges between every GPU pair and their ACS capability
+    slots: Fact[list[SlotFacts]]  # the port above each card below its link maximum
+    p2p_history: Fact[list[P2PRecord]]  # what `fwman p2p test` recorded
+    fingerprint: Fact[Fingerprint]  # the configuration a P2P verification depends on, now
 
     @property
     def cards(self) -> list[Card]:
@@ -179,7 +187,50 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         iommu=Fact(lambda: _iommu(host, inventory)),
         passthrough=Fact(lambda: _passthrough(host)),
         workloads=Fact(lambda: _workloads(host, sources or Sources())),
+        virt=Fact(lambda: _virt(host)),
+        acs=Fact(lambda: _acs(host, inventory)),
+        slots=Fact(lambda: _slots(host, inventory)),
+        p2p_history=Fact(lambda: _p2p_history(host)),
+        fingerprint=Fact(lambda: _fingerprint(host, inventory)),
     )
+
+
+def _virt(host: Host) -> VirtVerdict:
+    """Return whether ``host`` is a VM guest (CPU flag, DMI, /sys/hypervisor, systemd-detect-virt, virtio)."""
+    from fwman.platform.virt import gather as gather_virt
+    from fwman.platform.virt import judge
+
+    return judge(gather_virt(host))
+
+
+def _acs(host: Host, inventory: Fact[Inventory]) -> AcsFacts:
+    """Return the bridges between every GPU pair and each one's ACS reading."""
+    from fwman.gpu.bridges import gather_acs
+
+    return gather_acs(host, inventory.get().cards)
+
+
+def _slots(host: Host, inventory: Fact[Inventory]) -> list[SlotFacts]:
+    """Return the link capability of the port above each card whose link is below its maximum."""
+    from fwman.gpu.bridges import gather_slots
+
+    return gather_slots(host, inventory.get().cards)
+
+
+def _p2p_history(host: Host) -> list[P2PRecord]:
+    """Return the P2P verification history (empty when there is none). Raises NotRecordedError."""
+    from fwman.gpu.p2p_record import read_history
+
+    return read_history(host)
+
+
+def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
+    """Return the fingerprint of the configuration now. The IOMMU mode is decided as the IOMMU step decides it."""
+    from fwman.reports.doctor.checks.iommu import iommu_mode
+    from fwman.reports.doctor.fingerprint import read_fingerprint
+
+    cards = inventory.get().cards
+    return read_fingerprint(host, cards, iommu_mode(_iommu(host, inventory))[0])
 
 
 def _command(host: Host, argv: tuple[str, ...]) -> str:

@@ -9,6 +9,7 @@ from fwman.core.errors import FwmanError, MissingError
 from fwman.core.findings import Finding, Severity
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
+from fwman.reports.doctor.checks.platform import adjust_for_guest, is_guest
 from fwman.reports.doctor.facts import Facts, Sources, describe_error, gather
 
 
@@ -122,8 +123,10 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
             hint="is this the right machine? On a VM, is the GPU passed through?",
         )
     report = DoctorReport(host=host.description, gpus=len(cards))
+    guest = is_guest(facts)
     for check in CHECKS:
-        findings = run_check(check, facts)
+        # in a VM guest the firmware step cannot judge the card from inside: it points at the host instead
+        findings = adjust_for_guest(check.id, run_check(check, facts), guest)
         if check.pairwise and len(cards) < 2:
             findings = _demote(findings)
         report.steps.append(Step(check, findings))

@@ -13,6 +13,9 @@ One module per group of links:
 - :mod:`.iommu`: the IOMMU mode, devices passed to VMs
 - :mod:`.workloads`: NCCL_P2P_LEVEL, vLLM's custom all-reduce
 - :mod:`.links`: PCIe link width/speed, power limits
+- :mod:`.platform`: running inside a VM guest (first: it changes how the rest reads)
+- :mod:`.pcie`: ACS redirect on the ports between GPUs, slot width versus link training
+- :mod:`.verification`: whether ``fwman p2p test`` verified this very configuration (last)
 
 Adding a check (ACS on the bridges between GPUs, running inside a VM, slot width, ...):
 
@@ -36,6 +39,9 @@ from fwman.reports.doctor.checks.driver import check_driver, check_p2p_topo
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power
+from fwman.reports.doctor.checks.pcie import check_acs, check_slots
+from fwman.reports.doctor.checks.platform import check_vm
+from fwman.reports.doctor.checks.verification import check_verified
 from fwman.reports.doctor.checks.workloads import check_nccl, check_vllm
 from fwman.reports.doctor.facts import Facts
 
@@ -51,6 +57,7 @@ class Check:
 
 
 CHECKS: tuple[Check, ...] = (
+    Check("platform.vm", "Running inside a VM", check_vm),
     Check("gpus", "GPUs", check_gpus),
     Check("firmware.rebar", "Firmware offers a large BAR1", check_firmware),
     Check("bar1.size", "BAR1 covers VRAM (firmware setup)", check_bar1),
@@ -58,8 +65,11 @@ CHECKS: tuple[Check, ...] = (
     Check("p2p.topo", "nvidia-smi topo -p2p r", check_p2p_topo, pairwise=True),
     Check("iommu.mode", "IOMMU", check_iommu, pairwise=True),
     Check("iommu.vms", "Devices passed to VMs", check_vm_isolation, pairwise=True),
+    Check("pcie.acs", "PCIe ACS on the path between GPUs", check_acs, pairwise=True),
     Check("nccl.level", "Topology and NCCL", check_nccl, pairwise=True),
     Check("vllm.allreduce", "vLLM custom all-reduce", check_vllm, pairwise=True),
     Check("pcie.link", "PCIe links", check_links),
+    Check("pcie.slot", "Slot width versus link training", check_slots),
     Check("power.limit", "Power limit", check_power),
+    Check("p2p.verified", "P2P verified on this configuration", check_verified),
 )

@@ -1,0 +1,54 @@
+"""``fwman p2p test`` as a use case: run a tier, then record its result against the configuration it ran on.
+
+The CLI parses options and prints; this module decides what a record holds (:mod:`fwman.p2p.record`) and reads
+the fingerprint with the doctor's own reader, so ``fwman doctor`` compares like with like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fwman.core import paths
+from fwman.gpu.p2p_record import Fingerprint, P2PRecord, append_record
+from fwman.host.base import Host
+
+
+def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], now: str) -> P2PRecord:
+    """Read the fingerprint of ``host``, build the record with ``build(fingerprint, now)`` and append it to the
+    history at :data:`~fwman.core.paths.P2P_HISTORY_FILE`. Returns the record.
+
+    Raises the FwmanError reading the fingerprint met (NotRecordedError, MissingError), OSError when the history
+    cannot be written (not root).
+    """
+    from fwman.reports.doctor.facts import gather
+
+    record = build(gather(host).fingerprint.get(), now)
+    append_record(host, record)
+    return record
+
+
+HISTORY = paths.P2P_HISTORY_FILE
+
+
+def server_environment(host: Host, prefix: list[str]) -> tuple[dict[str, str], str | None]:
+    """Return the ``NCCL_*`` variables the model server gets in the container ``prefix`` enters, and where they
+    are set; ``({}, None)`` when the prefix is not ``pct exec <id>`` or that container sets none.
+
+    ``pct exec`` does not pass the container's ``lxc.environment`` to the command it runs, so the NCCL tier passes
+    them itself: the test then runs under the environment the server will have. Never raises.
+    """
+    from fwman.core.errors import FwmanError
+    from fwman.reports.doctor.facts import gather
+
+    if len(prefix) < 3 or prefix[:2] != ["pct", "exec"] or not prefix[2].isdigit():
+        return {}, None
+    where = f"/etc/pve/lxc/{prefix[2]}.conf"
+    try:
+        sources = gather(host).workloads.get().sources
+    except FwmanError:
+        return {}, None
+    for source in sources:
+        if source.kind == "lxc" and source.where == where:
+            env = {k: v for k, v in source.env.items() if k.startswith("NCCL_")}
+            return env, (where if env else None)
+    return {}, None

@@ -1,0 +1,23 @@
+"""Reading a file that may be absent, for the readers that report what they could not read instead of failing."""
+
+from __future__ import annotations
+
+from fwman.core.errors import MissingError, NotRecordedError
+from fwman.host.base import Host
+
+
+def read_text_noting(host: Host, path: str, unreadable: list[str]) -> str | None:
+    """Return the text of ``path``, or None when it is absent or unreadable.
+
+    An unreadable file is appended to ``unreadable`` (``"<path> (not recorded)"`` when a snapshot did not record
+    it), so the caller can say which facts it could not check; an absent file is not noted. Never raises.
+    """
+    try:
+        if not host.exists(path):
+            return None
+        return host.read_text(path)
+    except NotRecordedError:
+        unreadable.append(f"{path} (not recorded)")
+    except MissingError:
+        unreadable.append(path)
+    return None

@@ -1,0 +1,117 @@
+"""The doctor's last step: was P2P verified on *this* configuration, or only on one that no longer exists?
+
+Pure over the P2P history and the fingerprint of the configuration now (both facts): verified / failed / not
+since X changed / never, for the copy test and, once it has been run, the NCCL tier.
+"""
+
+from __future__ import annotations
+
+from fwman.core.findings import Finding, Severity
+from fwman.gpu.p2p_record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord, standing
+from fwman.reports.doctor.facts import Facts
+
+
+def _copy_line(r: P2PRecord) -> str:
+    speed = f"{r.slowest_gbps:.1f} GB/s" if r.slowest_gbps is not None else "? GB/s"
+    what = "slowest pair" if r.gpus >= 2 else "one GPU, on-device copy"
+    verified = "every byte verified" if r.every_byte_verified else "bytes not all verified"
+    return f"{r.date}, {what} {speed}, {verified}"
+
+
+def _nccl_line(r: P2PRecord) -> str:
+    transport = f"transport {r.transport}" if r.transport else "no peer connection (one GPU)"
+    level = r.environment.get("NCCL_P2P_LEVEL")
+    env = f", NCCL_P2P_LEVEL={level}" if level else ""
+    return f"{r.date}, {r.runner or 'NCCL'}, {transport}{env}, all-reduce exact"
+
+
+def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Finding]:
+    """Return the verification step: verified / failed / not since X changed / never, for the copy test and, once
+    it has been run, the NCCL tier."""
+    out: list[Finding] = []
+    copy = standing(records, now, KIND_COPY)
+    if copy.state == "never":
+        out.append(
+            Finding(
+                id="p2p.verified",
+                severity=Severity.INFO,
+                message="P2P never verified on this machine (no `fwman p2p test` record)",
+                fix="run `fwman p2p test`: it copies between every GPU pair, compares every byte and records the "
+                "result against this configuration",
+            )
+        )
+    elif copy.state == "verified" and copy.record:
+        out.append(
+            Finding(
+                id="p2p.verified",
+                severity=Severity.OK,
+                message=f"P2P verified on this configuration ({_copy_line(copy.record)})",
+                evidence={"time": copy.record.time, "verdict": copy.record.verdict},
+            )
+        )
+    elif copy.state == "failed" and copy.record:
+        out.append(
+            Finding(
+                id="p2p.verified",
+                severity=Severity.BLOCK,
+                message=f"P2P test FAILED on this configuration ({copy.record.date}): {copy.record.verdict}",
+                evidence={"time": copy.record.time},
+                fix="do not serve across GPUs until `fwman p2p test` passes; check IOMMU (iommu=pt), the driver "
+                "build and the links above",
+            )
+        )
+    elif copy.record:
+        first = copy.changed[0].describe() if copy.changed else "the configuration changed"
+        more = f" (and {len(copy.changed) - 1} more change{'s' if len(copy.changed) > 2 else ''})" if len(
+            copy.changed
+        ) > 1 else ""  # fmt: skip
+        out.append(
+            Finding(
+                id="p2p.verified",
+                severity=Severity.WARN,
+                message=f"P2P not verified since {first}{more}: last verified {_copy_line(copy.record)}",
+                evidence={c.what: f"was {c.was}, now {c.now}" for c in copy.changed},
+                fix="run `fwman p2p test` again on this configuration",
+            )
+        )
+    nccl = standing(records, now, KIND_NCCL)
+    if nccl.state == "verified" and nccl.record:
+        r = nccl.record
+        shm = r.transport is not None and r.transport != "P2P"
+        out.append(
+            Finding(
+                id="p2p.nccl",
+                severity=Severity.WARN if shm else Severity.OK,
+                message=f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
+                + (f": NCCL did not use P2P on every connection ({r.verdict})" if shm else ""),
+                evidence={"time": r.time, **{k: str(v) for k, v in r.transports.items()}},
+                fix="set NCCL_P2P_LEVEL=SYS where the model server runs and run `fwman p2p test --nccl` again"
+                if shm
+                else None,
+            )
+        )
+    elif nccl.state == "failed" and nccl.record:
+        out.append(
+            Finding(
+                id="p2p.nccl",
+                severity=Severity.BLOCK,
+                message=f"NCCL all-reduce FAILED on this configuration ({nccl.record.date}): {nccl.record.verdict}",
+                evidence={"time": nccl.record.time},
+            )
+        )
+    elif nccl.state == "changed" and nccl.record:
+        first = nccl.changed[0].describe() if nccl.changed else "the configuration changed"
+        out.append(
+            Finding(
+                id="p2p.nccl",
+                severity=Severity.INFO,
+                message=f"NCCL tier not run since {first} (last: {_nccl_line(nccl.record)})",
+                fix="`fwman p2p test --nccl` (with `--prefix` where the model server's NCCL lives)",
+            )
+        )
+    return out
+
+
+def check_verified(facts: Facts) -> list[Finding]:
+    """Return where P2P verification stands for the configuration now."""
+    return verification_findings(facts.p2p_history.get(), facts.fingerprint.get())

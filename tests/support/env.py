@@ -1,0 +1,86 @@
+"""Test environment objects: run fwman in-process with captured streams, no monkeypatching."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fwman.cli.app import run
+from fwman.cli.context import Environment
+from fwman.core.clock import Clock
+from fwman.host.base import Host
+from fwman.host.live import LiveHost
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "fixtures"
+HOSTS = FIXTURES / "hosts"
+EXAMPLE_HOST = HOSTS / "rig-4x3090"
+
+
+@dataclass
+class Result:
+    """What one fwman invocation did."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """Return stdout parsed as JSON."""
+        return json.loads(self.stdout)
+
+
+@dataclass
+class FwmanEnv:
+    """Runs fwman in-process against a chosen environment.
+
+    ``path_prepend`` directories go first on the live host's PATH (fixture tools such as the stand-in nvflash);
+    ``variables`` are the process environment fwman sees; ``euid`` is the user it believes it runs as.
+    """
+
+    path_prepend: Sequence[str | os.PathLike[str]] = ()
+    variables: Mapping[str, str] = field(default_factory=dict)
+    euid: int = 0
+    tty: bool = False
+    #: the clock fwman reads (None: the real one); e.g. fwman.core.clock.FixedClock
+    clock: Clock | None = None
+
+    def host_env(self) -> dict[str, str]:
+        """Return the variables the live host adds to commands it runs (PATH with fixtures first)."""
+        extra = dict(self.variables)
+        if self.path_prepend:
+            base = self.variables.get("PATH", os.environ.get("PATH", "/usr/bin:/bin"))
+            extra["PATH"] = os.pathsep.join([*(str(p) for p in self.path_prepend), base])
+        return extra
+
+    def live_host(self, root: str) -> Host:
+        """Return the LiveHost fwman will use for ``--root root``."""
+        return LiveHost(root, env=self.host_env())
+
+    def __call__(self, *argv: str, stdin: str = "") -> Result:
+        """Run ``fwman argv...`` and return its exit status and output."""
+        out, err = io.StringIO(), io.StringIO()
+        env = Environment(
+            stdout=out,
+            stderr=err,
+            stdout_isatty=self.tty,
+            stderr_isatty=self.tty,
+            variables={**os.environ, **self.variables},
+            live_host_factory=self.live_host,
+            euid=self.euid,
+            clock=self.clock,
+        )
+        code = run(list(argv), env)
+        return Result(code, out.getvalue(), err.getvalue())
+
+
+def copy_tree(src: Path, dst: Path) -> Path:
+    """Copy a fixture tree (keeping symlinks) and return the copy's path."""
+    shutil.copytree(src, dst, symlinks=True)
+    return dst

@@ -1,0 +1,121 @@
+"""Shared setup of the module system tests (no tests here): temp roots with real Debian kernel headers.
+
+A temp root is a directory fwman treats as ``/`` (``--root``). Its ``/lib/modules/KVER/build`` and ``source``
+must be real header trees *inside* the root (LiveHost resolves links within it, as a chroot would), so the
+arch directory (3 MB) is copied and the common directory (75 MB) is recreated as a tree of symbolic links to the
+real files (``cp -as``, half a second); the arch tree's relative ``scripts`` link reaches the real kbuild through
+a link at ``ROOT/usr/lib/linux-kbuild-6.1``. Nothing is written outside the temp directories.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.env import FIXTURES, FwmanEnv
+from tests.support.tools import require_tools
+
+KERNEL_OK = "6.1.0-50-amd64"  # pci_resize_resource(dev, i, size): the stand-in fork tree builds
+KERNEL_BAD = "6.1.0-53-amd64"  # pci_resize_resource(dev, i, size, exclude_bars): it fails in nv-pci.c
+KERNELS = (KERNEL_OK, KERNEL_BAD)
+FORK_TREE = FIXTURES / "kmod-tree" / "fork"
+STOCK_DKMS = FIXTURES / "kmod-tree" / "stock-dkms"
+SOURCE = "/src/fork"  # where tests put the fork tree inside a root (a host path)
+
+
+def require_build_env(*kernels: str) -> None:
+    """Skip unless running as root with make, gcc, depmod and the real headers of ``kernels``."""
+    if os.geteuid() != 0:
+        pytest.skip("module system tests need root (run `make test` as root)")
+    require_tools("make", "gcc", "depmod", "modinfo")
+    for kver in kernels:
+        common = kver.removesuffix("-amd64") + "-common"
+        if not Path(f"/usr/src/linux-headers-{kver}").is_dir() or not Path(f"/usr/src/linux-headers-{common}").is_dir():
+            pytest.skip(f"needs linux-headers-{kver} (installed by `make test` as root)")
+
+
+def add_kernel(root: Path, kver: str, headers: bool = True) -> None:
+    """Make ``kver`` an installed kernel of ``root`` (a module directory), with its headers or not."""
+    (root / "lib/modules" / kver).mkdir(parents=True, exist_ok=True)
+    if headers:
+        give_headers(root, kver)
+
+
+def give_headers(root: Path, kver: str) -> None:
+    """Install the real headers of ``kver`` into ``root`` the way linux-headers-KVER lays them out."""
+    common = kver.removesuffix("-amd64") + "-common"
+    src = root / "usr/src"
+    src.mkdir(parents=True, exist_ok=True)
+    kbuild = root / "usr/lib/linux-kbuild-6.1"
+    if not kbuild.is_symlink():
+        kbuild.parent.mkdir(parents=True, exist_ok=True)
+        kbuild.symlink_to("/usr/lib/linux-kbuild-6.1")
+    if not (src / f"linux-headers-{kver}").exists():
+        subprocess.run(["cp", "-a", f"/usr/src/linux-headers-{kver}", str(src)], check=True)
+    if not (src / f"linux-headers-{common}").exists():
+        subprocess.run(["cp", "-as", f"/usr/src/linux-headers-{common}", str(src)], check=True)
+    mod = root / "lib/modules" / kver
+    mod.mkdir(parents=True, exist_ok=True)
+    for name, target in (("build", f"/usr/src/linux-headers-{kver}"), ("source", f"/usr/src/linux-headers-{common}")):
+        link = mod / name
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(target)
+
+
+def put_source(root: Path, tree: Path = FORK_TREE) -> str:
+    """Copy the stand-in fork tree into ``root`` and return its host path."""
+    dest = root / SOURCE.lstrip("/")
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(tree, dest, symlinks=True)
+    return SOURCE
+
+
+def seed_objects(root: Path, cache: Path) -> None:
+    """Copy an object cache (``/var/cache/fwman/objects`` of another root) into ``root``."""
+    dest = root / "var/cache/fwman/objects"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if not dest.exists():
+        shutil.copytree(cache, dest, symlinks=True)
+
+
+def build_root(tmp: Path, kernels: tuple[str, ...] = KERNELS, cache: Path | None = None) -> Path:
+    """Return a new root with ``kernels`` (and their headers), the fork tree at SOURCE, and a seeded cache."""
+    root = tmp / "root"
+    for kver in kernels:
+        add_kernel(root, kver)
+    put_source(root)
+    if cache is not None:
+        seed_objects(root, cache)
+    return root
+
+
+def run_fwman(root: Path, *argv: str, env: FwmanEnv | None = None) -> tuple[int, str, str]:
+    """Run fwman in-process on ``root`` and return (exit status, stdout, stderr)."""
+    result = (env or FwmanEnv())(*argv, "--root", str(root))
+    return result.code, result.stdout, result.stderr
+
+
+@pytest.fixture(scope="session")
+def object_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Build the stand-in's kernel-independent objects once per session (through fwman) and return the cache.
+
+    Tests seed their roots with it, so only their first kernel-open build per root costs anything. Memoised
+    across modules: each test module that imports this fixture gets its own fixture definition.
+    """
+    require_build_env(KERNEL_OK)
+    if "objects" not in _SEED:
+        root = build_root(tmp_path_factory.mktemp("seed"), (KERNEL_OK,))
+        code, out, err = run_fwman(root, "modules", "build", "--kernel", KERNEL_OK, "--source", SOURCE)
+        assert code == 0, out + err
+        _SEED["objects"] = root / "var/cache/fwman/objects"
+        _SEED["root"] = root
+    return _SEED["objects"]
+
+
+_SEED: dict[str, Path] = {}

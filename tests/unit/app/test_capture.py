@@ -1,0 +1,77 @@
+"""`fwman capture` records what scan reads, so a replay gives the live answer; redaction by default."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from fixtures.hostgen.materialize import materialize
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+from tests.support.smi import fake_nvidia_smi
+
+
+def _live(tmp_path: Path) -> tuple[FwmanEnv, Path]:
+    root = materialize(EXAMPLE_HOST, tmp_path / "root")
+    fake_nvidia_smi(tmp_path / "bin")
+    return FwmanEnv(path_prepend=[tmp_path / "bin"], variables={"PATH": "/usr/bin:/bin"}), root
+
+
+def test_capture_then_replay_gives_the_live_scan(tmp_path: Path) -> None:
+    run, root = _live(tmp_path)
+    live = run("--root", str(root), "scan", "--json")
+    assert live.code == 0, live.stderr
+    cap = run("--root", str(root), "capture", str(tmp_path / "snap"), "--json")
+    assert cap.code == 0, cap.stderr
+    report = cap.json()
+    assert report["gpus"] == 4 and report["redacted"] is True
+    assert "nvflash" in report["missing_tools"]
+    replay = FwmanEnv()("--snapshot", str(tmp_path / "snap"), "scan", "--json")
+    assert replay.code == 0, replay.stderr
+    live_doc, replay_doc = live.json(), replay.json()
+    assert replay_doc["gpus"] == live_doc["gpus"]
+    meta = json.loads((tmp_path / "snap/snapshot.json").read_text())
+    assert meta["format"] == "fwman-snapshot" and meta["version"] == 1 and meta["redacted"] is True
+    argvs = [c["argv"] for c in meta["commands"]]
+    assert ["nvidia-smi", "topo", "-p2p", "r"] in argvs and ["nvidia-smi", "--version"] in argvs
+    search = f"{tmp_path / 'bin'}:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+    for c in meta["commands"]:  # every command is recorded; a tool that is not installed is recorded as missing
+        assert c["missing"] == (shutil.which(c["argv"][0], path=search) is None), c
+    assert {c["argv"][0] for c in meta["commands"]} >= {"nvidia-smi", "dkms", "lspci", "uname"}
+    # bridges above the GPU and their attributes were recorded
+    assert (tmp_path / "snap/files/sys/devices/pci0000:40/0000:40:01.1/max_link_speed").is_file()
+    assert (tmp_path / "snap/files/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0/config").stat().st_size == 4096
+
+
+def test_capture_redacts_uuids_and_serials_unless_asked(tmp_path: Path) -> None:
+    run, root = _live(tmp_path)
+    assert run("--root", str(root), "capture", str(tmp_path / "red")).code == 0
+    assert run("--root", str(root), "capture", "--no-redact", str(tmp_path / "raw")).code == 0
+
+    def blob(d: Path) -> str:
+        return "".join(p.read_text(errors="replace") for p in d.rglob("*") if p.is_file())
+
+    red, raw = blob(tmp_path / "red"), blob(tmp_path / "raw")
+    assert "GPU-5c0f0002-3e21-7a0b-9d4c-1a2b3c4d5e6f" in raw and "<serial>1323020000002</serial>" in raw
+    assert "GPU-5c0f0002" not in red and "1323020000002" not in red
+    assert "<serial>REDACTED</serial>" in red
+
+
+def test_capture_refuses_to_overwrite_and_to_replay(tmp_path: Path) -> None:
+    run, root = _live(tmp_path)
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken/mine.txt").write_text("keep")
+    r = run("--root", str(root), "capture", str(tmp_path / "taken"))
+    assert r.code == 2 and "not empty" in r.stderr
+    assert (tmp_path / "taken/mine.txt").read_text() == "keep"
+    r = run("--snapshot", str(EXAMPLE_HOST), "capture", str(tmp_path / "new"))
+    assert r.code == 2 and "cannot read from --snapshot" in r.stderr
+    assert not (tmp_path / "new").exists()
+
+
+def test_capture_changes_nothing_on_the_host(tmp_path: Path) -> None:
+    run, root = _live(tmp_path)
+    before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if not p.is_symlink()}
+    assert run("--root", str(root), "capture", str(tmp_path / "snap")).code == 0
+    after = {p: p.stat().st_mtime_ns for p in root.rglob("*") if not p.is_symlink()}
+    assert after == before

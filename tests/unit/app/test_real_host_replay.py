@@ -1,0 +1,65 @@
+"""The real H200 host: replaying its snapshot prints what fwman printed live on that machine.
+
+fixtures/hosts/h200-1gpu/live/ was written on the machine, right after `fwman capture`; nothing here is
+constructed. Only the host description differs ("live host" there, "snapshot <dir>" here).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.env import HOSTS, FwmanEnv
+
+H200 = HOSTS / "h200-1gpu"
+LIVE = H200 / "live"
+
+
+def _normalise(text: str) -> str:
+    return text.replace(f"snapshot {H200}", "live host")
+
+
+def _strip_host(doc: Any) -> Any:
+    if isinstance(doc, dict):
+        return {k: _strip_host(v) for k, v in doc.items() if k != "host"}
+    if isinstance(doc, list):
+        return [_strip_host(v) for v in doc]
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("argv", "name", "code"),
+    [
+        (["scan"], "scan", 0),
+        (["audit", "--offline"], "audit_--offline", 0),
+        (["doctor"], "doctor", 0),
+    ],
+)
+def test_text_replay_equals_live(fwman: FwmanEnv, argv: list[str], name: str, code: int) -> None:
+    r = fwman("--snapshot", str(H200), *argv)
+    assert r.code == code, r.stderr
+    assert _normalise(r.stdout) == (LIVE / f"{name}.txt").read_text()
+
+
+@pytest.mark.parametrize("argv", [["scan", "--json"], ["audit", "--offline", "--json"], ["doctor", "--json"]])
+def test_json_replay_equals_live(fwman: FwmanEnv, argv: list[str]) -> None:
+    r = fwman("--snapshot", str(H200), *argv)
+    assert r.code == 0, r.stderr
+    live = json.loads((LIVE / ("_".join(argv) + ".txt")).read_text())
+    assert _strip_host(json.loads(_normalise(r.stdout))) == _strip_host(live)
+
+
+def test_what_the_real_host_reported(fwman: FwmanEnv) -> None:
+    """fwman's replay finds the facts the real machine showed: its own analysis of the recorded files."""
+    audit = fwman("--snapshot", str(H200), "audit", "--offline")
+    assert audit.code == 0, audit.stderr
+    assert "loaded kernel module                      580.159.04  match" in audit.stdout
+    # the real case: the CUDA forward-compatibility libcuda is another version than the driver, reported as compat
+    assert "CUDA compat libcuda.so                    580.95.05   info" in audit.stdout
+    # the live P2P run (CUDA, on the machine) and the replayed scan (sysfs + nvidia-smi) name the same GPU
+    p2p = (LIVE / "p2p.txt").read_text()
+    assert "verdict: every byte verified" in p2p
+    gpus = fwman("--snapshot", str(H200), "scan", "--json").json()["gpus"]
+    assert [f"  GPU0  {g['bus_id']}  {g['name']}" for g in gpus] == [p2p.splitlines()[1]]

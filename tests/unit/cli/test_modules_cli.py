@@ -1,0 +1,101 @@
+"""`fwman modules ...` on temp roots where nothing needs compiling: usage errors, status, catch-up fast path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.support.env import FwmanEnv
+
+KVER = "6.1.0-50-amd64"
+
+
+def _root(tmp: Path, headers: bool) -> Path:
+    (tmp / "lib/modules" / KVER).mkdir(parents=True)
+    if headers:
+        (tmp / "usr/src/h/include").mkdir(parents=True)
+        (tmp / "lib/modules" / KVER / "build").symlink_to("/usr/src/h")
+    return tmp
+
+
+def test_build_needs_a_source_and_a_kernel(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    root = str(_root(tmp_path, headers=False))
+    r = run("modules", "build", "--kernel", KVER, "--root", root)
+    assert r.code == 2 and "--source DIR, or --fork" in r.stderr
+    r = run("modules", "build", "--kernel", KVER, "--source", "/s", "--fork", "a/b", "--branch", "x", "--root", root)
+    assert r.code == 2
+    r = run("modules", "build", "--source", "/s", "--root", root)
+    assert r.code == 2 and "name a kernel" in r.stderr
+
+
+def test_not_root_is_blocked(tmp_path: Path) -> None:
+    r = FwmanEnv(euid=1000)("modules", "build", "--kernel", KVER, "--source", "/s")
+    assert r.code == 3 and "needs root" in r.stderr
+
+
+def test_missing_headers_mark_the_kernel_pending(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=False)
+    (root / "src/fork/kernel-open").mkdir(parents=True)
+    (root / "src/fork/Makefile").write_text("modules:\n")
+    r = FwmanEnv()("modules", "build", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
+    assert r.code == 5 and "marked pending" in r.stderr
+    marker = json.loads((root / f"var/lib/fwman/modules/{KVER}.pending").read_text())
+    assert marker["reason"] == "no headers"
+
+
+def test_status_json_and_text(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=True)
+    run = FwmanEnv(variables={"PATH": "/nonexistent"})  # no dkms on this host: dkms part is empty
+    doc = run("modules", "status", "--json", "--root", str(root)).json()
+    assert doc["schema"] == "fwman.modules-status/1"
+    (row,) = doc["kernels"]
+    assert (row["kernel"], row["headers"], row["modules"], row["safe_to_boot"]) == (KVER, True, "none", False)
+    assert row["why"] == "no patched modules built for this kernel" and row["next_boot"] is True
+    assert doc["pin"] is None and doc["source"] is None
+    text = run("modules", "status", "--root", str(root)).stdout
+    assert "SAFE TO BOOT" in text and f"> {KVER}" in text and "no module source configured yet" in text
+
+
+def test_catchup_fast_path_and_unpin_without_pin(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    r = run("modules", "catchup", "--root", str(empty))
+    assert r.code == 0 and r.stdout.strip() == "every kernel has current patched modules"
+    r = run("modules", "unpin", "--root", str(empty))
+    assert r.code == 0 and "no boot pin" in r.stdout
+    r = run("modules", "check-boot", "--root", str(empty))
+    assert r.code == 5
+
+
+def test_catchup_without_source_marks_pending_and_exits_zero(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=True)
+    r = FwmanEnv()("modules", "catchup", "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert "no module source configured" in r.stderr
+    assert (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
+    assert "the next boot (6.1.0-50-amd64) has no working patched modules" in r.stderr
+
+
+def test_a_broken_forks_table_is_an_error_not_a_fork_path(tmp_path: Path) -> None:
+    # before, an invalid [forks] table was swallowed and "aikitoria" was cloned as a relative path
+    root = _root(tmp_path, headers=True)
+    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman/config.toml").write_text("[forks]\naikitoria = 3\n")
+    r = FwmanEnv()(
+        "modules", "build", "--kernel", KVER, "--fork", "aikitoria", "--branch", "570.86.16-p2p", "--root", str(root)
+    )
+    assert r.code == 2 and "config.toml:2:" in r.stderr and "`aikitoria` in [forks]" in r.stderr
+    assert not (root / "var/lib/fwman/modules/source.json").exists()
+
+
+def test_build_json_says_what_changed(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=False)
+    (root / "src/fork/kernel-open").mkdir(parents=True)
+    (root / "src/fork/Makefile").write_text("modules:\n")
+    r = FwmanEnv()("modules", "build", "--json", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
+    doc = r.json()
+    assert r.code == 5 and doc["schema"] == "fwman.modules-build/1"
+    # pending: nothing was installed, no boot pin made (there is no other kernel)
+    assert doc["changed"] is False and doc["kernels"][0]["changed"] == [] and doc["boot"]["changed"] == []

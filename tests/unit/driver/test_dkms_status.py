@@ -1,0 +1,85 @@
+"""`dkms status` parsing (2.x and 3.x formats) and fwman dkms block/unblock on a temp root with the real dkms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fwman.core.errors import ParseError
+from fwman.driver import dkms
+from fwman.host.live import LiveHost
+from tests.support.env import FwmanEnv
+from tests.support.tools import require_tools
+
+
+def test_both_status_formats() -> None:
+    text = (
+        "nvidia/590.48.01, 6.18.9+deb14-amd64, x86_64: built\n"
+        "nvidia/590.48.01, 6.18.10+deb14-amd64, x86_64: installed (original_module exists)\n"
+        "nvidia/590.48.01: added\n"
+        "nvidia, 396.45, 4.17.14-202.fc28.x86_64, x86_64: installed\n"
+        "nvidia-current, 525.147.05: added\n"
+        "Warning: something dkms says\n"
+        "zfs/2.1.11, 6.1.0-50-amd64, x86_64: installed\n"
+    )
+    entries = dkms.parse_status(text)
+    assert [(e.module, e.version, e.kernel, e.state) for e in entries] == [
+        ("nvidia", "590.48.01", "6.18.9+deb14-amd64", "built"),
+        ("nvidia", "590.48.01", "6.18.10+deb14-amd64", "installed (original_module exists)"),
+        ("nvidia", "590.48.01", None, "added"),
+        ("nvidia", "396.45", "4.17.14-202.fc28.x86_64", "installed"),
+        ("nvidia-current", "525.147.05", None, "added"),
+        ("zfs", "2.1.11", "6.1.0-50-amd64", "installed"),
+    ]
+    assert [e.installed for e in entries] == [False, True, False, True, False, True]
+    assert [dkms.is_nvidia(e) for e in entries] == [True, True, True, True, True, False]
+    with pytest.raises(ParseError) as info:
+        dkms.parse_status("nvidia/1.0: added\nthis is not a status line\n")
+    assert info.value.offset == 2
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300))
+def test_status_parser_gives_entries_or_a_parse_error(text: str) -> None:
+    try:
+        entries = dkms.parse_status(text)
+    except ParseError as e:
+        assert e.offset is not None
+        return
+    assert all(e.module and e.version and e.state for e in entries)
+
+
+def test_dkms_is_pointed_at_a_temp_root(tmp_path: Path) -> None:
+    argv = dkms.dkms_argv(LiveHost(str(tmp_path)), "status")
+    assert argv == [
+        "dkms",
+        "status",
+        f"--dkmstree={tmp_path}/var/lib/dkms",
+        f"--sourcetree={tmp_path}/usr/src",
+        f"--installtree={tmp_path}/lib/modules",
+        "--no-depmod",
+    ]
+    assert dkms.dkms_argv(LiveHost("/"), "status") == ["dkms", "status"]
+
+
+def test_block_and_unblock_with_nothing_registered(tmp_path: Path) -> None:
+    require_tools("dkms")
+    (tmp_path / "var/lib/dkms").mkdir(parents=True)
+    run = FwmanEnv()
+    dry = run("dkms", "block", "--dry-run", "--root", str(tmp_path))
+    assert dry.code == 0 and "would write /etc/apt/preferences.d/fwman-nvidia-dkms" in dry.stdout
+    assert not (tmp_path / "etc/apt/preferences.d/fwman-nvidia-dkms").exists()
+    assert run("dkms", "block", "--root", str(tmp_path)).code == 0
+    record = json.loads((tmp_path / "var/lib/fwman/dkms-block.json").read_text())
+    assert record["removed"] == [] and record["apt_pin"] == "/etc/apt/preferences.d/fwman-nvidia-dkms"
+    status = run("dkms", "status", "--json", "--root", str(tmp_path)).json()
+    assert status["schema"] == "fwman.dkms-status/1" and status["blocked"] is True and status["modules"] == []
+    again = run("dkms", "block", "--root", str(tmp_path))
+    assert again.stdout.strip() == "DKMS already blocked: nothing to do"
+    assert run("dkms", "unblock", "--root", str(tmp_path)).code == 0
+    assert not (tmp_path / "etc/apt/preferences.d/fwman-nvidia-dkms").exists()
+    assert run("dkms", "unblock", "--root", str(tmp_path)).code == 5  # nothing to undo

@@ -1,0 +1,95 @@
+"""Fork branch listing: ls-remote and Link parsing, forge names, fork configuration.
+
+No network here: tests/system/test_forks_http.py runs the forge API on 127.0.0.1 and a real git repository.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fwman.core.config import Config, parse_config
+from fwman.core.errors import ParseError, UsageError
+from fwman.driver.forks import (
+    DEFAULT_FORKS,
+    Fork,
+    api_base,
+    configured_forks,
+    forge_repo,
+    parse_link_next,
+    parse_ls_remote,
+)
+
+AIKITORIA = "https://github.com/aikitoria/open-gpu-kernel-modules"
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+# -- pure parsers -----------------------------------------------------------------------------------------
+def test_ls_remote_keeps_heads_only() -> None:
+    text = (
+        f"{SHA}\trefs/heads/570.86.16-p2p\n{SHA}\trefs/heads/main\n"
+        f"{SHA}\trefs/tags/570.86.16-p2p\n{SHA}\trefs/tags/575.51.02-p2p\n{SHA}\tHEAD\n"
+    )
+    assert parse_ls_remote(text) == ["570.86.16-p2p", "main"]
+
+
+def test_ls_remote_garbage_is_parse_error() -> None:
+    with pytest.raises(ParseError, match="'fatal: not a repo' is not") as e:
+        parse_ls_remote(f"{SHA}\trefs/heads/main\nfatal: not a repo\n")
+    assert e.value.offset == 2  # the line number
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200))
+def test_property_ls_remote_any_text(text: str) -> None:
+    with contextlib.suppress(ParseError):
+        for name in parse_ls_remote(text):
+            assert "\n" not in name
+
+
+def test_link_header() -> None:
+    header = '<https://x/b?page=2>; rel="next", <https://x/b?page=4>; rel="last"'
+    assert parse_link_next(header) == "https://x/b?page=2"
+    assert parse_link_next('<https://x/b?page=1>; rel="prev"') is None
+    assert parse_link_next(None) is None
+
+
+def test_forge_repo() -> None:
+    assert forge_repo(AIKITORIA) == ("aikitoria", "open-gpu-kernel-modules")
+    assert forge_repo(AIKITORIA + ".git") == ("aikitoria", "open-gpu-kernel-modules")
+    assert forge_repo("git@github.com:me/fork.git") == ("me", "fork")
+    assert forge_repo("/srv/git/fork.git") is None
+    assert forge_repo("https://gitlab.com/a/b") is None
+
+
+def test_config_can_drop_default_forks() -> None:
+    forks = configured_forks(parse_config("[forks]\ndefaults = false\n"), ["a=/srv/a.git"])
+    assert forks == [Fork("a", "/srv/a.git")]
+
+
+def test_configured_forks_defaults_config_and_options() -> None:
+    config = parse_config('[forks]\napi_url = "http://127.0.0.1:1"\nmine = "https://github.com/me/ogkm"\n')
+    forks = configured_forks(config, ["local=/srv/fork.git", "tinygrad=https://github.com/t2/ogkm"])
+    names = {f.name: f.url for f in forks}
+    assert names["aikitoria"] == DEFAULT_FORKS["aikitoria"]
+    assert names["mine"] == "https://github.com/me/ogkm"
+    assert names["local"] == "/srv/fork.git"
+    assert names["tinygrad"] == "https://github.com/t2/ogkm"  # --fork replaces a default of the same name
+    assert "api_url" not in names
+    assert api_base(config, {}) == "http://127.0.0.1:1"
+    assert api_base(config, {"FWMAN_FORGE_API": "http://h/"}) == "http://h"
+    assert api_base(Config(), {}) == "https://api.github.com"
+
+
+@pytest.mark.parametrize("bad", ["noequals", "=https://x", "name=", "bad name=x"])
+def test_bad_fork_option(bad: str) -> None:
+    with pytest.raises(UsageError, match="NAME=URL"):
+        configured_forks(Config(), [bad])
+
+
+def test_bad_toml_is_usage_error() -> None:
+    with pytest.raises(UsageError, match="not valid TOML"):
+        parse_config("[forks\n")

@@ -1,0 +1,200 @@
+"""The Host door: LiveHost maps paths under its root; SnapshotHost replays and never falls back."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fixtures.hostgen.rig import build_rig, rig_4x3090
+from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.host.base import CommandResult
+from fwman.host.live import LiveHost
+from fwman.host.recording import Redactor, SnapshotWriter
+from fwman.host.snapshot import SnapshotHost
+from tests.support.env import EXAMPLE_HOST
+
+
+def test_live_host_maps_paths_and_links_inside_root(tmp_path: Path) -> None:
+    (tmp_path / "usr/src/linux-headers-6.1").mkdir(parents=True)
+    (tmp_path / "usr/src/linux-headers-6.1/Makefile").write_text("# kbuild\n")
+    (tmp_path / "lib/modules/6.1").mkdir(parents=True)
+    # an absolute link target must resolve inside the root, as in a chroot, not on the real machine
+    os.symlink("/usr/src/linux-headers-6.1", tmp_path / "lib/modules/6.1/build")
+    host = LiveHost(str(tmp_path))
+    assert host.read_text("/lib/modules/6.1/build/Makefile") == "# kbuild\n"
+    assert host.realpath("/lib/modules/6.1/build") == "/usr/src/linux-headers-6.1"
+    assert host.is_link("/lib/modules/6.1/build")
+    assert host.readlink("/lib/modules/6.1/build") == "/usr/src/linux-headers-6.1"
+    assert host.local_path("/lib/modules/6.1/build/Makefile") == str(tmp_path / "usr/src/linux-headers-6.1/Makefile")
+    assert not host.exists("/etc/passwd")  # the real /etc/passwd is not visible under the root
+
+
+def test_live_host_writes_atomically_and_journals(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path))
+    host.write_bytes("/var/lib/fwman/state.json", b"{}", mode=0o600)
+    path = tmp_path / "var/lib/fwman/state.json"
+    assert path.read_bytes() == b"{}"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    assert [f.name for f in (tmp_path / "var/lib/fwman").iterdir()] == ["state.json"]  # no temp file left
+    assert host.journal[-1].action == "write" and host.journal[-1].path == "/var/lib/fwman/state.json"
+
+
+def test_live_host_reports_missing_tools_without_raising(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path), env={"PATH": str(tmp_path)})
+    result = host.run(["definitely-not-installed-tool", "--version"])
+    assert result.missing and result.rc == 127 and not result.ok
+
+
+def test_live_host_read_errors_are_missing_errors(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path))
+    with pytest.raises(MissingError, match="/no/such/file"):
+        host.read_bytes("/no/such/file")
+
+
+def _write_small_snapshot(tmp_path: Path) -> SnapshotHost:
+    w = SnapshotWriter(redact=False)
+    w.add_file("/proc/cmdline", "quiet\n")
+    w.add_dir("/etc/pve/lxc", ["101.conf"])
+    w.add_file("/etc/pve/lxc/101.conf", "arch: amd64\n")
+    w.add_absent("/etc/fwman")
+    w.add_link("/lib", "usr/lib")
+    w.add_file("/usr/lib/os-release", "ID=debian\n")
+    w.add_tool("nvidia-smi", "/usr/bin/nvidia-smi")
+    w.add_tool("nvflash", None)
+    w.add_command(CommandResult(("uname", "-r"), 0, "6.8.12-4-pve\n", ""))
+    return SnapshotHost(w.write(tmp_path / "snap"))
+
+
+def test_snapshot_replays_what_was_recorded(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    assert host.read_text("/proc/cmdline") == "quiet\n"
+    assert host.read_text("/lib/os-release") == "ID=debian\n"  # through the recorded /lib -> usr/lib link
+    assert host.listdir("/etc/pve/lxc") == ["101.conf"]
+    assert host.run(["uname", "-r"]).stdout == "6.8.12-4-pve\n"
+    assert host.which("nvidia-smi") == "/usr/bin/nvidia-smi"
+    assert host.which("nvflash") is None
+    assert not host.exists("/etc/fwman/config.toml")  # below a path recorded as absent
+    assert not host.exists("/etc/pve/lxc/102.conf")  # not in a complete listing
+
+
+def test_snapshot_never_falls_back_to_the_real_machine(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    with pytest.raises(NotRecordedError, match="/etc/hostname"):
+        host.read_bytes("/etc/hostname")
+    with pytest.raises(NotRecordedError, match="nvidia-smi topo -m"):
+        host.run(["nvidia-smi", "topo", "-m"])
+    with pytest.raises(NotRecordedError, match="'git'"):
+        host.which("git")
+
+
+def test_snapshot_writes_are_journaled_not_written(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    before = sorted(p.name for p in (tmp_path / "snap/files").rglob("*"))
+    host.write_bytes("/var/lib/fwman/x.json", b"1")
+    assert host.read_bytes("/var/lib/fwman/x.json") == b"1"  # later reads in the same replay see it
+    assert [(j.action, j.path) for j in host.journal] == [("write", "/var/lib/fwman/x.json")]
+    assert sorted(p.name for p in (tmp_path / "snap/files").rglob("*")) == before
+
+
+def test_snapshot_rejects_foreign_and_future_formats(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    with pytest.raises(UsageError, match=r"no snapshot\.json"):
+        SnapshotHost(tmp_path / "a")
+    (tmp_path / "a/snapshot.json").write_text('{"format": "fwman-snapshot", "version": 99}')
+    with pytest.raises(UsageError, match="version 99 is not supported"):
+        SnapshotHost(tmp_path / "a")
+
+
+def test_writer_refuses_a_non_empty_directory(tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "x/keep").write_text("mine")
+    with pytest.raises(UsageError, match="not empty"):
+        SnapshotWriter().write(tmp_path / "x")
+    assert (tmp_path / "x/keep").read_text() == "mine"
+
+
+def test_redactor_replaces_uuids_stably_and_serials() -> None:
+    r = Redactor()
+    text = (
+        "<uuid>GPU-6a3a35d2-1f55-1b5b-8d3c-7e0d7d3c1c11</uuid><serial>1652321012345</serial>\n"
+        "GPU UUID: \t GPU-6a3a35d2-1f55-1b5b-8d3c-7e0d7d3c1c11\n"
+        "GPU-ffffffff-1f55-1b5b-8d3c-7e0d7d3c1c11\n\t\t[SN] Serial number: 1324521000000\n"
+    )
+    out = r.text(text)
+    assert "6a3a35d2" not in out and "1652321012345" not in out and "1324521000000" not in out
+    assert out.count("GPU-00000000-0000-0000-0000-000000000001") == 2  # same GPU, same placeholder
+    assert "GPU-00000000-0000-0000-0000-000000000002" in out
+    assert "<serial>REDACTED</serial>" in out
+
+
+def test_example_host_is_generated_by_its_builder(tmp_path: Path) -> None:
+    """The committed example host is exactly what fixtures/hostgen builds (no hand edits, no drift)."""
+    from fixtures.hostgen.rig import CAPTURED_AT, NOTE
+
+    build_rig(rig_4x3090(), note=NOTE).write(tmp_path / "rig", captured_at=CAPTURED_AT)
+    generated = {p.relative_to(tmp_path / "rig"): p.read_bytes() for p in (tmp_path / "rig").rglob("*") if p.is_file()}
+    committed = {
+        p.relative_to(EXAMPLE_HOST): p.read_bytes()
+        for p in EXAMPLE_HOST.rglob("*")
+        if p.is_file() and p.name != "README.md"
+    }
+    assert generated.keys() == committed.keys()
+    assert [k for k in generated if generated[k] != committed[k]] == []
+
+
+def test_interactive_tools_never_run_on_a_replay_or_a_recording(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    with pytest.raises(UsageError, match=r"does not run interactive tools: nvflash -i 0 new\.rom"):
+        host.run_interactive(["nvflash", "-i", "0", "new.rom"], answers=[("Press 'y'", "y")])
+    from fwman.host.recording import RecordingHost
+
+    rec = RecordingHost(LiveHost(str(tmp_path)), SnapshotWriter())
+    with pytest.raises(UsageError, match="read-only"):
+        rec.run_interactive(["nvflash", "-i", "0", "new.rom"], answers=[])
+
+
+def test_live_interactive_run_answers_the_prompt_on_a_terminal(tmp_path: Path) -> None:
+    script = tmp_path / "ask"
+    script.write_text(
+        "#!/bin/sh\n[ -t 0 ] || { echo 'not a terminal'; exit 3; }\n"
+        'printf "Press \'y\' to confirm: "; read answer; echo "got $answer"\n'
+    )
+    script.chmod(0o755)
+    host = LiveHost(str(tmp_path))
+    seen: list[str] = []
+    # `read` wants a whole line (nvflash takes a single key, so fwman types just "y" there)
+    result = host.run_interactive(
+        [str(script)], answers=[("Press 'y' to confirm:", "y\n")], on_output=seen.append, timeout=30
+    )
+    assert result.rc == 0 and "got y" in result.output and "got y" in "".join(seen)
+    assert host.journal[-1].action == "run"
+
+
+def test_recording_keeps_large_files_by_size_and_runs_a_repeated_command_once(tmp_path: Path) -> None:
+    from fwman.host.recording import RecordingHost
+
+    root = tmp_path / "root"
+    (root / "lib/modules/6.1/updates").mkdir(parents=True)
+    big = root / "lib/modules/6.1/updates/nvidia.ko"
+    big.write_bytes(b"\x7fELF" + b"\0" * 2000)
+    (root / "small").write_text("ok\n")
+    counter = tmp_path / "ran"
+    tool = root / "count"
+    tool.write_text(f"#!/bin/sh\necho x >> {counter}\necho out\n")
+    tool.chmod(0o755)
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer, max_file_bytes=1000)
+    assert rec.stat_size("/lib/modules/6.1/updates/nvidia.ko") == 2004
+    assert len(rec.read_bytes("/lib/modules/6.1/updates/nvidia.ko")) == 2004  # the live reader gets all of it
+    assert rec.read_text("/small") == "ok\n"
+    assert rec.run([str(tool)]).stdout == "out\n" and rec.run([str(tool)]).stdout == "out\n"
+    assert counter.read_text() == "x\n"  # one moment: the repeat was answered from the recording
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.stat_size("/lib/modules/6.1/updates/nvidia.ko") == 2004
+    assert replay.exists("/lib/modules/6.1/updates/nvidia.ko")
+    with pytest.raises(NotRecordedError, match=r"recorded only the size of .*nvidia\.ko \(2004 bytes\)"):
+        replay.read_bytes("/lib/modules/6.1/updates/nvidia.ko")
+    assert replay.read_text("/small") == "ok\n"
+    assert not (tmp_path / "snap/files/lib/modules/6.1/updates/nvidia.ko").exists()

@@ -7,11 +7,11 @@ STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
 # Debian packages the system tests use (real kernel headers for two kernels whose pci_resize_resource()
-# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors; the Debian
-# package build: build-essential, debhelper, dh-virtualenv, lintian).
+# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool; the
+# Debian package build: build-essential, debhelper, dh-virtualenv, lintian).
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common 7zip \
+	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus \
 	build-essential debhelper dh-virtualenv dpkg-dev lintian python3-venv
 
 .PHONY: demo test venv lint typecheck pytest system-deps clean deb

@@ -119,6 +119,12 @@ REPLAYABLE_COMMANDS = (
     ("hooks", "status", "--json"),
     ("dkms", "status", "--json"),
     ("upgrade", "--dry-run", "--json"),
+    ("upgrade", "--check", "--json"),
+    ("backup", "list", "--json"),
+    ("backup", "verify", "--json"),
+    ("flash", "status", "--json"),
+    ("history", "--json"),
+    ("driver", "branches", "--offline", "--json"),
 )
 
 

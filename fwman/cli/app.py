@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from fwman import __version__
-from fwman.cli.context import AppContext, Environment
+from fwman.cli.context import AppContext, Environment, OutputClosed
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -35,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "modules": ("fwman.cli.modules:modules", "Patched NVIDIA modules per kernel: build, status, catchup, check-boot."),
     "hooks": ("fwman.cli.hooks:hooks", "Kernel hook and boot-time catch-up service: install, remove, status."),
     "dkms": ("fwman.cli.dkms:dkms", "Keep DKMS from replacing the patched modules: status, block, unblock."),
+    "metrics": ("fwman.cli.metrics:metrics", "Prometheus metrics for node_exporter's textfile collector: write."),
 }
 
 
@@ -134,7 +135,13 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         if app.verbose >= 2:  # an expected error: its message says it all; -vv for where it was raised
             traceback.print_exc(file=env.stderr)
         return int(e.exit_code)
-    except BrokenPipeError:
+    except (
+        BrokenPipeError,
+        OutputClosed,
+    ):  # the reader went away (`| head -1`): what it read was complete; say nothing
+        from fwman.host.local import silence
+
+        silence(env.stdout)
         return ExitCode.OK
     except Exception as e:  # a bug: say so, one line, traceback with -v
         _error(env, f"unexpected {type(e).__name__}: {e}", "run again with -v for the traceback, and report it")

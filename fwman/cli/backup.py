@@ -58,6 +58,7 @@ def backup(
     """
     if ctx.invoked_subcommand is not None:
         return
+    app.require_change("fwman backup", needs_root=False)  # root: require_backup_host's gate
     host = app.host
     require_live(host, app.is_replay, "fwman backup")
     require_backup_host(host, app.env.euid)

@@ -16,10 +16,15 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--no-redact", is_flag=True, help="Keep GPU UUIDs and serial numbers (redacted by default).")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Do not capture: check that DIRECTORY is a well-formed snapshot that stays inside itself.",
+)
 @json_option
 @common_options
 @pass_app
-def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> None:
+def capture(app: AppContext, directory: str, no_redact: bool, check: bool, as_json: bool) -> None:
     """Record this host into DIRECTORY (read-only), for replay with --snapshot.
 
     Records, for every NVIDIA PCI function and the bridges above it, the sysfs attributes (config space
@@ -33,7 +38,14 @@ def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> 
       sudo fwman capture /tmp/myrig          # as root, to see the full config space
       fwman --snapshot /tmp/myrig scan       # replay it anywhere
     The format is described in docs/snapshot-format.md.
+
+    `fwman capture --check DIR` reads nothing but DIR: it lists every problem of a snapshot someone sent you
+    (wrong shape, a symbolic link on disk, a path with '..', a missing command output) and exits 2 when there
+    is one, 0 when it is well formed.
     """
+    if check:
+        _check(app, directory, as_json)
+        return
     if app.is_replay:
         raise UsageError("capture records a live host; it cannot read from --snapshot")
     from fwman.app.capture import capture as do_capture
@@ -70,6 +82,28 @@ def capture(app: AppContext, directory: str, no_redact: bool, as_json: bool) -> 
     if app.env.euid != 0:
         app.echo("note: not root: config space beyond 64 bytes (Resizable BAR sizes) was not readable", err=True)
     app.echo(f"replay with: fwman --snapshot {path} scan")
+
+
+def _check(app: AppContext, directory: str, as_json: bool) -> None:
+    """Print the problems of the snapshot at ``directory``. Raises SnapshotFormatError when there is one."""
+    from fwman.host.snapshot_check import SnapshotFormatError, check_snapshot
+
+    meta, problems = check_snapshot(directory)
+    if as_json:
+        app.emit_json("capture.check", {"directory": directory, "ok": not problems, "problems": problems})
+    else:
+        for problem in problems:
+            app.echo(f"{directory}: {problem}")
+        if not problems and meta is not None:
+            app.echo(
+                f"{directory}: well-formed snapshot ({len(meta.get('commands', []))} commands, "
+                f"{len(meta.get('links', {}))} links, {len(meta.get('dirs', {}))} listings)"
+            )
+    if problems:
+        raise SnapshotFormatError(
+            f"{directory}: not a well-formed snapshot ({len(problems)} problem(s)); first: {problems[0]}",
+            hint="do not replay it; ask its sender for a fresh `fwman capture`",
+        )
 
 
 def run_quietly(host: Host, argv: list[str]) -> str | None:

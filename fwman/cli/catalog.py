@@ -270,6 +270,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
     """
+    from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
     from fwman.firmware.catalog.signing import load_private_key, sign_directory
@@ -277,7 +278,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
     from fwman.host.userfiles import read_user_file
 
     directory = (directory or BUNDLED_CATALOG).resolve()
-    stamp = date or clock.now_utc().strftime("%Y-%m-%d")
+    stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
     key = load_private_key(read_user_file(str(key_file)), str(key_file))
     # the maintainer's working tree is on this machine, not under --root
     index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial)
@@ -309,8 +310,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
     from fwman.firmware.catalog.update import configured_url, update_catalog
     from fwman.host.http import HttpOptions
 
-    if app.is_replay:
-        raise UsageError("catalog update changes this machine: it cannot run on a --snapshot replay")
+    app.require_change("fwman catalog update")
     url = url or configured_url(app.host)
     if url.startswith("http://") and not as_json:
         app.echo("note: plain http: the signature and hashes are what protect this download", err=True)

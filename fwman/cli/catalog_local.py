@@ -67,8 +67,7 @@ def add_local(
     from fwman.gpu.inventory import find_card, require_cards
     from fwman.host.live import LiveHost
 
-    if app.is_replay:
-        raise UsageError("add-local writes /etc/fwman/catalog.d: it cannot run on a --snapshot replay")
+    app.require_change("fwman catalog add-local")
     card = find_card(require_cards(app.host), bus)
     catalog = load_catalog(app.host)
     known = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
 
-from fwman.core.errors import UsageError
+from fwman.core.errors import BlockedError, UsageError
 
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
@@ -25,6 +25,14 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 JSON_SCHEMA_PREFIX = "fwman."
+
+
+class OutputClosed(Exception):
+    """The reader of fwman's output went away (``| head -1``).
+
+    Deliberately not an OSError: click turns an EPIPE OSError into exit 1 on its own; this reaches
+    ``fwman.cli.app.run``, which ends quietly with exit 0.
+    """
 
 
 @dataclass
@@ -75,7 +83,7 @@ class AppContext:
     def host(self) -> Host:
         """Return the Host this invocation works on (created on first use).
 
-        Raises UsageError when both ``--root`` and ``--snapshot`` are given.
+        Raises UsageError when both ``--root`` and ``--snapshot`` are given, or the root is not a directory.
         """
         if self._host is None:
             if self.root and self.snapshot:
@@ -85,7 +93,11 @@ class AppContext:
 
                 self._host = SnapshotHost(self.snapshot)
             else:
-                root = self.root or self.env.variables.get("FWMAN_ROOT") or "/"
+                from fwman.host.local import existing_root
+
+                given = self.root or self.env.variables.get("FWMAN_ROOT")
+                # a typo must fail here, before any command makes a fresh etc/ and usr/ tree under it
+                root = existing_root(given, "--root" if self.root else "FWMAN_ROOT") if given else "/"
                 if self.env.live_host_factory is not None:
                     self._host = self.env.live_host_factory(root)
                 else:
@@ -99,12 +111,37 @@ class AppContext:
         """Return True when working on a recorded snapshot."""
         return bool(self.snapshot)
 
+    def require_change(self, what: str, *, needs_root: bool = True) -> None:
+        """The one place that decides whether a command that changes a machine may run here.
+
+        Call before anything is written. Raises UsageError (exit 2) on a ``--snapshot`` replay (a snapshot is a
+        record of another machine, never changed), and with ``needs_root`` BlockedError (exit 3) when not root,
+        unless ``--root`` names a directory this user can write (a test tree).
+        """
+        if self.is_replay:
+            raise UsageError(
+                f"{what} changes a machine: it cannot run on a --snapshot replay",
+                hint="run it on the live host (or under --root DIR on a copy of a host tree)",
+            )
+        if not needs_root or self.env.euid == 0:
+            return
+        from fwman.host.local import writable_by
+
+        root = self.root or self.env.variables.get("FWMAN_ROOT")
+        if root and writable_by(root, self.env.euid):
+            return
+        where = f"under --root {root}" if root else "to /etc, /lib/modules and /var/lib/fwman"
+        raise BlockedError(f"{what} needs root: it writes {where}", hint="run it with sudo")
+
     # -- output ------------------------------------------------------------------------------------------
     def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
         """Print a line for people (stdout, or stderr with ``err``)."""
         stream = self.env.stderr if err else self.env.stdout
-        stream.write(text + ("\n" if nl else ""))
-        stream.flush()
+        try:
+            stream.write(text + ("\n" if nl else ""))
+            stream.flush()
+        except BrokenPipeError as e:
+            raise OutputClosed() from e
 
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise."""
@@ -115,8 +152,11 @@ class AppContext:
         import json
 
         doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
-        self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-        self.env.stdout.flush()
+        try:
+            self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+            self.env.stdout.flush()
+        except BrokenPipeError as e:
+            raise OutputClosed() from e
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Print an aligned text table."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError
 
 
 @click.group()
@@ -20,11 +19,6 @@ def dkms() -> None:
 
     Docs: docs/dkms.md.
     """
-
-
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("changing DKMS and apt settings needs root", hint="run it with sudo")
 
 
 @dkms.command()
@@ -81,7 +75,7 @@ def block(app: AppContext, dry_run: bool) -> None:
     from fwman.driver import dkms as d
 
     if not dry_run:
-        _require_root(app)
+        app.require_change("fwman dkms block")
     done = d.block(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
     verb = "would " if dry_run else ""
     for line in done:
@@ -102,7 +96,7 @@ def unblock(app: AppContext) -> None:
     """
     from fwman.driver import dkms as d
 
-    _require_root(app)
+    app.require_change("fwman dkms unblock")
     for line in d.unblock(app.host, report=lambda t: app.echo(t, err=True)):
         app.echo(line)
     app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")

@@ -85,8 +85,7 @@ def fetch(
     from fwman.firmware.ops.fetch import fetch_image
     from fwman.host.http import HttpOptions
 
-    if app.is_replay:
-        raise UsageError("fetch writes to this machine's cache: it cannot run on a --snapshot replay")
+    app.require_change("fwman fetch")  # writes the image cache under /var/cache/fwman
     if from_file and urls:
         raise UsageError("--from and --url cannot be combined", hint="--from imports a file you already have")
     if md5_source and not expect_md5:

@@ -15,7 +15,7 @@ from fwman.firmware.ops.flash import (
     FlashOptions,
     FlashResult,
 )
-from fwman.firmware.ops.history import read_history
+from fwman.firmware.ops.history import history_error, read_history_checked
 from fwman.firmware.ops.images import backup_image, resolve_image, resume_source
 from fwman.firmware.ops.journal import Journal, Operation, OpState
 from fwman.gpu.card import Card
@@ -24,6 +24,7 @@ from fwman.gpu.inventory import find_card, require_cards
 
 def make_flasher(app: AppContext, options: FlashOptions, what: str) -> tuple[Flasher, list[Card]]:
     """Return a Flasher over every card of the live host. Raises UsageError on a snapshot."""
+    app.require_change(what, needs_root=False)  # the root gate is the flash's own finding (flash.root)
     host = app.host
     require_live(host, app.is_replay, what)
     cards = require_cards(host)
@@ -178,15 +179,17 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
     Example:
       fwman flash status --json
     """
+    from fwman.core.names import count as at_least_one
+
+    at_least_one(count)
     journal = Journal(app.host)
     ops = journal.all()[-count:]
+    unreadable = journal.unreadable or []
     if as_json:
-        app.emit_json("flash-status", {"operations": [op_json(o, journal) for o in ops]})
-        return
-    if not ops:
+        app.emit_json("flash-status", {"operations": [op_json(o, journal) for o in ops], "unreadable": unreadable})
+    elif not ops and not unreadable:
         app.echo("no operations journaled yet")
-        return
-    for op in ops:
+    for op in [] if as_json else ops:
         j = op_json(op, journal)
         where = f" at step {j['stopped_at']}" if j["stopped_at"] else ""
         app.echo(f"{op.id}  {op.kind} {op.card or ','.join(op.cards)}  {j['state']}{where}  {op.message}")
@@ -194,6 +197,8 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
             app.echo(f"    {s.state.value:<8} {s.name:<11} {s.detail}")
         for n in op.next_steps:
             app.echo(f"    next: {n}")
+    if unreadable:
+        journal.require_readable()  # raises: exit 3, the file named, what to do
 
 
 @flash.command("resume")
@@ -213,6 +218,7 @@ def flash_resume(
     Example:
       fwman flash resume --i-understand-no-backup-bios
     """
+    app.require_change("fwman flash resume", needs_root=False)  # root: the flash's own gate
     journal = Journal(app.host)
     pending = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
     if not pending:
@@ -291,22 +297,23 @@ def history(app: AppContext, bus: str | None, as_json: bool) -> None:
     Example:
       fwman history --card 41:00.0
     """
-    records = read_history(app.host)
+    records, damaged = read_history_checked(app.host)
     if bus:
         from fwman.gpu.inventory import normalise_bus
 
         wanted = normalise_bus(bus)
         records = [r for r in records if r.card == wanted]
     if as_json:
-        app.emit_json("history", {"records": [r.model_dump() for r in records]})
-        return
-    if not records:
+        app.emit_json("history", {"records": [r.model_dump() for r in records], "damaged": damaged})
+    elif not records and not damaged:
         app.echo("no flash recorded yet")
-        return
-    app.table(
-        ["TIME", "KIND", "CARD", "RESULT", "BEFORE", "AFTER", "IMAGE"],
-        [
-            [r.time, r.kind, r.card, r.result, r.before_version or "?", r.after_version or "-", r.image or ""]
-            for r in records
-        ],
-    )
+    elif records:
+        app.table(
+            ["TIME", "KIND", "CARD", "RESULT", "BEFORE", "AFTER", "IMAGE"],
+            [
+                [r.time, r.kind, r.card, r.result, r.before_version or "?", r.after_version or "-", r.image or ""]
+                for r in records
+            ],
+        )
+    if damaged:  # printed what could be read; the damaged lines are reported, never skipped
+        raise history_error(damaged)

@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError
 
 if TYPE_CHECKING:
     from fwman.driver.hooks.ownership import PackageOwnership
@@ -25,11 +24,6 @@ def hooks() -> None:
 
     Docs: docs/hooks.md.
     """
-
-
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("changing /etc needs root", hint="run it with sudo")
 
 
 @hooks.command()
@@ -63,7 +57,7 @@ def install(app: AppContext, dry_run: bool) -> None:
         if not todo:
             app.echo("hook and service already installed and current")
         return
-    _require_root(app)
+    app.require_change("fwman hooks install")
     done = do_install(app.host, lambda t: app.echo(t, err=True))
     app.echo("installed" if done else "hook and service already installed and current")
 
@@ -83,7 +77,7 @@ def remove(app: AppContext) -> None:
 
     if (owner := package_ownership(app.host)) is not None:
         refuse_changes(owner, "remove")
-    _require_root(app)
+    app.require_change("fwman hooks remove")
     done = do_remove(app.host, lambda t: app.echo(t, err=True))
     app.echo("removed" if done else "nothing to remove")
 

@@ -85,7 +85,8 @@ def pages() -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write every page into the directory given as the only argument; return the exit status (2: usage)."""
+    """Write every page into the directory given as the only argument (it must exist); return the exit status
+    (2: usage). Raises UsageError when a page cannot be written."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.stderr.write("usage: python -m fwman.cli.manpage DIR\n")

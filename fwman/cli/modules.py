@@ -32,11 +32,6 @@ def _say(app: AppContext) -> Any:
     return lambda text: app.echo(text, err=True)
 
 
-def _require_root(app: AppContext) -> None:
-    if app.env.euid != 0 and not app.root and not app.env.variables.get("FWMAN_ROOT"):
-        raise BlockedError("installing kernel modules needs root", hint="run it with sudo")
-
-
 def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None) -> list[str]:
     """Return the lines that explain a failed build: file, first error, source, log, newer branches.
 
@@ -120,8 +115,11 @@ def build(
     6 some kernels built and some did not.
     """
     from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
+    from fwman.core.names import kernel_release
 
-    _require_root(app)
+    for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
+        kernel_release(kver)
+    app.require_change("fwman modules build")
     request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs)
 
     def show(build: KernelBuild) -> None:
@@ -219,7 +217,7 @@ def catchup(app: AppContext, force: bool) -> None:
     """
     from fwman.driver.hooks.run import catchup as run_catchup
 
-    _require_root(app)
+    app.require_change("fwman modules catchup")
     summary = run_catchup(app.host, _say(app), force=force)
     if summary.fast_path:
         app.echo("every kernel has current patched modules")
@@ -244,9 +242,12 @@ def catchup(app: AppContext, force: bool) -> None:
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
+    from fwman.core.names import kernel_release
     from fwman.driver.build.source import strict_mode
     from fwman.driver.hooks.run import run_hook
 
+    kernel_release(kver)
+    app.require_change("fwman modules hook")
     say = _say(app)
     summary = run_hook(app.host, kver, origin, say)
     for outcome in summary.outcomes:
@@ -282,7 +283,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
     """
     from fwman.driver.kmod.sign import keygen as make_key
 
-    _require_root(app)
+    app.require_change("fwman modules keygen")
     key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
     app.echo(f"signing key:  {key.key}")
     app.echo(f"certificate:  {key.cert} (DER)")
@@ -308,7 +309,7 @@ def unpin(app: AppContext) -> None:
     from fwman.driver.boot.pin import UnpinBoot, kernel_safety
     from fwman.host.actions import apply_all
 
-    _require_root(app)
+    app.require_change("fwman modules unpin")
     action = UnpinBoot()
     apply_all(app.host, [action])
     record = action.record
@@ -364,3 +365,10 @@ def check_boot(app: AppContext, as_json: bool) -> None:
             f"the next boot ({default.kver}) has no working patched modules: {safety.reason}",
             hint="run `fwman modules catchup`, or pin a kernel that has them (see `fwman modules status`)",
         )
+
+
+# build once per fleet: fwman.cli.modules_bundle (imports only click at module level)
+from fwman.cli.modules_bundle import export, import_  # noqa: E402
+
+modules.add_command(export)
+modules.add_command(import_)

@@ -211,11 +211,17 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     Exit 0 when nothing blocks, 3 when a check blocks, 4 when FILE is unreadable as a VBIOS, 2 for an
     unknown card.
     """
+    from fwman.core.names import board_id as valid_board_id
+    from fwman.firmware.ops.backup import reported_board_id
     from fwman.firmware.verify.compatible import check_compatible
     from fwman.gpu.inventory import find_card, require_cards
 
+    if board_id is not None:
+        board_id = valid_board_id(board_id)
     image = parse_rom(_read_image(file))
     card = find_card(require_cards(app.host), bus)
+    if card.board_id is None:  # sysfs and nvidia-smi do not carry it: what nvflash reported at the last backup
+        card = card.model_copy(update={"board_id": reported_board_id(app.host, card)})
     entry, no_catalog = _catalog_entry(app, image, card.device_id)
     findings = check_compatible(image, card, entry, board_id=board_id, catalog=no_catalog is None)
     if no_catalog is not None:

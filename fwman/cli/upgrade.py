@@ -102,6 +102,7 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
     from fwman.core.units import human_bytes
     from fwman.firmware.upgrade.plan import short_bus
 
+    unknown = [short_bus(c.bus_id) for c in plan.cards if c.action == "check"]
     if as_json:
         app.emit_json(
             "upgrade-plan",
@@ -111,6 +112,7 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
                 **plan.model_dump(mode="json"),
             },
         )
+        _raise_unknown(unknown)
         return
     bold = {"bold": True}
     app.echo(app.style("fwman upgrade --dry-run", **bold) + app.style(f"  ({plan.host}; nothing is changed)", dim=True))
@@ -167,6 +169,8 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
         if f.fix:
             app.echo(f"  fix: {f.fix}")
     app.echo("")
+    if unknown:  # never "nothing to flash" about cards whose firmware could not be read
+        _raise_unknown(unknown)
     if not plan.flash_cards:
         app.echo("Nothing to flash: every card the catalog knows already runs its recommended image.")
     elif blocks:
@@ -174,3 +178,14 @@ def dry_run_report(app: AppContext, plan: UpgradePlan, as_json: bool) -> None:
         app.echo(f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run.")
     else:
         app.echo("Ready: every gate of the plan is clear.")
+
+
+def _raise_unknown(unknown: list[str]) -> None:
+    """Raise MissingError (exit 5) when the firmware version of some cards could not be read: no plan for them."""
+    from fwman.core.errors import MissingError
+
+    if unknown:
+        raise MissingError(
+            f"cannot plan: the firmware version of {len(unknown)} card(s) could not be read ({', '.join(unknown)})",
+            hint="load the NVIDIA driver so nvidia-smi can read it (or run as root), then plan again",
+        )

@@ -70,6 +70,7 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
     from fwman.firmware.upgrade.apply import apply_upgrade
     from fwman.gpu.inventory import find_card, require_cards
 
+    app.require_change("fwman upgrade --apply", needs_root=False)  # root: the flash's own gate
     host = app.host
     require_live(host, app.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)
@@ -106,7 +107,7 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
 
 
 def _check(app: AppContext, as_json: bool) -> None:
-    from fwman.core.errors import VerificationError
+    from fwman.core.errors import MissingError, VerificationError
     from fwman.firmware.upgrade.apply import check_upgrade
     from fwman.gpu.inventory import require_cards
 
@@ -121,3 +122,9 @@ def _check(app: AppContext, as_json: bool) -> None:
     bad = [r for r in rows if r.result == "mismatch"]
     if bad:
         raise VerificationError(f"{len(bad)} card(s) not as flashed: {bad[0].bus_id}: {bad[0].message}")
+    unknown = [r.bus_id for r in rows if r.running is None]
+    if unknown:  # the check could not run for these: never exit 0 as if it had passed
+        raise MissingError(
+            f"cannot check {len(unknown)} card(s): firmware version unreadable ({', '.join(unknown)})",
+            hint="load the NVIDIA driver so nvidia-smi can read it, then run `fwman upgrade --check` again",
+        )

@@ -16,6 +16,8 @@ CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
 #: local catalog entries for boards the curated catalog does not know (``fwman catalog add-local``; unsigned)
 LOCAL_CATALOG_ENTRIES_DIR = f"{ETC_DIR}/catalog.d"
+#: public keys module bundles are accepted from (`fwman modules import`); the catalog's keys are not used
+BUNDLE_KEYS_DIR = f"{ETC_DIR}/bundle-keys.d"
 
 # --- fwman's state (/var/lib/fwman): kept across upgrades, backups kept forever ---------------------------
 STATE_DIR = "/var/lib/fwman"
@@ -61,6 +63,14 @@ CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
 DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
 APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
 MOTD_FILE = "/etc/motd.d/fwman"
+#: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
+#: its --collector.textfile.directory names (point -o there when it is another one)
+METRICS_FILE = "/var/lib/prometheus/node-exporter/fwman.prom"
+METRICS_UNIT_NAME = "fwman-metrics.service"
+METRICS_UNIT = f"/etc/systemd/system/{METRICS_UNIT_NAME}"
+METRICS_TIMER_NAME = "fwman-metrics.timer"
+METRICS_TIMER = f"/etc/systemd/system/{METRICS_TIMER_NAME}"
+METRICS_TIMER_WANTS = f"/etc/systemd/system/timers.target.wants/{METRICS_TIMER_NAME}"
 
 # --- boot loaders ------------------------------------------------------------------------------------------
 GRUB_CFG = "/boot/grub/grub.cfg"

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
 from fwman.driver.localfs import root_prefix
 from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.host.base import Host
@@ -79,9 +79,15 @@ def is_nvidia(entry: DkmsEntry) -> bool:
 
 
 def dkms_argv(host: Host, *args: str) -> list[str]:
-    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root)."""
-    prefix = root_prefix(host)
+    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root).
+
+    On a replay (no local filesystem) the plain command line, as ``fwman capture`` recorded it: a read such as
+    ``dkms status`` replays; a change never gets here (the CLI refuses it on a snapshot first).
+    """
     argv = ["dkms", *args]
+    if host.local_path("/") is None:
+        return argv
+    prefix = root_prefix(host)
     if prefix is not None:
         argv += [
             f"--dkmstree={prefix}/var/lib/dkms",
@@ -117,13 +123,31 @@ class BlockRecord:
 
 
 def read_block(host: Host) -> BlockRecord | None:
-    """Return the block record, or None when DKMS is not blocked by fwman."""
+    """Return the block record, or None when DKMS is not blocked by fwman.
+
+    Raises VerificationError (exit 4) when the record exists but cannot be read: it is the only note of which
+    modules ``block`` removed, so "not blocked" would be a guess (and ``unblock`` could not undo it).
+    """
     if not host.exists(paths.DKMS_BLOCK_STATE):
         return None
     try:
-        return BlockRecord(**json.loads(host.read_bytes(paths.DKMS_BLOCK_STATE).decode()))
-    except (ValueError, TypeError, UnicodeDecodeError, MissingError):
-        return None
+        doc = json.loads(host.read_bytes(paths.DKMS_BLOCK_STATE).decode())
+        if not isinstance(doc, dict):
+            raise TypeError("not a JSON object")
+        record = BlockRecord(**doc)
+        if not isinstance(record.removed, list) or not all(
+            isinstance(r, dict) and isinstance(r.get("module"), str) and isinstance(r.get("version"), str)
+            for r in record.removed
+        ):
+            raise TypeError("'removed' is not a list of {module, version}")
+        return record
+    except (ValueError, TypeError, UnicodeDecodeError, MissingError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise VerificationError(
+            f"unreadable DKMS block record {paths.DKMS_BLOCK_STATE}: {first[:120]}",
+            hint="it lists the DKMS modules `fwman dkms block` removed: check it by hand (`dkms status`, "
+            "/etc/apt/preferences.d/fwman-nvidia-dkms), repair or remove it, then run the command again",
+        ) from e
 
 
 def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | None = None) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from fwman.core import clock, paths
+from fwman.core import clock, names, paths
 from fwman.core.config import Config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
@@ -54,7 +54,7 @@ def parse_fork_option(text: str) -> Fork:
             f"--fork {text!r}: expected NAME=URL",
             hint="e.g. --fork mine=https://github.com/me/open-gpu-kernel-modules or --fork local=/srv/fork.git",
         )
-    return Fork(name, url)
+    return Fork(names.fork_name(name), names.fork_url(url))
 
 
 def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
@@ -69,7 +69,10 @@ def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
             continue
         if not isinstance(url, str) or not url.strip() or not _NAME_RE.fullmatch(name):
             raise UsageError(f"{config.path}: [forks] {name} must be a URL string", hint='name = "https://..."')
-        forks[name] = url.strip()
+        # config.toml is root's, but a fork URL reaches git: the same edge check as --fork
+        forks[names.fork_name(name, f"{config.path}: [forks]")] = names.fork_url(
+            url.strip(), f"{config.path}: [forks] {name}"
+        )
     for text in extra:
         fork = parse_fork_option(text)
         forks[fork.name] = fork.url
@@ -183,8 +186,9 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
         if local is None:
             raise MissingError(f"cannot use local repository {url} on this host")
         target = local
+    names.fork_url(url)  # never an option: also checked where forks are parsed, again here at the door to git
     result = host.run(
-        ["git", "ls-remote", "--heads", target],
+        ["git", "ls-remote", "--heads", "--", target],
         timeout=timeout,
         env={"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true"},
     )

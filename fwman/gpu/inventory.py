@@ -8,7 +8,6 @@ works from sysfs and /proc and records in ``Card.unreadable`` what it could not 
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -235,11 +234,9 @@ def normalise_bus(text: str) -> str:
 
     Raises UsageError when it is not a bus id.
     """
-    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])", text.strip())
-    if not m:
-        raise UsageError(f"not a PCI bus id: {text!r}", hint="use the form 41:00.0 (see `fwman scan`)")
-    domain, bus, dev, fn = m.groups()
-    return f"{int(domain or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
+    from fwman.core.names import bus_id
+
+    return bus_id(text)
 
 
 def find_card(cards: list[Card], bus: str) -> Card:

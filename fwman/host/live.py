@@ -55,6 +55,15 @@ class LiveHost(JournalMixin):
         """Return the filesystem path for reading host path ``path`` (links resolved inside the root)."""
         return self._raw(self.realpath(path)) if self.root != "/" else path
 
+    def _target(self, path: str) -> str:
+        """Return the filesystem path for writing host path ``path``: its parent with links resolved inside the
+        root (so a link under the root pointing at the real ``/etc`` is followed to ``ROOT/etc``, never out),
+        the last component itself as named (a write replaces a link, it does not follow it)."""
+        if self.root == "/":
+            return path
+        parent, name = os.path.split(os.path.normpath(path))
+        return os.path.join(self._raw(self.realpath(parent or "/")), name)
+
     def local_path(self, path: str) -> str | None:
         """Return the filesystem path behind ``path``."""
         return self._map(path)
@@ -174,7 +183,7 @@ class LiveHost(JournalMixin):
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write atomically: temp file in the target directory, fsync, rename, fsync the directory."""
-        target = self._raw(path)
+        target = self._target(path)
         directory = os.path.dirname(target)
         os.makedirs(directory, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".fwman-", dir=directory)
@@ -194,24 +203,24 @@ class LiveHost(JournalMixin):
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
         """Create ``path`` with parents."""
-        os.makedirs(self._raw(path), mode=mode, exist_ok=True)
+        os.makedirs(self._map(path), mode=mode, exist_ok=True)
         self._note("mkdir", path)
 
     def rename(self, src: str, dst: str) -> None:
         """Rename ``src`` to ``dst``."""
-        os.replace(self._raw(src), self._raw(dst))
-        _fsync_dir(os.path.dirname(self._raw(dst)))
+        os.replace(self._target(src), self._target(dst))
+        _fsync_dir(os.path.dirname(self._target(dst)))
         self._note("rename", dst, f"from {src}")
 
     def unlink(self, path: str) -> None:
         """Remove ``path`` if present."""
         with contextlib.suppress(OSError):
-            os.unlink(self._raw(path))
+            os.unlink(self._target(path))
         self._note("unlink", path)
 
     def symlink(self, target: str, path: str) -> None:
         """Create or replace link ``path`` -> ``target``."""
-        raw = self._raw(path)
+        raw = self._target(path)
         os.makedirs(os.path.dirname(raw), exist_ok=True)
         tmp = raw + ".fwman-new"
         with contextlib.suppress(OSError):

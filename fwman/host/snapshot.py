@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
+from fwman.host.snapshot_check import SnapshotFormatError, check_meta, check_tree, command_output, confined
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -45,21 +46,34 @@ class SnapshotHost(JournalMixin):
         super().__init__()
         self.directory = Path(directory)
         meta_path = self.directory / "snapshot.json"
+        if meta_path.is_symlink():
+            raise SnapshotFormatError(f"{meta_path} is a symbolic link (a snapshot is data, never a pointer)")
         try:
-            meta: dict[str, Any] = json.loads(meta_path.read_text())
+            meta: Any = json.loads(meta_path.read_text(encoding="utf-8"))
         except FileNotFoundError as e:
             raise UsageError(
                 f"not a snapshot directory: {self.directory} (no snapshot.json)",
                 hint="make one with `fwman capture DIR` on the machine to record",
             ) from e
         except (OSError, ValueError) as e:
-            raise UsageError(f"unreadable snapshot {meta_path}: {e}") from e
-        if meta.get("format") != FORMAT:
-            raise UsageError(f"{meta_path}: not an fwman snapshot (format={meta.get('format')!r})")
-        if meta.get("version") != VERSION:
-            raise UsageError(
-                f"{meta_path}: snapshot format version {meta.get('version')} is not supported (this fwman reads "
-                f"version {VERSION})"
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            raise UsageError(f"unreadable snapshot {meta_path}: {first}") from e
+        problems = check_meta(meta)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise SnapshotFormatError(
+                f"malformed snapshot {self.directory}: {problems[0].removeprefix('snapshot.json: ')}{more}",
+                hint=f"`fwman capture --check {self.directory}` lists every problem",
+            )
+        # the whole tree on disk, up front (a few ms): a link or a missing output is refused whatever the command
+        # reads, never degraded into "unreadable" by a command that tolerates one missing file
+        problems = check_tree(self.directory, meta)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise SnapshotFormatError(
+                f"unsafe snapshot {self.directory}: {problems[0]}{more}",
+                hint="a snapshot is data: it records links in snapshot.json, never as links on disk; "
+                f"`fwman capture --check {self.directory}` lists every problem",
             )
         self.meta = meta
         self.description = f"snapshot {self.directory}"
@@ -74,7 +88,8 @@ class SnapshotHost(JournalMixin):
 
     # -- path resolution ---------------------------------------------------------------------------------
     def _file(self, path: str) -> Path:
-        return self.files_root / path.lstrip("/")
+        """Return the file recording host path ``path``; raises SnapshotFormatError where a link on disk is met."""
+        return confined(self.files_root, path)
 
     def _recorded_file(self, path: str) -> bool:
         if path in self.overlay:
@@ -237,7 +252,7 @@ class SnapshotHost(JournalMixin):
     def _command_text(self, name: str | None) -> str:
         if not name:
             return ""
-        return (self.directory / "commands" / name).read_bytes().decode("utf-8", errors="replace")
+        return command_output(self.directory, name).read_bytes().decode("utf-8", errors="replace")
 
     def local_path(self, path: str) -> str | None:
         """Snapshots have no real filesystem behind them: return None."""

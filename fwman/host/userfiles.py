@@ -6,6 +6,7 @@ into a snapshot: the user means a file on the machine in front of them, not a pa
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from fwman.core.errors import MissingError, UsageError
@@ -36,15 +37,29 @@ def is_user_file(path: str) -> bool:
     return os.path.isfile(path)
 
 
-def write_user_file(path: str, data: bytes) -> None:
-    """Write ``data`` to the file at ``path`` (relative to the real cwd), creating its parent directories.
+def write_user_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
+    """Write ``data`` to the file at ``path`` (relative to the real cwd) atomically: a temporary file, a rename.
 
-    For output the user asked for by naming it (the man pages' directory of ``python -m fwman.cli.manpage``).
-    Raises UsageError when it cannot be written.
+    For a file the user names as output (``fwman modules export -o FILE``). Raises UsageError when the
+    directory does not exist or the file cannot be written.
     """
+    import tempfile
+
+    directory = os.path.dirname(path) or "."
+    if not os.path.isdir(directory):
+        raise UsageError(f"cannot write {path}: {directory} is not a directory")
     try:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        with open(path, "wb") as f:
-            f.write(data)
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
     except OSError as e:
-        raise UsageError(f"{path}: cannot write: {e.strerror or e}") from e
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e

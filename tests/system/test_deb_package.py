@@ -223,7 +223,8 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
 def _hook_targets() -> list[str]:
     """Return where debian/hooks.list installs the files of hooks/ (absolute paths)."""
     lines = (REPO / "debian/hooks.list").read_text().splitlines()
-    return ["/" + line.split()[1] for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return ["/" + f[1] for f in fields if f[1] != "-"]
 
 
 def _shared_dir(path: str) -> bool:

@@ -204,6 +204,7 @@ def forge_env(tmp_path: Path):
     empty = tmp_path / "emptybin"
     empty.mkdir()
     state = ForgeState(repos=real_branch_lists(), max_per_page=10)
+    (tmp_path / "root").mkdir()  # --root must exist (issue 14)
     with forge_server(state) as api:
         yield FwmanEnv(variables={"PATH": str(empty), "FWMAN_FORGE_API": api}), tmp_path / "root", state
 
@@ -257,6 +258,7 @@ def test_cli_server_error_without_cache_is_missing(tmp_path: Path) -> None:
     empty.mkdir()
     with forge_server(ForgeState(repos={}, fail_status=500)) as api:
         env = FwmanEnv(variables={"PATH": str(empty), "FWMAN_FORGE_API": api})
+        (tmp_path / "root").mkdir()
         r = env("driver", "branches", "--root", str(tmp_path / "root"), "--version", "570.86.16")
     assert r.code == 5
     assert "HTTP 500" in r.stderr

@@ -256,13 +256,19 @@ class Marker:
 
 
 def read_marker(host: Host, path: str) -> Marker | None:
-    """Return the marker at ``path``, or None when absent or unreadable (a broken marker counts as none)."""
+    """Return the marker at ``path``, or None when absent.
+
+    A marker that cannot be read is never taken as none: it comes back as a marker whose reason says so (the
+    kernel then counts as failed or pending, never as safe, and ``modules status`` shows the file and the fix).
+    """
     if not host.exists(path):
         return None
     try:
         return Marker.from_json(host.read_bytes(path))
-    except (MissingError, ParseError):
-        return None
+    except (MissingError, ParseError) as e:
+        name = path.rsplit("/", 1)[-1]
+        kver = name.rsplit(".", 1)[0]
+        return Marker(kver, f"marker {path} unreadable ({e.message}): check it, then remove it", at="")
 
 
 def write_marker(host: Host, path: str, marker: Marker) -> None:

@@ -13,8 +13,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, UsageError
+from fwman.core import names, paths
+from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.driver.localfs import local_dir
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
@@ -130,13 +130,15 @@ def fork_source(host: Host, fork: str, branch: str, report: Report = silent, fet
     if not host.exists(f"{cache}/.git"):
         report(f"cloning {url} into {cache}")
         host.mkdir(cache)
-        _git(host, ["init", "-q", local])
-        _git(host, ["remote", "add", "origin", url], cwd=local)
+        _git(host, ["init", "-q", "--", local])
+        # `--` before every user-supplied argument: a URL starting with '-' must never become a git option
+        _git(host, ["remote", "add", "--", "origin", names.fork_url(url)], cwd=local)
+    names.branch_name(branch)
     remote_ref = f"refs/remotes/origin/{branch}"
     if fetch:
         report(f"fetching {branch} from {url}")
         result = host.run(
-            ["git", "fetch", "-q", "--depth=1", "origin", f"+refs/heads/{branch}:{remote_ref}"],
+            ["git", "fetch", "-q", "--depth=1", "--", "origin", f"+refs/heads/{branch}:{remote_ref}"],
             cwd=local,
             timeout=1800,
             env={"GIT_TERMINAL_PROMPT": "0"},
@@ -190,7 +192,7 @@ def load_source_spec(host: Host) -> SourceSpec | None:
 
     ``[modules]`` in ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the
     source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
-    UsageError when the configuration file is invalid.
+    UsageError when the configuration file is invalid, VerificationError when the record is unreadable.
     """
     import json
 
@@ -203,15 +205,25 @@ def load_source_spec(host: Host) -> SourceSpec | None:
         return SourceSpec(source_dir, None if source_dir else fork, None if source_dir else branch)
     if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None
+
+    def unreadable(why: str) -> VerificationError:
+        # never "no module source configured": the hook would then mark kernels pending instead of building
+        return VerificationError(
+            f"unreadable module source record {paths.MODULES_SOURCE_RECORD}: {why}",
+            hint="run `fwman modules build --fork F --branch B` (or --source DIR) once to record it again",
+        )
+
     try:
         doc = json.loads(host.read_bytes(paths.MODULES_SOURCE_RECORD).decode())
-    except (ValueError, UnicodeDecodeError, MissingError):
-        return None
-    if not isinstance(doc, dict):
-        return None
+    except (ValueError, UnicodeDecodeError, MissingError) as e:
+        raise unreadable((str(e).splitlines() or [type(e).__name__])[0][:120]) from e
+    if not isinstance(doc, dict) or not all(
+        v is None or isinstance(v, str) for v in (doc.get("source"), doc.get("fork"), doc.get("branch"))
+    ):
+        raise unreadable("not an object of source/fork/branch strings")
     spec = SourceSpec(doc.get("source") or None, doc.get("fork") or None, doc.get("branch") or None)
     if not spec.source_dir and not (spec.fork and spec.branch):
-        return None
+        raise unreadable("names neither a source directory nor a fork and branch")
     return spec
 
 

@@ -169,7 +169,11 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     if not index_path.is_file():
         issues.append(
             LintIssue(
-                level="warning", file=INDEX_NAME, where="", message="no index: run `fwman catalog sign --key FILE`"
+                # an error (docs/catalog-format.md): an unsigned catalog is never installed, so lint must not pass it
+                level="error",
+                file=INDEX_NAME,
+                where="",
+                message="no index: run `fwman catalog sign --key FILE`",
             )
         )
         return

@@ -148,9 +148,10 @@ class CatalogImage(BaseModel):
     @field_validator("urls", "sources")
     @classmethod
     def _urls(cls, v: list[str]) -> list[str]:
-        for url in v:
-            if why := check_url(url):
-                raise ValueError(f"{url!r} {why}")
+        # every bad URL in one message: a lint that stops at the first hides the next one from the reviewer
+        bad = [f"{url!r} {why}" for url in v if (why := check_url(url))]
+        if bad:
+            raise ValueError("; ".join(bad))
         return v
 
     @field_validator("min_driver")

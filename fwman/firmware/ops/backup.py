@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import clock, paths
-from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError
+from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
@@ -100,6 +100,23 @@ def load_manifest(host: Host) -> Manifest:
     if manifest.format != FORMAT or manifest.version != VERSION:
         raise ParseError(paths.BACKUPS_MANIFEST, "format", f"not an {FORMAT} v{VERSION} manifest")
     return manifest
+
+
+def reported_board_id(host: Host, card: Card) -> str | None:
+    """Return the board ID nvflash reported for ``card`` when its newest backup was taken, or None.
+
+    sysfs and nvidia-smi do not carry the VBIOS board ID (see ``Card.board_id``); nvflash does, and ``fwman
+    backup`` records it. None when no backup of this card recorded one, or a replay did not record the manifest.
+    Raises ParseError when the manifest exists but is unreadable (evidence is never skipped).
+    """
+    try:
+        manifest = load_manifest(host)
+    except NotRecordedError:
+        return None
+    for entry in sorted(manifest.backups, key=lambda b: b.run, reverse=True):
+        if entry.is_of(card) and entry.board_id:
+            return entry.board_id
+    return None
 
 
 def save_manifest(host: Host, manifest: Manifest) -> None:

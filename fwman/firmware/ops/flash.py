@@ -244,6 +244,8 @@ class Flasher:
         """
         rom = parse_rom(source.data)
         if op is None:
+            # an unreadable journal file may be a half-finished flash: never start another one over it
+            self.journal.require_readable()
             op = self.journal.create(
                 kind,
                 card=card.bus_id,

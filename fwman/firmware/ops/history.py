@@ -11,7 +11,7 @@ import json
 from pydantic import BaseModel, ValidationError
 
 from fwman.core import paths
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, VerificationError
 from fwman.host.base import Host
 
 
@@ -37,20 +37,38 @@ class HistoryRecord(BaseModel):
     message: str = ""
 
 
-def read_history(host: Host) -> list[HistoryRecord]:
-    """Return every readable record, oldest first (a damaged line is skipped, never fatal)."""
+def read_history_checked(host: Host) -> tuple[list[HistoryRecord], list[str]]:
+    """Return (every readable record oldest first, ``"path line N: what is wrong"`` for every damaged line)."""
     try:
         text = host.read_text(paths.FLASH_HISTORY_FILE)
     except MissingError:
-        return []
-    records = []
-    for line in text.splitlines():
+        return [], []
+    records, damaged = [], []
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             records.append(HistoryRecord.model_validate(json.loads(line)))
-        except (ValueError, ValidationError):
-            continue
+        except (ValueError, ValidationError) as e:
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            damaged.append(f"{paths.FLASH_HISTORY_FILE} line {number}: {first[:120]}")
+    return records, damaged
+
+
+def history_error(damaged: list[str]) -> VerificationError:
+    """Return the error that reports damaged history lines (exit 4), naming the first and what to do."""
+    more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
+    return VerificationError(
+        f"damaged flash history: {damaged[0]}{more}",
+        hint="the history is the record of what was flashed: inspect the line, repair or remove it by hand",
+    )
+
+
+def read_history(host: Host) -> list[HistoryRecord]:
+    """Return every record, oldest first. Raises VerificationError when a line is damaged (never skipped)."""
+    records, damaged = read_history_checked(host)
+    if damaged:
+        raise history_error(damaged)
     return records
 
 

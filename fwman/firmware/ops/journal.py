@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import clock, paths
-from fwman.core.errors import MissingError, ParseError
+from fwman.core.errors import BlockedError, MissingError, ParseError
 from fwman.host.base import Host
 
 FORMAT = "fwman-journal"
@@ -119,6 +119,8 @@ class Journal:
     def __init__(self, host: Host, directory: str = paths.FLASH_JOURNAL_DIR) -> None:
         self.host = host
         self.directory = directory
+        #: "path: what is wrong" of every journal file the last :meth:`all` could not read (None: not read yet)
+        self.unreadable: list[str] | None = None
 
     def path(self, op: Operation) -> str:
         """Return the host path of ``op``'s file."""
@@ -175,7 +177,12 @@ class Journal:
         return parse_operation(self.host.read_text(path), path)
 
     def all(self) -> list[Operation]:
-        """Return every readable operation, oldest first (unreadable files are skipped)."""
+        """Return every readable operation, oldest first.
+
+        A journal file that cannot be read is never skipped silently: it is kept in :attr:`unreadable`
+        (``path: what is wrong``) for the caller to report, and :meth:`require_readable` blocks on it.
+        """
+        self.unreadable = []
         try:
             names = self.host.listdir(self.directory)
         except MissingError:
@@ -184,21 +191,45 @@ class Journal:
         for name in names:
             if not name.endswith(".json") or name.startswith("."):
                 continue
+            path = f"{self.directory}/{name}"
             try:
-                ops.append(parse_operation(self.host.read_text(f"{self.directory}/{name}"), name))
-            except (MissingError, ParseError):
-                continue
+                ops.append(parse_operation(self.host.read_text(path), path))
+            except ParseError as e:
+                self.unreadable.append(e.message)
+            except MissingError as e:
+                self.unreadable.append(f"{path}: {e.message}")
         return sorted(ops, key=lambda o: o.id)
+
+    def require_readable(self) -> None:
+        """Raise BlockedError (exit 3) when a journal file is unreadable: it may record a half-finished flash.
+
+        Call after :meth:`all` (or :meth:`unfinished`). A flash or resume must not start while fwman cannot
+        tell whether a card was left half-written.
+        """
+        if self.unreadable is None:
+            self.all()
+        if self.unreadable:
+            raise BlockedError(
+                f"unreadable flash journal: {self.unreadable[0]}"
+                + (f" (and {len(self.unreadable) - 1} more)" if len(self.unreadable) > 1 else ""),
+                hint="it may record a half-finished flash: read it, check the card (fwman scan), then move the "
+                f"file out of {self.directory} to continue",
+            )
 
     def alive(self, op: Operation) -> bool:
         """Return True when the process that wrote a running ``op`` still exists on the host."""
         return op.pid != os.getpid() and self.host.exists(f"/proc/{op.pid}") if op.pid else False
 
     def unfinished(self) -> list[Operation]:
-        """Return operations that stopped without finishing (killed, failed or interrupted), oldest first."""
+        """Return operations that stopped without finishing (killed, failed or interrupted), oldest first.
+
+        Raises BlockedError when a journal file is unreadable (it could be the unfinished one).
+        """
+        ops = self.all()
+        self.require_readable()
         return [
             op
-            for op in self.all()
+            for op in ops
             if op.state in (OpState.RUNNING, OpState.FAILED, OpState.INTERRUPTED)
             and not op.extra.get("resolved")
             and not (op.state is OpState.RUNNING and self.alive(op))

@@ -165,7 +165,15 @@ def check_upgrade(host: Host, cards: list[Card]) -> list[CheckRow]:
         bar_text = f"BAR1 {bar1 // (1024 * 1024)} MiB" if bar1 else "BAR1 unknown"
         if last is None:
             rows.append(
-                CheckRow(card.bus_id, running, None, bar1, card.vram_bytes, "not flashed", f"{running}, {bar_text}")
+                CheckRow(
+                    card.bus_id,
+                    running,
+                    None,
+                    bar1,
+                    card.vram_bytes,
+                    "not flashed",
+                    f"{running or 'firmware version unknown'}, {bar_text}",
+                )
             )
             continue
         expected = last.after_version

@@ -78,7 +78,16 @@ def _board(card: Card, board_ids: list[str], source: str) -> Finding:
     wanted = sorted({n for n in (normalise_board_id(b) for b in board_ids) if n is not None})
     card_id = normalise_board_id(card.board_id) if card.board_id else None
     ev = {"image": ", ".join(wanted) or "unknown", "card": card_id or "unknown", "source": source}
-    if not wanted or card_id is None:
+    if wanted and card_id is None:
+        return Finding(
+            id="rom.board_id",
+            severity=Severity.INFO,
+            message=f"board ID not compared: the image's is {ev['image']} ({source}), the card's board ID is unknown "
+            "(nvflash has not reported it); nvflash checks it again when flashing",
+            evidence=ev,
+            fix="run `fwman backup` (it records the board ID nvflash reports), then verify again",
+        )
+    if not wanted:
         return Finding(
             id="rom.board_id",
             severity=Severity.INFO,

@@ -42,6 +42,7 @@ def test_escape_never_starts_a_request(text: str) -> None:
 
 
 def test_main_writes_the_pages(tmp_path: Path) -> None:
+    (tmp_path / "man1").mkdir()
     assert main([str(tmp_path / "man1")]) == 0
     assert (tmp_path / "man1/fwman-scan.1").read_text() == pages()["fwman-scan.1"]
     assert main([]) == 2

@@ -184,7 +184,8 @@ def test_lint_text_output_names_file_and_key(tmp_path: Path, fwman: FwmanEnv) ->
     r = fwman("catalog", "lint", "--dir", str(cat))
     assert r.code == 4
     assert "boards/10de-2204-3842-3987.toml: images[0].status: error:" in r.stdout
-    assert "catalog lint: 1 error(s)" in r.stderr
+    assert "index.json: error: no index: run `fwman catalog sign --key FILE`" in r.stdout  # an error (issue 14)
+    assert "catalog lint: 2 error(s)" in r.stderr
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core import paths
-from fwman.core.errors import ParseError
-from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
+from fwman.core.errors import ParseError, VerificationError
+from fwman.firmware.ops.history import HistoryRecord, append_history, read_history, read_history_checked
 from fwman.firmware.ops.journal import Journal, OpState, StepState, parse_operation
 from fwman.host.live import LiveHost
 
@@ -56,10 +56,18 @@ def test_parse_operation_refuses_another_version() -> None:
         parse_operation('{"format": "fwman-journal", "version": 99}')
 
 
-def test_history_appends_and_survives_a_damaged_line(tmp_path: Path) -> None:
+def test_history_appends_past_a_damaged_line_and_reports_it(tmp_path: Path) -> None:
+    # a damaged line is evidence (issue 14): appending keeps it, reading reports it with its line number
     host = LiveHost(str(tmp_path))
     rec = HistoryRecord(time="t", kind="flash", card="0000:41:00.0", result="success")
     append_history(host, rec)
     host.write_bytes(paths.FLASH_HISTORY_FILE, host.read_bytes(paths.FLASH_HISTORY_FILE) + b"{half a line")
     append_history(host, rec.model_copy(update={"result": "failed"}))
-    assert [r.result for r in read_history(host)] == ["success", "failed"]
+    records, damaged = read_history_checked(host)
+    assert [r.result for r in records] == ["success", "failed"]
+    assert damaged == [
+        f"{paths.FLASH_HISTORY_FILE} line 2: Expecting property name enclosed in double quotes: "
+        "line 1 column 2 (char 1)"
+    ]
+    with pytest.raises(VerificationError, match=r"damaged flash history: .*history\.jsonl line 2"):
+        read_history(host)

@@ -1,0 +1,128 @@
+"""``fwman modules export`` and ``fwman modules import``: build once per fleet (logic in fwman.driver.bundle)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+
+
+def _doc_dict(bundle: Any) -> dict[str, Any]:
+    doc = bundle.doc
+    return {
+        "kernel": doc.kernel,
+        "vermagic": doc.vermagic,
+        "fork": doc.fork,
+        "branch": doc.branch,
+        "commit": doc.commit,
+        "source": doc.source,
+        "compiler": doc.compiler,
+        "signed": doc.signed,
+        "signer": doc.signer,
+        "built_at": doc.built_at,
+        "exported_from": doc.exported_from,
+        "modules": {name: {"sha256": m.sha256, "size": m.size} for name, m in doc.modules.items()},
+        "bundle_sha256": bundle.sha256,
+        "signature": bundle.signature is not None,
+    }
+
+
+@click.command("export")
+@click.option("--kernel", "kver", required=True, metavar="KVER", help="Kernel release whose modules to export.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
+@click.option(
+    "--sign-key",
+    type=click.Path(dir_okay=False),
+    help="Ed25519 private key (PEM) to sign the bundle with (openssl genpkey -algorithm ed25519).",
+)
+@json_option
+@common_options
+@pass_app
+def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_json: bool) -> None:
+    """Write the verified patched modules of a kernel to a bundle file, for `fwman modules import` elsewhere.
+
+    The bundle holds the five modules as installed, and bundle.json: kernel release, vermagic, fork, branch,
+    commit, compiler, signature state and every module's SHA-256; --sign-key adds an Ed25519 signature over
+    bundle.json. Only a set that passes `fwman modules status`'s check is exported. The file is written
+    atomically; nothing on the host changes.
+
+    \b
+    Examples:
+      fwman modules export --kernel 6.1.0-50-amd64 -o p2p-6.1.0-50.fwbundle
+      fwman modules export --kernel "$(uname -r)" -o b.fwbundle --sign-key /root/fleet-bundle.pem
+
+    Exit status: 0 written, 4 the installed modules do not verify, 5 none installed for KVER.
+    """
+    from fwman.app.bundle import export_to_file
+
+    size, bundle = export_to_file(app.host, kver, output, sign_key)
+    if as_json:
+        app.emit_json("modules-export", {"file": output, "size": size, **_doc_dict(bundle)})
+        return
+    doc = bundle.doc
+    app.echo(f"exported the modules of {kver} to {output} ({size} bytes)")
+    app.echo(f"  source:    {doc.source} (commit {doc.commit})")
+    app.echo(f"  compiler:  {doc.compiler}")
+    app.echo(f"  modules:   {'signed ' + (doc.signed or '') if doc.signer else 'unsigned'}")
+    app.echo(f"  bundle:    sha256 {bundle.sha256} {'(signed)' if bundle.signature else '(not signed)'}")
+
+
+@click.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--dry-run", is_flag=True, help="Check the bundle against this host and say what would change.")
+@json_option
+@common_options
+@pass_app
+def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
+    """Install the modules of a bundle made by `fwman modules export`, after checking everything.
+
+    Checks: every module's SHA-256 and vermagic against bundle.json, the kernel is installed here, the
+    signature when /etc/fwman/bundle-keys.d/ holds a trusted key (then an unsigned bundle is refused), and
+    Secure Boot (unsigned modules are refused when it is on and no signing key is configured; with a key
+    configured they are signed on import, as a build signs). Then the same path as a build: staged install,
+    depmod, every name must resolve to the new file, manifest ("imported from FILE"), boot safety. Importing
+    the same bundle again changes nothing.
+
+    \b
+    Examples:
+      fwman modules import p2p-6.1.0-50.fwbundle --dry-run
+      fwman modules import p2p-6.1.0-50.fwbundle
+
+    Exit status: 0 imported or already current, 3 Secure Boot refuses unsigned modules, 4 a check failed,
+    5 the bundle's kernel is not installed.
+    """
+    from fwman.app.bundle import import_file
+
+    if not dry_run:
+        app.require_change("fwman modules import")
+    bundle, outcome = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    boot = outcome.boot
+    if as_json:
+        app.emit_json(
+            "modules-import",
+            {
+                "kernel": outcome.kernel,
+                "status": outcome.status,
+                "changed": outcome.status == "imported",
+                "message": outcome.message,
+                "checks": outcome.checks,
+                "signature": outcome.signature,
+                "signed": outcome.signed,
+                "bundle": _doc_dict(bundle),
+                "boot": None
+                if boot is None
+                else {
+                    "next_boot": boot.default.kver,
+                    "safe": boot.safety.safe if boot.safety else None,
+                    "problem": boot.problem,
+                },
+            },
+        )
+        return
+    for line in outcome.checks:
+        app.echo(f"  ok: {line}")
+    app.echo(outcome.message)
+    if boot is not None and boot.problem:
+        app.echo(app.style(f"WARNING: {boot.problem}", fg="red", bold=True))

@@ -1,0 +1,232 @@
+"""The snapshot-format validator: a snapshot is data from a stranger, never a pointer into this machine.
+
+:func:`check_meta` checks the shape of ``snapshot.json`` (every key, every entry) and returns the problems;
+:func:`check_tree` also walks ``files/`` and ``commands/`` on disk (no symbolic links, no special files, every
+command output named in ``snapshot.json`` present). :func:`confined` resolves one recorded host path to the
+file inside ``files/`` without following any link on disk. ``SnapshotHost`` loads through these, and
+``fwman capture --check DIR`` prints every problem they find.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+from fwman.core.errors import UsageError
+
+FORMAT = "fwman-snapshot"
+VERSION = 1
+#: command outputs are plain file names directly under commands/ (capture writes 000.stdout, 001.stderr, ...)
+_OUTPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
+_PATH_KEYS = ("links", "dirs", "sizes")
+
+
+class SnapshotFormatError(UsageError):
+    """A snapshot that is malformed or reaches outside its directory (exit 2: the input is bad, not missing)."""
+
+
+def _host_path_problem(path: object) -> str | None:
+    """Return why ``path`` is not a clean absolute host path, or None."""
+    if not isinstance(path, str):
+        return f"{path!r} is not a string"
+    if not path.startswith("/"):
+        return f"{path!r} is not an absolute path"
+    if "\x00" in path:
+        return f"{path!r} contains a NUL byte"
+    if any(part in (".", "..") for part in path.split("/")):
+        return f"{path!r} contains '.' or '..'"
+    return None
+
+
+def link_leaves_root(path: str, target: str) -> bool:
+    """Return True when link ``path`` -> ``target`` climbs above ``/`` (``..`` past the top)."""
+    parts = [] if target.startswith("/") else [p for p in posixpath.dirname(path).split("/") if p]
+    for part in target.split("/"):
+        if part in ("", "."):
+            continue
+        if part == "..":
+            if not parts:
+                return True
+            parts.pop()
+        else:
+            parts.append(part)
+    return False
+
+
+def check_meta(meta: object) -> list[str]:
+    """Return every problem with the shape of a parsed ``snapshot.json`` (empty when it is well formed)."""
+    if not isinstance(meta, dict):
+        return [f"snapshot.json: the top level is a {type(meta).__name__}, not an object"]
+    problems: list[str] = []
+    if meta.get("format") != FORMAT:
+        problems.append(f"snapshot.json: format is {meta.get('format')!r}, not {FORMAT!r}")
+        return problems
+    if meta.get("version") != VERSION:
+        problems.append(f"snapshot.json: version {meta.get('version')!r} is not supported (this fwman reads {VERSION})")
+        return problems
+    for key in (*_PATH_KEYS, "tools"):
+        value = meta.get(key, {})
+        if not isinstance(value, dict):
+            problems.append(f"snapshot.json: {key} is a {type(value).__name__}, not an object")
+    for key in ("absent", "commands"):
+        value = meta.get(key, [])
+        if not isinstance(value, list):
+            problems.append(f"snapshot.json: {key} is a {type(value).__name__}, not a list")
+    if problems:
+        return problems
+    for key in _PATH_KEYS:
+        for path, value in meta.get(key, {}).items():
+            bad = _host_path_problem(path)
+            if bad:
+                problems.append(f"snapshot.json: {key} entry {bad}")
+                continue
+            if key == "links":
+                if not isinstance(value, str) or not value or "\x00" in value:
+                    problems.append(f"snapshot.json: link {path}: target {value!r} is not a path")
+                elif link_leaves_root(path, value):
+                    problems.append(f"snapshot.json: link {path} -> {value} leaves the snapshot (climbs above /)")
+            elif key == "dirs":
+                if not isinstance(value, list) or not all(
+                    isinstance(n, str) and n not in ("", ".", "..") and "/" not in n and "\x00" not in n for n in value
+                ):
+                    problems.append(f"snapshot.json: dirs {path}: the listing is not a list of plain names")
+            elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                problems.append(f"snapshot.json: sizes {path}: {value!r} is not a size in bytes")
+    for path in meta.get("absent", []):
+        bad = _host_path_problem(path)
+        if bad:
+            problems.append(f"snapshot.json: absent entry {bad}")
+    for name, where in meta.get("tools", {}).items():
+        if not isinstance(name, str) or not (where is None or isinstance(where, str)):
+            problems.append(f"snapshot.json: tools {name!r}: expected a path or null")
+    for i, cmd in enumerate(meta.get("commands", [])):
+        problems.extend(_command_problems(i, cmd))
+    return problems
+
+
+def _command_problems(i: int, cmd: object) -> list[str]:
+    where = f"snapshot.json: commands[{i}]"
+    if not isinstance(cmd, dict):
+        return [f"{where} is a {type(cmd).__name__}, not an object"]
+    argv = cmd.get("argv")
+    if not isinstance(argv, list) or not argv or not all(isinstance(a, str) for a in argv):
+        return [f"{where}: argv is not a non-empty list of strings"]
+    problems = []
+    rc = cmd.get("rc", 0)
+    if isinstance(rc, bool) or not isinstance(rc, int):
+        problems.append(f"{where} ({argv[0]}): rc {rc!r} is not an integer")
+    if not isinstance(cmd.get("missing", False), bool):
+        problems.append(f"{where} ({argv[0]}): missing is not true/false")
+    for stream in ("stdout", "stderr"):
+        name = cmd.get(stream)
+        if name is None or name == "":
+            continue
+        if not isinstance(name, str) or not _OUTPUT_NAME.fullmatch(name) or name.startswith(".."):
+            problems.append(
+                f"{where} ({argv[0]}): {stream} {name!r} is not a file name under commands/ "
+                "(no '/', no '..', no absolute path)"
+            )
+    return problems
+
+
+def _no_link_below(base: Path, relative: str) -> Path:
+    """Return ``base/relative`` when no component of ``relative`` (nor ``base``) is a symbolic link on disk.
+
+    Raises SnapshotFormatError naming the link. A component that does not exist ends the walk: the caller sees
+    a path that does not exist.
+    """
+    if base.is_symlink():
+        raise SnapshotFormatError(f"snapshot {base.parent}: {base.name}/ is a symbolic link (a snapshot is data)")
+    current = base
+    for part in [p for p in relative.split("/") if p]:
+        if part in (".", ".."):
+            raise SnapshotFormatError(f"snapshot {base.parent}: entry {relative!r} contains '.' or '..'")
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            return current
+        except OSError as e:
+            raise SnapshotFormatError(f"snapshot {base.parent}: cannot read {current}: {e.strerror}") from e
+        if stat.S_ISLNK(st.st_mode):
+            raise SnapshotFormatError(
+                f"snapshot {base.parent}: {current.relative_to(base.parent)} is a symbolic link on disk; a snapshot "
+                "records links in snapshot.json, never as links that could point into this machine",
+                hint="check the snapshot with `fwman capture --check DIR`; ask its sender for a fresh capture",
+            )
+    return current
+
+
+def confined(files_root: Path, host_path: str) -> Path:
+    """Return the file under ``files_root`` that records ``host_path``; no link on disk is followed.
+
+    Raises SnapshotFormatError when a component is a symbolic link.
+    """
+    return _no_link_below(files_root, host_path)
+
+
+def command_output(directory: Path, name: str) -> Path:
+    """Return ``directory/commands/name``, a regular file not behind any link. Raises SnapshotFormatError."""
+    if not _OUTPUT_NAME.fullmatch(name) or name.startswith(".."):
+        raise SnapshotFormatError(f"snapshot {directory}: command output {name!r} is not a file under commands/")
+    path = _no_link_below(directory / "commands", name)
+    if not path.is_file():
+        raise SnapshotFormatError(
+            f"snapshot {directory}: commands/{name} is named in snapshot.json but missing",
+            hint="the snapshot is incomplete; ask its sender for a fresh capture",
+        )
+    return path
+
+
+def check_tree(directory: Path, meta: dict[str, Any]) -> list[str]:
+    """Return every problem on disk: links and special files under files/ and commands/, missing outputs."""
+    problems: list[str] = []
+    for sub in ("files", "commands"):
+        top = directory / sub
+        if top.is_symlink():
+            problems.append(f"{sub}/ is a symbolic link")
+            continue
+        if not top.exists():
+            continue
+        for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+            for name in [*dirnames, *filenames]:
+                full = Path(dirpath) / name
+                st = os.lstat(full)
+                rel = full.relative_to(directory)
+                if stat.S_ISLNK(st.st_mode):
+                    problems.append(f"{rel} is a symbolic link (to {os.readlink(full)})")
+                elif not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    problems.append(f"{rel} is not a regular file or directory")
+    for i, cmd in enumerate(meta.get("commands", [])):
+        for stream in ("stdout", "stderr"):
+            name = cmd.get(stream)
+            if name and not (directory / "commands" / name).is_file():
+                problems.append(f"commands[{i}] ({cmd['argv'][0]}): commands/{name} is missing")
+    return problems
+
+
+def check_snapshot(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]]:
+    """Return the parsed ``snapshot.json`` (None when unusable) and every problem of the snapshot at ``directory``."""
+    import json
+
+    base = Path(directory)
+    meta_path = base / "snapshot.json"
+    if not base.is_dir():
+        return None, [f"{base} is not a directory"]
+    if meta_path.is_symlink():
+        return None, ["snapshot.json is a symbolic link"]
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, ["no snapshot.json (not a snapshot directory)"]
+    except (OSError, ValueError) as e:
+        return None, [f"snapshot.json is not readable JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}"]
+    problems = check_meta(meta)
+    if problems:
+        return None, problems
+    assert isinstance(meta, dict)
+    return meta, check_tree(base, meta)

@@ -1,0 +1,121 @@
+"""Rows 7, 8, 10 and 18: changes refuse on a snapshot and without root, one way; read commands replay."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.adversarial.conftest import CountingEnv, one_error_line
+from tests.support.env import EXAMPLE_HOST, HOSTS
+from tests.support.tools import is_root
+
+CHANGES = [
+    ("hooks", "install"),
+    ("hooks", "remove"),
+    ("dkms", "block"),
+    ("dkms", "unblock"),
+    ("modules", "keygen"),
+    ("modules", "catchup"),
+    ("modules", "unpin"),
+    ("modules", "build", "--kernel", "6.1.0-50-amd64", "--source", "/src"),
+    ("modules", "hook", "--kernel", "6.1.0-50-amd64"),
+    ("catalog", "update", "--url", "https://example.org/c/"),
+    ("fetch", "10de-2204-3842-3987/94.02.42.80.27"),
+    ("backup",),
+    ("flash", "--card", "41:00.0", "--image", "x.rom"),
+    ("flash", "resume"),
+    ("restore", "--card", "41:00.0", "--backup", "/x"),
+    ("upgrade", "--apply"),
+    ("metrics", "install"),
+    ("metrics", "remove"),
+    ("modules", "import", "x.fwbundle"),
+]
+NEEDS_ROOT = [c for c in CHANGES if c[0] in ("hooks", "dkms", "modules", "catalog", "fetch", "metrics")]
+READS = [
+    ("scan",),
+    ("audit", "--offline"),
+    ("doctor",),
+    ("modules", "status"),
+    ("modules", "check-boot"),
+    ("hooks", "status"),
+    ("dkms", "status"),
+    ("backup", "list"),
+    ("backup", "verify"),
+    ("flash", "status"),
+    ("history",),
+    ("upgrade", "--check"),
+    ("upgrade", "--dry-run"),
+    ("catalog", "list"),
+]
+
+
+@pytest.mark.parametrize("argv", CHANGES, ids=lambda a: " ".join(a[:2]))
+def test_every_change_refuses_a_snapshot_the_same_way(attack: CountingEnv, argv: tuple[str, ...]) -> None:
+    r = attack("--snapshot", str(EXAMPLE_HOST), *argv)
+    assert r.code == 2, r.stderr
+    line = one_error_line(r)
+    assert line.endswith("changes a machine: it cannot run on a --snapshot replay"), line
+    assert r.stdout == ""  # nothing "installed", nothing "would write"
+
+
+@pytest.mark.parametrize("argv", NEEDS_ROOT, ids=lambda a: " ".join(a[:2]))
+def test_not_root_is_exit_3_before_any_write(attack: CountingEnv, tmp_path: Path, argv: tuple[str, ...]) -> None:
+    root = tmp_path / "root"
+    root.mkdir(mode=0o755)
+    os.chown(root, 0, 0)
+    user = CountingEnv(euid=1000)
+    r = user("--root", str(root), *argv)
+    assert r.code == 3, r.stderr
+    assert f"needs root: it writes under --root {root}" in one_error_line(r)
+    assert "PermissionError" not in r.stderr and "rm: cannot remove" not in r.stdout + r.stderr
+    assert list(root.iterdir()) == []
+    r = user(*argv)  # and on this machine itself
+    assert r.code == 3 and "needs root" in one_error_line(r)
+
+
+def test_a_root_the_user_owns_is_a_test_tree(tmp_path: Path) -> None:
+    root = tmp_path / "mine"
+    root.mkdir()
+    os.chown(root, 1000, 1000)
+    r = CountingEnv(euid=1000)("--root", str(root), "hooks", "install")
+    assert r.code == 0, r.stderr
+    assert (root / "etc/kernel/postinst.d/fwman").is_file()
+
+
+@pytest.mark.parametrize("argv", READS, ids=" ".join)
+def test_read_commands_replay_on_the_bundled_rig(attack: CountingEnv, argv: tuple[str, ...]) -> None:
+    r = attack("--snapshot", str(EXAMPLE_HOST), *argv)
+    assert r.code in (0, 4), r.stderr  # 4: a verdict (doctor, check-boot), never a missing recording
+    assert "did not record" not in r.stderr
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="fixtures/hosts/h200-1gpu was captured before capture recorded fwman's own state and /boot: "
+    "re-capture it on the H200 machine (issue 14 row 18, left for the lead)",
+)
+def test_read_commands_replay_on_the_bundled_h200() -> None:
+    for argv in READS:
+        r = CountingEnv()("--snapshot", str(HOSTS / "h200-1gpu"), *argv)
+        assert "did not record" not in r.stderr, (argv, r.stderr)
+
+
+@pytest.mark.skipif(not is_root() or shutil.which("dkms") is None, reason="captures this machine: root and dkms")
+def test_a_fresh_capture_with_dkms_replays_every_read_command(attack: CountingEnv, tmp_path: Path) -> None:
+    # rows 7 and 18: capture this machine (it has dkms installed, no NVIDIA GPU), replay every read command
+    cap = tmp_path / "cap"
+    r = attack("capture", str(cap))
+    assert r.code == 0, r.stderr
+    assert attack("capture", "--check", str(cap)).code == 0
+    for argv in READS:
+        r = attack("--snapshot", str(cap), *argv)
+        assert "did not record" not in r.stderr, (argv, r.stderr)
+        assert "no local filesystem" not in r.stdout + r.stderr, (argv, r.stderr)
+        assert r.code in (0, 4, 5), (argv, r.stderr)  # 5 only for "no NVIDIA GPU" on this machine
+        if r.code == 5:
+            assert "no NVIDIA GPU" in r.stderr, (argv, r.stderr)
+    r = attack("--snapshot", str(cap), "dkms", "status", "--json")
+    assert r.code == 0 and "schema" in r.json()

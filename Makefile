@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
 # Debian packages the system tests use (real kernel headers for two kernels whose pci_resize_resource()
-# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool; the
-# Debian package build: build-essential, debhelper, dh-virtualenv, lintian).
+# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool;
+# initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests, dpkg-dev for the local apt repository
+# of the hold test; the Debian package build: build-essential, debhelper, dh-virtualenv, lintian).
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus \
-	build-essential debhelper dh-virtualenv dpkg-dev lintian python3-venv
+	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus initramfs-tools cpio mokutil dpkg-dev \
+	build-essential debhelper dh-virtualenv lintian python3-venv
 
 .PHONY: demo test venv lint typecheck pytest system-deps clean deb
 

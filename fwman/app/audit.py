@@ -53,6 +53,8 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
 def audit_json(report: AuditReport) -> dict[str, Any]:
     """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
     payload: dict[str, Any] = report.model_dump(mode="json")
+    if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
+        payload.pop("userspace_hold", None)
     payload["ok"] = report.ok
     payload["counts"] = report.counts()
     return payload

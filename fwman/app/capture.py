@@ -99,6 +99,8 @@ LISTINGS = (
     "/etc/depmod.d",
     "/lib/depmod.d",
     "/etc/kernel/postinst.d",
+    "/etc/kernel/postrm.d",
+    "/etc/kernel/install.d",
     "/var/lib/dkms",
     # driver folders of containers/VMs that mount the host driver (e.g. /usr/local/nvidia)
     "/usr/local/nvidia",
@@ -117,6 +119,7 @@ REPLAYABLE_COMMANDS = (
     ("modules", "status", "--json"),
     ("modules", "check-boot", "--json"),
     ("hooks", "status", "--json"),
+    ("userspace", "status", "--json"),
     ("dkms", "status", "--json"),
     ("upgrade", "--dry-run", "--json"),
     ("upgrade", "--check", "--json"),

@@ -10,10 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.errors import MissingError, PartialError, UsageError, VerificationError
+from fwman.app.lockstep import gather, target_version
+from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
+from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
+from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.lock import module_lock
+from fwman.driver.build.lockstep import refuse_unless_forced
 from fwman.driver.build.pipeline import KernelOutcome, update_kernel
+from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     SourceSpec,
     check_source_options,
@@ -22,7 +27,7 @@ from fwman.driver.build.source import (
     save_source_spec,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
 
 
@@ -37,6 +42,8 @@ class BuildRequest:
     source_dir: str | None = None
     force: bool = False
     jobs: int | None = None
+    #: the build progress sink (a live line on a terminal); None: one line per phase through ``report``
+    progress: ProgressSink | None = None
 
 
 @dataclass
@@ -45,10 +52,13 @@ class KernelBuild:
 
     outcome: KernelOutcome
     newer: list[str] = field(default_factory=list)
+    initramfs: InitramfsState | None = None  # the kernel's initramfs after the build (regenerated if stale)
 
     def to_json(self) -> dict[str, Any]:
         """Return the ``kernels[]`` entry of ``fwman.modules-build/1``."""
-        return outcome_json(self.outcome, self.newer)
+        doc = outcome_json(self.outcome, self.newer)
+        doc["initramfs"] = self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None
+        return doc
 
 
 @dataclass
@@ -126,6 +136,9 @@ def build_modules(
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request)
+    warning = refuse_unless_forced(gather(host, target_version(host, spec.branch, spec.source_dir)), request.force)
+    if warning:
+        report(warning)
     targets = list(request.kernels)
     if request.all_kernels:
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
@@ -137,13 +150,30 @@ def build_modules(
             save_source_spec(host, spec)
         for kver in targets:
             report(f"== {kver}")
-            outcome = update_kernel(host, kver, spec, force=request.force, report=report, jobs=request.jobs)
+            outcome = update_kernel(
+                host, kver, spec, force=request.force, report=report, jobs=request.jobs, progress=request.progress
+            )
             newer = newer_branches(host, outcome.source) if outcome.status == "failed" and outcome.source else []
-            builds.append(KernelBuild(outcome, newer))
+            initrd = refresh_initramfs(host, kver, report) if outcome.status == "built" else None
+            builds.append(KernelBuild(outcome, newer, initrd))
             if on_outcome is not None:
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
     return BuildResult(builds, check)
+
+
+def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than the new ones; return its state.
+
+    A generator that fails or leaves the image stale is reported (the kernel then counts as not safe to boot),
+    never raised: the modules themselves are installed.
+    """
+    action = RegenerateInitramfs(kver)
+    try:
+        apply_all(host, [action], report)
+    except FwmanError as e:
+        report(f"WARNING: {kver}: {e.message}")
+    return action.after or inspect_initramfs(host, kver)
 
 
 def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:

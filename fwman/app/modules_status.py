@@ -11,11 +11,18 @@ from typing import Any
 
 from fwman.core.errors import FwmanError, ParseError
 from fwman.driver import dkms
+from fwman.driver.boot.initramfs import InitramfsState
+from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
 from fwman.driver.boot.pin import PinRecord, kernel_safety, read_pin
 from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
 from fwman.driver.build.source import SourceSpec, load_source_spec
+from fwman.driver.headers import advise_host
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.driver.kmod.secureboot import SecureBootState
+from fwman.driver.kmod.secureboot import read_state as read_secure_boot
+from fwman.driver.userspace_hold import HoldStatus
+from fwman.driver.userspace_hold import read_status as hold_status
 from fwman.host.base import Host
 
 
@@ -35,6 +42,8 @@ class KernelStatus:
     safe_to_boot: bool
     why: str
     next_boot: bool
+    headers_package: str | None = None  # the exact package for this kernel and distribution
+    initramfs: InitramfsState | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
@@ -51,6 +60,8 @@ class KernelStatus:
             "safe_to_boot": self.safe_to_boot,
             "why": self.why,
             "next_boot": self.next_boot,
+            "headers_package": self.headers_package,
+            "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
         }
 
 
@@ -63,6 +74,8 @@ class ModulesStatus:
     pin: PinRecord | None = None
     source: SourceSpec | None = None
     dkms_error: str | None = None
+    secure_boot: SecureBootState | None = None
+    userspace_hold: HoldStatus | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
@@ -84,6 +97,8 @@ class ModulesStatus:
             "pin": pin_doc,
             "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
             "dkms_error": self.dkms_error,
+            "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
+            "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
         }
 
 
@@ -99,6 +114,7 @@ def modules_status(host: Host) -> ModulesStatus:
         dkms_error = None
     except FwmanError as e:
         dkms_entries, dkms_error = [], e.message
+    secure_boot = read_secure_boot(host)
     rows: list[KernelStatus] = []
     for kver in installed_kernels(host):
         safety = kernel_safety(host, kver)
@@ -126,6 +142,9 @@ def modules_status(host: Host) -> ModulesStatus:
                 safe_to_boot=safety.safe,
                 why=safety.reason,
                 next_boot=kver == default.kver,
+                headers_package=advise_host(host, kver).package,
+                initramfs=inspect_initramfs(host, kver),
             )
         )
-    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error)
+    hold = hold_status(host, simulate=False)
+    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error, secure_boot, hold)

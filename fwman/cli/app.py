@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hooks": ("fwman.cli.hooks:hooks", "Kernel hook and boot-time catch-up service: install, remove, status."),
     "dkms": ("fwman.cli.dkms:dkms", "Keep DKMS from replacing the patched modules: status, block, unblock."),
     "metrics": ("fwman.cli.metrics:metrics", "Prometheus metrics for node_exporter's textfile collector: write."),
+    "userspace": ("fwman.cli.userspace:userspace", "Hold the NVIDIA user-space packages at the module's version."),
 }
 
 

@@ -63,6 +63,25 @@ def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None
     return lines
 
 
+def _progress(app: AppContext, as_json: bool) -> Any:
+    """Return the build progress sink: a live line on a terminal, one line per phase otherwise, nothing in --json."""
+    from fwman.driver.build.pipeline import phase_lines
+
+    if as_json:
+        return lambda state, elapsed, started: None
+    if not app.env.stderr_isatty:
+        return phase_lines(_say(app))
+    stream = app.env.stderr
+
+    def live(state: Any, elapsed: float, started: str | None) -> None:
+        if started is not None and state.done[started] == 1 and elapsed > 0:
+            stream.write("\n")  # keep the finished phase's last line on screen
+        stream.write("\r\033[K" + state.line(elapsed))
+        stream.flush()
+
+    return live
+
+
 def _render_boot(app: AppContext, check: Any) -> None:
     if check is None:
         return
@@ -78,7 +97,11 @@ def _render_boot(app: AppContext, check: Any) -> None:
 @click.option("--fork", metavar="F", help="Fork: a configured name (aikitoria), owner/name on GitHub, or a git URL.")
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
 @click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
-@click.option("--force", is_flag=True, help="Retry a (commit, kernel) whose build failed before.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Retry a (commit, kernel) whose build failed before; build a version the user space does not match.",
+)
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
 @json_option
 @common_options
@@ -111,8 +134,13 @@ def build(
       fwman modules build --all                 (the remembered source, every kernel with headers)
       fwman modules build --kernel 6.1.0-53-amd64 --force
 
+    The branch's driver version must equal the user space's on the host and in every readable container
+    (else NVML fails: "Driver/library version mismatch"): a mismatch is refused unless --force. After a build,
+    an initramfs that carries other NVIDIA modules is regenerated. On a terminal a live line shows the phase
+    (conftest, kernel-independent objects, kernel-open, linking), objects done and the time.
+
     Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
-    6 some kernels built and some did not.
+    6 some kernels built and some did not, 3 the user space does not match (without --force).
     """
     from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
     from fwman.core.names import kernel_release
@@ -120,9 +148,11 @@ def build(
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
     app.require_change("fwman modules build")
-    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs)
+    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, _progress(app, as_json))
 
     def show(build: KernelBuild) -> None:
+        if app.env.stderr_isatty and not as_json:
+            app.env.stderr.write("\n")  # end the live progress line
         if as_json:
             return
         if build.outcome.status == "failed":
@@ -191,10 +221,63 @@ def status(app: AppContext, as_json: bool) -> None:
     for r in rows:
         for c in r.dkms_conflict:
             app.echo(app.style(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", fg="yellow"))
+    for r in rows:
+        if not r.headers and r.headers_package:
+            app.echo(f"headers for {r.kernel}: apt install {r.headers_package}")
+        if r.initramfs is not None and r.initramfs.path and (r.initramfs.problem or r.initramfs.error):
+            app.echo(app.style(f"initramfs of {r.kernel}: {r.initramfs.summary()}", fg="red", bold=True))
+    if result.secure_boot is not None:
+        _render_secure_boot(app, result.secure_boot.to_dict())
+    hold = result.userspace_hold
+    if hold is not None and hold.installed:
+        held = "held by fwman" if hold.held else "not held (`fwman userspace hold`)"
+        app.echo(f"NVIDIA user space: {len(hold.installed)} packages, {held}")
+    for line in hold.warnings() if hold is not None else []:
+        app.echo(app.style(f"WARNING: {line}", fg="yellow"))
     if spec is None:
         app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
     if result.dkms_error:
         app.echo(f"note: dkms status failed: {result.dkms_error}", err=True)
+
+
+def _render_secure_boot(app: AppContext, sb: dict[str, Any]) -> None:
+    state = {True: "on", False: "off", None: "unknown"}[sb["enabled"]]
+    line = f"Secure Boot: {state} ({sb['source']})"
+    if sb["cert"]:
+        line += f"; fwman's signing key: {sb['key']}"
+    bad = sb["enforcing"] and sb["key"] in ("pending", "not-enrolled")
+    app.echo(app.style(line, fg="red", bold=True) if bad else line)
+    if bad:
+        app.echo("  enrollment steps: `fwman modules keygen` prints them (the key stays, --force not needed)")
+
+
+@modules.command()
+@click.option("--kernel", "kver", required=True, metavar="KVER", help="The kernel release that was removed.")
+@click.option("--from", "origin", type=click.Choice(["postrm", "kernel-install", "manual"]), default="manual")
+@common_options
+@pass_app
+def forget(app: AppContext, kver: str, origin: str) -> None:
+    """Drop fwman's state for a removed kernel and keep the next boot safe (what the removal hooks run).
+
+    Removes the kernel's manifest, failure and pending markers, fwman's stored and installed copies of its
+    modules, its build tree, and an object-cache entry no remaining kernel uses. When fwman's boot pin pointed
+    at the kernel it is released and another safe kernel pinned, or it says loudly that none is left.
+    Always exits 0: a kernel removal must never fail over it.
+
+    \b
+    Examples:
+      fwman modules forget --kernel 6.1.0-47-amd64
+    """
+    from fwman.core.names import kernel_release
+    from fwman.driver.hooks.removal import forget_kernel
+
+    kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
+    app.require_change("fwman modules forget")
+    say = _say(app)
+    summary = forget_kernel(app.host, kver, say)
+    if not summary.removed and not summary.problems:
+        say(f"fwman had no state for {kver}")
+    _render_boot(app, summary.boot)
 
 
 @modules.command()
@@ -237,7 +320,12 @@ def catchup(app: AppContext, force: bool) -> None:
 
 @modules.command(hidden=True)
 @click.option("--kernel", "kver", required=True, metavar="KVER")
-@click.option("--from", "origin", type=click.Choice(["postinst", "header_postinst", "manual"]), default="manual")
+@click.option(
+    "--from",
+    "origin",
+    type=click.Choice(["postinst", "header_postinst", "kernel-install", "manual"]),
+    default="manual",
+)
 @common_options
 @pass_app
 def hook(app: AppContext, kver: str, origin: str) -> None:
@@ -287,8 +375,15 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
     key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
     app.echo(f"signing key:  {key.key}")
     app.echo(f"certificate:  {key.cert} (DER)")
-    app.echo("enroll it (once), then reboot and confirm in the MOK manager:")
-    app.echo(f"  mokutil --import {key.cert}")
+    from fwman.driver.kmod.secureboot import enrollment_steps, read_state
+
+    state = read_state(app.host)
+    enabled = {True: "on", False: "off", None: "unknown"}[state.enabled]
+    app.echo(f"Secure Boot: {enabled} ({state.source}); this certificate: {state.key_state}")
+    if state.key_state != "enrolled":
+        app.echo("enroll it as a Machine Owner Key (once per machine):")
+        for line in enrollment_steps(key.cert):
+            app.echo(f"  {line}")
     app.echo("modules built from now on are signed; rebuild the current ones with `fwman modules build --all`")
 
 

@@ -39,6 +39,7 @@ P2P_HISTORY_FILE = f"{STATE_DIR}/p2p-history.jsonl"
 DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
 SIGNING_CONFIG = f"{STATE_DIR}/signing.json"
 SIGNING_KEY_DIR = f"{STATE_DIR}/signing"
+USERSPACE_HOLD_STATE = f"{STATE_DIR}/userspace-hold.json"
 
 # --- fwman's caches and logs (safe to delete) --------------------------------------------------------------
 CACHE_DIR = "/var/cache/fwman"
@@ -62,6 +63,10 @@ CATCHUP_UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{CATCHUP_UNIT
 CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
 DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
 APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
+APT_USERSPACE_PIN = "/etc/apt/preferences.d/fwman-nvidia-userspace"
+APT_USERSPACE_BLACKLIST = "/etc/apt/apt.conf.d/51fwman-nvidia-userspace"
+POSTRM_HOOK = "/etc/kernel/postrm.d/fwman"
+KERNEL_INSTALL_PLUGIN = "/etc/kernel/install.d/50-fwman.install"
 MOTD_FILE = "/etc/motd.d/fwman"
 #: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
 #: its --collector.textfile.directory names (point -o there when it is another one)
@@ -99,6 +104,13 @@ IOMMU_GROUPS_DIR = "/sys/kernel/iommu_groups"
 
 # --- the package manager's database (read only: whether the Debian package owns the hooks) ------------------
 DPKG_INFO_DIR = "/var/lib/dpkg/info"
+
+# --- NVIDIA's .run installer leaves these behind (read only) ----------------------------------------------
+NVIDIA_RUN_INSTALLER_MARKERS = (
+    "/usr/bin/nvidia-installer",
+    "/var/log/nvidia-installer.log",
+    "/usr/bin/nvidia-uninstall",
+)
 
 # --- platform configuration (read only) ---------------------------------------------------------------------
 PVE_LXC_DIR = "/etc/pve/lxc"

@@ -41,6 +41,7 @@ READS = [
     ("modules", "status"),
     ("modules", "check-boot"),
     ("hooks", "status"),
+    ("userspace", "status"),
     ("dkms", "status"),
     ("backup", "list"),
     ("backup", "verify"),
@@ -92,11 +93,6 @@ def test_read_commands_replay_on_the_bundled_rig(attack: CountingEnv, argv: tupl
     assert "did not record" not in r.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="fixtures/hosts/h200-1gpu was captured before capture recorded fwman's own state and /boot: "
-    "re-capture it on the H200 machine (issue 14 row 18, left for the lead)",
-)
 def test_read_commands_replay_on_the_bundled_h200() -> None:
     for argv in READS:
         r = CountingEnv()("--snapshot", str(HOSTS / "h200-1gpu"), *argv)

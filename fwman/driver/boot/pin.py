@@ -70,6 +70,12 @@ def kernel_safety(host: Host, kver: str, hash_files: bool = True) -> Safety:
     bad = [c for c in check_installed(host, manifest, hash_files=hash_files) if not c.ok]
     if bad:
         return Safety(kver, False, f"{bad[0].name}: {bad[0].problem}")
+    if hash_files:  # the full check (status, check-boot, builds): will they load under Secure Boot, initramfs?
+        from fwman.driver.boot.loadable import load_problem
+
+        problem = load_problem(host, kver, manifest)
+        if problem is not None:
+            return Safety(kver, False, problem)
     return Safety(kver, True, f"patched modules verified ({manifest.branch or manifest.source}, {manifest.commit})")
 
 

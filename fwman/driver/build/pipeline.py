@@ -12,21 +12,24 @@ root works too). Without them the build would target the *running* kernel.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass, field
 
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
+from fwman.driver.build.progress import Progress, ProgressSink, count_phases
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
 from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import RemoveFile, Report, apply_all, silent
-from fwman.host.base import Host
+from fwman.host.base import CommandResult, Host
 
 
 def compiler_version(host: Host) -> str:
@@ -142,8 +145,97 @@ def prepare_tree(host: Host, source: Source, kver: str) -> str:
     return tree
 
 
+def _headers_package(host: Host, kver: str) -> str:
+    from fwman.driver.headers import advise_host
+
+    return advise_host(host, kver).package
+
+
+def phase_lines(report: Report) -> ProgressSink:
+    """Return the progress sink of hooks and the boot service: one line per phase through ``report``."""
+
+    def sink(state: Progress, elapsed: float, started: str | None) -> None:
+        if started is not None:
+            report(state.phase_line(started, elapsed))
+
+    return sink
+
+
+def _run_make(
+    host: Host,
+    argv: list[str],
+    cwd: str,
+    log_path: str,
+    header: str,
+    kver: str,
+    started: float,
+    progress: ProgressSink | None,
+) -> tuple[CommandResult, str]:
+    """Run make with its output (stderr too) appended to ``log_path`` after ``header``; return (result, output).
+
+    While it runs, the log is read every second and each new line fed to a :class:`Progress` whose state goes to
+    ``progress`` (the expected counts come from the previous log of this kernel). Raises what Host.run raises.
+    """
+    expected: dict[str, int] = {}
+    if host.exists(log_path):
+        with contextlib.suppress(MissingError):
+            expected = count_phases(host.read_text(log_path))
+    host.write_bytes(log_path, header.encode())
+    local_log = host.local_path(log_path)
+    if local_log is None:
+        raise FwmanError(f"cannot build on {host.description}: no local filesystem path for {log_path}")
+    command = ["sh", "-c", 'log=$1; shift; exec "$@" >>"$log" 2>&1', "fwman-make", local_log, *argv]
+    box: list[CommandResult | BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(host.run(command, cwd=cwd, timeout=4 * 3600))
+        except BaseException as e:  # handed to the caller's thread below
+            box.append(e)
+
+    worker = threading.Thread(target=run, name=f"make-{kver}", daemon=True)
+    worker.start()
+    state = Progress(kver, expected)
+    seen = len(header.encode())
+    pending = ""
+
+    def drain() -> None:
+        nonlocal seen, pending
+        try:
+            size = host.stat_size(log_path)
+        except MissingError:
+            return
+        if size <= seen:
+            return
+        chunk = host.read_bytes(log_path)[seen:size]
+        seen = size
+        text = pending + chunk.decode("utf-8", errors="replace")
+        *lines, pending = text.split("\n")
+        for line in lines:
+            started_phase = state.feed(line)
+            if progress is not None and started_phase is not None:
+                progress(state, clock.monotonic() - started, started_phase)
+        if progress is not None:
+            progress(state, clock.monotonic() - started, None)
+
+    while worker.is_alive():
+        worker.join(1.0)
+        drain()
+    drain()
+    outcome = box[0] if box else FwmanError("make did not report a result")
+    if isinstance(outcome, BaseException):
+        raise outcome
+    output = host.read_text(log_path)[len(header) :]
+    return outcome, output
+
+
 def compile_for_kernel(
-    host: Host, source: Source, kver: str, report: Report = silent, jobs: int | None = None
+    host: Host,
+    source: Source,
+    kver: str,
+    report: Report = silent,
+    jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> CompileResult:
     """Build the five modules of ``source`` for ``kver`` and return what happened (never raises on make errors).
 
@@ -154,7 +246,7 @@ def compile_for_kernel(
     if not headers_present(host, kver):
         raise MissingError(
             f"no headers for kernel {kver} (/lib/modules/{kver}/build/include is missing)",
-            hint=f"install the headers package (Debian: linux-headers-{kver}, Proxmox: proxmox-headers-{kver})",
+            hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id, compiler)
@@ -170,22 +262,21 @@ def compile_for_kernel(
     if host.which("make") is None:
         raise MissingError("make not found", hint="install make and gcc (apt install make gcc)")
     jobs = jobs or os.cpu_count() or 1
-    # --output-sync=recurse: each sub-make's output comes out whole, so errors sit under their directory
-    argv = ["make", f"-j{jobs}", "--output-sync=recurse", "modules", *kernel_tree_args(host, kver)]
+    # --output-sync=target: each target's output comes out whole (errors stay under make's directory lines,
+    # which it prints around every block) and as soon as that target is done, so progress can be followed
+    argv = ["make", f"-j{jobs}", "--output-sync=target", "modules", *kernel_tree_args(host, kver)]
     report(f"running {' '.join(argv)}")
-    # stderr into stdout, so compiler errors stay next to make's "Entering directory" lines in the log
-    result = host.run(["sh", "-c", 'exec "$@" 2>&1', "fwman-make", *argv], cwd=local_dir(host, tree), timeout=4 * 3600)
-    seconds = clock.monotonic() - started
-    log = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n{result.stdout}{result.stderr}"
     log_path = build_log_path(kver)
-    host.write_bytes(log_path, log.encode())
+    header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
+    result, output = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
+    seconds = clock.monotonic() - started
     if not hit and objcache.store(host, key, tree):
         report("kernel-independent objects stored in the object cache")
     built = {name: f"{tree}/kernel-open/{name}.ko" for name in MODULE_NAMES}
     missing = [name for name, path in built.items() if not host.exists(path)]
     outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds)
     if not result.ok:
-        outcome.failure = parse_build_failure(result.stdout + result.stderr, local_dir(host, tree))
+        outcome.failure = parse_build_failure(output, local_dir(host, tree))
         return outcome
     if missing:
         outcome.failure = BuildFailure(None, None, f"make succeeded but produced no {', '.join(missing)}.ko")
@@ -220,6 +311,7 @@ def update_kernel(
     fetch: bool = True,
     report: Report = silent,
     jobs: int | None = None,
+    progress: ProgressSink | None = None,
 ) -> KernelOutcome:
     """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
 
@@ -243,8 +335,14 @@ def update_kernel(
     from fwman.driver.kmod.kofile import read_module
 
     if not headers_present(host, kver):
-        message = f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending"
-        write_marker(host, pending_path(kver), Marker(kver, "no headers"))
+        from fwman.driver.headers import advise_host
+
+        advice = advise_host(host, kver)
+        message = (
+            f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending; "
+            f"install them: {advice.install_hint()}"
+        )
+        write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
     try:
         source = resolve_source(host, spec, report, fetch=fetch)
@@ -258,7 +356,7 @@ def update_kernel(
             f"(run `fwman modules build --kernel {kver} --force` after fixing the cause)"
         )
         return KernelOutcome(kver, "skipped", message, source)
-    result = compile_for_kernel(host, source, kver, report, jobs)
+    result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report))
     outcome = KernelOutcome(
         kver, "failed", "", source, log_path=result.log_path, cache_hit=result.cache_hit, seconds=result.seconds
     )

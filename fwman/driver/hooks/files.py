@@ -4,6 +4,8 @@
 
 - ``/etc/kernel/postinst.d/fwman`` and ``/etc/kernel/header_postinst.d/fwman``: the thin shell hook (runs
   ``python -m fwman modules hook --kernel KVER``; never fails a kernel install unless ``strict``);
+- ``/etc/kernel/postrm.d/fwman`` (``fwman modules forget``) and ``/etc/kernel/install.d/50-fwman.install``
+  (systemd's kernel-install: ``add`` is the hook, ``remove`` is ``forget``);
 - ``/etc/systemd/system/fwman-catchup.service`` (+ its ``multi-user.target.wants`` link): ``fwman modules
   catchup`` at boot, after ``dkms.service``, before ``nvidia-persistenced`` and the display manager.
 
@@ -13,6 +15,7 @@ the hook and the unit do when they run is :mod:`fwman.driver.hooks.run`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import sys
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from fwman.core import paths
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.host.base import Host
@@ -47,14 +50,18 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     """Return {host path: content} of the files ``fwman hooks install`` writes (``@PYTHON@`` substituted)."""
     directory = templates_dir()
     python = python or python_for_hooks()
-    hook = read_data(directory / "kernel-postinst").decode().replace("@PYTHON@", python).encode()
-    unit = read_data(directory / paths.CATCHUP_UNIT_NAME).decode().replace("@PYTHON@", python).encode()
-    script = read_data(directory / "fwman-catchup").decode().replace("@PYTHON@", python).encode()
+
+    def template(name: str) -> bytes:
+        return read_data(directory / name).decode().replace("@PYTHON@", python).encode()
+
+    hook = template("kernel-postinst")
     return {
         paths.POSTINST_HOOK: hook,
         paths.HEADER_POSTINST_HOOK: hook,
-        paths.CATCHUP_UNIT: unit,
-        paths.CATCHUP_SCRIPT: script,
+        paths.POSTRM_HOOK: template("kernel-postrm"),
+        paths.KERNEL_INSTALL_PLUGIN: template("kernel-install-plugin"),
+        paths.CATCHUP_UNIT: template(paths.CATCHUP_UNIT_NAME),
+        paths.CATCHUP_SCRIPT: template("fwman-catchup"),
     }
 
 
@@ -64,6 +71,8 @@ def install_actions(python: str | None = None) -> list[Action]:
     actions: list[Action] = [
         WriteFile(paths.POSTINST_HOOK, files[paths.POSTINST_HOOK], 0o755),
         WriteFile(paths.HEADER_POSTINST_HOOK, files[paths.HEADER_POSTINST_HOOK], 0o755),
+        WriteFile(paths.POSTRM_HOOK, files[paths.POSTRM_HOOK], 0o755),
+        WriteFile(paths.KERNEL_INSTALL_PLUGIN, files[paths.KERNEL_INSTALL_PLUGIN], 0o755),
         WriteFile(paths.CATCHUP_SCRIPT, files[paths.CATCHUP_SCRIPT], 0o755),
         WriteFile(paths.CATCHUP_UNIT, files[paths.CATCHUP_UNIT], 0o644),
         Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT),
@@ -77,6 +86,8 @@ def remove_actions() -> list[Action]:
         RemoveFile(paths.CATCHUP_UNIT_WANTS),
         RemoveFile(paths.CATCHUP_UNIT),
         RemoveFile(paths.CATCHUP_SCRIPT),
+        RemoveFile(paths.KERNEL_INSTALL_PLUGIN),
+        RemoveFile(paths.POSTRM_HOOK),
         RemoveFile(paths.HEADER_POSTINST_HOOK),
         RemoveFile(paths.POSTINST_HOOK),
     ]
@@ -93,6 +104,14 @@ def install(host: Host, report: Report = silent) -> list[str]:
     done = apply_all(host, install_actions(), report)
     if any(paths.CATCHUP_UNIT in d for d in done):
         _systemd_reload(host)
+    from fwman.driver.headers import metapackage_missing
+
+    missing = metapackage_missing(host)
+    if missing is not None:
+        report(
+            f"recommended: apt install {missing} (headers that follow the default Proxmox kernel, so the hook "
+            "can build for each new kernel; linux-headers-amd64 would pull in a Debian kernel)"
+        )
     return done
 
 
@@ -144,13 +163,26 @@ def status(host: Host) -> HooksStatus:
         expected = rendered()
     except MissingError:
         expected = {}
-    for path in (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.CATCHUP_SCRIPT, paths.CATCHUP_UNIT):
-        present = host.exists(path)
+    for path in (
+        paths.POSTINST_HOOK,
+        paths.HEADER_POSTINST_HOOK,
+        paths.POSTRM_HOOK,
+        paths.KERNEL_INSTALL_PLUGIN,
+        paths.CATCHUP_SCRIPT,
+        paths.CATCHUP_UNIT,
+    ):
+        try:
+            present = host.exists(path)
+        except NotRecordedError:  # a snapshot captured before fwman installed this file: say so, do not guess
+            result.files.append(HookFileState(path, False, False, "not recorded in this snapshot"))
+            continue
         current = present and path in expected and host.read_bytes(path) == expected[path]
         note = "" if current else ("missing" if not present else "differs from this fwman's version")
         result.files.append(HookFileState(path, present, current, note))
     result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
-    for directory in (posixpath.dirname(paths.POSTINST_HOOK), posixpath.dirname(paths.HEADER_POSTINST_HOOK)):
-        if host.is_dir(directory):
-            result.order[directory] = sorted(host.listdir(directory))
+    hook_dirs = (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.POSTRM_HOOK)
+    for directory in (posixpath.dirname(p) for p in hook_dirs):
+        with contextlib.suppress(NotRecordedError):
+            if host.is_dir(directory):
+                result.order[directory] = sorted(host.listdir(directory))
     return result

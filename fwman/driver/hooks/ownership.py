@@ -31,7 +31,7 @@ HOOK_PREFIXES = (
 )
 #: what `fwman hooks install` (the pip layout) writes outside /etc/kernel; a leftover of it next to the
 #: package's files would win (a unit in /etc/systemd/system hides the one in /lib/systemd/system)
-PIP_LAYOUT_ONLY = (paths.CATCHUP_UNIT, paths.CATCHUP_SCRIPT)
+PIP_LAYOUT_ONLY = (paths.CATCHUP_UNIT, paths.CATCHUP_SCRIPT, paths.KERNEL_INSTALL_PLUGIN)
 
 _MD5_LINE = re.compile(r"^(?P<sum>[0-9a-f]{32})  (?P<path>[^\n]+)$")
 

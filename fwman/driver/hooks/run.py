@@ -113,6 +113,10 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_t
         if spec is not None:
             for other in (k for k in broken if k != kver):
                 summary.outcomes.append(update_kernel(host, other, spec, force=True, fetch=False, report=report))
+        # from postinst.d the initramfs-tools hook runs after this one and sees the new modules; otherwise
+        # (headers installed later, a repair of another kernel) the initramfs was built before: refresh it
+        built = [o.kver for o in summary.outcomes if o.status == "built"]
+        refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
         summary.boot = boot.ensure_safe_boot(host, report)
     return summary
 
@@ -160,6 +164,9 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
             outcome = update_kernel(host, kver, spec, force=force or kver in broken, fetch=False, report=report)
             summary.outcomes.append(outcome)
             report(outcome.message)
+        # the boot-time catch-up runs after initramfs-tools built this kernel's image: refresh it where it
+        # carries NVIDIA modules (the next boot loads those copies first)
+        refresh_initramfs(host, [o.kver for o in summary.outcomes if o.status == "built"], report)
         # sizes and depmod's resolution, no hashing: at boot the modules were verified when installed
         summary.boot = boot.ensure_safe_boot(host, report, hash_files=False)
         settled = all(manifest_is_current(host, k) or not headers_present(host, k) for k in kernels)
@@ -168,6 +175,27 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
         else:
             host.unlink(paths.MODULES_STAMP)
     return summary
+
+
+def refresh_initramfs(host: Host, kernels: list[str], report: Report = silent) -> list[str]:
+    """Regenerate the initramfs of each kernel in ``kernels`` that carries NVIDIA modules other than fwman's.
+
+    Returns the problems left (one line each); never raises: a hook must not fail over the initramfs.
+    """
+    from fwman.core.errors import FwmanError
+    from fwman.driver.boot.initramfs import RegenerateInitramfs
+    from fwman.host.actions import apply_all
+
+    problems: list[str] = []
+    for kver in kernels:
+        action = RegenerateInitramfs(kver)
+        try:
+            if apply_all(host, [action], report):
+                report(f"{kver}: initramfs regenerated; it now carries fwman's modules")
+        except FwmanError as e:
+            problems.append(f"{kver}: {e.message}")
+            report(f"WARNING: {kver}: {e.message}")
+    return problems
 
 
 def write_stamp(host: Host, kernels: list[str]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -93,6 +93,8 @@ class AuditReport(BaseModel):
     rows: list[Row]
     p2p: P2PBranch
     unreadable: list[str] = Field(default_factory=list)
+    #: fwman's apt hold of the NVIDIA user space and the upgrades apt would make (schema fwman.userspace-hold/1)
+    userspace_hold: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

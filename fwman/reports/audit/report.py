@@ -22,13 +22,14 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fwman.driver.forks import BranchReport, Fork, list_branches
+from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
-from fwman.reports.audit.rows import build_rows
+from fwman.reports.audit.rows import build_rows, hold_rows
 from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
 #: audit trusts a branch list younger than this without going to the network (`fwman driver branches` refreshes)
@@ -114,4 +115,8 @@ def audit_host(
         unreadable=unreadable,
     )
     report.rows = build_rows(report, host_us, {c.name: us for c, us in containers})
+    hold = read_hold(host)
+    if hold.installed or hold.held or hold.run_installer:
+        report.userspace_hold = hold.to_dict()
+        report.rows += hold_rows(hold)
     return report

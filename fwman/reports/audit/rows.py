@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fwman.driver.kmod.kofile import module_stem
+from fwman.driver.userspace_hold import HoldStatus
 from fwman.driver.versions import DriverVersion
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
@@ -324,3 +325,43 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
 def _common_dir(libs: Sequence[DriverLib]) -> str:
     dirs = sorted({lib.path.rsplit("/", 1)[0] for lib in libs})
     return dirs[0] if len(dirs) == 1 else ", ".join(dirs)
+
+
+def hold_rows(hold: HoldStatus) -> list[Row]:
+    """Return the rows of fwman's user-space hold: one per pending NVIDIA user-space upgrade (a warning that
+    an unattended upgrade would break NVML), and one saying whether the hold is in place."""
+    rows: list[Row] = []
+    for name, (installed, new) in sorted((hold.pending or {}).items()):
+        rows.append(
+            Row(
+                component=f"apt upgrade pending: {name}",
+                version=new,
+                where=f"installed {installed}",
+                status="info",
+                fix=None if hold.held else "fwman userspace hold",
+                detail="WARNING: upgrading the user space alone breaks NVML (Driver/library version mismatch)",
+            )
+        )
+    if hold.installed:
+        held = f"held since {hold.record.at}" if hold.record else "not held"
+        rows.append(
+            Row(
+                component="user-space apt hold",
+                version=None,
+                where=f"{len(hold.installed)} NVIDIA packages, {held}",
+                status="info",
+                fix=None if hold.held else "fwman userspace hold",
+                detail="; ".join(hold.warnings()) or None,
+            )
+        )
+    elif hold.run_installer:
+        rows.append(
+            Row(
+                component="user-space apt hold",
+                version=None,
+                where="NVIDIA .run installer: nothing to pin",
+                status="info",
+                detail=hold.warnings()[-1] if hold.warnings() else None,
+            )
+        )
+    return rows

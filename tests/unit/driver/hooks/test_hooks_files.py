@@ -18,7 +18,7 @@ from tests.support.env import FwmanEnv
 def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     done = hooks.install(host)
-    assert len(done) == 5
+    assert len(done) == 7  # postinst, header_postinst, postrm, kernel-install plugin, script, unit, link
     hook = tmp_path / "etc/kernel/postinst.d/fwman"
     text = hook.read_text()
     assert f'FWMAN_PYTHON="{os.path.abspath(sys.executable)}"' in text and "@PYTHON@" not in text
@@ -37,7 +37,7 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     st = hooks.status(host)
     assert not st.installed and st.files[0].note == "differs from this fwman's version"
     assert hooks.install(host) == [f"write {paths.POSTINST_HOOK} ({len(text)} bytes, mode 755)"]
-    assert len(hooks.remove(host)) == 5
+    assert len(hooks.remove(host)) == 7
     assert not hook.exists() and not (tmp_path / "etc/systemd/system/fwman-catchup.service").exists()
     assert hooks.remove(host) == []
 

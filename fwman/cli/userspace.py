@@ -1,0 +1,124 @@
+"""``fwman userspace ...``: keep the NVIDIA user-space packages at the version of the patched module."""
+
+from __future__ import annotations
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+
+
+@click.group()
+def userspace() -> None:
+    """Hold the NVIDIA user-space driver packages at their installed version (apt pin + unattended-upgrades).
+
+    The patched module and the user-space driver must carry the same version, or NVML fails with
+    "Driver/library version mismatch". `hold` pins every installed NVIDIA user-space package
+    (libnvidia-*, nvidia-*, libcuda1, ...) to its installed version and blacklists it for unattended-upgrades;
+    `release` undoes exactly that.
+
+    \b
+    Examples:
+      fwman userspace status
+      fwman userspace hold
+      fwman userspace release
+
+    Docs: docs/userspace.md.
+    """
+
+
+@userspace.command()
+@click.option("--no-simulate", is_flag=True, help="Do not ask apt (apt-get -s) which upgrades are pending.")
+@json_option
+@common_options
+@pass_app
+def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
+    """Show the installed NVIDIA user-space packages, fwman's hold, and upgrades apt would make now.
+
+    Pending upgrades come from `apt-get -s dist-upgrade` (a simulation: changes nothing, takes no lock).
+
+    \b
+    Examples:
+      fwman userspace status
+      fwman userspace status --json
+    """
+    from fwman.driver.userspace_hold import read_status
+
+    st = read_status(app.host, simulate=not no_simulate)
+    if as_json:
+        payload = st.to_dict()
+        payload.pop("schema")  # nested (modules status, audit) it names its version; here the envelope does
+        app.emit_json("userspace-status", payload)
+        return
+    if st.installed is None:
+        app.echo("dpkg is not installed here: nothing apt could hold")
+    elif not st.installed:
+        app.echo("no NVIDIA user-space package is installed")
+    else:
+        held = st.record.packages if st.record else {}
+        app.table(
+            ["PACKAGE", "INSTALLED", "HELD AT", "PENDING UPGRADE"],
+            [
+                [name, version, held.get(name, "-"), (st.pending or {}).get(name, ("", "-"))[1]]
+                for name, version in sorted(st.installed.items())
+            ],
+        )
+    app.echo(f"hold: {'in place since ' + st.record.at if st.record else 'none (run `fwman userspace hold`)'}")
+    for line in st.warnings():
+        app.echo(app.style(f"WARNING: {line}", fg="yellow", bold=True))
+
+
+@userspace.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@common_options
+@pass_app
+def hold(app: AppContext, dry_run: bool) -> None:
+    """Pin every installed NVIDIA user-space package to its version and blacklist it for unattended-upgrades.
+
+    Writes /etc/apt/preferences.d/fwman-nvidia-userspace (Pin-Priority 1001 on the installed version),
+    /etc/apt/apt.conf.d/51fwman-nvidia-userspace (Unattended-Upgrade::Package-Blacklist) and records the
+    packages in /var/lib/fwman/userspace-hold.json. Re-running after a deliberate upgrade moves the hold to the
+    new versions. When NVIDIA's .run installer put the user space there, there is nothing to pin (exit 2).
+
+    \b
+    Examples:
+      fwman userspace hold
+      fwman userspace hold --dry-run
+    """
+    from fwman.driver.build.manifest import now_iso
+    from fwman.driver.userspace_hold import hold as do_hold
+    from fwman.driver.userspace_hold import hold_actions, installed_packages
+    from fwman.host.actions import pending
+
+    if dry_run:
+        packages = installed_packages(app.host) or {}
+        for action in pending(app.host, hold_actions(packages, now_iso())) if packages else []:
+            app.echo(f"would {action.describe()}")
+        if not packages:
+            app.echo("no NVIDIA user-space package installed: nothing to hold")
+        return
+    app.require_change("fwman userspace hold")
+    packages, done = do_hold(app.host, now_iso())
+    for name, version in sorted(packages.items()):
+        app.echo(f"held {name} {version}")
+    app.echo("hold written" if done else "hold already in place and current")
+
+
+@userspace.command()
+@common_options
+@pass_app
+def release(app: AppContext) -> None:
+    """Undo `fwman userspace hold`: remove its apt pin, its blacklist entries and its record.
+
+    \b
+    Examples:
+      fwman userspace release
+    """
+    from fwman.driver.userspace_hold import release as do_release
+
+    app.require_change("fwman userspace release")
+    record, done = do_release(app.host)
+    if not done:
+        app.echo("fwman holds nothing")
+        return
+    names = ", ".join(sorted(record.packages)) if record else "(record unreadable)"
+    app.echo(f"released: {names}; apt and unattended-upgrades may upgrade them again")

@@ -1,0 +1,140 @@
+"""A kernel was removed: drop fwman's state for it and keep the next boot on a kernel with working modules.
+
+Runs from ``/etc/kernel/postrm.d/fwman`` (Debian and Proxmox kernel packages: ``run-parts --arg=KVER
+--arg=IMAGE /etc/kernel/postrm.d``) and from the kernel-install plugin's ``remove`` verb. It removes, for that
+kernel: the manifest, the failure and pending markers, fwman's stored copy of the modules, its installed
+modules under ``/lib/modules/KVER/updates/fwman`` (dpkg does not remove files it did not install) and the
+build tree; an object-cache entry no remaining manifest uses, when the remaining kernels use another one.
+When fwman's boot pin pointed at the removed kernel (pinned to it, or away from it) the pin is released and
+:func:`fwman.driver.boot.pin.ensure_safe_boot` pins another safe kernel or says loudly that none is.
+
+It never fails the removal: every problem is reported and the summary carries it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.host.base import Host
+
+Report = Callable[[str], None]
+
+
+def _nothing(_: str) -> None:
+    return None
+
+
+@dataclass
+class RemovalSummary:
+    """What :func:`forget_kernel` removed and what it did about the boot pin."""
+
+    kver: str
+    removed: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    pin_released: bool = False
+    boot: object | None = None  # boot.BootCheck after the removal
+
+
+def _manifest_cache_key(host: Host, kver: str) -> str | None:
+    from fwman.driver.build.manifest import load_manifest
+    from fwman.driver.build.objcache import cache_key
+
+    try:
+        manifest = load_manifest(host, kver)
+    except ParseError:
+        return None
+    if manifest is None or not manifest.commit or not manifest.compiler:
+        return None
+    return cache_key(manifest.commit, manifest.compiler)
+
+
+def _other_manifests(host: Host, kver: str) -> list[str]:
+    try:
+        names = host.listdir(paths.MODULES_STATE_DIR)
+    except MissingError:
+        return []
+    return [n[: -len(".json")] for n in names if n.endswith(".json") and n != f"{kver}.json" and n != "source.json"]
+
+
+def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSummary:
+    """Drop fwman's state for removed kernel ``kver`` and re-check the boot; never raises for a host problem."""
+    from fwman.driver.build import objcache
+    from fwman.driver.build.manifest import failed_path, install_dir, manifest_path, pending_path
+
+    summary = RemovalSummary(kver)
+    if "/" in kver or kver in ("", ".", ".."):
+        summary.problems.append(f"not a kernel release: {kver!r}")
+        return summary
+    key = _manifest_cache_key(host, kver)
+
+    def attempt(what: str, fn: Callable[[], None]) -> None:
+        try:
+            fn()
+            summary.removed.append(what)
+        except FwmanError as e:
+            summary.problems.append(f"{what}: {e.message}")
+            report(f"WARNING: could not remove {what}: {e.message}")
+
+    for path in (manifest_path(kver), failed_path(kver), pending_path(kver)):
+        if host.exists(path):
+            attempt(path, lambda p=path: host.unlink(p))  # type: ignore[misc]
+    for directory in (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}"):
+        if host.exists(directory):
+            attempt(directory, lambda d=directory: _rmtree(host, d))  # type: ignore[misc]
+    _prune_empty(host, f"/lib/modules/{kver}")
+    if key is not None and host.exists(objcache.entry_dir(key)):
+        others = [_manifest_cache_key(host, k) for k in _other_manifests(host, kver)]
+        # keep the entry the next build will reuse: only one the remaining kernels have moved away from goes
+        if others and key not in others and any(k is not None for k in others):
+            attempt(objcache.entry_dir(key), lambda: _rmtree(host, objcache.entry_dir(key)))
+    if host.exists(paths.MODULES_STAMP):
+        host.unlink(paths.MODULES_STAMP)  # the kernel set changed: the boot fast path must look again
+    _repin(host, kver, summary, report)
+    for what in summary.removed:
+        report(f"{kver} removed: dropped {what}")
+    return summary
+
+
+def _rmtree(host: Host, path: str) -> None:
+    local = host.local_path(path)
+    if local is None:
+        raise FwmanError(f"no local path for {path} on {host.description}")
+    result = host.run(["rm", "-rf", "--", local], timeout=300)
+    if not result.ok:
+        raise FwmanError(f"rm -rf {path} failed: {result.stderr.strip()}")
+
+
+def _prune_empty(host: Host, directory: str) -> None:
+    """Remove the empty directories fwman's files left in ``directory`` (never a file)."""
+    local = host.local_path(directory)
+    if local is None or not host.is_dir(directory):
+        return
+    host.run(["find", local, "-depth", "-type", "d", "-empty", "-delete"], timeout=60)
+
+
+def _repin(host: Host, kver: str, summary: RemovalSummary, report: Report) -> None:
+    from fwman.driver.boot import pin as boot
+
+    try:
+        record = boot.read_pin(host)
+        if record is not None and kver in (record.kernel, record.avoided):
+            try:
+                boot.unpin(host)
+            except FwmanError as e:  # the loader entry may be gone with the kernel: the record goes anyway
+                report(f"WARNING: undoing the boot pin to {record.kernel} failed ({e.message}); record dropped")
+                host.unlink(paths.BOOT_PIN_STATE)
+            summary.pin_released = True
+            role = "pinned kernel" if record.kernel == kver else "kernel the pin avoided"
+            report(f"{kver} was the {role}: boot pin to {record.kernel} released")
+        check = boot.ensure_safe_boot(host, report)
+        summary.boot = check
+        if check.problem:
+            summary.problems.append(check.problem)
+            report(f"WARNING: after removing {kver}: {check.problem}")
+            boot.announce(host, [f"kernel {kver} was removed; {check.problem}"])
+    except FwmanError as e:
+        summary.problems.append(f"boot check: {e.message}")
+        report(f"WARNING: after removing {kver}, the boot check failed: {e.message}")

@@ -1,0 +1,226 @@
+"""Secure Boot state, and whether fwman's module-signing certificate is enrolled as a Machine Owner Key.
+
+Under Secure Boot the kernel (lockdown) refuses a module whose signing key it does not trust ("Key was rejected
+by service"), however well the build went. What this module reads:
+
+- the EFI variable ``SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c`` under ``/sys/firmware/efi/efivars``:
+  efivarfs shows 4 bytes of attributes (little-endian) and then the data, one byte, 1 = on, 0 = off;
+  no ``/sys/firmware/efi`` at all means a legacy BIOS boot (no Secure Boot);
+- ``mokutil --sb-state``: "SecureBoot enabled" / "SecureBoot disabled" (plus "SecureBoot validation is
+  disabled in shim" when shim does not enforce), "This system doesn't support Secure Boot", or "EFI
+  variables are not supported on this system" (strings of mokutil 0.6.0);
+- ``mokutil --test-key CERT``: "CERT is already enrolled" or "CERT is not enrolled". mokutil counts a key
+  that is only *requested* (in MokNew, waiting for the MOK manager at the next boot) as "already enrolled",
+  so ``mokutil --list-new`` decides: its ``SHA1 Fingerprint: aa:bb:...`` lines (or "MokNew is empty").
+
+:func:`module_load_verdict` says whether modules signed (or not) the way a manifest records will load.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import struct
+from dataclasses import dataclass
+
+from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.host.base import Host
+
+EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+EFIVARS_DIR = "/sys/firmware/efi/efivars"
+SECUREBOOT_VAR = f"{EFIVARS_DIR}/SecureBoot-{EFI_GLOBAL_GUID}"
+SETUPMODE_VAR = f"{EFIVARS_DIR}/SetupMode-{EFI_GLOBAL_GUID}"
+SIG_ENFORCE_PARAM = "/sys/module/module/parameters/sig_enforce"
+SCHEMA = "fwman.secureboot/1"
+WHAT = "Secure Boot state"
+
+_FINGERPRINT = re.compile(r"SHA1 Fingerprint:\s*([0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){19})")
+
+
+def parse_efi_bool(data: bytes, name: str = "SecureBoot") -> bool:
+    """Return the value of a one-byte boolean EFI variable as efivarfs shows it (4 attribute bytes + 1 byte).
+
+    Raises ParseError when the file is not 5 bytes or the value is neither 0 nor 1.
+    """
+    if len(data) != 5:
+        raise ParseError(WHAT, name, f"expected 4 attribute bytes and 1 data byte, got {len(data)} bytes", 0)
+    (attributes,) = struct.unpack_from("<I", data, 0)
+    del attributes  # read for the layout check only: NV/BS/RT flags do not change the meaning
+    value = data[4]
+    if value not in (0, 1):
+        raise ParseError(WHAT, name, f"value {value} is neither 0 nor 1", 4)
+    return value == 1
+
+
+def parse_sb_state(text: str) -> bool | None:
+    """Return True/False from ``mokutil --sb-state`` output, None when it says the state cannot be known."""
+    if "SecureBoot enabled" in text:
+        return True
+    if "SecureBoot disabled" in text:
+        return False
+    return None
+
+
+def parse_test_key(text: str) -> bool | None:
+    """Return True for "is already enrolled" (enrolled *or requested*), False for "is not enrolled", else None."""
+    if "is already enrolled" in text:
+        return True
+    if "is not enrolled" in text:
+        return False
+    return None
+
+
+def parse_fingerprints(text: str) -> list[str]:
+    """Return the SHA-1 fingerprints (lowercase, colon-separated) listed by ``mokutil --list-new/--list-enrolled``."""
+    return [m.group(1).lower() for m in _FINGERPRINT.finditer(text)]
+
+
+def cert_fingerprint(der: bytes) -> str:
+    """Return the SHA-1 fingerprint of a DER certificate the way mokutil prints it (``aa:bb:...``)."""
+    digest = hashlib.sha1(der, usedforsecurity=False).hexdigest()
+    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
+
+
+@dataclass
+class SecureBootState:
+    """Secure Boot as the next boot will see it, and where fwman's certificate stands (status JSON key)."""
+
+    enabled: bool | None  # None: unknown (no EFI variable readable, no mokutil)
+    source: str  # "efivars" | "mokutil" | "bios" | "unknown"
+    shim_validation: bool | None = None  # False when shim's validation is off ("disabled in shim")
+    sig_enforce: bool | None = None  # module.sig_enforce=1 (signatures required even without Secure Boot)
+    cert: str | None = None  # fwman's signing certificate (host path), None when fwman signs nothing
+    cert_fingerprint: str | None = None
+    key_state: str = "none"  # "enrolled" | "pending" | "not-enrolled" | "unknown" | "none" (no key)
+    note: str | None = None
+
+    @property
+    def enforcing(self) -> bool:
+        """Return True when the kernel will refuse modules it cannot verify."""
+        return bool(self.enabled and self.shim_validation is not False) or bool(self.sig_enforce)
+
+    def to_dict(self) -> dict[str, object]:
+        """Return the JSON form (schema in :data:`SCHEMA`)."""
+        return {
+            "schema": SCHEMA,
+            "enabled": self.enabled,
+            "source": self.source,
+            "enforcing": self.enforcing,
+            "shim_validation": self.shim_validation,
+            "sig_enforce": self.sig_enforce,
+            "cert": self.cert,
+            "cert_fingerprint": self.cert_fingerprint,
+            "key": self.key_state,
+            "note": self.note,
+        }
+
+
+def _mokutil(host: Host, *args: str) -> str | None:
+    # mokutil reads the running machine's EFI variables: on a temp root it would answer for the wrong machine
+    try:
+        if host.local_path("/") != "/" or host.which("mokutil") is None:
+            return None
+        result = host.run(["mokutil", *args], timeout=30)
+    except NotRecordedError:
+        return None
+    return (result.stdout + result.stderr) if not result.missing else None
+
+
+def _read_firmware_state(host: Host, state: SecureBootState) -> None:
+    """Fill ``state`` from the EFI variable (or its absence), mokutil and module.sig_enforce."""
+    if host.exists(SECUREBOOT_VAR):
+        try:
+            state.enabled, state.source = parse_efi_bool(host.read_bytes(SECUREBOOT_VAR)), "efivars"
+        except (ParseError, MissingError) as e:
+            state.note = f"{SECUREBOOT_VAR}: {e.message}"
+    elif host.exists("/sys/firmware") and not host.exists("/sys/firmware/efi"):
+        state.enabled, state.source = False, "bios"
+    if state.enabled is not False or state.source != "bios":
+        text = _mokutil(host, "--sb-state")
+        if text is not None:
+            parsed = parse_sb_state(text)
+            if state.enabled is None and parsed is not None:
+                state.enabled, state.source = parsed, "mokutil"
+            if "validation is disabled in shim" in text:
+                state.shim_validation = False
+    if host.exists(SIG_ENFORCE_PARAM):
+        with contextlib.suppress(MissingError):
+            state.sig_enforce = host.read_text(SIG_ENFORCE_PARAM).strip() in ("Y", "1")
+
+
+def read_state(host: Host) -> SecureBootState:
+    """Return the Secure Boot state and fwman's certificate enrollment. Never raises for a missing source."""
+    from fwman.driver.kmod.sign import configured_key
+
+    state = SecureBootState(None, "unknown")
+    try:
+        _read_firmware_state(host, state)
+    except NotRecordedError as e:  # a replay that did not record the EFI variables: unknown, said so
+        state.note = e.message
+    try:
+        key = configured_key(host)
+    except NotRecordedError:
+        key = None
+    if key is None:
+        return state
+    state.cert = key.cert
+    try:
+        der = host.read_bytes(key.cert)
+    except MissingError:
+        state.key_state, state.note = "unknown", f"certificate {key.cert} is missing"
+        return state
+    state.cert_fingerprint = cert_fingerprint(der)
+    state.key_state = key_enrollment(host, key.cert, state.cert_fingerprint)
+    return state
+
+
+def key_enrollment(host: Host, cert: str, fingerprint: str) -> str:
+    """Return "enrolled", "pending" (import requested, MOK manager not yet confirmed), "not-enrolled" or "unknown"."""
+    local = host.local_path(cert) or cert
+    tested = _mokutil(host, "--test-key", local)
+    verdict = parse_test_key(tested) if tested is not None else None
+    new = _mokutil(host, "--list-new")
+    pending = new is not None and fingerprint in parse_fingerprints(new)
+    if pending:
+        return "pending"
+    if verdict is True:
+        return "enrolled"
+    if verdict is False:
+        return "not-enrolled"
+    return "unknown"
+
+
+def module_load_verdict(state: SecureBootState, signed: str | None) -> str | None:
+    """Return why modules signed with ``signed`` (a hash name, None when unsigned) will NOT load, or None.
+
+    Unknown states give None (not counted against the kernel) but :func:`read_state` says so in ``note``.
+    """
+    if not state.enforcing:
+        return None
+    if signed is None:
+        return "Secure Boot is on and the modules are unsigned: the kernel rejects them (run `fwman modules keygen`)"
+    if state.key_state == "pending":
+        return (
+            "Secure Boot is on and fwman's signing key is only pending enrollment: confirm it in the MOK manager "
+            'at the next boot, or the modules are rejected ("Key was rejected by service")'
+        )
+    if state.key_state == "not-enrolled":
+        return (
+            "Secure Boot is on and fwman's signing key is not enrolled: the kernel rejects the modules "
+            f'("Key was rejected by service"); enroll it: mokutil --import {state.cert}'
+        )
+    return None
+
+
+def enrollment_steps(cert: str) -> list[str]:
+    """Return the exact steps that enroll certificate ``cert`` as a Machine Owner Key."""
+    return [
+        f"1. mokutil --import {cert}",
+        "   (asks for a one-time password; any password you will remember for the next step)",
+        '2. reboot, at the console (or IPMI/iDRAC/iLO): shim shows "Press any key to perform MOK management" '
+        "for 10 seconds; press a key",
+        '3. "Enroll MOK", then "Continue", then "Enroll the key(s)?": "Yes", type the password, then "Reboot"',
+        f'4. check: mokutil --test-key {cert}   ("is already enrolled", and `mokutil --list-new` no longer lists it)',
+        "   missing the 10-second prompt leaves the request pending (the modules stay rejected): run step 1 again",
+    ]

@@ -1,0 +1,296 @@
+"""Keep the NVIDIA user space in lockstep with the patched module: an apt hold, and the upgrades it blocks.
+
+The patched module carries one exact driver version; the user-space driver (``libnvidia-*``, ``nvidia-*``,
+``libcuda1``...) must carry the same, on the host and in every container, or NVML fails with
+"Driver/library version mismatch" while the module stays loaded. An unattended upgrade of those packages is the
+usual way that happens. ``fwman userspace hold``:
+
+- pins every installed NVIDIA user-space package to its installed version in
+  ``/etc/apt/preferences.d/fwman-nvidia-userspace`` (``Pin: version <installed>``, ``Pin-Priority: 1001``: the
+  installed version stays apt's candidate even when a newer one is in the lists);
+- adds each to unattended-upgrades' ``Unattended-Upgrade::Package-Blacklist`` in
+  ``/etc/apt/apt.conf.d/51fwman-nvidia-userspace`` (apt merges list entries across files; unattended-upgrades
+  reads the entries as Python regular expressions, so each is anchored: ``^name$``);
+- records what it did in ``/var/lib/fwman/userspace-hold.json``. ``release`` removes the two files and the
+  record, and nothing else.
+
+The DKMS packages (``*-dkms``) are left to ``fwman dkms block``, and the container toolkit
+(``libnvidia-container*``, ``nvidia-container-*``) has its own version line, so neither is held here. When
+the libraries came from NVIDIA's ``.run`` installer there is no package to pin: :func:`read_status` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+
+from fwman.core import paths
+from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all
+from fwman.host.base import Host
+
+PIN_FILE = paths.APT_USERSPACE_PIN
+BLACKLIST_FILE = paths.APT_USERSPACE_BLACKLIST
+STATE_FILE = paths.USERSPACE_HOLD_STATE
+RUN_INSTALLER_MARKERS = paths.NVIDIA_RUN_INSTALLER_MARKERS
+SCHEMA = "fwman.userspace-hold/1"
+
+_NVIDIA_PACKAGE = re.compile(
+    r"(libnvidia-[a-z0-9.+-]+|nvidia-[a-z0-9.+-]+|libcuda1|libcudadebugger1|libnvcuvid1|libnvoptix1"
+    r"|lib(?:gl|egl|gles|glx)(?:1|2)?-nvidia[a-z0-9.+-]*|xserver-xorg-video-nvidia[a-z0-9.+-]*"
+    r"|firmware-nvidia-gsp[a-z0-9.+-]*|cuda-drivers[a-z0-9.+-]*)"
+)
+_NOT_HELD = re.compile(r".*dkms.*|libnvidia-container.*|nvidia-container-.*|nvidia-docker.*|nvidia-kernel-source.*")
+#: `apt-get -s` lines: "Inst libnvidia-ml1 [570.86.16-1] (575.57.08-1 Debian:12/stable [amd64])"
+_INST = re.compile(r"^Inst (\S+) \[([^\]]+)\] \((\S+)")
+
+
+def is_userspace_package(name: str) -> bool:
+    """Return True for an NVIDIA user-space driver package that moves with the driver version."""
+    bare = name.split(":", 1)[0]
+    return bool(_NVIDIA_PACKAGE.fullmatch(bare)) and not _NOT_HELD.fullmatch(bare)
+
+
+def parse_dpkg_query(text: str) -> dict[str, str]:
+    """Return {package: version} of installed packages from ``dpkg-query -W`` (package, version, status; tabs).
+
+    Lines that are not three tab-separated fields, or whose status is not "installed", are skipped.
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) != 3 or parts[2].strip() != "installed" or not parts[0] or not parts[1]:
+            continue
+        out[parts[0]] = parts[1]
+    return out
+
+
+def parse_simulated_upgrade(text: str) -> dict[str, tuple[str, str]]:
+    """Return {package: (installed, new)} from ``apt-get -s`` output ("Inst" lines with an installed version)."""
+    out: dict[str, tuple[str, str]] = {}
+    for line in text.splitlines():
+        m = _INST.match(line)
+        if m:
+            out[m.group(1).split(":", 1)[0]] = (m.group(2), m.group(3))
+    return out
+
+
+def render_pin(packages: dict[str, str]) -> bytes:
+    """Return the apt preferences file pinning each package to its version."""
+    blocks = [
+        "# written by `fwman userspace hold`: the NVIDIA user space stays at the version the patched module has.\n"
+        "# Undo with `fwman userspace release` (do not edit: fwman rewrites it).\n"
+    ]
+    for name, version in sorted(packages.items()):
+        blocks.append(f"Package: {name}\nPin: version {version}\nPin-Priority: 1001\n")
+    return "\n".join(blocks).encode()
+
+
+def render_blacklist(packages: dict[str, str]) -> bytes:
+    """Return the apt.conf fragment adding each package (anchored regex) to unattended-upgrades' blacklist."""
+    lines = [
+        "// written by `fwman userspace hold` (undo: `fwman userspace release`).",
+        "// unattended-upgrades must not move the NVIDIA user space away from the patched module's version.",
+        "Unattended-Upgrade::Package-Blacklist {",
+    ]
+    lines += [f'    "^{re.escape(name)}$";' for name in sorted(packages)]
+    lines.append("};")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@dataclass
+class HoldRecord:
+    """What ``hold`` did: the packages and versions it pinned, and the files it wrote."""
+
+    packages: dict[str, str]
+    at: str
+    files: list[str] = field(default_factory=lambda: [PIN_FILE, BLACKLIST_FILE])
+
+    def to_json(self) -> bytes:
+        """Return the record as JSON bytes."""
+        return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
+
+
+def read_record(host: Host) -> HoldRecord | None:
+    """Return the hold record, or None when fwman holds nothing (or the record is unreadable)."""
+    try:
+        if not host.exists(STATE_FILE):
+            return None
+        doc = json.loads(host.read_bytes(STATE_FILE).decode())
+        packages = {str(k): str(v) for k, v in dict(doc["packages"]).items()}
+        return HoldRecord(packages, str(doc.get("at", "")), [str(f) for f in doc.get("files", [])])
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, MissingError, NotRecordedError):
+        return None
+
+
+def _which(host: Host, tool: str) -> str | None:
+    """Return ``host.which(tool)``; None where a snapshot did not record it (a replay never guesses)."""
+    try:
+        return host.which(tool)
+    except NotRecordedError:
+        return None
+
+
+def _prefix(host: Host) -> str | None:
+    """Return the directory a temp-root host maps ``/`` to (dpkg and apt are pointed there), None for ``/``."""
+    local = host.local_path("/")
+    return None if local is None or local == "/" else local.rstrip("/")
+
+
+def dpkg_query_argv(host: Host) -> list[str]:
+    """Return the ``dpkg-query`` command that lists every package (on a temp root: its own dpkg database)."""
+    prefix = _prefix(host)
+    admindir = [f"--admindir={prefix}/var/lib/dpkg"] if prefix else []
+    return ["dpkg-query", *admindir, "-W", "-f", "${Package}\t${Version}\t${db:Status-Status}\n"]
+
+
+def apt_simulate_argv(host: Host) -> list[str]:
+    """Return the ``apt-get -s dist-upgrade`` command (on a temp root: its lists, status and preferences)."""
+    prefix = _prefix(host)
+    root = ["-o", f"Dir={prefix}/", "-o", f"Dir::State::status={prefix}/var/lib/dpkg/status"] if prefix else []
+    return ["apt-get", "-s", "-o", "Debug::NoLocking=1", *root, "dist-upgrade"]
+
+
+def installed_packages(host: Host) -> dict[str, str] | None:
+    """Return {package: version} of installed NVIDIA user-space packages, None when dpkg is not there."""
+    if _which(host, "dpkg-query") is None:
+        return None
+    try:
+        result = host.run(dpkg_query_argv(host), timeout=60)
+    except NotRecordedError:
+        return None
+    if result.missing:
+        return None
+    return {n: v for n, v in parse_dpkg_query(result.stdout).items() if is_userspace_package(n)}
+
+
+def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
+    """Return {package: (installed, new)} for NVIDIA user-space upgrades apt would make now, changing nothing.
+
+    Runs ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there.
+    """
+    if _which(host, "apt-get") is None:
+        return None
+    try:
+        result = host.run(apt_simulate_argv(host), timeout=120)
+    except NotRecordedError:
+        return None
+    if result.missing or not result.ok:
+        return None
+    return {n: v for n, v in parse_simulated_upgrade(result.stdout).items() if is_userspace_package(n)}
+
+
+def run_installer_present(host: Host) -> str | None:
+    """Return the file that shows NVIDIA's ``.run`` installer put the user space here, or None."""
+    for path in RUN_INSTALLER_MARKERS:
+        try:
+            if host.exists(path):
+                return path
+        except NotRecordedError:
+            continue
+    return None
+
+
+RUN_INSTALLER_NOTE = (
+    "the NVIDIA user space came from NVIDIA's .run installer ({marker}): no package owns it, so apt has "
+    "nothing to pin. It is fragile: it stays until something overwrites it (a distribution package that pulls "
+    "libnvidia-*, another .run, `nvidia-uninstall`), and nothing warns before that happens. Keep "
+    "NVIDIA-Linux-x86_64-<version>.run of the module's exact version and reinstall it with --no-kernel-modules "
+    "(inside each container too) whenever the module's version changes."
+)
+
+
+@dataclass
+class HoldStatus:
+    """``fwman userspace status``: what is installed, what fwman holds, and what apt would upgrade."""
+
+    installed: dict[str, str] | None  # None: no dpkg
+    record: HoldRecord | None
+    pending: dict[str, tuple[str, str]] | None
+    run_installer: str | None
+    drift: dict[str, tuple[str, str]] = field(default_factory=dict)  # package: (held, installed now)
+
+    @property
+    def held(self) -> bool:
+        """Return True when fwman's hold is in place."""
+        return self.record is not None
+
+    def warnings(self) -> list[str]:
+        """Return the lines an owner must read (pending upgrades, drift, the .run installer)."""
+        out: list[str] = []
+        if self.pending:
+            names = ", ".join(f"{n} {a} -> {b}" for n, (a, b) in sorted(self.pending.items()))
+            hint = "" if self.held else " (run `fwman userspace hold`)"
+            out.append(f"an upgrade of the NVIDIA user space is pending: {names}{hint}")
+        for name, (held, now) in sorted(self.drift.items()):
+            out.append(f"{name} is {now} but fwman held {held}: the user space moved away from the hold")
+        if self.run_installer and not self.installed:
+            out.append(RUN_INSTALLER_NOTE.format(marker=self.run_installer))
+        return out
+
+    def to_dict(self) -> dict[str, object]:
+        """Return the JSON form (schema in :data:`SCHEMA`)."""
+        return {
+            "schema": SCHEMA,
+            "held": self.held,
+            "packages": self.record.packages if self.record else {},
+            "held_at": self.record.at if self.record else None,
+            "installed": self.installed,
+            "pending_upgrades": {n: {"installed": a, "new": b} for n, (a, b) in (self.pending or {}).items()},
+            "drift": {n: {"held": a, "installed": b} for n, (a, b) in self.drift.items()},
+            "run_installer": self.run_installer,
+            "warnings": self.warnings(),
+        }
+
+
+def read_status(host: Host, simulate: bool = True) -> HoldStatus:
+    """Return the hold status (``simulate``: also ask apt which upgrades are pending). Never changes anything."""
+    installed = installed_packages(host)
+    record = read_record(host)
+    status = HoldStatus(installed, record, pending_upgrades(host) if simulate else None, run_installer_present(host))
+    if record is not None and installed is not None:
+        status.drift = {
+            n: (v, installed[n]) for n, v in record.packages.items() if n in installed and installed[n] != v
+        }
+    return status
+
+
+def hold_actions(packages: dict[str, str], at: str) -> list[Action]:
+    """Return the actions that write the pin, the blacklist and the record for ``packages``."""
+    return [
+        WriteFile(PIN_FILE, render_pin(packages)),
+        WriteFile(BLACKLIST_FILE, render_blacklist(packages)),
+        WriteFile(STATE_FILE, HoldRecord(packages, at).to_json()),
+    ]
+
+
+def release_actions() -> list[Action]:
+    """Return the actions that undo :func:`hold_actions`."""
+    return [RemoveFile(PIN_FILE), RemoveFile(BLACKLIST_FILE), RemoveFile(STATE_FILE)]
+
+
+def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
+    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
+
+    Raises MissingError without dpkg, UsageError when no NVIDIA user-space package is installed (the message
+    says when NVIDIA's .run installer is the reason).
+    """
+    packages = installed_packages(host)
+    if packages is None:
+        raise MissingError("dpkg-query not found: `fwman userspace hold` pins Debian packages through apt")
+    if not packages:
+        marker = run_installer_present(host)
+        if marker is not None:
+            raise UsageError("no NVIDIA user-space package to hold", hint=RUN_INSTALLER_NOTE.format(marker=marker))
+        raise UsageError("no NVIDIA user-space package is installed: nothing to hold")
+    previous = read_record(host)
+    stamp = previous.at if previous is not None and previous.packages == packages else at
+    done = apply_all(host, hold_actions(packages, stamp))
+    return packages, done
+
+
+def release(host: Host) -> tuple[HoldRecord | None, list[str]]:
+    """Remove fwman's pin, blacklist entries and record; return (what was held, what changed)."""
+    record = read_record(host)
+    return record, apply_all(host, release_actions())

@@ -1,0 +1,414 @@
+"""Issue 16, the pure parts: initramfs cpio reader, Secure Boot/MOK parsers, the user-space hold, headers advice,
+version lockstep and kernel removal (on temp roots)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fixtures.tinymod.elfgen import build_module, nvidia_tags
+from fwman.core.errors import BlockedError, MissingError, ParseError
+from fwman.driver.boot import initramfs
+from fwman.driver.build import lockstep
+from fwman.driver.build.manifest import Manifest, ModuleEntry
+from fwman.driver.headers import advise, parse_os_release
+from fwman.driver.hooks.removal import forget_kernel
+from fwman.driver.kmod import secureboot
+from fwman.driver.userspace_hold import (
+    is_userspace_package,
+    parse_dpkg_query,
+    parse_simulated_upgrade,
+    render_blacklist,
+    render_pin,
+)
+from fwman.host.live import LiveHost
+
+KVER = "6.1.0-50-amd64"
+
+
+def newc(files: list[tuple[str, bytes]], dirs: tuple[str, ...] = ()) -> bytes:
+    """Return a newc archive (the layout the kernel's initramfs buffer format documents) of ``files``."""
+    out = bytearray()
+    ino = 1
+
+    def entry(name: str, mode: int, data: bytes) -> None:
+        nonlocal ino
+        encoded = name.encode() + b"\0"
+        fields = [ino, mode, 0, 0, 1, 0, len(data), 0, 0, 0, 0, len(encoded), 0]
+        out.extend(b"070701" + b"".join(b"%08X" % f for f in fields) + encoded)
+        out.extend(b"\0" * (-len(out) % 4))
+        out.extend(data)
+        out.extend(b"\0" * (-len(out) % 4))
+        ino += 1
+
+    for d in dirs:
+        entry(d, 0o40755, b"")
+    for name, data in files:
+        entry(name, 0o100644, data)
+    entry("TRAILER!!!", 0, b"")
+    return bytes(out)
+
+
+def test_cpio_reader_reads_early_and_compressed_archives() -> None:
+    ko = build_module(nvidia_tags("570.86.16", KVER))
+    early = newc([("kernel/x86/microcode/GenuineIntel.bin", b"ucode")], dirs=("kernel",))
+    main = newc([(f"usr/lib/modules/{KVER}/kernel/drivers/video/nvidia.ko", ko), ("init", b"#!/bin/sh\n")])
+    for image in (early + b"\0" * 512 + gzip.compress(main), early + lzma.compress(main, format=lzma.FORMAT_XZ)):
+        members = initramfs.read_archives(image)
+        assert [m.name for m in members] == [
+            "kernel/x86/microcode/GenuineIntel.bin",
+            f"usr/lib/modules/{KVER}/kernel/drivers/video/nvidia.ko",
+            "init",
+        ]
+        (found,) = initramfs.compare(KVER, members, {"nvidia": "0" * 64})
+        assert (found.name, found.version, found.matches_manifest) == ("nvidia", "570.86.16", False)
+    # another kernel's modules in the same image are not this kernel's
+    assert initramfs.nvidia_members(initramfs.read_archives(main), "6.1.0-53-amd64") == []
+
+
+def test_cpio_reader_names_what_is_wrong() -> None:
+    good = newc([("a", b"x")])
+    with pytest.raises(ParseError, match="archive ends before its trailer"):
+        initramfs.read_archives(good[:-120])
+    with pytest.raises(ParseError, match="neither a newc cpio archive"):
+        initramfs.read_archives(b"PK\x03\x04 not an initramfs")
+    with pytest.raises(MissingError, match="zstd"):
+        initramfs.read_archives(b"\x28\xb5\x2f\xfd" + b"\0" * 16)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=600))
+def test_cpio_reader_any_bytes_model_or_parse_error(data: bytes) -> None:
+    try:
+        initramfs.read_archives(data)
+    except (ParseError, MissingError):
+        pass
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20).filter(lambda n: "\0" not in n), st.binary(max_size=50))))
+def test_cpio_reader_round_trips_any_files(files: list[tuple[str, bytes]]) -> None:
+    names = [n for n, _ in files if n != "TRAILER!!!"]
+    members = initramfs.read_archives(newc([(n, d) for n, d in files if n != "TRAILER!!!"]))
+    assert len(members) == len(names)
+    assert [m.data for m in members] == [d for n, d in files if n != "TRAILER!!!"]
+
+
+def _manifest(root: Path, data: bytes) -> None:
+    path = f"/lib/modules/{KVER}/updates/fwman/nvidia.ko"
+    doc = Manifest(
+        KVER,
+        "aikitoria",
+        "570.86.16-p2p",
+        "c" * 40,
+        {"nvidia": ModuleEntry(path, hashlib.sha256(data).hexdigest(), len(data))},
+        "t",
+    )
+    (root / "var/lib/fwman/modules").mkdir(parents=True)
+    (root / f"var/lib/fwman/modules/{KVER}.json").write_bytes(doc.to_json())
+
+
+def test_initramfs_state_says_the_patch_is_lost_and_when_it_is_not(tmp_path: Path) -> None:
+    patched = build_module(nvidia_tags("570.86.16", KVER, srcversion="PATCHEDPATCHEDPATCHED00"))
+    stock = build_module(nvidia_tags("570.86.16", KVER))
+    _manifest(tmp_path, patched)
+    (tmp_path / "boot").mkdir()
+    image = tmp_path / f"boot/initrd.img-{KVER}"
+    host = LiveHost(str(tmp_path))
+    image.write_bytes(gzip.compress(newc([(f"usr/lib/modules/{KVER}/updates/dkms/nvidia.ko", stock)])))
+    state = initramfs.inspect(host, KVER)
+    assert state.problem == "initramfs has stock nvidia.ko 570.86.16: the patch is lost at boot"
+    assert state.to_dict()["schema"] == "fwman.initramfs/1"
+    image.write_bytes(gzip.compress(newc([(f"usr/lib/modules/{KVER}/updates/fwman/nvidia.ko", patched)])))
+    state = initramfs.inspect(host, KVER)
+    assert state.problem is None and state.summary() == "carries fwman's 1 modules"
+    image.write_bytes(b"garbage")
+    assert "neither a newc cpio archive" in (initramfs.inspect(host, KVER).error or "")
+    assert initramfs.inspect(host, "6.1.0-53-amd64").summary() == "none"
+
+
+def test_regenerate_argv_per_generator() -> None:
+    assert initramfs.regenerate_argv("initramfs-tools", KVER) == ["update-initramfs", "-u", "-k", KVER]
+    assert initramfs.regenerate_argv("dracut", KVER) == ["dracut", "-f", "--kver", KVER]
+    with pytest.raises(MissingError):
+        initramfs.regenerate_argv("unknown", KVER)
+
+
+# -- Secure Boot -------------------------------------------------------------------------------------------
+def test_efi_secureboot_variable_layout() -> None:
+    # efivarfs: 4 attribute bytes (NV|BS|RT = 0x07, little-endian) then the one data byte
+    assert secureboot.parse_efi_bool(b"\x06\x00\x00\x00\x01") is True
+    assert secureboot.parse_efi_bool(b"\x07\x00\x00\x00\x00") is False
+    with pytest.raises(ParseError, match="expected 4 attribute bytes and 1 data byte, got 1"):
+        secureboot.parse_efi_bool(b"\x01")
+    with pytest.raises(ParseError, match="value 2"):
+        secureboot.parse_efi_bool(b"\x06\x00\x00\x00\x02")
+
+
+@given(st.binary(max_size=12))
+def test_efi_bool_any_bytes(data: bytes) -> None:
+    try:
+        assert secureboot.parse_efi_bool(data) in (True, False)
+    except ParseError:
+        pass
+
+
+@given(st.text(max_size=300))
+def test_mokutil_parsers_any_text(text: str) -> None:
+    assert secureboot.parse_sb_state(text) in (True, False, None)
+    assert secureboot.parse_test_key(text) in (True, False, None)
+    assert all(len(f) == 59 for f in secureboot.parse_fingerprints(text))
+
+
+def test_mokutil_output_formats() -> None:
+    # strings of mokutil 0.6.0 (Debian bookworm): test_key() prints "%s is already enrolled" / "%s is not enrolled"
+    assert secureboot.parse_sb_state("SecureBoot enabled\n") is True
+    assert secureboot.parse_sb_state("SecureBoot disabled\nPlatform is in Setup Mode\n") is False
+    assert secureboot.parse_sb_state("EFI variables are not supported on this system\n") is None
+    assert secureboot.parse_test_key("/var/lib/fwman/signing/mok.der is already enrolled\n") is True
+    assert secureboot.parse_test_key("/var/lib/fwman/signing/mok.der is not enrolled\n") is False
+    fp = secureboot.cert_fingerprint(b"certificate bytes")
+    listing = f"[key 1]\nSHA1 Fingerprint: {fp}\nCertificate:\n    Data:\n"
+    assert secureboot.parse_fingerprints(listing) == [fp]
+    assert secureboot.parse_fingerprints("MokNew is empty\n") == []
+
+
+def test_load_verdict_counts_only_what_the_kernel_will_reject() -> None:
+    on = secureboot.SecureBootState(True, "efivars", cert="/c.der", key_state="enrolled")
+    assert secureboot.module_load_verdict(on, "sha256") is None
+    assert "unsigned" in (secureboot.module_load_verdict(on, None) or "")
+    on.key_state = "pending"
+    assert "only pending enrollment" in (secureboot.module_load_verdict(on, "sha256") or "")
+    on.key_state = "not-enrolled"
+    assert "mokutil --import /c.der" in (secureboot.module_load_verdict(on, "sha256") or "")
+    off = secureboot.SecureBootState(False, "efivars", key_state="not-enrolled")
+    assert secureboot.module_load_verdict(off, None) is None
+    off.sig_enforce = True
+    assert secureboot.module_load_verdict(off, None) is not None
+
+
+def test_read_state_from_the_efi_variable_in_a_temp_root(tmp_path: Path) -> None:
+    var = tmp_path / "sys/firmware/efi/efivars" / f"SecureBoot-{secureboot.EFI_GLOBAL_GUID}"
+    var.parent.mkdir(parents=True)
+    var.write_bytes(b"\x06\x00\x00\x00\x01")
+    state = secureboot.read_state(LiveHost(str(tmp_path), env={"PATH": "/nonexistent"}))
+    assert (state.enabled, state.source, state.key_state) == (True, "efivars", "none")
+    (tmp_path / "sys/firmware/efi").rename(tmp_path / "sys/firmware/gone")
+    state = secureboot.read_state(LiveHost(str(tmp_path), env={"PATH": "/nonexistent"}))
+    assert (state.enabled, state.source) == (False, "bios")
+
+
+# -- user-space hold ---------------------------------------------------------------------------------------
+def test_which_packages_move_with_the_driver() -> None:
+    held = [
+        "libnvidia-ml1",
+        "libcuda1:amd64",
+        "nvidia-smi",
+        "libnvidia-gl-570",
+        "firmware-nvidia-gsp",
+        "nvidia-persistenced",
+    ]
+    not_held = [
+        "nvidia-kernel-dkms",
+        "nvidia-container-toolkit",
+        "libnvidia-container1",
+        "nvidia-open-dkms",
+        "linux-image-amd64",
+        "nvtop",
+    ]
+    assert all(is_userspace_package(p) for p in held)
+    assert not any(is_userspace_package(p) for p in not_held)
+
+
+def test_dpkg_and_apt_simulation_parsers() -> None:
+    text = "libnvidia-ml1\t570.86.16-1\tinstalled\nnvidia-smi\t570.86.16-1\tconfig-files\nbroken line\n"
+    assert parse_dpkg_query(text) == {"libnvidia-ml1": "570.86.16-1"}
+    sim = (
+        "Reading package lists...\n"
+        "Inst libnvidia-ml1 [570.86.16-1] (575.57.08-1 local:stable [amd64])\n"
+        "Inst newpkg (1.0 local:stable [amd64])\n"
+        "Conf libnvidia-ml1 (575.57.08-1 local:stable [amd64])\n"
+    )
+    assert parse_simulated_upgrade(sim) == {"libnvidia-ml1": ("570.86.16-1", "575.57.08-1")}
+
+
+@given(st.text(max_size=400))
+def test_hold_parsers_any_text(text: str) -> None:
+    assert isinstance(parse_dpkg_query(text), dict)
+    assert isinstance(parse_simulated_upgrade(text), dict)
+
+
+def test_pin_and_blacklist_files() -> None:
+    pkgs = {"libnvidia-ml1": "570.86.16-1", "libcuda1": "570.86.16-1"}
+    pin = render_pin(pkgs).decode()
+    assert "Package: libcuda1\nPin: version 570.86.16-1\nPin-Priority: 1001\n" in pin
+    black = render_blacklist(pkgs).decode()
+    assert '    "^libnvidia\\-ml1$";' in black and black.rstrip().endswith("};")
+
+
+# -- headers, lockstep -------------------------------------------------------------------------------------
+def test_headers_package_per_kernel_and_distribution() -> None:
+    assert advise("6.8.12-4-pve", "bookworm", True).package == "proxmox-headers-6.8.12-4-pve"
+    assert advise("6.8.12-4-pve", "bookworm", True).metapackage == "proxmox-default-headers"
+    assert advise("5.15.158-2-pve", "bullseye", True).package == "pve-headers-5.15.158-2-pve"
+    assert advise("5.15.158-2-pve", "bullseye", True).metapackage == "pve-headers"
+    assert advise(KVER, "bookworm", False).package == f"linux-headers-{KVER}"
+    assert advise(KVER, "bookworm", False).metapackage == "linux-headers-amd64"
+    assert advise("6.1.0-50-cloud-amd64", "bookworm", False).metapackage == "linux-headers-cloud-amd64"
+    assert parse_os_release('ID=debian\nVERSION_CODENAME="bookworm"\n# c\njunk\n')["VERSION_CODENAME"] == "bookworm"
+
+
+def test_lockstep_names_both_versions_and_nvml() -> None:
+    verdict = lockstep.check("575.57.08", {"host": ["570.86.16"], "container 101": ["575.57.08"]})
+    with pytest.raises(BlockedError) as e:
+        lockstep.refuse_unless_forced(verdict, force=False)
+    assert "575.57.08" in e.value.message and "host has 570.86.16" in e.value.message
+    assert "Driver/library version mismatch" in e.value.message and "101" not in e.value.message
+    assert (lockstep.refuse_unless_forced(verdict, force=True) or "").startswith("WARNING (--force)")
+    assert lockstep.check("570.86.16", {"host": ["570.86.16"], "container 9": []}).message() is None
+
+
+# -- kernel removal ----------------------------------------------------------------------------------------
+def test_forget_kernel_drops_state_and_never_raises(tmp_path: Path) -> None:
+    ko = build_module(nvidia_tags("570.86.16", KVER))
+    _manifest(tmp_path, ko)
+    state = tmp_path / "var/lib/fwman/modules"
+    (state / f"{KVER}.failed").write_text("{}")
+    (state / f"{KVER}.d").mkdir()
+    (state / f"{KVER}.d/nvidia.ko").write_bytes(ko)
+    installed = tmp_path / f"lib/modules/{KVER}/updates/fwman"
+    installed.mkdir(parents=True)
+    (installed / "nvidia.ko").write_bytes(ko)
+    (tmp_path / "lib/modules/6.1.0-53-amd64").mkdir(parents=True)
+    lines: list[str] = []
+    summary = forget_kernel(LiveHost(str(tmp_path), env={"PATH": "/usr/bin:/bin"}), KVER, lines.append)
+    assert not (state / f"{KVER}.json").exists() and not (state / f"{KVER}.failed").exists()
+    assert not (state / f"{KVER}.d").exists() and not (tmp_path / f"lib/modules/{KVER}").exists()
+    assert any("dropped" in line for line in lines)
+    assert summary.problems and "no working patched modules" in summary.problems[0]  # 6.1.0-53 has none: loud
+    assert json.loads(json.dumps(summary.removed))
+    assert forget_kernel(LiveHost(str(tmp_path)), "../etc").problems == ["not a kernel release: '../etc'"]
+
+
+# -- the removal hook and the kernel-install plugin never fail what they hook into ------------------------
+@pytest.mark.parametrize(
+    ("template", "argv", "body", "rc", "said"),
+    [
+        ("kernel-postrm", ["6.1.0-53-amd64", "/boot/vmlinuz"], "exit 1", 0, "the removal goes on"),
+        (
+            "kernel-postrm",
+            ["6.1.0-53-amd64"],
+            'echo "args: $*" >&2',
+            0,
+            "modules forget --kernel 6.1.0-53-amd64 --from postrm",
+        ),
+        (
+            "kernel-install-plugin",
+            ["add", "6.1.0-53-amd64", "/e", "/k"],
+            'echo "args: $*" >&2',
+            0,
+            "modules hook --kernel 6.1.0-53-amd64 --from kernel-install",
+        ),
+        ("kernel-install-plugin", ["add", "6.1.0-53-amd64", "/e", "/k"], "exit 3", 1, ""),
+        ("kernel-install-plugin", ["add", "6.1.0-53-amd64", "/e", "/k"], "exit 5", 0, "kernel-install goes on"),
+        ("kernel-install-plugin", ["remove", "6.1.0-53-amd64", "/e"], "exit 1", 0, "kernel-install goes on"),
+        ("kernel-install-plugin", ["inspect", "6.1.0-53-amd64"], "exit 1", 0, ""),
+    ],
+)
+def test_removal_and_plugin_templates(
+    tmp_path: Path, template: str, argv: list[str], body: str, rc: int, said: str
+) -> None:
+    import subprocess
+
+    from fwman.driver.hooks.files import templates_dir
+
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{body}\n")
+    python.chmod(0o755)
+    script = tmp_path / template
+    script.write_text((templates_dir() / template).read_text().replace("@PYTHON@", str(python)))
+    script.chmod(0o755)
+    proc = subprocess.run([str(script), *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    assert (proc.returncode, proc.stdout) == (rc, "")
+    assert said in proc.stderr
+
+
+# -- build progress ----------------------------------------------------------------------------------------
+MAKE_LINES = [
+    " [ nvidia            ]  CC           src/nvidia/src/kernel/gpu/gpu.c",
+    " [ nvidia-modeset    ]  CXX          src/nvidia-modeset/src/nvkms.cpp",
+    " [ nvidia            ]  LD           _out/Linux_x86_64/nv-kernel.o",
+    " CONFTEST: INIT_WORK",
+    " CONFTEST: pci_resize_resource_has_exclude_bars_arg",
+    "  CC [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia/nv-pci.o",
+    "  CC [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia/nv.o",
+    "  MODPOST /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/Module.symvers",
+    "  LD [M]  /var/cache/fwman/build/6.1.0-50-amd64/kernel-open/nvidia.ko",
+    "make[1]: Entering directory '/usr/src/linux-headers-6.1.0-50-amd64'",
+]
+
+
+def test_progress_phases_from_the_forks_make_output() -> None:
+    from fwman.driver.build.progress import Progress, classify, count_phases, format_elapsed
+
+    phases = [classify(line) for line in MAKE_LINES]
+    assert phases == [
+        "kernel-independent objects",
+        "kernel-independent objects",
+        "linking",
+        "conftest",
+        "conftest",
+        "kernel-open",
+        "kernel-open",
+        "linking",
+        "linking",
+        None,
+    ]
+    expected = count_phases("\n".join(MAKE_LINES))
+    assert expected == {"conftest": 2, "kernel-independent objects": 2, "kernel-open": 2, "linking": 3}
+    state = Progress(KVER, {"kernel-open": 214})
+    assert state.line(3) == f"{KVER}: starting make, 3s"
+    started = [state.feed(line) for line in MAKE_LINES[3:7]]
+    assert started == ["conftest", None, "kernel-open", None]
+    assert state.line(185) == f"{KVER}: kernel-open 2/214 objects, 3m05s"
+    assert state.phase_line("kernel-open", 61) == f"{KVER}: build phase: kernel-open (about 214 expected), 1m01s in"
+    assert format_elapsed(59.9) == "59s"
+
+
+@given(st.text(max_size=200))
+def test_progress_any_line(line: str) -> None:
+    from fwman.driver.build.progress import PHASES, Progress, classify
+
+    assert classify(line) in (*PHASES, None)
+    state = Progress(KVER)
+    state.feed(line)
+    assert state.line(1.0).startswith(KVER)
+
+
+def test_make_output_is_followed_while_it_runs(tmp_path: Path) -> None:
+    """The real sh stands in for make: progress arrives per phase while it runs, and the log keeps everything."""
+    from fwman.driver.build.pipeline import _run_make
+    from fwman.driver.build.progress import Progress
+
+    host = LiveHost(str(tmp_path))
+    log = "/var/log/fwman/build-test.log"
+    host.write_bytes(log, b"  CC [M]  old.o\n  CC [M]  old2.o\n")  # the previous log: 2 kernel-open objects expected
+    script = "echo ' CONFTEST: INIT_WORK'; sleep 1.3; echo '  CC [M]  a.o'; echo 'x.c:1:1: error: boom' >&2; exit 2"
+    events: list[tuple[str | None, str]] = []
+
+    def sink(state: Progress, elapsed: float, started: str | None) -> None:
+        events.append((started, state.line(elapsed)))
+
+    result, output = _run_make(host, ["sh", "-c", script], str(tmp_path), log, "$ make\n", "test", 0.0, sink)
+    assert result.rc == 2
+    assert output == " CONFTEST: INIT_WORK\n  CC [M]  a.o\nx.c:1:1: error: boom\n"
+    assert [s for s, _ in events if s] == ["conftest", "kernel-open"]
+    assert any("kernel-open 1/2 objects" in line for _, line in events)
+    assert (tmp_path / log.lstrip("/")).read_text().startswith("$ make\n CONFTEST")

@@ -9,12 +9,13 @@ DEMO_STAMP := $(VENV)/.installed
 # Debian packages the system tests use (real kernel headers for two kernels whose pci_resize_resource()
 # differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool;
 # initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests, dpkg-dev for the local apt repository
-# of the hold test).
+# of the hold test; the Debian package build: build-essential, debhelper, dh-virtualenv, lintian).
 KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
 APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus initramfs-tools cpio mokutil dpkg-dev
+	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus initramfs-tools cpio mokutil dpkg-dev \
+	build-essential debhelper dh-virtualenv lintian python3-venv
 
-.PHONY: demo test venv lint typecheck pytest system-deps clean
+.PHONY: demo test venv lint typecheck pytest system-deps clean deb
 
 $(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,5 +49,16 @@ system-deps:
 		fi; \
 	else echo "not root (or no apt): system tests that need Debian packages will be skipped"; fi
 
+## deb: build the Debian package (debian/; needs debhelper and dh-virtualenv, and PyPI for the private Python
+## environment) into dist/, and check it with lintian. The build runs in a copy of the tracked tree (build/deb/).
+DEB_BUILD := build/deb
+deb:
+	rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src dist
+	git ls-files -co --exclude-standard | tar -cf - -T - | tar -C $(DEB_BUILD)/src -xf -
+	cd $(DEB_BUILD)/src && dpkg-buildpackage -b -us -uc
+	rm -f dist/fwman_*.deb && cp $(DEB_BUILD)/fwman_*.deb dist/
+	lintian --fail-on error --info dist/fwman_*.deb
+	@ls -l dist/fwman_*.deb
+
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build/deb .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+
+if TYPE_CHECKING:
+    from fwman.driver.hooks.ownership import PackageOwnership
 
 
 @click.group()
@@ -39,8 +44,12 @@ def install(app: AppContext, dry_run: bool) -> None:
     """
     from fwman.driver.hooks.files import install as do_install
     from fwman.driver.hooks.files import install_actions
+    from fwman.driver.hooks.ownership import package_ownership, refuse_changes
     from fwman.host.actions import pending
 
+    if (owner := package_ownership(app.host)) is not None:  # dpkg's files: never written over
+        app.echo(refuse_changes(owner, "install"))
+        return
     if dry_run:
         todo = pending(app.host, install_actions())
         for action in todo:
@@ -64,7 +73,10 @@ def remove(app: AppContext) -> None:
       fwman hooks remove
     """
     from fwman.driver.hooks.files import remove as do_remove
+    from fwman.driver.hooks.ownership import package_ownership, refuse_changes
 
+    if (owner := package_ownership(app.host)) is not None:
+        refuse_changes(owner, "remove")
     app.require_change("fwman hooks remove")
     done = do_remove(app.host, lambda t: app.echo(t, err=True))
     app.echo("removed" if done else "nothing to remove")
@@ -83,10 +95,14 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman hooks status --json
     """
     from fwman.driver.hooks.files import status as get_status
+    from fwman.driver.hooks.ownership import package_ownership
 
+    if (owner := package_ownership(app.host)) is not None:
+        _package_status(app, owner, as_json)
+        return
     st = get_status(app.host)
     if as_json:
-        app.emit_json("hooks-status", st.to_json())
+        app.emit_json("hooks-status", {**st.to_json(), "package": None})
         return
     app.table(
         ["FILE", "STATE"],
@@ -97,3 +113,32 @@ def status(app: AppContext, as_json: bool) -> None:
         app.echo(f"{directory}: {' '.join(names) or '(empty)'}")
     if not st.installed:
         app.echo("run `fwman hooks install` to install or update them")
+
+
+def _package_status(app: AppContext, owner: PackageOwnership, as_json: bool) -> None:
+    """Render ``hooks status`` when the Debian package owns the hooks (same schema, ``package`` filled in)."""
+    from fwman.driver.hooks.files import status as get_status
+
+    order = get_status(app.host).order
+    if as_json:
+        app.emit_json(
+            "hooks-status",
+            {
+                "installed": owner.intact,
+                "enabled": owner.unit_enabled,
+                "files": [
+                    {"path": f.path, "present": f.present, "current": f.present and not f.modified, "note": f.note}
+                    for f in owner.files
+                ],
+                "order": order,
+                "package": {"name": owner.package, "leftovers": owner.leftovers},
+            },
+        )
+        return
+    app.table(["FILE", "STATE"], [[f.path, f.note] for f in owner.files])
+    app.echo(f"catch-up service enabled: {'yes' if owner.unit_enabled else 'no'}")
+    for directory, names in order.items():
+        app.echo(f"{directory}: {' '.join(names) or '(empty)'}")
+    for path in owner.leftovers:
+        app.echo(f"left over from `fwman hooks install`, shadows the package's file: {path} (delete it)")
+    app.echo(f"owned by the Debian package {owner.package}: dpkg installs, upgrades and removes these files")

@@ -102,6 +102,9 @@ FIRMWARE_CLASS_PATH_PARAM = "/sys/module/firmware_class/parameters/path"
 VFIO_PCI_DRIVER_DIR = "/sys/bus/pci/drivers/vfio-pci"
 IOMMU_GROUPS_DIR = "/sys/kernel/iommu_groups"
 
+# --- the package manager's database (read only: whether the Debian package owns the hooks) ------------------
+DPKG_INFO_DIR = "/var/lib/dpkg/info"
+
 # --- NVIDIA's .run installer leaves these behind (read only) ----------------------------------------------
 NVIDIA_RUN_INSTALLER_MARKERS = (
     "/usr/bin/nvidia-installer",

@@ -203,8 +203,9 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     """
     from fwman.firmware.catalog.lint import lint_directory, lint_signature
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.local import LOCAL_DIR, lint_local_entries
+    from fwman.firmware.catalog.local import LOCAL_DIR
     from fwman.firmware.catalog.signing import trusted_keys
+    from fwman.firmware.ops.local_entry import lint_local_entries
 
     if local_only and directory is not None:
         raise UsageError("--local and --dir cannot be combined")
@@ -272,8 +273,9 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
     """
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.publish import sign_directory
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
-    from fwman.firmware.catalog.signing import load_private_key, sign_directory
+    from fwman.firmware.catalog.signing import load_private_key
     from fwman.host.live import LiveHost
     from fwman.host.userfiles import read_user_file
 

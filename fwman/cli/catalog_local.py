@@ -63,7 +63,8 @@ def add_local(
       fwman catalog add-local --card 41:00.0 --image FILE --expect-md5 HEX --md5-source URL --export
     """
     from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.catalog.local import export_curated, make_local_entry
+    from fwman.firmware.catalog.local import export_curated
+    from fwman.firmware.ops.local_entry import make_local_entry
     from fwman.gpu.inventory import find_card, require_cards
     from fwman.host.live import LiveHost
 

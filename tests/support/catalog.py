@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core import paths
-from fwman.firmware.catalog.signing import make_index, public_pem, sign_index
+from fwman.firmware.catalog.publish import make_index
+from fwman.firmware.catalog.signing import public_pem, sign_index
 
 REBAR = "94.02.42.80.27"
 LAUNCH = "94.02.26.48.15"

@@ -27,6 +27,7 @@ from fwman.host.base import Host
 from fwman.platform import nccl, proxmox
 from fwman.platform.envfile import parse_env_file, uncommented
 from fwman.platform.systemd import parse_unit_environment
+from fwman.reports.doctor.parsers import parse_cmdline
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog
@@ -226,7 +227,6 @@ def _p2p_history(host: Host) -> list[P2PRecord]:
 
 def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
     """Return the fingerprint of the configuration now. The IOMMU mode is decided as the IOMMU step decides it."""
-    from fwman.reports.doctor.checks.iommu import iommu_mode
     from fwman.reports.doctor.fingerprint import read_fingerprint
 
     cards = inventory.get().cards
@@ -358,3 +358,23 @@ def _workloads(host: Host, sources: Sources) -> Workloads:
     except NotRecordedError as e:
         problems.append(f"{nccl.CONF}: {describe_error(e)}")
     return Workloads(out, problems)
+
+
+def iommu_mode(state: IommuState) -> tuple[str, dict[str, str]]:
+    """Return (mode, evidence): mode is translated, passthrough, off, not-visible or unknown."""
+    cmdline = parse_cmdline(state.cmdline)
+    evidence = {"cmdline": " ".join(cmdline.tokens) or "(no IOMMU parameter)"}
+    if not state.groups:
+        evidence["iommu_groups"] = "none"
+        return ("off" if cmdline.disabled else "not-visible"), evidence
+    types = state.types
+    evidence.update({f"group of {bus}": t for bus, t in types.items()})
+    kinds = set(types.values())
+    if kinds & {"DMA", "DMA-FQ"}:
+        return "translated", evidence
+    if kinds == {"identity"}:
+        return "passthrough", evidence
+    if not types:
+        evidence["gpu_groups"] = "the GPUs are in no IOMMU group"
+        return ("passthrough" if cmdline.passthrough else "unknown"), evidence
+    return "unknown", evidence

@@ -5,31 +5,10 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
-from fwman.reports.doctor.facts import Facts, IommuState
-from fwman.reports.doctor.parsers import parse_cmdline
+from fwman.reports.doctor.facts import Facts, iommu_mode
 
 
 # -- IOMMU -------------------------------------------------------------------------------------------------------
-def iommu_mode(state: IommuState) -> tuple[str, dict[str, str]]:
-    """Return (mode, evidence): mode is translated, passthrough, off, not-visible or unknown."""
-    cmdline = parse_cmdline(state.cmdline)
-    evidence = {"cmdline": " ".join(cmdline.tokens) or "(no IOMMU parameter)"}
-    if not state.groups:
-        evidence["iommu_groups"] = "none"
-        return ("off" if cmdline.disabled else "not-visible"), evidence
-    types = state.types
-    evidence.update({f"group of {bus}": t for bus, t in types.items()})
-    kinds = set(types.values())
-    if kinds & {"DMA", "DMA-FQ"}:
-        return "translated", evidence
-    if kinds == {"identity"}:
-        return "passthrough", evidence
-    if not types:
-        evidence["gpu_groups"] = "the GPUs are in no IOMMU group"
-        return ("passthrough" if cmdline.passthrough else "unknown"), evidence
-    return "unknown", evidence
-
-
 def check_iommu(facts: Facts) -> list[Finding]:
     """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
     mode, evidence = iommu_mode(facts.iommu.get())

@@ -21,11 +21,11 @@ from fwman.firmware.catalog.local import (
     LocalInfo,
     build_local_board,
     export_curated,
-    lint_local_entries,
     parse_local,
     render_board,
 )
 from fwman.firmware.catalog.schema import Board
+from fwman.firmware.ops.local_entry import lint_local_entries
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.live import LiveHost

@@ -11,9 +11,9 @@ from fwman.core.findings import Severity
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.inventory import Inventory
 from fwman.reports.doctor.checks import CHECKS
-from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation, iommu_mode
+from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power
-from fwman.reports.doctor.facts import Fact, Facts, IommuState, Passthrough
+from fwman.reports.doctor.facts import Fact, Facts, IommuState, Passthrough, iommu_mode
 from fwman.reports.doctor.run import run_check
 
 GONE = MissingError("not readable here")

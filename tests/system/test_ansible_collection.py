@@ -85,6 +85,14 @@ def test_host_info_reads_the_json_documents_of_a_recorded_host(tmp_path: Path) -
     assert summary["gpus"] == 4 and summary["vbios"]["0000:41:00.0"] == "94.02.26.48.15"
     assert summary["p2p_ready"] is False and summary["p2p_blockers"][0].startswith("firmware.rebar: ")
     assert summary["next_boot"] == "6.8.12-4-pve" and summary["next_boot_safe"] is False
+    assert summary["p2p_verification"] == [
+        {
+            "id": "p2p.verified",
+            "state": "info",
+            "message": "P2P never verified on this machine (no `fwman p2p test` record)",
+            "time": None,
+        }
+    ]
 
 
 def _firmware_cases(tmp_path: Path, fwman_bin: str, cases: dict[str, str], *args: str) -> dict[str, dict]:

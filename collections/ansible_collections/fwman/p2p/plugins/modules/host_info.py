@@ -84,6 +84,13 @@ summary:
       description: Ids and messages of the doctor findings of severity C(block).
       type: list
       elements: str
+    p2p_verification:
+      description: >-
+        The P2P verification record as C(fwman doctor) compares it with this configuration: one item per
+        record kind (copy test, NCCL) with C(state) (ok when verified here, info when never or not since a
+        change, block when the last test here failed), the message and the record's time.
+      type: list
+      elements: dict
 errors:
   description: Command to fwman's error message, for each command that could not answer.
   returned: always
@@ -117,6 +124,7 @@ def summarize(docs):
         "p2p_ready": None,
         "p2p_verdict": None,
         "p2p_blockers": [],
+        "p2p_verification": [],
     }
     if scan:
         gpus = scan.get("gpus") or []
@@ -133,6 +141,16 @@ def summarize(docs):
         summary["p2p_ready"] = verdict.get("ready")
         summary["p2p_verdict"] = verdict.get("line")
         for step in doctor.get("steps") or []:
+            if step.get("id") == "p2p.verified":  # the P2P record, as doctor compares it with this configuration
+                summary["p2p_verification"] = [
+                    {
+                        "id": f.get("id"),
+                        "state": f.get("severity"),
+                        "message": f.get("message"),
+                        "time": (f.get("evidence") or {}).get("time"),
+                    }
+                    for f in step.get("findings") or []
+                ]
             for f in step.get("findings") or []:
                 if f.get("severity") == "block":
                     summary["p2p_blockers"].append(f"{f.get('id')}: {f.get('message')}")

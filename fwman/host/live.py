@@ -184,21 +184,8 @@ class LiveHost(JournalMixin):
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write atomically: temp file in the target directory, fsync, rename, fsync the directory."""
         target = self._target(path)
-        directory = os.path.dirname(target)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".fwman-", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.chmod(tmp, mode)
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        _fsync_dir(directory)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        write_atomically(target, data, mode)
         self._note("write", path, f"{len(data)} bytes")
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
@@ -228,6 +215,28 @@ class LiveHost(JournalMixin):
         os.symlink(target, tmp)
         os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def write_atomically(target: str, data: bytes, mode: int = 0o644, prefix: str = ".fwman-") -> None:
+    """Write ``data`` to ``target`` so that a crash leaves the old file or the new one, never half of one.
+
+    A temporary file in the target's directory (which must exist), fsync, chmod, rename over the target, fsync
+    the directory. The temporary file is removed on any failure. Raises OSError.
+    """
+    directory = os.path.dirname(target) or "."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(directory)
 
 
 def _fsync_dir(directory: str) -> None:

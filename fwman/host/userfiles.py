@@ -6,7 +6,6 @@ into a snapshot: the user means a file on the machine in front of them, not a pa
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from fwman.core.errors import MissingError, UsageError
@@ -43,23 +42,12 @@ def write_user_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
     For a file the user names as output (``fwman modules export -o FILE``). Raises UsageError when the
     directory does not exist or the file cannot be written.
     """
-    import tempfile
+    from fwman.host.live import write_atomically
 
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):
         raise UsageError(f"cannot write {path}: {directory} is not a directory")
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+        write_atomically(path, data, mode, prefix=f".{os.path.basename(path)}.")
     except OSError as e:
-        raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except OSError as e:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from e

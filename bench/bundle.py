@@ -21,24 +21,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-
-def timed(*argv: str) -> float:
-    """Run fwman ``argv`` in-process and return the wall time. Exits on failure."""
-    from tests.support.env import FwmanEnv
-
-    started = time.perf_counter()
-    result = FwmanEnv()(*argv)
-    elapsed = time.perf_counter() - started
-    if result.code != 0:
-        print(result.stdout + result.stderr, file=sys.stderr)
-        raise SystemExit(f"fwman {' '.join(argv[:2])} failed (exit {result.code})")
-    return elapsed
+from bench.rebuild import timed  # noqa: E402  (after the path is set)
 
 
 def main() -> int:

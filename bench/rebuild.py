@@ -51,17 +51,22 @@ def port(tree: Path) -> None:
     )
 
 
-def build(root: Path, kver: str) -> float:
-    """Run `fwman modules build` for ``kver`` in ``root`` and return the wall time. Exits on failure."""
+def timed(*argv: str) -> float:
+    """Run fwman ``argv`` in-process and return the wall time. Exits on failure (bench/bundle.py uses it too)."""
     from tests.support.env import FwmanEnv
 
     started = time.perf_counter()
-    result = FwmanEnv()("modules", "build", "--kernel", kver, "--source", "/src/fork", "--root", str(root))
+    result = FwmanEnv()(*argv)
     elapsed = time.perf_counter() - started
     if result.code != 0:
         print(result.stdout + result.stderr, file=sys.stderr)
-        raise SystemExit(f"build for {kver} failed (exit {result.code})")
+        raise SystemExit(f"fwman {' '.join(argv[:4])} failed (exit {result.code})")
     return elapsed
+
+
+def build(root: Path, kver: str) -> float:
+    """Run `fwman modules build` for ``kver`` in ``root`` and return the wall time. Exits on failure."""
+    return timed("modules", "build", "--kernel", kver, "--source", "/src/fork", "--root", str(root))
 
 
 def main() -> int:

@@ -8,7 +8,6 @@ where a test needs a task's return value, from a JSON file the playbook writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -98,17 +97,3 @@ def run_playbook(
             counts = dict(item.split("=") for item in m.group("counts").split())
             recap[m.group("host")] = {k: int(v) for k, v in counts.items()}
     return PlaybookRun(proc.returncode, output, recap)
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """Return {relative path: content hash, link target or 'dir'} for everything under ``root``."""
-    out: dict[str, str] = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        if p.is_symlink():
-            out[rel] = f"-> {os.readlink(p)}"
-        elif p.is_dir():
-            out[rel] = "dir"
-        else:
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out

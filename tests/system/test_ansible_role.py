@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ansible import local_host, require_ansible, run_playbook, tree_digest
+from tests.support.ansible import local_host, require_ansible, run_playbook
 from tests.support.modules import (
     KERNEL_BAD,
     KERNEL_OK,
@@ -24,6 +24,7 @@ from tests.support.modules import (
     object_cache,  # noqa: F401  (fixture)
     require_build_env,
 )
+from tests.support.tree import tree_digest
 
 pytestmark = pytest.mark.system
 

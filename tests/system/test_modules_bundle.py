@@ -6,7 +6,6 @@ root B, which has the kernel's module directory but no headers and no source: no
 
 from __future__ import annotations
 
-import hashlib
 import io
 import json
 import tarfile
@@ -26,20 +25,9 @@ from tests.support.modules import (
     require_build_env,
     run_fwman,
 )
+from tests.support.tree import tree_digest
 
 pytestmark = pytest.mark.system
-
-
-def _tree(root: Path) -> dict[str, str]:
-    """Return {relative path: sha256 or link target} of every file under ``root``."""
-    out: dict[str, str] = {}
-    for p in sorted(root.rglob("*")):
-        rel = str(p.relative_to(root))
-        if p.is_symlink():
-            out[rel] = "-> " + str(p.readlink())
-        elif p.is_file():
-            out[rel] = hashlib.sha256(p.read_bytes()).hexdigest()
-    return out
 
 
 @pytest.fixture
@@ -66,11 +54,11 @@ def test_export_then_import_installs_the_same_modules_without_building(built: Pa
 
     other = tmp_path / "b"
     add_kernel(other, KERNEL_OK, headers=False)
-    before = _tree(other)
+    before = tree_digest(other)
     code, out, err = run_fwman(other, "modules", "import", str(bundle), "--dry-run", "--json")
     assert code == 0, out + err
     assert json.loads(out)["status"] == "would-import"
-    assert _tree(other) == before  # a dry run writes nothing
+    assert tree_digest(other) == before  # a dry run writes nothing
 
     code, out, err = run_fwman(other, "modules", "import", str(bundle))
     assert code == 0, out + err
@@ -87,10 +75,10 @@ def test_export_then_import_installs_the_same_modules_without_building(built: Pa
     assert row["kernel"] == KERNEL_OK and row["safe_to_boot"] is True, row
 
     # the same bundle again: nothing changes
-    settled = _tree(other)
+    settled = tree_digest(other)
     code, out, err = run_fwman(other, "modules", "import", str(bundle), "--json")
     assert code == 0 and json.loads(out)["status"] == "current", out + err
-    assert _tree(other) == settled
+    assert tree_digest(other) == settled
 
 
 def test_import_refuses_altered_bundles_other_kernels_and_untrusted_signatures(built: Path, tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from fwman.core import paths
 from fwman.core.errors import FwmanError
 from fwman.host.base import Host
+from fwman.host.optional import read_text_if_exists
 from fwman.platform.envfile import NAME, unquote
 
 LXC_DIR = paths.PVE_LXC_DIR
@@ -140,6 +141,4 @@ def read_config(host: Host, path: str) -> str | None:
 
     Raises NotRecordedError (snapshot) or MissingError (unreadable file).
     """
-    if not host.exists(path):
-        return None
-    return host.read_text(path)
+    return read_text_if_exists(host, path)

@@ -24,6 +24,7 @@ from fwman.gpu.card import Card
 from fwman.gpu.inventory import Inventory, scan_inventory
 from fwman.gpu.topo import TopoMatrix, parse_p2p_matrix, parse_topo_matrix
 from fwman.host.base import Host
+from fwman.host.optional import read_text_if_exists
 from fwman.platform import nccl, proxmox
 from fwman.platform.envfile import parse_env_file, uncommented
 from fwman.platform.systemd import parse_unit_environment
@@ -246,14 +247,6 @@ def _command(host: Host, argv: tuple[str, ...]) -> str:
     return result.stdout
 
 
-def _text(host: Host, path: str) -> str | None:
-    """Return the text of ``path``, None when it does not exist. Raises NotRecordedError on a snapshot that did
-    not record it, MissingError when it exists but cannot be read."""
-    if not host.exists(path):
-        return None
-    return host.read_text(path)
-
-
 def _listing(host: Host, path: str) -> list[str] | None:
     """Return the entries of directory ``path``, None when it does not exist. Raises NotRecordedError."""
     if not host.is_dir(path):
@@ -277,14 +270,14 @@ def _catalog(host: Host) -> Catalog:
 
 def _iommu(host: Host, inventory: Fact[Inventory]) -> IommuState:
     """Return the command line, the IOMMU groups and, when there are groups, each GPU's group type."""
-    cmdline = _text(host, "/proc/cmdline") or ""
+    cmdline = read_text_if_exists(host, "/proc/cmdline") or ""
     groups = _listing(host, paths.IOMMU_GROUPS_DIR) or []
     types: dict[str, str] = {}
     if groups:
         for card in inventory.get().cards:
             if card.iommu_group is None:
                 continue
-            text = _text(host, f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type")
+            text = read_text_if_exists(host, f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type")
             types[card.bus_id] = text.strip() if text else "unknown"
     return IommuState(cmdline, groups, types)
 
@@ -296,7 +289,7 @@ def _passthrough(host: Host) -> Passthrough:
     try:
         vfio = [n for n in _listing(host, paths.VFIO_PCI_DRIVER_DIR) or [] if _BUS_ID.match(n)]
     except NotRecordedError:
-        modules = _text(host, "/proc/modules") or ""
+        modules = read_text_if_exists(host, "/proc/modules") or ""
         if re.search(r"^vfio_pci\s", modules, re.MULTILINE):
             unreadable.append(f"{paths.VFIO_PCI_DRIVER_DIR} (vfio_pci is loaded)")
     hostpci: list[str] = []

@@ -24,9 +24,12 @@ QEMU_DIR = paths.PVE_QEMU_DIR
 #: lines of a Proxmox container config that give it an NVIDIA device (cgroup rule for major 195, a bind mount
 #: of /dev/nvidia*, or a devN: passthrough entry)
 _GPU_LINE = re.compile(
-    r"^(?:lxc\.cgroup2?\.devices\.allow:\s*c\s+195:|lxc\.mount\.entry:\s*/dev/nvidia|dev\d+:\s*/dev/nvidia)"
+    r"^(?:lxc\.cgroup2?\.devices\.allow\s*[:=]\s*c\s+195:|lxc\.mount\.entry\s*[:=]\s*/dev/nvidia"
+    r"|dev\d+:\s*/dev/nvidia)"
 )
-_NVIDIA_HOOK = re.compile(r"^lxc\.hook\.\w+:.*nvidia", re.IGNORECASE)
+#: an LXC hook that mentions NVIDIA. LXC's hook keys carry hyphens (``lxc.hook.pre-start``, ``start-host``,
+#: ``post-stop``), and a raw LXC config writes ``key = value`` where Proxmox writes ``key: value``.
+_NVIDIA_HOOK = re.compile(r"^lxc\.hook\.[\w-]+\s*[:=].*nvidia", re.IGNORECASE)
 _LXC_ENV = re.compile(r"^lxc\.environment(?:\.runtime)?\s*[:=]\s*(.*)$")
 _HOSTPCI = re.compile(r"^hostpci\d+\s*:")
 

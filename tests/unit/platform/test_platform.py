@@ -72,6 +72,11 @@ def test_lxc_gpu_device_forms_and_hook() -> None:
     assert lxc_uses_gpu("lxc.cgroup2.devices.allow: c 195:* rwm\n") == (True, False)
     assert lxc_uses_gpu("lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file\n") == (True, False)
     assert lxc_uses_gpu("lxc.hook.mount: /usr/share/lxc/hooks/nvidia\n") == (False, True)
+    # hyphenated hook keys and the raw LXC ``key = value`` form
+    assert lxc_uses_gpu("lxc.hook.pre-start: sh -c 'nvidia-modprobe -u -c=0'\n") == (False, True)
+    assert lxc_uses_gpu("lxc.hook.start-host = /usr/local/bin/nvidia-bind\n") == (False, True)
+    assert lxc_uses_gpu("lxc.cgroup2.devices.allow = c 195:* rwm\n") == (True, False)
+    assert lxc_uses_gpu("lxc.hook.pre-start: /usr/local/bin/mount-zfs\n") == (False, False)
     assert lxc_uses_gpu("lxc.cgroup2.devices.allow: c 226:* rwm\nmemory: 4096\n") == (False, False)
 
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.core.config import load_config
+from fwman.core.driver_version import DriverVersion
 from fwman.driver.forks import BranchReport, api_base, configured_forks, list_branches
-from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
 
 

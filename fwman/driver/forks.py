@@ -20,8 +20,9 @@ from pydantic import BaseModel, Field
 
 from fwman.core import clock, names, paths
 from fwman.core.config import Config
+from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
-from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
+from fwman.driver.versions import nearest, parse_p2p_branch
 from fwman.host.base import Host
 
 DEFAULT_FORKS: dict[str, str] = {

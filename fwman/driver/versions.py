@@ -1,93 +1,14 @@
-"""NVIDIA driver version strings and P2P branch names.
-
-A driver version is ``MAJOR.MINOR`` or ``MAJOR.MINOR.PATCH`` (``565.77``, ``570.86.16``, ``595.71.05``). The
-text is kept as written (``05`` stays ``05``) because the kernel module, the user-space libraries and the
-GSP firmware directory must carry *exactly* the same string; ordering is numeric.
+"""P2P branch names of the forks: ``<exact version>-p2p``, and the nearest versions a fork carries.
 
 A P2P branch of a fork is named ``<exact version>-p2p``; every other branch name (``515``, ``VK551_06``,
-``main``) is an inherited NVIDIA branch and not a P2P build.
+``main``) is an inherited NVIDIA branch and not a P2P build. The version itself is
+:class:`fwman.core.driver_version.DriverVersion`.
 """
 
 from __future__ import annotations
 
-import re
-from functools import total_ordering
-
+from fwman.core.driver_version import P2P_SUFFIX, DriverVersion
 from fwman.core.errors import ParseError
-
-# Major versions have been 2-3 digits for two decades (96.43.23 .. 595.71.05); allow 4 for the future.
-_VERSION_RE = re.compile(r"(\d{2,4})\.(\d{1,3})(?:\.(\d{1,3}))?")
-_P2P_SUFFIX = "-p2p"
-
-
-@total_ordering
-class DriverVersion:
-    """One NVIDIA driver version, ordered numerically, printed exactly as parsed."""
-
-    __slots__ = ("major", "minor", "patch", "text")
-
-    def __init__(self, major: int, minor: int, patch: int | None, text: str) -> None:
-        self.major = major
-        self.minor = minor
-        self.patch = patch
-        self.text = text
-
-    @classmethod
-    def parse(cls, text: str) -> DriverVersion:
-        """Return the version in ``text`` (surrounding whitespace allowed).
-
-        Raises ParseError when ``text`` is not ``MAJOR.MINOR[.PATCH]`` made of digits.
-        """
-        stripped = text.strip()
-        m = _VERSION_RE.fullmatch(stripped)
-        if m is None:
-            raise ParseError("driver version", "version", f"{text!r} is not an NVIDIA driver version (like 570.86.16)")
-        patch = int(m.group(3)) if m.group(3) is not None else None
-        return cls(int(m.group(1)), int(m.group(2)), patch, stripped)
-
-    @classmethod
-    def search(cls, text: str) -> DriverVersion | None:
-        """Return the first driver version found inside free text (``... Kernel Module  580.95.05  Release``).
-
-        Returns None when there is none. Never raises.
-        """
-        for m in re.finditer(r"(?<![\w.])" + _VERSION_RE.pattern + r"(?![\w.])", text):
-            return cls.parse(m.group(0))
-        return None
-
-    @property
-    def key(self) -> tuple[int, int, int, str]:
-        """Return the sort key: numeric parts (a missing patch sorts first), then the text as a tie-break."""
-        return (self.major, self.minor, -1 if self.patch is None else self.patch, self.text)
-
-    @property
-    def branch_name(self) -> str:
-        """Return the P2P fork branch name for this exact version (``570.86.16-p2p``)."""
-        return self.text + _P2P_SUFFIX
-
-    @property
-    def run_file(self) -> str:
-        """Return NVIDIA's installer file name for this version (``NVIDIA-Linux-x86_64-570.86.16.run``)."""
-        return f"NVIDIA-Linux-x86_64-{self.text}.run"
-
-    def __str__(self) -> str:
-        return self.text
-
-    def __repr__(self) -> str:
-        return f"DriverVersion({self.text!r})"
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DriverVersion):
-            return NotImplemented
-        return self.key == other.key
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, DriverVersion):
-            return NotImplemented
-        return self.key < other.key
-
-    def __hash__(self) -> int:
-        return hash(self.key)
 
 
 def parse_p2p_branch(name: str) -> DriverVersion | None:
@@ -97,9 +18,9 @@ def parse_p2p_branch(name: str) -> DriverVersion | None:
     """
     if name.startswith("refs/heads/"):
         name = name[len("refs/heads/") :]
-    if not name.endswith(_P2P_SUFFIX):
+    if not name.endswith(P2P_SUFFIX):
         return None
-    version_text = name[: -len(_P2P_SUFFIX)]
+    version_text = name[: -len(P2P_SUFFIX)]
     # parse() tolerates surrounding whitespace; a branch name with whitespace is not a P2P branch
     if version_text != version_text.strip():
         return None

@@ -8,12 +8,10 @@ proprietary one. ``fwman scan`` (through the inventory) and ``fwman audit`` both
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-#: a driver version inside free text: MAJOR.MINOR[.PATCH] not glued to a word or a dot (``x86_64`` is not one).
-#: The same shape as fwman.driver.versions.DriverVersion, which gpu/ may not import (gpu sits below driver/).
-_VERSION = re.compile(r"(?<![\w.])\d{2,4}\.\d{1,3}(?:\.\d{1,3})?(?![\w.])")
+from fwman.core.driver_version import DriverVersion
+
 _NVRM = "NVRM version:"
 
 
@@ -34,6 +32,7 @@ def parse_proc_version(text: str) -> ProcVersion:
     for line in text.splitlines():
         if line.startswith(_NVRM):
             flavour = "open" if "Open Kernel Module" in line else "proprietary" if "Kernel Module" in line else None
-            m = _VERSION.search(line[len(_NVRM) :])
-            return ProcVersion(m.group(0) if m else None, flavour, line)
+            # a version not glued to a word or a dot: ``x86_64`` is not one
+            found = DriverVersion.search(line[len(_NVRM) :])
+            return ProcVersion(found.text if found else None, flavour, line)
     return ProcVersion(None, None, None)

@@ -15,6 +15,7 @@ import pytest
 
 from fixtures.forge import ForgeState, forge_server, real_branch_lists
 from fwman.core import paths
+from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError
 from fwman.driver.forks import (
     DEFAULT_FORKS,
@@ -22,7 +23,6 @@ from fwman.driver.forks import (
     list_branches,
     list_via_api,
 )
-from fwman.driver.versions import DriverVersion
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
 

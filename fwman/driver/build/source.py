@@ -275,8 +275,9 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     Uses the branch cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the
     version or the cache is unknown.
     """
+    from fwman.core.driver_version import DriverVersion
     from fwman.driver import forks
-    from fwman.driver.versions import DriverVersion, parse_p2p_branch
+    from fwman.driver.versions import parse_p2p_branch
 
     text = source_version(host, source)
     if text is None:

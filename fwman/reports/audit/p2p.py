@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from fwman.core.driver_version import DriverVersion
 from fwman.driver.forks import BranchReport, human_age
-from fwman.driver.versions import DriverVersion
 from fwman.reports.audit.model import P2PBranch
 
 

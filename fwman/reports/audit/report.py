@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from fwman.core.driver_version import DriverVersion
 from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
-from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule

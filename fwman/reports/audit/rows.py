@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fwman.core.driver_version import DriverVersion
 from fwman.driver.kmod.kofile import module_stem
 from fwman.driver.userspace_hold import HoldStatus
-from fwman.driver.versions import DriverVersion
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
 from fwman.reports.audit.model import AuditReport, ContainerAudit, KernelModule, LoadedModule, Row, Status

@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from fwman.core import paths
+from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
-from fwman.driver.versions import DriverVersion
 from fwman.host.base import Host
 
 #: where distributions and NVIDIA's .run put the libraries (and where the container toolkit mounts them)

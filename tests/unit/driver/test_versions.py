@@ -8,8 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import ParseError
-from fwman.driver.versions import DriverVersion, nearest, parse_p2p_branch
+from fwman.driver.versions import nearest, parse_p2p_branch
 
 
 @pytest.mark.parametrize("text", ["570.86.16", "565.77", "595.71.05", "550.54.15", "96.43.23"])

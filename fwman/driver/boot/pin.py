@@ -117,6 +117,26 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
+def _with_default(text: str, value: str | None) -> str:
+    """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
+
+    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and
+    comments survive a pin and its undo; with no such line, the new one goes first.
+    """
+    out: list[str] = []
+    placed = value is None
+    for line in text.splitlines():
+        if line.split(None, 1)[:1] == ["default"]:
+            if not placed:
+                out.append(f"default {value}")
+                placed = True
+            continue
+        out.append(line)
+    if not placed:
+        out.insert(0, f"default {value}")
+    return "\n".join(out) + "\n"
+
+
 def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     """Make ``host`` boot ``safe`` instead of ``avoided`` and record it. Raises FwmanError when it cannot."""
     loader = detect_bootloader(host)
@@ -164,8 +184,7 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         conf_path = f"{directory}/loader.conf"
         text = host.read_text(conf_path)
         old = loader_default(text)
-        lines = [ln for ln in text.splitlines() if ln.split(None, 1)[:1] != ["default"]]
-        host.write_bytes(conf_path, ("\n".join([f"default {entry_id}.conf", *lines]) + "\n").encode())
+        host.write_bytes(conf_path, _with_default(text, f"{entry_id}.conf").encode())
         record = PinRecord(safe, avoided, reason, "systemd-boot", previous={"default": old} if old else {})
     else:
         raise FwmanError(
@@ -200,10 +219,8 @@ def unpin(host: Host) -> PinRecord | None:
         directory = loader_dir(host)
         if directory is not None:
             conf_path = f"{directory}/loader.conf"
-            lines = [ln for ln in host.read_text(conf_path).splitlines() if ln.split(None, 1)[:1] != ["default"]]
-            if record.previous.get("default"):
-                lines.insert(0, f"default {record.previous['default']}")
-            host.write_bytes(conf_path, ("\n".join(lines) + "\n").encode())
+            text = host.read_text(conf_path)
+            host.write_bytes(conf_path, _with_default(text, record.previous.get("default")).encode())
     host.unlink(paths.BOOT_PIN_STATE)
     host.unlink(paths.MOTD_FILE)
     return record

@@ -106,11 +106,36 @@ def test_systemd_boot_default_and_pin(tmp_path: Path) -> None:
     assert loaders.default_boot_kernel(host).kver == NEW  # the glob picks the highest entry
     record = boot.pin(host, OLD, NEW, "test")
     assert record.method == "systemd-boot" and record.previous == {"default": "abc-*"}
-    assert (loader / "loader.conf").read_text().splitlines()[0] == f"default abc-{OLD}.conf"
+    assert (loader / "loader.conf").read_text() == f"timeout 3\ndefault abc-{OLD}.conf\n"
     assert loaders.default_boot_kernel(host).kver == OLD
     boot.unpin(host)
     assert "default abc-*" in (loader / "loader.conf").read_text()
     assert boot.read_pin(host) is None
+
+
+def test_systemd_boot_pinned_twice_restores_the_first_default(tmp_path: Path) -> None:
+    """A second run (hook, then the boot service) changes nothing and keeps what the owner had."""
+    loader = tmp_path / "boot/efi/loader"
+    (loader / "entries").mkdir(parents=True)
+    for k in (OLD, NEW):
+        (tmp_path / "lib/modules" / k).mkdir(parents=True)
+        (loader / "entries" / f"abc-{k}.conf").write_text(f"title Debian\nversion {k}\nlinux /abc/{k}/linux\n")
+    original = "# the owner's comment\ntimeout 3\ndefault abc-*\nconsole-mode max\n"
+    (loader / "loader.conf").write_text(original)
+    host = LiveHost(str(tmp_path))
+    action = boot.PinBoot(OLD, NEW, "test")
+    assert action.is_needed(host)
+    action.apply(host)
+    after_first = (loader / "loader.conf").read_text()
+    assert not action.is_needed(host)  # the second run reports "unchanged"
+    boot.pin(host, OLD, NEW, "test")  # and pinning again anyway leaves the same file and the first record
+    assert (loader / "loader.conf").read_text() == after_first
+    assert [ln for ln in after_first.splitlines() if ln.startswith("default")] == [f"default abc-{OLD}.conf"]
+    record = boot.read_pin(host)
+    assert record is not None and record.previous == {"default": "abc-*"}
+    boot.unpin(host)
+    assert (loader / "loader.conf").read_text() == original  # byte for byte: order and comments kept
+    assert loaders.default_boot_kernel(host).kver == NEW
 
 
 def test_kernel_order_is_by_version() -> None:

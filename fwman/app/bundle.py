@@ -29,7 +29,7 @@ def trusted_bundle_keys(host: Host) -> list[TrustedKey]:
 
     Raises VerificationError for a key file that is not an Ed25519 public key (a broken trust store is reported).
     """
-    from fwman.firmware.catalog.signing import _load_public
+    from fwman.firmware.catalog.signing import load_public_key
 
     try:
         names = host.listdir(paths.BUNDLE_KEYS_DIR) if host.is_dir(paths.BUNDLE_KEYS_DIR) else []
@@ -39,7 +39,7 @@ def trusted_bundle_keys(host: Host) -> list[TrustedKey]:
     for name in sorted(names):
         if name.endswith(".pub"):
             path = f"{paths.BUNDLE_KEYS_DIR}/{name}"
-            keys.append(_load_public(host.read_bytes(path, limit=64 * 1024), path))
+            keys.append(load_public_key(host.read_bytes(path, limit=64 * 1024), path))
     return keys
 
 
@@ -50,7 +50,7 @@ def signature_check(host: Host) -> Callable[[Bundle], str]:
     checked (nothing to check it against). The check raises VerificationError for an unsigned bundle when keys
     are trusted, a signature by an unknown key, or one that does not verify.
     """
-    from fwman.firmware.catalog.signing import _parse_sig, verify_index
+    from fwman.firmware.catalog.signing import signature_key_id, verify_index
 
     keys = trusted_bundle_keys(host)
 
@@ -64,7 +64,7 @@ def signature_check(host: Host) -> Callable[[Bundle], str]:
                 f"the bundle is not signed, and this host trusts only signed bundles ({paths.BUNDLE_KEYS_DIR}/)",
                 hint="export it with --sign-key KEY.pem on the build host",
             )
-        claimed = str(_parse_sig(bundle.signature)["key_id"])
+        claimed = signature_key_id(bundle.signature)
         if claimed not in {k.key_id for k in keys}:
             trusted = ", ".join(sorted(k.key_id for k in keys))
             raise VerificationError(

@@ -48,7 +48,7 @@ def key_id(public_bytes: bytes) -> str:
     return hashlib.sha256(public_bytes).hexdigest()[:16]
 
 
-def _load_public(data: bytes, origin: str) -> TrustedKey:
+def load_public_key(data: bytes, origin: str) -> TrustedKey:
     """Return the trusted key in PEM ``data``. Raises VerificationError when it is not an Ed25519 public key."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
@@ -70,7 +70,7 @@ def trusted_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     reported, not skipped).
     """
     bundled = bundled or BUNDLED_KEYS
-    keys = [_load_public(read_data(p), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
+    keys = [load_public_key(read_data(p), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
     try:
         names = host.listdir(paths.CATALOG_KEYS_DIR) if host.is_dir(paths.CATALOG_KEYS_DIR) else []
     except (MissingError, NotRecordedError):
@@ -78,7 +78,7 @@ def trusted_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     for name in names:
         if name.endswith(".pub"):
             path = f"{paths.CATALOG_KEYS_DIR}/{name}"
-            keys.append(_load_public(host.read_bytes(path, limit=64 * 1024), path))
+            keys.append(load_public_key(host.read_bytes(path, limit=64 * 1024), path))
     return keys
 
 
@@ -158,7 +158,16 @@ def verify_index(index_bytes: bytes, sig_bytes: bytes, keys: list[TrustedKey]) -
     )
 
 
+def signature_key_id(sig_bytes: bytes) -> str:
+    """Return the key id a signature document claims (bundles check it against their own trust store).
+
+    Raises VerificationError when ``sig_bytes`` is not an fwman Ed25519 signature document.
+    """
+    return str(_parse_sig(sig_bytes)["key_id"])
+
+
 def _parse_sig(sig_bytes: bytes) -> dict[str, Any]:
+    """Return the fields of a signature document. Raises VerificationError when it is not one."""
     try:
         doc = json.loads(sig_bytes)
     except (ValueError, UnicodeDecodeError) as e:

@@ -64,7 +64,7 @@ def add_local(
     """
     from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.catalog.local import export_curated
-    from fwman.firmware.ops.local_entry import make_local_entry
+    from fwman.firmware.ops.local_entry import make_local_entry, write_local_entry
     from fwman.gpu.inventory import find_card, require_cards
     from fwman.host.live import LiveHost
 
@@ -91,11 +91,7 @@ def add_local(
         maker=maker,
         now=now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
     )
-    target = made.entry.path
-    if app.host.exists(target) and not replace:
-        raise UsageError(f"{target} exists", hint="--replace writes the new entry over it")
-    app.host.mkdir(target.rsplit("/", 1)[0])
-    app.host.write_bytes(target, made.text.encode())
+    target = write_local_entry(app.host, made, replace=replace)
     board = made.entry.board
     if as_json:
         app.emit_json(

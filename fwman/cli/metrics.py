@@ -49,26 +49,15 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
       fwman metrics write -o /var/lib/node_exporter/textfile/fwman.prom
       fwman metrics write --stdout --snapshot fixtures/hosts/rig-4x3090
     """
-    from fwman.reports.metrics import collect, render
+    from fwman.app.metrics import render_metrics, write_metrics
 
-    samples, problems = collect(app.host)
-    text = render(samples)
-    for source, why in problems.items():
+    metrics = render_metrics(app.host) if to_stdout else write_metrics(app.host, output)
+    for source, why in metrics.problems.items():
         app.echo(f"note: {source}: not readable: {why}", err=True)
     if to_stdout:
-        app.echo(text, nl=False)
+        app.echo(metrics.text, nl=False)
         return
-    app.host.write_bytes(output, text.encode(), mode=0o644)
-    app.echo(f"wrote {len(samples)} series to {output}", err=True)
-
-
-def _reload(app: AppContext, start: bool) -> None:
-    host = app.host
-    # only on the real root with a running systemd (a temp root or a container without systemd: files only)
-    if host.local_path("/") == "/" and host.exists("/run/systemd/system") and host.which("systemctl"):
-        host.run(["systemctl", "daemon-reload"], timeout=60)
-        if start:
-            host.run(["systemctl", "start", paths.METRICS_TIMER_NAME], timeout=60)
+    app.echo(f"wrote {metrics.series} series to {output}", err=True)
 
 
 @metrics.command()
@@ -87,20 +76,17 @@ def install(app: AppContext, dry_run: bool) -> None:
       fwman metrics install
       fwman metrics install --dry-run
     """
-    from fwman.host.actions import apply_all, pending
-    from fwman.reports.metrics import timer_actions
+    from fwman.app.metrics import install_timer, timer_plan
 
     if dry_run:
-        todo = pending(app.host, timer_actions())
-        for action in todo:
-            app.echo(f"would {action.describe()}")
+        todo = timer_plan(app.host)
+        for line in todo:
+            app.echo(f"would {line}")
         if not todo:
             app.echo("metrics timer already installed and current")
         return
     app.require_change("fwman metrics install")
-    done = apply_all(app.host, timer_actions(), lambda t: app.echo(t, err=True))
-    if done:
-        _reload(app, start=True)
+    done = install_timer(app.host, lambda t: app.echo(t, err=True))
     app.echo("installed" if done else "metrics timer already installed and current")
 
 
@@ -114,11 +100,8 @@ def remove(app: AppContext) -> None:
     Examples:
       fwman metrics remove
     """
-    from fwman.host.actions import apply_all
-    from fwman.reports.metrics import timer_remove_actions
+    from fwman.app.metrics import remove_timer
 
     app.require_change("fwman metrics remove")
-    done = apply_all(app.host, timer_remove_actions(), lambda t: app.echo(t, err=True))
-    if done:
-        _reload(app, start=False)
+    done = remove_timer(app.host, lambda t: app.echo(t, err=True))
     app.echo("removed" if done else "nothing to remove")

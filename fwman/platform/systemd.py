@@ -1,10 +1,27 @@
-"""systemd units and drop-ins: what a service's environment and command line are (pure parser)."""
+"""systemd units and drop-ins: what a service's environment and command line are (pure parser), and telling a
+running systemd that fwman changed its unit files."""
 
 from __future__ import annotations
 
 import shlex
 
+from fwman.host.base import Host
 from fwman.platform.envfile import NAME
+
+
+def reload_running_systemd(host: Host, start: str | None = None) -> bool:
+    """Run ``systemctl daemon-reload`` (then ``systemctl start START``) when ``host`` is the real root with a
+    running systemd; return whether it ran.
+
+    A temp root (``--root``), a snapshot or a container without systemd gets the unit files only: systemd reads
+    them at its next start. Raises what ``host.run`` raises when systemctl fails.
+    """
+    if host.local_path("/") != "/" or not host.exists("/run/systemd/system") or not host.which("systemctl"):
+        return False
+    host.run(["systemctl", "daemon-reload"], timeout=60)
+    if start is not None:
+        host.run(["systemctl", "start", start], timeout=60)
+    return True
 
 
 def _split_words(value: str) -> list[str]:

@@ -93,6 +93,9 @@ TIME_CLOCK = {
     "gmtime", "ctime", "process_time",
 }  # fmt: skip
 DATETIME_CLOCK = {"now", "utcnow", "today"}
+#: Host methods that change the host or run a tool: the CLI only parses and dispatches, so ``fwman.cli`` never
+#: calls them itself (a use case in app/, or an action, does)
+HOST_CHANGES = {"write_bytes", "mkdir", "rename", "unlink", "symlink", "run", "run_interactive"}
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,10 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
             effect = _call_effect(node)
             if effect is not None:
                 add(node, *effect)
+            if me == "cli" and isinstance(node.func, ast.Attribute) and node.func.attr in HOST_CHANGES:
+                receiver = _dotted(node.func.value) or ""
+                if receiver == "host" or receiver.endswith(".host"):
+                    add(node, "host change", f"{receiver}.{node.func.attr}() in the CLI")
     return found
 
 
@@ -291,6 +298,8 @@ PLANTED = [
     ("fwman.gpu.smi", "import socket\n", "network"),
     ("fwman.gpu.smi", "import http.client\n", "network"),
     ("fwman.gpu.smi", "import ctypes\n", "native"),
+    ("fwman.cli.metrics", "def f(app, p, d):\n    app.host.write_bytes(p, d)\n", "host change"),
+    ("fwman.cli.hooks", "def f(host):\n    host.run(['systemctl', 'daemon-reload'])\n", "host change"),
 ]
 
 
@@ -312,6 +321,8 @@ CLEAN = [
     ("fwman.host.live", "import os\nos.makedirs('/x')\nopen('/x/y', 'wb')\nimport subprocess\n"),
     ("fwman.core.clock", "import time\nfrom datetime import datetime\ndatetime.now()\ntime.monotonic()\n"),
     ("fwman.p2p.cuda", "import ctypes\n"),
+    ("fwman.cli.scan", "def f(app, p):\n    return app.host.read_text(p)\n"),  # the CLI may read
+    ("fwman.app.metrics", "def f(host, p, d):\n    host.write_bytes(p, d)\n"),  # a use case may change
 ]
 
 

@@ -28,6 +28,7 @@ from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.host.base import Host
+from fwman.platform.systemd import reload_running_systemd
 
 
 def templates_dir() -> Path:
@@ -93,17 +94,11 @@ def remove_actions() -> list[Action]:
     ]
 
 
-def _systemd_reload(host: Host) -> None:
-    """Tell a running systemd about the changed unit (only on the real root, only when systemd runs)."""
-    if host.local_path("/") == "/" and host.exists("/run/systemd/system") and host.which("systemctl"):
-        host.run(["systemctl", "daemon-reload"], timeout=60)
-
-
 def install(host: Host, report: Report = silent) -> list[str]:
     """Install the hook and the unit; return what changed ([] when all was in place)."""
     done = apply_all(host, install_actions(), report)
     if any(paths.CATCHUP_UNIT in d for d in done):
-        _systemd_reload(host)
+        reload_running_systemd(host)
     from fwman.driver.headers import metapackage_missing
 
     missing = metapackage_missing(host)
@@ -119,7 +114,7 @@ def remove(host: Host, report: Report = silent) -> list[str]:
     """Remove the hook and the unit; return what was removed."""
     done = apply_all(host, remove_actions(), report)
     if done:
-        _systemd_reload(host)
+        reload_running_systemd(host)
     return done
 
 

@@ -11,7 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.firmware.catalog.local import (
     LOCAL_DIR,
     TOOL,
@@ -131,6 +131,20 @@ def make_local_entry(
     entry = parse_local(text.encode(), path)  # what is written must read back as the same entry
     origin = image_path if is_file else f"{image_path}: {hit.describe()}"
     return MadeEntry(entry, text, origin, len(scan.images))
+
+
+def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
+    """Write ``made`` to its file under the local catalog directory and return that host path.
+
+    Raises UsageError when the file exists and ``replace`` is False (an owner's entry is never overwritten
+    silently), and what the host raises on a failed write.
+    """
+    target = made.entry.path
+    if host.exists(target) and not replace:
+        raise UsageError(f"{target} exists", hint="--replace writes the new entry over it")
+    host.mkdir(target.rsplit("/", 1)[0])
+    host.write_bytes(target, made.text.encode())
+    return target
 
 
 def lint_local_entries(host: Host) -> list[Any]:

@@ -1,0 +1,75 @@
+"""``fwman metrics write|install|remove`` as use cases: the node_exporter textfile and its systemd timer.
+
+The samples and their text format are :mod:`fwman.reports.metrics`; this module writes them and installs or
+removes the timer through actions. Typed arguments in (a Host), results out; no click.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fwman.core import paths
+from fwman.host.actions import Report, apply_all, pending
+from fwman.host.base import Host
+from fwman.platform.systemd import reload_running_systemd
+
+
+@dataclass
+class MetricsText:
+    """The rendered metrics, how many series they hold, and the sources that could not be read."""
+
+    text: str
+    series: int
+    problems: dict[str, str]  # source -> why it was left out (marked fwman_metrics_source_up 0)
+
+
+def render_metrics(host: Host) -> MetricsText:
+    """Return the metrics of ``host`` in the Prometheus text format. Never raises for an unreadable source."""
+    from fwman.reports.metrics import collect, render
+
+    samples, problems = collect(host)
+    return MetricsText(render(samples), len(samples), problems)
+
+
+def write_metrics(host: Host, output: str) -> MetricsText:
+    """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them.
+
+    Raises what ``host.write_bytes`` raises (ChangeRefusedError on a snapshot, OSError on an unwritable path).
+    """
+    metrics = render_metrics(host)
+    host.write_bytes(output, metrics.text.encode(), mode=0o644)
+    return metrics
+
+
+def timer_plan(host: Host) -> list[str]:
+    """Return what ``fwman metrics install`` would do on ``host`` ([] when the timer is installed and current)."""
+    from fwman.reports.metrics import timer_actions
+
+    return [action.describe() for action in pending(host, timer_actions())]
+
+
+def install_timer(host: Host, report: Report) -> list[str]:
+    """Install and enable ``fwman-metrics.timer``; return what changed ([] when all was in place).
+
+    A running systemd is reloaded and the timer started when something changed. Raises MissingError when the
+    unit templates are not installed with fwman, and what the host raises on a failed write or systemctl.
+    """
+    from fwman.reports.metrics import timer_actions
+
+    done = apply_all(host, timer_actions(), report)
+    if done:
+        reload_running_systemd(host, start=paths.METRICS_TIMER_NAME)
+    return done
+
+
+def remove_timer(host: Host, report: Report) -> list[str]:
+    """Remove the timer and its service; return what was removed ([] when nothing was there).
+
+    The ``.prom`` file stays: node_exporter's owner decides about it.
+    """
+    from fwman.reports.metrics import timer_remove_actions
+
+    done = apply_all(host, timer_remove_actions(), report)
+    if done:
+        reload_running_systemd(host)
+    return done

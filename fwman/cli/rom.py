@@ -58,13 +58,18 @@ def identity_rows(image: RomImage) -> list[tuple[str, str, str, str]]:
     def val(v: str | None) -> str:
         return v if v is not None else "unknown"
 
+    if image.subsystem_origin == "rom_strap_word":
+        sub_v, sub_d = "ROM +0x54 (pre-Kepler subsystem word)", "ROM +0x56 (pre-Kepler subsystem word)"
+    else:
+        sub_v, sub_d = "NPDE +0x10", "NPDE +0x12"
+
     return [
         ("Version", val(image.version), _at(image, "version"), "BIT token B"),
         ("Build Date", val(image.build_date), _at(image, "build_date"), "BIT token i +0x0F"),
         ("Modification Date", val(image.modification_date), _at(image, "modification_date"), "x86 image +0x38"),
         ("IFR Subsystem ID", nvgi, _at(image, "nvgi_subsystem"), "NVGI +0x0C"),
-        ("Subsystem Vendor ID", _upper_hex(image.subsystem_vendor_id), _at(image, "subsystem_vendor_id"), "NPDE +0x10"),
-        ("Subsystem ID", _upper_hex(image.subsystem_device_id), _at(image, "subsystem_device_id"), "NPDE +0x12"),
+        ("Subsystem Vendor ID", _upper_hex(image.subsystem_vendor_id), _at(image, "subsystem_vendor_id"), sub_v),
+        ("Subsystem ID", _upper_hex(image.subsystem_device_id), _at(image, "subsystem_device_id"), sub_d),
         ("Vendor ID", _upper_hex(image.vendor_id), _at(image, "vendor_id"), "x86 PCIR +0x04"),
         ("Device ID", _upper_hex(image.device_id), _at(image, "device_id"), "x86 PCIR +0x06"),
         ("UEFI Version", val(image.uefi_version), _at(image, "uefi_version"), "EFI PCIR code revision"),

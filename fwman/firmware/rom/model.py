@@ -91,8 +91,11 @@ class RomImage(BaseModel):
     version: str | None  # upper-case "94.02.26.48.15", from BIT token B
     vendor_id: str
     device_id: str
-    subsystem_vendor_id: str | None  # NPDE of the x86 image (rev 0x101)
+    subsystem_vendor_id: str | None  # from ``subsystem_origin``
     subsystem_device_id: str | None
+    #: where the subsystem was read: "npde" (x86 image NPDE rev 0x101, +0x10/+0x12), "rom_strap_word"
+    #: (pre-Kepler ROMs: the u32 at ROM offset 0x54 the GPU loads at reset), None when the file has neither
+    subsystem_origin: str | None = None
     nvgi_subsystem: str | None  # "3842:3987" from NVGI+0x0C (full dumps only)
     build_date: str | None  # BIT token i +0x0F, "MM/DD/YY"
     modification_date: str | None  # x86 image +0x38, "MM/DD/YY"
@@ -119,7 +122,11 @@ class RomImage(BaseModel):
 
     @property
     def subsystem(self) -> str | None:
-        """Return the NPDE subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none."""
+        """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none.
+
+        It is the NPDE's, or on a pre-Kepler ROM the reset-time subsystem word; never the NVGI header's alone
+        (only seen on dumps, so a cross-check, never the gate).
+        """
         if self.subsystem_vendor_id is None or self.subsystem_device_id is None:
             return None
         return f"{self.subsystem_vendor_id}:{self.subsystem_device_id}"
@@ -131,7 +138,7 @@ class RomImage(BaseModel):
 
     @property
     def subsystems_agree(self) -> bool | None:
-        """Return whether NVGI and NPDE subsystems agree; None when either is absent."""
+        """Return whether the NVGI and the image's subsystems agree; None when either is absent."""
         if self.nvgi_subsystem is None or self.subsystem is None:
             return None
         return self.nvgi_subsystem == self.subsystem

@@ -37,6 +37,12 @@ RFRD_OFFSETS = (0x5000, 0x4000)  # Ampere, Turing
 BIT_SIGNATURE = b"\xff\xb8BIT\x00"
 EFI_SIGNATURE = 0x0EF1
 X86_MOD_DATE = 0x38
+#: NV3 to Fermi: "subsystem will be read from 32-bit LE word at address 0x54 in the ROM" when the board's
+#: strap says it has a ROM (envytools docs/hw/io/pstraps.rst); low half vendor, high half device, as PCI 0x2C
+ROM_STRAP_SUBSYSTEM = 0x54
+#: the first version byte names the GPU family; envytools nvbios/info.c maps 0x05..0x75 to NV40..GF119 and
+#: 0x80 to Kepler (GK104/GK107), where the IFR header (NVGI) took over offset 0 of the ROM
+KEPLER_FAMILY = 0x80
 PADDING = (0x00, 0xFF)
 #: files at least this large hash MD5 on a second thread (below it a thread costs more than it saves)
 PARALLEL_HASH_MIN = 256 << 10
@@ -372,6 +378,43 @@ def _prefix(r: _Reader, offsets: dict[str, int], notes: list[RomNote]) -> _Prefi
     return pre
 
 
+def _strap_subsystem(
+    r: _Reader, start: int, version: str | None, offsets: dict[str, int], notes: list[RomNote]
+) -> tuple[str, str] | None:
+    """Return (vendor, device) from the pre-Kepler subsystem word at ROM offset 0x54, or None.
+
+    Only a ROM whose x86 image opens the file (no IFR prefix) and whose version names a family before Kepler
+    holds that word. A zero or all-ones vendor is an unprogrammed word, noted and not used. A Kepler or later
+    image without an NPDE subsystem is noted: only its full dump's IFR header carries one.
+    """
+    family = int(version[:2], 16) if version else None
+    if start != 0 or family is None:
+        return None
+    if family >= KEPLER_FAMILY:
+        notes.append(
+            RomNote(
+                id="subsystem_not_in_file",
+                message="a Kepler or later x86 image without an NPDE subsystem: only a full dump's IFR header "
+                "(NVGI +0x0C) carries it",
+            )
+        )
+        return None
+    word = r.u32(ROM_STRAP_SUBSYSTEM, "image[0].strap_subsystem")
+    vendor, device = word & 0xFFFF, word >> 16
+    if vendor in (0x0000, 0xFFFF):
+        notes.append(
+            RomNote(
+                id="strap_subsystem_unset",
+                message=f"the subsystem word at 0x54 is {vendor:04x}:{device:04x}: no vendor programmed",
+                offset=ROM_STRAP_SUBSYSTEM,
+            )
+        )
+        return None
+    offsets["subsystem_vendor_id"] = ROM_STRAP_SUBSYSTEM
+    offsets["subsystem_device_id"] = ROM_STRAP_SUBSYSTEM + 2
+    return _hex4(vendor), _hex4(device)
+
+
 def parse_rom(data: bytes) -> RomImage:
     """Parse a VBIOS file and return its model.
 
@@ -421,6 +464,12 @@ def parse_rom(data: bytes) -> RomImage:
             offsets["subsystem_vendor_id"] = x86.npde_offset + 0x10
             offsets["subsystem_device_id"] = x86.npde_offset + 0x12
     ident = _bit(r, x86, offsets, notes)
+    origin = "npde" if sub_v is not None else None
+    if sub_v is None:
+        strap = _strap_subsystem(r, start, ident.version, offsets, notes)
+        if strap is not None:
+            sub_v, sub_d = strap
+            origin = "rom_strap_word"
 
     uefi_version = None
     efi = next((im for im in images if im.code_type == 0x03), None)
@@ -481,6 +530,7 @@ def parse_rom(data: bytes) -> RomImage:
         device_id=x86.device_id,
         subsystem_vendor_id=sub_v,
         subsystem_device_id=sub_d,
+        subsystem_origin=origin,
         nvgi_subsystem=nvgi_subsystem,
         build_date=ident.build_date,
         modification_date=modification_date,

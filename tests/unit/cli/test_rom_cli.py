@@ -18,7 +18,8 @@ NEWER_3987 = RomSpec(version="94.02.71.00.01")
 
 INSPECT_IMAGE_KEYS = {
     "kind", "size", "version", "vendor_id", "device_id", "subsystem_vendor_id", "subsystem_device_id",
-    "nvgi_subsystem", "build_date", "modification_date", "sign_on", "version_string", "uefi_version", "images",
+    "subsystem_origin", "nvgi_subsystem", "build_date", "modification_date", "sign_on", "version_string",
+    "uefi_version", "images",
     "x86_checksum_ok", "x86_checksum", "chain_offset", "chain_length", "md5", "sha256", "chain_sha256",
     "nvgi_offsets", "rfrd_offset", "rfrd_chain_offset", "rfrd_chain_length", "bit_offset", "bit_tokens",
     "offsets", "notes", "subsystem", "flashable", "subsystems_agree", "pci_walk_images",
@@ -51,6 +52,19 @@ def test_inspect_prints_the_nvflash_fields_with_offsets(fwman: FwmanEnv, tmp_pat
     # the chain table: four images, and the note on where a PCI-rule reader stops
     assert "fwsec (0xE0)" in r.stdout and "efi (0x03)" in r.stdout
     assert "stops after image 1" in r.stdout
+
+
+def test_inspect_says_where_a_pre_kepler_rom_keeps_its_subsystem(fwman: FwmanEnv, tmp_path: Path) -> None:
+    spec = RomSpec(era="pre_kepler", kind="option_rom", version="70.00.21.00.01", device_id=0x06C0)
+    r = fwman("rom", "inspect", write(tmp_path, spec))
+    assert r.code == 0, r.stderr
+    lines = {line.split(":", 1)[0].strip(): line for line in r.stdout.splitlines() if ":" in line}
+    assert "0x3842" in lines["Subsystem Vendor ID"] and "@0x00000054" in lines["Subsystem Vendor ID"]
+    assert lines["Subsystem Vendor ID"].endswith("ROM +0x54 (pre-Kepler subsystem word)")
+    assert "0x3987" in lines["Subsystem ID"] and "@0x00000056" in lines["Subsystem ID"]
+    assert "none (no NVGI header)" in lines["IFR Subsystem ID"]
+    doc = fwman("rom", "inspect", write(tmp_path, spec), "--json").json()["image"]
+    assert (doc["subsystem"], doc["subsystem_origin"]) == ("3842:3987", "rom_strap_word")
 
 
 def test_inspect_json_keys_are_pinned(fwman: FwmanEnv, tmp_path: Path) -> None:

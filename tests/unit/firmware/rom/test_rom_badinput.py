@@ -266,3 +266,22 @@ def test_a_file_ending_after_a_non_last_image_is_an_error_not_sysfs() -> None:
     data = SMALL_IMAGES["option_rom"]
     cut = (SMALL.x86_blocks + SMALL.efi_blocks + SMALL.fwsec_blocks[0]) * BLOCK
     expect_error(data[:cut], "image[2].last", cut - SMALL.fwsec_blocks[0] * BLOCK + 0x40 + 0x0A)
+
+
+PRE_KEPLER_SMALL = build_rom(
+    RomSpec(era="pre_kepler", kind="option_rom", version="62.92.00.00.01", x86_blocks=4, subsystem_vendor=0x10DE)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x7FF), st.integers(0, 0xFF)), min_size=1, max_size=6))
+def test_mutated_pre_kepler_roms(writes: list[tuple[int, int]]) -> None:
+    """Mutations of the subsystem word, the version and the headers of a pre-Kepler ROM: a model or a ParseError."""
+    data = bytearray(PRE_KEPLER_SMALL)
+    for pos, value in writes:
+        data[pos % len(data)] = value
+    result = parse_or_error(bytes(data))
+    if isinstance(result, RomImage) and result.subsystem_origin == "rom_strap_word":
+        word = struct.unpack_from("<I", data, 0x54)[0]
+        assert result.subsystem == f"{word & 0xFFFF:04x}:{word >> 16:04x}"
+        assert result.subsystem_vendor_id not in ("0000", "ffff")

@@ -183,3 +183,84 @@ def test_offsets_point_at_the_bytes_they_name() -> None:
 def test_sum8_equals_the_plain_byte_sum(data: bytes, a: int, b: int) -> None:
     lo, hi = sorted((min(a, len(data)), min(b, len(data))))
     assert _sum8(data, lo, hi) == sum(data[lo:hi]) & 0xFF
+
+
+# -- pre-Kepler ROMs: the subsystem word at ROM offset 0x54 ------------------------------------------------------
+# envytools docs/hw/io/pstraps.rst (NV3 .. "G80+"): "subsystem will be read from 32-bit LE word at address 0x54
+# in the ROM"; envytools nvbios/info.c: version family bytes 0x05..0x75 are NV40..GF119, 0x80 is Kepler.
+PRE_KEPLER = RomSpec(
+    era="pre_kepler",
+    kind="option_rom",
+    version="70.00.21.00.01",  # synthetic, of the GF100 family byte
+    device_id=0x06C0,
+    subsystem_vendor=0x1462,
+    subsystem_device=0x1571,
+    x86_blocks=0x7E,
+)
+
+
+def test_a_pre_kepler_rom_gives_its_subsystem_word() -> None:
+    data = build_rom(PRE_KEPLER)
+    assert struct.unpack_from("<I", data, 0x54)[0] == 0x1571_1462  # the builder put the documented word there
+    image = parse_rom(data)
+    assert image.subsystem == "1462:1571"
+    assert image.subsystem_origin == "rom_strap_word"
+    assert (image.offsets["subsystem_vendor_id"], image.offsets["subsystem_device_id"]) == (0x54, 0x56)
+    assert image.kind is RomKind.OPTION_ROM and image.flashable
+    assert [im.code_type_name for im in image.images] == ["x86"]
+    assert image.images[0].npde_offset is None
+    assert image.notes == [] and image.subsystems_agree is None
+
+
+@pytest.mark.parametrize("vendor", [0x0000, 0xFFFF])
+def test_an_unprogrammed_subsystem_word_is_unknown_and_noted(vendor: int) -> None:
+    data = build_rom(RomSpec(**{**PRE_KEPLER.__dict__, "subsystem_vendor": vendor}))
+    image = parse_rom(data)
+    assert image.subsystem is None and image.subsystem_origin is None
+    assert [n.id for n in image.notes] == ["strap_subsystem_unset"]
+    assert image.notes[0].offset == 0x54
+
+
+def test_a_kepler_or_later_x86_image_without_an_npde_subsystem_stays_unknown() -> None:
+    """0x54 is not read outside the families envytools documents it for, whatever bytes sit there."""
+    spec = RomSpec(kind="option_rom", npde_subsystem=False, version="86.02.39.00.5A")
+    data = bytearray(build_rom(spec))
+    struct.pack_into("<I", data, 0x54, 0x3987_3842)  # a plausible word where Kepler+ documents none
+    data[spec.x86_blocks * BLOCK - 1] = (data[spec.x86_blocks * BLOCK - 1] - 0x38 - 0x42 - 0x87 - 0x39) & 0xFF
+    image = parse_rom(bytes(data))
+    assert image.x86_checksum_ok
+    assert image.subsystem is None and image.subsystem_origin is None
+    assert [n.id for n in image.notes] == ["subsystem_not_in_file"]
+
+
+def test_a_full_dump_never_reads_offset_0x54() -> None:
+    """A file that opens with the IFR header (NVGI) has no x86 image at ROM offset 0."""
+    image = parse_rom(build_rom(RomSpec(npde_subsystem=False)))
+    assert image.subsystem is None and image.nvgi_subsystem == "3842:3987"
+    assert image.notes == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 0x7F), st.integers(1, 0xFFFE), u16, u16, st.integers(2, 0xFF))
+def test_pre_kepler_round_trip(family: int, vendor: int, device: int, pci_device: int, blocks: int) -> None:
+    spec = RomSpec(
+        **{
+            **PRE_KEPLER.__dict__,
+            "version": f"{family:02X}.00.21.00.01",
+            "subsystem_vendor": vendor,
+            "subsystem_device": device,
+            "device_id": pci_device,
+            "x86_blocks": blocks,
+        }
+    )
+    image = parse_rom(build_rom(spec))
+    assert image.subsystem == f"{vendor:04x}:{device:04x}" and image.subsystem_origin == "rom_strap_word"
+    assert image.device_id == f"{pci_device:04x}" and image.version == spec.version
+    assert image.chain_length == blocks * BLOCK and image.x86_checksum_ok
+
+
+def test_the_builder_refuses_a_pre_kepler_rom_it_cannot_be() -> None:
+    with pytest.raises(ValueError, match="below 0x80"):
+        build_rom(RomSpec(**{**PRE_KEPLER.__dict__, "version": "80.04.1A.00.01"}))
+    with pytest.raises(ValueError, match="option ROM"):
+        build_rom(RomSpec(**{**PRE_KEPLER.__dict__, "kind": "nvgi_dump"}))

@@ -70,6 +70,22 @@ def test_wrong_subsystem_blocks() -> None:
     assert f.evidence == {"image": "3842:3987", "card": "3842:3982"}
 
 
+def test_a_pre_kepler_rom_is_matched_by_its_subsystem_word() -> None:
+    spec = RomSpec(era="pre_kepler", kind="option_rom", version="70.00.21.00.01", device_id=0x06C0)
+    image = parse_rom(build_rom(spec))
+    target = card(device_id="06c0", vbios_version="70.00.21.00.01")
+    assert severity(image_checks(image, target), "rom.subsystem") is Severity.OK
+    wrong = by_id(image_checks(image, card(device_id="06c0", subsystem_device_id="3988")))["rom.subsystem"]
+    assert wrong.severity is Severity.BLOCK and wrong.evidence == {"image": "3842:3987", "card": "3842:3988"}
+
+
+def test_an_image_without_a_subsystem_blocks_and_says_why() -> None:
+    image = parse_rom(build_rom(RomSpec(kind="option_rom", npde_subsystem=False, version="86.02.39.00.5A")))
+    f = by_id(image_checks(image, card()))["rom.subsystem"]
+    assert f.severity is Severity.BLOCK and f.evidence == {"image": "unknown", "card": "3842:3987"}
+    assert "pre-Kepler" in f.message
+
+
 def test_wrong_device_blocks() -> None:
     findings = image_checks(parse_rom(build_rom(RomSpec(device_id=0x2206))), card())
     assert severity(findings, "rom.device") is Severity.BLOCK

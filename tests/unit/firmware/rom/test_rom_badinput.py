@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from fixtures.romgen import BLOCK, RomSpec, build_rom
 from fwman.core.errors import ParseError
+from fwman.firmware.rom.chain import MAX_IMAGES
 from fwman.firmware.rom.model import RomImage, RomKind
-from fwman.firmware.rom.parse import MAX_IMAGES, parse_rom
+from fwman.firmware.rom.parse import parse_rom
 
 # small images keep hypothesis fast; the layout is the same as the full-size defaults
 SMALL = RomSpec(

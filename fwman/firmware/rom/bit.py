@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-import struct
 
 from fwman.core.errors import ParseError
+from fwman.firmware.rom.layout import BIT_HEADER, BIT_INFO, BIT_STRING, BIT_TOKEN
 from fwman.firmware.rom.model import BitToken, ChainImage, RomNote
 from fwman.firmware.rom.reader import WHAT, Reader
 
@@ -20,8 +20,8 @@ def date_text(raw: bytes) -> str | None:
 
 def _string(r: Reader, x86: ChainImage, entry: int, field: str) -> tuple[str | None, int | None]:
     """Return a BIT ``S`` string (pointer u16, size u8 at ``entry``) and its offset; None when empty."""
-    ptr = r.u16(entry, f"{field}_pointer")
-    size = r.u8(entry + 2, f"{field}_size")
+    ptr = BIT_STRING.read(r, entry, "pointer", f"{field}_pointer")
+    size = BIT_STRING.read(r, entry, "size", f"{field}_size")
     if ptr == 0 or size == 0:
         return None, None
     r.need(x86.offset + ptr, size, f"{field}_pointer", limit=x86.offset + x86.length, within="x86 image")
@@ -52,23 +52,29 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
         return ident
     ident.bit_offset = bit
     offsets["bit"] = bit
-    r.need(bit, 12, "bit.header", limit=x_end, within="x86 image")
-    hdr_size, tok_size, count = r.data[bit + 8], r.data[bit + 9], r.data[bit + 10]
-    if hdr_size < 12:
-        raise ParseError(WHAT, "bit.header_size", f"{hdr_size} is smaller than 12", bit + 8)
-    if tok_size < 6:
-        raise ParseError(WHAT, "bit.token_size", f"{tok_size} is smaller than 6", bit + 9)
+    r.need(bit, BIT_HEADER.size, "bit.header", limit=x_end, within="x86 image")
+    hdr_size = BIT_HEADER.read(r, bit, "header_size", "bit.header_size")
+    tok_size = BIT_HEADER.read(r, bit, "token_size", "bit.token_size")
+    count = BIT_HEADER.read(r, bit, "token_count", "bit.token_count")
+    if hdr_size < BIT_HEADER.size:
+        raise ParseError(WHAT, "bit.header_size", f"{hdr_size} is smaller than 12", BIT_HEADER.at(bit, "header_size"))
+    if tok_size < BIT_TOKEN.size:
+        raise ParseError(WHAT, "bit.token_size", f"{tok_size} is smaller than 6", BIT_HEADER.at(bit, "token_size"))
     r.need(bit, hdr_size, "bit.header", limit=x_end, within="x86 image")
     if sum(r.data[bit : bit + hdr_size]) & 0xFF:
-        raise ParseError(WHAT, "bit.checksum", "BIT header bytes do not sum to 0", bit + 11)
+        raise ParseError(WHAT, "bit.checksum", "BIT header bytes do not sum to 0", BIT_HEADER.at(bit, "checksum"))
     table = bit + hdr_size
     r.need(table, count * tok_size, "bit.token_count", limit=x_end, within="x86 image")
     found: dict[str, tuple[BitToken, int]] = {}
     for k in range(count):
         entry = table + k * tok_size
-        tid, tver, tsize, tptr = struct.unpack_from("<BBHH", r.data, entry)
+        tid = BIT_TOKEN.read(r, entry, "id", "bit.token_count")
+        tsize = BIT_TOKEN.read(r, entry, "size", "bit.token_count")
         token = BitToken(
-            id=chr(tid) if 0x20 <= tid < 0x7F else f"0x{tid:02X}", version=tver, size=tsize, offset=x86.offset + tptr
+            id=chr(tid) if 0x20 <= tid < 0x7F else f"0x{tid:02X}",
+            version=BIT_TOKEN.read(r, entry, "version", "bit.token_count"),
+            size=tsize,
+            offset=x86.offset + BIT_TOKEN.read(r, entry, "pointer", "bit.token_count"),
         )
         ident.tokens.append(token)
         if token.id in ("B", "i", "S") and token.id not in found:
@@ -80,7 +86,7 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
     if "B" in found:
         tok, entry = found["B"]
         if tok.size < 5:
-            raise ParseError(WHAT, "bit.token[B].size", f"{tok.size} is smaller than 5", entry + 2)
+            raise ParseError(WHAT, "bit.token[B].size", f"{tok.size} is smaller than 5", BIT_TOKEN.at(entry, "size"))
         five = r.data[tok.offset : tok.offset + 5]
         ident.version = f"{five[3]:02X}.{five[2]:02X}.{five[1]:02X}.{five[0]:02X}.{five[4]:02X}"
         offsets["version"] = tok.offset
@@ -88,30 +94,33 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
         notes.append(RomNote(id="token_missing", message="BIT token B (version) is missing", offset=bit))
     if "i" in found:
         tok, _ = found["i"]
-        if five is not None and tok.size >= 5 and r.data[tok.offset : tok.offset + 5] != five:
+        if (
+            five is not None
+            and tok.size >= BIT_INFO.width("version")
+            and BIT_INFO.raw(r, tok.offset, "version") != five
+        ):
             notes.append(
                 RomNote(id="version_disagree", message="BIT tokens B and i hold different versions", offset=tok.offset)
             )
-        if tok.size >= 0x17:
-            raw = r.data[tok.offset + 0x0F : tok.offset + 0x17]
+        if tok.size >= BIT_INFO.size:
+            raw = BIT_INFO.raw(r, tok.offset, "build_date")
+            date_at = BIT_INFO.at(tok.offset, "build_date")
             ident.build_date = date_text(raw)
-            offsets["build_date"] = tok.offset + 0x0F
+            offsets["build_date"] = date_at
             if ident.build_date is None:
                 notes.append(
                     RomNote(
-                        id="build_date_format",
-                        message=f"build date bytes {raw!r} are not MM/DD/YY",
-                        offset=tok.offset + 0x0F,
+                        id="build_date_format", message=f"build date bytes {raw!r} are not MM/DD/YY", offset=date_at
                     )
                 )
     if "S" in found:
         tok, entry = found["S"]
-        if tok.size >= 3:
+        if tok.size >= BIT_STRING.size:
             ident.sign_on, where = _string(r, x86, tok.offset, "bit.token[S].sign_on")
             if where is not None:
                 offsets["sign_on"] = where
-        if tok.size >= 6:
-            ident.version_string, where = _string(r, x86, tok.offset + 3, "bit.token[S].version_string")
+        if tok.size >= 2 * BIT_STRING.size:
+            ident.version_string, where = _string(r, x86, tok.offset + BIT_STRING.size, "bit.token[S].version_string")
             if where is not None:
                 offsets["version_string"] = where
     return ident

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import struct
-
 from fwman.core.errors import ParseError
+from fwman.firmware.rom.layout import IMAGE, NPDE, PCIR
 from fwman.firmware.rom.model import CODE_TYPE_NAMES, ChainImage
 from fwman.firmware.rom.reader import WHAT, Reader, hex4
 
@@ -24,9 +23,9 @@ def find_chain(r: Reader, start: int) -> int | None:
         pos = r.data.find(b"\x55\xaa", pos)
         if pos < 0:
             return None
-        if pos % BLOCK == 0 and pos + 0x1A <= r.n:
-            ptr = struct.unpack_from("<H", r.data, pos + 0x18)[0]
-            if r.tag(pos + ptr, 4) in PCIR_SIGNATURES:
+        if pos % BLOCK == 0 and pos + IMAGE.size <= r.n:
+            ptr = IMAGE.read(r, pos, "pcir_pointer", "chain")
+            if PCIR.raw(r, pos + ptr, "signature") in PCIR_SIGNATURES:
                 return pos
         pos += 1
 
@@ -42,37 +41,42 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
     off = start
     for index in range(MAX_IMAGES):
         base = f"image[{index}]"
-        r.need(off, 0x1A, f"{base}.header")
-        sig = r.data[off : off + 2]
+        r.need(off, IMAGE.size, f"{base}.header")
+        sig = IMAGE.raw(r, off, "signature")
         if sig not in IMAGE_SIGNATURES:
             raise ParseError(WHAT, f"{base}.signature", f"expected 55 AA, found {sig.hex(' ').upper()}", off)
-        pcir_ptr = r.u16(off + 0x18, f"{base}.pcir_pointer")
+        pcir_ptr = IMAGE.read(r, off, "pcir_pointer", f"{base}.pcir_pointer")
         pcir = off + pcir_ptr
-        pcir_sig = r.tag(pcir, 4)
+        pcir_sig = PCIR.raw(r, pcir, "signature")
         if pcir_sig not in PCIR_SIGNATURES:
             raise ParseError(
-                WHAT, f"{base}.pcir_pointer", f"points at 0x{pcir:X}, where there is no PCIR signature", off + 0x18
+                WHAT,
+                f"{base}.pcir_pointer",
+                f"points at 0x{pcir:X}, where there is no PCIR signature",
+                IMAGE.at(off, "pcir_pointer"),
             )
-        r.need(pcir, 0x18, f"{base}.pcir")
-        vendor, device = struct.unpack_from("<HH", r.data, pcir + 4)
-        pcir_len = r.u16(pcir + 0x0A, f"{base}.pcir.length")
-        if not 0x18 <= pcir_len <= 0x100:
-            raise ParseError(WHAT, f"{base}.pcir.length", f"0x{pcir_len:X} is not a PCIR length", pcir + 0x0A)
-        pcir_rev = r.data[pcir + 0x0C]
-        pcir_blocks, code_rev, code_type, indicator = struct.unpack_from("<HHBB", r.data, pcir + 0x10)
-        pcir_last = bool(indicator & 0x80)
+        r.need(pcir, PCIR.size, f"{base}.pcir")
+        pcir_len = PCIR.read(r, pcir, "length", f"{base}.pcir.length")
+        if not PCIR.size <= pcir_len <= 0x100:
+            raise ParseError(
+                WHAT, f"{base}.pcir.length", f"0x{pcir_len:X} is not a PCIR length", PCIR.at(pcir, "length")
+            )
+        pcir_blocks = PCIR.read(r, pcir, "blocks", f"{base}.pcir.blocks")
+        code_type = PCIR.read(r, pcir, "code_type", f"{base}.pcir.code_type")
+        pcir_last = bool(PCIR.read(r, pcir, "indicator", f"{base}.pcir.indicator") & 0x80)
 
         npde = off + ((pcir_ptr + pcir_len + 0x0F) & ~0x0F)
         npde_rev = npde_blocks = None
         npde_last: bool | None = None
-        if r.tag(npde, 4) == b"NPDE":
-            r.need(npde, 0x10, f"{base}.npde")
-            npde_rev, _npde_len, npde_blocks, npde_flag = struct.unpack_from("<HHHB", r.data, npde + 4)
-            npde_last = bool(npde_flag & 0x80)
-            length_field, blocks = npde + 0x08, npde_blocks
+        if NPDE.raw(r, npde, "signature") == b"NPDE":
+            r.need(npde, NPDE.size, f"{base}.npde")
+            npde_rev = NPDE.read(r, npde, "revision", f"{base}.npde.revision")
+            npde_blocks = NPDE.read(r, npde, "blocks", f"{base}.npde.blocks")
+            npde_last = bool(NPDE.read(r, npde, "indicator", f"{base}.npde.indicator") & 0x80)
+            length_field, blocks = NPDE.at(npde, "blocks"), npde_blocks
             last = npde_last
         else:
-            length_field, blocks = pcir + 0x10, pcir_blocks
+            length_field, blocks = PCIR.at(pcir, "blocks"), pcir_blocks
             last = pcir_last
         if blocks == 0:
             raise ParseError(WHAT, f"{base}.length", "image length is 0 (a chain that points at itself)", length_field)
@@ -84,8 +88,10 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
                 f"image of {blocks * BLOCK} bytes at 0x{off:X} runs past the end of the file (0x{r.n:X})",
                 length_field,
             )
-        if pcir + pcir_len > end or (npde_rev is not None and npde + 0x10 > end):
-            raise ParseError(WHAT, f"{base}.pcir_pointer", "PCIR/NPDE lie outside their image", off + 0x18)
+        if pcir + pcir_len > end or (npde_rev is not None and npde + NPDE.size > end):
+            raise ParseError(
+                WHAT, f"{base}.pcir_pointer", "PCIR/NPDE lie outside their image", IMAGE.at(off, "pcir_pointer")
+            )
         images.append(
             ChainImage(
                 index=index,
@@ -94,12 +100,12 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
                 signature=IMAGE_SIGNATURES[sig],
                 code_type=code_type,
                 code_type_name=CODE_TYPE_NAMES.get(code_type, "unknown"),
-                vendor_id=hex4(vendor),
-                device_id=hex4(device),
-                code_revision=code_rev,
+                vendor_id=hex4(PCIR.read(r, pcir, "vendor_id", f"{base}.pcir.vendor_id")),
+                device_id=hex4(PCIR.read(r, pcir, "device_id", f"{base}.pcir.device_id")),
+                code_revision=PCIR.read(r, pcir, "code_revision", f"{base}.pcir.code_revision"),
                 pcir_offset=pcir,
                 pcir_signature=pcir_sig.decode("ascii"),
-                pcir_revision=pcir_rev,
+                pcir_revision=PCIR.read(r, pcir, "revision", f"{base}.pcir.revision"),
                 pcir_length_blocks=pcir_blocks,
                 pcir_last=pcir_last,
                 npde_offset=npde if npde_rev is not None else None,
@@ -114,7 +120,7 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
         if end >= r.n:
             if pcir_last:  # the kernel's PCI-rule reader stopped here: the sysfs truncation
                 return images, True
-            last_field = npde + 0x0A if npde_rev is not None else pcir + 0x15
+            last_field = NPDE.at(npde, "indicator") if npde_rev is not None else PCIR.at(pcir, "indicator")
             raise ParseError(
                 WHAT, f"{base}.last", f"more images should follow but the file ends at 0x{r.n:X}", last_field
             )

@@ -1,9 +1,10 @@
 """Pure VBIOS parser: bytes in, :class:`RomImage` out, or a :class:`ParseError` naming the field and offset.
 
-The layout is in ``shared/docs/vbios.md`` (sections 1-3) and ``docs/rom.md``. The parser does no I/O and is
-linear in the file size: the chain walk moves strictly forward and reads a bounded number of images, every
-read is bounds-checked first, and the only whole-range passes are the hashes (MD5 on a second thread), the x86 checksum,
-the search for the chain and the BIT header, and the padding check after the chain (each C-speed).
+The layout is in ``shared/docs/vbios.md`` (sections 1-3) and ``docs/rom.md``; its tables are
+:mod:`fwman.firmware.rom.layout`. The parser does no I/O and is linear in the file size: the chain walk moves
+strictly forward and reads a bounded number of images, every read is bounds-checked first, and the only
+whole-range passes are the hashes (MD5 on a second thread), the x86 checksum, the search for the chain and the
+BIT header, and the padding check after the chain (each C-speed).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import zlib
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.bit import date_text, read_bit
 from fwman.firmware.rom.chain import BLOCK, find_chain, walk
+from fwman.firmware.rom.layout import EFI, NPDE, PCIR, X86
 from fwman.firmware.rom.model import ChainImage, RomImage, RomKind, RomNote
 from fwman.firmware.rom.prefix import read_prefix
 from fwman.firmware.rom.reader import WHAT, Reader, hex4
@@ -22,10 +24,6 @@ from fwman.firmware.rom.reader import WHAT, Reader, hex4
 __all__ = ["BLOCK", "ChainImage", "RomImage", "RomKind", "RomNote", "parse_rom"]
 
 EFI_SIGNATURE = 0x0EF1
-X86_MOD_DATE = 0x38
-#: NV3 to Fermi: "subsystem will be read from 32-bit LE word at address 0x54 in the ROM" when the board's
-#: strap says it has a ROM (envytools docs/hw/io/pstraps.rst); low half vendor, high half device, as PCI 0x2C
-ROM_STRAP_SUBSYSTEM = 0x54
 #: the first version byte names the GPU family; envytools nvbios/info.c maps 0x05..0x75 to NV40..GF119 and
 #: 0x80 to Kepler (GK104/GK107), where the IFR header (NVGI) took over offset 0 of the ROM
 KEPLER_FAMILY = 0x80
@@ -90,19 +88,19 @@ def _strap_subsystem(
             )
         )
         return None
-    word = r.u32(ROM_STRAP_SUBSYSTEM, "image[0].strap_subsystem")
+    word = X86.read(r, 0, "strap_subsystem", "image[0].strap_subsystem")
     vendor, device = word & 0xFFFF, word >> 16
     if vendor in (0x0000, 0xFFFF):
         notes.append(
             RomNote(
                 id="strap_subsystem_unset",
                 message=f"the subsystem word at 0x54 is {vendor:04x}:{device:04x}: no vendor programmed",
-                offset=ROM_STRAP_SUBSYSTEM,
+                offset=X86.at(0, "strap_subsystem"),
             )
         )
         return None
-    offsets["subsystem_vendor_id"] = ROM_STRAP_SUBSYSTEM
-    offsets["subsystem_device_id"] = ROM_STRAP_SUBSYSTEM + 2
+    offsets["subsystem_vendor_id"] = X86.at(0, "strap_subsystem")
+    offsets["subsystem_device_id"] = X86.at(0, "strap_subsystem") + 2
     return hex4(vendor), hex4(device)
 
 
@@ -134,26 +132,26 @@ def parse_rom(data: bytes) -> RomImage:
             WHAT,
             "image[0].code_type",
             f"0x{x86.code_type:02X}: the chain must open with the x86 image",
-            x86.pcir_offset + 0x14,
+            PCIR.at(x86.pcir_offset, "code_type"),
         )
-    offsets["device_id"] = x86.pcir_offset + 6
-    offsets["vendor_id"] = x86.pcir_offset + 4
+    offsets["device_id"] = PCIR.at(x86.pcir_offset, "device_id")
+    offsets["vendor_id"] = PCIR.at(x86.pcir_offset, "vendor_id")
     checksum = _sum8(data, x86.offset, x86.offset + x86.length)
     offsets["x86_checksum"] = x86.offset
-    mod_raw = data[x86.offset + X86_MOD_DATE : x86.offset + X86_MOD_DATE + 8]
-    modification_date = date_text(mod_raw)
+    modification_date = date_text(X86.raw(r, x86.offset, "modification_date"))
     if modification_date is not None:
-        offsets["modification_date"] = x86.offset + X86_MOD_DATE
+        offsets["modification_date"] = X86.at(x86.offset, "modification_date")
 
     sub_v = sub_d = None
     if x86.npde_offset is not None and (x86.npde_revision or 0) >= 0x101:
-        npde_len = r.u16(x86.npde_offset + 6, "image[0].npde.length")
-        if npde_len >= 0x14:
-            r.need(x86.npde_offset, 0x14, "image[0].npde.subsystem", limit=chain_end)
-            sub_v = hex4(r.u16(x86.npde_offset + 0x10, "image[0].npde.subsystem_vendor"))
-            sub_d = hex4(r.u16(x86.npde_offset + 0x12, "image[0].npde.subsystem_device"))
-            offsets["subsystem_vendor_id"] = x86.npde_offset + 0x10
-            offsets["subsystem_device_id"] = x86.npde_offset + 0x12
+        npde = x86.npde_offset
+        with_ids = NPDE.at(0, "subsystem_device") + NPDE.width("subsystem_device")  # 0x14: revision 0x101's length
+        if NPDE.read(r, npde, "length", "image[0].npde.length") >= with_ids:
+            r.need(npde, with_ids, "image[0].npde.subsystem", limit=chain_end)
+            sub_v = hex4(NPDE.read(r, npde, "subsystem_vendor", "image[0].npde.subsystem_vendor"))
+            sub_d = hex4(NPDE.read(r, npde, "subsystem_device", "image[0].npde.subsystem_device"))
+            offsets["subsystem_vendor_id"] = NPDE.at(npde, "subsystem_vendor")
+            offsets["subsystem_device_id"] = NPDE.at(npde, "subsystem_device")
     ident = read_bit(r, x86, offsets, notes)
     origin = "npde" if sub_v is not None else None
     if sub_v is None:
@@ -166,10 +164,14 @@ def parse_rom(data: bytes) -> RomImage:
     efi = next((im for im in images if im.code_type == 0x03), None)
     if efi is not None:
         uefi_version = f"0x{efi.code_revision:04X}"
-        offsets["uefi_version"] = efi.pcir_offset + 0x12
-        if r.u32(efi.offset + 4, f"image[{efi.index}].efi_signature") != EFI_SIGNATURE:
+        offsets["uefi_version"] = PCIR.at(efi.pcir_offset, "code_revision")
+        if EFI.read(r, efi.offset, "efi_signature", f"image[{efi.index}].efi_signature") != EFI_SIGNATURE:
             notes.append(
-                RomNote(id="efi_signature", message="EFI image lacks the 0x0EF1 signature", offset=efi.offset + 4)
+                RomNote(
+                    id="efi_signature",
+                    message="EFI image lacks the 0x0EF1 signature",
+                    offset=EFI.at(efi.offset, "efi_signature"),
+                )
             )
 
     if pre.is_nvgi:
@@ -208,7 +210,7 @@ def parse_rom(data: bytes) -> RomImage:
         notes.append(
             RomNote(
                 id="subsystem_disagree",
-                offset=0x0C,
+                offset=offsets.get("nvgi_subsystem"),
                 message=f"NVGI says {nvgi_subsystem}, the x86 image's NPDE says {subsystem}",
             )
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
+from fwman.firmware.rom.layout import NVGI, RFRD
 from fwman.firmware.rom.model import RomNote
 from fwman.firmware.rom.reader import WHAT, Reader
 
@@ -32,25 +33,26 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
     if head != b"NVGI":
         shown = head.hex(" ").upper() or "nothing"
         raise ParseError(WHAT, "signature", f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)", 0)
-    sv = r.u16(0x0C, "nvgi.subsystem_vendor")
-    sd = r.u16(0x0E, "nvgi.subsystem_device")
+    sv = NVGI.read(r, 0, "subsystem_vendor", "nvgi.subsystem_vendor")
+    sd = NVGI.read(r, 0, "subsystem_device", "nvgi.subsystem_device")
     pre = Prefix(is_nvgi=True, nvgi_subsystem=f"{sv:04x}:{sd:04x}", nvgi_offsets=[0])
-    offsets["nvgi_subsystem"] = 0x0C
-    if r.tag(NVGI_COPY_OFFSET, 4) == b"NVGI":
+    offsets["nvgi_subsystem"] = NVGI.at(0, "subsystem_vendor")
+    if NVGI.raw(r, NVGI_COPY_OFFSET, "signature") == b"NVGI":
         pre.nvgi_offsets.append(NVGI_COPY_OFFSET)
-        if r.tag(NVGI_COPY_OFFSET + 0x0C, 4) != r.data[0x0C:0x10]:
+        ids = NVGI.at(0, "subsystem_vendor")
+        if r.tag(NVGI_COPY_OFFSET + ids, 4) != r.tag(ids, 4):
             notes.append(
                 RomNote(
                     id="nvgi_copy_disagree",
                     message="the NVGI copy at 0x2000 has another subsystem",
-                    offset=NVGI_COPY_OFFSET + 0x0C,
+                    offset=NVGI_COPY_OFFSET + ids,
                 )
             )
     for rfrd in RFRD_OFFSETS:
-        if r.tag(rfrd, 4) == b"RFRD":
+        if RFRD.raw(r, rfrd, "signature") == b"RFRD":
             pre.rfrd_offset = rfrd
-            pre.rfrd_chain_offset = r.u32(rfrd + 0x08, "rfrd.chain_offset")
-            pre.rfrd_chain_length = r.u32(rfrd + 0x0C, "rfrd.chain_length")
+            pre.rfrd_chain_offset = RFRD.read(r, rfrd, "chain_offset", "rfrd.chain_offset")
+            pre.rfrd_chain_length = RFRD.read(r, rfrd, "chain_length", "rfrd.chain_length")
             offsets["rfrd"] = rfrd
             break
     else:

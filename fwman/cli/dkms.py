@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core import paths
 
 
 @click.group()
@@ -97,6 +98,10 @@ def unblock(app: AppContext) -> None:
     from fwman.driver import dkms as d
 
     app.require_change("fwman dkms unblock")
-    for line in d.unblock(app.host, report=lambda t: app.echo(t, err=True)):
+    done = d.unblock(app.host, report=lambda t: app.echo(t, err=True))
+    if done is None:
+        app.echo(f"DKMS is not blocked by fwman (no {paths.DKMS_BLOCK_STATE}): nothing to undo")
+        return
+    for line in done:
         app.echo(line)
     app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")

@@ -177,28 +177,33 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     actions.append(WriteFile(paths.APT_DKMS_PIN, APT_PIN_TEXT.encode()))
     if dry_run:
         return [a.describe() for a in actions if a.is_needed(host)]
-    done = apply_all(host, actions, report)
     fresh = [{"module": m, "version": v} for m, v in pairs if (m, v) not in known]
-    # the record is rewritten only when something changed: a second block leaves it (and its date) alone
-    if done or fresh or record.apt_pin != paths.APT_DKMS_PIN or not host.exists(paths.DKMS_BLOCK_STATE):
+    # The record is written BEFORE the first `dkms remove`: a failure or Ctrl-C halfway must still leave the
+    # note of what is (or is about to be) removed, since `dkms status` no longer lists a removed module and
+    # `unblock` could not register it again. `unblock` skips what is still registered, so listing a module
+    # whose removal never ran is harmless. A second block with nothing new leaves the record (and its date).
+    if fresh or record.apt_pin != paths.APT_DKMS_PIN or not host.exists(paths.DKMS_BLOCK_STATE):
         record.removed += fresh
         record.apt_pin = paths.APT_DKMS_PIN
         record.at = now_iso()
         host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
-    return done
+    return apply_all(host, actions, report)
 
 
-def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str]:
+def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str] | None:
     """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
-    in ``/usr/src``). Returns what was done; raises MissingError when DKMS was not blocked by fwman."""
+    in ``/usr/src``). Returns what was done, or None when DKMS is not blocked by fwman (nothing to undo: a
+    second unblock is a no-op, like every other undo). Raises VerificationError for a damaged record."""
     record = read_block(host)
     if record is None:
-        raise MissingError("DKMS is not blocked by fwman (no record in /var/lib/fwman/dkms-block.json)")
+        return None
     registered = {(e.module, e.version) for e in status(host)}
     actions: list[Action] = [RemoveFile(paths.APT_DKMS_PIN)]
     skipped: list[str] = []
     for r in record.removed:
         m, v = r["module"], r["version"]
+        if (m, v) in registered:  # never removed (a block interrupted before it), or added back by hand
+            continue
         if not host.exists(f"/usr/src/{m}-{v}/dkms.conf"):
             skipped.append(f"{m}/{v}: its source /usr/src/{m}-{v} is gone, reinstall its package to get it back")
             continue

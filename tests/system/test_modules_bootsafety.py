@@ -42,7 +42,7 @@ def grubenv(root: Path) -> dict[str, str]:
 
 
 def recording_logger(tmp: Path) -> Path:
-    """Return a directory with a `logger` that appends its arguments to tmp/logger.log (what was journaled)."""
+    """Return a directory with a `logger` that appends its arguments to tmp/logger.log (what would be journaled)."""
     bin_dir = tmp / "bin"
     bin_dir.mkdir()
     script = bin_dir / "logger"
@@ -100,8 +100,8 @@ def test_a_kernel_whose_build_fails_is_not_booted(tmp_path: Path, object_cache: 
     assert code == 0 and f"next boot: {KERNEL_OK}" in out
     motd = (root / "etc/motd.d/fwman").read_text()
     assert KERNEL_BAD in motd and "NO working patched NVIDIA modules" in motd and "fwman modules unpin" in motd
-    journaled = (tmp_path / "logger.log").read_text()
-    assert "-t fwman" in journaled and KERNEL_BAD in journaled
+    # a temp root is another machine's tree: its warnings go to its motd, never to this machine's journal
+    assert not (tmp_path / "logger.log").exists()
     status = json.loads(run_fwman(root, "modules", "status", "--json", env=env)[1])
     assert status["pin"]["kernel"] == KERNEL_OK and status["pin"]["avoided"] == KERNEL_BAD
     rows = {r["kernel"]: r for r in status["kernels"]}

@@ -277,9 +277,20 @@ def announce(host: Host, lines: list[str]) -> None:
     """Say ``lines`` where an owner will see them: the message of the day and the journal (``logger``)."""
     text = "".join(f"fwman: {line}\n" for line in lines)
     host.write_bytes(paths.MOTD_FILE, text.encode())
-    if host.which("logger"):
-        for line in lines:
-            host.run(["logger", "-t", "fwman", "-p", "user.warning", line], timeout=10)
+    for line in lines:
+        _journal(host, line, warning=True)
+
+
+def _journal(host: Host, line: str, warning: bool = False) -> None:
+    """Log ``line`` to the journal with ``logger``, on the real root only.
+
+    A temp root (``--root``) is another machine's tree: its messages belong to it (the motd under the root),
+    not to the journal of the machine fwman runs on.
+    """
+    if host.local_path("/") != "/" or not host.which("logger"):
+        return
+    argv = ["logger", "-t", "fwman", *(["-p", "user.warning"] if warning else []), line]
+    host.run(argv, timeout=10)
 
 
 @dataclass
@@ -295,33 +306,57 @@ class BootCheck:
     changed: list[str] = field(default_factory=list)
 
 
-def ensure_safe_boot(host: Host, report: Report = silent, hash_files: bool = True) -> BootCheck:
+def _next_boot(host: Host, gone: frozenset[str]) -> BootDefault:
+    """Return the kernel ``host`` boots next, leaving out the kernels in ``gone`` (being removed).
+
+    A removal hook runs before the loader's own hook (``zz-update-grub``, ``90-loaderentry``) drops the entry:
+    a default that names a removed kernel is the newest remaining one, as the loader will have it.
+    """
+    default = default_boot_kernel(host)
+    if default.kver is None or default.kver not in gone:
+        return default
+    remaining = [k for k in installed_kernels(host) if k not in gone]
+    newest = remaining[-1] if remaining else None
+    return BootDefault(newest, default.loader, f"{default.how} names {default.kver}, being removed: the newest other")
+
+
+def ensure_safe_boot(
+    host: Host, report: Report = silent, hash_files: bool = True, gone: frozenset[str] = frozenset()
+) -> BootCheck:
     """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
 
-    Every action is reported loudly (``report``, the motd and the journal). Never raises for a pin that
-    cannot be made: the problem is reported and returned (a kernel install must not fail over it).
-    ``hash_files=False`` checks sizes and depmod's resolution instead of hashing (the boot-time path).
+    A pin's reason is gone when the kernel it avoids has working modules or is no longer installed (or is in
+    ``gone``: the kernels a removal hook is dropping, which the loader still lists). Every action is reported
+    loudly (``report``, the motd and the journal). Never raises for a pin that cannot be made: the problem is
+    reported and returned (a kernel install must not fail over it). ``hash_files=False`` checks sizes and
+    depmod's resolution instead of hashing (the boot-time path).
     """
-    check = BootCheck(default_boot_kernel(host), None)
+    check = BootCheck(_next_boot(host, gone), None)
     current = read_pin(host)
-    if current is not None and kernel_safety(host, current.avoided, hash_files).safe:
-        try:
-            release = UnpinBoot()
-            check.changed += apply_all(host, [release])
-            check.released = release.record
-            report(f"{current.avoided} now has working patched modules: boot pin to {current.kernel} released")
-            if host.which("logger"):
-                host.run(["logger", "-t", "fwman", f"boot pin released: {current.avoided} is safe"], timeout=10)
-        except FwmanError as e:
-            report(f"could not release the boot pin: {e.message}")
-        check.default = default_boot_kernel(host)
+    if current is not None:
+        removed = current.avoided in gone or current.avoided not in installed_kernels(host)
+        why = "is no longer installed" if removed else "now has working patched modules"
+        if removed or kernel_safety(host, current.avoided, hash_files).safe:
+            try:
+                release = UnpinBoot()
+                check.changed += apply_all(host, [release])
+                check.released = release.record
+                report(f"{current.avoided} {why}: boot pin to {current.kernel} released")
+                _journal(host, f"boot pin released: {current.avoided} {why}")
+            except FwmanError as e:
+                report(f"could not release the boot pin: {e.message}")
+            check.default = _next_boot(host, gone)
     kver = check.default.kver
     if kver is None:
         return check
     check.safety = kernel_safety(host, kver, hash_files)
     if check.safety.safe:
         return check
-    candidates = [k for k in reversed(installed_kernels(host)) if k != kver and kernel_safety(host, k, hash_files).safe]
+    candidates = [
+        k
+        for k in reversed(installed_kernels(host))
+        if k != kver and k not in gone and kernel_safety(host, k, hash_files).safe
+    ]
     if not candidates:
         check.problem = f"the next boot ({kver}) has no working patched modules and no other kernel has them"
         report(f"WARNING: {check.problem}: {check.safety.reason}")

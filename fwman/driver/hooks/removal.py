@@ -6,7 +6,13 @@ kernel: the manifest, the failure and pending markers, fwman's stored copy of th
 modules under ``/lib/modules/KVER/updates/fwman`` (dpkg does not remove files it did not install) and the
 build tree; an object-cache entry no remaining manifest uses, when the remaining kernels use another one.
 When fwman's boot pin pointed at the removed kernel (pinned to it, or away from it) the pin is released and
-:func:`fwman.driver.boot.pin.ensure_safe_boot` pins another safe kernel or says loudly that none is.
+:func:`fwman.driver.boot.pin.ensure_safe_boot` pins another safe kernel or says loudly that none is. The
+loader's own hook runs after this one, so its menu still lists the removed kernel: the boot check leaves it
+out (``gone``) and judges the kernel the loader will boot instead.
+
+On Debian the postrm.d hooks also run when a kernel package is upgraded or reinstalled in place; the hook
+script acts only on ``remove`` and ``purge`` (``DEB_MAINT_PARAMS``, as initramfs-tools' hook does), so a
+kernel that stays keeps its modules.
 
 It never fails the removal: every problem is reported and the summary carries it.
 """
@@ -129,7 +135,7 @@ def _repin(host: Host, kver: str, summary: RemovalSummary, report: Report) -> No
             summary.pin_released = True
             role = "pinned kernel" if record.kernel == kver else "kernel the pin avoided"
             report(f"{kver} was the {role}: boot pin to {record.kernel} released")
-        check = boot.ensure_safe_boot(host, report)
+        check = boot.ensure_safe_boot(host, report, gone=frozenset({kver}))
         summary.boot = check
         if check.problem:
             summary.problems.append(check.problem)

@@ -82,4 +82,40 @@ def test_block_and_unblock_with_nothing_registered(tmp_path: Path) -> None:
     assert again.stdout.strip() == "DKMS already blocked: nothing to do"
     assert run("dkms", "unblock", "--root", str(tmp_path)).code == 0
     assert not (tmp_path / "etc/apt/preferences.d/fwman-nvidia-dkms").exists()
-    assert run("dkms", "unblock", "--root", str(tmp_path)).code == 5  # nothing to undo
+    second = run("dkms", "unblock", "--root", str(tmp_path))  # an undo already done is a no-op, like the others
+    assert second.code == 0 and "not blocked by fwman" in second.stdout and "nothing to undo" in second.stdout
+
+
+def test_block_interrupted_halfway_still_records_what_it_removed(tmp_path: Path) -> None:
+    """The second `dkms remove` fails: the retry and unblock must still know the first module was removed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    registered = tmp_path / "registered"
+    registered.write_text("nvidia/570.86.16: added\nnvidia/575.51.02: added\n")
+    # a stand-in dkms with the real one's status format: `remove M/V` drops the line, except 575.51.02 fails
+    (bin_dir / "dkms").write_text(
+        f"""#!/bin/sh
+case "$1" in
+  status) cat {registered} ;;
+  remove) [ "$2" = nvidia/575.51.02 ] && {{ echo "Error! simulated failure" >&2; exit 1; }}
+          grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
+  add) echo "$2: added" >> {registered} ;;
+esac
+"""
+    )
+    (bin_dir / "dkms").chmod(0o755)
+    root = tmp_path / "root"
+    (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
+    (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
+    run = FwmanEnv(path_prepend=[bin_dir])
+    failed = run("dkms", "block", "--root", str(root))
+    assert failed.code != 0 and "simulated failure" in failed.stderr
+    record = json.loads((root / "var/lib/fwman/dkms-block.json").read_text())
+    assert {(r["module"], r["version"]) for r in record["removed"]} == {
+        ("nvidia", "570.86.16"),
+        ("nvidia", "575.51.02"),
+    }
+    assert "nvidia/570.86.16" not in registered.read_text()  # the first removal happened
+    undone = run("dkms", "unblock", "--root", str(root))
+    assert undone.code == 0 and "575.51.02" not in undone.stdout  # still registered: nothing to say about it
+    assert "nvidia/570.86.16: added" in registered.read_text()  # registered again: nothing lost

@@ -340,6 +340,46 @@ def test_removal_and_plugin_templates(
     assert said in proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("params", "forgets"),
+    [
+        ("remove", True),
+        ("purge", True),
+        ("upgrade 6.1.0-53-amd64-1", False),  # the old package's postrm during an upgrade of the same ABI
+        ("failed-upgrade 6.1.0-53-amd64-2", False),
+        ("abort-install", False),
+        (None, True),  # no DEB_MAINT_PARAMS: kernel-install or a manual run-parts says it is removed
+    ],
+)
+def test_postrm_hook_forgets_only_a_removed_kernel(tmp_path: Path, params: str | None, forgets: bool) -> None:
+    """Debian runs postrm.d on upgrades and reinstalls too: a kernel that stays keeps its modules."""
+    import os
+    import subprocess
+
+    from fwman.driver.hooks.files import templates_dir
+
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\necho "args: $*" >&2\n')
+    python.chmod(0o755)
+    script = tmp_path / "kernel-postrm"
+    script.write_text((templates_dir() / "kernel-postrm").read_text().replace("@PYTHON@", str(python)))
+    script.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "DEB_MAINT_PARAMS"}
+    if params is not None:
+        env["DEB_MAINT_PARAMS"] = params
+    proc = subprocess.run(
+        [str(script), "6.1.0-53-amd64", "/boot/vmlinuz-6.1.0-53-amd64"],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert (proc.returncode, proc.stdout) == (0, "")
+    assert ("modules forget --kernel 6.1.0-53-amd64" in proc.stderr) is forgets, proc.stderr
+    if not forgets:
+        assert "its patched modules stay" in proc.stderr
+
+
 # -- build progress ----------------------------------------------------------------------------------------
 MAKE_LINES = [
     " [ nvidia            ]  CC           src/nvidia/src/kernel/gpu/gpu.c",

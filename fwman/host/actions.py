@@ -53,16 +53,23 @@ class WriteFile:
         return f"write {self.path} ({len(self.content)} bytes, mode {self.mode:o})"
 
     def is_needed(self, host: Host) -> bool:
-        """Return True when the file is absent or differs."""
+        """Return True when the file is absent, holds other bytes, or has other permission bits.
+
+        The mode counts: a hook that lost its execute bit is skipped by run-parts as surely as a missing one.
+        A host that cannot tell modes (a replay) is judged on the content alone.
+        """
         if not host.exists(self.path):
             return True
         try:
-            return host.read_bytes(self.path) != self.content
+            if host.read_bytes(self.path) != self.content:
+                return True
+            mode = host.file_mode(self.path)
         except MissingError:
             return True
+        return mode is not None and mode != self.mode
 
     def apply(self, host: Host) -> None:
-        """Write the file."""
+        """Write the file (its bytes and its mode)."""
         host.write_bytes(self.path, self.content, self.mode)
 
 

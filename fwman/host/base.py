@@ -90,6 +90,11 @@ class Host(Protocol):
         """Return the size in bytes of file ``path``. Raises MissingError if absent."""
         ...
 
+    def file_mode(self, path: str) -> int | None:
+        """Return the permission bits of file ``path`` (``0o755``), or None when this host cannot tell (a
+        replay records contents, not modes). Raises MissingError if absent."""
+        ...
+
     def which(self, tool: str) -> str | None:
         """Return the absolute path of executable ``tool`` on this host, or None."""
         ...

@@ -116,6 +116,13 @@ class LiveHost(JournalMixin):
         except OSError as e:
             raise MissingError(f"cannot stat {path}: {e.strerror}") from e
 
+    def file_mode(self, path: str) -> int | None:
+        """Return the permission bits of ``path`` (following links). Raises MissingError when absent."""
+        try:
+            return os.stat(self._map(path)).st_mode & 0o7777
+        except OSError as e:
+            raise MissingError(f"cannot stat {path}: {e.strerror}") from e
+
     def _path_env(self) -> str:
         return self.env.get("PATH", os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"))
 

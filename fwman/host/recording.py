@@ -288,6 +288,11 @@ class RecordingHost:
             self.writer.add_size(real, size)
         return size
 
+    def file_mode(self, path: str) -> int | None:
+        """Return None, as the replay of this recording will (a snapshot records no permission bits)."""
+        self.stat_size(path)
+        return None
+
     def which(self, tool: str) -> str | None:
         """Return and record where ``tool`` is."""
         found = self.inner.which(tool)

@@ -212,6 +212,11 @@ class SnapshotHost(JournalMixin):
             return self.sizes[real]
         return len(self.read_bytes(path))
 
+    def file_mode(self, path: str) -> int | None:
+        """Return None: a snapshot records contents, not permission bits. Raises MissingError when absent."""
+        self.stat_size(path)  # absent or unrecorded raises as for a read
+        return None
+
     def which(self, tool: str) -> str | None:
         """Return the recorded location of ``tool``. Raises NotRecordedError when the capture did not look."""
         if tool in self.tools:

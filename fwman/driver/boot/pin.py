@@ -94,14 +94,31 @@ class PinRecord:
 
 
 def read_pin(host: Host) -> PinRecord | None:
-    """Return the current pin record, or None when fwman pinned nothing."""
+    """Return the current pin record, or None when fwman pinned nothing.
+
+    Raises ParseError (exit 4) when the record exists but cannot be read: it is the only note of what the
+    boot loader's default was before fwman's pin, so "no pin" would be a guess that loses it.
+    """
     if not host.exists(paths.BOOT_PIN_STATE):
         return None
     try:
         doc = json.loads(host.read_bytes(paths.BOOT_PIN_STATE).decode())
-        return PinRecord(**doc)
-    except (ValueError, TypeError, UnicodeDecodeError, MissingError):
-        return None
+        if not isinstance(doc, dict):
+            raise TypeError("not a JSON object")
+        record = PinRecord(**doc)
+        if not all(isinstance(getattr(record, f), str) for f in ("kernel", "avoided", "reason", "method")):
+            raise TypeError("kernel, avoided, reason and method must be strings")
+        if not isinstance(record.previous, dict) or not all(isinstance(v, str) for v in record.previous.values()):
+            raise TypeError("'previous' must map names to strings")
+        return record
+    except (ValueError, TypeError, UnicodeDecodeError, MissingError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+        raise ParseError(
+            "boot pin record",
+            paths.BOOT_PIN_STATE,
+            f"{first}; it holds the boot default fwman replaced: check the loader's default by hand "
+            "(`fwman modules check-boot`), then repair or remove the file",
+        ) from e
 
 
 def _run_tool(host: Host, argv: list[str]) -> None:
@@ -332,7 +349,12 @@ def ensure_safe_boot(
     depmod's resolution instead of hashing (the boot-time path).
     """
     check = BootCheck(_next_boot(host, gone), None)
-    current = read_pin(host)
+    try:
+        current = read_pin(host)
+    except ParseError as e:  # what the pin replaced is unknown: change nothing, say so loudly
+        check.problem = e.message
+        report(f"WARNING: {e.message}")
+        return check
     if current is not None:
         removed = current.avoided in gone or current.avoided not in installed_kernels(host)
         why = "is no longer installed" if removed else "now has working patched modules"

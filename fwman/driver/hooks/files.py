@@ -155,7 +155,7 @@ def status(host: Host) -> HooksStatus:
     """Return the state of the installed hook files and unit on ``host``."""
     result = HooksStatus()
     try:
-        expected = rendered()
+        expected = {a.path: a for a in install_actions() if isinstance(a, WriteFile)}
     except MissingError:
         expected = {}
     for path in (
@@ -171,8 +171,19 @@ def status(host: Host) -> HooksStatus:
         except NotRecordedError:  # a snapshot captured before fwman installed this file: say so, do not guess
             result.files.append(HookFileState(path, False, False, "not recorded in this snapshot"))
             continue
-        current = present and path in expected and host.read_bytes(path) == expected[path]
-        note = "" if current else ("missing" if not present else "differs from this fwman's version")
+        want = expected.get(path)
+        same_bytes = present and want is not None and host.read_bytes(path) == want.content
+        current = same_bytes and want is not None and not want.is_needed(host)
+        if current:
+            note = ""
+        elif not present:
+            note = "missing"
+        elif same_bytes and want is not None:
+            mode = host.file_mode(path)
+            shown = f"{mode:o}" if mode is not None else "unknown"
+            note = f"mode {shown}, not {want.mode:o}" + (" (run-parts skips it)" if want.mode & 0o111 else "")
+        else:
+            note = "differs from this fwman's version"
         result.files.append(HookFileState(path, present, current, note))
     result.enabled = host.is_link(paths.CATCHUP_UNIT_WANTS) and host.exists(paths.CATCHUP_UNIT_WANTS)
     hook_dirs = (paths.POSTINST_HOOK, paths.HEADER_POSTINST_HOOK, paths.POSTRM_HOOK)

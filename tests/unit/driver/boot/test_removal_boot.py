@@ -14,6 +14,7 @@ from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import apply_all
 from fwman.host.live import LiveHost
 from tests.support.boot import grub_cfg
+from tests.support.env import FwmanEnv
 
 OLD, NEW, NEWER = "6.1.0-50-amd64", "6.1.0-53-amd64", "6.1.0-54-amd64"
 
@@ -93,3 +94,28 @@ def test_journal_only_on_the_real_root(tmp_path: Path) -> None:
     assert not log.exists()
     boot._journal(LiveHost("/", env=env), "on the real root", warning=True)
     assert log.read_text() == "-t fwman -p user.warning on the real root\n"
+
+
+def test_a_damaged_pin_record_is_an_error_and_changes_nothing(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    _with_modules(host, tmp_path, OLD)
+    (tmp_path / "lib/modules" / NEW).mkdir(parents=True)
+    _grub(tmp_path, [NEW, OLD])
+    assert boot.ensure_safe_boot(host).pinned is not None
+    record = tmp_path / "var/lib/fwman/boot-pin.json"
+    record.write_text('{"kernel": "6.1.0-50-amd64", "avoided": "6.1.0-53-amd64"')  # cut off mid-write
+    grubenv = (tmp_path / "boot/grub/grubenv").read_bytes()
+    _with_modules(host, tmp_path, NEW)  # the reason for the pin is gone, but what it replaced is unknown
+
+    lines: list[str] = []
+    check = boot.ensure_safe_boot(host, lines.append)
+    assert check.problem is not None and "boot pin record" in check.problem and check.changed == []
+    assert lines and lines[0].startswith("WARNING: boot pin record: /var/lib/fwman/boot-pin.json")
+    assert (tmp_path / "boot/grub/grubenv").read_bytes() == grubenv  # the loader is left as it is
+
+    run = FwmanEnv()
+    for argv in (("modules", "unpin"), ("modules", "status")):
+        result = run(*argv, "--root", str(tmp_path))
+        assert result.code == 4, (argv, result.stdout, result.stderr)
+        assert "boot-pin.json" in result.stderr and "repair or remove the file" in result.stderr
+    assert (tmp_path / "boot/grub/grubenv").read_bytes() == grubenv

@@ -179,3 +179,20 @@ def test_a_pending_kernel_without_headers_does_not_defeat_the_fast_paths(tmp_pat
     assert _run(script, root).returncode == 0 and not started.exists()
     (root / "lib/modules/6.1.0-53-amd64/build/include").mkdir(parents=True)  # the headers arrive
     assert _run(script, root).returncode == 0 and started.exists()
+
+
+def test_a_hook_that_lost_its_execute_bit_is_not_current_and_install_repairs_it(tmp_path: Path) -> None:
+    """run-parts skips a non-executable hook: for status and install that is a difference like any other."""
+    run = FwmanEnv()
+    assert run("hooks", "install", "--root", str(tmp_path)).code == 0
+    hook = tmp_path / "etc/kernel/postinst.d/fwman"
+    hook.chmod(0o644)
+    doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    row = next(f for f in doc["files"] if f["path"] == "/etc/kernel/postinst.d/fwman")
+    assert doc["installed"] is False and row["current"] is False
+    assert row["note"] == "mode 644, not 755 (run-parts skips it)"
+    again = run("hooks", "install", "--root", str(tmp_path))
+    assert again.code == 0 and "already installed" not in again.stdout
+    assert hook.stat().st_mode & 0o777 == 0o755
+    third = run("hooks", "install", "--root", str(tmp_path))
+    assert "already installed and current" in third.stdout

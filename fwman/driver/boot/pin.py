@@ -19,6 +19,7 @@ report a change only when one was made. What was done, and what to restore, is r
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -134,11 +135,14 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _with_default(text: str, value: str | None) -> str:
     """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
 
-    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and
-    comments survive a pin and its undo; with no such line, the new one goes first.
+    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and comments survive; with no such line, the new one goes first.
     """
     out: list[str] = []
     placed = value is None
@@ -201,8 +205,13 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         conf_path = f"{directory}/loader.conf"
         text = host.read_text(conf_path)
         old = loader_default(text)
-        host.write_bytes(conf_path, _with_default(text, f"{entry_id}.conf").encode())
-        record = PinRecord(safe, avoided, reason, "systemd-boot", previous={"default": old} if old else {})
+        written = _with_default(text, f"{entry_id}.conf")
+        host.write_bytes(conf_path, written.encode())
+        # the owner's whole file, so unpin gives it back byte for byte (spacing, a second default line, the
+        # last newline) unless it was edited since: then only the default line is put back
+        previous = {"default": old} if old else {}
+        record = PinRecord(safe, avoided, reason, "systemd-boot", previous={**previous, "loader.conf": text})
+        record.previous["written_sha256"] = _sha256(written)
     else:
         raise FwmanError(
             "boot loader not recognised (no proxmox-boot-tool, GRUB or systemd-boot): cannot pin a kernel",
@@ -210,7 +219,10 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         )
     earlier = read_pin(host)
     if earlier is not None:  # pinned again: what to restore in the end is what was there before fwman's first pin
-        record.previous = earlier.previous
+        written_now = record.previous.get("written_sha256")
+        record.previous = dict(earlier.previous)
+        if written_now is not None:
+            record.previous["written_sha256"] = written_now
     host.write_bytes(paths.BOOT_PIN_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
     return record
 
@@ -237,7 +249,11 @@ def unpin(host: Host) -> PinRecord | None:
         if directory is not None:
             conf_path = f"{directory}/loader.conf"
             text = host.read_text(conf_path)
-            host.write_bytes(conf_path, _with_default(text, record.previous.get("default")).encode())
+            original = record.previous.get("loader.conf")
+            if original is not None and _sha256(text) == record.previous.get("written_sha256"):
+                host.write_bytes(conf_path, original.encode())  # untouched since the pin: the owner's file
+            else:
+                host.write_bytes(conf_path, _with_default(text, record.previous.get("default")).encode())
     host.unlink(paths.BOOT_PIN_STATE)
     host.unlink(paths.MOTD_FILE)
     return record

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -105,7 +106,7 @@ def test_systemd_boot_default_and_pin(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     assert loaders.default_boot_kernel(host).kver == NEW  # the glob picks the highest entry
     record = boot.pin(host, OLD, NEW, "test")
-    assert record.method == "systemd-boot" and record.previous == {"default": "abc-*"}
+    assert record.method == "systemd-boot" and record.previous["default"] == "abc-*"
     assert (loader / "loader.conf").read_text() == f"timeout 3\ndefault abc-{OLD}.conf\n"
     assert loaders.default_boot_kernel(host).kver == OLD
     boot.unpin(host)
@@ -132,10 +133,49 @@ def test_systemd_boot_pinned_twice_restores_the_first_default(tmp_path: Path) ->
     assert (loader / "loader.conf").read_text() == after_first
     assert [ln for ln in after_first.splitlines() if ln.startswith("default")] == [f"default abc-{OLD}.conf"]
     record = boot.read_pin(host)
-    assert record is not None and record.previous == {"default": "abc-*"}
+    assert record is not None and record.previous["default"] == "abc-*"
+    assert record.previous["loader.conf"] == original
     boot.unpin(host)
     assert (loader / "loader.conf").read_text() == original  # byte for byte: order and comments kept
     assert loaders.default_boot_kernel(host).kver == NEW
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        "timeout 3\ndefault abc-*\n# owner: try the new kernel for now\ndefault abc-6.1.0-53-amd64\n",
+        "timeout 3\ndefault  abc-*\n",  # the Arch wiki's two spaces
+        "timeout 3\ndefault abc-*",  # no last newline
+        "timeout 3\n",  # no default line at all
+    ],
+)
+def test_systemd_boot_unpin_gives_the_owners_file_back_byte_for_byte(tmp_path: Path, original: str) -> None:
+    loader = tmp_path / "boot/efi/loader"
+    (loader / "entries").mkdir(parents=True)
+    for k in (OLD, NEW):
+        (tmp_path / "lib/modules" / k).mkdir(parents=True)
+        (loader / "entries" / f"abc-{k}.conf").write_text(f"title Debian\nversion {k}\nlinux /abc/{k}/linux\n")
+    (loader / "loader.conf").write_text(original)
+    host = LiveHost(str(tmp_path))
+    boot.pin(host, OLD, NEW, "test")
+    assert loaders.loader_default((loader / "loader.conf").read_text()) == f"abc-{OLD}.conf"
+    boot.unpin(host)
+    assert (loader / "loader.conf").read_text() == original
+
+
+def test_systemd_boot_unpin_after_the_owner_edited_keeps_the_edit(tmp_path: Path) -> None:
+    loader = tmp_path / "boot/efi/loader"
+    (loader / "entries").mkdir(parents=True)
+    for k in (OLD, NEW):
+        (tmp_path / "lib/modules" / k).mkdir(parents=True)
+        (loader / "entries" / f"abc-{k}.conf").write_text(f"title Debian\nversion {k}\nlinux /abc/{k}/linux\n")
+    (loader / "loader.conf").write_text("timeout 3\ndefault abc-*\n")
+    host = LiveHost(str(tmp_path))
+    boot.pin(host, OLD, NEW, "test")
+    with (loader / "loader.conf").open("a") as f:
+        f.write("editor no\n")  # the owner changed something while pinned
+    boot.unpin(host)
+    assert (loader / "loader.conf").read_text() == "timeout 3\ndefault abc-*\neditor no\n"
 
 
 def test_kernel_order_is_by_version() -> None:

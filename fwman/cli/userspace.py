@@ -86,15 +86,14 @@ def hold(app: AppContext, dry_run: bool) -> None:
     """
     from fwman.driver.build.manifest import now_iso
     from fwman.driver.userspace_hold import hold as do_hold
-    from fwman.driver.userspace_hold import hold_actions, installed_packages
-    from fwman.host.actions import pending
+    from fwman.driver.userspace_hold import hold_plan
 
     if dry_run:
-        packages = installed_packages(app.host) or {}
-        for action in pending(app.host, hold_actions(packages, now_iso())) if packages else []:
-            app.echo(f"would {action.describe()}")
-        if not packages:
-            app.echo("no NVIDIA user-space package installed: nothing to hold")
+        _, todo = hold_plan(app.host, now_iso())
+        for line in todo:
+            app.echo(f"would {line}")
+        if not todo:
+            app.echo("hold already in place and current")
         return
     app.require_change("fwman userspace hold")
     packages, done = do_hold(app.host, now_iso())

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError
-from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all
+from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all, pending
 from fwman.host.base import Host
 
 PIN_FILE = paths.APT_USERSPACE_PIN
@@ -270,11 +270,10 @@ def release_actions() -> list[Action]:
     return [RemoveFile(PIN_FILE), RemoveFile(BLACKLIST_FILE), RemoveFile(STATE_FILE)]
 
 
-def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
-    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
+def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
+    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`.
 
-    Raises MissingError without dpkg, UsageError when no NVIDIA user-space package is installed (the message
-    says when NVIDIA's .run installer is the reason).
+    A hold of the same packages keeps its date, so a second hold (and its dry run) changes nothing.
     """
     packages = installed_packages(host)
     if packages is None:
@@ -286,8 +285,24 @@ def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
         raise UsageError("no NVIDIA user-space package is installed: nothing to hold")
     previous = read_record(host)
     stamp = previous.at if previous is not None and previous.packages == packages else at
-    done = apply_all(host, hold_actions(packages, stamp))
-    return packages, done
+    return packages, hold_actions(packages, stamp)
+
+
+def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
+    """Return (the packages a hold would pin, what it would change: [] when the hold is current). Raises as
+    :func:`hold`; changes nothing."""
+    packages, actions = _hold_plan(host, at)
+    return packages, [a.describe() for a in pending(host, actions)]
+
+
+def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
+    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
+
+    Raises MissingError without dpkg, UsageError when no NVIDIA user-space package is installed (the message
+    says when NVIDIA's .run installer is the reason).
+    """
+    packages, actions = _hold_plan(host, at)
+    return packages, apply_all(host, actions)
 
 
 def release(host: Host) -> tuple[HoldRecord | None, list[str]]:

@@ -193,6 +193,8 @@ def test_hold_pins_with_real_apt_and_release_undoes_it(tmp_path: Path) -> None:
     assert pending and pending[0]["version"] == "575.57.08-1" and pending[0]["fix"] == "fwman userspace hold"
     assert "Driver/library version mismatch" in pending[0]["detail"]
 
+    dry = run("userspace", "hold", "--dry-run", "--root", str(root))
+    assert dry.code == 0 and "would write /var/lib/fwman/userspace-hold.json" in dry.stdout
     r = run("userspace", "hold", "--root", str(root))
     assert r.code == 0, r.stderr
     assert "held libnvidia-ml1 570.86.16-1" in r.stdout
@@ -206,6 +208,8 @@ def test_hold_pins_with_real_apt_and_release_undoes_it(tmp_path: Path) -> None:
     st = run("userspace", "status", "--json", "--root", str(root)).json()
     assert st["held"] and st["pending_upgrades"] == {} and st["packages"]["nvidia-smi"] == "570.86.16-1"
     assert run("userspace", "hold", "--root", str(root)).stdout.endswith("hold already in place and current\n")
+    # the dry run previews that same run: nothing to write
+    assert run("userspace", "hold", "--dry-run", "--root", str(root)).stdout == "hold already in place and current\n"
     audit = run("audit", "--json", "--offline", "--root", str(root)).json()
     assert audit["userspace_hold"]["held"] is True
     assert not [row for row in audit["rows"] if row["component"].startswith("apt upgrade pending")]

@@ -142,7 +142,8 @@ def _sha256(text: str) -> str:
 def _with_default(text: str, value: str | None) -> str:
     """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
 
-    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and comments survive; with no such line, the new one goes first.
+    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and
+    comments survive; with no such line, the new one goes first.
     """
     out: list[str] = []
     placed = value is None

@@ -272,5 +272,12 @@ def read_marker(host: Host, path: str) -> Marker | None:
 
 
 def write_marker(host: Host, path: str, marker: Marker) -> None:
-    """Write ``marker`` atomically to ``path``."""
+    """Write ``marker`` atomically to ``path``, unless the marker there says the same (then nothing is written).
+
+    "The same" leaves the date out: a kernel still pending for the same reason keeps the date it first was,
+    so the boot-time catch-up does not rewrite the file at every boot.
+    """
+    existing = read_marker(host, path)
+    if existing is not None and existing.at and replace(marker, at=existing.at) == existing:
+        return
     host.write_bytes(path, marker.to_json())

@@ -127,3 +127,19 @@ def test_ensure_safe_boot_reports_a_change_once(tmp_path: Path) -> None:
     third = boot.ensure_safe_boot(host)
     assert third.released is not None and third.changed == ["undo fwman's boot pin (restore the previous default)"]
     assert boot.ensure_safe_boot(host).changed == []
+
+
+def test_a_marker_saying_the_same_is_not_rewritten(tmp_path: Path) -> None:
+    """The boot-time catch-up re-marks a still-pending kernel: the file keeps its first date and its bytes."""
+    from fwman.driver.build.manifest import Marker, pending_path, read_marker, write_marker
+
+    host = LiveHost(str(tmp_path))
+    (tmp_path / "var/lib/fwman/modules").mkdir(parents=True)
+    path = pending_path("6.1.0-53-amd64")
+    write_marker(host, path, Marker("6.1.0-53-amd64", "no headers", at="2026-11-30T08:00:00Z"))
+    first = (tmp_path / path.lstrip("/")).read_bytes()
+    write_marker(host, path, Marker("6.1.0-53-amd64", "no headers", at="2026-12-01T08:00:00Z"))
+    assert (tmp_path / path.lstrip("/")).read_bytes() == first
+    write_marker(host, path, Marker("6.1.0-53-amd64", "source unavailable: x", at="2026-12-01T08:00:00Z"))
+    marker = read_marker(host, path)
+    assert marker is not None and (marker.reason, marker.at) == ("source unavailable: x", "2026-12-01T08:00:00Z")

@@ -76,6 +76,19 @@ class ParseError(VerificationError):
         self.detail = message
 
 
+class HostChangeError(FwmanError):
+    """The filesystem refused a change on the host (a file where a directory belongs, permissions, full disk).
+
+    ``path`` is the host path (not the ``--root`` one) and ``strerror`` the operating system's reason, so a
+    caller can say what it was storing and what to do (free space, fix the path).
+    """
+
+    def __init__(self, message: str, path: str, strerror: str, hint: str | None = None) -> None:
+        super().__init__(message, hint)
+        self.path = path
+        self.strerror = strerror
+
+
 class MissingError(FwmanError):
     """A tool, file or device fwman needs is not there."""
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from fwman.core import clock, names, paths
 from fwman.core.config import Config
 from fwman.core.driver_version import DriverVersion
-from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.versions import nearest, parse_p2p_branch
 from fwman.host.base import Host
 
@@ -272,7 +272,7 @@ def save_cache(host: Host, listings: Sequence[ForkBranches]) -> str | None:
     doc = {"format": "fwman-branch-cache", "version": 1, "forks": entries}
     try:
         host.write_bytes(paths.BRANCH_CACHE_FILE, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
-    except OSError as e:
+    except (OSError, HostChangeError) as e:
         return f"cannot write {paths.BRANCH_CACHE_FILE}: {e.strerror or e}"
     return None
 

@@ -12,10 +12,10 @@ import os
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from fwman.core.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, HostChangeError, MissingError
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
 
 if TYPE_CHECKING:
@@ -189,39 +189,68 @@ class LiveHost(JournalMixin):
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory."""
+        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory.
+
+        Raises FwmanError naming the host path when the filesystem refuses (a file where a directory should be,
+        permissions, a full disk).
+        """
         target = self._target(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        write_atomically(target, data, mode)
+        with _changing("write", path):
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            write_atomically(target, data, mode)
         self._note("write", path, f"{len(data)} bytes")
 
     def mkdir(self, path: str, mode: int = 0o755) -> None:
-        """Create ``path`` with parents."""
-        os.makedirs(self._map(path), mode=mode, exist_ok=True)
+        """Create ``path`` with parents. Raises FwmanError when the filesystem refuses."""
+        with _changing("create the directory", path):
+            os.makedirs(self._map(path), mode=mode, exist_ok=True)
         self._note("mkdir", path)
 
     def rename(self, src: str, dst: str) -> None:
-        """Rename ``src`` to ``dst``."""
-        os.replace(self._target(src), self._target(dst))
+        """Rename ``src`` to ``dst``. Raises FwmanError when the filesystem refuses."""
+        with _changing("rename onto", dst):
+            os.replace(self._target(src), self._target(dst))
         _fsync_dir(os.path.dirname(self._target(dst)))
         self._note("rename", dst, f"from {src}")
 
     def unlink(self, path: str) -> None:
-        """Remove ``path`` if present."""
-        with contextlib.suppress(OSError):
+        """Remove ``path`` if present (absent is fine). Raises FwmanError when it is there and cannot go."""
+        with _changing("remove", path, absent_ok=True):
             os.unlink(self._target(path))
         self._note("unlink", path)
 
     def symlink(self, target: str, path: str) -> None:
-        """Create or replace link ``path`` -> ``target``."""
+        """Create or replace link ``path`` -> ``target``. Raises FwmanError when the filesystem refuses."""
         raw = self._target(path)
-        os.makedirs(os.path.dirname(raw), exist_ok=True)
-        tmp = raw + ".fwman-new"
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        os.symlink(target, tmp)
-        os.replace(tmp, raw)
+        with _changing("link", path):
+            os.makedirs(os.path.dirname(raw), exist_ok=True)
+            tmp = raw + ".fwman-new"
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            os.symlink(target, tmp)
+            os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+@contextlib.contextmanager
+def _changing(verb: str, path: str, absent_ok: bool = False) -> Iterator[None]:
+    """Turn the OSError of a host change into a FwmanError that names the host path (not the --root one).
+
+    With ``absent_ok`` a path that is not there is no error (removing what is gone).
+    """
+    try:
+        yield
+    except OSError as e:
+        if absent_ok and isinstance(e, FileNotFoundError):
+            return
+        reason = e.strerror or type(e).__name__
+        raise HostChangeError(
+            f"cannot {verb} {path}: {reason}",
+            path,
+            reason,
+            hint="fix that path on the host (a file where a directory belongs, permissions, a full disk); "
+            "running the command again finishes what it started",
+        ) from e
 
 
 def write_atomically(target: str, data: bytes, mode: int = 0o644, prefix: str = ".fwman-") -> None:

@@ -19,7 +19,15 @@ from collections.abc import Callable
 from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import clock, paths
-from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.core.errors import (
+    BlockedError,
+    ExitCode,
+    FwmanError,
+    HostChangeError,
+    MissingError,
+    NotRecordedError,
+    ParseError,
+)
 from fwman.core.findings import Finding, Severity, blocking
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
@@ -175,7 +183,7 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
     tmp = f"{folder}/.fwman-save-{run}.rom"
     try:
         host.mkdir(folder)
-    except OSError as e:
+    except (OSError, HostChangeError) as e:
         raise BackupError(f"cannot create {folder}: {e.strerror}") from e
     local = host.local_path(tmp)
     if local is None:
@@ -210,7 +218,7 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
         path = f"{folder}/{run}-{version}-{n}.rom"
     try:
         host.write_bytes(path, data, mode=0o444)
-    except OSError as e:
+    except (OSError, HostChangeError) as e:
         raise BackupError(
             f"cannot store the backup of {card.bus_id} at {path}: {e.strerror}",
             hint="free space under /var/lib/fwman/backups (each backup is about 1 MB), then run again",
@@ -238,9 +246,9 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
         manifest = load_manifest(host)
         manifest.backups.append(entry)
         save_manifest(host, manifest)
-    except (OSError, ParseError) as e:
+    except (OSError, HostChangeError, ParseError) as e:
         host.unlink(path)  # an unrecorded file would not count as a backup; do not leave it behind
-        message = e.strerror if isinstance(e, OSError) else e.message
+        message = e.strerror if isinstance(e, (OSError, HostChangeError)) else e.message
         raise BackupError(f"cannot record the backup of {card.bus_id} in {paths.BACKUPS_MANIFEST}: {message}") from e
     return entry
 

@@ -196,3 +196,13 @@ def test_a_hook_that_lost_its_execute_bit_is_not_current_and_install_repairs_it(
     assert hook.stat().st_mode & 0o777 == 0o755
     third = run("hooks", "install", "--root", str(tmp_path))
     assert "already installed and current" in third.stdout
+
+
+def test_a_refused_write_names_the_host_path_and_is_not_called_a_bug(tmp_path: Path) -> None:
+    (tmp_path / "usr/local/lib").mkdir(parents=True)
+    (tmp_path / "usr/local/lib/fwman").write_text("a file where fwman's directory belongs\n")
+    r = FwmanEnv()("hooks", "install", "--root", str(tmp_path))
+    assert r.code == 1
+    assert "cannot write /usr/local/lib/fwman/fwman-catchup" in r.stderr
+    assert "unexpected" not in r.stderr and str(tmp_path) not in r.stderr
+    assert "running the command again finishes what it started" in r.stderr

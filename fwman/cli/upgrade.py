@@ -55,6 +55,11 @@ def upgrade(
       fwman upgrade --apply              back up every card, flash the targets one at a time (docs/flash.md)
       fwman upgrade --check              after the reboot: version and BAR1 per card, recorded
     """
+    if dry_run and (apply or check):  # a dry run never flashes or records anything: refuse the mix outright
+        raise UsageError(
+            f"--dry-run and {'--apply' if apply else '--check'} contradict each other: nothing was done",
+            hint="fwman upgrade --dry-run prints the plan; fwman upgrade --apply runs it",
+        )
     if apply or check:  # docs/flash.md: back up all, flash, reboot, then --check
         flags = {"no_backup_bios_ok": no_backup_bios_ok}
         return run_mode(app, cards, as_json, apply=apply, check=check, reuse=reuse, timeout=timeout, **flags)

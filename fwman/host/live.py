@@ -256,17 +256,19 @@ def _changing(verb: str, path: str, absent_ok: bool = False) -> Iterator[None]:
 def write_atomically(target: str, data: bytes, mode: int = 0o644, prefix: str = ".fwman-") -> None:
     """Write ``data`` to ``target`` so that a crash leaves the old file or the new one, never half of one.
 
-    A temporary file in the target's directory (which must exist), fsync, chmod, rename over the target, fsync
-    the directory. The temporary file is removed on any failure. Raises OSError.
+    A temporary file in the target's directory (which must exist), its mode set on the descriptor, fsync,
+    rename over the target, fsync the directory. The temporary file is removed on any failure. Raises OSError.
     """
     directory = os.path.dirname(target) or "."
     fd, tmp = tempfile.mkstemp(prefix=prefix, dir=directory)
     try:
         with os.fdopen(fd, "wb") as f:
+            # the mode goes on the open descriptor, never by name: whoever can write the directory could swap
+            # the name for a link between the write and a chmod, and root would then chmod the link's target
+            os.fchmod(f.fileno(), mode)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(OSError):

@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from fixtures.nvflash.rig import CARDS, REBAR_3987, WITHDRAWN_3987, Rig, build_rig, image
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
@@ -182,3 +184,15 @@ def test_on_a_terminal_nvflash_output_is_shown_live(tmp_path: Path) -> None:
     assert "Update display adapter firmware?" in r.stderr and "100%" in r.stderr
     quiet = rig("flash", "--card", "61:00.0", "--image", REF)
     assert quiet.code == 0 and "Update display adapter firmware?" not in quiet.stderr
+
+
+@pytest.mark.parametrize("mode", ["--apply", "--check"])
+def test_upgrade_dry_run_with_apply_or_check_does_nothing(tmp_path: Path, mode: str) -> None:
+    """`--dry-run --apply` once flashed both 3987 cards: a dry run must never write a card or the history."""
+    rig = build_rig(tmp_path)
+    before = eeproms(rig)
+    history = rig.root / "var/lib/fwman/history.jsonl"
+    r = rig("upgrade", "--dry-run", mode)
+    assert r.code == 2 and "contradict" in r.stderr and "nothing was done" in r.stderr
+    assert_nothing_written(rig, before)
+    assert not history.exists()

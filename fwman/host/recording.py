@@ -76,7 +76,7 @@ class SnapshotWriter:
         self.absent: set[str] = set()
         self.tools: dict[str, str | None] = {}
         self.commands: dict[tuple[str, ...], CommandResult] = {}
-        self.sizes: dict[str, int] = {}  # files recorded by size only (larger than the recording's cap)
+        self.sizes: dict[str, int] = {}  # files recorded by size only (over the cap, or only seen to be there)
 
     def _clean(self, data: bytes) -> bytes:
         return self.redactor.data(data) if self.redactor else data
@@ -200,13 +200,15 @@ class RecordingHost:
         return resolve_links(path, read_link)
 
     def exists(self, path: str) -> bool:
-        """Return and record whether ``path`` exists."""
+        """Return and record whether ``path`` exists (a directory with its listing, a file by its size)."""
         real = self.realpath(path)
         found = self.inner.exists(real)
         if not found:
             self.writer.add_absent(real)
         elif self.inner.is_dir(real):
             self._record_dir(real)
+        else:
+            self._record_present_file(real)
         return found
 
     def _record_dir(self, real: str) -> list[str]:
@@ -214,14 +216,31 @@ class RecordingHost:
         self.writer.add_dir(real, names)
         return names
 
+    def _record_present_file(self, real: str) -> None:
+        """Record that ``real`` is there and is not a directory, without reading it: by its size.
+
+        The replay must answer ``exists`` and ``is_dir`` as this host did. Its parent's listing says only that
+        the name is there, not that it is a file, and reading it (modules.alias and the like, megabytes each)
+        would bloat the snapshot for a question about its type.
+        """
+        if real in self.writer.files or real in self.writer.sizes:
+            return
+        try:
+            size = self.inner.stat_size(real)
+        except MissingError:  # gone between the two looks: the next question records what it finds
+            return
+        self.writer.add_size(real, size)
+
     def is_dir(self, path: str) -> bool:
-        """Return and record whether ``path`` is a directory."""
+        """Return and record whether ``path`` is a directory (a directory with its listing, a file by size)."""
         real = self.realpath(path)
         if self.inner.is_dir(real):
             self._record_dir(real)
             return True
         if not self.inner.exists(real):
             self.writer.add_absent(real)
+        else:
+            self._record_present_file(real)
         return False
 
     def is_link(self, path: str) -> bool:

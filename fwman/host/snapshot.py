@@ -182,7 +182,7 @@ class SnapshotHost(JournalMixin):
         if real in self.sizes:
             raise NotRecordedError(
                 f"snapshot {self.directory} recorded only the size of {path} ({self.sizes[real]} bytes)",
-                hint="capture keeps files over 16 MiB by size only; run live to read it",
+                hint="capture keeps a file over 16 MiB, or one it only saw there, by size only; run live to read it",
             )
         raise NotRecordedError(
             f"snapshot {self.directory} did not record {path}",

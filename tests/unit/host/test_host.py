@@ -198,3 +198,24 @@ def test_recording_keeps_large_files_by_size_and_runs_a_repeated_command_once(tm
         replay.read_bytes("/lib/modules/6.1/updates/nvidia.ko")
     assert replay.read_text("/small") == "ok\n"
     assert not (tmp_path / "snap/files/lib/modules/6.1/updates/nvidia.ko").exists()
+
+
+def test_recording_a_look_at_a_file_lets_the_replay_answer_the_same(tmp_path: Path) -> None:
+    from fwman.host.recording import RecordingHost
+
+    root = tmp_path / "root"
+    (root / "lib/modules/6.1/kernel").mkdir(parents=True)
+    (root / "lib/modules/6.1/modules.dep").write_text("kernel/a.ko:\n")
+    (root / "lib/modules/6.1/modules.alias").write_text("alias x a\n")
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer)
+    assert rec.listdir("/lib/modules/6.1") == ["kernel", "modules.alias", "modules.dep"]
+    assert rec.is_dir("/lib/modules/6.1/modules.dep") is False  # the module walk's question
+    assert rec.exists("/lib/modules/6.1/modules.alias") is True
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.is_dir("/lib/modules/6.1/modules.dep") is False
+    assert replay.exists("/lib/modules/6.1/modules.dep") and replay.exists("/lib/modules/6.1/modules.alias")
+    assert replay.is_dir("/lib/modules/6.1/modules.alias") is False
+    assert replay.stat_size("/lib/modules/6.1/modules.dep") == len("kernel/a.ko:\n")
+    # a look is not a read: the contents stay out of the snapshot
+    assert not (tmp_path / "snap/files/lib/modules/6.1/modules.dep").exists()

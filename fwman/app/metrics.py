@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fwman.core import paths
+from fwman.core.errors import HostChangeError, UsageError
 from fwman.host.actions import Report, apply_all, pending
 from fwman.host.base import Host
 from fwman.platform.systemd import reload_running_systemd
@@ -31,13 +32,25 @@ def render_metrics(host: Host) -> MetricsText:
     return MetricsText(render(samples), len(samples), problems)
 
 
-def write_metrics(host: Host, output: str) -> MetricsText:
+def write_metrics(host: Host, output: str, *, named_by: str | None = None) -> MetricsText:
     """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them.
 
-    Raises what ``host.write_bytes`` raises (ChangeRefusedError on a snapshot, OSError on an unwritable path).
+    ``named_by`` is the option the user typed ``output`` with (``-o``), None for the default path. Raises
+    UsageError (exit 2) naming that option when the path the user typed cannot be written (a directory, below a
+    file, not permitted): the command line asked for something that cannot be. The default path's failure is
+    the host's and stays the HostChangeError ``host.write_bytes`` raises.
     """
     metrics = render_metrics(host)
-    host.write_bytes(output, metrics.text.encode(), mode=0o644)
+    try:
+        host.write_bytes(output, metrics.text.encode(), mode=0o644)
+    except HostChangeError as e:
+        if named_by is None:
+            raise
+        raise UsageError(
+            f"{named_by} {output}: cannot write: {e.strerror}",
+            hint="name a file whose directory exists or can be made (not a directory itself, not below a file); "
+            "node_exporter reads the directory its --collector.textfile.directory names",
+        ) from e
     return metrics
 
 

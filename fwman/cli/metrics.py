@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import click
+from click.core import ParameterSource
 
 from fwman.cli.context import AppContext, common_options, pass_app
-from fwman.core import paths
+from fwman.core import names, paths
 
 
 @click.group()
@@ -51,13 +52,21 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
     """
     from fwman.app.metrics import render_metrics, write_metrics
 
-    metrics = render_metrics(app.host) if to_stdout else write_metrics(app.host, output)
+    if to_stdout:
+        metrics = render_metrics(app.host)
+    else:
+        # a path the user typed that cannot be written is their usage error; the default path's is the host's
+        typed = click.get_current_context().get_parameter_source("output") is not ParameterSource.DEFAULT
+        # checked before anything is read: a typo must not cost a full collection to be told
+        target = names.host_path(output, "-o")
+        app.require_change("fwman metrics write", needs_root=False)  # the filesystem decides who may write where
+        metrics = write_metrics(app.host, target, named_by="-o" if typed else None)
     for source, why in metrics.problems.items():
         app.echo(f"note: {source}: not readable: {why}", err=True)
     if to_stdout:
         app.echo(metrics.text, nl=False)
         return
-    app.echo(f"wrote {metrics.series} series to {output}", err=True)
+    app.echo(f"wrote {metrics.series} series to {target}", err=True)
 
 
 @metrics.command()

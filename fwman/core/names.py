@@ -9,6 +9,7 @@ line saying what a good value looks like. Pure functions: no I/O (``--root`` is 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from datetime import date
 
@@ -132,3 +133,20 @@ def count(value: int, option: str = "-n") -> int:
     if value < 1:
         raise UsageError(f"{option} {value}: must be at least 1", hint=f"e.g. {option} 10")
     return value
+
+
+def host_path(value: str, option: str = "-o") -> str:
+    """Return ``value`` normalised when it names a file on the host (``/var/lib/x/fwman.prom``).
+
+    A host path is absolute (it is mapped under ``--root``, so a relative one would mean one thing with
+    ``--root`` and another without), names a file rather than a directory (no trailing ``/``, not ``/`` itself)
+    and holds no control characters. Raises UsageError otherwise.
+    """
+    parts = value.split("/")
+    if not value.startswith("/") or parts[-1] in ("", ".", "..") or ".." in parts or _CONTROL.search(value):
+        raise UsageError(
+            f"{option} {_shown(value)}: not a host file path",
+            hint="give the absolute path of a file, e.g. /var/lib/prometheus/node-exporter/fwman.prom "
+            "(under --root when given); no '..', no trailing '/'",
+        )
+    return posixpath.normpath(value)

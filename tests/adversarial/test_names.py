@@ -134,6 +134,20 @@ def test_fork_url_and_board_id_property(text: str) -> None:
         pass
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=string.printable + "\x00\u00e9", max_size=60))
+def test_host_path_property(text: str) -> None:
+    # a host output path (metrics write -o) stays under --root and names a file: absolute, no '..', no control
+    tried()
+    try:
+        value = names.host_path(text)
+    except UsageError as e:
+        assert "\n" not in e.message and e.hint
+        return
+    assert value.startswith("/") and value != "/" and ".." not in value.split("/")
+    assert value == os.path.normpath(value) and value.isprintable()
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=string.printable, max_size=60))
 def test_branch_name_property(text: str) -> None:

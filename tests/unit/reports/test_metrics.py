@@ -71,6 +71,39 @@ def test_write_puts_the_file_in_place_atomically_and_a_missing_source_is_not_an_
     assert other.code == 0 and (tmp_path / "srv/metrics/fwman.prom").is_file()
 
 
+def test_write_on_a_snapshot_refuses_like_every_changing_command(fwman: FwmanEnv) -> None:
+    r = fwman("metrics", "write", "--snapshot", str(EXAMPLE_HOST))
+    assert r.code == 2
+    assert r.stderr.startswith("fwman: error: fwman metrics write changes a machine: it cannot run on a --snapshot")
+    assert "wrote" not in r.stderr and r.stdout == ""
+    assert fwman("metrics", "write", "-o", "/tmp/x.prom", "--snapshot", str(EXAMPLE_HOST)).code == 2
+    assert fwman("metrics", "write", "--stdout", "--snapshot", str(EXAMPLE_HOST)).code == 0  # the replay's mode
+
+
+def test_an_output_path_the_user_typed_that_cannot_be_written_is_a_usage_error(tmp_path: Path, fwman: FwmanEnv) -> None:
+    (tmp_path / "var/x.prom").mkdir(parents=True)
+    (tmp_path / "afile").write_text("a file\n")
+    for output, says in [
+        ("/var/x.prom", "-o /var/x.prom: cannot write: Is a directory"),
+        ("/afile/sub.prom", "-o /afile/sub.prom: cannot write: "),
+        ("", "-o '': not a host file path"),
+        ("fwman.prom", "-o 'fwman.prom': not a host file path"),
+        ("/srv/", "-o '/srv/': not a host file path"),
+        ("/srv/../etc/x.prom", "not a host file path"),
+    ]:
+        r = fwman("metrics", "write", "-o", output, "--root", str(tmp_path))
+        assert r.code == 2, (output, r.stderr)
+        line = next(ln for ln in r.stderr.splitlines() if ln.startswith("fwman: error: "))
+        assert says in line and "unexpected" not in r.stderr and "report it" not in r.stderr
+        assert str(tmp_path) not in line
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["afile", "var", "x.prom"]  # nothing written
+    # the default path is not the user's typo: a directory in its place is the host's problem (exit 1, no "bug")
+    (tmp_path / "var/lib/prometheus/node-exporter/fwman.prom").mkdir(parents=True)
+    r = fwman("metrics", "write", "--root", str(tmp_path))
+    assert r.code == 1 and "cannot write /var/lib/prometheus/node-exporter/fwman.prom: Is a directory" in r.stderr
+    assert "report it" not in r.stderr
+
+
 def test_metrics_install_writes_an_enabled_timer_once(tmp_path: Path, fwman: FwmanEnv) -> None:
     dry = fwman("metrics", "install", "--dry-run", "--root", str(tmp_path))
     assert "would write /etc/systemd/system/fwman-metrics.timer" in dry.stdout and not (tmp_path / "etc").exists()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
 from fwman.core import clock
-from fwman.core.errors import MissingError, UsageError
+from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
 
@@ -122,13 +122,20 @@ class SnapshotWriter:
         """Write the snapshot to ``directory`` (created; must be absent or empty) and return its path.
 
         Written into a temp directory beside it and renamed, so an interrupted capture leaves nothing half-made.
-        Raises UsageError when ``directory`` exists and is not empty.
+        Raises UsageError when ``directory`` exists and is not empty, or cannot be made (a file in its way, no
+        permission): the user named it. Raises FwmanError when writing into it fails later (a full disk).
         """
         target = Path(directory)
-        if target.exists() and any(target.iterdir()):
-            raise UsageError(f"{target} exists and is not empty", hint="capture into a new directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            if target.exists() and any(target.iterdir()):
+                raise UsageError(f"{target} exists and is not empty", hint="capture into a new directory")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        except OSError as e:
+            raise UsageError(
+                f"DIRECTORY {target}: cannot make it: {e.strerror or type(e).__name__}",
+                hint="name a new or empty directory whose parents are directories you may write",
+            ) from e
         try:
             commands: list[dict[str, Any]] = []
             for i, (argv, res) in enumerate(sorted(self.commands.items())):
@@ -163,6 +170,12 @@ class SnapshotWriter:
             if target.exists():
                 target.rmdir()
             tmp.rename(target)
+        except OSError as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise FwmanError(
+                f"cannot write the snapshot {target}: {e.strerror or type(e).__name__}",
+                hint="free space there (or capture into another directory) and run the capture again",
+            ) from e
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

@@ -69,6 +69,15 @@ def test_capture_refuses_to_overwrite_and_to_replay(tmp_path: Path) -> None:
     assert not (tmp_path / "new").exists()
 
 
+def test_a_capture_directory_that_cannot_be_made_is_a_usage_error(tmp_path: Path) -> None:
+    run, root = _live(tmp_path)
+    (tmp_path / "afile").write_text("a file\n")
+    r = run("--root", str(root), "capture", str(tmp_path / "afile/sub"))
+    assert r.code == 2, r.stderr
+    assert r.stderr.splitlines()[0] == f"fwman: error: DIRECTORY {tmp_path / 'afile/sub'}: cannot make it: File exists"
+    assert "report it" not in r.stderr and (tmp_path / "afile").read_text() == "a file\n"
+
+
 def test_capture_changes_nothing_on_the_host(tmp_path: Path) -> None:
     run, root = _live(tmp_path)
     before = {p: p.stat().st_mtime_ns for p in root.rglob("*") if not p.is_symlink()}

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
 from fwman.core.findings import Severity
@@ -32,7 +32,7 @@ def entry_json(e: BackupEntry) -> dict[str, Any]:
 @click.group(invoke_without_command=True)
 @click.option("--card", "bus", metavar="BUS", help="Back up only this card (e.g. 41:00.0).")
 @click.option("--all", "all_cards", is_flag=True, help="Back up every NVIDIA card (the default).")
-@click.option("--timeout", type=float, default=300.0, show_default=True, help="Seconds before nvflash is given up on.")
+@timeout_option(300.0, "Seconds before nvflash is given up on.")
 @json_option
 @common_options
 @pass_app

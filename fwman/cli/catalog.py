@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core import clock
 from fwman.core.errors import UsageError, VerificationError
 
@@ -290,8 +290,7 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
 
 @catalog.command("update")
 @click.option("--url", help="Where the catalog is published (the directory holding index.json).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds without data before a download attempt is given up.")  # fmt: skip
+@timeout_option(30.0, "Seconds without data before a download attempt is given up.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per file.")
 @json_option
 @common_options

@@ -219,6 +219,39 @@ def common_options(f: F) -> F:
     return f
 
 
+class Seconds(click.ParamType[float, Any]):
+    """A duration in seconds for ``--timeout``: a finite number from ``MIN`` to ``MAX``, else a usage error.
+
+    click's float (and ``FloatRange``) let ``nan``, ``inf`` and ``1e400`` through, which later broke deep in a
+    run (an unexpected ValueError, a flash journal left "killed"); zero or a negative timed out at once.
+    """
+
+    name = "seconds"
+    MIN = 0.1
+    MAX = 86400.0  # a day: longer than any nvflash run or download attempt; a bound keeps the deadline an int
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
+        """Return ``value`` as seconds. Fails (exit 2, naming the option) when it is not in range."""
+        import math
+
+        try:
+            seconds = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not math.isfinite(seconds) or not self.MIN <= seconds <= self.MAX:
+            self.fail(f"{value!r}: give seconds from {self.MIN:g} to {self.MAX:g}", param, ctx)
+        return seconds
+
+
+def timeout_option(default: float, help: str) -> Callable[[F], F]:
+    """Return the decorator adding ``--timeout SECONDS`` (the one type every command's timeout uses).
+
+    ``help`` is one sentence; the accepted range is added to it.
+    """
+    shown = f"{help.rstrip('.')} ({Seconds.MIN:g} to {Seconds.MAX:g})."
+    return click.option("--timeout", type=Seconds(), default=default, show_default=True, help=shown)
+
+
 def json_option(f: F) -> F:
     """Add ``--json`` (stable, versioned machine output)."""
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (versioned keys).")(f)

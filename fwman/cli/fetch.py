@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import UsageError
 
 
@@ -47,8 +47,7 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
     help="The vendor-published MD5, for an image the catalog lists as unverified; recorded on this host.",
 )
 @click.option("--md5-source", metavar="TEXT", help="Where the MD5 was published (URL or page), kept with it.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
-              help="Seconds without data before a download attempt is given up.")  # fmt: skip
+@timeout_option(30.0, "Seconds without data before a download attempt is given up.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per URL.")
 @json_option
 @common_options

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import UsageError
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import (
@@ -88,9 +88,7 @@ def flash_options(f: Any) -> Any:
         metavar="RUN",
         help="Use the verified backups of run RUN instead of taking new ones.",
     )(f)
-    f = click.option(
-        "--timeout", type=float, default=300.0, show_default=True, help="Seconds before nvflash is given up on."
-    )(f)
+    f = timeout_option(300.0, "Seconds before nvflash is given up on.")(f)
     return f
 
 

@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import click
 
-from fwman.cli.context import AppContext
+from fwman.cli.context import AppContext, timeout_option
 from fwman.core.errors import UsageError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -17,9 +17,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def apply_options(f: F) -> F:
     """Add ``--apply``, ``--check`` and the flash options to ``fwman upgrade``."""
-    f = click.option(
-        "--timeout", type=float, default=300.0, show_default=True, help="Seconds before nvflash is given up on."
-    )(f)
+    f = timeout_option(300.0, "Seconds before nvflash is given up on.")(f)
     f = click.option(
         "--reuse-backups-from", "reuse", metavar="RUN", help="With --apply: reuse the verified backups of run RUN."
     )(f)

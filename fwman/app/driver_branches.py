@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.driver.forks import BranchReport, api_base, configured_forks, list_branches
@@ -57,7 +58,7 @@ def driver_branches(
     ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
     UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
     """
-    target = DriverVersion.parse(version_text) if version_text else None
+    target = names.driver_version(version_text, "--version") if version_text is not None else None
     config = load_config(host)
     forks = configured_forks(config, fork_specs)
     report = list_branches(host, forks, api=api_base(config, variables), offline=offline)

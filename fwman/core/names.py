@@ -13,7 +13,8 @@ import posixpath
 import re
 from datetime import date
 
-from fwman.core.errors import UsageError
+from fwman.core.driver_version import DriverVersion
+from fwman.core.errors import ParseError, UsageError
 
 #: longest kernel release accepted: ``uname -r`` is at most 64 bytes (``struct utsname.release``, 65 with NUL)
 MAX_KERNEL_RELEASE = 64
@@ -150,3 +151,18 @@ def host_path(value: str, option: str = "-o") -> str:
             "(under --root when given); no '..', no trailing '/'",
         )
     return posixpath.normpath(value)
+
+
+def driver_version(value: str, option: str = "--version") -> DriverVersion:
+    """Return the NVIDIA driver version a user typed (``570.86.16``). Raises UsageError when it is not one.
+
+    The same parse as a version read from the host, but a bad one here is the command line's (exit 2), not a
+    file found wrong (ParseError, exit 4).
+    """
+    try:
+        return DriverVersion.parse(value)
+    except ParseError:
+        raise UsageError(
+            f"{option} {_shown(value)}: not an NVIDIA driver version",
+            hint="a driver version looks like 570.86.16 or 565.77 (as `nvidia-smi` or `fwman audit` prints it)",
+        ) from None

@@ -212,3 +212,22 @@ def test_a_root_typo_makes_no_tree(attack: CountingEnv, tmp_path: Path, command:
     r = CountingEnv(variables={"FWMAN_ROOT": str(typo)})(*command)
     assert r.code == 2 and "FWMAN_ROOT" in one_error_line(r)
     assert not typo.exists()
+
+
+@pytest.mark.parametrize("value", ["abc", "", "570", "570.86.16-p2p", "--x", "570.86.16.1"])
+def test_a_bad_driver_version_on_the_command_line_is_usage(attack: CountingEnv, value: str) -> None:
+    r = attack("driver", "branches", "--snapshot", str(EXAMPLE_HOST), "--offline", "--version", value)
+    assert r.code == 2, r.stderr
+    assert "--version" in one_error_line(r) and "not an NVIDIA driver version" in r.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=string.digits + ".-p \n", max_size=16))
+def test_driver_version_property(text: str) -> None:
+    tried()
+    try:
+        version = names.driver_version(text)
+    except UsageError as e:
+        assert "\n" not in e.message and e.hint
+        return
+    assert str(version) == text.strip() and version.major >= 10

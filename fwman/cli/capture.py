@@ -89,15 +89,24 @@ def _check(app: AppContext, directory: str, as_json: bool) -> None:
     from fwman.host.snapshot_check import SnapshotFormatError, check_snapshot
 
     meta, problems = check_snapshot(directory)
+    counts = None
+    if not problems and meta is not None:
+        counts = {
+            "commands": len(meta.get("commands", [])),
+            "links": len(meta.get("links", {})),
+            "listings": len(meta.get("dirs", {})),
+        }
     if as_json:
-        app.emit_json("capture.check", {"directory": directory, "ok": not problems, "problems": problems})
+        app.emit_json(
+            "capture.check", {"directory": directory, "ok": not problems, "counts": counts, "problems": problems}
+        )
     else:
         for problem in problems:
             app.echo(f"{directory}: {problem}")
-        if not problems and meta is not None:
+        if counts is not None:
             app.echo(
-                f"{directory}: well-formed snapshot ({len(meta.get('commands', []))} commands, "
-                f"{len(meta.get('links', {}))} links, {len(meta.get('dirs', {}))} listings)"
+                f"{directory}: well-formed snapshot ({counts['commands']} commands, "
+                f"{counts['links']} links, {counts['listings']} listings)"
             )
     if problems:
         raise SnapshotFormatError(

@@ -215,16 +215,28 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
         issues.extend(lint_local_entries(app.host))
     directory = directory or BUNDLED_CATALOG
     key = None
+    signature: dict[str, Any] | None = None  # --local: local entries are not signed, nothing was checked
     if not local_only:
         sig_issues, key = lint_signature(directory, trusted_keys(app.host))
         issues += sig_issues
+        signature = {
+            "checked": key is not None or bool(sig_issues),  # neither: no index.json, nothing signed to check
+            "good": key is not None,
+            "key_id": key.key_id if key is not None else None,
+            "origin": key.origin if key is not None else None,
+        }
     if key is not None and not as_json:
         app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
     errors = [i for i in issues if i.level == "error"]
     if as_json:
         app.emit_json(
             "catalog-lint",
-            {"directory": checked, "ok": not errors, "issues": [i.model_dump() for i in issues]},
+            {
+                "directory": checked,
+                "ok": not errors,
+                "signature": signature,
+                "issues": [i.model_dump() for i in issues],
+            },
         )
     else:
         for i in issues:

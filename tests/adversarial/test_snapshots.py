@@ -191,6 +191,8 @@ def test_capture_check_passes_both_bundled_hosts_and_lists_every_problem(attack:
     for host in ("rig-4x3090", "h200-1gpu"):
         r = attack("capture", "--check", str(HOSTS / host))
         assert r.code == 0 and "well-formed snapshot" in r.stdout
+        counts = attack("capture", "--check", str(HOSTS / host), "--json").json()["counts"]
+        assert f"({counts['commands']} commands, {counts['links']} links, {counts['listings']} listings)" in r.stdout
     meta = meta_of(snap)
     meta["links"]["/sys/evil"] = "../../../../.."
     meta["commands"][0]["stdout"] = "../x"

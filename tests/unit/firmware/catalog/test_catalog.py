@@ -177,6 +177,23 @@ def test_lint_catches_a_file_changed_after_signing_and_a_bad_signature(tmp_path:
     assert "signature does not verify" in errs
 
 
+def test_lint_json_carries_the_signature_the_text_shows(tmp_path: Path, fwman: FwmanEnv) -> None:
+    key = Ed25519PrivateKey.generate()
+    pub = trust(tmp_path, key)
+    cat = write_catalog(tmp_path / "cat", {"10de-2204-3842-3987": board_toml(seed_images(rom()))}, key)
+    text = fwman("catalog", "lint", "--dir", str(cat), "--root", str(tmp_path))
+    doc = fwman("catalog", "lint", "--dir", str(cat), "--root", str(tmp_path), "--json").json()
+    signature = doc["signature"]
+    assert signature["checked"] is True and signature["good"] is True
+    assert signature["origin"] == "/etc/fwman/keys.d/" + pub.name
+    assert f"signature: good, key {signature['key_id']} ({signature['origin']})" in text.stdout
+    (cat / "index.json.sig").unlink()
+    bad = fwman("catalog", "lint", "--dir", str(cat), "--root", str(tmp_path), "--json")
+    assert bad.code == 4 and bad.json()["signature"] == {"checked": True, "good": False, "key_id": None, "origin": None}
+    local = fwman("catalog", "lint", "--local", "--root", str(tmp_path), "--json")
+    assert local.json()["signature"] is None  # local entries are not signed: nothing was checked
+
+
 def test_lint_text_output_names_file_and_key(tmp_path: Path, fwman: FwmanEnv) -> None:
     cat = tmp_path / "cat"
     (cat / "boards").mkdir(parents=True)

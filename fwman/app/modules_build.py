@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.lockstep import gather, target_version
+from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
@@ -20,10 +21,12 @@ from fwman.driver.build.lockstep import refuse_unless_forced
 from fwman.driver.build.pipeline import KernelOutcome, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
+    Source,
     SourceSpec,
     check_source_options,
     load_source_spec,
     newer_branches,
+    resolve_source,
     save_source_spec,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
@@ -114,6 +117,8 @@ def source_spec(host: Host, request: BuildRequest) -> SourceSpec:
     """
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
+        if request.branch is not None:
+            names.branch_name(request.branch)  # checked here: a bad name is never fetched, nor remembered
         fork = resolve_fork(host, request.fork) if request.fork else None
         return SourceSpec(request.source_dir, fork, request.branch)
     remembered = load_source_spec(host)
@@ -131,8 +136,9 @@ def build_modules(
 ) -> BuildResult:
     """Build for every kernel of ``request`` under the module lock, then keep the next boot safe.
 
-    A source named in the request is remembered for the hook and the catch-up. Calls ``on_outcome`` after
-    each kernel. Raises UsageError for a request without kernels or source, LockTimeout when another build
+    A source named in the request is remembered for the hook and the catch-up once it resolved (a tree that is
+    there, a branch that was fetched). Calls ``on_outcome`` after each kernel. Raises UsageError for a request
+    without kernels or source or with a ``--source`` that is not a module tree, LockTimeout when another build
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request)
@@ -146,12 +152,18 @@ def build_modules(
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
     builds: list[KernelBuild] = []
     with module_lock(host):
-        if request.source_dir or request.fork:
-            save_source_spec(host, spec)
+        resolved = remember_if_resolved(host, spec, report) if request.source_dir or request.fork else None
         for kver in targets:
             report(f"== {kver}")
             outcome = update_kernel(
-                host, kver, spec, force=request.force, report=report, jobs=request.jobs, progress=request.progress
+                host,
+                kver,
+                spec,
+                force=request.force,
+                report=report,
+                jobs=request.jobs,
+                progress=request.progress,
+                resolved=resolved,
             )
             newer = newer_branches(host, outcome.source) if outcome.status == "failed" and outcome.source else []
             initrd = refresh_initramfs(host, kver, report) if outcome.status == "built" else None
@@ -160,6 +172,26 @@ def build_modules(
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
     return BuildResult(builds, check)
+
+
+def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) -> Source | None:
+    """Resolve the source the user named and remember it for the hook and the catch-up; return it.
+
+    Only a source that resolved is remembered: a typo must not replace the working source the next automatic
+    builds use. A fork branch that cannot be fetched now is not remembered and returns None (each kernel is then
+    marked pending, as before). Raises UsageError when ``--source`` is not an open-gpu-kernel-modules tree.
+    """
+    try:
+        source = resolve_source(host, spec, report)
+    except UsageError:
+        raise
+    except FwmanError as e:
+        if spec.source_dir:
+            raise UsageError(f"--source {e.message}", hint=e.hint) from e
+        report(f"warning: {spec.describe()} is not remembered as the source of later builds: {e.message}")
+        return None
+    save_source_spec(host, spec)
+    return source
 
 
 def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:

@@ -125,7 +125,7 @@ def build(
     depmod runs, and each name must resolve to the new file with a vermagic naming KVER before the manifest
     (/var/lib/fwman/modules/KVER.json) is written. A failed build leaves the previous modules in place.
 
-    The source given here is remembered: the kernel hook and `fwman modules catchup` build from it.
+    The source given here is remembered once it resolved: the kernel hook and `fwman modules catchup` build from it.
 
     \b
     Examples:

@@ -312,13 +312,16 @@ def update_kernel(
     report: Report = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    resolved: Source | None = None,
 ) -> KernelOutcome:
     """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
 
-    Missing headers (or a source that cannot be fetched) mark the kernel pending. A failed build writes the
-    failure marker and leaves the previous modules in place; the next attempt for the same (commit, kernel)
-    is skipped unless ``force``. Success writes the manifest and clears both markers. Never raises for a
-    build problem (the outcome says it); raises FwmanError for what needs a person (disk, permissions).
+    ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
+    build); None resolves it here. Missing headers (or a source that cannot be fetched) mark the kernel
+    pending. A failed build writes the failure marker and leaves the previous modules in place; the next attempt
+    for the same (commit, kernel) is skipped unless ``force``. Success writes the manifest and clears both
+    markers. Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person
+    (disk, permissions).
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (
@@ -345,7 +348,7 @@ def update_kernel(
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
     try:
-        source = resolve_source(host, spec, report, fetch=fetch)
+        source = resolved if resolved is not None else resolve_source(host, spec, report, fetch=fetch)
     except FwmanError as e:
         write_marker(host, pending_path(kver), Marker(kver, f"source unavailable: {e.message}"))
         return KernelOutcome(kver, "pending", f"cannot get the source ({e.message}): marked pending")

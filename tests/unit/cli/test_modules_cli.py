@@ -99,3 +99,45 @@ def test_build_json_says_what_changed(tmp_path: Path) -> None:
     assert r.code == 5 and doc["schema"] == "fwman.modules-build/1"
     # pending: nothing was installed, no boot pin made (there is no other kernel)
     assert doc["changed"] is False and doc["kernels"][0]["changed"] == [] and doc["boot"]["changed"] == []
+
+
+def _remembered(root: Path) -> dict[str, str | None]:
+    doc: dict[str, str | None] = json.loads((root / "var/lib/fwman/modules/source.json").read_text())
+    return doc
+
+
+def test_a_source_is_remembered_only_once_it_resolved(tmp_path: Path) -> None:
+    import subprocess
+
+    root = _root(tmp_path, headers=False)
+    record = root / "var/lib/fwman/modules/source.json"
+    record.parent.mkdir(parents=True)
+    good = '{"source": null, "fork": "aikitoria", "branch": "570.86.16-p2p"}\n'
+    record.write_text(good)
+    run = FwmanEnv()
+    # a --source typo: refused before anything, the working source stays
+    r = run("modules", "build", "--kernel", KVER, "--source", "/srv/src/typo", "--root", str(root))
+    assert r.code == 2, r.stderr
+    assert r.stderr.startswith("fwman: error: --source /srv/src/typo is not an open-gpu-kernel-modules tree")
+    assert record.read_text() == good and not (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
+    # a branch name that is not one: refused, never fetched
+    for branch in ("570.86.16-p2p;rm", "--x"):
+        r = run("modules", "build", "--kernel", KVER, "--fork", "aikitoria", "--branch", branch, "--root", str(root))
+        assert r.code == 2 and "--branch" in r.stderr, r.stderr
+    assert record.read_text() == good
+    # a fork branch that cannot be fetched: the kernel is pending, the record unchanged
+    fork = tmp_path / "fork"
+    fork.mkdir()
+    git = ["git", "-C", str(fork), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run(["git", "init", "-q", str(fork)], check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
+    r = run("modules", "build", "--kernel", KVER, "--fork", str(fork), "--branch", "abc", "--root", str(root))
+    assert r.code == 5, r.stderr
+    assert "is not remembered as the source of later builds" in r.stderr
+    assert record.read_text() == good
+    # a tree that is there is remembered, even while the kernel waits for its headers
+    (root / "src/fork/kernel-open").mkdir(parents=True)
+    (root / "src/fork/Makefile").write_text("modules:\n")
+    r = run("modules", "build", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
+    assert r.code == 5 and "marked pending" in r.stderr
+    assert _remembered(root) == {"source": "/src/fork", "fork": None, "branch": None}

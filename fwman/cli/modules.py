@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core.errors import BlockedError, PartialError, VerificationError
+
+if TYPE_CHECKING:
+    from fwman.driver.hooks.run import RunSummary
 
 
 @click.group()
@@ -303,7 +306,7 @@ def catchup(app: AppContext, force: bool) -> None:
     app.require_change("fwman modules catchup")
     summary = run_catchup(app.host, _say(app), force=force)
     if summary.fast_path:
-        app.echo("every kernel has current patched modules")
+        _render_waiting(app, summary)
         return
     for outcome in summary.outcomes:
         if outcome.status == "failed":
@@ -316,6 +319,20 @@ def catchup(app: AppContext, force: bool) -> None:
             f"build failed for {', '.join(o.kver for o in failed)}",
             hint="see `fwman modules status` and /var/log/fwman/",
         )
+
+
+def _render_waiting(app: AppContext, summary: RunSummary) -> None:
+    """Print the result of a catch-up with nothing to build: all current, or which kernels still wait and why."""
+    if not summary.waiting:
+        app.echo("every kernel has current patched modules")
+        return
+    for kver, why in summary.waiting.items():
+        app.echo(f"{kver}: NO current patched modules (pending: {why}); booting it comes up without the patched driver")
+    app.echo("nothing to build until the headers are installed; the next catch-up builds them (`fwman modules status`)")
+    if summary.source_problem is not None:
+        app.echo(f"WARNING: {summary.source_problem}: that build will fail", err=True)
+    elif summary.no_source:
+        app.echo("WARNING: no module source configured: run `fwman modules build --fork F --branch B` once", err=True)
 
 
 @modules.command(hidden=True)

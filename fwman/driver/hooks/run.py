@@ -34,6 +34,11 @@ class RunSummary:
     boot: BootCheck | None = None
     fast_path: bool = False
     no_source: bool = False
+    #: kernels without current modules left as they are, kernel -> why (pending: no headers yet): booting one
+    #: comes up without the patched driver, so the summary must name them
+    waiting: dict[str, str] = field(default_factory=dict)
+    #: why the remembered module source cannot be read (the build the headers wait for would fail), or None
+    source_problem: str | None = None
 
     @property
     def failed(self) -> list[KernelOutcome]:
@@ -139,7 +144,7 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
     if not todo and not force and not host.exists(paths.BOOT_PIN_STATE):
         if not host.exists(paths.MODULES_STAMP):
             write_stamp(host, kernels)
-        return RunSummary(fast_path=True)
+        return fast_summary(host, [k for k in kernels if not manifest_is_current(host, k)])
 
     from fwman.driver.boot import pin as boot
     from fwman.driver.build.lock import module_lock
@@ -174,6 +179,30 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
             write_stamp(host, kernels)
         else:
             host.unlink(paths.MODULES_STAMP)
+    return summary
+
+
+def fast_summary(host: Host, waiting: list[str]) -> RunSummary:
+    """Return the summary of a catch-up with nothing to build: which kernels still wait, and why.
+
+    ``waiting`` are the kernels without current modules (each marked pending, without headers). Only when there
+    is one are its marker and the module source record read (small files): the build its headers wait for needs
+    that source, so a damaged record is said now, not at the next kernel install.
+    """
+    summary = RunSummary(fast_path=True)
+    if not waiting:
+        return summary
+    from fwman.core.errors import FwmanError
+    from fwman.driver.build.manifest import pending_path, read_marker
+    from fwman.driver.build.source import load_source_spec
+
+    for kver in waiting:
+        marker = read_marker(host, pending_path(kver))
+        summary.waiting[kver] = marker.reason if marker is not None else "no headers"
+    try:
+        summary.no_source = load_source_spec(host) is None
+    except FwmanError as e:
+        summary.source_problem = e.message
     return summary
 
 

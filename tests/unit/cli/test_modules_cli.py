@@ -141,3 +141,21 @@ def test_a_source_is_remembered_only_once_it_resolved(tmp_path: Path) -> None:
     r = run("modules", "build", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
     assert r.code == 5 and "marked pending" in r.stderr
     assert _remembered(root) == {"source": "/src/fork", "fork": None, "branch": None}
+
+
+def test_catchup_names_a_kernel_still_waiting_for_headers(tmp_path: Path) -> None:
+    root = _root(tmp_path, headers=False)
+    run = FwmanEnv()
+    (root / "src/fork/kernel-open").mkdir(parents=True)
+    (root / "src/fork/Makefile").write_text("modules:\n")
+    assert run("modules", "build", "--kernel", KVER, "--source", "/src/fork", "--root", str(root)).code == 5
+    r = run("modules", "catchup", "--root", str(root))
+    assert r.code == 0, r.stderr  # documented: kernels without headers stay pending
+    assert "every kernel has current patched modules" not in r.stdout
+    assert f"{KVER}: NO current patched modules (pending: no headers)" in r.stdout
+    assert r.stderr == ""
+    # the build the headers wait for needs the remembered source: a damaged record is said now
+    (root / "var/lib/fwman/modules/source.json").write_text('{"source": 3}\n')
+    r = run("modules", "catchup", "--root", str(root))
+    assert r.code == 0 and f"{KVER}: NO current patched modules" in r.stdout
+    assert "WARNING: unreadable module source record /var/lib/fwman/modules/source.json" in r.stderr

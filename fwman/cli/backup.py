@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
 from fwman.core.findings import Severity
@@ -56,7 +56,7 @@ def backup(
 
     Exit: 0 all saved, 3 driver loaded / not root, 4 no backup could be taken, 5 nvflash missing, 6 some failed.
     """
-    if ctx.invoked_subcommand is not None:
+    if runs_subcommand(ctx, app):
         return
     app.require_change("fwman backup", needs_root=False)  # root: require_backup_host's gate
     host = app.host

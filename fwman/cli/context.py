@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import click
+from click.core import ParameterSource
 
 from fwman.core.errors import BlockedError, UsageError
 
@@ -77,6 +78,8 @@ class AppContext:
     root: str | None = None
     snapshot: str | None = None
     verbose: int = 0
+    #: --json given to a group before its subcommand (``fwman backup --json list``): the subcommand's --json
+    json_from_group: bool = False
     _host: Host | None = None
 
     @property
@@ -252,9 +255,50 @@ def timeout_option(default: float, help: str) -> Callable[[F], F]:
     return click.option("--timeout", type=Seconds(), default=default, show_default=True, help=shown)
 
 
+def _json_value(ctx: click.Context, param: click.Parameter, value: Any) -> bool:
+    """Return ``--json`` of this command, on when the group before it was given ``--json``."""
+    app = ctx.find_object(AppContext)
+    return bool(value) or (app is not None and app.json_from_group)
+
+
 def json_option(f: F) -> F:
     """Add ``--json`` (stable, versioned machine output)."""
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON (versioned keys).")(f)
+    return click.option(
+        "--json", "as_json", is_flag=True, callback=_json_value, help="Print machine-readable JSON (versioned keys)."
+    )(f)
+
+
+def _takes_json(ctx: click.Context, name: str) -> bool:
+    """Return True when subcommand ``name`` of the group being parsed has a ``--json`` of its own."""
+    assert isinstance(ctx.command, click.Group)
+    sub = ctx.command.get_command(ctx, name)
+    return sub is not None and any(p.name == "as_json" for p in sub.params)
+
+
+def runs_subcommand(ctx: click.Context, app: AppContext) -> bool:
+    """For a group that is also a command (``fwman backup``): return True when a subcommand runs instead.
+
+    Then ``--json`` given to the group is handed to the subcommand, and any other option of the group given on
+    the command line raises UsageError (exit 2): ``fwman backup --card 41:00.0 list`` would otherwise list
+    every card, the option silently dropped.
+    """
+    if ctx.invoked_subcommand is None:
+        return False
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or not param.expose_value or param.name is None:
+            continue  # --root, --snapshot, -v: stored for every command wherever they stand
+        source = ctx.get_parameter_source(param.name)
+        if source in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP):
+            continue
+        if param.name == "as_json" and _takes_json(ctx, ctx.invoked_subcommand):
+            app.json_from_group = True
+            continue
+        name = max(param.opts, key=len)
+        raise UsageError(
+            f"{name} is an option of `{ctx.command_path}` itself: it does nothing before `{ctx.invoked_subcommand}`",
+            hint=f"put the subcommand's own options after it (`{ctx.command_path} {ctx.invoked_subcommand} --help`)",
+        )
+    return True
 
 
 pass_app = click.make_pass_decorator(AppContext)

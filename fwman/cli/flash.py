@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
 from fwman.core.errors import UsageError
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import (
@@ -133,7 +133,7 @@ def flash(
     Exit: 0 flashed and verified, 2 bad usage / snapshot, 3 a gate blocked (nothing written),
     4 the write or read-back failed (see `fwman flash status`), 5 nvflash missing, 130 interrupted.
     """
-    if ctx.invoked_subcommand is not None:
+    if runs_subcommand(ctx, app):
         return
     if not bus or not image:
         raise UsageError("fwman flash needs --card BUS and --image FILE|BOARD/VERSION", hint="fwman flash --help")
@@ -220,7 +220,11 @@ def flash_resume(
     journal = Journal(app.host)
     pending = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
     if not pending:
-        app.echo("nothing to resume: every journaled operation finished")
+        message = "nothing to resume: every journaled operation finished"
+        if as_json:
+            app.emit_json("flash-resume", {"resumed": None, "message": message})
+        else:
+            app.echo(message)
         return
     op = pending[-1]
     options = FlashOptions(reuse or op.backup_run, no_backup_bios_ok, allow_downgrade, timeout)

@@ -1,0 +1,98 @@
+"""`--json` means JSON: on every command that takes it, wherever it stands, on every path (or nothing on stdout)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import pytest
+
+from fwman.cli.app import COMMANDS, cli
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+
+
+def _json_commands() -> list[tuple[str, ...]]:
+    """Return the argv of every command and subcommand that takes --json."""
+    found: list[tuple[str, ...]] = []
+
+    def walk(command: click.Command, argv: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, (*argv, name))
+        if any(p.name == "as_json" for p in command.params):
+            found.append(argv)
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        walk(command, (name,))
+    return found
+
+
+def test_every_json_path_prints_json_or_nothing(tmp_path: Path) -> None:
+    run = FwmanEnv(variables={"PATH": "/nonexistent"})  # no tools: the commands take their early paths
+    commands = _json_commands()
+    assert ("flash", "resume") in commands and ("backup", "list") in commands
+    for where in (["--snapshot", str(EXAMPLE_HOST)], ["--root", str(tmp_path)]):
+        for argv in commands:
+            r = run(*argv, "--json", *where)
+            if r.stdout.strip():  # an error prints nothing on stdout; anything printed there is the document
+                doc = json.loads(r.stdout)
+                assert doc["schema"].startswith("fwman."), argv
+
+
+def test_flash_resume_json_with_nothing_to_resume(tmp_path: Path) -> None:
+    r = FwmanEnv()("flash", "resume", "--json", "--root", str(tmp_path))
+    assert r.code == 0
+    assert r.json() == {
+        "schema": "fwman.flash-resume/1",
+        "resumed": None,
+        "message": "nothing to resume: every journaled operation finished",
+    }
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [
+        (("backup", "--json", "list"), ("backup", "list", "--json")),
+        (("backup", "--json", "verify"), ("backup", "verify", "--json")),
+        (("flash", "--json", "status", "-n", "1"), ("flash", "status", "-n", "1", "--json")),
+        (("flash", "--json", "resume"), ("flash", "resume", "--json")),
+    ],
+)
+def test_json_before_the_subcommand_is_the_subcommands(
+    tmp_path: Path, before: tuple[str, ...], after: tuple[str, ...]
+) -> None:
+    run = FwmanEnv()
+    first, second = run(*before, "--root", str(tmp_path)), run(*after, "--root", str(tmp_path))
+    assert first.code == second.code == 0, first.stderr
+    assert first.json() == second.json()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("backup", "--card", "41:00.0", "list"),
+        ("backup", "--all", "verify"),
+        ("backup", "--timeout", "5", "list"),
+        ("flash", "--card", "41:00.0", "status"),
+        ("flash", "--timeout", "5", "resume"),
+        ("flash", "--allow-downgrade", "resume"),
+    ],
+)
+def test_another_group_option_before_the_subcommand_is_refused(tmp_path: Path, argv: tuple[str, ...]) -> None:
+    r = FwmanEnv()(*argv, "--root", str(tmp_path))
+    assert r.code == 2, r.stderr
+    option = next(a for a in argv if a.startswith("--"))
+    assert r.stderr.startswith(f"fwman: error: {option} is an option of `fwman {argv[0]}` itself")
+    assert r.stdout == ""
+
+
+def test_root_before_the_subcommand_still_counts(tmp_path: Path) -> None:
+    r = FwmanEnv()("backup", "--root", str(tmp_path), "list", "--json")
+    assert r.code == 0 and r.json()["backups"] == []

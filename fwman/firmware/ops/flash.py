@@ -137,11 +137,15 @@ class Flasher:
         except ParseError:
             return None
 
-    def image_gates(self, card: Card, source: ImageSource, rom: RomImage, staged: str) -> list[Finding]:
-        """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware)."""
+    def image_gates(
+        self, card: Card, source: ImageSource, rom: RomImage, staged: str, block: nvflash.FirmwareBlock
+    ) -> list[Finding]:
+        """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware).
+
+        ``block`` is nvflash's identity of the card, read now (:meth:`adapter_block`).
+        """
         from fwman.firmware.verify.compatible import check_compatible
 
-        block = self.adapter_block(card)
         live = card.model_copy(
             update={"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
         )
@@ -272,6 +276,7 @@ class Flasher:
         # gates (always re-run on resume: the host may have changed)
         self.journal.begin(op, "gates")
         self.say(f"[{card.bus_id}] checking gates")
+        identity: nvflash.FirmwareBlock | None = None
         try:
             findings = self.base_gates()
             bad = blocking(findings)
@@ -280,7 +285,8 @@ class Flasher:
                     self.host.write_bytes(staged, source.data, mode=0o400)
                 if hashlib.sha256(self.host.read_bytes(staged)).hexdigest() != source.sha256:
                     raise VerificationError(f"staged copy {staged} differs from the image")
-                findings += self.image_gates(card, source, rom, staged)
+                identity = self.adapter_block(card)
+                findings += self.image_gates(card, source, rom, staged, identity)
                 overrides = [NO_BACKUP_BIOS_FLAG] if self.options.no_backup_bios_ok else []
                 if self.options.allow_downgrade or source.restore_of is not None:
                     overrides.append(DOWNGRADE_FLAG)
@@ -310,15 +316,27 @@ class Flasher:
             raise
         op.backup_run = self.backup_run
         own = self.backups[card.bus_id]
-        op.before_version = op.before_version or own.version
-        op.before_chain_sha256 = op.before_chain_sha256 or own.chain_sha256
         self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
+        # what the card holds now: the backup tells only when it was taken in this run; reused backups (an older
+        # run may predate a flash since) and a resumed operation (whose write may have started) say nothing
+        # about the card now: read it
+        fresh = self.backups_taken_now and not op.done("protectoff")
+        current: str | None
+        held_version: str | None
+        if fresh:
+            current, held_version = own.chain_sha256, own.version
+        else:
+            held = self.read_card(card, adapter.index, op)
+            current = held.chain_sha256 if held is not None else None
+            # an unreadable dump: the version nvflash reported in the gates, never the reused backup's
+            held_version = held.version if held is not None else (identity.version if identity else None)
+        if op.before_chain_sha256 is None and op.before_version is None:
+            # the "before" of the history and the result is the card's own state at the first attempt; a
+            # resumed operation keeps what its first attempt found (its write may have changed the card since)
+            op.before_chain_sha256, op.before_version = current, held_version
+            self.journal.save(op)
         before_version = op.before_version
         # already there? (a resumed write that completed, or flashing the running firmware)
-        # the backup tells what the card holds only when it was taken in this run; reused backups (and a
-        # resumed operation, whose write may have started) say nothing about the card now: read it
-        fresh = self.backups_taken_now and not op.done("protectoff")
-        current = own.chain_sha256 if fresh else self.read_card_chain(card, adapter.index, op)
         if current == rom.chain_sha256:
             self.say(f"[{card.bus_id}] already holds this firmware ({rom.version}): nothing to write")
             return self.finish(op, card, source, rom, before_version, current, changed=False)
@@ -394,6 +412,11 @@ class Flasher:
 
     def read_card_chain(self, card: Card, index: int, op: Operation) -> str | None:
         """Save ``card``'s EEPROM to a temp file and return its chain hash (None when unreadable). Journaled."""
+        held = self.read_card(card, index, op)
+        return held.chain_sha256 if held is not None else None
+
+    def read_card(self, card: Card, index: int, op: Operation) -> RomImage | None:
+        """Save ``card``'s EEPROM to a temp file and return it parsed (None when unreadable). Journaled."""
         assert self.tool is not None
         self.journal.begin(op, "readback")
         tmp = f"{paths.FLASH_STAGING_DIR}/{op.id}-readback.rom"
@@ -408,11 +431,11 @@ class Flasher:
         finally:
             self.host.unlink(tmp)
         try:
-            chain = parse_rom(data).chain_sha256 if data else None
+            held = parse_rom(data) if data else None
         except ParseError:
-            chain = None
-        self.journal.finish(op, "readback", f"chain sha256 {chain}")
-        return chain
+            held = None
+        self.journal.finish(op, "readback", f"chain sha256 {held.chain_sha256 if held is not None else None}")
+        return held
 
     def finish(
         self,

@@ -60,3 +60,29 @@ def test_a_backup_changed_on_disk_is_refused(tmp_path: Path) -> None:
     r = rig("restore", "--card", "41:00.0", "--backup", path)
     assert r.code == ExitCode.BLOCKED and "changed since it was recorded" in r.stderr
     assert rig.eeprom("0000:41:00.0") == before
+
+
+def test_with_reused_backups_the_before_is_what_the_card_holds_not_the_backup(tmp_path: Path) -> None:
+    # run R backs up 41:00.0 at the launch firmware, then the card is flashed: R's backup no longer says what
+    # the card holds, and a restore or flash reusing R must record the card's own firmware as "before"
+    rig = build_rig(tmp_path)
+    doc = rig("backup", "--all", "--json").json()
+    run, backup = doc["run"], own_backup(rig, doc, "0000:41:00.0")
+    assert (
+        rig("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}", "--reuse-backups-from", run).code == 0
+    )
+    rebar_chain = rig.chain("0000:41:00.0")
+    r = rig("restore", "--card", "41:00.0", "--backup", backup, "--reuse-backups-from", run, "--json")
+    assert r.code == 0, r.stderr
+    assert (r.json()["before_version"], r.json()["after_version"]) == (REBAR_3987, LAUNCH_3987)
+    last = rig("history", "--card", "41:00.0", "--json").json()["records"][-1]
+    assert (last["kind"], last["before_version"], last["before_chain_sha256"]) == ("restore", REBAR_3987, rebar_chain)
+    # the same for a flash onto a card already holding the image: "unchanged", before = after = what it holds
+    assert (
+        rig("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}", "--reuse-backups-from", run).code == 0
+    )
+    r = rig("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}", "--reuse-backups-from", run, "--json")
+    assert r.code == 0 and r.json()["changed"] is False
+    last = rig("history", "--card", "41:00.0", "--json").json()["records"][-1]
+    assert (last["result"], last["before_version"], last["after_version"]) == ("unchanged", REBAR_3987, REBAR_3987)
+    assert last["before_chain_sha256"] == rig.chain("0000:41:00.0") == rebar_chain

@@ -166,3 +166,18 @@ def driver_version(value: str, option: str = "--version") -> DriverVersion:
             f"{option} {_shown(value)}: not an NVIDIA driver version",
             hint="a driver version looks like 570.86.16 or 565.77 (as `nvidia-smi` or `fwman audit` prints it)",
         ) from None
+
+
+def one_line(value: str, option: str) -> str:
+    """Return ``value`` when it is one line of text (a board name, a maker, where an MD5 was published).
+
+    Such text ends up in a TOML file and its header comment, and in one-line messages: a control character
+    (a newline, a tab, an escape) is refused rather than turned into a second line. Raises UsageError, also for
+    an empty value.
+    """
+    if not value.strip() or _CONTROL.search(value):
+        raise UsageError(
+            f"{option} {_shown(value)}: not one line of text",
+            hint="give it on one line, without control characters (newline, tab, escape)",
+        )
+    return value

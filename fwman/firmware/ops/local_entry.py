@@ -58,6 +58,7 @@ def make_local_entry(
     ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
     ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
     """
+    from fwman.core import names
     from fwman.core.errors import UsageError
     from fwman.core.findings import Severity
     from fwman.firmware.ops.backup import load_manifest, verify_entry
@@ -65,6 +66,10 @@ def make_local_entry(
     from fwman.firmware.rom.parse import parse_rom
     from fwman.host.userfiles import read_user_file
 
+    # typed text lands in the TOML file and its header comment: one line each (a newline broke the file)
+    for text, option in ((name, "--name"), (maker, "--maker"), (md5_source, "--md5-source")):
+        if text is not None:
+            names.one_line(text, option)
     md5 = expect_md5.strip().lower()
     if len(md5) != 32 or any(c not in "0123456789abcdef" for c in md5):
         raise UsageError(f"--expect-md5 {expect_md5}: not an MD5 (32 hex digits)")
@@ -123,8 +128,10 @@ def make_local_entry(
         image_member="" if is_file else hit.describe(),
     )
     path = local_path(board.pci)
+    # the name may come from the firmware's sign-on string: a comment must stay one line whatever it holds
+    shown = "".join(c if c.isprintable() else " " for c in board.board.name)
     header = (
-        f"# Local catalog entry for {board.board.name} ({board.key}), written by {TOOL}.\n"
+        f"# Local catalog entry for {shown} ({board.key}), written by {TOOL}.\n"
         "# Unsigned and for this host only; `fwman catalog add-local --export` prints the curated form."
     )
     text = render_board(board, info, header)

@@ -197,3 +197,29 @@ def test_parse_local_takes_any_bytes_and_returns_an_entry_or_a_verification_erro
         except VerificationError:
             continue
         assert entry.board.key == "10de:2204:f00d:3090"
+
+
+@pytest.mark.parametrize(("option", "value"), [("--name", "EVGA\nFTW3"), ("--name", "EVGA\n#"), ("--maker", "E\tV")])
+def test_add_local_refuses_text_that_is_not_one_line(tmp_path: Path, option: str, value: str) -> None:
+    # a newline in --name went unescaped into the header comment: "not valid TOML" (exit 4), or a two-line name
+    import hashlib
+
+    from fixtures.nvflash.rig import build_rig
+    from fixtures.nvflash.unknown_card import UPDATE, make_unknown_card, vendor_images
+
+    rig = build_rig(tmp_path)
+    make_unknown_card(rig, "0000:41:00.0")
+    assert rig("backup", "--card", "41:00.0").code == 0  # type: ignore[attr-defined]
+    rom = tmp_path / "F00D.rom"
+    rom.write_bytes(vendor_images()[f"F00D_3090_{UPDATE}.rom"])
+    md5 = hashlib.md5(rom.read_bytes(), usedforsecurity=False).hexdigest()
+    argv = ["catalog", "add-local", "--card", "41:00.0", "--image", str(rom), "--expect-md5", md5]
+    argv += ["--md5-source", "https://vendor.example/f00d"]
+    r = rig(*argv, option, value)
+    assert r.code == 2, r.stderr  # type: ignore[attr-defined]
+    assert f"fwman: error: {option} " in r.stderr and "not one line of text" in r.stderr  # type: ignore[attr-defined]
+    assert not (rig.root / "etc/fwman/catalog.d").exists()
+    r = rig(*argv, option, "EVGA FTW3")  # one line: written, and it reads back
+    assert r.code == 0, r.stderr  # type: ignore[attr-defined]
+    text = (rig.root / "etc/fwman/catalog.d/10de-2204-f00d-3090.toml").read_text()
+    assert tomllib.loads(text) and "EVGA FTW3" in text

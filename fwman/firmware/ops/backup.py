@@ -84,9 +84,18 @@ class Manifest(BaseModel):
         return next((b for b in self.backups if b.path == path), None)
 
 
-def run_stamp() -> str:
-    """Return a new backup run id (UTC, second resolution): ``20261129T083000Z``."""
-    return clock.now_utc().strftime("%Y%m%dT%H%M%SZ")
+def run_stamp(taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """Return a new backup run id: the UTC second (``20261129T083000Z``), ``-2``, ``-3``... when ``taken`` has it.
+
+    Two runs started in the same second would otherwise share an id, and ``--reuse-backups-from`` could not
+    tell them apart.
+    """
+    stamp = clock.now_utc().strftime("%Y%m%dT%H%M%SZ")
+    run, n = stamp, 1
+    while run in taken:
+        n += 1
+        run = f"{stamp}-{n}"
+    return run
 
 
 def card_dir(card: Card) -> str:
@@ -318,7 +327,12 @@ def backup_all(
     on_card: Callable[[Card, BackupEntry | None, FwmanError | None], None] | None = None,
 ) -> tuple[str, dict[str, BackupEntry], dict[str, FwmanError]]:
     """Back up every card in one run. Returns (run id, entries by bus, errors by bus); never stops early."""
-    run = run or run_stamp()
+    if run is None:
+        try:
+            taken = {b.run for b in load_manifest(host).backups}
+        except ParseError:  # each card's backup then says the manifest cannot take it
+            taken = set()
+        run = run_stamp(taken)
     done: dict[str, BackupEntry] = {}
     failed: dict[str, FwmanError] = {}
     for card in cards:

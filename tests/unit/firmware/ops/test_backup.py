@@ -90,3 +90,22 @@ def test_backup_without_nvflash_is_exit_5(tmp_path: Path) -> None:
     bare = FwmanEnv(variables={**rig.env.variables, "PATH": "/usr/bin:/bin"})
     r = bare("backup", "--all", "--root", str(rig.root))
     assert r.code == ExitCode.MISSING and "nvflash" in r.stderr
+
+
+def test_two_runs_in_the_same_second_get_their_own_run_ids(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from fwman.core.clock import FixedClock
+    from tests.support.env import FwmanEnv
+
+    rig = build_rig(tmp_path)
+    at = FixedClock(datetime(2026, 11, 29, 8, 30, tzinfo=UTC))  # the clock does not move between the runs
+    rig.env = FwmanEnv(path_prepend=rig.env.path_prepend, variables=rig.env.variables, clock=at)
+    runs = [rig("backup", "--card", "41:00.0", "--json").json()["run"] for _ in range(3)]  # type: ignore[attr-defined]
+    assert runs == ["20261129T083000Z", "20261129T083000Z-2", "20261129T083000Z-3"]
+    listed = rig("backup", "list", "--json").json()["backups"]  # type: ignore[attr-defined]
+    assert [b["run"] for b in listed] == list(reversed(runs))  # newest first
+    assert all(b["path"].endswith(f"/{b['run']}-94.02.26.48.15.rom") for b in listed)  # no "-2.rom" suffixes
+    reuse = rig("flash", "--card", "41:00.0", "--image", str(rig.new_image_path), "--reuse-backups-from", runs[1])
+    assert reuse.code == ExitCode.BLOCKED  # type: ignore[attr-defined]  # the run names one card only
+    assert f"backups of run {runs[1]} do not cover" in reuse.stderr  # type: ignore[attr-defined]

@@ -85,6 +85,8 @@ class SnapshotWriter:
         """Record file ``path`` with ``data``."""
         raw = data.encode() if isinstance(data, str) else data
         self.files[posixpath.normpath(path)] = self._clean(raw)
+        # the content says more than a size recorded when the file was only looked at (exists, is_dir)
+        self.sizes.pop(posixpath.normpath(path), None)
 
     def add_link(self, path: str, target: str) -> None:
         """Record symbolic link ``path`` -> ``target``."""

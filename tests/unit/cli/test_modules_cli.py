@@ -99,3 +99,30 @@ def test_build_json_says_what_changed(tmp_path: Path) -> None:
     assert r.code == 5 and doc["schema"] == "fwman.modules-build/1"
     # pending: nothing was installed, no boot pin made (there is no other kernel)
     assert doc["changed"] is False and doc["kernels"][0]["changed"] == [] and doc["boot"]["changed"] == []
+
+
+def test_a_failed_depmod_on_import_is_exit_4_and_writes_no_manifest(tmp_path: Path) -> None:
+    import hashlib
+
+    from fixtures.tinymod.elfgen import build_module, nvidia_tags
+    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.gpu.kernel_modules import MODULE_NAMES
+
+    files = {n: build_module(nvidia_tags("570.86.16", KVER, name=n.replace("-", "_"))) for n in MODULE_NAMES}
+    doc = BundleDoc(
+        kernel=KVER,
+        vermagic=f"{KVER} SMP preempt mod_unload modversions",
+        modules={n: BundleModule(hashlib.sha256(d).hexdigest(), len(d)) for n, d in files.items()},
+    )
+    bundle = tmp_path / "p2p.fwbundle"
+    bundle.write_bytes(pack(doc.to_json(), files))
+    root = _root(tmp_path / "root", headers=False)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "depmod").write_text("#!/bin/sh\necho 'depmod: ERROR: could not open directory' >&2\nexit 1\n")
+    (tools / "depmod").chmod(0o755)
+    r = FwmanEnv(path_prepend=[tools])("modules", "import", str(bundle), "--root", str(root))
+    assert r.code == 4, r.stderr
+    assert f"fwman: error: depmod failed for {KVER}: depmod: ERROR: could not open directory" in r.stderr
+    assert "not in effect" in r.stderr and "unexpected" not in r.stderr
+    assert not (root / f"var/lib/fwman/modules/{KVER}.json").exists()  # no manifest claims the import

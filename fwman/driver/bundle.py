@@ -23,12 +23,14 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import re
 import tarfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core import names
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -44,6 +46,12 @@ WHAT = "module bundle"
 SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 #: a bundle of the real driver is ~100 MiB; anything far beyond that is not one
 MAX_MEMBER = 512 * 1024 * 1024
+#: bundle.json names five modules and their hashes: a few KB
+MAX_DOC = 1024 * 1024
+#: bundle.json, its signature and the modules (five for the open driver); a bundle never holds many more
+MAX_MEMBERS = 64
+#: a module's name as the kernel knows it (MODULE_NAME_LEN is 56 with the NUL): it becomes modules/<name>.ko
+_MODULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,54}")
 
 Report = Callable[[str], None]
 #: returns the bundle.json.sig document for the bytes of bundle.json (the catalog's Ed25519 format)
@@ -111,7 +119,7 @@ class BundleDoc:
                 raise ParseError(WHAT, f"modules.{name}.sha256", "not a lowercase SHA-256 hex digest")
             if not isinstance(size, int) or isinstance(size, bool) or size < 0:
                 raise ParseError(WHAT, f"modules.{name}.size", "not a non-negative integer")
-            if not name or "/" in name or name.startswith("."):
+            if not _MODULE_NAME.fullmatch(name):
                 raise ParseError(WHAT, "modules", f"bad module name {str(name)[:40]!r}")
             modules[str(name)] = BundleModule(digest, size)
 
@@ -123,8 +131,15 @@ class BundleDoc:
                 raise ParseError(WHAT, key, "missing or not a string" if required else "not a string")
             return value
 
+        kernel = text("kernel", True) or ""
+        try:
+            # the kernel release becomes /lib/modules/<kver> and /var/lib/fwman/modules/<kver>.* exactly as
+            # --kernel does, so it passes the same check; a bad one is a bad file (exit 4), as any other field
+            names.kernel_release(kernel, option="kernel")
+        except UsageError as e:
+            raise ParseError(WHAT, "kernel", f"{kernel[:60]!r} is not a kernel release ({e.hint})") from e
         return cls(
-            kernel=text("kernel", True) or "",
+            kernel=kernel,
             vermagic=text("vermagic", True) or "",
             modules=modules,
             fork=text("fork"),
@@ -176,41 +191,79 @@ def pack(doc_bytes: bytes, files: dict[str, bytes], signature: bytes | None = No
     return out.getvalue()
 
 
+def _headers(tar: tarfile.TarFile, size: int) -> dict[str, tarfile.TarInfo]:
+    """Return {name: header} of every member of ``tar`` (``size`` bytes), reading headers only, never data.
+
+    Raises ParseError for a member that is not a regular file, a sparse member (its stated size is not what
+    the file holds: a few KB could expand to GiB), a name twice, more than MAX_MEMBERS members, a member over
+    MAX_MEMBER bytes, or one whose data runs past the end of the file.
+    """
+    headers: dict[str, tarfile.TarInfo] = {}
+    for info in tar:
+        name = info.name[:60]
+        if len(headers) >= MAX_MEMBERS:
+            raise ParseError(WHAT, "file", f"more than {MAX_MEMBERS} members: not a module bundle")
+        if not info.isreg():
+            raise ParseError(WHAT, name, "not a regular file (links and directories are refused)")
+        if info.issparse():
+            raise ParseError(WHAT, name, "a sparse member (fwman never writes one): refused unread")
+        if info.name in headers:
+            raise ParseError(WHAT, name, "appears twice")
+        if info.size > MAX_MEMBER:
+            raise ParseError(WHAT, name, f"{info.size} bytes: too large for a module")
+        if info.offset_data + info.size > size:
+            raise ParseError(WHAT, name, f"states {info.size} bytes, but the file ends before them (truncated)")
+        headers[info.name] = info
+    return headers
+
+
+def _read(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:
+    """Return the data of regular, non-sparse member ``info`` (exactly its stated size). Raises ParseError."""
+    handle = tar.extractfile(info)
+    data = handle.read() if handle is not None else None
+    if data is None or len(data) != info.size:
+        raise ParseError(WHAT, info.name[:60], "unreadable")
+    return data
+
+
 def unpack(data: bytes) -> Bundle:
     """Return the bundle in ``data`` (the bytes of a bundle file).
 
     Checks the structure only (one ``bundle.json``, regular files, a ``.ko`` per listed module and nothing
-    else); :func:`verify_contents` checks the hashes. Raises ParseError for anything that is not a bundle.
+    else); :func:`verify_contents` checks the hashes. Everything is checked before a module is read: every
+    member's header (type, stated size, that its data is really in the file: no sparse member), then
+    ``bundle.json`` (at most MAX_DOC bytes), then that the members are exactly the ones it lists, with the
+    sizes it states. So a small hostile file (sparse members, a document naming other files) never makes
+    fwman read more than the file holds. Raises ParseError for anything that is not a bundle.
     """
-    members: dict[str, bytes] = {}
     try:
         with tarfile.TarFile(fileobj=io.BytesIO(data), mode="r") as tar:
-            for info in tar:
-                if not info.isreg():
-                    raise ParseError(WHAT, info.name[:60], "not a regular file (links and directories are refused)")
-                if info.name in members:
-                    raise ParseError(WHAT, info.name[:60], "appears twice")
-                if info.size > MAX_MEMBER:
-                    raise ParseError(WHAT, info.name[:60], f"{info.size} bytes: too large for a module")
-                handle = tar.extractfile(info)
-                if handle is None:
-                    raise ParseError(WHAT, info.name[:60], "unreadable")
-                members[info.name] = handle.read()
+            headers = _headers(tar, len(data))
+            doc_info = headers.pop(DOC_NAME, None)
+            if doc_info is None:
+                raise ParseError(WHAT, DOC_NAME, "missing (not an fwman module bundle)")
+            if doc_info.size > MAX_DOC:
+                raise ParseError(WHAT, DOC_NAME, f"{doc_info.size} bytes: too large for a bundle document")
+            doc_bytes = _read(tar, doc_info)
+            doc = BundleDoc.from_json(doc_bytes)
+            sig_info = headers.pop(SIG_NAME, None)
+            if sig_info is not None and sig_info.size > MAX_DOC:
+                raise ParseError(WHAT, SIG_NAME, f"{sig_info.size} bytes: too large for a signature")
+            wanted: dict[str, tarfile.TarInfo] = {}
+            for name, entry in doc.modules.items():
+                path = f"{MODULES_PREFIX}{name}.ko"
+                info = headers.pop(path, None)
+                if info is None:
+                    raise ParseError(WHAT, path, "listed in bundle.json but not in the file")
+                if info.size != entry.size:
+                    raise ParseError(WHAT, path, f"{info.size} bytes, but bundle.json says {entry.size}")
+                wanted[name] = info
+            if headers:
+                raise ParseError(WHAT, sorted(headers)[0][:60], "not listed in bundle.json")
+            signature = _read(tar, sig_info) if sig_info is not None else None
+            files = {name: _read(tar, info) for name, info in wanted.items()}
     except (tarfile.TarError, EOFError, OSError, UnicodeDecodeError) as e:
         raise ParseError(WHAT, "file", f"not a tar file: {e}") from e
-    if DOC_NAME not in members:
-        raise ParseError(WHAT, DOC_NAME, "missing (not an fwman module bundle)")
-    doc_bytes = members.pop(DOC_NAME)
-    doc = BundleDoc.from_json(doc_bytes)
-    signature = members.pop(SIG_NAME, None)
-    files: dict[str, bytes] = {}
-    for name in doc.modules:
-        path = f"{MODULES_PREFIX}{name}.ko"
-        if path not in members:
-            raise ParseError(WHAT, path, "listed in bundle.json but not in the file")
-        files[name] = members.pop(path)
-    if members:
-        raise ParseError(WHAT, sorted(members)[0][:60], "not listed in bundle.json")
     return Bundle(doc, doc_bytes, signature, files)
 
 

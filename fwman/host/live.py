@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -90,9 +91,22 @@ class LiveHost(JournalMixin):
             raise MissingError(f"cannot list {path}: {e.strerror}") from e
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """Return the bytes of ``path``. Raises MissingError when it cannot be read."""
+        """Return the bytes of ``path``. Raises MissingError when it cannot be read or is not a regular file.
+
+        Only regular files are read (sysfs, procfs and efivarfs files are regular): opening a FIFO would block
+        forever, and a device node would be read raw (a planted ``/dev/sda`` twin in an unpacked archive). The
+        type is checked before opening (opening some devices acts) and again on the descriptor, which is opened
+        non-blocking so that a FIFO swapped in between cannot hang the read.
+        """
+        real = self._map(path)
         try:
-            with open(self._map(path), "rb") as f:
+            if not stat.S_ISREG(os.stat(real).st_mode):
+                raise MissingError(f"cannot read {path}: not a regular file")
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise MissingError(f"cannot read {path}: not a regular file")
+                os.set_blocking(fd, True)  # a regular file: read it the ordinary way
                 return f.read() if limit is None else f.read(limit)
         except OSError as e:
             raise MissingError(f"cannot read {path}: {e.strerror}") from e

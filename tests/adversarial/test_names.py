@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import string
 from pathlib import Path
@@ -90,6 +91,35 @@ def test_a_bad_kernel_release_writes_nothing(attack: CountingEnv, tmp_path: Path
     assert "not a kernel release" in one_error_line(r)
     assert tree(root) == []
     assert not (tmp_path / "tmp").exists()
+
+
+@pytest.mark.parametrize("kver", ["../../../etc", "6.1.0-50-amd64/../../../../tmp/evil", "-rf", "6.1\n0"])
+def test_a_bundles_kernel_release_never_becomes_a_path(attack: CountingEnv, tmp_path: Path, kver: str) -> None:
+    # the bundle's kernel becomes /lib/modules/<kver>/updates/fwman and /var/lib/fwman/modules/<kver>.d, as
+    # --kernel does: an unsigned bundle (accepted when no bundle key is configured) with a climbing release
+    # wrote modules into /etc and deleted directories by name; its modules' vermagic names the same release
+    from fixtures.tinymod.elfgen import build_module, nvidia_tags
+    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.gpu.kernel_modules import MODULE_NAMES
+
+    files = {n: build_module(nvidia_tags("570.86.16", kver, name=n)) for n in MODULE_NAMES}
+    doc = BundleDoc(
+        kernel=kver,
+        vermagic=f"{kver} SMP mod_unload",
+        modules={n: BundleModule(hashlib.sha256(d).hexdigest(), len(d)) for n, d in files.items()},
+    )
+    bundle = tmp_path / "evil.fwbundle"
+    bundle.write_bytes(pack(doc.to_json(), files))
+    root = tmp_path / "root"
+    (root / "lib/modules/6.1.0-50-amd64").mkdir(parents=True)
+    (root / "etc").mkdir()
+    before = tree(root)
+    for extra in (("--dry-run",), ()):
+        r = attack("--root", str(root), "modules", "import", str(bundle), *extra)
+        assert r.code == 4, r.stderr
+        assert "module bundle: kernel: " in one_error_line(r) and "is not a kernel release" in r.stderr
+        assert r.stdout == ""  # no "ok: kernel ... is installed", no "would install"
+        assert tree(root) == before
 
 
 @settings(max_examples=400, deadline=None)

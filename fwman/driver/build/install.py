@@ -179,7 +179,9 @@ def _rmtree(host: Host, path: str) -> None:
 def run_depmod(host: Host, kver: str) -> None:
     """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one).
 
-    Raises ToolMissing-style MissingError when depmod is absent, FwmanError when it fails.
+    Raises ToolMissing-style MissingError when depmod is absent, VerificationError when it fails: the modules
+    are then in place but not in effect (not indexed), as when they do not resolve afterwards, and the manifest
+    is not written; running the build or import again reruns depmod.
     """
     argv = ["depmod", "-a"]
     prefix = root_prefix(host)
@@ -193,7 +195,12 @@ def run_depmod(host: Host, kver: str) -> None:
     if result.missing:
         raise MissingError("depmod not found", hint="install kmod (apt install kmod)")
     if not result.ok:
-        raise FwmanError(f"depmod failed for {kver}: {result.stderr.strip()}")
+        detail = (result.stderr or result.stdout).strip().splitlines()
+        raise VerificationError(
+            f"depmod failed for {kver}: {detail[-1] if detail else f'exit status {result.rc}'}",
+            hint=f"the modules are in place but not in effect; fix what depmod says (`depmod -a {kver}` by hand "
+            "shows it) and run the command again",
+        )
 
 
 def parse_modules_dep(text: str) -> dict[str, str]:

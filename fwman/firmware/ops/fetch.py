@@ -305,6 +305,8 @@ def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> 
         raise MissingError(e.message, hint="give the path of the image or update package you downloaded") from e
     except UsageError as e:
         raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
+    # the package is unpacked from ``raw`` itself (a private copy), never from the file again: the MD5 checked
+    # below then covers exactly the bytes the image comes from, even if the file changes meanwhile
     scan = scan_package(LiveHost("/"), os.path.abspath(path), raw)
     if scan.images and scan.images[0].extent == "file" and scan.images[0].data == raw:
         if len(raw) > cap:

@@ -95,6 +95,7 @@ def make_local_entry(
             f"{image_path}: MD5 {got} is not the vendor's {md5} ({md5_source})",
             hint="download the file again from the card maker; nothing was written",
         )
+    # unpacked from ``raw`` (a private copy), never from the file again: the MD5 above covers the image's bytes
     scan = scan_package(unpack_host, image_path, raw)
     hit = select_image(scan, card.subsystem, card.device_id, version)
     is_file = hit.extent == "file" and hit.data == raw

@@ -16,6 +16,11 @@ themselves:
 * an ``NVGI`` header inside a blob starts a full dump whose end nothing in the bytes states: it is listed, but
   never taken (the bytes after its chain could be anything).
 
+An archive is never trusted about itself. The unpacker gets a private copy of the bytes fwman read (and its
+caller hashed), never the file again; its listing is checked first (no FIFO, device node, socket or link out
+of the tree; at most MAX_MEMBERS members); and the size limit is the kernel's (``ulimit -f``): one unpack into
+a single size-limited file measures the real total, then the real unpack runs under the same per-file limit.
+
 Images with the same option-ROM chain are one image (an archive member and the same bytes found again in the
 package); the one with the surest extent is kept. :func:`select_image` takes the single image whose subsystem
 (and device, version where given) match the target card, refusing none or more than one.
@@ -31,24 +36,24 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
-from fwman.core.errors import BlockedError, FwmanError, ParseError, VerificationError
+from fwman.core.errors import BlockedError, FwmanError, MissingError, ParseError, VerificationError
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
-from fwman.host.base import Host
+from fwman.host.base import CommandResult, Host
 
 #: the largest package read (vendor update programs run to tens of MB)
 MAX_PACKAGE = 256 * 1024 * 1024
-#: the most bytes an archive may unpack to, and the most one unpacked file may hold
+#: the most bytes an archive may unpack to (enforced while unpacking), and the most one unpacked file may hold
+#: and still be searched
 MAX_UNPACKED = 512 * 1024 * 1024
 MAX_MEMBER = 64 * 1024 * 1024
-#: the most unpacked files looked at (an archive of millions of tiny files is not an update package)
+#: the most members an archive may list (an archive of millions of tiny files is not an update package)
 MAX_MEMBERS = 4096
 #: raw candidates tried per blob (each is bounded work; real packages hold a handful of images)
 MAX_CANDIDATES = 256
 UNPACK_TIMEOUT = 120.0
 #: a raw option ROM counts as a whole vendor image only when padding takes it to a multiple of this
 PADDED_TO = 64 * 1024
-_SIZE_LINE = re.compile(r"^Size = (\d+)$", re.M)
 
 Extent = Literal["file", "structure", "unknown"]
 
@@ -197,6 +202,122 @@ def _dedupe(images: Iterable[EmbeddedImage]) -> list[EmbeddedImage]:
 
 #: where scratch directories for unpacking go, on the machine the package is on
 SCRATCH_PARENT = "/tmp"
+#: the shell that puts the file size limit on the unpacker (a POSIX shell: ``ulimit -f`` counts 512-byte blocks)
+SHELL = "/bin/sh"
+#: the listing types that may be unpacked: regular files, directories, symbolic and hard links (links only when
+#: their target stays inside the archive's tree); FIFOs, devices and sockets are refused before unpacking
+_SAFE_KINDS = frozenset("-dlh")
+_KIND_NAMES = {"p": "a FIFO", "c": "a character device", "b": "a block device", "s": "a socket"}
+_SIZE_LIMIT_FAILED = 125  # the status the wrapper exits with when it cannot set the limit
+
+
+@dataclass(frozen=True)
+class ListedMember:
+    """One member as the unpacker lists it, before anything is unpacked."""
+
+    name: str
+    #: the type character ``ls -l`` would show: ``-`` file, ``d`` directory, ``l`` symbolic link, ``h`` hard
+    #: link, ``p`` FIFO, ``c``/``b`` device, ``s`` socket
+    kind: str
+    #: the size the archive states (a claim: a gzip states its size modulo 2**32)
+    size: int
+    #: the link's target as listed; for bsdtar every reading its line allows (a name may hold " -> " too)
+    targets: tuple[str, ...] = ()
+
+
+def parse_7zz_listing(text: str) -> list[ListedMember]:
+    """Return the members of ``7zz l -slt -ba`` output (blocks of ``Key = value`` lines, each from ``Path``).
+
+    Pure and lenient: a line it does not know is skipped, so any text gives a list (never raises).
+    """
+    members: list[ListedMember] = []
+    fields: dict[str, str] = {}
+
+    def close() -> None:
+        if "Path" not in fields:
+            return
+        size = fields.get("Size", "")
+        mode = fields.get("Mode", "")
+        attributes = fields.get("Attributes", "").split()
+        # the unix mode string is "Mode = -rw-r--r--" (tar) or the last word of "Attributes = A -rw-r--r--"
+        if not mode and attributes and len(attributes[-1]) == 10:
+            mode = attributes[-1]
+        kind = mode[:1] if mode[:1] in "-dlpcbs" and mode else ("d" if fields.get("Folder") == "+" else "-")
+        targets: tuple[str, ...] = ()
+        if fields.get("Symbolic Link"):
+            kind, targets = "l", (fields["Symbolic Link"],)
+        elif fields.get("Hard Link"):
+            kind, targets = "h", (fields["Hard Link"],)
+        members.append(ListedMember(fields["Path"], kind, int(size) if size.isdigit() else 0, targets))
+
+    for line in text.splitlines():
+        key, sep, value = line.partition(" = ")
+        if not sep:
+            continue
+        if key == "Path":
+            close()
+            fields = {}
+        fields[key] = value
+    close()
+    return members
+
+
+def parse_bsdtar_listing(text: str) -> list[ListedMember]:
+    """Return the members of ``bsdtar -tvf`` output (``ls -l`` lines; bsdtar escapes control characters).
+
+    A line whose name holds `` -> `` (symbolic link) or `` link to `` (hard link) lists every target the line
+    could mean, since a name may hold the same words. Pure and lenient: never raises.
+    """
+    members: list[ListedMember] = []
+    for line in text.splitlines():
+        parts = line.split(None, 8)
+        if len(parts) < 9 or not parts[0]:
+            continue
+        kind, name = parts[0][0], parts[8]
+        size = int(parts[4]) if parts[4].isdigit() else 0
+        marker = {"l": " -> ", "h": " link to "}.get(kind)
+        targets: tuple[str, ...] = ()
+        if marker is not None:
+            pieces = name.split(marker)
+            targets = tuple(marker.join(pieces[i:]) for i in range(1, len(pieces))) or ("",)
+        members.append(ListedMember(name, kind, size, targets))
+    return members
+
+
+def _in_tree(target: str) -> bool:
+    """Return True when link target ``target`` stays inside the unpacked tree (relative, no ``..``)."""
+    return bool(target) and not target.startswith("/") and ".." not in target.split("/")
+
+
+def check_listing(path: str, members: list[ListedMember], max_unpacked: int = MAX_UNPACKED) -> None:
+    """Refuse, before anything is unpacked, what no update package holds.
+
+    Raises VerificationError for more than MAX_MEMBERS members, a FIFO, device node or socket (an unpacker
+    running as root would create it, and reading it could hang or read a disk), a link whose target leaves the
+    tree, or a stated total over ``max_unpacked`` (the real total is enforced while unpacking as well).
+    """
+    if len(members) > MAX_MEMBERS:
+        raise VerificationError(f"{path}: more than {MAX_MEMBERS} members: not an update package")
+    for member in members:
+        shown = member.name[:80]
+        if member.kind not in _SAFE_KINDS:
+            what = _KIND_NAMES.get(member.kind, f"of type {member.kind!r}")
+            raise VerificationError(
+                f"{path}: member {shown!r} is {what}, not a file: refusing to unpack it",
+                hint="an update package holds files and directories only",
+            )
+        if member.kind in "lh" and not all(_in_tree(t) for t in member.targets):
+            raise VerificationError(
+                f"{path}: member {shown!r} links outside the archive: refusing to unpack it",
+                hint="an update package holds files and directories only",
+            )
+    total = sum(m.size for m in members)
+    if total > max_unpacked:
+        raise VerificationError(f"{path}: unpacks to {total:,} bytes, over the {_mib(max_unpacked)} limit")
+
+
+def _mib(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n} bytes"
 
 
 @contextmanager
@@ -216,50 +337,95 @@ def _scratch(host: Host) -> Iterator[str]:
         host.run(["rm", "-rf", "--", path], timeout=UNPACK_TIMEOUT)
 
 
-def _unpacker(host: Host) -> str | None:
+def _unpacker(host: Host) -> tuple[str, str] | None:
+    """Return (the unpacker's name, its absolute path) on ``host``, or None when neither is installed."""
     for tool in ("7zz", "bsdtar"):
-        if host.which(tool):
-            return tool
+        found = host.which(tool)
+        if found:
+            return tool, found
     return None
 
 
-def _unpacked_size(host: Host, tool: str, path: str) -> int | None:
-    """Return the total size the archive says it unpacks to, or None when ``tool`` does not open it."""
+def _listing(host: Host, tool: str, exe: str, copy: str) -> list[ListedMember] | None:
+    """Return the members ``tool`` lists in the archive ``copy``, or None when it does not open it."""
     if tool == "7zz":
-        listing = host.run(["7zz", "l", "-slt", "-ba", "--", path], timeout=UNPACK_TIMEOUT)
-        if not listing.ok:
-            return None
-        return sum(int(m) for m in _SIZE_LINE.findall(listing.stdout))
-    listing = host.run(["bsdtar", "-tvf", path], timeout=UNPACK_TIMEOUT)
-    if not listing.ok:
-        return None
-    total = 0
-    for line in listing.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 5 and parts[4].isdigit():
-            total += int(parts[4])
-    return total
+        listing = host.run([exe, "l", "-slt", "-ba", "--", copy], timeout=UNPACK_TIMEOUT)
+        return parse_7zz_listing(listing.stdout) if listing.ok else None
+    listing = host.run([exe, "-tvf", copy], timeout=UNPACK_TIMEOUT)
+    return parse_bsdtar_listing(listing.stdout) if listing.ok else None
 
 
-def _unpack(host: Host, tool: str, path: str, into: str) -> None:
-    """Unpack archive ``path`` into directory ``into``. Raises FwmanError with the tool's message on failure."""
+def _size_limited(limit: int, argv: list[str], stdout_to: str | None = None) -> list[str]:
+    """Return ``argv`` run under a file size limit (RLIMIT_FSIZE) of a little over ``limit`` bytes.
+
+    The kernel stops every write past the limit (the unpacker is killed by SIGXFSZ or fails with EFBIG), so no
+    file it writes can grow beyond it, whatever the archive claims. ``stdout_to`` sends its standard output to
+    that file, under the same limit.
+    """
+    blocks = str(limit // 512 + 1)  # POSIX ulimit -f counts 512-byte blocks; one more tells "over" from "at"
+    redirect = ' > "$out"' if stdout_to is not None else ""
+    script = f'ulimit -f "$1" || exit {_SIZE_LIMIT_FAILED}; out=$2; shift 2; exec "$@"{redirect}'
+    return [SHELL, "-c", script, "sh", blocks, stdout_to or "-", *argv]
+
+
+def _failed(tool: str, path: str, result: CommandResult) -> FwmanError:
+    """Return the error for an unpacker that could not unpack ``path``: a corrupt or hostile package (exit 4).
+
+    Only a shell that cannot set the size limit is fwman's own trouble (exit 1): nothing was unpacked then.
+    """
+    if result.rc == _SIZE_LIMIT_FAILED:
+        return FwmanError(f"cannot limit what {tool} may write: {result.stderr.strip() or 'ulimit -f failed'}")
+    detail = (result.stderr or result.stdout).strip().splitlines()
+    return VerificationError(
+        f"{tool} could not unpack {path}: {detail[-1] if detail else f'exit status {result.rc}'}",
+        hint="unpack it by hand and give fwman the .rom file",
+    )
+
+
+def _measure(host: Host, tool: str, exe: str, copy: str, scratch: str, path: str, max_unpacked: int) -> None:
+    """Unpack ``copy`` once into a single size-limited file and refuse it when that is over ``max_unpacked``.
+
+    Every member's content goes to standard output (``7zz x -so``, ``bsdtar -xO``) and into one file under the
+    kernel's file size limit, so the real total is known without trusting the listing and without ever writing
+    more than the limit. The unpack that follows reads the same private bytes with the same tool. Raises
+    VerificationError when it is over the limit or the tool fails on the package.
+    """
+    sink = f"{scratch}/measure"
+    argv = [exe, "x", "-so", "-bd", "-bsp0", "--", copy] if tool == "7zz" else [exe, "-x", "-O", "-f", copy]
+    result = host.run(_size_limited(max_unpacked, argv, sink), timeout=UNPACK_TIMEOUT)
+    try:
+        written = host.stat_size(sink)
+    except MissingError:
+        written = 0
+    host.unlink(sink)
+    if written > max_unpacked:
+        raise VerificationError(
+            f"{path}: unpacks to more than the {_mib(max_unpacked)} limit (the archive claims less): "
+            "not an update package",
+            hint="stopped at the limit while unpacking; nothing over it was written",
+        )
+    if not result.ok:
+        raise _failed(tool, path, result)
+
+
+def _unpack(host: Host, tool: str, exe: str, copy: str, into: str, path: str, max_unpacked: int) -> None:
+    """Unpack archive ``copy`` into directory ``into``, no file over ``max_unpacked`` bytes.
+
+    Raises VerificationError with the tool's message on failure (``path`` is the name the user knows).
+    """
     if tool == "7zz":
         # -snl- (the default) stores links as files; -y answers overwrite prompts; stdin is closed: an
         # encrypted archive fails instead of waiting for a password
-        argv = ["7zz", "x", "-y", "-bd", "-bso0", "-bsp0", f"-o{into}", "--", path]
+        argv = [exe, "x", "-y", "-bd", "-bso0", "-bsp0", f"-o{into}", "--", copy]
     else:
-        argv = ["bsdtar", "-x", "--no-same-owner", "--no-same-permissions", "-C", into, "-f", path]
-    result = host.run(argv, timeout=UNPACK_TIMEOUT)
+        argv = [exe, "-x", "--no-same-owner", "--no-same-permissions", "-C", into, "-f", copy]
+    result = host.run(_size_limited(max_unpacked, argv), timeout=UNPACK_TIMEOUT)
     if not result.ok:
-        detail = (result.stderr or result.stdout).strip().splitlines()
-        raise FwmanError(
-            f"{tool} could not unpack {path}: {detail[-1] if detail else f'exit status {result.rc}'}",
-            hint="unpack it by hand and give fwman the .rom file",
-        )
+        raise _failed(tool, path, result)
 
 
 def _members(host: Host, root: str) -> list[str]:
-    """Return the regular files under ``root`` (links are never followed), at most MAX_MEMBERS."""
+    """Return the files under ``root`` (links are never followed, nor listed), at most MAX_MEMBERS."""
     out: list[str] = []
     stack = [root]
     while stack and len(out) < MAX_MEMBERS:
@@ -275,14 +441,27 @@ def _members(host: Host, root: str) -> list[str]:
     return sorted(out)
 
 
-def scan_package(host: Host, path: str, data: bytes | None = None) -> PackageScan:
+def _copy_name(path: str) -> str:
+    """Return a file name for the private copy of ``path``: its base name, reduced to harmless characters.
+
+    The name is kept (an unpacker names a gzip's member after it, and may pick a format by its extension).
+    """
+    name = re.sub(r"[^A-Za-z0-9._+-]", "_", os.path.basename(path)).lstrip(".-")[-100:]
+    return name or "package"
+
+
+def scan_package(host: Host, path: str, data: bytes | None = None, *, max_unpacked: int = MAX_UNPACKED) -> PackageScan:
     """Return every VBIOS image in the file ``path`` on ``host``: the file itself, its unpacked members, or both.
 
     ``host`` is the machine the file is on and runs the unpacker (the CLI passes the local machine for a file the
     user names); ``data`` is the file's content when the caller has read it already (through the user-file
-    door), else it is read through ``host``. Nothing in the package is executed: archives are opened by ``7zz``
-    or ``bsdtar``. Raises MissingError when the file is absent, VerificationError when it or its unpacked
-    contents are over the size limits, FwmanError when the unpacker fails on a file it recognised as an archive.
+    door, and checked its hash), else it is read through ``host``. Only those bytes are searched and unpacked:
+    the unpacker is given a private copy fwman writes into its scratch directory, never ``path`` again, so a
+    file rewritten after it was read (and hashed) cannot put other images in. Nothing in the package is
+    executed: archives are opened by ``7zz`` or ``bsdtar``, under a file size limit (``max_unpacked``, enforced
+    by the kernel while unpacking, not taken from the listing). Raises MissingError when the file is absent,
+    VerificationError when it or its unpacked contents are over the size limits, when it lists a member that
+    is not a file, directory or in-tree link, or when the unpacker fails on a file it recognised as an archive.
     """
     if data is None:
         data = host.read_bytes(path, limit=MAX_PACKAGE + 1)
@@ -293,35 +472,53 @@ def scan_package(host: Host, path: str, data: bytes | None = None) -> PackageSca
     if images and images[0].extent == "file":
         scan.images = images
         return scan  # a plain .rom: nothing to unpack
-    tool = _unpacker(host)
+    unpacker = _unpacker(host)
     found: list[EmbeddedImage] = []
-    if tool is None:
+    if unpacker is None:
         scan.notes.append("no unpacker installed (7zz from Debian's 7zip, or bsdtar): only the raw bytes were searched")
     else:
-        total = _unpacked_size(host, tool, path)
-        if total is None:
-            scan.notes.append(f"{tool} does not open it as an archive: only the raw bytes were searched")
-        elif total > MAX_UNPACKED:
-            raise VerificationError(
-                f"{path}: unpacks to {total:,} bytes, over the {MAX_UNPACKED // (1024 * 1024)} MiB limit"
-            )
-        else:
-            scan.unpacker = tool
-            # fwman's own scratch space on the machine the package is on; removed before returning
-            with _scratch(host) as scratch:
-                _unpack(host, tool, path, scratch)
-                members = _members(host, scratch)
-                scan.members = len(members)
-                for member in members:
-                    if host.stat_size(member) > MAX_MEMBER:
-                        scan.notes.append(f"{member[len(scratch) + 1 :]}: over {MAX_MEMBER} bytes: not searched")
-                        continue
-                    blob = host.read_bytes(member, limit=MAX_MEMBER)
-                    more, more_notes = scan_blob(blob, member[len(scratch) + 1 :])
-                    found.extend(more)
-                    scan.notes.extend(more_notes)
+        tool, exe = unpacker
+        # fwman's own scratch space on the machine the package is on (0700); removed before returning
+        with _scratch(host) as scratch:
+            copy = f"{scratch}/{_copy_name(path)}"
+            host.write_bytes(copy, data, mode=0o600)
+            listed = _listing(host, tool, exe, copy)
+            if listed is None:
+                scan.notes.append(f"{tool} does not open it as an archive: only the raw bytes were searched")
+            else:
+                check_listing(path, listed, max_unpacked)
+                _measure(host, tool, exe, copy, scratch, path, max_unpacked)
+                scan.unpacker = tool
+                into = f"{scratch}/unpacked"
+                host.mkdir(into, mode=0o700)
+                _unpack(host, tool, exe, copy, into, path, max_unpacked)
+                found = _search_members(host, into, path, scan, max_unpacked)
     scan.images = _dedupe([*found, *images])
     return scan
+
+
+def _search_members(host: Host, into: str, path: str, scan: PackageScan, max_unpacked: int) -> list[EmbeddedImage]:
+    """Return the images in the files unpacked under ``into``; note the ones too large to search in ``scan``.
+
+    Raises VerificationError when the files add up to more than ``max_unpacked`` (never expected after the
+    measured unpack; checked again on what is really there).
+    """
+    members = _members(host, into)
+    scan.members = len(members)
+    sizes = {member: host.stat_size(member) for member in members}
+    if sum(sizes.values()) > max_unpacked:
+        raise VerificationError(f"{path}: unpacked to more than the {_mib(max_unpacked)} limit")
+    found: list[EmbeddedImage] = []
+    for member in members:
+        shown = member[len(into) + 1 :]
+        if sizes[member] > MAX_MEMBER:
+            scan.notes.append(f"{shown}: over {MAX_MEMBER} bytes: not searched")
+            continue
+        blob = host.read_bytes(member, limit=MAX_MEMBER)
+        more, more_notes = scan_blob(blob, shown)
+        found.extend(more)
+        scan.notes.extend(more_notes)
+    return found
 
 
 def matches(image: EmbeddedImage, subsystem: str, device: str | None = None, version: str | None = None) -> bool:

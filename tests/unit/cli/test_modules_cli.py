@@ -159,3 +159,30 @@ def test_catchup_names_a_kernel_still_waiting_for_headers(tmp_path: Path) -> Non
     r = run("modules", "catchup", "--root", str(root))
     assert r.code == 0 and f"{KVER}: NO current patched modules" in r.stdout
     assert "WARNING: unreadable module source record /var/lib/fwman/modules/source.json" in r.stderr
+
+
+def test_a_failed_depmod_on_import_is_exit_4_and_writes_no_manifest(tmp_path: Path) -> None:
+    import hashlib
+
+    from fixtures.tinymod.elfgen import build_module, nvidia_tags
+    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.gpu.kernel_modules import MODULE_NAMES
+
+    files = {n: build_module(nvidia_tags("570.86.16", KVER, name=n.replace("-", "_"))) for n in MODULE_NAMES}
+    doc = BundleDoc(
+        kernel=KVER,
+        vermagic=f"{KVER} SMP preempt mod_unload modversions",
+        modules={n: BundleModule(hashlib.sha256(d).hexdigest(), len(d)) for n, d in files.items()},
+    )
+    bundle = tmp_path / "p2p.fwbundle"
+    bundle.write_bytes(pack(doc.to_json(), files))
+    root = _root(tmp_path / "root", headers=False)
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "depmod").write_text("#!/bin/sh\necho 'depmod: ERROR: could not open directory' >&2\nexit 1\n")
+    (tools / "depmod").chmod(0o755)
+    r = FwmanEnv(path_prepend=[tools])("modules", "import", str(bundle), "--root", str(root))
+    assert r.code == 4, r.stderr
+    assert f"fwman: error: depmod failed for {KVER}: depmod: ERROR: could not open directory" in r.stderr
+    assert "not in effect" in r.stderr and "unexpected" not in r.stderr
+    assert not (root / f"var/lib/fwman/modules/{KVER}.json").exists()  # no manifest claims the import

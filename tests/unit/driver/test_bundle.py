@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import tarfile
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -106,3 +107,73 @@ def test_any_tar_is_a_bundle_or_a_parse_error(members: dict[str, bytes]) -> None
         unpack(_tar(members))
     except ParseError:
         pass
+
+
+def sparse_member(name: str, expanded: int) -> bytes:
+    """Return the header of a GNU sparse member (type ``S``) that stores nothing and expands to ``expanded``."""
+    info = tarfile.TarInfo(name)
+    buf = bytearray(info.tobuf(tarfile.GNU_FORMAT))
+    buf[156:157] = b"S"
+    buf[386:398] = b"%011o\0" % expanded  # one map entry: no data at the very end
+    buf[398:410] = b"%011o\0" % 0
+    buf[483:495] = b"%011o\0" % expanded  # the real (expanded) size
+    buf[148:156] = b" " * 8
+    buf[148:156] = b"%06o\0 " % sum(buf[:512])
+    return bytes(buf[:512])
+
+
+def test_sparse_members_are_refused_unread() -> None:
+    # a 10 KB bundle whose six sparse members each expand to 100 MiB (the reviewer's was 6 x 500 MiB: 3 GiB of
+    # memory before bundle.json was even looked at)
+    doc = tarfile.TarInfo("bundle.json")
+    doc.size = 2
+    head = doc.tobuf(tarfile.GNU_FORMAT) + b"{}".ljust(512, b"\0")
+    data = head + b"".join(sparse_member(f"m{i}", 100 << 20) for i in range(6)) + bytes(1024)
+    assert len(data) < 16 * 1024
+    with tarfile.TarFile(fileobj=io.BytesIO(data)) as tar:
+        assert [m.size for m in tar.getmembers()][1:] == [100 << 20] * 6  # what a reader would expand
+    tracemalloc.start()
+    try:
+        with pytest.raises(ParseError, match="m0: a sparse member"):
+            unpack(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+
+
+def test_members_are_checked_against_bundle_json_before_any_module_is_read() -> None:
+    files = {"nvidia": b"\x7fELF one"}
+    doc = _doc(files).to_json()
+    with pytest.raises(ParseError, match=r"modules/nvidia\.ko: 5 bytes, but bundle.json says 8"):
+        unpack(_tar({"bundle.json": doc, "modules/nvidia.ko": b"short"}))
+    # bundle.json after a module, or an unlisted member first: the order in the file does not matter
+    assert unpack(_tar({"modules/nvidia.ko": files["nvidia"], "bundle.json": doc})).files == files
+    with pytest.raises(ParseError, match=r"other: not listed in bundle\.json"):
+        unpack(_tar({"other": b"x" * 100, "bundle.json": doc, "modules/nvidia.ko": files["nvidia"]}))
+    with pytest.raises(ParseError, match="more than 64 members"):
+        unpack(_tar({f"m{i}": b"" for i in range(65)}))
+
+
+def test_a_member_whose_data_is_not_in_the_file_is_refused() -> None:
+    files = {"nvidia": b"\x7fELF one" * 100}
+    data = _tar({"bundle.json": _doc(files).to_json(), "modules/nvidia.ko": files["nvidia"]})
+    cut = data.index(b"\x7fELF one") + 10  # the module's header states 800 bytes; the file ends 10 bytes in
+    with pytest.raises(ParseError, match=r"modules/nvidia\.ko: states 800 bytes, but the file ends before them"):
+        unpack(data[:cut])
+
+
+@pytest.mark.parametrize("kernel", ["../../../etc", "6.1/../../x", "", "-rf", "a b", "x" * 65, "6.1\n0"])
+def test_a_kernel_release_that_is_not_one_is_refused_where_the_bundle_is_parsed(kernel: str) -> None:
+    doc = json.loads(_doc({"nvidia": b"x"}).to_json())
+    doc["kernel"] = kernel
+    with pytest.raises(ParseError, match=r"module bundle: kernel: .*(is not a kernel release|missing)"):
+        BundleDoc.from_json(json.dumps(doc).encode())
+
+
+@pytest.mark.parametrize("name", ["../x", "a/b", ".hidden", "", "nv\nidia", "x" * 56])
+def test_a_module_name_that_is_not_one_is_refused(name: str) -> None:
+    doc = json.loads(_doc({"nvidia": b"x"}).to_json())
+    doc["modules"] = {name: doc["modules"]["nvidia"]}
+    with pytest.raises(ParseError, match="bad module name"):
+        BundleDoc.from_json(json.dumps(doc).encode())

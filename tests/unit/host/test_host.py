@@ -53,6 +53,21 @@ def test_live_host_read_errors_are_missing_errors(tmp_path: Path) -> None:
         host.read_bytes("/no/such/file")
 
 
+def test_live_host_reads_only_regular_files_and_never_blocks_on_a_fifo(tmp_path: Path) -> None:
+    # a FIFO unpacked from a hostile archive made open() block forever; a device node would be read raw
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_bytes(b"ok")
+    os.symlink("file", tmp_path / "link")
+    host = LiveHost(str(tmp_path))
+    for name in ("fifo", "dir"):
+        with pytest.raises(MissingError, match=f"cannot read /{name}: not a regular file"):
+            host.read_bytes(f"/{name}")
+    assert host.read_bytes("/file") == b"ok" and host.read_bytes("/link", limit=1) == b"o"
+    with pytest.raises(MissingError, match="cannot read /dev/zero: not a regular file"):
+        LiveHost("/").read_bytes("/dev/zero", limit=16)
+
+
 def _write_small_snapshot(tmp_path: Path) -> SnapshotHost:
     w = SnapshotWriter(redact=False)
     w.add_file("/proc/cmdline", "quiet\n")

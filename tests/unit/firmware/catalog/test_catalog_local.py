@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tomllib
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fixtures.packages import build_pe
+from fixtures.packages import build_pe, build_zip
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core.errors import VerificationError
 from fwman.core.findings import Severity
@@ -184,6 +185,22 @@ def test_fetch_from_a_package_checks_the_owners_md5_against_the_package(tmp_path
     assert cached.read_bytes() == option
     overrides = tomllib.loads((tmp_path / "var/lib/fwman/overrides.toml").read_text())["override"]
     assert overrides[0]["md5"] == md5(pkg.read_bytes()) and "MD5 of the update package" in overrides[0]["source"]
+
+
+@pytest.mark.skipif(shutil.which("7zz") is None, reason="7zz (Debian package 7zip) not installed")
+def test_fetch_from_a_package_the_unpacker_cannot_open_is_exit_4(tmp_path: Path, fwman: FwmanEnv) -> None:
+    seed_catalog(tmp_path, None)
+    option = build_rom(RomSpec(version=REBAR, kind="option_rom")).ljust(1 << 20, b"\xff")
+    broken = bytearray(build_zip({"EVGA.rom": option}))
+    broken[60:64] = b"\xde\xad\xbe\xef"  # inside the deflated member: 7zz lists it, then fails to unpack it
+    pkg = tmp_path.parent / f"{tmp_path.name}-dl" / "EVGA_ReBAR.zip"
+    pkg.parent.mkdir()
+    pkg.write_bytes(bytes(broken))
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", str(pkg), "--expect-md5", md5(bytes(broken)), "--root",
+              str(tmp_path))  # fmt: skip
+    assert r.code == 4, r.stderr
+    assert f"fwman: error: 7zz could not unpack {pkg}: " in r.stderr and "unexpected" not in r.stderr
+    assert not list(tmp_path.rglob("*.rom"))  # nothing cached
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -22,6 +22,7 @@ from fwman.core import clock, names, paths
 from fwman.core.config import Config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.driver.versions import nearest, parse_p2p_branch
 from fwman.host.base import Host
 
@@ -251,8 +252,8 @@ def load_cache(host: Host) -> dict[str, dict[str, Any]]:
     try:
         if not host.exists(paths.BRANCH_CACHE_FILE):
             return {}
-        data = json.loads(host.read_text(paths.BRANCH_CACHE_FILE))
-    except (MissingError, NotRecordedError, ValueError):
+        data = parse_json(host.read_bytes(paths.BRANCH_CACHE_FILE), "branch cache")
+    except (MissingError, NotRecordedError, ParseError):
         return {}
     entries = data.get("forks") if isinstance(data, dict) else None
     return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
 from fwman.core import clock
-from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.errors import MissingError, ParseError, UsageError, VerificationError
+from fwman.core.jsontext import parse_json
 
 if TYPE_CHECKING:
     import requests
@@ -228,8 +229,8 @@ def json_getter(
             except requests.RequestException as e:
                 raise HttpError(type(e).__name__) from e
             try:
-                body: Any = response.json()
-            except ValueError:
+                body: Any = parse_json(response.content, url, "answer")
+            except ParseError:  # not JSON, or nested past what any forge sends: the caller sees "not JSON"
                 body = None
             return JsonResponse(response.status_code, response.headers, body)
 

@@ -14,14 +14,14 @@ Writes are journaled and kept in memory (later reads see them); the snapshot dir
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
 from fwman.host.snapshot_check import SnapshotFormatError, check_meta, check_tree, command_output, confined
 
@@ -49,13 +49,15 @@ class SnapshotHost(JournalMixin):
         if meta_path.is_symlink():
             raise SnapshotFormatError(f"{meta_path} is a symbolic link (a snapshot is data, never a pointer)")
         try:
-            meta: Any = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta: Any = parse_json(meta_path.read_bytes(), "snapshot", "snapshot.json")
         except FileNotFoundError as e:
             raise UsageError(
                 f"not a snapshot directory: {self.directory} (no snapshot.json)",
                 hint="make one with `fwman capture DIR` on the machine to record",
             ) from e
-        except (OSError, ValueError) as e:
+        except ParseError as e:
+            raise UsageError(f"unreadable snapshot {meta_path}: {e.detail}") from e
+        except OSError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UsageError(f"unreadable snapshot {meta_path}: {first}") from e
         problems = check_meta(meta)

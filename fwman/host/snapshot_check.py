@@ -16,7 +16,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from fwman.core.errors import UsageError
+from fwman.core.errors import ParseError, UsageError
+from fwman.core.jsontext import parse_json
 
 FORMAT = "fwman-snapshot"
 VERSION = 1
@@ -230,8 +231,6 @@ def check_tree(directory: Path, meta: dict[str, Any]) -> list[str]:
 
 def check_snapshot(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]]:
     """Return the parsed ``snapshot.json`` (None when unusable) and every problem of the snapshot at ``directory``."""
-    import json
-
     base = Path(directory)
     meta_path = base / "snapshot.json"
     if not base.is_dir():
@@ -239,10 +238,12 @@ def check_snapshot(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | 
     if meta_path.is_symlink():
         return None, ["snapshot.json is a symbolic link"]
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = parse_json(meta_path.read_bytes(), "snapshot", "snapshot.json")
     except FileNotFoundError:
         return None, ["no snapshot.json (not a snapshot directory)"]
-    except (OSError, ValueError) as e:
+    except ParseError as e:
+        return None, [f"snapshot.json is not readable JSON: {e.detail}"]
+    except OSError as e:
         return None, [f"snapshot.json is not readable JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}"]
     problems = check_meta(meta)
     if problems:

@@ -19,13 +19,13 @@ and types when they do.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.tomltext import parse_toml
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -189,9 +189,9 @@ def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:
     when a section or key is unknown or a value has the wrong type.
     """
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: not valid TOML: {e}", hint=f"fix {path} (TOML syntax)") from e
+        data = parse_toml(text, path)
+    except ParseError as e:
+        raise UsageError(f"{path}: not valid TOML: {e.detail}", hint=f"fix {path} (TOML syntax)") from e
     _check(data, text, path)
     return Config(data=data, path=path, present=True)
 

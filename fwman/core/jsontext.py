@@ -42,12 +42,12 @@ def parse_json(data: str | bytes, what: str, field: str = "document") -> Any:
     except ValueError as e:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise ParseError(what, field, f"not JSON: {first}") from e
-    if _deeper_than(doc, MAX_DEPTH):
+    if deeper_than(doc, MAX_DEPTH):
         raise ParseError(what, field, f"nested deeper than {MAX_DEPTH} levels")
     return doc
 
 
-def _deeper_than(doc: object, limit: int) -> bool:
+def deeper_than(doc: object, limit: int) -> bool:
     """Return True when ``doc`` nests lists and objects more than ``limit`` levels deep (a scalar is level 0).
 
     Iterative, so it never recurses itself; it visits each container once.

@@ -133,3 +133,13 @@ def test_nested_state_records_are_refused_as_their_garbage_is(root: Path) -> Non
         configured_key(host)
     assert read_record(host) is None  # an unreadable hold record is "holds nothing", as before
     assert load_cache(host) == {}  # the cache is a convenience: unreadable is empty
+
+
+def test_a_replayed_config_toml_nested_past_the_limit_is_exit_2(attack: CountingEnv, tmp_path: Path) -> None:
+    snap = Path(shutil.copytree(EXAMPLE_HOST, tmp_path / "snap"))
+    config = snap / "files" / paths.CONFIG_FILE.lstrip("/")
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text("a = " + "[" * 5_000 + "]" * 5_000 + "\n")  # TOML: tomllib recursed past the limit
+    r = attack("--snapshot", str(snap), "audit", "--offline")
+    assert r.code == 2, r.stderr
+    assert f"{paths.CONFIG_FILE}: not valid TOML: nested deeper than 64 levels" in one_error_line(r)

@@ -19,13 +19,13 @@ and types when they do.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.tomltext import parse_toml
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -108,6 +108,21 @@ def known_keys() -> dict[str, list[str]]:
     }
 
 
+def _table_header(stripped: str) -> str | None:
+    r"""Return the name in a ``[table]`` line (``[modules]  # comment``), stripped; None for any other line.
+
+    A scan, linear in the length: the pattern ``\[\s*([^\]]+?)\s*\]`` split a run of blanks between three
+    quantifiers (cubic: a 4000-character line took 30 s). ``[[array]]`` headers are not tables here.
+    """
+    end = stripped.find("]", 1)
+    if not stripped.startswith("[") or end < 2:
+        return None
+    after = stripped[end + 1 :].lstrip()
+    if after and not after.startswith("#"):
+        return None
+    return stripped[1:end].strip()
+
+
 def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
     """Return the 1-based line of the table or key ``loc`` (``("modules", "brnach")``) in ``text``, or None."""
     section = str(loc[0]) if loc else ""
@@ -115,9 +130,9 @@ def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
     current = ""
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
-        header = re.fullmatch(r"\[\s*([^\]]+?)\s*\]\s*(#.*)?", stripped)
-        if header:
-            current = header.group(1).strip().strip('"')
+        header = _table_header(stripped)
+        if header is not None:
+            current = header.strip('"')
             if key is None and current.split(".")[0].strip() == section:
                 return number
             continue
@@ -189,9 +204,9 @@ def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:
     when a section or key is unknown or a value has the wrong type.
     """
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise UsageError(f"{path}: not valid TOML: {e}", hint=f"fix {path} (TOML syntax)") from e
+        data = parse_toml(text, path)
+    except ParseError as e:
+        raise UsageError(f"{path}: not valid TOML: {e.detail}", hint=f"fix {path} (TOML syntax)") from e
     _check(data, text, path)
     return Config(data=data, path=path, present=True)
 

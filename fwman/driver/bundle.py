@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from fwman.core import names
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -99,10 +100,7 @@ class BundleDoc:
     @classmethod
     def from_json(cls, data: bytes) -> BundleDoc:
         """Return the document in ``data``. Raises ParseError naming the field that is wrong."""
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ParseError(WHAT, DOC_NAME, f"not JSON: {e}") from e
+        doc = parse_json(data, WHAT, DOC_NAME)
         if not isinstance(doc, dict):
             raise ParseError(WHAT, DOC_NAME, "not a JSON object")
         if doc.get("schema") != SCHEMA:

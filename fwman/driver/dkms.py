@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import root_prefix
 from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.host.base import Host
@@ -131,7 +132,7 @@ def read_block(host: Host) -> BlockRecord | None:
     if not host.exists(paths.DKMS_BLOCK_STATE):
         return None
     try:
-        doc = json.loads(host.read_bytes(paths.DKMS_BLOCK_STATE).decode())
+        doc = parse_json(host.read_bytes(paths.DKMS_BLOCK_STATE), "DKMS block record")
         if not isinstance(doc, dict):
             raise TypeError("not a JSON object")
         record = BlockRecord(**doc)
@@ -141,8 +142,9 @@ def read_block(host: Host) -> BlockRecord | None:
         ):
             raise TypeError("'removed' is not a list of {module, version}")
         return record
-    except (ValueError, TypeError, UnicodeDecodeError, MissingError) as e:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+    except (ValueError, TypeError, MissingError, ParseError) as e:
+        why = e.detail if isinstance(e, ParseError) else str(e)
+        first = why.splitlines()[0] if why else type(e).__name__
         raise VerificationError(
             f"unreadable DKMS block record {paths.DKMS_BLOCK_STATE}: {first[:120]}",
             hint="it lists the DKMS modules `fwman dkms block` removed: check it by hand (`dkms status`, "

@@ -22,6 +22,7 @@ from fwman.core import clock, names, paths
 from fwman.core.config import Config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.driver.versions import nearest, parse_p2p_branch
 from fwman.host.base import Host
 
@@ -36,6 +37,10 @@ RESERVED_KEYS = {"api_url", "defaults"}  # keys of [forks] that are settings, no
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _GITHUB_RE = re.compile(r"(?:https?://|git@|ssh://git@)github\.com[/:]([^/\s]+)/([^/\s]+?)(?:\.git)?/?")
 _MAX_PAGES = 50
+#: the branch cache is read up to this; a larger file (one written before answers were capped) is unreadable,
+#: hence empty, and the next live listing rewrites it. A full listing is at most _MAX_PAGES pages of 100 names
+#: of at most 255 characters: about 1.3 MB per fork.
+MAX_CACHE_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -205,8 +210,9 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
     """Return every branch name of ``owner/repo`` from the forge's paginated branches API.
 
     Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
-    (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError).
-    Raises FwmanError on a network error, an HTTP error status or a malformed answer.
+    (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError), and each answer is
+    read up to the door's cap. Raises FwmanError on a network error, an HTTP error status, a malformed answer,
+    an answer over the cap (VerificationError) or a page of more names than asked for.
     """
     from fwman.host.http import HttpError, json_getter  # the door imports requests, which is slow to import
 
@@ -231,6 +237,8 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
                 batch = [str(item["name"]) for item in body]
             except (ValueError, TypeError, KeyError) as e:
                 raise FwmanError(f"{api}: unexpected answer for {owner}/{repo} (not a list of branches)") from e
+            if len(batch) > per_page:  # with the page cap, this bounds a listing to _MAX_PAGES * per_page names
+                raise FwmanError(f"{api}: {len(batch)} branches in one page for {owner}/{repo}, asked for {per_page}")
             names.extend(batch)
             link_next = parse_link_next(response.headers.get("Link"))
             page += 1
@@ -245,14 +253,33 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
     return names
 
 
+def usable_branches(found: Sequence[str]) -> list[str]:
+    """Return the names in ``found`` that are branch names fwman accepts (``names.branch_name``), in order.
+
+    A forge or a remote may list names fwman refuses as ``--branch`` (whitespace, ``..``, thousands of
+    characters): no build can use them, so they are neither shown nor written to the cache.
+    """
+    usable = []
+    for name in found:
+        try:
+            usable.append(names.branch_name(name))
+        except UsageError:
+            continue
+    return usable
+
+
 # -- cache ----------------------------------------------------------------------------------------------
 def load_cache(host: Host) -> dict[str, dict[str, Any]]:
-    """Return the cached listings keyed by URL ({} when there is no readable cache). Never raises."""
+    """Return the cached listings keyed by URL ({} when there is no readable cache, or it is over
+    MAX_CACHE_BYTES). Never raises."""
     try:
         if not host.exists(paths.BRANCH_CACHE_FILE):
             return {}
-        data = json.loads(host.read_text(paths.BRANCH_CACHE_FILE))
-    except (MissingError, NotRecordedError, ValueError):
+        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
+        if len(raw) > MAX_CACHE_BYTES:
+            return {}
+        data = parse_json(raw, "branch cache")
+    except (MissingError, NotRecordedError, ParseError):
         return {}
     entries = data.get("forks") if isinstance(data, dict) else None
     return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
@@ -330,7 +357,7 @@ def list_branches(
                 listing = ForkBranches(
                     fork=fork.name,
                     url=fork.url,
-                    branches=list_via_git(host, fork.url, timeout),
+                    branches=usable_branches(list_via_git(host, fork.url, timeout)),
                     source="git",
                     fetched_at=now,
                 )
@@ -342,7 +369,7 @@ def list_branches(
                 listing = ForkBranches(
                     fork=fork.name,
                     url=fork.url,
-                    branches=list_via_api(host, api, *repo, timeout=timeout),
+                    branches=usable_branches(list_via_api(host, api, *repo, timeout=timeout)),
                     source="api",
                     fetched_at=now,
                 )

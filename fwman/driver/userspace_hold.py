@@ -26,7 +26,8 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all, pending
 from fwman.host.base import Host
 
@@ -117,10 +118,10 @@ def read_record(host: Host) -> HoldRecord | None:
     try:
         if not host.exists(STATE_FILE):
             return None
-        doc = json.loads(host.read_bytes(STATE_FILE).decode())
+        doc = parse_json(host.read_bytes(STATE_FILE), "userspace hold record")
         packages = {str(k): str(v) for k, v in dict(doc["packages"]).items()}
         return HoldRecord(packages, str(doc.get("at", "")), [str(f) for f in doc.get("files", [])])
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError, MissingError, NotRecordedError):
+    except (ValueError, KeyError, TypeError, ParseError, MissingError, NotRecordedError):
         return None
 
 

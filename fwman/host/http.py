@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from fwman import __version__
 from fwman.core import clock
-from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.errors import MissingError, ParseError, UsageError, VerificationError
+from fwman.core.jsontext import parse_json
 
 if TYPE_CHECKING:
     import requests
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from fwman.host.base import Host
 
 CHUNK = 64 * 1024
+#: the most bytes one JSON answer (a forge's page of branches) may hold. A page of 100 branch objects, as the
+#: forge API sends them, is tens of KB; anything near a MiB is not a branch list, and is never read whole
+MAX_JSON_ANSWER = 1 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
@@ -207,29 +211,50 @@ class HttpError(Exception):
         self.reason = reason
 
 
+def _read_capped(response: requests.Response, cap: int) -> bytes:
+    """Return the body of the streamed ``response``; raises _CapExceeded as soon as it passes ``cap`` bytes."""
+    length = response.headers.get("Content-Length")
+    if length and length.isdigit() and int(length) > cap:
+        raise _CapExceeded(f"the server offers {length} bytes, more than the {cap}-byte limit")
+    buf = bytearray()
+    for chunk in response.iter_content(CHUNK):
+        buf += chunk
+        if len(buf) > cap:
+            raise _CapExceeded(f"the answer grew past the {cap}-byte limit")
+    return bytes(buf)
+
+
 @contextmanager
 def json_getter(
-    host: Host, first_url: str, *, headers: Mapping[str, str], timeout: float
+    host: Host, first_url: str, *, headers: Mapping[str, str], timeout: float, cap: int = MAX_JSON_ANSWER
 ) -> Iterator[Callable[[str], JsonResponse]]:
     """Yield a getter for ``first_url`` and the pages after it, sharing one connection pool until the block ends.
 
-    The getter returns a JsonResponse (``body`` None when the answer is not JSON) and raises HttpError when no
-    answer came. Raises UsageError at once (nothing sent) when ``host`` is a replay.
+    The getter returns a JsonResponse (``body`` None when the answer is not JSON). It reads the body streamed
+    and stops at ``cap`` bytes. It raises HttpError when no answer came, and VerificationError (exit 4) when the
+    answer is over ``cap`` bytes: nothing of it is returned. Raises UsageError at once (nothing sent) when
+    ``host`` is a replay.
     """
     import requests
 
     refuse_replay(host, first_url)
 
-    with requests.Session() as session:
+    # identity encoding, as for downloads: the cap counts the bytes on the wire, never a decompressed stream
+    with _session() as session:
 
         def get(url: str) -> JsonResponse:
             try:
-                response = session.get(url, headers=dict(headers), timeout=timeout)
+                with session.get(url, headers=dict(headers), timeout=timeout, stream=True) as response:
+                    raw = _read_capped(response, cap)
             except requests.RequestException as e:
                 raise HttpError(type(e).__name__) from e
+            except _CapExceeded as e:
+                raise VerificationError(
+                    f"{url}: {e}", hint="a forge's page of branches is tens of KB; nothing of this answer was kept"
+                ) from e
             try:
-                body: Any = response.json()
-            except ValueError:
+                body: Any = parse_json(raw, url, "answer")
+            except ParseError:  # not JSON, or nested past what any forge sends: the caller sees "not JSON"
                 body = None
             return JsonResponse(response.status_code, response.headers, body)
 

@@ -7,11 +7,11 @@ leaves half a line.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
 T = TypeVar("T")
@@ -36,7 +36,9 @@ def read_json_lines(host: Host, path: str, parse: Callable[[Any], T]) -> tuple[l
         if not line.strip():
             continue
         try:
-            records.append(parse(json.loads(line)))
+            records.append(parse(parse_json(line, path, f"line {number}")))
+        except ParseError as e:
+            damaged.append(f"{path} line {number}: {e.detail[:120]}")
         except (ValueError, TypeError) as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             damaged.append(f"{path} line {number}: {first[:120]}")

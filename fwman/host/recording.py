@@ -21,6 +21,7 @@ from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.host.base import CommandResult, Host, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
+from fwman.host.snapshot_check import MAX_RECORDED_FILE
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -184,15 +185,14 @@ class SnapshotWriter:
         return target
 
 
-#: a file larger than this is recorded by its size only: whole driver modules (60 MiB and more) would bloat a
-#: snapshot, and a replay that reads one gets a NotRecordedError it reports like any unreadable file
-MAX_RECORDED_FILE = 16 << 20
-
-
 class RecordingHost:
     """Wraps a live Host for reading and records every answer into a SnapshotWriter. Read-only: writes refuse.
 
     A capture is one moment: a command asked for twice is run once and answered from the recording after.
+    A file larger than ``max_file_bytes`` (MAX_RECORDED_FILE, which the snapshot format owns) is recorded by
+    its size only: whole driver modules (60 MiB and more) would bloat a snapshot, and a replay that reads one
+    gets a NotRecordedError it reports like any unreadable file. A command whose output is larger is not
+    recorded at all. A replay refuses anything larger on disk, so a capture never writes what it would refuse.
     """
 
     def __init__(self, inner: Host, writer: SnapshotWriter, max_file_bytes: int = MAX_RECORDED_FILE) -> None:
@@ -347,7 +347,10 @@ class RecordingHost:
         if plain and tuple(argv) in self.writer.commands:
             return self.writer.commands[tuple(argv)]
         result = self.inner.run(argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
-        self.writer.add_command(result)
+        if max(len(result.stdout.encode()), len(result.stderr.encode())) <= self.max_file_bytes:
+            # an output larger than a replay reads is left out: its replay says "did not record the command"
+            # rather than refusing the whole snapshot
+            self.writer.add_command(result)
         return result
 
     def local_path(self, path: str) -> str | None:

@@ -14,16 +14,24 @@ Writes are journaled and kept in memory (later reads see them); the snapshot dir
 
 from __future__ import annotations
 
-import json
 import os
 import posixpath
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import CommandResult, JournalMixin, resolve_links
-from fwman.host.snapshot_check import SnapshotFormatError, check_meta, check_tree, command_output, confined
+from fwman.host.snapshot_check import (
+    MAX_RECORDED_FILE,
+    SnapshotFormatError,
+    check_meta,
+    check_tree,
+    command_output,
+    confined,
+    read_recorded,
+)
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -49,13 +57,15 @@ class SnapshotHost(JournalMixin):
         if meta_path.is_symlink():
             raise SnapshotFormatError(f"{meta_path} is a symbolic link (a snapshot is data, never a pointer)")
         try:
-            meta: Any = json.loads(meta_path.read_text(encoding="utf-8"))
+            meta: Any = parse_json(read_recorded(meta_path, self.directory), "snapshot", "snapshot.json")
         except FileNotFoundError as e:
             raise UsageError(
                 f"not a snapshot directory: {self.directory} (no snapshot.json)",
                 hint="make one with `fwman capture DIR` on the machine to record",
             ) from e
-        except (OSError, ValueError) as e:
+        except ParseError as e:
+            raise UsageError(f"unreadable snapshot {meta_path}: {e.detail}") from e
+        except OSError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UsageError(f"unreadable snapshot {meta_path}: {first}") from e
         problems = check_meta(meta)
@@ -166,7 +176,11 @@ class SnapshotHost(JournalMixin):
         return sorted(names)
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """Return the recorded bytes of ``path``. Raises MissingError/NotRecordedError."""
+        """Return the recorded bytes of ``path`` (at most ``limit``).
+
+        Raises MissingError/NotRecordedError, and SnapshotFormatError for a file on disk larger than a capture
+        records (:data:`~fwman.host.snapshot_check.MAX_RECORDED_FILE`), which is never read.
+        """
         real = self.realpath(path)
         if real in self.overlay:
             data = self.overlay[real]
@@ -175,14 +189,14 @@ class SnapshotHost(JournalMixin):
             return data if limit is None else data[:limit]
         f = self._file(real)
         if f.is_file():
-            data = f.read_bytes()
-            return data if limit is None else data[:limit]
+            return read_recorded(f, self.directory, limit)
         if self._known_absent(real):
             raise MissingError(f"cannot read {path}: not present on the recorded host")
         if real in self.sizes:
             raise NotRecordedError(
                 f"snapshot {self.directory} recorded only the size of {path} ({self.sizes[real]} bytes)",
-                hint="capture keeps a file over 16 MiB, or one it only saw there, by size only; run live to read it",
+                hint=f"capture keeps a file over {MAX_RECORDED_FILE >> 20} MiB, or one it only saw there, by size "
+                "only; run live to read it",
             )
         raise NotRecordedError(
             f"snapshot {self.directory} did not record {path}",
@@ -210,6 +224,8 @@ class SnapshotHost(JournalMixin):
         real = self.realpath(path)
         if real not in self.overlay and real in self.sizes:
             return self.sizes[real]
+        if real not in self.overlay and (f := self._file(real)).is_file():
+            return f.stat().st_size  # the size without reading the bytes (check_tree bounded it)
         return len(self.read_bytes(path))
 
     def file_mode(self, path: str) -> int | None:
@@ -257,7 +273,7 @@ class SnapshotHost(JournalMixin):
     def _command_text(self, name: str | None) -> str:
         if not name:
             return ""
-        return command_output(self.directory, name).read_bytes().decode("utf-8", errors="replace")
+        return read_recorded(command_output(self.directory, name), self.directory).decode("utf-8", errors="replace")
 
     def local_path(self, path: str) -> str | None:
         """Snapshots have no real filesystem behind them: return None."""

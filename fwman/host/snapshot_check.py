@@ -1,10 +1,12 @@
 """The snapshot-format validator: a snapshot is data from a stranger, never a pointer into this machine.
 
 :func:`check_meta` checks the shape of ``snapshot.json`` (every key, every entry) and returns the problems;
-:func:`check_tree` also walks ``files/`` and ``commands/`` on disk (no symbolic links, no special files, every
-command output named in ``snapshot.json`` present). :func:`confined` resolves one recorded host path to the
-file inside ``files/`` without following any link on disk. ``SnapshotHost`` loads through these, and
-``fwman capture --check DIR`` prints every problem they find.
+:func:`check_tree` also walks ``files/`` and ``commands/`` on disk (no symbolic links, no special files, no
+file larger than a capture records, every command output named in ``snapshot.json`` present).
+:func:`confined` resolves one recorded host path to the file inside ``files/`` without following any link on
+disk, and :func:`read_recorded` is the one way a snapshot's bytes are read (never more than
+:data:`MAX_RECORDED_FILE`). ``SnapshotHost`` loads through these, and ``fwman capture --check DIR`` prints every
+problem they find.
 """
 
 from __future__ import annotations
@@ -16,13 +18,19 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from fwman.core.errors import UsageError
+from fwman.core.errors import ParseError, UsageError
+from fwman.core.jsontext import parse_json
 
 FORMAT = "fwman-snapshot"
 VERSION = 1
 #: command outputs are plain file names directly under commands/ (capture writes 000.stdout, 001.stderr, ...)
 _OUTPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _PATH_KEYS = ("links", "dirs", "sizes")
+#: the most bytes one file of a snapshot may hold (a recorded file, a command output, snapshot.json itself).
+#: A capture records a larger file by its size only (``sizes``) and leaves out a command whose output is
+#: larger, so nothing bigger is ever written by ``fwman capture``; a replay refuses it instead of reading a
+#: stranger's sparse file of gigabytes (a few KB in a tar) whole into memory
+MAX_RECORDED_FILE = 16 << 20
 
 
 class SnapshotFormatError(UsageError):
@@ -190,11 +198,53 @@ def command_output(directory: Path, name: str) -> Path:
     return path
 
 
+def oversize(name: str | Path, size: int) -> str:
+    """Return the problem line for snapshot file ``name`` (relative to the snapshot) of ``size`` bytes."""
+    return (
+        f"{name} is {size} bytes, more than the {MAX_RECORDED_FILE} ({MAX_RECORDED_FILE >> 20} MiB) a capture "
+        "records (a larger file is recorded by its size only)"
+    )
+
+
+def read_recorded(path: Path, directory: Path, limit: int | None = None) -> bytes:
+    """Return the bytes of ``path``, a regular file of the snapshot at ``directory`` (at most ``limit`` bytes).
+
+    Opened without following a link and without blocking, and checked on the open descriptor, so what is read
+    is the file that was checked. Raises SnapshotFormatError when it is not a regular file or holds more than
+    :data:`MAX_RECORDED_FILE` bytes (nothing is read then); FileNotFoundError when it is absent.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise SnapshotFormatError(
+            f"snapshot {directory}: cannot read {path.relative_to(directory)}: {e.strerror}",
+            hint=f"`fwman capture --check {directory}` lists every problem",
+        ) from e
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise SnapshotFormatError(f"snapshot {directory}: {path.relative_to(directory)} is not a regular file")
+        if st.st_size > MAX_RECORDED_FILE:
+            raise SnapshotFormatError(
+                f"snapshot {directory}: {oversize(path.relative_to(directory), st.st_size)}",
+                hint=f"a snapshot from `fwman capture` never holds one; `fwman capture --check {directory}` lists "
+                "every problem",
+            )
+        # the size was checked on this descriptor, but a file may grow while it is read: read one byte past
+        data = f.read(MAX_RECORDED_FILE + 1 if limit is None else min(limit, MAX_RECORDED_FILE + 1))
+    if len(data) > MAX_RECORDED_FILE:
+        raise SnapshotFormatError(f"snapshot {directory}: {oversize(path.relative_to(directory), len(data))}")
+    return data
+
+
 def _walk(top: Path, directory: Path, problems: list[str]) -> None:
-    """Append to ``problems`` every link or special file below ``top``.
+    """Append to ``problems`` every link, special file or file too large for a capture below ``top``.
 
     os.scandir's entries carry the file type from the directory listing, so a replay pays one listing per
-    directory, not one stat per file, before it starts (this runs at every ``--snapshot`` command).
+    directory and one stat per regular file (its size: a few microseconds each) before it starts (this runs
+    at every ``--snapshot`` command).
     """
     pending = [str(top)]
     while pending:
@@ -207,10 +257,13 @@ def _walk(top: Path, directory: Path, problems: list[str]) -> None:
                     pending.append(entry.path)
                 elif not entry.is_file(follow_symlinks=False):
                     problems.append(f"{Path(entry.path).relative_to(directory)} is not a regular file or directory")
+                elif (size := entry.stat(follow_symlinks=False).st_size) > MAX_RECORDED_FILE:
+                    problems.append(oversize(Path(entry.path).relative_to(directory), size))
 
 
 def check_tree(directory: Path, meta: dict[str, Any]) -> list[str]:
-    """Return every problem on disk: links and special files under files/ and commands/, missing outputs."""
+    """Return every problem on disk: links, special files and oversized files under files/ and commands/, and
+    missing outputs."""
     problems: list[str] = []
     for sub in ("files", "commands"):
         top = directory / sub
@@ -230,8 +283,6 @@ def check_tree(directory: Path, meta: dict[str, Any]) -> list[str]:
 
 def check_snapshot(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, list[str]]:
     """Return the parsed ``snapshot.json`` (None when unusable) and every problem of the snapshot at ``directory``."""
-    import json
-
     base = Path(directory)
     meta_path = base / "snapshot.json"
     if not base.is_dir():
@@ -239,10 +290,14 @@ def check_snapshot(directory: str | os.PathLike[str]) -> tuple[dict[str, Any] | 
     if meta_path.is_symlink():
         return None, ["snapshot.json is a symbolic link"]
     try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        meta = parse_json(read_recorded(meta_path, base), "snapshot", "snapshot.json")
     except FileNotFoundError:
         return None, ["no snapshot.json (not a snapshot directory)"]
-    except (OSError, ValueError) as e:
+    except SnapshotFormatError as e:
+        return None, [e.message.removeprefix(f"snapshot {base}: ")]
+    except ParseError as e:
+        return None, [f"snapshot.json is not readable JSON: {e.detail}"]
+    except OSError as e:
         return None, [f"snapshot.json is not readable JSON: {str(e).splitlines()[0] if str(e) else type(e).__name__}"]
     problems = check_meta(meta)
     if problems:

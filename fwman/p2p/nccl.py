@@ -14,12 +14,12 @@ tolerance.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 from fwman.p2p.nccl_log import MEANING, NET, P2P, SHM, NcclLog, PerfReport, parse_all_reduce_perf, parse_nccl_log
 
@@ -207,10 +207,7 @@ def parse_torch_output(text: str) -> dict[str, Any] | None:
     """
     for line in text.splitlines():
         if line.startswith(RESULT_TAG):
-            try:
-                doc = json.loads(line[len(RESULT_TAG) :])
-            except json.JSONDecodeError as e:
-                raise ParseError("torch NCCL runner", "result line", f"not JSON: {e}") from e
+            doc = parse_json(line[len(RESULT_TAG) :], "torch NCCL runner", "result line")
             if not isinstance(doc, dict):
                 raise ParseError("torch NCCL runner", "result line", "not a JSON object")
             return doc

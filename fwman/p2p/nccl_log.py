@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
 
+#: the transport is the rest of the line, trailing blanks stripped in code (see _WARN)
 _CHANNEL = re.compile(
     r"NCCL INFO (?P<what>Channel|Ring) (?P<channel>\d+)(?:/(?P<sub>\d+))? : "
     r"(?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])? -> (?P<dst>\d+)(?:\[(?P<dstdev>[0-9a-fA-F]+)\])? "
-    r"(?:\[(?P<dir>send|receive)\] )?via (?P<transport>\S.*?)\s*$"
+    r"(?:\[(?P<dir>send|receive)\] )?via (?P<transport>\S.*)$"
 )
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+\S*)")
-_WARN = re.compile(r"NCCL WARN (.*?)\s*$")
+#: the rest of the line, trailing blanks stripped in code: ``(.*?)\s*$`` retried the lazy group against every
+#: run of blanks, quadratic in the line's length (a 16 MiB line would take days)
+_WARN = re.compile(r"NCCL WARN (.*)$")
 
 P2P = "P2P"
 SHM = "SHM"
@@ -131,14 +134,14 @@ def parse_nccl_log(text: str) -> NcclLog:
                     channel=int(m.group("channel")),
                     src=int(m.group("src")),
                     dst=int(m.group("dst")),
-                    transport=m.group("transport"),
+                    transport=m.group("transport").rstrip(),
                     direction=m.group("dir"),
                 )
             )
             continue
         w = _WARN.search(line)
         if w:
-            log.warnings.append(w.group(1))
+            log.warnings.append(w.group(1).rstrip())
     return log
 
 
@@ -183,7 +186,8 @@ class PerfReport:
 
 _OOB = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*([0-9.]+)")
-_RANK = re.compile(r"^#\s+Rank\s+\d+\s+.*device\s+\d+\s+\[[0-9a-fA-F:.]+\]")
+#: one blank after the rank number, then anything: ``\s+.*`` split a run of blanks every possible way
+_RANK = re.compile(r"^#\s+Rank\s+\d+\s.*device\s+\d+\s+\[[0-9a-fA-F:.]+\]")
 
 
 def _wrong(text: str, lineno: int) -> int | None:

@@ -14,7 +14,20 @@ def unquote(value: str) -> str:
     value = value.strip()
     if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
         return value[1:-1]
-    return re.split(r"\s+#", value, maxsplit=1)[0].strip()
+    return _before_comment(value).strip()
+
+
+def _before_comment(value: str) -> str:
+    r"""Return ``value`` up to its first ``#`` that follows whitespace (an inline comment), or all of it.
+
+    A scan with str.find, linear in the length: ``re.split(r"\s+#", ...)`` retried ``\s+`` from every
+    position of a run of blanks, so a 150 KB value in a container's config took doctor 41 s. str.isspace is
+    the set ``\s`` matches in a str pattern.
+    """
+    at = value.find("#", 1)
+    while at != -1 and not value[at - 1].isspace():
+        at = value.find("#", at + 1)
+    return value if at == -1 else value[:at]
 
 
 def parse_env_file(text: str) -> dict[str, str]:

@@ -141,6 +141,61 @@ def test_a_missing_command_output_is_one_line_exit_2(attack: CountingEnv, snap: 
     assert f"commands[{index}] (nvidia-smi): commands/{smi['stdout']} is missing" in one_error_line(r)
 
 
+# -- size: a stranger's sparse file is a few KB in a tar and gigabytes on disk --------------------------------
+OVER = 16 * 1024 * 1024 + 1  # one byte more than a capture records (MAX_RECORDED_FILE)
+
+
+def sparse(path: Path, size: int) -> None:
+    """Make ``path`` a sparse file of ``size`` bytes (no disk used; a whole read would allocate them all)."""
+    with path.open("r+b" if path.exists() else "wb") as f:
+        f.truncate(size)
+
+
+@pytest.mark.parametrize("size", [OVER, 3 << 30])
+def test_a_recorded_file_larger_than_capture_records_is_refused_before_reading(
+    attack: CountingEnv, snap: Path, size: int
+) -> None:
+    sparse(snap / "files/proc/cmdline", size)
+    expected = f"files/proc/cmdline is {size} bytes, more than the 16777216 (16 MiB) a capture records"
+    r = attack("capture", "--check", str(snap))
+    assert r.code == 2, r.stdout
+    assert expected in r.stdout and "well-formed" not in r.stdout
+    r = attack("--snapshot", str(snap), "doctor")
+    assert r.code == 2, r.stderr
+    assert "unsafe snapshot" in one_error_line(r) and expected in r.stderr
+
+
+def test_a_command_output_larger_than_capture_records_is_refused(attack: CountingEnv, snap: Path) -> None:
+    meta = meta_of(snap)
+    smi = next(c for c in meta["commands"] if c["argv"][:3] == ["nvidia-smi", "-q", "-x"])
+    sparse(snap / "commands" / smi["stdout"], OVER)
+    r = attack("--snapshot", str(snap), "scan")
+    assert r.code == 2, r.stderr
+    assert f"commands/{smi['stdout']} is {OVER} bytes, more than the 16777216" in one_error_line(r)
+
+
+def test_a_snapshot_json_larger_than_a_snapshot_file_may_be_is_refused(attack: CountingEnv, snap: Path) -> None:
+    sparse(snap / "snapshot.json", 3 << 30)
+    r = attack("--snapshot", str(snap), "scan")
+    assert r.code == 2, r.stderr
+    assert f"snapshot.json is {3 << 30} bytes, more than the 16777216" in one_error_line(r)
+    r = attack("capture", "--check", str(snap))
+    assert r.code == 2 and f"snapshot.json is {3 << 30} bytes" in r.stdout
+
+
+def test_a_file_the_tree_check_passed_is_still_read_at_most_the_cap(snap: Path) -> None:
+    # check_tree ran when the replay opened; a file that grows after it is refused at the read, never read whole
+    from fwman.host.snapshot import SnapshotHost
+    from fwman.host.snapshot_check import SnapshotFormatError
+
+    replay = SnapshotHost(snap)
+    sparse(snap / "files/proc/cmdline", 3 << 30)
+    with pytest.raises(SnapshotFormatError, match=r"files/proc/cmdline is 3221225472 bytes"):
+        replay.read_bytes("/proc/cmdline")
+    with pytest.raises(SnapshotFormatError, match=r"files/proc/cmdline is 3221225472 bytes"):
+        replay.read_bytes("/proc/cmdline", limit=64)  # even a bounded read: the file is not what capture wrote
+
+
 # -- row 5 and the next tries: references in snapshot.json ----------------------------------------------------
 @pytest.mark.parametrize(
     ("change", "expected"),

@@ -11,7 +11,9 @@ from fwman.core import paths
 from tests.adversarial.conftest import CountingEnv, one_error_line
 from tests.support.env import EXAMPLE_HOST
 
-GARBAGE = ["{{{", "", "[]", '{"format": "fwman-journal", "version": 1}', "\xff\xfe", "null"]
+#: a few hundred KB past the interpreter's recursion limit (it was `unexpected RecursionError`, exit 1)
+DEEP = "[" * 200_000 + "]" * 200_000
+GARBAGE = ["{{{", "", "[]", '{"format": "fwman-journal", "version": 1}', "\xff\xfe", "null", DEEP]
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_an_unreadable_journal_blocks_a_new_flash_before_any_write(root: Path) -
     assert sorted(p.name for p in (root / paths.FLASH_JOURNAL_DIR.lstrip("/")).iterdir()) == ["x.json"]
 
 
-@pytest.mark.parametrize("garbage", ["{{{", "not json", '{"time": 1}', "[1]"])
+@pytest.mark.parametrize("garbage", ["{{{", "not json", '{"time": 1}', "[1]", DEEP])
 def test_a_damaged_history_line_is_reported(attack: CountingEnv, root: Path, garbage: str) -> None:
     good = '{"time": "t", "kind": "flash", "card": "0000:41:00.0", "result": "success"}'
     put(root, paths.FLASH_HISTORY_FILE, f"{good}\n{garbage}\n")
@@ -67,7 +69,7 @@ def test_a_damaged_history_line_is_reported(attack: CountingEnv, root: Path, gar
     assert r.code == 4 and "damaged flash history" in one_error_line(r)
 
 
-@pytest.mark.parametrize("garbage", ["{bad", "[]", '{"removed": 5}', '{"removed": [1]}', "\xff"])
+@pytest.mark.parametrize("garbage", ["{bad", "[]", '{"removed": 5}', '{"removed": [1]}', "\xff", DEEP])
 def test_an_unreadable_dkms_block_record(attack: CountingEnv, root: Path, garbage: str) -> None:
     record = put(root, paths.DKMS_BLOCK_STATE, garbage)
     for argv in (("dkms", "status"), ("dkms", "unblock"), ("dkms", "block")):
@@ -77,7 +79,7 @@ def test_an_unreadable_dkms_block_record(attack: CountingEnv, root: Path, garbag
     assert record.read_bytes() == garbage.encode("utf-8", errors="surrogateescape")
 
 
-@pytest.mark.parametrize("garbage", ["xx", "[]", "{}", '{"fork": 3}'])
+@pytest.mark.parametrize("garbage", ["xx", "[]", "{}", '{"fork": 3}', DEEP])
 def test_an_unreadable_module_source_record(attack: CountingEnv, root: Path, garbage: str) -> None:
     put(root, paths.MODULES_SOURCE_RECORD, garbage)
     r = attack("--root", str(root), "modules", "status")
@@ -86,19 +88,21 @@ def test_an_unreadable_module_source_record(attack: CountingEnv, root: Path, gar
     assert "no module source configured" not in r.stdout
 
 
-def test_an_unreadable_marker_is_shown_never_taken_as_none(attack: CountingEnv, root: Path) -> None:
+@pytest.mark.parametrize("garbage", ["{{{", DEEP])
+def test_an_unreadable_marker_is_shown_never_taken_as_none(attack: CountingEnv, root: Path, garbage: str) -> None:
     from fwman.driver.build.manifest import failed_path
 
     kver = sorted(p.name for p in (root / "lib/modules").iterdir())[0]
-    put(root, failed_path(kver), "{{{")
+    put(root, failed_path(kver), garbage)
     r = attack("--root", str(root), "modules", "status", "--json")
     row = next(k for k in r.json()["kernels"] if k["kernel"] == kver)
     assert row["safe_to_boot"] is False
     assert f"marker {failed_path(kver)} unreadable" in row["why"]
 
 
-def test_an_unreadable_backup_manifest(attack: CountingEnv, root: Path) -> None:
-    put(root, paths.BACKUPS_MANIFEST, "{{{")
+@pytest.mark.parametrize("garbage", ["{{{", DEEP])
+def test_an_unreadable_backup_manifest(attack: CountingEnv, root: Path, garbage: str) -> None:
+    put(root, paths.BACKUPS_MANIFEST, garbage)
     r = attack("--root", str(root), "backup", "list")
     assert r.code == 4
     assert paths.BACKUPS_MANIFEST in one_error_line(r)

@@ -49,7 +49,9 @@ def parse_grub_cfg(text: str) -> GrubMenu:
     defaults: list[str] = []
     for raw in text.splitlines():
         line = raw.strip()
-        m = _ITEM_RE.match(line)
+        # a menu line ends with "{"; without one the pattern would fail only after backtracking through every
+        # '\'' of the title (quadratic), and with one its first way through the title matches
+        m = _ITEM_RE.match(line) if line.endswith("{") else None
         if m:
             title = (m.group(2) if m.group(2) is not None else m.group(3) or "").replace("'\\''", "'")
             ident = _ID_RE.search(m.group(4))

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.driver.boot.loaders import (
     BootDefault,
     default_boot_kernel,
@@ -103,7 +104,7 @@ def read_pin(host: Host) -> PinRecord | None:
     if not host.exists(paths.BOOT_PIN_STATE):
         return None
     try:
-        doc = json.loads(host.read_bytes(paths.BOOT_PIN_STATE).decode())
+        doc = parse_json(host.read_bytes(paths.BOOT_PIN_STATE), "boot pin record")
         if not isinstance(doc, dict):
             raise TypeError("not a JSON object")
         record = PinRecord(**doc)
@@ -112,8 +113,9 @@ def read_pin(host: Host) -> PinRecord | None:
         if not isinstance(record.previous, dict) or not all(isinstance(v, str) for v in record.previous.values()):
             raise TypeError("'previous' must map names to strings")
         return record
-    except (ValueError, TypeError, UnicodeDecodeError, MissingError) as e:
-        first = (str(e).splitlines() or [type(e).__name__])[0][:120]
+    except (ValueError, TypeError, MissingError, ParseError) as e:
+        why = e.detail if isinstance(e, ParseError) else str(e)
+        first = (why.splitlines() or [type(e).__name__])[0][:120]
         raise ParseError(
             "boot pin record",
             paths.BOOT_PIN_STATE,

@@ -26,6 +26,7 @@ from typing import Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
 INSTALL_SUBDIR = "updates/fwman"
@@ -110,10 +111,7 @@ class Manifest:
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
         """Return the manifest in ``data``. Raises ParseError naming the field that is wrong."""
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ParseError(WHAT, "document", f"not JSON: {e}") from e
+        doc = parse_json(data, WHAT, "document")
         if not isinstance(doc, dict):
             raise ParseError(WHAT, "document", "not a JSON object")
         kernel = _str(doc, "kernel", required=True)
@@ -237,10 +235,7 @@ class Marker:
     @classmethod
     def from_json(cls, data: bytes) -> Marker:
         """Return the marker in ``data``. Raises ParseError when it is not one."""
-        try:
-            doc = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ParseError("module marker", "document", f"not JSON: {e}") from e
+        doc = parse_json(data, "module marker", "document")
         if not isinstance(doc, dict) or not isinstance(doc.get("kernel"), str):
             raise ParseError("module marker", "kernel", "missing")
         detail = doc.get("detail") if isinstance(doc.get("detail"), dict) else {}

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 
 from fwman.core import names, paths
-from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
+from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import local_dir
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
@@ -194,7 +195,6 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
     UsageError when the configuration file is invalid, VerificationError when the record is unreadable.
     """
-    import json
 
     from fwman.core.config import load_config
 
@@ -214,8 +214,10 @@ def load_source_spec(host: Host) -> SourceSpec | None:
         )
 
     try:
-        doc = json.loads(host.read_bytes(paths.MODULES_SOURCE_RECORD).decode())
-    except (ValueError, UnicodeDecodeError, MissingError) as e:
+        doc = parse_json(host.read_bytes(paths.MODULES_SOURCE_RECORD), "module source record")
+    except ParseError as e:
+        raise unreadable(e.detail[:120]) from e
+    except MissingError as e:
         raise unreadable((str(e).splitlines() or [type(e).__name__])[0][:120]) from e
     if not isinstance(doc, dict) or not all(
         v is None or isinstance(v, str) for v in (doc.get("source"), doc.get("fork"), doc.get("branch"))

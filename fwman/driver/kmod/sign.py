@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError, UsageError
+from fwman.core.jsontext import parse_json
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
 from fwman.host.base import Host
 
@@ -180,9 +181,9 @@ def configured_key(host: Host) -> SigningKey | None:
     if not host.exists(paths.SIGNING_CONFIG):
         return None
     try:
-        doc = json.loads(host.read_bytes(paths.SIGNING_CONFIG).decode())
+        doc = parse_json(host.read_bytes(paths.SIGNING_CONFIG), "signing configuration", paths.SIGNING_CONFIG)
         key = SigningKey(str(doc["key"]), str(doc["cert"]), str(doc.get("origin", "fwman")))
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise ParseError("signing configuration", paths.SIGNING_CONFIG, str(e)) from e
     for path in (key.key, key.cert):
         if not host.exists(path):

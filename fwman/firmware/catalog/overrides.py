@@ -19,12 +19,12 @@ Format::
 from __future__ import annotations
 
 import json
-import tomllib
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core.tomltext import parse_toml
 from fwman.host.base import Host
 
 #: written by fwman
@@ -78,8 +78,10 @@ def _read(host: Host, path: str) -> list[HashOverride]:
     except (NotRecordedError, MissingError):  # unreadable, or a replay that did not record it: no overrides
         return []
     try:
-        return _File.model_validate(tomllib.loads(text)).override
-    except (tomllib.TOMLDecodeError, ValidationError) as e:
+        return _File.model_validate(parse_toml(text, path)).override
+    except ParseError as e:
+        raise VerificationError(f"{path}: not a valid overrides file: {e.detail}".splitlines()[0]) from e
+    except ValidationError as e:
         raise VerificationError(f"{path}: not a valid overrides file: {e}".splitlines()[0]) from e
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, Literal
@@ -21,7 +20,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fwman.core.errors import VerificationError
+from fwman.core.errors import ParseError, VerificationError
+from fwman.core.tomltext import parse_toml
 from fwman.firmware.versions import newest_first
 
 INDEX_NAME = "index.json"
@@ -371,11 +371,11 @@ def parse_board(data: bytes, where: str) -> Board:
 def load_toml(data: bytes, where: str) -> dict[str, Any]:
     """Return the TOML document in ``data``. Raises VerificationError (naming ``where``) for bad text or TOML."""
     try:
-        return tomllib.loads(data.decode("utf-8"))
+        return parse_toml(data.decode("utf-8"), where)
     except UnicodeDecodeError as e:
         raise VerificationError(f"{where}: not UTF-8 text") from e
-    except tomllib.TOMLDecodeError as e:
-        raise VerificationError(f"{where}: not valid TOML: {e}") from e
+    except ParseError as e:
+        raise VerificationError(f"{where}: not valid TOML: {e.detail}") from e
 
 
 def error_location(loc: Iterable[int | str]) -> str:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core.jsontext import parse_json
 from fwman.core.resources import bundled_keys, read_data
 from fwman.host.base import Host
 
@@ -169,9 +170,9 @@ def signature_key_id(sig_bytes: bytes) -> str:
 def _parse_sig(sig_bytes: bytes) -> dict[str, Any]:
     """Return the fields of a signature document. Raises VerificationError when it is not one."""
     try:
-        doc = json.loads(sig_bytes)
-    except (ValueError, UnicodeDecodeError) as e:
-        raise VerificationError("index.json.sig: not a signature document (not JSON)") from e
+        doc = parse_json(sig_bytes, "index.json.sig")
+    except ParseError as e:
+        raise VerificationError(f"index.json.sig: not a signature document ({e.detail})") from e
     if (
         not isinstance(doc, dict)
         or doc.get("format") != SIG_FORMAT

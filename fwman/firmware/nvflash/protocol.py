@@ -27,13 +27,18 @@ CONFIRM_PROMPT = "Press 'y' to confirm"
 OVERRIDE_PROMPT_MARK = "YES"
 
 _BANNER_RE = re.compile(r"NVIDIA Firmware Update Utility \(Version (?P<v>\d+(?:\.\d+)+)\)")
-_LIST_RE = re.compile(
-    r"^\s*<(?P<index>\d+)>\s+(?P<name>.*?)\s*"
+# An adapter line is ``<index> NAME (VVVV,DDDD,SSSS,SSSS) S:..,B:..,D:..,F:..``, read in two parts (see
+# _adapter_line): one pattern ``\s+(?P<name>.*?)\s*\(`` tried every split of a run of blanks between three
+# quantifiers, cubic in the line's length (a 4000-character line took 31 s).
+_LIST_HEAD = re.compile(r"\s*<(?P<index>\d+)>\s+")
+_LIST_TAIL = re.compile(
     r"\((?P<v>[0-9A-Fa-f]{4}),(?P<d>[0-9A-Fa-f]{4}),(?P<sv>[0-9A-Fa-f]{4}),(?P<sd>[0-9A-Fa-f]{4})\)\s+"
     r"S:(?P<s>[0-9A-Fa-f]{2,4}),B:(?P<b>[0-9A-Fa-f]{2}),D:(?P<dev>[0-9A-Fa-f]{2}),F:(?P<f>[0-9A-Fa-f]{1,2})"
     r"(?:\s+H:\S+)?\s*$"
 )
-_KV_RE = re.compile(r"^(?P<key>[A-Za-z][A-Za-z0-9 '()/._-]*?)\s*:\s(?P<value>.*)$")
+#: a ``Key : Value`` key (the part before the first colon, trailing blanks stripped in code: a lazy key
+#: followed by ``\s*`` was quadratic in a run of blanks)
+_KV_KEY = re.compile(r"[A-Za-z][A-Za-z0-9 '()/._-]*")
 _ID_RE = re.compile(
     r"ID:(?P<v>[0-9A-Fa-f]{4}):(?P<d>[0-9A-Fa-f]{4}):(?P<sv>[0-9A-Fa-f]{4}|None):(?P<sd>[0-9A-Fa-f]{4}|None)"
 )
@@ -183,6 +188,35 @@ def driver_loaded(text: str) -> bool:
     return DRIVER_LOADED_MARK in text
 
 
+def _adapter_line(line: str) -> tuple[str, str, re.Match[str]] | None:
+    r"""Return (index, name, the match of the IDs and bus part) of an ``nvflash --list`` adapter line, or None.
+
+    The name is everything between the blanks after ``<index>`` and the first ``(`` that starts a valid ID
+    and bus part, trailing blanks stripped: what the lazy ``(?P<name>.*?)\s*\(`` of one pattern gave.
+    """
+    head = _LIST_HEAD.match(line)
+    if head is None:
+        return None
+    rest = line[head.end() :]
+    tail = _LIST_TAIL.search(rest)  # the leftmost "(" that works: the lazy name's shortest choice
+    if tail is None:
+        return None
+    return head.group("index"), rest[: tail.start()].rstrip(), tail
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """Return (key, value) of a ``Key : Value`` line (value as after ``: ``, not stripped), or None.
+
+    The key is the text before the first ``:`` without its trailing blanks; the colon must be followed by a
+    blank. Linear: a partition and one pattern with a single quantifier.
+    """
+    key, colon, rest = line.partition(":")
+    if not colon or not rest[:1].isspace():
+        return None
+    key = key.rstrip()
+    return (key, rest[1:]) if _KV_KEY.fullmatch(key) else None
+
+
 def parse_list(text: str) -> list[Adapter]:
     """Return the adapters of ``nvflash --list`` output, in index order.
 
@@ -194,10 +228,11 @@ def parse_list(text: str) -> list[Adapter]:
     for n, line in enumerate(_clean_lines(text), start=1):
         if not line.lstrip().startswith("<"):
             continue
-        m = _LIST_RE.match(line)
-        if m is None:
+        parsed = _adapter_line(line)
+        if parsed is None:
             raise ParseError("nvflash --list", "adapter line", f"unexpected shape: {line[:80]!r}", n)
-        index = int(m.group("index"))
+        index_text, name, m = parsed
+        index = int(index_text)
         if index in seen:
             raise ParseError("nvflash --list", "index", f"index {index} listed twice", n)
         seen.add(index)
@@ -205,7 +240,7 @@ def parse_list(text: str) -> list[Adapter]:
         adapters.append(
             Adapter(
                 index=index,
-                name=m.group("name"),
+                name=name,
                 vendor_id=m.group("v").lower(),
                 device_id=m.group("d").lower(),
                 subsystem_vendor_id=m.group("sv").lower(),
@@ -233,12 +268,12 @@ def parse_block(text: str) -> FirmwareBlock:
     fields: dict[str, str] = {}
     lines: dict[str, int] = {}
     for n, line in enumerate(_clean_lines(text), start=1):
-        m = _KV_RE.match(line.strip())
-        if m is None:
+        kv = _key_value(line.strip())
+        if kv is None:
             continue
-        key = m.group("key").strip()
+        key = kv[0].strip()
         if key not in fields:
-            fields[key] = m.group("value").strip()
+            fields[key] = kv[1].strip()
             lines[key] = n
     if "Version" not in fields:
         raise ParseError("nvflash block", "Version", "no 'Version : ...' line in the output")

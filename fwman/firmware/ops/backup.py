@@ -13,7 +13,6 @@ known), and the stored file reads back with the same SHA-256.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable
 
 from pydantic import BaseModel, Field, ValidationError
@@ -29,6 +28,7 @@ from fwman.core.errors import (
     ParseError,
 )
 from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.jsontext import parse_json
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
 from fwman.firmware.rom.model import RomImage, RomKind
@@ -109,8 +109,8 @@ def load_manifest(host: Host) -> Manifest:
         text = host.read_text(paths.BACKUPS_MANIFEST)
     except MissingError:
         return Manifest()
+    data = parse_json(text, paths.BACKUPS_MANIFEST, "manifest")
     try:
-        data = json.loads(text)
         manifest = Manifest.model_validate(data)
     except (ValueError, ValidationError) as e:
         raise ParseError(paths.BACKUPS_MANIFEST, "manifest", str(e).splitlines()[0]) from e

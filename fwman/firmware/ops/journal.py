@@ -7,7 +7,6 @@ status`` reads these files; ``fwman flash resume`` continues the newest unfinish
 
 from __future__ import annotations
 
-import json
 import os
 from enum import StrEnum
 from typing import Any
@@ -16,6 +15,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, MissingError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
 FORMAT = "fwman-journal"
@@ -238,10 +238,7 @@ class Journal:
 
 def parse_operation(text: str, where: str = "journal") -> Operation:
     """Return the Operation in ``text``. Raises ParseError when it is not a journal file of this version."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise ParseError(where, "json", str(e)) from e
+    data = parse_json(text, where, "json")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ParseError(where, "format", f"not an {FORMAT} file")
     if data.get("version") != VERSION:

@@ -234,3 +234,33 @@ def test_recording_a_look_at_a_file_lets_the_replay_answer_the_same(tmp_path: Pa
     assert replay.stat_size("/lib/modules/6.1/modules.dep") == len("kernel/a.ko:\n")
     # a look is not a read: the contents stay out of the snapshot
     assert not (tmp_path / "snap/files/lib/modules/6.1/modules.dep").exists()
+
+
+def test_recording_leaves_out_a_command_whose_output_a_replay_would_refuse(tmp_path: Path) -> None:
+    from fwman.host.recording import RecordingHost
+
+    root = tmp_path / "root"
+    root.mkdir()
+    tool = root / "chatty"
+    tool.write_text("#!/bin/sh\nhead -c 3000 /dev/zero | tr '\\0' x\n")
+    tool.chmod(0o755)
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer, max_file_bytes=1000)
+    assert len(rec.run([str(tool)]).stdout) == 3000  # the live reader gets all of it
+    assert rec.run(["true"]).rc == 0
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    with pytest.raises(NotRecordedError, match="did not record the command"):
+        replay.run([str(tool)])
+    assert replay.run(["true"]).rc == 0
+
+
+def test_a_replay_reads_at_most_the_limit_and_sizes_without_reading(tmp_path: Path) -> None:
+    import shutil
+
+    snap = Path(shutil.copytree(EXAMPLE_HOST, tmp_path / "snap"))
+    cmdline = snap / "files/proc/cmdline"
+    whole = cmdline.read_bytes()
+    replay = SnapshotHost(snap)
+    assert replay.read_bytes("/proc/cmdline", limit=4) == whole[:4]
+    assert replay.read_bytes("/proc/cmdline") == whole
+    assert replay.stat_size("/proc/cmdline") == len(whole)

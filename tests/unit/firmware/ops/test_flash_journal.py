@@ -66,7 +66,7 @@ def test_history_appends_past_a_damaged_line_and_reports_it(tmp_path: Path) -> N
     records, damaged = read_history_checked(host)
     assert [r.result for r in records] == ["success", "failed"]
     assert damaged == [
-        f"{paths.FLASH_HISTORY_FILE} line 2: Expecting property name enclosed in double quotes: "
+        f"{paths.FLASH_HISTORY_FILE} line 2: not JSON: Expecting property name enclosed in double quotes: "
         "line 1 column 2 (char 1)"
     ]
     with pytest.raises(VerificationError, match=r"damaged flash history: .*history\.jsonl line 2"):

@@ -160,7 +160,10 @@ def driver_version(value: str, option: str = "--version") -> DriverVersion:
     file found wrong (ParseError, exit 4).
     """
     try:
-        return DriverVersion.parse(value)
+        version = DriverVersion.parse(value)
+        if version.major < 10:  # "00.1": the pattern's two digits, but no NVIDIA release opens with a zero
+            raise ParseError("driver version", "version", f"{value!r} has no real major version")
+        return version
     except ParseError:
         raise UsageError(
             f"{option} {_shown(value)}: not an NVIDIA driver version",

@@ -268,7 +268,7 @@ def test_cli_server_error_without_cache_is_missing(tmp_path: Path) -> None:
 def test_cli_bad_version_and_fork(forge_env) -> None:
     env, root, _ = forge_env
     r = env("driver", "branches", "--root", str(root), "--version", "latest")
-    assert r.code == 4 and "not an NVIDIA driver version" in r.stderr
+    assert r.code == 2 and "not an NVIDIA driver version" in r.stderr  # a bad argument, not bad host data
     r = env("driver", "branches", "--root", str(root), "--fork", "oops")
     assert r.code == 2 and "NAME=URL" in r.stderr
 

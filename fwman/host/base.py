@@ -160,6 +160,15 @@ class Host(Protocol):
 MAX_LINKS = 40
 
 
+def is_this_machine(host: Host) -> bool:
+    """Return True when ``host`` is the machine fwman runs on, its real root (not ``--root DIR``, not a replay).
+
+    Tools that act on the running system itself (systemctl, logger, mokutil) only make sense there: on a temp
+    root they would answer for, or write to, another machine than the tree's.
+    """
+    return host.local_path("/") == "/"
+
+
 def resolve_links(path: str, read_link: Callable[[str], str | None]) -> str:
     """Return absolute host path ``path`` with every symbolic link resolved, component by component.
 

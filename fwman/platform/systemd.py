@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from fwman.host.base import Host
+from fwman.host.base import Host, is_this_machine
 from fwman.platform.envfile import NAME
 
 
@@ -16,7 +16,7 @@ def reload_running_systemd(host: Host, start: str | None = None) -> bool:
     A temp root (``--root``), a snapshot or a container without systemd gets the unit files only: systemd reads
     them at its next start. Raises what ``host.run`` raises when systemctl fails.
     """
-    if host.local_path("/") != "/" or not host.exists("/run/systemd/system") or not host.which("systemctl"):
+    if not is_this_machine(host) or not host.exists("/run/systemd/system") or not host.which("systemctl"):
         return False
     host.run(["systemctl", "daemon-reload"], timeout=60)
     if start is not None:

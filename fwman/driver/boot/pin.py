@@ -41,7 +41,7 @@ from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pen
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Report, apply_all, silent
-from fwman.host.base import Host
+from fwman.host.base import Host, is_this_machine
 
 
 # -- safe to boot --------------------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def _journal(host: Host, line: str, warning: bool = False) -> None:
     A temp root (``--root``) is another machine's tree: its messages belong to it (the motd under the root),
     not to the journal of the machine fwman runs on.
     """
-    if host.local_path("/") != "/" or not host.which("logger"):
+    if not is_this_machine(host) or not host.which("logger"):
         return
     argv = ["logger", "-t", "fwman", *(["-p", "user.warning"] if warning else []), line]
     host.run(argv, timeout=10)

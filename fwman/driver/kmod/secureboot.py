@@ -25,7 +25,7 @@ import struct
 from dataclasses import dataclass
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
-from fwman.host.base import Host
+from fwman.host.base import Host, is_this_machine
 
 EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
 EFIVARS_DIR = "/sys/firmware/efi/efivars"
@@ -119,7 +119,7 @@ class SecureBootState:
 def _mokutil(host: Host, *args: str) -> str | None:
     # mokutil reads the running machine's EFI variables: on a temp root it would answer for the wrong machine
     try:
-        if host.local_path("/") != "/" or host.which("mokutil") is None:
+        if not is_this_machine(host) or host.which("mokutil") is None:
             return None
         result = host.run(["mokutil", *args], timeout=30)
     except NotRecordedError:

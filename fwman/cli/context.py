@@ -146,6 +146,13 @@ class AppContext:
         except BrokenPipeError as e:
             raise OutputClosed() from e
 
+    def echo_plan(self, todo: list[str], current: str) -> None:
+        """Print what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
+        for line in todo:
+            self.echo(f"would {line}")
+        if not todo:
+            self.echo(current)
+
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise."""
         return click.style(text, **styles) if self.env.color else text

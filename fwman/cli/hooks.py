@@ -51,11 +51,8 @@ def install(app: AppContext, dry_run: bool) -> None:
         app.echo(refuse_changes(owner, "install"))
         return
     if dry_run:
-        todo = pending(app.host, install_actions())
-        for action in todo:
-            app.echo(f"would {action.describe()}")
-        if not todo:
-            app.echo("hook and service already installed and current")
+        todo = [action.describe() for action in pending(app.host, install_actions())]
+        app.echo_plan(todo, "hook and service already installed and current")
         return
     app.require_change("fwman hooks install")
     done = do_install(app.host, lambda t: app.echo(t, err=True))

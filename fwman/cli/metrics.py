@@ -88,11 +88,7 @@ def install(app: AppContext, dry_run: bool) -> None:
     from fwman.app.metrics import install_timer, timer_plan
 
     if dry_run:
-        todo = timer_plan(app.host)
-        for line in todo:
-            app.echo(f"would {line}")
-        if not todo:
-            app.echo("metrics timer already installed and current")
+        app.echo_plan(timer_plan(app.host), "metrics timer already installed and current")
         return
     app.require_change("fwman metrics install")
     done = install_timer(app.host, lambda t: app.echo(t, err=True))

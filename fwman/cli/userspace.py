@@ -89,11 +89,7 @@ def hold(app: AppContext, dry_run: bool) -> None:
     from fwman.driver.userspace_hold import hold_plan
 
     if dry_run:
-        _, todo = hold_plan(app.host, now_iso())
-        for line in todo:
-            app.echo(f"would {line}")
-        if not todo:
-            app.echo("hold already in place and current")
+        app.echo_plan(hold_plan(app.host, now_iso())[1], "hold already in place and current")
         return
     app.require_change("fwman userspace hold")
     packages, done = do_hold(app.host, now_iso())

@@ -172,13 +172,13 @@ def status(host: Host) -> HooksStatus:
             result.files.append(HookFileState(path, False, False, "not recorded in this snapshot"))
             continue
         want = expected.get(path)
-        same_bytes = present and want is not None and host.read_bytes(path) == want.content
-        current = same_bytes and want is not None and not want.is_needed(host)
+        # WriteFile's own rule (bytes and mode) decides; the bytes are read again only to word a difference
+        current = present and want is not None and not want.is_needed(host)
         if current:
             note = ""
         elif not present:
             note = "missing"
-        elif same_bytes and want is not None:
+        elif want is not None and host.read_bytes(path) == want.content:
             mode = host.file_mode(path)
             shown = f"{mode:o}" if mode is not None else "unknown"
             note = f"mode {shown}, not {want.mode:o}" + (" (run-parts skips it)" if want.mode & 0o111 else "")

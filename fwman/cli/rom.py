@@ -59,7 +59,7 @@ def identity_rows(image: RomImage) -> list[tuple[str, str, str, str]]:
         return v if v is not None else "unknown"
 
     if image.subsystem_origin == "rom_strap_word":
-        sub_v, sub_d = "ROM +0x54 (pre-Kepler subsystem word)", "ROM +0x56 (pre-Kepler subsystem word)"
+        sub_v, sub_d = "x86 image +0x54 (HWINFO block checks)", "x86 image +0x56 (HWINFO block checks)"
     else:
         sub_v, sub_d = "NPDE +0x10", "NPDE +0x12"
 
@@ -83,12 +83,26 @@ def _print_inspect(app: AppContext, path: str, image: RomImage) -> None:
     app.echo(f"VBIOS file {path}")
     app.echo(f"{'Kind':<22}: {image.kind.description}; {flash}")
     app.echo(f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})")
+    if image.declared_size is not None:
+        app.echo(
+            app.style(
+                f"{'Truncated':<22}: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
+                fg="red",
+            )
+        )
+    if image.container_head is not None:
+        app.echo(
+            f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from 0x{image.chain_offset:X}"
+        )
     app.echo()
     for label, value, at, source in identity_rows(image):
         app.echo(f"{label:<22}: {value:<34} {at:<12} {source}".rstrip())
-    sum_text = (
-        "ok (sum 0x00)" if image.x86_checksum_ok else app.style(f"BAD (sum 0x{image.x86_checksum:02X})", fg="red")
-    )
+    if image.x86_checksum is None:
+        sum_text = app.style("not taken (the x86 image is cut off)", fg="red")
+    elif image.x86_checksum_ok:
+        sum_text = "ok (sum 0x00)"
+    else:
+        sum_text = app.style(f"BAD (sum 0x{image.x86_checksum:02X})", fg="red")
     app.echo(f"{'x86 Checksum':<22}: {sum_text}")
     agree = {True: "agree", False: app.style("DISAGREE", fg="red"), None: "n/a"}[image.subsystems_agree]
     app.echo(f"{'NVGI/NPDE Subsystem':<22}: {agree}")

@@ -162,9 +162,12 @@ def rom() -> None:
 def inspect(app: AppContext, file: str, as_json: bool) -> None:
     """Show every identity field of a VBIOS FILE with the offset it was read from, and the image chain.
 
-    Reads full `nvflash --save` dumps (NVGI), vendor option ROMs (55 AA), stripped images and the truncated
-    image Linux exposes at /sys/bus/pci/devices/*/rom (the last two are recognised and reported, and
-    `rom verify` refuses them as flash sources). The labels follow `nvflash --version`. Nothing is modified.
+    Reads full `nvflash --save` dumps (NVGI), vendor option ROMs (55 AA), stripped images, the truncated
+    image Linux exposes at /sys/bus/pci/devices/*/rom, files cut short (shown as far as they go: "the
+    header says N bytes, the file has M") and files behind a prefix no source documents (the Blackwell
+    image seen in public), walked to their PCI images. All but the first two are recognised and reported,
+    and `rom verify` refuses them as flash sources. Another maker's option ROM is named as such. The labels
+    follow `nvflash --version`. Nothing is modified.
 
     \b
     Examples:
@@ -215,7 +218,8 @@ def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[Catal
 def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: bool) -> None:
     """Check whether FILE may be flashed onto the card at BUS; print every check and its result.
 
-    Blocks (exit 3): wrong vendor/device or subsystem, wrong board ID, a stripped or sysfs-truncated image,
+    Blocks (exit 3): wrong vendor/device or subsystem, wrong board ID, a stripped, sysfs-truncated, truncated
+    or container image,
     a bad x86 checksum, NVGI and NPDE disagreeing, no readable version, and from the VBIOS catalog: a hash
     that differs from the published one, no published hash at all ("unverified"), a withdrawn image. Warns:
     an image older than the card's firmware, an image not in the catalog, RFRD or NVGI-copy inconsistencies.

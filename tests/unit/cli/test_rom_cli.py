@@ -148,6 +148,10 @@ def test_inspect_blackwell_container(fwman: FwmanEnv, tmp_path: Path) -> None:
     doc = fwman("rom", "inspect", path, "--json").json()["image"]
     assert (doc["kind"], doc["container_head"], doc["chain_offset"]) == ("container", "4C C0 E0 0C", 0x35400)
     assert doc["subsystem"] == "1043:8a07" and doc["flashable"] is False
+    v = fwman("rom", "verify", path, "--card", "41:00.0", "--snapshot", SNAP, "--json")
+    found = {f["id"]: f for f in v.json()["findings"]}
+    assert v.code == 3 and found["rom.kind"]["severity"] == "block"
+    assert "4C C0 E0 0C" in found["rom.kind"]["message"]
 
 
 def test_inspect_names_another_makers_option_rom(fwman: FwmanEnv, tmp_path: Path) -> None:

@@ -117,8 +117,10 @@ def parse_rom(data: bytes) -> RomImage:
     """Parse a VBIOS file and return its model.
 
     Raises ParseError (naming the field and its offset) when the bytes are not a VBIOS image fwman can read:
-    unknown start, no chain, a bad signature, pointer or length anywhere in the chain, a corrupt BIT header,
-    a chain that runs off the end of the file. Non-fatal oddities become ``notes``.
+    no chain where one must be, a first image of another vendor than NVIDIA, a bad signature, pointer or zero
+    length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends where more images
+    should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes; one with
+    an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``.
     """
     data = bytes(data)
     r = Reader(data)

@@ -60,8 +60,8 @@ def _subsystem(image: RomImage, card: Card) -> Finding:
         return Finding(
             id="rom.subsystem",
             severity=Severity.BLOCK,
-            message="image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and not a pre-Kepler ROM "
-            "with its subsystem word at 0x54): cannot match the board",
+            message="image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and no checking HWINFO "
+            "block with a subsystem word at +0x54): cannot match the board",
             evidence=ev,
         )
     if image.subsystem != card.subsystem.lower():

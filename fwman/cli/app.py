@@ -27,6 +27,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "flash": ("fwman.cli.flash:flash", "Flash one card with every safety rail; `flash status`, `flash resume`."),
     "restore": ("fwman.cli.flash:restore", "Put a card's own backup back (same gates as flash)."),
     "history": ("fwman.cli.flash:history", "Show every flash, restore and post-reboot check on this host."),
+    "report": ("fwman.cli.report:report", "An owner report of a card's last flash and check, to attach to an issue."),
     "audit": ("fwman.cli.audit:audit", "Which driver version kernel, user space and containers are on; do they match."),
     "driver": ("fwman.cli.driver:driver", "P2P forks of the NVIDIA open module: `driver branches` and more."),
     "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),

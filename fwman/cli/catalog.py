@@ -357,8 +357,10 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
 def _register_local() -> None:
     # kept in its own module; registered here so the command table (fwman/cli/app.py) stays unchanged
     from fwman.cli.catalog_local import add_local
+    from fwman.cli.catalog_propose import propose
 
     catalog.add_command(add_local)
+    catalog.add_command(propose)
 
 
 _register_local()

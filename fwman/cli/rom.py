@@ -59,7 +59,7 @@ def identity_rows(image: RomImage) -> list[tuple[str, str, str, str]]:
         return v if v is not None else "unknown"
 
     if image.subsystem_origin == "rom_strap_word":
-        sub_v, sub_d = "ROM +0x54 (pre-Kepler subsystem word)", "ROM +0x56 (pre-Kepler subsystem word)"
+        sub_v, sub_d = "x86 image +0x54 (HWINFO block checks)", "x86 image +0x56 (HWINFO block checks)"
     else:
         sub_v, sub_d = "NPDE +0x10", "NPDE +0x12"
 
@@ -83,12 +83,26 @@ def _print_inspect(app: AppContext, path: str, image: RomImage) -> None:
     app.echo(f"VBIOS file {path}")
     app.echo(f"{'Kind':<22}: {image.kind.description}; {flash}")
     app.echo(f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})")
+    if image.declared_size is not None:
+        app.echo(
+            app.style(
+                f"{'Truncated':<22}: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
+                fg="red",
+            )
+        )
+    if image.container_head is not None:
+        app.echo(
+            f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from 0x{image.chain_offset:X}"
+        )
     app.echo()
     for label, value, at, source in identity_rows(image):
         app.echo(f"{label:<22}: {value:<34} {at:<12} {source}".rstrip())
-    sum_text = (
-        "ok (sum 0x00)" if image.x86_checksum_ok else app.style(f"BAD (sum 0x{image.x86_checksum:02X})", fg="red")
-    )
+    if image.x86_checksum is None:
+        sum_text = app.style("not taken (the x86 image is cut off)", fg="red")
+    elif image.x86_checksum_ok:
+        sum_text = "ok (sum 0x00)"
+    else:
+        sum_text = app.style(f"BAD (sum 0x{image.x86_checksum:02X})", fg="red")
     app.echo(f"{'x86 Checksum':<22}: {sum_text}")
     agree = {True: "agree", False: app.style("DISAGREE", fg="red"), None: "n/a"}[image.subsystems_agree]
     app.echo(f"{'NVGI/NPDE Subsystem':<22}: {agree}")
@@ -148,9 +162,12 @@ def rom() -> None:
 def inspect(app: AppContext, file: str, as_json: bool) -> None:
     """Show every identity field of a VBIOS FILE with the offset it was read from, and the image chain.
 
-    Reads full `nvflash --save` dumps (NVGI), vendor option ROMs (55 AA), stripped images and the truncated
-    image Linux exposes at /sys/bus/pci/devices/*/rom (the last two are recognised and reported, and
-    `rom verify` refuses them as flash sources). The labels follow `nvflash --version`. Nothing is modified.
+    Reads full `nvflash --save` dumps (NVGI), vendor option ROMs (55 AA), stripped images, the truncated
+    image Linux exposes at /sys/bus/pci/devices/*/rom, files cut short (shown as far as they go: "the
+    header says N bytes, the file has M") and files behind a prefix no source documents (the Blackwell
+    image seen in public), walked to their PCI images. All but the first two are recognised and reported,
+    and `rom verify` refuses them as flash sources. Another maker's option ROM is named as such. The labels
+    follow `nvflash --version`. Nothing is modified.
 
     \b
     Examples:
@@ -201,7 +218,8 @@ def _catalog_entry(app: AppContext, image: RomImage, device: str) -> tuple[Catal
 def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: bool) -> None:
     """Check whether FILE may be flashed onto the card at BUS; print every check and its result.
 
-    Blocks (exit 3): wrong vendor/device or subsystem, wrong board ID, a stripped or sysfs-truncated image,
+    Blocks (exit 3): wrong vendor/device or subsystem, wrong board ID, a stripped, sysfs-truncated, truncated
+    or container image,
     a bad x86 checksum, NVGI and NPDE disagreeing, no readable version, and from the VBIOS catalog: a hash
     that differs from the published one, no published hash at all ("unverified"), a withdrawn image. Warns:
     an image older than the card's firmware, an image not in the catalog, RFRD or NVGI-copy inconsistencies.

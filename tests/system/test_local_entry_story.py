@@ -4,24 +4,38 @@ On the stand-in rig, card 41:00.0 becomes a synthetic ``f00d:3090`` board (fixtu
 The owner has the card maker's update program (a 7-Zip self-extractor shape holding this board's image and a
 sister board's) and the MD5 the maker publishes for it. Story: the plan leaves the card alone; a backup; a
 local entry from the live IDs, the backup and the package; the plan now flashes it and says "local entry";
-fetch from the package; flash with every gate (backups of every card, read-back); reboot; check.
+fetch from the package; flash with every gate (backups of every card, read-back); reboot; check; the owner
+report of that flash; a catalog proposal from the local entry and the report; lint of the proposal.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import shutil
+import tomllib
 from pathlib import Path
 
 from fixtures.nvflash.rig import LAUNCH_3987, build_rig
 from fixtures.nvflash.unknown_card import LAUNCH, UPDATE, make_unknown_card, vendor_images
 from fixtures.packages import build_7z_sfx
 from fwman.core.errors import ExitCode
+from fwman.firmware.catalog.lint import lint_board_bytes
 from fwman.firmware.rom.parse import parse_rom
 from tests.support.env import EXAMPLE_HOST
 from tests.support.tools import require_tools
 
 BUS = "0000:41:00.0"
+
+
+def uuids(root: Path) -> set[str]:
+    """Return every GPU UUID the rig's recorded driver files name (none of them may reach a report)."""
+    found: set[str] = set()
+    for path in (root / "proc/driver/nvidia").rglob("*"):
+        if path.is_file():
+            found |= set(re.findall(r"GPU-[0-9a-f-]{36}", path.read_text(errors="replace")))
+    return found
 
 
 def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path) -> None:
@@ -122,3 +136,37 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     r = rig("upgrade", "--check", "--json")
     rows = {c["bus_id"]: c["result"] for c in r.json()["cards"]}  # type: ignore[attr-defined]
     assert rows[BUS] == "confirmed"
+
+    # 7. the owner report of that flash: IDs, before/after versions and hashes, BAR1, power, the check; redacted
+    report_file = tmp_path / "41.report.json"
+    r = rig("report", "--card", "41:00.0", "--out", str(report_file))
+    assert r.code == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
+    report = json.loads(report_file.read_text())
+    assert report["schema"] == "fwman.report/1"
+    assert (report["card"]["subsystem_vendor_id"], report["card"]["subsystem_device_id"]) == ("f00d", "3090")
+    assert (report["before"]["version"], report["after"]["version"]) == (LAUNCH, UPDATE)
+    assert report["flash"]["image_chain_sha256"] == ours.chain_sha256 == report["after"]["chain_sha256"]
+    assert report["before"]["chain_sha256"] not in (None, ours.chain_sha256)
+    assert report["after"]["bar1_bytes"] == 32 << 30 and report["check"]["result"] == "confirmed"
+    assert f"{LAUNCH}" in r.stdout and "confirmed" in r.stdout  # type: ignore[attr-defined]
+    text = report_file.read_text() + r.stdout  # type: ignore[attr-defined]
+    for card_uuid in uuids(rig.root):
+        assert card_uuid not in text
+    assert str(rig.root) not in text and "/var/" not in text
+
+    # 8. the proposal: the local entry plus the report, cited at the public page where the owner posted it
+    posted = "https://forge.example/fwman/issues/41"
+    proposal = tmp_path / "10de-2204-f00d-3090.toml"
+    r = rig("catalog", "propose", "f00d:3090", "--report", str(report_file), posted, "--out", str(proposal))
+    assert r.code == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
+    board = tomllib.loads(proposal.read_text())
+    assert board["format"] == 2 and posted in board["board"]["sources"] and "local" not in board
+    by_version = {i["version"]: i for i in board["images"]}
+    assert set(by_version) == {LAUNCH, UPDATE}
+    assert posted in by_version[UPDATE]["sources"] and posted in by_version[LAUNCH]["sources"]
+    assert "https://vendor.example/f00d" in by_version[UPDATE]["sources"]
+    assert by_version[UPDATE]["chain_sha256"] == ours.chain_sha256 and by_version[UPDATE]["status"] == "current"
+
+    # 9. lint of the proposal (the catalog's own rules, format 2: every fact cites a source)
+    issues = lint_board_bytes(proposal.read_bytes(), f"boards/{proposal.name}")
+    assert [i for i in issues if i.level == "error"] == [], issues

@@ -15,7 +15,13 @@ from fwman.host.jsonl import append_json_line, read_json_lines
 
 
 class HistoryRecord(BaseModel):
-    """One flash (``kind`` flash / restore) or one ``upgrade --check`` result (``kind`` check)."""
+    """One flash (``kind`` flash / restore) or one ``upgrade --check`` result (``kind`` check).
+
+    ``board_id``, ``bar1_bytes``, ``bar1_offers_bytes`` and the power limits are the card's state when the
+    record was made: before the new firmware ran for a flash, after the reboot for a check (``fwman report``
+    puts the two side by side). Each is None where it could not be read (nvidia-smi needs the driver, which a
+    flash unloads).
+    """
 
     time: str
     kind: str
@@ -31,6 +37,10 @@ class HistoryRecord(BaseModel):
     after_chain_sha256: str | None = None
     backup: str | None = None
     bar1_bytes: int | None = None
+    bar1_offers_bytes: list[int] | None = None  # the BAR1 sizes the card offers (Resizable BAR capability)
+    board_id: str | None = None  # as nvflash (or nvidia-smi) reads it, "0x0240"
+    power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
     operation: str | None = None
     log: str | None = None
     message: str = ""

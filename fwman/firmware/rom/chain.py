@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import IMAGE, NPDE, PCIR
 from fwman.firmware.rom.model import CODE_TYPE_NAMES, ChainImage
@@ -9,6 +11,9 @@ from fwman.firmware.rom.reader import WHAT, Reader, hex4
 
 BLOCK = 512
 MAX_IMAGES = 16  # real chains hold 4-6 images; more means garbage, and caps the work on hostile input
+#: PCI vendor IDs of NVIDIA option ROMs: 0x10de, and 0x12d2 (the SGS-Thomson/NVIDIA NV3), the two cases
+#: envytools nvbios/bios.c (``envy_bios_parse``) reads as NVIDIA images
+NVIDIA_VENDORS = (0x10DE, 0x12D2)
 IMAGE_SIGNATURES = {b"\x55\xaa": "55aa", b"\x56\x4e": "564e", b"\x77\xbb": "77bb"}
 PCIR_SIGNATURES = (b"PCIR", b"NPDS", b"RGIS")
 
@@ -30,12 +35,24 @@ def find_chain(r: Reader, start: int) -> int | None:
         pos += 1
 
 
-def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
+@dataclass
+class Walk:
+    """What the walk found: the images, and how the file ended."""
+
+    images: list[ChainImage]
+    #: the file ended right after an image that only the PCI rule calls last (the sysfs truncation)
+    sysfs_cut: bool = False
+    #: the file ends inside the last image: where that image's header says it ends (None when it does not)
+    declared_end: int | None = None
+
+
+def walk(r: Reader, start: int) -> Walk:
     """Walk the chain from ``start`` with the NPDE rules (section 2).
 
-    Returns the images and whether the file ended right after an image that only the PCI rule calls last
-    (the sysfs truncation). Raises ParseError on any bad signature, pointer or length, or on a chain that
-    runs past the end of the file or holds more than MAX_IMAGES images.
+    An image whose header and PCIR (and NPDE) are in the file but whose length runs past its end ends the
+    walk as a truncated file (``declared_end``): the fields before the cut can still be read. Raises
+    ParseError on any bad signature or pointer, a zero length, a first image of another vendor than NVIDIA, a
+    file that ends where more images should follow, or a chain of more than MAX_IMAGES images.
     """
     images: list[ChainImage] = []
     off = start
@@ -56,6 +73,12 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
                 IMAGE.at(off, "pcir_pointer"),
             )
         r.need(pcir, PCIR.size, f"{base}.pcir")
+        vendor = PCIR.read(r, pcir, "vendor_id", f"{base}.pcir.vendor_id")
+        if index == 0 and vendor not in NVIDIA_VENDORS:
+            # another maker's option ROM walks by the PCI rules too: name it before its chain confuses the walk
+            raise ParseError(
+                WHAT, f"{base}.pcir.vendor_id", f"not an NVIDIA image (vendor {vendor:04x})", PCIR.at(pcir, "vendor_id")
+            )
         pcir_len = PCIR.read(r, pcir, "length", f"{base}.pcir.length")
         if not PCIR.size <= pcir_len <= 0x100:
             raise ParseError(
@@ -81,13 +104,6 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
         if blocks == 0:
             raise ParseError(WHAT, f"{base}.length", "image length is 0 (a chain that points at itself)", length_field)
         end = off + blocks * BLOCK
-        if end > r.n:
-            raise ParseError(
-                WHAT,
-                f"{base}.length",
-                f"image of {blocks * BLOCK} bytes at 0x{off:X} runs past the end of the file (0x{r.n:X})",
-                length_field,
-            )
         if pcir + pcir_len > end or (npde_rev is not None and npde + NPDE.size > end):
             raise ParseError(
                 WHAT, f"{base}.pcir_pointer", "PCIR/NPDE lie outside their image", IMAGE.at(off, "pcir_pointer")
@@ -100,7 +116,7 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
                 signature=IMAGE_SIGNATURES[sig],
                 code_type=code_type,
                 code_type_name=CODE_TYPE_NAMES.get(code_type, "unknown"),
-                vendor_id=hex4(PCIR.read(r, pcir, "vendor_id", f"{base}.pcir.vendor_id")),
+                vendor_id=hex4(vendor),
                 device_id=hex4(PCIR.read(r, pcir, "device_id", f"{base}.pcir.device_id")),
                 code_revision=PCIR.read(r, pcir, "code_revision", f"{base}.pcir.code_revision"),
                 pcir_offset=pcir,
@@ -115,11 +131,13 @@ def walk(r: Reader, start: int) -> tuple[list[ChainImage], bool]:
                 last=last,
             )
         )
+        if end > r.n:  # the file stops inside this image: a cut dump (or a length that lies): read what is there
+            return Walk(images, declared_end=end)
         if last:
-            return images, False
+            return Walk(images)
         if end >= r.n:
             if pcir_last:  # the kernel's PCI-rule reader stopped here: the sysfs truncation
-                return images, True
+                return Walk(images, sysfs_cut=True)
             last_field = NPDE.at(npde, "indicator") if npde_rev is not None else PCIR.at(pcir, "indicator")
             raise ParseError(
                 WHAT, f"{base}.last", f"more images should follow but the file ends at 0x{r.n:X}", last_field

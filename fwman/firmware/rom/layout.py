@@ -64,10 +64,33 @@ X86 = Layout(
     {
         "modification_date": (0x38, 8),  # MM/DD/YY, seen
         # NV3..Fermi: "subsystem will be read from 32-bit LE word at address 0x54 in the ROM" (envytools
-        # docs/hw/io/pstraps.rst); low half vendor, high half device, as PCI config 0x2C (rnndb/bus/pci.xml)
+        # docs/hw/io/pstraps.rst); low half vendor, high half device, as PCI config 0x2C (rnndb/bus/pci.xml).
+        # Read only where the HWINFO block below checks.
         "strap_subsystem": (0x54, "I"),
     },
 )
+#: the HWINFO block of the x86 image at its +0x54 (envytools nvbios/bios.c, commit f01f978, the 0x10de case):
+#: ``bios_u16(bios, 0x54, &bios->subsystem_vendor)``, ``bios_u16(bios, 0x56, &bios->subsystem_device)``; the
+#: extended part is valid when ``sig`` (the byte at 0x6a) is ``0xa5`` and the bytes 0x58..0x6b sum to zero
+#: (``for (i = 0x58; i <= 0x6b; i++) sum += byte``); then straps0/1 select and value at 0x58..0x67 and the
+#: MMIOINIT offset (u16, in 4-byte units) at 0x68. Offsets here are relative to 0x54.
+HWINFO = Layout(
+    "HWINFO",
+    0x18,
+    {
+        "subsystem_vendor": (0x00, "H"),
+        "subsystem_device": (0x02, "H"),
+        "straps0_select": (0x04, "I"),
+        "straps0_value": (0x08, "I"),
+        "straps1_select": (0x0C, "I"),
+        "straps1_value": (0x10, "I"),
+        "mmioinit_offset": (0x14, "H"),
+        "signature": (0x16, "B"),  # 0xa5
+    },
+)
+HWINFO_OFFSET = 0x54  # in the x86 image
+HWINFO_SUM_START = 0x04  # the checked bytes: image +0x58 ..
+HWINFO_SIGNATURE = 0xA5
 #: the EFI (code type 0x03) image header
 EFI = Layout("EFI image", 0x0E, {"efi_signature": (0x04, "I"), "machine_type": (0x0A, "H")})
 #: PCI data structure (PCI Firmware Specification), signature PCIR (NVIDIA also NPDS, RGIS)
@@ -107,7 +130,9 @@ NVGI = Layout(
     0x10,
     {"signature": (0x00, 4), "subsystem_vendor": (0x0C, "H"), "subsystem_device": (0x0E, "H")},  # 0x0C: seen
 )
-#: the ROM directory of Turing and later dumps (seen)
+#: the ROM directory of Turing and later dumps: signature RFRD; +0x08 the PCI option ROM's offset (nova-core
+#: drivers/gpu/nova-core/vbios.rs: NV_ROM_DIRECTORY_IDENTIFIER "RFRD", PCI_OPTION_ROM_OFFSET = 8); +0x0C the
+#: chain's length (seen)
 RFRD = Layout("RFRD", 0x10, {"signature": (0x00, 4), "chain_offset": (0x08, "I"), "chain_length": (0x0C, "I")})
 #: the BIOS Information Table header inside the x86 image
 BIT_HEADER = Layout(

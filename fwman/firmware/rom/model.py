@@ -19,6 +19,8 @@ class RomKind(StrEnum):
     OPTION_ROM = "option_rom"  # a plain option-ROM chain starting 55 AA, nothing but padding after it
     STRIPPED = "stripped"  # a dump with its NVGI prefix cut off: 55 AA, chain, then per-card data
     SYSFS_TRUNCATED = "sysfs_truncated"  # x86 + EFI only: what /sys/bus/pci/devices/*/rom returns
+    TRUNCATED = "truncated"  # the file ends inside an image: a cut dump, read as far as it goes
+    CONTAINER = "container"  # an unknown prefix (the Blackwell image seen in public), walked to its PCI images
 
     @property
     def description(self) -> str:
@@ -28,6 +30,8 @@ class RomKind(StrEnum):
             "option_rom": "plain option-ROM chain",
             "stripped": "stripped dump (NVGI prefix removed)",
             "sysfs_truncated": "sysfs-truncated image (x86 + EFI only)",
+            "truncated": "truncated file (it ends inside an image)",
+            "container": "image behind a prefix fwman does not know (PCI images found by signature)",
         }[self.value]
 
 
@@ -94,7 +98,7 @@ class RomImage(BaseModel):
     subsystem_vendor_id: str | None  # from ``subsystem_origin``
     subsystem_device_id: str | None
     #: where the subsystem was read: "npde" (x86 image NPDE rev 0x101, +0x10/+0x12), "rom_strap_word"
-    #: (pre-Kepler ROMs: the u32 at ROM offset 0x54 the GPU loads at reset), None when the file has neither
+    #: (the x86 image's +0x54/+0x56 where its HWINFO block checks: envytools nvbios/bios.c), None when neither
     subsystem_origin: str | None = None
     nvgi_subsystem: str | None  # "3842:3987" from NVGI+0x0C (full dumps only)
     build_date: str | None  # BIT token i +0x0F, "MM/DD/YY"
@@ -103,10 +107,14 @@ class RomImage(BaseModel):
     version_string: str | None  # BIT token S entry 1, "Version 94.02.26.48.15"
     uefi_version: str | None  # EFI image PCIR code revision, "0x0001"
     images: list[ChainImage]
-    x86_checksum_ok: bool
-    x86_checksum: int  # 8-bit sum of the x86 image (0 when intact)
+    x86_checksum_ok: bool | None  # None: the x86 image is cut off, its sum cannot be taken
+    x86_checksum: int | None  # 8-bit sum of the x86 image (0 when intact)
     chain_offset: int
-    chain_length: int  # bytes walked (x86 + EFI only on a sysfs-truncated file)
+    chain_length: int  # bytes walked (x86 + EFI only on a sysfs-truncated file; up to the end on a truncated one)
+    #: a truncated file: the size its headers call for (where the image that runs off the end would end)
+    declared_size: int | None = None
+    #: a container: its first four bytes, upper-case hex ("4C C0 E0 0C"); their meaning is not documented
+    container_head: str | None = None
     md5: str
     sha256: str
     chain_sha256: str
@@ -124,7 +132,7 @@ class RomImage(BaseModel):
     def subsystem(self) -> str | None:
         """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none.
 
-        It is the NPDE's, or on a pre-Kepler ROM the reset-time subsystem word; never the NVGI header's alone
+        It is the NPDE's, or the x86 image's +0x54 word where its HWINFO block checks; never the NVGI header's alone
         (only seen on dumps, so a cross-check, never the gate).
         """
         if self.subsystem_vendor_id is None or self.subsystem_device_id is None:

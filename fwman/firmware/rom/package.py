@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from fwman.core.errors import BlockedError, FwmanError, MissingError, ParseError, VerificationError
-from fwman.firmware.rom.model import RomImage
+from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.base import CommandResult, Host
 
@@ -54,6 +54,9 @@ MAX_CANDIDATES = 256
 UNPACK_TIMEOUT = 120.0
 #: a raw option ROM counts as a whole vendor image only when padding takes it to a multiple of this
 PADDED_TO = 64 * 1024
+#: parses that are not an image to take from a package: a container (an archive whose member is a ROM parses
+#: as one) and a truncated chain (cut off by the next candidate)
+NOT_A_FILE_IMAGE = (RomKind.CONTAINER, RomKind.TRUNCATED)
 
 Extent = Literal["file", "structure", "unknown"]
 
@@ -133,9 +136,11 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
     """
     notes: list[str] = []
     try:
-        whole = parse_rom(data)
+        whole: RomImage | None = parse_rom(data)
     except ParseError:
         whole = None
+    if whole is not None and whole.kind in NOT_A_FILE_IMAGE:
+        whole = None  # an archive whose member is a ROM parses as a container: look inside it instead
     if whole is not None:
         # the file is a ROM (flashable or not): never cut a chain out of it (a stripped dump would become a
         # "clean" option ROM that way)
@@ -159,6 +164,8 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
                 rom = parse_rom(data[off:limit])
             except ParseError:
                 continue
+            if rom.kind in NOT_A_FILE_IMAGE:
+                continue
             images.append(EmbeddedImage(origin, off, "unknown", data[off:limit], rom))
             covered_until = off + rom.chain_offset + rom.chain_length
             continue
@@ -166,6 +173,8 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
             rom = parse_rom(data[off:limit])
         except ParseError:
             continue
+        if rom.kind in NOT_A_FILE_IMAGE:
+            continue  # cut off by the next candidate (or lying about its length): not an image of this package
         run = _clean_slice(data, off + rom.chain_length, limit) - off
         aligned = run - run % PADDED_TO
         # a vendor image is its chain padded to a flash-sized boundary; a chain followed by anything else may

@@ -14,19 +14,16 @@ import threading
 import zlib
 
 from fwman.core.errors import ParseError
-from fwman.firmware.rom.bit import date_text, read_bit
+from fwman.firmware.rom.bit import Identity, date_text, read_bit
 from fwman.firmware.rom.chain import BLOCK, find_chain, walk
-from fwman.firmware.rom.layout import EFI, NPDE, PCIR, X86
+from fwman.firmware.rom.layout import EFI, HWINFO, HWINFO_OFFSET, HWINFO_SIGNATURE, HWINFO_SUM_START, NPDE, PCIR, X86
 from fwman.firmware.rom.model import ChainImage, RomImage, RomKind, RomNote
-from fwman.firmware.rom.prefix import read_prefix
+from fwman.firmware.rom.prefix import find_rfrd, read_prefix, read_rfrd
 from fwman.firmware.rom.reader import WHAT, Reader, hex4
 
 __all__ = ["BLOCK", "ChainImage", "RomImage", "RomKind", "RomNote", "parse_rom"]
 
 EFI_SIGNATURE = 0x0EF1
-#: the first version byte names the GPU family; envytools nvbios/info.c maps 0x05..0x75 to NV40..GF119 and
-#: 0x80 to Kepler (GK104/GK107), where the IFR header (NVGI) took over offset 0 of the ROM
-KEPLER_FAMILY = 0x80
 PADDING = (0x00, 0xFF)
 #: files at least this large hash MD5 on a second thread (below it a thread costs more than it saves)
 PARALLEL_HASH_MIN = 256 << 10
@@ -67,40 +64,52 @@ def _hashes(data: bytes, chain_start: int, chain_end: int) -> tuple[str, str, st
     return md5.hexdigest(), sha.hexdigest(), chain.hexdigest()
 
 
-def _strap_subsystem(
-    r: Reader, start: int, version: str | None, offsets: dict[str, int], notes: list[RomNote]
+def _hwinfo_subsystem(
+    r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[RomNote]
 ) -> tuple[str, str] | None:
-    """Return (vendor, device) from the pre-Kepler subsystem word at ROM offset 0x54, or None.
+    """Return (vendor, device) from the x86 image's +0x54/+0x56 when its HWINFO block checks, else None.
 
-    Only a ROM whose x86 image opens the file (no IFR prefix) and whose version names a family before Kepler
-    holds that word. A zero or all-ones vendor is an unprogrammed word, noted and not used. A Kepler or later
-    image without an NPDE subsystem is noted: only its full dump's IFR header carries one.
+    envytools nvbios/bios.c reads the subsystem there for every NVIDIA image and trusts the extended block
+    when the byte at +0x6A is 0xA5 and the bytes +0x58..+0x6B sum to zero: that test, not the BIT version,
+    decides (Pascal images hold zeros there, Turing and later the text ``PMID``). A zero or all-ones vendor
+    in a checking block is an unprogrammed word, noted and not used. When nothing gives a subsystem the note
+    ``subsystem_not_in_file`` says why.
     """
-    family = int(version[:2], 16) if version else None
-    if start != 0 or family is None:
+    base = x86.offset + HWINFO_OFFSET
+    block_end = base + HWINFO.size
+    if block_end > min(x86.offset + x86.length, r.n):
+        notes.append(
+            RomNote(id="subsystem_not_in_file", message="no NPDE subsystem, and the x86 image is too short for HWINFO")
+        )
         return None
-    if family >= KEPLER_FAMILY:
+    sig = HWINFO.read(r, base, "signature", "image[0].hwinfo.signature")
+    total = sum(r.data[base + HWINFO_SUM_START : block_end]) & 0xFF
+    if sig != HWINFO_SIGNATURE or total:
+        why = (
+            f"signature 0x{sig:02X} at +0x6A" if sig != HWINFO_SIGNATURE else f"bytes +0x58..+0x6B sum to 0x{total:02X}"
+        )
         notes.append(
             RomNote(
                 id="subsystem_not_in_file",
-                message="a Kepler or later x86 image without an NPDE subsystem: only a full dump's IFR header "
-                "(NVGI +0x0C) carries it",
+                message=f"no NPDE subsystem, and the HWINFO block at +0x54 does not check ({why}); a full dump "
+                "(nvflash --save) carries the subsystem in its IFR header (NVGI +0x0C)",
+                offset=HWINFO.at(base, "signature"),
             )
         )
         return None
-    word = X86.read(r, 0, "strap_subsystem", "image[0].strap_subsystem")
-    vendor, device = word & 0xFFFF, word >> 16
+    vendor = HWINFO.read(r, base, "subsystem_vendor", "image[0].hwinfo.subsystem_vendor")
+    device = HWINFO.read(r, base, "subsystem_device", "image[0].hwinfo.subsystem_device")
     if vendor in (0x0000, 0xFFFF):
         notes.append(
             RomNote(
                 id="strap_subsystem_unset",
-                message=f"the subsystem word at 0x54 is {vendor:04x}:{device:04x}: no vendor programmed",
-                offset=X86.at(0, "strap_subsystem"),
+                message=f"the subsystem word at +0x54 is {vendor:04x}:{device:04x}: no vendor programmed",
+                offset=base,
             )
         )
         return None
-    offsets["subsystem_vendor_id"] = X86.at(0, "strap_subsystem")
-    offsets["subsystem_device_id"] = X86.at(0, "strap_subsystem") + 2
+    offsets["subsystem_vendor_id"] = HWINFO.at(base, "subsystem_vendor")
+    offsets["subsystem_device_id"] = HWINFO.at(base, "subsystem_device")
     return hex4(vendor), hex4(device)
 
 
@@ -108,8 +117,10 @@ def parse_rom(data: bytes) -> RomImage:
     """Parse a VBIOS file and return its model.
 
     Raises ParseError (naming the field and its offset) when the bytes are not a VBIOS image fwman can read:
-    unknown start, no chain, a bad signature, pointer or length anywhere in the chain, a corrupt BIT header,
-    a chain that runs off the end of the file. Non-fatal oddities become ``notes``.
+    no chain where one must be, a first image of another vendor than NVIDIA, a bad signature, pointer or zero
+    length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends where more images
+    should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes; one with
+    an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``.
     """
     data = bytes(data)
     r = Reader(data)
@@ -117,13 +128,34 @@ def parse_rom(data: bytes) -> RomImage:
     notes: list[RomNote] = []
     pre = read_prefix(r, offsets, notes)
     start = 0
-    if pre.is_nvgi:
+    if pre.is_nvgi or pre.container_head is not None:
         found = find_chain(r, BLOCK)
         if found is None:
+            if pre.container_head is not None:
+                raise ParseError(
+                    WHAT,
+                    "signature",
+                    f"starts with {pre.container_head}: neither NVGI (a dump) nor 55 AA (an option ROM), and no "
+                    "55 AA image with a PCIR on any 512-byte boundary",
+                    0,
+                )
             raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary from here", BLOCK)
         start = found
-    images, sysfs_cut = walk(r, start)
-    chain_end = images[-1].offset + images[-1].length
+    if pre.container_head is not None:
+        notes.append(
+            RomNote(
+                id="container_prefix",
+                message=f"starts with {pre.container_head}, a prefix no public source documents: the PCI images "
+                f"were found by their 55 AA signature on a 512-byte boundary, at 0x{start:X}",
+                offset=0,
+            )
+        )
+        rfrd = find_rfrd(r, start)
+        if rfrd is not None:
+            read_rfrd(r, rfrd, pre, offsets)
+    walked = walk(r, start)
+    images, sysfs_cut, declared_end = walked.images, walked.sysfs_cut, walked.declared_end
+    chain_end = min(images[-1].offset + images[-1].length, r.n)
     chain_length = chain_end - start
 
     x86 = images[0]
@@ -136,8 +168,10 @@ def parse_rom(data: bytes) -> RomImage:
         )
     offsets["device_id"] = PCIR.at(x86.pcir_offset, "device_id")
     offsets["vendor_id"] = PCIR.at(x86.pcir_offset, "vendor_id")
-    checksum = _sum8(data, x86.offset, x86.offset + x86.length)
-    offsets["x86_checksum"] = x86.offset
+    x86_whole = x86.offset + x86.length <= r.n
+    checksum = _sum8(data, x86.offset, x86.offset + x86.length) if x86_whole else None
+    if x86_whole:
+        offsets["x86_checksum"] = x86.offset
     modification_date = date_text(X86.raw(r, x86.offset, "modification_date"))
     if modification_date is not None:
         offsets["modification_date"] = X86.at(x86.offset, "modification_date")
@@ -152,12 +186,19 @@ def parse_rom(data: bytes) -> RomImage:
             sub_d = hex4(NPDE.read(r, npde, "subsystem_device", "image[0].npde.subsystem_device"))
             offsets["subsystem_vendor_id"] = NPDE.at(npde, "subsystem_vendor")
             offsets["subsystem_device_id"] = NPDE.at(npde, "subsystem_device")
-    ident = read_bit(r, x86, offsets, notes)
+    try:
+        ident = read_bit(r, x86, offsets, notes)
+    except ParseError as e:
+        if declared_end is None:
+            raise
+        # a cut file: what lies past the cut is not an error of the file's structure, just missing
+        notes.append(RomNote(id="bit_unreadable", message=f"BIT table not read: {e.detail}", offset=e.offset))
+        ident = Identity()
     origin = "npde" if sub_v is not None else None
     if sub_v is None:
-        strap = _strap_subsystem(r, start, ident.version, offsets, notes)
-        if strap is not None:
-            sub_v, sub_d = strap
+        word = _hwinfo_subsystem(r, x86, offsets, notes)
+        if word is not None:
+            sub_v, sub_d = word
             origin = "rom_strap_word"
 
     uefi_version = None
@@ -174,10 +215,19 @@ def parse_rom(data: bytes) -> RomImage:
                 )
             )
 
-    if pre.is_nvgi:
+    if declared_end is not None:
+        kind = RomKind.TRUNCATED
+        notes.append(
+            RomNote(
+                id="truncated",
+                message=f"truncated: the header says {declared_end:,} bytes, the file has {len(data):,}",
+                offset=chain_end,
+            )
+        )
+    elif pre.is_nvgi or pre.container_head is not None:
         if sysfs_cut:
             raise ParseError(WHAT, "chain", "an NVGI dump whose chain stops at the end of the file", chain_end)
-        kind = RomKind.NVGI_DUMP
+        kind = RomKind.NVGI_DUMP if pre.is_nvgi else RomKind.CONTAINER
         rfrd_off, rfrd_len = pre.rfrd_chain_offset, pre.rfrd_chain_length
         if rfrd_off is not None and rfrd_off != start:
             notes.append(
@@ -231,10 +281,12 @@ def parse_rom(data: bytes) -> RomImage:
         version_string=ident.version_string,
         uefi_version=uefi_version,
         images=images,
-        x86_checksum_ok=checksum == 0,
+        x86_checksum_ok=None if checksum is None else checksum == 0,
         x86_checksum=checksum,
         chain_offset=start,
         chain_length=chain_length,
+        declared_size=declared_end,
+        container_head=pre.container_head,
         md5=md5,
         sha256=sha256,
         chain_sha256=chain_sha256,

@@ -18,6 +18,9 @@ class Prefix:
     """What the NVGI prefix of a full dump says (all empty for files that start with the chain)."""
 
     is_nvgi: bool = False
+    #: the file opens with neither NVGI nor 55 AA (the Blackwell image seen in public): its first four bytes
+    #: as upper-case hex, a layout no public source documents; the chain is found by its signature
+    container_head: str | None = None
     nvgi_subsystem: str | None = None
     nvgi_offsets: list[int] = field(default_factory=list)
     rfrd_offset: int | None = None
@@ -25,14 +28,43 @@ class Prefix:
     rfrd_chain_length: int | None = None
 
 
+def find_rfrd(r: Reader, before: int) -> int | None:
+    """Return the first 512-byte boundary below ``before`` that holds the RFRD signature, or None.
+
+    For a file whose prefix fwman does not know: nova-core finds the ROM directory through the IFR header,
+    which such a file lacks, so the directory is looked for by its signature, as a cross-check only.
+    """
+    pos = r.data.find(b"RFRD", 0, before)
+    while pos >= 0:
+        if pos % 0x200 == 0:
+            return pos
+        pos = r.data.find(b"RFRD", pos + 1, before)
+    return None
+
+
+def read_rfrd(r: Reader, rfrd: int, pre: Prefix, offsets: dict[str, int]) -> None:
+    """Record the RFRD block at ``rfrd`` in ``pre``: its chain offset (+0x08) and length (+0x0C)."""
+    pre.rfrd_offset = rfrd
+    pre.rfrd_chain_offset = RFRD.read(r, rfrd, "chain_offset", "rfrd.chain_offset")
+    pre.rfrd_chain_length = RFRD.read(r, rfrd, "chain_length", "rfrd.chain_length")
+    offsets["rfrd"] = rfrd
+
+
 def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Prefix:
-    """Read the NVGI prefix when present. Raises ParseError when the file starts with neither NVGI nor 55 AA."""
+    """Read the NVGI prefix when present; name an unknown one (``container_head``) for the caller to search.
+
+    Raises ParseError only for an empty file: whether an unknown start holds a chain is the caller's search.
+    """
     head = r.tag(0, 4)
     if head[:2] == b"\x55\xaa":
         return Prefix()
     if head != b"NVGI":
-        shown = head.hex(" ").upper() or "nothing"
-        raise ParseError(WHAT, "signature", f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)", 0)
+        if len(head) < 4:
+            shown = head.hex(" ").upper() or "nothing"
+            raise ParseError(
+                WHAT, "signature", f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)", 0
+            )
+        return Prefix(container_head=head.hex(" ").upper())
     sv = NVGI.read(r, 0, "subsystem_vendor", "nvgi.subsystem_vendor")
     sd = NVGI.read(r, 0, "subsystem_device", "nvgi.subsystem_device")
     pre = Prefix(is_nvgi=True, nvgi_subsystem=f"{sv:04x}:{sd:04x}", nvgi_offsets=[0])
@@ -50,10 +82,7 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
             )
     for rfrd in RFRD_OFFSETS:
         if RFRD.raw(r, rfrd, "signature") == b"RFRD":
-            pre.rfrd_offset = rfrd
-            pre.rfrd_chain_offset = RFRD.read(r, rfrd, "chain_offset", "rfrd.chain_offset")
-            pre.rfrd_chain_length = RFRD.read(r, rfrd, "chain_length", "rfrd.chain_length")
-            offsets["rfrd"] = rfrd
+            read_rfrd(r, rfrd, pre, offsets)
             break
     else:
         notes.append(RomNote(id="rfrd_missing", message="no RFRD block at 0x5000 or 0x4000"))

@@ -60,8 +60,8 @@ def _subsystem(image: RomImage, card: Card) -> Finding:
         return Finding(
             id="rom.subsystem",
             severity=Severity.BLOCK,
-            message="image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and not a pre-Kepler ROM "
-            "with its subsystem word at 0x54): cannot match the board",
+            message="image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and no checking HWINFO "
+            "block with a subsystem word at +0x54): cannot match the board",
             evidence=ev,
         )
     if image.subsystem != card.subsystem.lower():
@@ -128,6 +128,25 @@ def _kind(image: RomImage) -> Finding:
             evidence=ev,
             fix="back a card up with `nvflash --save` (fwman backup), not /sys/bus/pci/devices/*/rom",
         )
+    if image.kind is RomKind.TRUNCATED:
+        ev["declared_size"] = str(image.declared_size)
+        return Finding(
+            id="rom.kind",
+            severity=Severity.BLOCK,
+            message=f"a truncated file: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
+            evidence=ev,
+            fix="get the whole file again (a full `nvflash --save` dump, or the vendor's download)",
+        )
+    if image.kind is RomKind.CONTAINER:
+        ev["head"] = image.container_head or ""
+        return Finding(
+            id="rom.kind",
+            severity=Severity.BLOCK,
+            message=f"the file starts with {image.container_head}, a prefix no public source documents: fwman "
+            "reads its PCI images but does not flash what it cannot check whole",
+            evidence=ev,
+            fix="flash it with nvflash by hand if you trust it; see docs/rom.md (containers)",
+        )
     return Finding(
         id="rom.kind", severity=Severity.OK, message=f"{image.kind.description}: a flash source", evidence=ev
     )
@@ -135,6 +154,14 @@ def _kind(image: RomImage) -> Finding:
 
 def _checksum(image: RomImage) -> Finding:
     x86 = image.images[0]
+    if image.x86_checksum is None:
+        ev = {"sum": "not taken", "x86_offset": f"0x{x86.offset:X}", "x86_length": str(x86.length)}
+        return Finding(
+            id="rom.x86_checksum",
+            severity=Severity.BLOCK,
+            message="the x86 image is cut off by the end of the file: its checksum cannot be taken",
+            evidence=ev,
+        )
     ev = {"sum": f"0x{image.x86_checksum:02X}", "x86_offset": f"0x{x86.offset:X}", "x86_length": str(x86.length)}
     if not image.x86_checksum_ok:
         return Finding(

@@ -23,6 +23,7 @@ INSPECT_IMAGE_KEYS = {
     "x86_checksum_ok", "x86_checksum", "chain_offset", "chain_length", "md5", "sha256", "chain_sha256",
     "nvgi_offsets", "rfrd_offset", "rfrd_chain_offset", "rfrd_chain_length", "bit_offset", "bit_tokens",
     "offsets", "notes", "subsystem", "flashable", "subsystems_agree", "pci_walk_images",
+    "declared_size", "container_head",
 }  # fmt: skip
 CHAIN_IMAGE_KEYS = {
     "index", "offset", "length", "signature", "code_type", "code_type_name", "vendor_id", "device_id",
@@ -60,7 +61,7 @@ def test_inspect_says_where_a_pre_kepler_rom_keeps_its_subsystem(fwman: FwmanEnv
     assert r.code == 0, r.stderr
     lines = {line.split(":", 1)[0].strip(): line for line in r.stdout.splitlines() if ":" in line}
     assert "0x3842" in lines["Subsystem Vendor ID"] and "@0x00000054" in lines["Subsystem Vendor ID"]
-    assert lines["Subsystem Vendor ID"].endswith("ROM +0x54 (pre-Kepler subsystem word)")
+    assert lines["Subsystem Vendor ID"].endswith("x86 image +0x54 (HWINFO block checks)")
     assert "0x3987" in lines["Subsystem ID"] and "@0x00000056" in lines["Subsystem ID"]
     assert "none (no NVGI header)" in lines["IFR Subsystem ID"]
     doc = fwman("rom", "inspect", write(tmp_path, spec), "--json").json()["image"]
@@ -95,12 +96,71 @@ def test_inspect_garbage_is_exit_4_naming_field_and_offset(fwman: FwmanEnv, tmp_
     assert "fwman: error: VBIOS image: signature at offset 0x0: starts with 4D 5A 00 00" in r.stderr
 
 
-def test_inspect_truncated_dump_is_exit_4(fwman: FwmanEnv, tmp_path: Path) -> None:
+def test_inspect_truncated_dump_shows_what_is_there_and_verify_refuses_it(fwman: FwmanEnv, tmp_path: Path) -> None:
     path = tmp_path / "cut.rom"
     path.write_bytes(build_rom(RomSpec())[:0x20000])
-    r = fwman("rom", "inspect", str(path), "--json")
-    assert r.code == 4
-    assert "image[0].length at offset 0x9598" in r.stderr  # the x86 NPDE sub-image length
+    r = fwman("rom", "inspect", str(path))
+    assert r.code == 0, r.stderr
+    lines = {line.split(":", 1)[0].strip(): line for line in r.stdout.splitlines() if ":" in line}
+    assert "truncated file" in lines["Kind"] and "NOT a flash source" in lines["Kind"]
+    declared = 0x9400 + 0xBE * 512  # the x86 NPDE sub-image length: where the cut image should end
+    assert lines["Truncated"].endswith(f"the header says {declared:,} bytes, the file has {0x20000:,}")
+    assert "94.02.26.48.15" in lines["Version"] and "0x3987" in lines["Subsystem ID"]
+    assert "not taken" in lines["x86 Checksum"]
+    doc = fwman("rom", "inspect", str(path), "--json").json()["image"]
+    assert (doc["kind"], doc["declared_size"], doc["size"]) == ("truncated", declared, 0x20000)
+    assert doc["x86_checksum_ok"] is None and doc["flashable"] is False and doc["subsystem"] == "3842:3987"
+    v = fwman("rom", "verify", str(path), "--card", "41:00.0", "--snapshot", SNAP, "--json")
+    assert v.code == 3
+    found = {f["id"]: f for f in v.json()["findings"]}
+    assert found["rom.kind"]["severity"] == "block" and "truncated" in found["rom.kind"]["message"]
+
+
+def test_inspect_kepler_image_reads_the_hwinfo_subsystem(fwman: FwmanEnv, tmp_path: Path) -> None:
+    spec = RomSpec(kind="option_rom", version="80.07.2C.00.02", npde_subsystem=False, hwinfo="block")
+    r = fwman("rom", "inspect", write(tmp_path, spec))
+    assert r.code == 0, r.stderr
+    lines = {line.split(":", 1)[0].strip(): line for line in r.stdout.splitlines() if ":" in line}
+    assert "0x3842" in lines["Subsystem Vendor ID"] and "@0x00000054" in lines["Subsystem Vendor ID"]
+    assert lines["Subsystem ID"].endswith("x86 image +0x56 (HWINFO block checks)")
+    doc = fwman("rom", "inspect", write(tmp_path, spec), "--json").json()["image"]
+    assert (doc["subsystem"], doc["subsystem_origin"], doc["version"]) == (
+        "3842:3987",
+        "rom_strap_word",
+        "80.07.2C.00.02",
+    )
+
+
+def test_inspect_blackwell_container(fwman: FwmanEnv, tmp_path: Path) -> None:
+    spec = RomSpec(
+        kind="container", version="98.06.1F.40.45", device_id=0x2D04, subsystem_vendor=0x1043,
+        subsystem_device=0x8A07, chain_offset=0x35400, dump_size=0x35400 + 0x600 * 512 + 0x4000,
+    )  # fmt: skip
+    path = write(tmp_path, spec)
+    r = fwman("rom", "inspect", path)
+    assert r.code == 0, r.stderr
+    lines = {line.split(":", 1)[0].strip(): line for line in r.stdout.splitlines() if ":" in line}
+    assert "prefix fwman does not know" in lines["Kind"] and "NOT a flash source" in lines["Kind"]
+    assert "4C C0 E0 0C (meaning not documented)" in lines["Prefix"] and "0x35400" in lines["Prefix"]
+    assert "0x1043" in lines["Subsystem Vendor ID"] and "0x8A07" in lines["Subsystem ID"]
+    assert "98.06.1F.40.45" in lines["Version"] and "0x2D04" in lines["Device ID"]
+    assert "RFRD @0x35200: 0x35400" in lines["Chain"]
+    doc = fwman("rom", "inspect", path, "--json").json()["image"]
+    assert (doc["kind"], doc["container_head"], doc["chain_offset"]) == ("container", "4C C0 E0 0C", 0x35400)
+    assert doc["subsystem"] == "1043:8a07" and doc["flashable"] is False
+    v = fwman("rom", "verify", path, "--card", "41:00.0", "--snapshot", SNAP, "--json")
+    found = {f["id"]: f for f in v.json()["findings"]}
+    assert v.code == 3 and found["rom.kind"]["severity"] == "block"
+    assert "4C C0 E0 0C" in found["rom.kind"]["message"]
+
+
+def test_inspect_names_another_makers_option_rom(fwman: FwmanEnv, tmp_path: Path) -> None:
+    r = fwman("rom", "inspect", write(tmp_path, RomSpec(kind="option_rom", vendor_id=0x8086)))
+    assert r.code == 4 and r.stdout == ""
+    assert "not an NVIDIA image (vendor 8086)" in r.stderr and "image[0].pcir.vendor_id" in r.stderr
+    assert "more than 16 images" not in r.stderr
+    j = fwman("rom", "inspect", write(tmp_path, RomSpec(kind="option_rom", vendor_id=0x8086)), "--json")
+    assert j.code == 4 and "not an NVIDIA image (vendor 8086)" in j.stderr
 
 
 def test_inspect_missing_file_is_exit_5(fwman: FwmanEnv, tmp_path: Path) -> None:

@@ -147,6 +147,20 @@ def test_a_package_without_images_says_so(tmp_path: Path) -> None:
         select_image(scan, "1043:87b0")
 
 
+def test_a_rom_behind_a_512_byte_archive_header_is_the_member_not_a_container() -> None:
+    # a tar member starts on a 512-byte boundary: the whole archive parses as a "container" (an unknown prefix,
+    # then a chain), but a package scan takes the image inside, never the archive as if it were the ROM
+    header = b"odd.rom".ljust(512, b"\x00")
+    blob = header + AS02 + b"\x00" * 1024
+    images, _ = scan_blob(blob, "pkg.tar")
+    assert [(i.offset, i.data) for i in images] == [(512, AS02)]
+
+
+def test_a_chain_cut_by_the_end_of_a_package_is_not_an_image() -> None:
+    images, _ = scan_blob(b"MZ" + b"\x00" * 510 + AS02[: len(AS02) // 2], "pkg.exe")
+    assert images == []
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=4096), st.integers(min_value=0, max_value=4096))
 def test_scan_blob_never_crashes(blob: bytes, cut: int) -> None:

@@ -105,22 +105,43 @@ def test_truncation_at_every_boundary(kind: str) -> None:
         if cut >= len(data):
             continue
         result = parse_or_error(data[:cut])
-        if cut < chain_end and kind in ("nvgi_dump", "option_rom", "stripped"):
-            # the only complete-looking prefix of a chain is the x86 + EFI cut: exactly what sysfs returns
+        if cut < chain_end and kind in ("nvgi_dump", "option_rom", "stripped") and isinstance(result, RomImage):
+            # a prefix of a chain is either the x86 + EFI cut (exactly what sysfs returns) or a file that ends
+            # inside an image: read as far as it goes, never a flash source
             efi_end = base + (SMALL.x86_blocks + SMALL.efi_blocks) * BLOCK
-            if isinstance(result, RomImage):
-                assert cut == efi_end and result.kind is RomKind.SYSFS_TRUNCATED and base == 0
-                assert not result.flashable
+            assert not result.flashable
+            if result.kind is RomKind.SYSFS_TRUNCATED:
+                assert cut == efi_end and base == 0
+            else:
+                assert result.kind is RomKind.TRUNCATED and result.size == cut
+                assert result.declared_size is not None and result.declared_size > cut
+                assert f"the file has {cut:,}" in result.notes[-1].message
 
 
-def test_truncated_dump_names_the_image_that_runs_off_the_end() -> None:
+def test_truncated_dump_is_read_as_far_as_it_goes() -> None:
     data = SMALL_IMAGES["nvgi_dump"]
     x86 = SMALL.chain_offset
-    err = expect_error(data[: x86 + 3 * BLOCK], "image[0].length", x86 + 0x190 + 8)  # NPDE sub-image length
-    assert "runs past the end of the file" in err.detail
+    cut = data[: x86 + 3 * BLOCK]
+    image = parse_rom(cut)
+    assert image.kind is RomKind.TRUNCATED and not image.flashable
+    # the identity before the cut is all there; the checksum of a cut image cannot be taken
+    assert (image.version, image.subsystem, image.nvgi_subsystem) == ("94.02.26.48.15", "3842:3987", "3842:3987")
+    assert image.x86_checksum_ok is None and image.x86_checksum is None
+    declared = x86 + SMALL.x86_blocks * BLOCK  # the NPDE sub-image length says the x86 image ends here
+    assert image.declared_size == declared and image.chain_length == 3 * BLOCK
+    note = image.note("truncated")
+    assert note is not None
+    assert note.message == f"truncated: the header says {declared:,} bytes, the file has {len(cut):,}"
     # cut right after the x86 image: its NPDE says more follow, its PCIR does not say last
     expect_error(data[: x86 + SMALL.x86_blocks * BLOCK], "image[0].last", x86 + 0x190 + 0x0A)
     expect_error(data[: x86 + SMALL.x86_blocks * BLOCK + 8], "image[1].header", x86 + SMALL.x86_blocks * BLOCK)
+
+
+def test_a_cut_before_the_bit_table_keeps_what_came_before() -> None:
+    data = SMALL_IMAGES["option_rom"]
+    image = parse_rom(data[:0x1A8])  # PCIR and NPDE (to 0x1A4) are in, the BIT table (at 0x1B0) is not
+    assert image.kind is RomKind.TRUNCATED and image.subsystem == "3842:3987" and image.device_id == "2204"
+    assert image.version is None and image.note("bit_missing") is not None
 
 
 # -- pointers, lengths, loops ----------------------------------------------------------------------------------
@@ -159,11 +180,13 @@ def test_zero_length_image_is_a_self_referencing_chain() -> None:
     assert "points at itself" in err.detail
 
 
-def test_length_0xffff_runs_past_the_end() -> None:
+def test_length_0xffff_is_a_truncated_file_never_a_flash_source() -> None:
     data = bytearray(SMALL_IMAGES["nvgi_dump"])
     npde = SMALL.chain_offset + 0x190
     struct.pack_into("<H", data, npde + 8, 0xFFFF)
-    expect_error(bytes(data), "image[0].length", npde + 8)
+    image = parse_rom(bytes(data))
+    assert image.kind is RomKind.TRUNCATED and not image.flashable
+    assert image.declared_size == SMALL.chain_offset + 0xFFFF * BLOCK
 
 
 def test_a_chain_without_a_last_image_stops_after_max_images() -> None:
@@ -286,3 +309,32 @@ def test_mutated_pre_kepler_roms(writes: list[tuple[int, int]]) -> None:
         word = struct.unpack_from("<I", data, 0x54)[0]
         assert result.subsystem == f"{word & 0xFFFF:04x}:{word >> 16:04x}"
         assert result.subsystem_vendor_id not in ("0000", "ffff")
+
+
+CONTAINER_SMALL = build_rom(
+    RomSpec(**{**SMALL.__dict__, "kind": "container", "chain_offset": 0x1600, "dump_size": 0x1600 + 9 * BLOCK + 512})
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 0x3FFF), st.integers(0, 0xFF)), min_size=1, max_size=6), st.booleans())
+def test_mutated_containers(writes: list[tuple[int, int]], near_chain: bool) -> None:
+    """Mutations of the head, NVFW, RFRD and the chain of a container: a model or a ParseError."""
+    data = bytearray(CONTAINER_SMALL)
+    for pos, value in writes:
+        data[(0x1400 + pos % 0x600) if near_chain else pos % len(data)] = value
+    result = parse_or_error(bytes(data))
+    if isinstance(result, RomImage) and result.kind is RomKind.CONTAINER:
+        assert not result.flashable and result.chain_offset % BLOCK == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(KINDS), st.integers(1, 0x6000), st.integers(0, 0xFFFF))
+def test_any_cut_of_any_kind_with_any_vendor(kind: str, cut: int, vendor: int) -> None:
+    """A file cut anywhere, of any vendor: a model (never flashable when cut short) or a ParseError."""
+    data = build_rom(RomSpec(**{**SMALL.__dict__, "kind": kind, "vendor_id": vendor}))
+    result = parse_or_error(data[: min(cut, len(data))])
+    if vendor not in (0x10DE, 0x12D2):
+        assert isinstance(result, ParseError)
+    elif isinstance(result, RomImage) and result.kind is RomKind.TRUNCATED:
+        assert not result.flashable and result.declared_size is not None and result.declared_size > result.size

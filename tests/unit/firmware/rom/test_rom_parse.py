@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fixtures.romgen import BLOCK, RomSpec, build_chain, build_rom
+from fwman.core.errors import ParseError
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import _sum8, parse_rom
 
@@ -221,8 +222,8 @@ def test_an_unprogrammed_subsystem_word_is_unknown_and_noted(vendor: int) -> Non
     assert image.notes[0].offset == 0x54
 
 
-def test_a_kepler_or_later_x86_image_without_an_npde_subsystem_stays_unknown() -> None:
-    """0x54 is not read outside the families envytools documents it for, whatever bytes sit there."""
+def test_a_word_at_0x54_without_a_checking_hwinfo_block_is_not_read() -> None:
+    """A plausible word at +0x54 counts only when the block's signature and sum check, whatever the version."""
     spec = RomSpec(kind="option_rom", npde_subsystem=False, version="86.02.39.00.5A")
     data = bytearray(build_rom(spec))
     struct.pack_into("<I", data, 0x54, 0x3987_3842)  # a plausible word where Kepler+ documents none
@@ -233,11 +234,12 @@ def test_a_kepler_or_later_x86_image_without_an_npde_subsystem_stays_unknown() -
     assert [n.id for n in image.notes] == ["subsystem_not_in_file"]
 
 
-def test_a_full_dump_never_reads_offset_0x54() -> None:
-    """A file that opens with the IFR header (NVGI) has no x86 image at ROM offset 0."""
+def test_a_full_dump_without_a_checking_block_does_not_read_offset_0x54() -> None:
+    """Zeros at +0x54 (as on Pascal) do not check: the subsystem stays unknown, the NVGI header is only shown."""
     image = parse_rom(build_rom(RomSpec(npde_subsystem=False)))
     assert image.subsystem is None and image.nvgi_subsystem == "3842:3987"
-    assert image.notes == []
+    assert [n.id for n in image.notes] == ["subsystem_not_in_file"]
+    assert "signature 0x00 at +0x6A" in image.notes[0].message
 
 
 @settings(max_examples=60, deadline=None)
@@ -264,3 +266,149 @@ def test_the_builder_refuses_a_pre_kepler_rom_it_cannot_be() -> None:
         build_rom(RomSpec(**{**PRE_KEPLER.__dict__, "version": "80.04.1A.00.01"}))
     with pytest.raises(ValueError, match="option ROM"):
         build_rom(RomSpec(**{**PRE_KEPLER.__dict__, "kind": "nvgi_dump"}))
+
+
+# -- the HWINFO block decides, not the version (envytools nvbios/bios.c: sig 0xa5 at 0x6a, 0x58..0x6b sum 0) -----
+KEPLER = RomSpec(
+    kind="option_rom",
+    version="80.07.2C.00.02",  # synthetic, of the Kepler family byte
+    device_id=0x0FC6,
+    subsystem_vendor=0x1458,
+    subsystem_device=0x3656,
+    npde_subsystem=False,
+    hwinfo="block",
+)
+
+
+@pytest.mark.parametrize("kind", ["option_rom", "nvgi_dump"])
+def test_a_kepler_image_gives_its_subsystem_where_its_hwinfo_block_checks(kind: str) -> None:
+    spec = RomSpec(**{**KEPLER.__dict__, "kind": kind, "nvgi_subsystem": (0x1458, 0x3656)})
+    data = build_rom(spec)
+    x86 = spec.chain_offset if kind == "nvgi_dump" else 0
+    assert data[x86 + 0x6A] == 0xA5 and sum(data[x86 + 0x58 : x86 + 0x6C]) & 0xFF == 0
+    image = parse_rom(data)
+    assert image.subsystem == "1458:3656" and image.subsystem_origin == "rom_strap_word"
+    assert (image.offsets["subsystem_vendor_id"], image.offsets["subsystem_device_id"]) == (x86 + 0x54, x86 + 0x56)
+    assert image.notes == [] and image.x86_checksum_ok
+
+
+@pytest.mark.parametrize(("hwinfo", "why"), [("pmid", "signature 0x00"), ("zeros", "signature 0x00")])
+def test_turing_pmid_and_pascal_zeros_are_never_a_subsystem(hwinfo: str, why: str) -> None:
+    data = build_rom(RomSpec(**{**KEPLER.__dict__, "version": "86.04.50.00.70", "hwinfo": hwinfo}))
+    if hwinfo == "pmid":
+        assert data[0x54:0x58] == b"PMID"
+    image = parse_rom(data)
+    assert image.subsystem is None and image.subsystem_origin is None
+    assert image.note("subsystem_not_in_file") is not None and why in image.notes[0].message
+
+
+def test_a_block_whose_sum_is_off_is_not_trusted() -> None:
+    data = bytearray(build_rom(KEPLER))
+    data[0x60] ^= 0x01  # a strap byte inside the checked range
+    data[KEPLER.x86_blocks * BLOCK - 1] ^= 0x01  # keep the x86 checksum (a different check) intact
+    image = parse_rom(bytes(data))
+    assert image.subsystem is None and "sum to 0x" in image.notes[0].message and image.x86_checksum_ok
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(min_size=0x18, max_size=0x18))
+def test_any_bytes_at_0x54_are_read_exactly_when_the_block_checks(block: bytes) -> None:
+    data = bytearray(build_rom(KEPLER))
+    data[0x54:0x6C] = block
+    image = parse_rom(bytes(data))
+    checks = block[0x16] == 0xA5 and sum(block[4:]) & 0xFF == 0
+    vendor, device = struct.unpack_from("<HH", block)
+    if checks and vendor not in (0, 0xFFFF):
+        assert image.subsystem == f"{vendor:04x}:{device:04x}" and image.subsystem_origin == "rom_strap_word"
+    else:
+        assert image.subsystem is None
+
+
+# -- the Blackwell container: unknown head, NVFW at 0x1000, RFRD, the PCI images further on (seen, vbios.md) --
+BLACKWELL = RomSpec(
+    kind="container",
+    version="98.06.1F.40.45",
+    device_id=0x2D04,
+    subsystem_vendor=0x1043,
+    subsystem_device=0x8A07,
+    chain_offset=0x35400,
+    dump_size=0x35400 + 0x3C0 * BLOCK + 0x10000,
+    x86_blocks=0x80,
+    efi_blocks=0x40,
+    fwsec_blocks=(0x100, 0x140),
+    sign_on="FWMAN SYNTHETIC GB206 BOARD",
+)
+
+
+def test_a_blackwell_container_is_walked_to_its_pci_images() -> None:
+    data = build_rom(BLACKWELL)
+    assert data[:4] == bytes.fromhex("4CC0E00C") and data[0x1000:0x1004] == b"NVFW"
+    assert data[0x35200:0x35204] == b"RFRD" and data[0x35400:0x35402] == b"\x55\xaa"
+    image = parse_rom(data)
+    assert image.kind is RomKind.CONTAINER and not image.flashable
+    assert image.container_head == "4C C0 E0 0C"
+    assert (image.version, image.subsystem, image.device_id) == ("98.06.1F.40.45", "1043:8a07", "2d04")
+    assert image.chain_offset == 0x35400 and image.chain_length == BLACKWELL.chain_length
+    assert (image.rfrd_offset, image.rfrd_chain_offset, image.rfrd_chain_length) == (
+        0x35200,
+        0x35400,
+        BLACKWELL.chain_length,
+    )
+    assert [n.id for n in image.notes] == ["container_prefix"]
+    assert image.nvgi_subsystem is None
+    assert image.chain_sha256 == hashlib.sha256(build_chain(BLACKWELL)).hexdigest()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(min_size=4, max_size=4), st.integers(0x10, 0x400), u16, u16, st.integers(0, 0x8000))
+def test_container_round_trip(head: bytes, block: int, vendor: int, device: int, extra: int) -> None:
+    """Any unknown head (not NVGI, not 55 AA), any chain position past NVFW: the same identity comes back."""
+    if head == b"NVGI" or head[:2] == b"\x55\xaa":
+        head = b"\x4c\xc0\xe0\x0c"
+    spec = RomSpec(
+        **{
+            **BLACKWELL.__dict__,
+            "chain_offset": block * BLOCK,
+            "dump_size": block * BLOCK + BLACKWELL.chain_length + extra,
+            "subsystem_vendor": vendor,
+            "subsystem_device": device,
+        }
+    )
+    data = bytearray(build_rom(spec))
+    data[:4] = head
+    image = parse_rom(bytes(data))
+    assert image.kind is RomKind.CONTAINER and image.chain_offset == block * BLOCK
+    assert image.subsystem == f"{vendor:04x}:{device:04x}" and image.rfrd_offset == block * BLOCK - BLOCK
+
+
+def test_an_unknown_head_without_a_chain_is_still_refused() -> None:
+    with pytest.raises(ParseError, match=r"neither NVGI .* nor 55 AA .*, and no 55 AA image"):
+        parse_rom(b"\x4c\xc0\xe0\x0c" + b"\xff" * 0x40000)
+
+
+# -- a truncated dump: 56,320 bytes where the image header says 60,416 (the issue's case, synthetic bytes) -------
+def test_a_truncated_option_rom_shows_its_fields_and_says_how_short_it_is() -> None:
+    spec = RomSpec(**{**KEPLER.__dict__, "x86_blocks": 60_416 // BLOCK, "truncate_to": 56_320})
+    image = parse_rom(build_rom(spec))
+    assert image.kind is RomKind.TRUNCATED and not image.flashable
+    assert (image.version, image.subsystem, image.device_id) == ("80.07.2C.00.02", "1458:3656", "0fc6")
+    assert (image.size, image.declared_size) == (56_320, 60_416)
+    assert image.note("truncated").message == "truncated: the header says 60,416 bytes, the file has 56,320"  # type: ignore[union-attr]
+    assert image.x86_checksum_ok is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0x1B0 + 0x40, 0xBE * BLOCK - 1))
+def test_any_cut_inside_the_x86_image_after_its_tables_keeps_the_identity(cut: int) -> None:
+    data = build_rom(RomSpec(kind="option_rom"))[:cut]
+    image = parse_rom(data)
+    assert image.kind is RomKind.TRUNCATED and image.declared_size == 0xBE * BLOCK
+    assert image.subsystem == "3842:3987" and image.device_id == "2204"
+
+
+# -- another maker's option ROM is named as such ----------------------------------------------------------------
+@pytest.mark.parametrize("vendor", [0x8086, 0x1002, 0x0000])
+def test_a_non_nvidia_option_rom_is_named(vendor: int) -> None:
+    with pytest.raises(ParseError, match=f"not an NVIDIA image \\(vendor {vendor:04x}\\)") as err:
+        parse_rom(build_rom(RomSpec(kind="option_rom", vendor_id=vendor)))
+    assert err.value.field == "image[0].pcir.vendor_id" and err.value.offset == 0x174

@@ -83,7 +83,7 @@ def test_an_image_without_a_subsystem_blocks_and_says_why() -> None:
     image = parse_rom(build_rom(RomSpec(kind="option_rom", npde_subsystem=False, version="86.02.39.00.5A")))
     f = by_id(image_checks(image, card()))["rom.subsystem"]
     assert f.severity is Severity.BLOCK and f.evidence == {"image": "unknown", "card": "3842:3987"}
-    assert "pre-Kepler" in f.message
+    assert "HWINFO" in f.message and "+0x54" in f.message
 
 
 def test_wrong_device_blocks() -> None:

@@ -1,0 +1,76 @@
+"""``fwman report`` and ``fwman catalog propose`` as use cases: owner reports out, a proposed board file out.
+
+``owner_report`` reads the card and fwman's flash history (no change to the host); ``propose_from_reports``
+reads the local entry of the host and the reports the owner names, and returns the proposed board file with
+what ``catalog lint`` says of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fwman import __version__
+from fwman.core.clock import now_utc
+from fwman.core.errors import MissingError, UsageError
+from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
+from fwman.firmware.catalog.local import LocalEntry, load_local_entries
+from fwman.firmware.ops.propose import Proposal, propose_board
+from fwman.firmware.ops.report import OwnerReport, build_report, parse_report
+from fwman.gpu.inventory import find_card, require_cards
+from fwman.host.base import Host
+
+
+def owner_report(host: Host, bus: str) -> OwnerReport:
+    """Return the owner report of the card at ``bus``.
+
+    Raises UsageError for an unknown card, MissingError when no successful flash of it is recorded.
+    """
+    card = find_card(require_cards(host), bus)
+    return build_report(host, card, generated_at=now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"), fwman_version=__version__)
+
+
+@dataclass(frozen=True)
+class ProposalResult:
+    """The proposed board file, where it came from, and the lint of it."""
+
+    proposal: Proposal
+    entry: LocalEntry
+    lint: list[LintIssue]
+
+    @property
+    def lint_errors(self) -> list[LintIssue]:
+        """Return the lint issues of level error."""
+        return [i for i in self.lint if i.level == "error"]
+
+
+def find_local_entry(host: Host, board: str) -> LocalEntry:
+    """Return the host's local entry for ``board`` (``vvvv:dddd`` subsystem or the four-part key).
+
+    Raises MissingError when the host has no such entry (the notes of unreadable entries in the hint).
+    """
+    entries, notes = load_local_entries(host)
+    wanted = board.lower()
+    for entry in entries:
+        if wanted in (entry.board.subsystem, entry.board.key):
+            return entry
+    known = ", ".join(e.board.subsystem for e in entries) or "none"
+    raise MissingError(
+        f"no local entry for {board} on this host (local entries: {known})",
+        hint="; ".join(notes) or "write one first: fwman catalog add-local --card BUS ...",
+    )
+
+
+def propose_from_reports(host: Host, board: str, reports: list[tuple[bytes, str, str]]) -> ProposalResult:
+    """Return the format-2 board file for ``board``'s local entry, sourced by ``reports``.
+
+    ``reports`` holds (file bytes, file name, public https URL where the report is published). Raises
+    MissingError (no local entry), UsageError (no report, a bad URL), VerificationError (a report that is not
+    one, or that does not back the entry: another board, a flash not confirmed, another image).
+    """
+    if not reports:
+        raise UsageError("name at least one report: --report FILE URL")
+    entry = find_local_entry(host, board)
+    parsed = [(parse_report(data, name), url) for data, name, url in reports]
+    proposal = propose_board(entry, parsed)
+    lint = lint_board_bytes(proposal.text.encode(), f"boards/{proposal.board.pci.file_stem}.toml")
+    return ProposalResult(proposal, entry, lint)

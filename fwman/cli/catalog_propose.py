@@ -1,0 +1,76 @@
+"""``fwman catalog propose``: a local entry and owner reports become a format-2 board file for the catalog."""
+
+from __future__ import annotations
+
+import click
+
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core.errors import VerificationError
+
+
+@click.command("propose")
+@click.argument("board")
+@click.option(
+    "--report",
+    "reports",
+    multiple=True,
+    nargs=2,
+    metavar="FILE URL",
+    help="An owner report (fwman report --out FILE) and the public https page where it is published; repeat.",
+)
+@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the board file to FILE.")
+@json_option
+@common_options
+@pass_app
+def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], out: str | None, as_json: bool) -> None:
+    """Turn BOARD's local entry and owner reports into a board file whose sources are those reports.
+
+    BOARD is the subsystem (f00d:3090) or the four-part key of a local entry on this host (fwman catalog
+    add-local). Each --report names a report file written by `fwman report --out` and the public URL where
+    it is published (an issue, say): every fact the report states cites that URL. Only reports of this board
+    whose flash `upgrade --check` confirmed are taken; images no report ran are left out. The file is linted
+    as `catalog lint` would (exit 4 on an error); a maintainer reviews it, adds it to catalog/boards/ and signs.
+    Changes nothing on the host.
+
+    \b
+    Example:
+      fwman report --card 41:00.0 --out 41.report.json
+      fwman catalog propose f00d:3090 --report 41.report.json https://github.com/ORG/fwman/issues/N \\
+          --out 10de-2204-f00d-3090.toml
+    """
+    from fwman.app.report import propose_from_reports
+    from fwman.firmware.ops.report import MAX_REPORT_BYTES
+    from fwman.host.userfiles import read_user_file, write_user_file
+
+    loaded = [(read_user_file(path, max_bytes=MAX_REPORT_BYTES + 1), path, url) for path, url in reports]
+    result = propose_from_reports(app.host, board, loaded)
+    text = result.proposal.text
+    if out:
+        write_user_file(out, text.encode())
+    if as_json:
+        app.emit_json(
+            "catalog-propose",
+            {
+                "board": result.proposal.board.key,
+                "local_entry": result.entry.path,
+                "sources": result.proposal.sources,
+                "left_out": result.proposal.left_out,
+                "path": out,
+                "board_file": text,
+                "lint": [i.model_dump() for i in result.lint],
+            },
+        )
+    else:
+        if not out:
+            app.echo(text, nl=False)
+        else:
+            app.echo(f"wrote {out}: {result.proposal.board.key}, {len(result.proposal.board.images)} image(s)")
+        for line in result.proposal.left_out:
+            app.echo(f"left out: {line}", err=bool(not out))
+        for issue in result.lint:
+            where = f" {issue.where}" if issue.where else ""
+            app.echo(f"lint {issue.level}:{where} {issue.message}", err=True)
+    if result.lint_errors:
+        raise VerificationError(
+            f"the proposal does not pass lint ({len(result.lint_errors)} error(s)): {result.lint_errors[0].message}"
+        )

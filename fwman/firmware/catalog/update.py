@@ -6,7 +6,8 @@ Order (nothing on the host changes until every check passed; docs/signing.md has
 2. unless the index is signed by a key the administrator trusts directly (``/etc/fwman/keys.d``), download
    ``keys.json`` and ``keys.json.sig``: the signature must be a root key's, the document must not have expired,
    and its serial must not be lower than the installed keys document's (the same serial only byte-identical):
-   this is how a catalog key is rotated without a package update;
+   this is how a catalog key is rotated without a package update. A publisher without a keys document: the
+   installed one (bundled or from an earlier update) decides;
 3. the index signature must verify with a catalog key the keys document names and that is valid now (or a
    ``keys.d`` key); a retired key id is refused with its retirement, a key outside its window with the window;
 4. the index must carry an expiry that has not passed (an index without one is refused), and a serial not lower
@@ -122,8 +123,8 @@ def update_catalog(
     """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring.
 
     Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a root;
-    expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, or no
-    keys document where one is needed), UsageError (bad URL). On any error the installed catalog is untouched.
+    expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network),
+    UsageError (bad URL). On any error the installed catalog is untouched.
     """
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
@@ -137,14 +138,29 @@ def update_catalog(
     doc, doc_origin = current.doc, current.origin
     new_keys: tuple[bytes, bytes] | None = None
     keys_root = None
+    missing_keys: DownloadError | None = None
     if not any(k.key_id == claimed for k in admin):
-        keys_bytes, keys_sig = _download_keys(host, base, claimed, options)
-        new_doc, root = verify_keys_document(keys_bytes, keys_sig, root_keys(host), now, f"{base}/{KEYS_NAME}")
-        _check_keys_serial(base, new_doc, keys_bytes, current)
-        doc, doc_origin, keys_root = new_doc, f"{base}/{KEYS_NAME} (serial {new_doc.serial})", root.key_id
-        if current.doc is None or new_doc.serial > current.doc.serial:
-            new_keys = (keys_bytes, keys_sig)
-    key = verify_catalog_index(index_bytes, sig_bytes, doc, admin, now, current.retired, doc_origin)
+        try:
+            keys_bytes, keys_sig = _download_keys(host, base, options)
+        except DownloadError as e:
+            # a publisher without keys.json: the installed keys document still decides (it was verified)
+            missing_keys = e
+        else:
+            new_doc, root = verify_keys_document(keys_bytes, keys_sig, root_keys(host), now, f"{base}/{KEYS_NAME}")
+            _check_keys_serial(base, new_doc, keys_bytes, current)
+            doc, doc_origin, keys_root = new_doc, f"{base}/{KEYS_NAME} (serial {new_doc.serial})", root.key_id
+            if current.doc is None or new_doc.serial > current.doc.serial:
+                new_keys = (keys_bytes, keys_sig)
+    try:
+        key = verify_catalog_index(index_bytes, sig_bytes, doc, admin, now, current.retired, doc_origin)
+    except VerificationError as e:
+        if missing_keys is None:
+            raise
+        raise VerificationError(
+            e.message,
+            hint=f"{e.hint + '; ' if e.hint else ''}the publisher's {KEYS_NAME} could not be read "
+            f"({missing_keys.message}), so only the keys document installed here ({current.origin}) was consulted",
+        ) from e
     index = parse_index(index_bytes, f"{base}/{INDEX_NAME}")
     _check_expiry(base, index, now)
     installed, installed_bytes = _installed_index(host, bundled)
@@ -188,19 +204,12 @@ def update_catalog(
     return result(True, location, len(files))
 
 
-def _download_keys(host: Host, base: str, claimed: str, options: HttpOptions) -> tuple[bytes, bytes]:
-    """Return (keys.json, keys.json.sig) from ``base``. Raises DownloadError saying why they are needed."""
-    try:
-        return (
-            http_get(host, f"{base}/{KEYS_NAME}", cap=MAX_KEYS_FILE, options=options),
-            http_get(host, f"{base}/{KEYS_SIG_NAME}", cap=MAX_KEYS_FILE, options=options),
-        )
-    except DownloadError as e:
-        raise DownloadError(
-            e.message,
-            hint=f"the index is signed by key {claimed}, which this host does not trust directly: fwman needs the "
-            f"publisher's {KEYS_NAME} (signed by a root key) to know whether it is a catalog key",
-        ) from e
+def _download_keys(host: Host, base: str, options: HttpOptions) -> tuple[bytes, bytes]:
+    """Return (keys.json, keys.json.sig) from ``base``. Raises DownloadError when either cannot be had."""
+    return (
+        http_get(host, f"{base}/{KEYS_NAME}", cap=MAX_KEYS_FILE, options=options),
+        http_get(host, f"{base}/{KEYS_SIG_NAME}", cap=MAX_KEYS_FILE, options=options),
+    )
 
 
 def _check_keys_serial(base: str, new: KeysDocument, new_bytes: bytes, current: InstalledKeys) -> None:

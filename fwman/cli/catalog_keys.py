@@ -144,6 +144,9 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 @click.option("--not-after", help="End of the added keys' window (default: 365 days after --not-before).")
 @click.option("--note", default="", help="A line published with the added keys (e.g. where the private half is kept).")
 @click.option("--retire", multiple=True, metavar="KEYID", help="A key id to retire (published, never trusted again).")
+@click.option(
+    "--drop", multiple=True, metavar="KEYID", help="A key id to stop naming as a catalog key, without retiring it."
+)
 @click.option("--reason", default="", help="Why the --retire keys were retired (published with them).")
 @click.option("--expires", help="When the keys document stops being trusted (default: 365 days after --date).")
 @click.option("--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1).")
@@ -159,6 +162,7 @@ def sign(
     not_after: str | None,
     note: str,
     retire: tuple[str, ...],
+    drop: tuple[str, ...],
     reason: str,
     expires: str | None,
     serial: int | None,
@@ -175,6 +179,7 @@ def sign(
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --not-after 2028-01-01
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --retire 0123456789abcdef \\
           --reason "replaced by the 2027 key"
+      fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
     from fwman.cli.catalog import metadata_time
     from fwman.core.names import iso_date
@@ -186,9 +191,9 @@ def sign(
 
     directory = (directory or BUNDLED_CATALOG).resolve()
     stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
-    for kid in retire:
+    for kid in (*retire, *drop):
         if len(kid) != 16 or any(c not in "0123456789abcdef" for c in kid):
-            raise UsageError(f"--retire {kid!r}: a key id is 16 lower-case hex digits")
+            raise UsageError(f"--retire/--drop {kid!r}: a key id is 16 lower-case hex digits")
     change = KeysChange(
         date=stamp,
         add=tuple(load_public_key(read_user_file(str(p)), str(p)) for p in add),
@@ -196,6 +201,7 @@ def sign(
         not_after=metadata_time(not_after, "--not-after") if not_after else None,
         note=note,
         retire=retire,
+        drop=drop,
         reason=reason,
         expires=metadata_time(expires, "--expires") if expires else None,
         serial=serial,

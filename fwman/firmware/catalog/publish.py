@@ -131,6 +131,7 @@ class KeysChange:
     not_after: str | None = None  # default: KEYS_VALIDITY after not_before
     note: str = ""  # published with the added keys (e.g. who holds the private half)
     retire: tuple[str, ...] = ()  # key ids to retire (removed from the named keys)
+    drop: tuple[str, ...] = ()  # key ids to stop naming, without retiring them (e.g. the root as catalog key)
     reason: str = ""  # why they were retired (required with retire)
     expires: str | None = None  # the document's expiry (default: KEYS_VALIDITY after the date)
     serial: int | None = None  # default: the previous serial plus one
@@ -140,6 +141,7 @@ def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> Key
     """Return the keys document ``change`` makes of ``previous`` (None: the first one).
 
     Raises UsageError: no catalog key would be left, a retirement without a reason, a retired key named again,
+    a dropped key that is not named,
     a serial that does not grow, an expiry not after the date or an empty validity window.
     """
     from pydantic import ValidationError
@@ -163,6 +165,10 @@ def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> Key
             keys[pub.key_id] = catalog_key_entry(pub, start, end, change.note.strip())
         except VerificationError as e:
             raise UsageError(f"--not-before/--not-after: {e.message}") from e
+    for kid in change.drop:
+        if kid not in keys:
+            raise UsageError(f"--drop {kid}: the keys document does not name that key")
+        del keys[kid]
     for kid in change.retire:
         keys.pop(kid, None)
         retired[kid] = RetiredKey(key_id=kid, retired=change.date, reason=change.reason.strip())

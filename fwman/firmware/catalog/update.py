@@ -148,7 +148,7 @@ def update_catalog(
         else:
             new_doc, root = verify_keys_document(keys_bytes, keys_sig, root_keys(host), now, f"{base}/{KEYS_NAME}")
             _check_keys_serial(base, new_doc, keys_bytes, current)
-            doc, doc_origin, keys_root = new_doc, f"{base}/{KEYS_NAME} (serial {new_doc.serial})", root.key_id
+            doc, doc_origin, keys_root = new_doc, f"{base}/{KEYS_NAME}, serial {new_doc.serial}", root.key_id
             if current.doc is None or new_doc.serial > current.doc.serial:
                 new_keys = (keys_bytes, keys_sig)
     try:

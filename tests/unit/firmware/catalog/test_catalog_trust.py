@@ -88,6 +88,14 @@ def test_keys_sign_then_sign_then_lint_is_clean(tmp_path: Path, fwman: FwmanEnv)
     assert r.code == 0, r.stderr
     doc = json.loads((cat / "keys.json").read_text())
     assert doc["serial"] == 2 and len(doc["keys"]) == 2 and doc["retired"][0]["key_id"] == "0123456789abcdef"
+    # --drop stops naming a key without retiring it (how the root stops doubling as a catalog key)
+    base = ("catalog", "keys", "sign", "--key", str(root_pem), "--dir", str(cat), "--root", str(host))
+    r = fwman(*base, "--drop", key_id_of(cat_key), "--date", "2026-12-06")
+    assert r.code == 0, r.stderr
+    doc = json.loads((cat / "keys.json").read_text())
+    assert [k["key_id"] for k in doc["keys"]] != [] and key_id_of(cat_key) not in [k["key_id"] for k in doc["keys"]]
+    assert key_id_of(cat_key) not in [r["key_id"] for r in doc["retired"]]
+    assert fwman(*base, "--drop", key_id_of(cat_key)).code == 2  # no longer named
 
 
 def test_keys_sign_refuses_a_key_that_is_not_a_root(tmp_path: Path, fwman: FwmanEnv) -> None:

@@ -332,8 +332,9 @@ def verify_catalog_index(
         )
     named = doc.catalog_keys(doc_origin) if doc is not None else []
     for key in named:
-        if key.key_id == claimed and not key.valid_at(now):
-            window = f"{format_timestamp(key.not_before)} to {format_timestamp(key.not_after)}"  # type: ignore[arg-type]
+        # a named key always has both ends of its window (CatalogKey requires them)
+        if key.key_id == claimed and not key.valid_at(now) and key.not_before and key.not_after:
+            window = f"{format_timestamp(key.not_before)} to {format_timestamp(key.not_after)}"
             raise VerificationError(
                 f"catalog index is signed by key {claimed}, which is valid only from {window}",
                 hint="the publisher must re-sign with a current catalog key, or sign a keys document that extends "

@@ -304,6 +304,8 @@ def test_update_refuses_an_unknown_key(tmp_path: Path, fwman: FwmanEnv, http: Se
     url = publish(http, signed(tmp_path, Ed25519PrivateKey.generate(), serial=3))
     code, _, err = update(fwman, root, url)
     assert code == 4 and "signed by an unknown key" in err
+    # the hint names what would be accepted: the bundled keys document's catalog key, and this host's own key
+    assert "catalog keys of the keys document (serial 1): " in err and "keys trusted on this host only: " in err
     assert not (root / "var/lib/fwman/catalog").exists()
 
 

@@ -342,6 +342,17 @@ def verify_catalog_index(
                 "if the window includes today, check this machine's clock",
             )
     candidates = [k for k in named if k.valid_at(now)] + admin
+    if not any(k.key_id == claimed for k in candidates):
+        valid = ", ".join(sorted(k.key_id for k in named if k.valid_at(now))) or "none"
+        local = ", ".join(sorted(k.key_id for k in admin)) or "none"
+        serial = f" (serial {doc.serial})" if doc is not None else ""
+        raise VerificationError(
+            f"catalog index is signed by an unknown key {claimed}",
+            hint=f"catalog keys of the keys document{serial}: {valid}; keys trusted on this host only: {local}; "
+            "the publisher must sign with one of them, or publish a keys document signed by the "
+            "root that names this key (`fwman catalog keys show`); trust a key on this host alone only by putting "
+            "its public half in /etc/fwman/keys.d/",
+        )
     return verify_signature(index_bytes, sig_bytes, candidates, what="catalog index", sig_name=SIG_NAME)
 
 

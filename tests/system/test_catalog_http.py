@@ -565,3 +565,20 @@ def test_a_catalog_key_past_its_window_says_so(tmp_path: Path, http: Server) -> 
     assert code == 4
     assert f"key {key_id_of(catalog_key)}, which is valid only from 2020-01-01T00:00:00Z to 2026-03-01" in err
     assert "fwman catalog keys sign --key ROOT --add PUB --not-after DATE" in err
+
+
+def test_a_newer_keys_document_for_the_same_catalog_is_recorded(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
+    root_key, first, second = (Ed25519PrivateKey.generate() for _ in range(3))
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    directory = publisher(tmp_path, "pub", root_key, first, serial=3, keys_serial=2)
+    assert update(fwman, root, publish(http, directory, "/a"))[0] == 0
+    # the root names a second key beside the first; the index is the same bytes
+    write_keys(directory, root_key, [first, second], serial=3)
+    code, out, err = update(fwman, root, publish(http, directory, "/b"))
+    assert code == 0, err
+    assert "catalog already up to date (serial 3" in out and "keys document: serial 3 (new)" in out
+    assert installed_keys_serial(root) == 3
+    write_keys(directory, root_key, [first], serial=2)  # a mirror still serving the older document
+    code, _, err = update(fwman, root, publish(http, directory, "/c"))
+    assert code == 4 and "older than the installed keys document's 3: rollback refused" in err

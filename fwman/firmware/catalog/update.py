@@ -166,7 +166,7 @@ def update_catalog(
     installed, installed_bytes = _installed_index(host, bundled)
     keys_serial = doc.serial if doc is not None else None
 
-    def result(installed_now: bool, location: str, files: int) -> UpdateResult:
+    def result(installed_now: bool, location: str, files: int, keys_recorded: bool) -> UpdateResult:
         return UpdateResult(
             base,
             index.serial,
@@ -179,7 +179,7 @@ def update_catalog(
             index.expires or "",
             keys_serial,
             keys_root,
-            new_keys is not None,
+            keys_recorded,
         )
 
     if index.serial < installed:
@@ -193,15 +193,25 @@ def update_catalog(
                 f"catalog at {base} reuses serial {index.serial} with different content",
                 hint="a publisher must raise the serial for every change; nothing was installed",
             )
-        if new_keys is not None and current.local_dir is not None:
+        recorded = new_keys is not None and _installed_locally(host, index_bytes)
+        if new_keys is not None and recorded:
             # the same catalog under a newer keys document: record the document, so it cannot be rolled back
-            host.write_bytes(f"{current.local_dir}/{KEYS_SIG_NAME}", new_keys[1])
-            host.write_bytes(f"{current.local_dir}/{KEYS_NAME}", new_keys[0])
-        return result(False, paths.LOCAL_CATALOG_DIR, len(index.files))
+            host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_SIG_NAME}", new_keys[1])
+            host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}", new_keys[0])
+        return result(False, paths.LOCAL_CATALOG_DIR, len(index.files), recorded)
     files = _download_files(host, base, index, options, progress)
     keys_pair = new_keys or current.local_pair  # carry the installed keys document forward with the catalog
     location = _install(host, index, index_bytes, sig_bytes, files, keys_pair)
-    return result(True, location, len(files))
+    return result(True, location, len(files), new_keys is not None)
+
+
+def _installed_locally(host: Host, index_bytes: bytes) -> bool:
+    """Return True when the local catalog copy is the one whose index is ``index_bytes`` (not only the bundled)."""
+    local = f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"
+    try:
+        return host.exists(local) and host.read_bytes(local, limit=MAX_INDEX) == index_bytes
+    except MissingError:
+        return False
 
 
 def _download_keys(host: Host, base: str, options: HttpOptions) -> tuple[bytes, bytes]:

@@ -2,6 +2,6 @@
   "format": "fwman-signature",
   "version": 1,
   "algorithm": "ed25519",
-  "key_id": "33d1cd9eab9b080a",
-  "signature": "hFynTrS1zdHyJpkJrVeNG1xE0e4jr4b2hHzf/fYj6pis5jJTnUbcAPSoWMm0y/hdtmUEpJTxVi7D8OM18UyaDg=="
+  "key_id": "23cb724582f7654c",
+  "signature": "aFYoGE8u39HSEt25ZGT1230kUIuQfNKi/5ts8iiJYVI0ivKVv18rQ6MQ3+kaIaLMYWDL+wX0PoCWNh6wy9ZCBg=="
 }

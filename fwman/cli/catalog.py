@@ -23,6 +23,7 @@ def catalog() -> None:
       fwman catalog update --url URL          install a newer signed catalog (verified first)
       fwman catalog lint                      maintainers: check the catalog files
       fwman catalog sign --key maint.pem      maintainers: write and sign catalog/index.json
+      fwman catalog keys show                 the catalog keys, their validity, the retired ones
 
     The catalog bundled with fwman is used until `catalog update` installs a newer one in
     /var/lib/fwman/catalog. Docs: docs/catalog.md, docs/catalog-format.md.
@@ -204,7 +205,7 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     from fwman.firmware.catalog.lint import lint_directory, lint_signature
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.local import LOCAL_DIR
-    from fwman.firmware.catalog.signing import trusted_keys
+    from fwman.firmware.catalog.signing import admin_keys, root_keys
     from fwman.firmware.ops.local_entry import lint_local_entries
 
     if local_only and directory is not None:
@@ -217,14 +218,32 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     key = None
     signature: dict[str, Any] | None = None  # --local: local entries are not signed, nothing was checked
     if not local_only:
-        sig_issues, key = lint_signature(directory, trusted_keys(app.host))
-        issues += sig_issues
+        trust = lint_signature(directory, root_keys(app.host), admin_keys(app.host))
+        key = trust.key
+        issues += trust.issues
         signature = {
-            "checked": key is not None or bool(sig_issues),  # neither: no index.json, nothing signed to check
+            "checked": key is not None or bool(trust.issues),  # neither: no index.json, nothing signed to check
             "good": key is not None,
             "key_id": key.key_id if key is not None else None,
             "origin": key.origin if key is not None else None,
+            "keys_document": None
+            if trust.keys is None
+            else {
+                "serial": trust.keys.serial,
+                "expires": trust.keys.expires,
+                "root_key_id": trust.root.key_id if trust.root is not None else None,
+                "catalog_keys": [k.key_id for k in trust.keys.keys],
+                "retired": [r.key_id for r in trust.keys.retired],
+            },
         }
+        if trust.keys is not None and trust.root is not None and not as_json:
+            app.echo(
+                app.style(
+                    f"keys document: good, serial {trust.keys.serial}, root key {trust.root.key_id}, "
+                    f"expires {trust.keys.expires}",
+                    dim=True,
+                )
+            )
     if key is not None and not as_json:
         app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
     errors = [i for i in issues if i.level == "error"]
@@ -267,21 +286,27 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
 )
 @click.option("--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1).")
 @click.option("--date", "date", help="Index date YYYY-MM-DD (default: today, UTC).")
+@click.option(
+    "--expires",
+    help="When the index stops being trusted: YYYY-MM-DD (00:00 UTC) or YYYY-MM-DDTHH:MM:SSZ "
+    "(default: 365 days after --date).",
+)
 @common_options
 @pass_app
-def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | None, date: str | None) -> None:
-    """Write catalog/index.json (every file's SHA-256, a new serial, a date) and sign it (index.json.sig).
+def sign(
+    app: AppContext, key_file: Path, directory: Path | None, serial: int | None, date: str | None, expires: str | None
+) -> None:
+    """Write catalog/index.json (every file's SHA-256, a new serial, a date, an expiry) and sign it (index.json.sig).
 
-    For catalog maintainers. The catalog must lint clean. The public half of the key must be trusted by the
-    fwman that installs the catalog (bundled in fwman/keys/, or in /etc/fwman/keys.d/ on the host).
+    For catalog maintainers. The catalog must lint clean. When the directory has a keys document (keys.json),
+    the key must be a catalog key it names, valid on --date; otherwise its public half must be in
+    /etc/fwman/keys.d/ of the hosts that install the catalog. After the expiry `catalog update` refuses the
+    index, so re-sign before it (lint warns 30 days ahead). The trust model: docs/signing.md.
 
     \b
-    Make a key once (never commit the private half):
-      openssl genpkey -algorithm ed25519 -out ~/fwman-catalog.pem
-      openssl pkey -in ~/fwman-catalog.pem -pubout -out fwman/keys/<name>.pub
     Examples:
       fwman catalog sign --key ~/fwman-catalog.pem
-      fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7
+      fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7 --expires 2027-06-01
     """
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
@@ -293,11 +318,30 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
 
     directory = (directory or BUNDLED_CATALOG).resolve()
     stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
+    until = metadata_time(expires, "--expires") if expires is not None else None
     key = load_private_key(read_user_file(str(key_file)), str(key_file))
     # the maintainer's working tree is on this machine, not under --root
-    index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial)
+    index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial, until)
     index = parse_index(index_bytes)
-    app.echo(f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s)")
+    app.echo(
+        f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s), "
+        f"expires {index.expires}"
+    )
+
+
+def metadata_time(value: str, option: str) -> str:
+    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
+    from fwman.core.names import iso_date
+    from fwman.firmware.catalog.schema import parse_timestamp
+
+    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
+    try:
+        parse_timestamp(stamp)
+    except ValueError:
+        raise UsageError(
+            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
+        ) from None
+    return stamp
 
 
 @catalog.command("update")
@@ -310,10 +354,13 @@ def sign(app: AppContext, key_file: Path, directory: Path | None, serial: int | 
 def update(app: AppContext, url: str | None, timeout: float, retries: int, as_json: bool) -> None:
     """Download a newer catalog, verify it completely, then install it atomically.
 
-    The Ed25519 signature of index.json must come from a trusted key (bundled, or /etc/fwman/keys.d/*.pub);
-    every file must match its SHA-256 in the signed index; a serial older than the installed one is refused
-    (rollback). Only then does /var/lib/fwman/catalog switch to the new copy. Without --url, the URL in
-    /etc/fwman/catalog-url is used.
+    The publisher's keys.json must be signed by a root key (bundled in fwman/keys/, or
+    /etc/fwman/root-keys.d/), not expired and not older than the installed one: a new one rotates the catalog
+    keys. index.json must be signed by a catalog key it names and that is valid now (or a key in
+    /etc/fwman/keys.d/); a retired key is refused. The index must not have expired, nor be older than the
+    installed one (rollback); every file must match its SHA-256 in the signed index. Only then does
+    /var/lib/fwman/catalog switch to the new copy. Without --url, the URL in /etc/fwman/catalog-url is used.
+    The model: docs/signing.md.
 
     \b
     Examples:
@@ -341,16 +388,25 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
                 "files": result.files,
                 "key_id": result.key.key_id,
                 "location": result.location,
+                "expires": result.expires,
+                "keys_serial": result.keys_serial,
+                "keys_root_key_id": result.keys_root,
+                "keys_installed": result.keys_installed,
             },
         )
         return
+    keys = ""
+    if result.keys_serial is not None:
+        root = f", root key {result.keys_root}" if result.keys_root else ""
+        new = " (new)" if result.keys_installed else ""
+        keys = f"\n  keys document: serial {result.keys_serial}{new}{root}"
     if not result.installed:
-        app.echo(f"catalog already up to date (serial {result.serial}, {result.date})")
+        app.echo(f"catalog already up to date (serial {result.serial}, {result.date}){keys}")
         return
     app.echo(
         f"installed catalog serial {result.serial} ({result.date}, {result.files} file(s)) from {result.url}\n"
-        f"  signature: key {result.key.key_id} ({result.key.origin})\n"
-        f"  replaces serial {result.previous_serial}; now at {result.location}"
+        f"  signature: key {result.key.key_id} ({result.key.origin}){keys}\n"
+        f"  expires {result.expires}; replaces serial {result.previous_serial}; now at {result.location}"
     )
 
 
@@ -364,3 +420,13 @@ def _register_local() -> None:
 
 
 _register_local()
+
+
+def _register_keys() -> None:
+    # `catalog keys show|sign`: kept in its own module, like add-local
+    from fwman.cli.catalog_keys import keys
+
+    catalog.add_command(keys)
+
+
+_register_keys()

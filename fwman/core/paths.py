@@ -11,7 +11,10 @@ from __future__ import annotations
 # --- fwman's configuration (root's, trusted) ---------------------------------------------------------------
 ETC_DIR = "/etc/fwman"
 CONFIG_FILE = f"{ETC_DIR}/config.toml"
+#: catalog signing keys an administrator trusts directly on this host (beside those the keys document names)
 CATALOG_KEYS_DIR = f"{ETC_DIR}/keys.d"
+#: root keys an administrator adds on this host (beside fwman/keys/): they may sign a catalog keys document
+CATALOG_ROOT_KEYS_DIR = f"{ETC_DIR}/root-keys.d"
 CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
 #: local catalog entries for boards the curated catalog does not know (``fwman catalog add-local``; unsigned)

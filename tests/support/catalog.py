@@ -84,18 +84,23 @@ def seed_images(rebar_image: bytes | None = None) -> list[dict[str, Any]]:
     ]
 
 
+#: test indexes and keys documents expire long after any test runs (an expiry test sets its own)
+FAR_FUTURE = "2100-01-01T00:00:00Z"
+
+
 def write_catalog(
     directory: Path,
     boards: dict[str, str],
     key: Ed25519PrivateKey | None = None,
     serial: int = 2,
     date: str = "2026-01-02",
+    expires: str = FAR_FUTURE,
 ) -> Path:
     """Write ``boards`` (file stem -> TOML) into ``directory``, with an index and (given a key) its signature."""
     (directory / "boards").mkdir(parents=True, exist_ok=True)
     for stem, text in boards.items():
         (directory / "boards" / f"{stem}.toml").write_text(text)
-    index = make_index(directory, date, serial)
+    index = make_index(directory, date, serial, expires)
     (directory / "index.json").write_bytes(index)
     if key is not None:
         (directory / "index.json.sig").write_bytes(sign_index(index, key))
@@ -109,6 +114,50 @@ def trust(root: Path, key: Ed25519PrivateKey, name: str = "test") -> Path:
     path = keys / f"{name}.pub"
     path.write_bytes(public_pem(key))
     return path
+
+
+def write_keys(
+    directory: Path,
+    root_key: Ed25519PrivateKey,
+    catalog_keys: list[Ed25519PrivateKey],
+    serial: int = 2,
+    retired: dict[str, str] | None = None,
+    expires: str = FAR_FUTURE,
+    not_before: str = "2020-01-01T00:00:00Z",
+    not_after: str = FAR_FUTURE,
+) -> Path:
+    """Write ``keys.json`` naming ``catalog_keys`` (and ``retired``: key id -> reason), signed by ``root_key``."""
+    from fwman.firmware.catalog.schema import parse_timestamp
+    from fwman.firmware.catalog.signing import KeysDocument, RetiredKey, catalog_key_entry, load_public_key
+
+    named = [
+        catalog_key_entry(
+            load_public_key(public_pem(k), "test"), parse_timestamp(not_before), parse_timestamp(not_after)
+        )
+        for k in catalog_keys
+    ]
+    gone = [RetiredKey(key_id=kid, retired="2026-01-01", reason=why) for kid, why in (retired or {}).items()]
+    doc = KeysDocument(serial=serial, date="2026-01-02", expires=expires, keys=named, retired=gone).to_json()
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "keys.json").write_bytes(doc)
+    (directory / "keys.json.sig").write_bytes(sign_index(doc, root_key))
+    return directory
+
+
+def trust_root(root: Path, key: Ed25519PrivateKey, name: str = "test-root") -> Path:
+    """Add ``key``'s public half to ``/etc/fwman/root-keys.d`` under host root ``root``; return the file."""
+    keys = root / "etc/fwman/root-keys.d"
+    keys.mkdir(parents=True, exist_ok=True)
+    path = keys / f"{name}.pub"
+    path.write_bytes(public_pem(key))
+    return path
+
+
+def key_id_of(key: Ed25519PrivateKey) -> str:
+    """Return the fwman key id of ``key``."""
+    from fwman.firmware.catalog.signing import key_id, raw_public
+
+    return key_id(raw_public(key))
 
 
 def install_local(root: Path, catalog: Path) -> Path:

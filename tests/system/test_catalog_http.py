@@ -16,15 +16,19 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from tests.support.catalog import (
+    FAR_FUTURE,
     REBAR,
     board_toml,
     install_local,
+    key_id_of,
     rom,
     seed_catalog,
     seed_images,
     sha256,
     trust,
+    trust_root,
     write_catalog,
+    write_keys,
 )
 from tests.support.env import FwmanEnv
 
@@ -279,7 +283,7 @@ def test_update_refuses_a_tampered_file(tmp_path: Path, fwman: FwmanEnv, http: S
     code, _, err = update(fwman, root, url)
     assert code == 4 and "does not match the signed index" in err
     assert not (root / "var/lib/fwman/catalog").exists()
-    assert installed_serial(fwman, root) == ("bundled", 1)
+    assert installed_serial(fwman, root) == ("bundled", 2)
 
 
 def test_update_refuses_a_bad_signature(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
@@ -300,6 +304,8 @@ def test_update_refuses_an_unknown_key(tmp_path: Path, fwman: FwmanEnv, http: Se
     url = publish(http, signed(tmp_path, Ed25519PrivateKey.generate(), serial=3))
     code, _, err = update(fwman, root, url)
     assert code == 4 and "signed by an unknown key" in err
+    # the hint names what would be accepted: the bundled keys document's catalog key, and this host's own key
+    assert "catalog keys of the keys document (serial 1): " in err and "keys trusted on this host only: " in err
     assert not (root / "var/lib/fwman/catalog").exists()
 
 
@@ -403,3 +409,176 @@ def test_download_from_the_catalogs_https_url(tmp_path: Path) -> None:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+# -- trust that survives a lost key: root, keys document, expiry, rotation (issue 29, docs/signing.md) ----------
+
+
+def publisher(
+    tmp_path: Path,
+    name: str,
+    root_key: Ed25519PrivateKey,
+    catalog_key: Ed25519PrivateKey,
+    serial: int,
+    keys_serial: int,
+    named: list[Ed25519PrivateKey] | None = None,
+    retired: dict[str, str] | None = None,
+    expires: str = FAR_FUTURE,
+) -> Path:
+    """A publisher's directory: keys.json (``named``, default the catalog key) by ``root_key``, the index by
+    ``catalog_key``."""
+    directory = write_catalog(
+        tmp_path / name,
+        {"10de-2204-3842-3987": board_toml(seed_images(rom()))},
+        catalog_key,
+        serial=serial,
+        expires=expires,
+    )
+    write_keys(directory, root_key, named or [catalog_key], serial=keys_serial, retired=retired)
+    return directory
+
+
+def installed_keys_serial(root: Path) -> int:
+    import json
+
+    return int(json.loads((root / "var/lib/fwman/catalog/keys.json").read_text())["serial"])
+
+
+def test_rotation_to_a_third_key_through_update(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
+    # the root names catalog key 1, then (a new keys document, no package update) key 2 and retires key 1
+    root_key, first, second = (Ed25519PrivateKey.generate() for _ in range(3))
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    url = publish(http, publisher(tmp_path, "v1", root_key, first, serial=3, keys_serial=2), "/one")
+    code, out, err = update(fwman, root, url)
+    assert code == 0, err
+    assert f"signature: key {key_id_of(first)}" in out
+    assert f"keys document: serial 2 (new), root key {key_id_of(root_key)}" in out
+    assert installed_keys_serial(root) == 2
+
+    rotated = publisher(
+        tmp_path, "v2", root_key, second, serial=4, keys_serial=3, retired={key_id_of(first): "rotated to key 2"}
+    )
+    code, out, err = update(fwman, root, publish(http, rotated, "/two"))
+    assert code == 0, err
+    assert f"signature: key {key_id_of(second)}" in out and "keys document: serial 3 (new)" in out
+    assert installed_serial(fwman, root) == ("local", 4) and installed_keys_serial(root) == 3
+    shown = fwman("catalog", "keys", "show", "--json", "--root", str(root)).json()
+    assert [k["key_id"] for k in shown["keys"]] == [key_id_of(second)]
+    assert shown["retired"][0]["key_id"] == key_id_of(first) and shown["signature"]["good"] is True
+
+    # key 1 is retired now: a catalog it signs is refused, whatever keys document the mirror serves with it
+    stale = publisher(tmp_path, "stale", root_key, first, serial=5, keys_serial=2)
+    code, _, err = update(fwman, root, publish(http, stale, "/stale"))
+    assert code == 4 and "keys.json has serial 2, older than the installed keys document's 3: rollback" in err
+    (stale / "keys.json.sig").unlink()
+    (stale / "keys.json").unlink()
+    code, _, err = update(fwman, root, publish(http, stale, "/stale-no-keys"))
+    assert code == 4
+    assert f"signed by key {key_id_of(first)}, retired on 2026-01-01: rotated to key 2" in err
+    assert "a retired key is never trusted again" in err
+    assert installed_serial(fwman, root) == ("local", 4)
+
+
+def test_an_expired_index_is_refused(tmp_path: Path, http: Server) -> None:
+    from datetime import UTC, datetime
+
+    from fwman.core.clock import FixedClock
+
+    root_key, catalog_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    url = publish(
+        http, publisher(tmp_path, "pub", root_key, catalog_key, serial=3, keys_serial=2, expires="2026-06-01T00:00:00Z")
+    )
+    after = FwmanEnv(clock=FixedClock(at=datetime(2026, 6, 1, tzinfo=UTC)))
+    code, _, err = update(after, root, url)
+    assert code == 4 and "the index (serial 3) expired on 2026-06-01T00:00:00Z" in err
+    assert "a mirror may be serving an old catalog" in err
+    assert not (root / "var/lib/fwman/catalog").exists()
+    # the same index one second before its expiry is installed: the clock, not the bytes, made the difference
+    before = FwmanEnv(clock=FixedClock(at=datetime(2026, 5, 31, 23, 59, 59, tzinfo=UTC)))
+    code, _, err = update(before, root, url)
+    assert code == 0, err
+
+
+def test_a_keys_document_signed_by_a_non_root_key_is_refused(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
+    root_key, catalog_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    # the catalog key names itself: it is a key the root never named, and only a root may name catalog keys
+    url = publish(http, publisher(tmp_path, "pub", catalog_key, catalog_key, serial=3, keys_serial=2))
+    code, _, err = update(fwman, root, url)
+    assert code == 4
+    assert f"the keys document is signed by key {key_id_of(catalog_key)}, which is not a root key" in err
+    assert key_id_of(root_key) in err and "23cb724582f7654c" in err  # the roots it would accept
+    assert not (root / "var/lib/fwman/catalog").exists()
+
+
+def test_a_rolled_back_index_serial_is_refused_under_the_keys_document(
+    tmp_path: Path, fwman: FwmanEnv, http: Server
+) -> None:
+    root_key, catalog_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    code, _, err = update(fwman, root, publish(http, publisher(tmp_path, "new", root_key, catalog_key, 6, 2), "/new"))
+    assert code == 0, err
+    old = publisher(tmp_path, "old", root_key, catalog_key, serial=5, keys_serial=2)
+    code, _, err = update(fwman, root, publish(http, old, "/old"))
+    assert code == 4 and "has serial 5, older than the installed 6: rollback refused" in err
+    assert installed_serial(fwman, root) == ("local", 6)
+
+
+def test_the_lost_key_33d1_is_refused_as_retired(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
+    # an old mirror still serving a catalog under the lost key: the bundled keys document retired it
+    import base64
+    import json
+
+    directory = write_catalog(tmp_path / "old", {"10de-2204-3842-3987": board_toml(seed_images(rom()))}, serial=7)
+    claimed = {
+        "format": "fwman-signature",
+        "version": 1,
+        "algorithm": "ed25519",
+        "key_id": "33d1cd9eab9b080a",
+        "signature": base64.b64encode(bytes(64)).decode(),
+    }
+    (directory / "index.json.sig").write_text(json.dumps(claimed))
+    (tmp_path / "root").mkdir()
+    code, _, err = update(fwman, tmp_path / "root", publish(http, directory))
+    assert code == 4
+    assert "signed by key 33d1cd9eab9b080a, retired on 2026-12-01: its private half was never kept anywhere" in err
+    assert "re-sign the index with a current catalog key" in err
+
+
+def test_a_catalog_key_past_its_window_says_so(tmp_path: Path, http: Server) -> None:
+    from datetime import UTC, datetime
+
+    from fwman.core.clock import FixedClock
+
+    root_key, catalog_key = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    directory = publisher(tmp_path, "pub", root_key, catalog_key, serial=3, keys_serial=2)
+    write_keys(directory, root_key, [catalog_key], serial=2, not_after="2026-03-01T00:00:00Z")
+    later = FwmanEnv(clock=FixedClock(at=datetime(2026, 4, 1, tzinfo=UTC)))
+    code, _, err = update(later, root, publish(http, directory))
+    assert code == 4
+    assert f"key {key_id_of(catalog_key)}, which is valid only from 2020-01-01T00:00:00Z to 2026-03-01" in err
+    assert "fwman catalog keys sign --key ROOT --add PUB --not-after DATE" in err
+
+
+def test_a_newer_keys_document_for_the_same_catalog_is_recorded(tmp_path: Path, fwman: FwmanEnv, http: Server) -> None:
+    root_key, first, second = (Ed25519PrivateKey.generate() for _ in range(3))
+    root = tmp_path / "root"
+    trust_root(root, root_key)
+    directory = publisher(tmp_path, "pub", root_key, first, serial=3, keys_serial=2)
+    assert update(fwman, root, publish(http, directory, "/a"))[0] == 0
+    # the root names a second key beside the first; the index is the same bytes
+    write_keys(directory, root_key, [first, second], serial=3)
+    code, out, err = update(fwman, root, publish(http, directory, "/b"))
+    assert code == 0, err
+    assert "catalog already up to date (serial 3" in out and "keys document: serial 3 (new)" in out
+    assert installed_keys_serial(root) == 3
+    write_keys(directory, root_key, [first], serial=2)  # a mirror still serving the older document
+    code, _, err = update(fwman, root, publish(http, directory, "/c"))
+    assert code == 4 and "older than the installed keys document's 3: rollback refused" in err

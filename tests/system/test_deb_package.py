@@ -138,6 +138,8 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     for path in (
         "/usr/lib/fwman/share/fwman/catalog/index.json",
         "/usr/lib/fwman/share/fwman/catalog/index.json.sig",
+        "/usr/lib/fwman/share/fwman/catalog/keys.json",  # the root-signed keys document (docs/signing.md)
+        "/usr/lib/fwman/share/fwman/catalog/keys.json.sig",
         "/lib/systemd/system/fwman-catchup.service",
         "/usr/libexec/fwman/fwman-catchup",
         "/usr/share/man/man1/fwman-hooks.1.gz",
@@ -149,6 +151,7 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     assert "ExecStart=/usr/libexec/fwman/fwman-catchup\n" in unit
     assert 'PYTHON="/usr/lib/fwman/bin/python"' in Path("/usr/libexec/fwman/fwman-catchup").read_text()
     assert _ok("fwman", "catalog", "list", "--json")  # the bundled catalog verifies with the bundled key
+    assert "signed by root key 23cb724582f7654c" in _ok("fwman", "catalog", "keys", "show")
     assert _ok("man", "-w", "fwman-hooks").strip() == "/usr/share/man/man1/fwman-hooks.1.gz"
     completion = _ok(
         "bash",

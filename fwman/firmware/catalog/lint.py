@@ -1,14 +1,18 @@
-"""``fwman catalog lint``: every problem in a catalog directory (schema, per-board rules, duplicates, index)."""
+"""``fwman catalog lint``: every problem in a catalog directory (schema, per-board rules, duplicates, index, expiry,
+keys document, signatures)."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from fwman.core.errors import VerificationError
+from fwman.core import clock
+from fwman.core.errors import MissingError, VerificationError
 from fwman.core.resources import read_data
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
@@ -22,7 +26,16 @@ from fwman.firmware.catalog.schema import (
     load_toml,
     parse_index,
 )
-from fwman.firmware.catalog.signing import TrustedKey, verify_index
+from fwman.firmware.catalog.signing import (
+    KEYS_NAME,
+    KEYS_SIG_NAME,
+    MAX_KEYS_FILE,
+    KeysDocument,
+    TrustedKey,
+    parse_keys,
+    verify_catalog_index,
+    verify_keys_document,
+)
 from fwman.firmware.catalog.sources import source_issues
 
 
@@ -182,6 +195,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     except VerificationError as e:
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
         return
+    _lint_expiry(INDEX_NAME, "the index", index.expires, index.expires_at, issues)
     listed = {f.path: f for f in index.files}
     present = {f"{BOARDS_DIR}/{f.name}" for f in files if f.name.endswith(".toml")}
     for rel in sorted(present - listed.keys()):
@@ -203,18 +217,85 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
             )
 
 
-def lint_signature(path: Path, keys: list[TrustedKey]) -> tuple[list[LintIssue], TrustedKey | None]:
-    """Return (the signature's problems, the trusted key that signed the index) of the catalog directory ``path``.
+#: an expiry closer than this is a warning: the maintainers should re-sign before it passes
+EXPIRY_WARNING = timedelta(days=30)
 
-    No index: nothing to check (``lint_directory`` already warns). An index without ``index.json.sig``, or a
-    signature no key in ``keys`` verifies, is an error. Never raises for a bad catalog.
+
+def _lint_expiry(file: str, what: str, expires: str | None, at: datetime | None, issues: list[LintIssue]) -> None:
+    if expires is None or at is None:
+        issues.append(
+            LintIssue(
+                level="error",
+                file=file,
+                where="expires",
+                message=f"{what} has no expiry (version 1): re-sign with `fwman catalog sign`",
+            )
+        )
+        return
+    now = clock.now_utc()
+    if now >= at:
+        issues.append(
+            LintIssue(level="error", file=file, where="expires", message=f"{what} expired on {expires}: re-sign it")
+        )
+    elif at - now < EXPIRY_WARNING:
+        issues.append(
+            LintIssue(
+                level="warning", file=file, where="expires", message=f"{what} expires on {expires}: re-sign it soon"
+            )
+        )
+
+
+@dataclass
+class TrustCheck:
+    """What ``lint_signature`` found: the problems, the key that signed the index, the keys document used."""
+
+    issues: list[LintIssue]
+    key: TrustedKey | None = None
+    keys: KeysDocument | None = None
+    root: TrustedKey | None = None  # the root key that signed ``keys``
+
+
+def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey]) -> TrustCheck:
+    """Return the trust problems of the catalog directory ``path``, checked as ``catalog update`` checks them.
+
+    ``keys.json`` (when present) must be signed by one of ``roots`` and not expired (a warning within 30 days);
+    ``index.json.sig`` must verify with a catalog key it names that is valid now, or with one of ``admin``; a
+    retired key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it).
+    Never raises for a bad catalog.
     """
     index, sig = path / INDEX_NAME, path / SIG_NAME
+    check = TrustCheck([])
+    now = clock.now_utc()
+    if (path / KEYS_NAME).is_file():
+        try:
+            data = read_data(path / KEYS_NAME, MAX_KEYS_FILE)
+            if not (path / KEYS_SIG_NAME).is_file():
+                check.keys = parse_keys(data)
+                check.issues.append(
+                    LintIssue(
+                        level="error", file=KEYS_SIG_NAME, where="", message="missing: run `fwman catalog keys sign`"
+                    )
+                )
+            else:
+                # an expired document is reported below, as lint reports an expired index
+                check.keys, check.root = verify_keys_document(
+                    data, read_data(path / KEYS_SIG_NAME, MAX_KEYS_FILE), roots, None
+                )
+            _lint_expiry(KEYS_NAME, "the keys document", check.keys.expires, check.keys.expires_at, check.issues)
+        except (VerificationError, MissingError) as e:
+            check.issues.append(LintIssue(level="error", file=KEYS_SIG_NAME, where="", message=e.message))
+            check.keys = None
     if not index.is_file():
-        return [], None
+        return check
     if not sig.is_file():
-        return [LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")], None
+        check.issues.append(
+            LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
+        )
+        return check
     try:
-        return [], verify_index(read_data(index), read_data(sig), keys)
-    except VerificationError as e:
-        return [LintIssue(level="error", file=SIG_NAME, where="", message=e.message)], None
+        check.key = verify_catalog_index(
+            read_data(index), read_data(sig), check.keys, admin, now, doc_origin=str(path / KEYS_NAME)
+        )
+    except (VerificationError, MissingError) as e:
+        check.issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))
+    return check

@@ -27,6 +27,7 @@ from fwman.firmware.catalog.schema import (
     parse_board,
     parse_index,
 )
+from fwman.firmware.catalog.signing import KEYS_NAME, KEYS_SIG_NAME, MAX_KEYS_FILE, KeysDocument, RetiredKey, parse_keys
 from fwman.host.base import Host
 
 #: the catalog bundled with fwman: ``catalog/`` of the source tree, or ``<prefix>/share/fwman/catalog`` when installed
@@ -70,6 +71,8 @@ class Catalog:
     serial: int | None = None
     date: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the index's expiry (``YYYY-MM-DDTHH:MM:SSZ``); None for an index without one
+    expires: str | None = None
     #: owner-supplied vendor MD5s on the host (``fwman fetch --expect-md5``); attached to the entries they cover
     overrides: list[HashOverride] = field(default_factory=list)
     #: PCI keys of the boards that come from local entries (``fwman catalog add-local``) -> their file
@@ -132,7 +135,8 @@ class Catalog:
         """Return one line saying which catalog this is."""
         serial = f"serial {self.serial}" if self.serial is not None else "no index"
         date = f", {self.date}" if self.date else ""
-        return f"{self.source} catalog ({serial}{date}) at {self.location}"
+        expires = f", expires {self.expires[:10]}" if self.expires else ""
+        return f"{self.source} catalog ({serial}{date}{expires}) at {self.location}"
 
     def summary(self) -> dict[str, Any]:
         """Return the JSON form of where this catalog came from."""
@@ -141,6 +145,7 @@ class Catalog:
             "location": self.location,
             "serial": self.serial,
             "date": self.date,
+            "expires": self.expires,
             "notes": list(self.notes),
         }
 
@@ -192,7 +197,9 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
         return sorted(p.name for p in boards.glob("*.toml")) if boards.is_dir() else []
 
     index, boards = _load_tree(read, names, str(path))
-    return Catalog(boards, source, str(path), index.serial if index else None, index.date if index else None)
+    if index is None:
+        return Catalog(boards, source, str(path))
+    return Catalog(boards, source, str(path), index.serial, index.date, expires=index.expires)
 
 
 def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalog | None:
@@ -211,7 +218,7 @@ def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalo
 
     index, boards = _load_tree(read, lambda: [], path)
     assert index is not None
-    return Catalog(boards, "local", path, index.serial, index.date)
+    return Catalog(boards, "local", path, index.serial, index.date, expires=index.expires)
 
 
 def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
@@ -243,9 +250,75 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
     else:
         chosen = local
     chosen.notes.extend(notes)
+    _note_expiry(chosen)
     chosen.overrides = load_overrides(host)
     _add_local_entries(host, chosen)
     return chosen
+
+
+def _note_expiry(catalog: Catalog) -> None:
+    """Add a note when the catalog in use has expired.
+
+    A note, not a refusal: the installed copy was verified when it arrived, and the bundled one ships with the
+    package, so refusing it would leave an offline host with no catalog at all. ``catalog update`` is where
+    expired metadata is refused (docs/signing.md).
+    """
+    from fwman.core import clock
+    from fwman.firmware.catalog.schema import parse_timestamp
+
+    if catalog.expires is not None and clock.now_utc() >= parse_timestamp(catalog.expires):
+        catalog.notes.append(
+            f"the {catalog.source} catalog expired on {catalog.expires}: newer advice may exist; "
+            "run `fwman catalog update`"
+        )
+
+
+@dataclass
+class InstalledKeys:
+    """The keys document in force on a host: the installed or bundled one with the higher serial."""
+
+    doc: KeysDocument | None
+    data: bytes | None  # its exact bytes
+    origin: str
+    #: the installed local catalog directory, when the document in force is the one there
+    local_dir: str | None = None
+    #: (keys.json, keys.json.sig) of the local copy, carried forward when a catalog is installed without a new one
+    local_pair: tuple[bytes, bytes] | None = None
+    #: every key id retired by either copy (a retirement is never undone by a copy that omits it)
+    retired: list[RetiredKey] = field(default_factory=list)
+
+
+def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
+    """Return the keys document in force on ``host`` (both copies were verified when they were installed).
+
+    Raises VerificationError when an installed keys document is malformed.
+    """
+    bundled = bundled or BUNDLED_CATALOG
+    found: list[tuple[KeysDocument, bytes, str, tuple[bytes, bytes] | None]] = []
+    local = f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}"
+    try:
+        if host.exists(local):
+            data = host.read_bytes(local, limit=MAX_KEYS_FILE)
+            sig = host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_SIG_NAME}", limit=MAX_KEYS_FILE)
+            found.append((parse_keys(data, local), data, local, (data, sig)))
+    except (MissingError, NotRecordedError):  # not recorded on a snapshot, or a half-written copy: none there
+        pass
+    if (bundled / KEYS_NAME).is_file():
+        data = read_data(bundled / KEYS_NAME, MAX_KEYS_FILE)
+        found.append((parse_keys(data, str(bundled / KEYS_NAME)), data, str(bundled / KEYS_NAME), None))
+    retired = {r.key_id: r for doc, *_ in found for r in doc.retired}
+    if not found:
+        return InstalledKeys(None, None, "none", retired=[])
+    # the local copy wins a tie (it is listed first)
+    doc, data, origin, pair = max(found, key=lambda f: (f[0].serial, f[3] is not None))
+    return InstalledKeys(
+        doc,
+        data,
+        origin,
+        paths.LOCAL_CATALOG_DIR if pair else None,
+        pair,
+        sorted(retired.values(), key=lambda r: r.key_id),
+    )
 
 
 def _add_local_entries(host: Host, catalog: Catalog) -> None:

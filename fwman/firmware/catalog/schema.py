@@ -1,7 +1,7 @@
 """The VBIOS catalog's schema: board files, images, the signed index, and their parsers.
 
 One TOML file per board in ``catalog/boards/``, keyed by PCI IDs (vendor, device, subsystem vendor, subsystem
-device); ``catalog/index.json`` lists every file with its SHA-256 plus a serial number and a date, and
+device); ``catalog/index.json`` lists every file with its SHA-256 plus a serial number, a date and an expiry, and
 ``index.json.sig`` signs it (see :mod:`fwman.firmware.catalog.signing`). ``docs/catalog-format.md`` documents the
 format. Loading a catalog is :mod:`fwman.firmware.catalog.load`; lint is :mod:`fwman.firmware.catalog.lint`.
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -35,6 +36,7 @@ _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 _VERSION = re.compile(r"^[0-9A-F]{2}(\.[0-9A-F]{2}){4}$")
 _DATE = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
 _FULL_DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
+_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 _BOARD_ID = re.compile(r"^0x[0-9a-f]{4}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -319,15 +321,32 @@ class IndexFile(BaseModel):
         return v
 
 
+def parse_timestamp(value: str) -> datetime:
+    """Return the UTC time of a metadata timestamp ``YYYY-MM-DDTHH:MM:SSZ`` (TUF's form). Raises ValueError."""
+    if not _TIMESTAMP.match(value):
+        raise ValueError("must be YYYY-MM-DDTHH:MM:SSZ (UTC)")
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+
+
+def format_timestamp(when: datetime) -> str:
+    """Return ``when`` (aware or UTC) as a metadata timestamp ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 class CatalogIndex(BaseModel):
-    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, and a date."""
+    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry.
+
+    Version 1 (the first catalogs) had no expiry; version 2 must carry one (``expires``): ``catalog update``
+    installs only version 2, so a frozen mirror cannot keep serving an old index for ever.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     format: Literal["fwman-catalog-index"] = "fwman-catalog-index"
-    version: Literal[1] = 1
+    version: Literal[1, 2] = 2
     serial: int = Field(ge=1)
     date: str
+    expires: str | None = None
     files: list[IndexFile]
 
     @field_validator("date")
@@ -337,16 +356,30 @@ class CatalogIndex(BaseModel):
             raise ValueError("must be YYYY-MM-DD")
         return v
 
+    @field_validator("expires")
+    @classmethod
+    def _expires(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_timestamp(v)
+        return v
+
     @model_validator(mode="after")
     def _unique(self) -> CatalogIndex:
         paths = [f.path for f in self.files]
         if len(paths) != len(set(paths)):
             raise ValueError("a file is listed twice")
+        if (self.version == 2) != (self.expires is not None):
+            raise ValueError("version 2 needs expires, version 1 has none")
         return self
+
+    @property
+    def expires_at(self) -> datetime | None:
+        """Return the expiry as a UTC time (None for a version-1 index, which has none)."""
+        return parse_timestamp(self.expires) if self.expires is not None else None
 
     def to_json(self) -> bytes:
         """Return the canonical bytes of this index (what gets signed)."""
-        return (json.dumps(self.model_dump(mode="json"), indent=2) + "\n").encode()
+        return (json.dumps(self.model_dump(mode="json", exclude_none=True), indent=2) + "\n").encode()
 
 
 def parse_index(data: bytes, where: str = INDEX_NAME) -> CatalogIndex:

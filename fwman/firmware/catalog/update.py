@@ -1,12 +1,20 @@
 """``fwman catalog update``: download a signed catalog, verify it completely, then switch to it atomically.
 
-Order (nothing on the host changes until every check passed):
+Order (nothing on the host changes until every check passed; docs/signing.md has the model):
 
-1. download ``index.json`` and ``index.json.sig``; verify the Ed25519 signature with a trusted key;
-2. refuse a serial lower than the one installed (rollback to an older catalog, e.g. one that still recommends
-   a withdrawn image); the same serial is "already up to date" only if the index is byte-identical;
-3. download every listed file, check its size and SHA-256 against the signed index and lint it;
-4. write the new copy to ``/var/lib/fwman/catalogs/<serial>/`` and repoint the link
+1. download ``index.json`` and ``index.json.sig``;
+2. unless the index is signed by a key the administrator trusts directly (``/etc/fwman/keys.d``), download
+   ``keys.json`` and ``keys.json.sig``: the signature must be a root key's, the document must not have expired,
+   and its serial must not be lower than the installed keys document's (the same serial only byte-identical):
+   this is how a catalog key is rotated without a package update. A publisher without a keys document: the
+   installed one (bundled or from an earlier update) decides;
+3. the index signature must verify with a catalog key the keys document names and that is valid now (or a
+   ``keys.d`` key); a retired key id is refused with its retirement, a key outside its window with the window;
+4. the index must carry an expiry that has not passed (an index without one is refused), and a serial not lower
+   than the one installed (rollback to an older catalog, e.g. one that still recommends a withdrawn image);
+   the same serial is "already up to date" only if the index is byte-identical;
+5. download every listed file, check its size and SHA-256 against the signed index and lint it;
+6. write the new copy (with its keys document) to ``/var/lib/fwman/catalogs/<serial>/`` and repoint the link
    ``/var/lib/fwman/catalog`` at it (one atomic rename: readers see the old or the new catalog, never a mix).
 """
 
@@ -14,17 +22,29 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.core.resources import read_data
 from fwman.firmware.catalog.lint import lint_board_bytes
-from fwman.firmware.catalog.load import BUNDLED_CATALOG
+from fwman.firmware.catalog.load import BUNDLED_CATALOG, InstalledKeys, installed_keys
 from fwman.firmware.catalog.schema import INDEX_NAME, MAX_BOARD_FILE, SIG_NAME, CatalogIndex, parse_index
-from fwman.firmware.catalog.signing import TrustedKey, trusted_keys, verify_index
+from fwman.firmware.catalog.signing import (
+    KEYS_NAME,
+    KEYS_SIG_NAME,
+    MAX_KEYS_FILE,
+    KeysDocument,
+    TrustedKey,
+    admin_keys,
+    root_keys,
+    signature_key_id,
+    verify_catalog_index,
+    verify_keys_document,
+)
 from fwman.host.base import Host
-from fwman.host.http import HttpOptions, Progress, http_get
+from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 
 #: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
 MAX_INDEX = 1024 * 1024
@@ -43,6 +63,13 @@ class UpdateResult:
     key: TrustedKey
     installed: bool  # False: already up to date
     location: str
+    expires: str = ""
+    #: the keys document the index was checked against (None: signed by a keys.d key, none was needed)
+    keys_serial: int | None = None
+    #: the root key that signed a keys document downloaded in this run (None: none downloaded)
+    keys_root: str | None = None
+    #: a keys document newer than the installed one was installed
+    keys_installed: bool = False
 
 
 def base_url(url: str) -> str:
@@ -95,34 +122,137 @@ def update_catalog(
 ) -> UpdateResult:
     """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring.
 
-    Raises VerificationError (bad or unknown signature, rollback, file hash mismatch, invalid board file),
-    DownloadError (network), UsageError (bad URL). On any error the installed catalog is untouched.
+    Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a root;
+    expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network),
+    UsageError (bad URL). On any error the installed catalog is untouched.
     """
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
     base = base_url(url)
+    now = clock.now_utc()
     index_bytes = http_get(host, f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
     sig_bytes = http_get(host, f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
-    key = verify_index(index_bytes, sig_bytes, trusted_keys(host))
+    claimed = signature_key_id(sig_bytes)
+    admin = admin_keys(host)
+    current = installed_keys(host, bundled)
+    doc, doc_origin = current.doc, current.origin
+    new_keys: tuple[bytes, bytes] | None = None
+    keys_root = None
+    missing_keys: DownloadError | None = None
+    if not any(k.key_id == claimed for k in admin):
+        try:
+            keys_bytes, keys_sig = _download_keys(host, base, options)
+        except DownloadError as e:
+            # a publisher without keys.json: the installed keys document still decides (it was verified)
+            missing_keys = e
+        else:
+            new_doc, root = verify_keys_document(keys_bytes, keys_sig, root_keys(host), now, f"{base}/{KEYS_NAME}")
+            _check_keys_serial(base, new_doc, keys_bytes, current)
+            doc, doc_origin, keys_root = new_doc, f"{base}/{KEYS_NAME}, serial {new_doc.serial}", root.key_id
+            if current.doc is None or new_doc.serial > current.doc.serial:
+                new_keys = (keys_bytes, keys_sig)
+    try:
+        key = verify_catalog_index(index_bytes, sig_bytes, doc, admin, now, current.retired, doc_origin)
+    except VerificationError as e:
+        if missing_keys is None:
+            raise
+        raise VerificationError(
+            e.message,
+            hint=f"{e.hint + '; ' if e.hint else ''}the publisher's {KEYS_NAME} could not be read "
+            f"({missing_keys.message}), so only the keys document installed here ({current.origin}) was consulted",
+        ) from e
     index = parse_index(index_bytes, f"{base}/{INDEX_NAME}")
+    _check_expiry(base, index, now)
     installed, installed_bytes = _installed_index(host, bundled)
+    keys_serial = doc.serial if doc is not None else None
+
+    def result(installed_now: bool, location: str, files: int, keys_recorded: bool) -> UpdateResult:
+        return UpdateResult(
+            base,
+            index.serial,
+            index.date,
+            installed,
+            files,
+            key,
+            installed_now,
+            location,
+            index.expires or "",
+            keys_serial,
+            keys_root,
+            keys_recorded,
+        )
+
     if index.serial < installed:
         raise VerificationError(
             f"catalog at {base} has serial {index.serial}, older than the installed {installed}: rollback refused",
             hint="an older catalog may still recommend images that were withdrawn since; nothing was installed",
         )
     if index.serial == installed:
-        if installed_bytes == index_bytes:
-            return UpdateResult(
-                base, index.serial, index.date, installed, len(index.files), key, False, paths.LOCAL_CATALOG_DIR
+        if installed_bytes != index_bytes:
+            raise VerificationError(
+                f"catalog at {base} reuses serial {index.serial} with different content",
+                hint="a publisher must raise the serial for every change; nothing was installed",
             )
-        raise VerificationError(
-            f"catalog at {base} reuses serial {index.serial} with different content",
-            hint="a publisher must raise the serial for every change; nothing was installed",
-        )
+        recorded = new_keys is not None and _installed_locally(host, index_bytes)
+        if new_keys is not None and recorded:
+            # the same catalog under a newer keys document: record the document, so it cannot be rolled back
+            host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_SIG_NAME}", new_keys[1])
+            host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}", new_keys[0])
+        return result(False, paths.LOCAL_CATALOG_DIR, len(index.files), recorded)
     files = _download_files(host, base, index, options, progress)
-    location = _install(host, index, index_bytes, sig_bytes, files)
-    return UpdateResult(base, index.serial, index.date, installed, len(files), key, True, location)
+    keys_pair = new_keys or current.local_pair  # carry the installed keys document forward with the catalog
+    location = _install(host, index, index_bytes, sig_bytes, files, keys_pair)
+    return result(True, location, len(files), new_keys is not None)
+
+
+def _installed_locally(host: Host, index_bytes: bytes) -> bool:
+    """Return True when the local catalog copy is the one whose index is ``index_bytes`` (not only the bundled)."""
+    local = f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"
+    try:
+        return host.exists(local) and host.read_bytes(local, limit=MAX_INDEX) == index_bytes
+    except MissingError:
+        return False
+
+
+def _download_keys(host: Host, base: str, options: HttpOptions) -> tuple[bytes, bytes]:
+    """Return (keys.json, keys.json.sig) from ``base``. Raises DownloadError when either cannot be had."""
+    return (
+        http_get(host, f"{base}/{KEYS_NAME}", cap=MAX_KEYS_FILE, options=options),
+        http_get(host, f"{base}/{KEYS_SIG_NAME}", cap=MAX_KEYS_FILE, options=options),
+    )
+
+
+def _check_keys_serial(base: str, new: KeysDocument, new_bytes: bytes, current: InstalledKeys) -> None:
+    """Raise VerificationError when ``new`` would roll the installed keys document back (or reuse its serial)."""
+    if current.doc is None:
+        return
+    if new.serial < current.doc.serial:
+        raise VerificationError(
+            f"{base}/{KEYS_NAME} has serial {new.serial}, older than the installed keys document's "
+            f"{current.doc.serial}: rollback refused",
+            hint="an older keys document may still name a key retired since; nothing was installed",
+        )
+    if new.serial == current.doc.serial and new_bytes != current.data:
+        raise VerificationError(
+            f"{base}/{KEYS_NAME} reuses serial {new.serial} with different content",
+            hint="a publisher must raise the keys document's serial for every change; nothing was installed",
+        )
+
+
+def _check_expiry(base: str, index: CatalogIndex, now: datetime) -> None:
+    """Raise VerificationError when ``index`` has no expiry or has expired (TUF's freeze-attack check)."""
+    expires = index.expires_at
+    if expires is None:
+        raise VerificationError(
+            f"{base}/{INDEX_NAME}: the index (serial {index.serial}) has no expiry (index version 1)",
+            hint="the publisher must re-sign it with a current fwman (`fwman catalog sign` writes an expiry)",
+        )
+    if now >= expires:
+        raise VerificationError(
+            f"{base}/{INDEX_NAME}: the index (serial {index.serial}) expired on {index.expires}",
+            hint="a mirror may be serving an old catalog; the publisher must sign a new one "
+            "(`fwman catalog sign`); if that date has not passed, check this machine's clock",
+        )
 
 
 def _download_files(
@@ -149,11 +279,21 @@ def _download_files(
     return files
 
 
-def _install(host: Host, index: CatalogIndex, index_bytes: bytes, sig_bytes: bytes, files: dict[str, bytes]) -> str:
+def _install(
+    host: Host,
+    index: CatalogIndex,
+    index_bytes: bytes,
+    sig_bytes: bytes,
+    files: dict[str, bytes],
+    keys_pair: tuple[bytes, bytes] | None,
+) -> str:
     target = f"{paths.CATALOGS_DIR}/{index.serial}"
     host.mkdir(f"{target}/boards")
     for rel, data in files.items():
         host.write_bytes(f"{target}/{rel}", data)
+    if keys_pair is not None:
+        host.write_bytes(f"{target}/{KEYS_SIG_NAME}", keys_pair[1])
+        host.write_bytes(f"{target}/{KEYS_NAME}", keys_pair[0])
     host.write_bytes(f"{target}/{SIG_NAME}", sig_bytes)
     host.write_bytes(f"{target}/{INDEX_NAME}", index_bytes)  # last: a copy without its index is never read
     if host.exists(paths.LOCAL_CATALOG_DIR) and not host.is_link(paths.LOCAL_CATALOG_DIR):

@@ -20,8 +20,14 @@ from fwman.firmware.catalog.load import (
     load_catalog,
     load_directory,
 )
-from fwman.firmware.catalog.schema import ImageStatus, parse_board
-from fwman.firmware.catalog.signing import trusted_keys, verify_index
+from fwman.firmware.catalog.schema import ImageStatus, parse_board, parse_index, parse_timestamp
+from fwman.firmware.catalog.signing import (
+    admin_keys,
+    root_keys,
+    verify_catalog_index,
+    verify_index,
+    verify_keys_document,
+)
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import check_compatible
@@ -74,7 +80,9 @@ def test_bundled_3982_runs_c0_05_with_a_32_gib_bar() -> None:
 def test_bundled_catalog_invents_no_hash_url_or_part_number() -> None:
     cat = bundled()
     for board in cat.boards:
-        assert board.board.part_numbers == [] and board.board.board_ids == []
+        # a part number only where the board cites the page that states it (format 2: 1043:87b0's owner write-up)
+        assert board.board.part_numbers == [] or board.board.sources
+        assert board.board.board_ids == []
         for image in board.images:
             assert (image.md5, image.sha256, image.chain_sha256, image.urls) == ("", "", "", [])
             # no hash: never `current`
@@ -83,11 +91,27 @@ def test_bundled_catalog_invents_no_hash_url_or_part_number() -> None:
 
 def test_bundled_catalog_lints_clean_and_its_signature_verifies_with_the_bundled_key(tmp_path: Path) -> None:
     assert [i for i in lint_directory(BUNDLED_CATALOG) if i.level == "error"] == []
-    keys = trusted_keys(LiveHost(str(tmp_path)))
-    key = verify_index(
-        (BUNDLED_CATALOG / "index.json").read_bytes(), (BUNDLED_CATALOG / "index.json.sig").read_bytes(), keys
+    host = LiveHost(str(tmp_path))
+    roots = root_keys(host)
+    assert [k.key_id for k in roots] == ["23cb724582f7654c"]
+    # the keys document is the root's; the index is signed by the catalog key it names (the root itself today)
+    doc, root = verify_keys_document(
+        (BUNDLED_CATALOG / "keys.json").read_bytes(), (BUNDLED_CATALOG / "keys.json.sig").read_bytes(), roots, None
     )
-    assert key.origin.endswith(".pub") and "fwman/keys" in key.origin
+    assert root.key_id == "23cb724582f7654c" and root.origin.endswith("fwman/keys/fwman-catalog-2026.pub")
+    assert [k.key_id for k in doc.keys] == ["23cb724582f7654c"]
+    assert [r.key_id for r in doc.retired] == ["33d1cd9eab9b080a"]  # the lost key, retired in the open
+    signed_on = parse_timestamp("2026-12-01T12:00:00Z")
+    key = verify_catalog_index(
+        (BUNDLED_CATALOG / "index.json").read_bytes(),
+        (BUNDLED_CATALOG / "index.json.sig").read_bytes(),
+        doc,
+        [],
+        signed_on,
+    )
+    assert key.key_id == "23cb724582f7654c"
+    index = parse_index((BUNDLED_CATALOG / "index.json").read_bytes())
+    assert index.version == 2 and index.expires is not None and len(index.files) == 7
 
 
 def test_the_private_key_is_not_in_the_repository() -> None:
@@ -189,7 +213,13 @@ def test_lint_json_carries_the_signature_the_text_shows(tmp_path: Path, fwman: F
     assert f"signature: good, key {signature['key_id']} ({signature['origin']})" in text.stdout
     (cat / "index.json.sig").unlink()
     bad = fwman("catalog", "lint", "--dir", str(cat), "--root", str(tmp_path), "--json")
-    assert bad.code == 4 and bad.json()["signature"] == {"checked": True, "good": False, "key_id": None, "origin": None}
+    assert bad.code == 4 and bad.json()["signature"] == {
+        "checked": True,
+        "good": False,
+        "key_id": None,
+        "origin": None,
+        "keys_document": None,
+    }
     local = fwman("catalog", "lint", "--local", "--root", str(tmp_path), "--json")
     assert local.json()["signature"] is None  # local entries are not signed: nothing was checked
 
@@ -243,13 +273,22 @@ def test_structured_fuzz_of_images_never_crashes(images: list[dict[str, object]]
 def test_list_shows_the_bundled_catalog(tmp_path: Path, fwman: FwmanEnv) -> None:
     r = fwman("catalog", "list", "--root", str(tmp_path))
     assert r.code == 0
-    assert "bundled catalog (serial 1" in r.stdout
+    assert "bundled catalog (serial 2, 2026-12-01, expires 2027-12-01) at" in r.stdout
     rows = [line for line in r.stdout.splitlines() if line.startswith("3842:")]
     lines = {next(w for w in row.split() if w.count(".") == 4): row for row in rows}
     assert "withdrawn" in lines[WITHDRAWN] and "unverified" in lines[REBAR] and "superseded" in lines[LAUNCH]
     doc = fwman("catalog", "list", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.catalog-list/1" and doc["catalog"]["source"] == "bundled"
-    assert {b["subsystem"] for b in doc["boards"]} == {"3842:3982", "3842:3987"}
+    assert {b["subsystem"] for b in doc["boards"]} == {
+        "3842:3982",
+        "3842:3987",
+        "10de:147d",
+        "1462:3881",
+        "3842:3973",
+        "1043:87b0",
+        "1043:87eb",
+    }
+    assert doc["catalog"]["expires"] == "2027-12-01T00:00:00Z"
 
 
 def test_show_board_text_and_json(tmp_path: Path, fwman: FwmanEnv) -> None:
@@ -264,9 +303,9 @@ def test_show_board_text_and_json(tmp_path: Path, fwman: FwmanEnv) -> None:
 
 
 def test_show_unknown_board_is_a_usage_error(tmp_path: Path, fwman: FwmanEnv) -> None:
-    r = fwman("catalog", "show", "1043:87b0", "--root", str(tmp_path))
+    r = fwman("catalog", "show", "1043:0001", "--root", str(tmp_path))
     assert r.code == 2
-    assert "no catalog board 1043:87b0" in r.stderr and "3842:3987" in r.stderr
+    assert "no catalog board 1043:0001" in r.stderr and "3842:3987" in r.stderr
 
 
 def test_a_newer_local_copy_wins_and_an_older_one_is_ignored(tmp_path: Path) -> None:
@@ -316,7 +355,7 @@ def test_sign_writes_an_index_and_a_signature_that_verifies(tmp_path: Path, fwma
     r = fwman("catalog", "sign", "--key", str(key_file), "--dir", str(cat), "--date", "2026-02-04")
     assert "serial 2, 2026-02-04" in r.stdout
     trust(tmp_path, key)
-    keys = trusted_keys(LiveHost(str(tmp_path)))
+    keys = admin_keys(LiveHost(str(tmp_path)))
     assert verify_index((cat / "index.json").read_bytes(), (cat / "index.json.sig").read_bytes(), keys)
     # a serial that does not grow is refused; a catalog that does not lint is never signed
     assert fwman("catalog", "sign", "--key", str(key_file), "--dir", str(cat), "--serial", "2").code == 2
@@ -433,7 +472,7 @@ def test_conflicting_overrides_are_refused(tmp_path: Path) -> None:
 def test_index_and_signature_parsers_give_a_model_or_a_verification_error(index: bytes, sig: bytes) -> None:
     from fwman.firmware.catalog.schema import parse_index
 
-    keys = trusted_keys(LiveHost("/nonexistent-root"))
+    keys = root_keys(LiveHost("/nonexistent-root"))
     for call in (lambda: parse_index(index), lambda: verify_index(index, sig, keys)):
         try:
             call()
@@ -447,6 +486,6 @@ def test_index_and_signature_parsers_give_a_model_or_a_verification_error(index:
 def test_malformed_signature_documents_are_refused(doc: dict[str, object]) -> None:
     import json as _json
 
-    keys = trusted_keys(LiveHost("/nonexistent-root"))
+    keys = root_keys(LiveHost("/nonexistent-root"))
     with pytest.raises(VerificationError):
         verify_index(b"{}", _json.dumps(doc).encode(), keys)

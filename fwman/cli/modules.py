@@ -26,6 +26,7 @@ def modules() -> None:
       fwman modules check-boot              exit 0 only if the next boot has working modules
       fwman modules check-boot --pin        and pin a kernel that has them if it has not
       fwman modules unpin                   undo a boot pin fwman made
+      fwman modules remove --all            take fwman's installed modules off (before a purge)
       fwman modules keygen                  Secure Boot: make a signing key and enroll it with mokutil
 
     Docs: docs/modules.md, docs/hooks.md, docs/boot-safety.md, docs/signing.md, docs/dkms.md.
@@ -282,6 +283,63 @@ def forget(app: AppContext, kver: str, origin: str) -> None:
     if not summary.removed and not summary.problems:
         say(f"fwman had no state for {kver}")
     _render_boot(app, summary.boot)
+
+
+@modules.command("remove")
+@click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="A kernel whose modules go (repeatable).")
+@click.option("--all", "all_kernels", is_flag=True, help="Every kernel fwman installed modules for.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
+@common_options
+@pass_app
+def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run: bool, as_json: bool) -> None:
+    """Remove the patched modules fwman installed: the files, fwman's stored copy and the manifest, then depmod.
+
+    For each kernel: /lib/modules/KVER/updates/fwman, /var/lib/fwman/modules/KVER.d and KVER.json go, and
+    `depmod -a KVER` runs, so nvidia, nvidia-uvm, nvidia-modeset, nvidia-drm and nvidia-peermem resolve to
+    whatever else is installed (the stock or DKMS modules, or nothing). When no kernel keeps fwman's modules,
+    /etc/depmod.d/fwman.conf goes too. fwman's boot pin is undone with --all, or when the pinned kernel loses
+    its modules. Run it before `apt purge fwman` to leave no module of fwman's behind; while fwman stays
+    installed, the kernel hooks and the boot-time catch-up build them again (`fwman hooks remove` stops that).
+
+    \b
+    Examples:
+      fwman modules remove --all --dry-run
+      fwman modules remove --kernel 6.1.0-47-amd64
+      fwman modules remove --all --json
+
+    Exit status: 0 (also when there was nothing to remove: "changed": false), 2 neither or both of --kernel
+    and --all.
+    """
+    from fwman.app.modules_remove import RemoveRequest, remove_modules
+    from fwman.core.names import kernel_release
+
+    for kver in kernels:
+        kernel_release(kver)
+    if not dry_run:
+        app.require_change("fwman modules remove")
+    result = remove_modules(app.host, RemoveRequest(kernels, all_kernels, dry_run), _say(app))
+    if as_json:
+        app.emit_json("modules-remove", result.to_json())
+        return
+    if dry_run:
+        app.echo_plan(
+            result.actions, "fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel")
+        )
+        return
+    if not result.changed:
+        app.echo("nothing to remove: fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel"))
+        return
+    for path in result.removed:
+        app.echo(f"removed {path}")
+    if result.next_boot_lost:
+        app.echo(
+            app.style(
+                f"the next boot ({result.next_boot}) has no patched modules now: the stock driver loads if one is "
+                "installed",
+                fg="yellow",
+            )
+        )
 
 
 @modules.command()

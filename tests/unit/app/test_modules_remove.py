@@ -12,22 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from fixtures.tinymod.elfgen import build_module, nvidia_tags
-from fwman.driver.build.install import install_modules
-from fwman.driver.build.manifest import Manifest, write_manifest
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
+from tests.support.modules import install_tiny_modules
 from tests.support.tools import require_tools
 
 OLD, NEW = "6.1.0-50-amd64", "6.1.0-53-amd64"
-
-
-def _install(root: Path, kver: str) -> None:
-    host = LiveHost(str(root))
-    (root / f"lib/modules/{kver}/kernel/drivers/video").mkdir(parents=True, exist_ok=True)
-    built = {n: build_module(nvidia_tags("570.86.16", kver, name=n)) for n in ("nvidia", "nvidia-uvm")}
-    entries, _ = install_modules(host, kver, built)
-    write_manifest(host, Manifest(kver, "aikitoria", "570.86.16-p2p", "b" * 40, entries, "2026-12-01T10:00:00+00:00"))
 
 
 def _modules_dep(root: Path, kver: str) -> str:
@@ -39,7 +29,7 @@ def root(tmp_path: Path) -> Path:
     require_tools("depmod")
     base = tmp_path / "root"
     for kver in (OLD, NEW):
-        _install(base, kver)
+        install_tiny_modules(base, kver)
     return base
 
 

@@ -553,8 +553,9 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
     if not result.safe:
         raise VerificationError(
             f"the next boot ({result.default.kver}) has no working patched modules: {result.reason}",
-            hint=result.problem
-            or "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
+            hint=f"{result.problem}; see `fwman modules status`"
+            if result.problem
+            else "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
         )
 
 

@@ -196,8 +196,12 @@ def test_headers_then_image_grub_saved(tmp_path: Path, object_cache: Path) -> No
 
     # removing the failed kernel (dpkg removes its files, then runs postrm.d with "remove"): the pin goes, the
     # loader's own default is back, and the final check judges the menu zz-update-grub wrote without it
+    # Debian 12's linux-image postrm runs postrm.d before it deletes modules.dep & co (that waits for purge):
+    # /lib/modules/KVER is still there when the hooks run
     (root / f"boot/vmlinuz-{KERNEL_BAD}").unlink()
-    shutil.rmtree(root / f"lib/modules/{KERNEL_BAD}")
+    for link in ("build", "source"):
+        (root / f"lib/modules/{KERNEL_BAD}" / link).unlink()
+    (root / f"lib/modules/{KERNEL_BAD}/modules.dep").write_text("")
     said = _run_parts(root, bin_dir, "etc/kernel/postrm.d", KERNEL_BAD, f"/boot/vmlinuz-{KERNEL_BAD}", params="remove")
     assert "boot pin to" in said and "released" in said
     assert KERNEL_BAD not in (root / "boot/grub/grub.cfg").read_text()
@@ -310,3 +314,24 @@ def test_systemd_boot_kernel_install_order(tmp_path: Path, object_cache: Path) -
     assert f"boot default pinned to {KERNEL_OK} (systemd-boot)" in said
     assert f"default {machine}-{KERNEL_OK}.conf" in (loader / "loader.conf").read_text()
     _safe_next_boot(root, env)
+
+
+def test_apt_reads_the_post_invoke_hook(tmp_path: Path) -> None:
+    """The installed apt.conf.d file parses with the real apt-config and adds one DPkg::Post-Invoke command."""
+    require_tools("apt-config")
+    root = tmp_path / "root"
+    root.mkdir()
+    assert run_fwman(root, "hooks", "install")[0] == 0
+    conf = root / "etc/apt/apt.conf.d/99fwman-boot-check"
+    proc = subprocess.run(["apt-config", "-c", str(conf), "dump"], capture_output=True, text=True, check=True)
+    ours = [line for line in proc.stdout.splitlines() if line.startswith("DPkg::Post-Invoke::") and "fwman" in line]
+    python = sys.executable
+    assert ours == [
+        f'DPkg::Post-Invoke:: "if [ -e /var/lib/fwman/boot-check.pending ] && [ -x {python} ]; then {python} -m fwman '
+        'modules check-boot --pin --from apt </dev/null || true; fi";'
+    ]
+    # the command itself, run by sh as apt runs it: without the marker on this machine it does nothing, exit 0
+    command = ours[0].split('"', 1)[1].rsplit('"', 1)[0]
+    if not Path("/var/lib/fwman/boot-check.pending").exists():
+        done = subprocess.run(["sh", "-c", command], capture_output=True, text=True)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")

@@ -4,7 +4,9 @@ A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves 
 fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel. When the kernel the machine
 would boot next is not safe (its build failed, its headers never came), fwman pins the newest safe kernel:
 
-- Proxmox (``proxmox-boot-tool`` present): ``proxmox-boot-tool kernel pin KVER``; undone with ``kernel unpin``.
+- Proxmox (``proxmox-boot-tool`` present): ``proxmox-boot-tool kernel pin KVER``; undone with ``kernel unpin``;
+  either followed by ``proxmox-boot-tool refresh`` when ESPs are configured (else the ESPs change only at the
+  next refresh).
 - GRUB: ``grub-set-default`` (persistent; effective with ``GRUB_DEFAULT=saved``, which grub.cfg shows as
   ``set default="${saved_entry}"``); otherwise ``grub-reboot`` (``next_entry``, the next boot only: the
   boot-time catch-up pins again at every boot until the new kernel has working modules).

@@ -60,7 +60,17 @@ def test_cli_dry_run_and_status(tmp_path: Path) -> None:
     doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.hooks-status/1" and doc["installed"] is False
     assert run("hooks", "install", "--root", str(tmp_path)).code == 0
-    assert run("hooks", "status", "--json", "--root", str(tmp_path)).json()["installed"] is True
+    doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    assert doc["installed"] is True
+    listed = {f["path"] for f in doc["files"]}
+    assert {paths.POSTINST_BOOT_CHECK, paths.POSTRM_BOOT_CHECK, paths.KERNEL_INSTALL_BOOT_CHECK} <= listed
+    assert paths.APT_BOOT_CHECK in listed
+    # run-parts order (C bytes): the final check after the boot loader's hook
+    assert doc["order"]["/etc/kernel/postinst.d"] == ["fwman", "zzz-fwman"]
+    (tmp_path / paths.POSTRM_BOOT_CHECK[1:]).unlink()
+    doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    assert doc["installed"] is False
+    assert [f["note"] for f in doc["files"] if f["path"] == paths.POSTRM_BOOT_CHECK] == ["missing"]
 
 
 def _hook_with(tmp_path: Path, python_body: str | None) -> Path:

@@ -31,11 +31,15 @@ def hooks() -> None:
 @common_options
 @pass_app
 def install(app: AppContext, dry_run: bool) -> None:
-    """Install /etc/kernel/{postinst,header_postinst}.d/fwman and fwman-catchup.service (enabled).
+    """Install the kernel hooks, the final boot checks and fwman-catchup.service (enabled).
 
-    The hook runs after `dkms` and before `initramfs-tools` and `zz-update-grub`; it never fails a kernel
-    install (a missing header or a failed build marks the kernel pending and pins a safe kernel for the next
-    boot) unless `strict = true` in [modules] of /etc/fwman/config.toml. Re-running changes only what differs.
+    The hook (/etc/kernel/{postinst,header_postinst,postrm}.d/fwman, kernel-install's 50-fwman.install) runs
+    after `dkms` and before `initramfs-tools` and `zz-update-grub`; it never fails a kernel install (a missing
+    header or a failed build marks the kernel pending) unless `strict = true` in [modules] of
+    /etc/fwman/config.toml. The final boot check (postinst.d and postrm.d's zzz-fwman, kernel-install's
+    99-zz-fwman.install, apt's /etc/apt/apt.conf.d/99fwman-boot-check) runs after the boot loader's own hook
+    and pins a kernel with working modules when the new menu would boot one without. Re-running changes only
+    what differs.
 
     \b
     Examples:

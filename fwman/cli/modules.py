@@ -24,7 +24,9 @@ def modules() -> None:
       fwman modules status                  per kernel: headers, modules, DKMS, safe to boot
       fwman modules catchup                 build for every kernel that lacks its modules (what boot runs)
       fwman modules check-boot              exit 0 only if the next boot has working modules
+      fwman modules check-boot --pin        and pin a kernel that has them if it has not
       fwman modules unpin                   undo a boot pin fwman made
+      fwman modules remove --all            take fwman's installed modules off (before a purge)
       fwman modules keygen                  Secure Boot: make a signing key and enroll it with mokutil
 
     Docs: docs/modules.md, docs/hooks.md, docs/boot-safety.md, docs/signing.md, docs/dkms.md.
@@ -283,6 +285,63 @@ def forget(app: AppContext, kver: str, origin: str) -> None:
     _render_boot(app, summary.boot)
 
 
+@modules.command("remove")
+@click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="A kernel whose modules go (repeatable).")
+@click.option("--all", "all_kernels", is_flag=True, help="Every kernel fwman installed modules for.")
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
+@common_options
+@pass_app
+def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run: bool, as_json: bool) -> None:
+    """Remove the patched modules fwman installed: the files, fwman's stored copy and the manifest, then depmod.
+
+    For each kernel: /lib/modules/KVER/updates/fwman, /var/lib/fwman/modules/KVER.d and KVER.json go, and
+    `depmod -a KVER` runs, so nvidia, nvidia-uvm, nvidia-modeset, nvidia-drm and nvidia-peermem resolve to
+    whatever else is installed (the stock or DKMS modules, or nothing). When no kernel keeps fwman's modules,
+    /etc/depmod.d/fwman.conf goes too. fwman's boot pin is undone with --all, or when the pinned kernel loses
+    its modules. Run it before `apt purge fwman` to leave no module of fwman's behind; while fwman stays
+    installed, the kernel hooks and the boot-time catch-up build them again (`fwman hooks remove` stops that).
+
+    \b
+    Examples:
+      fwman modules remove --all --dry-run
+      fwman modules remove --kernel 6.1.0-47-amd64
+      fwman modules remove --all --json
+
+    Exit status: 0 (also when there was nothing to remove: "changed": false), 2 neither or both of --kernel
+    and --all.
+    """
+    from fwman.app.modules_remove import RemoveRequest, remove_modules
+    from fwman.core.names import kernel_release
+
+    for kver in kernels:
+        kernel_release(kver)
+    if not dry_run:
+        app.require_change("fwman modules remove")
+    result = remove_modules(app.host, RemoveRequest(kernels, all_kernels, dry_run), _say(app))
+    if as_json:
+        app.emit_json("modules-remove", result.to_json())
+        return
+    if dry_run:
+        app.echo_plan(
+            result.actions, "fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel")
+        )
+        return
+    if not result.changed:
+        app.echo("nothing to remove: fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel"))
+        return
+    for path in result.removed:
+        app.echo(f"removed {path}")
+    if result.next_boot_lost:
+        app.echo(
+            app.style(
+                f"the next boot ({result.next_boot}) has no patched modules now: the stock driver loads if one is "
+                "installed",
+                fg="yellow",
+            )
+        )
+
+
 @modules.command()
 @click.option("--force", is_flag=True, help="Rebuild every kernel, and retry failed (commit, kernel) pairs.")
 @common_options
@@ -437,45 +496,66 @@ def unpin(app: AppContext) -> None:
 
 
 @modules.command("check-boot")
+@click.option(
+    "--pin",
+    is_flag=True,
+    help="When the next boot is not safe, pin the newest kernel that is (what the hooks run after the loader's).",
+)
+@click.option(
+    "--from",
+    "origin",
+    type=click.Choice(["postinst", "postrm", "kernel-install", "apt", "manual"]),
+    default="manual",
+    help="Who runs it (the hooks say; with --pin a kernel hook asks apt's Post-Invoke hook to check again).",
+)
+@click.option(
+    "--removed",
+    "removed",
+    multiple=True,
+    metavar="KVER",
+    help="A kernel being removed: never the next boot, never pinned (the removal hooks pass it; repeatable).",
+)
 @json_option
 @common_options
 @pass_app
-def check_boot(app: AppContext, as_json: bool) -> None:
+def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...], as_json: bool) -> None:
     """Exit non-zero when the kernel that boots next has no working patched modules (before a reboot).
+
+    With --pin it also acts: the newest kernel with working modules is pinned (GRUB, systemd-boot,
+    proxmox-boot-tool; see docs/boot-safety.md) and a pin whose reason is gone is released. The kernel hooks
+    run `check-boot --pin` after the boot loader's own hook (/etc/kernel/postinst.d/zzz-fwman, postrm.d/zzz-fwman,
+    kernel-install's 99-zz-fwman.install), and apt once more after its dpkg run (DPkg::Post-Invoke).
 
     \b
     Examples:
       fwman modules check-boot && reboot
       fwman modules check-boot --json      (for monitoring)
+      fwman modules check-boot --pin       (pin a safe kernel if the next boot is not)
 
-    Exit status: 0 safe, 4 not safe (the reason is printed), 5 no kernel found.
+    Exit status: 0 safe (after the pin, with --pin), 4 not safe (the reason is printed), 5 no kernel found.
     """
-    from fwman.core.errors import MissingError
-    from fwman.driver.boot.loaders import default_boot_kernel
-    from fwman.driver.boot.pin import kernel_safety
+    from fwman.app.check_boot import check_boot as run_check
+    from fwman.core.names import kernel_release
 
-    default = default_boot_kernel(app.host)
-    if default.kver is None:
-        raise MissingError("no installed kernel found under /lib/modules")
-    safety = kernel_safety(app.host, default.kver)
+    for kver in removed:
+        kernel_release(kver)
+    if pin:
+        app.require_change("fwman modules check-boot --pin")
+    result = run_check(app.host, pin, origin, frozenset(removed), _say(app))
     if as_json:
-        app.emit_json(
-            "modules-check-boot",
-            {
-                "kernel": default.kver,
-                "loader": default.loader,
-                "how": default.how,
-                "safe": safety.safe,
-                "reason": safety.reason,
-            },
-        )
+        app.emit_json("modules-check-boot", result.to_json())
     else:
-        verdict = app.style("safe", fg="green") if safety.safe else app.style("NOT SAFE", fg="red", bold=True)
-        app.echo(f"next boot: {default.kver} ({default.how}): {verdict}: {safety.reason}")
-    if not safety.safe:
+        default = result.default
+        verdict = app.style("safe", fg="green") if result.safe else app.style("NOT SAFE", fg="red", bold=True)
+        app.echo(f"next boot: {default.kver} ({default.how}): {verdict}: {result.reason}")
+        if result.pinned is not None:
+            app.echo(app.style(f"boot default pinned to {result.pinned.kernel} ({result.pinned.method})", fg="yellow"))
+    if not result.safe:
         raise VerificationError(
-            f"the next boot ({default.kver}) has no working patched modules: {safety.reason}",
-            hint="run `fwman modules catchup`, or pin a kernel that has them (see `fwman modules status`)",
+            f"the next boot ({result.default.kver}) has no working patched modules: {result.reason}",
+            hint=f"{result.problem}; see `fwman modules status`"
+            if result.problem
+            else "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
         )
 
 

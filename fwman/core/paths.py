@@ -37,6 +37,8 @@ MODULES_STATE_DIR = f"{STATE_DIR}/modules"
 MODULES_SOURCE_RECORD = f"{MODULES_STATE_DIR}/source.json"
 MODULES_STAMP = f"{MODULES_STATE_DIR}/current.stamp"
 BOOT_PIN_STATE = f"{STATE_DIR}/boot-pin.json"
+#: left by a kernel hook's boot check; apt's Post-Invoke hook (APT_BOOT_CHECK) checks again when it is there
+BOOT_CHECK_PENDING = f"{STATE_DIR}/boot-check.pending"
 #: what `fwman p2p test` verified, one JSON line per run, with the fingerprint of the configuration it ran on
 P2P_HISTORY_FILE = f"{STATE_DIR}/p2p-history.jsonl"
 DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
@@ -70,6 +72,13 @@ APT_USERSPACE_PIN = "/etc/apt/preferences.d/fwman-nvidia-userspace"
 APT_USERSPACE_BLACKLIST = "/etc/apt/apt.conf.d/51fwman-nvidia-userspace"
 POSTRM_HOOK = "/etc/kernel/postrm.d/fwman"
 KERNEL_INSTALL_PLUGIN = "/etc/kernel/install.d/50-fwman.install"
+#: the final boot check, after the boot loader's own hook (run-parts: C byte order, "zz-update-grub" < "zzz-fwman";
+#: kernel-install: `sort -V`, 90-loaderentry < 99-zz-fwman), see docs/boot-safety.md
+POSTINST_BOOT_CHECK = f"{KERNEL_POSTINST_DIR}/zzz-fwman"
+POSTRM_BOOT_CHECK = "/etc/kernel/postrm.d/zzz-fwman"
+KERNEL_INSTALL_BOOT_CHECK = "/etc/kernel/install.d/99-zz-fwman.install"
+#: apt's DPkg::Post-Invoke: the boot check once more after apt's dpkg run, when a kernel hook asked for it
+APT_BOOT_CHECK = "/etc/apt/apt.conf.d/99fwman-boot-check"
 MOTD_FILE = "/etc/motd.d/fwman"
 #: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
 #: its --collector.textfile.directory names (point -o there when it is another one)
@@ -85,6 +94,8 @@ GRUB_CFG = "/boot/grub/grub.cfg"
 GRUBENV = "/boot/grub/grubenv"
 PVE_BOOT_PIN = "/etc/kernel/proxmox-boot-pin"
 PVE_NEXT_BOOT_PIN = "/etc/kernel/next-boot-pin"
+#: the ESPs proxmox-boot-tool keeps in sync; with it, `kernel pin` only writes the pin file until a `refresh`
+PVE_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 SYSTEMD_BOOT_LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 
 # --- DKMS ---------------------------------------------------------------------------------------------------

@@ -72,3 +72,26 @@ submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-a
 	}}
 """  # noqa: E501
     return head + body + "}\n### END /etc/grub.d/10_linux ###\n"
+
+
+def update_grub(root: str) -> None:
+    """Do what Debian's update-grub does to ``root``'s boot menu: every ``/boot/vmlinuz-*``, newest first.
+
+    ``/etc/default/grub``'s ``GRUB_DEFAULT`` picks the default line (``saved``: the saved entry; else entry 0).
+    The stand-in ``update-grub`` of the boot-order tests runs this, since the real one probes this machine's disks.
+    """
+    from pathlib import Path
+
+    from fwman.driver.kernels import version_key
+
+    base = Path(root)
+    kernels = sorted(
+        (p.name.removeprefix("vmlinuz-") for p in (base / "boot").glob("vmlinuz-*")), key=version_key, reverse=True
+    )
+    defaults = base / "etc/default/grub"
+    saved = defaults.exists() and "GRUB_DEFAULT=saved" in defaults.read_text()
+    text = grub_cfg(kernels) if kernels else "### no kernels ###\n"
+    if not saved:
+        text = text.replace('set default="${saved_entry}"', 'set default="0"')
+    (base / "boot/grub").mkdir(parents=True, exist_ok=True)
+    (base / "boot/grub/grub.cfg").write_text(text)

@@ -119,3 +119,21 @@ def object_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 _SEED: dict[str, Path] = {}
+
+
+def install_tiny_modules(root: Path, kver: str) -> None:
+    """Install small ELF modules with NVIDIA's tags for ``kver`` into ``root`` the way a build installs them.
+
+    fwman's own install actions (staged files, stored copy, depmod override, the real depmod) and a manifest:
+    for tests about what happens to installed modules, without a compiler.
+    """
+    from fixtures.tinymod.elfgen import build_module, nvidia_tags
+    from fwman.driver.build.install import install_modules
+    from fwman.driver.build.manifest import Manifest, write_manifest
+    from fwman.host.live import LiveHost
+
+    host = LiveHost(str(root))
+    (root / f"lib/modules/{kver}/kernel/drivers/video").mkdir(parents=True, exist_ok=True)
+    built = {n: build_module(nvidia_tags("570.86.16", kver, name=n)) for n in ("nvidia", "nvidia-uvm")}
+    entries, _ = install_modules(host, kver, built)
+    write_manifest(host, Manifest(kver, "aikitoria", "570.86.16-p2p", "b" * 40, entries, "2026-12-01T10:00:00+00:00"))

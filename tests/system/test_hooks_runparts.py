@@ -69,7 +69,8 @@ def test_pending_without_headers_then_catchup_builds(tmp_path: Path, object_cach
     assert run_fwman(root, "hooks", "install")[1].strip() == "hook and service already installed and current"
     status = json.loads(run_fwman(root, "hooks", "status", "--json")[1])
     assert status["installed"] is True
-    assert status["order"]["/etc/kernel/postinst.d"] == ["dkms", "fwman", "initramfs-tools", "zz-update-grub"]
+    in_order = ["dkms", "fwman", "initramfs-tools", "zz-update-grub", "zzz-fwman"]  # the final check: after the loader
+    assert status["order"]["/etc/kernel/postinst.d"] == in_order
 
     # the image is configured before its headers: pending, exit 0, the kernel install goes on
     proc = _run_parts(root, "/etc/kernel/postinst.d", KERNEL_OK, f"/boot/vmlinuz-{KERNEL_OK}")

@@ -180,9 +180,7 @@ def loader_entries(host: Host, loader: str) -> dict[str, str]:
 # -- which loader, which kernel boots next -------------------------------------------------------------------
 def detect_bootloader(host: Host) -> str:
     """Return ``proxmox``, ``grub``, ``systemd-boot`` or ``unknown`` for ``host``."""
-    if host.which("proxmox-boot-tool") and (
-        host.exists("/etc/kernel/proxmox-boot-uuids") or host.exists(paths.PVE_BOOT_PIN)
-    ):
+    if host.which("proxmox-boot-tool") and (host.exists(paths.PVE_BOOT_UUIDS) or host.exists(paths.PVE_BOOT_PIN)):
         return "proxmox"
     if host.exists(paths.GRUB_CFG) or host.exists(paths.GRUBENV):
         return "grub"

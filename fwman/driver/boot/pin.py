@@ -4,7 +4,9 @@ A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves 
 fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel. When the kernel the machine
 would boot next is not safe (its build failed, its headers never came), fwman pins the newest safe kernel:
 
-- Proxmox (``proxmox-boot-tool`` present): ``proxmox-boot-tool kernel pin KVER``; undone with ``kernel unpin``.
+- Proxmox (``proxmox-boot-tool`` present): ``proxmox-boot-tool kernel pin KVER``; undone with ``kernel unpin``;
+  either followed by ``proxmox-boot-tool refresh`` when ESPs are configured (else the ESPs change only at the
+  next refresh).
 - GRUB: ``grub-set-default`` (persistent; effective with ``GRUB_DEFAULT=saved``, which grub.cfg shows as
   ``set default="${saved_entry}"``); otherwise ``grub-reboot`` (``next_entry``, the next boot only: the
   boot-time catch-up pins again at every boot until the new kernel has working modules).
@@ -132,6 +134,18 @@ def _run_tool(host: Host, argv: list[str]) -> None:
         raise FwmanError(f"{' '.join(argv)} failed: {(result.stderr or result.stdout).strip()}")
 
 
+def _proxmox_refresh(host: Host) -> None:
+    """Write a pin change to the ESPs proxmox-boot-tool keeps in sync (none: ``kernel pin`` ran update-grub).
+
+    With ESPs configured, ``kernel pin`` and ``kernel unpin`` only write ``/etc/kernel/proxmox-boot-pin`` and,
+    without a terminal, say "Use the 'refresh' command to update the ESPs": the loader entries change only at
+    the next ``refresh``. Run from the final boot check, after ``zz-proxmox-boot`` has refreshed, nothing would
+    apply the pin before the reboot.
+    """
+    if host.exists(paths.PVE_BOOT_UUIDS):
+        _run_tool(host, ["proxmox-boot-tool", "refresh"])
+
+
 def _grub_tool_args(host: Host) -> list[str]:
     prefix = root_prefix(host)
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
@@ -170,6 +184,7 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
             raise FwmanError("proxmox-boot-tool can only pin the running system, not a temp root")
         previous = {"pin": host.read_text(paths.PVE_BOOT_PIN).strip()} if host.exists(paths.PVE_BOOT_PIN) else {}
         _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", safe])
+        _proxmox_refresh(host)
         record = PinRecord(safe, avoided, reason, "proxmox", previous=previous)
     elif loader == "grub":
         menu, env = grub_state(host)
@@ -239,6 +254,7 @@ def unpin(host: Host) -> PinRecord | None:
         _run_tool(host, ["proxmox-boot-tool", "kernel", "unpin"])
         if record.previous.get("pin"):
             _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", record.previous["pin"]])
+        _proxmox_refresh(host)
     elif record.method in ("grub-saved", "grub-next"):
         env_file = local_dir(host, paths.GRUBENV, "change")
         if record.method == "grub-saved":

@@ -6,6 +6,9 @@
   ``python -m fwman modules hook --kernel KVER``; never fails a kernel install unless ``strict``);
 - ``/etc/kernel/postrm.d/fwman`` (``fwman modules forget``) and ``/etc/kernel/install.d/50-fwman.install``
   (systemd's kernel-install: ``add`` is the hook, ``remove`` is ``forget``);
+- the final boot check, after the boot loader's own hook has written the menu: ``/etc/kernel/postinst.d/zzz-fwman``,
+  ``/etc/kernel/postrm.d/zzz-fwman``, ``/etc/kernel/install.d/99-zz-fwman.install`` (``fwman modules check-boot
+  --pin``), and apt's ``/etc/apt/apt.conf.d/99fwman-boot-check`` (the same once more after apt's dpkg run);
 - ``/etc/systemd/system/fwman-catchup.service`` (+ its ``multi-user.target.wants`` link): ``fwman modules
   catchup`` at boot, after ``dkms.service``, before ``nvidia-persistenced`` and the display manager.
 
@@ -56,42 +59,47 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
         return read_data(directory / name).decode().replace("@PYTHON@", python).encode()
 
     hook = template("kernel-postinst")
+    check = template("kernel-bootcheck")
     return {
         paths.POSTINST_HOOK: hook,
         paths.HEADER_POSTINST_HOOK: hook,
         paths.POSTRM_HOOK: template("kernel-postrm"),
         paths.KERNEL_INSTALL_PLUGIN: template("kernel-install-plugin"),
+        paths.POSTINST_BOOT_CHECK: check,
+        paths.POSTRM_BOOT_CHECK: check,
+        paths.KERNEL_INSTALL_BOOT_CHECK: check,
+        paths.APT_BOOT_CHECK: template("apt-boot-check"),
         paths.CATCHUP_UNIT: template(paths.CATCHUP_UNIT_NAME),
         paths.CATCHUP_SCRIPT: template("fwman-catchup"),
     }
 
 
+#: every file ``fwman hooks install`` writes and its mode, in install order (``hooks status`` reports them all)
+INSTALLED: tuple[tuple[str, int], ...] = (
+    (paths.POSTINST_HOOK, 0o755),
+    (paths.HEADER_POSTINST_HOOK, 0o755),
+    (paths.POSTRM_HOOK, 0o755),
+    (paths.KERNEL_INSTALL_PLUGIN, 0o755),
+    (paths.POSTINST_BOOT_CHECK, 0o755),
+    (paths.POSTRM_BOOT_CHECK, 0o755),
+    (paths.KERNEL_INSTALL_BOOT_CHECK, 0o755),
+    (paths.APT_BOOT_CHECK, 0o644),
+    (paths.CATCHUP_SCRIPT, 0o755),
+    (paths.CATCHUP_UNIT, 0o644),
+)
+
+
 def install_actions(python: str | None = None) -> list[Action]:
-    """Return the actions that install the hook and the unit (idempotent)."""
+    """Return the actions that install the hooks, the boot checks and the unit (idempotent)."""
     files = rendered(python)
-    actions: list[Action] = [
-        WriteFile(paths.POSTINST_HOOK, files[paths.POSTINST_HOOK], 0o755),
-        WriteFile(paths.HEADER_POSTINST_HOOK, files[paths.HEADER_POSTINST_HOOK], 0o755),
-        WriteFile(paths.POSTRM_HOOK, files[paths.POSTRM_HOOK], 0o755),
-        WriteFile(paths.KERNEL_INSTALL_PLUGIN, files[paths.KERNEL_INSTALL_PLUGIN], 0o755),
-        WriteFile(paths.CATCHUP_SCRIPT, files[paths.CATCHUP_SCRIPT], 0o755),
-        WriteFile(paths.CATCHUP_UNIT, files[paths.CATCHUP_UNIT], 0o644),
-        Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT),
-    ]
+    actions: list[Action] = [WriteFile(path, files[path], mode) for path, mode in INSTALLED]
+    actions.append(Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT))
     return actions
 
 
 def remove_actions() -> list[Action]:
-    """Return the actions that remove everything :func:`install_actions` wrote."""
-    return [
-        RemoveFile(paths.CATCHUP_UNIT_WANTS),
-        RemoveFile(paths.CATCHUP_UNIT),
-        RemoveFile(paths.CATCHUP_SCRIPT),
-        RemoveFile(paths.KERNEL_INSTALL_PLUGIN),
-        RemoveFile(paths.POSTRM_HOOK),
-        RemoveFile(paths.HEADER_POSTINST_HOOK),
-        RemoveFile(paths.POSTINST_HOOK),
-    ]
+    """Return the actions that remove everything :func:`install_actions` wrote (the unit's link first)."""
+    return [RemoveFile(paths.CATCHUP_UNIT_WANTS), *(RemoveFile(path) for path, _ in reversed(INSTALLED))]
 
 
 def install(host: Host, report: Report = silent) -> list[str]:
@@ -158,14 +166,7 @@ def status(host: Host) -> HooksStatus:
         expected = {a.path: a for a in install_actions() if isinstance(a, WriteFile)}
     except MissingError:
         expected = {}
-    for path in (
-        paths.POSTINST_HOOK,
-        paths.HEADER_POSTINST_HOOK,
-        paths.POSTRM_HOOK,
-        paths.KERNEL_INSTALL_PLUGIN,
-        paths.CATCHUP_SCRIPT,
-        paths.CATCHUP_UNIT,
-    ):
+    for path, _mode in INSTALLED:
         try:
             present = host.exists(path)
         except NotRecordedError:  # a snapshot captured before fwman installed this file: say so, do not guess

@@ -20,18 +20,26 @@ from fwman.core.errors import BlockedError, MissingError, NotRecordedError, Pars
 from fwman.host.base import Host
 
 PACKAGE = "fwman"
-#: what of the package's files are "the hooks": kernel hook directories, the unit, the catch-up script, a
-#: kernel-install plugin (systemd's /usr/lib/kernel/install.d); both unit directories (Debian 13 uses /usr/lib)
+#: what of the package's files are "the hooks": kernel hook directories, the unit, the catch-up script, the
+#: kernel-install plugins (systemd's /usr/lib/kernel/install.d), apt's boot check; both unit directories
+#: (Debian 13 uses /usr/lib)
 HOOK_PREFIXES = (
     "/etc/kernel/",
     "/lib/systemd/system/fwman",
     "/usr/lib/systemd/system/fwman",
     "/usr/libexec/fwman/",
     "/usr/lib/kernel/install.d/",
+    paths.APT_BOOT_CHECK,
 )
-#: what `fwman hooks install` (the pip layout) writes outside /etc/kernel; a leftover of it next to the
-#: package's files would win (a unit in /etc/systemd/system hides the one in /lib/systemd/system)
-PIP_LAYOUT_ONLY = (paths.CATCHUP_UNIT, paths.CATCHUP_SCRIPT, paths.KERNEL_INSTALL_PLUGIN)
+#: what `fwman hooks install` (the pip layout) writes where the package has no file of that name; a leftover of
+#: it next to the package's files would win (a unit in /etc/systemd/system hides the one in /lib/systemd/system,
+#: a plugin in /etc/kernel/install.d the one in /usr/lib/kernel/install.d)
+PIP_LAYOUT_ONLY = (
+    paths.CATCHUP_UNIT,
+    paths.CATCHUP_SCRIPT,
+    paths.KERNEL_INSTALL_PLUGIN,
+    paths.KERNEL_INSTALL_BOOT_CHECK,
+)
 
 _MD5_LINE = re.compile(r"^(?P<sum>[0-9a-f]{32})  (?P<path>[^\n]+)$")
 

@@ -122,7 +122,13 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_t
         # (headers installed later, a repair of another kernel) the initramfs was built before: refresh it
         built = [o.kver for o in summary.outcomes if o.status == "built"]
         refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
+        # judged on the menu as it is now; the final check (zzz-fwman, 99-zz-fwman.install) judges it again after
+        # the boot loader's hook, and apt's Post-Invoke hook after dpkg returns (fwman.driver.boot.guard)
         summary.boot = boot.ensure_safe_boot(host, report)
+        if origin != "manual":
+            from fwman.driver.boot.guard import request_recheck
+
+            request_recheck(host)
     return summary
 
 

@@ -18,7 +18,16 @@ from tests.support.env import FwmanEnv
 def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path))
     done = hooks.install(host)
-    assert len(done) == 7  # postinst, header_postinst, postrm, kernel-install plugin, script, unit, link
+    # postinst, header_postinst, postrm, kernel-install plugin, the three final boot checks, apt's, script,
+    # unit, link
+    assert len(done) == 11
+    written = {line.split()[1] for line in done if line.startswith("write ")}
+    for path in (paths.POSTINST_BOOT_CHECK, paths.POSTRM_BOOT_CHECK, paths.KERNEL_INSTALL_BOOT_CHECK):
+        assert path in written and os.access(tmp_path / path[1:], os.X_OK)
+        assert "modules check-boot --pin" in (tmp_path / path[1:]).read_text()
+    apt_hook = (tmp_path / paths.APT_BOOT_CHECK[1:]).read_text()
+    assert f"{os.path.abspath(sys.executable)} -m fwman modules check-boot --pin --from apt" in apt_hook
+    assert (tmp_path / paths.APT_BOOT_CHECK[1:]).stat().st_mode & 0o777 == 0o644
     hook = tmp_path / "etc/kernel/postinst.d/fwman"
     text = hook.read_text()
     assert f'FWMAN_PYTHON="{os.path.abspath(sys.executable)}"' in text and "@PYTHON@" not in text
@@ -37,8 +46,9 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
     st = hooks.status(host)
     assert not st.installed and st.files[0].note == "differs from this fwman's version"
     assert hooks.install(host) == [f"write {paths.POSTINST_HOOK} ({len(text)} bytes, mode 755)"]
-    assert len(hooks.remove(host)) == 7
+    assert len(hooks.remove(host)) == 11
     assert not hook.exists() and not (tmp_path / "etc/systemd/system/fwman-catchup.service").exists()
+    assert not (tmp_path / paths.APT_BOOT_CHECK[1:]).exists() and not (tmp_path / paths.POSTRM_BOOT_CHECK[1:]).exists()
     assert hooks.remove(host) == []
 
 
@@ -50,7 +60,17 @@ def test_cli_dry_run_and_status(tmp_path: Path) -> None:
     doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.hooks-status/1" and doc["installed"] is False
     assert run("hooks", "install", "--root", str(tmp_path)).code == 0
-    assert run("hooks", "status", "--json", "--root", str(tmp_path)).json()["installed"] is True
+    doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    assert doc["installed"] is True
+    listed = {f["path"] for f in doc["files"]}
+    assert {paths.POSTINST_BOOT_CHECK, paths.POSTRM_BOOT_CHECK, paths.KERNEL_INSTALL_BOOT_CHECK} <= listed
+    assert paths.APT_BOOT_CHECK in listed
+    # run-parts order (C bytes): the final check after the boot loader's hook
+    assert doc["order"]["/etc/kernel/postinst.d"] == ["fwman", "zzz-fwman"]
+    (tmp_path / paths.POSTRM_BOOT_CHECK[1:]).unlink()
+    doc = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    assert doc["installed"] is False
+    assert [f["note"] for f in doc["files"] if f["path"] == paths.POSTRM_BOOT_CHECK] == ["missing"]
 
 
 def _hook_with(tmp_path: Path, python_body: str | None) -> Path:

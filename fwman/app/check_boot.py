@@ -1,0 +1,73 @@
+"""``fwman modules check-boot``: is the kernel that boots next safe, and (``--pin``) make it so.
+
+Typed arguments in, a result model out; no click. Without ``pin`` it only reads. With ``pin`` it is the final
+boot check the hooks run after the boot loader's own hook (:mod:`fwman.driver.boot.guard`): a kernel whose
+modules failed is pinned away from, a pin whose reason is gone is released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core.errors import MissingError
+from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
+from fwman.driver.boot.pin import PinRecord, kernel_safety
+from fwman.host.actions import Report, silent
+from fwman.host.base import Host
+
+
+@dataclass
+class CheckBootResult:
+    """The next boot after the check (and after any pin it made), and what the check changed."""
+
+    default: BootDefault
+    safe: bool
+    reason: str
+    pinned: PinRecord | None = None
+    released: PinRecord | None = None
+    problem: str | None = None
+    changed: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-check-boot/1`` (without the schema key)."""
+        return {
+            "kernel": self.default.kver,
+            "loader": self.default.loader,
+            "how": self.default.how,
+            "safe": self.safe,
+            "reason": self.reason,
+            "pinned": self.pinned.kernel if self.pinned is not None else None,
+            "released": self.released.kernel if self.released is not None else None,
+            "problem": self.problem,
+            "changed": self.changed,
+        }
+
+
+def check_boot(
+    host: Host,
+    pin: bool = False,
+    origin: str = "manual",
+    removed: frozenset[str] = frozenset(),
+    report: Report = silent,
+) -> CheckBootResult:
+    """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not.
+
+    Raises MissingError (exit 5) when no kernel is installed; LockTimeout (with ``pin``) when a build holds
+    the module lock.
+    """
+    if not pin:
+        default = default_boot_kernel(host)
+        if default.kver is None:
+            raise MissingError("no installed kernel found under /lib/modules")
+        safety = kernel_safety(host, default.kver)
+        return CheckBootResult(default, safety.safe, safety.reason)
+    from fwman.driver.boot.guard import final_check
+
+    check = final_check(host, origin, removed, report)
+    if check.default.kver is None:
+        raise MissingError("no installed kernel found under /lib/modules")
+    safety = check.safety if check.safety is not None else kernel_safety(host, check.default.kver)
+    return CheckBootResult(
+        check.default, safety.safe, safety.reason, check.pinned, check.released, check.problem, check.changed
+    )

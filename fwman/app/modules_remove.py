@@ -1,0 +1,98 @@
+"""``fwman modules remove``: take fwman's installed patched modules off the host, for some kernels or all.
+
+Typed arguments in (:class:`RemoveRequest`), a result model out (:class:`RemoveResult`); no click. The plan is
+:func:`fwman.driver.build.uninstall.remove_actions`, plus undoing fwman's boot pin when the pinned kernel loses
+its modules (or with ``--all``): a pin to a kernel without patched modules protects nothing. The kernel hooks
+and the boot-time catch-up build the modules again while fwman is installed and a module source is configured:
+the result says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core.errors import UsageError
+from fwman.driver.boot.loaders import default_boot_kernel
+from fwman.driver.boot.pin import UnpinBoot, read_pin
+from fwman.driver.build.lock import module_lock
+from fwman.driver.build.uninstall import RemoveKernelModules, kernels_with_modules, remove_actions
+from fwman.host.actions import Action, Report, Tracked, apply_all, pending, silent
+from fwman.host.base import Host
+
+
+@dataclass(frozen=True)
+class RemoveRequest:
+    """Which kernels' modules to remove (``kernels``, or every kernel with ``all_kernels``), and whether to act."""
+
+    kernels: tuple[str, ...] = ()
+    all_kernels: bool = False
+    dry_run: bool = False
+
+
+@dataclass
+class RemoveResult:
+    """What was (or, in a dry run, would be) done."""
+
+    kernels: list[str]
+    dry_run: bool
+    actions: list[str] = field(default_factory=list)  # descriptions: done, or to do in a dry run
+    removed: list[str] = field(default_factory=list)  # the paths removed
+    next_boot: str | None = None
+    next_boot_lost: bool = False  # the kernel that boots next had fwman's modules and no longer has them
+
+    @property
+    def changed(self) -> bool:
+        """Return True when the host was changed (never in a dry run)."""
+        return bool(self.actions) and not self.dry_run
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-remove/1`` (without the schema key)."""
+        return {
+            "dry_run": self.dry_run,
+            "changed": self.changed,
+            "kernels": self.kernels,
+            "actions": self.actions,
+            "removed": self.removed,
+            "next_boot": self.next_boot,
+            "next_boot_lost": self.next_boot_lost,
+        }
+
+
+def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
+    actions = remove_actions(host, kernels)
+    record = read_pin(host)
+    if record is not None and (all_kernels or record.kernel in kernels):
+        actions.append(UnpinBoot())
+    return actions
+
+
+def remove_modules(host: Host, request: RemoveRequest, report: Report = silent) -> RemoveResult:
+    """Remove (or, with ``dry_run``, list) what the request names and return the result.
+
+    Raises UsageError when neither or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an
+    action that fails (what was applied stays applied; running it again continues); LockTimeout when a build
+    holds the module lock.
+    """
+    if bool(request.kernels) == request.all_kernels:
+        raise UsageError(
+            "name the kernels (--kernel KVER, repeatable) or --all, not both and not neither",
+            hint="`fwman modules status` lists the kernels and their modules",
+        )
+    kernels = kernels_with_modules(host) if request.all_kernels else list(dict.fromkeys(request.kernels))
+    result = RemoveResult(kernels, request.dry_run)
+    if request.dry_run:
+        result.actions = [a.describe() for a in pending(host, _plan(host, kernels, request.all_kernels))]
+        return result
+    with module_lock(host):
+        actions = _plan(host, kernels, request.all_kernels)
+        result.actions = apply_all(host, actions, report)
+    for action in actions:
+        inner = action.action if isinstance(action, Tracked) else action
+        if isinstance(inner, RemoveKernelModules):
+            result.removed += inner.removed
+    # after the pin (if any) was undone: the kernel the loader boots now
+    result.next_boot = default_boot_kernel(host).kver
+    lost = f"/lib/modules/{result.next_boot}/"
+    result.next_boot_lost = result.next_boot is not None and any(p.startswith(lost) for p in result.removed)
+    return result

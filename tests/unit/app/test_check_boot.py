@@ -1,0 +1,64 @@
+"""`fwman modules check-boot --pin` on a temp root with systemd-boot: the final check the hooks run after the boot
+loader's own hook. 6.1.0-50 has fwman's modules (installed by fwman's own actions, real depmod), 6.1.0-53 has none;
+loader.conf's `default` glob makes the newest entry the next boot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.env import FwmanEnv
+from tests.support.modules import install_tiny_modules
+from tests.support.tools import require_tools
+
+OK, BAD = "6.1.0-50-amd64", "6.1.0-53-amd64"
+MARKER = "var/lib/fwman/boot-check.pending"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    require_tools("depmod")
+    base = tmp_path / "root"
+    install_tiny_modules(base, OK)
+    (base / f"lib/modules/{BAD}").mkdir(parents=True)
+    loader = base / "boot/loader"
+    (loader / "entries").mkdir(parents=True)
+    (loader / "loader.conf").write_text("timeout 3\ndefault debian-*\n")
+    for kver in (OK, BAD):
+        (loader / f"entries/debian-{kver}.conf").write_text(f"title Debian\nversion {kver}\nlinux /vmlinuz-{kver}\n")
+    return base
+
+
+def test_without_pin_it_only_reads(root: Path) -> None:
+    r = FwmanEnv()("modules", "check-boot", "--json", "--root", str(root))
+    assert r.code == 4 and r.json()["kernel"] == BAD and r.json()["pinned"] is None
+    assert "default debian-*" in (root / "boot/loader/loader.conf").read_text()
+    assert not (root / MARKER).exists()
+
+
+def test_pin_from_a_kernel_hook_then_apt(root: Path) -> None:
+    run = FwmanEnv()
+    r = run("modules", "check-boot", "--pin", "--from", "postinst", "--json", "--root", str(root))
+    doc = r.json()
+    assert r.code == 0, r.stderr
+    assert (doc["kernel"], doc["safe"], doc["pinned"]) == (OK, True, OK)
+    assert doc["changed"] == [f"pin the boot default to {OK} instead of {BAD}"]
+    assert f"default debian-{OK}.conf" in (root / "boot/loader/loader.conf").read_text()
+    assert (root / MARKER).exists()  # a kernel hook ran: apt's Post-Invoke hook checks again
+
+    again = run("modules", "check-boot", "--pin", "--from", "apt", "--json", "--root", str(root)).json()
+    assert again["changed"] == [] and again["safe"] is True and again["pinned"] is None
+    assert not (root / MARKER).exists()  # consumed
+
+
+def test_removal_leaves_the_removed_kernel_out(root: Path) -> None:
+    """postrm's check: the pinned kernel is being removed (its directory is still there), and none is left."""
+    run = FwmanEnv()
+    assert run("modules", "check-boot", "--pin", "--root", str(root)).code == 0
+    (root / f"boot/loader/entries/debian-{OK}.conf").unlink()  # what 90-loaderentry's remove did
+    r = run("modules", "check-boot", "--pin", "--from", "postrm", "--removed", OK, "--root", str(root))
+    assert r.code == 4
+    assert "no working patched modules" in r.stderr and "no other kernel has them" in r.stderr
+    assert run("modules", "check-boot", "--pin", "--removed", "../x", "--root", str(root)).code == 2

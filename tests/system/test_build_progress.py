@@ -36,7 +36,7 @@ def test_a_build_without_a_terminal_says_each_phase_once_and_where_it_failed(tmp
     assert code == 0, out + err
     assert _make_lines(err, root) == [
         f"running make -j2 --output-sync=target modules KERNEL_UNAME={ok} "
-        f"SYSSRC=ROOT/usr/src/linux-headers-6.1.0-50-common SYSOUT=ROOT/usr/src/linux-headers-{ok}",
+        f"SYSSRC=ROOT/usr/src/linux-headers-{ok.removesuffix('-amd64')}-common SYSOUT=ROOT/usr/src/linux-headers-{ok}",
         f"{ok}: kernel-independent objects started, 0s in",
         f"{ok}: kernel-independent objects done: 30 objects in 0s",
         f"{ok}: conftest started, 0s in",
@@ -71,4 +71,4 @@ def test_a_build_without_a_terminal_says_each_phase_once_and_where_it_failed(tmp
     code, out, err = run_fwman(root, "modules", "build", "-j", "2", "--kernel", bad, "--force", env=env)
     assert code == 4, out + err
     assert _make_lines(err, root)[1:5] == lines[1:5]
-    assert "build for 6.1.0-53-amd64 FAILED in the kernel-open phase: kernel-open/nvidia/nv-pci.c:17" in err
+    assert f"build for {bad} FAILED in the kernel-open phase: kernel-open/nvidia/nv-pci.c:17" in err

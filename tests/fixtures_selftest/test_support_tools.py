@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.support.env import REPO
 from tests.support.kernels import installed_pair, offered, packages_to_install, resize_arguments
 
-PROBE = '''
+PROBE = """
 from tests.support.tools import needs_tool, require_tools
 
 def test_direct():
@@ -20,7 +20,7 @@ def test_direct():
 @needs_tool("fwman-no-such-tool", "no-such-package")
 def test_decorated(tmp_path):
     assert tmp_path.is_dir()
-'''
+"""
 
 
 def _outcomes(tmp_path: Path, ci: str | None) -> str:

@@ -128,3 +128,18 @@ def test_an_unknown_card_is_described_with_add_local_not_a_catalog_update_withou
     replanned = _run(rig, ["upgrade", "--dry-run", "--json"]).json()
     card = next(c for c in replanned["cards"] if c["bus_id"] == "0000:41:00.0")
     assert (card["action"], card["target_version"]) == ("flash", UPDATE)
+
+
+def test_a_changed_installed_catalog_names_a_way_back_that_needs_no_configured_url(tmp_path: Path) -> None:
+    rig = build_rig(tmp_path)
+    board = rig.root / BOARD_3987
+    board.write_text(board.read_text().replace("launch run", "launch run, edited"))  # the index is not updated
+    broken = _run(rig, ["upgrade", "--dry-run"])
+    assert broken.code == ExitCode.VERIFICATION and "SHA-256 does not match index.json" in broken.stderr
+    assert "no catalog URL configured" in _run(rig, ["catalog", "update"]).stderr  # the old hint's command
+    hint = next(line for line in broken.stderr.splitlines() if "hint:" in line)
+    removal = re.search(r"\(rm -r (?P<dir>/\S+)\)", hint)
+    assert removal is not None and "catalog update --url URL" in hint, hint
+    shutil.rmtree(rig.root / removal.group("dir").lstrip("/"))  # what `rm -r` does, under the rig's root
+    listed = _run(rig, ["catalog", "list"])
+    assert listed.code == 0 and "SHA-256 does not match" not in listed.stderr, listed.stderr

@@ -45,7 +45,7 @@ class BuildRequest:
     source_dir: str | None = None
     force: bool = False
     jobs: int | None = None
-    #: the build progress sink (a live line on a terminal); None: one line per phase through ``report``
+    #: the build progress sink (a live line on a terminal); None: phase lines and a heartbeat via ``report``
     progress: ProgressSink | None = None
 
 

@@ -69,7 +69,7 @@ def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None
 
 
 def _progress(app: AppContext, as_json: bool) -> Any:
-    """Return the build progress sink: a live line on a terminal, one line per phase otherwise, nothing in --json."""
+    """Return the build progress sink: a live line on a terminal, whole lines otherwise (PhaseLog), none in --json."""
     from fwman.driver.build.pipeline import phase_lines
 
     if as_json:

@@ -6,16 +6,23 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 DEMO_STAMP := $(VENV)/.installed
 
-# Debian packages the system tests use (real kernel headers for two kernels whose pci_resize_resource()
-# differs, dkms, depmod/modinfo, run-parts, systemd-analyze, sign-file, git, openssl, compressors, promtool;
-# initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests, dpkg-dev for the local apt repository
-# of the hold test; the Debian package build: build-essential, debhelper, dh-virtualenv, lintian).
-KERNELS ?= 6.1.0-50-amd64 6.1.0-53-amd64
-APT_PACKAGES := $(addprefix linux-headers-,$(KERNELS)) dkms kmod debianutils systemd git make gcc \
-	openssl xz-utils zstd libc6-dev grub2-common 7zip prometheus initramfs-tools cpio mokutil dpkg-dev \
-	build-essential debhelper dh-virtualenv lintian python3-venv
+# Debian packages the tests use: dkms, depmod/modinfo, run-parts, systemd-analyze, git (its daemon too, for the
+# story suite), openssl, compressors; initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests,
+# dpkg-dev for the local apt repository of the hold test; the Debian package build (build-essential, debhelper,
+# dh-virtualenv, lintian); bsdtar (libarchive-tools) for the update-package tests; mmdebstrap for the story suite.
+# Not listed, on purpose: the Prometheus server (only its promtool is unpacked) and the kernel headers (two
+# kernels whose pci_resize_resource() differs, chosen from what apt offers: tests/support/kernels.py).
+# tests/support/system-deps.sh says how nothing is upgraded and nothing starts or enables a service.
+APT_PACKAGES := dkms kmod debianutils systemd git make gcc openssl xz-utils zstd libc6-dev grub2-common 7zip \
+	initramfs-tools cpio mokutil dpkg-dev build-essential debhelper dh-virtualenv lintian python3-venv \
+	libarchive-tools mmdebstrap
 
-.PHONY: demo test venv lint typecheck pytest system-deps clean deb
+LINT_PATHS := fwman tests fixtures bench
+#: the edit loop's tests: everything but tests/system (root, Debian packages, minutes) and tests/story
+CHECK_TESTS := tests/unit tests/adversarial tests/architecture tests/fixtures_selftest
+PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider
+
+.PHONY: demo test check story venv lint system-deps clean deb
 
 $(DEMO_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,21 +40,28 @@ $(STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	@bash fixtures/demo.sh $(VENV)/bin/fwman
 
-## test: ruff, mypy (strict) and pytest; as root it first installs the Debian packages the system tests need
-test: $(STAMP) system-deps
-	$(VENV)/bin/ruff check fwman tests fixtures bench
-	$(VENV)/bin/ruff format --check fwman tests fixtures bench
+## check: the edit loop (a few minutes, no root): ruff, ruff format --check, mypy, the tests outside tests/system
+check: $(STAMP)
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
-	$(VENV)/bin/pytest -q -p no:cacheprovider
+	$(PYTEST) -m 'not system and not story' $(CHECK_TESTS)
 
+## test: everything (what CI runs): ruff, mypy (strict), every test including tests/system and tests/story; as
+## root it first installs the Debian packages the tests need (system-deps)
+test: $(STAMP) system-deps
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
+	$(VENV)/bin/mypy
+	$(PYTEST)
+
+## story: only the story suite (tests/story, root); one story: make story K=kernel_update (pytest -k)
+story: $(STAMP) system-deps
+	$(PYTEST) -m story tests/story $(if $(K),-k '$(K)')
+
+## system-deps: as root, the Debian packages the tests need (never an upgrade, never a service started or enabled)
 system-deps:
-	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-		if [ -n "$$missing" ]; then \
-			echo "installing Debian packages for the system tests:$$missing"; \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
-		fi; \
-	else echo "not root (or no apt): system tests that need Debian packages will be skipped"; fi
+	@bash tests/support/system-deps.sh $(APT_PACKAGES)
 
 ## deb: build the Debian package (debian/; needs debhelper and dh-virtualenv, and PyPI for the private Python
 ## environment) into dist/, and check it with lintian. The build runs in a copy of the tracked tree (build/deb/).
@@ -61,4 +75,4 @@ deb:
 	@ls -l dist/fwman_*.deb
 
 clean:
-	rm -rf $(VENV) build/deb .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf $(VENV) build/deb .mypy_cache .ruff_cache .pytest_cache .hypothesis .cache/system-deps

@@ -1,4 +1,4 @@
-"""Shared fixtures, and the `system` marker for everything under tests/system/."""
+"""Shared fixtures, the `system` marker for everything under tests/system/ and `story` for tests/story/."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from tests.support.env import FwmanEnv
 
 SYSTEM = Path(__file__).resolve().parent / "system"
+STORY = Path(__file__).resolve().parent / "story"
 
 
 @pytest.fixture
@@ -18,7 +19,13 @@ def fwman() -> FwmanEnv:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test under tests/system/ `system` (root, Debian packages, servers on 127.0.0.1)."""
+    """Mark every test under tests/system/ `system` (root, Debian packages, servers on 127.0.0.1), and every test
+    under tests/story/ `story` and `system` (the story suite needs all of that too: `-m 'not system'` stays the
+    set that runs anywhere)."""
     for item in items:
-        if SYSTEM in Path(str(item.fspath)).resolve().parents:
+        parents = Path(str(item.fspath)).resolve().parents
+        if SYSTEM in parents:
+            item.add_marker(pytest.mark.system)
+        if STORY in parents:
+            item.add_marker(pytest.mark.story)
             item.add_marker(pytest.mark.system)

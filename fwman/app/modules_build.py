@@ -45,7 +45,7 @@ class BuildRequest:
     source_dir: str | None = None
     force: bool = False
     jobs: int | None = None
-    #: the build progress sink (a live line on a terminal); None: one line per phase through ``report``
+    #: the build progress sink (a live line on a terminal); None: phase lines and a heartbeat via ``report``
     progress: ProgressSink | None = None
 
 
@@ -224,7 +224,13 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
         "failure": None
         if failure is None
-        else {"file": failure.file, "line": failure.line, "error": failure.message, "excerpt": failure.excerpt},
+        else {
+            "file": failure.file,
+            "line": failure.line,
+            "error": failure.message,
+            "excerpt": failure.excerpt,
+            "phase": failure.phase,
+        },
         "newer_branches": newer or [],
         "changed": outcome.changed,
     }

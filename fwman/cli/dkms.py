@@ -77,10 +77,11 @@ def block(app: AppContext, dry_run: bool) -> None:
 
     if not dry_run:
         app.require_change("fwman dkms block")
-    done = d.block(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    verb = "would " if dry_run else ""
-    for line in done:
-        app.echo(f"{verb}{line}")
+    # each step is said once, on stdout, as it happens (a failure halfway leaves the steps done on screen)
+    done = d.block(app.host, dry_run=dry_run, report=app.echo)
+    if dry_run:
+        for line in done:
+            app.echo(f"would {line}")
     if not done:
         app.echo("DKMS already blocked: nothing to do")
 
@@ -98,10 +99,8 @@ def unblock(app: AppContext) -> None:
     from fwman.driver import dkms as d
 
     app.require_change("fwman dkms unblock")
-    done = d.unblock(app.host, report=lambda t: app.echo(t, err=True))
+    done = d.unblock(app.host, report=app.echo)  # each step once, on stdout, as it happens
     if done is None:
         app.echo(f"DKMS is not blocked by fwman (no {paths.DKMS_BLOCK_STATE}): nothing to undo")
         return
-    for line in done:
-        app.echo(line)
     app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")

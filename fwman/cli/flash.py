@@ -140,7 +140,7 @@ def flash(
     options = FlashOptions(reuse, no_backup_bios_ok, allow_downgrade, timeout)
     flasher, cards = make_flasher(app, options, "fwman flash")
     card = find_card(cards, bus)
-    source = resolve_image(app.host, image)
+    source = resolve_image(app.host, image, card=bus)
     show_result(app, flasher.flash(card, source), as_json)
 
 

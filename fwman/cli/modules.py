@@ -48,6 +48,8 @@ def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None
     f = outcome.failure
     if f is not None:
         where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "(no file named)")
+        if f.phase:
+            lines.append(f"  failed in:     the {f.phase} phase")
         lines.append(f"  failing file:  {where}")
         lines.append(f"  first error:   {f.message}")
     s = outcome.source
@@ -69,7 +71,7 @@ def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None
 
 
 def _progress(app: AppContext, as_json: bool) -> Any:
-    """Return the build progress sink: a live line on a terminal, one line per phase otherwise, nothing in --json."""
+    """Return the build progress sink: a live line on a terminal, whole lines otherwise (PhaseLog), none in --json."""
     from fwman.driver.build.pipeline import phase_lines
 
     if as_json:
@@ -79,7 +81,9 @@ def _progress(app: AppContext, as_json: bool) -> Any:
     stream = app.env.stderr
 
     def live(state: Any, elapsed: float, started: str | None) -> None:
-        if started is not None and state.done[started] == 1 and elapsed > 0:
+        if state.rc is not None:
+            return  # make exited: the caller ends the line and reports the outcome
+        if started is not None and elapsed > 0:
             stream.write("\n")  # keep the finished phase's last line on screen
         stream.write("\r\033[K" + state.line(elapsed))
         stream.flush()
@@ -142,7 +146,9 @@ def build(
     The branch's driver version must equal the user space's on the host and in every readable container
     (else NVML fails: "Driver/library version mismatch"): a mismatch is refused unless --force. After a build,
     an initramfs that carries other NVIDIA modules is regenerated. On a terminal a live line shows the phase
-    (conftest, kernel-independent objects, kernel-open, linking), objects done and the time.
+    (kernel-independent objects, conftest, kernel-open, linking), objects done and the time; without one (a hook,
+    the boot service, a redirected stderr) a line says when each phase starts and ends, a heartbeat comes every
+    30 seconds of silence, and a failure names its phase (docs/hooks.md, "Build progress").
 
     Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
     6 some kernels built and some did not, 3 the user space does not match (without --force).

@@ -130,3 +130,7 @@ NVIDIA_RUN_INSTALLER_MARKERS = (
 PVE_LXC_DIR = "/etc/pve/lxc"
 PVE_QEMU_DIR = "/etc/pve/qemu-server"
 NCCL_CONF = "/etc/nccl.conf"
+
+#: the host's name: the kernel's (what `hostname` prints), else the one the system sets at boot
+KERNEL_HOSTNAME = "/proc/sys/kernel/hostname"
+HOSTNAME_FILE = "/etc/hostname"

@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from fwman.core import names
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core import names, paths
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
@@ -295,6 +295,21 @@ def _signature_state(files: dict[str, bytes]) -> str | None:
     return None
 
 
+def host_name(host: Host) -> str:
+    """Return ``host``'s name (the kernel's, else ``/etc/hostname``), or "an unnamed host" when neither says one.
+
+    What a bundle records as the host it was built on (docs/fleet.md). Never raises.
+    """
+    for path in (paths.KERNEL_HOSTNAME, paths.HOSTNAME_FILE):
+        try:
+            name = host.read_text(path).strip().splitlines()
+        except (FwmanError, UnicodeDecodeError):
+            continue
+        if name and name[0].strip() and len(name[0]) <= 253 and name[0].isprintable():
+            return name[0].strip()
+    return "an unnamed host"
+
+
 def export_bundle(host: Host, kver: str, sign: Signer | None = None) -> tuple[bytes, Bundle]:
     """Return (the bundle file bytes, the bundle) of the patched modules installed for ``kver`` on ``host``.
 
@@ -331,7 +346,7 @@ def export_bundle(host: Host, kver: str, sign: Signer | None = None) -> tuple[by
         signer=_signature_state(files),
         built_at=manifest.built_at,
         exported_at=now_iso(),
-        exported_from=host.description,
+        exported_from=host_name(host),
     )
     doc_bytes = doc.to_json()
     signature = sign(doc_bytes) if sign is not None else None

@@ -194,8 +194,9 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
 
 def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str] | None:
     """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
-    in ``/usr/src``). Returns what was done, or None when DKMS is not blocked by fwman (nothing to undo: a
-    second unblock is a no-op, like every other undo). Raises VerificationError for a damaged record."""
+    in ``/usr/src``). Returns what was done (each line also said through ``report`` as it happens), or None when
+    DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). Raises
+    VerificationError for a damaged record."""
     record = read_block(host)
     if record is None:
         return None
@@ -218,7 +219,11 @@ def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str
         )
     done = apply_all(host, actions, report)
     host.unlink(paths.DKMS_BLOCK_STATE)
-    return done + [f"not re-added: {s}" for s in skipped]
+    left = [f"not re-added: {s}" for s in skipped]
+    if report is not None:
+        for line in left:
+            report(line)
+    return done + left
 
 
 def _not_in(registered: set[tuple[str, str]], key: tuple[str, str]) -> Callable[[Host], bool]:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
 
 from tests.adversarial.conftest import CountingEnv, one_error_line
 from tests.support.env import EXAMPLE_HOST, HOSTS
-from tests.support.tools import is_root
+from tests.support.tools import is_root, needs_tool
 
 CHANGES = [
     ("hooks", "install"),
@@ -99,7 +98,8 @@ def test_read_commands_replay_on_the_bundled_h200() -> None:
         assert "did not record" not in r.stderr, (argv, r.stderr)
 
 
-@pytest.mark.skipif(not is_root() or shutil.which("dkms") is None, reason="captures this machine: root and dkms")
+@pytest.mark.skipif(not is_root(), reason="captures this machine: root")
+@needs_tool("dkms", "dkms")
 def test_a_fresh_capture_with_dkms_replays_every_read_command(attack: CountingEnv, tmp_path: Path) -> None:
     # rows 7 and 18: capture this machine (it has dkms installed, no NVIDIA GPU), replay every read command
     cap = tmp_path / "cap"

@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.support.env import REPO
+from tests.support.tools import missing
 
 COLLECTIONS = REPO / "collections"
 COLLECTION = COLLECTIONS / "ansible_collections/fwman/p2p"
@@ -31,7 +30,7 @@ _RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
 def require_ansible() -> None:
     """Skip unless ansible-core is installed in this environment (the dev extra pins it)."""
     if not (BIN / "ansible-playbook").exists():
-        pytest.skip("needs ansible-core (pip install -e '.[dev]')")
+        missing("needs ansible-core (pip install -e '.[dev]')")
 
 
 @dataclass

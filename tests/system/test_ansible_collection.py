@@ -12,8 +12,6 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-import pytest
-
 from tests.support.ansible import (
     BIN,
     COLLECTION,
@@ -24,6 +22,7 @@ from tests.support.ansible import (
     run_playbook,
 )
 from tests.support.env import EXAMPLE_HOST
+from tests.support.tools import missing
 
 MODULES = ("host_info", "patched_modules", "module_bundle", "hooks", "dkms", "firmware")
 PLAN = {"0000:41:00.0": "94.02.26.48.15 -> 94.02.42.80.27", "0000:61:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}
@@ -198,7 +197,7 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
 def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:
     require_ansible()
     if not (BIN / "ansible-lint").exists():
-        pytest.skip("needs ansible-lint (pip install -e '.[dev]')")
+        missing("needs ansible-lint (pip install -e '.[dev]')")
     lint = subprocess.run(
         [str(BIN / "ansible-lint"), "--nocolor", "--offline"],
         cwd=COLLECTION,

@@ -25,6 +25,7 @@ from fwman.driver.forks import (
 )
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
+from tests.support.tools import missing
 
 AIKITORIA = "https://github.com/aikitoria/open-gpu-kernel-modules"
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -159,7 +160,7 @@ def make_repo(path: Path) -> None:
 @pytest.fixture
 def git_root(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
-        pytest.skip("needs git")
+        missing("needs git (Debian package git)")
     root = tmp_path / "root"
     make_repo(root / "srv/git/fork")
     return root

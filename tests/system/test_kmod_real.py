@@ -1,7 +1,7 @@
 """Real kernel modules: tinymod built against the Debian headers, signed with the kernel's own sign-file.
 
-Needs linux-headers-6.1.0-50-amd64 (and its linux-kbuild-6.1 for sign-file), make, gcc, openssl, kmod, xz,
-zstd: `make test` installs them as root; elsewhere these tests skip.
+Needs the headers of KERNEL_OK (tests/support/kernels.py) and its linux-kbuild-6.1 for sign-file, make, gcc,
+openssl, kmod, xz, zstd: `make test` installs them as root; elsewhere these tests skip (under CI they fail).
 """
 
 from __future__ import annotations
@@ -19,11 +19,12 @@ from fwman.driver.kmod.depmod import resolve_module
 from fwman.driver.kmod.kofile import read_module, read_module_file
 from fwman.host.live import LiveHost
 from tests.support.env import FIXTURES, FwmanEnv
-from tests.support.tools import require_tools
+from tests.support.modules import KERNEL_OK
+from tests.support.tools import missing, require_tools
 
 pytestmark = pytest.mark.system
 
-KVER = "6.1.0-50-amd64"
+KVER = KERNEL_OK  # the installed kernel whose headers the stand-in tree builds against
 SIGN_FILE = Path("/usr/lib/linux-kbuild-6.1/scripts/sign-file")
 
 
@@ -45,7 +46,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     """Build tinymod (version 570.86.16) for KVER, and a copy signed with a fresh key by sign-file."""
     require_tools("make", "gcc", "openssl")
     if not Path(f"/lib/modules/{KVER}/build/Makefile").exists():
-        pytest.skip(f"needs linux-headers-{KVER} (installed by `make test` as root)")
+        missing(f"needs linux-headers-{KVER}")
     work = tmp_path_factory.mktemp("tinymod")
     src = work / "src"
     shutil.copytree(FIXTURES / "tinymod", src, ignore=shutil.ignore_patterns("*.py", "__pycache__"))
@@ -113,7 +114,7 @@ def test_real_module_modinfo(built: Built) -> None:
 
 def test_real_sign_file_signer(built: Built) -> None:
     if built.signed is None:
-        pytest.skip(f"needs {SIGN_FILE} (package linux-kbuild-6.1)")
+        missing(f"needs {SIGN_FILE} (Debian package linux-kbuild-6.1)")
     info = read_module(built.signed.read_bytes())
     assert built.serial is not None
     sig = info.signature

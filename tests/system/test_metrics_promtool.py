@@ -10,17 +10,18 @@ import pytest
 
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 from tests.support.modules import KERNEL_OK, SOURCE, build_root, object_cache  # noqa: F401
-from tests.support.tools import require_tools
+from tests.support.tools import require_tools, tool_path
 
 pytestmark = pytest.mark.system
 
 
 def _promtool(text: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    promtool = tool_path("promtool") or "promtool"  # the Makefile unpacks it without the server
+    return subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
 
 
 def test_promtool_accepts_the_metrics_of_the_recorded_host(fwman: FwmanEnv) -> None:
-    require_tools("promtool")
+    require_tools("promtool", package="prometheus (only its promtool: make system-deps)")
     result = fwman("metrics", "write", "--stdout", "--snapshot", str(EXAMPLE_HOST))
     assert result.code == 0
     checked = _promtool(result.stdout)
@@ -35,7 +36,7 @@ def test_promtool_accepts_the_metrics_of_a_root_with_built_modules(
     fwman: FwmanEnv,
     object_cache: Path,  # noqa: F811
 ) -> None:
-    require_tools("promtool")
+    require_tools("promtool", package="prometheus (only its promtool: make system-deps)")
     root = build_root(tmp_path, (KERNEL_OK,), object_cache)
     assert fwman("modules", "build", "--kernel", KERNEL_OK, "--source", SOURCE, "--root", str(root)).code == 0
     assert fwman("metrics", "write", "--root", str(root)).code == 0

@@ -37,6 +37,8 @@ def built(tmp_path: Path, object_cache: Path) -> Path:  # noqa: F811
     root = build_root(tmp_path / "a", (KERNEL_OK,), object_cache)
     code, out, err = run_fwman(root, "modules", "build", "--kernel", KERNEL_OK, "--source", SOURCE)
     assert code == 0, out + err
+    (root / "etc").mkdir(exist_ok=True)
+    (root / "etc/hostname").write_text("rig-a\n")  # the name an imported manifest cites
     return root
 
 
@@ -68,6 +70,7 @@ def test_export_then_import_installs_the_same_modules_without_building(built: Pa
         assert ours == (built / "lib/modules" / KERNEL_OK / "updates/fwman" / f"{name}.ko").read_bytes()
     manifest = json.loads((other / f"var/lib/fwman/modules/{KERNEL_OK}.json").read_text())
     assert manifest["source"].startswith(f"imported from {bundle}")
+    assert f"built on rig-a from {SOURCE}" in manifest["source"]  # the host's name, as docs/fleet.md says
     assert manifest["commit"] == exported["commit"] and manifest["compiler"] == exported["compiler"]
     assert not (other / "var/cache/fwman/build").exists()  # nothing was compiled here
     code, out, _ = run_fwman(other, "modules", "status", "--json")

@@ -27,7 +27,7 @@ from tests.support.modules import (
     require_build_env,
     run_fwman,
 )
-from tests.support.tools import require_tools
+from tests.support.tools import missing, require_tools
 
 pytestmark = pytest.mark.system
 
@@ -58,7 +58,7 @@ def test_openssl_verifies_and_sign_file_agrees(tmp_path: Path, object_cache: Pat
     require_build_env(KERNEL_OK)
     require_tools("openssl")
     if not SIGN_FILE.exists():
-        pytest.skip("needs linux-kbuild-6.1 (sign-file)")
+        missing(f"needs {SIGN_FILE} (Debian package linux-kbuild-6.1)")
     module = object_cache.parents[3] / "lib/modules" / KERNEL_OK / "updates/fwman/nvidia-uvm.ko"
     body = module.read_bytes()
     assert split_signature(body)[1] is None

@@ -23,7 +23,7 @@ from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
 from fwman.driver.build.manifest import build_log_path
-from fwman.driver.build.progress import Progress, ProgressSink, count_phases
+from fwman.driver.build.progress import PhaseLog, Progress, ProgressSink, end_line, expected_from_log
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
 from fwman.driver.localfs import local_dir
@@ -57,6 +57,8 @@ class BuildFailure:
     line: int | None
     message: str  # the compiler's first error (or the tool's first complaint)
     excerpt: list[str] = field(default_factory=list)
+    #: the build phase make was in when it failed (progress.PHASES), None when none had started
+    phase: str | None = None
 
 
 _GCC_ERROR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.+)$")
@@ -152,13 +154,8 @@ def _headers_package(host: Host, kver: str) -> str:
 
 
 def phase_lines(report: Report) -> ProgressSink:
-    """Return the progress sink of hooks and the boot service: one line per phase through ``report``."""
-
-    def sink(state: Progress, elapsed: float, started: str | None) -> None:
-        if started is not None:
-            report(state.phase_line(started, elapsed))
-
-    return sink
+    """Return the progress sink of hooks and the boot service: whole lines through ``report`` (:class:`PhaseLog`)."""
+    return PhaseLog(report)
 
 
 def _run_make(
@@ -170,16 +167,22 @@ def _run_make(
     kver: str,
     started: float,
     progress: ProgressSink | None,
-) -> tuple[CommandResult, str]:
-    """Run make with its output (stderr too) appended to ``log_path`` after ``header``; return (result, output).
+) -> tuple[CommandResult, str, str | None]:
+    """Run make with its output (stderr too) appended to ``log_path`` after ``header``.
+
+    Returns (result, output, phase): make's result, its output, and the build phase it was in when it exited
+    (None when no line marked one).
 
     While it runs, the log is read every second and each new line fed to a :class:`Progress` whose state goes to
-    ``progress`` (the expected counts come from the previous log of this kernel). Raises what Host.run raises.
+    ``progress``; once make exited, ``progress`` is called once more with the state's ``rc`` set. The expected
+    counts come from the previous log of this kernel when that build finished (a failed build's log would
+    promise the next build its own truncated size). The log ends with :func:`end_line` (make's status and
+    time), which the returned output leaves out. Raises what Host.run raises.
     """
     expected: dict[str, int] = {}
     if host.exists(log_path):
         with contextlib.suppress(MissingError):
-            expected = count_phases(host.read_text(log_path))
+            expected = expected_from_log(host.read_text(log_path))
     host.write_bytes(log_path, header.encode())
     local_log = host.local_path(log_path)
     if local_log is None:
@@ -201,21 +204,18 @@ def _run_make(
 
     def drain() -> None:
         nonlocal seen, pending
-        try:
+        with contextlib.suppress(MissingError):
             size = host.stat_size(log_path)
-        except MissingError:
-            return
-        if size <= seen:
-            return
-        chunk = host.read_bytes(log_path)[seen:size]
-        seen = size
-        text = pending + chunk.decode("utf-8", errors="replace")
-        *lines, pending = text.split("\n")
-        for line in lines:
-            started_phase = state.feed(line)
-            if progress is not None and started_phase is not None:
-                progress(state, clock.monotonic() - started, started_phase)
-        if progress is not None:
+            if size > seen:
+                chunk = host.read_bytes(log_path)[seen:size]
+                seen = size
+                text = pending + chunk.decode("utf-8", errors="replace")
+                *lines, pending = text.split("\n")
+                for line in lines:
+                    started_phase = state.feed(line)
+                    if progress is not None and started_phase is not None:
+                        progress(state, clock.monotonic() - started, started_phase)
+        if progress is not None:  # every second, new lines or not: a sink without a terminal beats on silence
             progress(state, clock.monotonic() - started, None)
 
     while worker.is_alive():
@@ -225,8 +225,14 @@ def _run_make(
     outcome = box[0] if box else FwmanError("make did not report a result")
     if isinstance(outcome, BaseException):
         raise outcome
-    output = host.read_text(log_path)[len(header) :]
-    return outcome, output
+    text = host.read_text(log_path)
+    seconds = clock.monotonic() - started
+    state.rc = outcome.rc
+    if progress is not None:
+        progress(state, seconds, None)
+    closed = text if text.endswith("\n") else text + "\n"
+    host.write_bytes(log_path, (closed + end_line(outcome.rc, seconds) + "\n").encode())
+    return outcome, text[len(header) :], state.phase
 
 
 def compile_for_kernel(
@@ -268,7 +274,7 @@ def compile_for_kernel(
     report(f"running {' '.join(argv)}")
     log_path = build_log_path(kver)
     header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
-    result, output = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
+    result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
     seconds = clock.monotonic() - started
     if not hit and objcache.store(host, key, tree):
         report("kernel-independent objects stored in the object cache")
@@ -277,6 +283,7 @@ def compile_for_kernel(
     outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds)
     if not result.ok:
         outcome.failure = parse_build_failure(output, local_dir(host, tree))
+        outcome.failure.phase = phase
         return outcome
     if missing:
         outcome.failure = BuildFailure(None, None, f"make succeeded but produced no {', '.join(missing)}.ko")
@@ -370,13 +377,16 @@ def update_kernel(
             detail["file"] = failure.file
         if failure.line is not None:
             detail["line"] = str(failure.line)
+        if failure.phase is not None:
+            detail["phase"] = failure.phase
         marker = Marker(kver, failure.message, commit=source.source_id, fork=source.fork, branch=source.branch)
         marker.detail = detail
         write_marker(host, failed_path(kver), marker)
         host.unlink(pending_path(kver))
         outcome.failure = failure
         where = f"{failure.file}:{failure.line}: " if failure.file else ""
-        outcome.message = f"build for {kver} FAILED: {where}{failure.message}"
+        phase = f" in the {failure.phase} phase" if failure.phase else ""
+        outcome.message = f"build for {kver} FAILED{phase}: {where}{failure.message}"
         return outcome
 
     if not result.ok:

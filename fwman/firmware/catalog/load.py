@@ -172,10 +172,16 @@ def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tup
     for item in index.files:
         data = read(item.path, MAX_BOARD_FILE + 1)
         if hashlib.sha256(data).hexdigest() != item.sha256:
-            raise VerificationError(
-                f"{where}/{item.path}: SHA-256 does not match {INDEX_NAME}",
-                hint="the catalog was changed after it was signed: run `fwman catalog update` (or re-sign it)",
-            )
+            if where == paths.LOCAL_CATALOG_DIR:
+                # `catalog update` alone needs a configured URL: name what works without one too
+                hint = (
+                    "the installed catalog was changed after it was signed: install a signed copy again with "
+                    f"`fwman catalog update --url URL`, or remove it (rm -r {where}) to use the catalog bundled "
+                    "with fwman"
+                )
+            else:
+                hint = f"the catalog in {where} was changed after it was signed: re-sign it (fwman catalog sign)"
+            raise VerificationError(f"{where}/{item.path}: SHA-256 does not match {INDEX_NAME}", hint=hint)
         boards.append(parse_board(data, f"{where}/{item.path}"))
     return index, boards
 

@@ -155,6 +155,29 @@ class FetchResult:
         }
 
 
+def refuse_withdrawn(entry: CatalogEntry, doing: str) -> None:
+    """Raise BlockedError when ``entry``'s image is withdrawn; the hint names the image to use instead.
+
+    ``doing`` is the command refused (``fetch``, ``flash --card 41:00.0``): the hint gives that command for the
+    board's recommended image (the newest neither withdrawn nor superseded), which is never refused for this
+    reason. Returns None for any other status.
+    """
+    image = entry.image
+    if image.status is not ImageStatus.WITHDRAWN:
+        return
+    instead = f"; use {image.superseded_by}" if image.superseded_by else ""
+    better = entry.board.recommended()
+    if better is None:
+        board = entry.board.subsystem
+        hint = f"the catalog recommends no other image for {board}: see fwman catalog show {board}"
+    else:
+        ref = f"{entry.board.subsystem}/{better.version}"
+        hint = f"withdrawn images are never fetched or flashed; the board's recommended image is {better.version}: " + (
+            f"fwman fetch {ref}" if doing == "fetch" else f"fwman fetch {ref}, then fwman {doing} --image {ref}"
+        )
+    raise BlockedError(f"{entry.ref} was withdrawn: {image.status_reason or 'no reason recorded'}{instead}", hint=hint)
+
+
 def fetch_image(
     host: Host,
     entry: CatalogEntry,
@@ -179,12 +202,7 @@ def fetch_image(
     to check against), VerificationError (mismatch; nothing is left behind), DownloadError, UsageError.
     """
     image = entry.image
-    if image.status is ImageStatus.WITHDRAWN:
-        instead = f"; use {image.superseded_by}" if image.superseded_by else ""
-        raise BlockedError(
-            f"{entry.ref} was withdrawn: {image.status_reason or 'no reason recorded'}{instead}",
-            hint="withdrawn images are never fetched or flashed",
-        )
+    refuse_withdrawn(entry, "fetch")
     override = find_override(load_overrides(host), entry.board.key, image.version)
     expected = expected_hashes(entry, override, expect_md5)
     if not expected.any:

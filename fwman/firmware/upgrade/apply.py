@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.findings import blocking
-from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
+from fwman.firmware.ops.flash import NO_BACKUP_BIOS_FLAG, Flasher, FlashOptions, FlashResult
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
 from fwman.firmware.ops.images import catalog_image
 from fwman.firmware.ops.journal import Journal, OpState, now
@@ -51,6 +51,22 @@ def with_nvflash_identity(flasher: Flasher) -> list[Card]:
         )
     flasher.cards = cards
     return cards
+
+
+def rerun_command(run: str | None, selected: list[str], error: FwmanError) -> str:
+    """Return the ``fwman upgrade --apply`` command that runs the rest of a stopped upgrade.
+
+    It reuses backup run ``run``, keeps the ``--card`` selection, and carries the flag that accepts the warning
+    which stopped it, when that flag is one ``upgrade --apply`` takes (the dual-firmware one).
+    """
+    argv = ["fwman", "upgrade", "--apply"]
+    argv += [arg for bus in selected for arg in ("--card", bus)]
+    if run:
+        argv += ["--reuse-backups-from", run]
+    findings = error.findings if isinstance(error, BlockedError) else []
+    if any(getattr(f, "override", None) == NO_BACKUP_BIOS_FLAG for f in findings):
+        argv.append(NO_BACKUP_BIOS_FLAG)
+    return " ".join(argv)
 
 
 def apply_upgrade(
@@ -107,16 +123,33 @@ def apply_upgrade(
             journal.fail(op, step, e.message)
             flashed = ", ".join(r.card for r in result.flashed) or "none"
             run = flasher.backup_run
-            op.next_steps = [
-                f"flashed and verified before the failure: {flashed}",
-                f"left untouched: {', '.join(result.untouched) or 'none'}",
-                f"fix the cause (fwman flash status), then `fwman flash resume` for {target.bus_id}",
-                f"then `fwman upgrade --apply --reuse-backups-from {run}` for the rest (the backups taken before "
-                "any write: a damaged card cannot be backed up again)",
-            ]
+            again = rerun_command(run, selected, e)
+            if isinstance(e, BlockedError):
+                # a gate stopped it before any write: there is nothing to resume, the same upgrade runs again
+                # once the cause is dealt with (or the named flag accepts the warning)
+                cause = e.hint or "fix the cause"
+                if again.endswith(NO_BACKUP_BIOS_FLAG):  # the finding's fix says "pass the flag": the command has it
+                    cause = (
+                        "only if you can recover the card without a second firmware chip "
+                        "(another GPU for display, a programmer)"
+                    )
+                op.next_steps = [
+                    f"flashed and verified before the gate: {flashed}",
+                    f"left untouched: {', '.join(result.untouched) or 'none'} (and {target.bus_id}: nothing written)",
+                    f"{cause}; then `{again}` (reuses the backups taken before any write)",
+                ]
+                e.hint = f"{cause}; then: {again}"
+            else:
+                op.next_steps = [
+                    f"flashed and verified before the failure: {flashed}",
+                    f"left untouched: {', '.join(result.untouched) or 'none'}",
+                    f"fix the cause (fwman flash status), then `fwman flash resume` for {target.bus_id}",
+                    f"then `{again}` for the rest (the backups taken before any write: a damaged card cannot be "
+                    "backed up again)",
+                ]
+                e.hint = f"fwman flash resume, then {again}"
             journal.close(op, OpState.FAILED, e.message)
             e.message = f"upgrade stopped at {target.bus_id}: {e.message} (flashed before: {flashed})"
-            e.hint = f"fwman flash resume, then fwman upgrade --apply --reuse-backups-from {run}"
             raise
         result.flashed.append(done)
         journal.finish(op, step, f"{done.before_version} -> {done.after_version}")

@@ -152,7 +152,9 @@ def build_upgrade_plan(
                     severity=Severity.INFO,  # reported, left alone: not a gate for the other cards
                     message=f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
                     evidence={"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
-                    fix="if a newer catalog knows it, run `fwman catalog update`",
+                    fix="describe it with a local entry (docs/catalog-local.md) from the card maker's file: "
+                    f"fwman backup --card {short_bus(card.bus_id)}, then fwman catalog add-local --card "
+                    f"{short_bus(card.bus_id)} --image FILE --expect-md5 HEX --md5-source URL",
                 )
             )
             continue

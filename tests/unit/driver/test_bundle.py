@@ -7,6 +7,7 @@ import io
 import json
 import tarfile
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -177,3 +178,20 @@ def test_a_module_name_that_is_not_one_is_refused(name: str) -> None:
     doc["modules"] = {name: doc["modules"]["nvidia"]}
     with pytest.raises(ParseError, match="bad module name"):
         BundleDoc.from_json(json.dumps(doc).encode())
+
+
+def test_a_bundle_names_the_host_it_was_built_on(tmp_path: Path) -> None:
+    """docs/fleet.md: `built on HOST`: the host's name, never fwman's description of its Host ("live host /")."""
+    from fwman.driver.bundle import host_name
+    from fwman.host.live import LiveHost
+
+    host = LiveHost(str(tmp_path))
+    assert host_name(host) == "an unnamed host"
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/hostname").write_text("rig-a\n")
+    assert host_name(host) == "rig-a"
+    (tmp_path / "proc/sys/kernel").mkdir(parents=True)
+    (tmp_path / "proc/sys/kernel/hostname").write_text("rig-a.lab\n")  # what `hostname` prints wins
+    assert host_name(host) == "rig-a.lab"
+    (tmp_path / "proc/sys/kernel/hostname").write_text("\n")
+    assert host_name(host) == "rig-a"

@@ -119,3 +119,36 @@ esac
     undone = run("dkms", "unblock", "--root", str(root))
     assert undone.code == 0 and "575.51.02" not in undone.stdout  # still registered: nothing to say about it
     assert "nvidia/570.86.16: added" in registered.read_text()  # registered again: nothing lost
+
+
+def test_block_and_unblock_say_each_step_once(tmp_path: Path) -> None:
+    """Every step is said once, as it happens (it was said on stderr as it ran and again on stdout after)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    registered = tmp_path / "registered"
+    registered.write_text("nvidia/570.86.16: added\nnvidia-uvm/570.86.16: added\n")
+    (bin_dir / "dkms").write_text(
+        f"""#!/bin/sh
+case "$1" in
+  status) cat {registered} ;;
+  remove) grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
+  add) echo "$2: added" >> {registered} ;;
+esac
+"""
+    )
+    (bin_dir / "dkms").chmod(0o755)
+    root = tmp_path / "root"
+    (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
+    (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
+    run = FwmanEnv(path_prepend=[bin_dir])
+    blocked = run("dkms", "block", "--root", str(root))
+    assert blocked.code == 0, blocked.stderr
+    said = (blocked.stdout + blocked.stderr).splitlines()
+    steps = [line for line in said if "nvidia" in line]
+    assert len(steps) == 3 and len(set(steps)) == 3, said  # two removals and the apt pin, once each
+    assert sum("unregister nvidia/570.86.16" in line for line in said) == 1
+    undone = run("dkms", "unblock", "--root", str(root))
+    assert undone.code == 0, undone.stderr
+    lines = (undone.stdout + undone.stderr).splitlines()
+    assert sum("not re-added: nvidia-uvm/570.86.16" in line for line in lines) == 1
+    assert sum("dkms add" in line or "register it with DKMS again" in line for line in lines) == 1, lines

@@ -5,10 +5,7 @@ The module install (files, depmod override, the real depmod), the manifest, and 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-
-import pytest
 
 from fixtures.tinymod.elfgen import build_module, nvidia_tags
 from fwman.core import paths
@@ -19,10 +16,11 @@ from fwman.driver.build.manifest import Manifest, WriteManifest, load_manifest, 
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import apply_all, pending
 from fwman.host.live import LiveHost
+from tests.support.tools import needs_tool
 
 OLD, NEW = "6.1.0-50-amd64", "6.1.0-53-amd64"
 
-needs_depmod = pytest.mark.skipif(shutil.which("depmod") is None, reason="depmod (kmod) not installed")
+needs_depmod = needs_tool("depmod", "kmod")
 
 
 def _built(kver: str, version: str = "570.86.16") -> dict[str, bytes]:

@@ -22,6 +22,7 @@ from fwman.driver.kmod.depmod import (
     resolve_module,
 )
 from fwman.host.live import LiveHost
+from tests.support.tools import missing
 
 KVER = "6.1.0-50-amd64"
 STOCK = "kernel/drivers/video/nvidia.ko"
@@ -151,7 +152,7 @@ LAYOUTS = [
 def test_agrees_with_real_depmod(tmp_path: Path, files: list[str], conf: dict[str, str]) -> None:
     depmod = shutil.which("depmod") or "/usr/sbin/depmod"
     if not os.path.exists(depmod):
-        pytest.skip("needs depmod (kmod)")
+        missing("needs depmod (Debian package kmod)")
     host = make_root(tmp_path, files, {"/" + k: v for k, v in conf.items()})
     confdir = tmp_path / "etc/depmod.d"
     confdir.mkdir(parents=True, exist_ok=True)

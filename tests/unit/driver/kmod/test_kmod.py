@@ -18,6 +18,7 @@ from fixtures.tinymod.elfgen import build_module, make_signing_key, nvidia_tags,
 from fwman.core.errors import ParseError, ToolMissingError
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, module_bytes, module_stem, read_module, read_module_file
 from fwman.host.live import LiveHost
+from tests.support.tools import missing
 
 KERNEL = "6.1.0-50-amd64"
 
@@ -74,7 +75,7 @@ def test_signature_signer_serial_and_hash(plain: bytes, signing: tuple[object, o
 def test_signed_module_agrees_with_real_modinfo(tmp_path: Path, plain: bytes, signing: tuple[object, object]) -> None:
     modinfo = shutil.which("modinfo") or "/usr/sbin/modinfo"
     if not Path(modinfo).exists():
-        pytest.skip("needs modinfo (kmod)")
+        missing("needs modinfo (Debian package kmod)")
     key, cert = signing
     path = tmp_path / "nvidia.ko"
     path.write_bytes(sign_module(plain, key, cert))
@@ -153,7 +154,7 @@ def test_garbage_signature_blob(plain: bytes) -> None:
 @pytest.mark.parametrize("suffix", [".ko", ".ko.xz", ".ko.gz", ".ko.zst"])
 def test_compressed_files_through_host(tmp_path: Path, plain: bytes, suffix: str) -> None:
     if suffix == ".ko.zst" and shutil.which("zstd") is None:
-        pytest.skip("needs zstd")
+        missing("needs zstd (Debian package zstd)")
     moddir = tmp_path / "lib/modules" / KERNEL / "updates"
     moddir.mkdir(parents=True)
     raw = moddir / "nvidia.ko"

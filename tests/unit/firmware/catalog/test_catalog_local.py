@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 import tomllib
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.live import LiveHost
 from tests.support.catalog import REBAR, md5, seed_catalog
 from tests.support.env import FwmanEnv
+from tests.support.tools import needs_tool
 
 OLD, NEW = "94.02.26.48.F0", "94.02.42.80.F1"
 
@@ -187,7 +187,7 @@ def test_fetch_from_a_package_checks_the_owners_md5_against_the_package(tmp_path
     assert overrides[0]["md5"] == md5(pkg.read_bytes()) and "MD5 of the update package" in overrides[0]["source"]
 
 
-@pytest.mark.skipif(shutil.which("7zz") is None, reason="7zz (Debian package 7zip) not installed")
+@needs_tool("7zz", "7zip")
 def test_fetch_from_a_package_the_unpacker_cannot_open_is_exit_4(tmp_path: Path, fwman: FwmanEnv) -> None:
     seed_catalog(tmp_path, None)
     option = build_rom(RomSpec(version=REBAR, kind="option_rom")).ljust(1 << 20, b"\xff")

@@ -26,9 +26,9 @@ from fwman.firmware.rom.package import (
 )
 from fwman.host.base import CommandResult
 from fwman.host.live import LiveHost
+from tests.support.tools import needs_tool
 
-HAVE_7ZZ = shutil.which("7zz") is not None
-needs_7zz = pytest.mark.skipif(not HAVE_7ZZ, reason="7zz (Debian package 7zip) not installed")
+needs_7zz = needs_tool("7zz", "7zip")
 
 MIB = 1 << 20
 
@@ -185,8 +185,7 @@ def test_a_chain_cut_from_a_dump_is_never_taken(tmp_path: Path) -> None:
 
 
 # -- hostile packages -----------------------------------------------------------------------------------------
-HAVE_BSDTAR = shutil.which("bsdtar") is not None
-needs_bsdtar = pytest.mark.skipif(not HAVE_BSDTAR, reason="bsdtar (Debian package libarchive-tools) not installed")
+needs_bsdtar = needs_tool("bsdtar", "libarchive-tools")
 
 
 def only_tools(tmp_path: Path, *tools: str) -> CountingHost:

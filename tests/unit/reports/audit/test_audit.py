@@ -23,6 +23,7 @@ from fwman.platform.proxmox import lxc_uses_gpu
 from fwman.reports.audit.p2p import p2p_line
 from fwman.reports.audit.report import audit_host
 from tests.support.env import FwmanEnv
+from tests.support.tools import missing
 
 KVER = "6.1.0-50-amd64"
 KVER2 = "6.1.0-53-amd64"
@@ -407,7 +408,7 @@ def test_audit_with_live_local_fork(tree: Tree) -> None:
     import subprocess
 
     if shutil.which("git") is None:
-        pytest.skip("needs git")
+        missing("needs git (Debian package git)")
     tree.healthy()
     repo = tree.root / "srv/git/fork"
     repo.mkdir(parents=True)

@@ -116,3 +116,5 @@ NVIDIA_RUN_INSTALLER_MARKERS = (
 PVE_LXC_DIR = "/etc/pve/lxc"
 PVE_QEMU_DIR = "/etc/pve/qemu-server"
 NCCL_CONF = "/etc/nccl.conf"
+#: where CDI specs live (CDI SPEC.md; /var/run/cdi is cleared at boot, nvidia-cdi-refresh writes there)
+CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")

@@ -13,7 +13,8 @@ one ``<engine> inspect ID...`` of all of them. The shapes:
   ``Capabilities``: what ``--gpus`` and Docker's CDI ``--device`` requests become), ``GraphDriver`` (``Name``,
   ``Data.MergedDir``, ``Data.UpperDir``, ``Data.LowerDir`` colon-separated). Podman 4.3 keeps a CDI
   ``--device vendor/class=name`` request only in ``Config.CreateCommand`` (the argv that made the container):
-  its ``HostConfig.Devices`` is empty for it, so the request is read from that argv.
+  its ``HostConfig.Devices`` is empty for it, so the request is read from that argv; and Podman's
+  ``HostConfig.Runtime`` says ``oci`` while ``OCIRuntime`` names the runtime (``crun``, ``nvidia``).
 
 The parsers are pure (text in, model or ParseError out); :func:`read_engine` is the one reader and goes through
 the Host.
@@ -22,7 +23,6 @@ the Host.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +162,8 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
     image = _str(config.get("Image"), what, "Config.Image") or _str(obj.get("ImageName"), what, "ImageName")
     env = _env(_list(config.get("Env"), what, "Config.Env"), what)
     runtime = _str(host_config.get("Runtime"), what, "HostConfig.Runtime") or None
+    if runtime in (None, "oci"):  # Podman says "oci" there and names the runtime in OCIRuntime
+        runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
     requests: list[str] = []
     cdi: list[str] = []
     if runtime == "nvidia":
@@ -289,8 +291,3 @@ def _first_line(text: str) -> str:
 def p2p_env(env: dict[str, str]) -> dict[str, str]:
     """Return the variables of ``env`` that decide the peer-to-peer path (NCCL, vLLM, visible devices)."""
     return {k: env[k] for k in P2P_ENV if k in env}
-
-
-def engines_to_read(selected: Sequence[str] = ENGINES) -> tuple[str, ...]:
-    """Return the engines audit asks, in order."""
-    return tuple(e for e in ENGINES if e in selected)

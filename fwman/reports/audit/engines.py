@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import re
 
-from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.config import load_config
+from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.host.base import Host, is_this_machine
 from fwman.platform import cdi, engines
 from fwman.reports.audit.model import CdiSpecAudit, ContainerAudit
@@ -115,8 +115,10 @@ def _layers(host: Host, c: engines.EngineContainer, mounted: str | None) -> tupl
         candidates.append(([mounted], "podman mount"))
     for dirs, how in candidates:
         try:
-            present = [d for d in dirs if host.is_dir(d)]
-        except NotRecordedError:
+            # resolved first: a layer path reached through a link is scanned where it really is, so the scan's
+            # "a link must not leave the container root" test compares like with like
+            present = [host.realpath(d) for d in dirs if host.is_dir(d)]
+        except (MissingError, NotRecordedError):
             continue
         if present and (how != "merged directory" or host.listdir(present[0])):
             return present, how

@@ -1,0 +1,141 @@
+"""A real Podman (Debian's 4.3) with private storage inside a test root, and the files of a GPU host.
+
+Podman is pointed at the root through its own configuration variables (``CONTAINERS_CONF``,
+``CONTAINERS_STORAGE_CONF``), never a system-wide file: graph root, run root and temp directory live under the
+root, containers are made from tarballs the test builds (``podman import``, no registry), and CDI specs are
+read from the root's /etc/cdi and /var/run/cdi. The engine prints machine paths (``ROOT/var/lib/...``); the
+root holds a link from that path back to its own ``/``, so a Host rooted there reads them as a real host
+(whose root is ``/``) would.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+
+DRIVER = "570.86.16"
+OLD_DRIVER = "550.54.15"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+class Podman:
+    """Podman acting on ``root``'s private storage."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.conf = root / "podman/containers.conf"
+        self.storage = root / "podman/storage.conf"
+        self.conf.parent.mkdir(parents=True, exist_ok=True)
+        for d in ("var/lib/containers/storage", "run/containers/storage", "podman/tmp", "etc/cdi", "var/run/cdi"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(
+            "[engine]\n"
+            f'cdi_spec_dirs = ["{root}/etc/cdi", "{root}/var/run/cdi"]\n'
+            'cgroup_manager = "cgroupfs"\n'
+            'events_logger = "file"\n'
+            f'events_logfile_path = "{root}/podman/events.log"\n'
+            f'tmp_dir = "{root}/podman/tmp"\n'
+            "[engine.runtimes]\n"
+            # NVIDIA's runtime is runc/crun plus its hook; creating a container only needs the name to resolve
+            'nvidia = ["/usr/bin/crun"]\n'
+        )
+        self.storage.write_text(
+            "[storage]\n"
+            'driver = "overlay"\n'
+            f'graphroot = "{root}/var/lib/containers/storage"\n'
+            f'runroot = "{root}/run/containers/storage"\n'
+        )
+        # the engine's paths are machine paths under the root: link the root's own path inside it back to "/"
+        inside = root / str(root).lstrip("/")
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        if not inside.is_symlink():
+            inside.symlink_to("/")
+
+    def env(self) -> dict[str, str]:
+        """Return the variables that point podman at the private storage."""
+        return {"CONTAINERS_CONF": str(self.conf), "CONTAINERS_STORAGE_CONF": str(self.storage)}
+
+    def __call__(self, *args: str) -> str:
+        """Run ``podman args...`` and return its stdout (asserting it succeeded)."""
+        proc = subprocess.run(
+            ["podman", *args], capture_output=True, text=True, env={**os.environ, **self.env()}, timeout=120
+        )
+        assert proc.returncode == 0, f"podman {' '.join(args)}: {proc.stderr}"
+        return proc.stdout
+
+    def image(self, tag: str, files: dict[str, bytes]) -> str:
+        """Build a root filesystem tarball of ``files`` (container paths) and ``podman import`` it as ``tag``."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in sorted(files.items()):
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        tarball = self.root.parent / f"{tag.replace('/', '_').replace(':', '_')}.tar"
+        tarball.write_bytes(buf.getvalue())
+        self("import", str(tarball), tag)
+        return tag
+
+
+def gpu_host(root: Path, driver: str = DRIVER) -> None:
+    """Write the host side of a GPU box under ``root``: the loaded module and its user space."""
+    (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
+    (root / "sys/module/nvidia/version").write_text(driver + "\n")
+    (root / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.1.0-50-amd64\n")
+    lib = root / LIBDIR.lstrip("/")
+    lib.mkdir(parents=True, exist_ok=True)
+    for name in ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so"):
+        (lib / f"{name}.{driver}").write_bytes(b"\x7fELF")
+    (root / "dev").mkdir(exist_ok=True)
+    (root / "dev/nvidia0").write_text("")
+    (root / "dev/nvidiactl").write_text("")
+    (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
+    (root / "etc/fwman/config.toml").write_text('[containers]\nengines = ["podman"]\n')
+
+
+def nvidia_cdi_spec(driver: str, kind: str = "nvidia.com/gpu") -> str:
+    """Return a CDI spec (YAML, the shape ``nvidia-ctk cdi generate`` writes) mounting ``driver``'s libraries."""
+    mounts = "".join(
+        f"  - hostPath: {LIBDIR}/{lib}.{driver}\n"
+        f"    containerPath: {LIBDIR}/{lib}.{driver}\n"
+        "    options: [ro, nosuid, nodev, bind]\n"
+        for lib in ("libcuda.so", "libnvidia-ml.so")
+    )
+    return (
+        "---\n"
+        "cdiVersion: 0.5.0\n"
+        f"kind: {kind}\n"
+        "devices:\n"
+        "- name: all\n"
+        "  containerEdits:\n"
+        "    deviceNodes:\n"
+        "    - path: /dev/nvidia0\n"
+        "containerEdits:\n"
+        "  env:\n"
+        "  - NVIDIA_VISIBLE_DEVICES=void\n"
+        "  deviceNodes:\n"
+        "  - path: /dev/nvidiactl\n"
+        "  mounts:\n"
+        f"{mounts}"
+        "  hooks:\n"
+        "  - hookName: createContainer\n"
+        "    path: /usr/bin/nvidia-ctk\n"
+        "    args: [nvidia-ctk, hook, update-ldcache, --folder, /usr/lib/x86_64-linux-gnu]\n"
+    )
+
+
+def rows_by_component(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    """Return an audit JSON's rows keyed by component."""
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    return {str(r["component"]): r for r in rows}
+
+
+def dumps(doc: object) -> str:
+    """Return ``doc`` as stable JSON text (for comparing a live audit with its replay)."""
+    return json.dumps(doc, sort_keys=True, indent=1)

@@ -61,6 +61,7 @@ class EngineContainer:
     cdi_devices: tuple[str, ...]  # requested CDI devices, fully qualified ("nvidia.com/gpu=all")
     devices: tuple[str, ...]  # host device paths given to it (/dev/nvidia0)
     env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()  # Config.Entrypoint + Config.Cmd
     mounts: tuple[Mount, ...] = ()
     graph_driver: str | None = None
     merged_dir: str | None = None
@@ -161,6 +162,13 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
     host_config = _obj(obj.get("HostConfig"), what, "HostConfig")
     image = _str(config.get("Image"), what, "Config.Image") or _str(obj.get("ImageName"), what, "ImageName")
     env = _env(_list(config.get("Env"), what, "Config.Env"), what)
+    words: list[str] = []
+    for key in ("Entrypoint", "Cmd"):
+        value = config.get(key)
+        # Docker prints a list (or null); an old engine may print one string
+        items = value if isinstance(value, list) else [value] if value else []
+        words += [_str(w, what, f"Config.{key}") for w in items]
+    command = tuple(words)
     runtime = _str(host_config.get("Runtime"), what, "HostConfig.Runtime") or None
     if runtime in (None, "oci"):  # Podman says "oci" there and names the runtime in OCIRuntime
         runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
@@ -213,6 +221,7 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         cdi_devices=tuple(cdi),
         devices=tuple(devices),
         env=env,
+        command=command,
         mounts=tuple(mounts),
         graph_driver=_str(graph.get("Name"), what, "GraphDriver.Name") or None,
         merged_dir=_str(data.get("MergedDir"), what, "GraphDriver.Data.MergedDir") or None,

@@ -16,6 +16,10 @@ import os
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Any
+
+from fwman.host.base import CommandResult
+from fwman.host.recording import SnapshotWriter
 
 DRIVER = "570.86.16"
 OLD_DRIVER = "550.54.15"
@@ -139,3 +143,66 @@ def rows_by_component(doc: dict[str, object]) -> dict[str, dict[str, object]]:
 def dumps(doc: object) -> str:
     """Return ``doc`` as stable JSON text (for comparing a live audit with its replay)."""
     return json.dumps(doc, sort_keys=True, indent=1)
+
+
+MERGED = "/var/lib/docker/overlay2/{}/merged"
+
+
+def docker_container(
+    name: str, cid: str, host_config: dict[str, Any], env: list[str] | None = None, state: str = "exited"
+) -> dict[str, Any]:
+    """Return one container in the Docker Engine API's ContainerInspect shape (the fields fwman reads)."""
+    return {
+        "Id": cid,
+        "Name": f"/{name}",
+        "State": {"Status": state},
+        "Config": {"Image": f"example/{name}:1", "Env": env or []},
+        "HostConfig": host_config,
+        "Mounts": [],
+        "GraphDriver": {"Name": "overlay2", "Data": {"MergedDir": MERGED.format(cid)}},
+    }
+
+
+def docker_snapshot(
+    tmp_path: Path,
+    *,
+    ps: CommandResult | None = None,
+    inspect: str | None = None,
+    spec: str | None = None,
+    docker: str | None = "/usr/bin/docker",
+    vllm_cache: dict[str, bool] | None = None,
+    state: str = "exited",
+) -> Path:
+    """Return a constructed snapshot of a Docker host (driver 570.86.16): containers ``hook`` (nvidia runtime),
+    ``cdi`` (CDI request), ``own`` (--gpus, an image with libcuda 550.54.15 and NCCL 2.25.1), ``db`` (no GPU);
+    ``ps``/``inspect`` replace the engine's answers, ``spec`` is /etc/cdi/nvidia.yaml, ``vllm_cache`` the P2P
+    cache in ``hook``'s layers, ``docker`` where the client is (None: not installed)."""
+    w = SnapshotWriter(redact=False, constructed=True, note="docker host, test")
+    w.add_file("/sys/module/nvidia/version", DRIVER + "\n")
+    w.add_dir(LIBDIR, [f"libcuda.so.{DRIVER}", f"libnvidia-ml.so.{DRIVER}"])
+    w.add_tool("docker", docker)
+    w.add_tool("podman", None)
+    containers = [
+        docker_container("hook", "1" * 12, {"Runtime": "nvidia"}, ["NCCL_P2P_LEVEL=SYS"], state),
+        docker_container("cdi", "2" * 12, {"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}]}),
+        docker_container("own", "3" * 12, {"DeviceRequests": [{"Count": -1, "Capabilities": [["gpu"]]}]}),
+        docker_container("db", "4" * 12, {"Runtime": "runc"}),
+    ]
+    ids = [c["Id"] for c in containers]
+    lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"][1:], "State": "exited"}) + "\n" for c in containers)
+    w.add_command(ps or CommandResult(("docker", "ps", "-a", "--format", "json"), 0, lines, ""))
+    w.add_command(CommandResult(("docker", "inspect", *ids), 0, inspect or json.dumps(containers), ""))
+    for c in containers:
+        merged = c["GraphDriver"]["Data"]["MergedDir"]
+        w.add_dir(merged, ["usr"])
+        if c["Id"] == "3" * 12:
+            w.add_dir(merged + LIBDIR, [f"libcuda.so.{OLD_DRIVER}", "libnccl.so.2.25.1"])
+            w.add_file(merged + LIBDIR + f"/libcuda.so.{OLD_DRIVER}", b"\x7fELF")
+        if c["Id"] == "1" * 12 and vllm_cache is not None:
+            w.add_dir(merged, ["root", "usr"])
+            w.add_dir(merged + "/root/.cache/vllm", ["gpu_p2p_access_cache_for_0,1.json"])
+            w.add_file(merged + "/root/.cache/vllm/gpu_p2p_access_cache_for_0,1.json", json.dumps(vllm_cache))
+    w.add_dir("/etc/cdi", ["nvidia.yaml"] if spec is not None else [])
+    if spec is not None:
+        w.add_file("/etc/cdi/nvidia.yaml", spec)
+    return w.write(tmp_path / "snap")

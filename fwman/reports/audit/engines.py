@@ -23,6 +23,7 @@ import re
 
 from fwman.core.config import load_config
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
 from fwman.platform import cdi, engines
 from fwman.reports.audit.model import CdiSpecAudit, ContainerAudit
@@ -214,6 +215,7 @@ def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple
         legacy_hook=c.legacy_hook,
         env=engines.p2p_env(c.env),
         mounts=[f"{m.source} -> {m.destination}" for m in c.mounts],
+        command=" ".join(c.command)[:400] or None,
     )
     if not c.uses_gpu:
         return audit, None
@@ -245,6 +247,7 @@ def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple
         for version, path in _nccl_versions(host, layer):
             if path not in audit.nccl.get(version, []):
                 audit.nccl.setdefault(version, []).append(path)
+    _vllm_cache(host, c, layers, audit, unreadable)
     audit.versions = {v: [lib.path for lib in libs] for v, libs in sorted(merged.versions().items())}
     audit.compat = [lib.path for lib in merged.compat]
     return audit, merged
@@ -253,3 +256,54 @@ def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple
 def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
     """Return the key driver libraries (libcuda, libnvidia-ml) a container's own filesystem carries."""
     return [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]
+
+
+def vllm_cache_dir(env: dict[str, str]) -> str:
+    """Return the container directory vLLM keeps its cache in: ``VLLM_CACHE_ROOT``, else
+    ``$XDG_CACHE_HOME/vllm``, else ``/root/.cache/vllm`` (model servers run as root in their images)."""
+    if env.get("VLLM_CACHE_ROOT", "").startswith("/"):
+        return env["VLLM_CACHE_ROOT"].rstrip("/")
+    if env.get("XDG_CACHE_HOME", "").startswith("/"):
+        return env["XDG_CACHE_HOME"].rstrip("/") + "/vllm"
+    return "/root/.cache/vllm"
+
+
+def parse_vllm_cache(text: str, path: str) -> dict[str, bool]:
+    """Return vLLM's P2P verdicts (``{"0->1": true}``). Raises ParseError for another document."""
+    doc = parse_json(text, "vLLM P2P cache", path)
+    if not isinstance(doc, dict) or not all(
+        isinstance(k, str) and "->" in k and isinstance(v, bool) for k, v in doc.items()
+    ):
+        raise ParseError("vLLM P2P cache", path, 'not a {"<gpu>-><gpu>": true|false} object')
+    return dict(doc)
+
+
+def _host_place(c: engines.EngineContainer, layers: list[str], container_path: str) -> list[str]:
+    """Return the host paths where ``container_path`` may lie: the mount that covers it, else each layer."""
+    covering = sorted(
+        (m for m in c.mounts if container_path.startswith(m.destination.rstrip("/") + "/") and m.source),
+        key=lambda m: -len(m.destination),
+    )
+    if covering:
+        m = covering[0]
+        return [m.source.rstrip("/") + container_path[len(m.destination.rstrip("/")) :]]
+    return [layer.rstrip("/") + container_path for layer in layers]
+
+
+def _vllm_cache(
+    host: Host, c: engines.EngineContainer, layers: list[str], audit: ContainerAudit, unreadable: list[str]
+) -> None:
+    """Find vLLM's P2P cache of the container (in a volume or its layers) and record its verdicts."""
+    directory = vllm_cache_dir(c.env)
+    for place in _host_place(c, layers, directory):
+        names = [n for n in _list(host, place) if n.startswith("gpu_p2p_access_cache_for_") and n.endswith(".json")]
+        if not names:
+            continue
+        name = names[0]
+        audit.vllm_cache_path = f"{directory}/{name}"
+        audit.vllm_cache_host_path = f"{place}/{name}"
+        try:
+            audit.vllm_cache = parse_vllm_cache(host.read_text(f"{place}/{name}"), audit.vllm_cache_path)
+        except (ParseError, MissingError, NotRecordedError) as e:
+            unreadable.append(f"{place}/{name} ({e.message})")
+        return

@@ -74,6 +74,11 @@ class ContainerAudit(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
     mounts: list[str] = Field(default_factory=list)  # "source -> destination"
     problems: list[str] = Field(default_factory=list)  # why its row is a mismatch, one line each
+    command: str | None = None  # entrypoint and command, for people (vLLM flags are looked for in it)
+    # vLLM's P2P verdict cache (VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json): {"0->1": true, ...}
+    vllm_cache: dict[str, bool] | None = None
+    vllm_cache_path: str | None = None  # the container path, and where it lies on the host
+    vllm_cache_host_path: str | None = None
 
 
 class CdiSpecAudit(BaseModel):

@@ -123,7 +123,7 @@ def check_vllm(facts: Facts) -> list[Finding]:
         return [Finding(id="vllm.allreduce", severity=Severity.OK, message="GPUs are linked by NVLink")]
     sources = facts.workloads.get().sources
     # only files that hold a command line or its options: a container config names a host, not a command
-    runs = [s for s in sources if s.kind in ("env-file", "unit") and mentions_vllm(s.text)]
+    runs = [s for s in sources if s.kind in ("env-file", "unit", "docker", "podman") and mentions_vllm(s.text)]
     out = []
     for s in runs:
         if disables_custom_all_reduce(s.text):

@@ -6,63 +6,12 @@ And the bad inputs, one row each: an engine not installed or not running, a malf
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from fwman.host.base import CommandResult
-from fwman.host.recording import SnapshotWriter
-from tests.support.engines import DRIVER, LIBDIR, OLD_DRIVER, nvidia_cdi_spec, rows_by_component
+from tests.support.engines import OLD_DRIVER, docker_snapshot, nvidia_cdi_spec, rows_by_component
 from tests.support.env import FwmanEnv
-
-MERGED = "/var/lib/docker/overlay2/{}/merged"
-
-
-def _container(name: str, cid: str, host_config: dict[str, Any], env: list[str] | None = None) -> dict[str, Any]:
-    return {
-        "Id": cid,
-        "Name": f"/{name}",
-        "State": {"Status": "exited"},
-        "Config": {"Image": f"example/{name}:1", "Env": env or []},
-        "HostConfig": host_config,
-        "Mounts": [],
-        "GraphDriver": {"Name": "overlay2", "Data": {"MergedDir": MERGED.format(cid)}},
-    }
-
-
-def _snapshot(
-    tmp_path: Path,
-    *,
-    ps: CommandResult | None = None,
-    inspect: str | None = None,
-    spec: str | None = None,
-    docker: str | None = "/usr/bin/docker",
-) -> Path:
-    w = SnapshotWriter(redact=False, constructed=True, note="docker host, test")
-    w.add_file("/sys/module/nvidia/version", DRIVER + "\n")
-    w.add_dir(LIBDIR, [f"libcuda.so.{DRIVER}", f"libnvidia-ml.so.{DRIVER}"])
-    w.add_tool("docker", docker)
-    w.add_tool("podman", None)
-    containers = [
-        _container("hook", "1" * 12, {"Runtime": "nvidia"}, ["NCCL_P2P_LEVEL=SYS"]),
-        _container("cdi", "2" * 12, {"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}]}),
-        _container("own", "3" * 12, {"DeviceRequests": [{"Count": -1, "Capabilities": [["gpu"]]}]}),
-        _container("db", "4" * 12, {"Runtime": "runc"}),
-    ]
-    ids = [c["Id"] for c in containers]
-    lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"][1:], "State": "exited"}) + "\n" for c in containers)
-    w.add_command(ps or CommandResult(("docker", "ps", "-a", "--format", "json"), 0, lines, ""))
-    w.add_command(CommandResult(("docker", "inspect", *ids), 0, inspect or json.dumps(containers), ""))
-    for c in containers:
-        merged = c["GraphDriver"]["Data"]["MergedDir"]
-        w.add_dir(merged, ["usr"])
-        if c["Id"] == "3" * 12:
-            w.add_dir(merged + LIBDIR, [f"libcuda.so.{OLD_DRIVER}", "libnccl.so.2.25.1"])
-            w.add_file(merged + LIBDIR + f"/libcuda.so.{OLD_DRIVER}", b"\x7fELF")
-    w.add_dir("/etc/cdi", ["nvidia.yaml"] if spec is not None else [])
-    if spec is not None:
-        w.add_file("/etc/cdi/nvidia.yaml", spec)
-    return w.write(tmp_path / "snap")
 
 
 def _audit(snap: Path) -> tuple[int, dict[str, Any], str]:
@@ -72,7 +21,7 @@ def _audit(snap: Path) -> tuple[int, dict[str, Any], str]:
 
 
 def test_docker_host_match_mismatch_mismatch(tmp_path: Path) -> None:
-    code, doc, _ = _audit(_snapshot(tmp_path, spec=nvidia_cdi_spec(OLD_DRIVER)))
+    code, doc, _ = _audit(docker_snapshot(tmp_path, spec=nvidia_cdi_spec(OLD_DRIVER)))
     rows = rows_by_component(doc)
     assert rows["docker container hook"]["status"] == "match"
     assert "NCCL_P2P_LEVEL=SYS" in rows["docker container hook"]["detail"]
@@ -88,13 +37,13 @@ def test_docker_host_match_mismatch_mismatch(tmp_path: Path) -> None:
 
 
 def test_the_text_table_names_each_container_and_its_fix(tmp_path: Path) -> None:
-    snap = _snapshot(tmp_path, spec=nvidia_cdi_spec(OLD_DRIVER))
+    snap = docker_snapshot(tmp_path, spec=nvidia_cdi_spec(OLD_DRIVER))
     r = FwmanEnv()("--snapshot", str(snap), "audit", "--offline")
     assert "docker container cdi" in r.stdout and "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml" in r.stdout
 
 
 def test_no_cdi_spec_for_a_requested_device(tmp_path: Path) -> None:
-    _, doc, _ = _audit(_snapshot(tmp_path))
+    _, doc, _ = _audit(docker_snapshot(tmp_path))
     cdi = rows_by_component(doc)["docker container cdi"]
     assert cdi["status"] == "mismatch" and "no CDI spec defines nvidia.com/gpu=all" in cdi["detail"]
     assert cdi["fix"] == "write NVIDIA's spec: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
@@ -107,7 +56,7 @@ def test_docker_not_running_is_one_unknown_row(tmp_path: Path) -> None:
         "",
         "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",
     )
-    _, doc, _ = _audit(_snapshot(tmp_path, ps=down))
+    _, doc, _ = _audit(docker_snapshot(tmp_path, ps=down))
     engine = [r for r in doc["rows"] if r["component"] == "container engine docker"]
     assert len(engine) == 1 and engine[0]["status"] == "unknown"
     assert "Cannot connect to the Docker daemon" in engine[0]["detail"]
@@ -116,7 +65,7 @@ def test_docker_not_running_is_one_unknown_row(tmp_path: Path) -> None:
 
 
 def test_docker_not_installed_is_one_info_row(tmp_path: Path) -> None:
-    _, doc, _ = _audit(_snapshot(tmp_path, docker=None))
+    _, doc, _ = _audit(docker_snapshot(tmp_path, docker=None))
     engine = [r for r in doc["rows"] if r["component"] == "container engine docker"]
     assert [(r["status"], r["detail"]) for r in engine] == [
         ("info", "not installed: no containers of its own to audit")
@@ -124,13 +73,13 @@ def test_docker_not_installed_is_one_info_row(tmp_path: Path) -> None:
 
 
 def test_malformed_inspect_is_one_unknown_row(tmp_path: Path) -> None:
-    _, doc, _ = _audit(_snapshot(tmp_path, inspect='[{"Id": "x", "Config": {"Env": "NOT A LIST"}}]'))
+    _, doc, _ = _audit(docker_snapshot(tmp_path, inspect='[{"Id": "x", "Config": {"Env": "NOT A LIST"}}]'))
     engine = [r for r in doc["rows"] if r["component"] == "container engine docker"]
     assert len(engine) == 1 and "Config.Env: expected a list" in engine[0]["detail"]
 
 
 def test_malformed_cdi_spec_is_one_unknown_row(tmp_path: Path) -> None:
-    _, doc, _ = _audit(_snapshot(tmp_path, spec="cdiVersion: 0.5.0\nkind: [nvidia\n"))
+    _, doc, _ = _audit(docker_snapshot(tmp_path, spec="cdiVersion: 0.5.0\nkind: [nvidia\n"))
     spec = rows_by_component(doc)["CDI spec"]
     assert spec["status"] == "unknown" and spec["detail"].startswith("not a CDI spec: not YAML")
     assert spec["fix"] == "write it again: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"

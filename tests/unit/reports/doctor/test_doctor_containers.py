@@ -1,0 +1,128 @@
+"""``fwman doctor``'s container view: the Docker container that serves the model (replayed from recorded
+``inspect`` answers, tests/support/engines.py), its driver, NCCL, P2P environment and vLLM's cached P2P verdict
+against fwman's P2P record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fwman.core.errors import MissingError
+from fwman.core.findings import Finding, Severity
+from fwman.gpu.p2p_record import KIND_COPY, Fingerprint, P2PRecord
+from fwman.host.snapshot import SnapshotHost
+from fwman.reports.audit.report import audit_host
+from fwman.reports.doctor.checks.containers import check_containers
+from fwman.reports.doctor.facts import Fact, Facts, Sources, _workloads
+from tests.support.engines import DRIVER, OLD_DRIVER, docker_snapshot, nvidia_cdi_spec
+
+NOW = Fingerprint(
+    kernel="6.1.0-50-amd64",
+    module_version=DRIVER,
+    module_srcversion=None,
+    module_flavour="open",
+    manifest=None,
+    userspace=DRIVER,
+    iommu="passthrough",
+)
+
+
+def _record(ok: bool) -> P2PRecord:
+    return P2PRecord(
+        time="2026-12-01T10:00:00Z",
+        kind=KIND_COPY,
+        ok=ok,
+        verdict="ok" if ok else "bytes differ",
+        fingerprint=NOW,
+        gpus=2,
+    )
+
+
+def _check(snap: Path, history: list[P2PRecord]) -> list[Finding]:
+    """Return the container check over the audit of ``snap``, the P2P ``history`` and NOW (nothing else read)."""
+    report = audit_host(SnapshotHost(snap), offline=True)
+    gone: Fact[object] = Fact.failed(MissingError("not read by this test"))
+    f = Facts(
+        **{  # type: ignore[arg-type]
+            name: gone
+            for name in (
+                "inventory",
+                "topo",
+                "p2p_read",
+                "catalog",
+                "iommu",
+                "passthrough",
+                "workloads",
+                "virt",
+                "acs",
+                "slots",
+            )
+        },
+        audit=Fact.known(report),
+        p2p_history=Fact.known(history),
+        fingerprint=Fact.known(NOW),
+    )
+    return check_containers(f)
+
+
+def _by_id(findings: list[Finding]) -> dict[str, list[Finding]]:
+    out: dict[str, list[Finding]] = {}
+    for x in findings:
+        out.setdefault(x.id, []).append(x)
+    return out
+
+
+def test_running_container_is_the_one_that_serves_and_a_stale_vllm_cache_is_a_warning(tmp_path: Path) -> None:
+    snap = docker_snapshot(
+        tmp_path, spec=nvidia_cdi_spec(DRIVER), state="running", vllm_cache={"0->1": False, "1->0": False}
+    )
+    found = _by_id(_check(snap, [_record(ok=True)]))
+    # only `hook` runs: the exited containers are not the server
+    assert [x.message for x in found["containers.driver"]] == [
+        f"docker container hook: user-space driver {DRIVER} is the kernel module's"
+    ]
+    cache = found["containers.vllm_cache"][0]
+    assert cache.severity == Severity.WARN and "says no for 0->1, 1->0" in cache.message
+    assert cache.fix == (
+        "remove /var/lib/docker/overlay2/111111111111/merged/root/.cache/vllm/gpu_p2p_access_cache_for_0,1.json "
+        "and restart docker container hook: vLLM tests P2P again and writes a current verdict"
+    )
+
+
+def test_a_cache_that_allows_p2p_after_a_failed_test_is_a_warning(tmp_path: Path) -> None:
+    snap = docker_snapshot(tmp_path, state="running", vllm_cache={"0->1": True})
+    cache = _by_id(_check(snap, [_record(ok=False)]))["containers.vllm_cache"][0]
+    assert cache.severity == Severity.WARN and "FAILED" in cache.message
+    agree = docker_snapshot(tmp_path / "b", state="running", vllm_cache={"0->1": True})
+    assert _by_id(_check(agree, [_record(ok=True)]))["containers.vllm_cache"][0].severity == Severity.OK
+
+
+def test_no_container_running_checks_every_gpu_container(tmp_path: Path) -> None:
+    snap = docker_snapshot(tmp_path, spec=nvidia_cdi_spec(OLD_DRIVER))
+    found = _by_id(_check(snap, []))
+    driver = {x.message.split(":")[0]: x for x in found["containers.driver"]}
+    assert set(driver) == {"docker container hook", "docker container cdi", "docker container own"}
+    assert driver["docker container hook"].severity == Severity.OK
+    assert driver["docker container cdi"].severity == Severity.WARN
+    assert driver["docker container cdi"].fix == (
+        "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart container cdi"
+    )
+    nccl = found["containers.nccl"]
+    assert [(x.severity, x.message) for x in nccl] == [
+        (Severity.WARN, "docker container own: its image ships NCCL 2.25.1, older than 2.27.5")
+    ]
+
+
+def test_the_container_environment_reaches_the_nccl_check(tmp_path: Path) -> None:
+    host = SnapshotHost(docker_snapshot(tmp_path))
+    report = audit_host(host, offline=True)
+    sources = _workloads(host, Sources(), Fact.known(report)).sources
+    hook = next(s for s in sources if s.where == "docker container hook")
+    assert hook.env == {"NCCL_P2P_LEVEL": "SYS"} and hook.uses_gpu
+    assert hook.fix("NCCL_P2P_LEVEL=SYS").startswith("create docker container hook again with `-e NCCL_P2P_LEVEL=SYS`")
+    assert "docker container db" not in {s.where for s in sources}
+
+
+def test_a_host_without_gpu_containers_says_so(tmp_path: Path) -> None:
+    snap = docker_snapshot(tmp_path, docker=None)
+    found = _check(snap, [])
+    assert [(x.id, x.severity) for x in found] == [("containers", Severity.INFO)]

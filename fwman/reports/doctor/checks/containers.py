@@ -32,15 +32,21 @@ def check_containers(facts: Facts) -> list[Finding]:
     audit = facts.audit.get()
     containers = serving_containers(audit.containers)
     if not containers:
+        # nothing to say on a host without GPU containers (the step is not shown); an engine that could not be
+        # asked is said, since its containers may be the ones serving
         asked = [p for p in audit.engine_problems if not p.endswith(": not installed")]
-        return [
-            Finding(
-                id="containers",
-                severity=Severity.INFO,
-                message="no Docker or Podman container gets the GPU"
-                + (f" (could not ask: {'; '.join(asked)})" if asked else ""),
-            )
-        ]
+        return (
+            [
+                Finding(
+                    id="containers",
+                    severity=Severity.INFO,
+                    message=f"could not ask the container engines: {'; '.join(asked)}",
+                    fix="start the engine (or run fwman as a user that may reach its socket), then fwman doctor again",
+                )
+            ]
+            if asked
+            else []
+        )
     rows = {r.component: r for r in audit.rows}
     out: list[Finding] = []
     for c in containers:

@@ -9,6 +9,7 @@ from pathlib import Path
 from fwman.core.errors import MissingError
 from fwman.core.findings import Finding, Severity
 from fwman.gpu.p2p_record import KIND_COPY, Fingerprint, P2PRecord
+from fwman.host.base import CommandResult
 from fwman.host.snapshot import SnapshotHost
 from fwman.reports.audit.report import audit_host
 from fwman.reports.doctor.checks.containers import check_containers
@@ -122,7 +123,9 @@ def test_the_container_environment_reaches_the_nccl_check(tmp_path: Path) -> Non
     assert "docker container db" not in {s.where for s in sources}
 
 
-def test_a_host_without_gpu_containers_says_so(tmp_path: Path) -> None:
-    snap = docker_snapshot(tmp_path, docker=None)
-    found = _check(snap, [])
+def test_a_host_without_gpu_containers_has_nothing_to_say_unless_an_engine_is_down(tmp_path: Path) -> None:
+    assert _check(docker_snapshot(tmp_path, docker=None), []) == []
+    down = CommandResult(("docker", "ps", "-a", "--format", "json"), 1, "", "Cannot connect to the Docker daemon\n")
+    found = _check(docker_snapshot(tmp_path / "down", ps=down), [])
     assert [(x.id, x.severity) for x in found] == [("containers", Severity.INFO)]
+    assert "Cannot connect to the Docker daemon" in found[0].message

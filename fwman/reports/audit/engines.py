@@ -165,6 +165,8 @@ def read_engine_containers(
     running, malformed answers) go to ``problems``, one line each. Never raises for them."""
     out: list[tuple[ContainerAudit, UserSpace | None]] = []
     replay = host.local_path("/") is None
+    # containers of one image share its lower layers: each layer directory is read once
+    layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]] = {}
     for engine in engines_to_ask(host):
         try:
             read = engines.read_engine(host, engine)
@@ -177,7 +179,7 @@ def read_engine_containers(
         elif read.problem:
             problems.append(f"{engine}: {read.problem}")
         for c in read.containers:
-            out.append(_one(host, c, unreadable))
+            out.append(_one(host, c, unreadable, layer_cache))
     return out
 
 
@@ -203,7 +205,12 @@ def _recorded_tool(host: Host, engine: str) -> bool:
     return True
 
 
-def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple[ContainerAudit, UserSpace | None]:
+def _one(
+    host: Host,
+    c: engines.EngineContainer,
+    unreadable: list[str],
+    layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]],
+) -> tuple[ContainerAudit, UserSpace | None]:
     audit = ContainerAudit(
         name=c.name,
         kind=c.engine,
@@ -233,8 +240,11 @@ def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple
     merged = UserSpace(root=layers[0])
     seen: set[str] = set()
     for layer in layers:
-        us = scan_userspace(host, layer, run_smi=False)
-        unreadable.extend(us.unreadable)
+        if layer not in layer_cache:
+            scanned = scan_userspace(host, layer, run_smi=False)
+            unreadable.extend(scanned.unreadable)
+            layer_cache[layer] = (scanned, _nccl_versions(host, layer))
+        us, nccl_found = layer_cache[layer]
         for lib in us.libs:
             rel = _container_path(layer, lib.path.split(" -> ")[0])
             if rel not in seen:  # the top layer's file wins
@@ -245,7 +255,7 @@ def _one(host: Host, c: engines.EngineContainer, unreadable: list[str]) -> tuple
             if rel not in seen:
                 seen.add(rel)
                 merged.compat.append(DriverLib(lib.name, lib.version, rel))
-        for version, path in _nccl_versions(host, layer):
+        for version, path in nccl_found:
             if path not in audit.nccl.get(version, []):
                 audit.nccl.setdefault(version, []).append(path)
     _vllm_cache(host, c, layers, audit, unreadable)

@@ -29,7 +29,7 @@ LIBDIR = "/usr/lib/x86_64-linux-gnu"
 class Podman:
     """Podman acting on ``root``'s private storage."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, driver: str = "overlay") -> None:
         self.root = root
         self.conf = root / "podman/containers.conf"
         self.storage = root / "podman/storage.conf"
@@ -49,7 +49,7 @@ class Podman:
         )
         self.storage.write_text(
             "[storage]\n"
-            'driver = "overlay"\n'
+            f'driver = "{driver}"\n'
             f'graphroot = "{root}/var/lib/containers/storage"\n'
             f'runroot = "{root}/run/containers/storage"\n'
         )

@@ -117,3 +117,22 @@ def test_a_container_whose_layers_are_gone_is_one_unknown_row(podman_host: tuple
     assert r.code == 4 and "Traceback" not in r.stderr
     row = rows_by_component(r.json())["podman container serve-ok"]
     assert row["status"] == "unknown" and row["fix"].startswith("its filesystem is gone: `podman rm serve-ok`")
+
+
+def test_a_vfs_container_is_read_through_podman_mount(tmp_path: Path) -> None:
+    # the vfs driver reports no directory in GraphDriver.Data: audit asks `podman mount` for it
+    require_tools("podman")
+    root = tmp_path / "root"
+    root.mkdir()
+    gpu_host(root)
+    pm = Podman(root, driver="vfs")
+    try:
+        own = pm.image("localhost/serve:own", {f"{LIBDIR}/libcuda.so.{OLD_DRIVER}": b"\x7fELF"})
+        pm("create", "--name", "vfs-own", "--runtime", "nvidia", own, "/bin/true")
+        doc = _audit(FwmanEnv(variables=pm.env()), "--root", str(root))
+        row = rows_by_component(doc)["podman container vfs-own"]
+        assert row["status"] == "mismatch" and f"own libcuda.so {OLD_DRIVER}" in row["detail"]
+        assert [c["filesystem"] for c in doc["containers"] if c["name"] == "vfs-own"] == ["podman mount"]
+    finally:
+        pm("rm", "-a", "-f")
+        pm("rmi", "-a", "-f")

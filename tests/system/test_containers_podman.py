@@ -36,7 +36,12 @@ def podman_host(tmp_path: Path) -> tuple[Path, Podman]:
     (root / "etc/cdi/nvidia.yaml").write_text(nvidia_cdi_spec(OLD_DRIVER))
     good = pm.image(
         "localhost/serve:good",
-        {f"{LIBDIR}/libnccl.so.2.27.5": b"nccl", "/etc/os-release": b"ID=debian\n"},
+        {
+            f"{LIBDIR}/libnccl.so.2.27.5": b"nccl",
+            "/etc/os-release": b"ID=debian\n",
+            # CUDA forward compatibility: reported, never taken for the driver
+            f"/usr/local/cuda-12.8/compat/libcuda.so.{OLD_DRIVER}": b"\x7fELF",
+        },
     )
     own = pm.image(
         "localhost/serve:own",
@@ -73,6 +78,7 @@ def test_three_containers_match_mismatch_mismatch_with_their_fixes(podman_host: 
     )
     assert (ok["status"], ok["version"]) == ("match", DRIVER), ok
     assert "NCCL_P2P_LEVEL=SYS" in ok["detail"] and "libnccl 2.27.5" in ok["detail"]
+    assert "CUDA forward-compatibility libraries at /usr/local/cuda-12.8/compat" in ok["detail"]
     assert cdi["status"] == "mismatch" and cdi["version"] == OLD_DRIVER
     assert cdi["fix"] == "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml, then restart container serve-cdi"
     assert own["status"] == "mismatch"
@@ -87,6 +93,7 @@ def test_three_containers_match_mismatch_mismatch_with_their_fixes(podman_host: 
     assert by_name["serve-own"]["env"] == {"NCCL_P2P_DISABLE": "1"}
     assert by_name["serve-cdi"]["cdi_devices"] == ["nvidia.com/gpu=all"]
     assert by_name["serve-ok"]["filesystem"] == "image layers"
+    assert by_name["serve-ok"]["compat"] == [f"/usr/local/cuda-12.8/compat/libcuda.so.{OLD_DRIVER}"]
 
     # the driver's spec written again for 570.86.16: the CDI container matches too
     (root / "etc/cdi/nvidia.yaml").write_text(nvidia_cdi_spec(DRIVER))

@@ -1,8 +1,11 @@
 """The verdict of ``fwman audit``: one :class:`Row` per component, compared with the reference version.
 
 :func:`build_rows` calls one small function per component, in table order: the loaded module, each kernel's
-module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container. Pure: the rows
-come from what :mod:`fwman.reports.audit.read` and :mod:`fwman.reports.audit.userspace` gathered.
+module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container (LXC, roots, Docker
+and Podman: one row each for the last two), each CDI spec, and each container engine that could not be asked.
+Pure over what :mod:`fwman.reports.audit.read`, :mod:`fwman.reports.audit.engines` and
+:mod:`fwman.reports.audit.userspace` gathered (an engine container's row also writes its reasons and the CDI
+libraries it gets into its :class:`ContainerAudit`, so ``--json`` carries them).
 """
 
 from __future__ import annotations

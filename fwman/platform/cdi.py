@@ -133,6 +133,13 @@ def load_document(data: bytes, path: str) -> Any:
     return doc
 
 
+def _abs(value: str, path: str, where: str) -> str:
+    """Return ``value`` when it is empty or an absolute path; raise ParseError for a relative one."""
+    if value and (not value.startswith("/") or "\0" in value):
+        raise ParseError("CDI spec", path, f"{where}: not an absolute path")
+    return value
+
+
 def _s(value: Any, path: str, where: str, required: bool = False) -> str:
     if value is None and not required:
         return ""
@@ -167,14 +174,15 @@ def _edits(value: Any, path: str, where: str) -> CdiEdits:
     nodes: list[str] = []
     for n, node in enumerate(_l(obj.get("deviceNodes"), path, f"{where}.deviceNodes")):
         d = _o(node, path, f"{where}.deviceNodes[{n}]")
-        cpath = _s(d.get("path"), path, f"{where}.deviceNodes[{n}].path", required=True)
-        nodes.append(_s(d.get("hostPath"), path, f"{where}.deviceNodes[{n}].hostPath") or cpath)
+        cpath = _abs(_s(d.get("path"), path, f"{where}.deviceNodes[{n}].path", required=True), path, "path")
+        host_path = _abs(_s(d.get("hostPath"), path, f"{where}.deviceNodes[{n}].hostPath"), path, "hostPath")
+        nodes.append(host_path or cpath)
     mounts: list[CdiMount] = []
     for n, m in enumerate(_l(obj.get("mounts"), path, f"{where}.mounts")):
         mo = _o(m, path, f"{where}.mounts[{n}]")
         mounts.append(
             CdiMount(
-                _s(mo.get("hostPath"), path, f"{where}.mounts[{n}].hostPath", required=True),
+                _abs(_s(mo.get("hostPath"), path, f"{where}.mounts[{n}].hostPath", required=True), path, "hostPath"),
                 _s(mo.get("containerPath"), path, f"{where}.mounts[{n}].containerPath", required=True),
             )
         )

@@ -103,6 +103,12 @@ def _str(value: Any, what: str, where: str, default: str = "") -> str:
     return value
 
 
+def _absolute(path: str, what: str, where: str) -> None:
+    """Raise ParseError when ``path`` is neither empty nor absolute (an engine names directories absolutely)."""
+    if path and (not path.startswith("/") or "\0" in path):
+        raise ParseError(what, where, f"not an absolute path: {path[:80]!r}")
+
+
 def parse_ps(text: str, engine: str) -> list[str]:
     """Return the container ids ``<engine> ps -a --format json`` printed, in its order.
 
@@ -206,10 +212,18 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
     mounts: list[Mount] = []
     for n, m in enumerate(_list(obj.get("Mounts"), what, "Mounts")):
         mo = _obj(m, what, f"Mounts[{n}]")
-        mounts.append(Mount(_str(mo.get("Source"), what, "Mounts.Source"), _str(mo.get("Destination"), what, "")))
+        source, destination = _str(mo.get("Source"), what, "Mounts.Source"), _str(mo.get("Destination"), what, "")
+        if (
+            source.startswith("/") and destination.startswith("/") and "\0" not in source + destination
+        ):  # a tmpfs has no source: nothing on disk
+            mounts.append(Mount(source, destination))
     graph = _obj(obj.get("GraphDriver"), what, "GraphDriver")
     data = _obj(graph.get("Data"), what, "GraphDriver.Data")
     lower = _str(data.get("LowerDir"), what, "GraphDriver.Data.LowerDir")
+    for key in ("MergedDir", "UpperDir"):
+        _absolute(_str(data.get(key), what, f"GraphDriver.Data.{key}"), what, f"GraphDriver.Data.{key}")
+    for part in lower.split(":"):
+        _absolute(part, what, "GraphDriver.Data.LowerDir")
     return EngineContainer(
         engine=engine,
         id=cid,

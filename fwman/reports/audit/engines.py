@@ -272,10 +272,10 @@ def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
 def vllm_cache_dir(env: dict[str, str]) -> str:
     """Return the container directory vLLM keeps its cache in: ``VLLM_CACHE_ROOT``, else
     ``$XDG_CACHE_HOME/vllm``, else ``/root/.cache/vllm`` (model servers run as root in their images)."""
-    if env.get("VLLM_CACHE_ROOT", "").startswith("/"):
-        return env["VLLM_CACHE_ROOT"].rstrip("/")
-    if env.get("XDG_CACHE_HOME", "").startswith("/"):
-        return env["XDG_CACHE_HOME"].rstrip("/") + "/vllm"
+    for name, suffix in (("VLLM_CACHE_ROOT", ""), ("XDG_CACHE_HOME", "/vllm")):
+        value = env.get(name, "")
+        if value.startswith("/") and "\0" not in value and value.rstrip("/"):
+            return value.rstrip("/") + suffix
     return "/root/.cache/vllm"
 
 

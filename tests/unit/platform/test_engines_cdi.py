@@ -191,7 +191,7 @@ KEYS = st.sampled_from(
     ]
 )
 SHAPED = st.recursive(
-    st.none() | st.integers() | st.text(max_size=20) | st.just("nvidia.com/gpu=all") | st.just(-1),
+    st.none() | st.integers() | st.text(max_size=20) | st.just("nvidia.com/gpu=all") | st.just(-1) | st.just("/x:y"),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=6),
     max_leaves=40,
 )
@@ -200,11 +200,17 @@ SHAPED = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.text(max_size=200), SHAPED.map(json.dumps), JSON_VALUES.map(json.dumps)))
 def test_engine_parsers_give_a_model_or_a_parse_error(text: str) -> None:
-    for parse in (parse_ps, parse_inspect):
-        try:
-            parse(text, "docker")
-        except ParseError:
-            pass
+    try:
+        parse_ps(text, "docker")
+    except ParseError:
+        pass
+    try:
+        containers = parse_inspect(text, "docker")
+    except ParseError:
+        return
+    for c in containers:  # what the reader hands the Host: absolute paths only (a relative one is an error there)
+        for d in (c.merged_dir, c.upper_dir, *c.lower_dirs, *(m.source for m in c.mounts)):
+            assert d is None or (d.startswith("/") and "\0" not in d)
 
 
 CDI_KEYS = st.sampled_from(

@@ -6,6 +6,7 @@ And the bad inputs, one row each: an engine not installed or not running, a malf
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,14 @@ def test_vllm_cache_parser_gives_a_verdict_or_a_parse_error(text: str) -> None:
         parse_vllm_cache(text, "x")
     except ParseError:
         pass
+
+
+def test_relative_paths_in_an_answer_or_a_spec_are_refused_not_followed(tmp_path: Path) -> None:
+    relative = json.dumps([{"Id": "x" * 12, "GraphDriver": {"Data": {"MergedDir": "var/lib/docker/x/merged"}}}])
+    _, doc, _ = _audit(docker_snapshot(tmp_path, inspect=relative))
+    engine = [r for r in doc["rows"] if r["component"] == "container engine docker"]
+    assert len(engine) == 1 and "not an absolute path" in engine[0]["detail"]
+    spec = "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [{name: all, containerEdits: {}}]\n"
+    spec += "containerEdits: {mounts: [{hostPath: lib/libcuda.so.1, containerPath: /x}]}\n"
+    _, doc, _ = _audit(docker_snapshot(tmp_path / "spec", spec=spec))
+    assert rows_by_component(doc)["CDI spec"]["detail"].endswith("hostPath: not an absolute path")

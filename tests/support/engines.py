@@ -206,3 +206,33 @@ def docker_snapshot(
     if spec is not None:
         w.add_file("/etc/cdi/nvidia.yaml", spec)
     return w.write(tmp_path / "snap")
+
+
+def add_docker(snapshot: Path, containers: list[dict[str, Any]], files: dict[str, bytes] | None = None) -> None:
+    """Add a Docker engine holding ``containers`` (ContainerInspect objects) to a copied snapshot directory, and
+    ``files`` (host path -> bytes) with the listings of their directories."""
+    meta_path = snapshot / "snapshot.json"
+    meta = json.loads(meta_path.read_text())
+    meta["tools"]["docker"] = "/usr/bin/docker"
+    meta["tools"]["podman"] = None
+    lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"].lstrip("/")}) + "\n" for c in containers)
+    outputs = {
+        ("docker", "ps", "-a", "--format", "json"): lines,
+        ("docker", "inspect", *(c["Id"] for c in containers)): json.dumps(containers),
+    }
+    (snapshot / "commands").mkdir(exist_ok=True)
+    for n, (argv, text) in enumerate(outputs.items()):
+        name = f"docker{n}.stdout"
+        (snapshot / "commands" / name).write_text(text)
+        meta["commands"].append({"argv": list(argv), "rc": 0, "missing": False, "stdout": name})
+    for path, data in (files or {}).items():
+        dest = snapshot / "files" / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        parent, name = path.rsplit("/", 1)
+        while parent:
+            meta["dirs"].setdefault(parent, [])
+            if name not in meta["dirs"][parent]:
+                meta["dirs"][parent] = sorted([*meta["dirs"][parent], name])
+            parent, name = parent.rsplit("/", 1) if "/" in parent.lstrip("/") else ("", "")
+    meta_path.write_text(json.dumps(meta, indent=1))

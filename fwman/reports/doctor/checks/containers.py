@@ -52,6 +52,8 @@ def check_containers(facts: Facts) -> list[Finding]:
     for c in containers:
         label = f"{c.kind} container {c.name}"
         row = rows.get(label)
+        # the row also counts an old NCCL as a mismatch; the driver finding judges the driver only (NCCL has its own)
+        driver_problems = [p for p in c.problems if not p.startswith("libnccl ")]
         if row is None or row.status == "unknown":
             out.append(
                 Finding(
@@ -62,7 +64,7 @@ def check_containers(facts: Facts) -> list[Finding]:
                     fix=row.fix if row else None,
                 )
             )
-        elif row.status == "match":
+        elif row.status == "match" or (not driver_problems and row.version == audit.reference):
             out.append(
                 Finding(
                     id="containers.driver",
@@ -75,7 +77,7 @@ def check_containers(facts: Facts) -> list[Finding]:
                 Finding(
                     id="containers.driver",
                     severity=Severity.WARN,
-                    message=f"{label}: {c.problems[0] if c.problems else row.detail}",
+                    message=f"{label}: {driver_problems[0] if driver_problems else row.detail}",
                     evidence={"version": row.version or "unknown", "reference": audit.reference or "unknown"},
                     fix=row.fix,
                 )

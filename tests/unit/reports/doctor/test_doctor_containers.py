@@ -14,7 +14,15 @@ from fwman.host.snapshot import SnapshotHost
 from fwman.reports.audit.report import audit_host
 from fwman.reports.doctor.checks.containers import check_containers
 from fwman.reports.doctor.facts import Fact, Facts, Sources, _workloads
-from tests.support.engines import DRIVER, OLD_DRIVER, docker_snapshot, nvidia_cdi_spec
+from tests.support.engines import (
+    DRIVER,
+    OLD_DRIVER,
+    add_docker,
+    docker_container,
+    docker_snapshot,
+    nvidia_cdi_spec,
+)
+from tests.support.env import EXAMPLE_HOST, FwmanEnv, copy_tree
 
 NOW = Fingerprint(
     kernel="6.1.0-50-amd64",
@@ -129,3 +137,30 @@ def test_a_host_without_gpu_containers_has_nothing_to_say_unless_an_engine_is_do
     found = _check(docker_snapshot(tmp_path / "down", ps=down), [])
     assert [(x.id, x.severity) for x in found] == [("containers", Severity.INFO)]
     assert "Cannot connect to the Docker daemon" in found[0].message
+
+
+def test_doctor_on_a_rig_with_a_vllm_container(tmp_path: Path) -> None:
+    # the example rig (GPUs meet at NODE) serving from a Docker container whose environment disables P2P
+    snap = copy_tree(EXAMPLE_HOST, tmp_path / "rig")
+    merged = "/var/lib/docker/overlay2/abc/merged"
+    vllm = docker_container("vllm", "a" * 12, {"Runtime": "nvidia"}, ["NCCL_P2P_DISABLE=1"], state="running")
+    vllm["Config"]["Cmd"] = ["vllm", "serve", "/models/q", "--tensor-parallel-size", "4"]
+    vllm["GraphDriver"]["Data"]["MergedDir"] = merged
+    add_docker(snap, [vllm], {f"{merged}/usr/lib/x86_64-linux-gnu/libnccl.so.2.21.5": b"nccl"})
+    r = FwmanEnv()("--snapshot", str(snap), "doctor", "--json")
+    assert "Traceback" not in r.stderr
+    findings = [f for step in r.json()["steps"] for f in step["findings"]]
+    disable = [f for f in findings if f["id"] == "nccl.level" and "docker container vllm" in f["message"]]
+    assert disable and disable[0]["severity"] == "block" and "NCCL_P2P_DISABLE=1" in disable[0]["message"]
+    allreduce = [f for f in findings if f["id"] == "vllm.allreduce" and "docker container vllm" in f["message"]]
+    assert allreduce and allreduce[0]["severity"] == "warn"
+    assert disable[0]["fix"].startswith("create docker container vllm again without `-e NCCL_P2P_DISABLE=1`")
+    assert allreduce[0]["fix"] == (
+        "create docker container vllm again with --disable-custom-all-reduce on its vLLM command line"
+    )
+    driver = [f for f in findings if f["id"] == "containers.driver"]
+    assert [f["severity"] for f in driver] == ["ok"]  # the old NCCL is its own finding, not the driver's
+    nccl = [f for f in findings if f["id"] == "containers.nccl"]
+    assert [(f["severity"], f["message"]) for f in nccl] == [
+        ("warn", "docker container vllm: its image ships NCCL 2.21.5, older than 2.27.5")
+    ]

@@ -26,8 +26,23 @@ OLD_DRIVER = "550.54.15"
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 
 
+#: run a command in a private mount namespace with an empty tmpfs over /var/lib (see Podman.__call__)
+_ISOLATE = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount -t tmpfs fwman-test /var/lib && exec "$@"',
+    "sh",
+]
+
+
 class Podman:
     """Podman acting on ``root``'s private storage."""
+
+    isolated: bool | None = None  # whether commands run in a private mount namespace (probed on first use)
 
     def __init__(self, root: Path, driver: str = "overlay") -> None:
         self.root = root
@@ -64,10 +79,20 @@ class Podman:
         return {"CONTAINERS_CONF": str(self.conf), "CONTAINERS_STORAGE_CONF": str(self.storage)}
 
     def __call__(self, *args: str) -> str:
-        """Run ``podman args...`` and return its stdout (asserting it succeeded)."""
-        proc = subprocess.run(
-            ["podman", *args], capture_output=True, text=True, env={**os.environ, **self.env()}, timeout=120
-        )
+        """Run ``podman args...`` and return its stdout (asserting it succeeded).
+
+        Rootful podman keeps a blob-info cache in /var/lib/containers/cache whatever its storage settings
+        (containers/image's system default for root): the test's podman runs in a private mount namespace with
+        a tmpfs over /var/lib, so that cache never lands on this machine. Where no mount namespace can be made
+        podman runs plainly.
+        """
+        argv = ["podman", *args]
+        if self.isolated is None:
+            probe = subprocess.run([*_ISOLATE, "true"], capture_output=True, timeout=30, check=False)
+            self.isolated = probe.returncode == 0
+        if self.isolated:
+            argv = [*_ISOLATE, *argv]
+        proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **self.env()}, timeout=120)
         assert proc.returncode == 0, f"podman {' '.join(args)}: {proc.stderr}"
         return proc.stdout
 

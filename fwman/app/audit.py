@@ -50,11 +50,40 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
     )
 
 
+ENGINE_KINDS = ("docker", "podman")
+#: ContainerAudit fields that only a Docker/Podman container has
+ENGINE_ONLY_FIELDS = (
+    "engine_state",
+    "image",
+    "gpu",
+    "cdi_devices",
+    "legacy_hook",
+    "injected",
+    "filesystem",
+    "nccl",
+    "env",
+    "mounts",
+    "problems",
+    "command",
+    "vllm_cache",
+    "vllm_cache_path",
+    "vllm_cache_host_path",
+)
+
+
 def audit_json(report: AuditReport) -> dict[str, Any]:
     """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
     payload: dict[str, Any] = report.model_dump(mode="json")
     if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
         payload.pop("userspace_hold", None)
+    # no CDI spec, no engine asked: nothing to say (and the keys of a host without them stay as they were)
+    for key in ("cdi_specs", "engine_problems"):
+        if not payload.get(key):
+            payload.pop(key, None)
+    for container in payload.get("containers", []):
+        if container.get("kind") not in ENGINE_KINDS:  # LXC and --container-root: the engine fields do not apply
+            for key in ENGINE_ONLY_FIELDS:
+                container.pop(key, None)
     payload["ok"] = report.ok
     payload["counts"] = report.counts()
     return payload

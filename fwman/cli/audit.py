@@ -37,6 +37,11 @@ def audit(
         forward-compatibility libraries (/usr/local/cuda-*/compat) are shown as compat, not as the driver
       - Proxmox containers (/etc/pve/lxc/*.conf, rootfs /var/lib/lxc/<id>/rootfs while running) and every
         --container-root DIR, by reading files only
+      - Docker and Podman containers, running or stopped (`ps -a` and `inspect`; their layers on disk, never
+        started): how each gets the GPU (nvidia runtime, --gpus, CDI device, /dev/nvidia*), the libraries it
+        sees, CUDA compat libraries, its NCCL and P2P environment; one row each, with the fix
+      - CDI specs (/etc/cdi, /var/run/cdi): each library and device path against the driver; a stale spec's
+        fix is `nvidia-ctk cdi generate --output=<spec>`
     and whether a P2P fork has a branch for the kernel module's version (fork lists younger than 6 hours come
     from the cache that `fwman driver branches` refreshes; older ones are listed live).
 

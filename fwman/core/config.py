@@ -11,6 +11,9 @@ setting means adding a field here and documenting it on its command's page in do
 - ``[modules]`` (docs/modules.md, docs/hooks.md): what the kernel hook and ``catchup`` build, ``fork`` +
   ``branch`` or ``source`` (a local tree); ``strict = true`` makes a failed or pending hook build fail the
   kernel install.
+- ``[containers]`` (docs/audit.md): ``engines``, the container engines audit and doctor ask (``["docker",
+  "podman"]``; ``[]`` asks none). Without it both are asked on this machine and on a replay, none under
+  ``--root DIR`` (the engines running here are not the tree's).
 
 Callers keep reading through :meth:`Config.section` and the typed getters; the model has already checked names
 and types when they do.
@@ -71,6 +74,8 @@ class Config:
 
 def _models() -> type[BaseModel]:
     """Return the ConfigFile model (pydantic is imported on first use: most commands never read the file)."""
+    from typing import Literal
+
     from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
 
     class ForksSection(BaseModel):
@@ -89,12 +94,19 @@ def _models() -> type[BaseModel]:
         source: StrictStr | None = None
         strict: StrictBool = False
 
+    class ContainersSection(BaseModel):
+        """``[containers]``: which container engines audit and doctor ask (None: decided by the host)."""
+
+        model_config = ConfigDict(extra="forbid")
+        engines: list[Literal["docker", "podman"]] | None = None
+
     class ConfigFile(BaseModel):
         """The whole file: only the sections fwman knows."""
 
         model_config = ConfigDict(extra="forbid")
         forks: ForksSection = ForksSection()
         modules: ModulesSection = ModulesSection()
+        containers: ContainersSection = ContainersSection()
 
     return ConfigFile
 

@@ -134,3 +134,6 @@ NCCL_CONF = "/etc/nccl.conf"
 #: the host's name: the kernel's (what `hostname` prints), else the one the system sets at boot
 KERNEL_HOSTNAME = "/proc/sys/kernel/hostname"
 HOSTNAME_FILE = "/etc/hostname"
+
+#: where CDI specs live (CDI SPEC.md; /var/run/cdi is cleared at boot, nvidia-cdi-refresh writes there)
+CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")

@@ -2,8 +2,9 @@
 
 One owner per file format: :mod:`.proxmox` (LXC container and QEMU VM configs under /etc/pve), :mod:`.envfile`
 (``KEY=VALUE`` environment files), :mod:`.systemd` (unit ``Environment=``/``EnvironmentFile=``/``ExecStart=``),
-:mod:`.nccl` (``/etc/nccl.conf``), :mod:`.virt` (is this a VM guest: CPU flags, DMI, systemd-detect-virt).
-Pure parsers take text and never raise; readers take a Host and raise the
-FwmanError they meet (MissingError, NotRecordedError), leaving the caller to say what an unreadable file means.
-This package imports only fwman.core and fwman.host.
+:mod:`.nccl` (``/etc/nccl.conf``), :mod:`.virt` (is this a VM guest: CPU flags, DMI, systemd-detect-virt),
+:mod:`.engines` (Docker/Podman ``ps -a`` and ``inspect`` JSON), :mod:`.cdi` (CDI specs, JSON or YAML).
+Pure parsers take text and never raise (the engine and CDI parsers raise ParseError only); readers take a
+Host and raise the FwmanError they meet (MissingError, NotRecordedError), leaving the caller to say what an
+unreadable file means. This package imports only fwman.core and fwman.host (and PyYAML, for CDI specs).
 """

@@ -26,6 +26,7 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
+from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
@@ -80,6 +81,9 @@ def audit_host(
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
+    engine_problems: list[str] = []
+    engine_containers = read_engine_containers(host, unreadable, engine_problems)
+    cdi_specs = read_cdi_specs(host, unreadable)
     for _, us in containers:
         if us is not None:
             unreadable.extend(us.unreadable)
@@ -109,12 +113,16 @@ def audit_host(
         smi_version=host_us.smi_version,
         firmware=host_us.firmware,
         firmware_dirs=host_us.firmware_dirs,
-        containers=[c for c, _ in containers],
+        containers=[c for c, _ in containers] + [c for c, _ in engine_containers],
+        cdi_specs=cdi_specs,
+        engine_problems=engine_problems,
         rows=[],
         p2p=p2p_status(kernel_version, branch_report),
         unreadable=unreadable,
     )
-    report.rows = build_rows(report, host_us, {c.name: us for c, us in containers})
+    container_us = {c.name: us for c, us in containers}
+    container_us.update({f"{c.kind}:{c.name}": us for c, us in engine_containers})
+    report.rows = build_rows(report, host_us, container_us)
     hold = read_hold(host)
     if hold.installed or hold.held or hold.run_installer:
         report.userspace_hold = hold.to_dict()

@@ -1,8 +1,11 @@
 """The verdict of ``fwman audit``: one :class:`Row` per component, compared with the reference version.
 
 :func:`build_rows` calls one small function per component, in table order: the loaded module, each kernel's
-module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container. Pure: the rows
-come from what :mod:`fwman.reports.audit.read` and :mod:`fwman.reports.audit.userspace` gathered.
+module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container (LXC, roots, Docker
+and Podman: one row each for the last two), each CDI spec, and each container engine that could not be asked.
+Pure over what :mod:`fwman.reports.audit.read`, :mod:`fwman.reports.audit.engines` and
+:mod:`fwman.reports.audit.userspace` gathered (an engine container's row also writes its reasons and the CDI
+libraries it gets into its :class:`ContainerAudit`, so ``--json`` carries them).
 """
 
 from __future__ import annotations
@@ -10,14 +13,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from fwman.core.driver_version import DriverVersion
+from fwman.core.errors import ParseError
 from fwman.driver.kmod.kofile import module_stem
 from fwman.driver.userspace_hold import HoldStatus
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
-from fwman.reports.audit.model import AuditReport, ContainerAudit, KernelModule, LoadedModule, Row, Status
+from fwman.platform.cdi import REGENERATE
+from fwman.reports.audit.engines import NCCL_MINIMUM, image_libcuda, nccl_tuple
+from fwman.reports.audit.model import (
+    AuditReport,
+    CdiSpecAudit,
+    ContainerAudit,
+    KernelModule,
+    LoadedModule,
+    Row,
+    Status,
+)
 from fwman.reports.audit.userspace import KEY_LIBS, DriverLib, UserSpace
 
 HOST = "on the host"
+#: where NVIDIA's documentation writes the spec (docs.nvidia.com container-toolkit, cdi-support)
+DEFAULT_CDI_SPEC = "/etc/cdi/nvidia.yaml"
 
 
 def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, UserSpace | None]) -> list[Row]:
@@ -31,7 +47,12 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
     rows += host_userspace_rows(host_us, ref)
     rows += firmware_rows(host_us, ref, local_modules=bool(report.modules) or bool(report.kernels_without_module))
     for c in report.containers:
-        rows += container_rows(c, container_us.get(c.name), ref)
+        if c.kind in ("docker", "podman"):
+            rows += engine_container_rows(c, container_us.get(f"{c.kind}:{c.name}"), ref, report.cdi_specs)
+        else:
+            rows += container_rows(c, container_us.get(c.name), ref)
+    rows += cdi_spec_rows(report.cdi_specs, ref)
+    rows += engine_problem_rows(report.engine_problems)
     return rows
 
 
@@ -365,3 +386,219 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
             )
         )
     return rows
+
+
+def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
+    """Return one row per container engine that could not be asked (not installed, not running, bad answer)."""
+    rows: list[Row] = []
+    for line in problems:
+        engine, _, why = line.partition(": ")
+        if why == "not installed":
+            rows.append(
+                Row(
+                    component=f"container engine {engine}",
+                    version=None,
+                    where=f"`{engine}` on PATH",
+                    status="info",
+                    detail="not installed: no containers of its own to audit",
+                )
+            )
+            continue
+        rows.append(
+            Row(
+                component=f"container engine {engine}",
+                version=None,
+                where=f"{engine} ps -a / inspect",
+                status="unknown",
+                fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
+                f"reach its socket, and run fwman audit again",
+                detail=f"its containers could not be read: {why}",
+            )
+        )
+    return rows
+
+
+def _is_nvidia_kind(kind: str | None) -> bool:
+    return bool(kind) and str(kind).startswith("nvidia.com/")
+
+
+def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
+    """Return one row per CDI spec: its library versions against the driver, and host paths it names that are
+    gone; a spec that is not one is unknown. The fix is NVIDIA's command that writes the spec again."""
+    rows: list[Row] = []
+    for spec in specs:
+        regenerate = REGENERATE.format(path=spec.path)
+        if spec.error is not None:
+            rows.append(
+                Row(
+                    component="CDI spec",
+                    version=None,
+                    where=spec.path,
+                    status="unknown",
+                    fix=f"write it again: {regenerate}",
+                    detail=f"not a CDI spec: {spec.error}",
+                )
+            )
+            continue
+        if not _is_nvidia_kind(spec.kind):
+            rows.append(
+                Row(
+                    component=f"CDI spec {spec.kind}",
+                    version=None,
+                    where=spec.path,
+                    status="info",
+                    detail=f"cdiVersion {spec.version}: not NVIDIA's, not compared",
+                )
+            )
+            continue
+        versions = sorted(spec.libs, key=_version_key)
+        stale = [v for v in versions if ref is not None and v != ref]
+        details = [f"cdiVersion {spec.version}", f"devices {', '.join(spec.devices)}"]
+        status: Status
+        if stale:
+            status = "mismatch"
+            details.insert(0, f"mounts the {', '.join(stale)} libraries: written for another driver than {ref}")
+        elif spec.missing:
+            status = "mismatch"
+        elif not versions:
+            status = "unknown"
+            details.insert(0, "names no versioned driver library")
+        else:
+            status = _status(versions[-1], ref)
+        if spec.missing:
+            shown = ", ".join(spec.missing[:3]) + (
+                f" and {len(spec.missing) - 3} more" if len(spec.missing) > 3 else ""
+            )
+            details.insert(0, f"host paths gone: {shown}")
+        rows.append(
+            Row(
+                component=f"CDI spec {spec.kind}",
+                version=", ".join(versions) or None,
+                where=spec.path,
+                status=status,
+                fix=f"write it again for the installed driver: {regenerate}" if status == "mismatch" else None,
+                detail="; ".join(details),
+            )
+        )
+    return rows
+
+
+def _version_key(v: str) -> tuple[int, str, DriverVersion | None]:
+    try:
+        return (0, "", DriverVersion.parse(v))
+    except ParseError:
+        return (1, v, None)
+
+
+def _nccl_old(version: str) -> bool:
+    parsed = nccl_tuple(version)
+    return parsed is not None and parsed < NCCL_MINIMUM
+
+
+def engine_container_rows(
+    c: ContainerAudit, us: UserSpace | None, ref: str | None, specs: Sequence[CdiSpecAudit]
+) -> list[Row]:
+    """Return the one row of a Docker/Podman container: which driver user space it gets (CDI-injected, hook-
+    injected, or shipped in its image), its NCCL, and the first fix; every reason is in ``c.problems``."""
+    component = f"{c.kind} container {c.name}"
+    where = f"{c.kind} inspect {c.name}"
+    if c.state == "no-gpu":
+        return [
+            Row(
+                component=component,
+                version=None,
+                where=where,
+                status="info",
+                detail="no GPU request (no nvidia runtime, --gpus, CDI device or /dev/nvidia*): not audited",
+            )
+        ]
+    if c.state == "gone":
+        return [
+            Row(
+                component=component,
+                version=None,
+                where=c.root or where,
+                status="unknown",
+                fix=f"its filesystem is gone: `{c.kind} rm {c.name}` and create it again from {c.image or 'its image'}",
+                detail=f"{c.engine_state or '?'}; the engine names no filesystem fwman can read on disk",
+            )
+        ]
+    problems: list[tuple[str, str | None]] = []
+    notes: list[str] = []
+    versions: set[str] = set()
+    for device in c.cdi_devices:
+        spec = next((s for s in specs if device in s.devices), None)
+        if spec is None:
+            problems.append(
+                (f"no CDI spec defines {device}", f"write NVIDIA's spec: {REGENERATE.format(path=DEFAULT_CDI_SPEC)}")
+            )
+            continue
+        for version, host_paths in spec.libs.items():
+            c.injected.setdefault(version, []).extend(p for p in host_paths if p not in c.injected.get(version, []))
+            versions.add(version)
+        regenerate = REGENERATE.format(path=spec.path)
+        stale = sorted(v for v in spec.libs if ref is not None and v != ref)
+        if stale:
+            problems.append(
+                (
+                    f"CDI spec {spec.path} injects the {', '.join(stale)} libraries, the driver is {ref}",
+                    f"{regenerate}, then restart container {c.name}",
+                )
+            )
+        if spec.missing:
+            problems.append(
+                (
+                    f"CDI spec {spec.path} names host paths that are gone ({spec.missing[0]})",
+                    f"{regenerate}, then restart container {c.name}",
+                )
+            )
+    if c.legacy_hook:
+        notes.append("NVIDIA's runtime hook mounts the host's libraries at start")
+        if ref is not None:
+            versions.add(ref)
+    for lib in image_libcuda(us):
+        versions.add(lib.version)
+        if ref is not None and lib.version != ref:
+            problems.append(
+                (
+                    f"the image ships its own {lib.name}.so {lib.version} ({lib.path})",
+                    f"rebuild {c.image or 'the image'} without the driver's libraries (NVIDIA's toolkit mounts the "
+                    f"host's {ref}) and create container {c.name} again",
+                )
+            )
+    for version, where_nccl in sorted(c.nccl.items()):
+        if _nccl_old(version):
+            minimum = ".".join(str(p) for p in NCCL_MINIMUM)
+            problems.append(
+                (
+                    f"libnccl {version} ({where_nccl[0]}) is older than {minimum}",
+                    f"use an image whose NCCL is {minimum} or newer (llama.cpp's tensor split needs it)",
+                )
+            )
+        else:
+            notes.append(f"libnccl {version}")
+    if c.compat:
+        notes.append(f"CUDA forward-compatibility libraries at {c.compat[0]} (data-centre GPUs only)")
+    if c.env:
+        notes.append(" ".join(f"{k}={v}" for k, v in sorted(c.env.items())))
+    c.problems = [p for p, _ in problems]
+    status: Status
+    if problems:
+        status = "mismatch"
+    elif ref is None or not versions:
+        status = "unknown"
+        if not versions:
+            notes.insert(0, "no driver library found in its image, its CDI spec or a runtime hook")
+    else:
+        status = "match" if versions == {ref} else "mismatch"
+    shown = ", ".join(sorted(versions, key=_version_key)) or None
+    return [
+        Row(
+            component=component,
+            version=shown,
+            where=where,
+            status=status,
+            fix=problems[0][1] if problems else None,
+            detail="; ".join([*(p for p, _ in problems), f"{c.engine_state or '?'}", *c.gpu, *notes])[:600],
+        )
+    ]

@@ -92,7 +92,7 @@ class Sources:
 class EnvSource:
     """One place a GPU workload takes its environment (and command line) from."""
 
-    kind: str  # "env-file", "unit", "lxc", "nccl.conf"
+    kind: str  # "env-file", "unit", "lxc", "nccl.conf", "docker", "podman"
     where: str
     env: dict[str, str]
     text: str  # the whole file: vLLM flags are looked for in it
@@ -109,6 +109,11 @@ class EnvSource:
         """Return how to set ``assignment`` (``NAME=VALUE``) in this place."""
         if self.kind == "lxc":
             return f"add `lxc.environment: {assignment}` to {self.where} and restart the container"
+        if self.kind in ("docker", "podman"):
+            return (
+                f"create {self.where} again with `-e {assignment}` (`{self.kind} run -e`; the environment of an "
+                "existing container cannot change)"
+            )
         if self.kind == "unit":
             return f"add `Environment={assignment}` under [Service] (`systemctl edit` the unit {self.where})"
         return f"add `{assignment}` to {self.where}"
@@ -180,15 +185,16 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
     Never raises: what a reader meets is raised by that fact's ``get()``.
     """
     inventory = Fact(lambda: scan_inventory(host))
+    audit: Fact[AuditReport] = Fact(lambda: _audit(host))
     return Facts(
         inventory=inventory,
         topo=Fact(lambda: parse_topo_matrix(_command(host, TOPO_M))),
         p2p_read=Fact(lambda: parse_p2p_matrix(_command(host, TOPO_P2P_READ))),
-        audit=Fact(lambda: _audit(host)),
+        audit=audit,
         catalog=Fact(lambda: _catalog(host)),
         iommu=Fact(lambda: _iommu(host, inventory)),
         passthrough=Fact(lambda: _passthrough(host)),
-        workloads=Fact(lambda: _workloads(host, sources or Sources())),
+        workloads=Fact(lambda: _workloads(host, sources or Sources(), audit)),
         virt=Fact(lambda: _virt(host)),
         acs=Fact(lambda: _acs(host, inventory)),
         slots=Fact(lambda: _slots(host, inventory)),
@@ -310,8 +316,11 @@ def _user_file(host: Host, path: str, problems: list[str]) -> str | None:
         return None
 
 
-def _workloads(host: Host, sources: Sources) -> Workloads:
+def _workloads(host: Host, sources: Sources, audit: Fact[AuditReport] | None = None) -> Workloads:
     """Return the places to check (user's files, GPU containers, /etc/nccl.conf) and what could not be read.
+
+    Docker and Podman containers that get the GPU come from the audit (``audit``: one reading of the engines
+    for both): their environment and command line as ``inspect`` shows them.
 
     Raises MissingError when /etc/pve/lxc exists but cannot be listed.
     """
@@ -343,6 +352,15 @@ def _workloads(host: Host, sources: Sources) -> Workloads:
             continue
         device, hook = proxmox.lxc_uses_gpu(ct.text)
         out.append(EnvSource("lxc", ct.path, proxmox.parse_lxc_environment(ct.text), ct.text, uses_gpu=device or hook))
+    if audit is not None:
+        try:
+            report = audit.get()
+        except FwmanError as e:
+            problems.append(f"docker/podman containers: {describe_error(e)}")
+        else:
+            for c in report.containers:
+                if c.kind in ("docker", "podman") and c.state != "no-gpu":
+                    out.append(EnvSource(c.kind, f"{c.kind} container {c.name}", dict(c.env), c.command or ""))
     try:
         conf = nccl.read_nccl_conf(host)
         if conf is not None:

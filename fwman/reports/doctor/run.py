@@ -129,5 +129,7 @@ def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
         findings = adjust_for_guest(check.id, run_check(check, facts), guest)
         if check.pairwise and len(cards) < 2:
             findings = _demote(findings)
+        if not findings:
+            continue  # a step with nothing to say about this host (no GPU container): not shown
         report.steps.append(Step(check, findings))
     return report

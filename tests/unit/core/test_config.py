@@ -42,7 +42,17 @@ def test_known_settings_and_fork_names_are_accepted() -> None:
     assert config.get_bool("forks", "defaults", True) is False
     assert config.get_str("modules", "source") == "/srv/src"
     assert config.get_bool("modules", "strict") is True
-    assert known_keys() == {"forks": ["api_url", "defaults"], "modules": ["branch", "fork", "source", "strict"]}
+    assert known_keys() == {
+        "forks": ["api_url", "defaults"],
+        "modules": ["branch", "fork", "source", "strict"],
+        "containers": ["engines"],
+    }
+
+
+def test_container_engines_setting() -> None:
+    assert parse_config('[containers]\nengines = ["podman"]\n').section("containers")["engines"] == ["podman"]
+    with pytest.raises(UsageError, match=r"c:2: \[containers\] engines"):
+        parse_config('[containers]\nengines = ["lxd"]\n', "c")
 
 
 def test_every_config_example_in_the_docs_parses() -> None:

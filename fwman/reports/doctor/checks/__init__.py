@@ -12,6 +12,7 @@ One module per group of links:
 - :mod:`.driver`: the P2P fork driver and its branch, ``topo -p2p r``
 - :mod:`.iommu`: the IOMMU mode, devices passed to VMs
 - :mod:`.workloads`: NCCL_P2P_LEVEL, vLLM's custom all-reduce
+- :mod:`.containers`: the Docker/Podman container that serves the model (driver, NCCL, vLLM's P2P cache)
 - :mod:`.links`: PCIe link width/speed, power limits
 - :mod:`.platform`: running inside a VM guest (first: it changes how the rest reads)
 - :mod:`.pcie`: ACS redirect on the ports between GPUs, slot width versus link training
@@ -35,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fwman.core.findings import Finding
+from fwman.reports.doctor.checks.containers import check_containers
 from fwman.reports.doctor.checks.driver import check_driver, check_p2p_topo
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
@@ -68,6 +70,7 @@ CHECKS: tuple[Check, ...] = (
     Check("pcie.acs", "PCIe ACS on the path between GPUs", check_acs, pairwise=True),
     Check("nccl.level", "Topology and NCCL", check_nccl, pairwise=True),
     Check("vllm.allreduce", "vLLM custom all-reduce", check_vllm, pairwise=True),
+    Check("containers", "The container that serves the model", check_containers),
     Check("pcie.link", "PCIe links", check_links),
     Check("pcie.slot", "Slot width versus link training", check_slots),
     Check("power.limit", "Power limit", check_power),

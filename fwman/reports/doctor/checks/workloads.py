@@ -47,7 +47,10 @@ def check_nccl(facts: Facts) -> list[Finding]:
                     severity=Severity.BLOCK,
                     message=f"NCCL_P2P_DISABLE=1 in {s.where}: NCCL never uses P2P there",
                     evidence={"where": s.where},
-                    fix=f"remove NCCL_P2P_DISABLE from {s.where}",
+                    fix=f"create {s.where} again without `-e NCCL_P2P_DISABLE=1` (an existing container's "
+                    "environment cannot change)"
+                    if s.kind in ("docker", "podman")
+                    else f"remove NCCL_P2P_DISABLE from {s.where}",
                 )
             )
     workloads = [s for s in sources if s.uses_gpu]
@@ -123,7 +126,7 @@ def check_vllm(facts: Facts) -> list[Finding]:
         return [Finding(id="vllm.allreduce", severity=Severity.OK, message="GPUs are linked by NVLink")]
     sources = facts.workloads.get().sources
     # only files that hold a command line or its options: a container config names a host, not a command
-    runs = [s for s in sources if s.kind in ("env-file", "unit") and mentions_vllm(s.text)]
+    runs = [s for s in sources if s.kind in ("env-file", "unit", "docker", "podman") and mentions_vllm(s.text)]
     out = []
     for s in runs:
         if disables_custom_all_reduce(s.text):
@@ -141,7 +144,9 @@ def check_vllm(facts: Facts) -> list[Finding]:
                     severity=Severity.WARN,
                     message=f"vLLM in {s.where} runs without --disable-custom-all-reduce: its custom all-reduce "
                     "assumes NVLink, and over PCIe on 3090s it has produced wrong outputs",
-                    fix=f"add --disable-custom-all-reduce to the vLLM command line in {s.where}",
+                    fix=f"create {s.where} again with --disable-custom-all-reduce on its vLLM command line"
+                    if s.kind in ("docker", "podman")
+                    else f"add --disable-custom-all-reduce to the vLLM command line in {s.where}",
                 )
             )
     if not runs:

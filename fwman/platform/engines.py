@@ -1,0 +1,316 @@
+"""Docker and Podman containers, read through the engines' own command-line interfaces.
+
+Two commands per engine, both read only: ``<engine> ps -a --format json`` (every container, running or not) and
+one ``<engine> inspect ID...`` of all of them. The shapes:
+
+- ``podman ps -a --format json`` (Podman 4.3, Debian 12) prints one JSON array of objects with ``Id``,
+  ``Names`` (a list), ``State``, ``Image``; ``docker ps -a --format json`` prints one JSON object per line with
+  ``ID``, ``Names`` (a string), ``State``, ``Image`` (docs.docker.com, "docker container ls", Format the output).
+- ``inspect`` prints a JSON array of container objects in the Docker Engine API's ContainerInspect shape, which
+  Podman follows: ``Id``, ``Name``, ``State.Status``, ``Config.Image``, ``Config.Env`` (``NAME=VALUE``
+  strings), ``Mounts`` (``Source``, ``Destination``), ``HostConfig.Runtime``, ``HostConfig.Devices``
+  (``PathOnHost``, ``PathInContainer``), ``HostConfig.DeviceRequests`` (``Driver``, ``Count``, ``DeviceIDs``,
+  ``Capabilities``: what ``--gpus`` and Docker's CDI ``--device`` requests become), ``GraphDriver`` (``Name``,
+  ``Data.MergedDir``, ``Data.UpperDir``, ``Data.LowerDir`` colon-separated). Podman 4.3 keeps a CDI
+  ``--device vendor/class=name`` request only in ``Config.CreateCommand`` (the argv that made the container):
+  its ``HostConfig.Devices`` is empty for it, so the request is read from that argv; and Podman's
+  ``HostConfig.Runtime`` says ``oci`` while ``OCIRuntime`` names the runtime (``crun``, ``nvidia``).
+
+The parsers are pure (text in, model or ParseError out); :func:`read_engine` is the one reader and goes through
+the Host.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsontext import parse_json
+from fwman.host.base import Host
+
+ENGINES = ("docker", "podman")
+#: a CDI fully qualified device name: vendor.com/class=name (CDI SPEC.md, "Kind" and device "name")
+CDI_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*=[A-Za-z0-9][A-Za-z0-9_.:\-]*")
+#: the environment that decides NCCL's and vLLM's peer-to-peer path inside a container
+P2P_ENV = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "VLLM_SKIP_P2P_CHECK", "CUDA_VISIBLE_DEVICES")
+#: seconds one engine command may take (an engine whose socket hangs must not hang the audit)
+ENGINE_TIMEOUT = 60.0
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One mount of a container: host source, container destination."""
+
+    source: str
+    destination: str
+
+
+@dataclass(frozen=True)
+class EngineContainer:
+    """One container as its engine's ``inspect`` describes it."""
+
+    engine: str  # "docker" | "podman"
+    id: str
+    name: str
+    state: str  # "running", "exited", "created", ...
+    image: str
+    runtime: str | None  # HostConfig.Runtime ("nvidia", "runc", "crun", ...)
+    gpu_requests: tuple[str, ...]  # how it gets the GPU, for people: "runtime nvidia", "--gpus (all)", "cdi ..."
+    cdi_devices: tuple[str, ...]  # requested CDI devices, fully qualified ("nvidia.com/gpu=all")
+    devices: tuple[str, ...]  # host device paths given to it (/dev/nvidia0)
+    env: dict[str, str] = field(default_factory=dict)
+    command: tuple[str, ...] = ()  # Config.Entrypoint + Config.Cmd
+    mounts: tuple[Mount, ...] = ()
+    graph_driver: str | None = None
+    merged_dir: str | None = None
+    upper_dir: str | None = None
+    lower_dirs: tuple[str, ...] = ()
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Return True when the container is given an NVIDIA GPU by any of the four ways."""
+        return bool(self.gpu_requests)
+
+    @property
+    def legacy_hook(self) -> bool:
+        """Return True when NVIDIA's runtime hook injects the host's libraries at start (no CDI spec involved)."""
+        return any(r.startswith(("runtime nvidia", "--gpus")) for r in self.gpu_requests)
+
+
+def _obj(value: Any, what: str, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ParseError(what, where, f"expected an object, got {type(value).__name__}")
+    return value
+
+
+def _list(value: Any, what: str, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ParseError(what, where, f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, what: str, where: str, default: str = "") -> str:
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise ParseError(what, where, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _absolute(path: str, what: str, where: str) -> None:
+    """Raise ParseError when ``path`` is neither empty nor absolute (an engine names directories absolutely)."""
+    if path and (not path.startswith("/") or "\0" in path):
+        raise ParseError(what, where, f"not an absolute path: {path[:80]!r}")
+
+
+def parse_ps(text: str, engine: str) -> list[str]:
+    """Return the container ids ``<engine> ps -a --format json`` printed, in its order.
+
+    Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises
+    ParseError for anything else (an object without an id, text that is not JSON).
+    """
+    what = f"{engine} ps -a --format json"
+    stripped = text.strip()
+    if not stripped:
+        return []
+    docs: list[Any]
+    if stripped.startswith("["):
+        docs = _list(parse_json(stripped, what), what, "output")
+    else:
+        docs = [parse_json(line, what, f"line {n}") for n, line in enumerate(stripped.splitlines(), 1) if line.strip()]
+    ids: list[str] = []
+    for n, doc in enumerate(docs, 1):
+        obj = _obj(doc, what, f"container {n}")
+        cid = obj.get("Id", obj.get("ID"))
+        if not isinstance(cid, str) or not re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z_.\-]*", cid):
+            raise ParseError(what, f"container {n}", "no Id/ID string")
+        ids.append(cid)
+    return ids
+
+
+def _env(values: list[Any], what: str) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for v in values:
+        name, sep, value = _str(v, what, "Config.Env").partition("=")
+        if sep and name:
+            env[name] = value
+    return env
+
+
+def _create_command_devices(argv: list[Any]) -> list[str]:
+    """Return the values of ``--device`` in the argv that created a Podman container."""
+    out: list[str] = []
+    words = [w for w in argv if isinstance(w, str)]
+    for i, word in enumerate(words):
+        if word == "--device" and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif word.startswith("--device="):
+            out.append(word.split("=", 1)[1])
+    return out
+
+
+def parse_container(doc: Any, engine: str) -> EngineContainer:
+    """Return one container of an ``inspect`` answer. Raises ParseError when ``doc`` is not of that shape."""
+    what = f"{engine} inspect"
+    obj = _obj(doc, what, "container")
+    cid = _str(obj.get("Id"), what, "Id")
+    if not cid:
+        raise ParseError(what, "Id", "missing")
+    name = _str(obj.get("Name"), what, "Name").lstrip("/") or cid[:12]
+    state = _str(_obj(obj.get("State"), what, "State").get("Status"), what, "State.Status", "unknown")
+    config = _obj(obj.get("Config"), what, "Config")
+    host_config = _obj(obj.get("HostConfig"), what, "HostConfig")
+    image = _str(config.get("Image"), what, "Config.Image") or _str(obj.get("ImageName"), what, "ImageName")
+    env = _env(_list(config.get("Env"), what, "Config.Env"), what)
+    words: list[str] = []
+    for key in ("Entrypoint", "Cmd"):
+        value = config.get(key)
+        # Docker prints a list (or null); an old engine may print one string
+        items = value if isinstance(value, list) else [value] if value else []
+        words += [_str(w, what, f"Config.{key}") for w in items]
+    command = tuple(words)
+    runtime = _str(host_config.get("Runtime"), what, "HostConfig.Runtime") or None
+    if runtime in (None, "oci"):  # Podman says "oci" there and names the runtime in OCIRuntime
+        runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
+    requests: list[str] = []
+    cdi: list[str] = []
+    if runtime == "nvidia":
+        requests.append("runtime nvidia")
+    for n, req in enumerate(_list(host_config.get("DeviceRequests"), what, "HostConfig.DeviceRequests")):
+        r = _obj(req, what, f"HostConfig.DeviceRequests[{n}]")
+        driver = _str(r.get("Driver"), what, "DeviceRequests.Driver")
+        ids = [_str(i, what, "DeviceRequests.DeviceIDs") for i in _list(r.get("DeviceIDs"), what, "DeviceIDs")]
+        caps = [c for group in _list(r.get("Capabilities"), what, "Capabilities") for c in _list(group, what, "")]
+        if driver == "cdi":
+            cdi += [i for i in ids if CDI_NAME.fullmatch(i)]
+        elif driver == "nvidia" or "gpu" in caps:
+            count = r.get("Count")
+            which = ",".join(ids) if ids else ("all" if count == -1 else str(count))
+            requests.append(f"--gpus ({which})")
+    devices: list[str] = []
+    for n, dev in enumerate(_list(host_config.get("Devices"), what, "HostConfig.Devices")):
+        d = _obj(dev, what, f"HostConfig.Devices[{n}]")
+        path = _str(d.get("PathOnHost"), what, "Devices.PathOnHost")
+        if CDI_NAME.fullmatch(path):
+            cdi.append(path)
+        elif path:
+            devices.append(path)
+    for value in _create_command_devices(_list(config.get("CreateCommand"), what, "Config.CreateCommand")):
+        if CDI_NAME.fullmatch(value):
+            cdi.append(value)
+        elif value.split(":", 1)[0] not in devices and value.startswith("/dev/"):
+            devices.append(value.split(":", 1)[0])
+    cdi = list(dict.fromkeys(cdi))
+    requests += [f"cdi {c}" for c in cdi]
+    requests += [f"device {d}" for d in devices if d.startswith("/dev/nvidia")]
+    mounts: list[Mount] = []
+    for n, m in enumerate(_list(obj.get("Mounts"), what, "Mounts")):
+        mo = _obj(m, what, f"Mounts[{n}]")
+        source, destination = _str(mo.get("Source"), what, "Mounts.Source"), _str(mo.get("Destination"), what, "")
+        if (
+            source.startswith("/") and destination.startswith("/") and "\0" not in source + destination
+        ):  # a tmpfs has no source: nothing on disk
+            mounts.append(Mount(source, destination))
+    graph = _obj(obj.get("GraphDriver"), what, "GraphDriver")
+    data = _obj(graph.get("Data"), what, "GraphDriver.Data")
+    lower = _str(data.get("LowerDir"), what, "GraphDriver.Data.LowerDir")
+    for key in ("MergedDir", "UpperDir"):
+        _absolute(_str(data.get(key), what, f"GraphDriver.Data.{key}"), what, f"GraphDriver.Data.{key}")
+    for part in lower.split(":"):
+        _absolute(part, what, "GraphDriver.Data.LowerDir")
+    return EngineContainer(
+        engine=engine,
+        id=cid,
+        name=name,
+        state=state,
+        image=image,
+        runtime=runtime,
+        gpu_requests=tuple(requests),
+        cdi_devices=tuple(cdi),
+        devices=tuple(devices),
+        env=env,
+        command=command,
+        mounts=tuple(mounts),
+        graph_driver=_str(graph.get("Name"), what, "GraphDriver.Name") or None,
+        merged_dir=_str(data.get("MergedDir"), what, "GraphDriver.Data.MergedDir") or None,
+        upper_dir=_str(data.get("UpperDir"), what, "GraphDriver.Data.UpperDir") or None,
+        lower_dirs=tuple(p for p in lower.split(":") if p),
+    )
+
+
+def parse_inspect(text: str, engine: str) -> list[EngineContainer]:
+    """Return the containers of an ``inspect`` answer (a JSON array). Raises ParseError for another shape."""
+    what = f"{engine} inspect"
+    docs = _list(parse_json(text, what), what, "output")
+    return [parse_container(doc, engine) for doc in docs]
+
+
+@dataclass
+class EngineRead:
+    """What one engine answered: its containers, or why it could not be asked."""
+
+    engine: str
+    installed: bool
+    containers: list[EngineContainer] = field(default_factory=list)
+    problem: str | None = None  # the engine is not running, or answered something fwman cannot read
+    mounted: dict[str, str] = field(default_factory=dict)  # container id -> `podman mount` directory
+
+
+def read_engine(host: Host, engine: str) -> EngineRead:
+    """Return ``engine``'s containers: ``ps -a --format json``, then one ``inspect`` of all of them.
+
+    Never raises for the engine's own failures (not installed, daemon not running, malformed answer): they are
+    the ``problem`` of the result. Raises NotRecordedError on a replay that did not record the commands.
+    """
+    if host.which(engine) is None:
+        return EngineRead(engine, installed=False)
+    out = EngineRead(engine, installed=True)
+    ps = host.run([engine, "ps", "-a", "--format", "json"], timeout=ENGINE_TIMEOUT)
+    if not ps.ok:
+        out.problem = f"`{engine} ps -a` failed (exit {ps.rc}): {_first_line(ps.stderr) or 'no message'}"
+        return out
+    try:
+        ids = parse_ps(ps.stdout, engine)
+    except ParseError as e:
+        out.problem = e.message
+        return out
+    if not ids:
+        return out
+    inspect = host.run([engine, "inspect", *ids], timeout=ENGINE_TIMEOUT)
+    if not inspect.ok:
+        out.problem = f"`{engine} inspect` failed (exit {inspect.rc}): {_first_line(inspect.stderr) or 'no message'}"
+        return out
+    try:
+        out.containers = parse_inspect(inspect.stdout, engine)
+    except ParseError as e:
+        out.problem = e.message
+    return out
+
+
+def podman_mount(host: Host, container_id: str) -> str | None:
+    """Return the directory ``podman mount ID`` gives for a container whose driver reports no directory (vfs).
+
+    Returns None when podman refuses (rootless without ``podman unshare``, a removed container).
+    """
+    try:
+        res = host.run(["podman", "mount", container_id], timeout=ENGINE_TIMEOUT)
+    except FwmanError:
+        return None
+    line = res.stdout.strip().splitlines()[0] if res.ok and res.stdout.strip() else ""
+    return line if line.startswith("/") else None
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[0][:200] if lines else ""
+
+
+def p2p_env(env: dict[str, str]) -> dict[str, str]:
+    """Return the variables of ``env`` that decide the peer-to-peer path (NCCL, vLLM, visible devices)."""
+    return {k: env[k] for k in P2P_ENV if k in env}

@@ -1,0 +1,159 @@
+"""The container that serves the model: Docker and Podman containers that get the GPU (from ``fwman audit``).
+
+For each (the running ones; when none runs, every GPU container): the same driver user space as the kernel
+module (the audit's row), an NCCL new enough for the transport, and vLLM's cached P2P verdict
+(``gpu_p2p_access_cache_for_<devices>.json`` under ``VLLM_CACHE_ROOT``) against what ``fwman p2p test``
+recorded on this configuration: vLLM reads the cache instead of testing again, so a verdict cached before a
+driver or firmware change outlives it. The environment (NCCL_P2P_LEVEL, NCCL_P2P_DISABLE) is checked with every
+other workload by ``nccl.level``.
+"""
+
+from __future__ import annotations
+
+from fwman.core.errors import FwmanError
+from fwman.core.findings import Finding, Severity
+from fwman.gpu.p2p_record import KIND_COPY, standing
+from fwman.reports.audit.engines import NCCL_MINIMUM, nccl_tuple
+from fwman.reports.audit.model import ContainerAudit
+from fwman.reports.doctor.facts import Facts
+
+ENGINE_KINDS = ("docker", "podman")
+
+
+def serving_containers(containers: list[ContainerAudit]) -> list[ContainerAudit]:
+    """Return the GPU containers that serve: the running ones, or every GPU container when none runs."""
+    gpu = [c for c in containers if c.kind in ENGINE_KINDS and c.state != "no-gpu"]
+    running = [c for c in gpu if c.engine_state == "running"]
+    return running or gpu
+
+
+def check_containers(facts: Facts) -> list[Finding]:
+    """Return, per serving container, its driver, its NCCL and its vLLM P2P cache against fwman's record."""
+    audit = facts.audit.get()
+    containers = serving_containers(audit.containers)
+    if not containers:
+        # nothing to say on a host without GPU containers (the step is not shown); an engine that could not be
+        # asked is said, since its containers may be the ones serving
+        asked = [p for p in audit.engine_problems if not p.endswith(": not installed")]
+        return (
+            [
+                Finding(
+                    id="containers",
+                    severity=Severity.INFO,
+                    message=f"could not ask the container engines: {'; '.join(asked)}",
+                    fix="start the engine (or run fwman as a user that may reach its socket), then fwman doctor again",
+                )
+            ]
+            if asked
+            else []
+        )
+    rows = {r.component: r for r in audit.rows}
+    out: list[Finding] = []
+    for c in containers:
+        label = f"{c.kind} container {c.name}"
+        row = rows.get(label)
+        # the row also counts an old NCCL as a mismatch; the driver finding judges the driver only (NCCL has its own)
+        driver_problems = [p for p in c.problems if not p.startswith("libnccl ")]
+        if row is None or row.status == "unknown":
+            out.append(
+                Finding(
+                    id="containers.driver",
+                    severity=Severity.INFO,
+                    message=f"{label}: its user-space driver could not be told"
+                    + (f" ({row.detail})" if row and row.detail else ""),
+                    fix=row.fix if row else None,
+                )
+            )
+        elif row.status == "match" or (not driver_problems and row.version == audit.reference):
+            out.append(
+                Finding(
+                    id="containers.driver",
+                    severity=Severity.OK,
+                    message=f"{label}: user-space driver {row.version} is the kernel module's",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    id="containers.driver",
+                    severity=Severity.WARN,
+                    message=f"{label}: {driver_problems[0] if driver_problems else row.detail}",
+                    evidence={"version": row.version or "unknown", "reference": audit.reference or "unknown"},
+                    fix=row.fix,
+                )
+            )
+        out += _nccl(label, c)
+        out += _vllm_cache(facts, label, c)
+    return out
+
+
+def _nccl(label: str, c: ContainerAudit) -> list[Finding]:
+    minimum = ".".join(str(p) for p in NCCL_MINIMUM)
+    old = [v for v in c.nccl if (t := nccl_tuple(v)) is not None and t < NCCL_MINIMUM]
+    if old:
+        return [
+            Finding(
+                id="containers.nccl",
+                severity=Severity.WARN,
+                message=f"{label}: its image ships NCCL {', '.join(sorted(old))}, older than {minimum}",
+                fix=f"use an image whose NCCL is {minimum} or newer",
+            )
+        ]
+    if c.nccl:
+        return [
+            Finding(
+                id="containers.nccl",
+                severity=Severity.OK,
+                message=f"{label}: NCCL {', '.join(sorted(c.nccl))}",
+            )
+        ]
+    return []
+
+
+def _vllm_cache(facts: Facts, label: str, c: ContainerAudit) -> list[Finding]:
+    if c.vllm_cache is None:
+        return []
+    denied = sorted(k for k, v in c.vllm_cache.items() if not v)
+    allowed = sorted(k for k, v in c.vllm_cache.items() if v)
+    where = f"{c.vllm_cache_path} (on the host {c.vllm_cache_host_path})"
+    fix = f"remove {c.vllm_cache_host_path} and restart {label}: vLLM tests P2P again and writes a current verdict"
+    try:
+        now = standing(facts.p2p_history.get(), facts.fingerprint.get(), KIND_COPY)
+    except FwmanError:
+        now = None
+    if now is not None and now.state == "verified" and denied:
+        return [
+            Finding(
+                id="containers.vllm_cache",
+                severity=Severity.WARN,
+                message=f"{label}: vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
+                "`fwman p2p test` verified P2P on this configuration: the cache is stale",
+                fix=fix,
+            )
+        ]
+    if now is not None and now.state == "failed" and allowed:
+        return [
+            Finding(
+                id="containers.vllm_cache",
+                severity=Severity.WARN,
+                message=f"{label}: vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
+                "`fwman p2p test` FAILED on this configuration: vLLM would use P2P that corrupts data",
+                fix=fix,
+            )
+        ]
+    if now is None or now.state in ("never", "changed"):
+        return [
+            Finding(
+                id="containers.vllm_cache",
+                severity=Severity.INFO,
+                message=f"{label}: vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
+                fix="run `fwman p2p test`, then `fwman doctor` again",
+            )
+        ]
+    return [
+        Finding(
+            id="containers.vllm_cache",
+            severity=Severity.OK,
+            message=f"{label}: vLLM's cached P2P verdict {where} agrees with `fwman p2p test`",
+        )
+    ]

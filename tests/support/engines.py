@@ -1,0 +1,263 @@
+"""A real Podman (Debian's 4.3) with private storage inside a test root, and the files of a GPU host.
+
+Podman is pointed at the root through its own configuration variables (``CONTAINERS_CONF``,
+``CONTAINERS_STORAGE_CONF``), never a system-wide file: graph root, run root and temp directory live under the
+root, containers are made from tarballs the test builds (``podman import``, no registry), and CDI specs are
+read from the root's /etc/cdi and /var/run/cdi. The engine prints machine paths (``ROOT/var/lib/...``); the
+root holds a link from that path back to its own ``/``, so a Host rooted there reads them as a real host
+(whose root is ``/``) would.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from fwman.host.base import CommandResult
+from fwman.host.recording import SnapshotWriter
+
+DRIVER = "570.86.16"
+OLD_DRIVER = "550.54.15"
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+
+#: run a command in a private mount namespace with an empty tmpfs over /var/lib (see Podman.__call__)
+_ISOLATE = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount -t tmpfs fwman-test /var/lib && exec "$@"',
+    "sh",
+]
+
+
+class Podman:
+    """Podman acting on ``root``'s private storage."""
+
+    isolated: bool | None = None  # whether commands run in a private mount namespace (probed on first use)
+
+    def __init__(self, root: Path, driver: str = "overlay") -> None:
+        self.root = root
+        self.conf = root / "podman/containers.conf"
+        self.storage = root / "podman/storage.conf"
+        self.conf.parent.mkdir(parents=True, exist_ok=True)
+        for d in ("var/lib/containers/storage", "run/containers/storage", "podman/tmp", "etc/cdi", "var/run/cdi"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        self.conf.write_text(
+            "[engine]\n"
+            f'cdi_spec_dirs = ["{root}/etc/cdi", "{root}/var/run/cdi"]\n'
+            'cgroup_manager = "cgroupfs"\n'
+            'events_logger = "file"\n'
+            f'events_logfile_path = "{root}/podman/events.log"\n'
+            f'tmp_dir = "{root}/podman/tmp"\n'
+            "[engine.runtimes]\n"
+            # NVIDIA's runtime is runc/crun plus its hook; creating a container only needs the name to resolve
+            'nvidia = ["/usr/bin/crun"]\n'
+        )
+        self.storage.write_text(
+            "[storage]\n"
+            f'driver = "{driver}"\n'
+            f'graphroot = "{root}/var/lib/containers/storage"\n'
+            f'runroot = "{root}/run/containers/storage"\n'
+        )
+        # the engine's paths are machine paths under the root: link the root's own path inside it back to "/"
+        inside = root / str(root).lstrip("/")
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        if not inside.is_symlink():
+            inside.symlink_to("/")
+
+    def env(self) -> dict[str, str]:
+        """Return the variables that point podman at the private storage."""
+        return {"CONTAINERS_CONF": str(self.conf), "CONTAINERS_STORAGE_CONF": str(self.storage)}
+
+    def __call__(self, *args: str) -> str:
+        """Run ``podman args...`` and return its stdout (asserting it succeeded).
+
+        Rootful podman keeps a blob-info cache in /var/lib/containers/cache whatever its storage settings
+        (containers/image's system default for root): the test's podman runs in a private mount namespace with
+        a tmpfs over /var/lib, so that cache never lands on this machine. Where no mount namespace can be made
+        podman runs plainly.
+        """
+        argv = ["podman", *args]
+        if self.isolated is None:
+            probe = subprocess.run([*_ISOLATE, "true"], capture_output=True, timeout=30, check=False)
+            self.isolated = probe.returncode == 0
+        if self.isolated:
+            argv = [*_ISOLATE, *argv]
+        proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **self.env()}, timeout=120)
+        assert proc.returncode == 0, f"podman {' '.join(args)}: {proc.stderr}"
+        return proc.stdout
+
+    def image(self, tag: str, files: dict[str, bytes]) -> str:
+        """Build a root filesystem tarball of ``files`` (container paths) and ``podman import`` it as ``tag``."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            for path, data in sorted(files.items()):
+                info = tarfile.TarInfo(path.lstrip("/"))
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        tarball = self.root.parent / f"{tag.replace('/', '_').replace(':', '_')}.tar"
+        tarball.write_bytes(buf.getvalue())
+        self("import", str(tarball), tag)
+        return tag
+
+
+def gpu_host(root: Path, driver: str = DRIVER) -> None:
+    """Write the host side of a GPU box under ``root``: the loaded module and its user space."""
+    (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
+    (root / "sys/module/nvidia/version").write_text(driver + "\n")
+    (root / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.1.0-50-amd64\n")
+    lib = root / LIBDIR.lstrip("/")
+    lib.mkdir(parents=True, exist_ok=True)
+    for name in ("libcuda.so", "libnvidia-ml.so", "libnvidia-ptxjitcompiler.so"):
+        (lib / f"{name}.{driver}").write_bytes(b"\x7fELF")
+    (root / "dev").mkdir(exist_ok=True)
+    (root / "dev/nvidia0").write_text("")
+    (root / "dev/nvidiactl").write_text("")
+    (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
+    (root / "etc/fwman/config.toml").write_text('[containers]\nengines = ["podman"]\n')
+
+
+def nvidia_cdi_spec(driver: str, kind: str = "nvidia.com/gpu") -> str:
+    """Return a CDI spec (YAML, the shape ``nvidia-ctk cdi generate`` writes) mounting ``driver``'s libraries."""
+    mounts = "".join(
+        f"  - hostPath: {LIBDIR}/{lib}.{driver}\n"
+        f"    containerPath: {LIBDIR}/{lib}.{driver}\n"
+        "    options: [ro, nosuid, nodev, bind]\n"
+        for lib in ("libcuda.so", "libnvidia-ml.so")
+    )
+    return (
+        "---\n"
+        "cdiVersion: 0.5.0\n"
+        f"kind: {kind}\n"
+        "devices:\n"
+        "- name: all\n"
+        "  containerEdits:\n"
+        "    deviceNodes:\n"
+        "    - path: /dev/nvidia0\n"
+        "containerEdits:\n"
+        "  env:\n"
+        "  - NVIDIA_VISIBLE_DEVICES=void\n"
+        "  deviceNodes:\n"
+        "  - path: /dev/nvidiactl\n"
+        "  mounts:\n"
+        f"{mounts}"
+        "  hooks:\n"
+        "  - hookName: createContainer\n"
+        "    path: /usr/bin/nvidia-ctk\n"
+        "    args: [nvidia-ctk, hook, update-ldcache, --folder, /usr/lib/x86_64-linux-gnu]\n"
+    )
+
+
+def rows_by_component(doc: dict[str, object]) -> dict[str, dict[str, object]]:
+    """Return an audit JSON's rows keyed by component."""
+    rows = doc["rows"]
+    assert isinstance(rows, list)
+    return {str(r["component"]): r for r in rows}
+
+
+def dumps(doc: object) -> str:
+    """Return ``doc`` as stable JSON text (for comparing a live audit with its replay)."""
+    return json.dumps(doc, sort_keys=True, indent=1)
+
+
+MERGED = "/var/lib/docker/overlay2/{}/merged"
+
+
+def docker_container(
+    name: str, cid: str, host_config: dict[str, Any], env: list[str] | None = None, state: str = "exited"
+) -> dict[str, Any]:
+    """Return one container in the Docker Engine API's ContainerInspect shape (the fields fwman reads)."""
+    return {
+        "Id": cid,
+        "Name": f"/{name}",
+        "State": {"Status": state},
+        "Config": {"Image": f"example/{name}:1", "Env": env or []},
+        "HostConfig": host_config,
+        "Mounts": [],
+        "GraphDriver": {"Name": "overlay2", "Data": {"MergedDir": MERGED.format(cid)}},
+    }
+
+
+def docker_snapshot(
+    tmp_path: Path,
+    *,
+    ps: CommandResult | None = None,
+    inspect: str | None = None,
+    spec: str | None = None,
+    docker: str | None = "/usr/bin/docker",
+    vllm_cache: dict[str, bool] | None = None,
+    state: str = "exited",
+) -> Path:
+    """Return a constructed snapshot of a Docker host (driver 570.86.16): containers ``hook`` (nvidia runtime),
+    ``cdi`` (CDI request), ``own`` (--gpus, an image with libcuda 550.54.15 and NCCL 2.25.1), ``db`` (no GPU);
+    ``ps``/``inspect`` replace the engine's answers, ``spec`` is /etc/cdi/nvidia.yaml, ``vllm_cache`` the P2P
+    cache in ``hook``'s layers, ``docker`` where the client is (None: not installed)."""
+    w = SnapshotWriter(redact=False, constructed=True, note="docker host, test")
+    w.add_file("/sys/module/nvidia/version", DRIVER + "\n")
+    w.add_dir(LIBDIR, [f"libcuda.so.{DRIVER}", f"libnvidia-ml.so.{DRIVER}"])
+    w.add_tool("docker", docker)
+    w.add_tool("podman", None)
+    containers = [
+        docker_container("hook", "1" * 12, {"Runtime": "nvidia"}, ["NCCL_P2P_LEVEL=SYS"], state),
+        docker_container("cdi", "2" * 12, {"DeviceRequests": [{"Driver": "cdi", "DeviceIDs": ["nvidia.com/gpu=all"]}]}),
+        docker_container("own", "3" * 12, {"DeviceRequests": [{"Count": -1, "Capabilities": [["gpu"]]}]}),
+        docker_container("db", "4" * 12, {"Runtime": "runc"}),
+    ]
+    ids = [c["Id"] for c in containers]
+    lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"][1:], "State": "exited"}) + "\n" for c in containers)
+    w.add_command(ps or CommandResult(("docker", "ps", "-a", "--format", "json"), 0, lines, ""))
+    w.add_command(CommandResult(("docker", "inspect", *ids), 0, inspect or json.dumps(containers), ""))
+    for c in containers:
+        merged = c["GraphDriver"]["Data"]["MergedDir"]
+        w.add_dir(merged, ["usr"])
+        if c["Id"] == "3" * 12:
+            w.add_dir(merged + LIBDIR, [f"libcuda.so.{OLD_DRIVER}", "libnccl.so.2.25.1"])
+            w.add_file(merged + LIBDIR + f"/libcuda.so.{OLD_DRIVER}", b"\x7fELF")
+        if c["Id"] == "1" * 12 and vllm_cache is not None:
+            w.add_dir(merged, ["root", "usr"])
+            w.add_dir(merged + "/root/.cache/vllm", ["gpu_p2p_access_cache_for_0,1.json"])
+            w.add_file(merged + "/root/.cache/vllm/gpu_p2p_access_cache_for_0,1.json", json.dumps(vllm_cache))
+    w.add_dir("/etc/cdi", ["nvidia.yaml"] if spec is not None else [])
+    if spec is not None:
+        w.add_file("/etc/cdi/nvidia.yaml", spec)
+    return w.write(tmp_path / "snap")
+
+
+def add_docker(snapshot: Path, containers: list[dict[str, Any]], files: dict[str, bytes] | None = None) -> None:
+    """Add a Docker engine holding ``containers`` (ContainerInspect objects) to a copied snapshot directory, and
+    ``files`` (host path -> bytes) with the listings of their directories."""
+    meta_path = snapshot / "snapshot.json"
+    meta = json.loads(meta_path.read_text())
+    meta["tools"]["docker"] = "/usr/bin/docker"
+    meta["tools"]["podman"] = None
+    lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"].lstrip("/")}) + "\n" for c in containers)
+    outputs = {
+        ("docker", "ps", "-a", "--format", "json"): lines,
+        ("docker", "inspect", *(c["Id"] for c in containers)): json.dumps(containers),
+    }
+    (snapshot / "commands").mkdir(exist_ok=True)
+    for n, (argv, text) in enumerate(outputs.items()):
+        name = f"docker{n}.stdout"
+        (snapshot / "commands" / name).write_text(text)
+        meta["commands"].append({"argv": list(argv), "rc": 0, "missing": False, "stdout": name})
+    for path, data in (files or {}).items():
+        dest = snapshot / "files" / path.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+        parent, name = path.rsplit("/", 1)
+        while parent:
+            meta["dirs"].setdefault(parent, [])
+            if name not in meta["dirs"][parent]:
+                meta["dirs"][parent] = sorted([*meta["dirs"][parent], name])
+            parent, name = parent.rsplit("/", 1) if "/" in parent.lstrip("/") else ("", "")
+    meta_path.write_text(json.dumps(meta, indent=1))

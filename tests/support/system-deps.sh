@@ -31,6 +31,12 @@ export DEBIAN_FRONTEND=noninteractive
 APT_OPTS=(-y -qq --no-install-recommends --no-upgrade)
 # what a maintainer script runs to enable or start a service: systemd's and sysvinit's helpers, runit's
 # (update-service, runit-helper, sv), and systemctl itself
+# Packages the tests need whose Debian maintainer scripts enable units (dh_installsystemd's default): they are
+# installed, and every unit they ship is disabled again at once with deb-systemd-helper (so a later upgrade keeps
+# it disabled), then checked: nothing they ship is left enabled. podman: only its CLI is used (the container
+# tests run it with private storage); its package enables podman.service, podman.socket, podman-restart.service
+# and podman-auto-update.{service,timer} on first install.
+DISABLED_AFTER=" podman "
 STARTS='deb-systemd-helper( --quiet)? (enable|reenable)|deb-systemd-invoke|invoke-rc\.d|update-rc\.d|update-service --add|runit-helper|systemctl( --[a-z-]+)* (enable|start|restart)'
 
 
@@ -66,7 +72,10 @@ if [ -n "$missing" ]; then
         case "$priority" in required | important) continue ;; esac
         if dpkg-deb --ctrl-tarfile "$deb" | tar -xO 2>/dev/null | \
             grep -Eq "$STARTS"; then
-            starters="$starters $name"
+            case "$DISABLED_AFTER" in
+                *" $name "*) ;; # installed, its units disabled right after (DISABLED_AFTER)
+                *) starters="$starters $name" ;;
+            esac
         fi
     done
     if [ -n "$starters" ]; then
@@ -87,6 +96,21 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     apt-get install "${APT_OPTS[@]}" $missing
 fi
+
+# the units of the DISABLED_AFTER packages: disabled (also when an earlier run or a person installed them)
+for name in $DISABLED_AFTER; do
+    dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "install ok installed" || continue
+    for unit in $(dpkg -L "$name" | sed -n 's#^/lib/systemd/system/\([^/]*\.\(service\|socket\|timer\)\)$#\1#p'); do
+        if [ -n "$(find /etc/systemd/system -lname "*/$unit")" ]; then
+            echo "$name: disabling $unit (the package enabled it; the tests use only the command)"
+            DPKG_MAINTSCRIPT_PACKAGE="$name" deb-systemd-helper disable "$unit" >/dev/null
+        fi
+        if [ -n "$(find /etc/systemd/system -lname "*/$unit")" ]; then
+            echo "refused: $unit of $name is still enabled" >&2
+            exit 1
+        fi
+    done
+done
 
 if [ -n "$PLAN" ]; then
     echo "nothing to install"

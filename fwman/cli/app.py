@@ -107,7 +107,7 @@ def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int
 def run(argv: Sequence[str], env: Environment | None = None) -> int:
     """Run fwman with ``argv`` in ``env`` and return the exit status. Never raises (but SystemExit for help)."""
     env = env or Environment.from_os()
-    app = AppContext(env=env)
+    app = AppContext(env=env, argv=tuple(argv))
     try:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.

@@ -80,6 +80,8 @@ class AppContext:
     verbose: int = 0
     #: --json given to a group before its subcommand (``fwman backup --json list``): the subcommand's --json
     json_from_group: bool = False
+    #: the arguments fwman was run with (recorded in the flash lock: who holds it)
+    argv: tuple[str, ...] = ()
     _host: Host | None = None
 
     @property
@@ -108,6 +110,13 @@ class AppContext:
 
                     self._host = LiveHost(root)
         return self._host
+
+    @property
+    def command_line(self) -> str:
+        """Return this invocation as one line, ``fwman flash --card 41:00.0 ...`` (quoted where needed)."""
+        import shlex
+
+        return shlex.join(["fwman", *self.argv])
 
     @property
     def is_replay(self) -> bool:

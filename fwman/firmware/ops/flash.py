@@ -8,8 +8,9 @@ backups of its run, and reads the card back before writing, so it never writes t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fwman.core import paths
@@ -25,6 +26,7 @@ from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
+from fwman.host import hostlock
 from fwman.host.base import Host
 
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
@@ -79,9 +81,33 @@ class Flasher:
     backups: dict[str, BackupEntry] = field(default_factory=dict)
     backup_run: str | None = None
     backups_taken_now: bool = False  # True when self.backups were saved from the cards in this process
+    #: the command line recorded in the host-wide flash lock (who holds it, for a second flash's refusal)
+    command: str = "fwman flash"
+    _lock_depth: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.journal = Journal(self.host)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher).
+
+        Raises hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade
+        runs; a stale lock is taken over with a line through ``say``.
+        """
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        with hostlock.exclusive(self.host, self.command, say=self.say):
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
 
     # -- gates ---------------------------------------------------------------------------------------------
     def base_gates(self) -> list[Finding]:
@@ -246,6 +272,10 @@ class Flasher:
         FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
         a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
         """
+        with self.locked():
+            return self._flash_locked(card, source, op, kind)
+
+    def _flash_locked(self, card: Card, source: ImageSource, op: Operation | None, kind: str) -> FlashResult:
         rom = parse_rom(source.data)
         if op is None:
             # an unreadable journal file may be a half-finished flash: never start another one over it

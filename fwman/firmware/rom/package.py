@@ -36,22 +36,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fwman.core import bounded
 from fwman.core.errors import BlockedError, FwmanError, MissingError, ParseError, VerificationError
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.base import CommandResult, Host
 
-#: the largest package read (vendor update programs run to tens of MB)
-MAX_PACKAGE = 256 * 1024 * 1024
-#: the most bytes an archive may unpack to (enforced while unpacking), and the most one unpacked file may hold
-#: and still be searched
-MAX_UNPACKED = 512 * 1024 * 1024
-MAX_MEMBER = 64 * 1024 * 1024
-#: the most members an archive may list (an archive of millions of tiny files is not an update package)
-MAX_MEMBERS = 4096
+# the limits are fwman.core.bounded's (the one place that owns decompression limits): the largest package read
+# (vendor update programs run to tens of MB); the most bytes an archive may unpack to (enforced while
+# unpacking), and the most one unpacked file may hold and still be searched; the most members an archive may
+# list (an archive of millions of tiny files is not an update package)
+MAX_PACKAGE = bounded.PACKAGE_MAX_INPUT
+MAX_UNPACKED = bounded.PACKAGE.output
+MAX_MEMBER = bounded.PACKAGE_MAX_MEMBER
+MAX_MEMBERS = bounded.PACKAGE_MAX_MEMBERS
 #: raw candidates tried per blob (each is bounded work; real packages hold a handful of images)
 MAX_CANDIDATES = 256
-UNPACK_TIMEOUT = 120.0
+UNPACK_TIMEOUT = bounded.PACKAGE.seconds
 #: a raw option ROM counts as a whole vendor image only when padding takes it to a multiple of this
 PADDED_TO = 64 * 1024
 

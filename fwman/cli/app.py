@@ -162,10 +162,16 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:
-    env.stderr.write(f"fwman: error: {message}\n")
-    if hint:
-        env.stderr.write(f"  hint: {hint}\n")
-    env.stderr.flush()
+    """Write the error line (and its hint), control characters made visible; a closed stderr loses the text,
+    never the exit code."""
+    from fwman.core.termtext import visible
+
+    text = f"fwman: error: {visible(message)}\n" + (f"  hint: {visible(hint)}\n" if hint else "")
+    try:
+        env.stderr.write(text)
+        env.stderr.flush()
+    except (OSError, ValueError):  # closed (ValueError: I/O on a closed file) or broken: the code still counts
+        pass
 
 
 def main() -> None:

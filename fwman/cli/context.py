@@ -8,6 +8,7 @@ verbosity) and hands the Host to commands.
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ import click
 from click.core import ParameterSource
 
 from fwman.core.errors import BlockedError, UsageError
+from fwman.core.termtext import visible
 
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
@@ -83,6 +85,7 @@ class AppContext:
     #: the arguments fwman was run with (recorded in the flash lock: who holds it)
     argv: tuple[str, ...] = ()
     _host: Host | None = None
+    _style_escape: str = field(default_factory=lambda: "\ue000" + secrets.token_hex(8) + "\ue001")
 
     @property
     def host(self) -> Host:
@@ -147,10 +150,17 @@ class AppContext:
 
     # -- output ------------------------------------------------------------------------------------------
     def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
-        """Print a line for people (stdout, or stderr with ``err``)."""
+        """Print a line for people (stdout, or stderr with ``err``): the one output door.
+
+        Control characters in ``text`` are made visible (fwman.core.termtext): much of what fwman prints came
+        from outside. Only the styles :meth:`style` made in this invocation reach the terminal as escapes.
+        """
         stream = self.env.stderr if err else self.env.stdout
+        shown = visible(text)
+        if self._style_escape in shown:
+            shown = shown.replace(self._style_escape, "\x1b")
         try:
-            stream.write(text + ("\n" if nl else ""))
+            stream.write(shown + ("\n" if nl else ""))
             stream.flush()
         except BrokenPipeError as e:
             raise OutputClosed() from e
@@ -163,8 +173,14 @@ class AppContext:
             self.echo(current)
 
     def style(self, text: str, **styles: Any) -> str:
-        """Return ``text`` styled when colour is allowed, plain otherwise."""
-        return click.style(text, **styles) if self.env.color else text
+        """Return ``text`` styled when colour is allowed, plain otherwise.
+
+        The escape character of fwman's own styles is a token unique to this invocation until :meth:`echo`
+        writes it: text from outside cannot forge it, so its escapes are shown, never obeyed.
+        """
+        if not self.env.color:
+            return text
+        return click.style(text, **styles).replace("\x1b", self._style_escape)
 
     def emit_json(self, kind: str, payload: Mapping[str, Any], version: int = 1) -> None:
         """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``."""
@@ -179,14 +195,25 @@ class AppContext:
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Print an aligned text table."""
-        widths = [len(h) for h in headers]
+        import re
+
+        own_style = re.compile(re.escape(self._style_escape) + r"\[[0-9;]*m")
+
+        # widths as shown: control characters written out, fwman's own styles taking no room
+        def width(cell: str) -> int:
+            return len(visible(own_style.sub("", cell)))
+
+        widths = [width(h) for h in headers]
         for row in rows:
             for i, cell in enumerate(row):
-                widths[i] = max(widths[i], len(cell))
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        self.echo(self.style(fmt.format(*headers).rstrip(), bold=True))
+                widths[i] = max(widths[i], width(cell))
+
+        def line(cells: Sequence[str]) -> str:
+            return "  ".join(c + " " * (widths[i] - width(c)) for i, c in enumerate(cells)).rstrip()
+
+        self.echo(self.style(line(headers), bold=True))
         for row in rows:
-            self.echo(fmt.format(*row).rstrip())
+            self.echo(line(row))
 
     @contextmanager
     def progress(self, label: str, total: int) -> Iterator[Callable[[int], None]]:

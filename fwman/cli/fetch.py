@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import UsageError
+from fwman.core.termtext import visible
 
 
 def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] | None:
@@ -16,6 +17,7 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
     if not app.env.stderr_isatty:
         return None
     stream = app.env.stderr
+    label = visible(label)  # a file name the user gave, or a catalog label: shown, never obeyed
 
     def draw(done: int, total: int | None) -> None:
         if total:

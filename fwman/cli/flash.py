@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
 from fwman.core.errors import UsageError
+from fwman.core.termtext import visible
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import (
     Flasher,
@@ -39,7 +40,8 @@ def terminal_stream(app: AppContext) -> Callable[[str], None] | None:
         return None
 
     def write(text: str) -> None:
-        app.env.stderr.write(text)
+        # nvflash quotes strings of the image (from outside): only its carriage returns (its bar) are obeyed
+        app.env.stderr.write(visible(text).replace("\\r", "\r"))
         app.env.stderr.flush()
 
     return write

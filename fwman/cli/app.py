@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from fwman import __version__
-from fwman.cli.context import AppContext, Environment, OutputClosed
+from fwman.cli.context import AppContext, Environment
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -126,7 +126,8 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         _error(env, "interrupted")
         return ExitCode.INTERRUPTED
     except click.ClickException as e:  # usage errors: click's own message and hint
-        e.show(file=env.stderr)
+        with contextlib.suppress(OSError, ValueError):  # a closed stderr loses the text, not the code
+            e.show(file=env.stderr)
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
     except KeyboardInterrupt:
         _error(env, "interrupted")
@@ -136,10 +137,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         if app.verbose >= 2:  # an expected error: its message says it all; -vv for where it was raised
             traceback.print_exc(file=env.stderr)
         return int(e.exit_code)
-    except (
-        BrokenPipeError,
-        OutputClosed,
-    ):  # the reader went away (`| head -1`): what it read was complete; say nothing
+    except BrokenPipeError:  # click's own output (help) to a reader that went away: what it read was complete
         from fwman.host.local import silence
 
         silence(env.stdout)

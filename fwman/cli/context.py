@@ -30,14 +30,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 JSON_SCHEMA_PREFIX = "fwman."
 
 
-class OutputClosed(Exception):
-    """The reader of fwman's output went away (``| head -1``).
-
-    Deliberately not an OSError: click turns an EPIPE OSError into exit 1 on its own; this reaches
-    ``fwman.cli.app.run``, which ends quietly with exit 0.
-    """
-
-
 @dataclass
 class Environment:
     """The outside world of one fwman process."""
@@ -57,11 +49,16 @@ class Environment:
     @classmethod
     def from_os(cls) -> Environment:
         """Return the Environment of the running process."""
+        # started with a descriptor closed (`fwman scan >&-`), Python gives None: write to nowhere, keep the code
+        from fwman.host.local import devnull_text
+
+        stdout = sys.stdout if sys.stdout is not None else devnull_text()
+        stderr = sys.stderr if sys.stderr is not None else devnull_text()
         return cls(
-            stdout=sys.stdout,
-            stderr=sys.stderr,
-            stdout_isatty=sys.stdout.isatty(),
-            stderr_isatty=sys.stderr.isatty(),
+            stdout=stdout,
+            stderr=stderr,
+            stdout_isatty=stdout.isatty(),
+            stderr_isatty=stderr.isatty(),
             variables=dict(os.environ),
             euid=os.geteuid(),
         )
@@ -85,6 +82,8 @@ class AppContext:
     #: the arguments fwman was run with (recorded in the flash lock: who holds it)
     argv: tuple[str, ...] = ()
     _host: Host | None = None
+    #: ids of the streams found closed or broken (written to no more)
+    _closed: set[int] = field(default_factory=set)
     _style_escape: str = field(default_factory=lambda: "\ue000" + secrets.token_hex(8) + "\ue001")
 
     @property
@@ -159,11 +158,22 @@ class AppContext:
         shown = visible(text)
         if self._style_escape in shown:
             shown = shown.replace(self._style_escape, "\x1b")
+        self._write(stream, shown + ("\n" if nl else ""))
+
+    def _write(self, stream: IO[str], text: str) -> None:
+        """Write ``text`` to ``stream``. A closed or broken stream (``| head -1``, ``>&-``) is silenced and
+        the command goes on: it ends with its own exit code, and a flash or build is never cut by a reader
+        going away."""
+        if id(stream) in self._closed:
+            return
         try:
-            stream.write(shown + ("\n" if nl else ""))
+            stream.write(text)
             stream.flush()
-        except BrokenPipeError as e:
-            raise OutputClosed() from e
+        except (OSError, ValueError):  # EPIPE, EBADF; ValueError: I/O on a closed file object
+            self._closed.add(id(stream))
+            from fwman.host.local import silence
+
+            silence(stream)
 
     def echo_plan(self, todo: list[str], current: str) -> None:
         """Print what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
@@ -187,11 +197,7 @@ class AppContext:
         import json
 
         doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
-        try:
-            self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-            self.env.stdout.flush()
-        except BrokenPipeError as e:
-            raise OutputClosed() from e
+        self._write(self.env.stdout, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Print an aligned text table."""

@@ -28,8 +28,8 @@ from fwman.core.errors import ParseError
 MiB = 1024 * 1024
 GiB = 1024 * MiB
 #: input handed to a decoder per call, and output asked of it per call (small enough to stop early)
-IN_CHUNK = 4 * MiB
-OUT_CHUNK = 16 * MiB
+IN_CHUNK = 16 * MiB
+OUT_CHUNK = 64 * MiB
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ class _Decoder(Protocol):
     @property
     def unused_data(self) -> bytes: ...
 
-    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+    def decompress(self, data: memoryview, max_length: int = ...) -> bytes: ...
 
 
 def _decoder(kind: str) -> _Decoder:
@@ -116,7 +116,7 @@ class _Zlib:
     def needs_input(self) -> bool:
         return not self.d.unconsumed_tail
 
-    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
+    def decompress(self, data: memoryview, max_length: int = 0) -> bytes:
         return self.d.decompress(self.d.unconsumed_tail + data if self.d.unconsumed_tail else data, max_length)
 
 
@@ -144,10 +144,10 @@ def decompress(kind: str, data: bytes, limits: Limits, what: str) -> bytes:
                 if getattr(d, "needs_input", True):
                     if pos >= len(data):
                         raise ParseError(what, field, "compressed data ends before the end of its stream")
-                    chunk = bytes(view[pos : pos + IN_CHUNK])
+                    chunk = view[pos : pos + IN_CHUNK]  # a view: the input is not copied
                     pos += len(chunk)
                 else:
-                    chunk = b""
+                    chunk = memoryview(b"")
                 piece = d.decompress(chunk, min(OUT_CHUNK, allowed - total + 1))
                 total += len(piece)
                 if total > allowed:

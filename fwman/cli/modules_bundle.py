@@ -30,7 +30,7 @@ def _doc_dict(bundle: Any) -> dict[str, Any]:
     }
 
 
-def _signature_key(bundle: Bundle) -> str | None:
+def _signature_key(bundle: Any) -> str | None:
     """Return the key id the bundle's signature names (None when unsigned or not a signature document)."""
     from fwman.core.errors import VerificationError
     from fwman.firmware.catalog.signing import signature_key_id

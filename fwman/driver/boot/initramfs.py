@@ -22,7 +22,9 @@ carries, then reads it again.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -255,7 +257,9 @@ def host_decompressor(host: Host) -> Decompressor:
             raise MissingError(f"a {kind} initramfs needs the {kind} tool (Debian package {kind})")
         scratch = f"{paths.CACHE_DIR}/initramfs"
         host.mkdir(scratch)
-        src, dst = f"{scratch}/stream.{kind}", f"{scratch}/stream"
+        # names of this call only: the boot service, the metrics timer and a person may read images at once
+        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        src, dst = f"{scratch}/stream-{token}.{kind}", f"{scratch}/stream-{token}"
         host.write_bytes(src, data, 0o600)
         local_src, local_dst = host.local_path(src), host.local_path(dst)
         if local_src is None or local_dst is None:

@@ -154,10 +154,14 @@ def exclusive(
                 hint="one flash, restore or upgrade at a time: wait for it to finish (fwman flash status)",
             ) from None
         try:
-            old = _read_record(fd)
+            os.lseek(fd, 0, os.SEEK_SET)
+            raw = os.read(fd, MAX_RECORD)
+            old = parse_record(raw)
             current = boot_id()
             if old is not None:
                 say(f"took over a stale {what} lock: {old.describe()}, {stale_reason(old, current)}")
+            elif raw.strip():  # a record is evidence: a damaged one is said, never passed over in silence
+                say(f"took over a stale {what} lock whose record {path} was unreadable ({len(raw)} bytes)")
             mine = Holder(os.getpid(), command, clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"), current)
             _write_record(fd, mine)
             try:

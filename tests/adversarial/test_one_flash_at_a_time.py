@@ -131,3 +131,14 @@ def test_any_lock_record_is_a_holder_or_none(data: bytes) -> None:
     tried()
     holder = parse_record(data)
     assert holder is None or isinstance(holder.pid, int)
+
+
+def test_a_damaged_lock_record_is_said_when_taken_over(tmp_path: Path) -> None:
+    rig = build_rig(tmp_path)
+    lock = lock_file(rig)
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    lock.write_bytes(b"{{{ not a record")
+    tried()
+    r = rig(*FLASH)
+    assert r.code == 0, r.stderr  # type: ignore[attr-defined]
+    assert f"took over a stale flash lock whose record {paths.FLASH_LOCK_FILE} was unreadable" in r.stderr  # type: ignore[attr-defined]

@@ -22,7 +22,7 @@ from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.history import HistoryRecord, append_history
 from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.ops.journal import Journal, Operation, OpState, now
-from fwman.firmware.rom.model import RomImage
+from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
@@ -229,6 +229,18 @@ class Flasher:
             )
         return out
 
+    @staticmethod
+    def cut_source(card: Card, source: ImageSource, rom: RomImage, own: BackupEntry) -> str | None:
+        """Return why ``source`` looks cut short, or None. A full dump (``NVGI``) shorter than this card's own
+        full dump (its backup, taken by nvflash from the same EEPROM) has lost what follows the chain: the
+        catalog's chain-hash check alone would take it ("differs only in per-card data")."""
+        if source.restore_of is not None or rom.kind is not RomKind.NVGI_DUMP or len(source.data) >= own.size:
+            return None
+        return (
+            f"the image is a full dump of {len(source.data):,} bytes, shorter than this card's own "
+            f"({own.size:,} bytes, {own.path}): a cut file is not a flash source"
+        )
+
     def ensure_backups(self, op: Operation | None) -> None:
         """Back up every card now (or reuse a run); raises BlockedError unless every card has a verified backup."""
         if self.backup_run is not None and len(self.backups) == len(self.cards):
@@ -347,6 +359,15 @@ class Flasher:
         op.backup_run = self.backup_run
         own = self.backups[card.bus_id]
         self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
+        cut = self.cut_source(card, source, rom, own)
+        if cut is not None:
+            self.journal.begin(op, "size")
+            self.journal.fail(op, "size", cut, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
+            raise BlockedError(
+                f"{card.bus_id}: blocked before any write: {cut}",
+                hint="use the whole file (fwman fetch it again, or take the card's own dump: fwman backup list)",
+            )
         # what the card holds now: the backup tells only when it was taken in this run; reused backups (an older
         # run may predate a flash since) and a resumed operation (whose write may have started) say nothing
         # about the card now: read it

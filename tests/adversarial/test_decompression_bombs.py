@@ -138,3 +138,32 @@ def test_a_bomb_in_a_snapshot_is_unreadable_in_the_status_table(
     r = attack("--root", str(root), "modules", "status")
     assert r.code == 0, r.stderr
     assert f"initramfs of {KVER}: unreadable: over 64 MiB uncompressed" in r.stdout
+
+
+@pytest.mark.parametrize("bomb", ["members", "nested"])
+def test_modules_import_over_a_bomb_initramfs_is_never_unexpected(
+    attack: CountingEnv, tmp_path: Path, bombs: dict[str, bytes], bomb: str
+) -> None:
+    import hashlib
+
+    from fixtures.tinymod.elfgen import build_elf, modinfo_blob, nvidia_tags
+    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.gpu.kernel_modules import MODULE_NAMES
+
+    root = materialize(EXAMPLE_HOST, tmp_path / "root")
+    files = {n: build_elf(modinfo_blob(nvidia_tags("570.86.16", KVER, name=n))) for n in MODULE_NAMES}
+    doc = BundleDoc(
+        kernel=KVER,
+        vermagic=f"{KVER} SMP preempt mod_unload modversions",
+        modules={n: BundleModule(hashlib.sha256(d).hexdigest(), len(d)) for n, d in files.items()},
+        built_at="2026-12-01T00:00:00+00:00",
+    )
+    bundle = tmp_path / "p2p.fwbundle"
+    bundle.write_bytes(pack(doc.to_json(), files))
+    (root / "boot").mkdir(exist_ok=True)
+    (root / f"boot/initrd.img-{KVER}").write_bytes(bombs[bomb])
+    r = attack("--root", str(root), "modules", "import", str(bundle))
+    assert "unexpected" not in r.stderr, r.stderr  # row 3: it was `unexpected RecursionError`
+    assert r.code == 0, r.stderr
+    r = attack("--root", str(root), "modules", "status")
+    assert f"initramfs of {KVER}: unreadable: over " in r.stdout, r.stdout

@@ -123,6 +123,29 @@ def _open(host: Host, path: str) -> int | None:
     return os.open(local, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
 
 
+#: tries, and seconds between them, when the lock is held by someone with no record yet: `flash status`'s probe
+#: (a shared lock for microseconds) or a holder between its flock and its record; a holder with a record is
+#: refused at once
+BRIEF_TRIES = 5
+BRIEF_WAIT = 0.05
+
+
+def _take(fd: int) -> tuple[bool, Holder | None]:
+    """Take the lock on ``fd``: return (True, None) when taken, else (False, who holds it; None: no record)."""
+    holder = None
+    for attempt in range(BRIEF_TRIES):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True, None
+        except BlockingIOError:
+            holder = _read_record(fd)
+            if holder is not None:
+                break
+            if attempt < BRIEF_TRIES - 1:
+                clock.sleep(BRIEF_WAIT)
+    return False, holder
+
+
 @contextlib.contextmanager
 def exclusive(
     host: Host,
@@ -143,10 +166,8 @@ def exclusive(
         yield None
         return
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = _read_record(fd)
+        taken, holder = _take(fd)
+        if not taken:
             who = holder.describe() if holder else "a process whose record is unreadable"
             raise LockHeld(
                 f"another {what} is running: {who} holds {path}",

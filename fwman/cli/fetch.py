@@ -24,12 +24,14 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
             width = 30
             filled = min(width, done * width // total)
             bar = "#" * filled + "-" * (width - filled)
-            stream.write(f"\r{label} [{bar}] {done // 1024:>6} / {total // 1024} KiB")
-            if done >= total:
-                stream.write("\n")
+            line = f"\r{label} [{bar}] {done // 1024:>6} / {total // 1024} KiB" + ("\n" if done >= total else "")
         else:
-            stream.write(f"\r{label} {done // 1024:>6} KiB")
-        stream.flush()
+            line = f"\r{label} {done // 1024:>6} KiB"
+        try:
+            stream.write(line)
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the download goes on, unseen
+            pass
 
     return draw
 

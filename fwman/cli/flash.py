@@ -41,8 +41,11 @@ def terminal_stream(app: AppContext) -> Callable[[str], None] | None:
 
     def write(text: str) -> None:
         # nvflash quotes strings of the image (from outside): only its carriage returns (its bar) are obeyed
-        app.env.stderr.write(visible(text).replace("\\r", "\r"))
-        app.env.stderr.flush()
+        try:
+            app.env.stderr.write(visible(text).replace("\\r", "\r"))
+            app.env.stderr.flush()
+        except (OSError, ValueError):  # the terminal went away (ssh dropped): the write goes on, unseen
+            pass
 
     return write
 

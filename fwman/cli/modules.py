@@ -78,10 +78,13 @@ def _progress(app: AppContext, as_json: bool) -> Any:
     stream = app.env.stderr
 
     def live(state: Any, elapsed: float, started: str | None) -> None:
-        if started is not None and state.done[started] == 1 and elapsed > 0:
-            stream.write("\n")  # keep the finished phase's last line on screen
-        stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
-        stream.flush()
+        try:
+            if started is not None and state.done[started] == 1 and elapsed > 0:
+                stream.write("\n")  # keep the finished phase's last line on screen
+            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
+            pass
 
     return live
 

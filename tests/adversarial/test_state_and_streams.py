@@ -10,6 +10,7 @@ closed (``>&-``) or their reader went away (``| true``): a closed stream loses t
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,33 @@ def test_in_process_closed_streams_keep_the_code(which: str) -> None:
     env = Environment(stdout=out, stderr=err)
     assert run(["--snapshot", str(EXAMPLE_HOST), "rom", "inspect", "/nonexistent.rom"], env) == 5
     assert run(["--snapshot", str(EXAMPLE_HOST), "doctor"], env) == 4
+
+
+class GoneTerminal(io.StringIO):
+    """A terminal that went away mid-run (ssh dropped): every write fails with EIO."""
+
+    def write(self, text: str) -> int:
+        raise OSError(5, "Input/output error")
+
+
+def test_a_flash_whose_terminal_goes_away_still_writes_verifies_and_exits_0(tmp_path: Path) -> None:
+    from fixtures.nvflash.rig import REBAR_3987, build_rig
+    from fwman.cli.app import run
+    from fwman.cli.context import Environment
+    from fwman.firmware.rom.parse import parse_rom
+
+    rig = build_rig(tmp_path)
+    out = io.StringIO()
+    env = Environment(
+        stdout=out,
+        stderr=GoneTerminal(),
+        stdout_isatty=True,
+        stderr_isatty=True,  # nvflash's own output (its bar) is streamed to the terminal
+        variables={**os.environ, **rig.env.variables},
+        live_host_factory=rig.env.live_host,
+    )
+    tried()
+    code = run(["--root", str(rig.root), "flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}"], env)
+    assert code == 0
+    assert rig.chain("0000:41:00.0") == parse_rom(rig.new_image).chain_sha256
+    assert "written, read back and verified" in out.getvalue()

@@ -167,3 +167,31 @@ def test_modules_import_over_a_bomb_initramfs_is_never_unexpected(
     assert r.code == 0, r.stderr
     r = attack("--root", str(root), "modules", "status")
     assert f"initramfs of {KVER}: unreadable: over " in r.stdout, r.stdout
+
+
+class SlowClock:
+    """A clock on which every look at the monotonic time finds a minute gone (a decoder that crawls)."""
+
+    def __init__(self) -> None:
+        self.ticks = 0.0
+
+    def now_utc(self) -> object:
+        from datetime import UTC, datetime
+
+        return datetime(2026, 12, 1, tzinfo=UTC)
+
+    def monotonic(self) -> float:
+        self.ticks += 60.0
+        return self.ticks
+
+    def sleep(self, seconds: float) -> None:
+        self.ticks += seconds
+
+
+def test_the_time_limit_stops_a_crawling_decompression() -> None:
+    from fwman.core import clock
+
+    data = gzip.compress(bytes(range(256)) * 40_000) * 3  # three members: a look at the clock after each chunk
+    tried()
+    with clock.using(SlowClock()), pytest.raises(bounded.OverLimit, match=r"^over 120 s of decompression"):  # type: ignore[arg-type]
+        bounded.decompress("gzip", data, bounded.INITRAMFS, "initramfs")

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from fwman import __version__
-from fwman.cli.context import AppContext, Environment, OutputClosed
+from fwman.cli.context import AppContext, Environment
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -108,7 +108,7 @@ def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int
 def run(argv: Sequence[str], env: Environment | None = None) -> int:
     """Run fwman with ``argv`` in ``env`` and return the exit status. Never raises (but SystemExit for help)."""
     env = env or Environment.from_os()
-    app = AppContext(env=env)
+    app = AppContext(env=env, argv=tuple(argv))
     try:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
@@ -127,7 +127,8 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         _error(env, "interrupted")
         return ExitCode.INTERRUPTED
     except click.ClickException as e:  # usage errors: click's own message and hint
-        e.show(file=env.stderr)
+        with contextlib.suppress(OSError, ValueError):  # a closed stderr loses the text, not the code
+            e.show(file=env.stderr)
         return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
     except KeyboardInterrupt:
         _error(env, "interrupted")
@@ -137,10 +138,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         if app.verbose >= 2:  # an expected error: its message says it all; -vv for where it was raised
             traceback.print_exc(file=env.stderr)
         return int(e.exit_code)
-    except (
-        BrokenPipeError,
-        OutputClosed,
-    ):  # the reader went away (`| head -1`): what it read was complete; say nothing
+    except BrokenPipeError:  # click's own output (help) to a reader that went away: what it read was complete
         from fwman.host.local import silence
 
         silence(env.stdout)
@@ -163,10 +161,16 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:
-    env.stderr.write(f"fwman: error: {message}\n")
-    if hint:
-        env.stderr.write(f"  hint: {hint}\n")
-    env.stderr.flush()
+    """Write the error line (and its hint), control characters made visible; a closed stderr loses the text,
+    never the exit code."""
+    from fwman.core.termtext import visible
+
+    text = f"fwman: error: {visible(message)}\n" + (f"  hint: {visible(hint)}\n" if hint else "")
+    try:
+        env.stderr.write(text)
+        env.stderr.flush()
+    except (OSError, ValueError):  # closed (ValueError: I/O on a closed file) or broken: the code still counts
+        pass
 
 
 def main() -> None:

@@ -76,7 +76,11 @@ def backup(
 
     if not as_json:
         app.echo(f"backing up {len(chosen)} card(s) with nvflash {tool.version}")
-    run, done, failed = backup_all(host, tool, chosen, on_card=report)
+    from fwman.host.hostlock import exclusive
+
+    # a backup during another process's flash would save the EEPROM being written: one at a time
+    with exclusive(host, app.command_line, what="flash or backup", say=lambda t: app.echo(t, err=True)):
+        run, done, failed = backup_all(host, tool, chosen, on_card=report)
     if as_json:
         app.emit_json(
             "backup",

@@ -8,6 +8,7 @@ verbosity) and hands the Host to commands.
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ import click
 from click.core import ParameterSource
 
 from fwman.core.errors import BlockedError, UsageError
+from fwman.core.termtext import visible
 
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
@@ -26,14 +28,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 JSON_SCHEMA_PREFIX = "fwman."
-
-
-class OutputClosed(Exception):
-    """The reader of fwman's output went away (``| head -1``).
-
-    Deliberately not an OSError: click turns an EPIPE OSError into exit 1 on its own; this reaches
-    ``fwman.cli.app.run``, which ends quietly with exit 0.
-    """
 
 
 @dataclass
@@ -55,11 +49,16 @@ class Environment:
     @classmethod
     def from_os(cls) -> Environment:
         """Return the Environment of the running process."""
+        # started with a descriptor closed (`fwman scan >&-`), Python gives None: write to nowhere, keep the code
+        from fwman.host.local import devnull_text
+
+        stdout = sys.stdout if sys.stdout is not None else devnull_text()
+        stderr = sys.stderr if sys.stderr is not None else devnull_text()
         return cls(
-            stdout=sys.stdout,
-            stderr=sys.stderr,
-            stdout_isatty=sys.stdout.isatty(),
-            stderr_isatty=sys.stderr.isatty(),
+            stdout=stdout,
+            stderr=stderr,
+            stdout_isatty=stdout.isatty(),
+            stderr_isatty=stderr.isatty(),
             variables=dict(os.environ),
             euid=os.geteuid(),
         )
@@ -80,7 +79,12 @@ class AppContext:
     verbose: int = 0
     #: --json given to a group before its subcommand (``fwman backup --json list``): the subcommand's --json
     json_from_group: bool = False
+    #: the arguments fwman was run with (recorded in the flash lock: who holds it)
+    argv: tuple[str, ...] = ()
     _host: Host | None = None
+    #: ids of the streams found closed or broken (written to no more)
+    _closed: set[int] = field(default_factory=set)
+    _style_escape: str = field(default_factory=lambda: "\ue000" + secrets.token_hex(8) + "\ue001")
 
     @property
     def host(self) -> Host:
@@ -108,6 +112,13 @@ class AppContext:
 
                     self._host = LiveHost(root)
         return self._host
+
+    @property
+    def command_line(self) -> str:
+        """Return this invocation as one line, ``fwman flash --card 41:00.0 ...`` (quoted where needed)."""
+        import shlex
+
+        return shlex.join(["fwman", *self.argv])
 
     @property
     def is_replay(self) -> bool:
@@ -138,13 +149,31 @@ class AppContext:
 
     # -- output ------------------------------------------------------------------------------------------
     def echo(self, text: str = "", *, err: bool = False, nl: bool = True) -> None:
-        """Print a line for people (stdout, or stderr with ``err``)."""
+        """Print a line for people (stdout, or stderr with ``err``): the one output door.
+
+        Control characters in ``text`` are made visible (fwman.core.termtext): much of what fwman prints came
+        from outside. Only the styles :meth:`style` made in this invocation reach the terminal as escapes.
+        """
         stream = self.env.stderr if err else self.env.stdout
+        shown = visible(text)
+        if self._style_escape in shown:
+            shown = shown.replace(self._style_escape, "\x1b")
+        self._write(stream, shown + ("\n" if nl else ""))
+
+    def _write(self, stream: IO[str], text: str) -> None:
+        """Write ``text`` to ``stream``. A closed or broken stream (``| head -1``, ``>&-``) is silenced and
+        the command goes on: it ends with its own exit code, and a flash or build is never cut by a reader
+        going away."""
+        if id(stream) in self._closed:
+            return
         try:
-            stream.write(text + ("\n" if nl else ""))
+            stream.write(text)
             stream.flush()
-        except BrokenPipeError as e:
-            raise OutputClosed() from e
+        except (OSError, ValueError):  # EPIPE, EBADF; ValueError: I/O on a closed file object
+            self._closed.add(id(stream))
+            from fwman.host.local import silence
+
+            silence(stream)
 
     def echo_plan(self, todo: list[str], current: str) -> None:
         """Print what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
@@ -154,30 +183,43 @@ class AppContext:
             self.echo(current)
 
     def style(self, text: str, **styles: Any) -> str:
-        """Return ``text`` styled when colour is allowed, plain otherwise."""
-        return click.style(text, **styles) if self.env.color else text
+        """Return ``text`` styled when colour is allowed, plain otherwise.
+
+        The escape character of fwman's own styles is a token unique to this invocation until :meth:`echo`
+        writes it: text from outside cannot forge it, so its escapes are shown, never obeyed.
+        """
+        if not self.env.color:
+            return text
+        return click.style(text, **styles).replace("\x1b", self._style_escape)
 
     def emit_json(self, kind: str, payload: Mapping[str, Any], version: int = 1) -> None:
         """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``."""
         import json
 
         doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
-        try:
-            self.env.stdout.write(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-            self.env.stdout.flush()
-        except BrokenPipeError as e:
-            raise OutputClosed() from e
+        self._write(self.env.stdout, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
         """Print an aligned text table."""
-        widths = [len(h) for h in headers]
+        import re
+
+        own_style = re.compile(re.escape(self._style_escape) + r"\[[0-9;]*m")
+
+        # widths as shown: control characters written out, fwman's own styles taking no room
+        def width(cell: str) -> int:
+            return len(visible(own_style.sub("", cell)))
+
+        widths = [width(h) for h in headers]
         for row in rows:
             for i, cell in enumerate(row):
-                widths[i] = max(widths[i], len(cell))
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-        self.echo(self.style(fmt.format(*headers).rstrip(), bold=True))
+                widths[i] = max(widths[i], width(cell))
+
+        def line(cells: Sequence[str]) -> str:
+            return "  ".join(c + " " * (widths[i] - width(c)) for i, c in enumerate(cells)).rstrip()
+
+        self.echo(self.style(line(headers), bold=True))
         for row in rows:
-            self.echo(fmt.format(*row).rstrip())
+            self.echo(line(row))
 
     @contextmanager
     def progress(self, label: str, total: int) -> Iterator[Callable[[int], None]]:

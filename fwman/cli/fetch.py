@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import UsageError
+from fwman.core.termtext import visible
 
 
 def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] | None:
@@ -16,18 +17,21 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
     if not app.env.stderr_isatty:
         return None
     stream = app.env.stderr
+    label = visible(label)  # a file name the user gave, or a catalog label: shown, never obeyed
 
     def draw(done: int, total: int | None) -> None:
         if total:
             width = 30
             filled = min(width, done * width // total)
             bar = "#" * filled + "-" * (width - filled)
-            stream.write(f"\r{label} [{bar}] {done // 1024:>6} / {total // 1024} KiB")
-            if done >= total:
-                stream.write("\n")
+            line = f"\r{label} [{bar}] {done // 1024:>6} / {total // 1024} KiB" + ("\n" if done >= total else "")
         else:
-            stream.write(f"\r{label} {done // 1024:>6} KiB")
-        stream.flush()
+            line = f"\r{label} {done // 1024:>6} KiB"
+        try:
+            stream.write(line)
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the download goes on, unseen
+            pass
 
     return draw
 

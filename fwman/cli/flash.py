@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
 from fwman.core.errors import UsageError
+from fwman.core.termtext import visible
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import (
     Flasher,
@@ -28,7 +29,7 @@ def make_flasher(app: AppContext, options: FlashOptions, what: str) -> tuple[Fla
     host = app.host
     require_live(host, app.is_replay, what)
     cards = require_cards(host)
-    flasher = Flasher(host, app.env.euid, cards, options, say=lambda t: app.echo(t, err=True))
+    flasher = Flasher(host, app.env.euid, cards, options, say=lambda t: app.echo(t, err=True), command=app.command_line)
     flasher.stream = terminal_stream(app)
     return flasher, cards
 
@@ -39,8 +40,12 @@ def terminal_stream(app: AppContext) -> Callable[[str], None] | None:
         return None
 
     def write(text: str) -> None:
-        app.env.stderr.write(text)
-        app.env.stderr.flush()
+        # nvflash quotes strings of the image (from outside): only its carriage returns (its bar) are obeyed
+        try:
+            app.env.stderr.write(visible(text).replace("\\r", "\r"))
+            app.env.stderr.flush()
+        except (OSError, ValueError):  # the terminal went away (ssh dropped): the write goes on, unseen
+            pass
 
     return write
 
@@ -183,9 +188,21 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
     journal = Journal(app.host)
     ops = journal.all()[-count:]
     unreadable = journal.unreadable or []
+    from fwman.host.hostlock import holder_now
+
+    holder = holder_now(app.host)
     if as_json:
-        app.emit_json("flash-status", {"operations": [op_json(o, journal) for o in ops], "unreadable": unreadable})
-    elif not ops and not unreadable:
+        app.emit_json(
+            "flash-status",
+            {
+                "operations": [op_json(o, journal) for o in ops],
+                "unreadable": unreadable,
+                "lock": holder.to_dict() if holder else None,
+            },
+        )
+    elif holder is not None:
+        app.echo(f"flash lock held by {holder.describe()}")
+    if not as_json and not ops and not unreadable:
         app.echo("no operations journaled yet")
     for op in [] if as_json else ops:
         j = op_json(op, journal)
@@ -279,12 +296,14 @@ def restore(
     card = find_card(cards, bus)
     source = backup_image(app.host, card, backup_path)
     data = source.data
-    op = flasher.journal.create("restore", card=card.bus_id, image=backup_path, extra={"backup": backup_path})
     from fwman.firmware.rom.parse import parse_rom
 
     rom = parse_rom(data)
-    op.image_sha256, op.image_chain_sha256, op.target_version = source.sha256, rom.chain_sha256, rom.version
-    show_result(app, flasher.flash(card, source, op=op, kind="restore"), as_json)
+    with flasher.locked():  # before the journal entry: a refused second restore leaves no "running" record
+        op = flasher.journal.create("restore", card=card.bus_id, image=backup_path, extra={"backup": backup_path})
+        op.image_sha256, op.image_chain_sha256, op.target_version = source.sha256, rom.chain_sha256, rom.version
+        result = flasher.flash(card, source, op=op, kind="restore")
+    show_result(app, result, as_json)
 
 
 @click.command()

@@ -8,6 +8,7 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core.errors import BlockedError, PartialError, VerificationError
+from fwman.core.termtext import visible
 
 if TYPE_CHECKING:
     from fwman.driver.hooks.run import RunSummary
@@ -81,12 +82,15 @@ def _progress(app: AppContext, as_json: bool) -> Any:
     stream = app.env.stderr
 
     def live(state: Any, elapsed: float, started: str | None) -> None:
-        if state.rc is not None:
-            return  # make exited: the caller ends the line and reports the outcome
-        if started is not None and elapsed > 0:
-            stream.write("\n")  # keep the finished phase's last line on screen
-        stream.write("\r\033[K" + state.line(elapsed))
-        stream.flush()
+        try:
+            if state.rc is not None:
+                return  # make exited: the caller ends the line and reports the outcome
+            if started is not None and elapsed > 0:
+                stream.write("\n")  # keep the finished phase's last line on screen
+            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
+            pass
 
     return live
 

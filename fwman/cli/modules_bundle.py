@@ -26,7 +26,21 @@ def _doc_dict(bundle: Any) -> dict[str, Any]:
         "modules": {name: {"sha256": m.sha256, "size": m.size} for name, m in doc.modules.items()},
         "bundle_sha256": bundle.sha256,
         "signature": bundle.signature is not None,
+        "signature_key": _signature_key(bundle),
     }
+
+
+def _signature_key(bundle: Any) -> str | None:
+    """Return the key id the bundle's signature names (None when unsigned or not a signature document)."""
+    from fwman.core.errors import VerificationError
+    from fwman.firmware.catalog.signing import signature_key_id
+
+    if bundle.signature is None:
+        return None
+    try:
+        return signature_key_id(bundle.signature)
+    except VerificationError:
+        return None
 
 
 @click.command("export")

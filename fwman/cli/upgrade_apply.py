@@ -76,7 +76,14 @@ def _apply(app: AppContext, selected: tuple[str, ...], as_json: bool, args: Flas
     options = FlashOptions(args.reuse, args.no_backup_bios_ok, False, args.timeout)
     stream = terminal_stream(app)
     result = apply_upgrade(
-        host, app.env.euid, cards, options, buses, say=lambda t: app.echo(t, err=True), stream=stream
+        host,
+        app.env.euid,
+        cards,
+        options,
+        buses,
+        say=lambda t: app.echo(t, err=True),
+        stream=stream,
+        command=app.command_line,
     )
     if as_json:
         app.emit_json(

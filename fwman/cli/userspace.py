@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+
+if TYPE_CHECKING:
+    from fwman.driver.userspace_hold import HoldStatus
 
 
 @click.group()
@@ -48,6 +53,7 @@ def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
         payload = st.to_dict()
         payload.pop("schema")  # nested (modules status, audit) it names its version; here the envelope does
         app.emit_json("userspace-status", payload)
+        _refuse_unreadable(st)
         return
     if st.installed is None:
         app.echo("dpkg is not installed here: nothing apt could hold")
@@ -62,9 +68,22 @@ def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
                 for name, version in sorted(st.installed.items())
             ],
         )
-    app.echo(f"hold: {'in place since ' + st.record.at if st.record else 'none (run `fwman userspace hold`)'}")
+    app.echo(f"hold: {st.hold_line()}")
     for line in st.warnings():
         app.echo(app.style(f"WARNING: {line}", fg="yellow", bold=True))
+    _refuse_unreadable(st)
+
+
+def _refuse_unreadable(st: HoldStatus) -> None:
+    """Raise BlockedError (exit 3, after the status was printed) when the hold record is unreadable."""
+    if st.record_error:
+        from fwman.core.errors import BlockedError
+
+        raise BlockedError(
+            f"unreadable userspace hold record: {st.record_error}",
+            hint="read it; `fwman userspace hold` writes it again for the installed packages, "
+            "`fwman userspace release` removes the hold",
+        )
 
 
 @userspace.command()

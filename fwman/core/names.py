@@ -25,7 +25,7 @@ _BUS = re.compile(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}
 _FORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _BOARD_ID = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,4}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # C0, DEL, C1, bidi overrides
 MAX_URL = 2048
 
 

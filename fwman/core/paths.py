@@ -45,6 +45,8 @@ DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
 SIGNING_CONFIG = f"{STATE_DIR}/signing.json"
 SIGNING_KEY_DIR = f"{STATE_DIR}/signing"
 USERSPACE_HOLD_STATE = f"{STATE_DIR}/userspace-hold.json"
+#: one flash, restore, backup or upgrade apply at a time: flock(2) on this file, which records the holder
+FLASH_LOCK_FILE = f"{STATE_DIR}/flash.lock"
 
 # --- fwman's caches and logs (safe to delete) --------------------------------------------------------------
 CACHE_DIR = "/var/cache/fwman"
@@ -109,6 +111,8 @@ PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 NVIDIA_MODULE_VERSION = "/sys/module/nvidia/version"
 NVIDIA_MODULE_SRCVERSION = "/sys/module/nvidia/srcversion"
 KERNEL_RELEASE = "/proc/sys/kernel/osrelease"
+#: changes at every boot: a lock record from another boot is stale whatever its pid says
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 DEPMOD_CONFIG_DIRS = ("/etc/depmod.d", "/run/depmod.d", "/usr/local/lib/depmod.d", "/usr/lib/depmod.d", "/lib/depmod.d")
 NVIDIA_FIRMWARE_DIR = "/lib/firmware/nvidia"
 FIRMWARE_SEARCH_DIRS = ("/lib/firmware/updates", "/lib/firmware")

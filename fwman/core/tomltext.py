@@ -30,3 +30,31 @@ def parse_toml(text: str, what: str, field: str = "document") -> dict[str, Any]:
     if deeper_than(doc, MAX_DEPTH):
         raise ParseError(what, field, f"nested deeper than {MAX_DEPTH} levels")
     return doc
+
+
+def toml_value(value: object) -> str:
+    """Return ``value`` (a string, integer, boolean, float or list of them) as a TOML value.
+
+    Strings are TOML basic strings: JSON's escapes are TOML's, non-ASCII stays literal (JSON's ``\\ud83d\\ude00``
+    surrogate pairs are not valid TOML escapes), DEL is escaped (TOML forbids it raw, JSON leaves it). Raises
+    UsageError for text that is not Unicode (a lone surrogate: a non-UTF-8 argument or file name), which no TOML
+    file can hold.
+    """
+    import json
+
+    from fwman.core.errors import UsageError
+
+    if isinstance(value, str):
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+            raise UsageError(
+                f"{value.encode('utf-8', 'surrogateescape')[:60]!r} is not UTF-8 text: a TOML file cannot hold it",
+                hint="give it as UTF-8 text",
+            )
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return json.dumps(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")

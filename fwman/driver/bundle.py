@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from fwman.core import names, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
+from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -53,6 +54,8 @@ MAX_DOC = 1024 * 1024
 MAX_MEMBERS = 64
 #: a module's name as the kernel knows it (MODULE_NAME_LEN is 56 with the NUL): it becomes modules/<name>.ko
 _MODULE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,54}")
+#: a git commit id, or "tree:<sha256>" for a build from a local directory (driver/build/source.py's source id)
+_COMMIT = re.compile(r"(?:tree:)?[0-9a-f]{7,64}")
 
 Report = Callable[[str], None]
 #: returns the bundle.json.sig document for the bytes of bundle.json (the catalog's Ed25519 format)
@@ -119,17 +122,32 @@ class BundleDoc:
                 raise ParseError(WHAT, f"modules.{name}.size", "not a non-negative integer")
             if not _MODULE_NAME.fullmatch(name):
                 raise ParseError(WHAT, "modules", f"bad module name {str(name)[:40]!r}")
+            if name not in MODULE_NAMES:
+                # depmod would resolve any name to updates/fwman/<name>.ko: a bundle carrying ext4.ko would
+                # replace the host's ext4 unseen. Only the modules fwman builds may be installed.
+                raise ParseError(
+                    WHAT,
+                    "modules",
+                    f"{str(name)[:40]!r} is not one of the NVIDIA modules fwman builds ({', '.join(MODULE_NAMES)})",
+                )
             modules[str(name)] = BundleModule(digest, size)
 
-        def text(key: str, required: bool = False) -> str | None:
+        def text(key: str, required: bool = False, check: Callable[[str, str], str] = names.one_line) -> str | None:
+            """Return field ``key``, held to ``check``: the CLI's rule for the same field (every text field is
+            at least one line without control characters: it is printed by status and audit)."""
             value = doc.get(key)
             if value is None and not required:
                 return None
             if not isinstance(value, str) or (required and not value):
                 raise ParseError(WHAT, key, "missing or not a string" if required else "not a string")
+            try:
+                if value:  # an empty optional field says "unknown", as export writes it
+                    check(value, key)
+            except UsageError as e:
+                raise ParseError(WHAT, key, f"{e.message} ({e.hint})" if e.hint else e.message) from e
             return value
 
-        kernel = text("kernel", True) or ""
+        kernel = text("kernel", True, check=lambda value, _key: value) or ""  # the --kernel rule, just below
         try:
             # the kernel release becomes /lib/modules/<kver> and /var/lib/fwman/modules/<kver>.* exactly as
             # --kernel does, so it passes the same check; a bad one is a bad file (exit 4), as any other field
@@ -140,9 +158,9 @@ class BundleDoc:
             kernel=kernel,
             vermagic=text("vermagic", True) or "",
             modules=modules,
-            fork=text("fork"),
-            branch=text("branch"),
-            commit=text("commit"),
+            fork=text("fork", check=_fork),
+            branch=text("branch", check=names.branch_name),
+            commit=text("commit", check=_commit),
             source=text("source"),
             compiler=text("compiler"),
             signed=text("signed"),
@@ -151,6 +169,24 @@ class BundleDoc:
             exported_at=text("exported_at"),
             exported_from=text("exported_from"),
         )
+
+
+def _fork(value: str, option: str) -> str:
+    """Return ``value`` when it is a fork as ``--fork`` takes it: a configured name or a repository URL."""
+    try:
+        return names.fork_name(value, option)
+    except UsageError:
+        return names.fork_url(value, option)
+
+
+def _commit(value: str, option: str) -> str:
+    """Return ``value`` when it is a source id as builds record it: a git commit id (7 to 64 lowercase hex
+    digits), or ``tree:`` and a SHA-256. Raises UsageError."""
+    if not _COMMIT.fullmatch(value):
+        raise UsageError(
+            f"{option} {value[:60]!r}: not a commit id", hint="7 to 64 lowercase hex digits, or tree:<sha256>"
+        )
+    return value
 
 
 @dataclass
@@ -398,6 +434,20 @@ def _same_modules(host: Host, manifest: Manifest | None, bundle: Bundle) -> bool
     return True
 
 
+def _older(bundle_built: str | None, in_place_built: str) -> bool | None:
+    """Return True when ``bundle_built`` is before ``in_place_built`` (ISO 8601 times), None when either is
+    missing or unreadable (then the age cannot be told, and the import says so)."""
+    from datetime import UTC, datetime
+
+    try:
+        a, b = datetime.fromisoformat(bundle_built or ""), datetime.fromisoformat(in_place_built)
+    except ValueError:
+        return None
+    if a.tzinfo is None or b.tzinfo is None:
+        a, b = a.replace(tzinfo=a.tzinfo or UTC), b.replace(tzinfo=b.tzinfo or UTC)
+    return a < b
+
+
 def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str]) -> ImportOutcome:
     """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``.
 
@@ -432,7 +482,21 @@ def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callab
     elif secure:
         checks.append(f"Secure Boot is on: modules keep the bundle's signature ({doc.signer}); it must be enrolled")
     manifest = load_manifest(host, doc.kernel)
-    if _same_modules(host, manifest, bundle):
+    same = _same_modules(host, manifest, bundle)
+    if manifest is not None and not same:
+        older = _older(doc.built_at, manifest.built_at)
+        if older is None:
+            checks.append(f"age not compared: built at {doc.built_at or 'unknown'}, in place {manifest.built_at}")
+        elif older:
+            raise BlockedError(
+                f"the bundle was built at {doc.built_at}, before the modules in place for {doc.kernel} (built at "
+                f"{manifest.built_at}): an older bundle replayed is refused",
+                hint="to go back to older modules on purpose, build them again on the builder (the new build "
+                "is newer) and export that bundle",
+            )
+        else:
+            checks.append(f"built at {doc.built_at}, newer than the modules in place (built at {manifest.built_at})")
+    if same:
         message = f"{doc.kernel}: the bundle's modules are already in place and verified"
         in_place = manifest.signed if manifest else None
         return ImportOutcome(doc.kernel, "current", message, signature, in_place, bundle.sha256, checks=checks)

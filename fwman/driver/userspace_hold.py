@@ -113,16 +113,43 @@ class HoldRecord:
         return (json.dumps(asdict(self), indent=2, sort_keys=True) + "\n").encode()
 
 
-def read_record(host: Host) -> HoldRecord | None:
-    """Return the hold record, or None when fwman holds nothing (or the record is unreadable)."""
+def read_record_checked(host: Host) -> HoldRecord | None:
+    """Return the hold record, or None when there is none.
+
+    Raises ParseError naming the file when it is there but unreadable: a damaged record is evidence of a
+    hold (its pin may well be in place), never "no hold".
+    """
     try:
         if not host.exists(STATE_FILE):
             return None
-        doc = parse_json(host.read_bytes(STATE_FILE), "userspace hold record")
-        packages = {str(k): str(v) for k, v in dict(doc["packages"]).items()}
-        return HoldRecord(packages, str(doc.get("at", "")), [str(f) for f in doc.get("files", [])])
-    except (ValueError, KeyError, TypeError, ParseError, MissingError, NotRecordedError):
+    except NotRecordedError:
         return None
+    try:
+        doc = parse_json(host.read_bytes(STATE_FILE), STATE_FILE)
+        if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
+            raise ParseError(STATE_FILE, "packages", "not a table of package: version")
+        packages = {str(k): str(v) for k, v in doc["packages"].items()}
+        files = doc.get("files", [])
+        return HoldRecord(packages, str(doc.get("at", "")), [str(f) for f in files] if isinstance(files, list) else [])
+    except (MissingError, NotRecordedError) as e:
+        raise ParseError(STATE_FILE, "file", e.message) from e
+
+
+def read_record(host: Host) -> HoldRecord | None:
+    """Return the hold record, or None when fwman holds nothing or the record is unreadable (``hold`` then
+    writes it anew and ``release`` removes it; status reports the damage: :func:`read_record_checked`)."""
+    try:
+        return read_record_checked(host)
+    except ParseError:
+        return None
+
+
+def pin_in_place(host: Host) -> bool:
+    """Return True when fwman's apt pin file is there (apt holds the packages whatever the record says)."""
+    try:
+        return host.exists(PIN_FILE)
+    except NotRecordedError:
+        return False
 
 
 def _which(host: Host, tool: str) -> str | None:
@@ -211,15 +238,32 @@ class HoldStatus:
     pending: dict[str, tuple[str, str]] | None
     run_installer: str | None
     drift: dict[str, tuple[str, str]] = field(default_factory=dict)  # package: (held, installed now)
+    #: why the record is unreadable (None: read, or absent)
+    record_error: str | None = None
+    #: fwman's apt pin file is in place
+    pin: bool = False
 
     @property
     def held(self) -> bool:
-        """Return True when fwman's hold is in place."""
-        return self.record is not None
+        """Return True when fwman's hold is in place: its record, or its apt pin (the record damaged or lost)."""
+        return self.record is not None or self.pin
+
+    def hold_line(self) -> str:
+        """Return the one ``hold:`` line of the status: in place, none, or what is wrong with the record."""
+        if self.record_error:
+            pin = f"the apt pin {PIN_FILE} is in place" if self.pin else f"no apt pin at {PIN_FILE}"
+            return f"UNREADABLE record: {self.record_error} ({pin})"
+        if self.record is not None:
+            return f"in place since {self.record.at}"
+        if self.pin:
+            return f"the apt pin {PIN_FILE} is in place but fwman's record {STATE_FILE} is missing"
+        return "none (run `fwman userspace hold`)"
 
     def warnings(self) -> list[str]:
         """Return the lines an owner must read (pending upgrades, drift, the .run installer)."""
         out: list[str] = []
+        if self.record_error:
+            out.append(f"fwman's user-space hold record is unreadable: {self.hold_line().removeprefix('UNREADABLE ')}")
         if self.pending:
             names = ", ".join(f"{n} {a} -> {b}" for n, (a, b) in sorted(self.pending.items()))
             hint = "" if self.held else " (run `fwman userspace hold`)"
@@ -235,6 +279,8 @@ class HoldStatus:
         return {
             "schema": SCHEMA,
             "held": self.held,
+            "pin": self.pin,
+            "record_error": self.record_error,
             "packages": self.record.packages if self.record else {},
             "held_at": self.record.at if self.record else None,
             "installed": self.installed,
@@ -248,8 +294,13 @@ class HoldStatus:
 def read_status(host: Host, simulate: bool = True) -> HoldStatus:
     """Return the hold status (``simulate``: also ask apt which upgrades are pending). Never changes anything."""
     installed = installed_packages(host)
-    record = read_record(host)
+    error = None
+    try:
+        record = read_record_checked(host)
+    except ParseError as e:
+        record, error = None, e.message
     status = HoldStatus(installed, record, pending_upgrades(host) if simulate else None, run_installer_present(host))
+    status.record_error, status.pin = error, pin_in_place(host)
     if record is not None and installed is not None:
         status.drift = {
             n: (v, installed[n]) for n, v in record.packages.items() if n in installed and installed[n] != v

@@ -38,6 +38,11 @@ def writable_by(path: str, euid: int) -> bool:
     return bool((st.st_uid == euid and st.st_mode & 0o300 == 0o300) or st.st_mode & 0o003 == 0o003)
 
 
+def devnull_text() -> IO[str]:
+    """Return a text stream to /dev/null (for a standard stream the process was started without)."""
+    return open(os.devnull, "w", encoding="utf-8")  # lives as long as the process
+
+
 def silence(stream: IO[str]) -> None:
     """Point ``stream``'s file descriptor at /dev/null after a broken pipe, so the final flush at exit cannot
     fail (Python would then exit 1 with nothing on stderr). An in-memory stream (tests) is left alone."""

@@ -88,6 +88,8 @@ SOURCE_UP = Family("fwman_metrics_source_up", "1 when fwman could read the sourc
 # -- rendering (pure) ---------------------------------------------------------------------------------------
 def escape_label(value: str) -> str:
     """Return ``value`` escaped for a label value of the text format (backslash, double quote, newline)."""
+    # the text format is UTF-8: a name that was not (a directory name read with surrogateescape) gets U+FFFD
+    value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 

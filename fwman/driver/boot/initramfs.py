@@ -21,16 +21,14 @@ carries, then reads it again.
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import hashlib
-import lzma
+import os
 import re
-import zlib
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fwman.core import paths
+from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.host.base import Host
 
@@ -120,28 +118,23 @@ Decompressor = Callable[[str, bytes], bytes]
 
 
 def stdlib_decompress(kind: str, data: bytes) -> bytes:
-    """Return ``data`` decompressed with Python's own decoders (gzip, xz, lzma, bzip2).
+    """Return ``data`` decompressed with Python's own decoders (gzip, xz, lzma, bzip2), within
+    :data:`fwman.core.bounded.INITRAMFS` (concatenated gzip members are legal: all are read).
 
-    Raises ParseError for corrupt data, MissingError for zstd/lz4 (they need the host's tool).
+    Raises OverLimit (a ParseError) past a limit, ParseError for corrupt data, MissingError for zstd/lz4
+    (they need the host's tool).
     """
-    try:
-        if kind == "gzip":
-            # concatenated gzip members are legal: decompress them all
-            return gzip.decompress(data)
-        if kind in ("xz", "lzma"):
-            return lzma.decompress(data)
-        if kind == "bzip2":
-            return bz2.decompress(data)
-    except (OSError, EOFError, lzma.LZMAError, zlib.error, ValueError) as e:
-        raise ParseError(WHAT, f"{kind} stream", str(e)) from e
+    if kind in ("gzip", "xz", "lzma", "bzip2"):
+        return bounded.decompress(kind, data, bounded.INITRAMFS, WHAT)
     raise MissingError(f"a {kind} initramfs needs the {kind} tool to read")
 
 
-def read_archives(data: bytes, decompress: Decompressor = stdlib_decompress) -> list[CpioMember]:
+def read_archives(data: bytes, decompress: Decompressor = stdlib_decompress, depth: int = 0) -> list[CpioMember]:
     """Return every regular file of an initramfs image: its uncompressed archives, then the compressed one.
 
-    Raises ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; the
-    decompressor's MissingError when it cannot decode the stream.
+    Raises ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; OverLimit
+    (a ParseError) for streams nested deeper than the limits allow; the decompressor's MissingError when it
+    cannot decode the stream.
     """
     members: list[CpioMember] = []
     pos = 0
@@ -157,9 +150,10 @@ def read_archives(data: bytes, decompress: Decompressor = stdlib_decompress) -> 
         kind = compression_of(data, pos)
         if kind is None:
             raise ParseError(WHAT, "image", "neither a newc cpio archive nor a known compressed stream", pos)
+        bounded.check_depth(depth + 1, bounded.INITRAMFS, WHAT)  # gzip-in-gzip x1500 is not an initramfs
         inner = decompress(kind, data[pos:])
         # the compressed stream is the last part (the kernel reads to the end); it may hold several archives
-        members += read_archives(inner, decompress) if inner else []
+        members += read_archives(inner, decompress, depth + 1) if inner else []
         break
     return members
 
@@ -263,13 +257,21 @@ def host_decompressor(host: Host) -> Decompressor:
             raise MissingError(f"a {kind} initramfs needs the {kind} tool (Debian package {kind})")
         scratch = f"{paths.CACHE_DIR}/initramfs"
         host.mkdir(scratch)
-        src, dst = f"{scratch}/stream.{kind}", f"{scratch}/stream"
+        # names of this call only: the boot service, the metrics timer and a person may read images at once
+        token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        src, dst = f"{scratch}/stream-{token}.{kind}", f"{scratch}/stream-{token}"
         host.write_bytes(src, data, 0o600)
         local_src, local_dst = host.local_path(src), host.local_path(dst)
         if local_src is None or local_dst is None:
             raise MissingError(f"cannot run {kind} here (no file behind {src} on this host)")
+        limits = bounded.INITRAMFS
+        allowed = limits.allowed(len(data))
+        # the kernel's file size limit holds the tool's output to the same bound as Python's decoders
+        argv = ["sh", "-c", 'ulimit -f "$1" && shift && exec "$@"', "fwman-limit", str(allowed // 512 + 1)]
         try:
-            result = host.run([kind, "-dqf", local_src, "-o", local_dst], timeout=300)
+            result = host.run([*argv, kind, "-dqf", local_src, "-o", local_dst], timeout=limits.seconds)
+            if host.exists(dst) and host.stat_size(dst) > allowed:
+                raise bounded.OverLimit(WHAT, f"{kind} stream", f"{bounded.size_text(allowed)} uncompressed")
             if not result.ok:
                 raise ParseError(
                     WHAT, f"{kind} stream", (result.stderr or result.stdout).strip() or f"exit {result.rc}"

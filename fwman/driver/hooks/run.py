@@ -248,4 +248,5 @@ def write_stamp(host: Host, kernels: list[str]) -> None:
         manifest = load_manifest(host, kver)
         if manifest is not None:
             lines += [f"file {entry.path}" for entry in manifest.modules.values()]
-    host.write_bytes(paths.MODULES_STAMP, ("\n".join(lines) + "\n").encode())
+    # surrogateescape: a directory name that is not UTF-8 is written back as the bytes the shell fast path lists
+    host.write_bytes(paths.MODULES_STAMP, ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape"))

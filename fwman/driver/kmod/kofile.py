@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import io
-import lzma
 import re
 import struct
-import zlib
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fwman.core import bounded
 from fwman.core.errors import MissingError, ParseError, ToolMissingError
 from fwman.host.base import Host
 
@@ -391,20 +389,16 @@ def module_stem(filename: str) -> str | None:
 
 
 def decompress(data: bytes, filename: str) -> bytes:
-    """Return ``data`` decompressed according to ``filename``'s suffix (``.xz``, ``.gz``; ``.ko`` unchanged).
+    """Return ``data`` decompressed according to ``filename``'s suffix (``.xz``, ``.gz``; ``.ko`` unchanged),
+    within :data:`fwman.core.bounded.MODULE`.
 
-    Raises ParseError on corrupt compressed data, and for ``.zst`` (which needs :func:`module_bytes`).
+    Raises OverLimit (a ParseError) past a limit, ParseError on corrupt compressed data, and for ``.zst``
+    (which needs :func:`module_bytes`).
     """
     if filename.endswith(".xz"):
-        try:
-            return lzma.decompress(data)
-        except lzma.LZMAError as e:
-            raise ParseError(WHAT, "xz stream", str(e), 0) from e
+        return bounded.decompress("xz", data, bounded.MODULE, WHAT)
     if filename.endswith(".gz"):
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as e:
-            raise ParseError(WHAT, "gzip stream", str(e), 0) from e
+        return bounded.decompress("gzip", data, bounded.MODULE, WHAT)
     if filename.endswith(".zst"):
         raise ParseError(WHAT, "zstd stream", "zstd data needs the zstd tool (use module_bytes)", 0)
     return data
@@ -424,16 +418,21 @@ def module_bytes(host: Host, path: str) -> bytes:
     if local is None:
         raise MissingError(f"cannot decompress {path} here (no file behind it on this host)")
     # Host.run returns text; base64 carries the binary stream through it intact. `zstd -t` first, because
-    # the pipeline's status is base64's.
-    result = host.run(
-        ["sh", "-c", 'zstd -tq -- "$1" && zstd -dcq -- "$1" | base64 -w0', "fwman-zstd", local], timeout=300
-    )
+    # the pipeline's status is base64's; `head -c` keeps the output within the module limit (one byte more
+    # tells "over" from "at").
+    limits = bounded.MODULE
+    allowed = limits.allowed(host.stat_size(path))
+    script = 'zstd -tq -- "$1" && zstd -dcq -- "$1" | head -c "$2" | base64 -w0'
+    result = host.run(["sh", "-c", script, "fwman-zstd", local, str(allowed + 1)], timeout=limits.seconds)
     if not result.ok:
         raise ParseError(WHAT, "zstd stream", result.stderr.strip() or f"zstd exited {result.rc}", 0)
     try:
-        return base64.b64decode(result.stdout, validate=True)
+        data = base64.b64decode(result.stdout, validate=True)
     except binascii.Error as e:
         raise ParseError(WHAT, "zstd stream", f"decompressor output unreadable: {e}", 0) from e
+    if len(data) > allowed:
+        raise bounded.OverLimit(WHAT, "zstd stream", f"{bounded.size_text(allowed)} uncompressed")
+    return data
 
 
 def read_module_file(host: Host, path: str) -> ModuleInfo:

@@ -12,7 +12,6 @@ they cite one. A local file never shadows a curated board: the curated one wins 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.core.tomltext import toml_value
 from fwman.firmware.catalog.schema import (
     MAX_BOARD_FILE,
     Board,
@@ -189,8 +189,8 @@ def build_local_board(
 
 
 def _value(v: Any) -> str:
-    # JSON strings, numbers, booleans and lists of strings are valid TOML values for everything written here
-    return json.dumps(v)
+    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
+    return toml_value(v)
 
 
 def _table(data: dict[str, Any]) -> list[str]:

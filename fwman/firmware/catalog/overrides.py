@@ -18,13 +18,11 @@ Format::
 
 from __future__ import annotations
 
-import json
-
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, VerificationError
-from fwman.core.tomltext import parse_toml
+from fwman.core.tomltext import parse_toml, toml_value
 from fwman.host.base import Host
 
 #: written by fwman
@@ -106,8 +104,8 @@ def find_override(overrides: list[HashOverride], board: str, version: str) -> Ha
 
 
 def _toml_value(v: object) -> str:
-    # JSON string and integer syntax is valid TOML for the values written here
-    return json.dumps(v)
+    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
+    return toml_value(v)
 
 
 def record_override(host: Host, override: HashOverride) -> None:

@@ -8,8 +8,9 @@ backups of its run, and reads the card back before writing, so it never writes t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fwman.core import paths
@@ -21,10 +22,11 @@ from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.history import HistoryRecord, append_history
 from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.ops.journal import Journal, Operation, OpState, now
-from fwman.firmware.rom.model import RomImage
+from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
+from fwman.host import hostlock
 from fwman.host.base import Host
 
 NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
@@ -79,9 +81,33 @@ class Flasher:
     backups: dict[str, BackupEntry] = field(default_factory=dict)
     backup_run: str | None = None
     backups_taken_now: bool = False  # True when self.backups were saved from the cards in this process
+    #: the command line recorded in the host-wide flash lock (who holds it, for a second flash's refusal)
+    command: str = "fwman flash"
+    _lock_depth: int = field(default=0, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.journal = Journal(self.host)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher).
+
+        Raises hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade
+        runs; a stale lock is taken over with a line through ``say``.
+        """
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
+        with hostlock.exclusive(self.host, self.command, say=self.say):
+            self._lock_depth = 1
+            try:
+                yield
+            finally:
+                self._lock_depth = 0
 
     # -- gates ---------------------------------------------------------------------------------------------
     def base_gates(self) -> list[Finding]:
@@ -203,6 +229,18 @@ class Flasher:
             )
         return out
 
+    @staticmethod
+    def cut_source(card: Card, source: ImageSource, rom: RomImage, own: BackupEntry) -> str | None:
+        """Return why ``source`` looks cut short, or None. A full dump (``NVGI``) shorter than this card's own
+        full dump (its backup, taken by nvflash from the same EEPROM) has lost what follows the chain: the
+        catalog's chain-hash check alone would take it ("differs only in per-card data")."""
+        if source.restore_of is not None or rom.kind is not RomKind.NVGI_DUMP or len(source.data) >= own.size:
+            return None
+        return (
+            f"the image is a full dump of {len(source.data):,} bytes, shorter than this card's own "
+            f"({own.size:,} bytes, {own.path}): a cut file is not a flash source"
+        )
+
     def ensure_backups(self, op: Operation | None) -> None:
         """Back up every card now (or reuse a run); raises BlockedError unless every card has a verified backup."""
         if self.backup_run is not None and len(self.backups) == len(self.cards):
@@ -246,6 +284,10 @@ class Flasher:
         FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
         a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
         """
+        with self.locked():
+            return self._flash_locked(card, source, op, kind)
+
+    def _flash_locked(self, card: Card, source: ImageSource, op: Operation | None, kind: str) -> FlashResult:
         rom = parse_rom(source.data)
         if op is None:
             # an unreadable journal file may be a half-finished flash: never start another one over it
@@ -317,6 +359,15 @@ class Flasher:
         op.backup_run = self.backup_run
         own = self.backups[card.bus_id]
         self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
+        cut = self.cut_source(card, source, rom, own)
+        if cut is not None:
+            self.journal.begin(op, "size")
+            self.journal.fail(op, "size", cut, OpState.BLOCKED)
+            self.host.unlink(staged)  # nothing was written: nothing to resume
+            raise BlockedError(
+                f"{card.bus_id}: blocked before any write: {cut}",
+                hint="use the whole file (fwman fetch it again, or take the card's own dump: fwman backup list)",
+            )
         # what the card holds now: the backup tells only when it was taken in this run; reused backups (an older
         # run may predate a flash since) and a resumed operation (whose write may have started) say nothing
         # about the card now: read it

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field, ValidationError
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
+from fwman.host import hostlock
 from fwman.host.base import Host
 
 FORMAT = "fwman-journal"
@@ -217,8 +218,17 @@ class Journal:
             )
 
     def alive(self, op: Operation) -> bool:
-        """Return True when the process that wrote a running ``op`` still exists on the host."""
-        return op.pid != os.getpid() and self.host.exists(f"/proc/{op.pid}") if op.pid else False
+        """Return True when the process that wrote a running ``op`` is still at work on it.
+
+        A flash holds the host-wide flash lock from its first backup to its last read-back, so the op is alive
+        exactly when the lock is held by its pid: this is right under ``--root`` too (where ``/proc/PID`` would
+        be looked up in the tree), and after a reboot (the kernel released the lock). A snapshot has no lock:
+        there the recorded ``/proc`` answers.
+        """
+        if not hostlock.has_locks(self.host):
+            return op.pid != os.getpid() and self.host.exists(f"/proc/{op.pid}") if op.pid else False
+        held = hostlock.holder_now(self.host)
+        return held is not None and held.pid == op.pid
 
     def unfinished(self) -> list[Operation]:
         """Return operations that stopped without finishing (killed, failed or interrupted), oldest first.

@@ -31,27 +31,30 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Literal
 
+from fwman.core import bounded
 from fwman.core.errors import BlockedError, FwmanError, MissingError, ParseError, VerificationError
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.base import CommandResult, Host
 
-#: the largest package read (vendor update programs run to tens of MB)
-MAX_PACKAGE = 256 * 1024 * 1024
-#: the most bytes an archive may unpack to (enforced while unpacking), and the most one unpacked file may hold
-#: and still be searched
-MAX_UNPACKED = 512 * 1024 * 1024
-MAX_MEMBER = 64 * 1024 * 1024
-#: the most members an archive may list (an archive of millions of tiny files is not an update package)
-MAX_MEMBERS = 4096
+# the limits are fwman.core.bounded's (the one place that owns decompression limits): the largest package read
+# (vendor update programs run to tens of MB); the most bytes an archive may unpack to (enforced while
+# unpacking), and the most one unpacked file may hold and still be searched; the most members an archive may
+# list (an archive of millions of tiny files is not an update package)
+MAX_PACKAGE = bounded.PACKAGE_MAX_INPUT
+MAX_UNPACKED = bounded.PACKAGE.output
+MAX_MEMBER = bounded.PACKAGE_MAX_MEMBER
+MAX_MEMBERS = bounded.PACKAGE_MAX_MEMBERS
 #: raw candidates tried per blob (each is bounded work; real packages hold a handful of images)
 MAX_CANDIDATES = 256
-UNPACK_TIMEOUT = 120.0
+#: raw ``55 AA`` / ``NVGI`` hits looked at per blob (a few million cheap checks; filler beyond is noted, not read)
+MAX_MARKER_HITS = 1 << 20
+UNPACK_TIMEOUT = bounded.PACKAGE.seconds
 #: a raw option ROM counts as a whole vendor image only when padding takes it to a multiple of this
 PADDED_TO = 64 * 1024
 #: parses that are not an image to take from a package: a container (an archive whose member is a ROM parses
@@ -120,13 +123,28 @@ def _x86_start(data: bytes, off: int) -> bool:
     return data[p + 4 : p + 6] == b"\xde\x10" and data[p + 0x14] == 0x00
 
 
-def _candidates(data: bytes, marker: bytes, limit: int = MAX_CANDIDATES) -> list[int]:
+def _candidates(
+    data: bytes, marker: bytes, keep: Callable[[bytes, int], bool] | None = None, limit: int = MAX_CANDIDATES
+) -> tuple[list[int], int | None]:
+    """Return (the offsets of ``marker`` in ``data`` that ``keep`` accepts, where the search stopped or None).
+
+    At most ``limit`` offsets are kept; the search stops at the next accepted one past them, or after
+    MAX_MARKER_HITS raw hits (filler such as ``55 AA 55 AA ...``), and returns where: a search is never cut
+    silently (it was: rejected filler counted toward the limit, and a real image further on was never seen,
+    with no note). Only accepted offsets count toward ``limit``; the bounded work is the parse of each.
+    """
     out: list[int] = []
-    at = data.find(marker)
-    while at != -1 and len(out) < limit * 64:  # bounded: hostile input cannot make the scan quadratic
-        out.append(at)
+    at, hits = data.find(marker), 0
+    while at != -1:
+        hits += 1
+        if hits > MAX_MARKER_HITS:
+            return out, at
+        if keep is None or keep(data, at):
+            if len(out) == limit:
+                return out, at
+            out.append(at)
         at = data.find(marker, at + 1)
-    return out
+    return out, None
 
 
 def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]:
@@ -147,11 +165,11 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
         return [EmbeddedImage(origin, 0, "file", data, whole)], notes
 
     images: list[EmbeddedImage] = []
-    found_nvgi = _candidates(data, b"NVGI")
+    found_nvgi, nvgi_stopped = _candidates(data, b"NVGI")
     seen = set(found_nvgi)
     # the Ampere copy of the header at +0x2000 belongs to the dump that starts 0x2000 earlier
-    nvgi = {o for o in found_nvgi if o - 0x2000 not in seen} if len(found_nvgi) <= MAX_CANDIDATES else set()
-    x86 = [o for o in _candidates(data, b"\x55\xaa") if _x86_start(data, o)][:MAX_CANDIDATES]
+    nvgi = {o for o in found_nvgi if o - 0x2000 not in seen} if nvgi_stopped is None else set()
+    x86, x86_stopped = _candidates(data, b"\x55\xaa", _x86_start)
     starts = sorted(nvgi | set(x86))
     covered_until = -1
     for i, off in enumerate(starts):
@@ -187,10 +205,13 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
             continue
         images.append(EmbeddedImage(origin, off, extent, piece, rom))
         covered_until = off + rom.chain_length
-    if len(found_nvgi) > MAX_CANDIDATES:
+    if nvgi_stopped is not None:
         notes.append(f"{origin}: more than {MAX_CANDIDATES} NVGI headers: none examined (not an update package)")
-    if len(x86) >= MAX_CANDIDATES:
-        notes.append(f"{origin}: more than {MAX_CANDIDATES} option-ROM candidates: the rest were not examined")
+    if x86_stopped is not None:
+        notes.append(
+            f"{origin}: the search for option ROMs stopped at offset 0x{x86_stopped:X} (over {MAX_CANDIDATES} "
+            f"candidates or {MAX_MARKER_HITS:,} 55 AA markers): the rest were not examined"
+        )
     return images, notes
 
 
@@ -313,6 +334,13 @@ def check_listing(path: str, members: list[ListedMember], max_unpacked: int = MA
             what = _KIND_NAMES.get(member.kind, f"of type {member.kind!r}")
             raise VerificationError(
                 f"{path}: member {shown!r} is {what}, not a file: refusing to unpack it",
+                hint="an update package holds files and directories only",
+            )
+        if member.kind in "lh" and not member.targets:
+            # 7-Zip lists some formats' links by their mode alone, without a "Symbolic Link" line: a target
+            # fwman cannot see is one it cannot check (all() of nothing would have passed it)
+            raise VerificationError(
+                f"{path}: member {shown!r} is a link whose target the listing does not show: refusing to unpack it",
                 hint="an update package holds files and directories only",
             )
         if member.kind in "lh" and not all(_in_tree(t) for t in member.targets):

@@ -77,6 +77,7 @@ def apply_upgrade(
     selected: list[str],
     say: Callable[[str], None],
     stream: Callable[[str], None] | None = None,
+    command: str = "fwman upgrade --apply",
 ) -> ApplyResult:
     """Run the upgrade plan on a live host; return what was flashed.
 
@@ -87,7 +88,7 @@ def apply_upgrade(
     from fwman.firmware.catalog.load import load_catalog
     from fwman.firmware.upgrade.plan import build_upgrade_plan
 
-    flasher = Flasher(host, euid, cards, options, say=say, stream=stream)
+    flasher = Flasher(host, euid, cards, options, say=say, stream=stream, command=command)
     bad = blocking(flasher.base_gates())
     if bad:
         raise BlockedError(f"upgrade blocked before any write: {bad[0].message}", hint=bad[0].fix)
@@ -100,6 +101,21 @@ def apply_upgrade(
     if not targets:
         say("nothing to flash: every card is on its recommended firmware (or not in the catalog)")
         return result
+    # one flash at a time: held from the first backup to the last read-back
+    with flasher.locked():
+        return _apply_targets(host, flasher, plan, live_cards, result, selected)
+
+
+def _apply_targets(
+    host: Host,
+    flasher: Flasher,
+    plan: UpgradePlan,
+    live_cards: list[Card],
+    result: ApplyResult,
+    selected: list[str],
+) -> ApplyResult:
+    """Back up every card, then flash the plan's targets in order (under the flash lock); return the result."""
+    targets = plan.flash_cards
     journal = Journal(host)
     op = journal.create("upgrade", cards=[t.bus_id for t in targets])
     result.operation = op.id

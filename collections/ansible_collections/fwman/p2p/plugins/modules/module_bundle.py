@@ -11,7 +11,8 @@ short_description: Export a kernel's verified patched modules as a bundle, or im
 version_added: "0.1.0"
 description:
   - C(state=exported) runs C(fwman modules export --kernel KERNEL -o PATH --json). When PATH already holds a
-    bundle of the same modules (same kernel, commit and module hashes), nothing is written (C(changed=false)).
+    bundle of the same modules (same kernel, commit and module hashes) signed the same way (unsigned, or by the
+    key of O(sign_key)), nothing is written (C(changed=false)).
   - C(state=imported) runs C(fwman modules import PATH --json), which checks the kernel release, vermagic,
     every module's SHA-256, the signature when the host trusts bundle keys (C(/etc/fwman/bundle-keys.d/)) and
     Secure Boot, then installs through the same staged install, depmod, manifest and boot-safety path as a
@@ -87,15 +88,30 @@ from ansible_collections.fwman.p2p.plugins.module_utils.fwman import COMMON_ARGS
 IDENTITY = ("kernel", "vermagic", "commit", "modules", "signed", "signer")
 
 
+def _signature_key(tar):
+    """Return the key id bundle.json.sig names in ``tar``, or None when the bundle is unsigned."""
+    try:
+        handle = tar.extractfile("bundle.json.sig")
+    except KeyError:
+        return None
+    sig = json.loads(handle.read()) if handle else None
+    return sig.get("key_id") if isinstance(sig, dict) else None
+
+
 def identity_of_file(path):
-    """Return the identity fields of the bundle.json in the bundle at ``path``, or None when it is not one."""
+    """Return the identity of the bundle at ``path`` (bundle.json's identity fields and the key its signature
+    names), or None when it is not one. The signature counts: a bundle on disk unsigned, or signed by another
+    key, is not the bundle asked for when sign_key is given (or dropped)."""
     try:
         with tarfile.open(path, mode="r:") as tar:
             handle = tar.extractfile("bundle.json")
             doc = json.loads(handle.read()) if handle else None
+            key = _signature_key(tar)
     except (OSError, KeyError, ValueError, tarfile.TarError):
         return None
-    return {k: doc.get(k) for k in IDENTITY} if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    return {**{k: doc.get(k) for k in IDENTITY}, "signature_key": key}
 
 
 def export(module, fwman):
@@ -113,7 +129,7 @@ def export(module, fwman):
         if p["sign_key"]:
             argv += ["--sign-key", p["sign_key"]]
         doc, _ = fwman.json("modules-export", *argv)
-        fresh = {k: doc.get(k) for k in IDENTITY}
+        fresh = {**{k: doc.get(k) for k in IDENTITY}, "signature_key": doc.get("signature_key")}
         existing = identity_of_file(target) if os.path.exists(target) else None
         if existing == fresh:
             module.exit_json(changed=False, bundle=doc, path=target)

@@ -129,9 +129,9 @@ class GitDaemon:
 def git_daemon(base: Path) -> Iterator[GitDaemon]:
     """Serve the repositories under ``base`` with git daemon until the context ends (the daemon is stopped)."""
     port = _free_port()
+    argv = ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={port}"]
     proc = subprocess.Popen(
-        ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={port}"]
-        + [f"--base-path={base}", str(base)],
+        [*argv, f"--base-path={base}", str(base)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

@@ -2,10 +2,10 @@
 
 Builds the package once per session (tests/support/debpkg.py: `make deb`, dpkg-buildpackage + lintian;
 ``FWMAN_DEB=path`` uses a built one), installs it with apt, runs `fwman --version`, `fwman hooks status`, the
-kernel hook through `run-parts` (on a kernel version with no headers and under a temp root, so it changes nothing here), upgrades it (the same
-contents as a higher version), removes and purges it, and checks after each step what dpkg's file list says is
-left. It is skipped when fwman is already installed here or fwman state exists on this machine: it must never
-touch a real installation.
+kernel hook through `run-parts` (on a kernel version with no headers and under a temp root, so it changes
+nothing here), upgrades it (the same contents as a higher version), removes and purges it, and checks after
+each step what dpkg's file list says is left. It is skipped when fwman is already installed here or fwman
+state exists on this machine: it must never touch a real installation.
 """
 
 from __future__ import annotations

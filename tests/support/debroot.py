@@ -347,3 +347,22 @@ def owner_layer(workdir: Path) -> tuple[Path, Kernels]:
         root.close()
     meta.write_text(json.dumps({"first": kernels.first, "update": kernels.update, "broken": kernels.broken}) + "\n")
     return tarball, kernels
+
+
+def installed_packages(root: DebRoot, pattern: str = "*") -> set[str]:
+    """Return the names of the packages installed in ``root`` whose name matches ``pattern`` (dpkg-query)."""
+    out = root.sh(f"dpkg-query -W -f '${{Package}} ${{db:Status-Abbrev}}\\n' {shlex.quote(pattern)}", check=False)
+    return {line.split()[0] for line in out.stdout.splitlines() if line.split()[1:2] == ["ii"]}
+
+
+def install_deb(root: DebRoot, deb: Path) -> str:
+    """Install the package file ``deb`` in ``root`` with apt (default recommends, as an owner would); return the log.
+
+    The file is copied into the root (``/root/NAME``) and installed with ``apt-get install ./NAME``.
+    """
+    root.put(deb, f"/root/{deb.name}")
+    proc = root.sh(f"cd /root && apt-get install -y -q ./{shlex.quote(deb.name)}", check=False, timeout=900)
+    if proc.returncode != 0:
+        log = proc.stdout[-5000:] + proc.stderr[-3000:]
+        raise RootError(f"`apt-get install ./{deb.name}` failed in the root:\n{log}")
+    return proc.stdout + proc.stderr

@@ -4,7 +4,7 @@ A root from the owner layer with fwman's .deb installed by apt builds the patche
 (570.86.16) for its kernel; the host user space of that version is laid out as NVIDIA's installer leaves it
 (versioned library names, the GSP firmware directory). A container root (an unpacked rootfs, as `--container-root`
 takes it) holds the same user space, then another version: the audit matches, then names the mismatch and the
-fix, with exit 0 and 4.
+fix, with exit 0 and 4. `nvidia-smi` is the stand-in of tests/support/smi.py (no GPU here).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb
 from tests.support.forkrepo import BRANCH, VERSION, GitDaemon
+from tests.support.smi import fake_nvidia_smi
 
 CONTAINER = "/srv/containers/trainer"
 OTHER = "565.77"  # another release the fork has a branch for (fixtures/forge/branches.json)
@@ -46,6 +47,11 @@ def machine(
                        check=False)  # fmt: skip
         assert proc.returncode == 0, f"`fwman modules build` exit {proc.returncode}:\n{proc.stdout[-4000:]}"
         _user_space(root, "", VERSION)
+        # nvidia-smi: the stand-in prints the example host's recorded `nvidia-smi --version` (570.86.16)
+        smi = tmp_path_factory.mktemp("smi") / "bin"
+        fake_nvidia_smi(smi)
+        for name in ("nvidia-smi", "outputs.json"):
+            root.put(smi / name, f"/usr/local/bin/{name}")
         root.sh(f"mkdir -p /lib/firmware/nvidia/{VERSION} && printf x > /lib/firmware/nvidia/{VERSION}/gsp_ga10x.bin")
         yield root, layer[1]
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ import pytest
 from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STANDIN_DIR, Rig, build_rig
 from fwman.firmware.rom.parse import parse_rom
 from tests.support.debroot import DebRoot, Kernels, install_deb
+from tests.support.env import EXAMPLE_HOST
 
 RIG = "/srv/rig"
 
@@ -47,14 +49,14 @@ def _sync_back(root: DebRoot, rig: Rig) -> None:
     for name in ("root", "nvflash-state"):
         target = base / name
         if target.exists():
-            import shutil
-
             shutil.rmtree(target)
         root.get(f"{RIG}/{name}", target)
 
 
 def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_path: Path) -> None:
-    rig = build_rig(tmp_path / "rig")
+    # the driver is loaded: the plan reads each card's running firmware from it (as on the owner's box)
+    rig = build_rig(tmp_path / "rig", driver_loaded=True)
+    shutil.copytree(EXAMPLE_HOST / "files/proc/driver/nvidia", rig.root / "proc/driver/nvidia")
     machine.put(rig.root.parent, RIG)
     before = {bus: rig.eeprom(bus) for bus, _, _ in CARDS}
 
@@ -64,6 +66,10 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     actions = {c["bus_id"]: c["action"] for c in plan["cards"]}
     assert actions == {b: ("flash" if v == LAUNCH_3987 else "keep") for b, _, v in CARDS}, actions
 
+    code, out = _fwman(machine, "upgrade", "--apply")
+    assert code == 3 and "rmmod" in out, f"`fwman upgrade --apply` with the driver loaded: exit {code}:\n{out}"
+    # the owner stops the driver, as the message says (rmmod: the modules leave /proc/modules)
+    machine.sh(f"sed -i '/^nvidia/d' {RIG}/root/proc/modules && rm -rf {RIG}/root/proc/driver/nvidia")
     code, out = _fwman(machine, "upgrade", "--apply")
     assert code == 0, f"`fwman upgrade --apply` exit {code}:\n{out}"
     for bus, _, version in CARDS:

@@ -170,11 +170,27 @@ def test_owner_configures_the_fork_by_name_and_builds(owner: Owner) -> None:
     assert code == 0, f"check-boot after the first build: exit {code}: {out}"
 
 
+def _ensure_built(owner: Owner, *kernels: str) -> None:
+    """Give ``kernels`` working modules the way the issue's owner worked around row 1 (`--fork URL` on the
+    command line) when an earlier step left them without: later steps then fail only for their own row."""
+    for kver in kernels:
+        if not owner.root.exists(f"{STATE}/modules/{kver}.json"):
+            code, out = owner.fwman(
+                "modules", "build", "--kernel", kver, "--fork", owner.fork.url(), "--branch", BRANCH
+            )
+            assert code == 0, (
+                f"`fwman modules build --kernel {kver} --fork URL` (row 1's workaround) exit {code}:\n{out}"
+            )
+
+
 # -- the source cache, broken two ways ----------------------------------------------------------------------------
 def _source_cache(owner: Owner) -> str:
-    out = owner.root.sh("ls -d /var/cache/fwman/src/*/ 2>/dev/null", check=False).stdout.split()
-    assert len(out) == 1, f"expected one fork checkout in /var/cache/fwman/src, found {out}"
-    return out[0].rstrip("/")
+    """Return the checkout of the story's fork in /var/cache/fwman/src (the one whose origin is its URL)."""
+    script = 'for d in /var/cache/fwman/src/*/; do echo "$d $(git -C "$d" remote get-url origin 2>/dev/null)"; done'
+    rows = [line.split() for line in owner.root.sh(script, check=False).stdout.splitlines()]
+    ours = [r[0].rstrip("/") for r in rows if r[1:] == [owner.fork.url()]]
+    assert len(ours) == 1, f"expected one checkout of {owner.fork.url()} in /var/cache/fwman/src, found {rows}"
+    return ours[0]
 
 
 def _half_made(owner: Owner, cache: str, url: str) -> None:
@@ -185,6 +201,7 @@ def _half_made(owner: Owner, cache: str, url: str) -> None:
 
 def test_half_made_source_cache_repairs_itself(owner: Owner) -> None:
     """Issue 23 row 2: a half-made checkout in the source cache is repaired by the next automatic build."""
+    _ensure_built(owner, owner.kernels.first)
     cache = _source_cache(owner)
     commit = owner.manifest(owner.kernels.first)["commit"]
     _half_made(owner, cache, owner.fork.url())
@@ -204,8 +221,6 @@ def test_build_with_an_unreachable_fork_names_the_source(owner: Owner) -> None:
     config = owner.root.read_text("/etc/fwman/config.toml")
     owner.root.write_text("/etc/fwman/config.toml", config.replace(owner.fork.url(), gone))
     try:
-        cache = _source_cache(owner)
-        _half_made(owner, cache, gone)
         first = owner.kernels.first
         code, out = owner.fwman("modules", "build", "--kernel", first)
     finally:
@@ -218,7 +233,7 @@ def test_build_with_an_unreachable_fork_names_the_source(owner: Owner) -> None:
     assert gone in out, f"row 3: the error does not name the source {gone}:\n{out[-3000:]}"
     for line in ("does not appear to be a git repository", "Could not read from remote repository"):
         assert line in out, f"row 3: git's error is cut (missing {line!r}):\n{out[-3000:]}"
-    # the owner fixes the URL: the next build works again (and heals the cache the failure left)
+    # the owner puts the fork's URL back: the next build works again
     code, out = owner.fwman("modules", "build", "--kernel", first, "--force")
     assert code == 0, f"after restoring the fork's URL, `modules build --force` exit {code}:\n{out[-3000:]}"
 
@@ -283,6 +298,7 @@ def test_broken_kernel_is_never_the_next_boot(owner: Owner, order: str) -> None:
     After the last order the kernel and its pin stay (the purge of fwman must give the pin back: row 6)."""
     broken = owner.kernels.broken
     _purge_broken(owner)  # a previous order that failed half-way left it installed
+    _ensure_built(owner, owner.kernels.first, owner.kernels.update)
     image, headers = kernel_packages(broken)
     names = {"image": image, "headers": headers}
     for call in ORDERS[order]:
@@ -325,6 +341,7 @@ def test_catchup_as_the_unit_runs_it(owner: Owner) -> None:
 def test_export_on_one_root_import_on_a_second(owner: Owner, tmp_path: Path, layer: tuple[Path, Kernels]) -> None:
     """A bundle exported here installs on a second machine (same kernel) through apt-installed fwman."""
     first = owner.kernels.first
+    _ensure_built(owner, first)
     code, out = owner.fwman("modules", "export", "--kernel", first, "-o", "/root/modules.fwbundle")
     assert code == 0, f"`fwman modules export --kernel {first}` exit {code}:\n{out}"
     bundle = tmp_path / "modules.fwbundle"
@@ -359,6 +376,7 @@ def test_export_on_one_root_import_on_a_second(owner: Owner, tmp_path: Path, lay
 def test_modules_remove_takes_one_kernels_modules_off(owner: Owner) -> None:
     """Issue 23 row 6: `fwman modules remove --kernel KVER` removes the modules fwman installed for KVER."""
     first = owner.kernels.first
+    _ensure_built(owner, first)
     code, out = owner.fwman("modules", "remove", "--kernel", first)
     assert code == 0, (
         f"row 6: `fwman modules remove --kernel {first}` exit {code} (no documented way to remove):\n{out}"

@@ -60,7 +60,7 @@ BASE_PACKAGES = (
 GRUB_PRESEED = "grub-pc grub-pc/install_devices_empty boolean true\ngrub-pc grub-pc/install_devices multiselect \n"
 RECIPE = 3  # bump when the way a tarball is made changes (it is part of every cache key)
 LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81
-ENV = "PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive"
+ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive"
 
 
 class RootError(AssertionError):

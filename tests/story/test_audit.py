@@ -82,6 +82,11 @@ def test_audit_matches_with_a_container_on_the_same_version(machine: tuple[DebRo
     module = [r for r in doc["rows"] if "nvidia.ko" in json.dumps(r) and kernels.first in json.dumps(r)]  # type: ignore[attr-defined]
     assert module and all(r["status"] == "match" for r in module), f"the built module's row:\n{text}"
     assert doc["reference"] == VERSION, text
+    in_tree = [r for r in doc["rows"] if "/kernel/drivers/" in json.dumps(r) and r["status"] != "match"]  # type: ignore[attr-defined]
+    assert in_tree == [], (
+        "the audit counts modules of the Debian kernel itself (not NVIDIA's driver) as NVIDIA driver modules:\n"
+        + "\n".join(json.dumps(r) for r in in_tree)
+    )
     assert code == 0, f"`fwman audit` exit {code} with every version at {VERSION}:\n{text}"
 
 

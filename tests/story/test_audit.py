@@ -13,6 +13,7 @@ import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -58,15 +59,15 @@ def machine(
         root.close()
 
 
-def _audit(root: DebRoot) -> tuple[int, dict[str, object], str]:
+def _audit(root: DebRoot) -> tuple[int, dict[str, Any], str]:
     proc = root.sh(f"fwman audit --offline --json --container-root {CONTAINER}", check=False)
     text = root.sh(f"fwman audit --offline --container-root {CONTAINER} 2>&1", check=False).stdout
     assert proc.stdout.strip(), f"`fwman audit --json` printed nothing: {proc.stderr}"
-    doc: dict[str, object] = json.loads(proc.stdout)
+    doc: dict[str, Any] = json.loads(proc.stdout)
     return proc.returncode, doc, text
 
 
-def _container_rows(doc: dict[str, object]) -> list[dict[str, object]]:
+def _container_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
     rows = doc["rows"]
     assert isinstance(rows, list)
     return [r for r in rows if CONTAINER in json.dumps(r)]
@@ -79,10 +80,10 @@ def test_audit_matches_with_a_container_on_the_same_version(machine: tuple[DebRo
     rows = _container_rows(doc)
     assert rows, f"the audit has no row for {CONTAINER}:\n{text}"
     assert {r["status"] for r in rows} == {"match"}, text
-    module = [r for r in doc["rows"] if "nvidia.ko" in json.dumps(r) and kernels.first in json.dumps(r)]  # type: ignore[attr-defined]
+    module = [r for r in doc["rows"] if "nvidia.ko" in json.dumps(r) and kernels.first in json.dumps(r)]
     assert module and all(r["status"] == "match" for r in module), f"the built module's row:\n{text}"
     assert doc["reference"] == VERSION, text
-    in_tree = [r for r in doc["rows"] if "/kernel/drivers/" in json.dumps(r) and r["status"] != "match"]  # type: ignore[attr-defined]
+    in_tree = [r for r in doc["rows"] if "/kernel/drivers/" in json.dumps(r) and r["status"] != "match"]
     assert in_tree == [], (
         "the audit counts modules of the Debian kernel itself (not NVIDIA's driver) as NVIDIA driver modules:\n"
         + "\n".join(json.dumps(r) for r in in_tree)

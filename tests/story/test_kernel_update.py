@@ -14,6 +14,7 @@ import shlex
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,14 +53,14 @@ class Owner:
         )
         return proc.stdout
 
-    def status(self) -> dict[str, object]:
+    def status(self) -> dict[str, Any]:
         """Return ``fwman modules status --json``."""
         code, out = self.fwman("modules", "status", "--json")
         assert code == 0, f"`fwman modules status --json` exit {code}: {out[-3000:]}"
-        doc: dict[str, object] = json.loads(out[out.index("{") :])
+        doc: dict[str, Any] = json.loads(out[out.index("{") :])
         return doc
 
-    def kernel(self, kver: str) -> dict[str, object]:
+    def kernel(self, kver: str) -> dict[str, Any]:
         """Return the ``modules status --json`` entry of ``kver``."""
         kernels = self.status()["kernels"]
         assert isinstance(kernels, list)
@@ -68,11 +69,11 @@ class Owner:
                 return dict(entry)
         raise AssertionError(f"`fwman modules status` does not list {kver}: {[k['kernel'] for k in kernels]}")
 
-    def manifest(self, kver: str) -> dict[str, object]:
+    def manifest(self, kver: str) -> dict[str, Any]:
         """Return fwman's manifest of ``kver`` (``/var/lib/fwman/modules/KVER.json``)."""
         path = f"{STATE}/modules/{kver}.json"
         assert self.root.exists(path), f"no manifest {path}: fwman did not install patched modules for {kver}"
-        doc: dict[str, object] = json.loads(self.root.read_text(path))
+        doc: dict[str, Any] = json.loads(self.root.read_text(path))
         return doc
 
     def vermagic(self, kver: str, module: str = "nvidia") -> str:
@@ -163,7 +164,7 @@ def test_owner_configures_the_fork_by_name_and_builds(owner: Owner) -> None:
     )
     assert owner.vermagic(first).split()[0] == first
     manifest = owner.manifest(first)
-    assert manifest["branch"] == BRANCH and set(manifest["modules"]) == set(MODULES)  # type: ignore[arg-type]
+    assert manifest["branch"] == BRANCH and set(manifest["modules"]) == set(MODULES)
     entry = owner.kernel(first)
     assert entry["safe_to_boot"] is True, entry
     code, out = owner.fwman("modules", "check-boot")
@@ -354,9 +355,8 @@ def test_export_on_one_root_import_on_a_second(owner: Owner, tmp_path: Path, lay
         assert proc.returncode == 0, f"`fwman modules import` on the second root exit {proc.returncode}:\n{proc.stdout}"
         theirs = json.loads(second.read_text(f"{STATE}/modules/{first}.json"))
         ours = owner.manifest(first)
-        assert {m: v["sha256"] for m, v in theirs["modules"].items()} == {  # type: ignore[union-attr]
-            m: v["sha256"]
-            for m, v in ours["modules"].items()  # type: ignore[union-attr]
+        assert {m: v["sha256"] for m, v in theirs["modules"].items()} == {
+            m: v["sha256"] for m, v in ours["modules"].items()
         }
         vermagic = second.sh(f"modinfo -F vermagic /lib/modules/{first}/updates/fwman/nvidia.ko").stdout
         assert vermagic.split()[0] == first

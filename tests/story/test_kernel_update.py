@@ -211,7 +211,7 @@ def test_half_made_source_cache_repairs_itself(owner: Owner) -> None:
         f"row 2: `fwman modules catchup --force` with a half-made checkout in {cache} exit {code} (every later "
         f"build fails the same way until the directory is removed by hand):\n{out[-4000:]}"
     )
-    head = owner.root.run("git", "-C", cache, "rev-parse", "HEAD").stdout.strip()
+    head = owner.root.sh(f"git -C {shlex.quote(cache)} rev-parse HEAD 2>&1", check=False).stdout.strip()
     assert head == commit, f"row 2: the source cache {cache} is at {head!r} after the repair, not {commit}"
     assert owner.manifest(owner.kernels.first)["commit"] == commit
 

@@ -60,7 +60,10 @@ BASE_PACKAGES = (
 GRUB_PRESEED = "grub-pc grub-pc/install_devices_empty boolean true\ngrub-pc grub-pc/install_devices multiselect \n"
 RECIPE = 3  # bump when the way a tarball is made changes (it is part of every cache key)
 LOOP_CTL_ADD, LOOP_CTL_REMOVE = 0x4C80, 0x4C81
-ENV = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive"
+ENV = (
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "
+    "DEBIAN_FRONTEND=noninteractive"
+)
 
 
 class RootError(AssertionError):
@@ -148,18 +151,24 @@ def base_tarball() -> Path:
     return tarball
 
 
+#: loop numbers of this process's live roots: a root's device is unbound between its commands, so the kernel
+#: alone cannot tell that it is taken
+_TAKEN: set[int] = set()
+
+
 def _loop_device() -> int:
     """Return the number of an unused loop device >= 10, creating its node through /dev/loop-control."""
     fd = os.open("/dev/loop-control", os.O_RDWR)
     try:
         for n in range(10, 64):
-            if Path(f"/sys/block/loop{n}/loop/backing_file").exists():
-                continue  # bound: someone else's
+            if n in _TAKEN or Path(f"/sys/block/loop{n}/loop/backing_file").exists():
+                continue  # ours (another live root) or bound: someone else's
             try:
                 fcntl.ioctl(fd, LOOP_CTL_ADD, n)
             except OSError as e:
                 if e.errno != errno.EEXIST:
                     raise
+            _TAKEN.add(n)
             return n
     finally:
         os.close(fd)
@@ -186,7 +195,11 @@ class DebRoot:
         if proc.returncode != 0:
             raise RootError(f"mkfs.ext4: {proc.stderr}")
         root = cls(image, _loop_device(), mnt)
-        root._ns(f'tar -xpf {shlex.quote(str(tarball))} -C "$MNT"', chroot=False, timeout=600)
+        try:
+            root._ns(f'tar -xpf {shlex.quote(str(tarball))} -C "$MNT"', chroot=False, timeout=600)
+        except BaseException:
+            root.close()
+            raise
         return root
 
     @property
@@ -268,6 +281,7 @@ class DebRoot:
         """Remove the image and the loop device node this root created (nothing is mounted between commands)."""
         self.image.unlink(missing_ok=True)
         shutil.rmtree(self.mnt, ignore_errors=True)
+        _TAKEN.discard(self.loop)
         try:
             fd = os.open("/dev/loop-control", os.O_RDWR)
         except OSError:

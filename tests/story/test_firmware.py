@@ -14,6 +14,7 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,6 +44,11 @@ def _fwman(root: DebRoot, *argv: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
+def _json(out: str) -> Any:
+    """Return the first JSON document in ``out`` (stdout and stderr are one stream in these runs)."""
+    return json.JSONDecoder().raw_decode(out[out.index("{") :])[0]
+
+
 def _sync_back(root: DebRoot, rig: Rig) -> None:
     """Copy the rig's files from the root back to the host copy (to read EEPROMs and simulate the reboot)."""
     base = rig.root.parent
@@ -62,7 +68,7 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
 
     code, out = _fwman(machine, "upgrade", "--dry-run", "--json")
     assert code == 0, f"`fwman upgrade --dry-run` exit {code}:\n{out}"
-    plan = json.loads(out[out.index("{") :])
+    plan = _json(out)
     actions = {c["bus_id"]: c["action"] for c in plan["cards"]}
     assert actions == {b: ("flash" if v == LAUNCH_3987 else "keep") for b, _, v in CARDS}, actions
 
@@ -88,7 +94,7 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     assert code == 0, f"`fwman backup verify` exit {code}:\n{out}"
     code, out = _fwman(machine, "backup", "list", "--json")
     assert code == 0, f"`fwman backup list --json` exit {code}:\n{out}"
-    backed_up = {json.dumps(b) for b in json.loads(out[out.index("{") :]).get("backups", [])}
+    backed_up = {json.dumps(b) for b in _json(out).get("backups", [])}
     for bus, _, _ in CARDS:
         assert any(bus in b for b in backed_up), f"no backup of {bus} (every card is backed up before a flash)"
 
@@ -98,5 +104,5 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     machine.sh(f"rm -rf {RIG}/root && mv {RIG}/root.new {RIG}/root")
     code, out = _fwman(machine, "upgrade", "--check", "--json")
     assert code == 0, f"`fwman upgrade --check` after the reboot exit {code}:\n{out}"
-    rows = {c["bus_id"]: c["result"] for c in json.loads(out[out.index("{") :])["cards"]}
+    rows = {c["bus_id"]: c["result"] for c in _json(out)["cards"]}
     assert rows == {b: ("confirmed" if v == LAUNCH_3987 else "not flashed") for b, _, v in CARDS}, rows

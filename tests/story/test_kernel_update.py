@@ -57,7 +57,8 @@ class Owner:
         """Return ``fwman modules status --json``."""
         code, out = self.fwman("modules", "status", "--json")
         assert code == 0, f"`fwman modules status --json` exit {code}: {out[-3000:]}"
-        doc: dict[str, Any] = json.loads(out[out.index("{") :])
+        # stdout and stderr are one stream here: the document is the first JSON object in it
+        doc: dict[str, Any] = json.JSONDecoder().raw_decode(out[out.index("{") :])[0]
         return doc
 
     def kernel(self, kver: str) -> dict[str, Any]:

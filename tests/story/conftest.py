@@ -24,6 +24,11 @@ __all__ = ["deb"]
 STORY = Path(__file__).resolve().parent
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the `story` marker (also in pyproject.toml's markers; registering twice is harmless)."""
+    config.addinivalue_line("markers", "story: the story suite (tests/story): real Debian 12 roots, fwman's .deb")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark every test under tests/story/ `story` (root, mmdebstrap, loop devices, the network to the archive)."""
     for item in items:

@@ -307,7 +307,11 @@ def test_broken_kernel_is_never_the_next_boot(owner: Owner, order: str) -> None:
         log = owner.apt("install", *(names[p] for p in call))
         assert "zz-update-grub" in log or call == ["headers"], f"GRUB's hook did not run:\n{log[-3000:]}"
         _assert_not_next_boot(owner, order, f"`apt-get install {' '.join(names[p] for p in call)}`")
-    assert owner.root.exists(f"{STATE}/modules/{broken}.failed"), f"{broken}.failed missing: the build did not fail?"
+    pending = f"{STATE}/modules/{broken}.pending"
+    why = owner.root.read_text(pending) if owner.root.exists(pending) else "no .pending marker either"
+    assert owner.root.exists(f"{STATE}/modules/{broken}.failed"), (
+        f"{broken}.failed missing: the hooks did not build (the fork refuses this kernel); {pending}: {why}"
+    )
     failed = owner.root.read_text(f"{STATE}/modules/{broken}.failed")
     assert "nv-pci.c" in failed and "does not support this kernel" in failed, f"the failure record: {failed}"
     pin = json.loads(owner.root.read_text(f"{STATE}/boot-pin.json"))

@@ -1,11 +1,11 @@
 """The Debian package on this machine: build, install, upgrade, run, remove, purge (Debian 12, as root).
 
-Builds the package once per session (`make deb`: dpkg-buildpackage + lintian; ``FWMAN_DEB=path`` uses a built
-one), installs it with apt, runs `fwman --version`, `fwman hooks status`, the kernel hook through `run-parts`
-(on a kernel version with no headers and under a temp root, so it changes nothing here), upgrades it (the same
-contents as a higher version), removes and purges it, and checks after each step what dpkg's file list says is
-left. It is skipped when fwman is already installed here or fwman state exists on this machine: it must never
-touch a real installation.
+Builds the package once per session (tests/support/debpkg.py: `make deb`, dpkg-buildpackage + lintian;
+``FWMAN_DEB=path`` uses a built one), installs it with apt, runs `fwman --version`, `fwman hooks status`, the
+kernel hook through `run-parts` (on a kernel version with no headers and under a temp root, so it changes
+nothing here), upgrades it (the same contents as a higher version), removes and purges it, and checks after
+each step what dpkg's file list says is left. It is skipped when fwman is already installed here or fwman
+state exists on this machine: it must never touch a real installation.
 """
 
 from __future__ import annotations
@@ -23,10 +23,12 @@ import pytest
 
 from fwman import __version__
 from fwman.driver.dkms import APT_PIN_TEXT
+from tests.support.debpkg import deb
 from tests.support.env import REPO
-from tests.support.tools import is_root, require_tools
+from tests.support.tools import require_tools
 
 pytestmark = pytest.mark.system
+__all__ = ["deb"]  # the session fixture, shared with tests/story through tests/support/debpkg.py
 
 KVER = "6.1.0-999-amd64"  # no such kernel, no headers: the hook marks it pending and exits 0
 STATE = Path("/var/lib/fwman")
@@ -59,23 +61,10 @@ def _installed() -> bool:
     return proc.returncode == 0 and "installed" in proc.stdout and "config-files" not in proc.stdout
 
 
-@pytest.fixture(scope="session")
-def deb() -> Path:
-    """Return the package to test: ``FWMAN_DEB``, or `make deb` once (lintian must pass)."""
-    if not is_root() or shutil.which("dpkg") is None or shutil.which("apt-get") is None:
-        pytest.skip("needs root, dpkg and apt-get (a Debian machine)")
-    require_tools("dpkg-buildpackage", "dh_virtualenv", "lintian", "run-parts", "git")
-    if os.environ.get("FWMAN_DEB"):
-        return Path(os.environ["FWMAN_DEB"]).resolve()
-    out = _ok("make", "-C", str(REPO), "deb")
-    assert "E: fwman" not in out  # lintian: no errors (--fail-on error also fails `make deb`)
-    (built,) = (REPO / "dist").glob(f"fwman_{__version__}_*.deb")
-    return built
-
-
 @pytest.fixture
 def clean_machine() -> Iterator[None]:
     """Skip unless no fwman is installed and no fwman state exists; purge whatever the test leaves."""
+    require_tools("run-parts")
     present = [str(p) for p in REAL_STATE if p.exists()]
     if _installed() or present:
         pytest.skip(f"fwman is installed or has state on this machine ({', '.join(present) or 'dpkg'})")

@@ -39,8 +39,19 @@ def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:
     )
 
 
+#: in-tree modules whose names begin like the driver's but are other drivers: the framebuffer driver and the
+#: laptop backlight driver (drivers/platform/x86/nvidia-wmi-ec-backlight.c) that every Debian 6.1 kernel ships
+NOT_THE_DRIVER = frozenset({"nvidiafb", "nvidia_wmi_ec_backlight"})
+
+
 def _is_nvidia(name: str) -> bool:
-    return name == "nvidia" or name.startswith("nvidia_")  # not nvidiafb (the in-tree framebuffer driver)
+    """Return True when module ``name`` (normalised, underscores) is one of NVIDIA's driver modules.
+
+    By name, not by place: NVIDIA's installer puts its modules under ``kernel/drivers/video/``, DKMS and fwman
+    under ``updates/``, Debian's packages rename them (``nvidia-current``): only the two in-tree drivers of
+    ``NOT_THE_DRIVER`` share the prefix.
+    """
+    return (name == "nvidia" or name.startswith("nvidia_")) and name not in NOT_THE_DRIVER
 
 
 def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelModule], list[str]]:

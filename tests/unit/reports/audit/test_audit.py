@@ -594,3 +594,12 @@ def test_real_h200_snapshot_driver_and_compat_differ() -> None:
     assert compat and all(x["status"] == "info" and x["component"].startswith("CUDA compat") for x in compat)
     assert all("/compat/" in p for p in doc["host_compat"])
     assert not [x for x in doc["rows"] if x["status"] == "mismatch"]  # unrecorded places are unknown, not wrong
+
+
+def test_the_kernels_own_backlight_driver_is_not_an_nvidia_module(tree: Tree) -> None:
+    """Every Debian 6.1 kernel ships drivers/platform/x86/nvidia-wmi-ec-backlight.ko: not a driver mismatch."""
+    tree.healthy()
+    tree.write(f"/lib/modules/{KVER}/kernel/drivers/platform/x86/nvidia-wmi-ec-backlight.ko", b"\x7fELF not NVIDIA's")
+    r = tree.run("--json")
+    assert r.code == 0, r.stdout + r.stderr
+    assert "nvidia_wmi_ec_backlight" not in {m["name"] for m in r.json()["modules"]}

@@ -14,7 +14,7 @@ from fwman.core.errors import BlockedError, FwmanError, ParseError, ToolMissingE
 from fwman.core.findings import Finding, Severity
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.gpu.card import Card
-from fwman.gpu.kernel_modules import UNLOAD_ORDER
+from fwman.gpu.kernel_modules import UNLOAD_ORDER, is_driver_module
 from fwman.host.base import CommandResult, Host
 
 DEFAULT_TIMEOUT = 300.0
@@ -98,7 +98,7 @@ def loaded_nvidia_modules(host: Host) -> list[str]:
     except FwmanError:
         return []
     names = [line.split(" ", 1)[0] for line in text.splitlines() if line.strip()]
-    loaded = [n for n in names if n.startswith("nvidia")]
+    loaded = [n for n in names if is_driver_module(n)]
     known = [m for m in UNLOAD_ORDER if m in loaded]
     return [m for m in loaded if m not in UNLOAD_ORDER] + known
 

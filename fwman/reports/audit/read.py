@@ -15,6 +15,7 @@ from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.kmod.depmod import normalize, resolve_all
 from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
+from fwman.gpu.kernel_modules import is_driver_module
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
@@ -39,21 +40,6 @@ def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:
     )
 
 
-#: in-tree modules whose names begin like the driver's but are other drivers: the framebuffer driver and the
-#: laptop backlight driver (drivers/platform/x86/nvidia-wmi-ec-backlight.c) that every Debian 6.1 kernel ships
-NOT_THE_DRIVER = frozenset({"nvidiafb", "nvidia_wmi_ec_backlight"})
-
-
-def _is_nvidia(name: str) -> bool:
-    """Return True when module ``name`` (normalised, underscores) is one of NVIDIA's driver modules.
-
-    By name, not by place: NVIDIA's installer puts its modules under ``kernel/drivers/video/``, DKMS and fwman
-    under ``updates/``, Debian's packages rename them (``nvidia-current``): only the two in-tree drivers of
-    ``NOT_THE_DRIVER`` share the prefix.
-    """
-    return (name == "nvidia" or name.startswith("nvidia_")) and name not in NOT_THE_DRIVER
-
-
 def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelModule], list[str]]:
     """Return (every nvidia* module depmod resolves for every kernel, read and identified; the installed
     kernels that have no nvidia module at all).
@@ -74,7 +60,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelM
             unreadable.append(f"/lib/modules/{kver} ({e.message})")
             continue
         manifest, manifest_error = _manifest(host, kver)
-        names = sorted(n for n in resolved if _is_nvidia(n))
+        names = sorted(n for n in resolved if is_driver_module(n))
         if not names and _kernel_installed(host, kver):
             bare.append(kver)
         for name in names:

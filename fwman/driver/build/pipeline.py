@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
+from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.manifest import build_log_path
 from fwman.driver.build.progress import Progress, ProgressSink, count_phases
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
@@ -300,6 +301,8 @@ class KernelOutcome:
     seconds: float | None = None
     #: what the install changed on the host ([] when the same modules were already in place and in effect)
     changed: list[str] = field(default_factory=list)
+    #: why the source could not be had (a SourceError, or a UsageError for a fork name not known); None: it could
+    source_error: FwmanError | None = None
 
 
 def update_kernel(
@@ -312,16 +315,16 @@ def update_kernel(
     report: Report = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-    resolved: Source | None = None,
+    resolved: Source | FwmanError | None = None,
 ) -> KernelOutcome:
     """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
 
     ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
-    build); None resolves it here. Missing headers (or a source that cannot be fetched) mark the kernel
-    pending. A failed build writes the failure marker and leaves the previous modules in place; the next attempt
-    for the same (commit, kernel) is skipped unless ``force``. Success writes the manifest and clears both
-    markers. Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person
-    (disk, permissions).
+    build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
+    so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
+    marker and leaves the previous modules in place; the next attempt for the same (commit, kernel) is skipped
+    unless ``force``. Success writes the manifest and clears both markers. Never raises for a build problem (the
+    outcome says it); raises FwmanError for what needs a person (disk, permissions).
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (
@@ -348,10 +351,19 @@ def update_kernel(
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
     try:
+        if isinstance(resolved, FwmanError):
+            raise resolved
         source = resolved if resolved is not None else resolve_source(host, spec, report, fetch=fetch)
     except FwmanError as e:
-        write_marker(host, pending_path(kver), Marker(kver, f"source unavailable: {e.message}"))
-        return KernelOutcome(kver, "pending", f"cannot get the source ({e.message}): marked pending")
+        # the source is the problem, not the headers: the outcome carries the error (fork, URL, branch, git's
+        # stderr) so that the caller's message and hint say so
+        marker = Marker(kver, f"source unavailable: {e.message.splitlines()[0]}")
+        if isinstance(e, SourceError):
+            marker.fork, marker.branch = e.fork, e.branch
+            marker.detail = {"url": e.url, "git_stderr": e.git_stderr}
+        write_marker(host, pending_path(kver), marker)
+        message = f"{kver}: marked pending, the source cannot be had: {e.message}"
+        return KernelOutcome(kver, "pending", message, source_error=e)
     failed = read_marker(host, failed_path(kver))
     if failed is not None and failed.commit == source.source_id and not force:
         message = (

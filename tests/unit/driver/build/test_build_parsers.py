@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.driver.build import objcache
+from fwman.driver.build.checkout import cache_dir
 from fwman.driver.build.install import parse_modules_dep
 from fwman.driver.build.lock import LockTimeout, module_lock
 from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
 from fwman.driver.build.pipeline import kernel_tree_args, parse_build_failure
-from fwman.driver.build.source import check_source_options, fork_cache_dir, fork_url, local_source, tree_hash
+from fwman.driver.build.source import check_source_options, local_source, tree_hash
+from fwman.driver.forks import clonable_url
 from fwman.host.live import LiveHost
 
 GCC_LOG = """\
@@ -94,9 +96,11 @@ def test_source_options_and_fork_names() -> None:
     with pytest.raises(UsageError):
         check_source_options(None, "a/b", None)
     check_source_options(None, "a/b", "570.86.16-p2p")
-    assert fork_url("aikitoria/open-gpu-kernel-modules") == "https://github.com/aikitoria/open-gpu-kernel-modules.git"
-    assert fork_url("file:///srv/fork.git") == "file:///srv/fork.git"
-    a, b = fork_cache_dir("https://x/a.git"), fork_cache_dir("https://x/b.git")
+    assert (
+        clonable_url("aikitoria/open-gpu-kernel-modules") == "https://github.com/aikitoria/open-gpu-kernel-modules.git"
+    )
+    assert clonable_url("file:///srv/fork.git") == "file:///srv/fork.git"
+    a, b = cache_dir("https://x/a.git"), cache_dir("https://x/b.git")
     assert a != b and a.startswith("/var/cache/fwman/src/")
 
 

@@ -215,6 +215,7 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         "log": outcome.log_path,
         "object_cache_hit": outcome.cache_hit,
         "seconds": round(outcome.seconds, 1) if outcome.seconds is not None else None,
+        "phases": {name: round(seconds, 2) for name, seconds in outcome.phases.items()},
         "source": None
         if source is None
         else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},

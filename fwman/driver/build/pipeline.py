@@ -126,6 +126,8 @@ class CompileResult:
     seconds: float
     modules: dict[str, str] = field(default_factory=dict)  # name -> host path of the built .ko
     failure: BuildFailure | None = None
+    #: wall seconds per step (copy_tree, restore_objects, make, store_objects): where a build spends its time
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_tree(host: Host, source: Source, kver: str) -> str:
@@ -252,12 +254,21 @@ def compile_for_kernel(
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id, compiler)
     started = clock.monotonic()
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = clock.monotonic()
+        phases[name] = now - since
+        return now
+
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver)
+    mark = lap("copy_tree", started)
     hit = objcache.has_entry(host, key)
     if hit:
         report("kernel-independent objects: from the object cache (kernel-open only)")
         objcache.restore(host, key, tree)
+        mark = lap("restore_objects", mark)
     else:
         report("kernel-independent objects: not cached, building them (the long part)")
     if host.which("make") is None:
@@ -271,15 +282,17 @@ def compile_for_kernel(
     log_path = build_log_path(kver)
     header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
+    mark = lap("make", mark)
     seconds = clock.monotonic() - started
     if hit and objcache.rebuilt_anyway(output):
         report("warning: make built the kernel-independent objects again (the fork's Makefile names them otherwise)")
         hit = False
     if not hit and objcache.store(host, key, tree):
         report("kernel-independent objects stored in the object cache")
+        lap("store_objects", mark)
     built = {name: f"{tree}/kernel-open/{name}.ko" for name in MODULE_NAMES}
     missing = [name for name, path in built.items() if not host.exists(path)]
-    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds)
+    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds, phases=phases)
     if not result.ok:
         outcome.failure = parse_build_failure(output, local_dir(host, tree))
         return outcome
@@ -307,6 +320,8 @@ class KernelOutcome:
     changed: list[str] = field(default_factory=list)
     #: why the source could not be had (a SourceError, or a UsageError for a fork name not known); None: it could
     source_error: FwmanError | None = None
+    #: wall seconds per step (source, copy_tree, restore_objects, make, store_objects, install); {} when none ran
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def update_kernel(
@@ -354,6 +369,7 @@ def update_kernel(
         )
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
+    began = clock.monotonic()
     try:
         if isinstance(resolved, FwmanError):
             raise resolved
@@ -375,10 +391,13 @@ def update_kernel(
             f"(run `fwman modules build --kernel {kver} --force` after fixing the cause)"
         )
         return KernelOutcome(kver, "skipped", message, source)
+    resolved_at = clock.monotonic()
     result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report))
     outcome = KernelOutcome(
         kver, "failed", "", source, log_path=result.log_path, cache_hit=result.cache_hit, seconds=result.seconds
     )
+    outcome.phases = {"source": resolved_at - began, **result.phases}
+    installing = clock.monotonic()
 
     def fail(failure: BuildFailure) -> KernelOutcome:
         detail = {"log": result.log_path, "message": failure.message}
@@ -427,6 +446,7 @@ def update_kernel(
     # the manifest is rewritten only when it says something new (built_at alone is not a change)
     changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
     outcome.changed = changed
+    outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

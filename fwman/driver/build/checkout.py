@@ -170,7 +170,7 @@ def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent
     names.branch_name(branch)
     cache = cache_dir(fork.url)
     target = git_target(host, fork.url)
-    scratch, old = f"{cache}.partial", f"{cache}.old"
+    scratch, old = f"{cache}.partial", f"{cache}.old"  # the names _swap_in uses
     host.mkdir(paths.SOURCE_CACHE_DIR)
     if host.exists(scratch) or host.is_link(scratch):
         host.remove_tree(scratch)  # left by a run that was killed while fetching
@@ -196,9 +196,29 @@ def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent
             report(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
     if present and wanted is not None and wanted == head:
         return Checkout(cache, wanted)
-    local_seed = local_dir(host, cache) if present and wanted is not None and wanted == cached else None
+    seed = local_dir(host, cache) if present and wanted is not None and wanted == cached else None
     try:
-        commit = _make_scratch(host, fork, branch, target, scratch, local_seed, report)
+        return _swap_in(host, fork, branch, target, cache, seed, report, present)
+    except SourceError as e:
+        if seed is not None or cached is None:
+            raise
+        # the branch moved, but fetching it failed: build the commit fetched before, as when it cannot be listed
+        report(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
+        if head == cached:
+            return Checkout(cache, cached)
+        return _swap_in(host, fork, branch, target, cache, local_dir(host, cache), report, present)
+
+
+def _swap_in(
+    host: Host, fork: Fork, branch: str, target: str, cache: str, seed: str | None, report: Report, present: bool
+) -> Checkout:
+    """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first).
+
+    Raises SourceError when it cannot be made or does not verify; the scratch directory is gone either way.
+    """
+    scratch, old = f"{cache}.partial", f"{cache}.old"
+    try:
+        commit = _make_scratch(host, fork, branch, target, scratch, seed, report)
         problem = verify(host, scratch, target, commit)
         if problem is not None:
             raise SourceError(

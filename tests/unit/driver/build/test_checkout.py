@@ -150,3 +150,18 @@ def test_a_url_that_would_be_a_git_option_never_reaches_git(fork_root: tuple[Liv
     host, _fork, _head = fork_root
     with pytest.raises(UsageError):
         ensure_checkout(host, Fork("evil", "--upload-pack=touch /tmp/x"), P2P_BRANCH)
+
+
+def test_a_moved_branch_that_cannot_be_fetched_keeps_the_cached_commit(fork_root: tuple[LiveHost, Fork, str]) -> None:
+    host, fork, head = fork_root
+    ensure_checkout(host, fork, P2P_BRANCH)
+    bare = _local(host, FORK_PATH)
+    newer = commit_to_branch(bare, P2P_BRANCH, {"NEWS": "second cut\n"})
+    loose = bare / "objects" / newer[:2] / newer[2:]
+    assert loose.is_file()
+    loose.unlink()  # the remote lists the moved branch (ls-remote) but cannot send it (fetch fails)
+    lines: list[str] = []
+    assert ensure_checkout(host, fork, P2P_BRANCH, lines.append).commit == head
+    warning = [line for line in lines if line.startswith("warning: cannot fetch branch 570.86.16-p2p of fork local")]
+    assert len(warning) == 1 and warning[0].endswith(f"building the cached 570.86.16-p2p ({head[:12]})")
+    assert _siblings(host, fork) == [Path(cache_dir(fork.url)).name]

@@ -30,6 +30,7 @@ from fwman.driver.build.source import (
     resolve_fork_of,
     resolve_source,
     save_source_spec,
+    source_version,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Report, apply_all, silent
@@ -137,9 +138,13 @@ def build_modules(
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request)
-    warning = refuse_unless_forced(gather(host, target_version(host, spec.branch, spec.source_dir)), request.force)
-    if warning:
-        report(warning)
+    target = target_version(host, spec.branch, spec.source_dir)
+    # a fork branch whose name carries no version (bar1-p2p, 610.57.04-p2p-v3): its tree says, once checked out
+    deferred = target is None and spec.fork is not None
+    if not deferred:
+        warning = refuse_unless_forced(gather(host, target), request.force)
+        if warning:
+            report(warning)
     targets = list(request.kernels)
     if request.all_kernels:
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
@@ -147,7 +152,15 @@ def build_modules(
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
     builds: list[KernelBuild] = []
     with module_lock(host):
-        resolved = remember_if_resolved(host, spec, report) if request.source_dir or request.fork else None
+        resolved: Source | FwmanError | None = None
+        if request.source_dir or request.fork:
+            resolved = remember_if_resolved(host, spec, report)
+        elif deferred:
+            resolved = resolve_or_error(host, spec, report)
+        if deferred and isinstance(resolved, Source):
+            warning = refuse_unless_forced(gather(host, source_version(host, resolved)), request.force)
+            if warning:
+                report(warning)
         for kver in targets:
             report(f"== {kver}")
             outcome = update_kernel(
@@ -167,6 +180,19 @@ def build_modules(
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
     return BuildResult(builds, check)
+
+
+def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
+    """Return the Source of ``spec``, or the error resolving it raised (each kernel is then pending with it).
+
+    Raises UsageError for a fork name that is not known.
+    """
+    try:
+        return resolve_source(host, spec, report)
+    except UsageError:
+        raise
+    except FwmanError as e:
+        return e
 
 
 def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:

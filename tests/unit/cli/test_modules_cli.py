@@ -259,3 +259,31 @@ def test_a_source_that_cannot_be_had_is_not_a_missing_headers_error(tmp_path: Pa
     marker = json.loads((root / f"var/lib/fwman/modules/{KVER}.pending").read_text())
     assert marker["reason"].startswith("source unavailable: cannot reach fork gone")
     assert "does not appear to be a git repository" in marker["detail"]["git_stderr"]
+
+
+def test_lockstep_reads_the_version_of_a_fork_branch_from_its_tree(tmp_path: Path) -> None:
+    # a branch name that carries no version (`bar1-p2p`): the lockstep check used to be skipped for it
+    from tests.support.modules import make_fork_repo
+
+    root, _head = _fork_root(tmp_path)
+    tree = tmp_path / "tree"
+    (tree / "version.mk").write_text("NVIDIA_VERSION = 570.86.16\n")
+    make_fork_repo(root / "srv/git/bar1.git", tree, branch="bar1-p2p")
+    libs = root / "usr/lib/x86_64-linux-gnu"
+    libs.mkdir(parents=True)
+    (libs / "libcuda.so.575.51.02").write_bytes(b"")
+    r = FwmanEnv()(
+        "modules",
+        "build",
+        "--kernel",
+        KVER,
+        "--fork",
+        "bar1=/srv/git/bar1.git",
+        "--branch",
+        "bar1-p2p",
+        "--root",
+        str(root),
+    )
+    assert r.code == 3, r.stderr
+    assert "the branch builds driver 570.86.16 but the user space differs (host has 575.51.02)" in r.stderr
+    assert not (root / f"var/lib/fwman/modules/{KVER}.failed").exists()  # refused before any build

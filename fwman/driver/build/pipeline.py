@@ -377,7 +377,7 @@ def update_kernel(
     except FwmanError as e:
         # the source is the problem, not the headers: the outcome carries the error (fork, URL, branch, git's
         # stderr) so that the caller's message and hint say so
-        marker = Marker(kver, f"source unavailable: {e.message.splitlines()[0]}")
+        marker = Marker(kver, f"source unavailable: {e.message.splitlines()[0].rstrip(':')}")
         if isinstance(e, SourceError):
             marker.fork, marker.branch = e.fork, e.branch
             marker.detail = {"url": e.url, "git_stderr": e.git_stderr}

@@ -136,9 +136,10 @@ def prepare_tree(host: Host, source: Source, kver: str) -> str:
     local_tree = local_dir(host, tree)
     local_src = local_dir(host, source.tree)
     host.mkdir(paths.BUILD_DIR)
+    host.remove_tree(tree)  # the previous build of this kernel: kbuild state is never shared
+    host.mkdir(tree)
     # tar keeps the sources' timestamps (older than any cached object) and skips .git and old products
     script = (
-        f"rm -rf {shlex.quote(local_tree)} && mkdir -p {shlex.quote(local_tree)} && "
         f"tar -C {shlex.quote(local_src)} --exclude=.git --exclude=_out --exclude='*.o_binary' -cf - . | "
         f"tar -C {shlex.quote(local_tree)} -xf -"
     )

@@ -13,7 +13,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from fwman.driver.build.checkout import cache_dir
+from fwman.driver.build.checkout import cache_dir, verify
+from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
 from tests.support.modules import (
     KERNEL_OK,
@@ -60,6 +61,12 @@ def test_the_hook_builds_the_fork_named_in_config_served_by_git_daemon(tmp_path:
         manifest = _manifest(root)
         assert (manifest["fork"], manifest["branch"], manifest["commit"]) == ("standin", P2P_BRANCH, head)
         assert manifest["source"] == f"{base}/open-gpu-kernel-modules.git"
+        # the build tree was linked from the checkout, and the build left the checkout as it was
+        cache = cache_dir(f"{base}/open-gpu-kernel-modules.git")
+        rel = "kernel-open/nvidia/nv-pci.c"
+        built = root / f"var/cache/fwman/build/{KERNEL_OK}" / rel
+        assert built.stat().st_ino == (root / cache.lstrip("/") / rel).stat().st_ino
+        assert verify(LiveHost(str(root)), cache, f"{base}/open-gpu-kernel-modules.git", head) is None
         # the same name on the command line of the listing commands
         r = FwmanEnv()("driver", "branches", "--root", str(root), "--fork", "standin", "--json")
         listed = {f["fork"]: f for f in r.json()["forks"]}

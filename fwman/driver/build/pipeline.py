@@ -131,13 +131,28 @@ class CompileResult:
 
 
 def prepare_tree(host: Host, source: Source, kver: str) -> str:
-    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products)."""
+    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products).
+
+    A fork's checkout in the source cache is linked, not copied (``cp -al``: new directories, hard links to the
+    files; seconds for a tree of tens of thousands of files, where a byte copy takes tens of seconds): builds
+    only add files, and a checkout whose files changed all the same fails its verification at the next use and
+    is made again (:mod:`fwman.driver.build.checkout`). A local ``--source`` tree is the user's, so it is copied
+    (and where hard links cannot be made, another filesystem, the checkout is too). Raises FwmanError when the
+    tree cannot be set up.
+    """
     tree = f"{paths.BUILD_DIR}/{kver}"
     local_tree = local_dir(host, tree)
     local_src = local_dir(host, source.tree)
     host.mkdir(paths.BUILD_DIR)
     host.remove_tree(tree)  # the previous build of this kernel: kbuild state is never shared
     host.mkdir(tree)
+    if source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/"):
+        entries = [name for name in host.listdir(source.tree) if name != ".git"]
+        linked = host.run(["cp", "-al", "--", *(f"{local_src}/{name}" for name in entries), local_tree], timeout=1200)
+        if linked.ok:
+            return tree
+        host.remove_tree(tree)  # EXDEV or the like: copy instead
+        host.mkdir(tree)
     # tar keeps the sources' timestamps (older than any cached object) and skips .git and old products
     script = (
         f"tar -C {shlex.quote(local_src)} --exclude=.git --exclude=_out --exclude='*.o_binary' -cf - . | "

@@ -165,3 +165,25 @@ def test_a_moved_branch_that_cannot_be_fetched_keeps_the_cached_commit(fork_root
     warning = [line for line in lines if line.startswith("warning: cannot fetch branch 570.86.16-p2p of fork local")]
     assert len(warning) == 1 and warning[0].endswith(f"building the cached 570.86.16-p2p ({head[:12]})")
     assert _siblings(host, fork) == [Path(cache_dir(fork.url)).name]
+
+
+def test_a_fork_checkout_is_linked_into_the_build_tree_a_local_tree_is_copied(
+    fork_root: tuple[LiveHost, Fork, str],
+) -> None:
+    from fwman.driver.build.pipeline import prepare_tree
+    from fwman.driver.build.source import Source, local_source
+
+    host, fork, head = fork_root
+    checkout = ensure_checkout(host, fork, P2P_BRANCH)
+    source = Source(checkout.directory, head, head, fork.name, P2P_BRANCH, fork.url)
+    tree = _local(host, prepare_tree(host, source, "6.1.0-50-amd64"))
+    rel = "kernel-open/nvidia/nv-pci.c"
+    # hard links: no byte is copied, and the build only adds files beside them
+    assert (tree / rel).stat().st_ino == (_local(host, checkout.directory) / rel).stat().st_ino
+    assert not (tree / ".git").exists()
+    mine = _local(host, "/src/mine")
+    mine.parent.mkdir(parents=True)
+    subprocess.run(["cp", "-a", str(_local(host, checkout.directory)), str(mine)], check=True)
+    tree = _local(host, prepare_tree(host, local_source(host, "/src/mine"), "6.1.0-50-amd64"))
+    assert (tree / rel).stat().st_ino != (mine / rel).stat().st_ino  # the user's own tree is copied
+    assert not (tree / ".git").exists() and (tree / rel).read_bytes() == (mine / rel).read_bytes()

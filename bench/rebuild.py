@@ -18,7 +18,9 @@ the cached build spends outside make's kernel-open stage comes off that. The las
 measured here to those proportions. `--fork-dir DIR` measures a real fork checkout instead (no porting; pick two
 kernels it builds for with `--kernels`).
 
-Run as root: ``.venv/bin/python bench/rebuild.py [--runs N] [--fork-dir DIR --kernels K1 K2]``. Prints times and
+`--via-fork` builds the tree as a fork branch (a git repository by file://: checkout, hard-linked build tree), as
+the hook does, instead of as `--source` (copied). Run as root:
+``.venv/bin/python bench/rebuild.py [--runs N] [--via-fork] [--fork-dir DIR --kernels K1 K2]``. Prints times and
 ratios; exit 0 always.
 """
 
@@ -79,12 +81,14 @@ def build(root: Path, kver: str) -> float:
     return timed("modules", "build", "--kernel", kver, "--source", "/src/fork", "--root", str(root))
 
 
-def build_json(root: Path, kver: str) -> tuple[float, dict[str, float]]:
-    """Run `fwman modules build --json` for ``kver`` in ``root``; return (wall time, phases with ``rest``: the
-    command's time outside them). Exits on failure."""
+def build_json(
+    root: Path, kver: str, source: tuple[str, ...] = ("--source", "/src/fork")
+) -> tuple[float, dict[str, float]]:
+    """Run `fwman modules build --json` for ``kver`` in ``root`` from ``source`` (its options); return (wall time,
+    phases with ``rest``: the command's time outside them). Exits on failure."""
     from tests.support.env import FwmanEnv
 
-    argv = ("modules", "build", "--json", "--kernel", kver, "--source", "/src/fork", "--root", str(root))
+    argv = ("modules", "build", "--json", "--kernel", kver, *source, "--root", str(root))
     started = time.perf_counter()
     result = FwmanEnv()(*argv)
     elapsed = time.perf_counter() - started
@@ -113,12 +117,17 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--fork-dir", type=Path, help="a checkout of a real fork to build instead of the stand-in")
     parser.add_argument("--kernels", nargs=2, metavar=("K1", "K2"), help="the two kernels (default: 6.1.0-50, -53)")
+    parser.add_argument(
+        "--via-fork",
+        action="store_true",
+        help="build from the tree as a fork branch (a git repository reached by file://), as the hook does",
+    )
     args = parser.parse_args()
     if os.geteuid() != 0:
         print("run as root (depmod and the temp roots need it)", file=sys.stderr)
         return 0
 
-    from tests.support.modules import FORK_TREE, KERNEL_BAD, KERNEL_OK, add_kernel
+    from tests.support.modules import FORK_TREE, KERNEL_BAD, KERNEL_OK, P2P_BRANCH, add_kernel, make_fork_repo
 
     first, second = args.kernels or (KERNEL_OK, KERNEL_BAD)
     walls: dict[str, list[float]] = {"full_first": [], "cached_second": [], "full_second": []}
@@ -130,6 +139,10 @@ def main() -> int:
             if args.fork_dir is None:
                 port(tree)
             a, b = Path(tmp) / "a", Path(tmp) / "b"
+            source: tuple[str, ...] = ("--source", "/src/fork")
+            if args.via_fork:
+                make_fork_repo(Path(tmp) / "fork.git", tree)
+                source = ("--fork", f"file://{tmp}/fork.git", "--branch", P2P_BRANCH)
             for root in (a, b):
                 for kver in (first, second):
                     add_kernel(root, kver)
@@ -139,12 +152,13 @@ def main() -> int:
                 ("cached_second", a, second),
                 ("full_second", b, second),
             ):
-                wall, spent = build_json(root, kver)
+                wall, spent = build_json(root, kver, source)
                 walls[name].append(wall)
                 phases[name].append(spent)
     f1, c2, f2 = (statistics.median(walls[k]) for k in ("full_first", "cached_second", "full_second"))
     p1, pc, p2 = (_median_phases(phases[k]) for k in ("full_first", "cached_second", "full_second"))
-    print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians), tree: {args.fork_dir or 'stand-in (ported)'}")
+    how = "as a fork branch (file://)" if args.via_fork else "as --source"
+    print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians), tree: {args.fork_dir or 'stand-in (ported)'}, {how}")
     _show(f"clean full build, {first}:", f1, p1)
     _show(f"second kernel {second} with the object cache:", c2, pc)
     _show(f"clean full build, {second} (DKMS per kernel):", f2, p2)

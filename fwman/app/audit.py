@@ -15,7 +15,7 @@ from fwman.reports.audit.model import AuditReport
 @dataclass(frozen=True)
 class AuditRequest:
     """What the user asked for: extra roots (as typed: relative ones are taken from the current directory), extra
-    forks (``NAME=URL``), offline."""
+    forks (a known name, ``NAME=URL`` or a URL: ``forks.resolve_fork``), offline."""
 
     container_roots: tuple[str, ...] = ()
     fork_specs: tuple[str, ...] = ()

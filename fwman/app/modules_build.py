@@ -16,6 +16,7 @@ from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
+from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import refuse_unless_forced
 from fwman.driver.build.pipeline import KernelOutcome, update_kernel
@@ -26,8 +27,10 @@ from fwman.driver.build.source import (
     check_source_options,
     load_source_spec,
     newer_branches,
+    resolve_fork_of,
     resolve_source,
     save_source_spec,
+    source_version,
 )
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Report, apply_all, silent
@@ -81,7 +84,8 @@ class BuildResult:
         return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
 
     def raise_for_failures(self) -> None:
-        """Return when every kernel built; raise PartialError (some built), MissingError (no headers), or
+        """Return when every kernel built; raise PartialError (some built), the source's own error (SourceError:
+        the fork cannot be had; UsageError: a fork name that is not known), MissingError (no headers), or
         VerificationError (a build failed) otherwise."""
         outcomes = [b.outcome for b in self.builds]
         bad = [o for o in outcomes if o.status != "built"]
@@ -90,37 +94,29 @@ class BuildResult:
         if len(bad) < len(outcomes):
             raise PartialError(f"{len(bad)} of {len(outcomes)} kernels not built: {', '.join(o.kver for o in bad)}")
         first = bad[0]
+        if first.source_error is not None:  # the source is the problem, not the headers: its own error and hint
+            error = first.source_error
+            raise error.for_kernel(first.kver) if isinstance(error, SourceError) else error
         if first.status == "pending":
             raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
         raise VerificationError(first.message, hint="see the report above and the build log")
 
 
-def resolve_fork(host: Host, fork: str) -> str:
-    """Return the URL of ``fork``: a configured fork name (``aikitoria``) or anything git can clone as given.
-
-    Raises UsageError when ``/etc/fwman/config.toml`` is invalid (a misspelt fork table is not silently
-    ignored: the name would otherwise be taken for a path).
-    """
-    from fwman.core.config import load_config
-    from fwman.driver.forks import configured_forks
-
-    for known in configured_forks(load_config(host)):
-        if known.name == fork:
-            return known.url
-    return fork
-
-
 def source_spec(host: Host, request: BuildRequest) -> SourceSpec:
     """Return the source to build from: the one the request names, else the remembered one.
 
-    Raises UsageError when the request names an incomplete source, or names none and none is remembered.
+    The fork is kept as named (``aikitoria``, ``NAME=URL``, a URL) and resolved where it is used. Raises
+    UsageError when the request names an incomplete source or a fork that is not known, or names none and none
+    is remembered.
     """
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
         if request.branch is not None:
             names.branch_name(request.branch)  # checked here: a bad name is never fetched, nor remembered
-        fork = resolve_fork(host, request.fork) if request.fork else None
-        return SourceSpec(request.source_dir, fork, request.branch)
+        spec = SourceSpec(request.source_dir, request.fork, request.branch)
+        if spec.fork:
+            resolve_fork_of(host, spec)  # an unknown name is a usage error now, before anything is fetched
+        return spec
     remembered = load_source_spec(host)
     if remembered is None:
         check_source_options(None, None, None)  # raises the usage error that says what to pass
@@ -142,9 +138,13 @@ def build_modules(
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request)
-    warning = refuse_unless_forced(gather(host, target_version(host, spec.branch, spec.source_dir)), request.force)
-    if warning:
-        report(warning)
+    target = target_version(host, spec.branch, spec.source_dir)
+    # a fork branch whose name carries no version (bar1-p2p, 610.57.04-p2p-v3): its tree says, once checked out
+    deferred = target is None and spec.fork is not None
+    if not deferred:
+        warning = refuse_unless_forced(gather(host, target), request.force)
+        if warning:
+            report(warning)
     targets = list(request.kernels)
     if request.all_kernels:
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
@@ -152,7 +152,15 @@ def build_modules(
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
     builds: list[KernelBuild] = []
     with module_lock(host):
-        resolved = remember_if_resolved(host, spec, report) if request.source_dir or request.fork else None
+        resolved: Source | FwmanError | None = None
+        if request.source_dir or request.fork:
+            resolved = remember_if_resolved(host, spec, report)
+        elif deferred:
+            resolved = resolve_or_error(host, spec, report)
+        if deferred and isinstance(resolved, Source):
+            warning = refuse_unless_forced(gather(host, source_version(host, resolved)), request.force)
+            if warning:
+                report(warning)
         for kver in targets:
             report(f"== {kver}")
             outcome = update_kernel(
@@ -174,12 +182,26 @@ def build_modules(
     return BuildResult(builds, check)
 
 
-def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) -> Source | None:
+def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
+    """Return the Source of ``spec``, or the error resolving it raised (each kernel is then pending with it).
+
+    Raises UsageError for a fork name that is not known.
+    """
+    try:
+        return resolve_source(host, spec, report)
+    except UsageError:
+        raise
+    except FwmanError as e:
+        return e
+
+
+def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
     """Resolve the source the user named and remember it for the hook and the catch-up; return it.
 
     Only a source that resolved is remembered: a typo must not replace the working source the next automatic
-    builds use. A fork branch that cannot be fetched now is not remembered and returns None (each kernel is then
-    marked pending, as before). Raises UsageError when ``--source`` is not an open-gpu-kernel-modules tree.
+    builds use. A fork branch that cannot be had now is not remembered and its error is returned (each kernel is
+    then marked pending with it, without asking git again). Raises UsageError when ``--source`` is not an
+    open-gpu-kernel-modules tree or the fork name is not known.
     """
     try:
         source = resolve_source(host, spec, report)
@@ -188,8 +210,8 @@ def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) 
     except FwmanError as e:
         if spec.source_dir:
             raise UsageError(f"--source {e.message}", hint=e.hint) from e
-        report(f"warning: {spec.describe()} is not remembered as the source of later builds: {e.message}")
-        return None
+        report(f"warning: {spec.describe()} cannot be had, so it is not remembered as the source of later builds")
+        return e
     save_source_spec(host, spec)
     return source
 
@@ -219,6 +241,7 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         "log": outcome.log_path,
         "object_cache_hit": outcome.cache_hit,
         "seconds": round(outcome.seconds, 1) if outcome.seconds is not None else None,
+        "phases": {name: round(seconds, 2) for name, seconds in outcome.phases.items()},
         "source": None
         if source is None
         else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
@@ -232,8 +255,18 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
             "phase": failure.phase,
         },
         "newer_branches": newer or [],
+        "source_error": source_error_json(outcome.source_error),
         "changed": outcome.changed,
     }
+
+
+def source_error_json(error: FwmanError | None) -> dict[str, str] | None:
+    """Return why the source could not be had, as the ``source_error`` object of a kernel (None: it could)."""
+    if error is None:
+        return None
+    if isinstance(error, SourceError):
+        return error.to_json()
+    return {"message": error.message, "fork": "", "url": "", "branch": "", "git_stderr": "", "hint": error.hint or ""}
 
 
 def boot_json(check: BootCheck | None) -> dict[str, Any] | None:

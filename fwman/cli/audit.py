@@ -16,7 +16,13 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
     help="Also audit this root filesystem (a mounted image or container rootfs); repeatable. Read only.",
 )
 @click.option("--offline", is_flag=True, help="Do not list fork branches live: use the cache (its age is shown).")
-@click.option("--fork", "fork_specs", multiple=True, metavar="NAME=URL", help="Also look in this fork (repeatable).")
+@click.option(
+    "--fork",
+    "fork_specs",
+    multiple=True,
+    metavar="FORK",
+    help="Also look in this fork (repeatable): a known name, NAME=URL, or a repository URL or local path.",
+)
 @json_option
 @common_options
 @pass_app

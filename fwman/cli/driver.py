@@ -38,8 +38,9 @@ def _fork_options(f: Any) -> Any:
         "--fork",
         "fork_specs",
         multiple=True,
-        metavar="NAME=URL",
-        help="Also list this fork for this run (repeatable; URL may be a local git repository path).",
+        metavar="FORK",
+        help="Also list this fork for this run (repeatable): a known name (aikitoria, a [forks] name), NAME=URL, "
+        "or a repository URL or local path.",
     )(f)
     return f
 
@@ -70,6 +71,7 @@ def branches(
       fwman driver branches --version 570.86.16
       fwman driver branches --version 575.51.02 --json
       fwman driver branches --fork mine=/srv/git/open-gpu-kernel-modules.git
+      fwman driver branches --fork aikitoria --offline
       fwman driver branches --offline
 
     Exit status: 0 when every fork was listed (live or cached), 6 when some could not be, 5 when none could.

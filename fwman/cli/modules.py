@@ -107,7 +107,11 @@ def _render_boot(app: AppContext, check: Any) -> None:
 @modules.command()
 @click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="Kernel release to build for (repeatable).")
 @click.option("--all", "all_kernels", is_flag=True, help="Every installed kernel with headers.")
-@click.option("--fork", metavar="F", help="Fork: a configured name (aikitoria), owner/name on GitHub, or a git URL.")
+@click.option(
+    "--fork",
+    metavar="FORK",
+    help="Fork: a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path.",
+)
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
 @click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
 @click.option(
@@ -154,8 +158,9 @@ def build(
     the boot service, a redirected stderr) a line says when each phase starts and ends, a heartbeat comes every
     30 seconds of silence, and a failure names its phase (docs/hooks.md, "Build progress").
 
-    Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers,
-    6 some kernels built and some did not, 3 the user space does not match (without --force).
+    Exit status: 0 built, 4 a build failed (the report names the file and first error), 5 no headers, or the
+    fork's branch cannot be had (the error names fork, URL and branch, with git's own message), 6 some kernels
+    built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
     from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
     from fwman.core.names import kernel_release

@@ -23,6 +23,7 @@ from fwman.core.config import Config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
+from fwman.driver.git import GIT_ENV, failure_text, git_target
 from fwman.driver.versions import nearest, parse_p2p_branch
 from fwman.host.base import Host
 
@@ -35,6 +36,7 @@ DEFAULT_API = "https://api.github.com"
 API_ENV = "FWMAN_FORGE_API"
 RESERVED_KEYS = {"api_url", "defaults"}  # keys of [forks] that are settings, not forks
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
+_OWNER_NAME_RE = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 _GITHUB_RE = re.compile(r"(?:https?://|git@|ssh://git@)github\.com[/:]([^/\s]+)/([^/\s]+?)(?:\.git)?/?")
 _MAX_PAGES = 50
 #: the branch cache is read up to this; a larger file (one written before answers were capped) is unreadable,
@@ -51,23 +53,18 @@ class Fork:
     url: str
 
 
-def parse_fork_option(text: str) -> Fork:
-    """Return the Fork of a ``--fork NAME=URL`` value. Raises UsageError when it is not ``NAME=URL``."""
-    name, sep, url = text.partition("=")
-    name, url = name.strip(), url.strip()
-    if not sep or not url or not _NAME_RE.fullmatch(name):
-        raise UsageError(
-            f"--fork {text!r}: expected NAME=URL",
-            hint="e.g. --fork mine=https://github.com/me/open-gpu-kernel-modules or --fork local=/srv/fork.git",
-        )
-    return Fork(names.fork_name(name), names.fork_url(url))
+def clonable_url(location: str) -> str:
+    """Return ``location`` as git clones it: ``owner/name`` means GitHub; URLs and absolute paths stay as given."""
+    if _OWNER_NAME_RE.fullmatch(location):
+        return f"https://github.com/{location}.git"
+    return location
 
 
-def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
-    """Return the forks to list: the defaults, then ``[forks]`` of the config, then ``--fork`` values.
+def known_forks(config: Config) -> dict[str, str]:
+    """Return {name: URL} of every fork a name may stand for: the built-in three (unless ``[forks] defaults =
+    false``), then ``[forks]`` of the config (a configured name replaces a built-in URL).
 
-    A later entry with the same name replaces the earlier URL; ``[forks] defaults = false`` drops the built-in
-    three (a mirror-only or offline site). Raises UsageError on a bad entry.
+    Raises UsageError on a bad ``[forks]`` entry.
     """
     forks: dict[str, str] = dict(DEFAULT_FORKS) if config.get_bool("forks", "defaults", True) else {}
     for name, url in config.section("forks").items():
@@ -76,11 +73,54 @@ def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
         if not isinstance(url, str) or not url.strip() or not _NAME_RE.fullmatch(name):
             raise UsageError(f"{config.path}: [forks] {name} must be a URL string", hint='name = "https://..."')
         # config.toml is root's, but a fork URL reaches git: the same edge check as --fork
-        forks[names.fork_name(name, f"{config.path}: [forks]")] = names.fork_url(
-            url.strip(), f"{config.path}: [forks] {name}"
+        forks[names.fork_name(name, f"{config.path}: [forks]")] = clonable_url(
+            names.fork_url(url.strip(), f"{config.path}: [forks] {name}")
         )
+    return forks
+
+
+def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
+    """Return the fork ``text`` names: the one resolver of a fork, for every place a fork is named.
+
+    ``text`` is one of: the name of a known fork (built-in or ``[forks]``: ``aikitoria``); ``NAME=URL`` (a fork
+    for this run, named NAME); or a location git can clone (``https://...``, ``git@host:path``, ``file://...``,
+    an absolute path, ``owner/name`` on GitHub), named by the text itself. ``option`` names where the text came
+    from in messages (``--fork``, ``/etc/fwman/config.toml: [modules] fork``). Raises UsageError for a bad
+    ``[forks]`` table, a name that is not a known fork (the message lists the known ones), or a location git
+    must not be handed.
+    """
+    text = text.strip()
+    forks = known_forks(config)
+    if text in forks:
+        return Fork(text, forks[text])
+    name, sep, url = text.partition("=")
+    if sep:
+        if not _NAME_RE.fullmatch(name.strip()) or not url.strip():
+            raise UsageError(
+                f"{option} {text!r}: expected NAME=URL",
+                hint="e.g. --fork mine=https://github.com/me/open-gpu-kernel-modules or --fork local=/srv/fork.git",
+            )
+        return Fork(names.fork_name(name.strip(), option), clonable_url(names.fork_url(url.strip(), option)))
+    if "/" in text or ":" in text:  # a URL, scp-like git@host:path, an absolute path or owner/name
+        return Fork(text, clonable_url(names.fork_url(text, option)))
+    known = ", ".join(forks) or "none ([forks] defaults = false and no fork configured)"
+    raise UsageError(
+        f"{option} {text!r}: no fork of that name (known forks: {known}); give a known name, NAME=URL or a "
+        "repository URL",
+        hint=f'name a known fork, add it to {config.path} ([forks] {text} = "URL"), '
+        "or give NAME=URL or the repository URL itself",
+    )
+
+
+def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
+    """Return the forks to list: the known ones (:func:`known_forks`), then each ``--fork`` value.
+
+    A ``--fork`` value is anything :func:`resolve_fork` takes (a known name, ``NAME=URL``, a URL); a later
+    entry with the same name replaces the earlier URL. Raises UsageError on a bad entry.
+    """
+    forks = known_forks(config)
     for text in extra:
-        fork = parse_fork_option(text)
+        fork = resolve_fork(config, text)
         forks[fork.name] = fork.url
     return [Fork(n, u) for n, u in forks.items()]
 
@@ -185,24 +225,15 @@ def parse_link_next(header: str | None) -> str | None:
 
 
 def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
-    """Return the branches of ``url`` from ``git ls-remote --heads``. Raises FwmanError when git fails."""
-    target = url
-    if url.startswith("/"):  # a local repository: a host path, handed to git as the real path behind it
-        local = host.local_path(url)
-        if local is None:
-            raise MissingError(f"cannot use local repository {url} on this host")
-        target = local
-    names.fork_url(url)  # never an option: also checked where forks are parsed, again here at the door to git
-    result = host.run(
-        ["git", "ls-remote", "--heads", "--", target],
-        timeout=timeout,
-        env={"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "SSH_ASKPASS": "true"},
-    )
+    """Return the branches of ``url`` from ``git ls-remote --heads``.
+
+    Raises FwmanError when git fails, its message ending with git's stderr (the last 40 lines, 4 KiB at most).
+    """
+    result = host.run(["git", "ls-remote", "--heads", "--", git_target(host, url)], timeout=timeout, env=GIT_ENV)
     if result.missing:
         raise MissingError("git is not installed")
-    if not result.ok:
-        detail = result.stderr.strip().splitlines()
-        raise FwmanError(f"git ls-remote failed: {detail[-1] if detail else f'exit {result.rc}'}")
+    if not result.ok:  # git's whole reason (bounded): its last line alone can say the opposite of the truth
+        raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
     return parse_ls_remote(result.stdout)
 
 

@@ -149,6 +149,14 @@ class Host(Protocol):
         """Create (or replace) symbolic link ``path`` pointing to ``target``."""
         ...
 
+    def remove_tree(self, path: str) -> None:
+        """Remove directory ``path`` with everything under it, or the file or link ``path`` (no error if absent).
+
+        Links inside are removed, never followed. Raises HostChangeError when the filesystem refuses, FwmanError
+        for ``/`` itself.
+        """
+        ...
+
     def local_path(self, path: str) -> str | None:
         """Return the real filesystem path behind host path ``path``, or None where there is none (snapshots).
 

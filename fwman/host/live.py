@@ -233,6 +233,23 @@ class LiveHost(JournalMixin):
             os.unlink(self._target(path))
         self._note("unlink", path)
 
+    def remove_tree(self, path: str) -> None:
+        """Remove directory ``path`` and everything under it, or the file or link ``path`` (absent is fine).
+
+        The last component is taken as named (a link is removed, not followed), and links inside are removed,
+        never followed, so nothing outside ``path`` goes. Raises HostChangeError when the filesystem refuses,
+        FwmanError for ``/``.
+        """
+        if os.path.normpath(path) == "/":
+            raise FwmanError("internal: refusing to remove the whole host (/)")
+        raw = self._target(path)
+        with _changing("remove", path, absent_ok=True):
+            if os.path.isdir(raw) and not os.path.islink(raw):
+                shutil.rmtree(raw)
+            else:
+                os.unlink(raw)
+        self._note("remove_tree", path)
+
     def symlink(self, target: str, path: str) -> None:
         """Create or replace link ``path`` -> ``target``. Raises FwmanError when the filesystem refuses."""
         raw = self._target(path)

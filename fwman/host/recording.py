@@ -360,7 +360,7 @@ class RecordingHost:
     def _refuse(self, *args: object, **kwargs: object) -> None:
         raise UsageError("capture is read-only: a reader tried to change the host")
 
-    write_bytes = mkdir = rename = unlink = symlink = _refuse
+    write_bytes = mkdir = rename = unlink = symlink = remove_tree = _refuse
 
     def run_interactive(
         self,

@@ -302,6 +302,21 @@ class SnapshotHost(JournalMixin):
         self.overlay[_norm(path)] = None
         self._note("unlink", path)
 
+    def remove_tree(self, path: str) -> None:
+        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay."""
+        top = _norm(path)
+        if top == "/":
+            raise UsageError("internal: refusing to remove the whole host (/)")
+        recorded = self._file(top)
+        on_disk = ["/" + str(f.relative_to(self.files_root)) for f in recorded.rglob("*")] if recorded.is_dir() else []
+        for p in [*self.overlay, *self.dirs, *self.links, *self.sizes, *on_disk]:
+            if p == top or p.startswith(top + "/"):
+                self.overlay[p] = None
+                self.dirs.pop(p, None)
+                self.links.pop(p, None)
+        self.overlay[top] = None
+        self._note("remove_tree", path)
+
     def symlink(self, target: str, path: str) -> None:
         """Journal the link creation."""
         self.links[_norm(path)] = target

@@ -95,7 +95,7 @@ TIME_CLOCK = {
 DATETIME_CLOCK = {"now", "utcnow", "today"}
 #: Host methods that change the host or run a tool: the CLI only parses and dispatches, so ``fwman.cli`` never
 #: calls them itself (a use case in app/, or an action, does)
-HOST_CHANGES = {"write_bytes", "mkdir", "rename", "unlink", "symlink", "run", "run_interactive"}
+HOST_CHANGES = {"write_bytes", "mkdir", "rename", "unlink", "symlink", "remove_tree", "run", "run_interactive"}
 
 
 @dataclass(frozen=True)

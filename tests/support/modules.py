@@ -9,9 +9,13 @@ a link at ``ROOT/usr/lib/linux-kbuild-6.1``. Nothing is written outside the temp
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -144,3 +148,81 @@ def install_tiny_modules(root: Path, kver: str) -> None:
     built = {n: build_module(nvidia_tags("570.86.16", kver, name=n)) for n in ("nvidia", "nvidia-uvm")}
     entries, _ = install_modules(host, kver, built)
     write_manifest(host, Manifest(kver, "aikitoria", "570.86.16-p2p", "b" * 40, entries, "2026-12-01T10:00:00+00:00"))
+
+
+# -- a fork served the way users reach one: a bare git repository, by path, file:// or git daemon -------------
+P2P_BRANCH = "570.86.16-p2p"
+_GIT_ID = ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "-c", "init.defaultBranch=main"]
+
+
+def make_fork_repo(bare: Path, tree: Path = FORK_TREE, branch: str = P2P_BRANCH) -> str:
+    """Create bare repository ``bare`` whose ``branch`` holds ``tree`` (the stand-in fork), plus a tag of the same
+    name pointing elsewhere (branches are refs/heads/ only); return the branch's commit."""
+    work = bare.parent / f"{bare.name}.work"
+    shutil.copytree(tree, work, symlinks=True)
+    git = ["git", *_GIT_ID, "-C", str(work)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", f"{branch}: the P2P patch"], check=True)
+    subprocess.run([*git, "branch", branch], check=True)
+    head = subprocess.run([*git, "rev-parse", branch], capture_output=True, text=True, check=True).stdout.strip()
+    (work / "README.tag").write_text("a tag of the branch's name, elsewhere\n")
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "not the branch"], check=True)
+    subprocess.run([*git, "tag", branch], check=True)
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(bare)], check=True)
+    shutil.rmtree(work)
+    return head
+
+
+def commit_to_branch(bare: Path, branch: str, files: dict[str, str]) -> str:
+    """Add a commit writing ``files`` (relative path -> text) on ``branch`` of bare repository ``bare``; return it."""
+    work = bare.parent / f"{bare.name}.update"
+    subprocess.run(["git", "clone", "-q", "-b", branch, str(bare), str(work)], check=True)
+    for rel, text in files.items():
+        (work / rel).write_text(text)
+    git = ["git", *_GIT_ID, "-C", str(work)]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "update"], check=True)
+    subprocess.run([*git, "push", "-q", "origin", f"HEAD:refs/heads/{branch}"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    shutil.rmtree(work)
+    return head
+
+
+@contextlib.contextmanager
+def git_daemon(base: Path) -> Iterator[str]:
+    """Serve every repository under ``base`` with the real ``git daemon`` on 127.0.0.1; yield ``git://127.0.0.1:PORT``.
+
+    The port is a free one the kernel picked; the daemon is stopped (and waited for) on exit.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            f"--base-path={base}",
+            str(base),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("git daemon did not start")
+            time.sleep(0.05)
+        yield f"git://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import (
     INSTALL_SUBDIR,
     Manifest,
@@ -24,7 +24,7 @@ from fwman.driver.build.manifest import (
     store_dir,
 )
 from fwman.driver.kmod.kofile import module_stem, read_module
-from fwman.driver.localfs import local_dir, root_prefix
+from fwman.driver.localfs import root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import Action, Tracked, WriteFile, apply_all
 from fwman.host.base import Host
@@ -96,8 +96,8 @@ class InstallModules:
         final = install_dir(self.kver)
         staging = f"{base}/updates/.fwman-new"
         old = f"{base}/updates/.fwman-old"
-        _rmtree(host, staging)
-        _rmtree(host, old)
+        host.remove_tree(staging)
+        host.remove_tree(old)
         for name, data in self.built.items():
             host.write_bytes(f"{staging}/{name}.ko", data)
         # the store first: if the swap below is interrupted, a repair can still put the new set in place
@@ -107,7 +107,7 @@ class InstallModules:
         if host.exists(final):
             host.rename(final, old)
         host.rename(staging, final)
-        _rmtree(host, old)
+        host.remove_tree(old)
 
 
 @dataclass
@@ -164,16 +164,8 @@ def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> tuple[
 
 def remove_modules(host: Host, kver: str) -> None:
     """Remove fwman's installed modules and store for ``kver`` (the kernel itself was removed)."""
-    _rmtree(host, install_dir(kver))
-    _rmtree(host, store_dir(kver))
-
-
-def _rmtree(host: Host, path: str) -> None:
-    if not (host.exists(path) or host.is_link(path)):
-        return
-    result = host.run(["rm", "-rf", "--", local_dir(host, path, "change")], timeout=120)
-    if not result.ok:
-        raise FwmanError(f"cannot remove {path}: {result.stderr.strip()}")
+    host.remove_tree(install_dir(kver))
+    host.remove_tree(store_dir(kver))
 
 
 def run_depmod(host: Host, kver: str) -> None:

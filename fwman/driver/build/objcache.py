@@ -2,8 +2,12 @@
 
 ``make modules`` first builds ``src/nvidia/_out/Linux_x86_64/nv-kernel.o`` and
 ``src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o``: most of the work, and the same for every kernel.
-fwman keeps both ``_out`` directories (intermediates and dependency files included, so make sees a complete,
-up-to-date build) in ``/var/cache/fwman/objects/<key>/`` and restores them into the next kernel's build tree.
+fwman keeps those two objects in ``/var/cache/fwman/objects/<key>/`` and restores them into the next kernel's
+build tree, and that build names them to make as already made (``-o FILE``, :func:`assume_made`): the top-level
+Makefile's rules for them are phony recipes that enter ``src/nvidia`` and ``src/nvidia-modeset``, where make would
+otherwise read every dependency file and look at every source and header of the kernel-independent build
+(thousands in the real tree) to find nothing to do. So neither the intermediates nor that walk are needed; an
+entry written by an older fwman (the whole ``_out`` directories) is read the same way.
 
 The key is the SHA-256 of the source identity (the fork commit, or a tree hash for a local directory) and the
 compiler's ``--version`` line: a compiler update invalidates the cache, a kernel update does not.
@@ -12,15 +16,15 @@ compiler's ``--version`` line: a compiler update invalidates the cache, a kernel
 from __future__ import annotations
 
 import hashlib
+from itertools import pairwise
 
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError
 from fwman.driver.localfs import local_dir
 from fwman.host.base import Host
 
-#: the directories of the kernel-independent build, relative to the source tree
-OBJECT_DIRS = ("src/nvidia/_out", "src/nvidia-modeset/_out")
-#: the two objects the cache entry must contain to be usable
+#: the two objects the cache entry holds, relative to the source tree; also the names the fork's top-level
+#: Makefile gives their targets (``src/nvidia/$(OUTPUTDIR)/nv-kernel.o``, OUTPUTDIR ``_out/Linux_x86_64``)
 OBJECT_FILES = (
     "src/nvidia/_out/Linux_x86_64/nv-kernel.o",
     "src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o",
@@ -43,24 +47,42 @@ def has_entry(host: Host, key: str) -> bool:
 
 
 def restore(host: Host, key: str, tree: str) -> None:
-    """Copy cache entry ``key`` into build tree ``tree`` (a host path) and mark every restored file as new.
+    """Copy the two objects of cache entry ``key`` into build tree ``tree`` (a host path), dated now.
 
-    Every restored file gets one timestamp, newer than the sources, so make treats the objects as up to date
-    (a fresh checkout gives the sources the checkout time, which can be later than when the cache was filled).
-    Raises FwmanError when a copy fails.
+    The timestamp is newer than the sources' (a fresh checkout gives them the checkout time, which can be later
+    than when the cache was filled), for a make that looks at them anyway. Raises FwmanError when a copy fails.
     """
     stamp = clock.now_utc().timestamp()
-    for rel in OBJECT_DIRS:
-        src = f"{entry_dir(key)}/{rel}"
+    for rel in OBJECT_FILES:
         dst = f"{tree}/{rel}"
         host.mkdir(dst.rsplit("/", 1)[0])
-        _run(host, ["rm", "-rf", local_dir(host, dst)])
-        _run(host, ["cp", "-a", local_dir(host, src), local_dir(host, dst)])
-        _run(host, ["find", local_dir(host, dst), "-exec", "touch", "-h", "-d", f"@{stamp:.0f}", "{}", "+"])
+        _run(host, ["cp", "-f", local_dir(host, f"{entry_dir(key)}/{rel}"), local_dir(host, dst)])
+        _run(host, ["touch", "-d", f"@{stamp:.0f}", local_dir(host, dst)])
+
+
+def assume_made() -> list[str]:
+    """Return the make options that take the restored objects as made: ``-o FILE`` for each (make neither runs
+    their recipes nor enters the kernel-independent sub-makes)."""
+    return [arg for rel in OBJECT_FILES for arg in ("-o", rel)]
+
+
+def rebuilt_anyway(output: str) -> bool:
+    """Return True when make's ``output`` shows it entered a kernel-independent sub-make after all (a fork whose
+    Makefile names those targets differently from :data:`OBJECT_FILES`): the objects were then built again."""
+    subdirs = {rel.split("/_out/", 1)[0] for rel in OBJECT_FILES}  # src/nvidia, src/nvidia-modeset
+    for line in output.splitlines():
+        words = line.split()  # the recipe make echoes: `make -C src/nvidia`
+        if (
+            words
+            and words[0].startswith("make")
+            and any(a == "-C" and b.rstrip("/") in subdirs for a, b in pairwise(words))
+        ):
+            return True
+    return False
 
 
 def store(host: Host, key: str, tree: str) -> bool:
-    """Save the kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored.
+    """Save the two kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored.
 
     Nothing is stored unless both objects exist (a build that failed inside the object step leaves no usable
     entry). The entry is assembled in a temp directory and renamed into place, so a reader never sees half.
@@ -69,11 +91,11 @@ def store(host: Host, key: str, tree: str) -> bool:
         return False
     final = entry_dir(key)
     tmp = f"{paths.OBJECT_CACHE_DIR}/.{key}.tmp"
-    _run(host, ["rm", "-rf", local_dir(host, tmp)])
-    for rel in OBJECT_DIRS:
+    host.remove_tree(tmp)
+    for rel in OBJECT_FILES:
         host.mkdir(f"{tmp}/{rel}".rsplit("/", 1)[0])
         _run(host, ["cp", "-a", local_dir(host, f"{tree}/{rel}"), local_dir(host, f"{tmp}/{rel}")])
-    _run(host, ["rm", "-rf", local_dir(host, final)])
+    host.remove_tree(final)
     host.rename(tmp, final)
     return True
 

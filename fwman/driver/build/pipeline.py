@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build import objcache
+from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.manifest import build_log_path
 from fwman.driver.build.progress import PhaseLog, Progress, ProgressSink, end_line, expected_from_log
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
@@ -127,17 +128,35 @@ class CompileResult:
     seconds: float
     modules: dict[str, str] = field(default_factory=dict)  # name -> host path of the built .ko
     failure: BuildFailure | None = None
+    #: wall seconds per step (copy_tree, restore_objects, make, store_objects): where a build spends its time
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def prepare_tree(host: Host, source: Source, kver: str) -> str:
-    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products)."""
+    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products).
+
+    A fork's checkout in the source cache is linked, not copied (``cp -al``: new directories, hard links to the
+    files; seconds for a tree of tens of thousands of files, where a byte copy takes tens of seconds): builds
+    only add files, and a checkout whose files changed all the same fails its verification at the next use and
+    is made again (:mod:`fwman.driver.build.checkout`). A local ``--source`` tree is the user's, so it is copied
+    (and where hard links cannot be made, another filesystem, the checkout is too). Raises FwmanError when the
+    tree cannot be set up.
+    """
     tree = f"{paths.BUILD_DIR}/{kver}"
     local_tree = local_dir(host, tree)
     local_src = local_dir(host, source.tree)
     host.mkdir(paths.BUILD_DIR)
+    host.remove_tree(tree)  # the previous build of this kernel: kbuild state is never shared
+    host.mkdir(tree)
+    if source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/"):
+        entries = [name for name in host.listdir(source.tree) if name != ".git"]
+        linked = host.run(["cp", "-al", "--", *(f"{local_src}/{name}" for name in entries), local_tree], timeout=1200)
+        if linked.ok:
+            return tree
+        host.remove_tree(tree)  # EXDEV or the like: copy instead
+        host.mkdir(tree)
     # tar keeps the sources' timestamps (older than any cached object) and skips .git and old products
     script = (
-        f"rm -rf {shlex.quote(local_tree)} && mkdir -p {shlex.quote(local_tree)} && "
         f"tar -C {shlex.quote(local_src)} --exclude=.git --exclude=_out --exclude='*.o_binary' -cf - . | "
         f"tar -C {shlex.quote(local_tree)} -xf -"
     )
@@ -257,12 +276,21 @@ def compile_for_kernel(
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id, compiler)
     started = clock.monotonic()
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = clock.monotonic()
+        phases[name] = now - since
+        return now
+
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver)
+    mark = lap("copy_tree", started)
     hit = objcache.has_entry(host, key)
     if hit:
         report("kernel-independent objects: from the object cache (kernel-open only)")
         objcache.restore(host, key, tree)
+        mark = lap("restore_objects", mark)
     else:
         report("kernel-independent objects: not cached, building them (the long part)")
     if host.which("make") is None:
@@ -270,17 +298,23 @@ def compile_for_kernel(
     jobs = jobs or os.cpu_count() or 1
     # --output-sync=target: each target's output comes out whole (errors stay under make's directory lines,
     # which it prints around every block) and as soon as that target is done, so progress can be followed
-    argv = ["make", f"-j{jobs}", "--output-sync=target", "modules", *kernel_tree_args(host, kver)]
+    skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
+    argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver)]
     report(f"running {' '.join(argv)}")
     log_path = build_log_path(kver)
     header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
+    mark = lap("make", mark)
     seconds = clock.monotonic() - started
+    if hit and objcache.rebuilt_anyway(output):
+        report("warning: make built the kernel-independent objects again (the fork's Makefile names them otherwise)")
+        hit = False
     if not hit and objcache.store(host, key, tree):
         report("kernel-independent objects stored in the object cache")
+        lap("store_objects", mark)
     built = {name: f"{tree}/kernel-open/{name}.ko" for name in MODULE_NAMES}
     missing = [name for name, path in built.items() if not host.exists(path)]
-    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds)
+    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds, phases=phases)
     if not result.ok:
         outcome.failure = parse_build_failure(output, local_dir(host, tree))
         outcome.failure.phase = phase
@@ -307,6 +341,10 @@ class KernelOutcome:
     seconds: float | None = None
     #: what the install changed on the host ([] when the same modules were already in place and in effect)
     changed: list[str] = field(default_factory=list)
+    #: why the source could not be had (a SourceError, or a UsageError for a fork name not known); None: it could
+    source_error: FwmanError | None = None
+    #: wall seconds per step (source, copy_tree, restore_objects, make, store_objects, install); {} when none ran
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 def update_kernel(
@@ -319,16 +357,16 @@ def update_kernel(
     report: Report = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-    resolved: Source | None = None,
+    resolved: Source | FwmanError | None = None,
 ) -> KernelOutcome:
     """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
 
     ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
-    build); None resolves it here. Missing headers (or a source that cannot be fetched) mark the kernel
-    pending. A failed build writes the failure marker and leaves the previous modules in place; the next attempt
-    for the same (commit, kernel) is skipped unless ``force``. Success writes the manifest and clears both
-    markers. Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person
-    (disk, permissions).
+    build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
+    so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
+    marker and leaves the previous modules in place; the next attempt for the same (commit, kernel) is skipped
+    unless ``force``. Success writes the manifest and clears both markers. Never raises for a build problem (the
+    outcome says it); raises FwmanError for what needs a person (disk, permissions).
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (
@@ -354,11 +392,21 @@ def update_kernel(
         )
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
+    began = clock.monotonic()
     try:
+        if isinstance(resolved, FwmanError):
+            raise resolved
         source = resolved if resolved is not None else resolve_source(host, spec, report, fetch=fetch)
     except FwmanError as e:
-        write_marker(host, pending_path(kver), Marker(kver, f"source unavailable: {e.message}"))
-        return KernelOutcome(kver, "pending", f"cannot get the source ({e.message}): marked pending")
+        # the source is the problem, not the headers: the outcome carries the error (fork, URL, branch, git's
+        # stderr) so that the caller's message and hint say so
+        marker = Marker(kver, f"source unavailable: {e.message.splitlines()[0].rstrip(':')}")
+        if isinstance(e, SourceError):
+            marker.fork, marker.branch = e.fork, e.branch
+            marker.detail = {"url": e.url, "git_stderr": e.git_stderr}
+        write_marker(host, pending_path(kver), marker)
+        message = f"{kver}: marked pending, the source cannot be had: {e.message}"
+        return KernelOutcome(kver, "pending", message, source_error=e)
     failed = read_marker(host, failed_path(kver))
     if failed is not None and failed.commit == source.source_id and not force:
         message = (
@@ -366,10 +414,13 @@ def update_kernel(
             f"(run `fwman modules build --kernel {kver} --force` after fixing the cause)"
         )
         return KernelOutcome(kver, "skipped", message, source)
+    resolved_at = clock.monotonic()
     result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report))
     outcome = KernelOutcome(
         kver, "failed", "", source, log_path=result.log_path, cache_hit=result.cache_hit, seconds=result.seconds
     )
+    outcome.phases = {"source": resolved_at - began, **result.phases}
+    installing = clock.monotonic()
 
     def fail(failure: BuildFailure) -> KernelOutcome:
         detail = {"log": result.log_path, "message": failure.message}
@@ -421,6 +472,7 @@ def update_kernel(
     # the manifest is rewritten only when it says something new (built_at alone is not a change)
     changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
     outcome.changed = changed
+    outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

@@ -9,13 +9,15 @@ of the files) the object cache and the failure markers key on. Building it is :m
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from fwman.core import names, paths
+from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
+from fwman.driver.build.checkout import ensure_checkout
+from fwman.driver.forks import Fork, resolve_fork
+from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
@@ -72,11 +74,11 @@ def tree_hash(host: Host, tree: str) -> str:
 
 def _git(host: Host, args: list[str], cwd: str | None = None, timeout: float = 600) -> str:
     argv = ["git", *args]
-    result = host.run(argv, timeout=timeout, cwd=cwd, env={"GIT_TERMINAL_PROMPT": "0"})
+    result = host.run(argv, timeout=timeout, cwd=cwd, env=GIT_ENV)
     if result.missing:
         raise MissingError("git not found", hint="install git (apt install git)")
     if not result.ok:
-        raise FwmanError(f"git {' '.join(args[:2])} failed: {result.stderr.strip().splitlines()[-1:] or '?'}")
+        raise FwmanError(failure_text(f"git {' '.join(args[:2])}", result.rc, result.stderr))
     return result.stdout.strip()
 
 
@@ -105,56 +107,15 @@ def local_source(host: Host, directory: str) -> Source:
     return Source(directory, source_id, commit, None, None, directory)
 
 
-def fork_url(fork: str) -> str:
-    """Return a clonable URL for ``fork`` (``owner/name`` means GitHub; URLs and paths are used as given)."""
-    if re.fullmatch(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+", fork) and not os.path.isabs(fork):
-        return f"https://github.com/{fork}.git"
-    return fork
+def fork_source(host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True) -> Source:
+    """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed).
 
-
-def fork_cache_dir(url: str) -> str:
-    """Return the host directory of the cached checkout of ``url``."""
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
-    return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}"
-
-
-def fork_source(host: Host, fork: str, branch: str, report: Report = silent, fetch: bool = True) -> Source:
-    """Clone or fetch ``branch`` of ``fork`` into the source cache, check it out and return the Source.
-
-    The branch is resolved as ``refs/heads/<branch>`` (some P2P names also exist as tags). When the fetch
-    fails but the branch was fetched before, the cached commit is used with a warning. Raises FwmanError
-    when the branch cannot be had at all.
+    The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags). See
+    :func:`fwman.driver.build.checkout.ensure_checkout` for when the network is used and how a damaged cache is
+    repaired. Raises SourceError when the branch cannot be had.
     """
-    url = fork_url(fork)
-    cache = fork_cache_dir(url)
-    local = local_dir(host, cache)
-    if not host.exists(f"{cache}/.git"):
-        report(f"cloning {url} into {cache}")
-        host.mkdir(cache)
-        _git(host, ["init", "-q", "--", local])
-        # `--` before every user-supplied argument: a URL starting with '-' must never become a git option
-        _git(host, ["remote", "add", "--", "origin", names.fork_url(url)], cwd=local)
-    names.branch_name(branch)
-    remote_ref = f"refs/remotes/origin/{branch}"
-    if fetch:
-        report(f"fetching {branch} from {url}")
-        result = host.run(
-            ["git", "fetch", "-q", "--depth=1", "--", "origin", f"+refs/heads/{branch}:{remote_ref}"],
-            cwd=local,
-            timeout=1800,
-            env={"GIT_TERMINAL_PROMPT": "0"},
-        )
-        if not result.ok:
-            have = host.run(["git", "rev-parse", "--verify", "-q", remote_ref], cwd=local)
-            if not have.ok:
-                raise FwmanError(
-                    f"cannot fetch branch {branch} of {url}: {result.stderr.strip().splitlines()[-1:] or '?'}",
-                    hint="check the fork and branch names (`fwman driver branches`) and the network",
-                )
-            report(f"warning: fetch failed, building the cached {branch} ({have.stdout.strip()[:12]})")
-    _git(host, ["checkout", "-q", "--force", "--detach", remote_ref], cwd=local)
-    commit = _git(host, ["rev-parse", "HEAD"], cwd=local)
-    return Source(cache, commit, commit, fork, branch, url)
+    checkout = ensure_checkout(host, fork, branch, report, fetch=fetch)
+    return Source(checkout.directory, checkout.commit, checkout.commit, fork.name, branch, fork.url)
 
 
 def check_source_options(source_dir: str | None, fork: str | None, branch: str | None) -> None:
@@ -163,18 +124,25 @@ def check_source_options(source_dir: str | None, fork: str | None, branch: str |
         raise UsageError("--source cannot be combined with --fork/--branch")
     if not source_dir and not (fork and branch):
         raise UsageError(
-            "say what to build: --source DIR, or --fork OWNER/NAME --branch VERSION-p2p",
-            hint="e.g. --fork aikitoria/open-gpu-kernel-modules --branch 570.86.16-p2p",
+            "say what to build: --source DIR, or --fork F --branch VERSION-p2p",
+            hint="e.g. --fork aikitoria --branch 570.86.16-p2p (a fork name from `fwman driver branches`, "
+            "NAME=URL, or a repository URL)",
         )
 
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """What to build from: a local tree, or a fork branch."""
+    """What to build from: a local tree, or a fork branch.
+
+    ``fork`` is the text that named the fork (a known name, ``NAME=URL`` or a URL), resolved by
+    :func:`fwman.driver.forks.resolve_fork` each time it is used, so a name follows ``[forks]``; ``origin`` says
+    where that text came from, for messages (not recorded).
+    """
 
     source_dir: str | None = None
     fork: str | None = None
     branch: str | None = None
+    origin: str = field(default="--fork", compare=False)
 
     def describe(self) -> str:
         """Return the spec for messages."""
@@ -202,7 +170,9 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
     source_dir = config.get_str("modules", "source")
     if source_dir or (fork and branch):
-        return SourceSpec(source_dir, None if source_dir else fork, None if source_dir else branch)
+        if source_dir:
+            return SourceSpec(source_dir, None, None)
+        return SourceSpec(None, fork, branch, origin=f"{config.path}: [modules] fork")
     if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None
 
@@ -223,7 +193,9 @@ def load_source_spec(host: Host) -> SourceSpec | None:
         v is None or isinstance(v, str) for v in (doc.get("source"), doc.get("fork"), doc.get("branch"))
     ):
         raise unreadable("not an object of source/fork/branch strings")
-    spec = SourceSpec(doc.get("source") or None, doc.get("fork") or None, doc.get("branch") or None)
+    spec = SourceSpec(
+        doc.get("source") or None, doc.get("fork") or None, doc.get("branch") or None, paths.MODULES_SOURCE_RECORD
+    )
     if not spec.source_dir and not (spec.fork and spec.branch):
         raise unreadable("names neither a source directory nor a fork and branch")
     return spec
@@ -241,17 +213,29 @@ def save_source_spec(host: Host, spec: SourceSpec) -> None:
     host.write_bytes(paths.MODULES_SOURCE_RECORD, spec.to_json())
 
 
+def resolve_fork_of(host: Host, spec: SourceSpec) -> Fork:
+    """Return the fork ``spec`` names, resolved against the configuration (the one resolver).
+
+    Raises UsageError for a bad configuration or a name that is not a known fork.
+    """
+    from fwman.core.config import load_config
+
+    assert spec.fork
+    return resolve_fork(load_config(host), spec.fork, spec.origin)
+
+
 def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch: bool = True) -> Source:
-    """Return the buildable Source for ``spec``. Raises as the two resolvers do.
+    """Return the buildable Source for ``spec``.
 
     With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
-    fork already in the source cache is built at its cached commit; only a fork never fetched is cloned.
+    branch already in the source cache is built at its cached commit; only a branch never fetched is fetched.
+    Raises UsageError for a fork name that is not known, SourceError when the branch cannot be had,
+    MissingError when ``--source`` is not a module tree.
     """
     if spec.source_dir:
         return local_source(host, spec.source_dir)
     assert spec.fork and spec.branch
-    cached = host.exists(f"{fork_cache_dir(fork_url(spec.fork))}/.git")
-    return fork_source(host, spec.fork, spec.branch, report, fetch=fetch or not cached)
+    return fork_source(host, resolve_fork_of(host, spec), spec.branch, report, fetch=fetch)
 
 
 def source_version(host: Host, source: Source) -> str | None:

@@ -186,3 +186,104 @@ def test_a_failed_depmod_on_import_is_exit_4_and_writes_no_manifest(tmp_path: Pa
     assert f"fwman: error: depmod failed for {KVER}: depmod: ERROR: could not open directory" in r.stderr
     assert "not in effect" in r.stderr and "unexpected" not in r.stderr
     assert not (root / f"var/lib/fwman/modules/{KVER}.json").exists()  # no manifest claims the import
+
+
+# -- issue 23: a configured fork name resolves everywhere; a source failure is not a headers failure --------
+def _fork_root(tmp_path: Path) -> tuple[Path, str]:
+    """A root with fake headers (nothing compiles) and the stand-in fork at /srv/git/fork.git; (root, commit)."""
+    from tests.support.modules import make_fork_repo
+    from tests.support.tools import require_tools
+
+    require_tools("git")
+    root = _root(tmp_path / "root", headers=True)
+    (root / "srv/git").mkdir(parents=True)
+    tree = tmp_path / "tree"  # a module tree whose build fails at once: these tests are about the source
+    (tree / "kernel-open").mkdir(parents=True)
+    (tree / "kernel-open/Kbuild").write_text("obj-m := nvidia.o\n")
+    (tree / "Makefile").write_text("modules:\n\t@echo 'conftest: no kernel here'; exit 2\n")
+    return root, make_fork_repo(root / "srv/git/fork.git", tree)
+
+
+def test_the_hook_resolves_the_fork_named_in_config(tmp_path: Path) -> None:
+    # the form docs/driver-branches.md shows; before, the hook ran `git remote add origin aikitoria`
+    root, head = _fork_root(tmp_path)
+    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman/config.toml").write_text(
+        '[forks]\naikitoria = "/srv/git/fork.git"\n\n[modules]\nfork = "aikitoria"\nbranch = "570.86.16-p2p"\n'
+    )
+    r = FwmanEnv()("modules", "hook", "--kernel", KVER, "--from", "header_postinst", "--root", str(root))
+    assert "source unavailable" not in r.stdout + r.stderr and "remote add" not in r.stdout + r.stderr
+    # the tree's build fails at once: the build itself failed, from the right fork and commit
+    marker = json.loads((root / f"var/lib/fwman/modules/{KVER}.failed").read_text())
+    assert (marker["fork"], marker["branch"], marker["commit"]) == ("aikitoria", "570.86.16-p2p", head)
+    assert not (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
+
+
+def test_an_unknown_fork_name_is_a_usage_error_naming_the_known_ones(tmp_path: Path) -> None:
+    root, _head = _fork_root(tmp_path)
+    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman/config.toml").write_text('[forks]\nlocal = "/srv/git/fork.git"\n')
+    r = FwmanEnv()(
+        "modules", "build", "--kernel", KVER, "--fork", "lcoal", "--branch", "570.86.16-p2p", "--root", str(root)
+    )
+    assert r.code == 2, r.stderr
+    assert "--fork 'lcoal': no fork of that name (known forks: aikitoria, tinygrad, mylesgoose, local)" in r.stderr
+    assert not (root / "var/cache/fwman/src").exists()  # nothing fetched
+    # the same name in [modules]: `modules build` without --fork says where it came from
+    (root / "etc/fwman/config.toml").write_text(
+        '[forks]\nlocal = "/srv/git/fork.git"\n\n[modules]\nfork = "lcoal"\nbranch = "570.86.16-p2p"\n'
+    )
+    r = FwmanEnv()("modules", "build", "--kernel", KVER, "--root", str(root))
+    assert r.code == 2, r.stderr
+    assert "/etc/fwman/config.toml: [modules] fork 'lcoal': no fork of that name" in r.stderr
+
+
+def test_a_source_that_cannot_be_had_is_not_a_missing_headers_error(tmp_path: Path) -> None:
+    root, _head = _fork_root(tmp_path)
+    run = FwmanEnv()
+    argv = ("modules", "build", "--kernel", KVER, "--fork", "gone=/srv/git/nothing.git", "--branch", "570.86.16-p2p")
+    r = run(*argv, "--root", str(root))
+    assert r.code == 5, r.stderr
+    assert "install the headers" not in r.stderr
+    assert "hint: the kernel headers are not the problem: check that fork gone is reachable" in r.stderr
+    assert f"then run `fwman modules build --kernel {KVER}`" in r.stderr
+    # git's whole reason, not its last line alone ("and the repository exists.")
+    assert "does not appear to be a git repository" in r.stderr and "and the repository exists." in r.stderr
+    r = run(*argv, "--json", "--root", str(root))
+    assert r.code == 5
+    entry = r.json()["kernels"][0]
+    assert entry["status"] == "pending" and entry["source_error"]["fork"] == "gone"
+    assert entry["source_error"]["url"] == "/srv/git/nothing.git" and entry["source_error"]["branch"] == "570.86.16-p2p"
+    git_lines = entry["source_error"]["git_stderr"].splitlines()
+    assert len(git_lines) >= 3 and git_lines[-1] == "and the repository exists."
+    marker = json.loads((root / f"var/lib/fwman/modules/{KVER}.pending").read_text())
+    assert marker["reason"].startswith("source unavailable: cannot reach fork gone")
+    assert "does not appear to be a git repository" in marker["detail"]["git_stderr"]
+
+
+def test_lockstep_reads_the_version_of_a_fork_branch_from_its_tree(tmp_path: Path) -> None:
+    # a branch name that carries no version (`bar1-p2p`): the lockstep check used to be skipped for it
+    from tests.support.modules import make_fork_repo
+
+    root, _head = _fork_root(tmp_path)
+    tree = tmp_path / "tree"
+    (tree / "version.mk").write_text("NVIDIA_VERSION = 570.86.16\n")
+    make_fork_repo(root / "srv/git/bar1.git", tree, branch="bar1-p2p")
+    libs = root / "usr/lib/x86_64-linux-gnu"
+    libs.mkdir(parents=True)
+    (libs / "libcuda.so.575.51.02").write_bytes(b"")
+    r = FwmanEnv()(
+        "modules",
+        "build",
+        "--kernel",
+        KVER,
+        "--fork",
+        "bar1=/srv/git/bar1.git",
+        "--branch",
+        "bar1-p2p",
+        "--root",
+        str(root),
+    )
+    assert r.code == 3, r.stderr
+    assert "the branch builds driver 570.86.16 but the user space differs (host has 575.51.02)" in r.stderr
+    assert not (root / f"var/lib/fwman/modules/{KVER}.failed").exists()  # refused before any build

@@ -21,6 +21,7 @@ from fwman.driver.forks import (
     forge_repo,
     parse_link_next,
     parse_ls_remote,
+    resolve_fork,
 )
 
 AIKITORIA = "https://github.com/aikitoria/open-gpu-kernel-modules"
@@ -93,3 +94,50 @@ def test_bad_fork_option(bad: str) -> None:
 def test_bad_toml_is_usage_error() -> None:
     with pytest.raises(UsageError, match="not valid TOML"):
         parse_config("[forks\n")
+
+
+# -- one resolver of a named fork (issue 23, row 1) --------------------------------------------------------
+MIRROR = '[forks]\naikitoria = "/srv/git/open-gpu-kernel-modules"\nmine = "me/ogkm"\n'
+
+
+def test_resolver_takes_a_configured_name_a_built_in_name_name_equals_url_and_a_url() -> None:
+    config = parse_config(MIRROR)
+    # the form docs/driver-branches.md shows: a configured name replaces the built-in URL of the same name
+    assert resolve_fork(config, "aikitoria") == Fork("aikitoria", "/srv/git/open-gpu-kernel-modules")
+    assert resolve_fork(config, "tinygrad") == Fork("tinygrad", DEFAULT_FORKS["tinygrad"])
+    assert resolve_fork(config, "mine") == Fork("mine", "https://github.com/me/ogkm.git")  # owner/name: GitHub
+    assert resolve_fork(config, "x=/srv/x.git") == Fork("x", "/srv/x.git")
+    assert resolve_fork(config, "git://127.0.0.1:9418/f.git") == Fork(
+        "git://127.0.0.1:9418/f.git", "git://127.0.0.1:9418/f.git"
+    )
+    assert resolve_fork(config, "a/b") == Fork("a/b", "https://github.com/a/b.git")
+    assert resolve_fork(Config(), "aikitoria") == Fork("aikitoria", DEFAULT_FORKS["aikitoria"])
+
+
+def test_an_unknown_name_is_a_usage_error_naming_the_known_forks() -> None:
+    with pytest.raises(UsageError) as e:
+        resolve_fork(parse_config(MIRROR), "aikitora", "/etc/fwman/config.toml: [modules] fork")
+    assert e.value.message.startswith("/etc/fwman/config.toml: [modules] fork 'aikitora': no fork of that name")
+    assert "known forks: aikitoria, tinygrad, mylesgoose, mine" in e.value.message
+    with pytest.raises(UsageError, match=r"known forks: none \(\[forks\] defaults = false"):
+        resolve_fork(parse_config("[forks]\ndefaults = false\n"), "aikitoria")
+
+
+def test_listing_options_take_a_known_name_too() -> None:
+    # --fork of audit and driver branches: NAME=URL as documented, and now a known name or a URL as well
+    assert configured_forks(Config(), ["aikitoria"]) == configured_forks(Config())  # listed once
+    config = parse_config("[forks]\ndefaults = false\n")
+    assert configured_forks(config, ["file:///srv/f.git"]) == [Fork("file:///srv/f.git", "file:///srv/f.git")]
+    with pytest.raises(UsageError, match="'tinygrad': no fork of that name"):
+        configured_forks(config, ["tinygrad"])  # defaults = false: not known here
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=80))
+def test_property_resolver_any_text_is_a_fork_or_a_usage_error(text: str) -> None:
+    config = parse_config(MIRROR)
+    try:
+        fork = resolve_fork(config, text)
+    except UsageError:
+        return
+    assert not fork.url.startswith("-") and not any(c.isspace() for c in fork.url)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.hostgen.rig import build_rig, rig_4x3090
-from fwman.core.errors import MissingError, NotRecordedError, UsageError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult
 from fwman.host.live import LiveHost
 from fwman.host.recording import Redactor, SnapshotWriter
@@ -264,3 +264,37 @@ def test_a_replay_reads_at_most_the_limit_and_sizes_without_reading(tmp_path: Pa
     assert replay.read_bytes("/proc/cmdline", limit=4) == whole[:4]
     assert replay.read_bytes("/proc/cmdline") == whole
     assert replay.stat_size("/proc/cmdline") == len(whole)
+
+
+def test_live_remove_tree_removes_the_tree_and_nothing_a_link_points_at(tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "var/cache/x/a/b").mkdir(parents=True)
+    (root / "var/cache/x/a/b/f").write_text("1")
+    outside.mkdir()
+    (outside / "keep").write_text("kept")
+    (root / "var/cache/x/link").symlink_to(outside)  # a link inside: removed, never followed
+    (root / "var/cache/y").symlink_to(outside)  # the tree named is itself a link: the link goes
+    host = LiveHost(str(root))
+    host.remove_tree("/var/cache/x")
+    host.remove_tree("/var/cache/y")
+    host.remove_tree("/var/cache/never-there")  # absent is fine
+    assert not (root / "var/cache/x").exists() and not (root / "var/cache/y").is_symlink()
+    assert (outside / "keep").read_text() == "kept"
+    assert [(j.action, j.path) for j in host.journal][:2] == [
+        ("remove_tree", "/var/cache/x"),
+        ("remove_tree", "/var/cache/y"),
+    ]
+    with pytest.raises(FwmanError, match="refusing"):
+        host.remove_tree("/")
+    assert root.is_dir()
+
+
+def test_snapshot_remove_tree_is_journaled_and_reads_as_absent(tmp_path: Path) -> None:
+    host = _write_small_snapshot(tmp_path)
+    host.write_bytes("/var/cache/fwman/src/a/f", b"1")
+    host.remove_tree("/etc/pve")
+    host.remove_tree("/var/cache/fwman/src")
+    assert not host.exists("/etc/pve/lxc/101.conf") and not host.exists("/etc/pve")
+    assert not host.exists("/var/cache/fwman/src/a/f")
+    assert ("remove_tree", "/etc/pve") in [(j.action, j.path) for j in host.journal]
+    assert (tmp_path / "snap/files/etc/pve/lxc/101.conf").is_file()  # the snapshot on disk is untouched

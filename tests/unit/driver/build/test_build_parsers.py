@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import MissingError, ParseError, UsageError
 from fwman.driver.build import objcache
+from fwman.driver.build.checkout import cache_dir
 from fwman.driver.build.install import parse_modules_dep
 from fwman.driver.build.lock import LockTimeout, module_lock
 from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
 from fwman.driver.build.pipeline import kernel_tree_args, parse_build_failure
-from fwman.driver.build.source import check_source_options, fork_cache_dir, fork_url, local_source, tree_hash
+from fwman.driver.build.source import check_source_options, local_source, tree_hash
+from fwman.driver.forks import clonable_url
 from fwman.host.live import LiveHost
 
 GCC_LOG = """\
@@ -94,9 +96,11 @@ def test_source_options_and_fork_names() -> None:
     with pytest.raises(UsageError):
         check_source_options(None, "a/b", None)
     check_source_options(None, "a/b", "570.86.16-p2p")
-    assert fork_url("aikitoria/open-gpu-kernel-modules") == "https://github.com/aikitoria/open-gpu-kernel-modules.git"
-    assert fork_url("file:///srv/fork.git") == "file:///srv/fork.git"
-    a, b = fork_cache_dir("https://x/a.git"), fork_cache_dir("https://x/b.git")
+    assert (
+        clonable_url("aikitoria/open-gpu-kernel-modules") == "https://github.com/aikitoria/open-gpu-kernel-modules.git"
+    )
+    assert clonable_url("file:///srv/fork.git") == "file:///srv/fork.git"
+    a, b = cache_dir("https://x/a.git"), cache_dir("https://x/b.git")
     assert a != b and a.startswith("/var/cache/fwman/src/")
 
 
@@ -202,6 +206,9 @@ def test_object_cache_store_and_restore(tmp_path: Path) -> None:
     assert not objcache.has_entry(host, key)
     assert objcache.store(host, key, "/build/k1")
     assert objcache.has_entry(host, key)
+    # only the two objects are kept: with `-o` make never looks at the intermediates
+    entry = tmp_path / objcache.entry_dir(key).lstrip("/")
+    assert sorted(str(p.relative_to(entry)) for p in entry.rglob("*") if p.is_file()) == sorted(objcache.OBJECT_FILES)
 
     other = tmp_path / "build/k2"
     (other / "src/nvidia").mkdir(parents=True)
@@ -209,11 +216,17 @@ def test_object_cache_store_and_restore(tmp_path: Path) -> None:
     source.write_text("int a;\n")
     os.utime(source, (4_000_000_000, 4_000_000_000))  # a checkout newer than the cached objects
     objcache.restore(host, key, "/build/k2")
-    restored = other / "src/nvidia/_out/Linux_x86_64/part.o"
-    assert restored.read_bytes() == b"part"
-    assert (other / objcache.OBJECT_FILES[1]).read_bytes().startswith(b"obj ")
-    stamps = {p.stat().st_mtime for p in (other / "src/nvidia/_out").rglob("*") if p.is_file()}
-    assert len(stamps) == 1  # one timestamp: make sees a complete, consistent build
+    for rel in objcache.OBJECT_FILES:
+        assert (other / rel).read_bytes() == b"obj " + rel.encode()
+    assert objcache.assume_made() == ["-o", objcache.OBJECT_FILES[0], "-o", objcache.OBJECT_FILES[1]]
+
+
+def test_object_cache_sees_a_sub_make_that_ran_anyway() -> None:
+    ran = "make -C src/nvidia\nmake -C src/nvidia-modeset\nmake[1]: Nothing to be done for 'all'.\n"
+    assert objcache.rebuilt_anyway(ran)
+    assert not objcache.rebuilt_anyway(
+        "cd kernel-open/nvidia/ && ln -sf ../../src/nvidia/_out/x.o x\nmake -C kernel-open modules\n"
+    )
 
 
 def test_object_cache_refuses_a_half_build(tmp_path: Path) -> None:

@@ -228,9 +228,13 @@ def test_build_with_an_unreachable_fork_names_the_source(owner: Owner) -> None:
     finally:
         owner.root.write_text("/etc/fwman/config.toml", config)
     lowered = out.lower()
-    assert code not in (0, 5) and "install the headers" not in lowered and "linux-headers" not in lowered, (
+    # exit 5 (a fork branch that cannot be had is "missing", docs/exit-codes.md), but naming the source
+    assert code == 5 and "install the headers" not in lowered and "linux-headers" not in lowered, (
         f"row 3: with the headers of {first} installed and the fork unreachable, `modules build` exit {code} "
         f"blames the headers:\n{out[-3000:]}"
+    )
+    assert "cannot reach fork" in out and "the kernel headers are not the problem" in out, (
+        f"row 3: the error does not say the source is the cause:\n{out[-3000:]}"
     )
     assert gone in out, f"row 3: the error does not name the source {gone}:\n{out[-3000:]}"
     for line in ("does not appear to be a git repository", "Could not read from remote repository"):

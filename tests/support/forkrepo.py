@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import re
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from pathlib import Path
 
 from fixtures.forge import real_branch_lists
 from tests.support.modules import FORK_TREE
+from tests.support.modules import git_daemon as serve_with_git_daemon
 
 FORK = "aikitoria/open-gpu-kernel-modules"
 BRANCH = "570.86.16-p2p"
@@ -106,51 +105,20 @@ def make_fork(base: Path, unsupported: list[str]) -> Path:
     return bare
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @dataclass
 class GitDaemon:
-    """A running ``git daemon`` serving ``base`` on 127.0.0.1:``port``."""
+    """A running ``git daemon`` serving ``base`` at ``root_url`` (``git://127.0.0.1:PORT``)."""
 
     base: Path
-    port: int
+    root_url: str
 
     def url(self, name: str = REPO_NAME) -> str:
         """Return the git:// URL of repository ``name`` under the served directory."""
-        return f"git://127.0.0.1:{self.port}/{name}"
+        return f"{self.root_url}/{name}"
 
 
 @contextmanager
 def git_daemon(base: Path) -> Iterator[GitDaemon]:
-    """Serve the repositories under ``base`` with git daemon until the context ends (the daemon is stopped)."""
-    port = _free_port()
-    argv = ["git", "daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1", f"--port={port}"]
-    proc = subprocess.Popen(
-        [*argv, f"--base-path={base}", str(base)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError as e:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    why = proc.stderr.read() if proc.stderr else ""
-                    raise AssertionError(f"git daemon did not start: {why!r}") from e
-                time.sleep(0.1)
-        yield GitDaemon(base, port)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """Serve the repositories under ``base`` with git daemon until the context ends (tests/support/modules.py's)."""
+    with serve_with_git_daemon(base) as root_url:
+        yield GitDaemon(base, root_url)

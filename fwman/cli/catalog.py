@@ -314,9 +314,9 @@ def sign(
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
     from fwman.firmware.catalog.signing import load_private_key
     from fwman.host.live import LiveHost
-    from fwman.host.userfiles import read_user_file
+    from fwman.host.userfiles import read_user_file, user_path
 
-    directory = (directory or BUNDLED_CATALOG).resolve()
+    directory = Path(user_path(str(directory or BUNDLED_CATALOG)))
     stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
     until = metadata_time(expires, "--expires") if expires is not None else None
     key = load_private_key(read_user_file(str(key_file)), str(key_file))

@@ -13,7 +13,6 @@ root works too). Without them the build would target the *running* kernel.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 import threading
@@ -30,6 +29,7 @@ from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import RemoveFile, Report, apply_all, silent
 from fwman.host.base import CommandResult, Host
+from fwman.host.local import cpu_count
 
 
 def compiler_version(host: Host) -> str:
@@ -267,7 +267,7 @@ def compile_for_kernel(
         report("kernel-independent objects: not cached, building them (the long part)")
     if host.which("make") is None:
         raise MissingError("make not found", hint="install make and gcc (apt install make gcc)")
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or cpu_count()
     # --output-sync=target: each target's output comes out whole (errors stay under make's directory lines,
     # which it prints around every block) and as soon as that target is done, so progress can be followed
     argv = ["make", f"-j{jobs}", "--output-sync=target", "modules", *kernel_tree_args(host, kver)]

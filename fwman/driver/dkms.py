@@ -93,7 +93,7 @@ def dkms_argv(host: Host, *args: str) -> list[str]:
         argv += [
             f"--dkmstree={prefix}/var/lib/dkms",
             f"--sourcetree={prefix}/usr/src",
-            f"--installtree={prefix}/lib/modules",
+            f"--installtree={prefix}{paths.MODULES_ROOT}",
             "--no-depmod",
         ]
     return argv

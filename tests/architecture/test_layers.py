@@ -589,3 +589,61 @@ def test_every_rank_names_a_package_that_exists() -> None:
     stale = [p for p in LAYERS if p != "fwman" and not exists(p)]
     stale += [f"{p}.{s}" for p, ranks in SUBLAYERS.items() for s in ranks if s and not exists(p, s)]
     assert not stale, f"ranks for packages that do not exist (delete them): {stale}"
+
+
+# -- host paths: one owner each (fwman/core/paths.py) --------------------------------------------------------
+#: a host path spelled out with a variable part, where core/paths.py (or its owner) has the function
+PATH_BUILDERS: dict[str, str] = {
+    "/lib/modules/": "paths.modules_dir(kver)",
+    "/etc/pve/lxc/": "platform.proxmox.lxc_config_path(ctid)",
+}
+#: names only core/paths.py spells out
+PATH_NAMES: dict[str, str] = {"8be4df61-93ca-11d2-aa0d-00e098032b8c": "paths.SECUREBOOT_VAR / EFI_GLOBAL_GUID"}
+PATH_OWNERS = {"fwman.core.paths"}
+
+
+def check_paths(module: str, source: str) -> list[Violation]:
+    """Return every host path ``source`` builds by hand that has an owner (docstrings do not count)."""
+    if module in PATH_OWNERS:
+        return []
+    tree = ast.parse(source)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    found: list[Violation] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            for part, after in zip(node.values, node.values[1:], strict=False):
+                if not (isinstance(part, ast.Constant) and isinstance(after, ast.FormattedValue)):
+                    continue
+                for prefix, owner in PATH_BUILDERS.items():
+                    if str(part.value).endswith(prefix):
+                        found.append(Violation(module, node.lineno, "host path", f"{prefix}{{...}} by hand: {owner}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for name, owner in PATH_NAMES.items():
+                if name in node.value:
+                    found.append(Violation(module, node.lineno, "host path", f"{name} spelled out: {owner}"))
+    return found
+
+
+def test_host_paths_have_one_owner() -> None:
+    found = [v for module, path in _modules() for v in check_paths(module, path.read_text())]
+    assert not found, "host paths built outside their owner:\n" + "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("fwman.driver.build.install", "def f(kver):\n    return f'/lib/modules/{kver}/modules.dep'\n"),
+        ("fwman.app.p2p", "def f(ctid):\n    return f'/etc/pve/lxc/{ctid}.conf'\n"),
+        ("fwman.driver.bundle", "VAR = '/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c'\n"),
+    ],
+)
+def test_path_checker_catches_a_path_built_by_hand(module: str, source: str) -> None:
+    found = check_paths(module, source)
+    print("\n".join(map(str, found)))
+    assert [v.what for v in found] == ["host path"]
+
+
+def test_path_checker_passes_the_owner_and_docstrings() -> None:
+    assert check_paths("fwman.core.paths", "def modules_dir(kver):\n    return f'/lib/modules/{kver}'\n") == []
+    assert check_paths("fwman.driver.kmod.secureboot", '"""SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"""\n') == []
+    assert check_paths("fwman.app.x", "def f(kver):\n    return paths.modules_dir(kver) + '/build'\n") == []

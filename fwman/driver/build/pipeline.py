@@ -42,8 +42,8 @@ def compiler_version(host: Host) -> str:
 
 def kernel_tree_args(host: Host, kver: str) -> list[str]:
     """Return the make variables that name ``kver``'s headers (split Debian headers handled)."""
-    build = f"/lib/modules/{kver}/build"
-    source = f"/lib/modules/{kver}/source"
+    build = f"{paths.modules_dir(kver)}/build"
+    source = f"{paths.modules_dir(kver)}/source"
     out = local_dir(host, build)
     src = local_dir(host, source) if host.is_dir(f"{source}/include") else out
     return [f"KERNEL_UNAME={kver}", f"SYSSRC={src}", f"SYSOUT={out}"]
@@ -251,7 +251,7 @@ def compile_for_kernel(
     """
     if not headers_present(host, kver):
         raise MissingError(
-            f"no headers for kernel {kver} (/lib/modules/{kver}/build/include is missing)",
+            f"no headers for kernel {kver} ({paths.modules_dir(kver)}/build/include is missing)",
             hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     compiler = compiler_version(host)
@@ -349,7 +349,7 @@ def update_kernel(
 
         advice = advise_host(host, kver)
         message = (
-            f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending; "
+            f"no headers for {kver} yet ({paths.modules_dir(kver)}/build/include missing): marked pending; "
             f"install them: {advice.install_hint()}"
         )
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))

@@ -24,6 +24,7 @@ from fwman.core.termtext import visible
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
     from fwman.host.base import Host
+    from fwman.p2p.device import DeviceLayer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,9 @@ class Environment:
     euid: int = 0
     #: the clock this invocation reads (None: the machine's); tests pass a FixedClock
     clock: Clock | None = None
+    #: opens the GPUs for `p2p test` from a libcuda path (None: the default library); None: the real CUDA driver
+    #: (fwman.p2p.cuda.open_driver); tests pass an in-memory device layer
+    cuda_driver: Callable[[str | None], DeviceLayer] | None = None
 
     @classmethod
     def from_os(cls) -> Environment:

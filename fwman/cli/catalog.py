@@ -308,6 +308,7 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7 --expires 2027-06-01
     """
+    from fwman.cli.catalog_keys import metadata_time
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import sign_directory
@@ -327,21 +328,6 @@ def sign(
         f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s), "
         f"expires {index.expires}"
     )
-
-
-def metadata_time(value: str, option: str) -> str:
-    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
-    from fwman.core.names import iso_date
-    from fwman.firmware.catalog.schema import parse_timestamp
-
-    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
-    try:
-        parse_timestamp(stamp)
-    except ValueError:
-        raise UsageError(
-            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
-        ) from None
-    return stamp
 
 
 @catalog.command("update")

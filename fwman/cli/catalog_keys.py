@@ -183,7 +183,6 @@ def sign(
           --reason "replaced by the 2027 key"
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
-    from fwman.cli.catalog import metadata_time
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import KeysChange, sign_keys_directory
@@ -217,3 +216,18 @@ def sign(
         f"signed {directory}/{KEYS_NAME}: serial {doc.serial}, {doc.date}, expires {doc.expires}\n"
         f"  catalog keys: {named}; retired: {gone}"
     )
+
+
+def metadata_time(value: str, option: str) -> str:
+    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
+    from fwman.core.names import iso_date
+    from fwman.firmware.catalog.schema import parse_timestamp
+
+    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
+    try:
+        parse_timestamp(stamp)
+    except ValueError:
+        raise UsageError(
+            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
+        ) from None
+    return stamp

@@ -64,23 +64,35 @@ def install(app: AppContext, dry_run: bool) -> None:
 
 
 @hooks.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def remove(app: AppContext) -> None:
+def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove the kernel hook and the catch-up service (installed modules and manifests stay).
+
+    With --json: {"dry_run", "changed", "actions"} (schema fwman.hooks-remove/1); "changed" is false when
+    nothing was installed. Exit status: 0 (also with nothing to remove), 3 when the Debian package owns the
+    hooks (`apt remove fwman` removes them).
 
     \b
     Examples:
+      fwman hooks remove --dry-run
       fwman hooks remove
+      fwman hooks remove --json
     """
-    from fwman.driver.hooks.files import remove as do_remove
-    from fwman.driver.hooks.ownership import package_ownership, refuse_changes
+    from fwman.app.hooks import remove_hooks
 
-    if (owner := package_ownership(app.host)) is not None:
-        refuse_changes(owner, "remove")
-    app.require_change("fwman hooks remove")
-    done = do_remove(app.host, lambda t: app.echo(t, err=True))
-    app.echo("removed" if done else "nothing to remove")
+    if not dry_run:
+        app.require_change("fwman hooks remove")
+    # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
+    result = remove_hooks(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    if as_json:
+        app.emit_json("hooks-remove", result.to_json())
+    elif dry_run:
+        app.echo_plan(result.actions, "nothing to remove: the hooks and the service are not installed")
+    else:
+        app.echo("removed" if result.changed else "nothing to remove")
 
 
 @hooks.command()

@@ -248,30 +248,30 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
+#: the options every command takes, before its name (on the group) or after it (on each leaf): declared once,
+#: here, so the help is the same wherever `--help` shows them
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--root",), {"type": click.Path(file_okay=False), "help": "Treat DIR as / (every host path is read and "
+                   "written under it)."}),
+    (("--snapshot",), {"type": click.Path(file_okay=False, exists=True), "help": "Replay a host recorded by "
+                       "`fwman capture`; nothing is read from or written to this machine."}),
+    (("-v", "--verbose"), {"count": True, "help": "More detail; traceback of an unexpected error (-v), of any "
+                           "error (-vv)."}),
+)  # fmt: skip
+
+
+def group_options(f: F) -> F:
+    """Add the global options to the ``fwman`` group itself (their values go to its callback)."""
+    for decls, kwargs in reversed(GLOBAL_OPTIONS):  # click lists them in the order written
+        f = click.option(*decls, **kwargs)(f)
+    return f
+
+
 def common_options(f: F) -> F:
     """Add ``--root``, ``--snapshot`` and ``-v`` to a leaf command, so they work after the command name too."""
-    f = click.option(
-        "--root",
-        type=click.Path(file_okay=False),
-        expose_value=False,
-        callback=_store("root"),
-        help="Treat DIR as / (every host path is read and written under it).",
-    )(f)
-    f = click.option(
-        "--snapshot",
-        type=click.Path(file_okay=False, exists=True),
-        expose_value=False,
-        callback=_store("snapshot"),
-        help="Replay a host recorded by `fwman capture` instead of reading this machine.",
-    )(f)
-    f = click.option(
-        "-v",
-        "--verbose",
-        count=True,
-        expose_value=False,
-        callback=_store("verbose"),
-        help="More detail; traceback of an unexpected error (-v), of any error (-vv).",
-    )(f)
+    for decls, kwargs in GLOBAL_OPTIONS:
+        name = decls[-1].lstrip("-")
+        f = click.option(*decls, expose_value=False, callback=_store(name), **kwargs)(f)
     return f
 
 

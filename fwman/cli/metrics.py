@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from fwman.cli.context import AppContext, common_options, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core import names, paths
 
 
@@ -96,17 +96,31 @@ def install(app: AppContext, dry_run: bool) -> None:
 
 
 @metrics.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def remove(app: AppContext) -> None:
+def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove fwman-metrics.timer and its service (the .prom file stays until node_exporter's owner removes it).
+
+    With --json: {"dry_run", "changed", "actions"} (schema fwman.metrics-remove/1); "changed" is false when
+    nothing was installed (exit 0).
 
     \b
     Examples:
+      fwman metrics remove --dry-run
       fwman metrics remove
+      fwman metrics remove --json
     """
-    from fwman.app.metrics import remove_timer
+    from fwman.app.metrics import remove_metrics_timer
 
-    app.require_change("fwman metrics remove")
-    done = remove_timer(app.host, lambda t: app.echo(t, err=True))
-    app.echo("removed" if done else "nothing to remove")
+    if not dry_run:
+        app.require_change("fwman metrics remove")
+    # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
+    result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    if as_json:
+        app.emit_json("metrics-remove", result.to_json())
+    elif dry_run:
+        app.echo_plan(result.actions, "nothing to remove: the metrics timer is not installed")
+    else:
+        app.echo("removed" if result.changed else "nothing to remove")

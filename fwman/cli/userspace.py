@@ -118,21 +118,35 @@ def hold(app: AppContext, dry_run: bool) -> None:
 
 
 @userspace.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def release(app: AppContext) -> None:
+def release(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo `fwman userspace hold`: remove its apt pin, its blacklist entries and its record.
+
+    With --json: {"dry_run", "changed", "actions", "packages"} (schema fwman.userspace-release/1);
+    "changed" is false and "packages" null when fwman holds nothing (exit 0).
 
     \b
     Examples:
+      fwman userspace release --dry-run
       fwman userspace release
+      fwman userspace release --json
     """
-    from fwman.driver.userspace_hold import release as do_release
+    from fwman.app.userspace import release_hold
 
-    app.require_change("fwman userspace release")
-    record, done = do_release(app.host)
-    if not done:
+    if not dry_run:
+        app.require_change("fwman userspace release")
+    result = release_hold(app.host, dry_run=dry_run)
+    if as_json:
+        app.emit_json("userspace-release", result.to_json())
+        return
+    if dry_run:
+        app.echo_plan(result.actions, "fwman holds nothing")
+        return
+    if not result.changed:
         app.echo("fwman holds nothing")
         return
-    names = ", ".join(sorted(record.packages)) if record else "(record unreadable)"
+    names = ", ".join(sorted(result.packages)) if result.packages else "(record unreadable)"
     app.echo(f"released: {names}; apt and unattended-upgrades may upgrade them again")

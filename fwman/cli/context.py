@@ -186,6 +186,17 @@ class AppContext:
         if not todo:
             self.echo(current)
 
+    def show_change(self, schema: str, result: Any, as_json: bool, *, nothing: str, done: str) -> None:
+        """Render what a changing command did: ``result`` (an ``app.change.Change``) as the ``fwman.<schema>/1``
+        document under --json, else the dry run's ``would ...`` lines, else ``done``; ``nothing`` when there was
+        nothing to do (dry run or not)."""
+        if as_json:
+            self.emit_json(schema, result.to_json())
+        elif result.dry_run:
+            self.echo_plan(result.actions, nothing)
+        else:
+            self.echo(done if result.changed else nothing)
+
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise.
 

@@ -118,9 +118,7 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
         app.require_change("fwman metrics remove")
     # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
     result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    if as_json:
-        app.emit_json("metrics-remove", result.to_json())
-    elif dry_run:
-        app.echo_plan(result.actions, "nothing to remove: the metrics timer is not installed")
-    else:
-        app.echo("removed" if result.changed else "nothing to remove")
+    app.show_change(
+        "metrics-remove", result, as_json, nothing="nothing to remove: the metrics timer is not installed",
+        done="removed",
+    )  # fmt: skip

@@ -97,3 +97,11 @@ def remove_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -
     if dry_run:
         return Change(True, [a.describe() for a in pending(host, timer_remove_actions())])
     return Change(False, remove_timer(host, report))
+
+
+def install_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -> Change:
+    """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
+    nothing. Raises what :func:`install_timer` raises."""
+    if dry_run:
+        return Change(True, timer_plan(host))
+    return Change(False, install_timer(host, report))

@@ -71,28 +71,30 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
 
 @metrics.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@json_option
 @common_options
 @pass_app
-def install(app: AppContext, dry_run: bool) -> None:
+def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Install and enable fwman-metrics.timer, which runs `fwman metrics write` every minute.
 
     Writes /etc/systemd/system/fwman-metrics.service and fwman-metrics.timer and links the timer into
     timers.target.wants; on a running systemd it reloads and starts the timer. Re-running changes only what
-    differs.
+    differs. With --json: {"dry_run", "changed", "actions"} (schema fwman.metrics-install/1).
 
     \b
     Examples:
       fwman metrics install
       fwman metrics install --dry-run
+      fwman metrics install --json
     """
-    from fwman.app.metrics import install_timer, timer_plan
+    from fwman.app.metrics import install_metrics_timer
 
-    if dry_run:
-        app.echo_plan(timer_plan(app.host), "metrics timer already installed and current")
-        return
-    app.require_change("fwman metrics install")
-    done = install_timer(app.host, lambda t: app.echo(t, err=True))
-    app.echo("installed" if done else "metrics timer already installed and current")
+    if not dry_run:
+        app.require_change("fwman metrics install")
+    result = install_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    app.show_change(
+        "metrics-install", result, as_json, nothing="metrics timer already installed and current", done="installed"
+    )
 
 
 @metrics.command()

@@ -42,3 +42,17 @@ def test_json_says_changed_once_then_not(tmp_path: Path) -> None:
     assert again == {"schema": "fwman.hooks-remove/1", "dry_run": False, "changed": False, "actions": []}
     nothing = run("--root", str(tmp_path), "hooks", "remove", "--dry-run")
     assert nothing.stdout == "nothing to remove: the hooks and the service are not installed\n"
+
+
+def test_install_json_says_changed_once_then_not(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    dry = run("--root", str(tmp_path), "hooks", "install", "--dry-run", "--json").json()
+    assert dry["schema"] == "fwman.hooks-install/1" and dry["dry_run"] is True and dry["changed"] is False
+    assert dry["package"] is None and len(dry["actions"]) == len(INSTALLED) + 1
+    assert not (tmp_path / "etc").exists()
+    first = run("--root", str(tmp_path), "hooks", "install", "--json").json()
+    assert first["changed"] is True and sorted(first["actions"]) == sorted(dry["actions"])
+    assert all((tmp_path / path.lstrip("/")).is_file() for path, _ in INSTALLED)
+    again = run("--root", str(tmp_path), "hooks", "install", "--json").json()
+    assert again == {"schema": "fwman.hooks-install/1", "dry_run": False, "changed": False, "actions": [],
+                     "package": None}  # fmt: skip

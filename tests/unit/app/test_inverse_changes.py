@@ -49,3 +49,15 @@ def test_userspace_release_dry_run_then_json(tmp_path: Path) -> None:
     assert again == {"schema": "fwman.userspace-release/1", "dry_run": False, "changed": False, "actions": [],
                      "packages": None}  # fmt: skip
     assert run("--root", str(tmp_path), "userspace", "release").stdout == "fwman holds nothing\n"
+
+
+def test_metrics_install_json(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    dry = run("--root", str(tmp_path), "metrics", "install", "--dry-run", "--json").json()
+    assert dry["schema"] == "fwman.metrics-install/1" and dry["dry_run"] is True and dry["changed"] is False
+    assert any(a.startswith("write /etc/systemd/system/fwman-metrics.timer ") for a in dry["actions"])
+    assert not (tmp_path / "etc").exists()
+    first = run("--root", str(tmp_path), "metrics", "install", "--json").json()
+    assert first["changed"] is True and (tmp_path / "etc/systemd/system/fwman-metrics.timer").is_file()
+    again = run("--root", str(tmp_path), "metrics", "install", "--json").json()
+    assert again == {"schema": "fwman.metrics-install/1", "dry_run": False, "changed": False, "actions": []}

@@ -1,4 +1,5 @@
-"""``fwman dkms unblock``: the use case (what was undone, or would be), whose result owns its JSON shape."""
+"""``fwman dkms block`` and ``unblock``: the use cases (what was done, or would be), whose results own their JSON
+shapes."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.change import Change
 from fwman.driver import dkms
 from fwman.host.base import Host
 
@@ -35,3 +37,9 @@ def unblock_dkms(host: Host, *, dry_run: bool = False, report: Callable[[str], N
     """
     done = dkms.unblock(host, report=None if dry_run else report, dry_run=dry_run)
     return DkmsUnblock(dry_run, done is not None, done or [])
+
+
+def block_dkms(host: Host, *, dry_run: bool = False, report: Callable[[str], None] | None = None) -> Change:
+    """Remove NVIDIA's DKMS modules, pin their packages away and record it (``fwman.dkms-block/1``); return what
+    was done (or, in a dry run, would be). Raises FwmanError when dkms fails."""
+    return Change(dry_run, dkms.block(host, dry_run=dry_run, report=None if dry_run else report))

@@ -1,4 +1,4 @@
-"""``fwman userspace release``: undo the user-space hold (the use case), whose result owns its JSON shape."""
+"""``fwman userspace hold`` and ``release``: the use cases, whose results own their JSON shapes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.change import Change
-from fwman.driver.userspace_hold import read_record, release, release_actions
+from fwman.driver.build.manifest import now_iso
+from fwman.driver.userspace_hold import hold, hold_plan, read_record, release, release_actions
 from fwman.host.actions import pending
 from fwman.host.base import Host
 
@@ -34,3 +35,16 @@ def release_hold(host: Host, *, dry_run: bool = False) -> Release:
         return Release(True, todo, None if record is None else dict(record.packages))
     record, done = release(host)
     return Release(False, done, None if record is None else dict(record.packages))
+
+
+def hold_packages(host: Host, *, dry_run: bool = False) -> Release:
+    """Pin every installed NVIDIA user-space package at its version; return what changed (or would) and the
+    packages held (``fwman.userspace-hold/1``: the same shape as a release).
+
+    Raises MissingError without dpkg-query, UsageError when no NVIDIA user-space package is installed.
+    """
+    if dry_run:
+        packages, todo = hold_plan(host, now_iso())
+        return Release(True, todo, dict(packages))
+    packages, done = hold(host, now_iso())
+    return Release(False, done, dict(packages))

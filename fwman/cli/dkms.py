@@ -59,30 +59,34 @@ def status(app: AppContext, as_json: bool) -> None:
 
 @dkms.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
+@json_option
 @common_options
 @pass_app
-def block(app: AppContext, dry_run: bool) -> None:
+def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove NVIDIA's DKMS modules for all kernels and pin the *nvidia*dkms* packages away.
 
     Runs `dkms remove M/V --all` for every registered nvidia* module and writes
     /etc/apt/preferences.d/fwman-nvidia-dkms (Pin-Priority -1); records it so `fwman dkms unblock` can undo it.
-    Re-running is harmless.
+    Re-running is harmless. With --json: {"dry_run", "changed", "actions"} (schema fwman.dkms-block/1).
 
     \b
     Examples:
       fwman dkms block --dry-run
       fwman dkms block
+      fwman dkms block --json
     """
-    from fwman.driver import dkms as d
+    from fwman.app.dkms import block_dkms
 
     if not dry_run:
         app.require_change("fwman dkms block")
-    # each step is said once, on stdout, as it happens (a failure halfway leaves the steps done on screen)
-    done = d.block(app.host, dry_run=dry_run, report=app.echo)
-    if dry_run:
-        for line in done:
-            app.echo(f"would {line}")
-    if not done:
+    # each step is said once, as it happens (a failure halfway leaves the steps done on screen): on stdout for
+    # people, on stderr under --json (stdout is the document)
+    result = block_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json))
+    if as_json:
+        app.emit_json("dkms-block", result.to_json())
+    elif dry_run:
+        app.echo_plan(result.actions, "DKMS already blocked: nothing to do")
+    elif not result.changed:
         app.echo("DKMS already blocked: nothing to do")
 
 

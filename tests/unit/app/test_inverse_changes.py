@@ -9,6 +9,7 @@ from fwman.driver.userspace_hold import BLACKLIST_FILE, PIN_FILE, STATE_FILE, ho
 from fwman.host.actions import apply_all
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
+from tests.support.tools import require_tools
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -61,3 +62,27 @@ def test_metrics_install_json(tmp_path: Path) -> None:
     assert first["changed"] is True and (tmp_path / "etc/systemd/system/fwman-metrics.timer").is_file()
     again = run("--root", str(tmp_path), "metrics", "install", "--json").json()
     assert again == {"schema": "fwman.metrics-install/1", "dry_run": False, "changed": False, "actions": []}
+
+
+def test_userspace_hold_json_over_the_real_dpkg_query(tmp_path: Path) -> None:
+    require_tools("dpkg-query")
+    dpkg = tmp_path / "var/lib/dpkg"
+    (dpkg / "updates").mkdir(parents=True)
+    (dpkg / "info").mkdir()
+    (dpkg / "status").write_text(
+        "Package: libcuda1\nStatus: install ok installed\nVersion: 570.86.16-1\nArchitecture: amd64\n"
+        "Maintainer: x <x@example.org>\nDescription: x\n\n"
+    )
+    run = FwmanEnv()
+    dry = run("--root", str(tmp_path), "userspace", "hold", "--dry-run", "--json")
+    assert dry.code == 0, dry.stderr
+    doc = dry.json()
+    assert doc["schema"] == "fwman.userspace-hold/1" and doc["dry_run"] is True and doc["changed"] is False
+    assert doc["packages"] == {"libcuda1": "570.86.16-1"} and len(doc["actions"]) == 3
+    assert not (tmp_path / PIN_FILE.lstrip("/")).exists()
+    done = run("--root", str(tmp_path), "userspace", "hold", "--json").json()
+    assert done["changed"] is True and (tmp_path / PIN_FILE.lstrip("/")).is_file()
+    again = run("--root", str(tmp_path), "userspace", "hold", "--json").json()
+    assert again["changed"] is False and again["actions"] == [] and again["packages"] == {"libcuda1": "570.86.16-1"}
+    text = run("--root", str(tmp_path), "userspace", "hold")
+    assert text.stdout == "held libcuda1 570.86.16-1\nhold already in place and current\n"

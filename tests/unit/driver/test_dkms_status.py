@@ -188,3 +188,16 @@ def test_unblock_dry_run_and_json(tmp_path: Path) -> None:
     again = run("dkms", "unblock", "--json", "--root", str(root)).json()
     assert again == {"schema": "fwman.dkms-unblock/1", "dry_run": False, "changed": False, "blocked": False,
                      "actions": []}  # fmt: skip
+
+
+def test_block_json(tmp_path: Path) -> None:
+    run, root, registered = _two_registered(tmp_path)
+    dry = run("dkms", "block", "--dry-run", "--json", "--root", str(root)).json()
+    assert dry["schema"] == "fwman.dkms-block/1" and dry["dry_run"] is True and dry["changed"] is False
+    assert len(dry["actions"]) == 3 and registered.read_text().count("added") == 2  # nothing removed
+    done = run("dkms", "block", "--json", "--root", str(root))
+    assert done.code == 0, done.stderr
+    doc = done.json()
+    assert doc["changed"] is True and sorted(doc["actions"]) == sorted(dry["actions"])
+    assert "nvidia" not in registered.read_text()
+    assert run("dkms", "block", "--json", "--root", str(root)).json()["changed"] is False

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fwman.core.errors import UsageError, VerificationError
 from fwman.host.base import Host
+from fwman.host.userfiles import user_path
 from fwman.reports.audit.model import AuditReport
 
 
@@ -35,7 +35,7 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
     roots = []
     for given in request.container_roots:
         # a relative DIR means the current directory on this machine (host paths are absolute)
-        path = given if given.startswith("/") else os.path.abspath(given)
+        path = given if given.startswith("/") else user_path(given)
         if not host.is_dir(path):
             raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
         roots.append(path)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from fwman.core.errors import VerificationError
 from fwman.host.base import Host
+from fwman.host.userfiles import user_path
 from fwman.reports.doctor import DoctorReport, Sources, run_doctor
 
 
@@ -20,7 +20,7 @@ class DoctorRequest:
 
 def _absolute(given: tuple[str, ...]) -> tuple[str, ...]:
     """Return the user's paths as absolute host paths (relative ones are taken from the current directory)."""
-    return tuple(p if p.startswith("/") else os.path.abspath(p) for p in given)
+    return tuple(p if p.startswith("/") else user_path(p) for p in given)
 
 
 def run_doctor_command(host: Host, request: DoctorRequest) -> DoctorReport:

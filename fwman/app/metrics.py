@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fwman.app.change import Change
 from fwman.core import paths
 from fwman.core.errors import HostChangeError, UsageError
 from fwman.host.actions import Report, apply_all, pending
@@ -86,3 +87,21 @@ def remove_timer(host: Host, report: Report) -> list[str]:
     if done:
         reload_running_systemd(host)
     return done
+
+
+def remove_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -> Change:
+    """Remove the timer and its service (``metrics remove``); with ``dry_run`` return what would go, change
+    nothing. Raises what :func:`remove_timer` raises."""
+    from fwman.reports.metrics import timer_remove_actions
+
+    if dry_run:
+        return Change(True, [a.describe() for a in pending(host, timer_remove_actions())])
+    return Change(False, remove_timer(host, report))
+
+
+def install_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -> Change:
+    """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
+    nothing. Raises what :func:`install_timer` raises."""
+    if dry_run:
+        return Change(True, timer_plan(host))
+    return Change(False, install_timer(host, report))

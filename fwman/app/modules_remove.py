@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.core import paths
 from fwman.core.errors import UsageError
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import UnpinBoot, read_pin
@@ -93,6 +94,7 @@ def remove_modules(host: Host, request: RemoveRequest, report: Report = silent) 
             result.removed += inner.removed
     # after the pin (if any) was undone: the kernel the loader boots now
     result.next_boot = default_boot_kernel(host).kver
-    lost = f"/lib/modules/{result.next_boot}/"
-    result.next_boot_lost = result.next_boot is not None and any(p.startswith(lost) for p in result.removed)
+    if result.next_boot is not None:
+        lost = f"{paths.modules_dir(result.next_boot)}/"
+        result.next_boot_lost = any(p.startswith(lost) for p in result.removed)
     return result

@@ -38,11 +38,12 @@ def server_environment(host: Host, prefix: list[str]) -> tuple[dict[str, str], s
     them itself: the test then runs under the environment the server will have. Never raises.
     """
     from fwman.core.errors import FwmanError
+    from fwman.platform.proxmox import lxc_config_path
     from fwman.reports.doctor.facts import gather
 
     if len(prefix) < 3 or prefix[:2] != ["pct", "exec"] or not prefix[2].isdigit():
         return {}, None
-    where = f"/etc/pve/lxc/{prefix[2]}.conf"
+    where = lxc_config_path(prefix[2])
     try:
         sources = gather(host).workloads.get().sources
     except FwmanError:

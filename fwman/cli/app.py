@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from fwman import __version__
-from fwman.cli.context import AppContext, Environment
+from fwman.cli.context import AppContext, Environment, group_options
 from fwman.core.errors import ExitCode, FwmanError
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
@@ -78,15 +78,7 @@ Docs: docs/ in the source tree (one page per task; docs/cli.md lists every comma
 
 @click.group(cls=LazyGroup, epilog=EPILOG, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="fwman")
-@click.option("--root", type=click.Path(file_okay=False), help="Treat DIR as / (host paths are mapped under it).")
-@click.option(
-    "--snapshot",
-    type=click.Path(file_okay=False, exists=True),
-    help="Replay a host recorded by `fwman capture`; nothing is read from or written to this machine.",
-)
-@click.option(
-    "-v", "--verbose", count=True, help="More detail; traceback of an unexpected error (-v), of any error (-vv)."
-)
+@group_options
 @click.pass_context
 def cli(ctx: click.Context, root: str | None, snapshot: str | None, verbose: int) -> None:
     """Manage VBIOS firmware and the P2P-patched NVIDIA driver on multi-GPU GeForce hosts, safely.

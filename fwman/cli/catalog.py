@@ -308,15 +308,16 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7 --expires 2027-06-01
     """
+    from fwman.cli.catalog_keys import metadata_time
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import sign_directory
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
     from fwman.firmware.catalog.signing import load_private_key
     from fwman.host.live import LiveHost
-    from fwman.host.userfiles import read_user_file
+    from fwman.host.userfiles import read_user_file, user_path
 
-    directory = (directory or BUNDLED_CATALOG).resolve()
+    directory = Path(user_path(str(directory or BUNDLED_CATALOG)))
     stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
     until = metadata_time(expires, "--expires") if expires is not None else None
     key = load_private_key(read_user_file(str(key_file)), str(key_file))
@@ -327,21 +328,6 @@ def sign(
         f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s), "
         f"expires {index.expires}"
     )
-
-
-def metadata_time(value: str, option: str) -> str:
-    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
-    from fwman.core.names import iso_date
-    from fwman.firmware.catalog.schema import parse_timestamp
-
-    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
-    try:
-        parse_timestamp(stamp)
-    except ValueError:
-        raise UsageError(
-            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
-        ) from None
-    return stamp
 
 
 @catalog.command("update")

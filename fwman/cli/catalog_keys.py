@@ -50,7 +50,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     The signature is checked against the root keys (fwman/keys/ and /etc/fwman/root-keys.d/); a document that
     does not verify is shown with the reason, and the command exits 4.
     """
-    from fwman.core.resources import read_data
+    from fwman.core.resources import is_data_file, read_data
     from fwman.firmware.catalog.load import installed_keys
     from fwman.firmware.catalog.signing import (
         KEYS_NAME,
@@ -60,6 +60,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
         root_keys,
         verify_keys_document,
     )
+    from fwman.host.userfiles import is_user_file, read_user_file
 
     now = clock.now_utc()
     if directory is None:
@@ -71,13 +72,14 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
         sig = (
             current.local_pair[1]
             if current.local_pair is not None
-            else (read_data(sig_path, MAX_KEYS_FILE) if sig_path.is_file() else b"")
+            else (read_data(sig_path, MAX_KEYS_FILE) if is_data_file(sig_path) else b"")
         )
     else:
+        # the maintainer's directory, named on the command line: the user-file door, not fwman's bundled data
         origin = str(directory / KEYS_NAME)
-        data = read_data(directory / KEYS_NAME, MAX_KEYS_FILE)
-        sig_file = directory / KEYS_SIG_NAME
-        sig = read_data(sig_file, MAX_KEYS_FILE) if sig_file.is_file() else b""
+        data = read_user_file(origin, max_bytes=MAX_KEYS_FILE)
+        sig_file = str(directory / KEYS_SIG_NAME)
+        sig = read_user_file(sig_file, max_bytes=MAX_KEYS_FILE) if is_user_file(sig_file) else b""
     doc = parse_keys(data, origin)
     problem = None
     root_id = None
@@ -181,15 +183,14 @@ def sign(
           --reason "replaced by the 2027 key"
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
-    from fwman.cli.catalog import metadata_time
     from fwman.core.names import iso_date
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import KeysChange, sign_keys_directory
     from fwman.firmware.catalog.signing import KEYS_NAME, load_private_key, load_public_key, root_keys
     from fwman.host.live import LiveHost
-    from fwman.host.userfiles import read_user_file
+    from fwman.host.userfiles import read_user_file, user_path
 
-    directory = (directory or BUNDLED_CATALOG).resolve()
+    directory = Path(user_path(str(directory or BUNDLED_CATALOG)))
     stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
     for kid in (*retire, *drop):
         if len(kid) != 16 or any(c not in "0123456789abcdef" for c in kid):
@@ -215,3 +216,18 @@ def sign(
         f"signed {directory}/{KEYS_NAME}: serial {doc.serial}, {doc.date}, expires {doc.expires}\n"
         f"  catalog keys: {named}; retired: {gone}"
     )
+
+
+def metadata_time(value: str, option: str) -> str:
+    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
+    from fwman.core.names import iso_date
+    from fwman.firmware.catalog.schema import parse_timestamp
+
+    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
+    try:
+        parse_timestamp(stamp)
+    except ValueError:
+        raise UsageError(
+            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
+        ) from None
+    return stamp

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core.clock import now_utc
 from fwman.core.errors import UsageError
+from fwman.host.userfiles import user_path
 
 
 @click.command("add-local")
@@ -77,7 +76,7 @@ def add_local(
             f"{known.key} is in the curated catalog ({known.board.name}): no local entry is needed",
             hint=f"fwman catalog show {known.subsystem}",
         )
-    path = os.path.abspath(os.path.expanduser(image_file))
+    path = user_path(image_file)
     made = make_local_entry(
         app.host,
         LiveHost("/"),  # the downloaded file is on the machine the user sits at, also with --root

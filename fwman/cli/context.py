@@ -24,6 +24,7 @@ from fwman.core.termtext import visible
 if TYPE_CHECKING:
     from fwman.core.clock import Clock
     from fwman.host.base import Host
+    from fwman.p2p.device import DeviceLayer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,9 @@ class Environment:
     euid: int = 0
     #: the clock this invocation reads (None: the machine's); tests pass a FixedClock
     clock: Clock | None = None
+    #: opens the GPUs for `p2p test` from a libcuda path (None: the default library); None: the real CUDA driver
+    #: (fwman.p2p.cuda.open_driver); tests pass an in-memory device layer
+    cuda_driver: Callable[[str | None], DeviceLayer] | None = None
 
     @classmethod
     def from_os(cls) -> Environment:
@@ -182,6 +186,17 @@ class AppContext:
         if not todo:
             self.echo(current)
 
+    def show_change(self, schema: str, result: Any, as_json: bool, *, nothing: str, done: str) -> None:
+        """Render what a changing command did: ``result`` (an ``app.change.Change``) as the ``fwman.<schema>/1``
+        document under --json, else the dry run's ``would ...`` lines, else ``done``; ``nothing`` when there was
+        nothing to do (dry run or not)."""
+        if as_json:
+            self.emit_json(schema, result.to_json())
+        elif result.dry_run:
+            self.echo_plan(result.actions, nothing)
+        else:
+            self.echo(done if result.changed else nothing)
+
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise.
 
@@ -244,30 +259,30 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
+#: the options every command takes, before its name (on the group) or after it (on each leaf): declared once,
+#: here, so the help is the same wherever `--help` shows them
+GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--root",), {"type": click.Path(file_okay=False), "help": "Treat DIR as / (every host path is read and "
+                   "written under it)."}),
+    (("--snapshot",), {"type": click.Path(file_okay=False, exists=True), "help": "Replay a host recorded by "
+                       "`fwman capture`; nothing is read from or written to this machine."}),
+    (("-v", "--verbose"), {"count": True, "help": "More detail; traceback of an unexpected error (-v), of any "
+                           "error (-vv)."}),
+)  # fmt: skip
+
+
+def group_options(f: F) -> F:
+    """Add the global options to the ``fwman`` group itself (their values go to its callback)."""
+    for decls, kwargs in reversed(GLOBAL_OPTIONS):  # click lists them in the order written
+        f = click.option(*decls, **kwargs)(f)
+    return f
+
+
 def common_options(f: F) -> F:
     """Add ``--root``, ``--snapshot`` and ``-v`` to a leaf command, so they work after the command name too."""
-    f = click.option(
-        "--root",
-        type=click.Path(file_okay=False),
-        expose_value=False,
-        callback=_store("root"),
-        help="Treat DIR as / (every host path is read and written under it).",
-    )(f)
-    f = click.option(
-        "--snapshot",
-        type=click.Path(file_okay=False, exists=True),
-        expose_value=False,
-        callback=_store("snapshot"),
-        help="Replay a host recorded by `fwman capture` instead of reading this machine.",
-    )(f)
-    f = click.option(
-        "-v",
-        "--verbose",
-        count=True,
-        expose_value=False,
-        callback=_store("verbose"),
-        help="More detail; traceback of an unexpected error (-v), of any error (-vv).",
-    )(f)
+    for decls, kwargs in GLOBAL_OPTIONS:
+        name = decls[-1].lstrip("-")
+        f = click.option(*decls, expose_value=False, callback=_store(name), **kwargs)(f)
     return f
 
 

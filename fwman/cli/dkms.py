@@ -59,48 +59,65 @@ def status(app: AppContext, as_json: bool) -> None:
 
 @dkms.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
+@json_option
 @common_options
 @pass_app
-def block(app: AppContext, dry_run: bool) -> None:
+def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove NVIDIA's DKMS modules for all kernels and pin the *nvidia*dkms* packages away.
 
     Runs `dkms remove M/V --all` for every registered nvidia* module and writes
     /etc/apt/preferences.d/fwman-nvidia-dkms (Pin-Priority -1); records it so `fwman dkms unblock` can undo it.
-    Re-running is harmless.
+    Re-running is harmless. With --json: {"dry_run", "changed", "actions"} (schema fwman.dkms-block/1).
 
     \b
     Examples:
       fwman dkms block --dry-run
       fwman dkms block
+      fwman dkms block --json
     """
-    from fwman.driver import dkms as d
+    from fwman.app.dkms import block_dkms
 
     if not dry_run:
         app.require_change("fwman dkms block")
-    # each step is said once, on stdout, as it happens (a failure halfway leaves the steps done on screen)
-    done = d.block(app.host, dry_run=dry_run, report=app.echo)
-    if dry_run:
-        for line in done:
-            app.echo(f"would {line}")
-    if not done:
+    # each step is said once, as it happens (a failure halfway leaves the steps done on screen): on stdout for
+    # people, on stderr under --json (stdout is the document)
+    result = block_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json))
+    if as_json:
+        app.emit_json("dkms-block", result.to_json())
+    elif dry_run:
+        app.echo_plan(result.actions, "DKMS already blocked: nothing to do")
+    elif not result.changed:
         app.echo("DKMS already blocked: nothing to do")
 
 
 @dkms.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be undone, change nothing.")
+@json_option
 @common_options
 @pass_app
-def unblock(app: AppContext) -> None:
+def unblock(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo `fwman dkms block`: remove the apt pin and register the removed modules with DKMS again.
+
+    With --json: {"dry_run", "changed", "blocked", "actions"} (schema fwman.dkms-unblock/1); "blocked" and
+    "changed" are false when fwman had not blocked DKMS (nothing to undo, exit 0).
 
     \b
     Examples:
+      fwman dkms unblock --dry-run
       fwman dkms unblock
+      fwman dkms unblock --json
     """
-    from fwman.driver import dkms as d
+    from fwman.app.dkms import unblock_dkms
 
-    app.require_change("fwman dkms unblock")
-    done = d.unblock(app.host, report=app.echo)  # each step once, on stdout, as it happens
-    if done is None:
+    if not dry_run:
+        app.require_change("fwman dkms unblock")
+    # each step once, as it happens: on stdout for people, on stderr under --json (stdout is the document)
+    result = unblock_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json))
+    if as_json:
+        app.emit_json("dkms-unblock", result.to_json())
+    elif not result.blocked:
         app.echo(f"DKMS is not blocked by fwman (no {paths.DKMS_BLOCK_STATE}): nothing to undo")
-        return
-    app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")
+    elif dry_run:
+        app.echo_plan(result.actions, "nothing to undo")
+    else:
+        app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 
 import click
@@ -10,6 +9,7 @@ import click
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import UsageError
 from fwman.core.termtext import visible
+from fwman.host.userfiles import user_path
 
 
 def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] | None:
@@ -95,7 +95,7 @@ def fetch(
         raise UsageError("--md5-source needs --expect-md5")
     cat = load_catalog(app.host)
     entry = cat.entry(image_ref)
-    path = os.path.abspath(os.path.expanduser(from_file)) if from_file else None
+    path = user_path(from_file) if from_file else None
     options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
     for url in urls:
         if url.startswith("http://") and not as_json:

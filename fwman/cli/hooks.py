@@ -28,9 +28,10 @@ def hooks() -> None:
 
 @hooks.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@json_option
 @common_options
 @pass_app
-def install(app: AppContext, dry_run: bool) -> None:
+def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Install the kernel hooks, the final boot checks and fwman-catchup.service (enabled).
 
     The hook (/etc/kernel/{postinst,header_postinst,postrm}.d/fwman, kernel-install's 50-fwman.install) runs
@@ -39,48 +40,57 @@ def install(app: AppContext, dry_run: bool) -> None:
     /etc/fwman/config.toml. The final boot check (postinst.d and postrm.d's zzz-fwman, kernel-install's
     99-zz-fwman.install, apt's /etc/apt/apt.conf.d/99fwman-boot-check) runs after the boot loader's own hook
     and pins a kernel with working modules when the new menu would boot one without. Re-running changes only
-    what differs.
+    what differs. With --json: {"dry_run", "changed", "actions", "package"} (schema fwman.hooks-install/1;
+    "package" names the Debian package when it owns the hooks, and nothing is written).
 
     \b
     Examples:
       fwman hooks install
       fwman hooks install --dry-run
+      fwman hooks install --json
     """
-    from fwman.driver.hooks.files import install as do_install
-    from fwman.driver.hooks.files import install_actions
-    from fwman.driver.hooks.ownership import package_ownership, refuse_changes
-    from fwman.host.actions import pending
+    from fwman.app.hooks import install_hooks
+    from fwman.driver.hooks.ownership import package_ownership
 
-    if (owner := package_ownership(app.host)) is not None:  # dpkg's files: never written over
-        app.echo(refuse_changes(owner, "install"))
+    if not dry_run and package_ownership(app.host) is None:
+        app.require_change("fwman hooks install")
+    result = install_hooks(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    if result.package is not None and not as_json:
+        app.echo(result.message)
         return
-    if dry_run:
-        todo = [action.describe() for action in pending(app.host, install_actions())]
-        app.echo_plan(todo, "hook and service already installed and current")
-        return
-    app.require_change("fwman hooks install")
-    done = do_install(app.host, lambda t: app.echo(t, err=True))
-    app.echo("installed" if done else "hook and service already installed and current")
+    app.show_change(
+        "hooks-install", result, as_json, nothing="hook and service already installed and current", done="installed"
+    )
 
 
 @hooks.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def remove(app: AppContext) -> None:
+def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove the kernel hook and the catch-up service (installed modules and manifests stay).
+
+    With --json: {"dry_run", "changed", "actions"} (schema fwman.hooks-remove/1); "changed" is false when
+    nothing was installed. Exit status: 0 (also with nothing to remove), 3 when the Debian package owns the
+    hooks (`apt remove fwman` removes them).
 
     \b
     Examples:
+      fwman hooks remove --dry-run
       fwman hooks remove
+      fwman hooks remove --json
     """
-    from fwman.driver.hooks.files import remove as do_remove
-    from fwman.driver.hooks.ownership import package_ownership, refuse_changes
+    from fwman.app.hooks import remove_hooks
 
-    if (owner := package_ownership(app.host)) is not None:
-        refuse_changes(owner, "remove")
-    app.require_change("fwman hooks remove")
-    done = do_remove(app.host, lambda t: app.echo(t, err=True))
-    app.echo("removed" if done else "nothing to remove")
+    if not dry_run:
+        app.require_change("fwman hooks remove")
+    # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
+    result = remove_hooks(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    app.show_change(
+        "hooks-remove", result, as_json, nothing="nothing to remove: the hooks and the service are not installed",
+        done="removed",
+    )  # fmt: skip
 
 
 @hooks.command()

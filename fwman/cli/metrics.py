@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from fwman.cli.context import AppContext, common_options, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.core import names, paths
 
 
@@ -71,42 +71,56 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
 
 @metrics.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@json_option
 @common_options
 @pass_app
-def install(app: AppContext, dry_run: bool) -> None:
+def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Install and enable fwman-metrics.timer, which runs `fwman metrics write` every minute.
 
     Writes /etc/systemd/system/fwman-metrics.service and fwman-metrics.timer and links the timer into
     timers.target.wants; on a running systemd it reloads and starts the timer. Re-running changes only what
-    differs.
+    differs. With --json: {"dry_run", "changed", "actions"} (schema fwman.metrics-install/1).
 
     \b
     Examples:
       fwman metrics install
       fwman metrics install --dry-run
+      fwman metrics install --json
     """
-    from fwman.app.metrics import install_timer, timer_plan
+    from fwman.app.metrics import install_metrics_timer
 
-    if dry_run:
-        app.echo_plan(timer_plan(app.host), "metrics timer already installed and current")
-        return
-    app.require_change("fwman metrics install")
-    done = install_timer(app.host, lambda t: app.echo(t, err=True))
-    app.echo("installed" if done else "metrics timer already installed and current")
+    if not dry_run:
+        app.require_change("fwman metrics install")
+    result = install_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    app.show_change(
+        "metrics-install", result, as_json, nothing="metrics timer already installed and current", done="installed"
+    )
 
 
 @metrics.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def remove(app: AppContext) -> None:
+def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove fwman-metrics.timer and its service (the .prom file stays until node_exporter's owner removes it).
+
+    With --json: {"dry_run", "changed", "actions"} (schema fwman.metrics-remove/1); "changed" is false when
+    nothing was installed (exit 0).
 
     \b
     Examples:
+      fwman metrics remove --dry-run
       fwman metrics remove
+      fwman metrics remove --json
     """
-    from fwman.app.metrics import remove_timer
+    from fwman.app.metrics import remove_metrics_timer
 
-    app.require_change("fwman metrics remove")
-    done = remove_timer(app.host, lambda t: app.echo(t, err=True))
-    app.echo("removed" if done else "nothing to remove")
+    if not dry_run:
+        app.require_change("fwman metrics remove")
+    # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
+    result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
+    app.show_change(
+        "metrics-remove", result, as_json, nothing="nothing to remove: the metrics timer is not installed",
+        done="removed",
+    )  # fmt: skip

@@ -479,34 +479,43 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
 
 
 @modules.command()
+@click.option("--dry-run", is_flag=True, help="Print the pin that would be undone, change nothing.")
+@json_option
 @common_options
 @pass_app
-def unpin(app: AppContext) -> None:
+def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo the boot pin fwman made (restore the previous default kernel).
 
     fwman pins the boot default to a kernel with working patched modules when the newest kernel has none;
-    `fwman modules catchup` releases the pin by itself once a later build for that kernel succeeds.
+    `fwman modules catchup` releases the pin by itself once a later build for that kernel succeeds. With --json:
+    {"dry_run", "changed", "pin", "next_boot"} (schema fwman.modules-unpin/1); "pin" is null and "changed"
+    false when fwman has no pin in place (exit 0).
 
     \b
     Examples:
+      fwman modules unpin --dry-run
       fwman modules unpin
+      fwman modules unpin --json
     """
-    from fwman.driver.boot.loaders import default_boot_kernel
-    from fwman.driver.boot.pin import UnpinBoot, kernel_safety
-    from fwman.host.actions import apply_all
+    from fwman.app.modules_unpin import unpin_boot
 
-    app.require_change("fwman modules unpin")
-    action = UnpinBoot()
-    apply_all(app.host, [action])
-    record = action.record
+    if not dry_run:
+        app.require_change("fwman modules unpin")
+    result = unpin_boot(app.host, dry_run=dry_run)
+    if as_json:
+        app.emit_json("modules-unpin", result.to_json())
+        return
+    record = result.pin
     if record is None:
         app.echo("fwman has no boot pin in place")
         return
+    if dry_run:
+        app.echo(f"would undo the boot pin to {record.kernel} ({record.method}), restoring the previous default")
+        return
     app.echo(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")
-    after = default_boot_kernel(app.host)
-    if after.kver:
-        safety = kernel_safety(app.host, after.kver)
-        note = "has working patched modules" if safety.safe else f"has NO working patched modules: {safety.reason}"
+    after = result.next_boot
+    if after is not None:
+        note = "has working patched modules" if after.safe else f"has NO working patched modules: {after.reason}"
         app.echo(f"next boot: {after.kver}, which {note}")
 
 

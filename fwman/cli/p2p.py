@@ -140,7 +140,8 @@ def test(
     from fwman.p2p.copytest import MIB, run_copy_test
     from fwman.p2p.cuda import open_driver
 
-    layer = open_driver(app.env.variables.get(LIBCUDA_VARIABLE) or None)
+    opener = app.env.cuda_driver or open_driver
+    layer = opener(app.env.variables.get(LIBCUDA_VARIABLE) or None)
     try:
         gpus = layer.gpus()
         with app.progress("P2P copies", len(gpus) ** 2) as advance:

@@ -88,51 +88,65 @@ def _refuse_unreadable(st: HoldStatus) -> None:
 
 @userspace.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
+@json_option
 @common_options
 @pass_app
-def hold(app: AppContext, dry_run: bool) -> None:
+def hold(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Pin every installed NVIDIA user-space package to its version and blacklist it for unattended-upgrades.
 
     Writes /etc/apt/preferences.d/fwman-nvidia-userspace (Pin-Priority 1001 on the installed version),
     /etc/apt/apt.conf.d/51fwman-nvidia-userspace (Unattended-Upgrade::Package-Blacklist) and records the
     packages in /var/lib/fwman/userspace-hold.json. Re-running after a deliberate upgrade moves the hold to the
     new versions. When NVIDIA's .run installer put the user space there, there is nothing to pin (exit 2).
+    With --json: {"dry_run", "changed", "actions", "packages"} (schema fwman.userspace-hold/1).
 
     \b
     Examples:
       fwman userspace hold
       fwman userspace hold --dry-run
+      fwman userspace hold --json
     """
-    from fwman.driver.build.manifest import now_iso
-    from fwman.driver.userspace_hold import hold as do_hold
-    from fwman.driver.userspace_hold import hold_plan
+    from fwman.app.userspace import hold_packages
 
-    if dry_run:
-        app.echo_plan(hold_plan(app.host, now_iso())[1], "hold already in place and current")
-        return
-    app.require_change("fwman userspace hold")
-    packages, done = do_hold(app.host, now_iso())
-    for name, version in sorted(packages.items()):
-        app.echo(f"held {name} {version}")
-    app.echo("hold written" if done else "hold already in place and current")
+    if not dry_run:
+        app.require_change("fwman userspace hold")
+    result = hold_packages(app.host, dry_run=dry_run)
+    if not as_json and not dry_run:
+        for name, version in sorted((result.packages or {}).items()):
+            app.echo(f"held {name} {version}")
+    app.show_change("userspace-hold", result, as_json, nothing="hold already in place and current", done="hold written")
 
 
 @userspace.command()
+@click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
+@json_option
 @common_options
 @pass_app
-def release(app: AppContext) -> None:
+def release(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo `fwman userspace hold`: remove its apt pin, its blacklist entries and its record.
+
+    With --json: {"dry_run", "changed", "actions", "packages"} (schema fwman.userspace-release/1);
+    "changed" is false and "packages" null when fwman holds nothing (exit 0).
 
     \b
     Examples:
+      fwman userspace release --dry-run
       fwman userspace release
+      fwman userspace release --json
     """
-    from fwman.driver.userspace_hold import release as do_release
+    from fwman.app.userspace import release_hold
 
-    app.require_change("fwman userspace release")
-    record, done = do_release(app.host)
-    if not done:
+    if not dry_run:
+        app.require_change("fwman userspace release")
+    result = release_hold(app.host, dry_run=dry_run)
+    if as_json:
+        app.emit_json("userspace-release", result.to_json())
+        return
+    if dry_run:
+        app.echo_plan(result.actions, "fwman holds nothing")
+        return
+    if not result.changed:
         app.echo("fwman holds nothing")
         return
-    names = ", ".join(sorted(record.packages)) if record else "(record unreadable)"
+    names = ", ".join(sorted(result.packages)) if result.packages else "(record unreadable)"
     app.echo(f"released: {names}; apt and unattended-upgrades may upgrade them again")

@@ -107,6 +107,21 @@ DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
 # --- kernel and driver state (read only) --------------------------------------------------------------------
 PCI_DEVICES_DIR = "/sys/bus/pci/devices"
 PROC_MODULES = "/proc/modules"
+#: UEFI variables as efivarfs shows them (4 attribute bytes, then the value); the global variables' vendor GUID
+#: is EFI_GLOBAL_VARIABLE of the UEFI specification
+EFIVARS_DIR = "/sys/firmware/efi/efivars"
+EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
+SECUREBOOT_VAR = f"{EFIVARS_DIR}/SecureBoot-{EFI_GLOBAL_GUID}"
+SETUPMODE_VAR = f"{EFIVARS_DIR}/SetupMode-{EFI_GLOBAL_GUID}"
+#: the kernel's module trees, one directory per kernel release (``modules_dir(kver)``)
+MODULES_ROOT = "/lib/modules"
+
+
+def modules_dir(kver: str) -> str:
+    """Return ``/lib/modules/KVER``: the module tree (build/, updates/, modules.dep) of kernel release ``kver``."""
+    return f"{MODULES_ROOT}/{kver}"
+
+
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
 NVIDIA_MODULE_VERSION = "/sys/module/nvidia/version"
 NVIDIA_MODULE_SRCVERSION = "/sys/module/nvidia/srcversion"

@@ -48,3 +48,24 @@ def read_data(path: Path, limit: int | None = None) -> bytes:
         raise MissingError(f"{path}: not found") from e
     except OSError as e:
         raise MissingError(f"{path}: cannot read: {e.strerror or e}") from e
+
+
+def is_data_file(path: Path) -> bool:
+    """Return True when ``path`` (bundled data or a maintainer's catalog copy) is a regular file."""
+    return path.is_file()
+
+
+def is_data_dir(path: Path) -> bool:
+    """Return True when ``path`` (bundled data or a maintainer's catalog copy) is a directory."""
+    return path.is_dir()
+
+
+def list_data(directory: Path, pattern: str = "*") -> list[Path]:
+    """Return the entries of data directory ``directory`` whose names match ``pattern``, sorted by name.
+
+    Returns an empty list when ``directory`` is not a directory (callers that must tell "missing" from "empty"
+    ask :func:`is_data_dir` first).
+    """
+    if not directory.is_dir():
+        return []
+    return sorted(directory.glob(pattern))

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from fwman.core import names, paths
-from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
+from fwman.driver.kmod.secureboot import secure_boot_enabled
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.base import Host
 
@@ -44,8 +45,6 @@ DOC_NAME = "bundle.json"
 SIG_NAME = "bundle.json.sig"
 MODULES_PREFIX = "modules/"
 WHAT = "module bundle"
-#: the EFI variable that says whether Secure Boot is on: 4 bytes of attributes, then one byte (1 = enabled)
-SECURE_BOOT_VAR = "/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"
 #: a bundle of the real driver is ~100 MiB; anything far beyond that is not one
 MAX_MEMBER = 512 * 1024 * 1024
 #: bundle.json names five modules and their hashes: a few KB
@@ -390,17 +389,6 @@ def export_bundle(host: Host, kver: str, sign: Signer | None = None) -> tuple[by
 
 
 # -- import ---------------------------------------------------------------------------------------------------
-def secure_boot_enabled(host: Host) -> bool | None:
-    """Return True/False from the SecureBoot EFI variable, None when it cannot be read (not EFI, no efivarfs)."""
-    try:
-        if not host.exists(SECURE_BOOT_VAR):
-            return None
-        data = host.read_bytes(SECURE_BOOT_VAR, limit=64)
-    except (MissingError, NotRecordedError):
-        return None
-    return bool(data[4]) if len(data) >= 5 else None
-
-
 @dataclass
 class ImportOutcome:
     """What an import did for one kernel."""
@@ -462,9 +450,9 @@ def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callab
     doc = bundle.doc
     verify_contents(bundle)
     checks = [f"{len(doc.modules)} modules match bundle.json (SHA-256, vermagic {doc.kernel})"]
-    if not host.is_dir(f"/lib/modules/{doc.kernel}"):
+    if not host.is_dir(paths.modules_dir(doc.kernel)):
         raise MissingError(
-            f"the bundle is for kernel {doc.kernel}, which is not installed here (/lib/modules/{doc.kernel})",
+            f"the bundle is for kernel {doc.kernel}, which is not installed here ({paths.modules_dir(doc.kernel)})",
             hint="install that kernel first, or export a bundle for a kernel this host has",
         )
     checks.append(f"kernel {doc.kernel} is installed")

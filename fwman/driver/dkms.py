@@ -93,7 +93,7 @@ def dkms_argv(host: Host, *args: str) -> list[str]:
         argv += [
             f"--dkmstree={prefix}/var/lib/dkms",
             f"--sourcetree={prefix}/usr/src",
-            f"--installtree={prefix}/lib/modules",
+            f"--installtree={prefix}{paths.MODULES_ROOT}",
             "--no-depmod",
         ]
     return argv
@@ -192,14 +192,30 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     return apply_all(host, actions, report)
 
 
-def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str] | None:
+def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run: bool = False) -> list[str] | None:
     """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
     in ``/usr/src``). Returns what was done (each line also said through ``report`` as it happens), or None when
-    DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). Raises
-    VerificationError for a damaged record."""
+    DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). With
+    ``dry_run`` nothing changes and the steps that would run are returned (the modules that could not be added
+    back as ``skip ...`` lines). Raises VerificationError for a damaged record."""
     record = read_block(host)
     if record is None:
         return None
+    actions, skipped = _unblock_plan(host, record)
+    if dry_run:
+        todo = [a.describe() for a in actions if a.is_needed(host)]
+        return [*todo, f"remove the block record {paths.DKMS_BLOCK_STATE}", *(f"skip {s}" for s in skipped)]
+    done = apply_all(host, actions, report)
+    host.unlink(paths.DKMS_BLOCK_STATE)
+    left = [f"not re-added: {s}" for s in skipped]
+    if report is not None:
+        for line in left:
+            report(line)
+    return done + left
+
+
+def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[str]]:
+    """Return the actions that undo ``record`` and the modules that cannot be added back (why, one line each)."""
     registered = {(e.module, e.version) for e in status(host)}
     actions: list[Action] = [RemoveFile(paths.APT_DKMS_PIN)]
     skipped: list[str] = []
@@ -217,13 +233,7 @@ def unblock(host: Host, report: Callable[[str], None] | None = None) -> list[str
                 reason="register it with DKMS again",
             )
         )
-    done = apply_all(host, actions, report)
-    host.unlink(paths.DKMS_BLOCK_STATE)
-    left = [f"not re-added: {s}" for s in skipped]
-    if report is not None:
-        for line in left:
-            report(line)
-    return done + left
+    return actions, skipped
 
 
 def _not_in(registered: set[tuple[str, str]], key: tuple[str, str]) -> Callable[[Host], bool]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 
 from fwman.core.errors import MissingError
+from fwman.core.paths import MODULES_ROOT
 from fwman.host.base import Host
 
-MODULES_ROOT = "/lib/modules"
 _DIGITS = "0123456789"
 _PARTS = re.compile(r"[0-9]+|[^0-9]+")
 

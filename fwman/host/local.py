@@ -1,7 +1,7 @@
 """Questions about this machine's own filesystem that the CLI asks before it picks a Host.
 
-Is ``--root`` an existing directory, may this user write under it, and where does stdout go once its reader
-left: the only file-system effects outside a Host, kept in the door's folder.
+Is ``--root`` an existing directory, may this user write under it, how many CPUs a build may use, and where
+does stdout go once its reader left: the only file-system effects outside a Host, kept in the door's folder.
 """
 
 from __future__ import annotations
@@ -36,6 +36,11 @@ def writable_by(path: str, euid: int) -> bool:
         return os.access(path, os.W_OK | os.X_OK)
     st = os.stat(path)
     return bool((st.st_uid == euid and st.st_mode & 0o300 == 0o300) or st.st_mode & 0o003 == 0o003)
+
+
+def cpu_count() -> int:
+    """Return how many CPUs this machine has (at least 1): the module build runs ``make -j`` here."""
+    return os.cpu_count() or 1
 
 
 def devnull_text() -> IO[str]:

@@ -1,8 +1,8 @@
 """Drive an interactive tool through a pseudo-terminal: nvflash reads its ``y`` confirmation from the terminal.
 
-Piped stdin is reported to fail with nvflash (docs/vbios.md section 4), so fwman gives it a real terminal
-(``pty.fork``), answers the prompts it expects and nothing else, streams the output to a callback, and defers
-Ctrl-C while the tool writes: a SIGINT received meanwhile is remembered and reported once the tool exits.
+Piped stdin is reported to fail with nvflash (the design notes' docs/vbios.md, section 4), so fwman gives it a real
+terminal (``pty.fork``), answers the prompts it expects and nothing else, streams the output to a callback, and
+defers Ctrl-C while the tool writes: a SIGINT received meanwhile is remembered and reported once the tool exits.
 Reached through ``Host.run_interactive`` (``LiveHost``); a snapshot or a recording refuses it.
 """
 

@@ -31,6 +31,14 @@ def read_user_file(path: str, *, max_bytes: int | None = None) -> bytes:
     return data
 
 
+def user_path(path: str) -> str:
+    """Return the absolute path of the file or directory the user named (``~`` expanded, relative to the real cwd).
+
+    The path is not checked: callers that need it to exist ask :func:`is_user_file` or the Host.
+    """
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def is_user_file(path: str) -> bool:
     """Return True when ``path`` (relative to the real cwd) names a regular file on this machine."""
     return os.path.isfile(path)

@@ -20,7 +20,8 @@ no longer matches anything fails the test too, so it gets deleted.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fwman"
 
-#: rank of each top-level package of fwman (``fwman`` itself: the version string, as low as core)
+#: rank of each top-level package of fwman (``fwman`` itself: the version string, as low as core); a package or
+#: module that is not here fails the test (a new one gets its rank on purpose, never by default)
 LAYERS: dict[str, int] = {
     "fwman": 0,
     "core": 0,
@@ -43,16 +45,54 @@ LAYERS: dict[str, int] = {
     "cli": 6,
     "__main__": 7,
 }
-#: sibling imports (same rank, different package) that are allowed: (importer, imported)
+#: ranks inside a subject package, by the same rules (never up; a sibling of the same rank is not imported):
+#: ``"package": {"subpackage or module": rank}``; the package's own ``__init__`` is "" (the lowest)
+SUBLAYERS: dict[str, dict[str, int]] = {
+    "firmware": {
+        "": 0,
+        "versions": 0,
+        "rom": 0,
+        "nvflash": 0,
+        "catalog": 1,
+        "verify": 2,
+        "ops": 3,
+        "upgrade": 4,
+    },
+    "driver": {
+        "": 0,
+        "versions": 0,
+        "kernels": 0,
+        "localfs": 0,
+        "headers": 0,
+        "kmod": 0,
+        "userspace_hold": 0,
+        "forks": 1,
+        "build": 2,
+        "boot": 3,
+        "dkms": 3,
+        "hooks": 4,
+        "bundle": 4,
+    },
+    "reports": {"": 0, "audit": 0, "doctor": 1, "metrics": 2},
+}
+#: sibling imports (same rank, different package) that are allowed: (importer, imported); inside a package,
+#: ("driver.boot", "driver.dkms")
 SIBLINGS: set[tuple[str, str]] = set()
 
 #: which modules own which effect (a module name, or a package prefix ending in ".")
 DOORS: dict[str, set[str]] = {
-    "fwman.host.": {"files", "processes", "network"},
+    "fwman.host.": {"files", "processes", "environment"},
+    "fwman.host.http": {"network"},
     "fwman.core.clock": {"clock"},
     "fwman.core.resources": {"files"},
     "fwman.p2p.cuda": {"native"},
+    # the process's own environment (variables, euid, streams) is read once, into the CLI's Environment, which
+    # tests build themselves; everything below gets it from there
+    "fwman.cli.context": {"environment"},
 }
+#: modules that import by name at run time (startup time: a lazy command table, lazy exports); the checker counts
+#: every ``fwman.x.y`` (or ``fwman.x.y:attr``) string constant in them as an import, so the layers still hold
+LAZY_IMPORTERS: set[str] = {"fwman.cli.app", "fwman.host"}
 
 #: "<module> <what>" -> why it is allowed; <what> is an effect kind or "imports fwman.<package>"
 ALLOWED: dict[str, str] = {
@@ -65,6 +105,9 @@ ALLOWED: dict[str, str] = {
 EFFECT_MODULES: dict[str, str] = {
     "subprocess": "processes",
     "pty": "processes",
+    "asyncio": "processes",
+    "multiprocessing": "processes",
+    "concurrent.futures.process": "processes",
     "requests": "network",
     "urllib.request": "network",
     "urllib3": "network",
@@ -76,23 +119,48 @@ EFFECT_MODULES: dict[str, str] = {
     "fcntl": "files",
     "shutil": "files",
     "tempfile": "files",
+    "glob": "files",
 }
 OS_FILE_CALLS = {
     "open", "fdopen", "remove", "unlink", "rename", "replace", "renames", "makedirs", "mkdir", "rmdir",
     "removedirs", "listdir", "scandir", "walk", "stat", "lstat", "chmod", "chown", "lchown", "symlink", "link",
-    "readlink", "utime", "truncate", "mkfifo", "access", "fsync",
+    "readlink", "utime", "truncate", "mkfifo", "access", "fsync", "getcwd", "chdir",
 }  # fmt: skip
-OS_PATH_FILE_CALLS = {"exists", "lexists", "isfile", "isdir", "islink", "getsize", "getmtime", "realpath"}
+OS_PATH_FILE_CALLS = {
+    "exists", "lexists", "isfile", "isdir", "islink", "ismount", "getsize", "getmtime", "getatime", "getctime",
+    "realpath", "abspath", "samefile",
+}  # fmt: skip
 OS_PROCESS_CALLS = {"system", "popen", "fork", "forkpty", "kill", "killpg", "posix_spawn", "posix_spawnp"}
 OS_PROCESS_PREFIXES = ("exec", "spawn")
+#: what the process inherits or the machine is: a Host or the CLI's Environment says it
+OS_ENVIRONMENT = {
+    "environ", "environb", "getenv", "putenv", "unsetenv", "getuid", "geteuid", "getlogin", "cpu_count",
+    "process_cpu_count", "sched_getaffinity", "uname",
+}  # fmt: skip
+OS_PATH_ENVIRONMENT = {"expanduser", "expandvars"}
 #: Path methods with no path argument (a Host's methods of the same name take the path first)
 PATH_READS = {"read_text", "read_bytes"}  # called with no positional argument
 PATH_WRITES = {"write_text", "write_bytes"}  # called with exactly one positional argument (the data)
+#: pathlib's filesystem methods: a Path calls them with no positional argument; a Host's namesakes take the path
+PATH_FS_NOARG = {
+    "exists", "is_dir", "is_file", "is_symlink", "is_mount", "is_socket", "is_fifo", "is_block_device",
+    "is_char_device", "is_junction", "iterdir", "stat", "lstat", "mkdir", "unlink", "rmdir", "touch", "resolve",
+    "absolute", "expanduser", "readlink", "cwd", "home", "walk",
+}  # fmt: skip
+#: ... and these with exactly one (a pattern, a target, a mode); a Host has none of them with one argument
+PATH_FS_ONEARG = {"glob", "rglob", "rename", "replace", "symlink_to", "hardlink_to", "samefile", "chmod", "lchmod"}
 TIME_CLOCK = {
     "time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns", "sleep", "localtime",
-    "gmtime", "ctime", "process_time",
+    "gmtime", "ctime", "asctime", "process_time", "thread_time",
 }  # fmt: skip
 DATETIME_CLOCK = {"now", "utcnow", "today"}
+#: archive and compressed-file constructors: they open the path they are given (a BytesIO or fileobj= is pure)
+ARCHIVE_OPENERS = {
+    "zipfile.ZipFile", "zipfile.Path", "tarfile.open", "tarfile.TarFile", "gzip.open", "gzip.GzipFile",
+    "bz2.open", "bz2.BZ2File", "lzma.open", "lzma.LZMAFile",
+}  # fmt: skip
+#: importing by a name computed at run time hides a dependency from this test
+DYNAMIC_IMPORTS = {"importlib.import_module", "importlib.reload", "importlib.__import__", "builtins.__import__"}
 #: Host methods that change the host or run a tool: the CLI only parses and dispatches, so ``fwman.cli`` never
 #: calls them itself (a use case in app/, or an action, does)
 HOST_CHANGES = {"write_bytes", "mkdir", "rename", "unlink", "symlink", "remove_tree", "run", "run_interactive"}
@@ -142,6 +210,15 @@ def _package(module: str) -> str:
     return parts[1] if len(parts) > 1 else parts[0]
 
 
+def _subpackage(module: str) -> str:
+    """Return the rank key inside a package: ``fwman.driver.build.pipeline`` -> ``build``, ``fwman.driver`` -> ``""``.
+
+    ``fwman.driver.forks`` -> ``forks``: a module directly in the package is ranked like a sub-package.
+    """
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""
+
+
 def _effect_of_import(name: str) -> str | None:
     for mod, kind in EFFECT_MODULES.items():
         if name == mod or name.startswith(mod + "."):
@@ -149,28 +226,105 @@ def _effect_of_import(name: str) -> str | None:
     return None
 
 
+def _effect_of_name(full: str) -> tuple[str, str] | None:
+    """Return (effect kind, detail) when naming ``full`` (a canonical dotted name: aliases undone) is an effect."""
+    head, _, attr = full.rpartition(".")
+    if head == "os":
+        if attr in OS_FILE_CALLS:
+            return "files", full
+        if attr in OS_PROCESS_CALLS or attr.startswith(OS_PROCESS_PREFIXES):
+            return "processes", full
+        if attr in OS_ENVIRONMENT:
+            return "environment", full
+    if head == "os.path":
+        if attr in OS_PATH_FILE_CALLS:
+            return "files", full
+        if attr in OS_PATH_ENVIRONMENT:
+            return "environment", full
+    if full == "concurrent.futures.ProcessPoolExecutor":
+        return "processes", full
+    if head == "time" and attr in TIME_CLOCK:
+        return "clock", full
+    if head.split(".")[-1] in ("datetime", "date") and attr in DATETIME_CLOCK:
+        return "clock", full
+    return None
+
+
+_FWMAN_NAME = re.compile(r"fwman(\.\w+)+(:\w+)?")
+
+
 def check_source(module: str, source: str, *, is_package: bool = False) -> list[Violation]:
     """Return every rule ``source`` (the text of fwman module ``module``) breaks, before doors and ALLOWED."""
     tree = ast.parse(source)
     found: list[Violation] = []
     me = _package(module)
+    my_sub = _subpackage(module)
 
     def add(node: ast.AST, what: str, detail: str) -> None:
         found.append(Violation(module, getattr(node, "lineno", 0), what, detail))
+
+    if me not in LAYERS:
+        add(tree, "unranked", f"package fwman.{me} has no rank in LAYERS")
+    elif me in SUBLAYERS and my_sub not in SUBLAYERS[me]:
+        add(tree, "unranked", f"fwman.{me}.{my_sub} has no rank in SUBLAYERS[{me!r}]")
 
     def imported(node: ast.AST, name: str) -> None:
         kind = _effect_of_import(name)
         if kind is not None:
             add(node, kind, f"imports {name}")
-        if name == "fwman" or name.startswith("fwman."):
-            other = _package(name)
-            if other == me or other not in LAYERS or me not in LAYERS:
-                return
+        if name != "fwman" and not name.startswith("fwman."):
+            return
+        other = _package(name)
+        if other not in LAYERS:
+            add(node, "unranked", f"imports {name}, whose package has no rank in LAYERS")
+            return
+        if me not in LAYERS:
+            return
+        if other != me:
             if LAYERS[other] > LAYERS[me]:
                 add(node, f"imports fwman.{other}", f"{me} (layer {LAYERS[me]}) imports {name} (layer {LAYERS[other]})")
             elif LAYERS[other] == LAYERS[me] and (me, other) not in SIBLINGS:
                 add(node, f"imports fwman.{other}", f"{me} imports its sibling {name}")
+            return
+        ranks = SUBLAYERS.get(me)
+        theirs = _subpackage(name)
+        if ranks is None or theirs == my_sub or my_sub not in ranks:
+            return
+        if theirs not in ranks:
+            add(node, "unranked", f"imports {name}, which has no rank in SUBLAYERS[{me!r}]")
+        elif ranks[theirs] > ranks[my_sub]:
+            add(
+                node,
+                f"imports fwman.{me}.{theirs}",
+                f"{me}.{my_sub} (rank {ranks[my_sub]}) imports {name} (rank {ranks[theirs]})",
+            )
+        elif ranks[theirs] == ranks[my_sub] and theirs and (f"{me}.{my_sub}", f"{me}.{theirs}") not in SIBLINGS:
+            add(node, f"imports fwman.{me}.{theirs}", f"{me}.{my_sub} imports its sibling {name}")
 
+    # what each local name stands for: `import os as o` -> o = os; `from datetime import datetime as dt` -> dt =
+    # datetime.datetime; so an alias reads like the name it hides
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname] = alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(module, is_package, node.level, node.module) if node.level else (node.module or "")
+            for alias in node.names:
+                aliases[alias.asname or alias.name] = f"{base}.{alias.name}"
+
+    #: local names bound to a module by `import x` (their functions are not pathlib methods: dataclasses.replace)
+    module_names = {
+        (alias.asname or alias.name.split(".")[0]) for node in ast.walk(tree) if isinstance(node, ast.Import)
+        for alias in node.names
+    }  # fmt: skip
+
+    def canonical(dotted: str) -> str:
+        head, dot, rest = dotted.partition(".")
+        return aliases.get(head, head) + dot + rest
+
+    lazy = module in LAZY_IMPORTERS
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
@@ -178,18 +332,45 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(module, is_package, node.level, node.module) if node.level else (node.module or "")
             imported(node, base)
-            for alias in node.names:  # `from fwman import gpu`, `from time import monotonic`, `from os import system`
+            # `from fwman import gpu`, `from fwman.driver import build`, `from time import monotonic`,
+            # `from os import remove`, `from os import environ`
+            for alias in node.names:
                 full = f"{base}.{alias.name}"
-                if base == "fwman" or (_effect_of_import(full) and not _effect_of_import(base)):
+                # `from fwman import __version__` imports a name, not a module
+                as_module = base == "fwman" or (base == f"fwman.{me}" and me in SUBLAYERS)
+                if not alias.name.startswith("__") and (
+                    as_module or (_effect_of_import(full) and not _effect_of_import(base))
+                ):
                     imported(node, full)
-                if base == "time" and alias.name in TIME_CLOCK:
-                    add(node, "clock", f"from time import {alias.name}")
-                if base == "os" and (alias.name in OS_PROCESS_CALLS or alias.name.startswith(OS_PROCESS_PREFIXES)):
-                    add(node, "processes", f"from os import {alias.name}")
-        elif isinstance(node, ast.Call):
-            effect = _call_effect(node)
+                effect = _effect_of_name(full)
+                if effect is not None:
+                    add(node, effect[0], f"from {base} import {alias.name}")
+                if full == "time.strftime":
+                    add(node, "clock", "from time import strftime (with no time tuple it reads the clock)")
+        elif isinstance(node, ast.Attribute):
+            dotted = _dotted(node)
+            if dotted is not None:
+                effect = _effect_of_name(canonical(dotted))
+                if effect is not None:
+                    add(node, effect[0], f"{dotted}" + (f" ({effect[1]})" if effect[1] != dotted else ""))
+        elif (
+            isinstance(node, ast.Constant)
+            and lazy
+            and isinstance(node.value, str)
+            and _FWMAN_NAME.fullmatch(node.value)
+        ):
+            imported(node, node.value.split(":")[0])
+        if isinstance(node, ast.Call):
+            effect = _call_effect(node, canonical, module_names)
             if effect is not None:
                 add(node, *effect)
+            func = _dotted(node.func)
+            if func is not None and _canonical_call(func, canonical) in DYNAMIC_IMPORTS:
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    imported(node, first.value)
+                elif not lazy:
+                    add(node, "dynamic import", f"{func}() of a computed name (this test cannot see what it imports)")
             if me == "cli" and isinstance(node.func, ast.Attribute) and node.func.attr in HOST_CHANGES:
                 receiver = _dotted(node.func.value) or ""
                 if receiver == "host" or receiver.endswith(".host"):
@@ -197,33 +378,44 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
     return found
 
 
-def _call_effect(node: ast.Call) -> tuple[str, str] | None:
-    """Return (effect kind, what was called) when call ``node`` touches the world, else None."""
+def _canonical_call(func: str, canonical: Callable[[str], str]) -> str:
+    name = canonical(func)
+    return "builtins.__import__" if name == "__import__" else name
+
+
+def _call_effect(node: ast.Call, canonical: Callable[[str], str], modules: set[str]) -> tuple[str, str] | None:
+    """Return (effect kind, what was called) when call ``node`` touches the world, else None.
+
+    Names that are an effect wherever they appear (``os.system``, ``time.time``) are caught as names, not here.
+    """
     func = node.func
-    if isinstance(func, ast.Name) and func.id == "open":
+    if isinstance(func, ast.Name) and canonical(func.id) in ("open", "builtins.open", "io.open"):
         return "files", "open()"
+    dotted = _dotted(func)
+    full = canonical(dotted) if dotted is not None else None
+    positional = len(node.args)
+    if full in ARCHIVE_OPENERS:
+        first = node.args[0] if node.args else None
+        in_memory = isinstance(first, ast.Call) and (_dotted(first.func) or "").endswith("BytesIO")
+        if in_memory or (first is None and any(k.arg == "fileobj" for k in node.keywords)):
+            return None
+        return "files", f"{dotted}() of a path (pass io.BytesIO(data) or fileobj=)"
+    if full == "time.strftime" and positional < 2:
+        return "clock", f"{dotted}() with no time tuple"
     if not isinstance(func, ast.Attribute):
         return None
-    dotted = _dotted(func)
+    if isinstance(func.value, ast.Name) and func.value.id in modules:
+        return None  # a module's function (`dataclasses.replace(x)`), not a Path method; os.* is caught by name
     attr = func.attr
-    positional = len(node.args)
-    if dotted is not None:
-        head = dotted.rsplit(".", 1)[0]
-        if head == "os" and attr in OS_FILE_CALLS:
-            return "files", f"{dotted}()"
-        if head == "os.path" and attr in OS_PATH_FILE_CALLS:
-            return "files", f"{dotted}()"
-        if head == "os" and (attr in OS_PROCESS_CALLS or attr.startswith(OS_PROCESS_PREFIXES)):
-            return "processes", f"{dotted}()"
-        if head == "time" and attr in TIME_CLOCK:
-            return "clock", f"{dotted}()"
-        if head.split(".")[-1] in ("datetime", "date") and attr in DATETIME_CLOCK:
-            return "clock", f"{dotted}()"
     if attr in PATH_READS and positional == 0:
         return "files", f".{attr}() (pathlib)"
     if attr in PATH_WRITES and positional == 1:
         return "files", f".{attr}(data) (pathlib)"
-    if attr == "open" and dotted != "os.open":
+    if attr in PATH_FS_NOARG and positional == 0:
+        return "files", f".{attr}() (pathlib)"
+    if attr in PATH_FS_ONEARG and positional == 1:
+        return "files", f".{attr}(...) (pathlib)"
+    if attr == "open" and full != "os.open":
         return "files", f"{dotted or '...'}.open()"
     return None
 
@@ -300,12 +492,50 @@ PLANTED = [
     ("fwman.gpu.smi", "import ctypes\n", "native"),
     ("fwman.cli.metrics", "def f(app, p, d):\n    app.host.write_bytes(p, d)\n", "host change"),
     ("fwman.cli.hooks", "def f(host):\n    host.run(['systemctl', 'daemon-reload'])\n", "host change"),
+    # the holes of round two (issue 24): one planted string each
+    ("fwman.gpu.smi", "def f(p):\n    return p.exists()\n", "files"),  # pathlib's filesystem methods
+    ("fwman.gpu.smi", "def f(p):\n    p.mkdir(parents=True, exist_ok=True)\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    p.unlink(missing_ok=True)\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    return list(p.iterdir())\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    return sorted(p.glob('*.toml'))\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    return p.stat().st_size\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    return p.is_file()\n", "files"),
+    ("fwman.gpu.smi", "def f(p):\n    return p.resolve()\n", "files"),
+    ("fwman.gpu.smi", "from os import remove\n", "files"),
+    ("fwman.gpu.smi", "from os.path import isfile\n", "files"),
+    ("fwman.gpu.smi", "import os as o\no.system('nvidia-smi')\n", "processes"),
+    ("fwman.gpu.smi", "from os import path as p\np.exists('/dev/nvidia0')\n", "files"),
+    ("fwman.gpu.smi", "import os\nos.path.abspath('rom.bin')\n", "files"),  # reads the working directory
+    ("fwman.gpu.smi", "import glob\n", "files"),
+    ("fwman.gpu.smi", "import zipfile\nzipfile.ZipFile('/tmp/x.zip')\n", "files"),
+    ("fwman.gpu.smi", "import tarfile\ntarfile.open('/tmp/x.tar')\n", "files"),
+    ("fwman.gpu.smi", "import importlib\nimportlib.import_module(name)\n", "dynamic import"),
+    ("fwman.gpu.smi", "__import__(name)\n", "dynamic import"),
+    ("fwman.gpu.smi", "import importlib\nimportlib.import_module('fwman.cli.app')\n", "imports fwman.cli"),
+    ("fwman.gpu.smi", "import asyncio\n", "processes"),
+    ("fwman.gpu.smi", "import multiprocessing\n", "processes"),
+    ("fwman.gpu.smi", "from concurrent.futures import ProcessPoolExecutor\n", "processes"),
+    ("fwman.gpu.smi", "from datetime import datetime as dt\ndt.now()\n", "clock"),
+    ("fwman.gpu.smi", "import time\ntime.strftime('%Y')\n", "clock"),
+    ("fwman.gpu.smi", "import os\nos.environ.get('HOME')\n", "environment"),
+    ("fwman.gpu.smi", "import os\nos.getenv('HOME')\n", "environment"),
+    ("fwman.gpu.smi", "from os import environ\n", "environment"),
+    ("fwman.driver.build.pipeline", "import os\nos.cpu_count()\n", "environment"),
+    ("fwman.newthing.x", "X = 1\n", "unranked"),  # a package missing from LAYERS
+    ("fwman.gpu.smi", "import fwman.newthing\n", "unranked"),
+    ("fwman.driver.newsub.x", "X = 1\n", "unranked"),  # a sub-package missing from SUBLAYERS
+    ("fwman.firmware.rom.parse", "from fwman.firmware.catalog import schema\n", "imports fwman.firmware.catalog"),
+    ("fwman.driver.kmod.modinfo", "from fwman.driver import build\n", "imports fwman.driver.build"),
+    ("fwman.driver.boot.pin", "from ..dkms import status\n", "imports fwman.driver.dkms"),  # sub-sibling
+    ("fwman.reports.audit.read", "from fwman.reports.doctor.facts import Facts\n", "imports fwman.reports.doctor"),
+    ("fwman.host.live", "import requests\n", "network"),  # requests only in host/http.py
 ]
 
 
 @pytest.mark.parametrize(("module", "source", "what"), PLANTED)
 def test_checker_catches_a_planted_violation(module: str, source: str, what: str) -> None:
     found = [v for v in check_source(module, source) if not _is_door(v.module, v.what)]
+    print("\n".join(map(str, found)))  # `pytest -s` shows each failure line the checker gives (for the notes)
     assert [v.what for v in found] == [what], found
 
 
@@ -323,6 +553,17 @@ CLEAN = [
     ("fwman.p2p.cuda", "import ctypes\n"),
     ("fwman.cli.scan", "def f(app, p):\n    return app.host.read_text(p)\n"),  # the CLI may read
     ("fwman.app.metrics", "def f(host, p, d):\n    host.write_bytes(p, d)\n"),  # a use case may change
+    ("fwman.gpu.smi", "def f(host, p):\n    return host.exists(p) and host.is_dir(p) and host.listdir(p)\n"),
+    ("fwman.gpu.smi", "def f(host, a, b):\n    host.mkdir(a)\n    host.rename(a, b)\n    host.unlink(b)\n"),
+    ("fwman.gpu.smi", "import dataclasses\ndef f(c):\n    return dataclasses.replace(c)\n"),  # not pathlib
+    ("fwman.gpu.smi", "import io, zipfile\ndef f(d):\n    return zipfile.ZipFile(io.BytesIO(d))\n"),  # in memory
+    ("fwman.gpu.smi", "import tarfile\ndef f(b):\n    return tarfile.TarFile(fileobj=b)\n"),
+    ("fwman.gpu.smi", "import time\ndef f(t):\n    return time.strftime('%Y', t)\n"),  # a given time: pure
+    ("fwman.gpu.smi", "from datetime import datetime as dt\ndt.fromisoformat('2026-01-01')\n"),
+    ("fwman.cli.app", "import importlib\nT = {'scan': 'fwman.cli.scan:scan'}\nimportlib.import_module(T[n])\n"),
+    ("fwman.driver.hooks.catchup", "from fwman.driver.build import pipeline\nfrom ..boot import pin\n"),  # down
+    ("fwman.host.http", "import requests\nimport os\nos.environ.get('NO_PROXY')\n"),
+    ("fwman.cli.context", "import os\nV = dict(os.environ)\n"),  # the CLI's Environment reads it once
 ]
 
 
@@ -338,3 +579,71 @@ def test_a_door_is_a_door_only_for_its_own_effects() -> None:
     ]
     found = check_source("fwman.host.live", "import time\ntime.time()\n")
     assert [v.what for v in found if not _is_door(v.module, v.what)] == ["clock"]
+
+
+def test_every_rank_names_a_package_that_exists() -> None:
+    # a rank left behind by a move would let a new package of that name in unnoticed
+    def exists(*parts: str) -> bool:
+        return PACKAGE.joinpath(*parts).is_dir() or PACKAGE.joinpath(*parts[:-1], parts[-1] + ".py").is_file()
+
+    stale = [p for p in LAYERS if p != "fwman" and not exists(p)]
+    stale += [f"{p}.{s}" for p, ranks in SUBLAYERS.items() for s in ranks if s and not exists(p, s)]
+    assert not stale, f"ranks for packages that do not exist (delete them): {stale}"
+
+
+# -- host paths: one owner each (fwman/core/paths.py) --------------------------------------------------------
+#: a host path spelled out with a variable part, where core/paths.py (or its owner) has the function
+PATH_BUILDERS: dict[str, str] = {
+    "/lib/modules/": "paths.modules_dir(kver)",
+    "/etc/pve/lxc/": "platform.proxmox.lxc_config_path(ctid)",
+}
+#: names only core/paths.py spells out
+PATH_NAMES: dict[str, str] = {"8be4df61-93ca-11d2-aa0d-00e098032b8c": "paths.SECUREBOOT_VAR / EFI_GLOBAL_GUID"}
+PATH_OWNERS = {"fwman.core.paths"}
+
+
+def check_paths(module: str, source: str) -> list[Violation]:
+    """Return every host path ``source`` builds by hand that has an owner (docstrings do not count)."""
+    if module in PATH_OWNERS:
+        return []
+    tree = ast.parse(source)
+    docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    found: list[Violation] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            for part, after in zip(node.values, node.values[1:], strict=False):
+                if not (isinstance(part, ast.Constant) and isinstance(after, ast.FormattedValue)):
+                    continue
+                for prefix, owner in PATH_BUILDERS.items():
+                    if str(part.value).endswith(prefix):
+                        found.append(Violation(module, node.lineno, "host path", f"{prefix}{{...}} by hand: {owner}"))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            for name, owner in PATH_NAMES.items():
+                if name in node.value:
+                    found.append(Violation(module, node.lineno, "host path", f"{name} spelled out: {owner}"))
+    return found
+
+
+def test_host_paths_have_one_owner() -> None:
+    found = [v for module, path in _modules() for v in check_paths(module, path.read_text())]
+    assert not found, "host paths built outside their owner:\n" + "\n".join(map(str, found))
+
+
+@pytest.mark.parametrize(
+    ("module", "source"),
+    [
+        ("fwman.driver.build.install", "def f(kver):\n    return f'/lib/modules/{kver}/modules.dep'\n"),
+        ("fwman.app.p2p", "def f(ctid):\n    return f'/etc/pve/lxc/{ctid}.conf'\n"),
+        ("fwman.driver.bundle", "VAR = '/sys/firmware/efi/efivars/SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c'\n"),
+    ],
+)
+def test_path_checker_catches_a_path_built_by_hand(module: str, source: str) -> None:
+    found = check_paths(module, source)
+    print("\n".join(map(str, found)))
+    assert [v.what for v in found] == ["host path"]
+
+
+def test_path_checker_passes_the_owner_and_docstrings() -> None:
+    assert check_paths("fwman.core.paths", "def modules_dir(kver):\n    return f'/lib/modules/{kver}'\n") == []
+    assert check_paths("fwman.driver.kmod.secureboot", '"""SecureBoot-8be4df61-93ca-11d2-aa0d-00e098032b8c"""\n') == []
+    assert check_paths("fwman.app.x", "def f(kver):\n    return paths.modules_dir(kver) + '/build'\n") == []

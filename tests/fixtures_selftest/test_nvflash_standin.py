@@ -1,4 +1,5 @@
-"""The stand-in nvflash behaves as docs/vbios.md section 4 says the real one does (the tests fwman relies on)."""
+"""The stand-in nvflash behaves as the design notes' docs/vbios.md section 4 says the real one does (what fwman
+relies on)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from fwman.cli.context import Environment
 from fwman.core.clock import Clock
 from fwman.host.base import Host
 from fwman.host.live import LiveHost
+from fwman.p2p.device import DeviceLayer
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -41,7 +42,8 @@ class FwmanEnv:
     """Runs fwman in-process against a chosen environment.
 
     ``path_prepend`` directories go first on the live host's PATH (fixture tools such as the stand-in nvflash);
-    ``variables`` are the process environment fwman sees; ``euid`` is the user it believes it runs as.
+    ``variables`` are the whole process environment fwman sees (the real one is not copied in: a developer's
+    ``NO_COLOR`` or ``FWMAN_*`` must not change what a test sees); ``euid`` is the user it believes it runs as.
     """
 
     path_prepend: Sequence[str | os.PathLike[str]] = ()
@@ -50,6 +52,8 @@ class FwmanEnv:
     tty: bool = False
     #: the clock fwman reads (None: the real one); e.g. fwman.core.clock.FixedClock
     clock: Clock | None = None
+    #: opens the GPUs for `p2p test` (None: the real CUDA driver); tests.support.gpus.memory_driver(...)
+    cuda_driver: Callable[[str | None], DeviceLayer] | None = None
 
     def host_env(self) -> dict[str, str]:
         """Return the variables the live host adds to commands it runs (PATH with fixtures first)."""
@@ -71,10 +75,11 @@ class FwmanEnv:
             stderr=err,
             stdout_isatty=self.tty,
             stderr_isatty=self.tty,
-            variables={**os.environ, **self.variables},
+            variables=dict(self.variables),
             live_host_factory=self.live_host,
             euid=self.euid,
             clock=self.clock,
+            cuda_driver=self.cuda_driver,
         )
         code = run(list(argv), env)
         return Result(code, out.getvalue(), err.getvalue())

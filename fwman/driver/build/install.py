@@ -90,7 +90,7 @@ class InstallModules:
     def apply(self, host: Host) -> None:
         """Install the set. Raises MissingError when the kernel's module directory does not exist, FwmanError when
         a write fails; the previous modules stay in place until the final rename."""
-        base = f"/lib/modules/{self.kver}"
+        base = paths.modules_dir(self.kver)
         if not host.is_dir(base):
             raise MissingError(f"{base} does not exist: is kernel {self.kver} installed?")
         final = install_dir(self.kver)
@@ -221,10 +221,10 @@ def depmod_resolution(host: Host, kver: str) -> dict[str, str]:
 
     Returns {} when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep.
     """
-    path = f"/lib/modules/{kver}/modules.dep"
+    path = f"{paths.modules_dir(kver)}/modules.dep"
     if not host.exists(path):
         return {}
-    return {name: f"/lib/modules/{kver}/{rel}" for name, rel in parse_modules_dep(host.read_text(path)).items()}
+    return {name: f"{paths.modules_dir(kver)}/{rel}" for name, rel in parse_modules_dep(host.read_text(path)).items()}
 
 
 @dataclass

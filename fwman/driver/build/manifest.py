@@ -57,7 +57,7 @@ def store_dir(kver: str) -> str:
 
 def install_dir(kver: str) -> str:
     """Return the host directory the modules of ``kver`` are installed in."""
-    return f"/lib/modules/{kver}/{INSTALL_SUBDIR}"
+    return f"{paths.modules_dir(kver)}/{INSTALL_SUBDIR}"
 
 
 def build_log_path(kver: str) -> str:

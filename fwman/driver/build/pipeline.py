@@ -13,7 +13,6 @@ root works too). Without them the build would target the *running* kernel.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shlex
 import threading
@@ -31,6 +30,7 @@ from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.actions import RemoveFile, Report, apply_all, silent
 from fwman.host.base import CommandResult, Host
+from fwman.host.local import cpu_count
 
 
 def compiler_version(host: Host) -> str:
@@ -43,8 +43,8 @@ def compiler_version(host: Host) -> str:
 
 def kernel_tree_args(host: Host, kver: str) -> list[str]:
     """Return the make variables that name ``kver``'s headers (split Debian headers handled)."""
-    build = f"/lib/modules/{kver}/build"
-    source = f"/lib/modules/{kver}/source"
+    build = f"{paths.modules_dir(kver)}/build"
+    source = f"{paths.modules_dir(kver)}/source"
     out = local_dir(host, build)
     src = local_dir(host, source) if host.is_dir(f"{source}/include") else out
     return [f"KERNEL_UNAME={kver}", f"SYSSRC={src}", f"SYSOUT={out}"]
@@ -270,7 +270,7 @@ def compile_for_kernel(
     """
     if not headers_present(host, kver):
         raise MissingError(
-            f"no headers for kernel {kver} (/lib/modules/{kver}/build/include is missing)",
+            f"no headers for kernel {kver} ({paths.modules_dir(kver)}/build/include is missing)",
             hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     compiler = compiler_version(host)
@@ -295,7 +295,7 @@ def compile_for_kernel(
         report("kernel-independent objects: not cached, building them (the long part)")
     if host.which("make") is None:
         raise MissingError("make not found", hint="install make and gcc (apt install make gcc)")
-    jobs = jobs or os.cpu_count() or 1
+    jobs = jobs or cpu_count()
     # --output-sync=target: each target's output comes out whole (errors stay under make's directory lines,
     # which it prints around every block) and as soon as that target is done, so progress can be followed
     skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
@@ -387,7 +387,7 @@ def update_kernel(
 
         advice = advise_host(host, kver)
         message = (
-            f"no headers for {kver} yet (/lib/modules/{kver}/build/include missing): marked pending; "
+            f"no headers for {kver} yet ({paths.modules_dir(kver)}/build/include missing): marked pending; "
             f"install them: {advice.install_hint()}"
         )
         write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))

@@ -91,7 +91,7 @@ class RefreshDepmod:
 
     def is_needed(self, host: Host) -> bool:
         """Return True when a watched action changed something or still would, and depmod has an index here."""
-        if not host.exists(f"/lib/modules/{self.kver}/modules.dep"):
+        if not host.exists(f"{paths.modules_dir(self.kver)}/modules.dep"):
             return False  # the kernel itself is gone (or was never indexed): nothing to re-index
         return any(t.applied or t.is_needed(host) for t in self.after)
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError
-from fwman.core.resources import bundled, read_data
+from fwman.core.resources import bundled, is_data_file, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
 from fwman.host.base import Host
 from fwman.platform.systemd import reload_running_systemd
@@ -37,7 +37,7 @@ from fwman.platform.systemd import reload_running_systemd
 def templates_dir() -> Path:
     """Return the directory of the hook templates (see fwman.core.resources.bundled). Raises MissingError."""
     here = bundled("hooks")
-    if (here / "kernel-postinst").is_file():
+    if is_data_file(here / "kernel-postinst"):
         return here
     raise MissingError(
         f"hook templates not found in {here}",
@@ -47,7 +47,14 @@ def templates_dir() -> Path:
 
 def python_for_hooks() -> str:
     """Return the Python interpreter the installed hook and unit run fwman with (this one)."""
-    return os.path.abspath(sys.executable)
+    # sys.executable is absolute whenever Python knows its own path; a relative or empty one cannot be the
+    # interpreter of a hook that runs from any directory
+    if not os.path.isabs(sys.executable):
+        raise MissingError(
+            f"this Python does not know its own absolute path ({sys.executable!r})",
+            hint="run fwman through its installed entry point or an absolute interpreter path",
+        )
+    return sys.executable
 
 
 def rendered(python: str | None = None) -> dict[str, bytes]:

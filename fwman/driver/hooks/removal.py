@@ -90,7 +90,7 @@ def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSu
     for directory in (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}"):
         if host.exists(directory):
             attempt(directory, lambda d=directory: _rmtree(host, d))  # type: ignore[misc]
-    _prune_empty(host, f"/lib/modules/{kver}")
+    _prune_empty(host, paths.modules_dir(kver))
     if key is not None and host.exists(objcache.entry_dir(key)):
         others = [_manifest_cache_key(host, k) for k in _other_manifests(host, kver)]
         # keep the entry the next build will reuse: only one the remaining kernels have moved away from goes

@@ -132,7 +132,7 @@ def modules_dir_entries(host: Host, kver: str, excludes: list[str] | None = None
     ``build`` and ``source`` (and ``excludes`` directory names) are skipped, like depmod. Returns [] when the
     directory does not exist.
     """
-    base = f"/lib/modules/{kver}"
+    base = paths.modules_dir(kver)
     skip = {"build", "source", *(excludes or [])}
     found: list[str] = []
 
@@ -204,7 +204,7 @@ def resolve_all(host: Host, kver: str, config: DepmodConfig | None = None) -> di
         current = chosen.get(name)
         if current is None or not _old_stays(config, current, rel):
             chosen[name] = rel
-    return {name: f"/lib/modules/{kver}/{rel}" for name, rel in chosen.items()}
+    return {name: f"{paths.modules_dir(kver)}/{rel}" for name, rel in chosen.items()}
 
 
 def resolve_module(host: Host, kver: str, name: str) -> str | None:

@@ -25,12 +25,10 @@ import struct
 from dataclasses import dataclass
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.paths import EFI_GLOBAL_GUID, EFIVARS_DIR, SECUREBOOT_VAR, SETUPMODE_VAR
 from fwman.host.base import Host, is_this_machine
 
-EFI_GLOBAL_GUID = "8be4df61-93ca-11d2-aa0d-00e098032b8c"
-EFIVARS_DIR = "/sys/firmware/efi/efivars"
-SECUREBOOT_VAR = f"{EFIVARS_DIR}/SecureBoot-{EFI_GLOBAL_GUID}"
-SETUPMODE_VAR = f"{EFIVARS_DIR}/SetupMode-{EFI_GLOBAL_GUID}"
+__all__ = ["EFIVARS_DIR", "EFI_GLOBAL_GUID", "SECUREBOOT_VAR", "SETUPMODE_VAR"]  # the paths' owner is core/paths
 SIG_ENFORCE_PARAM = "/sys/module/module/parameters/sig_enforce"
 SCHEMA = "fwman.secureboot/1"
 WHAT = "Secure Boot state"
@@ -127,15 +125,38 @@ def _mokutil(host: Host, *args: str) -> str | None:
     return (result.stdout + result.stderr) if not result.missing else None
 
 
+def efi_secure_boot(host: Host) -> bool | None:
+    """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable
+    (a BIOS boot, no efivarfs).
+
+    Raises ParseError when the variable is malformed, MissingError when it cannot be read, NotRecordedError on a
+    replay that did not record it.
+    """
+    if not host.exists(SECUREBOOT_VAR):
+        return None
+    return parse_efi_bool(host.read_bytes(SECUREBOOT_VAR, limit=64))
+
+
+def secure_boot_enabled(host: Host) -> bool | None:
+    """Return True/False from the SecureBoot EFI variable; None when it is absent, unreadable, malformed or not
+    recorded (the caller then treats Secure Boot as unknown). Never raises."""
+    try:
+        return efi_secure_boot(host)
+    except (ParseError, MissingError, NotRecordedError):
+        return None
+
+
 def _read_firmware_state(host: Host, state: SecureBootState) -> None:
     """Fill ``state`` from the EFI variable (or its absence), mokutil and module.sig_enforce."""
-    if host.exists(SECUREBOOT_VAR):
-        try:
-            state.enabled, state.source = parse_efi_bool(host.read_bytes(SECUREBOOT_VAR)), "efivars"
-        except (ParseError, MissingError) as e:
-            state.note = f"{SECUREBOOT_VAR}: {e.message}"
-    elif host.exists("/sys/firmware") and not host.exists("/sys/firmware/efi"):
-        state.enabled, state.source = False, "bios"
+    try:
+        enabled = efi_secure_boot(host)
+    except (ParseError, MissingError) as e:
+        state.note = f"{SECUREBOOT_VAR}: {e.message}"
+    else:
+        if enabled is not None:
+            state.enabled, state.source = enabled, "efivars"
+        elif host.exists("/sys/firmware") and not host.exists("/sys/firmware/efi"):
+            state.enabled, state.source = False, "bios"
     if state.enabled is not False or state.source != "bios":
         text = _mokutil(host, "--sb-state")
         if text is not None:

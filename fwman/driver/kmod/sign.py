@@ -162,7 +162,7 @@ def kernel_sig_hash(host: Host, kver: str) -> str:
     Falls back to ``sha256`` (and says nothing) when neither config file states one: every kernel with module
     signing since 4.x accepts sha256.
     """
-    for path in (f"/boot/config-{kver}", f"/lib/modules/{kver}/build/.config"):
+    for path in (f"/boot/config-{kver}", f"{paths.modules_dir(kver)}/build/.config"):
         if host.exists(path):
             try:
                 found = parse_sig_hash(host.read_text(path))

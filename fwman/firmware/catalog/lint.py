@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fwman.core import clock
 from fwman.core.errors import MissingError, VerificationError
-from fwman.core.resources import read_data
+from fwman.core.resources import is_data_dir, is_data_file, list_data, read_data
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
     INDEX_NAME,
@@ -58,9 +58,9 @@ def lint_directory(path: Path) -> list[LintIssue]:
     """
     issues: list[LintIssue] = []
     boards_dir = path / BOARDS_DIR
-    if not boards_dir.is_dir():
+    if not is_data_dir(boards_dir):
         return [LintIssue(level="error", file=str(path), where="", message=f"no {BOARDS_DIR}/ directory")]
-    files = sorted(boards_dir.iterdir())
+    files = list_data(boards_dir)
     loaded: dict[str, Board] = {}
     for f in files:
         rel = f"{BOARDS_DIR}/{f.name}"
@@ -179,7 +179,7 @@ def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
 
 def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     index_path = path / INDEX_NAME
-    if not index_path.is_file():
+    if not is_data_file(index_path):
         issues.append(
             LintIssue(
                 # an error (docs/catalog-format.md): an unsigned catalog is never installed, so lint must not pass it
@@ -266,10 +266,10 @@ def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey])
     index, sig = path / INDEX_NAME, path / SIG_NAME
     check = TrustCheck([])
     now = clock.now_utc()
-    if (path / KEYS_NAME).is_file():
+    if is_data_file(path / KEYS_NAME):
         try:
             data = read_data(path / KEYS_NAME, MAX_KEYS_FILE)
-            if not (path / KEYS_SIG_NAME).is_file():
+            if not is_data_file(path / KEYS_SIG_NAME):
                 check.keys = parse_keys(data)
                 check.issues.append(
                     LintIssue(
@@ -285,9 +285,9 @@ def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey])
         except (VerificationError, MissingError) as e:
             check.issues.append(LintIssue(level="error", file=KEYS_SIG_NAME, where="", message=e.message))
             check.keys = None
-    if not index.is_file():
+    if not is_data_file(index):
         return check
-    if not sig.is_file():
+    if not is_data_file(sig):
         check.issues.append(
             LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
         )

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
-from fwman.core.resources import bundled, read_data
+from fwman.core.resources import bundled, is_data_dir, is_data_file, list_data, read_data
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
@@ -192,7 +192,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
     Package data and maintainer checkouts are fwman's own files, not host state, so they are read directly.
     Raises MissingError when the directory is absent, VerificationError when a file is invalid.
     """
-    if not path.is_dir():
+    if not is_data_dir(path):
         raise MissingError(f"no catalog directory at {path}")
 
     def read(relpath: str, limit: int) -> bytes:
@@ -200,7 +200,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
 
     def names() -> list[str]:
         boards = path / BOARDS_DIR
-        return sorted(p.name for p in boards.glob("*.toml")) if boards.is_dir() else []
+        return [p.name for p in list_data(boards, "*.toml")]
 
     index, boards = _load_tree(read, names, str(path))
     if index is None:
@@ -243,7 +243,7 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
             f"{host.description} did not record {paths.LOCAL_CATALOG_DIR}: using the catalog bundled with fwman"
         )
     local = load_host_catalog(host)
-    packaged = load_directory(bundled, "bundled") if bundled.is_dir() else None
+    packaged = load_directory(bundled, "bundled") if is_data_dir(bundled) else None
     if local is None and packaged is None:
         raise MissingError("no VBIOS catalog installed", hint="install one with `fwman catalog update --url URL`")
     chosen: Catalog
@@ -309,7 +309,7 @@ def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
             found.append((parse_keys(data, local), data, local, (data, sig)))
     except (MissingError, NotRecordedError):  # not recorded on a snapshot, or a half-written copy: none there
         pass
-    if (bundled / KEYS_NAME).is_file():
+    if is_data_file(bundled / KEYS_NAME):
         data = read_data(bundled / KEYS_NAME, MAX_KEYS_FILE)
         found.append((parse_keys(data, str(bundled / KEYS_NAME)), data, str(bundled / KEYS_NAME), None))
     retired = {r.key_id: r for doc, *_ in found for r in doc.retired}
@@ -350,7 +350,7 @@ def installed_serial(host: Host, bundled: Path | None = None) -> int:
             serials.append(parse_index(host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")).serial)
     except NotRecordedError:
         pass
-    if (bundled / INDEX_NAME).is_file():
+    if is_data_file(bundled / INDEX_NAME):
         serials.append(parse_index(read_data(bundled / INDEX_NAME)).serial)
     return max(serials)
 

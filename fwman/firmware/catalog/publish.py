@@ -15,7 +15,7 @@ from pathlib import Path
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fwman.core.errors import UsageError, VerificationError
-from fwman.core.resources import read_data
+from fwman.core.resources import is_data_file, list_data, read_data
 from fwman.firmware.catalog.schema import format_timestamp, parse_timestamp
 from fwman.firmware.catalog.signing import (
     KEYS_NAME,
@@ -55,7 +55,7 @@ def make_index(directory: Path, date: str, serial: int | None = None, expires: s
     from fwman.firmware.catalog.schema import BOARDS_DIR, INDEX_NAME, CatalogIndex, IndexFile, parse_index
 
     previous = 0
-    if (directory / INDEX_NAME).is_file():
+    if is_data_file(directory / INDEX_NAME):
         previous = parse_index(read_data(directory / INDEX_NAME)).serial
     if serial is None:
         serial = previous + 1
@@ -70,7 +70,7 @@ def make_index(directory: Path, date: str, serial: int | None = None, expires: s
             hint="fix it (see `fwman catalog lint`) before signing",
         )
     files = []
-    for path in sorted((directory / BOARDS_DIR).glob("*.toml")):
+    for path in list_data(directory / BOARDS_DIR, "*.toml"):
         data = read_data(path)
         files.append(
             IndexFile(path=f"{BOARDS_DIR}/{path.name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
@@ -98,7 +98,7 @@ def sign_directory(
     """
     from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME
 
-    if (directory / KEYS_NAME).is_file():
+    if is_data_file(directory / KEYS_NAME):
         _check_catalog_key(parse_keys(read_data(directory / KEYS_NAME)), key_id(raw_public(key)), date)
     index_bytes = make_index(directory, date, serial, expires)
     sig_bytes = sign_index(index_bytes, key)
@@ -205,7 +205,7 @@ def sign_keys_directory(
             f"key {kid} is not a root key (root keys: {ids})",
             hint="a keys document is signed with a root key; a catalog key signs only index.json (`catalog sign`)",
         )
-    previous = parse_keys(read_data(directory / KEYS_NAME)) if (directory / KEYS_NAME).is_file() else None
+    previous = parse_keys(read_data(directory / KEYS_NAME)) if is_data_file(directory / KEYS_NAME) else None
     doc = make_keys_document(previous, change)
     data = doc.to_json()
     local.write_bytes(str(directory / KEYS_NAME), data)

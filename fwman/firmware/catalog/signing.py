@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
-from fwman.core.resources import bundled_keys, read_data
+from fwman.core.resources import bundled_keys, list_data, read_data
 from fwman.firmware.catalog.schema import SIG_NAME, first_error, format_timestamp, parse_timestamp
 from fwman.host.base import Host
 
@@ -114,7 +114,7 @@ def root_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     Raises VerificationError when one of those files is not an Ed25519 public key.
     """
     bundled = bundled or BUNDLED_KEYS
-    keys = [load_public_key(read_data(p), str(p)) for p in sorted(bundled.glob("*.pub"))] if bundled.is_dir() else []
+    keys = [load_public_key(read_data(p), str(p)) for p in list_data(bundled, "*.pub")]
     return keys + _host_keys(host, paths.CATALOG_ROOT_KEYS_DIR)
 
 

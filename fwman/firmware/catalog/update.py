@@ -27,7 +27,7 @@ from pathlib import Path
 
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
-from fwman.core.resources import read_data
+from fwman.core.resources import is_data_file, read_data
 from fwman.firmware.catalog.lint import lint_board_bytes
 from fwman.firmware.catalog.load import BUNDLED_CATALOG, InstalledKeys, installed_keys
 from fwman.firmware.catalog.schema import INDEX_NAME, MAX_BOARD_FILE, SIG_NAME, CatalogIndex, parse_index
@@ -104,7 +104,7 @@ def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
             best = (parse_index(data, paths.LOCAL_CATALOG_DIR).serial, data)
     except MissingError:  # not recorded on a snapshot: nothing installed there
         pass
-    if (bundled / INDEX_NAME).is_file():
+    if is_data_file(bundled / INDEX_NAME):
         data = read_data(bundled / INDEX_NAME)
         serial = parse_index(data, str(bundled)).serial
         if serial > best[0]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,7 +26,7 @@ from fwman.firmware.catalog.overrides import HashOverride, find_override, load_o
 from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
-from fwman.host.userfiles import read_user_file
+from fwman.host.userfiles import read_user_file, user_path
 
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
@@ -325,7 +324,7 @@ def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> 
         raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
     # the package is unpacked from ``raw`` itself (a private copy), never from the file again: the MD5 checked
     # below then covers exactly the bytes the image comes from, even if the file changes meanwhile
-    scan = scan_package(LiveHost("/"), os.path.abspath(path), raw)
+    scan = scan_package(LiveHost("/"), user_path(path), raw)
     if scan.images and scan.images[0].extent == "file" and scan.images[0].data == raw:
         if len(raw) > cap:
             # larger than the catalog's size (or the default cap): not the published image

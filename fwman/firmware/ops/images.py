@@ -8,7 +8,6 @@ catalog facts (entry, the owner's recorded vendor MD5, the board's second firmwa
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -18,7 +17,7 @@ from fwman.firmware.ops.backup import BackupEntry, load_manifest
 from fwman.firmware.ops.journal import Operation
 from fwman.gpu.card import Card
 from fwman.host.base import Host
-from fwman.host.userfiles import is_user_file, read_user_file
+from fwman.host.userfiles import is_user_file, read_user_file, user_path
 
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import Catalog, CatalogEntry
@@ -105,7 +104,7 @@ def resolve_image(host: Host, ref: str, card: str | None = None) -> ImageSource:
     catalog = load_catalog(host)
     if is_user_file(ref):  # the user's file, not a host path: also with --root
         data = read_user_file(ref)
-        source = ImageSource(label=os.path.abspath(ref), data=data)
+        source = ImageSource(label=user_path(ref), data=data)
         return _with_entry(source, find_entry_for_rom(catalog, parse_rom(data)))
     if "/" in ref and ":" in ref.split("/", 1)[0]:
         return cached_image(host, catalog.entry(ref), card)

@@ -57,7 +57,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelM
         try:
             resolved = resolve_all(host, kver)
         except NotRecordedError as e:
-            unreadable.append(f"/lib/modules/{kver} ({e.message})")
+            unreadable.append(f"{paths.modules_dir(kver)} ({e.message})")
             continue
         manifest, manifest_error = _manifest(host, kver)
         names = sorted(n for n in resolved if is_driver_module(n))
@@ -71,7 +71,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelM
 def _kernel_installed(host: Host, kver: str) -> bool:
     """Return True when ``kver`` is a bootable kernel (its image or in-tree modules), not just headers."""
     try:
-        return host.exists(f"/boot/vmlinuz-{kver}") or host.is_dir(f"/lib/modules/{kver}/kernel")
+        return host.exists(f"/boot/vmlinuz-{kver}") or host.is_dir(f"{paths.modules_dir(kver)}/kernel")
     except NotRecordedError:
         return False
 

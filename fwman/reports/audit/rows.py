@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from fwman.core import paths
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import ParseError
 from fwman.driver.kmod.kofile import module_stem
@@ -142,7 +143,7 @@ def bare_kernel_row(kver: str, ref: str | None) -> Row:
     return Row(
         component=f"nvidia.ko ({kver})",
         version=None,
-        where=f"/lib/modules/{kver}",
+        where=paths.modules_dir(kver),
         status="mismatch" if ref else "unknown",
         fix=f"build and install the {ref} kernel module for {kver}" if ref else None,
         detail="no NVIDIA module for this kernel: booting it leaves the GPUs without a driver",

@@ -34,16 +34,34 @@ def _json_commands() -> list[tuple[str, ...]]:
     return found
 
 
+#: every read command: on the bundled rig's snapshot each one prints its JSON document
+READS_ON_THE_RIG = {
+    ("scan",), ("catalog", "keys", "show"), ("catalog", "lint"), ("catalog", "list"), ("backup", "list"),
+    ("backup", "verify"), ("flash", "status"), ("history",), ("audit",), ("driver", "branches"), ("doctor",),
+    ("modules", "check-boot"), ("modules", "status"), ("hooks", "status"), ("dkms", "status"),
+    ("userspace", "status"),
+}  # fmt: skip
+
+
 def test_every_json_path_prints_json_or_nothing(tmp_path: Path) -> None:
     run = FwmanEnv(variables={"PATH": "/nonexistent"})  # no tools: the commands take their early paths
     commands = _json_commands()
     assert ("flash", "resume") in commands and ("backup", "list") in commands
+    documents: dict[str, list[tuple[str, ...]]] = {}
     for where in (["--snapshot", str(EXAMPLE_HOST)], ["--root", str(tmp_path)]):
         for argv in commands:
             r = run(*argv, "--json", *where)
-            if r.stdout.strip():  # an error prints nothing on stdout; anything printed there is the document
+            # an error prints nothing on stdout; anything printed there is the document, and a success prints one
+            if r.code == 0:
+                assert r.stdout.strip(), f"{argv} {where[0]}: exit 0 and no JSON document"
+            if r.stdout.strip():
                 doc = json.loads(r.stdout)
                 assert doc["schema"].startswith("fwman."), argv
+                documents.setdefault(where[0], []).append(argv)
+    # the read commands replay on the bundled rig and print their document there (a loop that printed nothing,
+    # every command failing early, would pass the checks above)
+    missing = READS_ON_THE_RIG - set(documents.get("--snapshot", []))
+    assert not missing, f"read commands that printed no JSON document on the bundled rig: {sorted(missing)}"
 
 
 def test_flash_resume_json_with_nothing_to_resume(tmp_path: Path) -> None:

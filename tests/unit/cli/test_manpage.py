@@ -50,9 +50,11 @@ def test_main_writes_the_pages(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
 def test_man_renders_every_page_without_warnings(tmp_path: Path) -> None:
-    main([str(tmp_path)])
+    assert main([str(tmp_path)]) == 0
     env = {**os.environ, "MANWIDTH": "80", "LC_ALL": "C.UTF-8"}
-    for page in sorted(tmp_path.glob("*.1")):
+    written = sorted(tmp_path.glob("*.1"))
+    assert [p.name for p in written] == sorted(pages()), "main() did not write one page per command"
+    for page in written:
         proc = subprocess.run(
             ["man", "--warnings", "-E", "UTF-8", "-l", "-Tutf8", str(page)], capture_output=True, text=True, env=env
         )

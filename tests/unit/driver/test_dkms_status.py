@@ -121,8 +121,9 @@ esac
     assert "nvidia/570.86.16: added" in registered.read_text()  # registered again: nothing lost
 
 
-def test_block_and_unblock_say_each_step_once(tmp_path: Path) -> None:
-    """Every step is said once, as it happens (it was said on stderr as it ran and again on stdout after)."""
+def _two_registered(tmp_path: Path) -> tuple[FwmanEnv, Path, Path]:
+    """Return (fwman with a stand-in dkms first on PATH, the root, dkms's registration file): nvidia and
+    nvidia-uvm 570.86.16 registered, only nvidia's source in /usr/src (the real dkms's status format)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     registered = tmp_path / "registered"
@@ -140,7 +141,12 @@ esac
     root = tmp_path / "root"
     (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
     (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
-    run = FwmanEnv(path_prepend=[bin_dir])
+    return FwmanEnv(path_prepend=[bin_dir]), root, registered
+
+
+def test_block_and_unblock_say_each_step_once(tmp_path: Path) -> None:
+    """Every step is said once, as it happens (it was said on stderr as it ran and again on stdout after)."""
+    run, root, _ = _two_registered(tmp_path)
     blocked = run("dkms", "block", "--root", str(root))
     assert blocked.code == 0, blocked.stderr
     said = (blocked.stdout + blocked.stderr).splitlines()
@@ -152,3 +158,46 @@ esac
     lines = (undone.stdout + undone.stderr).splitlines()
     assert sum("not re-added: nvidia-uvm/570.86.16" in line for line in lines) == 1
     assert sum("dkms add" in line or "register it with DKMS again" in line for line in lines) == 1, lines
+
+
+def test_unblock_dry_run_and_json(tmp_path: Path) -> None:
+    """The inverse of block: --dry-run says each step and changes nothing; --json says what was undone."""
+    run, root, registered = _two_registered(tmp_path)
+    assert run("dkms", "block", "--root", str(root)).code == 0
+    pin, record = root / "etc/apt/preferences.d/fwman-nvidia-dkms", root / "var/lib/fwman/dkms-block.json"
+    before = (registered.read_text(), pin.read_bytes(), record.read_bytes())
+
+    dry = run("dkms", "unblock", "--dry-run", "--root", str(root))
+    assert dry.code == 0, dry.stderr
+    lines = dry.stdout.splitlines()
+    assert "would remove /etc/apt/preferences.d/fwman-nvidia-dkms" in lines
+    assert "would remove the block record /var/lib/fwman/dkms-block.json" in lines
+    assert sum(line.startswith("would ") and "nvidia/570.86.16" in line for line in lines) == 1, lines
+    assert any(line.startswith("would skip nvidia-uvm/570.86.16: its source") for line in lines), lines
+    assert (registered.read_text(), pin.read_bytes(), record.read_bytes()) == before  # nothing changed
+    doc = run("dkms", "unblock", "--dry-run", "--json", "--root", str(root)).json()
+    assert doc["schema"] == "fwman.dkms-unblock/1" and doc["dry_run"] is True and doc["changed"] is False
+    assert doc["blocked"] is True and len(doc["actions"]) == len(lines)
+
+    undone = run("dkms", "unblock", "--json", "--root", str(root))
+    assert undone.code == 0, undone.stderr
+    doc = undone.json()
+    assert doc["changed"] is True and doc["blocked"] is True and doc["dry_run"] is False
+    assert "not re-added: nvidia-uvm/570.86.16" in " ".join(doc["actions"])
+    assert not pin.exists() and not record.exists() and "nvidia/570.86.16: added" in registered.read_text()
+    again = run("dkms", "unblock", "--json", "--root", str(root)).json()
+    assert again == {"schema": "fwman.dkms-unblock/1", "dry_run": False, "changed": False, "blocked": False,
+                     "actions": []}  # fmt: skip
+
+
+def test_block_json(tmp_path: Path) -> None:
+    run, root, registered = _two_registered(tmp_path)
+    dry = run("dkms", "block", "--dry-run", "--json", "--root", str(root)).json()
+    assert dry["schema"] == "fwman.dkms-block/1" and dry["dry_run"] is True and dry["changed"] is False
+    assert len(dry["actions"]) == 3 and registered.read_text().count("added") == 2  # nothing removed
+    done = run("dkms", "block", "--json", "--root", str(root))
+    assert done.code == 0, done.stderr
+    doc = done.json()
+    assert doc["changed"] is True and sorted(doc["actions"]) == sorted(dry["actions"])
+    assert "nvidia" not in registered.read_text()
+    assert run("dkms", "block", "--json", "--root", str(root)).json()["changed"] is False

@@ -7,7 +7,6 @@ import ctypes.util
 import io
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import pytest
 from hypothesis import given, settings
@@ -18,79 +17,8 @@ from fwman.cli.p2p import show
 from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.p2p.copytest import MIB, CopyReport, PairResult, compare, pattern, run_copy_test
 from fwman.p2p.cuda import load_library
-from fwman.p2p.device import CudaError, Gpu
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
-
-
-@dataclass
-class MemoryGpus:
-    """A DeviceLayer whose device memory is host bytearrays.
-
-    ``peer``: pairs (device, peer) that cuDeviceCanAccessPeer allows. ``corrupt``: (src, dst) -> byte offsets the
-    copy flips. ``fail``: (operation, device) -> CUDA error name raised there. ``drop``: pairs whose copy does
-    nothing at all (the silent failure the target pre-fill must catch).
-    """
-
-    n: int
-    peer: set[tuple[int, int]] = field(default_factory=set)
-    corrupt: dict[tuple[int, int], list[int]] = field(default_factory=dict)
-    fail: dict[tuple[str, int], str] = field(default_factory=dict)
-    drop: set[tuple[int, int]] = field(default_factory=set)
-    driver_version: str | None = "13.0"
-    memory: dict[tuple[int, int], bytearray] = field(default_factory=dict)
-    enabled: set[tuple[int, int]] = field(default_factory=set)
-    calls: list[tuple[str, int]] = field(default_factory=list)
-    closed: bool = False
-    _next: int = 0x1000
-
-    def _op(self, name: str, device: int) -> None:
-        self.calls.append((name, device))
-        if (name, device) in self.fail:
-            raise CudaError(f"cu{name}", 999, self.fail[(name, device)])
-
-    def gpus(self) -> list[Gpu]:
-        return [Gpu(i, "NVIDIA GeForce RTX 3090", f"0000:{0x01 + 0x20 * i:02x}:00.0") for i in range(self.n)]
-
-    def can_access_peer(self, device: int, peer: int) -> bool:
-        self._op("DeviceCanAccessPeer", device)
-        return (device, peer) in self.peer
-
-    def enable_peer_access(self, device: int, peer: int) -> None:
-        self._op("CtxEnablePeerAccess", device)
-        self.enabled.add((device, peer))
-
-    def alloc(self, device: int, size: int) -> int:
-        self._op("MemAlloc", device)
-        self._next += 0x1000
-        self.memory[(device, self._next)] = bytearray(size)
-        return self._next
-
-    def free(self, device: int, ptr: int) -> None:
-        self._op("MemFree", device)
-        del self.memory[(device, ptr)]
-
-    def upload(self, device: int, ptr: int, data: bytes) -> None:
-        self._op("MemcpyHtoD", device)
-        self.memory[(device, ptr)][:] = data
-
-    def download(self, device: int, ptr: int, size: int) -> bytes:
-        self._op("MemcpyDtoH", device)
-        return bytes(self.memory[(device, ptr)][:size])
-
-    def copy(self, dst_device: int, dst: int, src_device: int, src: int, size: int) -> None:
-        self._op("MemcpyPeer", src_device)
-        if (src_device, dst_device) in self.drop:
-            return
-        data = bytearray(self.memory[(src_device, src)][:size])
-        for offset in self.corrupt.get((src_device, dst_device), []):
-            data[offset] ^= 0xFF
-        self.memory[(dst_device, dst)][:size] = data
-
-    def synchronize(self, device: int) -> None:
-        self._op("CtxSynchronize", device)
-
-    def close(self) -> None:
-        self.closed = True
+from tests.support.gpus import MemoryGpus, all_pairs
 
 
 def ticking(step: float = 0.001) -> Callable[[], float]:
@@ -102,10 +30,6 @@ def ticking(step: float = 0.001) -> Callable[[], float]:
         return now[0]
 
     return clock
-
-
-def all_pairs(n: int) -> set[tuple[int, int]]:
-    return {(a, b) for a in range(n) for b in range(n) if a != b}
 
 
 def test_every_ordered_pair_and_the_diagonal_are_copied_and_verified() -> None:

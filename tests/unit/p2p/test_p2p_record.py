@@ -26,7 +26,7 @@ from fwman.gpu.p2p_record import (
 )
 from fwman.reports.doctor.checks.verification import verification_findings
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
-from tests.unit.p2p.test_p2p import MemoryGpus, all_pairs
+from tests.support.gpus import MemoryGpus, all_pairs, memory_driver
 
 FP = Fingerprint(
     kernel="6.8.12-4-pve",
@@ -172,11 +172,12 @@ def rig_root(tmp_path: Path) -> Path:
     return materialize(EXAMPLE_HOST, tmp_path / "root")
 
 
-def test_p2p_test_writes_a_record_that_doctor_reads_back_as_verified(
-    rig_root: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr("fwman.p2p.cuda.open_driver", lambda path=None: MemoryGpus(2, peer=all_pairs(2)))
-    r = FwmanEnv()("--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1")
+def test_p2p_test_writes_a_record_that_doctor_reads_back_as_verified(rig_root: Path) -> None:
+    gpus = MemoryGpus(2, peer=all_pairs(2))
+    r = FwmanEnv(cuda_driver=memory_driver(gpus))(
+        "--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1"
+    )
+    assert ("MemcpyPeer", 0) in gpus.calls and gpus.closed  # the copies ran on the layer the test handed in
     assert r.code == 0, r.stderr
     assert f"recorded in {paths.P2P_HISTORY_FILE}" in r.stderr
     history = rig_root / paths.P2P_HISTORY_FILE.lstrip("/")
@@ -208,9 +209,9 @@ def read_history_of(root: Path) -> list[P2PRecord]:
     return read_history(LiveHost(str(root)))
 
 
-def test_no_record_leaves_the_history_alone(rig_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("fwman.p2p.cuda.open_driver", lambda path=None: MemoryGpus(2, peer=all_pairs(2)))
-    r = FwmanEnv()("--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1", "--no-record")
+def test_no_record_leaves_the_history_alone(rig_root: Path) -> None:
+    run = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))))
+    r = run("--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1", "--no-record")
     assert r.code == 0, r.stderr
     assert not (rig_root / paths.P2P_HISTORY_FILE.lstrip("/")).exists()
 

@@ -26,8 +26,8 @@ Adding a check (ACS on the bridges between GPUs, running inside a VM, slot width
    ``Facts`` and its reader to ``facts.gather`` (a reader raises the FwmanError it meets; ``Fact`` keeps it);
 3. add a ``Check(id, title, check_x, pairwise=...)`` line to :data:`CHECKS` at its place in the chain
    (``pairwise``: it only matters between two GPUs, so a one-GPU host demotes its block/warn to info);
-4. test it with a ``Facts`` built from ``Fact.known``/``Fact.failed`` values (tests/unit/test_doctor.py), and
-   on a snapshot host for the reading.
+4. test it with a ``Facts`` built from ``Fact.known``/``Fact.failed`` values
+   (tests/unit/reports/doctor/test_doctor_checks.py), and on a snapshot host for the reading.
 """
 
 from __future__ import annotations

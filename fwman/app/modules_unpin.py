@@ -1,0 +1,53 @@
+"""``fwman modules unpin``: undo fwman's boot pin (the use case), whose result owns its JSON shape."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fwman.driver.boot.loaders import default_boot_kernel
+from fwman.driver.boot.pin import PinRecord, Safety, UnpinBoot, kernel_safety, read_pin
+from fwman.host.actions import apply_all
+from fwman.host.base import Host
+
+
+@dataclass
+class UnpinResult:
+    """What ``modules unpin`` did (or, in a dry run, would do)."""
+
+    dry_run: bool
+    pin: PinRecord | None  # the pin undone (or to undo); None: fwman has no boot pin in place
+    next_boot: Safety | None = None  # the kernel that boots next once unpinned, and whether it is safe
+
+    @property
+    def changed(self) -> bool:
+        """Return True when the host was changed (never in a dry run)."""
+        return self.pin is not None and not self.dry_run
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-unpin/1`` (without the schema key)."""
+        pin = self.pin
+        return {
+            "dry_run": self.dry_run,
+            "changed": self.changed,
+            "pin": None if pin is None else {"kernel": pin.kernel, "avoided": pin.avoided, "method": pin.method,
+                                             "at": pin.at, "reason": pin.reason},
+            "next_boot": None if self.next_boot is None else {
+                "kernel": self.next_boot.kver, "safe": self.next_boot.safe, "reason": self.next_boot.reason},
+        }  # fmt: skip
+
+
+def unpin_boot(host: Host, *, dry_run: bool = False) -> UnpinResult:
+    """Undo fwman's boot pin and return what was undone and the kernel that boots next.
+
+    With ``dry_run`` nothing changes: the pin in place is returned, ``next_boot`` unknown (None), since only the
+    loader knows its default once the pin is gone. Raises what :func:`fwman.driver.boot.pin.unpin` raises.
+    """
+    if dry_run:
+        return UnpinResult(True, read_pin(host))
+    action = UnpinBoot()
+    apply_all(host, [action])
+    if action.record is None:
+        return UnpinResult(False, None)
+    after = default_boot_kernel(host)
+    return UnpinResult(False, action.record, kernel_safety(host, after.kver) if after.kver else None)

@@ -1,0 +1,56 @@
+"""`--root`, `--snapshot` and `-v` are declared once: the group and every command show the same option with the
+same help, and each works before and after the command name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from fwman.cli.app import COMMANDS, cli
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+
+GLOBAL = ("--root", "--snapshot", "--verbose")
+
+
+def _leaves() -> list[tuple[tuple[str, ...], click.Command]]:
+    found: list[tuple[tuple[str, ...], click.Command]] = []
+
+    def walk(command: click.Command, argv: tuple[str, ...]) -> None:
+        if isinstance(command, click.Group):
+            ctx = click.Context(command)
+            for name in command.list_commands(ctx):
+                sub = command.get_command(ctx, name)
+                assert sub is not None
+                walk(sub, (*argv, name))
+        else:
+            found.append((argv, command))
+
+    ctx = click.Context(cli)
+    for name in COMMANDS:
+        command = cli.get_command(ctx, name)
+        assert command is not None
+        walk(command, (name,))
+    return found
+
+
+def _helps(command: click.Command) -> dict[str, str | None]:
+    return {opt: p.help for p in command.params if isinstance(p, click.Option) for opt in p.opts if opt in GLOBAL}
+
+
+def test_every_command_declares_the_global_options_as_the_group_does() -> None:
+    group = _helps(cli)
+    assert set(group) == set(GLOBAL) and all(group.values())
+    leaves = _leaves()
+    assert len(leaves) > 40
+    differ = {" ".join(argv): h for argv, command in leaves if (h := _helps(command)) != group}
+    assert not differ, f"commands whose --root/--snapshot/-v differ from the group's ({group}): {differ}"
+
+
+def test_before_and_after_the_command_name_are_the_same(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    before = run("--snapshot", str(EXAMPLE_HOST), "scan", "--json")
+    after = run("scan", "--json", "--snapshot", str(EXAMPLE_HOST))
+    assert before.code == after.code == 0 and before.json() == after.json()
+    missing = tmp_path / "nope"
+    assert run("--root", str(missing), "hooks", "status").code == run("hooks", "status", "--root", str(missing)).code

@@ -66,6 +66,7 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "headers": 0,
         "kmod": 0,
         "userspace_hold": 0,
+        "git": 0,
         "forks": 1,
         "build": 2,
         "boot": 3,

@@ -29,16 +29,18 @@ class Prefix:
 
 
 def find_rfrd(r: Reader, before: int) -> int | None:
-    """Return the first 512-byte boundary below ``before`` that holds the RFRD signature, or None.
+    """Return the 512-byte boundary nearest below ``before`` that holds the RFRD signature, or None.
 
     For a file whose prefix fwman does not know: nova-core finds the ROM directory through the IFR header,
-    which such a file lacks, so the directory is looked for by its signature, as a cross-check only.
+    which such a file lacks, so the directory is looked for by its signature, as a cross-check only. The nearest
+    one to the chain is taken (in the Blackwell file the issue describes it sits just before the chain, at 0x35200
+    for a chain at 0x35400): the same four bytes earlier in the file are more likely data than a second directory.
     """
-    pos = r.data.find(b"RFRD", 0, before)
+    pos = r.data.rfind(b"RFRD", 0, before)
     while pos >= 0:
         if pos % 0x200 == 0:
             return pos
-        pos = r.data.find(b"RFRD", pos + 1, before)
+        pos = r.data.rfind(b"RFRD", 0, pos)
     return None
 
 

@@ -381,6 +381,14 @@ def test_container_round_trip(head: bytes, block: int, vendor: int, device: int,
     assert image.subsystem == f"{vendor:04x}:{device:04x}" and image.rfrd_offset == block * BLOCK - BLOCK
 
 
+def test_the_rfrd_nearest_the_chain_is_the_directory() -> None:
+    """'RFRD' also at offset 0 (hypothesis found it as a head): the block just before the chain is the one read."""
+    data = bytearray(build_rom(BLACKWELL))
+    data[:4] = b"RFRD"
+    image = parse_rom(bytes(data))
+    assert image.kind is RomKind.CONTAINER and image.rfrd_offset == 0x35200 and image.rfrd_chain_offset == 0x35400
+
+
 def test_an_unknown_head_without_a_chain_is_still_refused() -> None:
     with pytest.raises(ParseError, match=r"neither NVGI .* nor 55 AA .*, and no 55 AA image"):
         parse_rom(b"\x4c\xc0\xe0\x0c" + b"\xff" * 0x40000)

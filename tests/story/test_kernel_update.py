@@ -24,6 +24,23 @@ from tests.support.forkrepo import BRANCH, GitDaemon
 FORK_NAME = "story"
 MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
 STATE = "/var/lib/fwman"
+#: the build's phases in the fork's order (what a hook run without a terminal says: docs/hooks.md)
+PHASES = ("kernel-independent objects", "conftest", "kernel-open", "linking")
+
+
+def _phase_lines(log: str, kver: str) -> list[str]:
+    """Return the build's progress lines for ``kver`` in an apt log (the hook's stderr reaches apt's output)."""
+    return [ln.strip() for ln in log.splitlines() if ln.strip().startswith(f"{kver}: ")]
+
+
+def _assert_phases_once_in_order(log: str, kver: str, row: str) -> list[str]:
+    """Row 7: without a terminal each phase is said once when it starts, in the fork's order; return the lines."""
+    lines = _phase_lines(log, kver)
+    started = [ln.removeprefix(f"{kver}: ").split(" started,")[0] for ln in lines if " started, " in ln]
+    assert started and len(started) == len(set(started)), f"{row}: a phase started twice (flapping): {lines}"
+    assert started == sorted(started, key=PHASES.index), f"{row}: phases out of order: {lines}"
+    assert not any("expected" in ln for ln in lines), f"{row}: a line promises an expected count: {lines}"
+    return lines
 
 
 @dataclass
@@ -260,6 +277,9 @@ def test_kernel_update_builds_in_the_hooks_with_the_object_cache(owner: Owner) -
         assert owner.vermagic(update, module).split()[0] == update
     manifest = owner.manifest(update)
     assert manifest["object_cache_hit"] is True, f"the second kernel rebuilt the kernel-independent objects: {manifest}"
+    lines = _assert_phases_once_in_order(log, update, "row 7 (the hook's build during apt)")
+    assert "kernel-independent objects" not in " ".join(lines), f"row 7: the cached objects were built: {lines}"
+    assert any(ln.startswith(f"{update}: make finished in") for ln in lines), f"row 7: no end line: {lines}"
     assert manifest["commit"] == owner.manifest(owner.kernels.first)["commit"]
     entry = owner.kernel(update)
     assert entry["safe_to_boot"] is True and entry["modules"] == "ok", entry
@@ -307,10 +327,17 @@ def test_broken_kernel_is_never_the_next_boot(owner: Owner, order: str) -> None:
     _ensure_built(owner, owner.kernels.first, owner.kernels.update)
     image, headers = kernel_packages(broken)
     names = {"image": image, "headers": headers}
+    logs = []
     for call in ORDERS[order]:
         log = owner.apt("install", *(names[p] for p in call))
+        logs.append(log)
         assert "zz-update-grub" in log or call == ["headers"], f"GRUB's hook did not run:\n{log[-3000:]}"
         _assert_not_next_boot(owner, order, f"`apt-get install {' '.join(names[p] for p in call)}`")
+    # row 7: the failed build in the hook said each phase once and where it failed, without counts it promised
+    lines = _assert_phases_once_in_order("\n".join(logs), broken, f"row 7 ({order})")
+    assert any(f"{broken}: make FAILED in the kernel-open phase" in ln for ln in lines), (
+        f"row 7 ({order}): the hook's failure does not name the phase: {lines}"
+    )
     pending = f"{STATE}/modules/{broken}.pending"
     why = owner.root.read_text(pending) if owner.root.exists(pending) else "no .pending marker either"
     assert owner.root.exists(f"{STATE}/modules/{broken}.failed"), (

@@ -49,7 +49,24 @@ def p2p() -> None:
     type=click.IntRange(1, 1000),
     default=5,
     show_default=True,
-    help="Timed copies per pair (after one untimed warm-up copy).",
+    help="Timed copies per pair (after the untimed warm-up copies).",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Untimed copies per pair before the clock starts: a cold pair measures several times slower.",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(1, 3600),
+    default=60,
+    show_default=True,
+    metavar="SECONDS",
+    help="Hard deadline of each step's child process (one GPU pair's copies; one NCCL run). A step that passes "
+    "it is killed and reported as BLOCK, naming the pair (or the NCCL size and rank) and the step that hung.",
 )
 @click.option(
     "--nccl",
@@ -89,6 +106,8 @@ def test(
     app: AppContext,
     size_mb: int,
     repeats: int,
+    warmup: int,
+    timeout_s: float,
     nccl: bool,
     runner: str,
     prefix: str,
@@ -100,9 +119,12 @@ def test(
 
     Uses the CUDA driver API (libcuda.so.1, through ctypes): peer access is enabled where
     cuDeviceCanAccessPeer allows it, then cuMemcpyPeer copies a pseudo-random pattern (cuMemcpyDtoD on one GPU);
-    the target buffer is read back and compared byte by byte. The matrix shows GB/s (10^9 bytes/s, rows: from,
-    columns: to); `*` marks a pair without direct peer access (the driver staged the copy through host
-    memory); BAD a pair that corrupted data; ERR a pair where a CUDA call failed.
+    the target buffer is read back and compared byte by byte, after --warmup untimed copies. Then the latency:
+    100 synchronous 4-byte copies, checked too. Every pair runs in its own child process under --timeout: a
+    pair that hangs is killed and reported as BLOCK with the step it hung in, and the other pairs still run.
+    The matrix shows GB/s (10^9 bytes/s, rows: from, columns: to); `*` marks a pair without direct peer access
+    (the driver staged the copy through host memory); BAD a pair that corrupted data; HUNG a pair killed at
+    its deadline; ERR a pair where a CUDA call failed.
 
     With --nccl, the second tier: an NCCL all-reduce across the GPUs, where the model server's NCCL lives
     (--prefix), every value of the sum compared exactly, and NCCL_DEBUG=INFO read for the transport of each
@@ -126,8 +148,8 @@ def test(
       fwman p2p test --nccl --prefix 'pct exec 101 --' --nccl-env NCCL_P2P_LEVEL=SYS
 
     \b
-    Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, a CUDA call failed or the
-    all-reduce was wrong; 5 no libcuda, no GPU or no NCCL runner.
+    Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, hung (BLOCK), a CUDA call
+    failed, or the all-reduce was wrong or hung; 5 no libcuda, no GPU or no NCCL runner.
     """
     if app.snapshot:
         raise UsageError(
@@ -135,18 +157,16 @@ def test(
             hint="run it on the machine itself, without --snapshot",
         )
     if nccl:
-        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json)
+        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout_s)
         return
-    from fwman.p2p.copytest import MIB, run_copy_test
+    from fwman.p2p.copytest import MIB, run_isolated_copy_test
     from fwman.p2p.cuda import open_driver
 
-    layer = open_driver(app.env.variables.get(LIBCUDA_VARIABLE) or None)
-    try:
-        gpus = layer.gpus()
-        with app.progress("P2P copies", len(gpus) ** 2) as advance:
-            report = run_copy_test(layer, size_mb * MIB, repeats, progress=advance)
-    finally:
-        layer.close()
+    library = app.env.variables.get(LIBCUDA_VARIABLE) or None
+    # the pairs run one child at a time; the number of GPUs is known only once the first child has listed them
+    report = run_isolated_copy_test(
+        lambda: open_driver(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout_s
+    )
 
     if not no_record:
         from fwman.p2p.record import record_from_copy
@@ -174,7 +194,13 @@ def _record(app: AppContext, build: Callable[[Fingerprint, str], P2PRecord]) -> 
 
 
 def _nccl_tier(
-    app: AppContext, runner: str, prefix: str, nccl_env: tuple[str, ...], no_record: bool, as_json: bool
+    app: AppContext,
+    runner: str,
+    prefix: str,
+    nccl_env: tuple[str, ...],
+    no_record: bool,
+    as_json: bool,
+    timeout_s: float,
 ) -> None:
     from fwman.p2p.nccl import RunnerMissing, run_nccl_test
 
@@ -267,9 +293,12 @@ def _render(app: AppContext, report: CopyReport) -> None:
 
     n = len(report.gpus)
     cuda = f", CUDA driver API {report.driver_version}" if report.driver_version else ""
+    warm = report.pairs[0].warmup if report.pairs else 0
+    deadline = f", {report.timeout:g} s deadline per pair" if report.timeout else ""
     app.echo(
         f"fwman p2p test: {n} GPU{'s' if n != 1 else ''}, {report.size_bytes // MIB} MiB per copy, "
-        f"{report.repeats} timed cop{'ies' if report.repeats != 1 else 'y'} per pair{cuda}"
+        f"{warm} warm-up and {report.repeats} timed cop{'ies' if report.repeats != 1 else 'y'} per pair"
+        f"{deadline}{cuda}"
     )
     for g in report.gpus:
         app.echo(f"  GPU{g.index}  {g.bus_id}  {g.name}")
@@ -277,6 +306,12 @@ def _render(app: AppContext, report: CopyReport) -> None:
     app.echo("GB/s (row: from, column: to; * = no direct peer access, staged through host memory)")
     names = [f"GPU{g.index}" for g in report.gpus]
     app.table(["", *names], [[names[i], *row] for i, row in enumerate(report.matrix())])
+    if any(p.latency_us is not None for p in report.pairs):
+        from fwman.p2p.copytest import LATENCY_BYTES, LATENCY_REPEATS
+
+        app.echo()
+        app.echo(f"latency, microseconds (one synchronous {LATENCY_BYTES}-byte copy, mean of {LATENCY_REPEATS})")
+        app.table(["", *names], [[names[i], *row] for i, row in enumerate(report.latency_matrix())])
     app.echo()
     peers = [p for p in report.pairs if p.src != p.dst]
     if peers:
@@ -292,6 +327,10 @@ def _render(app: AppContext, report: CopyReport) -> None:
                 fg="red",
             )
         )
+    for p in report.blocked:
+        app.echo(app.style(f"BLOCK {p.label}: {p.error}", fg="red"))
     for p in report.failed:
         app.echo(app.style(f"FAILED {p.label}: {p.error}", fg="red"))
+    if report.hung:
+        app.echo(app.style(f"BLOCK {report.hung}", fg="red"))
     app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ok else "red"))

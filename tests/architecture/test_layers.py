@@ -58,6 +58,7 @@ DOORS: dict[str, set[str]] = {
 ALLOWED: dict[str, str] = {
     "fwman.host.pty clock": "a pty deadline is real time: a fixed test clock must not stall a running nvflash",
     "fwman.driver.build.lock files": "flock needs a real file descriptor; a Host has no lock primitive",
+    "fwman.host.isolate clock": "a hung child's deadline is real time: a fixed test clock must not stall it",
 }
 
 # -- what counts as an effect ----------------------------------------------------------------------------------
@@ -65,6 +66,7 @@ ALLOWED: dict[str, str] = {
 EFFECT_MODULES: dict[str, str] = {
     "subprocess": "processes",
     "pty": "processes",
+    "multiprocessing": "processes",
     "requests": "network",
     "urllib.request": "network",
     "urllib3": "network",

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
-    from fwman.p2p.nccl import NcclReport
+    from fwman.p2p.nccl import NcclComparison
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -98,6 +98,20 @@ def p2p() -> None:
     "e.g. NCCL_P2P_LEVEL=SYS. Default with `--prefix 'pct exec ID --'`: the NCCL_* lxc.environment lines of "
     "/etc/pve/lxc/ID.conf.",
 )
+@click.option(
+    "--nccl-sizes",
+    "nccl_sizes",
+    default="4,16M,256M",
+    show_default=True,
+    metavar="SIZES",
+    help="With --nccl (torch runner): the all-reduce message sizes, comma-separated bytes with an optional "
+    "K, M or G (2^10, 2^20, 2^30). 4 bytes shows the latency, the large one the bandwidth.",
+)
+@click.option(
+    "--no-control",
+    is_flag=True,
+    help="With --nccl: skip the control run with NCCL_P2P_DISABLE=1 (then no P2P advice can be derived).",
+)
 @click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
 @json_option
 @common_options
@@ -112,6 +126,8 @@ def test(
     runner: str,
     prefix: str,
     nccl_env: tuple[str, ...],
+    nccl_sizes: str,
+    no_control: bool,
     no_record: bool,
     as_json: bool,
 ) -> None:
@@ -157,7 +173,7 @@ def test(
             hint="run it on the machine itself, without --snapshot",
         )
     if nccl:
-        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout_s)
+        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout_s, not no_control, _sizes(nccl_sizes))
         return
     from fwman.p2p.copytest import MIB, run_isolated_copy_test
     from fwman.p2p.cuda import open_driver
@@ -173,6 +189,21 @@ def test(
 
         _record(app, lambda fp, now: record_from_copy(report, fp, now))
     show(app, report, as_json)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _sizes(text: str) -> list[int]:
+    """Return the byte sizes of ``--nccl-sizes`` (``4,16M,256M``). Raises UsageError naming a bad item."""
+    out = []
+    for item in text.split(","):
+        item = item.strip().upper()
+        number, unit = (item[:-1], item[-1]) if item[-1:] in _UNITS and item[-1:] else (item, "")
+        if not number.isdigit() or int(number) == 0:
+            raise UsageError(f"--nccl-sizes wants sizes such as 4,16M,256M, got {item!r}")
+        out.append(int(number) * _UNITS[unit])
+    return out
 
 
 def _now() -> str:
@@ -201,8 +232,10 @@ def _nccl_tier(
     no_record: bool,
     as_json: bool,
     timeout_s: float,
+    control: bool,
+    sizes: list[int],
 ) -> None:
-    from fwman.p2p.nccl import RunnerMissing, run_nccl_test
+    from fwman.p2p.nccl import RunnerMissing, run_nccl_comparison
 
     env: dict[str, str] = {}
     for item in nccl_env:
@@ -226,16 +259,26 @@ def _nccl_tier(
     except FwmanError:
         gpus = 0
     try:
-        report = run_nccl_test(app.host, prefix=argv_prefix, runner=runner, env=env, gpus=gpus)
+        comparison = run_nccl_comparison(
+            app.host,
+            control=control,
+            prefix=argv_prefix,
+            runner=runner,
+            env=env,
+            gpus=gpus,
+            timeout=timeout_s,
+            sizes=sizes,
+        )
     except RunnerMissing as e:
         from fwman.core.errors import MissingError
 
         raise MissingError(e.message, hint=e.hint) from e
-    if not no_record and report.wrong is not None:
+    report = comparison.p2p
+    if not no_record and (report.wrong is not None or report.hung):
         from fwman.p2p.record import record_from_nccl
 
         _record(app, lambda fp, now: record_from_nccl(report, fp, now))
-    show_nccl(app, report, as_json)
+    show_nccl(app, comparison, as_json)
 
 
 def _cards(app: AppContext) -> list[object]:
@@ -244,10 +287,12 @@ def _cards(app: AppContext) -> list[object]:
     return list(scan_cards(app.host, use_smi=False))
 
 
-def show_nccl(app: AppContext, report: NcclReport, as_json: bool) -> None:
-    """Print the NCCL tier's ``report``. Raises VerificationError (exit 4) unless the all-reduce verified."""
+def show_nccl(app: AppContext, comparison: NcclComparison, as_json: bool) -> None:
+    """Print the NCCL tier's runs (P2P allowed, and the control). Raises VerificationError (exit 4) unless both
+    verified and neither hung."""
+    report = comparison.p2p
     if as_json:
-        app.emit_json("p2p-nccl", report.to_json())
+        app.emit_json("p2p-nccl", comparison.to_json())
     else:
         where = f" inside `{shlex.join(report.prefix)}`" if report.prefix else ""
         app.echo(f"fwman p2p test --nccl: {report.runner}{where}")
@@ -266,12 +311,41 @@ def show_nccl(app: AppContext, report: NcclReport, as_json: bool) -> None:
                 app.echo(f"    {t:<24} {n}")
         for w in report.log.warnings[:5]:
             app.echo(app.style(f"  NCCL WARN {w}", fg="yellow"))
-        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ok else "red"))
-    if not report.ok:
+        _sizes_table(app, comparison)
+        if comparison.control is not None:
+            app.echo(f"control (NCCL_P2P_DISABLE=1): {comparison.control.verdict()}")
+        app.echo(f"advice: {comparison.advice()}")
+        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if comparison.ok else "red"))
+    if not comparison.ok:
+        failed = report if not report.ok else comparison.control
+        blocked = (failed or report).hung is not None
         raise VerificationError(
-            report.verdict(),
-            hint="an all-reduce that returns wrong values must not serve a model: run `fwman doctor`",
+            (failed or report).verdict() + ("" if failed is report else " (in the NCCL_P2P_DISABLE=1 control run)"),
+            hint="an NCCL that hangs will hang the model server the same way: run `fwman doctor`; try the run "
+            "again with --nccl-env NCCL_P2P_DISABLE=1 to see whether P2P is the cause"
+            if blocked
+            else "an all-reduce that returns wrong values must not serve a model: run `fwman doctor`",
         )
+
+
+def _sizes_table(app: AppContext, comparison: NcclComparison) -> None:
+    """Print one row per message size: the P2P run's and the control's time of one all-reduce, and the check."""
+    rows = []
+    control = {r.size_bytes: r for r in (comparison.control.sizes if comparison.control else [])}
+    for r in comparison.p2p.sizes:
+        c = control.get(r.size_bytes)
+        rows.append(
+            [
+                f"{r.size_bytes}",
+                "-" if r.seconds is None else f"{r.seconds * 1e6:.1f}",
+                "-" if c is None or c.seconds is None else f"{c.seconds * 1e6:.1f}",
+                "-" if r.busbw_gbps is None else f"{r.busbw_gbps:.1f}",
+                "exact" if r.wrong == 0 and (c is None or c.wrong == 0) else "WRONG",
+            ]
+        )
+    if rows:
+        app.echo("  all-reduce per size (microseconds per all-reduce; P2P allowed vs NCCL_P2P_DISABLE=1):")
+        app.table(["bytes", "P2P us", "control us", "busbw GB/s", "values"], rows)
 
 
 def show(app: AppContext, report: CopyReport, as_json: bool) -> None:

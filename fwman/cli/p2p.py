@@ -277,7 +277,7 @@ def _nccl_tier(
     if not no_record and (report.wrong is not None or report.hung):
         from fwman.p2p.record import record_from_nccl
 
-        _record(app, lambda fp, now: record_from_nccl(report, fp, now))
+        _record(app, lambda fp, now: record_from_nccl(report, fp, now, comparison))
     show_nccl(app, comparison, as_json)
 
 

@@ -169,6 +169,10 @@ class P2PRecord:
     environment: dict[str, str] = field(default_factory=dict)  # NCCL_* variables in effect
     runner: str | None = None  # nccl: "torch.distributed" or "nccl-tests all_reduce_perf"
     prefix: tuple[str, ...] = ()  # the command prefix it ran under (`pct exec 101 --`)
+    #: nccl: True when P2P was exact and faster than the NCCL_P2P_DISABLE=1 control at every size, False when it
+    #: was slower somewhere, None when there was no comparison (no control run, one rank, a failed run)
+    p2p_faster: bool | None = None
+    advice: str | None = None  # nccl: the advice the comparison supports, as `p2p test --nccl` printed it
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as one JSON object (the line written to the history)."""
@@ -207,6 +211,8 @@ class P2PRecord:
             environment={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
             runner=_opt(doc.get("runner")),
             prefix=tuple(str(p) for p in prefix) if isinstance(prefix, list) else (),
+            p2p_faster=doc.get("p2p_faster") if isinstance(doc.get("p2p_faster"), bool) else None,
+            advice=_opt(doc.get("advice")),
         )
 
     @property

@@ -481,6 +481,16 @@ class NcclComparison:
             if r.seconds is not None and (c := control.get(r.size_bytes)) is not None
         ]
 
+    def p2p_faster(self) -> bool | None:
+        """Return True when P2P was used, exact and faster than the control at every size; False when it was
+        slower at some size; None when there is nothing to compare (no control, one rank, a failed run)."""
+        if not self.ok or self.control is None or (self.p2p.world or 0) < 2 or P2P not in self.p2p.log.classes():
+            return None
+        rows = self.faster()
+        if not rows:
+            return None
+        return all(a < b for _, a, b in rows)
+
     def advice(self) -> str:
         """Return the advice the measurement supports: a P2P level only where P2P is correct and faster."""
         if self.p2p.hung or (self.control is not None and self.control.hung):

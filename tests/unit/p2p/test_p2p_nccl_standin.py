@@ -98,3 +98,33 @@ def test_the_cli_shows_both_runs_per_size_and_exits_4_on_a_hung_rank(tmp_path: P
 
     doc = json.loads(hung.stdout)
     assert doc["hung"].startswith("NCCL rank 0 in all_reduce 4 B (checked)") and doc["control"]["ok"] is True
+
+
+def test_doctor_recommends_a_p2p_level_only_where_the_comparison_measured_p2p_faster(tmp_path: Path) -> None:
+    from fwman.gpu.p2p_record import P2PRecord
+    from fwman.p2p.record import record_from_nccl
+    from fwman.reports.doctor.checks.verification import verification_findings
+    from tests.unit.p2p.test_p2p_record import FP, _record
+
+    def nccl_finding(record: P2PRecord) -> tuple[str, str, str | None]:
+        back = P2PRecord.from_json(record.to_json())  # through the history's JSON, as doctor reads it
+        [f] = [f for f in verification_findings([_record(), back], FP) if f.id == "p2p.nccl"]
+        return f.severity.value, f.message, f.fix
+
+    slower = _compare(tmp_path / "a", STANDIN_DELAY_P2P="0.003")
+    # what the runs give a 2-rank record where NCCL staged some connections: the stand-in prints P2P only, so
+    # the record's transport is set to a mix here
+    rec = record_from_nccl(slower.p2p, FP, "2026-12-01T10:00:00Z", slower)
+    assert rec.p2p_faster is False and rec.advice is not None and rec.advice.startswith("keep P2P off")
+    mixed = P2PRecord(**{**rec.__dict__, "transport": "P2P+SHM"})
+    severity, message, fix = nccl_finding(mixed)
+    assert severity == "ok" and fix is None and "measured against NCCL_P2P_DISABLE=1: keep P2P off" in message
+    faster = _compare(tmp_path / "b", STANDIN_DELAY_SHM="0.002")
+    rec = P2PRecord(**{**record_from_nccl(faster.p2p, FP, "2026-12-01T10:00:00Z", faster).__dict__,
+                       "transport": "P2P+SHM"})  # fmt: skip
+    assert rec.p2p_faster is True
+    severity, _, fix = nccl_finding(rec)
+    assert severity == "warn" and fix is not None and fix.startswith("set NCCL_P2P_LEVEL=SYS")
+    unmeasured = P2PRecord(**{**rec.__dict__, "p2p_faster": None, "advice": None})
+    _, _, fix = nccl_finding(unmeasured)
+    assert fix is not None and "times P2P against an NCCL_P2P_DISABLE=1 control" in fix

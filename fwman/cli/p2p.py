@@ -355,9 +355,13 @@ def show(app: AppContext, report: CopyReport, as_json: bool) -> None:
     else:
         _render(app, report)
     if not report.ok:
+        hung = bool(report.hung or report.blocked)
         raise VerificationError(
             report.verdict(),
-            hint="a P2P setup that corrupts data must not be used: run `fwman doctor`; check IOMMU (iommu=pt) and "
+            hint="a GPU pair whose copies hang will hang a model server the same way: run `fwman doctor` (BAR1, "
+            "bridge windows, IOMMU); a longer --timeout tells a slow step from a hung one"
+            if hung
+            else "a P2P setup that corrupts data must not be used: run `fwman doctor`; check IOMMU (iommu=pt) and "
             "the driver build",
         )
 

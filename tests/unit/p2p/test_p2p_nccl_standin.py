@@ -128,3 +128,23 @@ def test_doctor_recommends_a_p2p_level_only_where_the_comparison_measured_p2p_fa
     unmeasured = P2PRecord(**{**rec.__dict__, "p2p_faster": None, "advice": None})
     _, _, fix = nccl_finding(unmeasured)
     assert fix is not None and "times P2P against an NCCL_P2P_DISABLE=1 control" in fix
+
+
+LIVE27 = Path(__file__).resolve().parents[3] / "fixtures" / "hosts" / "h200-1gpu" / "live27"
+
+
+def test_the_real_h200_run_kept_as_fixtures() -> None:
+    """What the device printed (fixtures/hosts/h200-1gpu/live27, device-run.sh): warm-up and latency, a real CUDA
+    child killed at a 2 s deadline, the NCCL sizes with the control run, one rank so no P2P advice."""
+    import json
+
+    p2p = (LIVE27 / "p2p.txt").read_text()
+    assert "3 warm-up and 5 timed copies per pair, 60 s deadline per pair" in p2p
+    assert "latency, microseconds (one synchronous 4-byte copy, mean of 100)" in p2p
+    assert "verdict: BLOCK: 1 copy hung (first: GPU0 -> GPU0 in cuInit and primary contexts, killed after 2 s)" in p2p
+    nccl = (LIVE27 / "nccl.txt").read_text()
+    doc = json.loads(nccl[nccl.index("{") : nccl.rindex("}") + 1])
+    assert [r["size_bytes"] for r in doc["sizes"]] == [4, 16 << 20, 256 << 20]
+    assert all(r["wrong"] == 0 for r in doc["sizes"] + doc["control"]["sizes"])
+    assert doc["control"]["environment"]["NCCL_P2P_DISABLE"] == "1"
+    assert doc["advice"].startswith("no P2P advice: one rank")

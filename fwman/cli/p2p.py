@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import FwmanError, UsageError, VerificationError
 
 if TYPE_CHECKING:
@@ -58,15 +58,10 @@ def p2p() -> None:
     show_default=True,
     help="Untimed copies per pair before the clock starts: a cold pair measures several times slower.",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(1, 3600),
-    default=60,
-    show_default=True,
-    metavar="SECONDS",
-    help="Hard deadline of each step's child process (one GPU pair's copies; one NCCL run). A step that passes "
-    "it is killed and reported as BLOCK, naming the pair (or the NCCL size and rank) and the step that hung.",
+@timeout_option(
+    60,
+    "Hard deadline of each step's child process (one GPU pair's copies; one NCCL run): a step that passes it is "
+    "killed and reported as BLOCK, naming the pair (or the NCCL rank) and the step that hung",
 )
 @click.option(
     "--nccl",
@@ -121,7 +116,7 @@ def test(
     size_mb: int,
     repeats: int,
     warmup: int,
-    timeout_s: float,
+    timeout: float,
     nccl: bool,
     runner: str,
     prefix: str,
@@ -173,7 +168,7 @@ def test(
             hint="run it on the machine itself, without --snapshot",
         )
     if nccl:
-        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout_s, not no_control, _sizes(nccl_sizes))
+        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout, not no_control, _sizes(nccl_sizes))
         return
     from fwman.p2p.copytest import MIB, run_isolated_copy_test
     from fwman.p2p.cuda import open_driver
@@ -181,7 +176,7 @@ def test(
     library = app.env.variables.get(LIBCUDA_VARIABLE) or None
     # the pairs run one child at a time; the number of GPUs is known only once the first child has listed them
     report = run_isolated_copy_test(
-        lambda: open_driver(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout_s
+        lambda: open_driver(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout
     )
 
     if not no_record:
@@ -231,7 +226,7 @@ def _nccl_tier(
     nccl_env: tuple[str, ...],
     no_record: bool,
     as_json: bool,
-    timeout_s: float,
+    timeout: float,
     control: bool,
     sizes: list[int],
 ) -> None:
@@ -266,7 +261,7 @@ def _nccl_tier(
             runner=runner,
             env=env,
             gpus=gpus,
-            timeout=timeout_s,
+            timeout=timeout,
             sizes=sizes,
         )
     except RunnerMissing as e:

@@ -137,3 +137,14 @@ def test_params_of_any_text_is_a_dict_or_a_parse_error(text: str) -> None:
     except ParseError:
         return
     assert isinstance(out, dict)
+
+
+def test_modules_status_shows_each_option_and_whether_it_is_in_effect(tmp_path: Path) -> None:
+    root = _host(tmp_path, "2x5090")
+    _params(root, RMForceStaticBar1="0", PeerMappingOverride="1")
+    env = FwmanEnv()
+    text = env("--root", str(root), "modules", "status").stdout
+    assert "module option NVreg_RMForceStaticBar1=1: not in effect (loaded 0) (`fwman driver settings`)" in text
+    assert "module option NVreg_PeerMappingOverride=1: in effect" in text
+    doc = json.loads(env("--root", str(root), "modules", "status", "--json").stdout)
+    assert [s["state"] for s in doc["driver_settings"]["settings"]] == ["not in effect", "in effect"]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fwman.core import clock as clocks
-from fwman.core.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, MissingError, VerificationError
 from fwman.host.isolate import CRASHED, HUNG, OK, Isolated, run_isolated
 from fwman.p2p.device import DeviceLayer, Gpu
 
@@ -404,14 +404,16 @@ def run_isolated_copy_test(
 
     listing = run_isolated(enumerate_gpus, timeout)
     _raise_missing(listing)
-    if listing.status != OK or listing.value is None:
-        what = listing.step or "opening the CUDA driver"
+    if listing.status == HUNG:
         report = CopyReport(gpus=[], size_bytes=size, repeats=repeats, timeout=timeout)
-        if listing.status == HUNG:
-            report.hung = f"{what} hung: no answer within {timeout:g} s (killed)"
-        else:
-            report.hung = f"{what} failed: {listing.error}"
+        report.hung = f"{listing.step or 'opening the CUDA driver'} hung: no answer within {timeout:g} s (killed)"
         return report
+    if listing.status != OK or listing.value is None:
+        # a CUDA error or a crash while opening the driver: no pair can run (exit 4, as an in-process error was)
+        raise VerificationError(
+            f"{listing.step or 'opening the CUDA driver'} failed: {listing.error}",
+            hint=listing.hint or "check `nvidia-smi` and `fwman audit` (driver and user space versions)",
+        )
     gpus, version = listing.value
     report = CopyReport(gpus=gpus, size_bytes=size, repeats=repeats, driver_version=version, timeout=timeout)
     for src in range(len(gpus)):

@@ -427,8 +427,8 @@ def run_nccl_test(
         argv = torch_argv(prefix, variables, python, sizes, timeout)
         try:
             result = host.run(argv, timeout=timeout + margin)
-        except FwmanError as e:
-            return _outer_hang(RUNNER_TORCH, prefix, argv, variables, timeout + margin, e)
+        except FwmanError:  # the host's timeout: fwman killed the runner
+            return _outer_hang(RUNNER_TORCH, prefix, argv, variables, timeout + margin)
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
         no_torch = result.missing or (result.rc == NO_TORCH_RC and "FWMAN_NO_TORCH" in output)
         if not no_torch:
@@ -439,8 +439,8 @@ def run_nccl_test(
     argv = nccl_tests_argv(prefix, variables, gpus)
     try:
         result = host.run(argv, timeout=timeout + margin)
-    except FwmanError as e:
-        return _outer_hang(RUNNER_NCCL_TESTS, prefix, argv, variables, timeout + margin, e)
+    except FwmanError:  # the host's timeout: fwman killed the runner
+        return _outer_hang(RUNNER_NCCL_TESTS, prefix, argv, variables, timeout + margin)
     if result.missing or result.rc == 127:
         why.append("all_reduce_perf not found")
         raise RunnerMissing("no NCCL runner here: " + "; ".join(why), hint=_HINT)
@@ -449,7 +449,7 @@ def run_nccl_test(
 
 
 def _outer_hang(
-    runner: str, prefix: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float, e: FwmanError
+    runner: str, prefix: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
 ) -> NcclReport:
     """Return the BLOCK report of a runner fwman had to kill itself (its own deadline did not fire)."""
     report = NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env))

@@ -118,3 +118,17 @@ def test_run_isolated_statuses() -> None:
     assert (crashed.status, crashed.error) == (CRASHED, "the child died (exit status 3)")
     error = run_isolated(lambda step: 1 // 0, 5)
     assert (error.status, error.error_kind) == (ERROR, "ZeroDivisionError")
+
+
+def test_a_cuda_error_while_opening_the_driver_is_verification_failed_not_block() -> None:
+    from fwman.p2p.device import CudaError
+
+    def broken() -> MemoryGpus:
+        raise CudaError("cuDevicePrimaryCtxRetain", 999, "CUDA_ERROR_UNKNOWN")
+
+    with pytest.raises(VerificationError) as e:
+        run_isolated_copy_test(broken, 4096, timeout=TIMEOUT)
+    assert e.value.exit_code == ExitCode.VERIFICATION
+    assert e.value.message == (
+        "cuInit and device enumeration failed: cuDevicePrimaryCtxRetain failed: CUDA_ERROR_UNKNOWN (999)"
+    )

@@ -89,6 +89,9 @@ REBAR = Setting(
     "github.com/xCuri0/ReBarUEFI issues 67, PR 388",
 )
 
+#: every option fwman recommends for some generation: the ones the P2P fingerprint records
+P2P_KEYS = tuple(sorted({s.key for group in RECOMMENDED.values() for s in group} | {REBAR.key}))
+
 _GENERATIONS = (
     (re.compile(r"RTX\s*(PRO\s*6000|50[5-9]0)", re.I), BLACKWELL),
     (re.compile(r"RTX\s*40[6-9]0", re.I), ADA),

@@ -148,3 +148,24 @@ def test_modules_status_shows_each_option_and_whether_it_is_in_effect(tmp_path: 
     assert "module option NVreg_PeerMappingOverride=1: in effect" in text
     doc = json.loads(env("--root", str(root), "modules", "status", "--json").stdout)
     assert [s["state"] for s in doc["driver_settings"]["settings"]] == ["not in effect", "in effect"]
+
+
+def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_record() -> None:
+    from dataclasses import replace
+
+    from fwman.gpu.p2p_record import Fingerprint, changes
+    from fwman.reports.doctor.checks.verification import verification_findings
+    from tests.unit.p2p.test_p2p_record import FP, _record
+
+    on = replace(FP, module_options=(("PeerMappingOverride", "1"), ("RMForceStaticBar1", "1")))
+    off = replace(FP, module_options=(("PeerMappingOverride", "1"), ("RMForceStaticBar1", "0")))
+    assert Fingerprint.from_json(on.to_json()) == on  # through the history's JSON
+    [change] = changes(on, off)
+    assert change.describe() == (
+        "module options changed (was NVreg_PeerMappingOverride=1 NVreg_RMForceStaticBar1=1, "
+        "now NVreg_PeerMappingOverride=1 NVreg_RMForceStaticBar1=0)"
+    )
+    [f] = verification_findings([_record(fp=on)], off)
+    assert f.severity.value == "warn" and "since module options changed" in f.message
+    # a record from before the field (None) still counts: the options were not recorded, not different
+    assert changes(FP, off) == []

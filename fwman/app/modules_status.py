@@ -21,6 +21,7 @@ from fwman.driver.headers import advise_host
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.kmod.secureboot import SecureBootState
 from fwman.driver.kmod.secureboot import read_state as read_secure_boot
+from fwman.driver.settings_host import SettingsReport, inspect_settings
 from fwman.driver.userspace_hold import HoldStatus
 from fwman.driver.userspace_hold import read_status as hold_status
 from fwman.host.base import Host
@@ -76,6 +77,7 @@ class ModulesStatus:
     dkms_error: str | None = None
     secure_boot: SecureBootState | None = None
     userspace_hold: HoldStatus | None = None
+    settings: SettingsReport | None = None  # the NVreg_* options P2P depends on (`fwman driver settings`)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
@@ -99,6 +101,7 @@ class ModulesStatus:
             "dkms_error": self.dkms_error,
             "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
             "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
+            "driver_settings": self.settings.to_json() if self.settings else None,
         }
 
 
@@ -147,4 +150,8 @@ def modules_status(host: Host) -> ModulesStatus:
             )
         )
     hold = hold_status(host, simulate=False)
-    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error, secure_boot, hold)
+    try:
+        options: SettingsReport | None = inspect_settings(host)
+    except FwmanError:  # the options are a line of the status, never the reason it fails
+        options = None
+    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error, secure_boot, hold, options)

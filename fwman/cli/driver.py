@@ -12,10 +12,12 @@ import click
 
 from fwman.cli.app import LazyGroup
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.core.errors import UsageError
 
 #: name -> (module:attribute, one-line help)
 DRIVER_COMMANDS: dict[str, tuple[str, str]] = {
     "branches": ("fwman.cli.driver:branches", "Which P2P forks carry a driver version (live, cached offline)."),
+    "settings": ("fwman.cli.driver:settings", "NVreg_* module options for P2P: fwman's modprobe file, in effect?"),
 }
 
 
@@ -116,3 +118,100 @@ def branches(
     if not report.complete:
         missing = ", ".join(f.fork for f in report.forks if not f.available)
         raise PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
+
+
+@driver.command()
+@click.option("--apply", "do_apply", is_flag=True, help="Write fwman's modprobe file and regenerate the initramfs.")
+@click.option("--dry-run", is_flag=True, help="With --apply: print what would be done, change nothing.")
+@click.option(
+    "--rebar",
+    is_flag=True,
+    help="Also NVreg_EnableResizableBar=1: for boards without a Resizable BAR switch in their firmware "
+    "(xCuri0/ReBarUEFI issues 67, PR 388).",
+)
+@json_option
+@common_options
+@pass_app
+def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_json: bool) -> None:
+    """The NVIDIA module options P2P depends on: recommended per GPU generation, written, in effect?
+
+    Without --apply: read-only. Shows the generation of each GPU, the NVreg_* options recommended for it with
+    the public source of each (where the sources name none, it says so), fwman's own file
+    /etc/modprobe.d/fwman-nvidia-p2p.conf, whether each option is in effect in the loaded module (read from
+    /proc/driver/nvidia/params: the sysfs parameters read empty even when set), and whether the running
+    kernel's initramfs carries the file (the module loads from there at boot).
+
+    --apply writes (or, when nothing is recommended, removes) fwman's file, nothing else in /etc/modprobe.d,
+    and regenerates the running kernel's initramfs (update-initramfs -u -k KVER, or dracut) when the image does
+    not carry the file as written. The options take effect at the next module load (a reboot).
+
+    \b
+    Examples:
+      fwman driver settings
+      fwman driver settings --apply --dry-run
+      fwman driver settings --apply --json
+
+    \b
+    Exit status: 0 done (or nothing to do); 3 --apply without root; 5 no initramfs generator.
+    """
+    from fwman.app.driver_settings import inspect_settings, settings_actions
+    from fwman.host.actions import apply_all, pending
+
+    if dry_run and not do_apply:
+        raise UsageError("--dry-run goes with --apply", hint="fwman driver settings --apply --dry-run")
+    report = inspect_settings(app.host, rebar=rebar)
+    changed: list[str] = []
+    todo: list[str] = []
+    if do_apply:
+        actions = settings_actions(app.host, report)
+        if dry_run:
+            todo = [a.describe() for a in pending(app.host, actions)]
+        else:
+            app.require_change("fwman driver settings --apply")
+            changed = apply_all(app.host, actions, report=None if as_json else lambda line: app.echo(line, err=True))
+            report = inspect_settings(app.host, rebar=rebar)
+    if as_json:
+        app.emit_json(
+            "driver-settings", {**report.to_json(), "changed": bool(changed), "applied": changed, "would": todo}
+        )
+        return
+    _show_settings(app, report)
+    if do_apply and dry_run:
+        app.echo_plan(todo, "nothing to do: fwman's file and the initramfs are current")
+    elif do_apply:
+        app.echo("changed: " + ("; ".join(changed) if changed else "nothing (already current)"))
+        if changed:
+            app.echo("the options apply at the next load of the nvidia module (reboot)")
+
+
+def _show_settings(app: AppContext, report: Any) -> None:
+    from fwman.core import paths
+
+    gens = ", ".join(f"{g} ({len(b)} GPU{'s' if len(b) != 1 else ''})" for g, b in report.generations.items())
+    app.echo(f"GPUs: {gens or 'none found'}")
+    if report.settings:
+        app.table(
+            ["option", "state (loaded module)", "source"],
+            [
+                [
+                    s.option,
+                    state + (f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""),
+                    s.source,
+                ]
+                for s, state, loaded in report.states()
+            ],
+        )
+    for gen, note in report.silent().items():
+        app.echo(f"{gen}: {note}")
+    where = paths.MODPROBE_OPTIONS_FILE
+    if report.file_ok:
+        app.echo(f"{where}: current" if report.wanted else f"{where}: absent (nothing to write)")
+    else:
+        app.echo(
+            f"{where}: " + ("absent" if report.current is None else "differs") + " (`fwman driver settings --apply`)"
+        )
+    if report.params_error:
+        app.echo(f"{paths.PROC_DRIVER_PARAMS}: {report.params_error}")
+    elif report.params is None:
+        app.echo(f"{paths.PROC_DRIVER_PARAMS}: absent (the nvidia module is not loaded)")
+    app.echo(f"initramfs {report.image or ''}: {report.initramfs}".replace("  ", " "))

@@ -254,6 +254,11 @@ def status(app: AppContext, as_json: bool) -> None:
         app.echo(f"NVIDIA user space: {len(hold.installed)} packages, {held}")
     for line in hold.warnings() if hold is not None else []:
         app.echo(app.style(f"WARNING: {line}", fg="yellow"))
+    options = result.settings
+    for setting, state, loaded in options.states() if options is not None else []:
+        shown = f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""
+        line = f"module option {setting.option}: {state}{shown}"
+        app.echo(line if state == "in effect" else app.style(line + " (`fwman driver settings`)", fg="yellow"))
     if spec is None:
         app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
     if result.dkms_error:

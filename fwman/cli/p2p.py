@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 from fwman.core.errors import FwmanError, UsageError, VerificationError
 
 if TYPE_CHECKING:
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
-    from fwman.p2p.nccl import NcclReport
+    from fwman.p2p.nccl import NcclComparison
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -49,7 +49,19 @@ def p2p() -> None:
     type=click.IntRange(1, 1000),
     default=5,
     show_default=True,
-    help="Timed copies per pair (after one untimed warm-up copy).",
+    help="Timed copies per pair (after the untimed warm-up copies).",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Untimed copies per pair before the clock starts: a cold pair measures several times slower.",
+)
+@timeout_option(
+    60,
+    "Hard deadline of each step's child process (one GPU pair's copies; one NCCL run): a step that passes it is "
+    "killed and reported as BLOCK, naming the pair (or the NCCL rank) and the step that hung",
 )
 @click.option(
     "--nccl",
@@ -81,6 +93,20 @@ def p2p() -> None:
     "e.g. NCCL_P2P_LEVEL=SYS. Default with `--prefix 'pct exec ID --'`: the NCCL_* lxc.environment lines of "
     "/etc/pve/lxc/ID.conf.",
 )
+@click.option(
+    "--nccl-sizes",
+    "nccl_sizes",
+    default="4,16M,256M",
+    show_default=True,
+    metavar="SIZES",
+    help="With --nccl (torch runner): the all-reduce message sizes, comma-separated bytes with an optional "
+    "K, M or G (2^10, 2^20, 2^30). 4 bytes shows the latency, the large one the bandwidth.",
+)
+@click.option(
+    "--no-control",
+    is_flag=True,
+    help="With --nccl: skip the control run with NCCL_P2P_DISABLE=1 (then no P2P advice can be derived).",
+)
 @click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
 @json_option
 @common_options
@@ -89,10 +115,14 @@ def test(
     app: AppContext,
     size_mb: int,
     repeats: int,
+    warmup: int,
+    timeout: float,
     nccl: bool,
     runner: str,
     prefix: str,
     nccl_env: tuple[str, ...],
+    nccl_sizes: str,
+    no_control: bool,
     no_record: bool,
     as_json: bool,
 ) -> None:
@@ -100,9 +130,12 @@ def test(
 
     Uses the CUDA driver API (libcuda.so.1, through ctypes): peer access is enabled where
     cuDeviceCanAccessPeer allows it, then cuMemcpyPeer copies a pseudo-random pattern (cuMemcpyDtoD on one GPU);
-    the target buffer is read back and compared byte by byte. The matrix shows GB/s (10^9 bytes/s, rows: from,
-    columns: to); `*` marks a pair without direct peer access (the driver staged the copy through host
-    memory); BAD a pair that corrupted data; ERR a pair where a CUDA call failed.
+    the target buffer is read back and compared byte by byte, after --warmup untimed copies. Then the latency:
+    100 synchronous 4-byte copies, checked too. Every pair runs in its own child process under --timeout: a
+    pair that hangs is killed and reported as BLOCK with the step it hung in, and the other pairs still run.
+    The matrix shows GB/s (10^9 bytes/s, rows: from, columns: to); `*` marks a pair without direct peer access
+    (the driver staged the copy through host memory); BAD a pair that corrupted data; HUNG a pair killed at
+    its deadline; ERR a pair where a CUDA call failed.
 
     With --nccl, the second tier: an NCCL all-reduce across the GPUs, where the model server's NCCL lives
     (--prefix), every value of the sum compared exactly, and NCCL_DEBUG=INFO read for the transport of each
@@ -126,8 +159,8 @@ def test(
       fwman p2p test --nccl --prefix 'pct exec 101 --' --nccl-env NCCL_P2P_LEVEL=SYS
 
     \b
-    Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, a CUDA call failed or the
-    all-reduce was wrong; 5 no libcuda, no GPU or no NCCL runner.
+    Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, hung (BLOCK), a CUDA call
+    failed, or the all-reduce was wrong or hung; 5 no libcuda, no GPU or no NCCL runner.
     """
     if app.snapshot:
         raise UsageError(
@@ -135,25 +168,36 @@ def test(
             hint="run it on the machine itself, without --snapshot",
         )
     if nccl:
-        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json)
+        _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout, not no_control, _sizes(nccl_sizes))
         return
-    from fwman.p2p.copytest import MIB, run_copy_test
+    from fwman.p2p.copytest import MIB, run_isolated_copy_test
     from fwman.p2p.cuda import open_driver
 
     opener = app.env.cuda_driver or open_driver
-    layer = opener(app.env.variables.get(LIBCUDA_VARIABLE) or None)
-    try:
-        gpus = layer.gpus()
-        with app.progress("P2P copies", len(gpus) ** 2) as advance:
-            report = run_copy_test(layer, size_mb * MIB, repeats, progress=advance)
-    finally:
-        layer.close()
+    library = app.env.variables.get(LIBCUDA_VARIABLE) or None
+    # the pairs run one child at a time; the number of GPUs is known only once the first child has listed them
+    report = run_isolated_copy_test(lambda: opener(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout)
 
     if not no_record:
         from fwman.p2p.record import record_from_copy
 
         _record(app, lambda fp, now: record_from_copy(report, fp, now))
     show(app, report, as_json)
+
+
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def _sizes(text: str) -> list[int]:
+    """Return the byte sizes of ``--nccl-sizes`` (``4,16M,256M``). Raises UsageError naming a bad item."""
+    out = []
+    for item in text.split(","):
+        item = item.strip().upper()
+        number, unit = (item[:-1], item[-1]) if item[-1:] in _UNITS and item[-1:] else (item, "")
+        if not number.isdigit() or int(number) == 0:
+            raise UsageError(f"--nccl-sizes wants sizes such as 4,16M,256M, got {item!r}")
+        out.append(int(number) * _UNITS[unit])
+    return out
 
 
 def _now() -> str:
@@ -175,9 +219,17 @@ def _record(app: AppContext, build: Callable[[Fingerprint, str], P2PRecord]) -> 
 
 
 def _nccl_tier(
-    app: AppContext, runner: str, prefix: str, nccl_env: tuple[str, ...], no_record: bool, as_json: bool
+    app: AppContext,
+    runner: str,
+    prefix: str,
+    nccl_env: tuple[str, ...],
+    no_record: bool,
+    as_json: bool,
+    timeout: float,
+    control: bool,
+    sizes: list[int],
 ) -> None:
-    from fwman.p2p.nccl import RunnerMissing, run_nccl_test
+    from fwman.p2p.nccl import RunnerMissing, run_nccl_comparison
 
     env: dict[str, str] = {}
     for item in nccl_env:
@@ -201,16 +253,26 @@ def _nccl_tier(
     except FwmanError:
         gpus = 0
     try:
-        report = run_nccl_test(app.host, prefix=argv_prefix, runner=runner, env=env, gpus=gpus)
+        comparison = run_nccl_comparison(
+            app.host,
+            control=control,
+            prefix=argv_prefix,
+            runner=runner,
+            env=env,
+            gpus=gpus,
+            timeout=timeout,
+            sizes=sizes,
+        )
     except RunnerMissing as e:
         from fwman.core.errors import MissingError
 
         raise MissingError(e.message, hint=e.hint) from e
-    if not no_record and report.wrong is not None:
+    report = comparison.p2p
+    if not no_record and (report.wrong is not None or report.hung):
         from fwman.p2p.record import record_from_nccl
 
-        _record(app, lambda fp, now: record_from_nccl(report, fp, now))
-    show_nccl(app, report, as_json)
+        _record(app, lambda fp, now: record_from_nccl(report, fp, now, comparison))
+    show_nccl(app, comparison, as_json)
 
 
 def _cards(app: AppContext) -> list[object]:
@@ -219,10 +281,12 @@ def _cards(app: AppContext) -> list[object]:
     return list(scan_cards(app.host, use_smi=False))
 
 
-def show_nccl(app: AppContext, report: NcclReport, as_json: bool) -> None:
-    """Print the NCCL tier's ``report``. Raises VerificationError (exit 4) unless the all-reduce verified."""
+def show_nccl(app: AppContext, comparison: NcclComparison, as_json: bool) -> None:
+    """Print the NCCL tier's runs (P2P allowed, and the control). Raises VerificationError (exit 4) unless both
+    verified and neither hung."""
+    report = comparison.p2p
     if as_json:
-        app.emit_json("p2p-nccl", report.to_json())
+        app.emit_json("p2p-nccl", comparison.to_json())
     else:
         where = f" inside `{shlex.join(report.prefix)}`" if report.prefix else ""
         app.echo(f"fwman p2p test --nccl: {report.runner}{where}")
@@ -241,12 +305,41 @@ def show_nccl(app: AppContext, report: NcclReport, as_json: bool) -> None:
                 app.echo(f"    {t:<24} {n}")
         for w in report.log.warnings[:5]:
             app.echo(app.style(f"  NCCL WARN {w}", fg="yellow"))
-        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ok else "red"))
-    if not report.ok:
+        _sizes_table(app, comparison)
+        if comparison.control is not None:
+            app.echo(f"control (NCCL_P2P_DISABLE=1): {comparison.control.verdict()}")
+        app.echo(f"advice: {comparison.advice()}")
+        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if comparison.ok else "red"))
+    if not comparison.ok:
+        failed = report if not report.ok else comparison.control
+        blocked = (failed or report).hung is not None
         raise VerificationError(
-            report.verdict(),
-            hint="an all-reduce that returns wrong values must not serve a model: run `fwman doctor`",
+            (failed or report).verdict() + ("" if failed is report else " (in the NCCL_P2P_DISABLE=1 control run)"),
+            hint="an NCCL that hangs will hang the model server the same way: run `fwman doctor`; try the run "
+            "again with --nccl-env NCCL_P2P_DISABLE=1 to see whether P2P is the cause"
+            if blocked
+            else "an all-reduce that returns wrong values must not serve a model: run `fwman doctor`",
         )
+
+
+def _sizes_table(app: AppContext, comparison: NcclComparison) -> None:
+    """Print one row per message size: the P2P run's and the control's time of one all-reduce, and the check."""
+    rows = []
+    control = {r.size_bytes: r for r in (comparison.control.sizes if comparison.control else [])}
+    for r in comparison.p2p.sizes:
+        c = control.get(r.size_bytes)
+        rows.append(
+            [
+                f"{r.size_bytes}",
+                "-" if r.seconds is None else f"{r.seconds * 1e6:.1f}",
+                "-" if c is None or c.seconds is None else f"{c.seconds * 1e6:.1f}",
+                "-" if r.busbw_gbps is None else f"{r.busbw_gbps:.1f}",
+                "exact" if r.wrong == 0 and (c is None or c.wrong == 0) else "WRONG",
+            ]
+        )
+    if rows:
+        app.echo("  all-reduce per size (microseconds per all-reduce; P2P allowed vs NCCL_P2P_DISABLE=1):")
+        app.table(["bytes", "P2P us", "control us", "busbw GB/s", "values"], rows)
 
 
 def show(app: AppContext, report: CopyReport, as_json: bool) -> None:
@@ -256,9 +349,13 @@ def show(app: AppContext, report: CopyReport, as_json: bool) -> None:
     else:
         _render(app, report)
     if not report.ok:
+        hung = bool(report.hung or report.blocked)
         raise VerificationError(
             report.verdict(),
-            hint="a P2P setup that corrupts data must not be used: run `fwman doctor`; check IOMMU (iommu=pt) and "
+            hint="a GPU pair whose copies hang will hang a model server the same way: run `fwman doctor` (BAR1, "
+            "bridge windows, IOMMU); a longer --timeout tells a slow step from a hung one"
+            if hung
+            else "a P2P setup that corrupts data must not be used: run `fwman doctor`; check IOMMU (iommu=pt) and "
             "the driver build",
         )
 
@@ -268,9 +365,12 @@ def _render(app: AppContext, report: CopyReport) -> None:
 
     n = len(report.gpus)
     cuda = f", CUDA driver API {report.driver_version}" if report.driver_version else ""
+    warm = report.pairs[0].warmup if report.pairs else 0
+    deadline = f", {report.timeout:g} s deadline per pair" if report.timeout else ""
     app.echo(
         f"fwman p2p test: {n} GPU{'s' if n != 1 else ''}, {report.size_bytes // MIB} MiB per copy, "
-        f"{report.repeats} timed cop{'ies' if report.repeats != 1 else 'y'} per pair{cuda}"
+        f"{warm} warm-up and {report.repeats} timed cop{'ies' if report.repeats != 1 else 'y'} per pair"
+        f"{deadline}{cuda}"
     )
     for g in report.gpus:
         app.echo(f"  GPU{g.index}  {g.bus_id}  {g.name}")
@@ -278,6 +378,12 @@ def _render(app: AppContext, report: CopyReport) -> None:
     app.echo("GB/s (row: from, column: to; * = no direct peer access, staged through host memory)")
     names = [f"GPU{g.index}" for g in report.gpus]
     app.table(["", *names], [[names[i], *row] for i, row in enumerate(report.matrix())])
+    if any(p.latency_us is not None for p in report.pairs):
+        from fwman.p2p.copytest import LATENCY_BYTES, LATENCY_REPEATS
+
+        app.echo()
+        app.echo(f"latency, microseconds (one synchronous {LATENCY_BYTES}-byte copy, mean of {LATENCY_REPEATS})")
+        app.table(["", *names], [[names[i], *row] for i, row in enumerate(report.latency_matrix())])
     app.echo()
     peers = [p for p in report.pairs if p.src != p.dst]
     if peers:
@@ -293,6 +399,10 @@ def _render(app: AppContext, report: CopyReport) -> None:
                 fg="red",
             )
         )
+    for p in report.blocked:
+        app.echo(app.style(f"BLOCK {p.label}: {p.error}", fg="red"))
     for p in report.failed:
         app.echo(app.style(f"FAILED {p.label}: {p.error}", fg="red"))
+    if report.hung:
+        app.echo(app.style(f"BLOCK {report.hung}", fg="red"))
     app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ok else "red"))

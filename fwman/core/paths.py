@@ -100,6 +100,10 @@ PVE_NEXT_BOOT_PIN = "/etc/kernel/next-boot-pin"
 PVE_BOOT_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 SYSTEMD_BOOT_LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 
+# --- module options (`fwman driver settings`) -------------------------------------------------------------------
+#: fwman's own modprobe file of NVreg_* options (nothing else in /etc/modprobe.d is touched)
+MODPROBE_OPTIONS_FILE = "/etc/modprobe.d/fwman-nvidia-p2p.conf"
+
 # --- DKMS ---------------------------------------------------------------------------------------------------
 DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
 DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
@@ -123,6 +127,8 @@ def modules_dir(kver: str) -> str:
 
 
 PROC_DRIVER_VERSION = "/proc/driver/nvidia/version"
+#: the loaded nvidia module's options, ``Name: value`` per line (the sysfs parameters read empty)
+PROC_DRIVER_PARAMS = "/proc/driver/nvidia/params"
 NVIDIA_MODULE_VERSION = "/sys/module/nvidia/version"
 NVIDIA_MODULE_SRCVERSION = "/sys/module/nvidia/srcversion"
 KERNEL_RELEASE = "/proc/sys/kernel/osrelease"

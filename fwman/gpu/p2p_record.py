@@ -51,11 +51,16 @@ class Fingerprint:
     userspace: str | None  # the user-space driver version(s) on the host ("580.159.04")
     iommu: str | None  # translated, passthrough, off, not-visible, unknown
     gpus: tuple[CardPrint, ...] = ()
+    #: the loaded module's P2P-relevant options (``fwman driver settings``' keys) as /proc/driver/nvidia/params
+    #: gives them, (name, value) sorted; absent ones are not listed. None: not recorded (a record older than the
+    #: field, or a module that was not loaded): then it is not compared
+    module_options: tuple[tuple[str, str], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the fingerprint as a JSON object."""
         doc = asdict(self)
         doc["gpus"] = [asdict(g) for g in self.gpus]
+        doc["module_options"] = None if self.module_options is None else dict(self.module_options)
         return doc
 
     @classmethod
@@ -89,7 +94,14 @@ class Fingerprint:
             userspace=_opt(doc.get("userspace")),
             iommu=_opt(doc.get("iommu")),
             gpus=tuple(cards),
+            module_options=_options(doc.get("module_options")),
         )
+
+
+def _options(value: Any) -> tuple[tuple[str, str], ...] | None:
+    if not isinstance(value, dict):
+        return None
+    return tuple(sorted((str(k), str(v)) for k, v in value.items()))
 
 
 def _opt(value: Any) -> str | None:
@@ -117,6 +129,10 @@ def _text(value: str | int | None, bytes_: bool = False) -> str:
     return str(value)
 
 
+def _options_text(options: tuple[tuple[str, str], ...]) -> str:
+    return " ".join(f"NVreg_{k}={v}" for k, v in options) or "none set"
+
+
 def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
     """Return every field that differs between ``was`` (the record) and ``now`` (this configuration)."""
     out: list[Change] = []
@@ -133,6 +149,8 @@ def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
         a, b = getattr(was, attr), getattr(now, attr)
         if a != b:
             out.append(Change(what, _text(a), _text(b)))
+    if was.module_options is not None and now.module_options is not None and was.module_options != now.module_options:
+        out.append(Change("module options", _options_text(was.module_options), _options_text(now.module_options)))
     old = {g.bus_id: g for g in was.gpus}
     new = {g.bus_id: g for g in now.gpus}
     if set(old) != set(new):
@@ -169,6 +187,10 @@ class P2PRecord:
     environment: dict[str, str] = field(default_factory=dict)  # NCCL_* variables in effect
     runner: str | None = None  # nccl: "torch.distributed" or "nccl-tests all_reduce_perf"
     prefix: tuple[str, ...] = ()  # the command prefix it ran under (`pct exec 101 --`)
+    #: nccl: True when P2P was exact and faster than the NCCL_P2P_DISABLE=1 control at every size, False when it
+    #: was slower somewhere, None when there was no comparison (no control run, one rank, a failed run)
+    p2p_faster: bool | None = None
+    advice: str | None = None  # nccl: the advice the comparison supports, as `p2p test --nccl` printed it
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as one JSON object (the line written to the history)."""
@@ -207,6 +229,8 @@ class P2PRecord:
             environment={str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {},
             runner=_opt(doc.get("runner")),
             prefix=tuple(str(p) for p in prefix) if isinstance(prefix, list) else (),
+            p2p_faster=doc.get("p2p_faster") if isinstance(doc.get("p2p_faster"), bool) else None,
+            advice=_opt(doc.get("advice")),
         )
 
     @property

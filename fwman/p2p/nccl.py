@@ -26,60 +26,117 @@ from fwman.p2p.nccl_log import MEANING, NET, P2P, SHM, NcclLog, PerfReport, pars
 RUNNER_TORCH = "torch.distributed"
 RUNNER_NCCL_TESTS = "nccl-tests all_reduce_perf"
 RESULT_TAG = "FWMAN_NCCL_RESULT "
+HUNG_TAG = "FWMAN_NCCL_HUNG "
+#: the message sizes of the torch runner: 4 B (latency, where P2P's setup costs most), 16 MiB (club-3090's
+#: p2p_collective_check.py size) and 256 MiB (bandwidth)
+DEFAULT_SIZES = (4, 16 * 1024 * 1024, 256 * 1024 * 1024)
+#: the control run's variable: NCCL without P2P (shared memory between the GPUs' processes instead)
+CONTROL_ENV = {"NCCL_P2P_DISABLE": "1"}
+#: how much longer than the runner's own deadline fwman waits for the runner before it kills the runner itself
+OUTER_MARGIN = 30.0
 NO_TORCH_RC = 3  # the torch script's exit status when torch (or its NCCL backend, or a GPU) is missing
 #: the variables every run gets: INFO is what prints the transport lines
 DEBUG_ENV = {"NCCL_DEBUG": "INFO"}
 
-#: Run with ``python3 -c SCRIPT [elements]``: the parent starts one worker process per GPU (``SCRIPT worker rank
-#: world port elements``), each all-reduces a float32 tensor of small integers and compares the sum exactly.
+#: Run with ``python3 -c SCRIPT SIZES TIMEOUT``: the parent starts one worker process per GPU (``SCRIPT worker rank
+#: world port SIZES``); for each size in bytes (comma-separated) each worker all-reduces a float32 tensor of small
+#: integers, compares the sum exactly, warms up and times the all-reduce. Workers announce each step
+#: (``FWMAN_NCCL_STEP rank step``); their output passes through the parent (so none holds the caller's pipe), and
+#: a rank that has not returned within TIMEOUT seconds is killed and named (``FWMAN_NCCL_HUNG {...}``, exit 124).
 TORCH_SCRIPT = r"""
-import json, os, socket, subprocess, sys, time
+import json, os, socket, subprocess, sys, threading, time
 try:
     import torch
     import torch.distributed as dist
 except Exception as e:
     print("FWMAN_NO_TORCH " + repr(e)); sys.exit(3)
 RESULT = "FWMAN_NCCL_RESULT "
-def worker(rank, world, port, n):
+def worker(rank, world, port, sizes):
+    def step(name):
+        print("FWMAN_NCCL_STEP %d %s" % (rank, name), flush=True)
     torch.cuda.set_device(rank)
+    step("init_process_group")
     dist.init_process_group("nccl", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=world)
-    base = (torch.arange(n, device="cuda", dtype=torch.int64) % 1021).to(torch.float32)
-    x = base * (rank + 1)
-    dist.all_reduce(x)
-    torch.cuda.synchronize()
-    expected = base * (world * (world + 1) // 2)
-    wrong = torch.tensor([int((x != expected).sum().item())], device="cuda", dtype=torch.int64)
-    t = base.clone()
-    dist.all_reduce(t)
-    torch.cuda.synchronize()
-    reps = 5
-    start = time.perf_counter()
-    for _ in range(reps):
-        dist.all_reduce(t)
-    torch.cuda.synchronize()
-    seconds = (time.perf_counter() - start) / reps
-    dist.all_reduce(wrong)
-    torch.cuda.synchronize()
-    if rank == 0:
+    results = []
+    for nbytes in sizes:
+        n = max(nbytes // 4, 1)
+        base = (torch.arange(n, device="cuda", dtype=torch.int64) % 1021).to(torch.float32)
+        x = base * (rank + 1)
+        step("all_reduce %d B (checked)" % nbytes)
+        dist.all_reduce(x)
+        torch.cuda.synchronize()
+        expected = base * (world * (world + 1) // 2)
+        wrong = torch.tensor([int((x != expected).sum().item())], device="cuda", dtype=torch.int64)
+        t = base.clone()
+        step("all_reduce %d B (warm-up)" % nbytes)
+        for _ in range(3):
+            dist.all_reduce(t)
+        torch.cuda.synchronize()
+        reps = 5 if nbytes >= (1 << 24) else 50
+        step("all_reduce %d B (timed)" % nbytes)
+        start = time.perf_counter()
+        for _ in range(reps):
+            dist.all_reduce(t)
+        torch.cuda.synchronize()
+        seconds = (time.perf_counter() - start) / reps
+        dist.all_reduce(wrong)
+        torch.cuda.synchronize()
         algbw = n * 4 / seconds / 1e9
+        results.append({"bytes": n * 4, "elements": n, "wrong": int(wrong.item()), "seconds": seconds,
+                        "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world})
+    if rank == 0:
+        last = results[-1]
         print(RESULT + json.dumps({
-            "world": world, "elements": n, "wrong": int(wrong.item()), "seconds": seconds,
-            "algbw_gbps": algbw, "busbw_gbps": algbw * 2 * (world - 1) / world,
+            "world": world, "elements": last["elements"], "wrong": sum(r["wrong"] for r in results),
+            "seconds": last["seconds"], "algbw_gbps": last["algbw_gbps"], "busbw_gbps": last["busbw_gbps"],
+            "sizes": results,
             "torch": torch.__version__, "nccl": ".".join(str(v) for v in torch.cuda.nccl.version()),
             "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
             "devices": [torch.cuda.get_device_name(i) for i in range(world)],
         }), flush=True)
+    step("destroy_process_group")
     dist.destroy_process_group()
 if len(sys.argv) > 1 and sys.argv[1] == "worker":
-    worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])); sys.exit(0)
-n = int(sys.argv[1]) if len(sys.argv) > 1 else 16 * 1024 * 1024
+    worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), [int(v) for v in sys.argv[5].split(",")])
+    sys.exit(0)
+sizes = sys.argv[1] if len(sys.argv) > 1 else "4,16777216"
+deadline = time.monotonic() + (float(sys.argv[2]) if len(sys.argv) > 2 else 300.0)
 if not torch.cuda.is_available() or not dist.is_nccl_available():
     print("FWMAN_NO_TORCH no CUDA device or no NCCL backend in this torch"); sys.exit(3)
 world = torch.cuda.device_count()
 s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "worker", str(r), str(world),
-         str(port), str(n)]) for r in range(world)]
-codes = [p.wait() for p in procs]
+last = {}
+def relay(rank, stream):
+    for line in stream:
+        if line.startswith("FWMAN_NCCL_STEP "):
+            last[rank] = line.split(" ", 2)[2].strip()
+        sys.stdout.write(line); sys.stdout.flush()
+procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, "worker", str(r), str(world), str(port), sizes],
+         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True)
+         for r in range(world)]
+readers = [threading.Thread(target=relay, args=(r, p.stdout), daemon=True) for r, p in enumerate(procs)]
+for t in readers:
+    t.start()
+hung = []
+for r, p in enumerate(procs):
+    try:
+        p.wait(timeout=max(deadline - time.monotonic(), 0.01))
+    except subprocess.TimeoutExpired:
+        hung.append(r)
+for r in hung:
+    procs[r].kill()
+for p in procs:
+    try:
+        p.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+for t in readers:
+    t.join(timeout=2)
+if hung:
+    print("FWMAN_NCCL_HUNG " + json.dumps({"ranks": hung, "steps": {str(r): last.get(r) for r in hung},
+          "timeout": float(sys.argv[2]) if len(sys.argv) > 2 else 300.0}), flush=True)
+    sys.exit(124)
+codes = [p.returncode for p in procs]
 if any(codes):
     print("FWMAN_NCCL_FAILED worker exit codes %s" % codes); sys.exit(1)
 """
@@ -88,6 +145,17 @@ if any(codes):
 def torch_script() -> str:
     """Return the torch runner's program text (it passes itself to its workers as ``SCRIPT``)."""
     return "SCRIPT = " + repr(TORCH_SCRIPT) + "\n" + TORCH_SCRIPT
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    """One message size of the torch runner: values that differ, mean seconds of one all-reduce, bandwidths."""
+
+    size_bytes: int
+    wrong: int | None
+    seconds: float | None
+    algbw_gbps: float | None
+    busbw_gbps: float | None
 
 
 @dataclass
@@ -108,11 +176,13 @@ class NcclReport:
     perf: PerfReport | None = None
     error: str | None = None
     output: str = ""
+    sizes: list[SizeResult] = field(default_factory=list)
+    hung: str | None = None  # what never returned (the ranks and their steps), BLOCK
 
     @property
     def ok(self) -> bool:
         """Return True when the all-reduce ran and its result was checked and exact."""
-        return self.error is None and self.wrong == 0
+        return self.error is None and self.hung is None and self.wrong == 0
 
     @property
     def transport(self) -> str | None:
@@ -121,6 +191,8 @@ class NcclReport:
 
     def verdict(self) -> str:
         """Return one line: did the all-reduce verify, and which transport NCCL chose (and what that means)."""
+        if self.hung:
+            return f"BLOCK: {self.hung}"
         if self.error:
             return f"FAILED: {self.error}"
         if self.wrong is None:
@@ -163,19 +235,36 @@ class NcclReport:
                 for c in self.log.channels
             ],
             "nccl_warnings": self.log.warnings,
+            "sizes": [
+                {
+                    "size_bytes": r.size_bytes,
+                    "wrong": r.wrong,
+                    "seconds": r.seconds,
+                    "algbw_gbps": r.algbw_gbps,
+                    "busbw_gbps": r.busbw_gbps,
+                }
+                for r in self.sizes
+            ],
+            "hung": self.hung,
             "ok": self.ok,
             "verdict": self.verdict(),
         }
 
 
-def torch_argv(prefix: Sequence[str], env: Mapping[str, str], python: str = "python3", elements: int = 0) -> list[str]:
-    """Return the command line of the torch runner: ``prefix env K=V... python -c SCRIPT [elements]``.
+def torch_argv(
+    prefix: Sequence[str],
+    env: Mapping[str, str],
+    python: str = "python3",
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    timeout: float = 300.0,
+) -> list[str]:
+    """Return the command line of the torch runner: ``prefix env K=V... python -c SCRIPT SIZES TIMEOUT``.
 
     The variables go through ``env`` inside the prefix, so they reach a container (`pct exec` and `docker exec`
     do not pass the caller's environment in).
     """
     argv = [*prefix, "env", *(f"{k}={v}" for k, v in env.items()), python, "-c", torch_script()]
-    return argv + ([str(elements)] if elements else [])
+    return [*argv, ",".join(str(n) for n in sizes), f"{timeout:g}"]
 
 
 def nccl_tests_argv(
@@ -219,9 +308,47 @@ def _num(doc: Mapping[str, Any], key: str) -> float | None:
     return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
 
+def _hung(output: str) -> str | None:
+    """Return what the ``FWMAN_NCCL_HUNG`` line says never returned (ranks and steps), None without one."""
+    for line in output.splitlines():
+        if line.startswith(HUNG_TAG):
+            try:
+                doc = parse_json(line[len(HUNG_TAG) :], "torch NCCL runner", "hung line")
+            except ParseError:
+                return "NCCL ranks never returned (the runner's line is unreadable)"
+            if not isinstance(doc, dict):
+                return "NCCL ranks never returned"
+            raw = doc.get("steps")
+            steps: dict[str, Any] = raw if isinstance(raw, dict) else {}
+            ranks = ", ".join(f"rank {r} in {steps.get(str(r)) or 'starting'}" for r in doc.get("ranks") or [])
+            return f"NCCL {ranks or 'ranks'} never returned within {doc.get('timeout')} s (killed)"
+    return None
+
+
+def _sizes(doc: Mapping[str, Any]) -> list[SizeResult]:
+    rows = doc.get("sizes")
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict) and isinstance(row.get("bytes"), int):
+            wrong = row.get("wrong")
+            out.append(
+                SizeResult(
+                    int(row["bytes"]),
+                    wrong if isinstance(wrong, int) and not isinstance(wrong, bool) else None,
+                    _num(row, "seconds"),
+                    _num(row, "algbw_gbps"),
+                    _num(row, "busbw_gbps"),
+                )
+            )
+    return out
+
+
 def report_from_torch(prefix: Sequence[str], argv: Sequence[str], rc: int, output: str) -> NcclReport:
     """Return the report of one torch-runner run from its exit status and combined output (pure)."""
     report = NcclReport(RUNNER_TORCH, tuple(prefix), tuple(argv), rc, log=parse_nccl_log(output), output=output)
+    report.hung = _hung(output)
+    if report.hung:
+        return report
     try:
         doc = parse_torch_output(output)
     except ParseError as e:
@@ -235,6 +362,7 @@ def report_from_torch(prefix: Sequence[str], argv: Sequence[str], rc: int, outpu
     world, wrong = doc.get("world"), doc.get("wrong")
     report.world = world if isinstance(world, int) else None
     report.wrong = wrong if isinstance(wrong, int) else None
+    report.sizes = _sizes(doc)
     report.algbw_gbps, report.busbw_gbps = _num(doc, "algbw_gbps"), _num(doc, "busbw_gbps")
     nccl = doc.get("nccl")
     report.nccl_version = report.log.version or (nccl if isinstance(nccl, str) else None)
@@ -281,19 +409,26 @@ def run_nccl_test(
     env: Mapping[str, str] | None = None,
     gpus: int = 0,
     python: str = "python3",
-    timeout: float = 600.0,
+    timeout: float = 300.0,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    margin: float = OUTER_MARGIN,
 ) -> NcclReport:
     """Run the NCCL tier on ``host`` (inside ``prefix``) and return its report.
 
     ``runner`` is ``torch``, ``nccl-tests`` or ``auto`` (torch when importable there, else all_reduce_perf).
-    ``env`` adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. Raises RunnerMissing when no runner
-    is available, FwmanError when the command times out.
+    ``env`` adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. The torch runner kills a rank that has
+    not returned within ``timeout`` seconds and names it; fwman gives the runner ``margin`` seconds more
+    (:data:`OUTER_MARGIN`) before it kills the runner itself. Either way the report is BLOCK (``hung``), never a
+    hung fwman. Raises RunnerMissing when no runner is available.
     """
     variables = {**DEBUG_ENV, **(env or {})}
     why: list[str] = []
     if runner in ("auto", "torch"):
-        argv = torch_argv(prefix, variables, python)
-        result = host.run(argv, timeout=timeout)
+        argv = torch_argv(prefix, variables, python, sizes, timeout)
+        try:
+            result = host.run(argv, timeout=timeout + margin)
+        except FwmanError:  # the host's timeout: fwman killed the runner
+            return _outer_hang(RUNNER_TORCH, prefix, argv, variables, timeout + margin)
         output = result.stdout + ("\n" + result.stderr if result.stderr else "")
         no_torch = result.missing or (result.rc == NO_TORCH_RC and "FWMAN_NO_TORCH" in output)
         if not no_torch:
@@ -302,12 +437,118 @@ def run_nccl_test(
         if runner == "torch":
             raise RunnerMissing(f"the torch NCCL runner cannot run here ({why[-1]})", hint=_HINT)
     argv = nccl_tests_argv(prefix, variables, gpus)
-    result = host.run(argv, timeout=timeout)
+    try:
+        result = host.run(argv, timeout=timeout + margin)
+    except FwmanError:  # the host's timeout: fwman killed the runner
+        return _outer_hang(RUNNER_NCCL_TESTS, prefix, argv, variables, timeout + margin)
     if result.missing or result.rc == 127:
         why.append("all_reduce_perf not found")
         raise RunnerMissing("no NCCL runner here: " + "; ".join(why), hint=_HINT)
     output = result.stdout + ("\n" + result.stderr if result.stderr else "")
     return report_from_nccl_tests(prefix, argv, result.rc, output, gpus, variables)
+
+
+def _outer_hang(
+    runner: str, prefix: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
+) -> NcclReport:
+    """Return the BLOCK report of a runner fwman had to kill itself (its own deadline did not fire)."""
+    report = NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env))
+    report.hung = f"the NCCL runner ({runner}) did not return within {timeout:g} s (killed)"
+    return report
+
+
+@dataclass
+class NcclComparison:
+    """The NCCL tier run twice: as configured (P2P allowed) and the control with ``NCCL_P2P_DISABLE=1``."""
+
+    p2p: NcclReport
+    control: NcclReport | None
+
+    @property
+    def ok(self) -> bool:
+        """Return True when both runs were exact and neither hung (the control's failure fails the test too:
+        an NCCL that is wrong without P2P has a problem P2P did not cause, and it still must not serve)."""
+        return self.p2p.ok and (self.control is None or self.control.ok)
+
+    def faster(self) -> list[tuple[int, float, float]]:
+        """Return (size in bytes, P2P seconds, control seconds) for every size both runs timed."""
+        if self.control is None:
+            return []
+        control = {r.size_bytes: r.seconds for r in self.control.sizes}
+        return [
+            (r.size_bytes, r.seconds, c)
+            for r in self.p2p.sizes
+            if r.seconds is not None and (c := control.get(r.size_bytes)) is not None
+        ]
+
+    def p2p_faster(self) -> bool | None:
+        """Return True when P2P was used, exact and faster than the control at every size; False when it was
+        slower at some size; None when there is nothing to compare (no control, one rank, a failed run)."""
+        if not self.ok or self.control is None or (self.p2p.world or 0) < 2 or P2P not in self.p2p.log.classes():
+            return None
+        rows = self.faster()
+        if not rows:
+            return None
+        return all(a < b for _, a, b in rows)
+
+    def advice(self) -> str:
+        """Return the advice the measurement supports: a P2P level only where P2P is correct and faster."""
+        if self.p2p.hung or (self.control is not None and self.control.hung):
+            return "no P2P advice: a run hung (BLOCK); do not serve a model over this NCCL until it returns"
+        if not self.p2p.ok:
+            return "do not use P2P: the all-reduce with P2P allowed did not verify"
+        if self.control is None:
+            return "no P2P advice: the control run (NCCL_P2P_DISABLE=1) was skipped, nothing to compare with"
+        if not self.control.ok:
+            return "no P2P advice: the control run (NCCL_P2P_DISABLE=1) did not verify"
+        if (self.p2p.world or 0) < 2:
+            return "no P2P advice: one rank, NCCL connects no peer (P2P and the control time the same path)"
+        if P2P not in self.p2p.log.classes():
+            return "no P2P advice: NCCL did not use P2P on any connection in the P2P run (see its transports)"
+        rows = self.faster()
+        slower = [(n, a, b) for n, a, b in rows if a >= b]
+        if not rows:
+            return "no P2P advice: the runs timed no common message size"
+        if slower:
+            where = ", ".join(f"{_bytes(n)} ({a * 1e6:.1f} us vs {b * 1e6:.1f} us)" for n, a, b in slower)
+            return (
+                f"keep P2P off for NCCL (NCCL_P2P_DISABLE=1): slower than shared memory at {where} "
+                "(NVIDIA/nccl#896: 'it is faster to use shared memory')"
+            )
+        return (
+            "P2P is exact and faster at every size: allow it (NCCL_P2P_LEVEL as `fwman doctor` computes from the "
+            "topology, SYS where the GPUs meet only at the CPU)"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON payload of ``fwman p2p test --nccl --json`` (the P2P run's keys, plus the control)."""
+        return {
+            **self.p2p.to_json(),
+            "control": None if self.control is None else self.control.to_json(),
+            "speedup": [{"size_bytes": n, "p2p_seconds": a, "control_seconds": b} for n, a, b in self.faster()],
+            "advice": self.advice(),
+            "ok": self.ok,
+        }
+
+
+def _bytes(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 and n % (1024 * 1024) == 0 else f"{n} B"
+
+
+def run_nccl_comparison(
+    host: Host, *, control: bool = True, env: Mapping[str, str] | None = None, **kwargs: Any
+) -> NcclComparison:
+    """Run the NCCL tier as configured, then (``control``) again with ``NCCL_P2P_DISABLE=1``; return both.
+
+    Takes :func:`run_nccl_test`'s arguments; the control run uses the runner the first run used. Raises
+    RunnerMissing as it does.
+    """
+    first = run_nccl_test(host, env=env, **kwargs)
+    if not control:
+        return NcclComparison(first, None)
+    runner = "torch" if first.runner == RUNNER_TORCH else "nccl-tests"
+    second = run_nccl_test(host, env={**(env or {}), **CONTROL_ENV}, **{**kwargs, "runner": runner})
+    return NcclComparison(first, second)
 
 
 _HINT = (

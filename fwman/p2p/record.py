@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fwman.gpu.p2p_record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord
 from fwman.p2p.copytest import CopyReport
-from fwman.p2p.nccl import NcclReport
+from fwman.p2p.nccl import NcclComparison, NcclReport
 
 
 def record_from_copy(report: CopyReport, fingerprint: Fingerprint, time: str) -> P2PRecord:
@@ -28,12 +28,16 @@ def record_from_copy(report: CopyReport, fingerprint: Fingerprint, time: str) ->
     )
 
 
-def record_from_nccl(report: NcclReport, fingerprint: Fingerprint, time: str) -> P2PRecord:
-    """Return the history record of a :class:`~fwman.p2p.nccl.NcclReport` taken on ``fingerprint``."""
+def record_from_nccl(
+    report: NcclReport, fingerprint: Fingerprint, time: str, comparison: NcclComparison | None = None
+) -> P2PRecord:
+    """Return the history record of a :class:`~fwman.p2p.nccl.NcclReport` taken on ``fingerprint``; with the
+    ``comparison`` it belongs to, whether P2P was faster than the control and the advice (and the control's
+    failure fails the record)."""
     return P2PRecord(
         time=time,
         kind=KIND_NCCL,
-        ok=bool(report.ok),
+        ok=bool(report.ok if comparison is None else comparison.ok),
         verdict=str(report.verdict()),
         fingerprint=fingerprint,
         gpus=int(report.world or 0),
@@ -44,4 +48,6 @@ def record_from_nccl(report: NcclReport, fingerprint: Fingerprint, time: str) ->
         environment=dict(report.environment),
         runner=report.runner,
         prefix=tuple(report.prefix),
+        p2p_faster=None if comparison is None else comparison.p2p_faster(),
+        advice=None if comparison is None else comparison.advice(),
     )

@@ -67,12 +67,15 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "kmod": 0,
         "userspace_hold": 0,
         "git": 0,
+        "settings": 0,
+        "peering": 1,
         "forks": 1,
         "build": 2,
         "boot": 3,
         "dkms": 3,
         "hooks": 4,
         "bundle": 4,
+        "settings_host": 4,
     },
     "reports": {"": 0, "audit": 0, "doctor": 1, "metrics": 2},
 }
@@ -99,6 +102,7 @@ LAZY_IMPORTERS: set[str] = {"fwman.cli.app", "fwman.host"}
 ALLOWED: dict[str, str] = {
     "fwman.host.pty clock": "a pty deadline is real time: a fixed test clock must not stall a running nvflash",
     "fwman.driver.build.lock files": "flock needs a real file descriptor; a Host has no lock primitive",
+    "fwman.host.isolate clock": "a hung child's deadline is real time: a fixed test clock must not stall it",
 }
 
 # -- what counts as an effect ----------------------------------------------------------------------------------

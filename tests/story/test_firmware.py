@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STANDIN_DIR, Rig, build_rig
+from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STANDIN_DIR, WITHDRAWN_3987, Rig, build_rig
 from fwman.firmware.rom.parse import parse_rom
 from tests.support.debroot import DebRoot, Kernels, install_deb
 from tests.support.env import EXAMPLE_HOST
@@ -106,3 +106,21 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     assert code == 0, f"`fwman upgrade --check` after the reboot exit {code}:\n{out}"
     rows = {c["bus_id"]: c["result"] for c in _json(out)["cards"]}
     assert rows == {b: ("confirmed" if v == LAUNCH_3987 else "not flashed") for b, _, v in CARDS}, rows
+
+
+def test_a_withdrawn_image_points_a_newcomer_at_a_fetch_that_works(machine: DebRoot, tmp_path: Path) -> None:
+    """Issue 23 row 8, through the installed package: a withdrawn image is refused as withdrawn (exit 3), and the
+    hint names the board's recommended image with a `fetch` that works in that state (it used to say "fetch it",
+    and `fetch` refused it as withdrawn)."""
+    rig = build_rig(tmp_path / "rig")
+    machine.sh(f"rm -rf {RIG}")
+    machine.put(rig.root.parent, RIG)
+    code, out = _fwman(machine, "flash", "--card", "41:00.0", "--image", f"3842:3987/{WITHDRAWN_3987}")
+    assert code == 3 and "withdrawn" in out and "not downloaded" not in out, (
+        f"row 8: `fwman flash` of the withdrawn {WITHDRAWN_3987}: exit {code}:\n{out}"
+    )
+    hint = next((ln for ln in out.splitlines() if ln.strip().startswith("hint:")), "")
+    fetch = f"fwman fetch 3842:3987/{REBAR_3987}"
+    assert fetch in hint, f"row 8: the hint does not name a fetch of the recommended image:\n{out}"
+    code, out = _fwman(machine, *shlex.split(fetch)[1:])
+    assert code == 0 and "withdrawn" not in out, f"row 8: the hinted `{fetch}` exit {code}:\n{out}"

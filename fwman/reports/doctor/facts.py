@@ -31,9 +31,11 @@ from fwman.platform.systemd import parse_unit_environment
 from fwman.reports.doctor.parsers import parse_cmdline
 
 if TYPE_CHECKING:
+    from fwman.driver.settings_host import SettingsReport
     from fwman.firmware.catalog.load import Catalog
     from fwman.gpu.bridges import AcsFacts, SlotFacts
     from fwman.gpu.p2p_record import Fingerprint, P2PRecord
+    from fwman.gpu.windows import BridgeWindow
     from fwman.platform.virt import VirtVerdict
     from fwman.reports.audit.model import AuditReport
 
@@ -162,6 +164,8 @@ class Facts:
     slots: Fact[list[SlotFacts]]  # the port above each card below its link maximum
     p2p_history: Fact[list[P2PRecord]]  # what `fwman p2p test` recorded
     fingerprint: Fact[Fingerprint]  # the configuration a P2P verification depends on, now
+    driver_settings: Fact[SettingsReport] | None = None  # NVreg_* options: recommended, written, in effect
+    windows: Fact[list[BridgeWindow]] | None = None  # the prefetchable window above each card
 
     @property
     def cards(self) -> list[Card]:
@@ -200,7 +204,23 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         slots=Fact(lambda: _slots(host, inventory)),
         p2p_history=Fact(lambda: _p2p_history(host)),
         fingerprint=Fact(lambda: _fingerprint(host, inventory)),
+        driver_settings=Fact(lambda: _driver_settings(host)),
+        windows=Fact(lambda: _windows(host, inventory)),
     )
+
+
+def _driver_settings(host: Host) -> SettingsReport:
+    """Return the module options' report (`fwman driver settings`)."""
+    from fwman.driver.settings_host import inspect_settings
+
+    return inspect_settings(host)
+
+
+def _windows(host: Host, inventory: Fact[Inventory]) -> list[BridgeWindow]:
+    """Return the prefetchable bridge window above each card."""
+    from fwman.gpu.windows import gather_windows
+
+    return gather_windows(host, inventory.get().cards)
 
 
 def _virt(host: Host) -> VirtVerdict:

@@ -47,6 +47,20 @@ def _userspace(host: Host) -> str | None:
     return ", ".join(versions) or None
 
 
+def _module_options(host: Host) -> tuple[tuple[str, str], ...] | None:
+    """Return the loaded module's P2P-relevant options, None when /proc/driver/nvidia/params is not readable."""
+    from fwman.core.errors import FwmanError
+    from fwman.driver.settings import P2P_KEYS, parse_params
+
+    try:
+        if not host.exists(paths.PROC_DRIVER_PARAMS):
+            return None
+        params = parse_params(host.read_text(paths.PROC_DRIVER_PARAMS))
+    except FwmanError:
+        return None
+    return tuple(sorted((k, params[k]) for k in P2P_KEYS if k in params))
+
+
 def read_fingerprint(host: Host, cards: list[Card], iommu: str | None) -> Fingerprint:
     """Return the fingerprint of the configuration ``host`` is in now (``cards`` and the IOMMU mode as read)."""
     kernel = _first_line(host, paths.KERNEL_RELEASE)
@@ -59,6 +73,7 @@ def read_fingerprint(host: Host, cards: list[Card], iommu: str | None) -> Finger
         manifest=_manifest(host, kernel),
         userspace=_userspace(host),
         iommu=iommu,
+        module_options=_module_options(host),
         gpus=tuple(
             CardPrint(
                 bus_id=c.bus_id,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from fwman.cli.context import AppContext, Environment
 from fwman.cli.p2p import show
 from fwman.core.errors import ExitCode, MissingError, VerificationError
-from fwman.p2p.copytest import MIB, CopyReport, PairResult, compare, pattern, run_copy_test
+from fwman.p2p.copytest import LATENCY_REPEATS, MIB, CopyReport, PairResult, compare, pattern, run_copy_test
 from fwman.p2p.cuda import load_library
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 from tests.support.gpus import MemoryGpus, all_pairs
@@ -41,8 +41,8 @@ def test_every_ordered_pair_and_the_diagonal_are_copied_and_verified() -> None:
     # peer access was enabled both ways for every pair, and every buffer was freed
     assert layer.enabled == all_pairs(4)
     assert layer.memory == {}
-    # one warm-up copy plus three timed copies per pair
-    assert sum(1 for name, _ in layer.calls if name == "MemcpyPeer") == 16 * 4
+    # one warm-up copy plus three timed copies per pair, then the latency's 10 warm-up and 100 timed small copies
+    assert sum(1 for name, _ in layer.calls if name == "MemcpyPeer") == 16 * (4 + 10 + LATENCY_REPEATS)
     # the clock advanced once between start and stop: 3 copies of 4096 bytes in 0.001 s
     assert report.pair(0, 1) is not None and report.pair(0, 1).gbps == pytest.approx(3 * 4096 / 0.001 / 1e9)
     assert report.verdict() == "every byte verified: 16 copies of 4096 bytes"
@@ -168,10 +168,13 @@ def test_text_output_shows_the_matrix_direct_access_and_verdict() -> None:
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2)), MIB, repeats=1, clock=ticking(0.001))
     show(app, report, as_json=False)
     text = out.getvalue()
-    assert "fwman p2p test: 2 GPUs, 1 MiB per copy, 1 timed copy per pair, CUDA driver API 13.0" in text
+    assert "fwman p2p test: 2 GPUs, 1 MiB per copy, 1 warm-up and 1 timed copy per pair, CUDA driver API 13.0" in text
     assert "GPU1  0000:21:00.0  NVIDIA GeForce RTX 3090" in text
     cell = f"{MIB / 0.001 / 1e9:.1f}"
-    assert [line.split() for line in text.splitlines() if line.startswith("GPU0  ")][-1] == ["GPU0", cell, cell]
+    bandwidth, latency = [line.split() for line in text.splitlines() if line.startswith("GPU0  ")][-2:]
+    assert bandwidth == ["GPU0", cell, cell]
+    # the ticking clock advanced 1 ms over 100 small copies: 10 microseconds each
+    assert latency == ["GPU0", "10.00", "10.00"]
     assert "peer access: direct for 2 of 2 GPU pairs" in text
     assert text.rstrip().endswith("verdict: every byte verified: 4 copies of 1 MiB")
 

@@ -16,6 +16,7 @@ One module per group of links:
 - :mod:`.links`: PCIe link width/speed, power limits
 - :mod:`.platform`: running inside a VM guest (first: it changes how the rest reads)
 - :mod:`.pcie`: ACS redirect on the ports between GPUs, slot width versus link training
+- :mod:`.prereqs`: the module options, which GPU combinations peer, the bridge windows
 - :mod:`.verification`: whether ``fwman p2p test`` verified this very configuration (last)
 
 Adding a check (ACS on the bridges between GPUs, running inside a VM, slot width, ...):
@@ -43,6 +44,7 @@ from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power
 from fwman.reports.doctor.checks.pcie import check_acs, check_slots
 from fwman.reports.doctor.checks.platform import check_vm
+from fwman.reports.doctor.checks.prereqs import check_matrix, check_settings, check_windows
 from fwman.reports.doctor.checks.verification import check_verified
 from fwman.reports.doctor.checks.workloads import check_nccl, check_vllm
 from fwman.reports.doctor.facts import Facts
@@ -63,6 +65,9 @@ CHECKS: tuple[Check, ...] = (
     Check("gpus", "GPUs", check_gpus),
     Check("firmware.rebar", "Firmware offers a large BAR1", check_firmware),
     Check("bar1.size", "BAR1 covers VRAM (firmware setup)", check_bar1),
+    Check("pcie.window", "Bridge windows against BAR1", check_windows),
+    Check("p2p.matrix", "Which GPUs can peer (the forks' sources)", check_matrix, pairwise=True),
+    Check("driver.settings", "Module options (NVreg_*) for P2P", check_settings),
     Check("driver", "Driver: the P2P fork at the user space's version", check_driver, pairwise=True),
     Check("p2p.topo", "nvidia-smi topo -p2p r", check_p2p_topo, pairwise=True),
     Check("iommu.mode", "IOMMU", check_iommu, pairwise=True),

@@ -25,6 +25,22 @@ def _nccl_line(r: P2PRecord) -> str:
     return f"{r.date}, {r.runner or 'NCCL'}, {transport}{env}, all-reduce exact"
 
 
+def _nccl_fix(r: P2PRecord) -> str | None:
+    """Return the fix for an NCCL record that did not use P2P everywhere: a P2P level only where the measurement
+    (the run against its NCCL_P2P_DISABLE=1 control) found P2P exact and faster."""
+    if r.p2p_faster is False:
+        return None
+    if r.p2p_faster is True:
+        return (
+            "set NCCL_P2P_LEVEL=SYS where the model server runs (measured faster and exact with P2P) and run "
+            "`fwman p2p test --nccl` again"
+        )
+    return (
+        "run `fwman p2p test --nccl --nccl-env NCCL_P2P_LEVEL=SYS` where the model server runs: it times P2P "
+        "against an NCCL_P2P_DISABLE=1 control, and only a P2P path that is exact and faster is worth setting"
+    )
+
+
 def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Finding]:
     """Return the verification step: verified / failed / not since X changed / never, for the copy test and, once
     it has been run, the NCCL tier."""
@@ -78,16 +94,17 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
     if nccl.state == "verified" and nccl.record:
         r = nccl.record
         shm = r.transport is not None and r.transport != "P2P"
+        measured = f"; measured against NCCL_P2P_DISABLE=1: {r.advice}" if r.advice else ""
         out.append(
             Finding(
                 id="p2p.nccl",
-                severity=Severity.WARN if shm else Severity.OK,
+                # P2P measured slower than shared memory: NCCL not using it is the faster setting, not a problem
+                severity=Severity.WARN if shm and r.p2p_faster is not False else Severity.OK,
                 message=f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
-                + (f": NCCL did not use P2P on every connection ({r.verdict})" if shm else ""),
+                + (f": NCCL did not use P2P on every connection ({r.verdict})" if shm else "")
+                + measured,
                 evidence={"time": r.time, **{k: str(v) for k, v in r.transports.items()}},
-                fix="set NCCL_P2P_LEVEL=SYS where the model server runs and run `fwman p2p test --nccl` again"
-                if shm
-                else None,
+                fix=_nccl_fix(r) if shm else None,
             )
         )
     elif nccl.state == "failed" and nccl.record:

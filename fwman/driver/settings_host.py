@@ -1,0 +1,146 @@
+"""The host side of the module options: fwman's modprobe file, its initramfs, and what is in effect.
+
+:func:`inspect_settings` reads (the GPUs' generations, the recommended options and their sources, fwman's file,
+the loaded module's ``/proc/driver/nvidia/params``, whether the running kernel's initramfs carries the file);
+:func:`settings_actions` is the list of actions that make the host match (write or remove fwman's file, then
+regenerate the initramfs that must carry it). Nothing else in ``/etc/modprobe.d`` is touched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.driver import settings as nv
+from fwman.driver.boot import initramfs
+from fwman.gpu.inventory import scan_cards
+from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile
+from fwman.host.base import Host
+
+CARRIED = "carries fwman's file as written"
+NOT_CARRIED = "does not carry fwman's file as written (regenerate it)"
+NO_IMAGE = "no initramfs image found"
+
+
+@dataclass
+class SettingsReport:
+    """What ``fwman driver settings`` found on a host."""
+
+    kernel: str | None
+    generations: dict[str, list[str]] = field(default_factory=dict)  # generation -> bus ids
+    settings: list[nv.Setting] = field(default_factory=list)
+    wanted: bytes = b""  # fwman's file as it should be (empty: no file)
+    current: bytes | None = None  # fwman's file as it is (None: absent)
+    params: dict[str, str] | None = None  # the loaded module's options (None: not loaded)
+    params_error: str | None = None
+    initramfs: str = NO_IMAGE
+    image: str | None = None
+
+    def states(self) -> list[tuple[nv.Setting, str, str | None]]:
+        """Return (setting, state, loaded value) for each recommended setting."""
+        return [(s, *nv.state(s, self.params)) for s in self.settings]
+
+    @property
+    def file_ok(self) -> bool:
+        """Return True when fwman's file is as it should be (absent when nothing is recommended)."""
+        return self.current == (self.wanted or None)
+
+    def silent(self) -> dict[str, str]:
+        """Return the sources' silence per generation found here that has no recommended option."""
+        return {g: nv.SILENT[g] for g in self.generations if g in nv.SILENT}
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON payload (without ``changed``, which the command adds)."""
+        return {
+            "kernel": self.kernel,
+            "file": paths.MODPROBE_OPTIONS_FILE,
+            "file_ok": self.file_ok,
+            "generations": self.generations,
+            "settings": [
+                {
+                    "option": s.option,
+                    "key": s.key,
+                    "value": s.value,
+                    "why": s.why,
+                    "source": s.source,
+                    "state": st,
+                    "loaded": loaded,
+                }
+                for s, st, loaded in self.states()
+            ],
+            "sources_silent": self.silent(),
+            "params": paths.PROC_DRIVER_PARAMS,
+            "params_error": self.params_error,
+            "initramfs": {"image": self.image, "state": self.initramfs},
+        }
+
+
+def _read(host: Host, path: str) -> bytes | None:
+    try:
+        return host.read_bytes(path) if host.exists(path) else None
+    except (MissingError, NotRecordedError):
+        return None
+
+
+def _carries(host: Host, image: str, wanted: bytes) -> bool:
+    """Return True when ``image`` holds fwman's file with exactly ``wanted`` (absent when ``wanted`` is empty)."""
+    members = initramfs.read_archives(host.read_bytes(image), initramfs.host_decompressor(host))
+    name = paths.MODPROBE_OPTIONS_FILE.lstrip("/")
+    found = next((m.data for m in members if m.name == name), None)
+    return found == (wanted or None)
+
+
+def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
+    """Return what the host has and needs. Never raises for what it reads; the errors are in the report."""
+    raw = _read(host, paths.KERNEL_RELEASE)
+    report = SettingsReport(kernel=raw.decode(errors="replace").strip() if raw else None)
+    try:
+        cards = scan_cards(host, use_smi=False)
+    except FwmanError:
+        cards = []
+    for card in cards:
+        report.generations.setdefault(nv.generation(card.name), []).append(card.bus_id)
+    report.settings = nv.recommended(set(report.generations), rebar=rebar)
+    report.wanted = nv.render(report.settings) if report.settings else b""
+    report.current = _read(host, paths.MODPROBE_OPTIONS_FILE)
+    params = _read(host, paths.PROC_DRIVER_PARAMS)
+    if params is not None:
+        try:
+            report.params = nv.parse_params(params.decode(errors="replace"))
+        except ParseError as e:
+            report.params_error = e.message
+    if report.kernel:
+        report.image = initramfs.image_path(host, report.kernel)
+        if report.image:
+            try:
+                report.initramfs = CARRIED if _carries(host, report.image, report.current or b"") else NOT_CARRIED
+            except (FwmanError, OSError) as e:
+                report.initramfs = f"unreadable: {getattr(e, 'message', e)}"
+    return report
+
+
+def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
+    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish.
+
+    The regeneration is needed when the file changes or the image does not carry it as it will be.
+    """
+    file_action: Action = (
+        WriteFile(paths.MODPROBE_OPTIONS_FILE, report.wanted)
+        if report.wanted
+        else RemoveFile(paths.MODPROBE_OPTIONS_FILE)
+    )
+    actions: list[Action] = [file_action]
+    if report.kernel and report.image:
+        kernel, image, wanted = report.kernel, report.image, report.wanted
+
+        def needed(h: Host) -> bool:
+            try:
+                return not _carries(h, image, wanted)
+            except (FwmanError, OSError):
+                return True
+
+        argv = initramfs.regenerate_argv(initramfs.generator(host), kernel)
+        actions.append(RunCommand(argv, needed, reason=f"the initramfs of {kernel} must carry the options"))
+    return actions

@@ -7,13 +7,10 @@ stopped, and the exit code is the documented one (docs/flash.md).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +18,7 @@ import pytest
 from fixtures.nvflash.rig import CARDS, LAUNCH_3987, REBAR_3987, STOCK_3982, Rig, build_rig, image
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
-from tests.support.env import REPO
+from tests.support.procs import journal_step, spawn, wait_for
 
 TARGET = "0000:41:00.0"
 REF = f"3842:3987/{REBAR_3987}"
@@ -152,66 +149,12 @@ def test_write_interrupted_then_resumed(tmp_path: Path) -> None:
 
 
 # -- fwman itself killed or interrupted (a real subprocess) ---------------------------------------------------
-RUNNER = """
-import json, sys
-from tests.support.env import FwmanEnv
-env = FwmanEnv(path_prepend=json.loads(sys.argv[1]), variables=json.loads(sys.argv[2]))
-r = env(*sys.argv[3:])
-sys.stdout.write(r.stdout); sys.stderr.write(r.stderr); sys.exit(r.code)
-"""
-
-
-def spawn(rig: Rig, *argv: str, extra: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    variables = {**rig.env.variables, **(extra or {})}
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            RUNNER,
-            json.dumps([str(p) for p in rig.env.path_prepend]),
-            json.dumps(variables),
-            *argv,
-            "--root",
-            str(rig.root),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
-def wait_for(what: str, check: Callable[[], bool], proc: subprocess.Popen[str]) -> None:
-    """Wait (up to a minute: a stuck test must not hang CI) until ``check()`` holds."""
-    for _ in range(600):
-        if check():
-            return
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"fwman exited ({proc.returncode}) before {what}: {out} {err}")
-        time.sleep(0.1)
-    pytest.fail(f"gave up waiting for {what}")
-
-
-def journal_step(rig: Rig, name: str, state: str) -> bool:
-    d = rig.root / "var/lib/fwman/journal"
-    for p in d.glob("*.json") if d.is_dir() else []:
-        try:
-            op = json.loads(p.read_text())
-        except ValueError:
-            continue
-        if any(s["name"] == name and s["state"] == state for s in op["steps"]):
-            return True
-    return False
-
-
 def test_fwman_killed_between_steps_then_resumed(tmp_path: Path) -> None:
     rig = build_rig(tmp_path)
     before = eeproms(rig)
     proc = spawn(rig, *FLASH, extra={"NVFLASH_FAIL": "protectoff:hang", "NVFLASH_HANG_SECONDS": "120"})
     try:
-        wait_for("the protect-off step", lambda: journal_step(rig, "protectoff", "running"), proc)
+        wait_for("the protect-off step", lambda: journal_step(rig.root, "protectoff", "running"), proc)
         wait_for("nvflash to hang", lambda: (rig.state / "hang.pid").exists(), proc)
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # fwman and the nvflash it started (same process group)
@@ -233,7 +176,7 @@ def test_fwman_killed_between_steps_then_resumed(tmp_path: Path) -> None:
 def test_ctrl_c_is_deferred_while_nvflash_writes(tmp_path: Path) -> None:
     rig = build_rig(tmp_path)
     proc = spawn(rig, *FLASH, extra={"NVFLASH_DELAY": "0.15"})
-    wait_for("the write step", lambda: journal_step(rig, "write", "running"), proc)
+    wait_for("the write step", lambda: journal_step(rig.root, "write", "running"), proc)
     time.sleep(0.5)  # let nvflash get into its progress bar
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=120)

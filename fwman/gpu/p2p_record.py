@@ -191,6 +191,8 @@ class P2PRecord:
     #: was slower somewhere, None when there was no comparison (no control run, one rank, a failed run)
     p2p_faster: bool | None = None
     advice: str | None = None  # nccl: the advice the comparison supports, as `p2p test --nccl` printed it
+    #: copy with --soak: the soak's JSON (rounds, seconds, findings, unread, verdict), None without a soak
+    soak: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as one JSON object (the line written to the history)."""
@@ -231,6 +233,7 @@ class P2PRecord:
             prefix=tuple(str(p) for p in prefix) if isinstance(prefix, list) else (),
             p2p_faster=doc.get("p2p_faster") if isinstance(doc.get("p2p_faster"), bool) else None,
             advice=_opt(doc.get("advice")),
+            soak=doc["soak"] if isinstance(doc.get("soak"), dict) else None,
         )
 
     @property

@@ -17,7 +17,8 @@ event or counter step, with the GPU it belongs to. The formats (none invented):
   [00:02.0] PASID ffffffff fault addr ...`` (patmagauran/i915ovmfPkg#23).
 - **AER counters**: ``/sys/bus/pci/devices/<dev>/aer_dev_correctable``, ``aer_dev_nonfatal``,
   ``aer_dev_fatal``, one ``<name> <count>`` per line ending with ``TOTAL_ERR_COR`` / ``TOTAL_ERR_NONFATAL`` /
-  ``TOTAL_ERR_FATAL`` (the kernel's Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, since 4.19). The
+  ``TOTAL_ERR_FATAL``; names have spaces (``Receiver Error 2``, ``RELAY_NUM Rollover 0``) (the kernel's
+  Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, since 4.19). The
   ABI doc says an endpoint's errors "may increment at its link partner (e.g. root port)", so the GPU's upstream
   port is read too.
 
@@ -55,7 +56,8 @@ _AMDVI_SPLIT = re.compile(r"(?:^|\s)IO_PAGE_FAULT device=([0-9a-fA-F]{2}:[0-9a-f
 _DMAR = re.compile(
     r"DMAR: \[DMA (?:Read|Write)[^\]]*\] Request device \[(?:0x)?([0-9a-fA-F]{2}):(?:0x)?([0-9a-fA-F]{2})\.([0-7])\]"
 )
-_AER_LINE = re.compile(r"([A-Za-z0-9_]+)\s+(\d+)")
+#: "Receiver Error 2", "RELAY_NUM Rollover 0", "TOTAL_ERR_COR 2": the name has spaces, the count is last
+_AER_LINE = re.compile(r"(\S(?:.*\S)?)\s+(\d{1,20})")
 
 
 @dataclass(frozen=True)
@@ -99,7 +101,7 @@ def parse_kernel_events(text: str) -> list[KernelEvent]:
 
 
 def parse_aer_counters(text: str, path: str) -> dict[str, int]:
-    """Return the counters of one ``aer_dev_*`` file (``{"RxErr": 0, ..., "TOTAL_ERR_COR": 2}``).
+    """Return the counters of one ``aer_dev_*`` file (``{"Receiver Error": 2, ..., "TOTAL_ERR_COR": 2}``).
 
     Raises ParseError naming the line when a line is not ``<name> <count>``.
     """
@@ -222,10 +224,16 @@ def compare(before: Health, after: Health, devices: list[tuple[str, str]]) -> li
         was, now = before.aer.get(dev, {}), after.aer.get(dev, {})
         where = "" if dev == gpu else f" on its upstream port {dev}"
         for name, counters in now.items():
-            for key, value in counters.items():
-                old = was.get(name, {}).get(key)
-                if old is not None and value > old and not key.startswith("TOTAL_"):
-                    out.append(SoakFinding(gpu, f"{name} {key} +{value - old} (was {old}, now {value}){where}"))
+            grown = [
+                (key, was[name][key], value)
+                for key, value in counters.items()
+                if key in was.get(name, {}) and value > was[name][key]
+            ]
+            # TOTAL_ERR_* counts messages, which may carry several errors (the ABI doc): name the errors, and
+            # the total only when no single counter moved
+            named = [g for g in grown if not g[0].startswith("TOTAL_")] or grown
+            for key, old, value in named:
+                out.append(SoakFinding(gpu, f"{name} {key} +{value - old} (was {old}, now {value}){where}"))
     return out
 
 

@@ -38,7 +38,11 @@ DMAR_LINE = (
     "[ 6611.206544] DMAR: [DMA Read NO_PASID] Request device [03:00.0] fault addr 0x100000 [fault reason 0x71] "
     "SM: Present bit in first-level paging entry is clear"
 )
-AER_CLEAN = "RxErr 0\nBadTLP 0\nBadDLLP 0\nRollover 0\nTimeout 0\nTOTAL_ERR_COR 0\n"
+# the sample output of the kernel's Documentation/ABI/testing/sysfs-bus-pci-devices-aer_stats, counters zeroed
+AER_CLEAN = (
+    "Receiver Error 0\nBad TLP 0\nBad DLLP 0\nRELAY_NUM Rollover 0\nReplay Timer Timeout 0\nAdvisory Non-Fatal 0\n"
+    "Corrected Internal Error 0\nHeader Log Overflow 0\nTOTAL_ERR_COR 0\n"
+)
 
 
 def test_kernel_lines_are_read_with_their_device_and_code() -> None:
@@ -66,9 +70,11 @@ def test_any_kernel_log_gives_events_never_an_exception(text: str) -> None:
 
 
 def test_aer_counters_parse_and_reject_a_foreign_file() -> None:
-    assert parse_aer_counters(AER_CLEAN.replace("BadTLP 0", "BadTLP 3"), "x")["BadTLP"] == 3
+    counters = parse_aer_counters(AER_CLEAN.replace("Bad TLP 0", "Bad TLP 3"), "x")
+    assert counters["Bad TLP"] == 3 and counters["RELAY_NUM Rollover"] == 0 and counters["TOTAL_ERR_COR"] == 0
+    assert len(counters) == 9
     with pytest.raises(ParseError, match="line 2"):
-        parse_aer_counters("RxErr 0\nnot a counter line\n", "/sys/x/aer_dev_correctable")
+        parse_aer_counters("Receiver Error 0\nnot a counter line\n", "/sys/x/aer_dev_correctable")
 
 
 @given(st.text(max_size=200))
@@ -110,8 +116,8 @@ def rig(tmp_path: Path) -> tuple[Path, Path]:
     for dev in ("0000:01:00.0", "0000:21:00.0", "0000:20:01.1", "0000:00:01.1"):
         d = root / paths.PCI_DEVICES_DIR.lstrip("/") / dev
         (d / "aer_dev_correctable").write_text(AER_CLEAN)
-        (d / "aer_dev_nonfatal").write_text("Undefined 0\nDLP 0\nTOTAL_ERR_NONFATAL 0\n")
-        (d / "aer_dev_fatal").write_text("Undefined 0\nDLP 0\nTOTAL_ERR_FATAL 0\n")
+        (d / "aer_dev_nonfatal").write_text("Undefined 0\nData Link Protocol 0\nTOTAL_ERR_NONFATAL 0\n")
+        (d / "aer_dev_fatal").write_text("Undefined 0\nData Link Protocol 0\nTOTAL_ERR_FATAL 0\n")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     tool = bin_dir / "journalctl"
@@ -133,7 +139,7 @@ class NoisyGpus(MemoryGpus):
             with (self.root / LOG).open("a") as log:
                 log.write(AMDVI_LINE + "\n" + XID_LINE.replace("79", "31") + "\n")
             port = self.root / paths.PCI_DEVICES_DIR.lstrip("/") / "0000:20:01.1" / "aer_dev_correctable"
-            port.write_text(AER_CLEAN.replace("BadTLP 0", "BadTLP 2").replace("TOTAL_ERR_COR 0", "TOTAL_ERR_COR 2"))
+            port.write_text(AER_CLEAN.replace("Bad TLP 0", "Bad TLP 2").replace("TOTAL_ERR_COR 0", "TOTAL_ERR_COR 2"))
 
 
 def test_a_clean_soak_repeats_rounds_reads_before_and_after_and_records_it(rig: tuple[Path, Path]) -> None:
@@ -167,7 +173,7 @@ def test_new_faults_and_a_grown_aer_counter_fail_the_soak_naming_the_gpu(rig: tu
     assert ("0000:21:00.0", "IOMMU IO_PAGE_FAULT (AMD-Vi) from 0000:21:00.0") in whats
     assert ("0000:21:00.0", "Xid 31 from 0000:21:00") in whats
     assert any(
-        g == "0000:21:00.0" and w.startswith("aer_dev_correctable BadTLP +2 (was 0, now 2)") and "0000:20:01.1" in w
+        g == "0000:21:00.0" and w.startswith("aer_dev_correctable Bad TLP +2 (was 0, now 2)") and "0000:20:01.1" in w
         for g, w in whats
     )
     assert not any("Xid 13" in w for _, w in whats)  # the old line
@@ -206,3 +212,17 @@ def test_soak_is_for_the_copy_test_and_wants_a_duration() -> None:
     assert run("p2p", "test", "--soak", "forever").code == 2
     r = run("p2p", "test", "--nccl", "--soak", "60s")
     assert r.code == 2 and "--soak repeats the copy test" in r.stderr
+
+
+def test_a_total_that_grew_alone_is_named_and_a_counter_is_named_instead_of_its_total() -> None:
+    from fwman.p2p.soak import Health, compare
+
+    devices = [("0000:01:00.0", "0000:01:00.0")]
+    was = Health(log_lines=[], aer={"0000:01:00.0": {"aer_dev_fatal": {"Poisoned TLP": 0, "TOTAL_ERR_FATAL": 0}}})
+    total_only = Health(
+        log_lines=[], aer={"0000:01:00.0": {"aer_dev_fatal": {"Poisoned TLP": 0, "TOTAL_ERR_FATAL": 1}}}
+    )
+    both = Health(log_lines=[], aer={"0000:01:00.0": {"aer_dev_fatal": {"Poisoned TLP": 1, "TOTAL_ERR_FATAL": 1}}})
+    assert [f.what for f in compare(was, total_only, devices)] == ["aer_dev_fatal TOTAL_ERR_FATAL +1 (was 0, now 1)"]
+    assert [f.what for f in compare(was, both, devices)] == ["aer_dev_fatal Poisoned TLP +1 (was 0, now 1)"]
+    assert compare(was, was, devices) == []

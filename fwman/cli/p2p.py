@@ -434,7 +434,8 @@ def _render_soak(app: AppContext, soak: SoakReport) -> None:
     app.echo(f"soak: {soak.rounds} round(s) in {soak.seconds:.0f} s of {soak.duration:.0f} s; watched {watched}")
     for f in soak.findings:
         gpu = f"GPU {f.gpu}: " if f.gpu else "no GPU of this test: "
-        app.echo(app.style(f"NEW {gpu}{f.what}", fg="red"))
+        times = f" ({f.count} lines)" if f.count > 1 else ""
+        app.echo(app.style(f"NEW {gpu}{f.what}{times}", fg="red"))
         if f.evidence:
             app.echo(f"    {f.evidence}")
     for u in soak.unread:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fwman.core import paths
@@ -202,38 +202,48 @@ class SoakFinding:
 
     gpu: str | None
     what: str
-    evidence: str | None = None
+    evidence: str | None = None  # the first log line of this kind (a fault storm is one finding, counted)
+    count: int = 1  # how many new log lines of this kind
 
     def to_json(self) -> dict[str, Any]:
         """Return the finding as JSON."""
-        return {"gpu": self.gpu, "what": self.what, "evidence": self.evidence}
+        return {"gpu": self.gpu, "what": self.what, "evidence": self.evidence, "count": self.count}
 
 
 def compare(before: Health, after: Health, devices: list[tuple[str, str]]) -> list[SoakFinding]:
-    """Return every new kernel event and every AER counter that grew, each naming its GPU (None where a
-    kernel line names no GPU of ``devices``)."""
+    """Return every new kind of kernel event (with its count and first line) and every AER counter that grew,
+    each naming its GPU (None where a kernel line names no GPU of ``devices``), in the order first seen."""
     gpus = sorted({gpu for _, gpu in devices})
     out: list[SoakFinding] = []
     if before.log_lines is not None and after.log_lines is not None:
         new = Counter(after.log_lines) - Counter(before.log_lines)
-        for event in parse_kernel_events("\n".join(line for line in after.log_lines if new[line] > 0)):
+        lines: list[str] = []
+        for line in after.log_lines:  # each new line as often as it is new, in log order
+            if new[line] > 0:
+                new[line] -= 1
+                lines.append(line)
+        kinds: dict[tuple[str | None, str], SoakFinding] = {}
+        for event in parse_kernel_events("\n".join(lines)):
             gpu = next((g for g in gpus if same_device(event.device, g)), None)
             what = {XID: f"Xid {event.code}", IO_PAGE_FAULT: "IOMMU IO_PAGE_FAULT (AMD-Vi)", DMAR: "IOMMU DMAR fault"}
-            out.append(SoakFinding(gpu, f"{what[event.kind]} from {event.device}", event.line))
+            key = (gpu, f"{what[event.kind]} from {event.device}")
+            seen = kinds.get(key)
+            kinds[key] = SoakFinding(gpu, key[1], event.line) if seen is None else replace(seen, count=seen.count + 1)
+        out.extend(kinds.values())
     for dev, gpu in devices:
         was, now = before.aer.get(dev, {}), after.aer.get(dev, {})
         where = "" if dev == gpu else f" on its upstream port {dev}"
         for name, counters in now.items():
             grown = [
-                (key, was[name][key], value)
-                for key, value in counters.items()
-                if key in was.get(name, {}) and value > was[name][key]
+                (counter, was[name][counter], value)
+                for counter, value in counters.items()
+                if counter in was.get(name, {}) and value > was[name][counter]
             ]
             # TOTAL_ERR_* counts messages, which may carry several errors (the ABI doc): name the errors, and
             # the total only when no single counter moved
             named = [g for g in grown if not g[0].startswith("TOTAL_")] or grown
-            for key, old, value in named:
-                out.append(SoakFinding(gpu, f"{name} {key} +{value - old} (was {old}, now {value}){where}"))
+            for counter, old, value in named:
+                out.append(SoakFinding(gpu, f"{name} {counter} +{value - old} (was {old}, now {value}){where}"))
     return out
 
 

@@ -170,6 +170,10 @@ def test_new_faults_and_a_grown_aer_counter_fail_the_soak_naming_the_gpu(rig: tu
     soak = json.loads(r.stdout)["soak"]
     assert soak["ok"] is False
     whats = {(f["gpu"], f["what"]) for f in soak["findings"]}
+    # every copy GPU0 -> GPU1 logged the same two lines: one finding per kind, counted, never one per line
+    assert len(soak["findings"]) == 3
+    fault, xid, aer = (f["count"] for f in soak["findings"])
+    assert fault == xid > 1 and aer == 1
     assert ("0000:21:00.0", "IOMMU IO_PAGE_FAULT (AMD-Vi) from 0000:21:00.0") in whats
     assert ("0000:21:00.0", "Xid 31 from 0000:21:00") in whats
     assert any(

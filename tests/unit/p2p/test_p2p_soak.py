@@ -183,6 +183,11 @@ def test_new_faults_and_a_grown_aer_counter_fail_the_soak_naming_the_gpu(rig: tu
     assert not any("Xid 13" in w for _, w in whats)  # the old line
     [line] = (root / paths.P2P_HISTORY_FILE.lstrip("/")).read_text().splitlines()
     assert json.loads(line)["ok"] is False and json.loads(line)["verdict"].startswith("FAILED under load")
+    # and doctor's verification step reads it back as a failed test on this configuration
+    doctor = json.loads(FwmanEnv()("--root", str(root), "doctor", "--json").stdout)
+    [step] = [s for s in doctor["steps"] if s["id"] == "p2p.verified"]
+    [verified] = [f for f in step["findings"] if f["id"] == "p2p.verified"]
+    assert verified["severity"] == "block" and "FAILED under load" in verified["message"]
 
 
 def test_a_failing_round_ends_the_soak(rig: tuple[Path, Path]) -> None:

@@ -1,0 +1,101 @@
+"""`fwman driver power`: persistence mode and power limits persisted by fwman's unit (written, enabled, applied
+now with nvidia-smi), --dry-run and --json; tested on the bundled 4x3090 rig with a stand-in nvidia-smi that
+records its argv."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fixtures.hostgen.materialize import materialize
+from fwman.core import paths
+from fwman.core.errors import ParseError
+from fwman.driver.power import PowerPlan, parse_limits, render_unit
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
+
+BUSES = ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
+
+
+@pytest.fixture
+def rig(tmp_path: Path) -> tuple[Path, Path, Path]:
+    root = materialize(EXAMPLE_HOST, tmp_path / "root")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "smi.argv"
+    smi = bin_dir / "nvidia-smi"
+    # queries (-q -x, --query-gpu) fail: the rig's limits are then unknown; settings (-pm, -pl) are recorded
+    smi.write_text(f'#!/bin/sh\ncase "$*" in *-pm*|*-pl*) echo "$@" >> {log}; exit 0;; esac\nexit 1\n')
+    smi.chmod(0o755)
+    return root, bin_dir, log
+
+
+def test_limits_parse() -> None:
+    assert parse_limits(["280"], BUSES[:2]) == {BUSES[0]: 280.0, BUSES[1]: 280.0}
+    assert parse_limits(["280", "21:00.0=300"], BUSES[:2]) == {BUSES[0]: 280.0, BUSES[1]: 300.0}
+    for bad in ("", "0", "2001", "lots", "=280", "zz=280"):
+        with pytest.raises(ParseError):
+            parse_limits([bad], BUSES)
+
+
+@given(st.text(max_size=30))
+def test_any_limit_is_watts_or_a_parse_error(text: str) -> None:
+    try:
+        out = parse_limits([text], BUSES)
+    except ParseError:
+        return
+    assert all(1 <= w <= 2000 for w in out.values())
+
+
+def test_the_unit_runs_persistence_then_each_limit_after_the_modules_load() -> None:
+    unit = render_unit(PowerPlan(((BUSES[0], 280.0),), True), BUSES[:2], "/usr/bin/nvidia-smi").decode()
+    assert "After=systemd-modules-load.service" in unit and "WantedBy=multi-user.target" in unit
+    execs = [line for line in unit.splitlines() if line.startswith("ExecStart=")]
+    assert execs == [
+        "ExecStart=/usr/bin/nvidia-smi -i 0000:01:00.0 -pm ENABLED",
+        "ExecStart=/usr/bin/nvidia-smi -i 0000:21:00.0 -pm ENABLED",
+        "ExecStart=/usr/bin/nvidia-smi -i 0000:01:00.0 -pl 280",
+    ]
+
+
+def test_dry_run_changes_nothing_and_says_what_it_would_do(rig: tuple[Path, Path, Path]) -> None:
+    root, bin_dir, log = rig
+    r = FwmanEnv(path_prepend=[bin_dir])(
+        "--root", str(root), "driver", "power", "--apply", "--limit", "280", "--persistence", "--dry-run", "--json"
+    )
+    assert r.code == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["changed"] is False and doc["unit_present"] is False
+    assert any(paths.POWER_UNIT in w for w in doc["would"]) and any("-pl 280" in w for w in doc["would"])
+    assert [g["bus_id"] for g in doc["gpus"]] == BUSES
+    assert not (root / paths.POWER_UNIT.lstrip("/")).exists() and not log.exists()
+
+
+def test_apply_writes_and_enables_the_unit_and_applies_now_then_off_removes_it(rig: tuple[Path, Path, Path]) -> None:
+    root, bin_dir, log = rig
+    run = FwmanEnv(path_prepend=[bin_dir])
+    r = run("--root", str(root), "driver", "power", "--apply", "--limit", "280", "--limit", "0000:61:00.0=300")
+    assert r.code == 0, r.stderr
+    unit = (root / paths.POWER_UNIT.lstrip("/")).read_text()
+    assert f"ExecStart={bin_dir}/nvidia-smi -i 0000:61:00.0 -pl 300" in unit and "-pm" not in unit
+    wants = root / paths.POWER_UNIT_WANTS.lstrip("/")
+    assert wants.is_symlink() and os.readlink(wants) == paths.POWER_UNIT
+    assert log.read_text().splitlines() == [f"-i {b} -pl {300 if b.startswith('0000:61') else 280}" for b in BUSES]
+    off = run("--root", str(root), "driver", "power", "--apply", "--off", "--json")
+    assert off.code == 0, off.stderr
+    assert json.loads(off.stdout)["unit_present"] is False and not wants.is_symlink()
+
+
+def test_usage_errors(rig: tuple[Path, Path, Path]) -> None:
+    root, bin_dir, _ = rig
+    run = FwmanEnv(path_prepend=[bin_dir])
+    assert run("--root", str(root), "driver", "power", "--limit", "280").code == 2  # without --apply
+    assert run("--root", str(root), "driver", "power", "--apply").code == 2
+    bad = run("--root", str(root), "driver", "power", "--apply", "--limit", "9000")
+    assert bad.code == 2 and "1 to 2000 W" in bad.stderr
+    both = run("--root", str(root), "driver", "power", "--apply", "--off", "--limit", "280")
+    assert both.code == 2 and "--off removes the unit" in both.stderr

@@ -112,3 +112,16 @@ def read_unit(host: Host) -> bytes | None:
         return host.read_bytes(paths.POWER_UNIT) if host.exists(paths.POWER_UNIT) else None
     except (FwmanError, OSError):  # a snapshot that did not record it, a permission error: as if not there
         return None
+
+
+_EXEC_LIMIT = re.compile(r"ExecStart=\S*nvidia-smi -i (\S+) -pl (\d+(?:\.\d+)?)")
+
+
+def unit_limits(text: str) -> dict[str, float]:
+    """Return bus id -> watts of the ``-pl`` lines in fwman's unit (``{}`` for any other text). Never raises."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _EXEC_LIMIT.fullmatch(line.strip())
+        if m:
+            out[m.group(1).lower()] = float(m.group(2))
+    return out

@@ -169,6 +169,7 @@ class Facts:
     windows: Fact[list[BridgeWindow]] | None = None  # the prefetchable window above each card
     #: vLLM's P2P cache files on the host (not in containers) and what could not be read
     vllm_caches: Fact[tuple[list[HostVllmCache], list[str]]] | None = None
+    power_unit: Fact[bytes | None] | None = None  # fwman's fwman-gpu-power.service (None: absent)
 
     @property
     def cards(self) -> list[Card]:
@@ -210,7 +211,15 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         driver_settings=Fact(lambda: _driver_settings(host)),
         windows=Fact(lambda: _windows(host, inventory)),
         vllm_caches=Fact(lambda: _vllm_caches(host, sources or Sources())),
+        power_unit=Fact(lambda: _power_unit(host)),
     )
+
+
+def _power_unit(host: Host) -> bytes | None:
+    """Return fwman's power unit (``fwman driver power``), None when absent."""
+    from fwman.driver.power import read_unit
+
+    return read_unit(host)
 
 
 def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], list[str]]:

@@ -99,3 +99,38 @@ def test_usage_errors(rig: tuple[Path, Path, Path]) -> None:
     assert bad.code == 2 and "1 to 2000 W" in bad.stderr
     both = run("--root", str(root), "driver", "power", "--apply", "--off", "--limit", "280")
     assert both.code == 2 and "--off removes the unit" in both.stderr
+
+
+def _power_findings(unit: bytes | None, limit: float) -> list[tuple[str, str]]:
+    from fwman.core.errors import MissingError
+    from fwman.gpu.card import Card
+    from fwman.gpu.inventory import Inventory
+    from fwman.reports.doctor.checks.links import check_power
+    from fwman.reports.doctor.facts import Fact, Facts
+
+    card = Card(BUSES[0], "10de", "2204", "3842", "3987", power_limit_w=limit, default_power_limit_w=350.0)
+    gone: Fact[object] = Fact.failed(MissingError("not read by this test"))
+    names = ("topo", "p2p_read", "audit", "catalog", "iommu", "passthrough", "workloads", "virt", "acs", "slots")
+    facts = Facts(
+        **{name: gone for name in (*names, "p2p_history", "fingerprint")},  # type: ignore[arg-type]
+        inventory=Fact.known(Inventory([card])),
+        power_unit=Fact.known(unit),
+    )
+    return [(f.severity.value, f.message) for f in check_power(facts)]
+
+
+def test_doctor_says_a_lower_limit_is_fwmans_on_purpose_only_when_the_unit_sets_exactly_it() -> None:
+    unit = render_unit(PowerPlan(((BUSES[0], 280.0),), False), BUSES[:1], "/usr/bin/nvidia-smi")
+    [(severity, message)] = _power_findings(unit, 280.0)
+    assert severity == "ok" and "set at every boot by fwman's unit" in message
+    [(severity, _)] = _power_findings(unit, 250.0)  # someone else lowered it further
+    assert severity == "warn"
+    [(severity, _)] = _power_findings(None, 280.0)
+    assert severity == "warn"
+
+
+@given(st.text(max_size=200))
+def test_any_unit_text_gives_limits_never_an_exception(text: str) -> None:
+    from fwman.driver.power import unit_limits
+
+    assert all(isinstance(w, float) for w in unit_limits(text).values())

@@ -134,3 +134,35 @@ def test_any_unit_text_gives_limits_never_an_exception(text: str) -> None:
     from fwman.driver.power import unit_limits
 
     assert all(isinstance(w, float) for w in unit_limits(text).values())
+
+
+def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_record() -> None:
+    from dataclasses import replace
+
+    from fwman.gpu.p2p_record import Fingerprint, changes
+    from fwman.reports.doctor.checks.verification import verification_findings
+    from tests.unit.p2p.test_p2p_record import FP, _record
+
+    capped = replace(FP, power_limits=((BUSES[0], 280.0), (BUSES[1], 280.0)))
+    full = replace(FP, power_limits=((BUSES[0], 350.0), (BUSES[1], 280.0)))
+    assert Fingerprint.from_json(capped.to_json()) == capped  # through the history's JSON
+    [change] = changes(capped, full)
+    assert change.describe() == (
+        "power limits changed (was 0000:01:00.0 280 W, 0000:21:00.0 280 W, now 0000:01:00.0 350 W, 0000:21:00.0 280 W)"
+    )
+    [f] = verification_findings([_record(fp=capped)], full)
+    assert f.severity.value == "warn" and "since power limits changed" in f.message
+    assert changes(FP, full) == []  # a record from before the field still counts
+
+
+def test_the_fingerprint_reads_each_cards_power_limit_and_none_without_one(tmp_path: Path) -> None:
+    from fwman.gpu.card import Card
+    from fwman.host.live import LiveHost
+    from fwman.reports.doctor.fingerprint import read_fingerprint
+
+    root = materialize(EXAMPLE_HOST, tmp_path / "root")
+    host = LiveHost(str(root))
+    capped = Card(BUSES[1], "10de", "2204", "3842", "3987", power_limit_w=280.0)
+    unknown = Card(BUSES[0], "10de", "2204", "3842", "3987")
+    assert read_fingerprint(host, [capped, unknown], "passthrough").power_limits == ((BUSES[1], 280.0),)
+    assert read_fingerprint(host, [unknown], "passthrough").power_limits is None

@@ -18,6 +18,7 @@ from fwman.core.errors import UsageError
 DRIVER_COMMANDS: dict[str, tuple[str, str]] = {
     "branches": ("fwman.cli.driver:branches", "Which P2P forks carry a driver version (live, cached offline)."),
     "settings": ("fwman.cli.driver:settings", "NVreg_* module options for P2P: fwman's modprobe file, in effect?"),
+    "power": ("fwman.cli.driver:power", "Persistence mode and power limits, reapplied at every boot by a unit."),
 }
 
 
@@ -215,3 +216,92 @@ def _show_settings(app: AppContext, report: Any) -> None:
     elif report.params is None:
         app.echo(f"{paths.PROC_DRIVER_PARAMS}: absent (the nvidia module is not loaded)")
     app.echo(f"initramfs {report.image or ''}: {report.initramfs}".replace("  ", " "))
+
+
+@driver.command()
+@click.option(
+    "--limit",
+    "limits",
+    multiple=True,
+    metavar="WATTS|BUS=WATTS",
+    help="With --apply: a power limit for every GPU (280) or one GPU (0000:01:00.0=280); repeatable.",
+)
+@click.option("--persistence", is_flag=True, help="With --apply: persistence mode on for every GPU.")
+@click.option("--off", is_flag=True, help="With --apply: remove fwman's unit (the settings stay until reboot).")
+@click.option("--apply", "do_apply", is_flag=True, help="Write and enable fwman's unit, and apply it now.")
+@click.option("--dry-run", is_flag=True, help="With --apply: print what would be done, change nothing.")
+@json_option
+@common_options
+@pass_app
+def power(
+    app: AppContext,
+    limits: tuple[str, ...],
+    persistence: bool,
+    off: bool,
+    do_apply: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Persistence mode and power limits, persisted: the NVIDIA driver resets both at every boot.
+
+    Without --apply: read-only; shows each GPU's power limit and default (nvidia-smi) and fwman's unit
+    /etc/systemd/system/fwman-gpu-power.service as it is.
+
+    --apply writes that unit (a oneshot after systemd-modules-load.service that runs `nvidia-smi -i BUS -pm
+    ENABLED` and `nvidia-smi -i BUS -pl WATTS`), enables it for multi-user.target, and runs the same commands
+    now. --apply --off removes the unit. fwman never reloads the nvidia module itself, so the boot is the only
+    reload the unit follows.
+
+    \b
+    Examples:
+      fwman driver power
+      fwman driver power --apply --limit 280 --persistence --dry-run
+      fwman driver power --apply --limit 0000:01:00.0=280 --json
+      fwman driver power --apply --off
+
+    \b
+    Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi.
+    """
+    from fwman.app.driver_power import plan_actions, power_status
+    from fwman.core import paths
+    from fwman.core.errors import ParseError
+    from fwman.host.actions import apply_all, pending
+
+    if (dry_run or limits or persistence or off) and not do_apply:
+        raise UsageError("--limit, --persistence, --off and --dry-run go with --apply",
+                         hint="fwman driver power --apply --limit 280 --persistence --dry-run")  # fmt: skip
+    if do_apply and not (limits or persistence or off):
+        raise UsageError("--apply needs --limit, --persistence or --off", hint="fwman driver power --apply --limit 280")
+    if off and (limits or persistence):
+        raise UsageError("--off removes the unit: it does not go with --limit or --persistence")
+    status = power_status(app.host)
+    changed: list[str] = []
+    todo: list[str] = []
+    if do_apply:
+        try:
+            _, actions = plan_actions(app.host, status, list(limits), persistence, off, now=True)
+        except ParseError as e:
+            raise UsageError(e.message, hint="--limit 280, or --limit 0000:01:00.0=280") from e
+        if dry_run:
+            todo = [a.describe() for a in pending(app.host, actions)]
+        else:
+            app.require_change("fwman driver power --apply")
+            changed = apply_all(app.host, actions, report=None if as_json else lambda line: app.echo(line, err=True))
+            if any(paths.POWER_UNIT in c for c in changed):
+                from fwman.platform.systemd import reload_running_systemd
+
+                reload_running_systemd(app.host)
+            status = power_status(app.host)
+    if as_json:
+        app.emit_json("driver-power", {**status.to_json(), "changed": bool(changed), "applied": changed, "would": todo})
+        return
+    rows = [[b, "-" if w is None else f"{w:g} W", "-" if d is None else f"{d:g} W"] for b, w, d in status.gpus]
+    if rows:
+        app.table(["GPU", "power limit", "default"], rows)
+    else:
+        app.echo("GPUs: none found")
+    app.echo(f"{paths.POWER_UNIT}: " + ("present" if status.unit is not None else "absent"))
+    if do_apply and dry_run:
+        app.echo_plan(todo, "nothing to do: fwman's unit is current")
+    elif do_apply:
+        app.echo("changed: " + ("; ".join(changed) if changed else "nothing (already current)"))

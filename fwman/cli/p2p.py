@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
     from fwman.p2p.nccl import NcclComparison
+    from fwman.p2p.soak import SoakReport
 
 #: the environment variable that names another CUDA driver library (default: libcuda.so.1 from the loader path)
 LIBCUDA_VARIABLE = "FWMAN_LIBCUDA"
@@ -107,6 +108,15 @@ def p2p() -> None:
     is_flag=True,
     help="With --nccl: skip the control run with NCCL_P2P_DISABLE=1 (then no P2P advice can be derived).",
 )
+@click.option(
+    "--soak",
+    "soak_for",
+    metavar="DURATION",
+    default=None,
+    help="Repeat the copy test under load for DURATION (60s, 10m, 1h; 1 s to a day), one progress line per "
+    "round on stderr, and compare the kernel log (NVRM Xid, AMD-Vi IO_PAGE_FAULT, DMAR faults) and each GPU's "
+    "and its upstream port's PCIe AER counters before and after: anything new fails the test.",
+)
 @click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
 @json_option
 @common_options
@@ -123,6 +133,7 @@ def test(
     nccl_env: tuple[str, ...],
     nccl_sizes: str,
     no_control: bool,
+    soak_for: str | None,
     no_record: bool,
     as_json: bool,
 ) -> None:
@@ -167,6 +178,7 @@ def test(
             "fwman p2p test copies between this machine's GPUs: --snapshot does not apply",
             hint="run it on the machine itself, without --snapshot",
         )
+    soak_seconds = _soak_seconds(soak_for, nccl)
     if nccl:
         _nccl_tier(app, runner, prefix, nccl_env, no_record, as_json, timeout, not no_control, _sizes(nccl_sizes))
         return
@@ -175,14 +187,57 @@ def test(
 
     opener = app.env.cuda_driver or open_driver
     library = app.env.variables.get(LIBCUDA_VARIABLE) or None
+
     # the pairs run one child at a time; the number of GPUs is known only once the first child has listed them
-    report = run_isolated_copy_test(lambda: opener(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout)
+    def one_round() -> CopyReport:
+        return run_isolated_copy_test(lambda: opener(library), size_mb * MIB, repeats, warmup=warmup, timeout=timeout)
+
+    soak = None
+    if soak_seconds is None:
+        report = one_round()
+    else:
+        report, soak = _soak(app, one_round, soak_seconds)
 
     if not no_record:
         from fwman.p2p.record import record_from_copy
 
-        _record(app, lambda fp, now: record_from_copy(report, fp, now))
-    show(app, report, as_json)
+        _record(app, lambda fp, now: record_from_copy(report, fp, now, soak))
+    show(app, report, as_json, soak)
+
+
+def _soak_seconds(text: str | None, nccl: bool) -> float | None:
+    """Return the seconds of ``--soak`` (None without it). Raises UsageError for a bad duration or --nccl."""
+    if text is None:
+        return None
+    if nccl:
+        raise UsageError("--soak repeats the copy test; it does not apply to --nccl", hint="drop --nccl or --soak")
+    from fwman.core.errors import ParseError
+    from fwman.p2p.soak import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ParseError as e:
+        raise UsageError(e.message, hint="e.g. --soak 60s, --soak 10m, --soak 1h") from e
+
+
+def _soak(app: AppContext, one_round: Callable[[], CopyReport], seconds: float) -> tuple[CopyReport, SoakReport]:
+    """Run the copy test over and over for ``seconds`` (``fwman.app.p2p.soak``); return the last round's report
+    (the failing one, if any) and the soak's."""
+    from fwman.app.p2p import soak
+
+    last: list[CopyReport] = []
+
+    def run_round() -> tuple[bool, str, list[str]]:
+        report = one_round()
+        last[:] = [report]
+        return bool(report.ok), str(report.verdict()), [g.bus_id for g in report.gpus]
+
+    try:
+        bus_ids = [str(getattr(c, "bus_id", "")) for c in _cards(app)]
+    except FwmanError:
+        bus_ids = []
+    result = soak(app.host, run_round, seconds, lambda line: app.echo(line, err=True), [b for b in bus_ids if b])
+    return last[0], result
 
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
@@ -342,12 +397,24 @@ def _sizes_table(app: AppContext, comparison: NcclComparison) -> None:
         app.table(["bytes", "P2P us", "control us", "busbw GB/s", "values"], rows)
 
 
-def show(app: AppContext, report: CopyReport, as_json: bool) -> None:
-    """Print ``report`` (text or JSON). Raises VerificationError (exit 4) unless every copy ran and verified."""
+def show(app: AppContext, report: CopyReport, as_json: bool, soak: SoakReport | None = None) -> None:
+    """Print ``report`` (text or JSON) and the soak's findings. Raises VerificationError (exit 4) unless every
+    copy ran and verified and the soak (if any) found nothing new."""
     if as_json:
-        app.emit_json("p2p-test", report.to_json())
+        doc = report.to_json()
+        if soak is not None:
+            doc["soak"] = soak.to_json()
+        app.emit_json("p2p-test", doc)
     else:
         _render(app, report)
+        if soak is not None:
+            _render_soak(app, soak)
+    if report.ok and soak is not None and not soak.ok:
+        raise VerificationError(
+            soak.verdict(),
+            hint="errors that appear only under sustained P2P load: run `fwman doctor` (IOMMU mode, bridge "
+            "windows, driver settings); an IOMMU fault under P2P usually means iommu=pt is missing",
+        )
     if not report.ok:
         hung = bool(report.hung or report.blocked)
         raise VerificationError(
@@ -358,6 +425,22 @@ def show(app: AppContext, report: CopyReport, as_json: bool) -> None:
             else "a P2P setup that corrupts data must not be used: run `fwman doctor`; check IOMMU (iommu=pt) and "
             "the driver build",
         )
+
+
+def _render_soak(app: AppContext, soak: SoakReport) -> None:
+    """Print what the soak watched, its findings, what it could not read, and its verdict."""
+    app.echo()
+    watched = ", ".join(d if d == g else f"{d} (above {g})" for d, g in soak.devices) or "no device"
+    app.echo(f"soak: {soak.rounds} round(s) in {soak.seconds:.0f} s of {soak.duration:.0f} s; watched {watched}")
+    for f in soak.findings:
+        gpu = f"GPU {f.gpu}: " if f.gpu else "no GPU of this test: "
+        times = f" ({f.count} lines)" if f.count > 1 else ""
+        app.echo(app.style(f"NEW {gpu}{f.what}{times}", fg="red"))
+        if f.evidence:
+            app.echo(f"    {f.evidence}")
+    for u in soak.unread:
+        app.echo(app.style(f"not read: {u}", fg="yellow"))
+    app.echo(app.style(f"soak verdict: {soak.verdict()}", bold=True, fg="green" if soak.ok else "red"))
 
 
 def _render(app: AppContext, report: CopyReport) -> None:

@@ -66,6 +66,10 @@ HEADER_POSTINST_HOOK = f"{KERNEL_HEADER_POSTINST_DIR}/fwman"
 CATCHUP_UNIT_NAME = "fwman-catchup.service"
 CATCHUP_UNIT = f"/etc/systemd/system/{CATCHUP_UNIT_NAME}"
 CATCHUP_UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{CATCHUP_UNIT_NAME}"
+#: `fwman driver power`: the unit that reapplies persistence mode and power limits at every boot
+POWER_UNIT_NAME = "fwman-gpu-power.service"
+POWER_UNIT = f"/etc/systemd/system/{POWER_UNIT_NAME}"
+POWER_UNIT_WANTS = f"/etc/systemd/system/multi-user.target.wants/{POWER_UNIT_NAME}"
 #: the unit's command: a shell fast path that starts Python only when something changed
 CATCHUP_SCRIPT = "/usr/local/lib/fwman/fwman-catchup"
 DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"

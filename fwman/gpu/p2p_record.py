@@ -55,12 +55,16 @@ class Fingerprint:
     #: gives them, (name, value) sorted; absent ones are not listed. None: not recorded (a record older than the
     #: field, or a module that was not loaded): then it is not compared
     module_options: tuple[tuple[str, str], ...] | None = None
+    #: each GPU's power limit in W as nvidia-smi reported it ((bus id, watts) sorted; `fwman driver power` sets
+    #: them). None: not recorded (an older record, or nvidia-smi said none): then it is not compared
+    power_limits: tuple[tuple[str, float], ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the fingerprint as a JSON object."""
         doc = asdict(self)
         doc["gpus"] = [asdict(g) for g in self.gpus]
         doc["module_options"] = None if self.module_options is None else dict(self.module_options)
+        doc["power_limits"] = None if self.power_limits is None else dict(self.power_limits)
         return doc
 
     @classmethod
@@ -95,6 +99,7 @@ class Fingerprint:
             iommu=_opt(doc.get("iommu")),
             gpus=tuple(cards),
             module_options=_options(doc.get("module_options")),
+            power_limits=_limits(doc.get("power_limits")),
         )
 
 
@@ -102,6 +107,14 @@ def _options(value: Any) -> tuple[tuple[str, str], ...] | None:
     if not isinstance(value, dict):
         return None
     return tuple(sorted((str(k), str(v)) for k, v in value.items()))
+
+
+def _limits(value: Any) -> tuple[tuple[str, float], ...] | None:
+    if not isinstance(value, dict):
+        return None
+    return tuple(
+        sorted((str(k), float(v)) for k, v in value.items() if isinstance(v, int | float) and not isinstance(v, bool))
+    )
 
 
 def _opt(value: Any) -> str | None:
@@ -133,6 +146,10 @@ def _options_text(options: tuple[tuple[str, str], ...]) -> str:
     return " ".join(f"NVreg_{k}={v}" for k, v in options) or "none set"
 
 
+def _limits_text(limits: tuple[tuple[str, float], ...]) -> str:
+    return ", ".join(f"{b} {w:g} W" for b, w in limits) or "none"
+
+
 def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
     """Return every field that differs between ``was`` (the record) and ``now`` (this configuration)."""
     out: list[Change] = []
@@ -151,6 +168,8 @@ def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
             out.append(Change(what, _text(a), _text(b)))
     if was.module_options is not None and now.module_options is not None and was.module_options != now.module_options:
         out.append(Change("module options", _options_text(was.module_options), _options_text(now.module_options)))
+    if was.power_limits is not None and now.power_limits is not None and was.power_limits != now.power_limits:
+        out.append(Change("power limits", _limits_text(was.power_limits), _limits_text(now.power_limits)))
     old = {g.bus_id: g for g in was.gpus}
     new = {g.bus_id: g for g in now.gpus}
     if set(old) != set(new):
@@ -191,6 +210,8 @@ class P2PRecord:
     #: was slower somewhere, None when there was no comparison (no control run, one rank, a failed run)
     p2p_faster: bool | None = None
     advice: str | None = None  # nccl: the advice the comparison supports, as `p2p test --nccl` printed it
+    #: copy with --soak: the soak's JSON (rounds, seconds, findings, unread, verdict), None without a soak
+    soak: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as one JSON object (the line written to the history)."""
@@ -231,6 +252,7 @@ class P2PRecord:
             prefix=tuple(str(p) for p in prefix) if isinstance(prefix, list) else (),
             p2p_faster=doc.get("p2p_faster") if isinstance(doc.get("p2p_faster"), bool) else None,
             advice=_opt(doc.get("advice")),
+            soak=doc["soak"] if isinstance(doc.get("soak"), dict) else None,
         )
 
     @property

@@ -5,10 +5,14 @@ from __future__ import annotations
 from fwman.gpu.p2p_record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord
 from fwman.p2p.copytest import CopyReport
 from fwman.p2p.nccl import NcclComparison, NcclReport
+from fwman.p2p.soak import SoakReport
 
 
-def record_from_copy(report: CopyReport, fingerprint: Fingerprint, time: str) -> P2PRecord:
-    """Return the history record of a :class:`~fwman.p2p.copytest.CopyReport` taken on ``fingerprint``.
+def record_from_copy(
+    report: CopyReport, fingerprint: Fingerprint, time: str, soak: SoakReport | None = None
+) -> P2PRecord:
+    """Return the history record of a :class:`~fwman.p2p.copytest.CopyReport` taken on ``fingerprint``; with
+    the ``soak`` it ended, the soak's JSON (a soak with findings fails the record).
 
     The slowest pair is the slowest copy between two different GPUs; with one GPU, the on-device copy.
     """
@@ -18,13 +22,14 @@ def record_from_copy(report: CopyReport, fingerprint: Fingerprint, time: str) ->
     return P2PRecord(
         time=time,
         kind=KIND_COPY,
-        ok=bool(report.ok),
-        verdict=str(report.verdict()),
+        ok=bool(report.ok) and (soak is None or soak.ok),
+        verdict=str(report.verdict()) if soak is None or not report.ok else soak.verdict(),
         fingerprint=fingerprint,
         gpus=len(report.gpus),
         slowest_gbps=round(slowest.gbps, 3) if slowest is not None and slowest.gbps is not None else None,
         slowest_pair=slowest.label if slowest is not None else None,
         every_byte_verified=bool(report.ok),
+        soak=None if soak is None else soak.to_json(),
     )
 
 

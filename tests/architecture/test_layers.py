@@ -68,6 +68,7 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "userspace_hold": 0,
         "git": 0,
         "settings": 0,
+        "power": 0,
         "peering": 1,
         "forks": 1,
         "build": 2,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from fwman.gpu.windows import BridgeWindow
     from fwman.platform.virt import VirtVerdict
     from fwman.reports.audit.model import AuditReport
+    from fwman.reports.doctor.vllm_caches import HostVllmCache
 
 T = TypeVar("T")
 TOPO_M = ("nvidia-smi", "topo", "-m")
@@ -166,6 +167,9 @@ class Facts:
     fingerprint: Fact[Fingerprint]  # the configuration a P2P verification depends on, now
     driver_settings: Fact[SettingsReport] | None = None  # NVreg_* options: recommended, written, in effect
     windows: Fact[list[BridgeWindow]] | None = None  # the prefetchable window above each card
+    #: vLLM's P2P cache files on the host (not in containers) and what could not be read
+    vllm_caches: Fact[tuple[list[HostVllmCache], list[str]]] | None = None
+    power_unit: Fact[bytes | None] | None = None  # fwman's fwman-gpu-power.service (None: absent)
 
     @property
     def cards(self) -> list[Card]:
@@ -206,7 +210,35 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         fingerprint=Fact(lambda: _fingerprint(host, inventory)),
         driver_settings=Fact(lambda: _driver_settings(host)),
         windows=Fact(lambda: _windows(host, inventory)),
+        vllm_caches=Fact(lambda: _vllm_caches(host, sources or Sources())),
+        power_unit=Fact(lambda: _power_unit(host)),
     )
+
+
+def _power_unit(host: Host) -> bytes | None:
+    """Return fwman's power unit (``fwman driver power``), None when absent."""
+    from fwman.driver.power import read_unit
+
+    return read_unit(host)
+
+
+def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], list[str]]:
+    """Return vLLM's P2P cache files on the host and what could not be read: the directories the model
+    servers' units and environment files (``sources``) set, root's and each /home user's cache."""
+    from fwman.reports.doctor.vllm_caches import find_caches
+
+    environments: list[tuple[str, dict[str, str]]] = []
+    problems: list[str] = []
+    for path in sources.env_files:
+        text = _user_file(host, path, problems)
+        if text is not None:
+            environments.append((path, parse_env_file(text)))
+    for path in sources.unit_files:
+        text = _user_file(host, path, problems)
+        if text is not None:
+            environments.append((path, parse_unit_environment(text)[0]))
+    found, unreadable = find_caches(host, environments)
+    return found, problems + unreadable
 
 
 def _driver_settings(host: Host) -> SettingsReport:

@@ -74,6 +74,8 @@ def read_fingerprint(host: Host, cards: list[Card], iommu: str | None) -> Finger
         userspace=_userspace(host),
         iommu=iommu,
         module_options=_module_options(host),
+        power_limits=tuple(sorted((c.bus_id, float(c.power_limit_w)) for c in cards if c.power_limit_w is not None))
+        or None,
         gpus=tuple(
             CardPrint(
                 bus_id=c.bus_id,

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fwman.core.findings import Finding
-from fwman.reports.doctor.checks.containers import check_containers
+from fwman.reports.doctor.checks.containers import check_containers, check_host_vllm_caches
 from fwman.reports.doctor.checks.driver import check_driver, check_p2p_topo
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
@@ -76,6 +76,7 @@ CHECKS: tuple[Check, ...] = (
     Check("nccl.level", "Topology and NCCL", check_nccl, pairwise=True),
     Check("vllm.allreduce", "vLLM custom all-reduce", check_vllm, pairwise=True),
     Check("containers", "The container that serves the model", check_containers),
+    Check("vllm.cache", "vLLM's cached P2P verdicts on the host", check_host_vllm_caches),
     Check("pcie.link", "PCIe links", check_links),
     Check("pcie.slot", "Slot width versus link training", check_slots),
     Check("power.limit", "Power limit", check_power),

@@ -113,10 +113,19 @@ def _nccl(label: str, c: ContainerAudit) -> list[Finding]:
 def _vllm_cache(facts: Facts, label: str, c: ContainerAudit) -> list[Finding]:
     if c.vllm_cache is None:
         return []
-    denied = sorted(k for k, v in c.vllm_cache.items() if not v)
-    allowed = sorted(k for k, v in c.vllm_cache.items() if v)
     where = f"{c.vllm_cache_path} (on the host {c.vllm_cache_host_path})"
     fix = f"remove {c.vllm_cache_host_path} and restart {label}: vLLM tests P2P again and writes a current verdict"
+    return vllm_cache_findings(facts, "containers.vllm_cache", f"{label}: ", c.vllm_cache, where, fix)
+
+
+def vllm_cache_findings(
+    facts: Facts, finding_id: str, label: str, cache: dict[str, bool], where: str, fix: str
+) -> list[Finding]:
+    """Return the finding comparing one vLLM P2P cache (``cache``: ``{"0->1": True}``, at ``where``) with the
+    newest ``fwman p2p test`` record of this configuration: stale (says no while fwman verified P2P; says yes
+    while fwman's test failed), agreeing, or nothing current to compare with. ``fix`` clears it."""
+    denied = sorted(k for k, v in cache.items() if not v)
+    allowed = sorted(k for k, v in cache.items() if v)
     try:
         now = standing(facts.p2p_history.get(), facts.fingerprint.get(), KIND_COPY)
     except FwmanError:
@@ -124,9 +133,9 @@ def _vllm_cache(facts: Facts, label: str, c: ContainerAudit) -> list[Finding]:
     if now is not None and now.state == "verified" and denied:
         return [
             Finding(
-                id="containers.vllm_cache",
+                id=finding_id,
                 severity=Severity.WARN,
-                message=f"{label}: vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
+                message=f"{label}vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
                 "`fwman p2p test` verified P2P on this configuration: the cache is stale",
                 fix=fix,
             )
@@ -134,9 +143,9 @@ def _vllm_cache(facts: Facts, label: str, c: ContainerAudit) -> list[Finding]:
     if now is not None and now.state == "failed" and allowed:
         return [
             Finding(
-                id="containers.vllm_cache",
+                id=finding_id,
                 severity=Severity.WARN,
-                message=f"{label}: vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
+                message=f"{label}vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
                 "`fwman p2p test` FAILED on this configuration: vLLM would use P2P that corrupts data",
                 fix=fix,
             )
@@ -144,16 +153,42 @@ def _vllm_cache(facts: Facts, label: str, c: ContainerAudit) -> list[Finding]:
     if now is None or now.state in ("never", "changed"):
         return [
             Finding(
-                id="containers.vllm_cache",
+                id=finding_id,
                 severity=Severity.INFO,
-                message=f"{label}: vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
+                message=f"{label}vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
                 fix="run `fwman p2p test`, then `fwman doctor` again",
             )
         ]
     return [
         Finding(
-            id="containers.vllm_cache",
+            id=finding_id,
             severity=Severity.OK,
-            message=f"{label}: vLLM's cached P2P verdict {where} agrees with `fwman p2p test`",
+            message=f"{label}vLLM's cached P2P verdict {where} agrees with `fwman p2p test`",
         )
     ]
+
+
+def check_host_vllm_caches(facts: Facts) -> list[Finding]:
+    """Return, per vLLM P2P cache file on the host (not in a container), whether it agrees with fwman's record;
+    nothing when there is none (the step is then not shown)."""
+    if facts.vllm_caches is None:
+        return []
+    found, unreadable = facts.vllm_caches.get()
+    out: list[Finding] = []
+    for cache in found:
+        fix = (
+            f"clear it: `rm '{cache.path}'`, then restart the model server: vLLM tests P2P again at its next "
+            "start and writes a current verdict"
+        )
+        where = f"{cache.path} (GPUs {cache.devices}, {cache.found_by})"
+        out += vllm_cache_findings(facts, "vllm.cache", "", cache.verdicts, where, fix)
+    for line in unreadable:
+        out.append(
+            Finding(
+                id="vllm.cache",
+                severity=Severity.INFO,
+                message=f"vLLM P2P cache not readable: {line}",
+                fix="read it as root (`sudo fwman doctor`), or remove it so vLLM writes a new one",
+            )
+        )
+    return out

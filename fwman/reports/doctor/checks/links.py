@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fwman.core import paths
 from fwman.core.findings import Finding, Severity
 from fwman.reports.doctor.checks.common import buses
 from fwman.reports.doctor.facts import Facts
@@ -72,12 +73,26 @@ def check_links(facts: Facts) -> list[Finding]:
 
 # -- power limit ----------------------------------------------------------------------------------------------------
 def check_power(facts: Facts) -> list[Finding]:
-    """Return the cards whose power limit is below their default."""
+    """Return the cards whose power limit is below their default (ok when fwman's unit sets that limit: it is
+    on purpose and survives a reboot)."""
+    from fwman.driver.power import unit_limits
+
     out = []
     good, unknown = [], []
+    unit = facts.power_unit.get() if facts.power_unit is not None else None
+    kept = unit_limits(unit.decode(errors="replace")) if unit else {}
     for c in facts.cards:
         if c.power_limit_w is None or c.default_power_limit_w is None:
             unknown.append(c)
+        elif c.power_limit_w < c.default_power_limit_w and kept.get(c.bus_id.lower()) == c.power_limit_w:
+            out.append(
+                Finding(
+                    id="power.limit",
+                    severity=Severity.OK,
+                    message=f"{c.bus_id}: power limit {c.power_limit_w:g} W (default {c.default_power_limit_w:g} W), "
+                    f"set at every boot by fwman's unit {paths.POWER_UNIT} (`fwman driver power`)",
+                )
+            )
         elif c.power_limit_w < c.default_power_limit_w:
             out.append(
                 Finding(

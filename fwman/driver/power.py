@@ -1,0 +1,127 @@
+"""``fwman driver power``: persistence mode and power limits, persisted by a systemd unit fwman owns.
+
+Power limits reset at every reboot and driver reload, and owners cap 3090s (280 W) for P2P work (issue 27). The
+NVIDIA driver keeps neither, so fwman writes ``/etc/systemd/system/fwman-gpu-power.service`` (a oneshot that
+runs ``nvidia-smi -i <bus> -pm ENABLED`` and ``nvidia-smi -i <bus> -pl <watts>`` for each GPU, after
+``systemd-modules-load.service``) and enables it for ``multi-user.target``. ``-pm ENABLED`` is NVIDIA's
+documented command ("To enable persistence mode using nvidia-smi (as root): nvidia-smi -i <target gpu> -pm
+ENABLED", docs.nvidia.com/deploy/driver-persistence/persistence-mode-legacy.html, which also says that legacy
+mode "will be eventually deprecated in favor of the Persistence Daemon"); ``-pl`` is the command ``fwman doctor``'s
+power step already gives. fwman itself never reloads the nvidia module (its changes take effect at a reboot),
+so the boot is the one reload the unit has to follow.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from fwman.core import paths
+from fwman.core.errors import FwmanError, ParseError
+from fwman.core.names import bus_id
+from fwman.host.actions import Action, RemoveFile, RunCommand, Symlink, WriteFile
+from fwman.host.base import Host
+
+MIN_WATTS = 1.0
+MAX_WATTS = 2000.0  # above any board's limit; nvidia-smi refuses what the board does not allow
+_LIMIT = re.compile(r"(?:(?P<bus>[0-9A-Fa-f:.]+)=)?(?P<watts>\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class PowerPlan:
+    """What the unit applies: ``limits`` (bus id -> watts, sorted by bus) and persistence mode on or not."""
+
+    limits: tuple[tuple[str, float], ...]
+    persistence: bool
+
+    @property
+    def empty(self) -> bool:
+        """Return True when there is nothing to apply (then fwman's unit is removed)."""
+        return not self.limits and not self.persistence
+
+
+def parse_limits(items: list[str], buses: list[str]) -> dict[str, float]:
+    """Return bus id -> watts for ``--limit`` items: ``280`` (every GPU in ``buses``) or ``0000:01:00.0=280``.
+
+    Raises ParseError naming the item when it is neither, or the watts are outside 1 to 2000.
+    """
+    out: dict[str, float] = {}
+    for item in items:
+        m = _LIMIT.fullmatch(item.strip())
+        if not m:
+            raise ParseError("--limit", item[:40], "give WATTS or BUS=WATTS, e.g. 280 or 0000:01:00.0=280")
+        watts = float(m.group("watts"))
+        if not math.isfinite(watts) or not MIN_WATTS <= watts <= MAX_WATTS:
+            raise ParseError("--limit", item[:40], f"give {MIN_WATTS:g} to {MAX_WATTS:g} W")
+        if m.group("bus"):
+            try:
+                out[bus_id(m.group("bus"))] = watts
+            except FwmanError as e:  # UsageError from the shared bus-id reader: a parse error of this item
+                raise ParseError("--limit", item[:40], getattr(e, "message", str(e))) from e
+        else:
+            out.update(dict.fromkeys(buses, watts))
+    return out
+
+
+def smi_commands(plan: PowerPlan, buses: list[str], smi: str = "nvidia-smi") -> list[list[str]]:
+    """Return the nvidia-smi command lines that apply ``plan``: persistence mode on each GPU of ``buses``, then
+    each power limit."""
+    out = [[smi, "-i", b, "-pm", "ENABLED"] for b in buses] if plan.persistence else []
+    out += [[smi, "-i", b, "-pl", f"{w:g}"] for b, w in plan.limits]
+    return out
+
+
+def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
+    """Return fwman's unit for ``plan`` (``smi``: nvidia-smi's absolute path, as systemd wants)."""
+    lines = [
+        "# Written by `fwman driver power --apply`; `fwman driver power --apply --off` removes it.",
+        "[Unit]",
+        "Description=fwman: GPU persistence mode and power limits (reset at every boot and driver reload)",
+        "After=systemd-modules-load.service",
+        "",
+        "[Service]",
+        "Type=oneshot",
+        "RemainAfterExit=yes",
+    ]
+    lines += ["ExecStart=" + " ".join(argv) for argv in smi_commands(plan, buses, smi)]
+    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
+    return "\n".join(lines).encode()
+
+
+def power_actions(host: Host, plan: PowerPlan, buses: list[str], smi: str, now: bool) -> list[Action]:
+    """Return the actions that make the host match ``plan``: write and enable fwman's unit (or remove both when
+    the plan is empty), then, with ``now``, apply the settings at once (the unit would only at the next boot)."""
+    if plan.empty:
+        return [RemoveFile(paths.POWER_UNIT_WANTS), RemoveFile(paths.POWER_UNIT)]
+    actions: list[Action] = [
+        WriteFile(paths.POWER_UNIT, render_unit(plan, buses, smi)),
+        Symlink(paths.POWER_UNIT_WANTS, paths.POWER_UNIT),
+    ]
+    if now:
+        # the driver's state is not read back here, so each command runs (nvidia-smi setting a value it has is
+        # harmless); the unit is what keeps them
+        actions += [RunCommand(argv, lambda h: True, reason="now, not only at the next boot") for argv in
+                    smi_commands(plan, buses, smi)]  # fmt: skip
+    return actions
+
+
+def read_unit(host: Host) -> bytes | None:
+    """Return fwman's unit as it is on ``host`` (None when absent or unreadable)."""
+    try:
+        return host.read_bytes(paths.POWER_UNIT) if host.exists(paths.POWER_UNIT) else None
+    except (FwmanError, OSError):  # a snapshot that did not record it, a permission error: as if not there
+        return None
+
+
+_EXEC_LIMIT = re.compile(r"ExecStart=\S*nvidia-smi -i (\S+) -pl (\d+(?:\.\d+)?)")
+
+
+def unit_limits(text: str) -> dict[str, float]:
+    """Return bus id -> watts of the ``-pl`` lines in fwman's unit (``{}`` for any other text). Never raises."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        m = _EXEC_LIMIT.fullmatch(line.strip())
+        if m:
+            out[m.group(1).lower()] = float(m.group(2))
+    return out

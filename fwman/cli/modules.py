@@ -264,6 +264,10 @@ def status(app: AppContext, as_json: bool) -> None:
         for c in r.dkms_conflict:
             app.echo(app.style(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", fg="yellow"))
     for r in rows:
+        for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
+            kernels = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
+            app.echo(f"patch for {r.kernel}: {patch.get('name')} ({kernels}, sha256 {str(patch.get('sha256'))[:12]})")
+    for r in rows:
         if not r.headers and r.headers_package:
             app.echo(f"headers for {r.kernel}: apt install {r.headers_package}")
         if r.initramfs is not None and r.initramfs.path and (r.initramfs.problem or r.initramfs.error):

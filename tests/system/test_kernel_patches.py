@@ -96,3 +96,23 @@ def test_a_patch_without_kernels_is_for_every_kernel(tmp_path: Path, object_cach
     assert code == 0, out + err
     bad = json.loads((root / f"var/lib/fwman/modules/{KERNEL_BAD}.json").read_text())
     assert bad["patches"][0]["kernels"] is None
+
+
+def test_a_patch_never_changes_the_forks_checkout_in_the_source_cache(tmp_path: Path, object_cache: Path) -> None:  # noqa: F811
+    # a fork's build tree is hard links into the source cache: the patched file must be a copy, the checkout
+    # stays as fetched (it verifies, so the next build does not fetch it again)
+    from fwman.driver.build.checkout import cache_dir, verify
+    from fwman.host.live import LiveHost
+    from tests.support.modules import P2P_BRANCH, make_fork_repo
+
+    head = make_fork_repo(tmp_path / "fork.git")
+    root = build_root(tmp_path, (KERNEL_BAD,), object_cache)
+    _put(root, "10-rebar.patch", _patch(re.escape(KERNEL_BAD), *FIX))
+    url = str(tmp_path / "fork.git")
+    argv = ["modules", "build", "--kernel", KERNEL_BAD, "--fork", f"standin=file://{url}", "--branch", P2P_BRANCH]
+    code, out, err = run_fwman(root, *argv, "--force")
+    assert code == 0, out + err
+    cache = cache_dir(f"file://{url}")
+    assert verify(LiveHost(str(root)), cache, f"file://{url}", head) is None
+    assert "size, 0)" not in (root / cache.lstrip("/") / REL).read_text()
+    assert "size, 0)" in (root / f"var/cache/fwman/build/{KERNEL_BAD}" / REL).read_text()

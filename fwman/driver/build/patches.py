@@ -62,10 +62,10 @@ def parse_patch(name: str, path: str, data: bytes) -> KernelPatch:
     text = data.decode("utf-8", errors="replace")
     files: list[str] = []
     for target in _TARGET.findall(text):
-        rel = target.split("/", 1)[1] if "/" in target else ""
         if target == "/dev/null":
             continue
-        if not rel or rel.startswith("/") or ".." in rel.split("/"):
+        rel = target.split("/", 1)[1] if "/" in target else ""
+        if target.startswith("/") or not rel or rel.startswith("/") or ".." in rel.split("/"):
             raise ParseError(name, "+++", f"{target[:80]!r} is not a -p1 path inside the tree")
         files.append(rel)
     if not files:

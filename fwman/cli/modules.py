@@ -150,6 +150,10 @@ def build(
 
     The source given here is remembered once it resolved: the kernel hook and `fwman modules catchup` build from it.
 
+    Patches in /etc/fwman/patches.d/*.patch (-p1 diffs; a `Kernels: REGEX` line before the diff says which
+    kernel releases) are applied in the build tree of the kernels they match, like DKMS PATCH[#]/PATCH_MATCH[#];
+    one that does not apply fails that kernel's build, naming the file and hunk (docs/modules.md).
+
     \b
     Examples:
       fwman modules build --kernel 6.1.0-50-amd64 --fork aikitoria --branch 570.86.16-p2p

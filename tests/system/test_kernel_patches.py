@@ -81,8 +81,8 @@ def test_a_patch_that_does_not_apply_fails_that_kernel_only(tmp_path: Path, obje
     code, out, err = run_fwman(root, "modules", "build", "--all", "--source", SOURCE, "--force")
     assert code == 6, out + err  # partial: KERNEL_OK built
     text = out + err
-    assert f"kernel patch /etc/fwman/patches.d/20-stale.patch does not apply to {REL}" in text
-    assert "Hunk #1 FAILED" in text
+    assert f"kernel patch /etc/fwman/patches.d/20-stale.patch does not apply: {REL}: Hunk #1 FAILED at " in text
+    assert "failed in:     the patch phase" in text
     assert (root / f"var/lib/fwman/modules/{KERNEL_OK}.json").exists()
     assert not (root / f"var/lib/fwman/modules/{KERNEL_BAD}.json").exists()
     marker = json.loads((root / f"var/lib/fwman/modules/{KERNEL_BAD}.failed").read_text())

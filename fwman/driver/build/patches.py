@@ -109,8 +109,9 @@ def failed_hunks(output: str) -> list[str]:
     lines: list[str] = []
     current = ""
     for line in output.splitlines():
-        if line.startswith("patching file "):
-            current = line[len("patching file ") :].strip()
+        lead = next((w for w in ("patching file ", "checking file ") if line.startswith(w)), None)
+        if lead is not None:  # "checking file" is what --dry-run says
+            current = line[len(lead) :].strip()
         elif "FAILED" in line or "can't find file" in line or "Reversed" in line or "No file to patch" in line:
             lines.append(f"{current}: {line.strip()}" if current and "FAILED" in line else line.strip())
     return lines

@@ -372,7 +372,7 @@ def apply_patches(
             return BuildFailure(
                 where,
                 None,
-                f"kernel patch {paths.KERNEL_PATCHES_DIR}/{p.name} does not apply to {where}: {text}",
+                f"kernel patch {paths.KERNEL_PATCHES_DIR}/{p.name} does not apply: {text}",
                 excerpt=said.splitlines()[-20:],
                 phase="patch",
             )
@@ -517,7 +517,11 @@ def update_kernel(
         write_marker(host, failed_path(kver), marker)
         host.unlink(pending_path(kver))
         outcome.failure = failure
-        where = f"{failure.file}:{failure.line}: " if failure.file else ""
+        where = (
+            (f"{failure.file}:{failure.line}: " if failure.line is not None else f"{failure.file}: ")
+            if failure.file
+            else ""
+        )
         phase = f" in the {failure.phase} phase" if failure.phase else ""
         outcome.message = f"build for {kver} FAILED{phase}: {where}{failure.message}"
         return outcome

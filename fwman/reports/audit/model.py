@@ -99,8 +99,6 @@ class P2PBranch(BaseModel):
     version: str | None
     status: str  # "available" | "none" | "unknown"
     forks: list[str] = Field(default_factory=list)
-    #: per carrying fork, its newest branch whose tree builds the version (``fork: branch``), as forks are ordered
-    branches: list[str] = Field(default_factory=list)
     nearest_below: str | None = None
     nearest_above: str | None = None
     source: str = "none"  # "live", "cache", "live+cache", "none"

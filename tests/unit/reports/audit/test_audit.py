@@ -628,6 +628,11 @@ def test_a_branch_named_otherwise_carries_the_version_its_tree_builds(tree: Tree
     doc = {"format": "fwman-branch-cache", "version": 1, "forks": {DEFAULT_FORKS["aikitoria"]: fork}, "trees": trees}
     tree.write(paths.BRANCH_CACHE_FILE, json.dumps(doc))
     r = tree.run("--json")
-    assert r.json()["p2p"]["status"] == "available" and r.json()["p2p"]["branches"] == ["aikitoria: bar1-p2p"]
+    p2p = r.json()["p2p"]
+    assert p2p["status"] == "available" and p2p["forks"] == ["aikitoria"]
+    assert p2p["note"] == "newest branch building it: aikitoria: bar1-p2p"
     text = tree.run().stdout
-    assert f"P2P for {v}: carried by aikitoria: bar1-p2p (newest; cache, cached 2 h ago)" in text
+    assert (
+        f"P2P for {v}: carried by aikitoria (cache, cached 2 h ago); newest branch building it: aikitoria: bar1-p2p"
+        in text
+    )

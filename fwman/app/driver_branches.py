@@ -37,6 +37,7 @@ class BranchesResult:
                 "age_seconds": f.age_seconds(now),
                 "error": f.error,
                 "p2p_versions": [str(v) for v in f.p2p_versions()],
+                "revisions": {str(v): [r.model_dump(mode="json") for r in f.revisions_of(v)] for v in f.p2p_versions()},
             }
             for f in self.report.forks
         ]

@@ -6,7 +6,7 @@ prints each kernel's outcome as it comes (``on_outcome``) and the JSON document 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,10 @@ class BuildRequest:
     jobs: int | None = None
     #: the build progress sink (a live line on a terminal); None: phase lines and a heartbeat via ``report``
     progress: ProgressSink | None = None
+    #: ``--driver-version``: build the newest revision (branch) of the fork whose tree builds this version
+    driver_version: str | None = None
+    #: the environment (``$FWMAN_FORGE_API``) for listing the fork's branches
+    variables: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,13 +106,60 @@ class BuildResult:
         raise VerificationError(first.message, hint="see the report above and the build log")
 
 
-def source_spec(host: Host, request: BuildRequest) -> SourceSpec:
+def newest_revision_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
+    """Return the fork branch to build for ``request.driver_version``: of the fork's branches whose tree builds
+    that version (``fwman driver branches``), the one with the newest commit.
+
+    The fork is ``--fork``, else the remembered or configured one. Raises UsageError for ``--branch`` or
+    ``--source`` with it, a bad version, or no fork; MissingError when the fork cannot be listed or no branch
+    of it builds the version (the message lists the versions it does carry).
+    """
+    from fwman.core.config import load_config
+    from fwman.driver.forks import api_base, list_branches
+
+    assert request.driver_version is not None
+    version = names.driver_version(request.driver_version, "--driver-version")
+    if request.branch or request.source_dir:
+        raise UsageError("--driver-version picks the branch itself: give it without --branch and --source")
+    fork_text = request.fork
+    if fork_text is None:
+        remembered = load_source_spec(host)
+        fork_text = remembered.fork if remembered is not None else None
+    if fork_text is None:
+        raise UsageError("--driver-version needs a fork: --fork F (or one remembered by an earlier build)")
+    spec = SourceSpec(None, fork_text, None)
+    fork = resolve_fork_of(host, spec)
+    listing = list_branches(host, [fork], api=api_base(load_config(host), request.variables)).forks[0]
+    if not listing.available:
+        raise MissingError(
+            f"cannot list the branches of fork {fork.name} ({fork.url}): {listing.error}",
+            hint=f"check `fwman driver branches --fork {fork_text}`, or name the branch with --branch",
+        )
+    revisions = listing.revisions_of(version)
+    if not revisions:
+        carried = ", ".join(str(v) for v in listing.p2p_versions()) or "none"
+        raise MissingError(
+            f"no branch of fork {fork.name} builds driver version {version} (its P2P branches build: {carried})",
+            hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
+        )
+    newest = revisions[0]
+    others = ", ".join(r.branch for r in revisions[1:])
+    report(
+        f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions "
+        f"(committed {newest.date or 'at an unknown date'}{'; older: ' + others if others else ''})"
+    )
+    return SourceSpec(None, fork_text, names.branch_name(newest.branch))
+
+
+def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
     """Return the source to build from: the one the request names, else the remembered one.
 
     The fork is kept as named (``aikitoria``, ``NAME=URL``, a URL) and resolved where it is used. Raises
     UsageError when the request names an incomplete source or a fork that is not known, or names none and none
     is remembered.
     """
+    if request.driver_version is not None:
+        return newest_revision_spec(host, request, report)
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
         if request.branch is not None:
@@ -137,7 +188,7 @@ def build_modules(
     without kernels or source or with a ``--source`` that is not a module tree, LockTimeout when another build
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
-    spec = source_spec(host, request)
+    spec = source_spec(host, request, report)
     target = target_version(host, spec.branch, spec.source_dir)
     # a fork branch whose name carries no version (bar1-p2p, 610.57.04-p2p-v3): its tree says, once checked out
     deferred = target is None and spec.fork is not None
@@ -153,12 +204,16 @@ def build_modules(
     builds: list[KernelBuild] = []
     with module_lock(host):
         resolved: Source | FwmanError | None = None
-        if request.source_dir or request.fork:
+        if request.source_dir or request.fork or request.driver_version:
             resolved = remember_if_resolved(host, spec, report)
         elif deferred:
             resolved = resolve_or_error(host, spec, report)
-        if deferred and isinstance(resolved, Source):
-            warning = refuse_unless_forced(gather(host, source_version(host, resolved)), request.force)
+        if spec.fork is not None and resolved is None:
+            resolved = resolve_or_error(host, spec, report)
+        tree_version = source_version(host, resolved) if isinstance(resolved, Source) else None
+        # the name is a hint: a tree that builds another version than its name says is gated on the tree's
+        if isinstance(resolved, Source) and (deferred or (tree_version is not None and tree_version != target)):
+            warning = refuse_unless_forced(gather(host, tree_version), request.force)
             if warning:
                 report(warning)
         for kver in targets:

@@ -6,7 +6,7 @@ or, through :meth:`ModulesStatus.to_json`, as the ``fwman.modules-status/1`` doc
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core.errors import FwmanError, ParseError
@@ -45,6 +45,8 @@ class KernelStatus:
     next_boot: bool
     headers_package: str | None = None  # the exact package for this kernel and distribution
     initramfs: InitramfsState | None = None
+    #: the patches of /etc/fwman/patches.d the installed modules were built with ({name, sha256, kernels})
+    patches: list[dict[str, str | None]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
@@ -63,6 +65,7 @@ class KernelStatus:
             "next_boot": self.next_boot,
             "headers_package": self.headers_package,
             "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
+            "patches": self.patches,
         }
 
 
@@ -147,6 +150,7 @@ def modules_status(host: Host) -> ModulesStatus:
                 next_boot=kver == default.kver,
                 headers_package=advise_host(host, kver).package,
                 initramfs=inspect_initramfs(host, kver),
+                patches=list(manifest.patches) if manifest else [],
             )
         )
     hold = hold_status(host, simulate=False)

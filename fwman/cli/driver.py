@@ -59,10 +59,12 @@ def branches(
 ) -> None:
     """List the driver versions the P2P forks carry, or which forks carry exactly one version.
 
-    A fork carries version V when it has a branch named V-p2p (tags do not count). The kernel module, the
-    user-space driver and the GSP firmware must be the same version on the host and in every container, so
-    when no fork carries your version, the nearest versions that have a branch are shown with what moving to
-    one means.
+    A fork carries version V when it has a P2P branch (its name says p2p; tags do not count) whose tree builds
+    V: the NVIDIA_VERSION of the branch's version.mk, read once per commit (the name, e.g. V-p2p-v3, is only a
+    hint where the tree cannot be read). Revisions of one version are listed together, newest commit first,
+    with their commit dates. The kernel module, the user-space driver and the GSP firmware must be the same
+    version on the host and in every container, so when no fork carries your version, the nearest versions that
+    have a branch are shown with what moving to one means.
 
     Branches are listed live (git ls-remote where git is installed, else the forge API) and cached in
     /var/cache/fwman/branches.json; offline, the cache is used and its age shown. Forks: aikitoria, tinygrad,
@@ -101,6 +103,24 @@ def branches(
                 for f in report.forks
             ],
         )
+        revision_rows = [
+            [
+                str(v),
+                f.fork,
+                r.branch,
+                (r.date or "unknown")[:19].replace("T", " "),
+                (r.commit or "unknown")[:12],
+                "tree" if r.from_tree else "name",
+            ]
+            for f in report.forks
+            for v in reversed(f.p2p_versions())
+            for r in f.revisions_of(v)
+        ]
+        if revision_rows:
+            app.echo()
+            app.table(
+                ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED", "COMMIT", "VERSION FROM"], revision_rows
+            )
         for f in report.forks:
             if f.error and f.source != "git" and f.source != "api":
                 app.echo(app.style(f"note: {f.fork}: {f.error}", fg="yellow"), err=True)

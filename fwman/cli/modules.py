@@ -113,6 +113,11 @@ def _render_boot(app: AppContext, check: Any) -> None:
     help="Fork: a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path.",
 )
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
+@click.option(
+    "--driver-version",
+    metavar="V",
+    help="Instead of --branch: the newest branch of the fork whose tree builds driver version V (e.g. 570.86.16).",
+)
 @click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
 @click.option(
     "--force",
@@ -129,6 +134,7 @@ def build(
     all_kernels: bool,
     fork: str | None,
     branch: str | None,
+    driver_version: str | None,
     source_dir: str | None,
     force: bool,
     jobs: int | None,
@@ -144,15 +150,24 @@ def build(
 
     The source given here is remembered once it resolved: the kernel hook and `fwman modules catchup` build from it.
 
+    Patches in /etc/fwman/patches.d/*.patch (-p1 diffs; a `Kernels: REGEX` line before the diff says which
+    kernel releases) are applied in the build tree of the kernels they match, like DKMS PATCH[#]/PATCH_MATCH[#];
+    one that does not apply fails that kernel's build, naming the file and hunk (docs/modules.md).
+
     \b
     Examples:
       fwman modules build --kernel 6.1.0-50-amd64 --fork aikitoria --branch 570.86.16-p2p
+      fwman modules build --all --fork aikitoria --driver-version 570.86.16   (its newest revision)
       fwman modules build --kernel "$(uname -r)" --source ~/src/open-gpu-kernel-modules
       fwman modules build --all                 (the remembered source, every kernel with headers)
       fwman modules build --kernel 6.1.0-53-amd64 --force
 
-    The branch's driver version must equal the user space's on the host and in every readable container
-    (else NVML fails: "Driver/library version mismatch"): a mismatch is refused unless --force. After a build,
+    --driver-version V builds, of the fork's branches whose tree builds V (`fwman driver branches`: -p2p,
+    -p2p-v2, -p2p-v3 or any name with p2p in it), the one with the newest commit.
+
+    The branch's driver version (its tree's version.mk; the name is a hint) must equal the user space's on the
+    host and in every readable container (else NVML fails: "Driver/library version mismatch"): a mismatch is
+    refused unless --force. After a build,
     an initramfs that carries other NVIDIA modules is regenerated. On a terminal a live line shows the phase
     (kernel-independent objects, conftest, kernel-open, linking), objects done and the time; without one (a hook,
     the boot service, a redirected stderr) a line says when each phase starts and ends, a heartbeat comes every
@@ -168,7 +183,18 @@ def build(
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
     app.require_change("fwman modules build")
-    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, _progress(app, as_json))
+    request = BuildRequest(
+        kernels,
+        all_kernels,
+        fork,
+        branch,
+        source_dir,
+        force,
+        jobs,
+        _progress(app, as_json),
+        driver_version=driver_version,
+        variables=app.env.variables,
+    )
 
     def show(build: KernelBuild) -> None:
         if app.env.stderr_isatty and not as_json:
@@ -241,6 +267,10 @@ def status(app: AppContext, as_json: bool) -> None:
     for r in rows:
         for c in r.dkms_conflict:
             app.echo(app.style(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", fg="yellow"))
+    for r in rows:
+        for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
+            kernels = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
+            app.echo(f"patch for {r.kernel}: {patch.get('name')} ({kernels}, sha256 {str(patch.get('sha256'))[:12]})")
     for r in rows:
         if not r.headers and r.headers_package:
             app.echo(f"headers for {r.kernel}: apt install {r.headers_package}")

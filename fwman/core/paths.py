@@ -55,6 +55,8 @@ BRANCH_CACHE_FILE = f"{CACHE_DIR}/branches.json"
 OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
 SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
 BUILD_DIR = f"{CACHE_DIR}/build"
+#: per-kernel compatibility patches (fwman.driver.build.patches), like DKMS PATCH[#]/PATCH_MATCH[#]
+KERNEL_PATCHES_DIR = f"{ETC_DIR}/patches.d"
 LOG_DIR = "/var/log/fwman"
 LOCK_FILE = "/run/lock/fwman.lock"
 

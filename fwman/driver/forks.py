@@ -1,14 +1,16 @@
 """The P2P forks of NVIDIA's open kernel modules and the driver versions their branches carry.
 
-A fork carries driver version V when it has a *branch* (``refs/heads/``) named ``V-p2p``; a tag of the same
-name does not count. Branches are listed live: ``git ls-remote --heads URL`` through the Host where git is
-installed, otherwise (or when git fails) the forge's branches API with pagination. Every live result is cached
-in ``/var/cache/fwman/branches.json`` with the time it was fetched; when a fork cannot be listed (offline,
-server error) its cached list is used and its age shown.
+A fork carries driver version V when it has a P2P *branch* (``refs/heads/``, its name saying ``p2p``; a tag does
+not count) whose tree builds V: the ``NVIDIA_VERSION`` of its ``version.mk`` (:mod:`fwman.driver.versions`),
+the name (``V-p2p``, ``V-p2p-v2``) only a hint where the tree cannot be read. Branches are listed live:
+``git ls-remote --heads URL`` through the Host where git is installed, otherwise (or when git fails) the forge's
+branches API with pagination. Every live result is cached in ``/var/cache/fwman/branches.json`` with the time
+it was fetched; when a fork cannot be listed (offline, server error) its cached list is used and its age shown.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -24,8 +26,16 @@ from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
 from fwman.driver.git import GIT_ENV, failure_text, git_target
-from fwman.driver.versions import nearest, parse_p2p_branch
-from fwman.host.base import Host
+from fwman.driver.versions import (
+    VERSION_FILE,
+    Revision,
+    is_p2p_name,
+    nearest,
+    newest_first,
+    parse_version_mk,
+    revisions,
+)
+from fwman.host.base import CommandResult, Host
 
 DEFAULT_FORKS: dict[str, str] = {
     "aikitoria": "https://github.com/aikitoria/open-gpu-kernel-modules",
@@ -43,6 +53,7 @@ _MAX_PAGES = 50
 #: hence empty, and the next live listing rewrites it. A full listing is at most _MAX_PAGES pages of 100 names
 #: of at most 255 characters: about 1.3 MB per fork.
 MAX_CACHE_BYTES = 16 << 20
+PROBE_TIMEOUT = 1800.0  # depth-1 fetches of real fork branches, ~100 MB each
 
 
 @dataclass(frozen=True)
@@ -143,14 +154,21 @@ class ForkBranches(BaseModel):
     fork: str
     url: str
     branches: list[str] = Field(default_factory=list)  # every head, names without refs/heads/
+    commits: dict[str, str] = Field(default_factory=dict)  # {branch: commit} where the listing said
+    revisions: list[Revision] = Field(default_factory=list)  # the P2P branches, with what their trees build
     source: str  # "git", "api", "cache", or "none" (no live listing and no cache)
     fetched_at: datetime | None = None
     error: str | None = None  # why the live listing failed (shown with a cached or empty result)
 
     def p2p_versions(self) -> list[DriverVersion]:
-        """Return the driver versions this fork has ``<version>-p2p`` branches for, ascending."""
-        found = {v for v in (parse_p2p_branch(b) for b in self.branches) if v is not None}
+        """Return the driver versions this fork's P2P branches build (their trees', else their names'),
+        ascending."""
+        found = {v for v in (r.driver_version() for r in self.revisions) if v is not None}
         return sorted(found)
+
+    def revisions_of(self, version: DriverVersion) -> list[Revision]:
+        """Return the P2P branches that build exactly ``version``, newest commit first."""
+        return newest_first([r for r in self.revisions if r.driver_version() == version])
 
     def age_seconds(self, now: datetime) -> float | None:
         """Return how old the listing is, in seconds (None when never fetched)."""
@@ -200,7 +218,15 @@ def parse_ls_remote(text: str) -> list[str]:
 
     Raises ParseError for a line that is not ``<sha>\\t<ref>``.
     """
-    heads: list[str] = []
+    return list(parse_ls_remote_commits(text))
+
+
+def parse_ls_remote_commits(text: str) -> dict[str, str]:
+    """Return {branch: commit} of the ``refs/heads/`` lines of ``git ls-remote`` output, in order.
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
+    heads: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -209,7 +235,7 @@ def parse_ls_remote(text: str) -> list[str]:
             raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
         ref = ref.strip()
         if ref.startswith("refs/heads/"):
-            heads.append(ref[len("refs/heads/") :])
+            heads[ref[len("refs/heads/") :]] = sha.strip()
     return heads
 
 
@@ -224,8 +250,8 @@ def parse_link_next(header: str | None) -> str | None:
     return None
 
 
-def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
-    """Return the branches of ``url`` from ``git ls-remote --heads``.
+def list_via_git(host: Host, url: str, timeout: float = 30.0) -> dict[str, str]:
+    """Return {branch: commit} of ``url`` from ``git ls-remote --heads``.
 
     Raises FwmanError when git fails, its message ending with git's stderr (the last 40 lines, 4 KiB at most).
     """
@@ -234,11 +260,12 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> list[str]:
         raise MissingError("git is not installed")
     if not result.ok:  # git's whole reason (bounded): its last line alone can say the opposite of the truth
         raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
-    return parse_ls_remote(result.stdout)
+    return parse_ls_remote_commits(result.stdout)
 
 
-def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 20.0) -> list[str]:
-    """Return every branch name of ``owner/repo`` from the forge's paginated branches API.
+def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 20.0) -> dict[str, str]:
+    """Return {branch: commit} of ``owner/repo`` from the forge's paginated branches API (commit "" where the
+    answer has none).
 
     Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
     (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError), and each answer is
@@ -251,7 +278,7 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
     first = f"{api}/repos/{owner}/{repo}/branches?per_page={per_page}&page=1"
     url: str | None = first
     page = 1
-    names: list[str] = []
+    names: dict[str, str] = {}
     headers = {"Accept": "application/vnd.github+json", "User-Agent": "fwman"}
     with json_getter(host, first, headers=headers, timeout=timeout) as get:
         while url is not None:
@@ -265,12 +292,12 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
                 raise FwmanError(f"{api} answered HTTP {response.status} for {owner}/{repo}")
             try:
                 body: Any = response.body
-                batch = [str(item["name"]) for item in body]
+                batch = [(str(item["name"]), _sha_of(item)) for item in body]
             except (ValueError, TypeError, KeyError) as e:
                 raise FwmanError(f"{api}: unexpected answer for {owner}/{repo} (not a list of branches)") from e
             if len(batch) > per_page:  # with the page cap, this bounds a listing to _MAX_PAGES * per_page names
                 raise FwmanError(f"{api}: {len(batch)} branches in one page for {owner}/{repo}, asked for {per_page}")
-            names.extend(batch)
+            names.update(batch)
             link_next = parse_link_next(response.headers.get("Link"))
             page += 1
             if link_next is not None:
@@ -282,6 +309,13 @@ def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 2
             else:
                 url = None
     return names
+
+
+def _sha_of(item: Any) -> str:
+    """Return ``item["commit"]["sha"]`` of a branches-API entry when it is a commit id, else ""."""
+    commit = item.get("commit") if isinstance(item, dict) else None
+    sha = commit.get("sha") if isinstance(commit, dict) else None
+    return sha if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha) else ""
 
 
 def usable_branches(found: Sequence[str]) -> list[str]:
@@ -316,18 +350,38 @@ def load_cache(host: Host) -> dict[str, dict[str, Any]]:
     return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
 
 
-def save_cache(host: Host, listings: Sequence[ForkBranches]) -> str | None:
-    """Merge live ``listings`` into the cache file. Returns None, or why it could not be written."""
+def load_trees(host: Host) -> dict[str, dict[str, Any]]:
+    """Return the cached reads of branch trees, {commit: {"version", "date", "error"}} ({} when none or
+    unreadable). Never raises."""
+    try:
+        if not host.exists(paths.BRANCH_CACHE_FILE):
+            return {}
+        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
+        data = parse_json(raw, "branch cache") if len(raw) <= MAX_CACHE_BYTES else None
+    except (MissingError, NotRecordedError, ParseError):
+        return {}
+    trees = data.get("trees") if isinstance(data, dict) else None
+    if not isinstance(trees, dict):
+        return {}
+    return {k: v for k, v in trees.items() if isinstance(v, dict) and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", k)}
+
+
+def save_cache(host: Host, listings: Sequence[ForkBranches], trees: Mapping[str, Any] | None = None) -> str | None:
+    """Merge live ``listings`` and the tree reads ``trees`` ({commit: ...}) into the cache file. Returns None, or
+    why it could not be written."""
     entries = load_cache(host)
+    all_trees = load_trees(host)
+    all_trees.update(trees or {})
     for f in listings:
         if f.source in ("git", "api") and f.fetched_at is not None:
             entries[f.url] = {
                 "fork": f.fork,
                 "branches": f.branches,
+                "commits": f.commits,
                 "source": f.source,
                 "fetched_at": f.fetched_at.isoformat(),
             }
-    doc = {"format": "fwman-branch-cache", "version": 1, "forks": entries}
+    doc = {"format": "fwman-branch-cache", "version": 1, "forks": entries, "trees": all_trees}
     try:
         host.write_bytes(paths.BRANCH_CACHE_FILE, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
     except (OSError, HostChangeError) as e:
@@ -335,18 +389,29 @@ def save_cache(host: Host, listings: Sequence[ForkBranches]) -> str | None:
     return None
 
 
-def _from_cache(fork: Fork, entry: dict[str, Any] | None, error: str | None) -> ForkBranches:
+def _from_cache(
+    fork: Fork, entry: dict[str, Any] | None, error: str | None, trees: Mapping[str, Any] | None = None
+) -> ForkBranches:
     if entry is None:
         return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error)
     try:
         fetched = datetime.fromisoformat(str(entry["fetched_at"]))
         branches = [str(b) for b in entry["branches"]]
-    except (KeyError, ValueError, TypeError):
+        raw_commits = entry.get("commits") or {}
+        commits = {str(k): str(v) for k, v in raw_commits.items()} if isinstance(raw_commits, dict) else {}
+    except (KeyError, ValueError, TypeError, AttributeError):
         return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error or "cache entry unreadable")
     if fetched.tzinfo is None:
         fetched = fetched.replace(tzinfo=UTC)
     return ForkBranches(
-        fork=fork.name, url=fork.url, branches=branches, source="cache", fetched_at=fetched, error=error
+        fork=fork.name,
+        url=fork.url,
+        branches=branches,
+        commits=commits,
+        revisions=revisions(branches, commits, trees or {}),
+        source="cache",
+        fetched_at=fetched,
+        error=error,
     )
 
 
@@ -368,15 +433,17 @@ def list_branches(
     """
     now = now or clock.now_utc()
     cache = load_cache(host)
+    trees = load_trees(host)
+    new_trees: dict[str, Any] = {}
     results: list[ForkBranches] = []
     live: list[ForkBranches] = []
     has_git = (not offline) and host.which("git") is not None
     for fork in forks:
         if offline:
-            results.append(_from_cache(fork, cache.get(fork.url), "offline: not listed live"))
+            results.append(_from_cache(fork, cache.get(fork.url), "offline: not listed live", trees))
             continue
         if max_cache_age is not None:
-            cached = _from_cache(fork, cache.get(fork.url), None)
+            cached = _from_cache(fork, cache.get(fork.url), None, trees)
             age = cached.age_seconds(now)
             if cached.available and age is not None and age <= max_cache_age:
                 results.append(cached)
@@ -385,10 +452,13 @@ def list_branches(
         listing: ForkBranches | None = None
         if has_git:
             try:
+                heads = list_via_git(host, fork.url, timeout)
+                kept = usable_branches(list(heads))
                 listing = ForkBranches(
                     fork=fork.name,
                     url=fork.url,
-                    branches=usable_branches(list_via_git(host, fork.url, timeout)),
+                    branches=kept,
+                    commits={b: heads[b] for b in kept},
                     source="git",
                     fetched_at=now,
                 )
@@ -397,10 +467,13 @@ def list_branches(
         repo = forge_repo(fork.url)
         if listing is None and repo is not None:
             try:
+                found = list_via_api(host, api, *repo, timeout=timeout)
+                kept = usable_branches(list(found))
                 listing = ForkBranches(
                     fork=fork.name,
                     url=fork.url,
-                    branches=usable_branches(list_via_api(host, api, *repo, timeout=timeout)),
+                    branches=kept,
+                    commits={b: found[b] for b in kept if found[b]},
                     source="api",
                     fetched_at=now,
                 )
@@ -409,16 +482,86 @@ def list_branches(
         if listing is None and repo is None and not has_git:
             errors.append("git is not installed (needed for a non-GitHub URL or a local repository)")
         if listing is not None:
+            if has_git:
+                # the P2P branches whose commit was never read: one depth-1 fetch of them all, then each tree
+                unread = {
+                    b: c for b, c in listing.commits.items() if is_p2p_name(b) and c not in trees and c not in new_trees
+                }
+                read, problem = read_trees(host, fork.url, unread)
+                new_trees.update(read)
+                if problem is not None:
+                    listing.error = f"branch trees not read (versions from names): {problem}"
+            listing.revisions = revisions(listing.branches, listing.commits, {**trees, **new_trees})
             results.append(listing)
             live.append(listing)
         else:
-            results.append(_from_cache(fork, cache.get(fork.url), "; ".join(errors) or "not listed"))
+            results.append(_from_cache(fork, cache.get(fork.url), "; ".join(errors) or "not listed", trees))
     if live:
-        problem = save_cache(host, live)
+        problem = save_cache(host, live, new_trees)
         if problem is not None:
             for f in live:
                 f.error = problem
     return BranchReport(forks=results, now=now)
+
+
+def probe_dir(url: str) -> str:
+    """Return the bare repository in the source cache where the branches of ``url`` are read."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
+    return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}.probe"
+
+
+def _probe_git(host: Host, args: list[str], cwd: str, timeout: float = 120.0) -> CommandResult:
+    return host.run(["git", *args], cwd=cwd, timeout=timeout, env=GIT_ENV)
+
+
+def read_trees(host: Host, url: str, heads: Mapping[str, str]) -> tuple[dict[str, dict[str, str | None]], str | None]:
+    """Fetch ``heads`` ({branch: commit}) at depth 1 and read each commit's version and date.
+
+    One ``git fetch --depth=1`` of every branch asked for into a bare probe repository in the source cache
+    (:func:`probe_dir`): it works against ``git daemon``, ``file://``, a path and GitHub alike, where
+    ``git archive --remote`` is refused by GitHub and by a ``git daemon`` without ``upload-archive``. Then
+    ``git show COMMIT:version.mk`` and the committer date (``%cI``). The caller caches the answer per commit.
+
+    Returns ({commit: {"version": X or None, "date": D or None, "error": why or None}}, None), or ({}, why)
+    when the fetch itself failed. Never raises for git's failures (a missing git is a reason, too).
+    """
+    if not heads:
+        return {}, None
+    directory = probe_dir(url)
+    try:
+        host.mkdir(paths.SOURCE_CACHE_DIR)
+        if not host.is_dir(directory):
+            host.mkdir(directory)
+        local = host.local_path(directory)
+        if local is None:
+            return {}, f"cannot read branch trees on {host.description}"
+        init = _probe_git(host, ["init", "-q", "--bare", "--", local], cwd=local)
+        if init.missing:
+            return {}, "git is not installed"
+        refspecs = [f"+refs/heads/{b}:refs/probe/{b}" for b in heads]
+        fetch = _probe_git(
+            host, ["fetch", "-q", "--depth=1", "--", git_target(host, url), *refspecs], cwd=local, timeout=PROBE_TIMEOUT
+        )
+        if not fetch.ok:
+            return {}, failure_text(f"git fetch {url}", fetch.rc, fetch.stderr)
+    except (FwmanError, OSError) as e:
+        return {}, str(e)
+    found: dict[str, dict[str, str | None]] = {}
+    for commit in set(heads.values()):
+        entry: dict[str, str | None] = {"version": None, "date": None, "error": None}
+        date = _probe_git(host, ["log", "-1", "--format=%cI", commit, "--"], cwd=local)
+        if date.ok and date.stdout.strip():
+            entry["date"] = date.stdout.strip()
+        shown = _probe_git(host, ["show", f"{commit}:{VERSION_FILE}"], cwd=local)
+        if not shown.ok:
+            entry["error"] = f"no {VERSION_FILE} in its tree"
+        else:
+            try:
+                entry["version"] = str(parse_version_mk(shown.stdout))
+            except ParseError as e:
+                entry["error"] = str(e)
+        found[commit] = entry
+    return found, None
 
 
 def human_age(seconds: float | None) -> str:

@@ -226,3 +226,20 @@ def git_daemon(base: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def branch_with(bare: Path, base: str, branch: str, files: dict[str, str], date: str) -> str:
+    """Create ``branch`` of bare repository ``bare`` from ``base`` plus a commit writing ``files``, committed
+    (author and committer) at ``date`` (ISO 8601); return the commit."""
+    work = bare.parent / f"{bare.name}.branch"
+    subprocess.run(["git", "clone", "-q", "-b", base, str(bare), str(work)], check=True)
+    for rel, text in files.items():
+        (work / rel).write_text(text)
+    git = ["git", *_GIT_ID, "-C", str(work)]
+    env = {**os.environ, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", f"{branch}"], check=True, env=env)
+    subprocess.run([*git, "push", "-q", "origin", f"HEAD:refs/heads/{branch}"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    shutil.rmtree(work)
+    return head

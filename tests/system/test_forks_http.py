@@ -46,7 +46,7 @@ def test_api_pagination_with_link_headers() -> None:
     state = ForgeState(repos=lists, max_per_page=5)
     with forge_server(state) as api:
         names = list_via_api(LiveHost("/"), api, "aikitoria", "open-gpu-kernel-modules")
-    assert names == lists["aikitoria/open-gpu-kernel-modules"]
+    assert list(names) == lists["aikitoria/open-gpu-kernel-modules"]
     assert len(state.requests) == 4  # 19 branches, 5 a page
     assert state.requests[0] == "/repos/aikitoria/open-gpu-kernel-modules/branches?per_page=100&page=1"
 
@@ -58,7 +58,7 @@ def test_api_pagination_by_page_number_without_link() -> None:
     state = ForgeState(repos={"big/repo": big}, link_headers=False)
     with forge_server(state) as api:
         names = list_via_api(LiveHost("/"), api, "big", "repo")
-    assert names == big
+    assert list(names) == big
     assert [r.rsplit("page=", 1)[1] for r in state.requests] == ["1", "2", "3"]
 
 

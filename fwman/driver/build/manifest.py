@@ -102,6 +102,8 @@ class Manifest:
     signed: str | None = None
     #: the kernel-independent objects came from the object cache
     object_cache_hit: bool = False
+    #: the patches of /etc/fwman/patches.d applied for this kernel: [{"name", "sha256", "kernels"}]
+    patches: list[dict[str, str | None]] = field(default_factory=list)
 
     def to_json(self) -> bytes:
         """Return the manifest as UTF-8 JSON bytes (stable key order)."""
@@ -131,6 +133,14 @@ class Manifest:
                 raise ParseError(WHAT, f"modules.{name}.size", "not a non-negative integer")
             modules[str(name)] = ModuleEntry(path, digest.lower(), size)
         hit = doc.get("object_cache_hit", False)
+        raw_patches = doc.get("patches") or []
+        if not isinstance(raw_patches, list) or not all(
+            isinstance(p, dict)
+            and isinstance(p.get("name"), str)
+            and all(isinstance(v, str | None) for v in p.values())
+            for p in raw_patches
+        ):
+            raise ParseError(WHAT, "patches", "not a list of {name, sha256, kernels} objects")
         return cls(
             kernel=kernel or "",
             fork=_str(doc, "fork"),
@@ -142,6 +152,7 @@ class Manifest:
             compiler=_str(doc, "compiler"),
             signed=_str(doc, "signed"),
             object_cache_hit=bool(hit) if isinstance(hit, bool) else False,
+            patches=[{str(k): v for k, v in p.items()} for p in raw_patches],
         )
 
 

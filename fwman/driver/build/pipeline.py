@@ -16,13 +16,16 @@ import contextlib
 import re
 import shlex
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from fwman.core import clock, paths
-from fwman.core.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.build import objcache
+from fwman.driver.build import patches as kpatches
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.manifest import build_log_path
+from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, Progress, ProgressSink, end_line, expected_from_log
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
@@ -261,8 +264,13 @@ def compile_for_kernel(
     report: Report = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
+    patches: Sequence[KernelPatch] = (),
 ) -> CompileResult:
     """Build the five modules of ``source`` for ``kver`` and return what happened (never raises on make errors).
+
+    ``patches`` (those of patches.d for ``kver``) are applied in the build tree first (``patch -p1``); one that
+    does not apply is the build's failure (its file and hunks), nothing is compiled. Patches that change
+    kernel-independent files are part of the object cache key.
 
     The kernel-independent objects come from the object cache when an entry for (source, compiler) exists,
     and are stored there after the first build. The whole make output goes to ``/var/log/fwman/build-KVER.log``.
@@ -274,7 +282,7 @@ def compile_for_kernel(
             hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     compiler = compiler_version(host)
-    key = objcache.cache_key(source.source_id, compiler)
+    key = objcache.cache_key(source.source_id + kpatches.cache_salt(list(patches)), compiler)
     started = clock.monotonic()
     phases: dict[str, float] = {}
 
@@ -286,6 +294,13 @@ def compile_for_kernel(
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver)
     mark = lap("copy_tree", started)
+    if patches:
+        refused = apply_patches(host, tree, patches, build_log_path(kver), report)
+        if refused is not None:
+            failed = CompileResult(kver, False, tree, build_log_path(kver), key, False, compiler, 0.0, phases=phases)
+            failed.failure = refused
+            return failed
+        mark = lap("patch", mark)
     hit = objcache.has_entry(host, key)
     if hit:
         report("kernel-independent objects: from the object cache (kernel-open only)")
@@ -325,6 +340,57 @@ def compile_for_kernel(
     outcome.ok = True
     outcome.modules = built
     return outcome
+
+
+def apply_patches(
+    host: Host, tree: str, patches: Sequence[KernelPatch], log_path: str, report: Report = silent
+) -> BuildFailure | None:
+    """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return None, or the failure of the first that
+    does not apply (its file and the hunks that failed; the tree is then left to the next build).
+
+    Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. The files it changes are
+    unlinked and written back first: a fork's build tree is hard links to the source cache (:func:`prepare_tree`),
+    which a patch must never change. Writes patch's output to ``log_path``. Raises MissingError without
+    ``patch``.
+    """
+    if host.which("patch") is None:
+        raise MissingError("patch not found (needed for /etc/fwman/patches.d)", hint="apt install patch")
+    local = local_dir(host, tree)
+    log: list[str] = []
+    for p in patches:
+        patch_file = host.local_path(p.path) or p.path
+        # --fuzz=0: a hunk whose context moved is refused, never applied elsewhere (stricter than DKMS's patch -p1)
+        argv = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-i", patch_file]
+        trial = host.run([*argv, "--dry-run"], cwd=local, timeout=120)
+        log.append(f"$ {' '.join(argv)} --dry-run\n{trial.stdout}{trial.stderr}")
+        if not trial.ok:
+            host.write_bytes(log_path, "\n".join(log).encode())
+            said = (trial.stdout + trial.stderr).strip()
+            hunks = kpatches.failed_hunks(said)
+            where = hunks[0].split(": ", 1)[0] if hunks and ": " in hunks[0] else p.files[0]
+            text = "; ".join(hunks) or (said.splitlines()[-1] if said else f"patch exited {trial.rc}")
+            return BuildFailure(
+                where,
+                None,
+                f"kernel patch {paths.KERNEL_PATCHES_DIR}/{p.name} does not apply: {text}",
+                excerpt=said.splitlines()[-20:],
+                phase="patch",
+            )
+        for rel in p.files:
+            path = f"{tree}/{rel}"
+            if host.exists(path) and not host.is_link(path):
+                data = host.read_bytes(path)
+                host.unlink(path)
+                host.write_bytes(path, data)
+        done = host.run(argv, cwd=local, timeout=120)
+        log.append(f"$ {' '.join(argv)}\n{done.stdout}{done.stderr}")
+        if not done.ok:
+            host.write_bytes(log_path, "\n".join(log).encode())
+            said = (done.stdout + done.stderr).strip()
+            return BuildFailure(p.files[0], None, f"kernel patch {p.name} failed: {said[-300:]}", phase="patch")
+        report(f"applied kernel patch {p.name} ({', '.join(p.files)})")
+    host.write_bytes(log_path, "\n".join(log).encode())
+    return None
 
 
 @dataclass
@@ -407,15 +473,29 @@ def update_kernel(
         write_marker(host, pending_path(kver), marker)
         message = f"{kver}: marked pending, the source cannot be had: {e.message}"
         return KernelOutcome(kver, "pending", message, source_error=e)
+    try:
+        patches = [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
+    except ParseError as e:
+        marker = Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch)
+        write_marker(host, failed_path(kver), marker)
+        return KernelOutcome(
+            kver, "failed", f"build for {kver} FAILED: {e}", source, failure=BuildFailure(None, None, str(e))
+        )
+    patch_id = ",".join(p.sha256 for p in patches)  # a patch added or changed is a new attempt
     failed = read_marker(host, failed_path(kver))
-    if failed is not None and failed.commit == source.source_id and not force:
+    if (
+        failed is not None
+        and failed.commit == source.source_id
+        and (failed.detail or {}).get("patches", "") == patch_id
+        and not force
+    ):
         message = (
             f"the build of {source.label} for {kver} failed before ({failed.at}: {failed.reason}); not retried "
             f"(run `fwman modules build --kernel {kver} --force` after fixing the cause)"
         )
         return KernelOutcome(kver, "skipped", message, source)
     resolved_at = clock.monotonic()
-    result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report))
+    result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report), patches)
     outcome = KernelOutcome(
         kver, "failed", "", source, log_path=result.log_path, cache_hit=result.cache_hit, seconds=result.seconds
     )
@@ -424,6 +504,8 @@ def update_kernel(
 
     def fail(failure: BuildFailure) -> KernelOutcome:
         detail = {"log": result.log_path, "message": failure.message}
+        if patch_id:
+            detail["patches"] = patch_id
         if failure.file:
             detail["file"] = failure.file
         if failure.line is not None:
@@ -435,7 +517,11 @@ def update_kernel(
         write_marker(host, failed_path(kver), marker)
         host.unlink(pending_path(kver))
         outcome.failure = failure
-        where = f"{failure.file}:{failure.line}: " if failure.file else ""
+        where = (
+            (f"{failure.file}:{failure.line}: " if failure.line is not None else f"{failure.file}: ")
+            if failure.file
+            else ""
+        )
         phase = f" in the {failure.phase} phase" if failure.phase else ""
         outcome.message = f"build for {kver} FAILED{phase}: {where}{failure.message}"
         return outcome
@@ -465,6 +551,7 @@ def update_kernel(
         compiler=result.compiler,
         signed=signed,
         object_cache_hit=result.cache_hit,
+        patches=[p.to_json() for p in patches],
     )
     bad = [c for c in install.check_installed(host, manifest) if not c.ok]
     if bad:

@@ -239,20 +239,18 @@ def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch:
 
 
 def source_version(host: Host, source: Source) -> str | None:
-    """Return the driver version a source builds (from its branch name, else its ``version.mk``), or None."""
+    """Return the driver version a source builds (from its tree's ``version.mk``, else its branch name, a hint),
+    or None."""
     from fwman.driver.versions import parse_p2p_branch
 
-    if source.branch:
-        parsed = parse_p2p_branch(source.branch)
-        if parsed is not None:
-            return str(parsed)
     for rel in ("version.mk", "utils.mk"):
         path = f"{source.tree}/{rel}"
         if host.exists(path):
             m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
             if m:
                 return m.group(1)
-    return None
+    parsed = parse_p2p_branch(source.branch) if source.branch else None
+    return str(parsed) if parsed is not None else None
 
 
 def newer_branches(host: Host, source: Source) -> list[str]:
@@ -263,7 +261,7 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     """
     from fwman.core.driver_version import DriverVersion
     from fwman.driver import forks
-    from fwman.driver.versions import parse_p2p_branch
+    from fwman.driver.versions import revisions
 
     text = source_version(host, source)
     if text is None:
@@ -273,10 +271,15 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     except FwmanError:
         return []
     found: list[tuple[DriverVersion, str]] = []
+    trees = forks.load_trees(host)
     for url, entry in forks.load_cache(host).items():
         name = str(entry.get("fork") or url)
-        for branch in entry.get("branches") or []:
-            parsed = parse_p2p_branch(str(branch))
+        raw = entry.get("commits")
+        commits = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        branches = [str(b) for b in entry.get("branches") or []]
+        # what each P2P branch's tree builds (read by `fwman driver branches`), else its name's version
+        for rev in revisions(branches, commits, trees):
+            parsed = rev.driver_version()
             if parsed is not None and current < parsed:
-                found.append((parsed, f"{name}: {branch}"))
+                found.append((parsed, f"{name}: {rev.branch}"))
     return [label for _v, label in sorted(found, key=lambda item: item[0].key)]

@@ -19,8 +19,18 @@ def p2p_status(version: str | None, report: BranchReport | None) -> P2PBranch:
     ages = [f.age_seconds(report.now) for f in report.forks if f.source == "cache"]
     oldest = max((a for a in ages if a is not None), default=None)
     if carriers:
+        # the branch to build: each fork's newest revision whose tree builds the version (-p2p-v3, bar1-p2p)
+        newest = [f"{f.fork}: {f.revisions_of(target)[0].branch}" for f in report.forks if f.fork in carriers]
+        # said only where the branch to build is not simply V-p2p (a revision, another name): the JSON of a
+        # host whose forks carry V-p2p stays what it was
+        plain = all(b.endswith(f": {target.branch_name}") for b in newest)
         return P2PBranch(
-            version=version, status="available", forks=carriers, source="+".join(sources), oldest_age_seconds=oldest
+            version=version,
+            status="available",
+            forks=carriers,
+            source="+".join(sources),
+            oldest_age_seconds=oldest,
+            note=None if plain else "newest branch building it: " + ", ".join(newest),
         )
     below, above = report.nearest(target)
     return P2PBranch(
@@ -40,7 +50,10 @@ def p2p_line(p2p: P2PBranch) -> str:
         return "P2P branch: unknown (no driver version found)"
     age = f", cached {human_age(p2p.oldest_age_seconds)} ago" if p2p.oldest_age_seconds is not None else ""
     if p2p.status == "available":
-        return f"P2P branch {p2p.version}-p2p: carried by {', '.join(p2p.forks)} ({p2p.source}{age})"
+        if p2p.note is None:
+            return f"P2P branch {p2p.version}-p2p: carried by {', '.join(p2p.forks)} ({p2p.source}{age})"
+        # a revision or another name: say which branch builds it (its tree says the version)
+        return f"P2P for {p2p.version}: carried by {', '.join(p2p.forks)} ({p2p.source}{age}); {p2p.note}"
     if p2p.status == "none":
         near = " and ".join(v for v in (p2p.nearest_below, p2p.nearest_above) if v) or "none"
         return (

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import ParseError
-from fwman.driver.versions import nearest, parse_p2p_branch
+from fwman.driver.versions import Revision, is_p2p_name, nearest, newest_first, parse_p2p_branch, parse_version_mk
 
 
 @pytest.mark.parametrize("text", ["570.86.16", "565.77", "595.71.05", "550.54.15", "96.43.23"])
@@ -61,6 +61,10 @@ def test_search_in_proc_version_line() -> None:
         ("570.86.16", None),
         ("-p2p", None),
         ("570.86.16-p2p-old", None),
+        ("610.57.04-p2p-v3", "610.57.04"),  # aikitoria's revisions: the name is a hint, the tree says
+        ("570.86.16-p2p-v2", "570.86.16"),
+        ("bar1-p2p", None),
+        ("570.86.16-v2", None),
         (" 570.86.16-p2p", None),
     ],
 )
@@ -115,3 +119,41 @@ def test_property_any_text_parses_or_raises_parse_error(text: str) -> None:
         DriverVersion.parse(text)
     parse_p2p_branch(text)  # never raises
     DriverVersion.search(text)  # never raises
+
+
+# the version.mk of NVIDIA/open-gpu-kernel-modules (550.40.82: `NVIDIA_VERSION = 550.40.82` first, make rules after)
+REAL_VERSION_MK = """NVIDIA_VERSION = 550.40.82
+
+# This file.
+VERSION_MK_FILE := $(lastword $(MAKEFILE_LIST))
+$(OUTPUTDIR)/version.h: $(VERSION_MK_FILE)
+\t@$(MKDIR) $(OUTPUTDIR)
+\t@$(ECHO) '#define NVIDIA_VERSION "$(NVIDIA_VERSION)"' > $@
+"""
+
+
+def test_parse_version_mk_reads_nvidias_file() -> None:
+    assert str(parse_version_mk(REAL_VERSION_MK)) == "550.40.82"
+    assert str(parse_version_mk("NVIDIA_VERSION = 595.71.05\nNVIDIA_NVID_VERSION = 595.71.05\n")) == "595.71.05"
+    with pytest.raises(ParseError, match="no 'NVIDIA_VERSION = X' line"):
+        parse_version_mk("NVIDIA_NVID_VERSION = 595.71.05\n")
+    with pytest.raises(ParseError, match="not a driver version"):
+        parse_version_mk("NVIDIA_VERSION = $(SOMETHING)\n")
+
+
+@given(st.text())
+@settings(max_examples=300)
+def test_parse_version_mk_any_text_is_a_version_or_a_parse_error(text: str) -> None:
+    with contextlib.suppress(ParseError):
+        assert isinstance(parse_version_mk(text), DriverVersion)
+
+
+def test_p2p_names_and_newest_first() -> None:
+    assert is_p2p_name("bar1-p2p") and is_p2p_name("570.86.16-P2P-v2") and not is_p2p_name("515")
+    revs = [
+        Revision(branch="a-p2p", date="2026-03-01T10:00:00+00:00"),
+        Revision(branch="b-p2p"),  # unknown date: last
+        Revision(branch="c-p2p", date="2026-06-01T12:00:00+02:00"),
+        Revision(branch="d-p2p", date="2026-06-01T11:00:00+00:00"),  # later than c's instant (10:00 UTC)
+    ]
+    assert [r.branch for r in newest_first(revs)] == ["d-p2p", "c-p2p", "a-p2p", "b-p2p"]

@@ -603,3 +603,36 @@ def test_the_kernels_own_backlight_driver_is_not_an_nvidia_module(tree: Tree) ->
     r = tree.run("--json")
     assert r.code == 0, r.stdout + r.stderr
     assert "nvidia_wmi_ec_backlight" not in {m["name"] for m in r.json()["modules"]}
+
+
+def test_a_branch_named_otherwise_carries_the_version_its_tree_builds(tree: Tree) -> None:
+    # issue 26: bar1-p2p's name says no version; the tree read by `driver branches` (cached per commit) says it
+    v = "575.51.02"
+    tree.loaded(v)
+    tree.libs(v)
+    tree.firmware(v)
+    tree.smi(v)
+    fetched = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    old, new = "a" * 40, "b" * 40
+    fork = {
+        "fork": "aikitoria",
+        "branches": ["main", f"{v}-p2p", "bar1-p2p"],
+        "commits": {"main": "c" * 40, f"{v}-p2p": old, "bar1-p2p": new},
+        "source": "git",
+        "fetched_at": fetched,
+    }
+    trees = {
+        old: {"version": v, "date": "2026-05-01T10:00:00+00:00", "error": None},
+        new: {"version": v, "date": "2026-06-01T10:00:00+00:00", "error": None},
+    }
+    doc = {"format": "fwman-branch-cache", "version": 1, "forks": {DEFAULT_FORKS["aikitoria"]: fork}, "trees": trees}
+    tree.write(paths.BRANCH_CACHE_FILE, json.dumps(doc))
+    r = tree.run("--json")
+    p2p = r.json()["p2p"]
+    assert p2p["status"] == "available" and p2p["forks"] == ["aikitoria"]
+    assert p2p["note"] == "newest branch building it: aikitoria: bar1-p2p"
+    text = tree.run().stdout
+    assert (
+        f"P2P for {v}: carried by aikitoria (cache, cached 2 h ago); newest branch building it: aikitoria: bar1-p2p"
+        in text
+    )

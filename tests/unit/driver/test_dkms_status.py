@@ -88,26 +88,9 @@ def test_block_and_unblock_with_nothing_registered(tmp_path: Path) -> None:
 
 def test_block_interrupted_halfway_still_records_what_it_removed(tmp_path: Path) -> None:
     """The second `dkms remove` fails: the retry and unblock must still know the first module was removed."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    registered = tmp_path / "registered"
-    registered.write_text("nvidia/570.86.16: added\nnvidia/575.51.02: added\n")
-    # a stand-in dkms with the real one's status format: `remove M/V` drops the line, except 575.51.02 fails
-    (bin_dir / "dkms").write_text(
-        f"""#!/bin/sh
-case "$1" in
-  status) cat {registered} ;;
-  remove) [ "$2" = nvidia/575.51.02 ] && {{ echo "Error! simulated failure" >&2; exit 1; }}
-          grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
-  add) echo "$2: added" >> {registered} ;;
-esac
-"""
+    run, root, registered = _standin_dkms(
+        tmp_path, ["nvidia/570.86.16", "nvidia/575.51.02"], fails_to_remove="nvidia/575.51.02"
     )
-    (bin_dir / "dkms").chmod(0o755)
-    root = tmp_path / "root"
-    (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
-    (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
-    run = FwmanEnv(path_prepend=[bin_dir])
     failed = run("dkms", "block", "--root", str(root))
     assert failed.code != 0 and "simulated failure" in failed.stderr
     record = json.loads((root / "var/lib/fwman/dkms-block.json").read_text())
@@ -121,18 +104,29 @@ esac
     assert "nvidia/570.86.16: added" in registered.read_text()  # registered again: nothing lost
 
 
-def _two_registered(tmp_path: Path) -> tuple[FwmanEnv, Path, Path]:
-    """Return (fwman with a stand-in dkms first on PATH, the root, dkms's registration file): nvidia and
-    nvidia-uvm 570.86.16 registered, only nvidia's source in /usr/src (the real dkms's status format)."""
+def _standin_dkms(
+    tmp_path: Path, modules: list[str], fails_to_remove: str | None = None
+) -> tuple[FwmanEnv, Path, Path]:
+    """Return (fwman with a stand-in dkms first on PATH, the root, dkms's registration file).
+
+    The stand-in has the real dkms's status format: ``modules`` (``name/version``) registered, `remove M/V`
+    drops the line (except ``fails_to_remove``, which fails as dkms does), `add` registers again; only nvidia
+    570.86.16's source is in /usr/src.
+    """
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     registered = tmp_path / "registered"
-    registered.write_text("nvidia/570.86.16: added\nnvidia-uvm/570.86.16: added\n")
+    registered.write_text("".join(f"{m}: added\n" for m in modules))
+    fail = (
+        f'[ "$2" = {fails_to_remove} ] && {{ echo "Error! simulated failure" >&2; exit 1; }}\n          '
+        if fails_to_remove
+        else ""
+    )
     (bin_dir / "dkms").write_text(
         f"""#!/bin/sh
 case "$1" in
   status) cat {registered} ;;
-  remove) grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
+  remove) {fail}grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
   add) echo "$2: added" >> {registered} ;;
 esac
 """
@@ -142,6 +136,11 @@ esac
     (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
     (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
     return FwmanEnv(path_prepend=[bin_dir]), root, registered
+
+
+def _two_registered(tmp_path: Path) -> tuple[FwmanEnv, Path, Path]:
+    """Return :func:`_standin_dkms` with nvidia and nvidia-uvm 570.86.16 registered."""
+    return _standin_dkms(tmp_path, ["nvidia/570.86.16", "nvidia-uvm/570.86.16"])
 
 
 def test_block_and_unblock_say_each_step_once(tmp_path: Path) -> None:

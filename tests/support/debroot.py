@@ -23,6 +23,7 @@ in ``archives/`` there and bound into every root as ``/var/cache/apt/archives``.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import hashlib
@@ -33,6 +34,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,35 +127,73 @@ def base_tarball() -> Path:
     tarball = CACHE / f"base-{_key(SUITE, sources, BASE_PACKAGES, GRUB_PRESEED)}.tar"
     if tarball.is_file():
         return tarball
-    CACHE.mkdir(parents=True, exist_ok=True)
-    ARCHIVES.mkdir(parents=True, exist_ok=True)
-    spec = CACHE / f"{tarball.stem}.sources"
-    spec.write_text(sources)
-    partial = tarball.with_suffix(".tar.partial")
-    proc = _run(
-        [
-            "mmdebstrap",
-            "--variant=apt",
-            "--mode=root",
-            "--format=tar",
-            f"--include={','.join(BASE_PACKAGES)}",
-            f'--essential-hook=printf {shlex.quote(GRUB_PRESEED)} | chroot "$1" debconf-set-selections',
-            SUITE,
-            str(partial),
-            str(spec),
-        ],
-        timeout=1800,
-    )
-    if proc.returncode != 0:
-        partial.unlink(missing_ok=True)
-        raise RootError(f"mmdebstrap failed:\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
-    partial.rename(tarball)  # a tarball is either complete or absent
-    return tarball
+    with _cache_lock():  # another test process may be making it now: wait, then take its result
+        if tarball.is_file():
+            return tarball
+        CACHE.mkdir(parents=True, exist_ok=True)
+        ARCHIVES.mkdir(parents=True, exist_ok=True)
+        spec = CACHE / f"{tarball.stem}.sources"
+        spec.write_text(sources)
+        partial = tarball.with_suffix(".tar.partial")
+        proc = _run(
+            [
+                "mmdebstrap",
+                "--variant=apt",
+                "--mode=root",
+                "--format=tar",
+                f"--include={','.join(BASE_PACKAGES)}",
+                f'--essential-hook=printf {shlex.quote(GRUB_PRESEED)} | chroot "$1" debconf-set-selections',
+                SUITE,
+                str(partial),
+                str(spec),
+            ],
+            timeout=1800,
+        )
+        if proc.returncode != 0:
+            partial.unlink(missing_ok=True)
+            raise RootError(f"mmdebstrap failed:\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")
+        partial.rename(tarball)  # a tarball is either complete or absent
+        return tarball
 
 
 #: loop numbers of this process's live roots: a root's device is unbound between its commands, so the kernel
 #: alone cannot tell that it is taken
 _TAKEN: set[int] = set()
+#: one open, flock'ed file per loop number this process holds, so that other test processes (parallel runs of the
+#: suite) skip it too; the kernel drops the lock when the process dies, so a crash leaves nothing claimed
+_CLAIMS: dict[int, int] = {}
+CLAIMS_DIR = Path("/run/lock")
+
+
+def _claim(n: int) -> bool:
+    """Return True when this process now holds loop number ``n`` against every other process."""
+    CLAIMS_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(CLAIMS_DIR / f"fwman-story-loop{n}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False
+    _CLAIMS[n] = fd
+    return True
+
+
+def _release(n: int) -> None:
+    fd = _CLAIMS.pop(n, None)
+    if fd is not None:
+        os.close(fd)  # closing drops the flock
+
+
+@contextlib.contextmanager
+def _cache_lock() -> Iterator[None]:
+    """Hold the cache's lock, so that two test processes never make the same tarball at once."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    fd = os.open(CACHE / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def _loop_device() -> int:
@@ -163,6 +203,8 @@ def _loop_device() -> int:
         for n in range(10, 64):
             if n in _TAKEN or Path(f"/sys/block/loop{n}/loop/backing_file").exists():
                 continue  # ours (another live root) or bound: someone else's
+            if not _claim(n):
+                continue  # another test process's root
             try:
                 fcntl.ioctl(fd, LOOP_CTL_ADD, n)
             except OSError as e:
@@ -281,17 +323,19 @@ class DebRoot:
         """Remove the image and the loop device node this root created (nothing is mounted between commands)."""
         self.image.unlink(missing_ok=True)
         shutil.rmtree(self.mnt, ignore_errors=True)
-        _TAKEN.discard(self.loop)
         try:
             fd = os.open("/dev/loop-control", os.O_RDWR)
         except OSError:
-            return
-        try:
-            fcntl.ioctl(fd, LOOP_CTL_REMOVE, self.loop)
-        except OSError:
-            pass  # still bound (a command of another root raced us) or already gone: nothing of ours to remove
-        finally:
-            os.close(fd)
+            fd = -1
+        if fd >= 0:
+            try:
+                fcntl.ioctl(fd, LOOP_CTL_REMOVE, self.loop)
+            except OSError:
+                pass  # still bound (a command of another root raced us) or already gone: nothing of ours to remove
+            finally:
+                os.close(fd)
+        _TAKEN.discard(self.loop)
+        _release(self.loop)
 
 
 @dataclass(frozen=True)
@@ -340,27 +384,28 @@ def owner_layer(workdir: Path) -> tuple[Path, Kernels]:
     """
     base = base_tarball()
     key = _key(base.name, time.strftime("%Y-%m-%d", time.gmtime()))
-    tarball, meta = CACHE / f"owner-{key}.tar", CACHE / f"owner-{key}.json"
-    if tarball.is_file() and meta.is_file():
-        doc = json.loads(meta.read_text())
-        return tarball, Kernels(doc["first"], doc["update"], doc["broken"])
-    root = DebRoot.create(workdir / "owner-layer", base)
-    try:
-        root.sh("apt-get update -q")
-        offered = offered_kernels(root)
-        if len(offered) < 3:
-            raise RootError(f"the archive offers fewer than three kernels with headers: {offered}")
-        kernels = Kernels(*offered[-3:])
-        root.sh(
-            "update-grub && grub-editenv /boot/grub/grubenv create && "
-            f"apt-get install -y -q {' '.join(kernel_packages(kernels.first))}",
-            timeout=1800,
-        )
-        root.save(tarball)
-    finally:
-        root.close()
-    meta.write_text(json.dumps({"first": kernels.first, "update": kernels.update, "broken": kernels.broken}) + "\n")
-    return tarball, kernels
+    with _cache_lock():  # base_tarball above takes the same lock: flock is not re-entrant across opens
+        tarball, meta = CACHE / f"owner-{key}.tar", CACHE / f"owner-{key}.json"
+        if tarball.is_file() and meta.is_file():
+            doc = json.loads(meta.read_text())
+            return tarball, Kernels(doc["first"], doc["update"], doc["broken"])
+        root = DebRoot.create(workdir / "owner-layer", base)
+        try:
+            root.sh("apt-get update -q")
+            offered = offered_kernels(root)
+            if len(offered) < 3:
+                raise RootError(f"the archive offers fewer than three kernels with headers: {offered}")
+            kernels = Kernels(*offered[-3:])
+            root.sh(
+                "update-grub && grub-editenv /boot/grub/grubenv create && "
+                f"apt-get install -y -q {' '.join(kernel_packages(kernels.first))}",
+                timeout=1800,
+            )
+            root.save(tarball)
+        finally:
+            root.close()
+        meta.write_text(json.dumps({"first": kernels.first, "update": kernels.update, "broken": kernels.broken}) + "\n")
+        return tarball, kernels
 
 
 def installed_packages(root: DebRoot, pattern: str = "*") -> set[str]:

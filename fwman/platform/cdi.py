@@ -25,6 +25,7 @@ from typing import Any
 from fwman.core import paths
 from fwman.core.errors import ParseError
 from fwman.core.jsontext import parse_json
+from fwman.platform.mounts import Mount
 
 SPEC_DIRS = paths.CDI_SPEC_DIRS
 #: the command NVIDIA's documentation gives to write the spec again for the installed driver
@@ -35,20 +36,12 @@ MAX_NODES = 200_000
 
 
 @dataclass(frozen=True)
-class CdiMount:
-    """One mount a spec adds: a host file or directory at a container path."""
-
-    host_path: str
-    container_path: str
-
-
-@dataclass(frozen=True)
 class CdiEdits:
     """The edits a spec (or one of its devices) makes to a container."""
 
     env: dict[str, str] = field(default_factory=dict)
     device_nodes: tuple[str, ...] = ()  # host paths of the device nodes (hostPath, else path)
-    mounts: tuple[CdiMount, ...] = ()
+    mounts: tuple[Mount, ...] = ()  # hostPath as source, containerPath as destination
     hooks: tuple[str, ...] = ()  # "path args..." for people
 
 
@@ -177,11 +170,11 @@ def _edits(value: Any, path: str, where: str) -> CdiEdits:
         cpath = _abs(_s(d.get("path"), path, f"{where}.deviceNodes[{n}].path", required=True), path, "path")
         host_path = _abs(_s(d.get("hostPath"), path, f"{where}.deviceNodes[{n}].hostPath"), path, "hostPath")
         nodes.append(host_path or cpath)
-    mounts: list[CdiMount] = []
+    mounts: list[Mount] = []
     for n, m in enumerate(_l(obj.get("mounts"), path, f"{where}.mounts")):
         mo = _o(m, path, f"{where}.mounts[{n}]")
         mounts.append(
-            CdiMount(
+            Mount(
                 _abs(_s(mo.get("hostPath"), path, f"{where}.mounts[{n}].hostPath", required=True), path, "hostPath"),
                 _s(mo.get("containerPath"), path, f"{where}.mounts[{n}].containerPath", required=True),
             )

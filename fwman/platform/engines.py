@@ -1,11 +1,14 @@
 """Docker and Podman containers, read through the engines' own command-line interfaces.
 
-Two commands per engine, both read only: ``<engine> ps -a --format json`` (every container, running or not) and
-one ``<engine> inspect ID...`` of all of them. The shapes:
+Two commands per engine, both read only: ``<engine> ps -a`` with a JSON format (every container, running or not)
+and one ``<engine> inspect ID...`` of all of them. The shapes:
 
 - ``podman ps -a --format json`` (Podman 4.3, Debian 12) prints one JSON array of objects with ``Id``,
-  ``Names`` (a list), ``State``, ``Image``; ``docker ps -a --format json`` prints one JSON object per line with
-  ``ID``, ``Names`` (a string), ``State``, ``Image`` (docs.docker.com, "docker container ls", Format the output).
+  ``Names`` (a list), ``State``, ``Image``;
+- ``docker ps -a --format '{{json .}}'`` prints one JSON object per line with ``ID``, ``Names`` (a string),
+  ``State``, ``Image`` (docs.docker.com, "docker container ls", Format the output). Docker's Go template is
+  asked, not ``--format json``: Debian 12's docker.io 20.10.24 prints the word ``json`` once per container for
+  ``--format json`` (seen on the test machine), while ``{{json .}}`` prints the objects there and in Docker 28.2.
 - ``inspect`` prints a JSON array of container objects in the Docker Engine API's ContainerInspect shape, which
   Podman follows: ``Id``, ``Name``, ``State.Status``, ``Config.Image``, ``Config.Env`` (``NAME=VALUE``
   strings), ``Mounts`` (``Source``, ``Destination``), ``HostConfig.Runtime``, ``HostConfig.Devices``
@@ -15,6 +18,13 @@ one ``<engine> inspect ID...`` of all of them. The shapes:
   ``--device vendor/class=name`` request only in ``Config.CreateCommand`` (the argv that made the container):
   its ``HostConfig.Devices`` is empty for it, so the request is read from that argv; and Podman's
   ``HostConfig.Runtime`` says ``oci`` while ``OCIRuntime`` names the runtime (``crun``, ``nvidia``).
+- Podman's ``--gpus``: Podman 4.3 refuses the option (``Error: unknown flag: --gpus``, seen on the test
+  machine); later 4.x releases accepted it as a no-op kept for the Docker CLI's sake (NVIDIA's maintainer in
+  github.com/NVIDIA/nvidia-container-runtime issue 190, July 2023); since containers/podman PR 21180 (merged
+  January 2024) each value becomes the CDI device ``nvidia.com/gpu=VALUE`` (pkg/specgenutil:
+  ``devices = append(devices, "nvidia.com/gpu="+gpu)``), which, like ``--device``, inspect keeps only in
+  ``Config.CreateCommand``. fwman reads a Podman ``--gpus VALUE`` as that CDI request (a container made by a
+  release where the option did nothing cannot be told apart from inspect).
 
 The parsers are pure (text in, model or ParseError out); :func:`read_engine` is the one reader and goes through
 the Host.
@@ -29,6 +39,7 @@ from typing import Any
 from fwman.core.errors import FwmanError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
+from fwman.platform.mounts import Mount
 
 ENGINES = ("docker", "podman")
 #: a CDI fully qualified device name: vendor.com/class=name (CDI SPEC.md, "Kind" and device "name")
@@ -37,14 +48,6 @@ CDI_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*=[
 P2P_ENV = ("NCCL_P2P_LEVEL", "NCCL_P2P_DISABLE", "NCCL_SHM_DISABLE", "VLLM_SKIP_P2P_CHECK", "CUDA_VISIBLE_DEVICES")
 #: seconds one engine command may take (an engine whose socket hangs must not hang the audit)
 ENGINE_TIMEOUT = 60.0
-
-
-@dataclass(frozen=True)
-class Mount:
-    """One mount of a container: host source, container destination."""
-
-    source: str
-    destination: str
 
 
 @dataclass(frozen=True)
@@ -110,12 +113,12 @@ def _absolute(path: str, what: str, where: str) -> None:
 
 
 def parse_ps(text: str, engine: str) -> list[str]:
-    """Return the container ids ``<engine> ps -a --format json`` printed, in its order.
+    """Return the container ids ``<engine> ps -a`` printed as JSON (:func:`ps_argv`), in its order.
 
     Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises
     ParseError for anything else (an object without an id, text that is not JSON).
     """
-    what = f"{engine} ps -a --format json"
+    what = " ".join(ps_argv(engine))
     stripped = text.strip()
     if not stripped:
         return []
@@ -143,16 +146,28 @@ def _env(values: list[Any], what: str) -> dict[str, str]:
     return env
 
 
-def _create_command_devices(argv: list[Any]) -> list[str]:
-    """Return the values of ``--device`` in the argv that created a Podman container."""
+def _create_command_values(argv: list[Any], option: str) -> list[str]:
+    """Return the values of ``option`` (``--device``, ``--gpus``) in the argv that created a Podman container."""
     out: list[str] = []
     words = [w for w in argv if isinstance(w, str)]
     for i, word in enumerate(words):
-        if word == "--device" and i + 1 < len(words):
+        if word == option and i + 1 < len(words):
             out.append(words[i + 1])
-        elif word.startswith("--device="):
+        elif word.startswith(option + "="):
             out.append(word.split("=", 1)[1])
     return out
+
+
+#: the CDI kind Podman gives each ``--gpus`` value (containers/podman PR 21180)
+PODMAN_GPUS_KIND = "nvidia.com/gpu"
+
+
+def ps_argv(engine: str) -> list[str]:
+    """Return the read-only command that lists every container of ``engine`` as JSON (see the module text for
+    why Docker is asked through its Go template)."""
+    if engine == "docker":
+        return ["docker", "ps", "-a", "--format", "{{json .}}"]
+    return [engine, "ps", "-a", "--format", "json"]
 
 
 def parse_container(doc: Any, engine: str) -> EngineContainer:
@@ -201,11 +216,21 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
             cdi.append(path)
         elif path:
             devices.append(path)
-    for value in _create_command_devices(_list(config.get("CreateCommand"), what, "Config.CreateCommand")):
+    create_command = _list(config.get("CreateCommand"), what, "Config.CreateCommand")
+    for value in _create_command_values(create_command, "--device"):
         if CDI_NAME.fullmatch(value):
             cdi.append(value)
         elif value.split(":", 1)[0] not in devices and value.startswith("/dev/"):
             devices.append(value.split(":", 1)[0])
+    if engine == "podman":
+        for value in _create_command_values(create_command, "--gpus"):
+            # Podman's flag is a list: "--gpus 0,1" is two devices, each named as CDI names them
+            for one in (v.strip() for v in value.split(",")):
+                name = f"{PODMAN_GPUS_KIND}={one}"
+                if CDI_NAME.fullmatch(name):
+                    cdi.append(name)
+                elif one:
+                    requests.append(f"podman --gpus ({one[:40]})")  # not a name CDI can resolve
     cdi = list(dict.fromkeys(cdi))
     requests += [f"cdi {c}" for c in cdi]
     requests += [f"device {d}" for d in devices if d.startswith("/dev/nvidia")]
@@ -263,7 +288,7 @@ class EngineRead:
 
 
 def read_engine(host: Host, engine: str) -> EngineRead:
-    """Return ``engine``'s containers: ``ps -a --format json``, then one ``inspect`` of all of them.
+    """Return ``engine``'s containers: ``ps -a`` as JSON (:func:`ps_argv`), then one ``inspect`` of all of them.
 
     Never raises for the engine's own failures (not installed, daemon not running, malformed answer): they are
     the ``problem`` of the result. Raises NotRecordedError on a replay that did not record the commands.
@@ -271,7 +296,7 @@ def read_engine(host: Host, engine: str) -> EngineRead:
     if host.which(engine) is None:
         return EngineRead(engine, installed=False)
     out = EngineRead(engine, installed=True)
-    ps = host.run([engine, "ps", "-a", "--format", "json"], timeout=ENGINE_TIMEOUT)
+    ps = host.run(ps_argv(engine), timeout=ENGINE_TIMEOUT)
     if not ps.ok:
         out.problem = f"`{engine} ps -a` failed (exit {ps.rc}): {_first_line(ps.stderr) or 'no message'}"
         return out

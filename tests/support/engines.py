@@ -215,7 +215,7 @@ def docker_snapshot(
     ]
     ids = [c["Id"] for c in containers]
     lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"][1:], "State": "exited"}) + "\n" for c in containers)
-    w.add_command(ps or CommandResult(("docker", "ps", "-a", "--format", "json"), 0, lines, ""))
+    w.add_command(ps or CommandResult(("docker", "ps", "-a", "--format", "{{json .}}"), 0, lines, ""))
     w.add_command(CommandResult(("docker", "inspect", *ids), 0, inspect or json.dumps(containers), ""))
     for c in containers:
         merged = c["GraphDriver"]["Data"]["MergedDir"]
@@ -242,7 +242,7 @@ def add_docker(snapshot: Path, containers: list[dict[str, Any]], files: dict[str
     meta["tools"]["podman"] = None
     lines = "".join(json.dumps({"ID": c["Id"], "Names": c["Name"].lstrip("/")}) + "\n" for c in containers)
     outputs = {
-        ("docker", "ps", "-a", "--format", "json"): lines,
+        ("docker", "ps", "-a", "--format", "{{json .}}"): lines,
         ("docker", "inspect", *(c["Id"] for c in containers)): json.dumps(containers),
     }
     (snapshot / "commands").mkdir(exist_ok=True)

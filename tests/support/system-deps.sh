@@ -35,8 +35,11 @@ APT_OPTS=(-y -qq --no-install-recommends --no-upgrade)
 # installed, and every unit they ship is disabled again at once with deb-systemd-helper (so a later upgrade keeps
 # it disabled), then checked: nothing they ship is left enabled. podman: only its CLI is used (the container
 # tests run it with private storage); its package enables podman.service, podman.socket, podman-restart.service
-# and podman-auto-update.{service,timer} on first install.
-DISABLED_AFTER=" podman "
+# and podman-auto-update.{service,timer} on first install. docker.io and containerd: the Docker tests start their
+# own dockerd by hand (private data root, socket under the test's tmp dir, its own managed containerd), never the
+# system's; docker.io enables docker.service and docker.socket (and, through update-rc.d defaults, its SysV script
+# /etc/init.d/docker), containerd enables containerd.service.
+DISABLED_AFTER=" podman docker.io containerd "
 STARTS='deb-systemd-helper( --quiet)? (enable|reenable)|deb-systemd-invoke|invoke-rc\.d|update-rc\.d|update-service --add|runit-helper|systemctl( --[a-z-]+)* (enable|start|restart)'
 
 
@@ -97,9 +100,21 @@ if [ -n "$missing" ]; then
     apt-get install "${APT_OPTS[@]}" $missing
 fi
 
-# the units of the DISABLED_AFTER packages: disabled (also when an earlier run or a person installed them)
+# the units of the DISABLED_AFTER packages: disabled (also when an earlier run or a person installed them): their
+# systemd units, and the SysV scripts they ship (update-rc.d disable turns the start links into stop links, which
+# a later upgrade keeps)
 for name in $DISABLED_AFTER; do
     dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "install ok installed" || continue
+    for script in $(dpkg -L "$name" | sed -n 's#^/etc/init\.d/\([^/]*\)$#\1#p'); do
+        if ls /etc/rc[2345S].d/S[0-9][0-9]"$script" >/dev/null 2>&1; then
+            echo "$name: disabling the SysV script /etc/init.d/$script (the package enabled it)"
+            update-rc.d "$script" disable >/dev/null
+        fi
+        if ls /etc/rc[2345S].d/S[0-9][0-9]"$script" >/dev/null 2>&1; then
+            echo "refused: /etc/init.d/$script of $name is still enabled" >&2
+            exit 1
+        fi
+    done
     for unit in $(dpkg -L "$name" | sed -n 's#^/lib/systemd/system/\([^/]*\.\(service\|socket\|timer\)\)$#\1#p'); do
         if [ -n "$(find /etc/systemd/system -lname "*/$unit")" ]; then
             echo "$name: disabling $unit (the package enabled it; the tests use only the command)"

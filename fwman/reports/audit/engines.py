@@ -81,11 +81,11 @@ def _spec_audit(host: Host, spec: cdi.CdiSpec) -> CdiSpecAudit:
     every = [spec.edits, *(d.edits for d in spec.devices)]
     for edits in every:
         for m in edits.mounts:
-            parsed = parse_lib_name(m.host_path.rsplit("/", 1)[-1])
+            parsed = parse_lib_name(m.source.rsplit("/", 1)[-1])
             if parsed is not None:
-                libs.setdefault(parsed[1], []).append(m.host_path)
-            if not _exists(host, m.host_path):
-                missing.append(m.host_path)
+                libs.setdefault(parsed[1], []).append(m.source)
+            if not _exists(host, m.source):
+                missing.append(m.source)
         for node in edits.device_nodes:
             if not _exists(host, node):
                 missing.append(node)
@@ -291,13 +291,11 @@ def parse_vllm_cache(text: str, path: str) -> dict[str, bool]:
 
 def _host_place(c: engines.EngineContainer, layers: list[str], container_path: str) -> list[str]:
     """Return the host paths where ``container_path`` may lie: the mount that covers it, else each layer."""
-    covering = sorted(
-        (m for m in c.mounts if container_path.startswith(m.destination.rstrip("/") + "/") and m.source),
-        key=lambda m: -len(m.destination),
-    )
-    if covering:
-        m = covering[0]
-        return [m.source.rstrip("/") + container_path[len(m.destination.rstrip("/")) :]]
+    # the deepest mount that covers the path is the one the container sees there
+    for m in sorted(c.mounts, key=lambda m: -len(m.destination.rstrip("/"))):
+        place = m.host_path_of(container_path) if m.source else None
+        if place is not None:
+            return [place]
     return [layer.rstrip("/") + container_path for layer in layers]
 
 

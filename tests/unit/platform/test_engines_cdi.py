@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
 from fwman.platform.cdi import parse_spec
-from fwman.platform.engines import parse_container, parse_inspect, parse_ps
+from fwman.platform.engines import parse_container, parse_inspect, parse_ps, ps_argv
+from fwman.platform.mounts import Mount
 
 # Docker Engine API ContainerInspect, trimmed to the fields fwman reads (docs.docker.com, Engine API,
 # "Inspect a container"): one container started with --gpus all, one with a CDI --device, one with the nvidia
@@ -83,6 +84,45 @@ def test_podman_cdi_request_is_read_from_its_create_command() -> None:
     assert c.runtime == "crun" and c.cdi_devices == ("nvidia.com/gpu=0",) and c.merged_dir is None
 
 
+def _podman_created_with(*argv: str) -> dict[str, Any]:
+    return {
+        "Id": "c" * 64,
+        "Name": "serve",
+        "State": {"Status": "created"},
+        "OCIRuntime": "crun",
+        "Config": {"CreateCommand": ["podman", "create", *argv, "img"], "Env": []},
+        "HostConfig": {"Runtime": "oci", "Devices": []},
+    }
+
+
+def test_podman_gpus_is_the_cdi_request_podman_makes_of_it() -> None:
+    # containers/podman PR 21180: each --gpus value becomes the CDI device nvidia.com/gpu=VALUE
+    every = parse_container(_podman_created_with("--gpus", "all"), "podman")
+    assert every.cdi_devices == ("nvidia.com/gpu=all",) and every.gpu_requests == ("cdi nvidia.com/gpu=all",)
+    assert not every.legacy_hook  # CDI injects what the spec names, not NVIDIA's hook
+    two = parse_container(_podman_created_with("--gpus=0,1", "--device", "nvidia.com/gpu=1"), "podman")
+    assert two.cdi_devices == ("nvidia.com/gpu=1", "nvidia.com/gpu=0")
+    odd = parse_container(_podman_created_with("--gpus", "device=0"), "podman")  # Docker's syntax: no CDI name
+    assert odd.cdi_devices == () and odd.gpu_requests == ("podman --gpus (device=0)",) and odd.uses_gpu
+    # a Docker container's CreateCommand is not Podman's argv (Docker has none; its --gpus is a DeviceRequest)
+    assert not parse_container(_podman_created_with("--gpus", "all"), "docker").uses_gpu
+
+
+def test_docker_is_asked_through_its_go_template() -> None:
+    # Debian 12's docker.io 20.10 prints the word "json" per container for --format json
+    assert ps_argv("docker") == ["docker", "ps", "-a", "--format", "{{json .}}"]
+    assert ps_argv("podman") == ["podman", "ps", "-a", "--format", "json"]
+    with pytest.raises(ParseError):
+        parse_ps("json\njson\n", "docker")
+
+
+def test_a_mount_maps_the_container_paths_it_covers() -> None:
+    m = Mount("/srv/hf", "/root/.cache/")
+    assert m.host_path_of("/root/.cache/vllm/x.json") == "/srv/hf/vllm/x.json"
+    assert m.host_path_of("/root/.cache") == "/srv/hf"
+    assert m.host_path_of("/root/.cachex") is None and m.host_path_of("/etc") is None
+
+
 def test_ps_in_both_engines_shapes() -> None:
     podman = json.dumps([{"Id": "abc", "Names": ["x"], "State": "created"}, {"Id": "def", "Names": ["y"]}])
     assert parse_ps(podman, "podman") == ["abc", "def"]
@@ -134,7 +174,8 @@ def test_cdi_spec_yaml_and_json() -> None:
     assert spec.qualified() == ["nvidia.com/gpu=0", "nvidia.com/gpu=all"]
     edits = spec.edits_for("nvidia.com/gpu=all")
     assert edits is not None and edits.device_nodes == ("/dev/nvidiactl", "/dev/nvidia0")
-    assert edits.mounts[0].host_path.endswith("libcuda.so.570.86.16")
+    assert edits.mounts[0].source.endswith("libcuda.so.570.86.16")
+    assert edits.mounts[0].destination == edits.mounts[0].source  # containerPath: where NVIDIA's spec mounts it
     assert edits.hooks == ("/usr/bin/nvidia-ctk hook update-ldcache",)
     assert spec.edits_for("nvidia.com/gpu=7") is None
     doc = {"cdiVersion": "0.6.0", "kind": "vendor.com/x", "devices": [{"name": "a", "containerEdits": {}}]}

@@ -58,7 +58,7 @@ def test_no_cdi_spec_for_a_requested_device(tmp_path: Path) -> None:
 
 def test_docker_not_running_is_one_unknown_row(tmp_path: Path) -> None:
     down = CommandResult(
-        ("docker", "ps", "-a", "--format", "json"),
+        ("docker", "ps", "-a", "--format", "{{json .}}"),
         1,
         "",
         "Cannot connect to the Docker daemon at unix:///var/run/docker.sock. Is the docker daemon running?\n",

@@ -133,7 +133,9 @@ def test_the_container_environment_reaches_the_nccl_check(tmp_path: Path) -> Non
 
 def test_a_host_without_gpu_containers_has_nothing_to_say_unless_an_engine_is_down(tmp_path: Path) -> None:
     assert _check(docker_snapshot(tmp_path, docker=None), []) == []
-    down = CommandResult(("docker", "ps", "-a", "--format", "json"), 1, "", "Cannot connect to the Docker daemon\n")
+    down = CommandResult(
+        ("docker", "ps", "-a", "--format", "{{json .}}"), 1, "", "Cannot connect to the Docker daemon\n"
+    )
     found = _check(docker_snapshot(tmp_path / "down", ps=down), [])
     assert [(x.id, x.severity) for x in found] == [("containers", Severity.INFO)]
     assert "Cannot connect to the Docker daemon" in found[0].message

@@ -79,7 +79,7 @@ class EngineContainer:
     @property
     def legacy_hook(self) -> bool:
         """Return True when NVIDIA's runtime hook injects the host's libraries at start (no CDI spec involved)."""
-        return any(r.startswith(("runtime nvidia", "--gpus")) for r in self.gpu_requests)
+        return any(r == "runtime nvidia" or r.startswith("--gpus") for r in self.gpu_requests)
 
 
 def _obj(value: Any, what: str, where: str) -> dict[str, Any]:
@@ -195,7 +195,14 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
     requests: list[str] = []
     cdi: list[str] = []
-    if runtime == "nvidia":
+    # NVIDIA's runtime in its "auto" mode switches to CDI when every device NVIDIA_VISIBLE_DEVICES names is a
+    # fully qualified CDI name (nvidia-container-toolkit, internal/info/auto.go, ResolveAutoMode): the way a
+    # Docker without CDI support of its own (20.10) gets a CDI-injected container
+    visible = [v.strip() for v in env.get("NVIDIA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    if runtime == "nvidia" and visible and all(CDI_NAME.fullmatch(v) for v in visible):
+        requests.append("runtime nvidia, CDI devices in NVIDIA_VISIBLE_DEVICES")
+        cdi += visible
+    elif runtime == "nvidia":
         requests.append("runtime nvidia")
     for n, req in enumerate(_list(host_config.get("DeviceRequests"), what, "HostConfig.DeviceRequests")):
         r = _obj(req, what, f"HostConfig.DeviceRequests[{n}]")

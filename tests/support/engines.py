@@ -13,8 +13,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
+import signal
 import subprocess
 import tarfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -110,8 +113,203 @@ class Podman:
         return tag
 
 
-def gpu_host(root: Path, driver: str = DRIVER) -> None:
-    """Write the host side of a GPU box under ``root``: the loaded module and its user space."""
+#: Debian's docker.io (20.10): its own client, not whatever other `docker` a PATH finds first
+DOCKER = "/usr/bin/docker"
+DOCKERD = "/usr/sbin/dockerd"
+#: the daemon.json `nvidia-ctk runtime configure --runtime=docker` writes (nvidia-container-toolkit,
+#: pkg/config/engine/docker/docker.go, AddRuntime: {"path": ..., "args": []} under "runtimes", 4-space indent);
+#: dockerd registers the name without looking for the binary, which only a container start would run
+NVIDIA_DAEMON_JSON = {"runtimes": {"nvidia": {"args": [], "path": "nvidia-container-runtime"}}}
+#: dockerd in a private mount namespace: tmpfs over /etc/docker (20.10 writes its key.json there) and /run (its
+#: plugin directory /run/docker/plugins), so nothing it writes outside the test's directories reaches this machine
+_DOCKERD_NS = [
+    "unshare",
+    "--mount",
+    "--propagation",
+    "private",
+    "sh",
+    "-c",
+    'mount -t tmpfs fwman-test /etc/docker && mount -t tmpfs fwman-test /run && exec "$@"',
+    "sh",
+]
+
+
+def overlay_works(where: Path) -> tuple[bool, str]:
+    """Return (whether an overlay mount works on ``where``'s filesystem here, what was seen).
+
+    Tried in a private mount namespace, so the probe mount never shows on this machine.
+    """
+    base = where / "overlay-probe"
+    for d in ("lower", "upper", "work", "merged"):
+        (base / d).mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={base}/lower,upperdir={base}/upper,workdir={base}/work"
+    probe = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "mount",
+            "-t",
+            "overlay",
+            "overlay",
+            "-o",
+            opts,
+            str(base / "merged"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    shutil.rmtree(base, ignore_errors=True)
+    seen = (probe.stderr or probe.stdout).strip() or "mounted"
+    return probe.returncode == 0, seen
+
+
+class Docker:
+    """A private dockerd (Debian's docker.io) for one test, started by hand, never the machine's service.
+
+    Its data root is ``root``/var/lib/docker (so a Host rooted at ``root`` reads the paths it prints, as for
+    :class:`Podman`), its exec root, pid file and socket are in ``work`` (a unix socket path must stay under 108
+    bytes), no iptables, no bridge; it starts its own managed containerd (no --containerd). The storage driver is
+    overlay2 where an overlay mount works here, else vfs (``storage_note`` says which and why). :meth:`stop`
+    ends it and checks that no process of it is left.
+    """
+
+    def __init__(self, root: Path, work: Path, daemon_json: dict[str, Any] | None = None) -> None:
+        self.root = root
+        self.work = work
+        self.data_root = root / "var/lib/docker"
+        self.exec_root = work / "dx"
+        self.pidfile = work / "docker.pid"
+        self.socket = work / "docker.sock"
+        self.config = work / "daemon.json"
+        self.log = work / "dockerd.log"
+        assert len(str(self.socket)) < 100, f"socket path too long for a unix socket: {self.socket}"
+        self.data_root.mkdir(parents=True, exist_ok=True)
+        self.config.write_text(json.dumps(daemon_json or NVIDIA_DAEMON_JSON, indent=4) + "\n")
+        ok, seen = overlay_works(work)
+        self.storage_driver = "overlay2" if ok else "vfs"
+        self.storage_note = f"overlay mount here: {seen}; storage driver {self.storage_driver}"
+        inside = root / str(root).lstrip("/")
+        inside.parent.mkdir(parents=True, exist_ok=True)
+        if not inside.is_symlink():
+            inside.symlink_to("/")
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def env(self) -> dict[str, str]:
+        """Return the variables that point the docker CLI (and fwman, which runs it) at this daemon."""
+        return {"DOCKER_HOST": f"unix://{self.socket}"}
+
+    def start(self, timeout: float = 90.0) -> None:
+        """Start dockerd and wait until it answers. Raises AssertionError with its log when it does not."""
+        argv = [
+            *_DOCKERD_NS,
+            DOCKERD,
+            "--config-file", str(self.config),
+            "--data-root", str(self.data_root),
+            "--exec-root", str(self.exec_root),
+            "--pidfile", str(self.pidfile),
+            "-H", f"unix://{self.socket}",
+            "--iptables=false",
+            "--ip6tables=false",
+            "--bridge=none",
+            "--storage-driver", self.storage_driver,
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"dockerd exited {self.proc.returncode}:\n{self._log_tail()}")
+            if self.socket.exists():
+                probe = subprocess.run(
+                    [DOCKER, "version", "--format", "{{.Server.Version}}"],
+                    capture_output=True,
+                    text=True,
+                    env={**os.environ, **self.env()},
+                    timeout=30,
+                    check=False,
+                )
+                if probe.returncode == 0:
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise AssertionError(f"dockerd did not answer within {timeout:.0f} s:\n{self._log_tail()}")
+
+    def _log_tail(self) -> str:
+        return "\n".join(self.log.read_text(errors="replace").splitlines()[-20:]) if self.log.exists() else ""
+
+    def processes(self) -> list[str]:
+        """Return the command lines of the processes that belong to this daemon (its exec root or socket)."""
+        found = []
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(self.exec_root) in cmdline or str(self.socket) in cmdline:
+                found.append(f"{entry.name}: {cmdline[:200]}")
+        return found
+
+    def stop(self) -> None:
+        """Stop dockerd (SIGTERM: it stops its containerd), wait, and assert that no process of it is left."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.proc = None
+        deadline = time.monotonic() + 30
+        while self.processes() and time.monotonic() < deadline:  # containerd exits after its parent
+            time.sleep(0.2)
+        left = self.processes()
+        assert not left, f"dockerd left processes: {left}"
+
+    def __call__(self, *args: str) -> str:
+        """Run ``docker args...`` (Debian's client) against this daemon and return its stdout."""
+        proc = subprocess.run(
+            [DOCKER, *args], capture_output=True, text=True, env={**os.environ, **self.env()}, timeout=120
+        )
+        assert proc.returncode == 0, f"docker {' '.join(args)}: {proc.stderr}"
+        return proc.stdout
+
+    def image(self, tag: str, files: dict[str, bytes]) -> str:
+        """Build a root filesystem tarball of ``files`` (container paths) and ``docker import`` it as ``tag``."""
+        tarball = self.work / f"{tag.replace('/', '_').replace(':', '_')}.tar"
+        tarball.write_bytes(rootfs_tar(files))
+        self("import", str(tarball), tag)
+        return tag
+
+
+def rootfs_tar(files: dict[str, bytes]) -> bytes:
+    """Return a tar of ``files`` (container path -> bytes), the parent directories included."""
+    buf = io.BytesIO()
+    dirs = sorted({p.lstrip("/").rsplit("/", n)[0] for p in files for n in range(1, p.count("/"))} - {""})
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for d in dirs:
+            info = tarfile.TarInfo(d)
+            info.type = tarfile.DIRTYPE
+            info.mode = 0o755
+            tar.addfile(info)
+        for path, data in sorted(files.items()):
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size = len(data)
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def gpu_host(root: Path, driver: str = DRIVER, engines: tuple[str, ...] = ("podman",)) -> None:
+    """Write the host side of a GPU box under ``root``: the loaded module and its user space; fwman's
+    configuration asks ``engines``."""
     (root / "sys/module/nvidia").mkdir(parents=True, exist_ok=True)
     (root / "sys/module/nvidia/version").write_text(driver + "\n")
     (root / "proc/sys/kernel").mkdir(parents=True, exist_ok=True)
@@ -124,7 +322,8 @@ def gpu_host(root: Path, driver: str = DRIVER) -> None:
     (root / "dev/nvidia0").write_text("")
     (root / "dev/nvidiactl").write_text("")
     (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
-    (root / "etc/fwman/config.toml").write_text('[containers]\nengines = ["podman"]\n')
+    listed = ", ".join(f'"{e}"' for e in engines)
+    (root / "etc/fwman/config.toml").write_text(f"[containers]\nengines = [{listed}]\n")
 
 
 def nvidia_cdi_spec(driver: str, kind: str = "nvidia.com/gpu") -> str:

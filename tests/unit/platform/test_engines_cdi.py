@@ -69,6 +69,22 @@ def test_docker_cdi_request_nvidia_runtime_and_device_nodes() -> None:
     assert not parse_container(plain, "docker").uses_gpu
 
 
+def test_nvidia_runtime_given_cdi_names_injects_by_cdi_not_by_its_hook() -> None:
+    # the runtime's auto mode picks CDI when NVIDIA_VISIBLE_DEVICES holds only fully qualified CDI names
+    env = ["NVIDIA_VISIBLE_DEVICES=nvidia.com/gpu=0,nvidia.com/gpu=1"]
+    c = parse_container(_docker(HostConfig={"Runtime": "nvidia"}, Config={"Image": "x", "Env": env}), "docker")
+    assert c.cdi_devices == ("nvidia.com/gpu=0", "nvidia.com/gpu=1") and not c.legacy_hook
+    assert c.gpu_requests[0] == "runtime nvidia, CDI devices in NVIDIA_VISIBLE_DEVICES"
+    for legacy in (["NVIDIA_VISIBLE_DEVICES=all"], ["NVIDIA_VISIBLE_DEVICES=0,nvidia.com/gpu=1"], []):
+        hook = parse_container(
+            _docker(HostConfig={"Runtime": "nvidia"}, Config={"Image": "x", "Env": legacy}), "docker"
+        )
+        assert hook.legacy_hook and hook.cdi_devices == (), legacy
+    # without NVIDIA's runtime nothing reads the variable
+    plain = parse_container(_docker(HostConfig={"Runtime": "runc"}, Config={"Image": "x", "Env": env}), "docker")
+    assert not plain.uses_gpu
+
+
 def test_podman_cdi_request_is_read_from_its_create_command() -> None:
     # Podman 4.3 keeps `--device nvidia.com/gpu=all` only in Config.CreateCommand (HostConfig.Devices is empty)
     doc = {

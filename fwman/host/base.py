@@ -95,6 +95,14 @@ class Host(Protocol):
         replay records contents, not modes). Raises MissingError if absent."""
         ...
 
+    def overlay_marker(self, path: str) -> str | None:
+        """Return ``"whiteout"`` when ``path`` itself (not followed) is an overlay whiteout, a character device
+        0/0; ``"opaque"`` when it is a directory an overlay marks opaque (xattr ``trusted.overlay.opaque`` or
+        ``user.overlay.opaque`` set to ``y``); None otherwise, also when absent (the kernel's
+        Documentation/filesystems/overlayfs.rst, "whiteouts and opaque directories"). A replay answers what the
+        capture saw and None for a path it never asked about."""
+        ...
+
     def which(self, tool: str) -> str | None:
         """Return the absolute path of executable ``tool`` on this host, or None."""
         ...
@@ -166,6 +174,9 @@ class Host(Protocol):
 
 
 MAX_LINKS = 40
+#: the extended attributes an overlay reads to call a directory opaque: trusted.* for a mount by root, user.*
+#: for one with the ``userxattr`` option (rootless engines); the value is ``y``
+OVERLAY_OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
 
 
 def is_this_machine(host: Host) -> bool:

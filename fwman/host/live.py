@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fwman.core.errors import FwmanError, HostChangeError, MissingError
-from fwman.host.base import CommandResult, JournalMixin, resolve_links
+from fwman.host.base import OVERLAY_OPAQUE_XATTRS, CommandResult, JournalMixin, resolve_links
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -82,6 +82,26 @@ class LiveHost(JournalMixin):
         """Return True if ``path`` is a symbolic link."""
         parent = os.path.dirname(path.rstrip("/")) or "/"
         return os.path.islink(os.path.join(self._map(parent), os.path.basename(path.rstrip("/"))))
+
+    def overlay_marker(self, path: str) -> str | None:
+        """Return "whiteout" (a character device 0/0), "opaque" (a directory with an overlay opaque xattr) or
+        None for ``path`` itself, its last component not followed; None when absent or unreadable."""
+        name = os.path.basename(path.rstrip("/"))
+        raw = os.path.join(self._map(os.path.dirname(path.rstrip("/")) or "/"), name) if name else self._map("/")
+        try:
+            st = os.lstat(raw)
+        except OSError:
+            return None
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
+            return "whiteout"
+        if stat.S_ISDIR(st.st_mode):
+            for attr in OVERLAY_OPAQUE_XATTRS:
+                try:
+                    if os.getxattr(raw, attr, follow_symlinks=False) == b"y":
+                        return "opaque"
+                except OSError:  # ENODATA (not set), ENOTSUP (a filesystem without xattrs), EPERM
+                    continue
+        return None
 
     def listdir(self, path: str) -> list[str]:
         """Return sorted entries of ``path``. Raises MissingError when it is not a readable directory."""

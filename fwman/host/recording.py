@@ -78,6 +78,7 @@ class SnapshotWriter:
         self.tools: dict[str, str | None] = {}
         self.commands: dict[tuple[str, ...], CommandResult] = {}
         self.sizes: dict[str, int] = {}  # files recorded by size only (over the cap, or only seen to be there)
+        self.overlay: dict[str, str] = {}  # overlay whiteouts and opaque directories met
 
     def _clean(self, data: bytes) -> bytes:
         return self.redactor.data(data) if self.redactor else data
@@ -100,6 +101,10 @@ class SnapshotWriter:
     def add_size(self, path: str, size: int) -> None:
         """Record the size of ``path`` without its content."""
         self.sizes[posixpath.normpath(path)] = size
+
+    def add_overlay_marker(self, path: str, marker: str) -> None:
+        """Record that ``path`` is an overlay ``"whiteout"`` or ``"opaque"`` directory."""
+        self.overlay[posixpath.normpath(path)] = marker
 
     def add_absent(self, path: str) -> None:
         """Record that ``path`` did not exist."""
@@ -169,6 +174,8 @@ class SnapshotWriter:
                 "tools": dict(sorted(self.tools.items())),
                 "commands": commands,
             }
+            if self.overlay:  # optional: a snapshot without container layers has none (and stays as it was)
+                meta["overlay"] = dict(sorted(self.overlay.items()))
             (tmp / "snapshot.json").write_text(json.dumps(meta, indent=1) + "\n")
             if target.exists():
                 target.rmdir()
@@ -326,6 +333,15 @@ class RecordingHost:
         """Return None, as the replay of this recording will (a snapshot records no permission bits)."""
         self.stat_size(path)
         return None
+
+    def overlay_marker(self, path: str) -> str | None:
+        """Return and record (when there is one) the overlay marker of ``path``."""
+        parent, name = posixpath.split(posixpath.normpath(path))
+        full = posixpath.join(self.realpath(parent), name) if name else "/"
+        marker = self.inner.overlay_marker(full)
+        if marker is not None:
+            self.writer.add_overlay_marker(full, marker)
+        return marker
 
     def which(self, tool: str) -> str | None:
         """Return and record where ``tool`` is."""

@@ -4,7 +4,7 @@ Format (``docs/snapshot-format.md``), a directory:
 
 - ``snapshot.json``: ``{"format": "fwman-snapshot", "version": 1, "captured_at", "fwman_version", "redacted",
   "constructed", "links": {path: target}, "dirs": {path: [names]}, "absent": [paths], "sizes": {path: bytes},
-  "tools": {name: path|null},
+  "tools": {name: path|null}, "overlay": {path: "whiteout"|"opaque"},
   "commands": [{"argv": [...], "rc", "stdout", "stderr", "missing"}]}`` where ``stdout``/``stderr`` name files
   under ``commands/``.
 - ``files/<absolute path>``: the bytes of every recorded file.
@@ -92,6 +92,7 @@ class SnapshotHost(JournalMixin):
         self.absent: set[str] = {_norm(p) for p in meta.get("absent", [])}
         self.sizes: dict[str, int] = {_norm(k): int(v) for k, v in meta.get("sizes", {}).items()}
         self.tools: dict[str, str | None] = dict(meta.get("tools", {}))
+        self.markers: dict[str, str] = {_norm(k): v for k, v in meta.get("overlay", {}).items()}
         self.commands: dict[tuple[str, ...], dict[str, Any]] = {tuple(c["argv"]): c for c in meta.get("commands", [])}
         self.overlay: dict[str, bytes | None] = {}  # writes made during this replay (None = deleted)
         self.files_root = self.directory / "files"
@@ -232,6 +233,11 @@ class SnapshotHost(JournalMixin):
         """Return None: a snapshot records contents, not permission bits. Raises MissingError when absent."""
         self.stat_size(path)  # absent or unrecorded raises as for a read
         return None
+
+    def overlay_marker(self, path: str) -> str | None:
+        """Return the overlay marker the capture recorded for ``path`` (its parent's links resolved), else None."""
+        parent, name = posixpath.split(_norm(path))
+        return self.markers.get(posixpath.join(self.realpath(parent), name) if name else "/")
 
     def which(self, tool: str) -> str | None:
         """Return the recorded location of ``tool``. Raises NotRecordedError when the capture did not look."""

@@ -26,6 +26,8 @@ VERSION = 1
 #: command outputs are plain file names directly under commands/ (capture writes 000.stdout, 001.stderr, ...)
 _OUTPUT_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]{0,127}")
 _PATH_KEYS = ("links", "dirs", "sizes")
+#: what ``overlay`` records of a path (Host.overlay_marker)
+OVERLAY_MARKERS = ("whiteout", "opaque")
 #: the most bytes one file of a snapshot may hold (a recorded file, a command output, snapshot.json itself).
 #: A capture records a larger file by its size only (``sizes``) and leaves out a command whose output is
 #: larger, so nothing bigger is ever written by ``fwman capture``; a replay refuses it instead of reading a
@@ -76,7 +78,7 @@ def check_meta(meta: object) -> list[str]:
     if meta.get("version") != VERSION:
         problems.append(f"snapshot.json: version {meta.get('version')!r} is not supported (this fwman reads {VERSION})")
         return problems
-    for key in (*_PATH_KEYS, "tools"):
+    for key in (*_PATH_KEYS, "tools", "overlay"):
         value = meta.get(key, {})
         if not isinstance(value, dict):
             problems.append(f"snapshot.json: {key} is a {type(value).__name__}, not an object")
@@ -104,6 +106,12 @@ def check_meta(meta: object) -> list[str]:
                     problems.append(f"snapshot.json: dirs {path}: the listing is not a list of plain names")
             elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 problems.append(f"snapshot.json: sizes {path}: {value!r} is not a size in bytes")
+    for path, marker in meta.get("overlay", {}).items():
+        bad = _host_path_problem(path)
+        if bad:
+            problems.append(f"snapshot.json: overlay entry {bad}")
+        elif marker not in OVERLAY_MARKERS:
+            problems.append(f"snapshot.json: overlay {path}: {marker!r} is not one of {', '.join(OVERLAY_MARKERS)}")
     for path in meta.get("absent", []):
         bad = _host_path_problem(path)
         if bad:

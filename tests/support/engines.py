@@ -10,6 +10,7 @@ root holds a link from that path back to its own ``/``, so a Host rooted there r
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -305,6 +306,55 @@ def rootfs_tar(files: dict[str, bytes]) -> bytes:
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+def image_archive(tag: str, layers: list[dict[str, bytes]]) -> bytes:
+    """Return an image of ``layers`` (bottom first; container path -> bytes) in ``docker save``'s format, which
+    ``docker load`` and ``podman load`` read: ``manifest.json`` naming the config and the layer tarballs, the
+    config's ``rootfs.diff_ids`` the SHA-256 of each (moby, image/spec/v1.2.md). A file named ``.wh.NAME`` in a
+    layer deletes NAME of the layers below, ``.wh..wh..opq`` makes its directory opaque (the whiteouts a
+    ``RUN rm`` leaves in a layer tarball; the engine stores them as overlay whiteouts)."""
+    blobs = [rootfs_tar(layer) for layer in layers]
+    diff_ids = [f"sha256:{hashlib.sha256(b).hexdigest()}" for b in blobs]
+    config = json.dumps(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": diff_ids},
+            "history": [{"created_by": f"layer {n}"} for n in range(len(blobs))],
+        }
+    ).encode()
+    config_name = f"{hashlib.sha256(config).hexdigest()}.json"
+    names = [f"{d.split(':')[1]}/layer.tar" for d in diff_ids]
+    manifest = json.dumps([{"Config": config_name, "RepoTags": [tag], "Layers": names}]).encode()
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in [(config_name, config), *zip(names, blobs, strict=True), ("manifest.json", manifest)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+#: an image whose second layer deletes what its first shipped: the driver's libraries (whiteouts), the old NCCL
+#: for a new one, and the CUDA compat directory's content (opaque)
+SLIM_LAYERS = [
+    {
+        f"{LIBDIR}/libcuda.so.{OLD_DRIVER}": b"\x7fELF",
+        f"{LIBDIR}/libnvidia-ml.so.{OLD_DRIVER}": b"\x7fELF",
+        f"{LIBDIR}/libnccl.so.2.25.1": b"nccl",
+        f"/usr/local/cuda-12.8/compat/libcuda.so.{OLD_DRIVER}": b"\x7fELF",
+    },
+    {
+        f"{LIBDIR}/.wh.libcuda.so.{OLD_DRIVER}": b"",
+        f"{LIBDIR}/.wh.libnvidia-ml.so.{OLD_DRIVER}": b"",
+        f"{LIBDIR}/.wh.libnccl.so.2.25.1": b"",
+        f"{LIBDIR}/libnccl.so.2.27.5": b"nccl",
+        "/usr/local/cuda-12.8/compat/.wh..wh..opq": b"",
+        "/usr/local/cuda-12.8/compat/README": b"emptied\n",
+    },
+]
 
 
 def gpu_host(root: Path, driver: str = DRIVER, engines: tuple[str, ...] = ("podman",)) -> None:

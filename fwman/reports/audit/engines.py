@@ -9,8 +9,12 @@ A container's user-space driver comes from one of three places, and each is read
   the container sees the host's version;
 - **the image itself**: libraries shipped in the image (a ``libcuda`` of its own), read from the container's
   filesystem: the driver's merged directory when mounted, else its upper and lower layers (overlay), else
-  ``podman mount`` (vfs). Whiteouts in upper layers are not applied: a file deleted in a later layer may still
-  be reported.
+  ``podman mount`` (vfs). Read from layers, the overlay's rules are applied (the kernel's
+  Documentation/filesystems/overlayfs.rst): a whiteout (a character device 0/0, or a ``.wh.NAME`` file as
+  exported layers and AUFS-style stores keep them) hides NAME in every layer below, and an opaque directory
+  (xattr ``trusted.overlay.opaque``/``user.overlay.opaque`` ``y``, or a ``.wh..wh..opq`` file in it) hides what
+  the layers below hold under it, as does a file or link over a directory; so a library deleted in a later
+  layer (``RUN rm``) is not reported.
 
 Also read from the filesystem: CUDA forward-compatibility libraries (``/usr/local/cuda*/compat``), the NCCL the
 image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<version>.dist-info``), and from
@@ -127,6 +131,69 @@ def _layers(host: Host, c: engines.EngineContainer, mounted: str | None) -> tupl
     return [], "none"
 
 
+#: AUFS-style whiteout names, as layer tarballs (``docker save``, registries) and some stores keep them
+WHITEOUT_PREFIX = ".wh."
+OPAQUE_FILE = ".wh..wh..opq"
+
+
+class LayerLookups:
+    """Directory listings and overlay markers of layer directories, read once for every container."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.names: dict[str, list[str] | None] = {}
+        self.markers: dict[str, str | None] = {}
+
+    def listing(self, path: str) -> list[str] | None:
+        """Return the names in directory ``path``, None when it is not a directory (or cannot be read)."""
+        if path not in self.names:
+            try:
+                is_dir = self.host.is_dir(path) and not self.host.is_link(path)
+                self.names[path] = self.host.listdir(path) if is_dir else None
+            except (MissingError, NotRecordedError):
+                self.names[path] = None
+        return self.names[path]
+
+    def marker(self, path: str) -> str | None:
+        """Return the overlay marker of ``path`` (Host.overlay_marker), read once."""
+        if path not in self.markers:
+            self.markers[path] = self.host.overlay_marker(path)
+        return self.markers[path]
+
+    def deleted(self, layers: list[str], index: int, path: str) -> bool:
+        """Return True when container path ``path`` of layer ``index`` (top first) is not what the container
+        sees: a whiteout itself, or hidden by a layer above it."""
+        if self.marker(layers[index].rstrip("/") + path) == "whiteout":
+            return True
+        return any(self._hides(layers[i].rstrip("/"), path) for i in range(index))
+
+    def _hides(self, layer: str, path: str) -> bool:
+        """Return True when ``layer`` hides ``path`` of the layers below it (a whiteout of it or of a directory
+        above it, an opaque directory above it, a non-directory where a directory above it would be)."""
+        parts = [p for p in path.split("/") if p]
+        current = ""
+        for n, part in enumerate(parts):
+            names = self.listing(layer + current if current else layer)
+            if names is None:
+                # the previous part is in this layer but is no directory (a file, a link): it covers the rest
+                return bool(current)
+            if current and OPAQUE_FILE in names:
+                return True
+            if WHITEOUT_PREFIX + part in names:
+                return True
+            if part not in names:
+                return False
+            current += "/" + part
+            marker = self.marker(layer + current)
+            if marker == "whiteout":
+                return True
+            if n == len(parts) - 1:
+                return False  # this layer's own file: it wins over the lower one (the caller keeps the top one)
+            if marker == "opaque":
+                return True
+        return False
+
+
 def _nccl_versions(host: Host, layer: str) -> list[tuple[str, str]]:
     """Return (version, path) of every NCCL in one layer: versioned libraries and pip wheels."""
     out: list[tuple[str, str]] = []
@@ -167,6 +234,7 @@ def read_engine_containers(
     replay = host.local_path("/") is None
     # containers of one image share its lower layers: each layer directory is read once
     layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]] = {}
+    lookups = LayerLookups(host)
     for engine in engines_to_ask(host):
         try:
             read = engines.read_engine(host, engine)
@@ -179,7 +247,7 @@ def read_engine_containers(
         elif read.problem:
             problems.append(f"{engine}: {read.problem}")
         for c in read.containers:
-            out.append(_one(host, c, unreadable, layer_cache))
+            out.append(_one(host, c, unreadable, layer_cache, lookups))
     return out
 
 
@@ -210,6 +278,7 @@ def _one(
     c: engines.EngineContainer,
     unreadable: list[str],
     layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]],
+    lookups: LayerLookups,
 ) -> tuple[ContainerAudit, UserSpace | None]:
     audit = ContainerAudit(
         name=c.name,
@@ -239,7 +308,12 @@ def _one(
     audit.filesystem = how
     merged = UserSpace(root=layers[0])
     seen: set[str] = set()
-    for layer in layers:
+
+    def visible(index: int, rel: str) -> bool:
+        # layers read one by one: the overlay's whiteouts and opaque directories decide (a mount applies them)
+        return rel not in seen and not (how == "image layers" and lookups.deleted(layers, index, rel))
+
+    for index, layer in enumerate(layers):
         if layer not in layer_cache:
             scanned = scan_userspace(host, layer, run_smi=False)
             unreadable.extend(scanned.unreadable)
@@ -247,16 +321,17 @@ def _one(
         us, nccl_found = layer_cache[layer]
         for lib in us.libs:
             rel = _container_path(layer, lib.path.split(" -> ")[0])
-            if rel not in seen:  # the top layer's file wins
+            if visible(index, rel):  # the top layer's file wins
                 seen.add(rel)
                 merged.libs.append(DriverLib(lib.name, lib.version, rel))
         for lib in us.compat:
             rel = _container_path(layer, lib.path)
-            if rel not in seen:
+            if visible(index, rel):
                 seen.add(rel)
                 merged.compat.append(DriverLib(lib.name, lib.version, rel))
         for version, path in nccl_found:
-            if path not in audit.nccl.get(version, []):
+            if path not in audit.nccl.get(version, []) and visible(index, path.split(" -> ")[0]):
+                seen.add(path)
                 audit.nccl.setdefault(version, []).append(path)
     _vllm_cache(host, c, layers, audit, unreadable)
     audit.versions = {v: [lib.path for lib in libs] for v, libs in sorted(merged.versions().items())}

@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.errors import FwmanError, ParseError
+from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 from fwman.platform.mounts import Mount
@@ -336,6 +336,37 @@ def podman_mount(host: Host, container_id: str) -> str | None:
         return None
     line = res.stdout.strip().splitlines()[0] if res.ok and res.stdout.strip() else ""
     return line if line.startswith("/") else None
+
+
+#: where Docker's vfs driver keeps a container's filesystem: its data root (``docker info``'s DockerRootDir), the
+#: layer store's ``image/vfs/layerdb/mounts/<container id>/mount-id`` naming the directory ``vfs/dir/<mount id>``
+#: (moby, layer/filestore.go; seen with docker.io 20.10: inspect's GraphDriver.Data is null for vfs)
+DOCKER_ROOT_ARGV = ("docker", "info", "--format", "{{.DockerRootDir}}")
+
+
+def docker_root(host: Host) -> str | None:
+    """Return the Docker daemon's data root (``docker info``), None when the daemon does not say."""
+    try:
+        res = host.run(list(DOCKER_ROOT_ARGV), timeout=ENGINE_TIMEOUT)
+    except FwmanError:
+        return None
+    line = res.stdout.strip().splitlines()[0] if res.ok and res.stdout.strip() else ""
+    return line if line.startswith("/") and "\0" not in line else None
+
+
+def docker_vfs_dir(host: Host, root: str, container_id: str) -> str | None:
+    """Return the directory that holds a Docker vfs container's whole filesystem, None when its layer store
+    does not name one. Raises NotRecordedError on a replay that did not record the store."""
+    if not re.fullmatch(r"[0-9a-f]{64}", container_id):
+        return None
+    mount_file = f"{root.rstrip('/')}/image/vfs/layerdb/mounts/{container_id}/mount-id"
+    try:
+        mount_id = host.read_text(mount_file).strip()
+    except MissingError:
+        return None
+    if not re.fullmatch(r"[0-9a-f]{64}", mount_id):
+        return None
+    return f"{root.rstrip('/')}/vfs/dir/{mount_id}"
 
 
 def _first_line(text: str) -> str:

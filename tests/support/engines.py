@@ -174,11 +174,14 @@ class Docker:
     Its data root is ``root``/var/lib/docker (so a Host rooted at ``root`` reads the paths it prints, as for
     :class:`Podman`), its exec root, pid file and socket are in ``work`` (a unix socket path must stay under 108
     bytes), no iptables, no bridge; it starts its own managed containerd (no --containerd). The storage driver is
-    overlay2 where an overlay mount works here, else vfs (``storage_note`` says which and why). :meth:`stop`
+    ``storage_driver`` when given, else overlay2 where an overlay mount works here, else vfs (``storage_note``
+    says which and why). :meth:`stop`
     ends it and checks that no process of it is left.
     """
 
-    def __init__(self, root: Path, work: Path, daemon_json: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, root: Path, work: Path, daemon_json: dict[str, Any] | None = None, storage_driver: str | None = None
+    ) -> None:
         self.root = root
         self.work = work
         self.data_root = root / "var/lib/docker"
@@ -190,9 +193,12 @@ class Docker:
         assert len(str(self.socket)) < 100, f"socket path too long for a unix socket: {self.socket}"
         self.data_root.mkdir(parents=True, exist_ok=True)
         self.config.write_text(json.dumps(daemon_json or NVIDIA_DAEMON_JSON, indent=4) + "\n")
-        ok, seen = overlay_works(work)
-        self.storage_driver = "overlay2" if ok else "vfs"
-        self.storage_note = f"overlay mount here: {seen}; storage driver {self.storage_driver}"
+        if storage_driver is None:
+            ok, seen = overlay_works(work)
+            self.storage_driver = "overlay2" if ok else "vfs"
+            self.storage_note = f"overlay mount here: {seen}; storage driver {self.storage_driver}"
+        else:
+            self.storage_driver, self.storage_note = storage_driver, f"storage driver {storage_driver}, as asked"
         inside = root / str(root).lstrip("/")
         inside.parent.mkdir(parents=True, exist_ok=True)
         if not inside.is_symlink():

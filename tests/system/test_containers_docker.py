@@ -168,3 +168,29 @@ def test_a_docker_daemon_that_is_not_running_is_one_unknown_row(docker_host: tup
     assert r.code == 4 and "Traceback" not in r.stderr
     engine = rows_by_component(r.json())["container engine docker"]
     assert engine["status"] == "unknown" and "Cannot connect to the Docker daemon" in engine["detail"]
+
+
+def test_a_docker_vfs_container_is_read_from_the_directory_its_layer_store_names(tmp_path: Path) -> None:
+    # vfs: inspect's GraphDriver.Data is null and Docker has no `mount`: the layer store names the directory
+    if not is_root() or not Path(DOCKERD).exists():
+        missing("needs root and dockerd (Debian package docker.io)")
+    root = tmp_path / "root"
+    root.mkdir()
+    gpu_host(root, engines=("docker",))
+    dk = Docker(root, tmp_path, storage_driver="vfs")
+    dk.start()
+    try:
+        own = dk.image("localhost/serve:own", {f"{LIBDIR}/libcuda.so.{OLD_DRIVER}": b"\x7fELF"})
+        dk("create", "--name", "vfs-own", "--gpus", "all", own, "/bin/true")
+        assert json.loads(dk("inspect", "vfs-own"))[0]["GraphDriver"] == {"Data": None, "Name": "vfs"}
+        env = _env(dk)
+        doc = _audit(env, "--root", str(root))
+        row = rows_by_component(doc)["docker container vfs-own"]
+        assert row["status"] == "mismatch" and f"own libcuda.so {OLD_DRIVER}" in row["detail"], row
+        assert [c["filesystem"] for c in doc["containers"] if c["name"] == "vfs-own"] == ["docker vfs directory"]
+        cap = env("--root", str(root), "capture", str(tmp_path / "snap"))
+        assert cap.code in (0, 6), cap.stderr
+    finally:
+        dk.stop()
+    replay = _audit(_env(), "--snapshot", str(tmp_path / "snap"))
+    assert replay["containers"] == doc["containers"]

@@ -9,12 +9,12 @@ A container's user-space driver comes from one of three places, and each is read
   the container sees the host's version;
 - **the image itself**: libraries shipped in the image (a ``libcuda`` of its own), read from the container's
   filesystem: the driver's merged directory when mounted, else its upper and lower layers (overlay), else
-  ``podman mount`` (vfs). Read from layers, the overlay's rules are applied (the kernel's
-  Documentation/filesystems/overlayfs.rst): a whiteout (a character device 0/0, or a ``.wh.NAME`` file as
-  exported layers and AUFS-style stores keep them) hides NAME in every layer below, and an opaque directory
-  (xattr ``trusted.overlay.opaque``/``user.overlay.opaque`` ``y``, or a ``.wh..wh..opq`` file in it) hides what
-  the layers below hold under it, as does a file or link over a directory; so a library deleted in a later
-  layer (``RUN rm``) is not reported.
+  ``podman mount`` (Podman's vfs) or the directory Docker's layer store names (Docker's vfs). Read from layers,
+  the overlay's rules are applied (the kernel's Documentation/filesystems/overlayfs.rst): a whiteout (a
+  character device 0/0, or a ``.wh.NAME`` file as exported layers and AUFS-style stores keep them) hides NAME in
+  every layer below, and an opaque directory (xattr ``trusted.overlay.opaque``/``user.overlay.opaque`` ``y``, or
+  a ``.wh..wh..opq`` file in it) hides what the layers below hold under it, as does a file or link over a
+  directory; so a library deleted in a later layer (``RUN rm``) is not reported.
 
 Also read from the filesystem: CUDA forward-compatibility libraries (``/usr/local/cuda*/compat``), the NCCL the
 image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<version>.dist-info``), and from
@@ -110,7 +110,9 @@ def _exists(host: Host, path: str) -> bool:
         return True  # a replay that did not look is no proof of absence
 
 
-def _layers(host: Host, c: engines.EngineContainer, mounted: str | None) -> tuple[list[str], str]:
+def _layers(
+    host: Host, c: engines.EngineContainer, mounted: str | None, mounted_how: str = "podman mount"
+) -> tuple[list[str], str]:
     """Return (the directories that make the container's filesystem, top first; how they were found)."""
     candidates: list[tuple[list[str], str]] = []
     if c.merged_dir:
@@ -118,7 +120,7 @@ def _layers(host: Host, c: engines.EngineContainer, mounted: str | None) -> tupl
     if c.upper_dir or c.lower_dirs:
         candidates.append(([d for d in (c.upper_dir, *c.lower_dirs) if d], "image layers"))
     if mounted:
-        candidates.append(([mounted], "podman mount"))
+        candidates.append(([mounted], mounted_how))
     for dirs, how in candidates:
         try:
             # resolved first: a layer path reached through a link is scanned where it really is, so the scan's
@@ -143,6 +145,7 @@ class LayerLookups:
         self.host = host
         self.names: dict[str, list[str] | None] = {}
         self.markers: dict[str, str | None] = {}
+        self.engine_roots: dict[str, str | None] = {}  # an engine's data root, asked once (Docker's vfs)
 
     def listing(self, path: str) -> list[str] | None:
         """Return the names in directory ``path``, None when it is not a directory (or cannot be read)."""
@@ -296,10 +299,21 @@ def _one(
     )
     if not c.uses_gpu:
         return audit, None
-    mounted = None
-    if c.engine == "podman" and not c.merged_dir and not c.upper_dir and not c.lower_dirs:
+    mounted, mounted_how = None, "podman mount"
+    no_dirs = not c.merged_dir and not c.upper_dir and not c.lower_dirs
+    if c.engine == "podman" and no_dirs:
         mounted = engines.podman_mount(host, c.id)
-    layers, how = _layers(host, c, mounted)
+    elif c.engine == "docker" and no_dirs and c.graph_driver == "vfs":
+        # Docker has no `mount` command: its vfs directory is found through the daemon's data root (asked once)
+        if "docker" not in lookups.engine_roots:
+            lookups.engine_roots["docker"] = engines.docker_root(host)
+        root = lookups.engine_roots["docker"]
+        try:
+            mounted = engines.docker_vfs_dir(host, root, c.id) if root else None
+        except NotRecordedError:
+            mounted = None
+        mounted_how = "docker vfs directory"
+    layers, how = _layers(host, c, mounted, mounted_how)
     if not layers:
         audit.state = "gone"
         audit.root = c.merged_dir or c.upper_dir or mounted

@@ -69,7 +69,7 @@ class ContainerAudit(BaseModel):
     cdi_devices: list[str] = Field(default_factory=list)
     legacy_hook: bool = False  # NVIDIA's runtime hook mounts the host's libraries at start
     injected: dict[str, list[str]] = Field(default_factory=dict)  # version -> host paths a CDI spec mounts
-    filesystem: str | None = None  # "merged directory", "image layers", "podman mount"
+    filesystem: str | None = None  # "merged directory", "image layers", "podman mount", "docker vfs directory"
     nccl: dict[str, list[str]] = Field(default_factory=dict)  # NCCL version -> where in the image
     env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
     mounts: list[str] = Field(default_factory=list)  # "source -> destination"

@@ -1,6 +1,7 @@
 """``fwman audit`` over Docker containers, replayed from a constructed snapshot that holds the engine's answers
-in their documented shape (``docker ps -a --format json`` lines, ``docker inspect`` ContainerInspect objects)
-and the containers' merged directories: dockerd does not run on the test machine (tests/system has Podman).
+in their documented shape (``docker ps -a --format '{{json .}}'`` lines, ``docker inspect`` ContainerInspect
+objects) and the containers' merged directories: a running container's, which the real daemon of
+tests/system/test_containers_docker.py (containers created, never started) does not give.
 And the bad inputs, one row each: an engine not installed or not running, a malformed answer, a malformed spec.
 """
 

@@ -248,7 +248,11 @@ KEYS = st.sampled_from(
     ]
 )
 SHAPED = st.recursive(
-    st.none() | st.integers() | st.text(max_size=20) | st.just("nvidia.com/gpu=all") | st.just(-1) | st.just("/x:y"),
+    st.none()
+    | st.integers()
+    | st.text(max_size=20)
+    | st.sampled_from(["nvidia.com/gpu=all", "/x:y", "--gpus", "--gpus=0,x", "nvidia", "NVIDIA_VISIBLE_DEVICES=a/b=c"])
+    | st.just(-1),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=6),
     max_leaves=40,
 )
@@ -262,7 +266,7 @@ def test_engine_parsers_give_a_model_or_a_parse_error(text: str) -> None:
     except ParseError:
         pass
     try:
-        containers = parse_inspect(text, "docker")
+        containers = parse_inspect(text, "docker") + parse_inspect(text, "podman")
     except ParseError:
         return
     for c in containers:  # what the reader hands the Host: absolute paths only (a relative one is an error there)

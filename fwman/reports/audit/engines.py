@@ -24,6 +24,7 @@ image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<versio
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from fwman.core.config import load_config
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
@@ -347,7 +348,9 @@ def _one(
             if path not in audit.nccl.get(version, []) and visible(index, path.split(" -> ")[0]):
                 seen.add(path)
                 audit.nccl.setdefault(version, []).append(path)
-    _vllm_cache(host, c, layers, audit, unreadable)
+    _vllm_cache(
+        host, c, layers, audit, unreadable, lambda i, p: how == "image layers" and lookups.deleted(layers, i, p)
+    )
     audit.versions = {v: [lib.path for lib in libs] for v, libs in sorted(merged.versions().items())}
     audit.compat = [lib.path for lib in merged.compat]
     return audit, merged
@@ -378,23 +381,36 @@ def parse_vllm_cache(text: str, path: str) -> dict[str, bool]:
     return dict(doc)
 
 
-def _host_place(c: engines.EngineContainer, layers: list[str], container_path: str) -> list[str]:
-    """Return the host paths where ``container_path`` may lie: the mount that covers it, else each layer."""
+def _host_place(c: engines.EngineContainer, layers: list[str], container_path: str) -> list[tuple[str, int | None]]:
+    """Return the host paths where ``container_path`` may lie, each with its layer's index: the mount that covers
+    it (index None), else each layer, top first."""
     # the deepest mount that covers the path is the one the container sees there
     for m in sorted(c.mounts, key=lambda m: -len(m.destination.rstrip("/"))):
         place = m.host_path_of(container_path) if m.source else None
         if place is not None:
-            return [place]
-    return [layer.rstrip("/") + container_path for layer in layers]
+            return [(place, None)]
+    return [(layer.rstrip("/") + container_path, n) for n, layer in enumerate(layers)]
 
 
 def _vllm_cache(
-    host: Host, c: engines.EngineContainer, layers: list[str], audit: ContainerAudit, unreadable: list[str]
+    host: Host,
+    c: engines.EngineContainer,
+    layers: list[str],
+    audit: ContainerAudit,
+    unreadable: list[str],
+    deleted: Callable[[int, str], bool],
 ) -> None:
-    """Find vLLM's P2P cache of the container (in a volume or its layers) and record its verdicts."""
+    """Find vLLM's P2P cache of the container (in a volume or its layers) and record its verdicts; ``deleted``
+    says whether a layer's file is hidden from the container (a whiteout, a layer above)."""
     directory = vllm_cache_dir(c.env)
-    for place in _host_place(c, layers, directory):
-        names = [n for n in _list(host, place) if n.startswith("gpu_p2p_access_cache_for_") and n.endswith(".json")]
+    for place, index in _host_place(c, layers, directory):
+        names = [
+            n
+            for n in _list(host, place)
+            if n.startswith("gpu_p2p_access_cache_for_")
+            and n.endswith(".json")
+            and (index is None or not deleted(index, f"{directory}/{n}"))
+        ]
         if not names:
             continue
         name = names[0]

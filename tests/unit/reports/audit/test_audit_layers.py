@@ -20,6 +20,8 @@ from tests.support.env import FwmanEnv
 
 BASE = "/var/lib/docker/overlay2"
 COMPAT = "/usr/local/cuda-12.8/compat"
+VLLM = "/root/.cache/vllm"
+CACHE = "gpu_p2p_access_cache_for_0,1.json"
 
 
 def _container(name: str, layers: list[str]) -> dict[str, Any]:
@@ -52,7 +54,10 @@ def _snapshot(tmp_path: Path) -> Path:
         w,
         first,
         {
-            "/": ["usr"],
+            "/": ["root", "usr"],
+            "/root": [".cache"],
+            "/root/.cache": ["vllm"],
+            VLLM: [CACHE],
             "/usr": ["lib", "local"],
             "/usr/lib": ["x86_64-linux-gnu"],
             LIBDIR: [f"libcuda.so.{OLD_DRIVER}", f"libnvidia-ml.so.{OLD_DRIVER}", "libnccl.so.2.25.1"],
@@ -65,7 +70,10 @@ def _snapshot(tmp_path: Path) -> Path:
         w,
         deleting,
         {
-            "/": ["usr"],
+            "/": ["root", "usr"],
+            "/root": [".cache"],
+            "/root/.cache": ["vllm"],
+            VLLM: [f".wh.{CACHE}"],  # the image's build removed a stale P2P verdict
             "/usr": ["lib", "local"],
             "/usr/lib": ["x86_64-linux-gnu"],
             # libcuda deleted by a 0/0 device of its name, the others by AUFS-style .wh. files
@@ -80,6 +88,7 @@ def _snapshot(tmp_path: Path) -> Path:
             COMPAT: ["README"],
         },
     )
+    w.add_file(f"{first}{VLLM}/{CACHE}", json.dumps({"0->1": False, "1->0": False}))
     w.add_overlay_marker(f"{deleting}{LIBDIR}/libcuda.so.{OLD_DRIVER}", "whiteout")
     w.add_overlay_marker(f"{deleting}{COMPAT}", "opaque")
     for upper in ("slim", "fat"):
@@ -111,3 +120,6 @@ def test_what_a_later_layer_deleted_is_not_reported(tmp_path: Path) -> None:
     assert f"own libcuda.so {OLD_DRIVER}" in rows["docker container fat"]["detail"]
     assert fat["nccl"] == {"2.25.1": [f"{LIBDIR}/libnccl.so.2.25.1"]}
     assert fat["compat"] == [f"{COMPAT}/libcuda.so.{OLD_DRIVER}"]
+    # vLLM's cached verdict: deleted for slim, there for fat
+    assert slim["vllm_cache"] is None
+    assert fat["vllm_cache"] == {"0->1": False, "1->0": False}

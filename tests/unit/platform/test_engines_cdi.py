@@ -4,6 +4,7 @@ model or a ParseError, never another exception)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
+from fwman.host.live import LiveHost
 from fwman.platform.cdi import parse_spec
-from fwman.platform.engines import parse_container, parse_inspect, parse_ps, ps_argv
+from fwman.platform.engines import docker_vfs_dir, parse_container, parse_inspect, parse_ps, ps_argv
 from fwman.platform.mounts import Mount
 
 # Docker Engine API ContainerInspect, trimmed to the fields fwman reads (docs.docker.com, Engine API,
@@ -305,3 +307,16 @@ def test_cdi_parser_gives_a_model_or_a_parse_error(data: bytes, as_json: bool) -
         parse_spec(data, "/etc/cdi/x.json" if as_json else "/etc/cdi/x.yaml")
     except ParseError:
         pass
+
+
+def test_docker_vfs_directory_is_the_one_the_layer_store_names(tmp_path: Path) -> None:
+    cid, mount = "a" * 64, "b" * 64
+    store = tmp_path / f"var/lib/docker/image/vfs/layerdb/mounts/{cid}"
+    store.mkdir(parents=True)
+    (store / "mount-id").write_text(mount)  # moby writes it without a newline
+    host = LiveHost(str(tmp_path))
+    assert docker_vfs_dir(host, "/var/lib/docker", cid) == f"/var/lib/docker/vfs/dir/{mount}"
+    assert docker_vfs_dir(host, "/var/lib/docker", "c" * 64) is None  # no such container in the store
+    assert docker_vfs_dir(host, "/var/lib/docker", "../../etc") is None  # never a path built from a non-id
+    (store / "mount-id").write_text("../../../etc\n")
+    assert docker_vfs_dir(host, "/var/lib/docker", cid) is None

@@ -11,7 +11,7 @@ from fixtures.hostgen.rig import build_rig, rig_4x3090
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, UsageError
 from fwman.host.base import CommandResult
 from fwman.host.live import LiveHost
-from fwman.host.recording import Redactor, SnapshotWriter
+from fwman.host.recording import RecordingHost, Redactor, SnapshotWriter
 from fwman.host.snapshot import SnapshotHost
 from tests.support.env import EXAMPLE_HOST
 
@@ -298,3 +298,22 @@ def test_snapshot_remove_tree_is_journaled_and_reads_as_absent(tmp_path: Path) -
     assert not host.exists("/var/cache/fwman/src/a/f")
     assert ("remove_tree", "/etc/pve") in [(j.action, j.path) for j in host.journal]
     assert (tmp_path / "snap/files/etc/pve/lxc/101.conf").is_file()  # the snapshot on disk is untouched
+
+
+def test_overlay_markers_are_recorded_by_a_capture_and_replayed(tmp_path: Path) -> None:
+    # user.overlay.opaque: the attribute a rootless engine's overlay (mounted with userxattr) reads; any owner may
+    # set a user.* attribute, so this runs without root (the 0/0 whiteout device: tests/system)
+    tree = tmp_path / "tree"
+    (tree / "layer/usr/lib").mkdir(parents=True)
+    (tree / "layer/usr/share").mkdir()
+    try:
+        os.setxattr(tree / "layer/usr/lib", "user.overlay.opaque", b"y")
+    except OSError as e:
+        pytest.skip(f"this filesystem keeps no user.* extended attributes: {e.strerror}")
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(tree)), writer)
+    assert rec.overlay_marker("/layer/usr/lib") == "opaque"
+    assert rec.overlay_marker("/layer/usr/share") is None
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.overlay_marker("/layer/usr/lib") == "opaque"
+    assert replay.overlay_marker("/layer/usr/share") is None and replay.overlay_marker("/elsewhere") is None

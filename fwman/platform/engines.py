@@ -19,12 +19,13 @@ and one ``<engine> inspect ID...`` of all of them. The shapes:
   its ``HostConfig.Devices`` is empty for it, so the request is read from that argv; and Podman's
   ``HostConfig.Runtime`` says ``oci`` while ``OCIRuntime`` names the runtime (``crun``, ``nvidia``).
 - Podman's ``--gpus``: Podman 4.3 refuses the option (``Error: unknown flag: --gpus``, seen on the test
-  machine); later 4.x releases accepted it as a no-op kept for the Docker CLI's sake (NVIDIA's maintainer in
-  github.com/NVIDIA/nvidia-container-runtime issue 190, July 2023); since containers/podman PR 21180 (merged
-  January 2024) each value becomes the CDI device ``nvidia.com/gpu=VALUE`` (pkg/specgenutil:
-  ``devices = append(devices, "nvidia.com/gpu="+gpu)``), which, like ``--device``, inspect keeps only in
-  ``Config.CreateCommand``. fwman reads a Podman ``--gpus VALUE`` as that CDI request (a container made by a
-  release where the option did nothing cannot be told apart from inspect).
+  machine); by July 2023 Podman accepted it as a no-op kept for the Docker CLI's sake (NVIDIA's maintainer in
+  github.com/NVIDIA/nvidia-container-runtime issue 190; from which release is not known here); since
+  containers/podman PR 21180 (merged January 2024) each value becomes the CDI device ``nvidia.com/gpu=VALUE``
+  (pkg/specgenutil: ``devices = append(devices, "nvidia.com/gpu="+gpu)``). fwman reads a Podman ``--gpus VALUE``
+  from ``Config.CreateCommand``, as it reads ``--device`` (where Podman 4.3 keeps a CDI request; whether newer
+  releases show it elsewhere in inspect is not known here), as that CDI request; a container made by a release
+  where the option did nothing cannot be told apart from inspect.
 
 The parsers are pure (text in, model or ParseError out); :func:`read_engine` is the one reader and goes through
 the Host.

@@ -143,3 +143,30 @@ def test_a_vfs_container_is_read_through_podman_mount(tmp_path: Path) -> None:
     finally:
         pm("rm", "-a", "-f")
         pm("rmi", "-a", "-f")
+
+
+def test_podman_gpus_is_refused_by_4_3_or_read_as_the_cdi_device_it_becomes(tmp_path: Path) -> None:
+    # Podman 4.3 (Debian 12) has no --gpus; a Podman that maps it (containers/podman PR 21180) makes it the CDI
+    # device nvidia.com/gpu=all, and audit must then check that container against the CDI spec
+    require_tools("podman")
+    root = tmp_path / "root"
+    root.mkdir()
+    gpu_host(root)
+    pm = Podman(root)
+    (root / "etc/cdi/nvidia.yaml").write_text(nvidia_cdi_spec(OLD_DRIVER))
+    try:
+        image = pm.image("localhost/serve:good", {f"{LIBDIR}/libnccl.so.2.27.5": b"nccl"})
+        version = pm("version", "--format", "{{.Client.Version}}").strip()
+        try:
+            pm("create", "--name", "gpus", "--gpus", "all", image, "/bin/true")
+        except AssertionError as refused:
+            assert version.startswith("4.3."), f"podman {version} refused --gpus: {refused}"
+            assert "unknown flag: --gpus" in str(refused)
+            return
+        doc = _audit(FwmanEnv(variables=pm.env()), "--root", str(root))
+        by_name = {c["name"]: c for c in doc["containers"] if c["kind"] == "podman"}
+        assert by_name["gpus"]["cdi_devices"] == ["nvidia.com/gpu=all"]
+        assert rows_by_component(doc)["podman container gpus"]["status"] == "mismatch"  # the spec is stale
+    finally:
+        pm("rm", "-a", "-f")
+        pm("rmi", "-a", "-f")

@@ -102,7 +102,7 @@ fi
 
 # the units of the DISABLED_AFTER packages: disabled (also when an earlier run or a person installed them): their
 # systemd units, and the SysV scripts they ship (update-rc.d disable turns the start links into stop links, which
-# a later upgrade keeps)
+# a later upgrade keeps; on Debian 12 it also disables the systemd unit of the same name, docker.service)
 for name in $DISABLED_AFTER; do
     dpkg-query -W -f='${Status}' "$name" 2>/dev/null | grep -q "install ok installed" || continue
     for script in $(dpkg -L "$name" | sed -n 's#^/etc/init\.d/\([^/]*\)$#\1#p'); do

@@ -405,7 +405,7 @@ class ImportOutcome:
 
 def _same_modules(host: Host, manifest: Manifest | None, bundle: Bundle) -> bool:
     """Return True when the modules in place are the bundle's (compared without any appended signature)."""
-    from fwman.driver.boot.pin import kernel_safety
+    from fwman.driver.boot.safety import kernel_safety
     from fwman.driver.kmod.kofile import split_signature
 
     if manifest is None or set(manifest.modules) != set(bundle.files):

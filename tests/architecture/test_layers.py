@@ -233,6 +233,15 @@ def _under(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
 
+def _private_across(module: str, is_package: bool, base: str, name: str) -> bool:
+    """Return True for ``from fwman.x.y import _name`` in a module of another package than ``fwman.x``: a private
+    name is its package's own (make it public in a module both may import instead)."""
+    if not (base == "fwman" or base.startswith("fwman.")) or not name.startswith("_") or name.startswith("__"):
+        return False
+    mine = module if is_package else module.rpartition(".")[0]
+    return base.rpartition(".")[0] != mine
+
+
 def _effect_of_import(name: str) -> str | None:
     for mod, kind in EFFECT_MODULES.items():
         if name == mod or name.startswith(mod + "."):
@@ -353,6 +362,8 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
             # `from os import remove`, `from os import environ`
             for alias in node.names:
                 full = f"{base}.{alias.name}"
+                if _private_across(module, is_package, base, alias.name):
+                    add(node, "private import", f"from {base} import {alias.name}: a private name of another package")
                 # `from fwman import __version__` imports a name, not a module
                 as_module = base == "fwman" or (base == f"fwman.{me}" and me in SUBLAYERS)
                 if not alias.name.startswith("__") and (
@@ -566,6 +577,8 @@ PLANTED = [
     ("fwman.host.live", "import requests\n", "network"),  # requests only in host/http.py
     ("fwman.firmware.rom.package", "from fwman.host.base import Host\n", "impure"),  # rom/ stays pure
     ("fwman.firmware.rom.parse", "def f():\n    from fwman.host import live\n", "impure"),
+    ("fwman.app.bundle", "from fwman.firmware.catalog.signing import _parse_sig\n", "private import"),
+    ("fwman.driver.bundle.trust", "from fwman.core.signing import _x\n", "private import"),
     ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-rf', '--', p])\n", "rm -rf"),
     ("fwman.host.live", "def f(self, p):\n    self.run(['rm', '-r', p], timeout=9)\n", "rm -rf"),  # doors too
 ]
@@ -604,6 +617,8 @@ CLEAN = [
     ("fwman.host.http", "import requests\nimport os\nos.environ.get('NO_PROXY')\n"),
     ("fwman.cli.context", "import os\nV = dict(os.environ)\n"),  # the CLI's Environment reads it once
     ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-f', '--', p])\n"),  # one file
+    ("fwman.cli.manpage", "from fwman.cli.docgen import _walk\n"),  # a private name inside its own package
+    ("fwman.driver.bundle.install", "from .format import _headers\n"),
 ]
 
 

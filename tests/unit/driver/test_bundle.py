@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError, VerificationError
-from fwman.driver.bundle import SCHEMA, Bundle, BundleDoc, BundleModule, pack, unpack, verify_contents
+from fwman.driver.bundle.format import SCHEMA, Bundle, BundleDoc, BundleModule, pack, unpack, verify_contents
 
 
 def _doc(files: dict[str, bytes], kernel: str = "6.1.0-50-amd64") -> BundleDoc:
@@ -182,7 +182,7 @@ def test_a_module_name_that_is_not_one_is_refused(name: str) -> None:
 
 def test_a_bundle_names_the_host_it_was_built_on(tmp_path: Path) -> None:
     """docs/fleet.md: `built on HOST`: the host's name, never fwman's description of its Host ("live host /")."""
-    from fwman.driver.bundle import host_name
+    from fwman.driver.bundle.export import host_name
     from fwman.host.live import LiveHost
 
     host = LiveHost(str(tmp_path))

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fwman.core.clock import format_timestamp
 from fwman.core.errors import UsageError, VerificationError
 from fwman.core.resources import is_data_file, list_data, read_data
 from fwman.core.signing import TrustedKey, key_id, raw_public, sign_document
-from fwman.firmware.catalog.schema import format_timestamp, parse_timestamp
+from fwman.firmware.catalog.schema import parse_timestamp
 from fwman.firmware.catalog.signing import (
     KEYS_NAME,
     KEYS_SIG_NAME,

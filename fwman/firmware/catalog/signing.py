@@ -25,7 +25,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fwman.core import paths
+from fwman.core import names, paths
+from fwman.core.clock import format_timestamp
 from fwman.core.errors import VerificationError
 from fwman.core.resources import bundled_keys, list_data, read_data
 from fwman.core.signing import (
@@ -36,7 +37,7 @@ from fwman.core.signing import (
     signature_key_id,
     verify_signature,
 )
-from fwman.firmware.catalog.schema import SIG_NAME, first_error, format_timestamp, parse_timestamp
+from fwman.firmware.catalog.schema import SIG_NAME, first_error, parse_timestamp
 from fwman.host.base import Host
 
 #: the root keys that ship with fwman (they sign the keys document, never an index)
@@ -120,7 +121,8 @@ class RetiredKey(BaseModel):
     @field_validator("retired")
     @classmethod
     def _date(cls, v: str) -> str:
-        datetime.strptime(v, "%Y-%m-%d")
+        if not names.is_iso_date(v):
+            raise ValueError("must be YYYY-MM-DD")
         return v
 
 
@@ -142,7 +144,8 @@ class KeysDocument(BaseModel):
     @field_validator("date")
     @classmethod
     def _date(cls, v: str) -> str:
-        datetime.strptime(v, "%Y-%m-%d")
+        if not names.is_iso_date(v):
+            raise ValueError("must be YYYY-MM-DD")
         return v
 
     @model_validator(mode="after")

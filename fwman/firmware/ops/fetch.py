@@ -248,7 +248,7 @@ def fetch_image(
         host.unlink(part)  # a mismatch leaves nothing behind
         raise
 
-    stamp = (now or clock.now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = clock.format_timestamp(now or clock.now_utc())
     host.mkdir(final.rsplit("/", 1)[0])
     host.write_bytes(final, data)
     record = {

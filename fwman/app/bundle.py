@@ -1,103 +1,32 @@
-"""``fwman modules export`` / ``import`` as use cases: the bundle file (a user file) and its Ed25519 signature.
+"""``fwman modules export`` / ``import`` as use cases: the bundle file (a user file) and its signing key.
 
-:mod:`fwman.driver.bundle` makes and installs bundles; the signature is the catalog's format
-(:mod:`fwman.firmware.catalog.signing`), which driver/ may not import (a sibling), so it is joined here. Trusted
-bundle keys are ``/etc/fwman/bundle-keys.d/*.pub`` on the host, deliberately not the catalog's keys: a fleet
-owner signs their own bundles.
+:mod:`fwman.driver.bundle` makes, checks and installs bundles (its :mod:`~fwman.driver.bundle.trust` says which
+signatures a host accepts); this module reads and writes the files the user names.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, VerificationError
-from fwman.driver.bundle import Bundle, ImportOutcome, export_bundle, import_bundle, plan_import, unpack
+from fwman.core.signing import load_private_key
+from fwman.driver.bundle.export import export_bundle
+from fwman.driver.bundle.format import Bundle, unpack
+from fwman.driver.bundle.install import ImportOutcome, import_bundle, plan_import
+from fwman.driver.bundle.trust import signature_check, signer
 from fwman.host.base import Host
 from fwman.host.userfiles import read_user_file, write_user_file
 
-if TYPE_CHECKING:
-    from fwman.firmware.catalog.signing import TrustedKey
-
 #: a bundle of the real driver is ~100 MiB; refuse to read anything far beyond that into memory
 MAX_BUNDLE_BYTES = 2 * 1024 * 1024 * 1024
-
-
-def trusted_bundle_keys(host: Host) -> list[TrustedKey]:
-    """Return the keys bundles are accepted from ([] when the host trusts none).
-
-    Raises VerificationError for a key file that is not an Ed25519 public key (a broken trust store is reported).
-    """
-    from fwman.firmware.catalog.signing import load_public_key
-
-    try:
-        names = host.listdir(paths.BUNDLE_KEYS_DIR) if host.is_dir(paths.BUNDLE_KEYS_DIR) else []
-    except (MissingError, NotRecordedError):
-        names = []
-    keys = []
-    for name in sorted(names):
-        if name.endswith(".pub"):
-            path = f"{paths.BUNDLE_KEYS_DIR}/{name}"
-            keys.append(load_public_key(host.read_bytes(path, limit=64 * 1024), path))
-    return keys
-
-
-def signature_check(host: Host) -> Callable[[Bundle], str]:
-    """Return the check :func:`fwman.driver.bundle.plan_import` runs on a bundle's signature for ``host``.
-
-    With trusted keys the bundle must be signed by one of them; without any, a signature is reported but not
-    checked (nothing to check it against). The check raises VerificationError for an unsigned bundle when keys
-    are trusted, a signature by an unknown key, or one that does not verify.
-    """
-    from fwman.firmware.catalog.signing import signature_key_id, verify_index
-
-    keys = trusted_bundle_keys(host)
-
-    def check(bundle: Bundle) -> str:
-        if not keys:
-            if bundle.signature is None:
-                return f"unsigned bundle (no trusted bundle key in {paths.BUNDLE_KEYS_DIR}/)"
-            return f"signature not checked: no trusted bundle key in {paths.BUNDLE_KEYS_DIR}/"
-        if bundle.signature is None:
-            raise VerificationError(
-                f"the bundle is not signed, and this host trusts only signed bundles ({paths.BUNDLE_KEYS_DIR}/)",
-                hint="export it with --sign-key KEY.pem on the build host",
-            )
-        claimed = signature_key_id(bundle.signature)
-        if claimed not in {k.key_id for k in keys}:
-            trusted = ", ".join(sorted(k.key_id for k in keys))
-            raise VerificationError(
-                f"the bundle is signed by key {claimed}, which this host does not trust",
-                hint=f"trusted: {trusted}; add the fleet's public key to {paths.BUNDLE_KEYS_DIR}/",
-            )
-        try:
-            key = verify_index(bundle.doc_bytes, bundle.signature, keys)
-        except VerificationError as e:
-            raise VerificationError(
-                f"the bundle's signature does not verify with key {claimed}: bundle.json or its signature was altered",
-                hint="nothing was installed; export the bundle again on the build host",
-            ) from e
-        return f"signed by trusted key {key.key_id} ({key.origin})"
-
-    return check
 
 
 def export_to_file(host: Host, kver: str, output: str, sign_key: str | None = None) -> tuple[int, Bundle]:
     """Export the modules of ``kver`` into the user file ``output``; return (its size, the bundle).
 
     ``sign_key`` names an Ed25519 private key (PEM, a user file). Raises as
-    :func:`fwman.driver.bundle.export_bundle`, UsageError for a bad key or an unwritable output.
+    :func:`fwman.driver.bundle.export.export_bundle`, UsageError for a bad key or an unwritable output.
     """
-    from fwman.firmware.catalog.signing import load_private_key, sign_index
-
-    sign = None
-    if sign_key:
-        key = load_private_key(read_user_file(sign_key, max_bytes=64 * 1024), sign_key)
-
-        def sign(doc: bytes) -> bytes:
-            return sign_index(doc, key)
-
+    sign = signer(load_private_key(read_user_file(sign_key, max_bytes=64 * 1024), sign_key)) if sign_key else None
     data, bundle = export_bundle(host, kver, sign)
     write_user_file(output, data)
     return len(data), bundle

@@ -12,7 +12,8 @@ from typing import Any
 
 from fwman.core.errors import MissingError
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
-from fwman.driver.boot.pin import PinRecord, kernel_safety
+from fwman.driver.boot.pin import PinRecord
+from fwman.driver.boot.safety import kernel_safety
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 

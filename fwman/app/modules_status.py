@@ -14,7 +14,8 @@ from fwman.driver import dkms
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
-from fwman.driver.boot.pin import PinRecord, kernel_safety, read_pin
+from fwman.driver.boot.pin import PinRecord, read_pin
+from fwman.driver.boot.safety import kernel_safety
 from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
 from fwman.driver.build.source import SourceSpec, load_source_spec
 from fwman.driver.headers import advise_host

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.driver.boot.loaders import default_boot_kernel
-from fwman.driver.boot.pin import PinRecord, Safety, UnpinBoot, kernel_safety, read_pin
+from fwman.driver.boot.pin import PinRecord, UnpinBoot, read_pin
+from fwman.driver.boot.safety import Safety, kernel_safety
 from fwman.host.actions import apply_all
 from fwman.host.base import Host
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fwman import __version__
-from fwman.core.clock import now_utc
+from fwman.core.clock import timestamp
 from fwman.core.errors import MissingError, UsageError
 from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
 from fwman.firmware.catalog.local import LocalEntry, load_local_entries
@@ -26,7 +26,7 @@ def owner_report(host: Host, bus: str) -> OwnerReport:
     Raises UsageError for an unknown card, MissingError when no successful flash of it is recorded.
     """
     card = find_card(require_cards(host), bus)
-    return build_report(host, card, generated_at=now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"), fwman_version=__version__)
+    return build_report(host, card, generated_at=timestamp(), fwman_version=__version__)
 
 
 @dataclass(frozen=True)

@@ -310,10 +310,10 @@ def sign(
     """
     from fwman.cli.catalog_keys import metadata_time
     from fwman.core.names import iso_date
+    from fwman.core.signing import load_private_key
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import sign_directory
     from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
-    from fwman.firmware.catalog.signing import load_private_key
     from fwman.host.live import LiveHost
     from fwman.host.userfiles import read_user_file, user_path
 

@@ -184,9 +184,10 @@ def sign(
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
     from fwman.core.names import iso_date
+    from fwman.core.signing import load_private_key, load_public_key
     from fwman.firmware.catalog.load import BUNDLED_CATALOG
     from fwman.firmware.catalog.publish import KeysChange, sign_keys_directory
-    from fwman.firmware.catalog.signing import KEYS_NAME, load_private_key, load_public_key, root_keys
+    from fwman.firmware.catalog.signing import KEYS_NAME, root_keys
     from fwman.host.live import LiveHost
     from fwman.host.userfiles import read_user_file, user_path
 

@@ -1,4 +1,4 @@
-"""``fwman modules export`` and ``fwman modules import``: build once per fleet (logic in fwman.driver.bundle)."""
+"""``fwman modules export`` and ``fwman modules import``: build once per fleet (logic in fwman.app.bundle)."""
 
 from __future__ import annotations
 
@@ -32,15 +32,9 @@ def _doc_dict(bundle: Any) -> dict[str, Any]:
 
 def _signature_key(bundle: Any) -> str | None:
     """Return the key id the bundle's signature names (None when unsigned or not a signature document)."""
-    from fwman.core.errors import VerificationError
-    from fwman.firmware.catalog.signing import signature_key_id
+    from fwman.driver.bundle.trust import signature_key
 
-    if bundle.signature is None:
-        return None
-    try:
-        return signature_key_id(bundle.signature)
-    except VerificationError:
-        return None
+    return signature_key(bundle)
 
 
 @click.command("export")

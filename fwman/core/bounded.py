@@ -53,7 +53,7 @@ class Limits:
 INITRAMFS = Limits(output=1 * GiB, ratio=20, ratio_floor=64 * MiB, depth=1, seconds=120.0)
 #: one kernel module (.ko.xz, .ko.gz, .ko.zst): nvidia.ko is under 100 MB
 MODULE = Limits(output=256 * MiB, ratio=20, ratio_floor=64 * MiB, depth=1, seconds=60.0)
-#: a vendor update package and what its unpacker may write (firmware/rom/package.py enforces these)
+#: a vendor update package and what its unpacker may write (firmware/ops/listing.py and ops/unpack.py enforce these)
 PACKAGE = Limits(output=512 * MiB, ratio=1000, ratio_floor=512 * MiB, depth=1, seconds=120.0)
 PACKAGE_MAX_INPUT = 256 * MiB
 PACKAGE_MAX_MEMBER = 64 * MiB

@@ -80,6 +80,21 @@ def now_utc() -> datetime:
     return _current.now_utc()
 
 
+#: the one timestamp format fwman writes: UTC, whole seconds, ``Z`` (``2026-11-29T08:30:00Z``: TUF's metadata
+#: form, used by the catalog, the journal, backups, history, captures, the flash lock)
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def format_timestamp(when: datetime) -> str:
+    """Return ``when`` as ``YYYY-MM-DDTHH:MM:SSZ`` (an aware time converted to UTC; a naive one taken as UTC)."""
+    return (when.astimezone(UTC) if when.tzinfo is not None else when).strftime(TIMESTAMP_FORMAT)
+
+
+def timestamp() -> str:
+    """Return the installed clock's current time as ``YYYY-MM-DDTHH:MM:SSZ`` (:func:`format_timestamp`)."""
+    return format_timestamp(now_utc())
+
+
 def monotonic() -> float:
     """Return the installed clock's monotonic seconds."""
     return _current.monotonic()

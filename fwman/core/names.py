@@ -25,6 +25,10 @@ _BUS = re.compile(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}
 _FORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _BOARD_ID = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,4}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_YEAR_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
+_YEAR = re.compile(r"\d{4}")
+#: what a board ID looks like, for every message that refuses one
+BOARD_ID_HINT = "a board ID is hexadecimal, at most four digits, e.g. 0x0240 (from `nvflash --version FILE`)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # C0, DEL, C1, bidi overrides
 MAX_URL = 2048
 
@@ -106,26 +110,48 @@ def branch_name(value: str, option: str = "--branch") -> str:
     return value
 
 
+def normal_board_id(text: str) -> str | None:
+    """Return board ID ``text`` as ``0x`` and four upper-case hex digits (``0x0240``), None when it is not one.
+
+    The one board-ID rule: hexadecimal, at most four digits, ``0x`` optional (nvflash prints ``0x0240``; a
+    user may type ``240``). Compare board IDs only in this form (the catalog, nvflash and users differ in case).
+    """
+    value = text.strip()
+    if not _BOARD_ID.fullmatch(value):
+        return None
+    return f"0x{int(value.lower().removeprefix('0x'), 16):04X}"
+
+
 def board_id(value: str, option: str = "--board-id") -> str:
     """Return a board ID as ``0x`` and four upper-case hex digits (``0x0240``). Raises UsageError otherwise."""
-    if not _BOARD_ID.fullmatch(value.strip()):
-        raise UsageError(
-            f"{option} {_shown(value)}: not a board ID",
-            hint="a board ID is hexadecimal, at most four digits, e.g. 0x0240 (from `nvflash --version FILE`)",
-        )
-    return f"0x{int(value.strip().lower().removeprefix('0x'), 16):04X}"
+    normal = normal_board_id(value)
+    if normal is None:
+        raise UsageError(f"{option} {_shown(value)}: not a board ID", hint=BOARD_ID_HINT)
+    return normal
+
+
+def is_iso_date(value: str) -> bool:
+    """Return True when ``value`` is a real calendar date written ``YYYY-MM-DD`` (2026-02-30 is not one)."""
+    if not _DATE.fullmatch(value):
+        return False
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_partial_date(value: str) -> bool:
+    """Return True when ``value`` is ``YYYY``, ``YYYY-MM`` or a real ``YYYY-MM-DD`` (how precisely a date is known)."""
+    return bool(_YEAR.fullmatch(value) or _YEAR_MONTH.fullmatch(value)) or is_iso_date(value)
 
 
 def iso_date(value: str, option: str = "--date") -> str:
     """Return ``value`` when it is a real calendar date ``YYYY-MM-DD``. Raises UsageError otherwise."""
-    try:
-        if not _DATE.fullmatch(value):
-            raise ValueError(value)
-        date.fromisoformat(value)
-    except ValueError:
+    if not is_iso_date(value):
         raise UsageError(
             f"{option} {_shown(value)}: not a date", hint="give a calendar date as YYYY-MM-DD, e.g. 2026-11-29"
-        ) from None
+        )
     return value
 
 

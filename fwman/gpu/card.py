@@ -22,13 +22,28 @@ class LinkState:
     max_width: int | None = None
 
     @property
+    def narrow(self) -> bool | None:
+        """Return True when the link trained narrower than the card's maximum width, None when either is unknown."""
+        if self.current_width is None or self.max_width is None:
+            return None
+        return self.current_width < self.max_width
+
+    @property
+    def slow(self) -> bool | None:
+        """Return True when the link runs below the card's maximum speed (GPUs slow an idle link), None when
+        either is unknown."""
+        if self.current_speed_gts is None or self.max_speed_gts is None:
+            return None
+        return self.current_speed_gts < self.max_speed_gts
+
+    @property
     def downtrained(self) -> bool | None:
-        """Return True when speed or width is below the maximum, None when unknown."""
-        pairs = [(self.current_speed_gts, self.max_speed_gts), (self.current_width, self.max_width)]
-        known = [(c, m) for c, m in pairs if c is not None and m is not None]
+        """Return True when speed or width is below the maximum (:attr:`narrow` or :attr:`slow`), None when
+        neither is known."""
+        known = [v for v in (self.slow, self.narrow) if v is not None]
         if not known:
             return None
-        return any(c < m for c, m in known)
+        return any(known)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from fwman.core.errors import MissingError
+from fwman.core.errors import FwmanError, MissingError
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -160,8 +160,8 @@ class Host(Protocol):
     def remove_tree(self, path: str) -> None:
         """Remove directory ``path`` with everything under it, or the file or link ``path`` (no error if absent).
 
-        Links inside are removed, never followed. Raises HostChangeError when the filesystem refuses, FwmanError
-        for ``/`` itself.
+        Links inside are removed, never followed. Raises HostChangeError when the filesystem refuses,
+        UnsafeRemovalError (:func:`removable_path`) for ``/``, an empty or relative path, or one outside the host.
         """
         ...
 
@@ -177,6 +177,29 @@ MAX_LINKS = 40
 #: the extended attributes an overlay reads to call a directory opaque: trusted.* for a mount by root, user.*
 #: for one with the ``userxattr`` option (rootless engines); the value is ``y``
 OVERLAY_OPAQUE_XATTRS = ("trusted.overlay.opaque", "user.overlay.opaque")
+
+
+class UnsafeRemovalError(FwmanError):
+    """A tree removal was asked for a path no caller may remove: ``/``, an empty or relative path, one outside
+    the host's root. Always a bug in the caller (exit 1), never something the user typed."""
+
+
+def removable_path(path: str) -> str:
+    """Return host path ``path`` normalised for :meth:`Host.remove_tree`, when it is one a tree removal may take.
+
+    The one rule every Host applies before removing a tree. ``//`` and ``/./`` are ``/`` (POSIX keeps a
+    leading ``//`` in ``normpath``, and ``rmtree("//")`` is the whole machine); ``..`` never climbs above
+    ``/``. Raises UnsafeRemovalError for an empty path, a relative one (it would be relative to the working
+    directory, not to the host), and ``/`` itself.
+    """
+    if not isinstance(path, str) or not path.strip():
+        raise UnsafeRemovalError(f"internal: refusing to remove an empty path ({path!r})")
+    if not path.startswith("/"):
+        raise UnsafeRemovalError(f"internal: refusing to remove {path!r}: host paths are absolute")
+    normal = "/" + posixpath.normpath(path).lstrip("/")
+    if normal == "/":
+        raise UnsafeRemovalError(f"internal: refusing to remove the whole host ({path!r} is /)")
+    return normal
 
 
 def is_this_machine(host: Host) -> bool:

@@ -183,7 +183,7 @@ def exclusive(
                 say(f"took over a stale {what} lock: {old.describe()}, {stale_reason(old, current)}")
             elif raw.strip():  # a record is evidence: a damaged one is said, never passed over in silence
                 say(f"took over a stale {what} lock whose record {path} was unreadable ({len(raw)} bytes)")
-            mine = Holder(os.getpid(), command, clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"), current)
+            mine = Holder(os.getpid(), command, clock.timestamp(), current)
             _write_record(fd, mine)
             try:
                 yield mine

@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fwman.core.errors import FwmanError, HostChangeError, MissingError
-from fwman.host.base import OVERLAY_OPAQUE_XATTRS, CommandResult, JournalMixin, resolve_links
+from fwman.host.base import (
+    OVERLAY_OPAQUE_XATTRS,
+    CommandResult,
+    JournalMixin,
+    UnsafeRemovalError,
+    removable_path,
+    resolve_links,
+)
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -258,11 +265,14 @@ class LiveHost(JournalMixin):
 
         The last component is taken as named (a link is removed, not followed), and links inside are removed,
         never followed, so nothing outside ``path`` goes. Raises HostChangeError when the filesystem refuses,
-        FwmanError for ``/``.
+        UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`), or a
+        path that maps to the root directory itself or outside it.
         """
-        if os.path.normpath(path) == "/":
-            raise FwmanError("internal: refusing to remove the whole host (/)")
+        path = removable_path(path)
         raw = self._target(path)
+        if self.root != "/" and (raw == self.root or os.path.commonpath([self.root, raw]) != self.root):
+            # never expected (links are resolved inside the root): the last line of defence of an rmtree
+            raise UnsafeRemovalError(f"internal: refusing to remove {path}: it maps to {raw}, not inside {self.root}")
         with _changing("remove", path, absent_ok=True):
             if os.path.isdir(raw) and not os.path.islink(raw):
                 shutil.rmtree(raw)

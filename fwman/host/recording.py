@@ -162,7 +162,7 @@ class SnapshotWriter:
             meta = {
                 "format": FORMAT,
                 "version": VERSION,
-                "captured_at": captured_at or clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "captured_at": captured_at or clock.timestamp(),
                 "fwman_version": __version__,
                 "redacted": self.redactor is not None,
                 "constructed": self.constructed,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
-from fwman.host.base import CommandResult, JournalMixin, resolve_links
+from fwman.host.base import CommandResult, JournalMixin, removable_path, resolve_links
 from fwman.host.snapshot_check import (
     MAX_RECORDED_FILE,
     SnapshotFormatError,
@@ -309,10 +309,12 @@ class SnapshotHost(JournalMixin):
         self._note("unlink", path)
 
     def remove_tree(self, path: str) -> None:
-        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay."""
-        top = _norm(path)
-        if top == "/":
-            raise UsageError("internal: refusing to remove the whole host (/)")
+        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay.
+
+        Raises UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`):
+        the same refusal as a live host, so a replayed command cannot pass where the live one would not.
+        """
+        top = removable_path(path)
         recorded = self._file(top)
         on_disk = ["/" + str(f.relative_to(self.files_root)) for f in recorded.rglob("*")] if recorded.is_dir() else []
         for p in [*self.overlay, *self.dirs, *self.links, *self.sizes, *on_disk]:

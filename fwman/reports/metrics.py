@@ -186,7 +186,7 @@ def card_samples(host: Host) -> list[Sample]:
 def kernel_samples(host: Host) -> list[Sample]:
     """Return the per-kernel and next-boot series (the same verdicts as ``fwman modules status``)."""
     from fwman.driver.boot.loaders import default_boot_kernel
-    from fwman.driver.boot.pin import kernel_safety
+    from fwman.driver.boot.safety import kernel_safety
     from fwman.driver.build.manifest import failed_path, manifest_path, read_marker
     from fwman.driver.kernels import installed_kernels
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from fixtures.tinymod.elfgen import build_elf, modinfo_blob, nvidia_tags
 from fwman.core.errors import BlockedError, ParseError
 from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_path
-from fwman.driver.bundle import BundleDoc, BundleModule, pack, plan_import, unpack
+from fwman.driver.bundle.format import BundleDoc, BundleModule, pack, unpack
+from fwman.driver.bundle.install import plan_import
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.live import LiveHost
 from tests.adversarial.conftest import CountingEnv, tried
@@ -171,7 +172,7 @@ def test_the_ansible_module_sees_a_signature_added_or_changed(tmp_path: Path) ->
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from fwman.cli.modules_bundle import _doc_dict
-    from fwman.firmware.catalog.signing import load_private_key, sign_index
+    from fwman.core.signing import load_private_key, sign_document
 
     ansible = _ansible_module()
     files = modules()
@@ -183,7 +184,7 @@ def test_the_ansible_module_sees_a_signature_added_or_changed(tmp_path: Path) ->
             pem = Ed25519PrivateKey.generate().private_bytes(
                 serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
             )
-            sig = sign_index(doc_bytes, load_private_key(pem, label))
+            sig = sign_document(doc_bytes, load_private_key(pem, label))
         paths[label] = tmp_path / f"{label}.fwbundle"
         paths[label].write_bytes(pack(doc_bytes, files, sig))
     tried(3)

@@ -147,7 +147,7 @@ def test_modules_import_over_a_bomb_initramfs_is_never_unexpected(
     import hashlib
 
     from fixtures.tinymod.elfgen import build_elf, modinfo_blob, nvidia_tags
-    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.driver.bundle.format import BundleDoc, BundleModule, pack
     from fwman.gpu.kernel_modules import MODULE_NAMES
 
     root = materialize(EXAMPLE_HOST, tmp_path / "root")

@@ -99,7 +99,7 @@ def test_a_bundles_kernel_release_never_becomes_a_path(attack: CountingEnv, tmp_
     # --kernel does: an unsigned bundle (accepted when no bundle key is configured) with a climbing release
     # wrote modules into /etc and deleted directories by name; its modules' vermagic names the same release
     from fixtures.tinymod.elfgen import build_module, nvidia_tags
-    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.driver.bundle.format import BundleDoc, BundleModule, pack
     from fwman.gpu.kernel_modules import MODULE_NAMES
 
     files = {n: build_module(nvidia_tags("570.86.16", kver, name=n)) for n in MODULE_NAMES}

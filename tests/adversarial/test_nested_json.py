@@ -100,13 +100,14 @@ def test_a_nested_forge_answer_is_could_not_list(attack: CountingEnv, tmp_path: 
 
 @pytest.mark.parametrize("text", [DEEP, SHALLOW_BUT_TOO_DEEP])
 def test_a_nested_catalog_signature_or_index_is_a_verification_error(text: str) -> None:
+    from fwman.core.signing import signature_key_id
     from fwman.firmware.catalog.schema import parse_index
-    from fwman.firmware.catalog.signing import signature_key_id, verify_index
+    from fwman.firmware.catalog.signing import verify_catalog_signature
 
     with pytest.raises(VerificationError, match=r"index\.json\.sig: not a signature document \(nested deeper"):
-        verify_index(b"{}", text.encode(), [])
+        verify_catalog_signature(b"{}", text.encode(), [])
     with pytest.raises(VerificationError, match=r"index\.json\.sig: not a signature document"):
-        signature_key_id(text.encode())
+        signature_key_id(text.encode(), "index.json.sig")
     with pytest.raises(VerificationError, match="not a valid catalog index"):
         parse_index(text.encode())  # pydantic's own JSON parser stops at its depth limit
 

@@ -18,7 +18,8 @@ from fixtures.romgen import RomSpec, build_rom
 from fwman.core.errors import ParseError, UsageError, VerificationError
 from fwman.core.tomltext import parse_toml, toml_value
 from fwman.driver.boot.initramfs import host_decompressor
-from fwman.firmware.rom.package import MAX_MARKER_HITS, check_listing, parse_7zz_listing, scan_blob
+from fwman.firmware.ops.listing import check_listing, parse_7zz_listing
+from fwman.firmware.rom.package import MAX_MARKER_HITS, scan_blob
 from fwman.host.live import LiveHost
 from tests.adversarial.conftest import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST

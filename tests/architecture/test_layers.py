@@ -80,6 +80,9 @@ SUBLAYERS: dict[str, dict[str, int]] = {
     },
     "reports": {"": 0, "audit": 0, "doctor": 1, "metrics": 2},
 }
+#: packages that are pure: they never import these (a parser and its model take bytes, never a Host), whatever
+#: their rank would allow; ``"importer prefix": {"forbidden prefix", ...}``
+PURE: dict[str, set[str]] = {"fwman.firmware.rom": {"fwman.host"}}
 #: sibling imports (same rank, different package) that are allowed: (importer, imported); inside a package,
 #: ("driver.boot", "driver.dkms")
 SIBLINGS: set[tuple[str, str]] = set()
@@ -225,6 +228,20 @@ def _subpackage(module: str) -> str:
     return parts[2] if len(parts) > 2 else ""
 
 
+def _under(module: str, prefix: str) -> bool:
+    """Return True when ``module`` is ``prefix`` or inside it (``fwman.firmware.rom.parse``: ``fwman.firmware.rom``)."""
+    return module == prefix or module.startswith(prefix + ".")
+
+
+def _private_across(module: str, is_package: bool, base: str, name: str) -> bool:
+    """Return True for ``from fwman.x.y import _name`` in a module of another package than ``fwman.x``: a private
+    name is its package's own (make it public in a module both may import instead)."""
+    if not (base == "fwman" or base.startswith("fwman.")) or not name.startswith("_") or name.startswith("__"):
+        return False
+    mine = module if is_package else module.rpartition(".")[0]
+    return base.rpartition(".")[0] != mine
+
+
 def _effect_of_import(name: str) -> str | None:
     for mod, kind in EFFECT_MODULES.items():
         if name == mod or name.startswith(mod + "."):
@@ -280,6 +297,9 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
             add(node, kind, f"imports {name}")
         if name != "fwman" and not name.startswith("fwman."):
             return
+        for pure, forbidden in PURE.items():
+            if _under(module, pure) and any(_under(name, f) for f in forbidden):
+                add(node, "impure", f"{pure} is pure (bytes in, a model out) and imports {name}: no Host there")
         other = _package(name)
         if other not in LAYERS:
             add(node, "unranked", f"imports {name}, whose package has no rank in LAYERS")
@@ -342,6 +362,8 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
             # `from os import remove`, `from os import environ`
             for alias in node.names:
                 full = f"{base}.{alias.name}"
+                if _private_across(module, is_package, base, alias.name):
+                    add(node, "private import", f"from {base} import {alias.name}: a private name of another package")
                 # `from fwman import __version__` imports a name, not a module
                 as_module = base == "fwman" or (base == f"fwman.{me}" and me in SUBLAYERS)
                 if not alias.name.startswith("__") and (
@@ -377,11 +399,29 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
                     imported(node, first.value)
                 elif not lazy:
                     add(node, "dynamic import", f"{func}() of a computed name (this test cannot see what it imports)")
+            if _removes_a_tree(node):
+                add(node, "rm -rf", "a tree removed by running rm: call host.remove_tree(path) (it refuses /, ...)")
             if me == "cli" and isinstance(node.func, ast.Attribute) and node.func.attr in HOST_CHANGES:
                 receiver = _dotted(node.func.value) or ""
                 if receiver == "host" or receiver.endswith(".host"):
                     add(node, "host change", f"{receiver}.{node.func.attr}() in the CLI")
     return found
+
+
+#: the flags that make ``rm`` remove a tree
+RM_RECURSIVE = re.compile(r"-[a-zA-Z]*[rR][a-zA-Z]*|--recursive")
+
+
+def _removes_a_tree(node: ast.Call) -> bool:
+    """Return True for ``x.run(["rm", "-rf", ...])`` (any argv literal starting ``rm`` with a recursive flag)."""
+    if not (isinstance(node.func, ast.Attribute) and node.func.attr in ("run", "run_interactive") and node.args):
+        return False
+    argv = node.args[0]
+    if not isinstance(argv, (ast.List, ast.Tuple)) or not argv.elts:
+        return False
+    words = [e.value for e in argv.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    rm = bool(words) and words[0] in ("rm", "/bin/rm", "/usr/bin/rm")
+    return rm and any(RM_RECURSIVE.fullmatch(w) for w in words)
 
 
 def _canonical_call(func: str, canonical: Callable[[str], str]) -> str:
@@ -535,6 +575,12 @@ PLANTED = [
     ("fwman.driver.boot.pin", "from ..dkms import status\n", "imports fwman.driver.dkms"),  # sub-sibling
     ("fwman.reports.audit.read", "from fwman.reports.doctor.facts import Facts\n", "imports fwman.reports.doctor"),
     ("fwman.host.live", "import requests\n", "network"),  # requests only in host/http.py
+    ("fwman.firmware.rom.package", "from fwman.host.base import Host\n", "impure"),  # rom/ stays pure
+    ("fwman.firmware.rom.parse", "def f():\n    from fwman.host import live\n", "impure"),
+    ("fwman.app.bundle", "from fwman.firmware.catalog.signing import _parse_sig\n", "private import"),
+    ("fwman.driver.bundle.trust", "from fwman.core.signing import _x\n", "private import"),
+    ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-rf', '--', p])\n", "rm -rf"),
+    ("fwman.host.live", "def f(self, p):\n    self.run(['rm', '-r', p], timeout=9)\n", "rm -rf"),  # doors too
 ]
 
 
@@ -570,6 +616,9 @@ CLEAN = [
     ("fwman.driver.hooks.catchup", "from fwman.driver.build import pipeline\nfrom ..boot import pin\n"),  # down
     ("fwman.host.http", "import requests\nimport os\nos.environ.get('NO_PROXY')\n"),
     ("fwman.cli.context", "import os\nV = dict(os.environ)\n"),  # the CLI's Environment reads it once
+    ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-f', '--', p])\n"),  # one file
+    ("fwman.cli.manpage", "from fwman.cli.docgen import _walk\n"),  # a private name inside its own package
+    ("fwman.driver.bundle.install", "from .format import _headers\n"),
 ]
 
 

@@ -16,8 +16,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core import paths
+from fwman.core.signing import public_pem, sign_document
 from fwman.firmware.catalog.publish import make_index
-from fwman.firmware.catalog.signing import public_pem, sign_index
 
 REBAR = "94.02.42.80.27"
 LAUNCH = "94.02.26.48.15"
@@ -103,7 +103,7 @@ def write_catalog(
     index = make_index(directory, date, serial, expires)
     (directory / "index.json").write_bytes(index)
     if key is not None:
-        (directory / "index.json.sig").write_bytes(sign_index(index, key))
+        (directory / "index.json.sig").write_bytes(sign_document(index, key))
     return directory
 
 
@@ -127,8 +127,9 @@ def write_keys(
     not_after: str = FAR_FUTURE,
 ) -> Path:
     """Write ``keys.json`` naming ``catalog_keys`` (and ``retired``: key id -> reason), signed by ``root_key``."""
+    from fwman.core.signing import load_public_key
     from fwman.firmware.catalog.schema import parse_timestamp
-    from fwman.firmware.catalog.signing import KeysDocument, RetiredKey, catalog_key_entry, load_public_key
+    from fwman.firmware.catalog.signing import KeysDocument, RetiredKey, catalog_key_entry
 
     named = [
         catalog_key_entry(
@@ -140,7 +141,7 @@ def write_keys(
     doc = KeysDocument(serial=serial, date="2026-01-02", expires=expires, keys=named, retired=gone).to_json()
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "keys.json").write_bytes(doc)
-    (directory / "keys.json.sig").write_bytes(sign_index(doc, root_key))
+    (directory / "keys.json.sig").write_bytes(sign_document(doc, root_key))
     return directory
 
 
@@ -155,7 +156,7 @@ def trust_root(root: Path, key: Ed25519PrivateKey, name: str = "test-root") -> P
 
 def key_id_of(key: Ed25519PrivateKey) -> str:
     """Return the fwman key id of ``key``."""
-    from fwman.firmware.catalog.signing import key_id, raw_public
+    from fwman.core.signing import key_id, raw_public
 
     return key_id(raw_public(key))
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fwman.firmware.catalog.signing import public_pem
+from fwman.core.signing import public_pem
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from tests.support.modules import (
     KERNEL_BAD,

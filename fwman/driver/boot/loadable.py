@@ -1,6 +1,6 @@
 """Will a kernel's verified modules actually load at boot? Secure Boot and the initramfs can each say no.
 
-:func:`fwman.driver.boot.pin.kernel_safety` first verifies what is installed (manifest, depmod, hashes,
+:func:`fwman.driver.boot.safety.kernel_safety` first verifies what is installed (manifest, depmod, hashes,
 vermagic); this module adds what happens at boot: under Secure Boot the kernel rejects modules whose signing key
 is not enrolled ("Key was rejected by service"), and NVIDIA modules inside the initramfs load before the root
 filesystem's, so a stock copy there loses the patch.

@@ -1,8 +1,8 @@
-"""Never boot a kernel without working patched modules: is a kernel safe, and pinning a safe one.
+"""Never boot a kernel without working patched modules: pinning a safe kernel, and releasing the pin.
 
-A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves all five module names to
-fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel. When the kernel the machine
-would boot next is not safe (its build failed, its headers never came), fwman pins the newest safe kernel:
+Whether a kernel is *safe to boot* is :func:`fwman.driver.boot.safety.kernel_safety`. When the kernel the
+machine would boot next is not safe (its build failed, its headers never came), fwman pins the newest safe
+kernel:
 
 - Proxmox (``proxmox-boot-tool`` present): ``proxmox-boot-tool kernel pin KVER``; undone with ``kernel unpin``;
   either followed by ``proxmox-boot-tool refresh`` when ESPs are configured (else the ESPs change only at the
@@ -38,49 +38,12 @@ from fwman.driver.boot.loaders import (
     loader_dir,
     loader_entries,
 )
-from fwman.driver.build.install import check_installed
-from fwman.driver.build.manifest import failed_path, load_manifest, now_iso, pending_path, read_marker
+from fwman.driver.boot.safety import Safety, kernel_safety
+from fwman.driver.build.manifest import now_iso
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host, is_this_machine
-
-
-# -- safe to boot --------------------------------------------------------------------------------------------
-@dataclass
-class Safety:
-    """Whether a kernel boots with working patched modules, and why (one line)."""
-
-    kver: str
-    safe: bool
-    reason: str
-
-
-def kernel_safety(host: Host, kver: str, hash_files: bool = True) -> Safety:
-    """Return whether ``kver`` has working patched modules installed. Never raises for a broken state."""
-    try:
-        manifest = load_manifest(host, kver)
-    except ParseError as e:
-        return Safety(kver, False, f"manifest unreadable: {e.message}")
-    if manifest is None:
-        failed = read_marker(host, failed_path(kver))
-        if failed is not None:
-            where = failed.detail.get("file")
-            return Safety(kver, False, f"build failed: {where + ': ' if where else ''}{failed.reason}")
-        pending = read_marker(host, pending_path(kver))
-        if pending is not None:
-            return Safety(kver, False, f"pending: {pending.reason}")
-        return Safety(kver, False, "no patched modules built for this kernel")
-    bad = [c for c in check_installed(host, manifest, hash_files=hash_files) if not c.ok]
-    if bad:
-        return Safety(kver, False, f"{bad[0].name}: {bad[0].problem}")
-    if hash_files:  # the full check (status, check-boot, builds): will they load under Secure Boot, initramfs?
-        from fwman.driver.boot.loadable import load_problem
-
-        problem = load_problem(host, kver, manifest)
-        if problem is not None:
-            return Safety(kver, False, problem)
-    return Safety(kver, True, f"patched modules verified ({manifest.branch or manifest.source}, {manifest.commit})")
 
 
 # -- pinning -------------------------------------------------------------------------------------------------

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, TypeVar
 
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, ParseError
@@ -33,6 +33,7 @@ INSTALL_SUBDIR = "updates/fwman"
 #: the five modules of the open driver, in load order
 
 WHAT = "module manifest"
+_R = TypeVar("_R", bound="BuildRecord")
 
 
 def manifest_path(kver: str) -> str:
@@ -75,6 +76,32 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+@dataclass(kw_only=True)
+class BuildRecord:
+    """What a build was made from, as its manifest records it: the part of a manifest that travels with the
+    modules (a bundle carries it to another host, whose manifest records it again)."""
+
+    fork: str | None = None
+    branch: str | None = None
+    commit: str | None = None
+    #: a local source directory (``--source``) or the fork URL
+    source: str | None = None
+    #: the first line of ``cc --version`` the modules were built with
+    compiler: str | None = None
+    #: hash algorithm used to sign the modules, or None when unsigned
+    signed: str | None = None
+    built_at: str | None = None
+
+    @classmethod
+    def of(cls, holder: Manifest | BuildRecord) -> BuildRecord:
+        """Return the build record of ``holder`` (a manifest, or a bundle document): its fields of these names."""
+        return BuildRecord(**{f.name: getattr(holder, f.name) for f in fields(BuildRecord)})
+
+    def onto(self, target: _R) -> _R:
+        """Return ``target`` (a build record with more fields: a bundle document) holding this record's values."""
+        return replace(target, **{f.name: getattr(self, f.name) for f in fields(BuildRecord)})
+
+
 @dataclass
 class ModuleEntry:
     """One installed module file: where it is and what it must hash to."""
@@ -104,6 +131,23 @@ class Manifest:
     object_cache_hit: bool = False
     #: the patches of /etc/fwman/patches.d applied for this kernel: [{"name", "sha256", "kernels"}]
     patches: list[dict[str, str | None]] = field(default_factory=list)
+
+    @classmethod
+    def from_record(cls, kernel: str, modules: dict[str, ModuleEntry], record: BuildRecord) -> Manifest:
+        """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at``
+        defaults to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other
+        way)."""
+        return cls(
+            kernel=kernel,
+            fork=record.fork,
+            branch=record.branch,
+            commit=record.commit,
+            modules=modules,
+            built_at=record.built_at or now_iso(),
+            source=record.source,
+            compiler=record.compiler,
+            signed=record.signed,
+        )
 
     def to_json(self) -> bytes:
         """Return the manifest as UTF-8 JSON bytes (stable key order)."""

@@ -89,28 +89,19 @@ def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSu
             attempt(path, lambda p=path: host.unlink(p))  # type: ignore[misc]
     for directory in (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}"):
         if host.exists(directory):
-            attempt(directory, lambda d=directory: _rmtree(host, d))  # type: ignore[misc]
+            attempt(directory, lambda d=directory: host.remove_tree(d))  # type: ignore[misc]
     _prune_empty(host, paths.modules_dir(kver))
     if key is not None and host.exists(objcache.entry_dir(key)):
         others = [_manifest_cache_key(host, k) for k in _other_manifests(host, kver)]
         # keep the entry the next build will reuse: only one the remaining kernels have moved away from goes
         if others and key not in others and any(k is not None for k in others):
-            attempt(objcache.entry_dir(key), lambda: _rmtree(host, objcache.entry_dir(key)))
+            attempt(objcache.entry_dir(key), lambda: host.remove_tree(objcache.entry_dir(key)))
     if host.exists(paths.MODULES_STAMP):
         host.unlink(paths.MODULES_STAMP)  # the kernel set changed: the boot fast path must look again
     _repin(host, kver, summary, report)
     for what in summary.removed:
         report(f"{kver} removed: dropped {what}")
     return summary
-
-
-def _rmtree(host: Host, path: str) -> None:
-    local = host.local_path(path)
-    if local is None:
-        raise FwmanError(f"no local path for {path} on {host.description}")
-    result = host.run(["rm", "-rf", "--", local], timeout=300)
-    if not result.ok:
-        raise FwmanError(f"rm -rf {path} failed: {result.stderr.strip()}")
 
 
 def _prune_empty(host: Host, directory: str) -> None:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from fwman.core import clock
 from fwman.core.errors import MissingError, VerificationError
 from fwman.core.resources import is_data_dir, is_data_file, list_data, read_data
+from fwman.core.signing import TrustedKey
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
     INDEX_NAME,
@@ -31,7 +32,6 @@ from fwman.firmware.catalog.signing import (
     KEYS_SIG_NAME,
     MAX_KEYS_FILE,
     KeysDocument,
-    TrustedKey,
     parse_keys,
     verify_catalog_index,
     verify_keys_document,

@@ -14,20 +14,18 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from fwman.core.clock import format_timestamp
 from fwman.core.errors import UsageError, VerificationError
 from fwman.core.resources import is_data_file, list_data, read_data
-from fwman.firmware.catalog.schema import format_timestamp, parse_timestamp
+from fwman.core.signing import TrustedKey, key_id, raw_public, sign_document
+from fwman.firmware.catalog.schema import parse_timestamp
 from fwman.firmware.catalog.signing import (
     KEYS_NAME,
     KEYS_SIG_NAME,
     KeysDocument,
     RetiredKey,
-    TrustedKey,
     catalog_key_entry,
-    key_id,
     parse_keys,
-    raw_public,
-    sign_index,
 )
 from fwman.host.base import Host
 
@@ -101,7 +99,7 @@ def sign_directory(
     if is_data_file(directory / KEYS_NAME):
         _check_catalog_key(parse_keys(read_data(directory / KEYS_NAME)), key_id(raw_public(key)), date)
     index_bytes = make_index(directory, date, serial, expires)
-    sig_bytes = sign_index(index_bytes, key)
+    sig_bytes = sign_document(index_bytes, key)
     local.write_bytes(str(directory / INDEX_NAME), index_bytes)
     local.write_bytes(str(directory / SIG_NAME), sig_bytes)
     return index_bytes
@@ -209,5 +207,5 @@ def sign_keys_directory(
     doc = make_keys_document(previous, change)
     data = doc.to_json()
     local.write_bytes(str(directory / KEYS_NAME), data)
-    local.write_bytes(str(directory / KEYS_SIG_NAME), sign_index(data, root))
+    local.write_bytes(str(directory / KEYS_SIG_NAME), sign_document(data, root))
     return doc

@@ -21,6 +21,8 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fwman.core import names
+from fwman.core.clock import TIMESTAMP_FORMAT
 from fwman.core.errors import ParseError, VerificationError
 from fwman.core.tomltext import parse_toml
 from fwman.firmware.versions import newest_first
@@ -34,10 +36,7 @@ MAX_BOARD_FILE = 256 * 1024
 
 _HEX4 = re.compile(r"^[0-9a-f]{4}$")
 _VERSION = re.compile(r"^[0-9A-F]{2}(\.[0-9A-F]{2}){4}$")
-_DATE = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
-_FULL_DATE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$")
 _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
-_BOARD_ID = re.compile(r"^0x[0-9a-f]{4}$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -122,7 +121,7 @@ class CatalogImage(BaseModel):
     @field_validator("status_date", "release_date")
     @classmethod
     def _date(cls, v: str) -> str:
-        if v and not _DATE.match(v):
+        if v and not names.is_partial_date(v):
             raise ValueError("must be YYYY, YYYY-MM or YYYY-MM-DD (empty when unknown)")
         return v
 
@@ -238,10 +237,11 @@ class BoardInfo(BaseModel):
     @field_validator("board_ids")
     @classmethod
     def _board_ids(cls, v: list[str]) -> list[str]:
-        for b in v:
-            if not _BOARD_ID.match(b):
-                raise ValueError(f"board ID {b!r} must look like 0x0240 (lower-case hex)")
-        return v
+        normal = [names.normal_board_id(b) for b in v]
+        bad = next((b for b, n in zip(v, normal, strict=True) if n is None), None)
+        if bad is not None:
+            raise ValueError(f"board ID {bad!r}: {names.BOARD_ID_HINT}")
+        return [n for n in normal if n is not None]
 
 
 class Board(BaseModel):
@@ -325,12 +325,7 @@ def parse_timestamp(value: str) -> datetime:
     """Return the UTC time of a metadata timestamp ``YYYY-MM-DDTHH:MM:SSZ`` (TUF's form). Raises ValueError."""
     if not _TIMESTAMP.match(value):
         raise ValueError("must be YYYY-MM-DDTHH:MM:SSZ (UTC)")
-    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-
-
-def format_timestamp(when: datetime) -> str:
-    """Return ``when`` (aware or UTC) as a metadata timestamp ``YYYY-MM-DDTHH:MM:SSZ``."""
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
 
 
 class CatalogIndex(BaseModel):
@@ -352,7 +347,7 @@ class CatalogIndex(BaseModel):
     @field_validator("date")
     @classmethod
     def _date(cls, v: str) -> str:
-        if not _FULL_DATE.match(v):
+        if not names.is_iso_date(v):
             raise ValueError("must be YYYY-MM-DD")
         return v
 

@@ -11,40 +11,37 @@ Trust has two levels, after TUF's root and targets roles (docs/signing.md):
   now, or a key an administrator trusts directly on one host (``/etc/fwman/keys.d/*.pub``). A retired key id is
   refused wherever it comes from.
 
-A signature file is a small JSON document: ``{"format": "fwman-signature", "version": 1, "algorithm":
-"ed25519", "key_id": "<16 hex>", "signature": "<base64>"}`` over the exact bytes of the file it signs.
-``key_id`` is the first 16 hex digits of the SHA-256 of the raw 32-byte public key: it lets a refusal name the
-key ("signed by an unknown key"), it is never what makes a signature trusted. ``cryptography`` is imported
-inside functions: it costs startup time and only signing and verifying need it.
+The signature format, keys and the Ed25519 operations themselves are :mod:`fwman.core.signing` (shared with
+module bundles); this module is the catalog's trust policy over them.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import hashlib
 import json
 import re
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
-from fwman.core.jsontext import parse_json
+from fwman.core import names, paths
+from fwman.core.clock import format_timestamp
+from fwman.core.errors import VerificationError
 from fwman.core.resources import bundled_keys, list_data, read_data
-from fwman.firmware.catalog.schema import SIG_NAME, first_error, format_timestamp, parse_timestamp
+from fwman.core.signing import (
+    TrustedKey,
+    key_id,
+    keys_in_directory,
+    load_public_key,
+    signature_key_id,
+    verify_signature,
+)
+from fwman.firmware.catalog.schema import SIG_NAME, first_error, parse_timestamp
 from fwman.host.base import Host
-
-if TYPE_CHECKING:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 #: the root keys that ship with fwman (they sign the keys document, never an index)
 BUNDLED_KEYS = bundled_keys()
-SIG_FORMAT = "fwman-signature"
 KEYS_NAME = "keys.json"
 KEYS_SIG_NAME = "keys.json.sig"
 KEYS_FORMAT = "fwman-catalog-keys"
@@ -54,60 +51,6 @@ _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
 _RAW_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
-@dataclass(frozen=True)
-class TrustedKey:
-    """A public key fwman accepts signatures from (a root key, or a catalog key)."""
-
-    key_id: str
-    origin: str  # the file it came from, or the keys document that names it
-    public_bytes: bytes  # raw 32-byte Ed25519 public key
-    #: the window a catalog key from the keys document is valid in (None: no limit, e.g. a root or keys.d key)
-    not_before: datetime | None = None
-    not_after: datetime | None = None
-
-    def valid_at(self, now: datetime) -> bool:
-        """Return True when ``now`` lies in the key's validity window."""
-        return (self.not_before is None or self.not_before <= now) and (self.not_after is None or now < self.not_after)
-
-
-def key_id(public_bytes: bytes) -> str:
-    """Return the key id of a raw Ed25519 public key: the first 16 hex digits of its SHA-256."""
-    return hashlib.sha256(public_bytes).hexdigest()[:16]
-
-
-def load_public_key(data: bytes, origin: str) -> TrustedKey:
-    """Return the trusted key in PEM ``data``. Raises VerificationError when it is not an Ed25519 public key."""
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    try:
-        key = serialization.load_pem_public_key(data)
-    except ValueError as e:
-        raise VerificationError(f"{origin}: not a PEM public key") from e
-    if not isinstance(key, Ed25519PublicKey):
-        raise VerificationError(f"{origin}: not an Ed25519 public key")
-    raw = key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return TrustedKey(key_id(raw), origin, raw)
-
-
-def _host_keys(host: Host, directory: str) -> list[TrustedKey]:
-    """Return the ``*.pub`` keys in ``directory`` on ``host`` (none when it is absent or was not recorded).
-
-    Raises VerificationError when a key file there is not an Ed25519 public key (a broken trust store is
-    reported, not skipped).
-    """
-    try:
-        names = host.listdir(directory) if host.is_dir(directory) else []
-    except (MissingError, NotRecordedError):
-        names = []
-    keys = []
-    for name in sorted(names):
-        if name.endswith(".pub"):
-            path = f"{directory}/{name}"
-            keys.append(load_public_key(host.read_bytes(path, limit=64 * 1024), path))
-    return keys
-
-
 def root_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     """Return the root keys: the bundled ``fwman/keys/*.pub`` plus ``/etc/fwman/root-keys.d/*.pub`` on ``host``.
 
@@ -115,7 +58,7 @@ def root_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
     """
     bundled = bundled or BUNDLED_KEYS
     keys = [load_public_key(read_data(p), str(p)) for p in list_data(bundled, "*.pub")]
-    return keys + _host_keys(host, paths.CATALOG_ROOT_KEYS_DIR)
+    return keys + keys_in_directory(host, paths.CATALOG_ROOT_KEYS_DIR)
 
 
 def admin_keys(host: Host) -> list[TrustedKey]:
@@ -123,7 +66,7 @@ def admin_keys(host: Host) -> list[TrustedKey]:
 
     Raises VerificationError when one of those files is not an Ed25519 public key.
     """
-    return _host_keys(host, paths.CATALOG_KEYS_DIR)
+    return keys_in_directory(host, paths.CATALOG_KEYS_DIR)
 
 
 # -- the keys document -------------------------------------------------------------------------------------
@@ -178,7 +121,8 @@ class RetiredKey(BaseModel):
     @field_validator("retired")
     @classmethod
     def _date(cls, v: str) -> str:
-        datetime.strptime(v, "%Y-%m-%d")
+        if not names.is_iso_date(v):
+            raise ValueError("must be YYYY-MM-DD")
         return v
 
 
@@ -200,7 +144,8 @@ class KeysDocument(BaseModel):
     @field_validator("date")
     @classmethod
     def _date(cls, v: str) -> str:
-        datetime.strptime(v, "%Y-%m-%d")
+        if not names.is_iso_date(v):
+            raise ValueError("must be YYYY-MM-DD")
         return v
 
     @model_validator(mode="after")
@@ -249,13 +194,6 @@ def parse_keys(data: bytes, where: str = KEYS_NAME) -> KeysDocument:
         raise VerificationError(f"{where}: not a valid keys document: {first_error(e)}") from e
 
 
-def raw_public(key: Ed25519PrivateKey) -> bytes:
-    """Return the raw 32-byte public key of ``key``."""
-    from cryptography.hazmat.primitives import serialization
-
-    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-
-
 def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datetime, note: str = "") -> CatalogKey:
     """Return the keys-document entry naming ``public`` as a catalog key valid from ``not_before`` to ``not_after``.
 
@@ -294,7 +232,7 @@ def verify_keys_document(
             f"{where}: the keys document is signed by key {claimed}, which is not a root key",
             hint=f"root keys: {trusted}; only a root key may name catalog keys (`fwman catalog keys sign --key ROOT`)",
         )
-    root = verify_signature(keys_bytes, sig_bytes, roots, what="keys document", sig_name=KEYS_SIG_NAME)
+    root = verify_catalog_signature(keys_bytes, sig_bytes, roots, what="keys document", sig_name=KEYS_SIG_NAME)
     doc = parse_keys(keys_bytes, where)
     if now is not None and now >= doc.expires_at:
         raise VerificationError(
@@ -321,7 +259,7 @@ def verify_catalog_index(
     its window is refused with its window. Raises VerificationError for those, an unknown key, or a signature
     that does not verify.
     """
-    claimed = signature_key_id(sig_bytes)
+    claimed = signature_key_id(sig_bytes, SIG_NAME)
     gone = list(retired or []) + (list(doc.retired) if doc is not None else [])
     record = next((r for r in gone if r.key_id == claimed), None)
     if record is not None:
@@ -353,118 +291,20 @@ def verify_catalog_index(
             "root that names this key (`fwman catalog keys show`); trust a key on this host alone only by putting "
             "its public half in /etc/fwman/keys.d/",
         )
-    return verify_signature(index_bytes, sig_bytes, candidates, what="catalog index", sig_name=SIG_NAME)
+    return verify_catalog_signature(index_bytes, sig_bytes, candidates)
 
 
-def load_private_key(data: bytes, origin: str) -> Ed25519PrivateKey:
-    """Return the Ed25519 private key in PEM ``data`` (``openssl genpkey -algorithm ed25519``).
-
-    Raises UsageError when it is not an unencrypted Ed25519 private key.
-    """
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except (ValueError, TypeError) as e:
-        raise UsageError(
-            f"{origin}: not an unencrypted PEM private key",
-            hint="make one with: openssl genpkey -algorithm ed25519 -out maintainer.pem",
-        ) from e
-    if not isinstance(key, Ed25519PrivateKey):
-        raise UsageError(f"{origin}: not an Ed25519 private key", hint="openssl genpkey -algorithm ed25519")
-    return key
-
-
-def public_pem(key: Ed25519PrivateKey) -> bytes:
-    """Return the PEM public key of ``key`` (what goes into ``fwman/keys/`` or ``/etc/fwman/keys.d/``)."""
-    from cryptography.hazmat.primitives import serialization
-
-    return key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
-
-
-def sign_index(index_bytes: bytes, key: Ed25519PrivateKey) -> bytes:
-    """Return the signature document (``index.json.sig``, ``keys.json.sig``) for ``index_bytes`` signed with ``key``."""
-    from cryptography.hazmat.primitives import serialization
-
-    raw = key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    doc = {
-        "format": SIG_FORMAT,
-        "version": 1,
-        "algorithm": "ed25519",
-        "key_id": key_id(raw),
-        "signature": base64.b64encode(key.sign(index_bytes)).decode(),
-    }
-    return (json.dumps(doc, indent=2) + "\n").encode()
-
-
-def verify_index(index_bytes: bytes, sig_bytes: bytes, keys: list[TrustedKey]) -> TrustedKey:
-    """Return the key of ``keys`` whose signature over ``index_bytes`` is in ``sig_bytes`` (no validity, no retirement).
-
-    Raises VerificationError as :func:`verify_signature`.
-    """
-    return verify_signature(index_bytes, sig_bytes, keys)
-
-
-def verify_signature(
+def verify_catalog_signature(
     data: bytes, sig_bytes: bytes, keys: list[TrustedKey], *, what: str = "catalog index", sig_name: str = SIG_NAME
 ) -> TrustedKey:
-    """Return the key of ``keys`` whose signature over ``data`` is in ``sig_bytes``.
-
-    Raises VerificationError: malformed signature file, signed by a key that is not among ``keys``, or a
-    signature that does not verify (the file or the signature was changed).
-    """
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    doc = _parse_sig(sig_bytes, sig_name)
-    try:
-        signature = base64.b64decode(doc["signature"], validate=True)
-    except (binascii.Error, ValueError) as e:
-        raise VerificationError(f"{sig_name}: signature is not base64") from e
-    claimed = str(doc["key_id"])
-    candidates = [k for k in keys if k.key_id == claimed]
-    if not candidates:
-        trusted = ", ".join(sorted({k.key_id for k in keys})) or "none"
-        raise VerificationError(
-            f"{what} is signed by an unknown key {claimed}",
-            hint=f"trusted keys: {trusted}; add the maintainer's public key to /etc/fwman/keys.d/ only if you trust it",
-        )
-    for key in candidates:
-        try:
-            Ed25519PublicKey.from_public_bytes(key.public_bytes).verify(signature, data)
-        except InvalidSignature:
-            continue
-        return key
-    raise VerificationError(
-        f"{what} signature does not verify with key {claimed}: the file or its signature ({sig_name}) was altered",
-        hint="nothing was installed; fetch the catalog again from its publisher",
+    """Return the key of ``keys`` whose signature over ``data`` is in ``sig_bytes`` (no validity, no retirement),
+    with the catalog's hints. Raises VerificationError as :func:`fwman.core.signing.verify_signature`."""
+    return verify_signature(
+        data,
+        sig_bytes,
+        keys,
+        what=what,
+        sig_name=sig_name,
+        trust_hint="add the maintainer's public key to /etc/fwman/keys.d/ only if you trust it",
+        altered_hint="nothing was installed; fetch the catalog again from its publisher",
     )
-
-
-def signature_key_id(sig_bytes: bytes, sig_name: str = SIG_NAME) -> str:
-    """Return the key id a signature document claims (bundles check it against their own trust store).
-
-    Raises VerificationError when ``sig_bytes`` is not an fwman Ed25519 signature document.
-    """
-    return str(_parse_sig(sig_bytes, sig_name)["key_id"])
-
-
-def _parse_sig(sig_bytes: bytes, sig_name: str = SIG_NAME) -> dict[str, Any]:
-    """Return the fields of a signature document. Raises VerificationError when it is not one."""
-    try:
-        doc = parse_json(sig_bytes, sig_name)
-    except ParseError as e:
-        raise VerificationError(f"{sig_name}: not a signature document ({e.detail})") from e
-    if (
-        not isinstance(doc, dict)
-        or doc.get("format") != SIG_FORMAT
-        or doc.get("version") != 1
-        or doc.get("algorithm") != "ed25519"
-        or not isinstance(doc.get("key_id"), str)
-        or not isinstance(doc.get("signature"), str)
-    ):
-        raise VerificationError(
-            f"{sig_name}: not an fwman Ed25519 signature (format, version, algorithm, key_id, signature)"
-        )
-    return doc

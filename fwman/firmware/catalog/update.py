@@ -28,6 +28,7 @@ from pathlib import Path
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.core.resources import is_data_file, read_data
+from fwman.core.signing import TrustedKey, signature_key_id
 from fwman.firmware.catalog.lint import lint_board_bytes
 from fwman.firmware.catalog.load import BUNDLED_CATALOG, InstalledKeys, installed_keys
 from fwman.firmware.catalog.schema import INDEX_NAME, MAX_BOARD_FILE, SIG_NAME, CatalogIndex, parse_index
@@ -36,10 +37,8 @@ from fwman.firmware.catalog.signing import (
     KEYS_SIG_NAME,
     MAX_KEYS_FILE,
     KeysDocument,
-    TrustedKey,
     admin_keys,
     root_keys,
-    signature_key_id,
     verify_catalog_index,
     verify_keys_document,
 )
@@ -132,7 +131,7 @@ def update_catalog(
     now = clock.now_utc()
     index_bytes = http_get(host, f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
     sig_bytes = http_get(host, f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
-    claimed = signature_key_id(sig_bytes)
+    claimed = signature_key_id(sig_bytes, SIG_NAME)
     admin = admin_keys(host)
     current = installed_keys(host, bundled)
     doc, doc_origin = current.doc, current.origin

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, ParseError, ToolMissingError, UsageError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding
 from fwman.firmware.nvflash import protocol as nvflash
+from fwman.firmware.nvflash.gates import Holder, driver_gate
 from fwman.gpu.card import Card
 from fwman.gpu.kernel_modules import UNLOAD_ORDER, is_driver_module
 from fwman.host.base import CommandResult, Host
@@ -103,9 +104,9 @@ def loaded_nvidia_modules(host: Host) -> list[str]:
     return [m for m in loaded if m not in UNLOAD_ORDER] + known
 
 
-def device_holders(host: Host) -> list[tuple[int, str, str]]:
-    """Return (pid, command name, device) for every open file descriptor on /dev/nvidia* (scanning /proc)."""
-    holders: list[tuple[int, str, str]] = []
+def device_holders(host: Host) -> list[Holder]:
+    """Return every process with an open file descriptor on /dev/nvidia* (scanning /proc), once each."""
+    holders: list[Holder] = []
     try:
         entries = host.listdir("/proc")
     except FwmanError:
@@ -127,46 +128,15 @@ def device_holders(host: Host) -> list[tuple[int, str, str]]:
                     comm = host.read_text(f"/proc/{entry}/comm").strip()
                 except FwmanError:
                     comm = "?"
-                holders.append((int(entry), comm, target))
+                holders.append(Holder(int(entry), comm, target))
                 break
     return holders
 
 
 def driver_findings(host: Host) -> list[Finding]:
-    """Return the ``flash.driver`` gate: block while an nvidia module is loaded or a process holds the device."""
-    findings: list[Finding] = []
-    holders = device_holders(host)
-    if holders:
-        stop = []
-        for pid, comm, _dev in holders:
-            if comm.startswith("nvidia-persiste"):
-                stop.append("systemctl stop nvidia-persistenced")
-            else:
-                stop.append(f"kill {pid}  # {comm}")
-        findings.append(
-            Finding(
-                id="flash.device-busy",
-                severity=Severity.BLOCK,
-                message=f"{len(holders)} process(es) hold /dev/nvidia*: "
-                + ", ".join(f"{comm} (pid {pid})" for pid, comm, _ in holders),
-                evidence={str(pid): dev for pid, _, dev in holders},
-                fix="; ".join(dict.fromkeys(stop)),
-            )
-        )
-    modules = loaded_nvidia_modules(host)
-    if modules:
-        findings.append(
-            Finding(
-                id="flash.driver-loaded",
-                severity=Severity.BLOCK,
-                message="NVIDIA kernel modules are loaded: " + ", ".join(modules),
-                evidence={"file": paths.PROC_MODULES},
-                fix="rmmod " + " ".join(modules),
-            )
-        )
-    if not findings:
-        findings.append(Finding(id="flash.driver", severity=Severity.OK, message="no nvidia module loaded"))
-    return findings
+    """Return the driver gate (:func:`fwman.firmware.nvflash.gates.driver_gate`) over what ``host`` shows now:
+    block while an nvidia module is loaded or a process holds the device."""
+    return driver_gate(device_holders(host), loaded_nvidia_modules(host))
 
 
 def require_live(host: Host, is_replay: bool, what: str) -> None:

@@ -239,7 +239,7 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
     entry = BackupEntry(
         path=path,
         run=run,
-        time=clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
+        time=clock.timestamp(),
         card=card.bus_id,
         subsystem=card.subsystem,
         device_id=card.device_id,

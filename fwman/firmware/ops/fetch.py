@@ -248,7 +248,7 @@ def fetch_image(
         host.unlink(part)  # a mismatch leaves nothing behind
         raise
 
-    stamp = (now or clock.now_utc()).strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = clock.format_timestamp(now or clock.now_utc())
     host.mkdir(final.rsplit("/", 1)[0])
     host.write_bytes(final, data)
     record = {
@@ -307,13 +307,14 @@ def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> 
 
     ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
     also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its
-    VBIOS images are found by structure (:mod:`fwman.firmware.rom.package`, unpacked by 7zz run on this
-    machine) and the one for ``entry`` (subsystem, device, version) is taken, refusing none or several. An MD5
-    typed by the owner (or recorded for them) is the vendor's MD5 of the file they downloaded, so it is checked
-    against the package; the catalog's (or local entry's) hashes are of the image and are checked against the
-    image. Raises MissingError, VerificationError, BlockedError.
+    VBIOS images are found by structure (:mod:`fwman.firmware.rom.package`; unpacked with 7zz on this machine
+    by :mod:`fwman.firmware.ops.unpack`) and the one for ``entry`` (subsystem, device, version) is taken,
+    refusing none or several. An MD5 typed by the owner (or recorded for them) is the vendor's MD5 of the file
+    they downloaded, so it is checked against the package; the catalog's (or local entry's) hashes are of the
+    image and are checked against the image. Raises MissingError, VerificationError, BlockedError.
     """
-    from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
+    from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
+    from fwman.firmware.rom.package import select_image
     from fwman.host.live import LiveHost
 
     try:

@@ -1,6 +1,9 @@
 """Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal,
 success judged by the success line *and* a read-back, every step journaled.
 
+The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the
+:class:`Flasher` gathers the facts, asks the gates, and runs nvflash only when their verdict allows it.
+
 Steps of one operation (``/var/lib/fwman/journal/<id>.json``): ``gates`` → ``backups`` → ``stage`` →
 ``protectoff`` → ``write`` → ``readback`` → ``record``. A resumed operation re-runs the gates, reuses the
 backups of its run, and reads the card back before writing, so it never writes twice what is already there.
@@ -15,21 +18,36 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
-from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.findings import Finding
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, find_nvflash, last_error
+from fwman.firmware.nvflash.runner import (
+    NvflashTool,
+    device_holders,
+    find_nvflash,
+    last_error,
+    loaded_nvidia_modules,
+)
 from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
+from fwman.firmware.ops.flash_gates import (
+    Adapter,
+    HostFacts,
+    ImageFacts,
+    gates_verdict,
+    host_gates,
+    image_gates,
+    overrides,
+    reused_backups_verdict,
+    size_verdict,
+    taken_backups_verdict,
+)
 from fwman.firmware.ops.history import HistoryRecord, append_history
 from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.ops.journal import Journal, Operation, OpState, now
-from fwman.firmware.rom.model import RomImage, RomKind
+from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
-from fwman.firmware.verify.compatible import DOWNGRADE_FLAG
 from fwman.gpu.card import Card
 from fwman.host import hostlock
 from fwman.host.base import Host
-
-NO_BACKUP_BIOS_FLAG = "--i-understand-no-backup-bios"
 
 
 class FlashFailed(VerificationError):
@@ -109,40 +127,30 @@ class Flasher:
             finally:
                 self._lock_depth = 0
 
-    # -- gates ---------------------------------------------------------------------------------------------
-    def base_gates(self) -> list[Finding]:
-        """Return the host-wide gates (root, nvflash, driver, adapters). Raises ToolMissingError (exit 5)."""
-        findings: list[Finding] = []
+    # -- facts for the gates (flash_gates.py decides) --------------------------------------------------------
+    def host_facts(self) -> HostFacts:
+        """Return what the host-wide gates look at, read in their order and no further than they go (nothing
+        past a failed root check; nvflash is not asked while the driver holds the cards). Raises
+        ToolMissingError (exit 5) when nvflash is not installed."""
         if self.euid != 0:
-            findings.append(
-                Finding(id="flash.root", severity=Severity.BLOCK, message="flashing needs root", fix="run with sudo")
-            )
-            return findings
-        findings.append(Finding(id="flash.root", severity=Severity.OK, message="running as root"))
-        drv = driver_findings(self.host)
-        findings.extend(drv)
-        if blocking(drv):
-            return findings  # nvflash would refuse anyway; do not even list adapters
+            return HostFacts(self.euid)
+        holders = tuple(device_holders(self.host))
+        modules = tuple(loaded_nvidia_modules(self.host))
+        if holders or modules:
+            return HostFacts(self.euid, holders, modules)  # nvflash would refuse anyway; do not even list adapters
         if self.tool is None:
             self.tool = find_nvflash(self.host, self.options.timeout)
-        findings.append(
-            Finding(
-                id="flash.nvflash", severity=Severity.OK, message=f"nvflash {self.tool.version} at {self.tool.path}"
-            )
-        )
+        adapters = []
         for card in self.cards:
             try:
-                a = self.tool.adapter_for(card)
-                findings.append(
-                    Finding(
-                        id=f"flash.adapter.{card.bus_id}",
-                        severity=Severity.OK,
-                        message=f"{card.bus_id} is nvflash <{a.index}>",
-                    )
-                )
+                adapters.append(Adapter(card.bus_id, index=self.tool.adapter_for(card).index))
             except BlockedError as e:
-                findings.append(Finding(id=f"flash.adapter.{card.bus_id}", severity=Severity.BLOCK, message=e.message))
-        return findings
+                adapters.append(Adapter(card.bus_id, problem=e.message))
+        return HostFacts(self.euid, holders, modules, (self.tool.version, self.tool.path), tuple(adapters))
+
+    def base_gates(self) -> list[Finding]:
+        """Return the host-wide gates (root, nvflash, driver, adapters). Raises ToolMissingError (exit 5)."""
+        return host_gates(self.host_facts())
 
     def adapter_block(self, card: Card) -> nvflash.FirmwareBlock:
         """Return nvflash's identity block for ``card`` (version, board ID). Raises FwmanError when unreadable."""
@@ -163,83 +171,19 @@ class Flasher:
         except ParseError:
             return None
 
-    def image_gates(
+    def image_facts(
         self, card: Card, source: ImageSource, rom: RomImage, staged: str, block: nvflash.FirmwareBlock
-    ) -> list[Finding]:
-        """Return the findings for writing ``source`` onto ``card`` (identity, board ID, catalog, dual firmware).
+    ) -> ImageFacts:
+        """Return what the image gates look at for writing ``source`` (staged at ``staged``) onto ``card``.
 
-        ``block`` is nvflash's identity of the card, read now (:meth:`adapter_block`).
+        ``block`` is nvflash's identity of the card, read now (:meth:`adapter_block`): its version and board ID
+        win over the inventory's.
         """
-        from fwman.firmware.verify.compatible import check_compatible
-
         live = card.model_copy(
             update={"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
         )
         local = self.host.local_path(staged)
-        board_id = self.image_board_id(local) if local else None
-        entry = None if source.restore_of is not None else source.catalog_entry
-        # a restore puts the card's own backup back: the catalog has no say over it
-        findings = check_compatible(
-            rom, live, entry, board_id=board_id, override_md5=source.override_md5, catalog=source.restore_of is None
-        )
-        if source.restore_of is not None:
-            findings.extend(self.restore_gates(card, source.restore_of, rom))
-        if source.dual_firmware_switch:
-            findings.append(
-                Finding(
-                    id="flash.dual-bios", severity=Severity.OK, message="the board has a second firmware chip (switch)"
-                )
-            )
-        else:
-            findings.append(
-                Finding(
-                    id="flash.dual-bios",
-                    severity=Severity.WARN,
-                    message="the catalog does not say this board has a second firmware chip: "
-                    "a failed flash has no fallback",
-                    fix="confirm you can recover the card (another GPU for display, a programmer), "
-                    f"then pass {NO_BACKUP_BIOS_FLAG}",
-                    override=NO_BACKUP_BIOS_FLAG,
-                )
-            )
-        return findings
-
-    def restore_gates(self, card: Card, entry: BackupEntry, rom: RomImage) -> list[Finding]:
-        """Return the findings for putting backup ``entry`` back onto ``card``: only the card's own backup."""
-        out: list[Finding] = []
-        if not entry.is_of(card):
-            out.append(
-                Finding(
-                    id="restore.owner",
-                    severity=Severity.BLOCK,
-                    message=f"this backup belongs to card {entry.card} ({entry.subsystem}), "
-                    f"not {card.bus_id} ({card.subsystem})",
-                    fix=f"restore {card.bus_id} from its own backups: fwman backup list",
-                )
-            )
-        if rom.sha256 != entry.sha256:
-            out.append(
-                Finding(id="restore.hash", severity=Severity.BLOCK, message="backup changed since it was recorded")
-            )
-        if not out:
-            out.append(
-                Finding(
-                    id="restore.owner", severity=Severity.OK, message=f"backup of {card.bus_id} from run {entry.run}"
-                )
-            )
-        return out
-
-    @staticmethod
-    def cut_source(card: Card, source: ImageSource, rom: RomImage, own: BackupEntry) -> str | None:
-        """Return why ``source`` looks cut short, or None. A full dump (``NVGI``) shorter than this card's own
-        full dump (its backup, taken by nvflash from the same EEPROM) has lost what follows the chain: the
-        catalog's chain-hash check alone would take it ("differs only in per-card data")."""
-        if source.restore_of is not None or rom.kind is not RomKind.NVGI_DUMP or len(source.data) >= own.size:
-            return None
-        return (
-            f"the image is a full dump of {len(source.data):,} bytes, shorter than this card's own "
-            f"({own.size:,} bytes, {own.path}): a cut file is not a flash source"
-        )
+        return ImageFacts(live, rom, self.image_board_id(local) if local else None, source)
 
     def ensure_backups(self, op: Operation | None) -> None:
         """Back up every card now (or reuse a run); raises BlockedError unless every card has a verified backup."""
@@ -249,13 +193,9 @@ class Flasher:
         run = self.options.reuse_backups_from or (op.backup_run if op is not None else None)
         if run is not None:
             self.backups, findings = reuse_backups(self.host, self.cards, run)
-            bad = blocking(findings)
-            if bad:
-                raise BlockedError(
-                    f"backups of run {run} do not cover and verify for every card",
-                    hint=bad[0].message,
-                    findings=list(findings),
-                )
+            verdict = reused_backups_verdict(run, findings)
+            if not verdict.allowed:
+                raise verdict.error()
             self.backup_run = run
             self.say(f"reusing verified backups of run {run} for {len(self.backups)} card(s)")
             return
@@ -267,13 +207,9 @@ class Flasher:
                 self.say(f"backup of {card.bus_id} FAILED: {err.message}")
 
         run, done, failed = backup_all(self.host, self.tool, self.cards, on_card=report)
-        if failed:
-            first = next(iter(failed.values()))
-            raise BlockedError(
-                f"no card is flashed: {len(failed)} of {len(self.cards)} backups failed ({first.message})",
-                hint="every card needs a verified backup before any flash; fix the cause and run again (after a "
-                "failed write, use `fwman flash resume`: it reuses the backups taken before it)",
-            )
+        verdict = taken_backups_verdict(len(self.cards), {bus: e.message for bus, e in failed.items()})
+        if not verdict.allowed:
+            raise verdict.error()
         self.backups, self.backup_run, self.backups_taken_now = done, run, True
 
     # -- the operation -------------------------------------------------------------------------------------
@@ -321,30 +257,28 @@ class Flasher:
         identity: nvflash.FirmwareBlock | None = None
         try:
             findings = self.base_gates()
-            bad = blocking(findings)
-            if not bad:
+            verdict = gates_verdict(card.bus_id, findings)
+            if verdict.allowed:
                 if not self.host.exists(staged):
                     self.host.write_bytes(staged, source.data, mode=0o400)
                 if hashlib.sha256(self.host.read_bytes(staged)).hexdigest() != source.sha256:
                     raise VerificationError(f"staged copy {staged} differs from the image")
                 identity = self.adapter_block(card)
-                findings += self.image_gates(card, source, rom, staged, identity)
-                overrides = [NO_BACKUP_BIOS_FLAG] if self.options.no_backup_bios_ok else []
-                if self.options.allow_downgrade or source.restore_of is not None:
-                    overrides.append(DOWNGRADE_FLAG)
-                bad = blocking(findings, overrides)
+                findings += image_gates(self.image_facts(card, source, rom, staged, identity))
+                accepted = overrides(
+                    no_backup_bios_ok=self.options.no_backup_bios_ok,
+                    allow_downgrade=self.options.allow_downgrade,
+                    restore=source.restore_of is not None,
+                )
+                verdict = gates_verdict(card.bus_id, findings, accepted)
         except FwmanError as e:
             self.journal.fail(op, "gates", e.message, OpState.BLOCKED)
             self.host.unlink(staged)  # nothing was written: nothing to resume
             raise
-        if bad:
-            detail = "; ".join(f.message for f in bad)
-            self.journal.fail(op, "gates", detail, OpState.BLOCKED)
+        if not verdict.allowed:
+            self.journal.fail(op, "gates", verdict.detail, OpState.BLOCKED)
             self.host.unlink(staged)  # nothing was written: nothing to resume
-            hint = next((f"{f.fix}" for f in bad if f.fix), None)
-            raise BlockedError(
-                f"{card.bus_id}: blocked before any write: {bad[0].message}", hint=hint, findings=list(bad)
-            )
+            raise verdict.error()
         self.journal.finish(op, "gates", f"{len(findings)} checks passed")
         assert self.tool is not None
         adapter = self.tool.adapter_for(card)
@@ -359,15 +293,12 @@ class Flasher:
         op.backup_run = self.backup_run
         own = self.backups[card.bus_id]
         self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
-        cut = self.cut_source(card, source, rom, own)
-        if cut is not None:
+        size = size_verdict(card.bus_id, source, rom, own)
+        if not size.allowed:
             self.journal.begin(op, "size")
-            self.journal.fail(op, "size", cut, OpState.BLOCKED)
+            self.journal.fail(op, "size", size.detail, OpState.BLOCKED)
             self.host.unlink(staged)  # nothing was written: nothing to resume
-            raise BlockedError(
-                f"{card.bus_id}: blocked before any write: {cut}",
-                hint="use the whole file (fwman fetch it again, or take the card's own dump: fwman backup list)",
-            )
+            raise size.error()
         # what the card holds now: the backup tells only when it was taken in this run; reused backups (an older
         # run may predate a flash since) and a resumed operation (whose write may have started) say nothing
         # about the card now: read it

@@ -105,7 +105,7 @@ class Operation(BaseModel):
 
 def now() -> str:
     """Return the current UTC time as ``2026-11-29T08:30:00Z``."""
-    return clock.now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")
+    return clock.timestamp()
 
 
 def new_id(kind: str) -> str:

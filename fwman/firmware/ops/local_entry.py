@@ -62,7 +62,8 @@ def make_local_entry(
     from fwman.core.errors import UsageError
     from fwman.core.findings import Severity
     from fwman.firmware.ops.backup import load_manifest, verify_entry
-    from fwman.firmware.rom.package import MAX_PACKAGE, scan_package, select_image
+    from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
+    from fwman.firmware.rom.package import select_image
     from fwman.firmware.rom.parse import parse_rom
     from fwman.host.userfiles import read_user_file
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.findings import blocking
-from fwman.firmware.ops.flash import NO_BACKUP_BIOS_FLAG, Flasher, FlashOptions, FlashResult
+from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
+from fwman.firmware.ops.flash_gates import NO_BACKUP_BIOS_FLAG
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
 from fwman.firmware.ops.images import catalog_image
 from fwman.firmware.ops.journal import Journal, OpState, now

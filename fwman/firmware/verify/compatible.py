@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fwman.core.findings import Finding, Severity
+from fwman.core.names import normal_board_id
 from fwman.firmware.catalog.schema import CatalogImage, ImageStatus
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.versions import Order, compare
@@ -27,14 +28,6 @@ DOWNGRADE_FLAG = "--allow-downgrade"
 
 #: the findings that say an image (or dump) is this card's: vendor/device, subsystem, NVGI agreeing with NPDE
 IDENTITY_IDS = frozenset({"rom.device", "rom.subsystem", "rom.nvgi_npde"})
-
-
-def normalise_board_id(text: str) -> str | None:
-    """Return a board ID as ``0x`` and four upper-case hex digits (``0x0240``); None when it is not hex."""
-    try:
-        return f"0x{int(text.strip().lower().removeprefix('0x'), 16):04X}"
-    except ValueError:
-        return None
 
 
 def _ids(image: RomImage, card: Card) -> Finding:
@@ -76,8 +69,8 @@ def _subsystem(image: RomImage, card: Card) -> Finding:
 
 
 def _board(card: Card, board_ids: list[str], source: str) -> Finding:
-    wanted = sorted({n for n in (normalise_board_id(b) for b in board_ids) if n is not None})
-    card_id = normalise_board_id(card.board_id) if card.board_id else None
+    wanted = sorted({n for n in (normal_board_id(b) for b in board_ids) if n is not None})
+    card_id = normal_board_id(card.board_id) if card.board_id else None
     ev = {"image": ", ".join(wanted) or "unknown", "card": card_id or "unknown", "source": source}
     if wanted and card_id is None:
         return Finding(

@@ -165,7 +165,7 @@ def test_a_failed_depmod_on_import_is_exit_4_and_writes_no_manifest(tmp_path: Pa
     import hashlib
 
     from fixtures.tinymod.elfgen import build_module, nvidia_tags
-    from fwman.driver.bundle import BundleDoc, BundleModule, pack
+    from fwman.driver.bundle.format import BundleDoc, BundleModule, pack
     from fwman.gpu.kernel_modules import MODULE_NAMES
 
     files = {n: build_module(nvidia_tags("570.86.16", KVER, name=n.replace("-", "_"))) for n in MODULE_NAMES}

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError, VerificationError
-from fwman.driver.bundle import SCHEMA, Bundle, BundleDoc, BundleModule, pack, unpack, verify_contents
+from fwman.driver.bundle.format import SCHEMA, Bundle, BundleDoc, BundleModule, pack, unpack, verify_contents
 
 
 def _doc(files: dict[str, bytes], kernel: str = "6.1.0-50-amd64") -> BundleDoc:
@@ -182,7 +182,7 @@ def test_a_module_name_that_is_not_one_is_refused(name: str) -> None:
 
 def test_a_bundle_names_the_host_it_was_built_on(tmp_path: Path) -> None:
     """docs/fleet.md: `built on HOST`: the host's name, never fwman's description of its Host ("live host /")."""
-    from fwman.driver.bundle import host_name
+    from fwman.driver.bundle.export import host_name
     from fwman.host.live import LiveHost
 
     host = LiveHost(str(tmp_path))
@@ -195,3 +195,32 @@ def test_a_bundle_names_the_host_it_was_built_on(tmp_path: Path) -> None:
     assert host_name(host) == "rig-a.lab"
     (tmp_path / "proc/sys/kernel/hostname").write_text("\n")
     assert host_name(host) == "rig-a"
+
+
+def test_a_bundle_carries_the_manifests_build_record_and_an_import_records_it_again() -> None:
+    from dataclasses import fields
+
+    from fwman.driver.build.manifest import BuildRecord, Manifest, ModuleEntry
+
+    built = Manifest(
+        kernel="6.1.0-50-amd64",
+        fork="p2p",
+        branch="570.86.16-p2p",
+        commit="a" * 40,
+        modules={"nvidia": ModuleEntry("/lib/modules/6.1.0-50-amd64/updates/fwman/nvidia.ko", "0" * 64, 9)},
+        built_at="2026-11-29T08:30:00+00:00",
+        source="https://example.invalid/fork.git",
+        compiler="gcc (Debian 12.2.0-14) 12.2.0",
+        signed="sha256",
+    )
+    doc = BuildRecord.of(built).onto(_doc({"nvidia": b"\x7fELF"}))
+    # the file stays flat (the signature covers these bytes): the record's fields sit beside the bundle's own
+    assert sorted(json.loads(doc.to_json())) == sorted(
+        ["branch", "built_at", "commit", "compiler", "exported_at", "exported_from", "fork", "kernel", "modules",
+         "schema", "signed", "signer", "source", "vermagic"]
+    )  # fmt: skip
+    assert BundleDoc.from_json(doc.to_json()) == doc
+    again = Manifest.from_record(built.kernel, built.modules, BuildRecord.of(doc))
+    assert BuildRecord.of(again) == BuildRecord.of(built) and again.modules == built.modules
+    # every field of the record is a manifest field (a renamed manifest field fails here, not on a fleet)
+    assert {f.name for f in fields(BuildRecord)} <= {f.name for f in fields(Manifest)}

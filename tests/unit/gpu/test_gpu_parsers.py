@@ -238,3 +238,17 @@ def test_topo_any_text(text: str) -> None:
             parse(text)
         except ParseError:
             pass
+
+
+def test_a_link_says_narrow_slow_and_downtrained_from_one_rule() -> None:
+    from fwman.gpu.card import LinkState
+
+    narrow = LinkState(16.0, 16.0, 8, 16)
+    slow = LinkState(2.5, 16.0, 16, 16)
+    full = LinkState(16.0, 16.0, 16, 16)
+    assert (narrow.narrow, narrow.slow, narrow.downtrained) == (True, False, True)
+    assert (slow.narrow, slow.slow, slow.downtrained) == (False, True, True)
+    assert (full.narrow, full.slow, full.downtrained) == (False, False, False)
+    half = LinkState(current_width=8, max_width=16)  # the speed unreadable: the width still tells
+    assert (half.narrow, half.slow, half.downtrained) == (True, None, True)
+    assert LinkState().downtrained is None

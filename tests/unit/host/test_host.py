@@ -9,7 +9,7 @@ import pytest
 
 from fixtures.hostgen.rig import build_rig, rig_4x3090
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, UsageError
-from fwman.host.base import CommandResult
+from fwman.host.base import CommandResult, UnsafeRemovalError
 from fwman.host.live import LiveHost
 from fwman.host.recording import RecordingHost, Redactor, SnapshotWriter
 from fwman.host.snapshot import SnapshotHost
@@ -287,6 +287,24 @@ def test_live_remove_tree_removes_the_tree_and_nothing_a_link_points_at(tmp_path
     with pytest.raises(FwmanError, match="refusing"):
         host.remove_tree("/")
     assert root.is_dir()
+
+
+DANGEROUS = ["", "   ", "var/cache", "./etc", "/", "//", "///", "/./", "/..", "/var/..", "//etc/.."]
+
+
+@pytest.mark.parametrize("path", DANGEROUS)
+def test_no_host_removes_the_root_an_empty_or_a_relative_path(tmp_path: Path, path: str) -> None:
+    # "//" is the trap: posixpath.normpath keeps a leading "//", and rmtree("//") is the whole machine
+    root = tmp_path / "root"
+    (root / "var/cache").mkdir(parents=True)
+    (root / "etc").mkdir()
+    live, replay = LiveHost(str(root)), _write_small_snapshot(tmp_path)
+    for host in (live, replay):
+        with pytest.raises(UnsafeRemovalError, match="refusing to remove"):
+            host.remove_tree(path)
+        assert not [j for j in host.journal if j.action == "remove_tree"]
+    assert (root / "var/cache").is_dir() and (root / "etc").is_dir()
+    assert replay.exists("/etc/pve")
 
 
 def test_snapshot_remove_tree_is_journaled_and_reads_as_absent(tmp_path: Path) -> None:

@@ -22,15 +22,9 @@ def check_links(facts: Facts) -> list[Finding]:
         link = c.link
         now = _link(link.current_speed_gts, link.current_width)
         top = _link(link.max_speed_gts, link.max_width)
-        narrow = link.current_width is not None and link.max_width is not None and link.current_width < link.max_width
-        slow = (
-            link.current_speed_gts is not None
-            and link.max_speed_gts is not None
-            and link.current_speed_gts < link.max_speed_gts
-        )
         if link.downtrained is None:
             unknown.append(c)
-        elif narrow:
+        elif link.narrow:
             out.append(
                 Finding(
                     id="pcie.link",
@@ -41,7 +35,7 @@ def check_links(facts: Facts) -> list[Finding]:
                     "slots and some risers train narrower)",
                 )
             )
-        elif slow:
+        elif link.slow:
             out.append(
                 Finding(
                     id="pcie.link",

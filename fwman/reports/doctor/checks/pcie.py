@@ -145,8 +145,7 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
             )
             continue
         ev.update({"port": s.port or "?", "port_capability": f"{_gen(s.port_max_speed_gts)} x{s.port_max_width}"})
-        narrow = link.current_width is not None and link.max_width is not None and link.current_width < link.max_width
-        if narrow and s.port_max_width is not None and s.port_max_width < (link.max_width or 0):
+        if link.narrow and s.port_max_width is not None and s.port_max_width < (link.max_width or 0):
             out.append(
                 Finding(
                     id="pcie.slot",
@@ -158,7 +157,7 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
                     "slots are x16 from the CPU; some share lanes with M.2 or other slots)",
                 )
             )
-        elif narrow:
+        elif link.narrow:
             out.append(
                 Finding(
                     id="pcie.slot",
@@ -171,12 +170,7 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
                     "bifurcation is x16 for that slot",
                 )
             )
-        slow = (
-            link.current_speed_gts is not None
-            and link.max_speed_gts is not None
-            and link.current_speed_gts < link.max_speed_gts
-        )
-        if slow and s.port_max_speed_gts is not None and s.port_max_speed_gts < (link.max_speed_gts or 0):
+        if link.slow and s.port_max_speed_gts is not None and s.port_max_speed_gts < (link.max_speed_gts or 0):
             out.append(
                 Finding(
                     id="pcie.slot",
@@ -188,7 +182,7 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
                     "usually do; chipset slots often do not), or accept the lower speed",
                 )
             )
-        elif slow and not narrow:
+        elif link.slow and not link.narrow:
             out.append(
                 Finding(
                     id="pcie.slot",

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
-from fwman.driver.boot import loaders
+from fwman.driver.boot import loaders, safety
 from fwman.driver.boot import pin as boot
 from fwman.driver.kernels import version_key
 from fwman.host.live import LiveHost
@@ -191,17 +191,17 @@ def test_kernel_order_is_by_version() -> None:
 def test_safety_reasons_and_check_boot(tmp_path: Path) -> None:
     root = _root(tmp_path, _grubenv())
     host = LiveHost(str(root))
-    assert boot.kernel_safety(host, OLD).reason == "no patched modules built for this kernel"
+    assert safety.kernel_safety(host, OLD).reason == "no patched modules built for this kernel"
     state = root / "var/lib/fwman/modules"
     state.mkdir(parents=True)
     (state / f"{NEW}.failed").write_text(
         json.dumps({"kernel": NEW, "reason": "too few arguments", "detail": {"file": "kernel-open/nvidia/nv-pci.c"}})
     )
     (state / f"{OLD}.pending").write_text(json.dumps({"kernel": OLD, "reason": "no headers"}))
-    assert boot.kernel_safety(host, NEW).reason == "build failed: kernel-open/nvidia/nv-pci.c: too few arguments"
-    assert boot.kernel_safety(host, OLD).reason == "pending: no headers"
+    assert safety.kernel_safety(host, NEW).reason == "build failed: kernel-open/nvidia/nv-pci.c: too few arguments"
+    assert safety.kernel_safety(host, OLD).reason == "pending: no headers"
     (state / f"{OLD}.json").write_text("{not json")
-    assert boot.kernel_safety(host, OLD).reason.startswith("manifest unreadable")
+    assert safety.kernel_safety(host, OLD).reason.startswith("manifest unreadable")
 
     result = FwmanEnv()("modules", "check-boot", "--json", "--root", str(root))
     assert result.code == 4

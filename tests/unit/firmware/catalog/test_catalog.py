@@ -25,7 +25,7 @@ from fwman.firmware.catalog.signing import (
     admin_keys,
     root_keys,
     verify_catalog_index,
-    verify_index,
+    verify_catalog_signature,
     verify_keys_document,
 )
 from fwman.firmware.rom.model import RomImage
@@ -356,7 +356,7 @@ def test_sign_writes_an_index_and_a_signature_that_verifies(tmp_path: Path, fwma
     assert "serial 2, 2026-02-04" in r.stdout
     trust(tmp_path, key)
     keys = admin_keys(LiveHost(str(tmp_path)))
-    assert verify_index((cat / "index.json").read_bytes(), (cat / "index.json.sig").read_bytes(), keys)
+    assert verify_catalog_signature((cat / "index.json").read_bytes(), (cat / "index.json.sig").read_bytes(), keys)
     # a serial that does not grow is refused; a catalog that does not lint is never signed
     assert fwman("catalog", "sign", "--key", str(key_file), "--dir", str(cat), "--serial", "2").code == 2
     (cat / "boards/10de-2204-3842-3987.toml").write_text(board_toml([{"version": REBAR, "status": "x"}]))
@@ -473,7 +473,7 @@ def test_index_and_signature_parsers_give_a_model_or_a_verification_error(index:
     from fwman.firmware.catalog.schema import parse_index
 
     keys = root_keys(LiveHost("/nonexistent-root"))
-    for call in (lambda: parse_index(index), lambda: verify_index(index, sig, keys)):
+    for call in (lambda: parse_index(index), lambda: verify_catalog_signature(index, sig, keys)):
         try:
             call()
         except VerificationError:
@@ -488,4 +488,4 @@ def test_malformed_signature_documents_are_refused(doc: dict[str, object]) -> No
 
     keys = root_keys(LiveHost("/nonexistent-root"))
     with pytest.raises(VerificationError):
-        verify_index(b"{}", _json.dumps(doc).encode(), keys)
+        verify_catalog_signature(b"{}", _json.dumps(doc).encode(), keys)

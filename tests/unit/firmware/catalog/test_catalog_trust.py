@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from fwman.core.clock import FixedClock
 from fwman.core.errors import VerificationError
-from fwman.firmware.catalog.signing import parse_keys, public_pem, sign_index, verify_keys_document
+from fwman.core.signing import public_pem, sign_document
+from fwman.firmware.catalog.signing import parse_keys, verify_keys_document
 from tests.support.catalog import (
     board_toml,
     key_id_of,
@@ -201,8 +202,8 @@ def test_keys_documents_parse_or_refuse(data: bytes, sig: bytes) -> None:
 )
 def test_signed_but_malformed_keys_documents_are_refused(doc: dict[str, object]) -> None:
     root = Ed25519PrivateKey.generate()
-    from fwman.firmware.catalog.signing import load_public_key
+    from fwman.core.signing import load_public_key
 
     data = json.dumps(doc).encode()
     with pytest.raises(VerificationError):
-        verify_keys_document(data, sign_index(data, root), [load_public_key(public_pem(root), "r")], None)
+        verify_keys_document(data, sign_document(data, root), [load_public_key(public_pem(root), "r")], None)

@@ -8,11 +8,12 @@ import pytest
 
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core.findings import Finding, Severity, worst
+from fwman.core.names import normal_board_id
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.schema import Board
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
-from fwman.firmware.verify.compatible import DOWNGRADE_FLAG, check_compatible, normalise_board_id
+from fwman.firmware.verify.compatible import DOWNGRADE_FLAG, check_compatible
 from fwman.firmware.versions import Order, base_key, compare
 from fwman.gpu.card import Card
 
@@ -176,7 +177,7 @@ def test_version_order_compares_four_fields_and_never_the_build_code() -> None:
 
 
 def test_board_id_normalisation() -> None:
-    assert normalise_board_id("3e3") == "0x03E3" and normalise_board_id("board") is None
+    assert normal_board_id("3e3") == "0x03E3" and normal_board_id("board") is None
 
 
 def test_no_catalog_entry_gives_one_not_in_catalog_warning() -> None:

@@ -31,8 +31,8 @@ from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
 from fwman.platform import cdi, engines
+from fwman.platform.userspace import KEY_LIBS, LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
 from fwman.reports.audit.model import CdiSpecAudit, ContainerAudit
-from fwman.reports.audit.userspace import KEY_LIBS, LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
 
 #: llama.cpp's tensor split over NCCL is broken below this NCCL release (github.com/noonghunna/club-3090,
 #: docs/PCIE_P2P.md, as cited in fwman issue 28); fwman reports an older NCCL as a mismatch with this fix

@@ -20,8 +20,8 @@ from fwman.gpu.proc_version import parse_proc_version
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
 from fwman.platform import proxmox
+from fwman.platform.userspace import UserSpace, scan_userspace
 from fwman.reports.audit.model import ContainerAudit, KernelModule, LoadedModule
-from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
 
 def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:

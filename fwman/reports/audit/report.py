@@ -26,12 +26,12 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
+from fwman.platform.userspace import UserSpace, scan_userspace
 from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
 from fwman.reports.audit.rows import build_rows, hold_rows
-from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
 #: audit trusts a branch list younger than this without going to the network (`fwman driver branches` refreshes)
 CACHE_FRESH_SECONDS = 6 * 3600.0

@@ -4,7 +4,7 @@
 module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container (LXC, roots, Docker
 and Podman: one row each for the last two), each CDI spec, and each container engine that could not be asked.
 Pure over what :mod:`fwman.reports.audit.read`, :mod:`fwman.reports.audit.engines` and
-:mod:`fwman.reports.audit.userspace` gathered (an engine container's row also writes its reasons and the CDI
+:mod:`fwman.platform.userspace` gathered (an engine container's row also writes its reasons and the CDI
 libraries it gets into its :class:`ContainerAudit`, so ``--json`` carries them).
 """
 
@@ -20,6 +20,7 @@ from fwman.driver.userspace_hold import HoldStatus
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
 from fwman.platform.cdi import REGENERATE
+from fwman.platform.userspace import KEY_LIBS, DriverLib, UserSpace
 from fwman.reports.audit.engines import NCCL_MINIMUM, image_libcuda, nccl_tuple
 from fwman.reports.audit.model import (
     AuditReport,
@@ -30,7 +31,6 @@ from fwman.reports.audit.model import (
     Row,
     Status,
 )
-from fwman.reports.audit.userspace import KEY_LIBS, DriverLib, UserSpace
 
 HOST = "on the host"
 #: where NVIDIA's documentation writes the spec (docs.nvidia.com container-toolkit, cdi-support)

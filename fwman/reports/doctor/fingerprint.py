@@ -40,7 +40,7 @@ def _manifest(host: Host, kernel: str | None) -> str | None:
 
 def _userspace(host: Host) -> str | None:
     """Return the version(s) of the host's libcuda / libnvidia-ml (compat copies excluded), None when none."""
-    from fwman.reports.audit.userspace import KEY_LIBS, scan_userspace
+    from fwman.platform.userspace import KEY_LIBS, scan_userspace
 
     space = scan_userspace(host, "/", run_smi=False)
     versions = sorted({lib.version for lib in space.libs if lib.name in KEY_LIBS})

@@ -12,8 +12,8 @@ from fwman.core.errors import FwmanError, MissingError
 from fwman.driver.build.lockstep import Lockstep, check
 from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
+from fwman.platform.containers import read_containers
 from fwman.platform.userspace import scan_userspace
-from fwman.reports.audit.read import read_containers
 
 
 def target_version(host: Host, branch: str | None, source_dir: str | None) -> str | None:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
 from fwman.host.base import CommandResult
-from fwman.reports.audit.engines import parse_vllm_cache, vllm_cache_dir
+from fwman.platform.containers import parse_vllm_cache, vllm_cache_dir
 from tests.support.engines import OLD_DRIVER, docker_snapshot, nvidia_cdi_spec, rows_by_component
 from tests.support.env import FwmanEnv
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
-from fwman.gpu.p2p_record import Fingerprint, P2PRecord, append_record
 from fwman.host.base import Host
+from fwman.p2p.history import Fingerprint, P2PRecord, append_record
 
 if TYPE_CHECKING:
     from fwman.p2p.soak import SoakReport

@@ -3,7 +3,7 @@
 Layers, low to high (a module may import its own package and any lower layer, never a higher one, nor a sibling
 of the same rank unless SIBLINGS allows it)::
 
-    core < host < (gpu, platform) < (firmware, driver) < (reports, p2p) < app < cli
+    core < host < (gpu, platform) < (firmware, driver) < p2p < reports < app < cli
 
 Doors (the only modules that may touch the world; the effect kinds they own):
 
@@ -39,11 +39,11 @@ LAYERS: dict[str, int] = {
     "platform": 2,
     "firmware": 3,
     "driver": 3,
-    "reports": 4,
     "p2p": 4,
-    "app": 5,
-    "cli": 6,
-    "__main__": 7,
+    "reports": 5,
+    "app": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 #: ranks inside a subject package, by the same rules (never up; a sibling of the same rank is not imported):
 #: ``"package": {"subpackage or module": rank}``; the package's own ``__init__`` is "" (the lowest)

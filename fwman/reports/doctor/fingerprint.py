@@ -9,8 +9,8 @@ from __future__ import annotations
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.gpu.card import Card
-from fwman.gpu.p2p_record import CardPrint, Fingerprint
 from fwman.host.base import Host
+from fwman.p2p.history import CardPrint, Fingerprint
 
 
 def _first_line(host: Host, path: str) -> str | None:

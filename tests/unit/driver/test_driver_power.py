@@ -139,7 +139,7 @@ def test_any_unit_text_gives_limits_never_an_exception(text: str) -> None:
 def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_record() -> None:
     from dataclasses import replace
 
-    from fwman.gpu.p2p_record import Fingerprint, changes
+    from fwman.p2p.history import Fingerprint, changes
     from fwman.reports.doctor.checks.verification import verification_findings
     from tests.unit.p2p.test_p2p_record import FP, _record
 

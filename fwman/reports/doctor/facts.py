@@ -286,7 +286,7 @@ def _p2p_history(host: Host) -> list[P2PRecord]:
 
 def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
     """Return the fingerprint of the configuration now. The IOMMU mode is decided as the IOMMU step decides it."""
-    from fwman.reports.doctor.fingerprint import read_fingerprint
+    from fwman.p2p.fingerprint import read_fingerprint
 
     cards = inventory.get().cards
     return read_fingerprint(host, cards, iommu_mode(_iommu(host, inventory))[0])

@@ -74,30 +74,6 @@ def soak(
     retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
     for what it could not read (the report's ``unread`` says it).
     """
-    from fwman.core.clock import monotonic
-    from fwman.p2p.soak import SoakReport, compare, read_health, unread_of, watched_devices
+    from fwman.p2p.soak import run_soak
 
-    report = SoakReport(duration=duration)
-    report.devices = watched_devices(host, bus_ids)
-    before = read_health(host, [d for d, _ in report.devices])
-    start = monotonic()
-    rounds = 0
-    while True:
-        ok, verdict, listed = run_round()
-        rounds += 1
-        if not report.devices and listed:
-            report.devices = watched_devices(host, listed)
-            before.aer = read_health(host, [d for d, _ in report.devices]).aer
-        elapsed = monotonic() - start
-        progress(f"soak round {rounds}: {verdict} ({elapsed:.0f} of {duration:.0f} s)")
-        if not ok:
-            report.failed_rounds.append(f"{rounds}: {verdict}")
-            break
-        if elapsed >= duration:
-            break
-    report.rounds = rounds
-    report.seconds = monotonic() - start
-    after = read_health(host, [d for d, _ in report.devices])
-    report.findings = compare(before, after, report.devices)
-    report.unread = unread_of(before, after)
-    return report
+    return run_soak(host, run_round, duration, progress, bus_ids)

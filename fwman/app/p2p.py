@@ -66,14 +66,9 @@ def soak(
     progress: Callable[[str], None],
     bus_ids: list[str],
 ) -> SoakReport:
-    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for
-    ``duration`` seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from
-    sysfs; when empty, the GPUs the first round listed, read after it) and the port above each.
-
-    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each
-    retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
-    for what it could not read (the report's ``unread`` says it).
-    """
+    """Return the report of a soak: ``run_round`` repeated for ``duration`` seconds between two health snapshots
+    of the GPUs ``bus_ids`` (:func:`fwman.p2p.soak.run_soak`, which says how). Never raises for what it could not
+    read."""
     from fwman.p2p.soak import run_soak
 
     return run_soak(host, run_round, duration, progress, bus_ids)

@@ -475,6 +475,9 @@ PLANTED = [
     ("fwman.core.units", "from . import errors\nfrom ..gpu import smi\n", "imports fwman.gpu"),  # relative
     ("fwman.core.findings", "from fwman.host.base import Host\n", "imports fwman.host"),  # core is the ground
     ("fwman.reports.audit.report", "from fwman import cli\n", "imports fwman.cli"),
+    # the P2P concept sits below the reports that judge it, and above the readers it uses
+    ("fwman.p2p.history", "from fwman.reports.doctor.checks import verification\n", "imports fwman.reports"),
+    ("fwman.platform.containers", "from fwman.driver.build import lockstep\n", "imports fwman.driver"),
     ("fwman.gpu.smi", "def f(p):\n    return open(p).read()\n", "files"),
     ("fwman.gpu.smi", "from pathlib import Path\nPath('/x').read_text()\n", "files"),
     ("fwman.gpu.smi", "def f(p, d):\n    p.write_bytes(d)\n", "files"),

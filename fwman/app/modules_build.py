@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.lockstep import gather, target_version
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
@@ -18,7 +17,7 @@ from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
-from fwman.driver.build.lockstep import refuse_unless_forced
+from fwman.driver.build.lockstep import gather, refuse_unless_forced, target_version
 from fwman.driver.build.pipeline import KernelOutcome, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (

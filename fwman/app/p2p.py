@@ -10,8 +10,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
-from fwman.gpu.p2p_record import Fingerprint, P2PRecord, append_record
 from fwman.host.base import Host
+from fwman.p2p.history import Fingerprint, P2PRecord, append_record
 
 if TYPE_CHECKING:
     from fwman.p2p.soak import SoakReport
@@ -66,38 +66,9 @@ def soak(
     progress: Callable[[str], None],
     bus_ids: list[str],
 ) -> SoakReport:
-    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for
-    ``duration`` seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from
-    sysfs; when empty, the GPUs the first round listed, read after it) and the port above each.
+    """Return the report of a soak: ``run_round`` repeated for ``duration`` seconds between two health snapshots
+    of the GPUs ``bus_ids`` (:func:`fwman.p2p.soak.run_soak`, which says how). Never raises for what it could not
+    read."""
+    from fwman.p2p.soak import run_soak
 
-    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each
-    retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
-    for what it could not read (the report's ``unread`` says it).
-    """
-    from fwman.core.clock import monotonic
-    from fwman.p2p.soak import SoakReport, compare, read_health, unread_of, watched_devices
-
-    report = SoakReport(duration=duration)
-    report.devices = watched_devices(host, bus_ids)
-    before = read_health(host, [d for d, _ in report.devices])
-    start = monotonic()
-    rounds = 0
-    while True:
-        ok, verdict, listed = run_round()
-        rounds += 1
-        if not report.devices and listed:
-            report.devices = watched_devices(host, listed)
-            before.aer = read_health(host, [d for d, _ in report.devices]).aer
-        elapsed = monotonic() - start
-        progress(f"soak round {rounds}: {verdict} ({elapsed:.0f} of {duration:.0f} s)")
-        if not ok:
-            report.failed_rounds.append(f"{rounds}: {verdict}")
-            break
-        if elapsed >= duration:
-            break
-    report.rounds = rounds
-    report.seconds = monotonic() - start
-    after = read_health(host, [d for d, _ in report.devices])
-    report.findings = compare(before, after, report.devices)
-    report.unread = unread_of(before, after)
-    return report
+    return run_soak(host, run_round, duration, progress, bus_ids)

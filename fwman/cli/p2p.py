@@ -13,8 +13,8 @@ from fwman.core.errors import FwmanError, UsageError, VerificationError
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.p2p.copytest import CopyReport
+    from fwman.p2p.history import Fingerprint, P2PRecord
     from fwman.p2p.nccl import NcclComparison
     from fwman.p2p.soak import SoakReport
 

@@ -1,9 +1,9 @@
-"""Builders of the P2P history record from a test's report (the record itself: :mod:`fwman.gpu.p2p_record`)."""
+"""Builders of the P2P history record from a test's report (the record itself: :mod:`fwman.p2p.history`)."""
 
 from __future__ import annotations
 
-from fwman.gpu.p2p_record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord
 from fwman.p2p.copytest import CopyReport
+from fwman.p2p.history import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord
 from fwman.p2p.nccl import NcclComparison, NcclReport
 from fwman.p2p.soak import SoakReport
 

@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fwman.core import paths
+from fwman.core.clock import monotonic
 from fwman.core.errors import FwmanError, ParseError
 from fwman.host.base import Host
 
@@ -321,3 +323,44 @@ def parse_duration(text: str) -> float:
     if not 1.0 <= seconds <= MAX_SOAK_SECONDS:
         raise ParseError("--soak", text[:40], f"give 1 s to {MAX_SOAK_SECONDS:g} s (a day)")
     return seconds
+
+
+def run_soak(
+    host: Host,
+    run_round: Callable[[], tuple[bool, str, list[str]]],
+    duration: float,
+    progress: Callable[[str], None],
+    bus_ids: list[str],
+) -> SoakReport:
+    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for
+    ``duration`` seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from
+    sysfs; when empty, the GPUs the first round listed, read after it) and the port above each.
+
+    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each
+    retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
+    for what it could not read (the report's ``unread`` says it).
+    """
+    report = SoakReport(duration=duration)
+    report.devices = watched_devices(host, bus_ids)
+    before = read_health(host, [d for d, _ in report.devices])
+    start = monotonic()
+    rounds = 0
+    while True:
+        ok, verdict, listed = run_round()
+        rounds += 1
+        if not report.devices and listed:
+            report.devices = watched_devices(host, listed)
+            before.aer = read_health(host, [d for d, _ in report.devices]).aer
+        elapsed = monotonic() - start
+        progress(f"soak round {rounds}: {verdict} ({elapsed:.0f} of {duration:.0f} s)")
+        if not ok:
+            report.failed_rounds.append(f"{rounds}: {verdict}")
+            break
+        if elapsed >= duration:
+            break
+    report.rounds = rounds
+    report.seconds = monotonic() - start
+    after = read_health(host, [d for d, _ in report.devices])
+    report.findings = compare(before, after, report.devices)
+    report.unread = unread_of(before, after)
+    return report

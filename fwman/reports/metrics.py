@@ -229,8 +229,8 @@ def p2p_samples(host: Host) -> list[Sample]:
     from datetime import datetime
 
     from fwman.gpu.inventory import require_cards
-    from fwman.gpu.p2p_record import changes, read_history
-    from fwman.reports.doctor.fingerprint import read_fingerprint
+    from fwman.p2p.fingerprint import read_fingerprint
+    from fwman.p2p.history import changes, read_history
 
     history = read_history(host)
     if not history:

@@ -3,7 +3,7 @@
 Layers, low to high (a module may import its own package and any lower layer, never a higher one, nor a sibling
 of the same rank unless SIBLINGS allows it)::
 
-    core < host < (gpu, platform) < (firmware, driver) < (reports, p2p) < app < cli
+    core < host < (gpu, platform) < (firmware, driver) < p2p < reports < app < cli
 
 Doors (the only modules that may touch the world; the effect kinds they own):
 
@@ -39,11 +39,11 @@ LAYERS: dict[str, int] = {
     "platform": 2,
     "firmware": 3,
     "driver": 3,
-    "reports": 4,
     "p2p": 4,
-    "app": 5,
-    "cli": 6,
-    "__main__": 7,
+    "reports": 5,
+    "app": 6,
+    "cli": 7,
+    "__main__": 8,
 }
 #: ranks inside a subject package, by the same rules (never up; a sibling of the same rank is not imported):
 #: ``"package": {"subpackage or module": rank}``; the package's own ``__init__`` is "" (the lowest)
@@ -515,6 +515,9 @@ PLANTED = [
     ("fwman.core.units", "from . import errors\nfrom ..gpu import smi\n", "imports fwman.gpu"),  # relative
     ("fwman.core.findings", "from fwman.host.base import Host\n", "imports fwman.host"),  # core is the ground
     ("fwman.reports.audit.report", "from fwman import cli\n", "imports fwman.cli"),
+    # the P2P concept sits below the reports that judge it, and above the readers it uses
+    ("fwman.p2p.history", "from fwman.reports.doctor.checks import verification\n", "imports fwman.reports"),
+    ("fwman.platform.containers", "from fwman.driver.build import lockstep\n", "imports fwman.driver"),
     ("fwman.gpu.smi", "def f(p):\n    return open(p).read()\n", "files"),
     ("fwman.gpu.smi", "from pathlib import Path\nPath('/x').read_text()\n", "files"),
     ("fwman.gpu.smi", "def f(p, d):\n    p.write_bytes(d)\n", "files"),

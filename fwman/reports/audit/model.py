@@ -8,6 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from fwman.core.findings import Finding, Severity
+from fwman.platform.containers import CdiSpecAudit, ContainerAudit
 
 Status = Literal["match", "mismatch", "unknown", "info"]
 
@@ -49,48 +50,6 @@ class KernelModule(BaseModel):
     branch: str | None = None
     commit: str | None = None
     error: str | None = None
-
-
-class ContainerAudit(BaseModel):
-    """One container: Proxmox LXC, a root given with --container-root, or a Docker/Podman container."""
-
-    name: str
-    kind: str  # "lxc" | "root" | "docker" | "podman"
-    root: str | None
-    # "read", "not-mounted", "no-gpu", "hook" (libraries injected by the NVIDIA hook at start), "gone" (an
-    # engine's container whose filesystem is not on disk)
-    state: str
-    versions: dict[str, list[str]] = Field(default_factory=dict)  # version -> library paths
-    compat: list[str] = Field(default_factory=list)
-    # Docker/Podman only (None / empty for the others)
-    engine_state: str | None = None  # the engine's own state: running, exited, created
-    image: str | None = None
-    gpu: list[str] = Field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
-    cdi_devices: list[str] = Field(default_factory=list)
-    legacy_hook: bool = False  # NVIDIA's runtime hook mounts the host's libraries at start
-    injected: dict[str, list[str]] = Field(default_factory=dict)  # version -> host paths a CDI spec mounts
-    filesystem: str | None = None  # "merged directory", "image layers", "podman mount", "docker vfs directory"
-    nccl: dict[str, list[str]] = Field(default_factory=dict)  # NCCL version -> where in the image
-    env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
-    mounts: list[str] = Field(default_factory=list)  # "source -> destination"
-    problems: list[str] = Field(default_factory=list)  # why its row is a mismatch, one line each
-    command: str | None = None  # entrypoint and command, for people (vLLM flags are looked for in it)
-    # vLLM's P2P verdict cache (VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json): {"0->1": true, ...}
-    vllm_cache: dict[str, bool] | None = None
-    vllm_cache_path: str | None = None  # the container path, and where it lies on the host
-    vllm_cache_host_path: str | None = None
-
-
-class CdiSpecAudit(BaseModel):
-    """One CDI spec file: the driver versions of the libraries it mounts, and host paths it names that are gone."""
-
-    path: str
-    version: str | None = None  # cdiVersion
-    kind: str | None = None
-    devices: list[str] = Field(default_factory=list)  # fully qualified names
-    libs: dict[str, list[str]] = Field(default_factory=dict)  # driver version -> host paths
-    missing: list[str] = Field(default_factory=list)
-    error: str | None = None  # not a spec: why
 
 
 class P2PBranch(BaseModel):

@@ -1,5 +1,6 @@
 """Reading what ``fwman audit`` compares: the loaded module, every kernel's nvidia*.ko files (with fwman's
-install manifest, parsed by its owner fwman.driver.build.manifest), and the containers. Readers never raise
+install manifest, parsed by its owner fwman.driver.build.manifest); the containers are read by
+:mod:`fwman.platform.containers`, below the driver layer, so a module build can read them too. Readers never raise
 for an unreadable part of the host: they append it to the caller's ``unreadable`` list and leave the field
 empty, so the rows can say "unknown".
 """
@@ -7,7 +8,6 @@ empty, so the rows can say "unknown".
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
@@ -19,9 +19,7 @@ from fwman.gpu.kernel_modules import is_driver_module
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
-from fwman.platform import proxmox
-from fwman.reports.audit.model import ContainerAudit, KernelModule, LoadedModule
-from fwman.reports.audit.userspace import UserSpace, scan_userspace
+from fwman.reports.audit.model import KernelModule, LoadedModule
 
 
 def read_loaded(host: Host, unreadable: list[str]) -> LoadedModule | None:
@@ -116,56 +114,3 @@ def _read_one(
         else:
             entry.origin = "not-fwman"
     return entry
-
-
-def read_containers(
-    host: Host, roots: Sequence[str], unreadable: list[str]
-) -> list[tuple[ContainerAudit, UserSpace | None]]:
-    """Return the Proxmox LXC containers (from /etc/pve/lxc) and the given roots, each with its user space."""
-    out: list[tuple[ContainerAudit, UserSpace | None]] = []
-    names: list[str] = []
-    try:
-        names = proxmox.lxc_config_names(host)
-    except NotRecordedError:
-        unreadable.append(f"{proxmox.LXC_DIR} (not recorded)")
-    except MissingError:
-        unreadable.append(proxmox.LXC_DIR)
-    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, sorted(names, key=lambda n: (len(n), n))):
-        if ct.error is not None:
-            unreadable.append(f"{ct.path} (not recorded)" if isinstance(ct.error, NotRecordedError) else ct.path)
-        out.append(_read_lxc(host, ct))
-    for root in roots:
-        out.append(_scan_container(host, root, "root", root.rstrip("/") or "/"))
-    return out
-
-
-def _read_lxc(host: Host, ct: proxmox.GuestConfig) -> tuple[ContainerAudit, UserSpace | None]:
-    """Return container ``ct``: not audited (no GPU, or the NVIDIA hook injects the host's libraries), not
-    mounted, or its user space read from the mounted root filesystem."""
-    ctid = ct.guest_id
-    device, hook = proxmox.lxc_uses_gpu(ct.text)
-    if not device and not hook:
-        return ContainerAudit(name=ctid, kind="lxc", root=None, state="no-gpu"), None
-    if hook:
-        return ContainerAudit(name=ctid, kind="lxc", root=None, state="hook"), None
-    rootfs = proxmox.lxc_rootfs(ctid)
-    try:
-        mounted = host.is_dir(rootfs) and bool(host.listdir(rootfs))
-    except (MissingError, NotRecordedError):
-        mounted = False
-    if not mounted:
-        return ContainerAudit(name=ctid, kind="lxc", root=rootfs, state="not-mounted"), None
-    return _scan_container(host, ctid, "lxc", rootfs)
-
-
-def _scan_container(host: Host, name: str, kind: str, root: str) -> tuple[ContainerAudit, UserSpace]:
-    us = scan_userspace(host, root, run_smi=False)
-    audit = ContainerAudit(
-        name=name,
-        kind=kind,
-        root=root,
-        state="read",
-        versions={v: [lib.path for lib in libs] for v, libs in sorted(us.versions().items())},
-        compat=[lib.path for lib in us.compat],
-    )
-    return audit, us

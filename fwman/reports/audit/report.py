@@ -11,9 +11,11 @@ the running kernel; without that, the host's ``libcuda``. Whether a module is fw
 only by fwman's install manifest (``/var/lib/fwman/modules/<kver>.json``, sha256 of each installed file):
 without a manifest the answer is "unknown", never a guess (patched and stock modules carry the same version).
 
-The package: :mod:`.model` (the report and its rows, dumped as fwman.audit/1), :mod:`.read` (the module side
-and the containers), :mod:`.userspace` (libraries, nvidia-smi, firmware), :mod:`.rows` (the verdict, one
-function per component), :mod:`.p2p` (the fork branch answer). This module puts them together.
+The package: :mod:`.model` (the report and its rows, dumped as fwman.audit/1), :mod:`.read` (the module side),
+:mod:`.rows` (the verdict, one function per component), :mod:`.p2p` (the fork branch answer). The facts about
+user space and containers are read below the driver layer, where a module build reads them too:
+:mod:`fwman.platform.userspace` (libraries, nvidia-smi, firmware) and :mod:`fwman.platform.containers` (LXC,
+roots, Docker/Podman, CDI specs). This module puts them together.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
-from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers
+from fwman.platform.containers import read_cdi_specs, read_containers, read_engine_containers
+from fwman.platform.userspace import UserSpace, scan_userspace
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
-from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
+from fwman.reports.audit.read import read_kernel_modules, read_loaded
 from fwman.reports.audit.rows import build_rows, hold_rows
-from fwman.reports.audit.userspace import UserSpace, scan_userspace
 
 #: audit trusts a branch list younger than this without going to the network (`fwman driver branches` refreshes)
 CACHE_FRESH_SECONDS = 6 * 3600.0

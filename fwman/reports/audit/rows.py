@@ -3,8 +3,8 @@
 :func:`build_rows` calls one small function per component, in table order: the loaded module, each kernel's
 module files, the host user space (libraries, nvidia-smi, GSP firmware), then each container (LXC, roots, Docker
 and Podman: one row each for the last two), each CDI spec, and each container engine that could not be asked.
-Pure over what :mod:`fwman.reports.audit.read`, :mod:`fwman.reports.audit.engines` and
-:mod:`fwman.reports.audit.userspace` gathered (an engine container's row also writes its reasons and the CDI
+Pure over what :mod:`fwman.reports.audit.read`, :mod:`fwman.platform.containers` and
+:mod:`fwman.platform.userspace` gathered (an engine container's row also writes its reasons and the CDI
 libraries it gets into its :class:`ContainerAudit`, so ``--json`` carries them).
 """
 
@@ -20,21 +20,36 @@ from fwman.driver.userspace_hold import HoldStatus
 from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
 from fwman.platform.cdi import REGENERATE
-from fwman.reports.audit.engines import NCCL_MINIMUM, image_libcuda, nccl_tuple
+from fwman.platform.containers import CdiSpecAudit, ContainerAudit
+from fwman.platform.userspace import KEY_LIBS, DriverLib, UserSpace
 from fwman.reports.audit.model import (
     AuditReport,
-    CdiSpecAudit,
-    ContainerAudit,
     KernelModule,
     LoadedModule,
     Row,
     Status,
 )
-from fwman.reports.audit.userspace import KEY_LIBS, DriverLib, UserSpace
 
 HOST = "on the host"
 #: where NVIDIA's documentation writes the spec (docs.nvidia.com container-toolkit, cdi-support)
 DEFAULT_CDI_SPEC = "/etc/cdi/nvidia.yaml"
+
+#: llama.cpp's tensor split over NCCL is broken below this NCCL release (github.com/noonghunna/club-3090,
+#: docs/PCIE_P2P.md, as cited in fwman issue 28); fwman reports an older NCCL as a mismatch with this fix
+NCCL_MINIMUM = (2, 27, 5)
+
+
+def nccl_tuple(version: str) -> tuple[int, ...] | None:
+    """Return ``"2.25.1"`` as (2, 25, 1), None when it is not a dotted version."""
+    try:
+        return tuple(int(p) for p in version.split("."))
+    except ValueError:
+        return None
+
+
+def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
+    """Return the key driver libraries (libcuda, libnvidia-ml) a container's own filesystem carries."""
+    return [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]
 
 
 def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, UserSpace | None]) -> list[Row]:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from fwman.driver.settings_host import SettingsReport
     from fwman.firmware.catalog.load import Catalog
     from fwman.gpu.bridges import AcsFacts, SlotFacts
-    from fwman.gpu.p2p_record import Fingerprint, P2PRecord
     from fwman.gpu.windows import BridgeWindow
+    from fwman.p2p.history import Fingerprint, P2PRecord
     from fwman.platform.virt import VirtVerdict
     from fwman.reports.audit.model import AuditReport
     from fwman.reports.doctor.vllm_caches import HostVllmCache
@@ -279,14 +279,14 @@ def _slots(host: Host, inventory: Fact[Inventory]) -> list[SlotFacts]:
 
 def _p2p_history(host: Host) -> list[P2PRecord]:
     """Return the P2P verification history (empty when there is none). Raises NotRecordedError."""
-    from fwman.gpu.p2p_record import read_history
+    from fwman.p2p.history import read_history
 
     return read_history(host)
 
 
 def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
     """Return the fingerprint of the configuration now. The IOMMU mode is decided as the IOMMU step decides it."""
-    from fwman.reports.doctor.fingerprint import read_fingerprint
+    from fwman.p2p.fingerprint import read_fingerprint
 
     cards = inventory.get().cards
     return read_fingerprint(host, cards, iommu_mode(_iommu(host, inventory))[0])

@@ -11,7 +11,7 @@ environment file given to ``fwman doctor`` sets; root's ``/root/.cache/vllm``; a
 home directory under ``/home`` (owners run vLLM from their own venvs: club-3090's guides clear
 ``~/.cache/vllm/gpu_p2p_access_cache_for_*.json``). Service accounts with homes elsewhere are found through
 their unit's ``VLLM_CACHE_ROOT`` (``--unit``), not by walking the password database. Containers' caches are
-read by the ``containers`` step (:mod:`fwman.reports.audit.engines`), whose parser this reuses.
+read by the ``containers`` step (:mod:`fwman.platform.containers`), whose parser this reuses.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from fwman.core.errors import FwmanError
 from fwman.host.base import Host
-from fwman.reports.audit.engines import parse_vllm_cache, vllm_cache_dir
+from fwman.platform.containers import parse_vllm_cache, vllm_cache_dir
 
 PREFIX = "gpu_p2p_access_cache_for_"
 ROOT_CACHE = "/root/.cache/vllm"

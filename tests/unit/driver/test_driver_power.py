@@ -139,7 +139,7 @@ def test_any_unit_text_gives_limits_never_an_exception(text: str) -> None:
 def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_record() -> None:
     from dataclasses import replace
 
-    from fwman.gpu.p2p_record import Fingerprint, changes
+    from fwman.p2p.history import Fingerprint, changes
     from fwman.reports.doctor.checks.verification import verification_findings
     from tests.unit.p2p.test_p2p_record import FP, _record
 
@@ -158,7 +158,7 @@ def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_
 def test_the_fingerprint_reads_each_cards_power_limit_and_none_without_one(tmp_path: Path) -> None:
     from fwman.gpu.card import Card
     from fwman.host.live import LiveHost
-    from fwman.reports.doctor.fingerprint import read_fingerprint
+    from fwman.p2p.fingerprint import read_fingerprint
 
     root = materialize(EXAMPLE_HOST, tmp_path / "root")
     host = LiveHost(str(root))

@@ -153,7 +153,7 @@ def test_modules_status_shows_each_option_and_whether_it_is_in_effect(tmp_path: 
 def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_record() -> None:
     from dataclasses import replace
 
-    from fwman.gpu.p2p_record import Fingerprint, changes
+    from fwman.p2p.history import Fingerprint, changes
     from fwman.reports.doctor.checks.verification import verification_findings
     from tests.unit.p2p.test_p2p_record import FP, _record
 

@@ -275,6 +275,23 @@ def test_lockstep_names_both_versions_and_nvml() -> None:
     assert lockstep.check("570.86.16", {"host": ["570.86.16"], "container 9": []}).message() is None
 
 
+def test_lockstep_gathers_the_host_and_each_gpu_container(tmp_path: Path) -> None:
+    # the readers fwman audit uses: the host's libraries, and an LXC container's root filesystem (a GPU
+    # container whose rootfs is mounted); a container without a GPU is not asked
+    for rel in ("usr/lib/x86_64-linux-gnu/libcuda.so.570.86.16", "var/lib/lxc/101/rootfs/usr/lib/libcuda.so.575.57.08"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(b"")
+    (tmp_path / "var/lib/lxc/102/rootfs/usr/lib").mkdir(parents=True)
+    (tmp_path / "var/lib/lxc/102/rootfs/usr/lib/libcuda.so.550.1.1").write_bytes(b"")
+    (tmp_path / "etc/pve/lxc").mkdir(parents=True)
+    (tmp_path / "etc/pve/lxc/101.conf").write_text("lxc.cgroup2.devices.allow: c 195:* rwm\n")
+    (tmp_path / "etc/pve/lxc/102.conf").write_text("memory: 512\n")
+    verdict = lockstep.gather(LiveHost(str(tmp_path)), "570.86.16")
+    assert verdict.found == {"host": ["570.86.16"], "container 101": ["575.57.08"]}
+    assert verdict.mismatches == {"container 101": ["575.57.08"]}
+    assert verdict.unreadable == []
+
+
 # -- kernel removal ----------------------------------------------------------------------------------------
 def test_forget_kernel_drops_state_and_never_raises(tmp_path: Path) -> None:
     ko = build_module(nvidia_tags("570.86.16", KVER))

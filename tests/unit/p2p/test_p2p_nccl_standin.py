@@ -101,7 +101,7 @@ def test_the_cli_shows_both_runs_per_size_and_exits_4_on_a_hung_rank(tmp_path: P
 
 
 def test_doctor_recommends_a_p2p_level_only_where_the_comparison_measured_p2p_faster(tmp_path: Path) -> None:
-    from fwman.gpu.p2p_record import P2PRecord
+    from fwman.p2p.history import P2PRecord
     from fwman.p2p.record import record_from_nccl
     from fwman.reports.doctor.checks.verification import verification_findings
     from tests.unit.p2p.test_p2p_record import FP, _record

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
-from fwman.gpu.p2p_record import (
+from fwman.p2p.history import (
     CardPrint,
     Fingerprint,
     P2PRecord,
@@ -155,8 +155,8 @@ def test_any_history_line_is_a_record_or_skipped_never_a_crash(line: str) -> Non
 def test_a_damaged_history_line_is_reported_with_its_number_not_skipped(tmp_path: Path) -> None:
     # a verification record is evidence: a damaged line must not let doctor read "never verified" or an older pass
     from fwman.core.errors import VerificationError
-    from fwman.gpu.p2p_record import read_history
     from fwman.host.live import LiveHost
+    from fwman.p2p.history import read_history
 
     history = tmp_path / paths.P2P_HISTORY_FILE.lstrip("/")
     history.parent.mkdir(parents=True)

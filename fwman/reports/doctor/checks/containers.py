@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
-from fwman.gpu.p2p_record import KIND_COPY, standing
-from fwman.reports.audit.engines import NCCL_MINIMUM, nccl_tuple
-from fwman.reports.audit.model import ContainerAudit
+from fwman.p2p.history import KIND_COPY, standing
+from fwman.platform.containers import ContainerAudit
+from fwman.reports.audit.rows import NCCL_MINIMUM, nccl_tuple
 from fwman.reports.doctor.facts import Facts
 
 ENGINE_KINDS = ("docker", "podman")

@@ -7,7 +7,7 @@ since X changed / never, for the copy test and, once it has been run, the NCCL t
 from __future__ import annotations
 
 from fwman.core.findings import Finding, Severity
-from fwman.gpu.p2p_record import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord, standing
+from fwman.p2p.history import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord, standing
 from fwman.reports.doctor.facts import Facts
 
 

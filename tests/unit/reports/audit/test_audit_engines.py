@@ -11,13 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from fwman.core.errors import ParseError
 from fwman.host.base import CommandResult
-from fwman.reports.audit.engines import parse_vllm_cache, vllm_cache_dir
 from tests.support.engines import OLD_DRIVER, docker_snapshot, nvidia_cdi_spec, rows_by_component
 from tests.support.env import FwmanEnv
 
@@ -91,25 +85,6 @@ def test_malformed_cdi_spec_is_one_unknown_row(tmp_path: Path) -> None:
     spec = rows_by_component(doc)["CDI spec"]
     assert spec["status"] == "unknown" and spec["detail"].startswith("not a CDI spec: not YAML")
     assert spec["fix"] == "write it again: nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
-
-
-def test_vllm_cache_place_and_parser() -> None:
-    assert vllm_cache_dir({}) == "/root/.cache/vllm"
-    assert vllm_cache_dir({"XDG_CACHE_HOME": "/cache"}) == "/cache/vllm"
-    assert vllm_cache_dir({"VLLM_CACHE_ROOT": "/data/vllm/", "XDG_CACHE_HOME": "/cache"}) == "/data/vllm"
-    assert parse_vllm_cache('{"0->1": true, "1->0": false}', "x") == {"0->1": True, "1->0": False}
-    for bad in ('{"0->1": "yes"}', "[]", '{"gpu": true}', "{"):
-        with pytest.raises(ParseError):
-            parse_vllm_cache(bad, "x")
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=120))
-def test_vllm_cache_parser_gives_a_verdict_or_a_parse_error(text: str) -> None:
-    try:
-        parse_vllm_cache(text, "x")
-    except ParseError:
-        pass
 
 
 def test_relative_paths_in_an_answer_or_a_spec_are_refused_not_followed(tmp_path: Path) -> None:

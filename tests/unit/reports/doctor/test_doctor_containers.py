@@ -8,9 +8,9 @@ from pathlib import Path
 
 from fwman.core.errors import MissingError
 from fwman.core.findings import Finding, Severity
-from fwman.gpu.p2p_record import KIND_COPY, Fingerprint, P2PRecord
 from fwman.host.base import CommandResult
 from fwman.host.snapshot import SnapshotHost
+from fwman.p2p.history import KIND_COPY, Fingerprint, P2PRecord
 from fwman.reports.audit.report import audit_host
 from fwman.reports.doctor.checks.containers import check_containers
 from fwman.reports.doctor.facts import Fact, Facts, Sources, _workloads

@@ -1,7 +1,7 @@
 """The P2P verification record: what ``fwman p2p test`` proved, and on exactly which configuration.
 
-It lives in the gpu layer because two siblings share it: :mod:`fwman.p2p` writes it, the doctor
-(:mod:`fwman.reports.doctor`) reads it back; neither may import the other.
+``fwman p2p test`` writes it (:mod:`fwman.p2p.record` builds it from a test's report); the doctor and the
+metrics (:mod:`fwman.reports`, one layer up) read it back and judge it.
 
 Each run appends one :class:`P2PRecord` (JSON lines, ``/var/lib/fwman/p2p-history.jsonl``) holding its result
 and a :class:`Fingerprint` of what it tested: kernel release, the loaded module (version, srcversion, and fwman's

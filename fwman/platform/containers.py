@@ -1,4 +1,10 @@
-"""Docker and Podman containers in ``fwman audit``: which user space each GPU container sees, without starting it.
+"""Containers: which user space each GPU container sees, read from its filesystem without starting it.
+
+Proxmox LXC containers (``/etc/pve/lxc``: the mounted root filesystem), roots given with ``--container-root``,
+and Docker and Podman containers. The facts only (:class:`ContainerAudit`, :class:`CdiSpecAudit`, filled in
+here; ``problems`` and ``injected`` are written by the audit's rows, :mod:`fwman.reports.audit.rows`, which
+judge them); ``fwman audit`` and the module build's lockstep check both read them.
+
 
 A container's user-space driver comes from one of three places, and each is read where it lives:
 
@@ -24,30 +30,62 @@ image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<versio
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+
+from pydantic import BaseModel, Field
 
 from fwman.core.config import load_config
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
-from fwman.platform import cdi, engines
-from fwman.reports.audit.model import CdiSpecAudit, ContainerAudit
-from fwman.reports.audit.userspace import KEY_LIBS, LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
+from fwman.platform import cdi, engines, proxmox
+from fwman.platform.userspace import LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
 
-#: llama.cpp's tensor split over NCCL is broken below this NCCL release (github.com/noonghunna/club-3090,
-#: docs/PCIE_P2P.md, as cited in fwman issue 28); fwman reports an older NCCL as a mismatch with this fix
-NCCL_MINIMUM = (2, 27, 5)
 _NCCL_FILE = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)")
 _NCCL_WHEEL = re.compile(r"nvidia_nccl_cu\d+-(\d+\.\d+\.\d+)[^/]*\.dist-info")
 _PY_DIRS = ("/usr/local/lib", "/usr/lib", "/opt/conda/lib")
 
 
-def nccl_tuple(version: str) -> tuple[int, ...] | None:
-    """Return ``"2.25.1"`` as (2, 25, 1), None when it is not a dotted version."""
-    try:
-        return tuple(int(p) for p in version.split("."))
-    except ValueError:
-        return None
+class ContainerAudit(BaseModel):
+    """One container: Proxmox LXC, a root given with --container-root, or a Docker/Podman container."""
+
+    name: str
+    kind: str  # "lxc" | "root" | "docker" | "podman"
+    root: str | None
+    # "read", "not-mounted", "no-gpu", "hook" (libraries injected by the NVIDIA hook at start), "gone" (an
+    # engine's container whose filesystem is not on disk)
+    state: str
+    versions: dict[str, list[str]] = Field(default_factory=dict)  # version -> library paths
+    compat: list[str] = Field(default_factory=list)
+    # Docker/Podman only (None / empty for the others)
+    engine_state: str | None = None  # the engine's own state: running, exited, created
+    image: str | None = None
+    gpu: list[str] = Field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
+    cdi_devices: list[str] = Field(default_factory=list)
+    legacy_hook: bool = False  # NVIDIA's runtime hook mounts the host's libraries at start
+    injected: dict[str, list[str]] = Field(default_factory=dict)  # version -> host paths a CDI spec mounts
+    filesystem: str | None = None  # "merged directory", "image layers", "podman mount", "docker vfs directory"
+    nccl: dict[str, list[str]] = Field(default_factory=dict)  # NCCL version -> where in the image
+    env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
+    mounts: list[str] = Field(default_factory=list)  # "source -> destination"
+    problems: list[str] = Field(default_factory=list)  # why its row is a mismatch, one line each
+    command: str | None = None  # entrypoint and command, for people (vLLM flags are looked for in it)
+    # vLLM's P2P verdict cache (VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json): {"0->1": true, ...}
+    vllm_cache: dict[str, bool] | None = None
+    vllm_cache_path: str | None = None  # the container path, and where it lies on the host
+    vllm_cache_host_path: str | None = None
+
+
+class CdiSpecAudit(BaseModel):
+    """One CDI spec file: the driver versions of the libraries it mounts, and host paths it names that are gone."""
+
+    path: str
+    version: str | None = None  # cdiVersion
+    kind: str | None = None
+    devices: list[str] = Field(default_factory=list)  # fully qualified names
+    libs: dict[str, list[str]] = Field(default_factory=dict)  # driver version -> host paths
+    missing: list[str] = Field(default_factory=list)
+    error: str | None = None  # not a spec: why
 
 
 def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
@@ -356,11 +394,6 @@ def _one(
     return audit, merged
 
 
-def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
-    """Return the key driver libraries (libcuda, libnvidia-ml) a container's own filesystem carries."""
-    return [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]
-
-
 def vllm_cache_dir(env: dict[str, str]) -> str:
     """Return the container directory vLLM keeps its cache in: ``VLLM_CACHE_ROOT``, else
     ``$XDG_CACHE_HOME/vllm``, else ``/root/.cache/vllm`` (model servers run as root in their images)."""
@@ -421,3 +454,56 @@ def _vllm_cache(
         except (ParseError, MissingError, NotRecordedError) as e:
             unreadable.append(f"{place}/{name} ({e.message})")
         return
+
+
+def read_containers(
+    host: Host, roots: Sequence[str], unreadable: list[str]
+) -> list[tuple[ContainerAudit, UserSpace | None]]:
+    """Return the Proxmox LXC containers (from /etc/pve/lxc) and the given roots, each with its user space."""
+    out: list[tuple[ContainerAudit, UserSpace | None]] = []
+    names: list[str] = []
+    try:
+        names = proxmox.lxc_config_names(host)
+    except NotRecordedError:
+        unreadable.append(f"{proxmox.LXC_DIR} (not recorded)")
+    except MissingError:
+        unreadable.append(proxmox.LXC_DIR)
+    for ct in proxmox.read_configs(host, proxmox.LXC_DIR, sorted(names, key=lambda n: (len(n), n))):
+        if ct.error is not None:
+            unreadable.append(f"{ct.path} (not recorded)" if isinstance(ct.error, NotRecordedError) else ct.path)
+        out.append(_read_lxc(host, ct))
+    for root in roots:
+        out.append(_scan_container(host, root, "root", root.rstrip("/") or "/"))
+    return out
+
+
+def _read_lxc(host: Host, ct: proxmox.GuestConfig) -> tuple[ContainerAudit, UserSpace | None]:
+    """Return container ``ct``: not audited (no GPU, or the NVIDIA hook injects the host's libraries), not
+    mounted, or its user space read from the mounted root filesystem."""
+    ctid = ct.guest_id
+    device, hook = proxmox.lxc_uses_gpu(ct.text)
+    if not device and not hook:
+        return ContainerAudit(name=ctid, kind="lxc", root=None, state="no-gpu"), None
+    if hook:
+        return ContainerAudit(name=ctid, kind="lxc", root=None, state="hook"), None
+    rootfs = proxmox.lxc_rootfs(ctid)
+    try:
+        mounted = host.is_dir(rootfs) and bool(host.listdir(rootfs))
+    except (MissingError, NotRecordedError):
+        mounted = False
+    if not mounted:
+        return ContainerAudit(name=ctid, kind="lxc", root=rootfs, state="not-mounted"), None
+    return _scan_container(host, ctid, "lxc", rootfs)
+
+
+def _scan_container(host: Host, name: str, kind: str, root: str) -> tuple[ContainerAudit, UserSpace]:
+    us = scan_userspace(host, root, run_smi=False)
+    audit = ContainerAudit(
+        name=name,
+        kind=kind,
+        root=root,
+        state="read",
+        versions={v: [lib.path for lib in libs] for v, libs in sorted(us.versions().items())},
+        compat=[lib.path for lib in us.compat],
+    )
+    return audit, us

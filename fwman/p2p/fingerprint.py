@@ -9,8 +9,8 @@ from __future__ import annotations
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.gpu.card import Card
-from fwman.gpu.p2p_record import CardPrint, Fingerprint
 from fwman.host.base import Host
+from fwman.p2p.history import CardPrint, Fingerprint
 
 
 def _first_line(host: Host, path: str) -> str | None:
@@ -40,7 +40,7 @@ def _manifest(host: Host, kernel: str | None) -> str | None:
 
 def _userspace(host: Host) -> str | None:
     """Return the version(s) of the host's libcuda / libnvidia-ml (compat copies excluded), None when none."""
-    from fwman.reports.audit.userspace import KEY_LIBS, scan_userspace
+    from fwman.platform.userspace import KEY_LIBS, scan_userspace
 
     space = scan_userspace(host, "/", run_smi=False)
     versions = sorted({lib.version for lib in space.libs if lib.name in KEY_LIBS})

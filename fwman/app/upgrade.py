@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.flash import Operator, flash_json
+from fwman.app.text import Line
 from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.firmware.ops.flash import FlashOptions
 from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
-from fwman.firmware.upgrade.model import UpgradePlan
+from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
 from fwman.host.base import Host
 
 
@@ -57,6 +58,91 @@ class PlanResult:
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.upgrade-plan/1``."""
         return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json")}
+
+    def head(self) -> list[Line]:
+        """Return the lines above the table: the command, the host, the catalog and its notes."""
+        plan, cat = self.plan, self.plan.catalog
+        notes = cat.get("notes")
+        return [
+            [("fwman upgrade --dry-run", "bold"), (f"  ({plan.host}; nothing is changed)", "dim")],
+            [(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", "dim")],
+            *([(f"  note: {note}", "dim")] for note in (notes if isinstance(notes, list) else [])),
+            "",
+        ]
+
+    @staticmethod
+    def action(c: CardPlan) -> Line:
+        """Return what the plan does to card ``c``: flash to a version, keep, left alone, cannot decide."""
+        if not c.selected and c.action == "flash":
+            return f"not selected (would get {c.target_version})"
+        if c.action == "flash":
+            return [(f"flash -> {c.target_version}", "cyan!")]
+        if c.action == "keep":
+            return "keep (ReBAR: setup switch only)" if c.setup_switch_only else "keep"
+        if c.action == "unknown-board":
+            return [("not in catalog: left alone", "yellow")]
+        return [("cannot decide", "yellow")]
+
+    def rows(self) -> list[list[Line]]:
+        """Return the table rows: bus, subsystem, firmware (and its catalog status), BAR1 (and what it offers),
+        the plan for the card."""
+        from fwman.core.units import human_bytes
+        from fwman.firmware.upgrade.plan import short_bus
+
+        rows: list[list[Line]] = []
+        for c in self.plan.cards:
+            bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
+            if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
+                bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
+            status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
+            firmware = f"{c.current_version or '?'}{status}"
+            rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, self.action(c)])
+        return rows
+
+    def body(self) -> list[Line]:
+        """Return the lines below the table: the images of each board (used, skipped and why), the numbered
+        steps (who does each), the findings (blocking first), then an empty line."""
+        from fwman.core.findings import Severity
+        from fwman.firmware.upgrade.plan import short_bus
+
+        plan, out, seen = self.plan, list[Line](), set[str]()
+        for c in plan.cards:
+            if c.board is None or c.pci_key in seen or not c.options:
+                continue
+            seen.add(c.pci_key)
+            on = [short_bus(x.bus_id) for x in plan.cards if x.pci_key == c.pci_key]
+            out += ["", [(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", "bold")]]
+            for o in c.options:
+                running = "  (running now)" if o.version == c.current_version else ""
+                mark = ("use ", "green!") if o.chosen else ("skip", "dim")
+                out.append([("  ", ""), mark, (f" {o.version}  {o.status.value:<10}  {o.why}{running}", "")])
+            out.append(f"  -> {c.reason}")
+        out += ["", [("Plan", "bold")]]
+        for step in plan.steps:
+            who = ("you  ", "magenta") if step.by == "you" else ("fwman", "blue")
+            out.append([(f"  {step.number}. [", ""), who, ("] ", ""), (step.title, "bold")])
+            out += [f"       - {d}" for d in step.details] + [f"       $ {cmd}" for cmd in step.commands]
+        blocks = [f for f in plan.findings if f.severity is Severity.BLOCK]
+        others = [f for f in plan.findings if f.severity is not Severity.BLOCK]
+        if plan.findings:
+            out.append("")
+        for f, tag in [*((f, ("BLOCKED", "red!")) for f in blocks), *((f, (f.severity.value.upper(), "yellow"))
+                                                                        for f in others)]:  # fmt: skip
+            out.append([tag, (f": {f.message}", "")])
+            if f.fix:
+                out.append(f"  fix: {f.fix}")
+        return [*out, ""]
+
+    def verdict(self) -> str:
+        """Return the last line: nothing to flash, not ready (how many gates block), or ready."""
+        from fwman.core.findings import Severity
+
+        n = sum(1 for f in self.plan.findings if f.severity is Severity.BLOCK)
+        if not self.plan.flash_cards:
+            return "Nothing to flash: every card the catalog knows already runs its recommended image."
+        if n:
+            return f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run."
+        return "Ready: every gate of the plan is clear."
 
     def raise_unreadable(self) -> None:
         """Raise MissingError (exit 5) when the firmware version of some cards could not be read: no plan for

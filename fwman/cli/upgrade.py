@@ -15,7 +15,6 @@ from fwman.cli.flash import flash_options
 
 if TYPE_CHECKING:
     from fwman.app.upgrade import PlanResult
-    from fwman.firmware.upgrade.model import CardPlan
 
 
 @click.command("upgrade")
@@ -86,85 +85,12 @@ def upgrade(
             dry_run_report(app, result)
 
 
-def _action_text(app: AppContext, c: CardPlan) -> str:
-    if not c.selected and c.action == "flash":
-        return f"not selected (would get {c.target_version})"
-    if c.action == "flash":
-        return app.style(f"flash -> {c.target_version}", fg="cyan", bold=True)
-    if c.action == "keep":
-        return "keep (ReBAR: setup switch only)" if c.setup_switch_only else "keep"
-    if c.action == "unknown-board":
-        return app.style("not in catalog: left alone", fg="yellow")
-    return app.style("cannot decide", fg="yellow")
-
-
 def dry_run_report(app: AppContext, result: PlanResult) -> None:
     """Print the plan for people; raises MissingError (exit 5) when some cards' firmware could not be read."""
-    from fwman.core.findings import Severity
-    from fwman.core.units import human_bytes
-    from fwman.firmware.upgrade.plan import short_bus
+    from fwman.cli.render import echo_lines, shown
 
-    plan = result.plan
-    bold = {"bold": True}
-    app.echo(app.style("fwman upgrade --dry-run", **bold) + app.style(f"  ({plan.host}; nothing is changed)", dim=True))
-    cat = plan.catalog
-    app.echo(app.style(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", dim=True))
-    notes = cat.get("notes")
-    for note in notes if isinstance(notes, list) else []:
-        app.echo(app.style(f"  note: {note}", dim=True))
-    app.echo("")
-    rows = []
-    for c in plan.cards:
-        bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
-        if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
-            bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
-        status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
-        firmware = f"{c.current_version or '?'}{status}"
-        rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, _action_text(app, c)])
-    app.table(["BUS", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], rows)
-
-    seen: set[str] = set()
-    for c in plan.cards:
-        if c.board is None or c.pci_key in seen or not c.options:
-            continue
-        seen.add(c.pci_key)
-        on = [short_bus(x.bus_id) for x in plan.cards if x.pci_key == c.pci_key]
-        app.echo("")
-        app.echo(app.style(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", **bold))
-        for o in c.options:
-            mark = app.style("use ", fg="green", bold=True) if o.chosen else app.style("skip", dim=True)
-            running = "  (running now)" if o.version == c.current_version else ""
-            app.echo(f"  {mark} {o.version}  {o.status.value:<10}  {o.why}{running}")
-        app.echo(f"  -> {c.reason}")
-
-    app.echo("")
-    app.echo(app.style("Plan", **bold))
-    for step in plan.steps:
-        who = app.style("you  ", fg="magenta") if step.by == "you" else app.style("fwman", fg="blue")
-        app.echo(f"  {step.number}. [{who}] {app.style(step.title, **bold)}")
-        for d in step.details:
-            app.echo(f"       - {d}")
-        for cmd in step.commands:
-            app.echo(f"       $ {cmd}")
-
-    blocks = [f for f in plan.findings if f.severity is Severity.BLOCK]
-    others = [f for f in plan.findings if f.severity is not Severity.BLOCK]
-    if plan.findings:
-        app.echo("")
-    for f in blocks:
-        app.echo(app.style("BLOCKED", fg="red", bold=True) + f": {f.message}")
-        if f.fix:
-            app.echo(f"  fix: {f.fix}")
-    for f in others:
-        app.echo(app.style(f.severity.value.upper(), fg="yellow") + f": {f.message}")
-        if f.fix:
-            app.echo(f"  fix: {f.fix}")
-    app.echo("")
+    echo_lines(app, result.head())
+    app.table(["BUS", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], [[shown(app, c) for c in r] for r in result.rows()])
+    echo_lines(app, result.body())
     result.raise_unreadable()  # never "nothing to flash" about cards whose firmware could not be read
-    if not plan.flash_cards:
-        app.echo("Nothing to flash: every card the catalog knows already runs its recommended image.")
-    elif blocks:
-        n = len(blocks)
-        app.echo(f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run.")
-    else:
-        app.echo("Ready: every gate of the plan is clear.")
+    app.echo(result.verdict())

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fwman.app.text import Line, Piece
 from fwman.core.errors import BlockedError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
 from fwman.firmware.rom.model import RomImage
@@ -87,6 +88,73 @@ class Inspection:
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.rom.inspect/1``."""
         return {"file": self.file, "image": rom_json(self.image)}
+
+    def head(self) -> list[Line]:
+        """Return the lines above the image table: kind, size, every identity field with its offset and source,
+        checksum, subsystem agreement, chain, BIT tokens, hashes; what is wrong stands out (style "red")."""
+        image = self.image
+        flash = ("a flash source", "") if image.flashable else ("NOT a flash source", "red!")
+        out: list[Line] = [
+            f"VBIOS file {self.file}",
+            [(f"{'Kind':<22}: {image.kind.description}; ", ""), flash],
+            f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})",
+        ]
+        if image.declared_size is not None:
+            said = f"the header says {image.declared_size:,} bytes, the file has {image.size:,}"
+            out.append([(f"{'Truncated':<22}: {said}", "red")])
+        if image.container_head is not None:
+            out.append(f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from "
+                       f"0x{image.chain_offset:X}")  # fmt: skip
+        out.append("")
+        out += [f"{label:<22}: {value:<34} {at:<12} {source}".rstrip() for label, value, at, source in
+                identity_rows(image)]  # fmt: skip
+        if image.x86_checksum is None:
+            checksum: Piece = ("not taken (the x86 image is cut off)", "red")
+        elif image.x86_checksum_ok:
+            checksum = ("ok (sum 0x00)", "")
+        else:
+            checksum = (f"BAD (sum 0x{image.x86_checksum:02X})", "red")
+        agree = {True: ("agree", ""), False: ("DISAGREE", "red"), None: ("n/a", "")}[image.subsystems_agree]
+        out += [[(f"{'x86 Checksum':<22}: ", ""), checksum], [(f"{'NVGI/NPDE Subsystem':<22}: ", ""), agree]]
+        rfrd = ""
+        if image.rfrd_offset is not None:
+            chain = f"0x{image.rfrd_chain_offset or 0:X} + {image.rfrd_chain_length or 0:,}"
+            rfrd = f" (RFRD @0x{image.rfrd_offset:X}: {chain})"
+        out.append(f"{'Chain':<22}: 0x{image.chain_offset:X} + {image.chain_length:,} bytes{rfrd}")
+        if image.bit_offset is not None:
+            out.append(f"{'BIT':<22}: @0x{image.bit_offset:X}, tokens {' '.join(t.id for t in image.bit_tokens)}")
+        return [*out, f"{'MD5':<22}: {image.md5}", f"{'SHA-256':<22}: {image.sha256}",
+                f"{'Chain SHA-256':<22}: {image.chain_sha256}   (identity of the firmware)", ""]  # fmt: skip
+
+    def rows(self) -> list[list[str]]:
+        """Return the image table rows: index, offset, length, type, signature, PCI ID, PCIR, NPDE."""
+        return [
+            [
+                str(im.index),
+                f"0x{im.offset:X}",
+                f"{im.length:,}",
+                f"{im.code_type_name} (0x{im.code_type:02X})",
+                im.signature.upper(),
+                f"{im.vendor_id}:{im.device_id}",
+                f"0x{im.pcir_offset:X}",
+                "last" if im.pcir_last else "-",
+                "-" if im.npde_offset is None else f"0x{im.npde_offset:X} r{im.npde_revision or 0:X}",
+                "-" if im.npde_last is None else ("last" if im.npde_last else "-"),
+            ]
+            for im in self.image.images
+        ]
+
+    def notes(self) -> list[Line]:
+        """Return the notes below the table: where a PCI-rule reader stops, and the parser's notes (yellow)."""
+        image, out = self.image, list[Line]()
+        if image.pci_walk_images < len(image.images):
+            out.append(
+                f"note: a PCI-rule reader (the kernel's sysfs rom file) stops after image {image.pci_walk_images - 1}"
+            )
+        for note in image.notes:
+            where = f" @0x{note.offset:X}" if note.offset is not None else ""
+            out.append([(f"note: {note.message}{where}", "yellow")])
+        return out
 
 
 def inspect_rom(file: str) -> Inspection:

@@ -5,83 +5,11 @@ Options and rendering only: the use cases are in :mod:`fwman.app.rom`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 
-if TYPE_CHECKING:
-    from fwman.firmware.rom.model import RomImage
-
 SEVERITY_COLOURS = {"ok": "green", "info": "blue", "warn": "yellow", "block": "red"}
-
-
-def _print_inspect(app: AppContext, path: str, image: RomImage) -> None:
-    from fwman.app.rom import identity_rows
-
-    flash = "a flash source" if image.flashable else app.style("NOT a flash source", fg="red", bold=True)
-    app.echo(f"VBIOS file {path}")
-    app.echo(f"{'Kind':<22}: {image.kind.description}; {flash}")
-    app.echo(f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})")
-    if image.declared_size is not None:
-        app.echo(
-            app.style(
-                f"{'Truncated':<22}: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
-                fg="red",
-            )
-        )
-    if image.container_head is not None:
-        app.echo(
-            f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from 0x{image.chain_offset:X}"
-        )
-    app.echo()
-    for label, value, at, source in identity_rows(image):
-        app.echo(f"{label:<22}: {value:<34} {at:<12} {source}".rstrip())
-    if image.x86_checksum is None:
-        sum_text = app.style("not taken (the x86 image is cut off)", fg="red")
-    elif image.x86_checksum_ok:
-        sum_text = "ok (sum 0x00)"
-    else:
-        sum_text = app.style(f"BAD (sum 0x{image.x86_checksum:02X})", fg="red")
-    app.echo(f"{'x86 Checksum':<22}: {sum_text}")
-    agree = {True: "agree", False: app.style("DISAGREE", fg="red"), None: "n/a"}[image.subsystems_agree]
-    app.echo(f"{'NVGI/NPDE Subsystem':<22}: {agree}")
-    rfrd = ""
-    if image.rfrd_offset is not None:
-        rfrd = (
-            f" (RFRD @0x{image.rfrd_offset:X}: 0x{image.rfrd_chain_offset or 0:X} + {image.rfrd_chain_length or 0:,})"
-        )
-    app.echo(f"{'Chain':<22}: 0x{image.chain_offset:X} + {image.chain_length:,} bytes{rfrd}")
-    if image.bit_offset is not None:
-        tokens = " ".join(t.id for t in image.bit_tokens)
-        app.echo(f"{'BIT':<22}: @0x{image.bit_offset:X}, tokens {tokens}")
-    app.echo(f"{'MD5':<22}: {image.md5}")
-    app.echo(f"{'SHA-256':<22}: {image.sha256}")
-    app.echo(f"{'Chain SHA-256':<22}: {image.chain_sha256}   (identity of the firmware)")
-    app.echo()
-    rows = []
-    for im in image.images:
-        rows.append(
-            [
-                str(im.index),
-                f"0x{im.offset:X}",
-                f"{im.length:,}",
-                f"{im.code_type_name} (0x{im.code_type:02X})",
-                im.signature.upper(),
-                f"{im.vendor_id}:{im.device_id}",
-                f"0x{im.pcir_offset:X}",
-                "last" if im.pcir_last else "-",
-                "-" if im.npde_offset is None else f"0x{im.npde_offset:X} r{im.npde_revision or 0:X}",
-                "-" if im.npde_last is None else ("last" if im.npde_last else "-"),
-            ]
-        )
-    app.table(["#", "OFFSET", "LENGTH", "TYPE", "SIG", "PCI ID", "PCIR", "PCI-LAST", "NPDE", "NPDE-LAST"], rows)
-    if image.pci_walk_images < len(image.images):
-        app.echo(f"note: a PCI-rule reader (the kernel's sysfs rom file) stops after image {image.pci_walk_images - 1}")
-    for note in image.notes:
-        where = f" @0x{note.offset:X}" if note.offset is not None else ""
-        app.echo(app.style(f"note: {note.message}{where}", fg="yellow"))
 
 
 @click.group()
@@ -123,7 +51,13 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
     if as_json:
         app.emit_json("rom.inspect", result.to_json())
         return
-    _print_inspect(app, file, result.image)
+    from fwman.cli.render import echo_lines
+
+    echo_lines(app, result.head())
+    app.table(
+        ["#", "OFFSET", "LENGTH", "TYPE", "SIG", "PCI ID", "PCIR", "PCI-LAST", "NPDE", "NPDE-LAST"], result.rows()
+    )
+    echo_lines(app, result.notes())
 
 
 @rom.command()

@@ -44,6 +44,12 @@ class BackupRun:
             "failed": {k: v.message for k, v in self.failed.items()},
         }
 
+    def summary(self) -> str | None:
+        """Return the last line: the run and how to reuse it (None: nothing was saved)."""
+        if not self.done:
+            return None
+        return f"run {self.run}: {len(self.done)} backup(s) verified (reuse with --reuse-backups-from {self.run})"
+
     def raise_failures(self) -> None:
         """Raise PartialError (exit 6) when some backups failed, BackupError (exit 4) when all did; else return."""
         if self.failed and self.done:
@@ -54,26 +60,29 @@ class BackupRun:
 
 
 def take_backups(
-    operator: Operator,
-    bus: str | None,
-    timeout: float,
-    *,
-    started: Callable[[int, str], None] = lambda cards, version: None,
-    on_card: Callable[[Card, BackupEntry | None, FwmanError | None], None] | None = None,
+    operator: Operator, bus: str | None, timeout: float, *, report: Callable[[str, bool], None] = lambda t, e: None
 ) -> BackupRun:
     """Back up every card (or the one at ``bus``) with nvflash in one run; return what was saved and what failed.
 
-    ``started`` is told the number of cards and the nvflash version before the first, ``on_card`` each card's
-    outcome as it comes. Raises UsageError on a snapshot or for an unknown card, BlockedError when not root or
-    the driver is loaded, MissingError without nvflash, LockHeld while another flash or backup runs.
+    ``report`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version
+    before the first card, then each card's backup or failure. Raises UsageError on a snapshot or for an unknown
+    card, BlockedError when not root or the driver is loaded, MissingError without nvflash, LockHeld while
+    another flash or backup runs.
     """
+
+    def on_card(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
+        if entry is not None:
+            report(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…", False)
+        elif err is not None:
+            report(f"{card.bus_id}  FAILED: {err.message}", True)
+
     host = operator.host
     require_live(host, operator.is_replay, "fwman backup")
     require_backup_host(host, operator.euid)
     cards = require_cards(host)
     chosen: list[Card] = [find_card(cards, bus)] if bus else cards
     tool = find_nvflash(host, timeout)
-    started(len(chosen), tool.version)
+    report(f"backing up {len(chosen)} card(s) with nvflash {tool.version}", False)
     # a backup during another process's flash would save the EEPROM being written: one at a time
     with exclusive(host, operator.command, what="flash or backup", say=operator.say):
         run, done, failed = backup_all(host, tool, chosen, on_card=on_card)

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.firmware.nvflash.runner import require_live
-from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
+from fwman.firmware.ops.flash import Flasher, FlashResult
+from fwman.firmware.ops.flash import FlashOptions as FlashOptions  # the choices a flash takes, for the CLI
 from fwman.firmware.ops.history import HistoryRecord, history_error, read_history_checked
 from fwman.firmware.ops.images import backup_image, resolve_image, resume_source
 from fwman.firmware.ops.journal import Journal, Operation, OpState

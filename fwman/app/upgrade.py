@@ -197,9 +197,9 @@ class Applied:
         return out
 
 
-def apply_plan(operator: Operator, selected: tuple[str, ...], reuse: str | None, no_backup_bios_ok: bool,
-               timeout: float) -> Applied:  # fmt: skip
-    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time.
+def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOptions) -> Applied:
+    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with
+    ``options`` (never a downgrade: a plan only moves to the recommended image).
 
     Raises UsageError on a snapshot or for an unknown card, and what the flash raises (docs/flash.md).
     """
@@ -211,7 +211,7 @@ def apply_plan(operator: Operator, selected: tuple[str, ...], reuse: str | None,
     require_live(host, operator.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)
     buses = [find_card(cards, b).bus_id for b in selected]
-    options = FlashOptions(reuse, no_backup_bios_ok, False, timeout)  # a plan never downgrades
+    options.allow_downgrade = False  # a plan never downgrades
     return Applied(apply_upgrade(host, operator.euid, cards, options, buses, say=operator.say,
                                  stream=operator.stream, command=operator.command))  # fmt: skip
 

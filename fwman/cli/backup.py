@@ -5,16 +5,9 @@ Options and rendering only: the use cases are in :mod:`fwman.app.backup`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
-
-if TYPE_CHECKING:
-    from fwman.core.errors import FwmanError
-    from fwman.firmware.ops.backup import BackupEntry
-    from fwman.gpu.card import Card
 
 
 @click.group(invoke_without_command=True)
@@ -49,26 +42,12 @@ def backup(
     from fwman.app.backup import take_backups
     from fwman.cli.flash import operator
 
-    def report(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
-        if as_json:
-            return
-        if entry is not None:
-            app.echo(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…")
-        elif err is not None:
-            app.echo(f"{card.bus_id}  FAILED: {err.message}", err=True)
-
-    def started(count: int, version: str) -> None:
-        if not as_json:
-            app.echo(f"backing up {count} card(s) with nvflash {version}")
-
-    chosen = None if all_cards else bus
-    result = take_backups(operator(app, "fwman backup"), chosen, timeout, started=started, on_card=report)
+    report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
+    result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, report=report)
     if as_json:
         app.emit_json("backup", result.to_json())
-    elif result.done:
-        app.echo(
-            f"run {result.run}: {len(result.done)} backup(s) verified (reuse with --reuse-backups-from {result.run})"
-        )
+    elif (summary := result.summary()) is not None:
+        app.echo(summary)
     result.raise_failures()
 
 

@@ -6,6 +6,7 @@ Options and rendering only: the use cases are in :mod:`fwman.app.flash`. Imports
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,8 +16,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app,
 from fwman.core.errors import UsageError
 
 if TYPE_CHECKING:
-    from fwman.app.flash import Flashed, Operator
-    from fwman.firmware.ops.flash import FlashOptions
+    from fwman.app.flash import Flashed, FlashOptions, Operator
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,25 +58,26 @@ def show(app: AppContext, result: Flashed, as_json: bool) -> None:
 
 def flash_options(*, downgrade: bool = True) -> Callable[[F], F]:
     """Return the decorator adding the flash options (flash, restore, resume; ``upgrade`` without
-    ``--allow-downgrade``): declared once, so the help is the same wherever they are shown."""
+    ``--allow-downgrade``), handed to the command as one ``flash_opts: FlashOptions``: declared once, so the help is
+    the same wherever they are shown."""
 
     def add(f: F) -> F:
-        f = click.option("--i-understand-no-backup-bios", "no_backup_bios_ok", is_flag=True,
-                         help="Flash a board the catalog does not list with a second firmware chip.")(f)  # fmt: skip
+        @functools.wraps(f)
+        def with_options(*args: Any, **kwargs: Any) -> Any:
+            from fwman.app.flash import FlashOptions
+
+            chosen = [kwargs.pop(k, False) for k in ("reuse", "no_backup_bios_ok", "allow_downgrade", "timeout")]
+            return f(*args, flash_opts=FlashOptions(*chosen), **kwargs)
+
+        bios = "Flash a board the catalog does not list with a second firmware chip."
+        g = click.option("--i-understand-no-backup-bios", "no_backup_bios_ok", is_flag=True, help=bios)(with_options)
         if downgrade:
-            f = click.option("--allow-downgrade", is_flag=True, help="Accept an image older than the card's.")(f)
-        f = click.option("--reuse-backups-from", "reuse", metavar="RUN",
-                         help="Use the verified backups of run RUN instead of taking new ones.")(f)  # fmt: skip
-        return timeout_option(300.0, "Seconds before nvflash is given up on.")(f)
+            g = click.option("--allow-downgrade", is_flag=True, help="Accept an image older than the card's.")(g)
+        g = click.option("--reuse-backups-from", "reuse", metavar="RUN",
+                         help="Use the verified backups of run RUN instead of taking new ones.")(g)  # fmt: skip
+        return timeout_option(300.0, "Seconds before nvflash is given up on.")(g)  # type: ignore[return-value]
 
     return add
-
-
-def options(reuse: str | None, no_backup_bios_ok: bool, allow_downgrade: bool, timeout: float) -> FlashOptions:
-    """Return the flash options as the Flasher takes them."""
-    from fwman.firmware.ops.flash import FlashOptions
-
-    return FlashOptions(reuse, no_backup_bios_ok, allow_downgrade, timeout)
 
 
 @click.group(invoke_without_command=True)
@@ -94,10 +95,7 @@ def flash(
     app: AppContext,
     bus: str | None,
     image: str | None,
-    no_backup_bios_ok: bool,
-    allow_downgrade: bool,
-    reuse: str | None,
-    timeout: float,
+    flash_opts: FlashOptions,
     as_json: bool,
 ) -> None:
     """Flash one card with every safety rail: gates, backups of ALL cards, nvflash, read-back.
@@ -126,10 +124,7 @@ def flash(
         raise UsageError("fwman flash needs --card BUS and --image FILE|BOARD/VERSION", hint="fwman flash --help")
     from fwman.app.flash import flash_card
 
-    flashed = flash_card(
-        operator(app, "fwman flash"), bus, image, options(reuse, no_backup_bios_ok, allow_downgrade, timeout)
-    )
-    show(app, flashed, as_json)
+    show(app, flash_card(operator(app, "fwman flash"), bus, image, flash_opts), as_json)
 
 
 @flash.command("status")
@@ -160,9 +155,7 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
 @json_option
 @common_options
 @pass_app
-def flash_resume(
-    app: AppContext, no_backup_bios_ok: bool, allow_downgrade: bool, reuse: str | None, timeout: float, as_json: bool
-) -> None:
+def flash_resume(app: AppContext, flash_opts: FlashOptions, as_json: bool) -> None:
     """Continue the newest unfinished flash or restore from where it stopped.
 
     Gates run again; the backups of its run are re-verified and reused; the card is read back first so a
@@ -174,8 +167,7 @@ def flash_resume(
     """
     from fwman.app.flash import resume_flash
 
-    chosen = options(reuse, no_backup_bios_ok, allow_downgrade, timeout)
-    show(app, resume_flash(operator(app, "fwman flash resume"), chosen), as_json)
+    show(app, resume_flash(operator(app, "fwman flash resume"), flash_opts), as_json)
 
 
 @click.command()
@@ -191,10 +183,7 @@ def restore(
     app: AppContext,
     bus: str,
     backup_path: str,
-    no_backup_bios_ok: bool,
-    allow_downgrade: bool,
-    reuse: str | None,
-    timeout: float,
+    flash_opts: FlashOptions,
     as_json: bool,
 ) -> None:
     """Put a card's own backup back, with the same gates as a flash.
@@ -212,8 +201,7 @@ def restore(
     """
     from fwman.app.flash import restore_card
 
-    chosen = options(reuse, no_backup_bios_ok, allow_downgrade, timeout)
-    show(app, restore_card(operator(app, "fwman restore"), bus, backup_path, chosen), as_json)
+    show(app, restore_card(operator(app, "fwman restore"), bus, backup_path, flash_opts), as_json)
 
 
 @click.command()

@@ -14,6 +14,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.cli.flash import flash_options
 
 if TYPE_CHECKING:
+    from fwman.app.flash import FlashOptions
     from fwman.app.upgrade import PlanResult
 
 
@@ -34,9 +35,7 @@ def upgrade(
     apply: bool,
     check: bool,
     cards: tuple[str, ...],
-    no_backup_bios_ok: bool,
-    reuse: str | None,
-    timeout: float,
+    flash_opts: FlashOptions,
     as_json: bool,
 ) -> None:
     """Upgrade card firmware from the catalog: e.g. launch firmware to a Resizable-BAR image.
@@ -63,7 +62,7 @@ def upgrade(
     if mode == "apply":
         from fwman.cli.flash import operator
 
-        applied = use.apply_plan(operator(app, "fwman upgrade --apply"), cards, reuse, no_backup_bios_ok, timeout)
+        applied = use.apply_plan(operator(app, "fwman upgrade --apply"), cards, flash_opts)
         if as_json:
             app.emit_json("upgrade-apply", applied.to_json())
         else:

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import click
 
+from fwman.cli.catalog_keys import keys
+from fwman.cli.catalog_local import add_local
+from fwman.cli.catalog_propose import propose
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
 
 
@@ -236,23 +239,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
         app.echo(result.text())
 
 
-def _register_local() -> None:
-    # kept in its own module; registered here so the command table (fwman/cli/app.py) stays unchanged
-    from fwman.cli.catalog_local import add_local
-    from fwman.cli.catalog_propose import propose
-
-    catalog.add_command(add_local)
-    catalog.add_command(propose)
-
-
-_register_local()
-
-
-def _register_keys() -> None:
-    # `catalog keys show|sign`: kept in its own module, like add-local
-    from fwman.cli.catalog_keys import keys
-
-    catalog.add_command(keys)
-
-
-_register_keys()
+# `add-local`, `propose` and `keys` are kept in their own modules, registered here so the command table
+# (fwman/cli/app.py) stays unchanged
+for _sub in (add_local, propose, keys):
+    catalog.add_command(_sub)

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.text import Line, Piece
 from fwman.core.errors import VerificationError
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck
 from fwman.firmware.catalog.load import Catalog, CatalogEntry
@@ -21,6 +22,13 @@ from fwman.firmware.catalog.update import UpdateResult
 from fwman.host.base import Host
 
 YES_NO = {True: "yes", False: "no", None: "unknown"}
+#: how an image's status stands out in text (fwman.cli.render.STYLES); superseded is plain
+STATUS_STYLES = {"current": "green", "unverified": "yellow", "withdrawn": "red"}
+
+
+def status_piece(status: str) -> Piece:
+    """Return an image status as a styled piece of text."""
+    return (status, STATUS_STYLES.get(status, ""))
 
 
 def image_json(image: CatalogImage) -> dict[str, Any]:
@@ -54,21 +62,23 @@ class Listing:
             ],
         }
 
-    def rows(self) -> list[tuple[CatalogEntry, list[str]]]:
-        """Return each entry with its table cells: subsystem, board, version, status, rebar, hash."""
-        rows = []
-        for entry in self.catalog.entries():
-            image = entry.image
-            cells = [
+    def head(self) -> list[Line]:
+        """Return the lines above the table: which catalog, and its notes."""
+        return [[(self.catalog.describe(), "dim")], *([(f"note: {n}", "dim")] for n in self.catalog.notes)]
+
+    def rows(self) -> list[list[Line]]:
+        """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known)."""
+        return [
+            [
                 entry.board.subsystem,
                 entry.board.board.name + (" (local entry)" if entry.local else ""),
-                image.version,
-                image.status.value,
-                {True: "yes", False: "no", None: "?"}[image.rebar],
-                "sha256" if image.sha256 else ("md5" if image.md5 else "-"),
+                entry.image.version,
+                [status_piece(entry.image.status.value)],
+                {True: "yes", False: "no", None: "?"}[entry.image.rebar],
+                "sha256" if entry.image.sha256 else ("md5" if entry.image.md5 else "-"),
             ]
-            rows.append((entry, cells))
-        return rows
+            for entry in self.catalog.entries()
+        ]
 
 
 def list_catalog(host: Host) -> Listing:
@@ -126,6 +136,17 @@ class BoardView:
             ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
             ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
         ]
+
+    def images(self) -> list[Line]:
+        """Return each image's lines: an empty line, its version and status (the recommended one marked), and
+        every fact of it that has a value."""
+        recommended, out = self.recommended, list[Line]()
+        for e in self.entries:
+            i = e.image
+            mark = "  <- recommended" if recommended and i.version == recommended.version else ""
+            out += ["", [("  ", ""), (i.version, "bold"), ("  ", ""), status_piece(i.status.value), (mark, "")]]
+            out += [f"    {k:<14}{v}" for k, v in self.image_facts(e)]
+        return out
 
     def image_facts(self, e: CatalogEntry) -> list[tuple[str, str]]:
         """Return the (label, value) facts of one image that have a value: reason, dates, hashes, URLs, ..."""

@@ -34,11 +34,6 @@ def catalog() -> None:
     """
 
 
-def _status_text(app: AppContext, status: str) -> str:
-    colour = {"current": "green", "unverified": "yellow", "withdrawn": "red", "superseded": None}.get(status)
-    return app.style(status, fg=colour) if colour else status
-
-
 @catalog.command("list")
 @json_option
 @common_options
@@ -57,11 +52,11 @@ def list_(app: AppContext, as_json: bool) -> None:
     if as_json:
         app.emit_json("catalog-list", result.to_json())
         return
-    app.echo(app.style(result.catalog.describe(), dim=True))
-    for note in result.catalog.notes:
-        app.echo(app.style(f"note: {note}", dim=True))
-    rows = [[*cells[:3], _status_text(app, cells[3]), *cells[4:]] for _, cells in result.rows()]
-    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"], rows)
+    from fwman.cli.render import echo_lines, shown
+
+    echo_lines(app, result.head())
+    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"],
+              [[shown(app, cell) for cell in row] for row in result.rows()])  # fmt: skip
 
 
 @catalog.command("show")
@@ -85,19 +80,15 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
     if as_json:
         app.emit_json("catalog-board", result.to_json())
         return
-    info, recommended = result.board.board, result.recommended
+    from fwman.cli.render import echo_lines
+
+    info = result.board.board
     app.echo(app.style(f"{info.name}  ({result.board.key})", bold=True))
     for k, v in result.facts():
         app.echo(f"  {k:<14}{v}")
     if info.notes:
         app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
-    for e in result.entries:
-        i = e.image
-        mark = "  <- recommended" if recommended and i.version == recommended.version else ""
-        app.echo("")
-        app.echo(f"  {app.style(i.version, bold=True)}  {_status_text(app, i.status.value)}{mark}")
-        for k, v in result.image_facts(e):
-            app.echo(f"    {k:<14}{v}")
+    echo_lines(app, result.images())
 
 
 @catalog.command("lint")

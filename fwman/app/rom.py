@@ -18,6 +18,8 @@ from fwman.host.userfiles import read_user_file
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import CatalogEntry
 
+#: how each severity's tag stands out in text (fwman.cli.render.STYLES)
+SEVERITY_STYLES = {"ok": "green!", "info": "blue!", "warn": "yellow!", "block": "red!"}
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
 
@@ -224,6 +226,27 @@ class Verdict:
             "worst": self.worst.value,
             "blocked": bool(self.blocks),
         }
+
+    def lines(self) -> list[Line]:
+        """Return the text lines: the image, the card, then each check with its severity (and the fix of a
+        warning or a block)."""
+        image, card = self.image, self.card
+        out: list[Line] = [
+            f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
+            f"({image.kind.description})",
+            f"card {card.bus_id}: {card.subsystem}, VBIOS {card.vbios_version or 'unknown'}",
+            "",
+        ]
+        for f in self.findings:
+            tag = (f"{f.severity.value.upper():<5}", SEVERITY_STYLES[f.severity.value])
+            out.append([("  ", ""), tag, (f"  {f.id:<22} {f.message}", "")])
+            if f.fix and f.severity in (Severity.WARN, Severity.BLOCK):
+                out.append(f"         {'':<22} fix: {f.fix}")
+        return out
+
+    def verdict(self) -> list[str]:
+        """Return the closing lines when nothing blocks: the worst severity, and that the file may be flashed."""
+        return ["", f"verdict: {self.worst.value} — nothing blocks flashing this file onto {self.card.bus_id}"]
 
     def raise_blocked(self) -> None:
         """Raise BlockedError (exit 3, the blocking findings attached) when a check blocks; else return."""

@@ -15,10 +15,12 @@ STYLES: dict[str, dict[str, Any]] = {
     "red": {"fg": "red"},
     "red!": {"fg": "red", "bold": True},
     "yellow": {"fg": "yellow"},
+    "yellow!": {"fg": "yellow", "bold": True},
     "green": {"fg": "green"},
     "green!": {"fg": "green", "bold": True},
     "cyan!": {"fg": "cyan", "bold": True},
     "blue": {"fg": "blue"},
+    "blue!": {"fg": "blue", "bold": True},
     "magenta": {"fg": "magenta"},
 }
 

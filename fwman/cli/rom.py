@@ -9,8 +9,6 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 
-SEVERITY_COLOURS = {"ok": "green", "info": "blue", "warn": "yellow", "block": "red"}
-
 
 @click.group()
 def rom() -> None:
@@ -91,24 +89,13 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     unknown card.
     """
     from fwman.app.rom import verify_rom
+    from fwman.cli.render import echo_lines
 
     result = verify_rom(app.host, file, bus, board_id)
-    image, card = result.image, result.card
     if as_json:
         app.emit_json("rom.verify", result.to_json())
     else:
-        app.echo(
-            f"{file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
-            f"({image.kind.description})"
-        )
-        app.echo(f"card {card.bus_id}: {card.subsystem}, VBIOS {card.vbios_version or 'unknown'}")
-        app.echo()
-        for f in result.findings:
-            tag = app.style(f"{f.severity.value.upper():<5}", fg=SEVERITY_COLOURS[f.severity.value], bold=True)
-            app.echo(f"  {tag}  {f.id:<22} {f.message}")
-            if f.fix and f.severity.value in ("warn", "block"):
-                app.echo(f"         {'':<22} fix: {f.fix}")
+        echo_lines(app, result.lines())
     result.raise_blocked()
     if not as_json:
-        app.echo()
-        app.echo(f"verdict: {result.worst.value} — nothing blocks flashing this file onto {card.bus_id}")
+        echo_lines(app, result.verdict())

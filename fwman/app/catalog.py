@@ -293,6 +293,15 @@ class LintReport:
             out.append(f"signature: good, key {trust.key.key_id} ({trust.key.origin})")
         return out
 
+    def lines(self) -> list[Line]:
+        """Return the text lines: what signed the catalog (dim), each issue with its level, or "clean"."""
+        out: list[Line] = [[(line, "dim")] for line in self.trust_lines()]
+        for i in self.issues:
+            where = f" {i.where}:" if i.where else ""
+            out.append([(f"{i.file}:{where} ", ""), (i.level, "red" if i.level == "error" else "yellow"),
+                        (f": {i.message}", "")])  # fmt: skip
+        return out if self.issues else [*out, f"{self.directory}: clean"]
+
     def raise_errors(self) -> None:
         """Raise VerificationError (exit 4) when an issue is an error; warnings pass."""
         if self.errors:

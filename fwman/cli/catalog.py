@@ -122,14 +122,9 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     if as_json:
         app.emit_json("catalog-lint", result.to_json())
     else:
-        for line in result.trust_lines():
-            app.echo(app.style(line, dim=True))
-        for i in result.issues:
-            where = f" {i.where}:" if i.where else ""
-            label = app.style(i.level, fg="red" if i.level == "error" else "yellow")
-            app.echo(f"{i.file}:{where} {label}: {i.message}")
-        if not result.issues:
-            app.echo(f"{result.directory}: clean")
+        from fwman.cli.render import echo_lines
+
+        echo_lines(app, result.lines())
     result.raise_errors()
 
 

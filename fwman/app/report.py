@@ -8,10 +8,11 @@ what ``catalog lint`` says of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fwman import __version__
 from fwman.core.clock import timestamp
-from fwman.core.errors import MissingError, UsageError
+from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
 from fwman.firmware.catalog.local import LocalEntry, load_local_entries
 from fwman.firmware.ops.propose import Proposal, propose_board
@@ -36,11 +37,31 @@ class ProposalResult:
     proposal: Proposal
     entry: LocalEntry
     lint: list[LintIssue]
+    path: str | None = None  # the file the board file was written to (None: not written)
 
     @property
     def lint_errors(self) -> list[LintIssue]:
         """Return the lint issues of level error."""
         return [i for i in self.lint if i.level == "error"]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-propose/1``."""
+        return {
+            "board": self.proposal.board.key,
+            "local_entry": self.entry.path,
+            "sources": self.proposal.sources,
+            "left_out": self.proposal.left_out,
+            "path": self.path,
+            "board_file": self.proposal.text,
+            "lint": [i.model_dump() for i in self.lint],
+        }
+
+    def raise_lint_errors(self) -> None:
+        """Raise VerificationError (exit 4) when the proposal does not pass lint; else return."""
+        if self.lint_errors:
+            raise VerificationError(
+                f"the proposal does not pass lint ({len(self.lint_errors)} error(s)): {self.lint_errors[0].message}"
+            )
 
 
 def find_local_entry(host: Host, board: str) -> LocalEntry:
@@ -74,3 +95,19 @@ def propose_from_reports(host: Host, board: str, reports: list[tuple[bytes, str,
     proposal = propose_board(entry, parsed)
     lint = lint_board_bytes(proposal.text.encode(), f"boards/{proposal.board.pci.file_stem}.toml")
     return ProposalResult(proposal, entry, lint)
+
+
+def propose_to_file(host: Host, board: str, reports: tuple[tuple[str, str], ...], out: str | None) -> ProposalResult:
+    """Return the proposed board file for ``board`` from ``reports`` ((report file, public URL) pairs, files the
+    user names), written to ``out`` (a file the user names) when given, even when it does not lint clean (the
+    maintainer reviews it). Raises as :func:`propose_from_reports`, UsageError when ``out`` cannot be written."""
+    from dataclasses import replace
+
+    from fwman.firmware.ops.report import MAX_REPORT_BYTES
+    from fwman.host.userfiles import read_user_file, write_user_file
+
+    loaded = [(read_user_file(path, max_bytes=MAX_REPORT_BYTES + 1), path, url) for path, url in reports]
+    result = propose_from_reports(host, board, loaded)
+    if out:
+        write_user_file(out, result.proposal.text.encode())
+    return replace(result, path=out)

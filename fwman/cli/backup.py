@@ -1,32 +1,13 @@
-"""``fwman backup``: save every card's firmware with nvflash, verified and never overwritten; list; verify."""
+"""``fwman backup``: save every card's firmware with nvflash, verified and never overwritten; list; verify.
+
+Options and rendering only: the use cases are in :mod:`fwman.app.backup`.
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
-from fwman.core import paths
-from fwman.core.errors import FwmanError, PartialError
-from fwman.core.findings import Severity
-from fwman.firmware.nvflash.runner import find_nvflash, require_live
-from fwman.firmware.ops.backup import (
-    BackupEntry,
-    BackupError,
-    backup_all,
-    load_manifest,
-    require_backup_host,
-    stray_files,
-    verify_entry,
-)
-from fwman.gpu.card import Card
-from fwman.gpu.inventory import find_card, require_cards
-
-
-def entry_json(e: BackupEntry) -> dict[str, Any]:
-    """Return the stable JSON form of a backup entry."""
-    return e.model_dump()
 
 
 @click.group(invoke_without_command=True)
@@ -58,45 +39,16 @@ def backup(
     """
     if runs_subcommand(ctx, app):
         return
-    app.require_change("fwman backup", needs_root=False)  # root: require_backup_host's gate
-    host = app.host
-    require_live(host, app.is_replay, "fwman backup")
-    require_backup_host(host, app.env.euid)
-    cards = require_cards(host)
-    chosen: list[Card] = [find_card(cards, bus)] if bus and not all_cards else cards
-    tool = find_nvflash(host, timeout)
+    from fwman.app.backup import take_backups
+    from fwman.cli.flash import operator
 
-    def report(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
-        if as_json:
-            return
-        if entry is not None:
-            app.echo(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…")
-        elif err is not None:
-            app.echo(f"{card.bus_id}  FAILED: {err.message}", err=True)
-
-    if not as_json:
-        app.echo(f"backing up {len(chosen)} card(s) with nvflash {tool.version}")
-    from fwman.host.hostlock import exclusive
-
-    # a backup during another process's flash would save the EEPROM being written: one at a time
-    with exclusive(host, app.command_line, what="flash or backup", say=lambda t: app.echo(t, err=True)):
-        run, done, failed = backup_all(host, tool, chosen, on_card=report)
+    report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
+    result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, report=report)
     if as_json:
-        app.emit_json(
-            "backup",
-            {
-                "run": run,
-                "backups": [entry_json(e) for e in done.values()],
-                "failed": {k: v.message for k, v in failed.items()},
-            },
-        )
-    elif done:
-        app.echo(f"run {run}: {len(done)} backup(s) verified (reuse with --reuse-backups-from {run})")
-    if failed and done:
-        raise PartialError(f"{len(failed)} of {len(chosen)} backups failed", hint="see the lines above")
-    if failed:
-        first = next(iter(failed.values()))
-        raise BackupError(f"no backup taken: {first.message}", hint=first.hint)
+        app.emit_json("backup", result.to_json())
+    elif (summary := result.summary()) is not None:
+        app.echo(summary)
+    result.raise_failures()
 
 
 @backup.command("list")
@@ -110,18 +62,16 @@ def backup_list(app: AppContext, as_json: bool) -> None:
     Example:
       fwman backup list --json
     """
-    manifest = load_manifest(app.host)
-    entries = sorted(manifest.backups, key=lambda e: (e.run, e.card), reverse=True)
+    from fwman.app.backup import list_backups
+    from fwman.core import paths
+
+    result = list_backups(app.host)
     if as_json:
-        app.emit_json("backup-list", {"root": paths.BACKUPS_DIR, "backups": [entry_json(e) for e in entries]})
-        return
-    if not entries:
+        app.emit_json("backup-list", result.to_json())
+    elif not result.entries:
         app.echo(f"no backups in {paths.BACKUPS_DIR} (take them with `fwman backup --all`)")
-        return
-    app.table(
-        ["RUN", "CARD", "SUBSYSTEM", "VERSION", "SHA256", "PATH"],
-        [[e.run, e.card, e.subsystem, e.version or "?", e.sha256[:16], e.path] for e in entries],
-    )
+    else:
+        app.table(["RUN", "CARD", "SUBSYSTEM", "VERSION", "SHA256", "PATH"], result.rows())
 
 
 @backup.command("verify")
@@ -135,29 +85,12 @@ def backup_verify(app: AppContext, as_json: bool) -> None:
     Example:
       fwman backup verify        exit 0 when all verify, 4 when any does not
     """
-    host = app.host
-    manifest = load_manifest(host)
-    results = [(e, verify_entry(host, e)) for e in manifest.backups]
-    strays = stray_files(host, manifest)
-    failed = [(e, f) for e, fs in results for f in fs if f.severity is Severity.BLOCK]
+    from fwman.app.backup import verify_backups
+
+    result = verify_backups(app.host)
     if as_json:
-        app.emit_json(
-            "backup-verify",
-            {
-                "backups": [
-                    {"path": e.path, "ok": all(f.severity is not Severity.BLOCK for f in fs), "message": fs[0].message}
-                    for e, fs in results
-                ],
-                "unrecorded": strays,
-            },
-        )
+        app.emit_json("backup-verify", result.to_json())
     else:
-        for e, fs in results:
-            ok = all(f.severity is not Severity.BLOCK for f in fs)
-            app.echo(f"{'ok  ' if ok else 'BAD '} {fs[0].message if not ok else e.path}")
-        for path in strays:
-            app.echo(f"warn {path}: not in the manifest (not taken by fwman; never used by restore)")
-        if not results:
-            app.echo("no backups recorded")
-    if failed:
-        raise BackupError(f"{len(failed)} of {len(results)} backups do not verify", hint=failed[0][1].message)
+        for line in result.lines():
+            app.echo(line)
+    result.raise_failures()

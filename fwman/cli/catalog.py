@@ -1,15 +1,19 @@
-"""``fwman catalog``: list, show, lint, sign and update the curated VBIOS catalog."""
+"""``fwman catalog``: list, show, lint, sign and update the curated VBIOS catalog.
+
+Options and rendering only: the use cases are in :mod:`fwman.app.catalog` (``keys``: :mod:`fwman.cli.catalog_keys`,
+``add-local``: :mod:`fwman.cli.catalog_local`, ``propose``: :mod:`fwman.cli.catalog_propose`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import click
 
+from fwman.cli.catalog_keys import keys
+from fwman.cli.catalog_local import add_local
+from fwman.cli.catalog_propose import propose
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
-from fwman.core import clock
-from fwman.core.errors import UsageError, VerificationError
 
 
 @click.group("catalog")
@@ -30,17 +34,6 @@ def catalog() -> None:
     """
 
 
-def _status_text(app: AppContext, status: str) -> str:
-    colour = {"current": "green", "unverified": "yellow", "withdrawn": "red", "superseded": None}.get(status)
-    return app.style(status, fg=colour) if colour else status
-
-
-def _image_json(image: Any) -> dict[str, Any]:
-    data: dict[str, Any] = image.model_dump(mode="json")
-    data["file"] = image.file_name
-    return data
-
-
 @catalog.command("list")
 @json_option
 @common_options
@@ -53,45 +46,17 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
-    from fwman.firmware.catalog.load import load_catalog
+    from fwman.app.catalog import list_catalog
 
-    cat = load_catalog(app.host)
+    result = list_catalog(app.host)
     if as_json:
-        app.emit_json(
-            "catalog-list",
-            {
-                "catalog": cat.summary(),
-                "boards": [
-                    {
-                        "key": b.key,
-                        "subsystem": b.subsystem,
-                        "name": b.board.name,
-                        "maker": b.board.maker,
-                        "local_entry": cat.local_files.get(b.key),
-                        "images": [_image_json(i) for i in b.images_newest_first()],
-                    }
-                    for b in sorted(cat.boards, key=lambda b: b.key)
-                ],
-            },
-        )
+        app.emit_json("catalog-list", result.to_json())
         return
-    app.echo(app.style(cat.describe(), dim=True))
-    for note in cat.notes:
-        app.echo(app.style(f"note: {note}", dim=True))
-    rows = []
-    for entry in cat.entries():
-        image = entry.image
-        rows.append(
-            [
-                entry.board.subsystem,
-                entry.board.board.name + (" (local entry)" if entry.local else ""),
-                image.version,
-                _status_text(app, image.status.value),
-                {True: "yes", False: "no", None: "?"}[image.rebar],
-                "sha256" if image.sha256 else ("md5" if image.md5 else "-"),
-            ]
-        )
-    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"], rows)
+    from fwman.cli.render import echo_lines, shown
+
+    echo_lines(app, result.head())
+    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"],
+              [[shown(app, cell) for cell in row] for row in result.rows()])  # fmt: skip
 
 
 @catalog.command("show")
@@ -109,72 +74,21 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 3842:3987
       fwman catalog show 10de:2204:3842:3982 --json
     """
-    from fwman.firmware.catalog.load import load_catalog
+    from fwman.app.catalog import show_board
 
-    cat = load_catalog(app.host)
-    b = cat.find_board(board)
-    entries = cat.board_entries(b)
+    result = show_board(app.host, board)
     if as_json:
-        images = []
-        for e in entries:
-            data = _image_json(e.image)
-            data["local_override"] = e.override.model_dump(mode="json") if e.override else None
-            images.append(data)
-        recommended = b.recommended()
-        app.emit_json(
-            "catalog-board",
-            {
-                "catalog": cat.summary(),
-                "key": b.key,
-                "subsystem": b.subsystem,
-                "pci": b.pci.model_dump(),
-                "board": b.board.model_dump(mode="json"),
-                "local_entry": cat.local_files.get(b.key),
-                "recommended": recommended.version if recommended else None,
-                "images": images,
-            },
-        )
+        app.emit_json("catalog-board", result.to_json())
         return
-    info = b.board
-    app.echo(app.style(f"{info.name}  ({b.key})", bold=True))
-    local = cat.local_files.get(b.key)
-    facts = [
-        ("from", f"local entry {local} (this host only, unsigned)" if local else cat.describe()),
-        ("maker", info.maker),
-        ("part numbers", ", ".join(info.part_numbers) or "unknown"),
-        ("board IDs", ", ".join(info.board_ids) or "unknown"),
-        ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
-        ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
-    ]
-    for k, v in facts:
+    from fwman.cli.render import echo_lines
+
+    info = result.board.board
+    app.echo(app.style(f"{info.name}  ({result.board.key})", bold=True))
+    for k, v in result.facts():
         app.echo(f"  {k:<14}{v}")
     if info.notes:
         app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
-    recommended = b.recommended()
-    for e in entries:
-        i, o = e.image, e.override
-        mark = "  <- recommended" if recommended and i.version == recommended.version else ""
-        app.echo("")
-        app.echo(f"  {app.style(i.version, bold=True)}  {_status_text(app, i.status.value)}{mark}")
-        lines = [
-            ("reason", i.status_reason),
-            ("status date", i.status_date),
-            ("released", i.release_date or "unknown"),
-            ("superseded by", i.superseded_by),
-            ("rebar", {True: "yes", False: "no", None: "unknown"}[i.rebar]),
-            ("max BAR1", f"{i.max_bar1_bytes // 1024**2} MiB" if i.max_bar1_bytes else "unknown"),
-            ("power limit", f"{i.power_limit_w:g} W (default)" if i.power_limit_w else "unknown"),
-            ("min driver", i.min_driver),
-            ("MD5", i.md5 or ("unknown" if not o else f"unknown in catalog; local: {o.md5} ({o.source})")),
-            ("SHA-256", i.sha256 or "unknown"),
-            ("size", f"{i.size} bytes" if i.size else "unknown"),
-            ("URLs", ", ".join(i.urls) or "unknown"),
-            ("notes", i.notes),
-            ("sources", "\n                  ".join(i.sources) or ("none" if not local else "")),
-        ]
-        for k, v in lines:
-            if v:
-                app.echo(f"    {k:<14}{v}")
+    echo_lines(app, result.images())
 
 
 @catalog.command("lint")
@@ -202,72 +116,16 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
       fwman catalog lint --dir ./catalog --json
       fwman catalog lint --local
     """
-    from fwman.firmware.catalog.lint import lint_directory, lint_signature
-    from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.local import LOCAL_DIR
-    from fwman.firmware.catalog.signing import admin_keys, root_keys
-    from fwman.firmware.ops.local_entry import lint_local_entries
+    from fwman.app.catalog import lint as lint_catalog
 
-    if local_only and directory is not None:
-        raise UsageError("--local and --dir cannot be combined")
-    checked = LOCAL_DIR if local_only else str(directory or BUNDLED_CATALOG)
-    issues = [] if local_only else lint_directory(directory or BUNDLED_CATALOG)
-    if directory is None:
-        issues.extend(lint_local_entries(app.host))
-    directory = directory or BUNDLED_CATALOG
-    key = None
-    signature: dict[str, Any] | None = None  # --local: local entries are not signed, nothing was checked
-    if not local_only:
-        trust = lint_signature(directory, root_keys(app.host), admin_keys(app.host))
-        key = trust.key
-        issues += trust.issues
-        signature = {
-            "checked": key is not None or bool(trust.issues),  # neither: no index.json, nothing signed to check
-            "good": key is not None,
-            "key_id": key.key_id if key is not None else None,
-            "origin": key.origin if key is not None else None,
-            "keys_document": None
-            if trust.keys is None
-            else {
-                "serial": trust.keys.serial,
-                "expires": trust.keys.expires,
-                "root_key_id": trust.root.key_id if trust.root is not None else None,
-                "catalog_keys": [k.key_id for k in trust.keys.keys],
-                "retired": [r.key_id for r in trust.keys.retired],
-            },
-        }
-        if trust.keys is not None and trust.root is not None and not as_json:
-            app.echo(
-                app.style(
-                    f"keys document: good, serial {trust.keys.serial}, root key {trust.root.key_id}, "
-                    f"expires {trust.keys.expires}",
-                    dim=True,
-                )
-            )
-    if key is not None and not as_json:
-        app.echo(app.style(f"signature: good, key {key.key_id} ({key.origin})", dim=True))
-    errors = [i for i in issues if i.level == "error"]
+    result = lint_catalog(app.host, None if directory is None else str(directory), local_only=local_only)
     if as_json:
-        app.emit_json(
-            "catalog-lint",
-            {
-                "directory": checked,
-                "ok": not errors,
-                "signature": signature,
-                "issues": [i.model_dump() for i in issues],
-            },
-        )
+        app.emit_json("catalog-lint", result.to_json())
     else:
-        for i in issues:
-            where = f" {i.where}:" if i.where else ""
-            label = app.style(i.level, fg="red" if i.level == "error" else "yellow")
-            app.echo(f"{i.file}:{where} {label}: {i.message}")
-        if not issues:
-            app.echo(f"{checked}: clean")
-    if errors:
-        raise VerificationError(
-            f"catalog lint: {len(errors)} error(s) in {checked}", hint="fix them; see docs/catalog-format.md"
-        )
+        from fwman.cli.render import echo_lines
+
+        echo_lines(app, result.lines())
+    result.raise_errors()
 
 
 @catalog.command("sign")
@@ -291,10 +149,19 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     help="When the index stops being trusted: YYYY-MM-DD (00:00 UTC) or YYYY-MM-DDTHH:MM:SSZ "
     "(default: 365 days after --date).",
 )
+@click.option("--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing.")
+@json_option
 @common_options
 @pass_app
 def sign(
-    app: AppContext, key_file: Path, directory: Path | None, serial: int | None, date: str | None, expires: str | None
+    app: AppContext,
+    key_file: Path,
+    directory: Path | None,
+    serial: int | None,
+    date: str | None,
+    expires: str | None,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Write catalog/index.json (every file's SHA-256, a new serial, a date, an expiry) and sign it (index.json.sig).
 
@@ -307,26 +174,20 @@ def sign(
     Examples:
       fwman catalog sign --key ~/fwman-catalog.pem
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7 --expires 2027-06-01
+      fwman catalog sign --key ~/fwman-catalog.pem --dry-run --json
     """
-    from fwman.cli.catalog_keys import metadata_time
-    from fwman.core.names import iso_date
-    from fwman.core.signing import load_private_key
-    from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.publish import sign_directory
-    from fwman.firmware.catalog.schema import INDEX_NAME, parse_index
-    from fwman.host.live import LiveHost
-    from fwman.host.userfiles import read_user_file, user_path
+    from fwman.app.catalog import sign as sign_catalog
 
-    directory = Path(user_path(str(directory or BUNDLED_CATALOG)))
-    stamp = iso_date(date) if date is not None else clock.now_utc().strftime("%Y-%m-%d")
-    until = metadata_time(expires, "--expires") if expires is not None else None
-    key = load_private_key(read_user_file(str(key_file)), str(key_file))
-    # the maintainer's working tree is on this machine, not under --root
-    index_bytes = sign_directory(LiveHost("/"), directory, key, stamp, serial, until)
-    index = parse_index(index_bytes)
+    where = None if directory is None else str(directory)
+    result = sign_catalog(str(key_file), where, serial=serial, date=date, expires=expires, dry_run=dry_run)
+    if as_json:
+        app.emit_json("catalog-sign", result.to_json())
+        return
+    index = result.index
+    assert index is not None
     app.echo(
-        f"signed {directory}/{INDEX_NAME}: serial {index.serial}, {index.date}, {len(index.files)} file(s), "
-        f"expires {index.expires}"
+        f"{'would sign' if dry_run else 'signed'} {result.directory}/index.json: serial {index.serial}, "
+        f"{index.date}, {len(index.files)} file(s), expires {index.expires}"
     )
 
 
@@ -353,66 +214,18 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update --url https://example.org/fwman-catalog/
       fwman catalog update            # URL from /etc/fwman/catalog-url
     """
-    from fwman.firmware.catalog.update import configured_url, update_catalog
-    from fwman.host.http import HttpOptions
+    from fwman.app.catalog import update as update_catalog
 
     app.require_change("fwman catalog update")
-    url = url or configured_url(app.host)
-    if url.startswith("http://") and not as_json:
-        app.echo("note: plain http: the signature and hashes are what protect this download", err=True)
-    options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
-    result = update_catalog(app.host, url, options=options)
+    note = (lambda text: None) if as_json else (lambda text: app.echo(text, err=True))
+    result = update_catalog(app.host, url, timeout=timeout, retries=retries, note=note)
     if as_json:
-        app.emit_json(
-            "catalog-update",
-            {
-                "url": result.url,
-                "installed": result.installed,
-                "serial": result.serial,
-                "previous_serial": result.previous_serial,
-                "date": result.date,
-                "files": result.files,
-                "key_id": result.key.key_id,
-                "location": result.location,
-                "expires": result.expires,
-                "keys_serial": result.keys_serial,
-                "keys_root_key_id": result.keys_root,
-                "keys_installed": result.keys_installed,
-            },
-        )
-        return
-    keys = ""
-    if result.keys_serial is not None:
-        root = f", root key {result.keys_root}" if result.keys_root else ""
-        new = " (new)" if result.keys_installed else ""
-        keys = f"\n  keys document: serial {result.keys_serial}{new}{root}"
-    if not result.installed:
-        app.echo(f"catalog already up to date (serial {result.serial}, {result.date}){keys}")
-        return
-    app.echo(
-        f"installed catalog serial {result.serial} ({result.date}, {result.files} file(s)) from {result.url}\n"
-        f"  signature: key {result.key.key_id} ({result.key.origin}){keys}\n"
-        f"  expires {result.expires}; replaces serial {result.previous_serial}; now at {result.location}"
-    )
+        app.emit_json("catalog-update", result.to_json())
+    else:
+        app.echo(result.text())
 
 
-def _register_local() -> None:
-    # kept in its own module; registered here so the command table (fwman/cli/app.py) stays unchanged
-    from fwman.cli.catalog_local import add_local
-    from fwman.cli.catalog_propose import propose
-
-    catalog.add_command(add_local)
-    catalog.add_command(propose)
-
-
-_register_local()
-
-
-def _register_keys() -> None:
-    # `catalog keys show|sign`: kept in its own module, like add-local
-    from fwman.cli.catalog_keys import keys
-
-    catalog.add_command(keys)
-
-
-_register_keys()
+# `add-local`, `propose` and `keys` are kept in their own modules, registered here so the command table
+# (fwman/cli/app.py) stays unchanged
+for _sub in (add_local, propose, keys):
+    catalog.add_command(_sub)

@@ -1,13 +1,13 @@
-"""``fwman catalog add-local``: a local catalog entry for a card the curated catalog does not know."""
+"""``fwman catalog add-local``: a local catalog entry for a card the curated catalog does not know.
+
+Options and rendering only: the use case is :func:`fwman.app.catalog_local.add_local`.
+"""
 
 from __future__ import annotations
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.clock import now_utc
-from fwman.core.errors import UsageError
-from fwman.host.userfiles import user_path
 
 
 @click.command("add-local")
@@ -61,60 +61,17 @@ def add_local(
           --expect-md5 <MD5 from the vendor page> --md5-source https://vendor.example/download
       fwman catalog add-local --card 41:00.0 --image FILE --expect-md5 HEX --md5-source URL --export
     """
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.catalog.local import export_curated
-    from fwman.firmware.ops.local_entry import make_local_entry, write_local_entry
-    from fwman.gpu.inventory import find_card, require_cards
-    from fwman.host.live import LiveHost
+    from fwman.app.catalog_local import add_local as add
 
     app.require_change("fwman catalog add-local")
-    card = find_card(require_cards(app.host), bus)
-    catalog = load_catalog(app.host)
-    known = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)
-    if known is not None and not catalog.is_local(known):
-        raise UsageError(
-            f"{known.key} is in the curated catalog ({known.board.name}): no local entry is needed",
-            hint=f"fwman catalog show {known.subsystem}",
-        )
-    path = user_path(image_file)
-    made = make_local_entry(
-        app.host,
-        LiveHost("/"),  # the downloaded file is on the machine the user sits at, also with --root
-        card,
-        image_path=path,
-        expect_md5=expect_md5,
-        md5_source=md5_source,
-        version=version,
-        backup_path=backup_path,
-        name=name,
-        maker=maker,
-        now=now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"),
-    )
-    target = write_local_entry(app.host, made, replace=replace)
-    board = made.entry.board
+    result = add(app.host, bus, image_file, expect_md5=expect_md5, md5_source=md5_source, version=version,
+                 backup_path=backup_path, name=name, maker=maker, replace=replace, export=export)  # fmt: skip
     if as_json:
-        app.emit_json(
-            "catalog-local",
-            {
-                "path": target,
-                "key": board.key,
-                "board": board.board.model_dump(mode="json"),
-                "images": [i.model_dump(mode="json") for i in board.images],
-                "local": made.entry.info.model_dump(),
-                "image_from": made.image_origin,
-                "export": export_curated(made.entry) if export else None,
-            },
-        )
+        app.emit_json("catalog-local", result.to_json())
         return
-    app.echo(app.style(f"wrote local entry {target}", bold=True))
-    app.echo(f"  board      {board.board.name} ({board.key}), local, unsigned")
-    for image in board.images:
-        app.echo(f"  image      {image.version}  {image.status.value}")
-    app.echo(f"  from       {made.image_origin}")
-    app.echo(f"  MD5        {made.entry.info.image_file_md5} matches the vendor's ({md5_source})")
-    app.echo(
-        f"  next       fwman upgrade --dry-run; fwman fetch {board.subsystem}/{board.images[0].version} --from FILE"
-    )
-    if export:
+    app.echo(app.style(f"wrote local entry {result.path}", bold=True))
+    for line in result.lines():
+        app.echo(line)
+    if result.export is not None:
         app.echo("")
-        app.echo(export_curated(made.entry), nl=False)
+        app.echo(result.export, nl=False)

@@ -1,11 +1,13 @@
-"""``fwman catalog propose``: a local entry and owner reports become a format-2 board file for the catalog."""
+"""``fwman catalog propose``: a local entry and owner reports become a format-2 board file for the catalog.
+
+Options and rendering only: the use case is :func:`fwman.app.report.propose_to_file`.
+"""
 
 from __future__ import annotations
 
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import VerificationError
 
 
 @click.command("propose")
@@ -38,31 +40,14 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
       fwman catalog propose f00d:3090 --report 41.report.json https://github.com/ORG/fwman/issues/N \\
           --out 10de-2204-f00d-3090.toml
     """
-    from fwman.app.report import propose_from_reports
-    from fwman.firmware.ops.report import MAX_REPORT_BYTES
-    from fwman.host.userfiles import read_user_file, write_user_file
+    from fwman.app.report import propose_to_file
 
-    loaded = [(read_user_file(path, max_bytes=MAX_REPORT_BYTES + 1), path, url) for path, url in reports]
-    result = propose_from_reports(app.host, board, loaded)
-    text = result.proposal.text
-    if out:
-        write_user_file(out, text.encode())
+    result = propose_to_file(app.host, board, reports, out)
     if as_json:
-        app.emit_json(
-            "catalog-propose",
-            {
-                "board": result.proposal.board.key,
-                "local_entry": result.entry.path,
-                "sources": result.proposal.sources,
-                "left_out": result.proposal.left_out,
-                "path": out,
-                "board_file": text,
-                "lint": [i.model_dump() for i in result.lint],
-            },
-        )
+        app.emit_json("catalog-propose", result.to_json())
     else:
         if not out:
-            app.echo(text, nl=False)
+            app.echo(result.proposal.text, nl=False)
         else:
             app.echo(f"wrote {out}: {result.proposal.board.key}, {len(result.proposal.board.images)} image(s)")
         for line in result.proposal.left_out:
@@ -70,7 +55,4 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
         for issue in result.lint:
             where = f" {issue.where}" if issue.where else ""
             app.echo(f"lint {issue.level}:{where} {issue.message}", err=True)
-    if result.lint_errors:
-        raise VerificationError(
-            f"the proposal does not pass lint ({len(result.lint_errors)} error(s)): {result.lint_errors[0].message}"
-        )
+    result.raise_lint_errors()

@@ -1,4 +1,7 @@
-"""``fwman fetch``: download or import a catalog image into the verified cache."""
+"""``fwman fetch``: download or import a catalog image into the verified cache.
+
+Options and rendering only: the use case is :func:`fwman.app.fetch.fetch`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,7 @@ from collections.abc import Callable
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
-from fwman.core.errors import UsageError
 from fwman.core.termtext import visible
-from fwman.host.userfiles import user_path
 
 
 def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] | None:
@@ -84,62 +85,24 @@ def fetch(
       fwman fetch 3842:3982/94.02.42.C0.05 --url https://mirror.example/img.rom --expect-md5 HEX
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.ops.fetch import fetch_image
-    from fwman.host.http import HttpOptions
+    from fwman.app.fetch import fetch as fetch_image
 
     app.require_change("fwman fetch")  # writes the image cache under /var/cache/fwman
-    if from_file and urls:
-        raise UsageError("--from and --url cannot be combined", hint="--from imports a file you already have")
-    if md5_source and not expect_md5:
-        raise UsageError("--md5-source needs --expect-md5")
-    cat = load_catalog(app.host)
-    entry = cat.entry(image_ref)
-    path = user_path(from_file) if from_file else None
-    options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
-    for url in urls:
-        if url.startswith("http://") and not as_json:
-            app.echo(f"note: {url} is plain http: only the hash check protects this download", err=True)
     result = fetch_image(
         app.host,
-        entry,
+        image_ref,
+        from_file=from_file,
         urls=urls,
-        from_file=path,
         expect_md5=expect_md5,
         md5_source=md5_source,
-        options=options,
-        progress=_progress(app, f"downloading {entry.image.version}"),
+        timeout=timeout,
+        retries=retries,
+        note=lambda text: None if as_json else app.echo(text, err=True),
+        progress=lambda label: _progress(app, label),
     )
     if as_json:
         app.emit_json("fetch", result.to_json())
         return
-    ok = app.style("ok", fg="green")
-    head = "already in the cache" if result.cached_before else "fetched"
-    app.echo(app.style(f"{head}: {entry.label} ({entry.board.board.name})", bold=True))
-    rows = [
-        ("from", result.source),
-        ("size", f"{result.size:,} bytes"),
-        ("MD5", f"{result.md5}  {ok}" if "md5" in _checked(result) else result.md5),
-        ("SHA-256", f"{result.sha256}  {ok}" if "sha256" in _checked(result) else result.sha256),
-        ("checked by", result.verified_by),
-    ]
-    for f in result.findings:
-        if f.id in ("catalog.board", "rom.kind"):
-            continue
-        rows.append(("check", f"{f.severity.value}: {f.message}"))
-    rows.append(("saved", result.path))
-    if result.override_recorded:
-        rows.append(("recorded", "vendor MD5 in /var/lib/fwman/overrides.toml (this host only, not the catalog)"))
-    for k, v in rows:
+    app.echo(app.style(result.headline, bold=True))
+    for k, v in result.rows(app.style("ok", fg="green")):
         app.echo(f"  {k:<11}{v}")
-
-
-def _checked(result: object) -> set[str]:
-    """Return which hashes were compared with an expected value (md5, sha256)."""
-    from fwman.firmware.ops.fetch import FetchResult
-
-    assert isinstance(result, FetchResult)
-    image = result.entry.image
-    if result.verified_by in ("catalog", "local entry"):
-        return {k for k, v in (("md5", image.md5), ("sha256", image.sha256)) if v}
-    return {"md5"}

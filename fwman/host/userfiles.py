@@ -59,3 +59,16 @@ def write_user_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
         write_atomically(path, data, mode, prefix=f".{os.path.basename(path)}.")
     except OSError as e:
         raise UsageError(f"cannot write {path}: {e.strerror or e}") from e
+
+
+def is_user_dir(path: str) -> bool:
+    """Return True when ``path`` (relative to the real cwd) names a directory on this machine."""
+    return os.path.isdir(path)
+
+
+def list_user_dir(directory: str) -> list[str]:
+    """Return the names of the entries of the user-named ``directory``, sorted (empty when it is not one)."""
+    try:
+        return sorted(os.listdir(directory))
+    except OSError:  # not a directory, gone, unreadable: nothing listed; callers ask is_user_dir first
+        return []

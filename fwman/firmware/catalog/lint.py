@@ -13,7 +13,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from fwman.core import clock
 from fwman.core.errors import MissingError, VerificationError
-from fwman.core.resources import is_data_dir, is_data_file, list_data, read_data
 from fwman.core.signing import TrustedKey
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
@@ -37,6 +36,7 @@ from fwman.firmware.catalog.signing import (
     verify_keys_document,
 )
 from fwman.firmware.catalog.sources import source_issues
+from fwman.firmware.catalog.tree import CatalogTree, bundled_tree
 
 
 class LintIssue(BaseModel):
@@ -50,28 +50,28 @@ class LintIssue(BaseModel):
     message: str
 
 
-def lint_directory(path: Path) -> list[LintIssue]:
+def lint_directory(path: Path | CatalogTree) -> list[LintIssue]:
     """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first.
 
-    Never raises for a bad catalog: everything wrong is an issue. The signature is checked by the CLI (it needs
-    the trusted keys).
+    ``path`` is a :class:`CatalogTree` (a bare Path: fwman's bundled data). Never raises for a bad catalog:
+    everything wrong is an issue. The signature is checked by :func:`lint_signature` (it needs the trusted keys).
     """
+    tree = bundled_tree(path)
     issues: list[LintIssue] = []
-    boards_dir = path / BOARDS_DIR
-    if not is_data_dir(boards_dir):
-        return [LintIssue(level="error", file=str(path), where="", message=f"no {BOARDS_DIR}/ directory")]
-    files = list_data(boards_dir)
+    if not tree.is_dir(BOARDS_DIR):
+        return [LintIssue(level="error", file=str(tree.path), where="", message=f"no {BOARDS_DIR}/ directory")]
+    names = tree.names(BOARDS_DIR)
     loaded: dict[str, Board] = {}
-    for f in files:
-        rel = f"{BOARDS_DIR}/{f.name}"
-        if not f.name.endswith(".toml"):
+    for name in names:
+        rel = f"{BOARDS_DIR}/{name}"
+        if not name.endswith(".toml"):
             issues.append(LintIssue(level="warning", file=rel, where="", message="not a .toml file: ignored"))
             continue
-        board = _lint_board_file(read_data(f), rel, issues)
+        board = _lint_board_file(tree.read(rel), rel, issues)
         if board is not None:
             loaded[rel] = board
     _lint_across(loaded, issues)
-    _lint_index(path, files, issues)
+    _lint_index(tree, names, issues)
     return sorted(issues, key=lambda i: (i.level != "error", i.file, i.where))
 
 
@@ -177,9 +177,8 @@ def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
                 seen_hashes[value] = label
 
 
-def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
-    index_path = path / INDEX_NAME
-    if not is_data_file(index_path):
+def _lint_index(tree: CatalogTree, names: list[str], issues: list[LintIssue]) -> None:
+    if not tree.is_file(INDEX_NAME):
         issues.append(
             LintIssue(
                 # an error (docs/catalog-format.md): an unsigned catalog is never installed, so lint must not pass it
@@ -191,13 +190,13 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
         )
         return
     try:
-        index = parse_index(read_data(index_path))
+        index = parse_index(tree.read(INDEX_NAME))
     except VerificationError as e:
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
         return
     _lint_expiry(INDEX_NAME, "the index", index.expires, index.expires_at, issues)
     listed = {f.path: f for f in index.files}
-    present = {f"{BOARDS_DIR}/{f.name}" for f in files if f.name.endswith(".toml")}
+    present = {f"{BOARDS_DIR}/{name}" for name in names if name.endswith(".toml")}
     for rel in sorted(present - listed.keys()):
         issues.append(
             LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is not in the index: re-sign")
@@ -205,7 +204,7 @@ def _lint_index(path: Path, files: list[Path], issues: list[LintIssue]) -> None:
     for rel in sorted(listed.keys() - present):
         issues.append(LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is listed but missing"))
     for rel in sorted(present & listed.keys()):
-        data = read_data(path / rel)
+        data = tree.read(rel)
         if hashlib.sha256(data).hexdigest() != listed[rel].sha256 or len(data) != listed[rel].size:
             issues.append(
                 LintIssue(
@@ -255,7 +254,7 @@ class TrustCheck:
     root: TrustedKey | None = None  # the root key that signed ``keys``
 
 
-def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey]) -> TrustCheck:
+def lint_signature(path: Path | CatalogTree, roots: list[TrustedKey], admin: list[TrustedKey]) -> TrustCheck:
     """Return the trust problems of the catalog directory ``path``, checked as ``catalog update`` checks them.
 
     ``keys.json`` (when present) must be signed by one of ``roots`` and not expired (a warning within 30 days);
@@ -263,13 +262,13 @@ def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey])
     retired key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it).
     Never raises for a bad catalog.
     """
-    index, sig = path / INDEX_NAME, path / SIG_NAME
+    tree = bundled_tree(path)
     check = TrustCheck([])
     now = clock.now_utc()
-    if is_data_file(path / KEYS_NAME):
+    if tree.is_file(KEYS_NAME):
         try:
-            data = read_data(path / KEYS_NAME, MAX_KEYS_FILE)
-            if not is_data_file(path / KEYS_SIG_NAME):
+            data = tree.read(KEYS_NAME, MAX_KEYS_FILE)
+            if not tree.is_file(KEYS_SIG_NAME):
                 check.keys = parse_keys(data)
                 check.issues.append(
                     LintIssue(
@@ -279,22 +278,22 @@ def lint_signature(path: Path, roots: list[TrustedKey], admin: list[TrustedKey])
             else:
                 # an expired document is reported below, as lint reports an expired index
                 check.keys, check.root = verify_keys_document(
-                    data, read_data(path / KEYS_SIG_NAME, MAX_KEYS_FILE), roots, None
+                    data, tree.read(KEYS_SIG_NAME, MAX_KEYS_FILE), roots, None
                 )
             _lint_expiry(KEYS_NAME, "the keys document", check.keys.expires, check.keys.expires_at, check.issues)
         except (VerificationError, MissingError) as e:
             check.issues.append(LintIssue(level="error", file=KEYS_SIG_NAME, where="", message=e.message))
             check.keys = None
-    if not is_data_file(index):
+    if not tree.is_file(INDEX_NAME):
         return check
-    if not is_data_file(sig):
+    if not tree.is_file(SIG_NAME):
         check.issues.append(
             LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
         )
         return check
     try:
         check.key = verify_catalog_index(
-            read_data(index), read_data(sig), check.keys, admin, now, doc_origin=str(path / KEYS_NAME)
+            tree.read(INDEX_NAME), tree.read(SIG_NAME), check.keys, admin, now, doc_origin=str(tree / KEYS_NAME)
         )
     except (VerificationError, MissingError) as e:
         check.issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))

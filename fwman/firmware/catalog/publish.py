@@ -16,18 +16,16 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from fwman.core.clock import format_timestamp
 from fwman.core.errors import UsageError, VerificationError
-from fwman.core.resources import is_data_file, list_data, read_data
 from fwman.core.signing import TrustedKey, key_id, raw_public, sign_document
 from fwman.firmware.catalog.schema import parse_timestamp
 from fwman.firmware.catalog.signing import (
     KEYS_NAME,
-    KEYS_SIG_NAME,
     KeysDocument,
     RetiredKey,
     catalog_key_entry,
     parse_keys,
 )
-from fwman.host.base import Host
+from fwman.firmware.catalog.tree import CatalogTree, bundled_tree
 
 #: how long a newly signed index stays valid unless ``--expires`` says otherwise (docs/signing.md)
 INDEX_VALIDITY = timedelta(days=365)
@@ -40,10 +38,13 @@ def default_expiry(date: str, validity: timedelta) -> str:
     return format_timestamp(parse_timestamp(f"{date}T00:00:00Z") + validity)
 
 
-def make_index(directory: Path, date: str, serial: int | None = None, expires: str | None = None) -> bytes:
+def make_index(
+    directory: Path | CatalogTree, date: str, serial: int | None = None, expires: str | None = None
+) -> bytes:
     """Return the bytes of a new ``index.json`` (version 2) for the catalog in ``directory``.
 
-    Lists every ``boards/*.toml`` with its SHA-256 and size. ``serial`` defaults to the previous index's serial
+    ``directory`` is a :class:`CatalogTree` (a bare Path: read as fwman's bundled data). Lists every
+    ``boards/*.toml`` with its SHA-256 and size. ``serial`` defaults to the previous index's serial
     plus one (1 for a first index); a given serial must be higher than the previous one. ``expires``
     (``YYYY-MM-DDTHH:MM:SSZ``) defaults to :data:`INDEX_VALIDITY` after ``date``. Raises UsageError for a serial
     that does not grow or an expiry not after the date, VerificationError when a board file is invalid (a
@@ -52,14 +53,15 @@ def make_index(directory: Path, date: str, serial: int | None = None, expires: s
     from fwman.firmware.catalog.lint import lint_directory
     from fwman.firmware.catalog.schema import BOARDS_DIR, INDEX_NAME, CatalogIndex, IndexFile, parse_index
 
+    tree = bundled_tree(directory)
     previous = 0
-    if is_data_file(directory / INDEX_NAME):
-        previous = parse_index(read_data(directory / INDEX_NAME)).serial
+    if tree.is_file(INDEX_NAME):
+        previous = parse_index(tree.read(INDEX_NAME)).serial
     if serial is None:
         serial = previous + 1
     elif serial <= previous:
         raise UsageError(f"serial {serial} is not higher than the current index's {previous}")
-    errors = [i for i in lint_directory(directory) if i.level == "error" and i.file != INDEX_NAME]
+    errors = [i for i in lint_directory(tree) if i.level == "error" and i.file != INDEX_NAME]
     if errors:
         first = errors[0]
         raise VerificationError(
@@ -68,11 +70,9 @@ def make_index(directory: Path, date: str, serial: int | None = None, expires: s
             hint="fix it (see `fwman catalog lint`) before signing",
         )
     files = []
-    for path in list_data(directory / BOARDS_DIR, "*.toml"):
-        data = read_data(path)
-        files.append(
-            IndexFile(path=f"{BOARDS_DIR}/{path.name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-        )
+    for name in tree.names(BOARDS_DIR, "*.toml"):
+        data = tree.read(f"{BOARDS_DIR}/{name}")
+        files.append(IndexFile(path=f"{BOARDS_DIR}/{name}", sha256=hashlib.sha256(data).hexdigest(), size=len(data)))
     expires = expires or default_expiry(date, INDEX_VALIDITY)
     if parse_timestamp(expires) <= parse_timestamp(f"{date}T00:00:00Z"):
         raise UsageError(f"expiry {expires} is not after the index date {date}")
@@ -80,29 +80,23 @@ def make_index(directory: Path, date: str, serial: int | None = None, expires: s
 
 
 def sign_directory(
-    local: Host,
-    directory: Path,
+    tree: CatalogTree,
     key: Ed25519PrivateKey,
     date: str,
     serial: int | None = None,
     expires: str | None = None,
-) -> bytes:
-    """Write a new ``index.json`` (:func:`make_index`) and its signature into catalog ``directory``; return the index.
+) -> tuple[bytes, bytes]:
+    """Return a new ``index.json`` (:func:`make_index`) for catalog ``tree`` and its signature; nothing is written
+    (the caller writes them, through the door the directory came from).
 
-    ``local`` is the machine the maintainer's working tree is on (never a ``--root`` or snapshot). When the
-    directory has a keys document, ``key`` must be a catalog key it names, valid on ``date`` (otherwise no
-    fwman would accept the signature). Raises as :func:`make_index`; UsageError for a key the keys document
-    does not name, retired or outside its window; OSError when the files cannot be written.
+    When the directory has a keys document, ``key`` must be a catalog key it names, valid on ``date`` (otherwise
+    no fwman would accept the signature). Raises as :func:`make_index`; UsageError for a key the keys document
+    does not name, retired or outside its window.
     """
-    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME
-
-    if is_data_file(directory / KEYS_NAME):
-        _check_catalog_key(parse_keys(read_data(directory / KEYS_NAME)), key_id(raw_public(key)), date)
-    index_bytes = make_index(directory, date, serial, expires)
-    sig_bytes = sign_document(index_bytes, key)
-    local.write_bytes(str(directory / INDEX_NAME), index_bytes)
-    local.write_bytes(str(directory / SIG_NAME), sig_bytes)
-    return index_bytes
+    if tree.is_file(KEYS_NAME):
+        _check_catalog_key(parse_keys(tree.read(KEYS_NAME)), key_id(raw_public(key)), date)
+    index_bytes = make_index(tree, date, serial, expires)
+    return index_bytes, sign_document(index_bytes, key)
 
 
 def _check_catalog_key(doc: KeysDocument, kid: str, date: str) -> None:
@@ -188,13 +182,14 @@ def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> Key
 
 
 def sign_keys_directory(
-    local: Host, directory: Path, root: Ed25519PrivateKey, roots: list[TrustedKey], change: KeysChange
-) -> KeysDocument:
-    """Write a new ``keys.json`` (:func:`make_keys_document` over the current one) and ``keys.json.sig``.
+    tree: CatalogTree, root: Ed25519PrivateKey, roots: list[TrustedKey], change: KeysChange
+) -> tuple[KeysDocument, bytes, bytes]:
+    """Return a new keys document (:func:`make_keys_document` over the current ``keys.json`` of ``tree``), its
+    bytes and its signature (``keys.json.sig``); nothing is written (the caller writes them).
 
     ``root`` must be one of ``roots`` (the root keys fwman trusts), or nothing would accept the document.
     Raises UsageError for a key that is not a root key and as :func:`make_keys_document`; VerificationError
-    when the current ``keys.json`` is malformed; OSError when the files cannot be written.
+    when the current ``keys.json`` is malformed.
     """
     kid = key_id(raw_public(root))
     if not any(k.key_id == kid for k in roots):
@@ -203,9 +198,7 @@ def sign_keys_directory(
             f"key {kid} is not a root key (root keys: {ids})",
             hint="a keys document is signed with a root key; a catalog key signs only index.json (`catalog sign`)",
         )
-    previous = parse_keys(read_data(directory / KEYS_NAME)) if is_data_file(directory / KEYS_NAME) else None
+    previous = parse_keys(tree.read(KEYS_NAME)) if tree.is_file(KEYS_NAME) else None
     doc = make_keys_document(previous, change)
     data = doc.to_json()
-    local.write_bytes(str(directory / KEYS_NAME), data)
-    local.write_bytes(str(directory / KEYS_SIG_NAME), sign_document(data, root))
-    return doc
+    return doc, data, sign_document(data, root)

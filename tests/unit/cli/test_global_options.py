@@ -54,3 +54,28 @@ def test_before_and_after_the_command_name_are_the_same(tmp_path: Path) -> None:
     assert before.code == after.code == 0 and before.json() == after.json()
     missing = tmp_path / "nope"
     assert run("--root", str(missing), "hooks", "status").code == run("hooks", "status", "--root", str(missing)).code
+
+
+#: the flash options: declared once (fwman/cli/flash.py flash_options), on every command that flashes
+FLASH = ("--reuse-backups-from", "--i-understand-no-backup-bios", "--allow-downgrade", "--timeout")
+
+
+def test_the_flash_options_read_the_same_on_every_command_that_flashes() -> None:
+    def command(argv: tuple[str, ...]) -> click.Command:
+        found: click.Command = cli
+        for name in argv:
+            assert isinstance(found, click.Group)
+            sub = found.get_command(click.Context(found), name)
+            assert sub is not None
+            found = sub
+        return found
+
+    flashing = [("flash",), ("flash", "resume"), ("restore",), ("upgrade",)]
+    helps = {argv: {o: p.help for p in command(argv).params if isinstance(p, click.Option) for o in p.opts
+                    if o in FLASH} for argv in flashing}  # fmt: skip
+    first = helps[("flash",)]
+    assert set(first) == set(FLASH) and all(first.values())
+    for argv, found in helps.items():
+        # upgrade never downgrades (a plan moves to the recommended image): the one option it lacks
+        expected = {o: h for o, h in first.items() if argv != ("upgrade",) or o != "--allow-downgrade"}
+        assert found == expected, f"{' '.join(argv)}: {found}"

@@ -207,3 +207,39 @@ def test_signed_but_malformed_keys_documents_are_refused(doc: dict[str, object])
     data = json.dumps(doc).encode()
     with pytest.raises(VerificationError):
         verify_keys_document(data, sign_document(data, root), [load_public_key(public_pem(root), "r")], None)
+
+
+def test_sign_and_keys_sign_dry_run_write_nothing_and_json_says_what_changed(tmp_path: Path, fwman: FwmanEnv) -> None:
+    root_key, root_pem, _ = pem_files(tmp_path, "root")
+    _, cat_pem, cat_pub = pem_files(tmp_path, "catalog")
+    host = tmp_path / "host"
+    trust_root(host, root_key)
+    cat = catalog_dir(tmp_path)
+    keys = ("catalog", "keys", "sign", "--key", str(root_pem), "--dir", str(cat), "--add", str(cat_pub),
+            "--date", "2026-12-01", "--root", str(host))  # fmt: skip
+    r = fwman(*keys, "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["schema"] == "fwman.catalog-keys-sign/1" and doc["dry_run"] is True and doc["changed"] is False
+    assert doc["written"] == [f"{cat}/keys.json", f"{cat}/keys.json.sig"] and doc["serial"] == 1
+    assert not (cat / "keys.json").exists() and not (cat / "keys.json.sig").exists()
+    text = fwman(*keys, "--dry-run")
+    assert text.code == 0 and text.stdout.startswith(f"would sign {cat}/keys.json: serial 1, 2026-12-01")
+    r = fwman(*keys, "--json")
+    assert r.code == 0, r.stderr
+    assert r.json()["changed"] is True and r.json()["dry_run"] is False
+    assert json.loads((cat / "keys.json").read_text())["serial"] == 1 and (cat / "keys.json.sig").is_file()
+
+    sign = ("catalog", "sign", "--key", str(cat_pem), "--dir", str(cat), "--date", "2026-12-01")
+    r = fwman(*sign, "--dry-run", "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert doc["schema"] == "fwman.catalog-sign/1" and (doc["dry_run"], doc["changed"]) == (True, False)
+    assert doc["written"] == [f"{cat}/index.json", f"{cat}/index.json.sig"]
+    assert (doc["serial"], doc["date"], doc["files"]) == (1, "2026-12-01", 1)
+    assert not (cat / "index.json").exists() and not (cat / "index.json.sig").exists()
+    r = fwman(*sign, "--json")
+    assert r.code == 0, r.stderr
+    assert r.json()["changed"] is True and json.loads((cat / "index.json").read_text())["serial"] == 1
+    assert fwman(*sign, "--dry-run").stdout.startswith(f"would sign {cat}/index.json: serial 2, 2026-12-01")
+    assert json.loads((cat / "index.json").read_text())["serial"] == 1  # the dry run left the index as it was

@@ -1,0 +1,149 @@
+"""``fwman backup``, ``backup list`` and ``backup verify``: the use cases, whose results own their JSON shapes
+(``fwman.backup/1``, ``fwman.backup-list/1``, ``fwman.backup-verify/1``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.app.flash import Operator
+from fwman.core import paths
+from fwman.core.errors import FwmanError, PartialError
+from fwman.core.findings import Finding, Severity
+from fwman.firmware.nvflash.runner import find_nvflash, require_live
+from fwman.firmware.ops.backup import (
+    BackupEntry,
+    BackupError,
+    backup_all,
+    load_manifest,
+    require_backup_host,
+    stray_files,
+    verify_entry,
+)
+from fwman.gpu.card import Card
+from fwman.gpu.inventory import find_card, require_cards
+from fwman.host.base import Host
+from fwman.host.hostlock import exclusive
+
+
+@dataclass
+class BackupRun:
+    """What ``fwman backup`` saved (by bus id) and what failed, in run ``run``."""
+
+    run: str
+    cards: int  # how many cards were to be backed up
+    done: dict[str, BackupEntry] = field(default_factory=dict)
+    failed: dict[str, FwmanError] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.backup/1``."""
+        return {
+            "run": self.run,
+            "backups": [e.model_dump() for e in self.done.values()],
+            "failed": {k: v.message for k, v in self.failed.items()},
+        }
+
+    def summary(self) -> str | None:
+        """Return the last line: the run and how to reuse it (None: nothing was saved)."""
+        if not self.done:
+            return None
+        return f"run {self.run}: {len(self.done)} backup(s) verified (reuse with --reuse-backups-from {self.run})"
+
+    def raise_failures(self) -> None:
+        """Raise PartialError (exit 6) when some backups failed, BackupError (exit 4) when all did; else return."""
+        if self.failed and self.done:
+            raise PartialError(f"{len(self.failed)} of {self.cards} backups failed", hint="see the lines above")
+        if self.failed:
+            first = next(iter(self.failed.values()))
+            raise BackupError(f"no backup taken: {first.message}", hint=first.hint)
+
+
+def take_backups(
+    operator: Operator, bus: str | None, timeout: float, *, report: Callable[[str, bool], None] = lambda t, e: None
+) -> BackupRun:
+    """Back up every card (or the one at ``bus``) with nvflash in one run; return what was saved and what failed.
+
+    ``report`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version
+    before the first card, then each card's backup or failure. Raises UsageError on a snapshot or for an unknown
+    card, BlockedError when not root or the driver is loaded, MissingError without nvflash, LockHeld while
+    another flash or backup runs.
+    """
+
+    def on_card(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
+        if entry is not None:
+            report(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…", False)
+        elif err is not None:
+            report(f"{card.bus_id}  FAILED: {err.message}", True)
+
+    host = operator.host
+    require_live(host, operator.is_replay, "fwman backup")
+    require_backup_host(host, operator.euid)
+    cards = require_cards(host)
+    chosen: list[Card] = [find_card(cards, bus)] if bus else cards
+    tool = find_nvflash(host, timeout)
+    report(f"backing up {len(chosen)} card(s) with nvflash {tool.version}", False)
+    # a backup during another process's flash would save the EEPROM being written: one at a time
+    with exclusive(host, operator.command, what="flash or backup", say=operator.say):
+        run, done, failed = backup_all(host, tool, chosen, on_card=on_card)
+    return BackupRun(run, len(chosen), done, failed)
+
+
+@dataclass
+class BackupList:
+    """The stored backups, newest first."""
+
+    entries: list[BackupEntry]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.backup-list/1``."""
+        return {"root": paths.BACKUPS_DIR, "backups": [e.model_dump() for e in self.entries]}
+
+    def rows(self) -> list[list[str]]:
+        """Return the table rows: run, card, subsystem, version, SHA-256 (16 digits), path."""
+        return [[e.run, e.card, e.subsystem, e.version or "?", e.sha256[:16], e.path] for e in self.entries]
+
+
+def list_backups(host: Host) -> BackupList:
+    """Return the backups of the host's manifest, newest first. Raises what reading the manifest raises."""
+    manifest = load_manifest(host)
+    return BackupList(sorted(manifest.backups, key=lambda e: (e.run, e.card), reverse=True))
+
+
+@dataclass
+class BackupCheck:
+    """Each recorded backup with its findings, and the files in the backup tree the manifest does not name."""
+
+    results: list[tuple[BackupEntry, list[Finding]]]
+    unrecorded: list[str]
+
+    @staticmethod
+    def ok(findings: list[Finding]) -> bool:
+        """Return True when no finding of a backup blocks."""
+        return all(f.severity is not Severity.BLOCK for f in findings)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.backup-verify/1``."""
+        return {
+            "backups": [{"path": e.path, "ok": self.ok(fs), "message": fs[0].message} for e, fs in self.results],
+            "unrecorded": self.unrecorded,
+        }
+
+    def lines(self) -> list[str]:
+        """Return the text lines: ok or BAD per backup, a warning per unrecorded file."""
+        out = [f"{'ok  ' if self.ok(fs) else 'BAD '} {fs[0].message if not self.ok(fs) else e.path}"
+               for e, fs in self.results]  # fmt: skip
+        out += [f"warn {p}: not in the manifest (not taken by fwman; never used by restore)" for p in self.unrecorded]
+        return out if self.results else [*out, "no backups recorded"]
+
+    def raise_failures(self) -> None:
+        """Raise BackupError (exit 4) when any backup does not verify; else return."""
+        failed = [f for _, fs in self.results for f in fs if f.severity is Severity.BLOCK]
+        if failed:
+            raise BackupError(f"{len(failed)} of {len(self.results)} backups do not verify", hint=failed[0].message)
+
+
+def verify_backups(host: Host) -> BackupCheck:
+    """Re-check every recorded backup (file present, SHA-256, a full dump of the recorded card); return each."""
+    manifest = load_manifest(host)
+    return BackupCheck([(e, verify_entry(host, e)) for e in manifest.backups], stray_files(host, manifest))

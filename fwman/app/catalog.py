@@ -1,0 +1,417 @@
+"""``fwman catalog list``, ``show``, ``update``, ``lint`` and ``sign``: the use cases, whose results own their
+JSON shapes (``fwman.catalog-list/1``, ``catalog-board/1``, ``catalog-update/1``, ``catalog-lint/1``,
+``catalog-sign/1``) and the facts the CLI prints.
+
+``catalog lint --dir`` and ``catalog sign`` work on a maintainer's copy of the catalog named on the command line:
+it is read and written through the user-file door (``fwman.firmware.catalog.tree.user_tree``), never mapped under
+``--root``; without ``--dir`` they work on the catalog bundled with fwman.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.app.text import Line, Piece
+from fwman.core.errors import VerificationError
+from fwman.firmware.catalog.lint import LintIssue, TrustCheck
+from fwman.firmware.catalog.load import Catalog, CatalogEntry
+from fwman.firmware.catalog.schema import Board, CatalogImage, CatalogIndex
+from fwman.firmware.catalog.update import UpdateResult
+from fwman.host.base import Host
+
+YES_NO = {True: "yes", False: "no", None: "unknown"}
+#: how an image's status stands out in text (fwman.cli.render.STYLES); superseded is plain
+STATUS_STYLES = {"current": "green", "unverified": "yellow", "withdrawn": "red"}
+
+
+def status_piece(status: str) -> Piece:
+    """Return an image status as a styled piece of text."""
+    return (status, STATUS_STYLES.get(status, ""))
+
+
+def image_json(image: CatalogImage) -> dict[str, Any]:
+    """Return the JSON form of a catalog image (its model plus the cache file name)."""
+    data: dict[str, Any] = image.model_dump(mode="json")
+    data["file"] = image.file_name
+    return data
+
+
+@dataclass
+class Listing:
+    """Every board and image of the catalog in use."""
+
+    catalog: Catalog
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-list/1``."""
+        cat = self.catalog
+        return {
+            "catalog": cat.summary(),
+            "boards": [
+                {
+                    "key": b.key,
+                    "subsystem": b.subsystem,
+                    "name": b.board.name,
+                    "maker": b.board.maker,
+                    "local_entry": cat.local_files.get(b.key),
+                    "images": [image_json(i) for i in b.images_newest_first()],
+                }
+                for b in sorted(cat.boards, key=lambda b: b.key)
+            ],
+        }
+
+    def head(self) -> list[Line]:
+        """Return the lines above the table: which catalog, and its notes."""
+        return [[(self.catalog.describe(), "dim")], *([(f"note: {n}", "dim")] for n in self.catalog.notes)]
+
+    def rows(self) -> list[list[Line]]:
+        """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known)."""
+        return [
+            [
+                entry.board.subsystem,
+                entry.board.board.name + (" (local entry)" if entry.local else ""),
+                entry.image.version,
+                [status_piece(entry.image.status.value)],
+                {True: "yes", False: "no", None: "?"}[entry.image.rebar],
+                "sha256" if entry.image.sha256 else ("md5" if entry.image.md5 else "-"),
+            ]
+            for entry in self.catalog.entries()
+        ]
+
+
+def list_catalog(host: Host) -> Listing:
+    """Return the catalog in use on ``host``. Raises MissingError when there is none."""
+    from fwman.firmware.catalog.load import load_catalog
+
+    return Listing(load_catalog(host))
+
+
+@dataclass
+class BoardView:
+    """One board of the catalog: what it is, and every image with its status, reason, hashes and sources."""
+
+    catalog: Catalog
+    board: Board
+    entries: list[CatalogEntry]
+
+    @property
+    def local(self) -> str | None:
+        """Return the file of the host's local entry for the board (None: a curated board)."""
+        return self.catalog.local_files.get(self.board.key)
+
+    @property
+    def recommended(self) -> CatalogImage | None:
+        """Return the image the board should run (None: none to recommend)."""
+        return self.board.recommended()
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-board/1``."""
+        images = []
+        for e in self.entries:
+            data = image_json(e.image)
+            data["local_override"] = e.override.model_dump(mode="json") if e.override else None
+            images.append(data)
+        b, recommended = self.board, self.recommended
+        return {
+            "catalog": self.catalog.summary(),
+            "key": b.key,
+            "subsystem": b.subsystem,
+            "pci": b.pci.model_dump(),
+            "board": b.board.model_dump(mode="json"),
+            "local_entry": self.local,
+            "recommended": recommended.version if recommended else None,
+            "images": images,
+        }
+
+    def facts(self) -> list[tuple[str, str]]:
+        """Return (label, value) facts of the board: where it is from, maker, part numbers, ..., sources."""
+        info, local = self.board.board, self.local
+        return [
+            ("from", f"local entry {local} (this host only, unsigned)" if local else self.catalog.describe()),
+            ("maker", info.maker),
+            ("part numbers", ", ".join(info.part_numbers) or "unknown"),
+            ("board IDs", ", ".join(info.board_ids) or "unknown"),
+            ("dual firmware", {True: "yes (switch)", False: "no", None: "unknown"}[info.dual_firmware_switch]),
+            ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
+        ]
+
+    def images(self) -> list[Line]:
+        """Return each image's lines: an empty line, its version and status (the recommended one marked), and
+        every fact of it that has a value."""
+        recommended, out = self.recommended, list[Line]()
+        for e in self.entries:
+            i = e.image
+            mark = "  <- recommended" if recommended and i.version == recommended.version else ""
+            out += ["", [("  ", ""), (i.version, "bold"), ("  ", ""), status_piece(i.status.value), (mark, "")]]
+            out += [f"    {k:<14}{v}" for k, v in self.image_facts(e)]
+        return out
+
+    def image_facts(self, e: CatalogEntry) -> list[tuple[str, str]]:
+        """Return the (label, value) facts of one image that have a value: reason, dates, hashes, URLs, ..."""
+        i, o = e.image, e.override
+        lines = [
+            ("reason", i.status_reason),
+            ("status date", i.status_date),
+            ("released", i.release_date or "unknown"),
+            ("superseded by", i.superseded_by),
+            ("rebar", YES_NO[i.rebar]),
+            ("max BAR1", f"{i.max_bar1_bytes // 1024**2} MiB" if i.max_bar1_bytes else "unknown"),
+            ("power limit", f"{i.power_limit_w:g} W (default)" if i.power_limit_w else "unknown"),
+            ("min driver", i.min_driver),
+            ("MD5", i.md5 or ("unknown" if not o else f"unknown in catalog; local: {o.md5} ({o.source})")),
+            ("SHA-256", i.sha256 or "unknown"),
+            ("size", f"{i.size} bytes" if i.size else "unknown"),
+            ("URLs", ", ".join(i.urls) or "unknown"),
+            ("notes", i.notes),
+            ("sources", "\n                  ".join(i.sources) or ("none" if not self.local else "")),
+        ]
+        return [(k, v) for k, v in lines if v]
+
+
+def show_board(host: Host, board: str) -> BoardView:
+    """Return the catalog's board ``board`` (a subsystem or the four PCI IDs). Raises UsageError when unknown,
+    MissingError when there is no catalog."""
+    from fwman.firmware.catalog.load import load_catalog
+
+    cat = load_catalog(host)
+    b = cat.find_board(board)
+    return BoardView(cat, b, cat.board_entries(b))
+
+
+@dataclass
+class Updated:
+    """What ``catalog update`` installed (or found already installed)."""
+
+    result: UpdateResult
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-update/1``."""
+        r = self.result
+        return {
+            "url": r.url,
+            "installed": r.installed,
+            "serial": r.serial,
+            "previous_serial": r.previous_serial,
+            "date": r.date,
+            "files": r.files,
+            "key_id": r.key.key_id,
+            "location": r.location,
+            "expires": r.expires,
+            "keys_serial": r.keys_serial,
+            "keys_root_key_id": r.keys_root,
+            "keys_installed": r.keys_installed,
+        }
+
+    def text(self) -> str:
+        """Return what people are told: installed (serial, signature, expiry, where), or already up to date."""
+        r = self.result
+        keys = ""
+        if r.keys_serial is not None:
+            root = f", root key {r.keys_root}" if r.keys_root else ""
+            new = " (new)" if r.keys_installed else ""
+            keys = f"\n  keys document: serial {r.keys_serial}{new}{root}"
+        if not r.installed:
+            return f"catalog already up to date (serial {r.serial}, {r.date}){keys}"
+        return (
+            f"installed catalog serial {r.serial} ({r.date}, {r.files} file(s)) from {r.url}\n"
+            f"  signature: key {r.key.key_id} ({r.key.origin}){keys}\n"
+            f"  expires {r.expires}; replaces serial {r.previous_serial}; now at {r.location}"
+        )
+
+
+def update(
+    host: Host, url: str | None, *, timeout: float, retries: int, note: Callable[[str], None] = lambda t: None
+) -> Updated:
+    """Download the catalog published at ``url`` (default: /etc/fwman/catalog-url), verify it completely and
+    install it atomically; return what was installed. ``note`` is told when the URL is plain http.
+
+    Raises UsageError without a URL, VerificationError for anything that does not verify (nothing installed).
+    """
+    from fwman.firmware.catalog.update import configured_url, update_catalog
+    from fwman.host.http import HttpOptions
+
+    url = url or configured_url(host)
+    if url.startswith("http://"):
+        note("note: plain http: the signature and hashes are what protect this download")
+    options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
+    return Updated(update_catalog(host, url, options=options))
+
+
+@dataclass
+class LintReport:
+    """What ``catalog lint`` found in ``directory``; ``trust`` is None with ``--local`` (nothing signed)."""
+
+    directory: str
+    issues: list[LintIssue]
+    trust: TrustCheck | None = None
+
+    @property
+    def errors(self) -> list[LintIssue]:
+        """Return the issues of level error."""
+        return [i for i in self.issues if i.level == "error"]
+
+    def signature(self) -> dict[str, Any] | None:
+        """Return the ``signature`` object of the JSON: checked, good, the key, the keys document."""
+        trust = self.trust
+        if trust is None:
+            return None
+        key = trust.key
+        return {
+            "checked": key is not None or bool(trust.issues),  # neither: no index.json, nothing signed to check
+            "good": key is not None,
+            "key_id": key.key_id if key is not None else None,
+            "origin": key.origin if key is not None else None,
+            "keys_document": None
+            if trust.keys is None
+            else {
+                "serial": trust.keys.serial,
+                "expires": trust.keys.expires,
+                "root_key_id": trust.root.key_id if trust.root is not None else None,
+                "catalog_keys": [k.key_id for k in trust.keys.keys],
+                "retired": [r.key_id for r in trust.keys.retired],
+            },
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-lint/1``."""
+        return {
+            "directory": self.directory,
+            "ok": not self.errors,
+            "signature": self.signature(),
+            "issues": [i.model_dump() for i in self.issues],
+        }
+
+    def trust_lines(self) -> list[str]:
+        """Return the lines that say what signed the catalog (the keys document, the index key), when good."""
+        trust, out = self.trust, []
+        if trust is not None and trust.keys is not None and trust.root is not None:
+            out.append(f"keys document: good, serial {trust.keys.serial}, root key {trust.root.key_id}, "
+                       f"expires {trust.keys.expires}")  # fmt: skip
+        if trust is not None and trust.key is not None:
+            out.append(f"signature: good, key {trust.key.key_id} ({trust.key.origin})")
+        return out
+
+    def lines(self) -> list[Line]:
+        """Return the text lines: what signed the catalog (dim), each issue with its level, or "clean"."""
+        out: list[Line] = [[(line, "dim")] for line in self.trust_lines()]
+        for i in self.issues:
+            where = f" {i.where}:" if i.where else ""
+            out.append([(f"{i.file}:{where} ", ""), (i.level, "red" if i.level == "error" else "yellow"),
+                        (f": {i.message}", "")])  # fmt: skip
+        return out if self.issues else [*out, f"{self.directory}: clean"]
+
+    def raise_errors(self) -> None:
+        """Raise VerificationError (exit 4) when an issue is an error; warnings pass."""
+        if self.errors:
+            raise VerificationError(
+                f"catalog lint: {len(self.errors)} error(s) in {self.directory}",
+                hint="fix them; see docs/catalog-format.md",
+            )
+
+
+def lint(host: Host, directory: str | None = None, *, local_only: bool = False) -> LintReport:
+    """Lint the catalog ``directory`` (a directory the user names; None: the bundled catalog plus the host's
+    local entries), or with ``local_only`` the host's local entries alone; return every issue.
+
+    Raises UsageError for ``local_only`` with a directory. Never raises for a bad catalog: that is an issue.
+    """
+    from fwman.core.errors import UsageError
+    from fwman.firmware.catalog.lint import lint_directory, lint_signature
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.local import LOCAL_DIR
+    from fwman.firmware.catalog.signing import admin_keys, root_keys
+    from fwman.firmware.catalog.tree import bundled_tree, user_tree
+    from fwman.firmware.ops.local_entry import lint_local_entries
+
+    if local_only and directory is not None:
+        raise UsageError("--local and --dir cannot be combined")
+    tree = user_tree(directory) if directory is not None else bundled_tree(BUNDLED_CATALOG)
+    issues = [] if local_only else lint_directory(tree)
+    if directory is None:
+        issues.extend(lint_local_entries(host))
+    if local_only:
+        return LintReport(LOCAL_DIR, issues)
+    trust = lint_signature(tree, root_keys(host), admin_keys(host))
+    return LintReport(str(directory or BUNDLED_CATALOG), issues + trust.issues, trust)
+
+
+@dataclass
+class Written:
+    """The files a signing command wrote (or, in a dry run, would write): each path and whether it changed."""
+
+    dry_run: bool
+    files: dict[str, bool] = field(default_factory=dict)  # path -> its bytes differ from what was there
+
+    @property
+    def changed(self) -> bool:
+        """Return True when a file was changed (never in a dry run)."""
+        return not self.dry_run and any(self.files.values())
+
+    def to_json(self) -> dict[str, Any]:
+        """Return ``dry_run``, ``changed`` and ``written`` (the paths written, or to write in a dry run)."""
+        return {"dry_run": self.dry_run, "changed": self.changed,
+                "written": [p for p, differs in self.files.items() if differs]}  # fmt: skip
+
+
+def write_files(directory: str, files: dict[str, bytes], dry_run: bool) -> Written:
+    """Write ``files`` (name -> bytes) into the user-named ``directory`` unless ``dry_run``; return what
+    changed. Raises UsageError when a file cannot be written."""
+    from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
+
+    written = Written(dry_run)
+    for name, data in files.items():
+        path = f"{directory}/{name}"
+        written.files[path] = not is_user_file(path) or read_user_file(path) != data
+        if not dry_run and written.files[path]:
+            write_user_file(path, data)
+    return written
+
+
+@dataclass
+class Signed(Written):
+    """What ``catalog sign`` wrote: the new index (``index.json`` and its signature)."""
+
+    index: CatalogIndex | None = None
+    directory: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.catalog-sign/1``."""
+        i = self.index
+        assert i is not None
+        return {**super().to_json(), "directory": self.directory, "serial": i.serial, "date": i.date,
+                "expires": i.expires, "files": len(i.files)}  # fmt: skip
+
+
+def sign(
+    key_file: str,
+    directory: str | None = None,
+    *,
+    serial: int | None = None,
+    date: str | None = None,
+    expires: str | None = None,
+    dry_run: bool = False,
+) -> Signed:
+    """Write ``index.json`` (every board file's SHA-256, a new serial, the date, an expiry) and its signature
+    into the catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the
+    private key in ``key_file``; with ``dry_run`` only check and say what would be written.
+
+    Raises UsageError for a bad date, serial or key, VerificationError when the catalog does not lint clean.
+    """
+    from fwman.app.catalog_keys import metadata_time, today
+    from fwman.core.names import iso_date
+    from fwman.core.signing import load_private_key
+    from fwman.firmware.catalog.load import BUNDLED_CATALOG
+    from fwman.firmware.catalog.publish import sign_directory
+    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME, parse_index
+    from fwman.firmware.catalog.tree import user_tree
+    from fwman.host.userfiles import read_user_file, user_path
+
+    path = user_path(directory or str(BUNDLED_CATALOG))
+    stamp = iso_date(date) if date is not None else today()
+    until = metadata_time(expires, "--expires") if expires is not None else None
+    key = load_private_key(read_user_file(key_file), key_file)
+    index_bytes, sig_bytes = sign_directory(user_tree(path), key, stamp, serial, until)
+    written = write_files(path, {INDEX_NAME: index_bytes, SIG_NAME: sig_bytes}, dry_run)
+    return Signed(dry_run, written.files, parse_index(index_bytes), path)

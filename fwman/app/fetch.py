@@ -1,0 +1,101 @@
+"""``fwman fetch``: the use case (a catalog image downloaded or imported into the verified cache), whose result
+owns its JSON shape (``fwman.fetch/1``) and the facts the CLI prints."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fwman.core.errors import UsageError
+from fwman.firmware.ops.fetch import FetchResult
+from fwman.host.base import Host
+from fwman.host.http import Progress
+
+
+@dataclass
+class Fetched:
+    """What ``fetch`` put in the cache (the firmware's FetchResult) and the facts people are shown of it."""
+
+    result: FetchResult
+
+    def to_json(self) -> dict[str, object]:
+        """Return the payload of ``fwman.fetch/1``."""
+        return self.result.to_json()
+
+    @property
+    def headline(self) -> str:
+        """Return the first line: fetched, or already in the cache, and which image of which board."""
+        r = self.result
+        head = "already in the cache" if r.cached_before else "fetched"
+        return f"{head}: {r.entry.label} ({r.entry.board.board.name})"
+
+    def checked(self) -> set[str]:
+        """Return which hashes were compared with an expected value (md5, sha256)."""
+        image = self.result.entry.image
+        if self.result.verified_by in ("catalog", "local entry"):
+            return {k for k, v in (("md5", image.md5), ("sha256", image.sha256)) if v}
+        return {"md5"}
+
+    def rows(self, ok: str) -> list[tuple[str, str]]:
+        """Return (label, value) rows: source, size, hashes (``ok`` after each one checked), findings, file."""
+        r, checked = self.result, self.checked()
+        rows = [
+            ("from", r.source),
+            ("size", f"{r.size:,} bytes"),
+            ("MD5", f"{r.md5}  {ok}" if "md5" in checked else r.md5),
+            ("SHA-256", f"{r.sha256}  {ok}" if "sha256" in checked else r.sha256),
+            ("checked by", r.verified_by),
+        ]
+        rows += [("check", f"{f.severity.value}: {f.message}") for f in r.findings
+                 if f.id not in ("catalog.board", "rom.kind")]  # fmt: skip
+        rows.append(("saved", r.path))
+        if r.override_recorded:
+            rows.append(("recorded", "vendor MD5 in /var/lib/fwman/overrides.toml (this host only, not the catalog)"))
+        return rows
+
+
+def fetch(
+    host: Host,
+    image_ref: str,
+    *,
+    from_file: str | None = None,
+    urls: tuple[str, ...] = (),
+    expect_md5: str | None = None,
+    md5_source: str | None = None,
+    timeout: float = 30.0,
+    retries: int = 3,
+    note: Callable[[str], None] = lambda text: None,
+    progress: Callable[[str], Progress | None] = lambda label: None,
+) -> Fetched:
+    """Put catalog image ``image_ref`` (BOARD/VERSION) into the verified cache, from ``from_file`` (a file the
+    user names), ``urls`` or the catalog's URLs; return what was stored.
+
+    ``note`` is told of plain-http URLs, ``progress`` builds the download's progress callback from a label.
+    Raises UsageError for a bad combination or an unknown image, BlockedError (withdrawn, no known hash),
+    VerificationError (a hash or ROM header mismatch: nothing is left behind), MissingError.
+    """
+    from fwman.firmware.catalog.load import load_catalog
+    from fwman.firmware.ops.fetch import fetch_image
+    from fwman.host.http import HttpOptions
+    from fwman.host.userfiles import user_path
+
+    if from_file and urls:
+        raise UsageError("--from and --url cannot be combined", hint="--from imports a file you already have")
+    if md5_source and not expect_md5:
+        raise UsageError("--md5-source needs --expect-md5")
+    entry = load_catalog(host).entry(image_ref)
+    options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
+    for url in urls:
+        if url.startswith("http://"):
+            note(f"note: {url} is plain http: only the hash check protects this download")
+    result = fetch_image(
+        host,
+        entry,
+        urls=urls,
+        from_file=user_path(from_file) if from_file else None,
+        expect_md5=expect_md5,
+        md5_source=md5_source,
+        options=options,
+        progress=progress(f"downloading {entry.image.version}"),
+    )
+    return Fetched(result)

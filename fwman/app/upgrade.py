@@ -1,0 +1,251 @@
+"""``fwman upgrade --dry-run``, ``--apply`` and ``--check``: the use cases, whose results own their JSON shapes
+(``fwman.upgrade-plan/1``, ``fwman.upgrade-apply/1``, ``fwman.upgrade-check/1``).
+
+The plan is :func:`fwman.firmware.upgrade.plan.build_upgrade_plan`'s and its execution
+:func:`fwman.firmware.upgrade.apply.apply_upgrade`'s; this module picks the cards and says what came of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fwman.app.flash import Operator, flash_json
+from fwman.app.text import Line
+from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.firmware.ops.flash import FlashOptions
+from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
+from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
+from fwman.host.base import Host
+
+
+def choose_mode(dry_run: bool, apply: bool, check: bool) -> str:
+    """Return ``"dry-run"``, ``"apply"`` or ``"check"``: the one mode the flags ask for.
+
+    Raises UsageError for none, or for two at once (a dry run never flashes; a reboot goes between apply and
+    check).
+    """
+    if dry_run and (apply or check):  # a dry run never flashes or records anything: refuse the mix outright
+        raise UsageError(
+            f"--dry-run and {'--apply' if apply else '--check'} contradict each other: nothing was done",
+            hint="fwman upgrade --dry-run prints the plan; fwman upgrade --apply runs it",
+        )
+    if apply and check:
+        raise UsageError("--apply and --check are separate steps: a reboot goes between them")
+    if apply or check:  # docs/flash.md: back up all, flash, reboot, then --check
+        return "apply" if apply else "check"
+    if not dry_run:
+        raise UsageError(
+            "say what to do: --dry-run prints the plan, --apply runs it, --check checks it after the reboot",
+            hint="start with: fwman upgrade --dry-run",
+        )
+    return "dry-run"
+
+
+@dataclass
+class PlanResult:
+    """The upgrade plan of the host (``--dry-run``), and the cards whose firmware version could not be read."""
+
+    plan: UpgradePlan
+
+    @property
+    def unreadable(self) -> list[str]:
+        """Return the short bus ids of the cards the plan cannot decide for (firmware version unread)."""
+        from fwman.firmware.upgrade.plan import short_bus
+
+        return [short_bus(c.bus_id) for c in self.plan.cards if c.action == "check"]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.upgrade-plan/1``."""
+        return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json")}
+
+    def head(self) -> list[Line]:
+        """Return the lines above the table: the command, the host, the catalog and its notes."""
+        plan, cat = self.plan, self.plan.catalog
+        notes = cat.get("notes")
+        return [
+            [("fwman upgrade --dry-run", "bold"), (f"  ({plan.host}; nothing is changed)", "dim")],
+            [(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", "dim")],
+            *([(f"  note: {note}", "dim")] for note in (notes if isinstance(notes, list) else [])),
+            "",
+        ]
+
+    @staticmethod
+    def action(c: CardPlan) -> Line:
+        """Return what the plan does to card ``c``: flash to a version, keep, left alone, cannot decide."""
+        if not c.selected and c.action == "flash":
+            return f"not selected (would get {c.target_version})"
+        if c.action == "flash":
+            return [(f"flash -> {c.target_version}", "cyan!")]
+        if c.action == "keep":
+            return "keep (ReBAR: setup switch only)" if c.setup_switch_only else "keep"
+        if c.action == "unknown-board":
+            return [("not in catalog: left alone", "yellow")]
+        return [("cannot decide", "yellow")]
+
+    def rows(self) -> list[list[Line]]:
+        """Return the table rows: bus, subsystem, firmware (and its catalog status), BAR1 (and what it offers),
+        the plan for the card."""
+        from fwman.core.units import human_bytes
+        from fwman.firmware.upgrade.plan import short_bus
+
+        rows: list[list[Line]] = []
+        for c in self.plan.cards:
+            bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
+            if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
+                bar1 += f" (offers {human_bytes(c.max_rebar_bytes)})"
+            status = "" if c.current_status in ("current", "unverified") else f" ({c.current_status})"
+            firmware = f"{c.current_version or '?'}{status}"
+            rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, self.action(c)])
+        return rows
+
+    def body(self) -> list[Line]:
+        """Return the lines below the table: the images of each board (used, skipped and why), the numbered
+        steps (who does each), the findings (blocking first), then an empty line."""
+        from fwman.core.findings import Severity
+        from fwman.firmware.upgrade.plan import short_bus
+
+        plan, out, seen = self.plan, list[Line](), set[str]()
+        for c in plan.cards:
+            if c.board is None or c.pci_key in seen or not c.options:
+                continue
+            seen.add(c.pci_key)
+            on = [short_bus(x.bus_id) for x in plan.cards if x.pci_key == c.pci_key]
+            out += ["", [(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", "bold")]]
+            for o in c.options:
+                running = "  (running now)" if o.version == c.current_version else ""
+                mark = ("use ", "green!") if o.chosen else ("skip", "dim")
+                out.append([("  ", ""), mark, (f" {o.version}  {o.status.value:<10}  {o.why}{running}", "")])
+            out.append(f"  -> {c.reason}")
+        out += ["", [("Plan", "bold")]]
+        for step in plan.steps:
+            who = ("you  ", "magenta") if step.by == "you" else ("fwman", "blue")
+            out.append([(f"  {step.number}. [", ""), who, ("] ", ""), (step.title, "bold")])
+            out += [f"       - {d}" for d in step.details] + [f"       $ {cmd}" for cmd in step.commands]
+        blocks = [f for f in plan.findings if f.severity is Severity.BLOCK]
+        others = [f for f in plan.findings if f.severity is not Severity.BLOCK]
+        if plan.findings:
+            out.append("")
+        for f, tag in [*((f, ("BLOCKED", "red!")) for f in blocks), *((f, (f.severity.value.upper(), "yellow"))
+                                                                        for f in others)]:  # fmt: skip
+            out.append([tag, (f": {f.message}", "")])
+            if f.fix:
+                out.append(f"  fix: {f.fix}")
+        return [*out, ""]
+
+    def verdict(self) -> str:
+        """Return the last line: nothing to flash, not ready (how many gates block), or ready."""
+        from fwman.core.findings import Severity
+
+        n = sum(1 for f in self.plan.findings if f.severity is Severity.BLOCK)
+        if not self.plan.flash_cards:
+            return "Nothing to flash: every card the catalog knows already runs its recommended image."
+        if n:
+            return f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run."
+        return "Ready: every gate of the plan is clear."
+
+    def raise_unreadable(self) -> None:
+        """Raise MissingError (exit 5) when the firmware version of some cards could not be read: no plan for
+        them, never "nothing to flash"."""
+        unknown = self.unreadable
+        if unknown:
+            raise MissingError(
+                f"cannot plan: the firmware version of {len(unknown)} card(s) could not be read ({', '.join(unknown)})",
+                hint="load the NVIDIA driver so nvidia-smi can read it (or run as root), then plan again",
+            )
+
+
+def plan_upgrade(host: Host, selected: tuple[str, ...] = ()) -> PlanResult:
+    """Return the plan for ``host`` (cards from the inventory, the catalog in use), flashing ``selected`` only
+    when given. Raises UsageError for an unknown card, MissingError when there is no NVIDIA GPU or no catalog."""
+    from fwman.firmware.catalog.load import load_catalog
+    from fwman.firmware.upgrade.plan import build_upgrade_plan
+    from fwman.gpu.inventory import find_card, scan_cards
+
+    found = scan_cards(host)
+    if not found:
+        raise MissingError("no NVIDIA GPU found", hint="fwman scan shows what fwman sees")
+    buses = [find_card(found, bus).bus_id for bus in selected]
+    return PlanResult(build_upgrade_plan(host, found, load_catalog(host), buses))
+
+
+@dataclass
+class Applied:
+    """What ``--apply`` flashed, the backup run of every card, and what the user does next."""
+
+    result: ApplyResult
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.upgrade-apply/1``."""
+        r = self.result
+        return {"operation": r.operation, "backup_run": r.backup_run,
+                "flashed": [flash_json(f) for f in r.flashed], "next_steps": r.next_steps}  # fmt: skip
+
+    def lines(self) -> list[str]:
+        """Return the text lines: each card flashed, the backup run, the numbered next steps."""
+        r = self.result
+        out = [f"{f.card}: {f.before_version} -> {f.after_version}: written, read back and verified" for f in r.flashed]
+        if not r.flashed:
+            return out
+        out += [f"backups of every card: run {r.backup_run} (fwman backup list)", "next steps:"]
+        for i, step in enumerate(r.next_steps, 1):
+            title, _, details = step.partition(": ")
+            if "; " in details:  # a step with several details: one line each, easier to follow at the console
+                out += [f"  {i}. {title}", *(f"       - {d}" for d in details.split("; "))]
+            else:
+                out.append(f"  {i}. {step}")
+        return out
+
+
+def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOptions) -> Applied:
+    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with
+    ``options`` (never a downgrade: a plan only moves to the recommended image).
+
+    Raises UsageError on a snapshot or for an unknown card, and what the flash raises (docs/flash.md).
+    """
+    from fwman.firmware.nvflash.runner import require_live
+    from fwman.firmware.upgrade.apply import apply_upgrade
+    from fwman.gpu.inventory import find_card, require_cards
+
+    host = operator.host
+    require_live(host, operator.is_replay, "fwman upgrade --apply")
+    cards = require_cards(host)
+    buses = [find_card(cards, b).bus_id for b in selected]
+    options.allow_downgrade = False  # a plan never downgrades
+    return Applied(apply_upgrade(host, operator.euid, cards, options, buses, say=operator.say,
+                                 stream=operator.stream, command=operator.command))  # fmt: skip
+
+
+@dataclass
+class Checked:
+    """Each card after the reboot: its running firmware and BAR1 against its last flash."""
+
+    rows: list[CheckRow]
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.upgrade-check/1``."""
+        return {"cards": [r.__dict__ for r in self.rows]}
+
+    def raise_problems(self) -> None:
+        """Raise VerificationError (exit 4) when a card is not as flashed, MissingError (exit 5) when a card's
+        firmware could not be read (never exit 0 as if the check had passed); else return."""
+        bad = [r for r in self.rows if r.result == "mismatch"]
+        if bad:
+            raise VerificationError(f"{len(bad)} card(s) not as flashed: {bad[0].bus_id}: {bad[0].message}")
+        unknown = [r.bus_id for r in self.rows if r.running is None]
+        if unknown:
+            raise MissingError(
+                f"cannot check {len(unknown)} card(s): firmware version unreadable ({', '.join(unknown)})",
+                hint="load the NVIDIA driver so nvidia-smi can read it, then run `fwman upgrade --check` again",
+            )
+
+
+def check_flashed(host: Host) -> Checked:
+    """Compare each card's running firmware and BAR1 with its last flash and record the outcome; return each.
+
+    Raises MissingError when there is no NVIDIA card.
+    """
+    from fwman.firmware.upgrade.apply import check_upgrade
+    from fwman.gpu.inventory import require_cards
+
+    return Checked(check_upgrade(host, require_cards(host)))

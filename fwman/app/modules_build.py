@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.lockstep import gather, target_version
+from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
@@ -70,10 +71,16 @@ class KernelBuild:
         doc["initramfs"] = self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None
         return doc
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the kernel's outcome for people: the failure report, or the outcome's message."""
+        if self.outcome.status == "failed":
+            return failure_text(self.outcome, self.newer)
+        return [say(self.outcome.message)]
+
 
 @dataclass
-class BuildResult:
-    """Every kernel's build and the boot check that followed."""
+class BuildResult(Result):
+    """Every kernel's build and the boot check that followed (each kernel's text is shown as it comes)."""
 
     builds: list[KernelBuild]
     boot: BootCheck | None
@@ -86,6 +93,18 @@ class BuildResult:
     def changed(self) -> bool:
         """Return True when any kernel's install or the boot check changed the host."""
         return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return what the boot check did (the kernels' outcomes were shown as they came)."""
+        return boot_text(self.boot)
+
+    def failure(self) -> FwmanError | None:
+        """Return the error of :meth:`raise_for_failures` (None when every kernel built)."""
+        try:
+            self.raise_for_failures()
+        except FwmanError as e:
+            return e
+        return None
 
     def raise_for_failures(self) -> None:
         """Return when every kernel built; raise PartialError (some built), the source's own error (SourceError:
@@ -339,3 +358,45 @@ def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
         "problem": check.problem,
         "changed": check.changed,
     }
+
+
+def boot_text(check: BootCheck | None) -> Out:
+    """Return the lines that say what a boot check did: the pin it made, the problem it could not fix."""
+    if check is None:
+        return []
+    out: Out = []
+    if check.pinned is not None:
+        out.append(say(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", "yellow"))
+    if check.problem:
+        out.append(say(f"WARNING: {check.problem}", "bad"))
+    return out
+
+
+def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False) -> Out:
+    """Return the lines that explain a failed build: phase, file, first error, source, log, newer branches.
+
+    ``newer`` is the list of newer cached P2P branches (:func:`~fwman.driver.build.source.newer_branches`).
+    """
+    lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
+    f = outcome.failure
+    if f is not None:
+        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "(no file named)")
+        if f.phase:
+            lines.append(f"  failed in:     the {f.phase} phase")
+        lines.append(f"  failing file:  {where}")
+        lines.append(f"  first error:   {f.message}")
+    s = outcome.source
+    if s is not None:
+        if s.fork:
+            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
+        else:
+            lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
+    if outcome.log_path:
+        lines.append(f"  build log:     {outcome.log_path}")
+    if newer:
+        lines.append("  newer P2P branches that may build (cached list; check `fwman driver branches`):")
+        lines.extend(f"    {b}" for b in newer[-5:])
+    else:
+        lines.append("  newer P2P branches: none known (run `fwman driver branches` to refresh the list)")
+    # a person's terminal gets the headline in red; on stderr (the hook, the catch-up) the text is plain
+    return [say(text, "red" if text.startswith("FAILED") and not err else "", err=err) for text in lines]

@@ -16,7 +16,8 @@ from fwman.host.base import Host
 class Change(Result):
     """The steps of one change: done, or (``dry_run``) still needed; ``changed`` is never true in a dry run.
 
-    ``nothing`` and ``done`` are what a person reads when there was nothing to do, and after a change.
+    ``nothing`` and ``done`` are what a person reads when there was nothing to do, and after a change (``""``:
+    nothing more, the steps were said as they were done).
     """
 
     dry_run: bool
@@ -37,7 +38,9 @@ class Change(Result):
         """Return the dry run's ``would ...`` lines, else ``done``; ``nothing`` when there was nothing to do."""
         if self.dry_run:
             return plan_text(self.actions, self.nothing)
-        return [say(self.done if self.changed else self.nothing)]
+        if self.changed:
+            return [say(self.done)] if self.done else []  # "": the steps were said as they were done
+        return [say(self.nothing)]
 
 
 def plan_text(todo: Sequence[str], current: str) -> Out:

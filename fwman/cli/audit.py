@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish
 
 
@@ -22,7 +22,7 @@ from fwman.cli.render import finish
     "fork_specs",
     multiple=True,
     metavar="FORK",
-    help="Also look in this fork (repeatable): a known name, NAME=URL, or a repository URL or local path.",
+    help=f"Also look in this fork (repeatable): {FORK_FORMS}.",
 )
 @json_option
 @common_options

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from fwman.cli.app import LazyGroup
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish
 from fwman.core.errors import UsageError
 
@@ -43,8 +43,7 @@ def _fork_options(f: Any) -> Any:
         "fork_specs",
         multiple=True,
         metavar="FORK",
-        help="Also list this fork for this run (repeatable): a known name (aikitoria, a [forks] name), NAME=URL, "
-        "or a repository URL or local path.",
+        help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
     )(f)
     return f
 

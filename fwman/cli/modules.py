@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
 from fwman.core.names import kernel_release
 from fwman.core.termtext import visible
@@ -95,7 +95,7 @@ def _progress(app: AppContext, as_json: bool) -> Any:
 @click.option(
     "--fork",
     metavar="FORK",
-    help="Fork: a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path.",
+    help=f"The fork to build from: {FORK_FORMS}.",
 )
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
 @click.option(

@@ -112,3 +112,23 @@ def test_hooks_status_json_is_the_documented_shape(tmp_path: Path) -> None:
     doc = FwmanEnv()("hooks", "status", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.hooks-status/1" and doc["package"] is None and doc["installed"] is False
     assert all(json.dumps(f) and f["present"] is False for f in doc["files"])
+
+
+def test_fork_takes_the_same_forms_in_every_command(tmp_path: Path) -> None:
+    """`--fork` is read by one resolver: a bare name that is not known is the same usage error in `modules build`,
+    `driver branches` and `audit`, and NAME=URL and a [forks] name are accepted by each."""
+    root = _root(tmp_path)
+    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman/config.toml").write_text('[forks]\nlocal = "/srv/git/fork.git"\n')
+    run = FwmanEnv(variables={"PATH": "/nonexistent"})
+    build = ("modules", "build", "--kernel", KVER, "--branch", "570.86.16-p2p")
+    for argv in (build, ("driver", "branches", "--offline"), ("audit", "--offline")):
+        r = run(*argv, "--fork", "lcoal", "--root", str(root))
+        assert r.code == 2, (argv, r.stderr)
+        assert "--fork 'lcoal': no fork of that name (known forks: aikitoria, tinygrad, mylesgoose, local)" in r.stderr
+    for spec in ("local", "mine=/srv/git/fork.git"):
+        listed = run("driver", "branches", "--offline", "--json", "--fork", spec, "--root", str(root)).json()
+        assert spec.partition("=")[0] in [f["fork"] for f in listed["forks"]]
+        assert run("audit", "--offline", "--json", "--fork", spec, "--root", str(root)).code != 2
+    help_texts = [run(*argv, "--help").stdout for argv in (("modules", "build"), ("driver", "branches"), ("audit",))]
+    assert all("NAME=URL, owner/name on GitHub, or a git URL or path" in " ".join(t.split()) for t in help_texts)

@@ -55,6 +55,8 @@ class BuildRequest:
     driver_version: str | None = None
     #: the environment (``$FWMAN_FORGE_API``) for listing the fork's branches
     variables: Mapping[str, str] = field(default_factory=dict)
+    #: say what would be built (the source resolved by name, nothing fetched, built or remembered)
+    dry_run: bool = False
 
 
 @dataclass
@@ -84,10 +86,14 @@ class BuildResult(Result):
 
     builds: list[KernelBuild]
     boot: BootCheck | None
+    #: a dry run: what would be built (nothing was); None: a real run
+    plan: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-build/1`` (without the schema key)."""
-        return {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+        """Return the payload of ``fwman.modules-build/1`` (without the schema key; ``dry_run`` and ``actions``
+        only in a dry run)."""
+        doc = {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+        return doc if self.plan is None else {**doc, "dry_run": True, "actions": self.plan}
 
     @property
     def changed(self) -> bool:
@@ -95,7 +101,9 @@ class BuildResult(Result):
         return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
 
     def text(self, verbose: int = 0) -> Out:
-        """Return what the boot check did (the kernels' outcomes were shown as they came)."""
+        """Return what the boot check did (the kernels' outcomes were shown as they came), or the dry run's plan."""
+        if self.plan is not None:
+            return [say(f"would {step}") for step in self.plan] or [say("nothing to build")]
         return boot_text(self.boot)
 
     def failure(self) -> FwmanError | None:
@@ -220,6 +228,10 @@ def build_modules(
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    if request.dry_run:
+        plan = [f"build the patched modules for {kver} from {spec.describe()}" if headers_present(host, kver)
+                else f"mark {kver} pending until its headers are installed" for kver in targets]  # fmt: skip
+        return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
     builds: list[KernelBuild] = []
     with module_lock(host):
         resolved: Source | FwmanError | None = None

@@ -110,6 +110,7 @@ def _progress(app: AppContext, as_json: bool) -> Any:
     help="Retry a (commit, kernel) whose build failed before; build a version the user space does not match.",
 )
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
+@click.option("--dry-run", is_flag=True, help="Say which kernels would be built from which source; change nothing.")
 @json_option
 @common_options
 @pass_app
@@ -123,6 +124,7 @@ def build(
     source_dir: str | None,
     force: bool,
     jobs: int | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Build, sign (when configured), install and verify the patched modules for kernels.
@@ -146,6 +148,7 @@ def build(
       fwman modules build --kernel "$(uname -r)" --source ~/src/open-gpu-kernel-modules
       fwman modules build --all                 (the remembered source, every kernel with headers)
       fwman modules build --kernel 6.1.0-53-amd64 --force
+      fwman modules build --all --dry-run       (which kernels, from which source; nothing changes)
 
     --driver-version V builds, of the fork's branches whose tree builds V (`fwman driver branches`: -p2p,
     -p2p-v2, -p2p-v3 or any name with p2p in it), the one with the newest commit.
@@ -166,9 +169,10 @@ def build(
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
-    app.require_change("fwman modules build")
+    if not dry_run:
+        app.require_change("fwman modules build")
     request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, _progress(app, as_json),
-                           driver_version=driver_version, variables=app.env.variables)  # fmt: skip
+                           driver_version=driver_version, variables=app.env.variables, dry_run=dry_run)  # fmt: skip
 
     def show(build: KernelBuild) -> None:
         if app.env.stderr_isatty and not as_json:

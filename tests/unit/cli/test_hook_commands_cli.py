@@ -132,3 +132,19 @@ def test_fork_takes_the_same_forms_in_every_command(tmp_path: Path) -> None:
         assert run("audit", "--offline", "--json", "--fork", spec, "--root", str(root)).code != 2
     help_texts = [run(*argv, "--help").stdout for argv in (("modules", "build"), ("driver", "branches"), ("audit",))]
     assert all("NAME=URL, owner/name on GitHub, or a git URL or path" in " ".join(t.split()) for t in help_texts)
+
+
+def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    (root / "lib/modules/6.1.0-53-amd64").mkdir(parents=True)  # a second kernel, without headers
+    run = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})  # a dry run needs no root
+    argv = ("modules", "build", "--kernel", KVER, "--kernel", "6.1.0-53-amd64", "--source", "/src/fork")
+    r = run(*argv, "--dry-run", "--root", str(root))
+    assert r.code == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"would build the patched modules for {KVER} from local tree /src/fork"
+    assert lines[1] == "would mark 6.1.0-53-amd64 pending until its headers are installed"
+    doc = run(*argv, "--dry-run", "--json", "--root", str(root)).json()
+    assert (doc["dry_run"], doc["changed"], doc["kernels"], len(doc["actions"])) == (True, False, [], 3)
+    assert not (root / "var").exists()
+    assert run(*argv, "--root", str(root)).code == 3  # without --dry-run it needs root

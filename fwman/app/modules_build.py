@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 from fwman.app.lockstep import gather, target_version
 from fwman.app.text import Out, Result, say
@@ -412,3 +412,28 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
         lines.append("  newer P2P branches: none known (run `fwman driver branches` to refresh the list)")
     # a person's terminal gets the headline in red; on stderr (the hook, the catch-up) the text is plain
     return [say(text, "red" if text.startswith("FAILED") and not err else "", err=err) for text in lines]
+
+
+def progress_sink(stream: IO[str], *, as_json: bool, live: bool, report: Report) -> ProgressSink:
+    """Return the build progress sink: a live line on ``stream`` when it is a terminal (``live``), whole lines
+    through ``report`` otherwise (a hook, the boot service, a redirected stderr), nothing under ``--json``."""
+    from fwman.core.termtext import visible
+    from fwman.driver.build.pipeline import phase_lines
+
+    if as_json:
+        return lambda state, elapsed, started: None
+    if not live:
+        return phase_lines(report)
+
+    def draw(state: Any, elapsed: float, started: str | None) -> None:
+        try:
+            if state.rc is not None:
+                return  # make exited: the caller ends the line and reports the outcome
+            if started is not None and elapsed > 0:
+                stream.write("\n")  # keep the finished phase's last line on screen
+            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
+            pass
+
+    return draw

@@ -10,7 +10,6 @@ import click
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
 from fwman.core.names import kernel_release
-from fwman.core.termtext import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
@@ -63,30 +62,6 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
         return click.option("--origin", type=click.Choice(choices), callback=new, help=help + " Default: manual.")(f)
 
     return decorate
-
-
-def _progress(app: AppContext, as_json: bool) -> Any:
-    """Return the build progress sink: a live line on a terminal, whole lines otherwise (PhaseLog), none in --json."""
-    from fwman.driver.build.pipeline import phase_lines
-
-    if as_json:
-        return lambda state, elapsed, started: None
-    if not app.env.stderr_isatty:
-        return phase_lines(_say(app))
-    stream = app.env.stderr
-
-    def live(state: Any, elapsed: float, started: str | None) -> None:
-        try:
-            if state.rc is not None:
-                return  # make exited: the caller ends the line and reports the outcome
-            if started is not None and elapsed > 0:
-                stream.write("\n")  # keep the finished phase's last line on screen
-            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
-            stream.flush()
-        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
-            pass
-
-    return live
 
 
 @modules.command()
@@ -165,13 +140,14 @@ def build(
     fork's branch cannot be had (the error names fork, URL and branch, with git's own message), 6 some kernels
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
-    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
+    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules, progress_sink
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
     if not dry_run:
         app.require_change("fwman modules build")
-    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, _progress(app, as_json),
+    progress = progress_sink(app.env.stderr, as_json=as_json, live=app.env.stderr_isatty, report=_say(app))
+    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, progress,
                            driver_version=driver_version, variables=app.env.variables, dry_run=dry_run)  # fmt: skip
 
     def show(build: KernelBuild) -> None:

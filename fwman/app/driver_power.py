@@ -115,17 +115,16 @@ def plan_actions(
 ) -> tuple[PowerPlan, list[Action]]:
     """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions.
 
-    Raises ParseError for a bad ``--limit``; MissingError when nvidia-smi is not installed (the unit runs it).
+    Raises ParseError for a bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi
+    is not installed (the unit runs it).
     """
     from fwman.core.errors import MissingError
 
     plan = PowerPlan((), False) if off else PowerPlan(
         tuple(sorted(parse_limits(limits, status.buses).items())), persistence
     )  # fmt: skip
-    if not off and plan.empty:
-        from fwman.core.errors import UsageError
-
-        raise UsageError("no GPU found to apply --limit to", hint="check `fwman scan`; or name one: --limit BUS=WATTS")
+    if not off and plan.empty:  # no GPU here: a state of the host (exit 5), not a bad command line
+        raise MissingError("no GPU found to apply --limit to", hint="check `fwman scan`; or name one: --limit BUS=WATTS")
     smi = host.which("nvidia-smi")
     if not plan.empty and smi is None:
         raise MissingError("nvidia-smi is not installed: the unit applies the settings with it",

@@ -173,7 +173,8 @@ def power(
       fwman driver power --apply --off
 
     \b
-    Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi.
+    Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi, or no
+    GPU to apply a limit to.
     """
     from fwman.app.driver_power import driver_power
 

@@ -124,7 +124,8 @@ def plan_actions(
         tuple(sorted(parse_limits(limits, status.buses).items())), persistence
     )  # fmt: skip
     if not off and plan.empty:  # no GPU here: a state of the host (exit 5), not a bad command line
-        raise MissingError("no GPU found to apply --limit to", hint="check `fwman scan`; or name one: --limit BUS=WATTS")
+        hint = "check `fwman scan`; or name one: --limit BUS=WATTS"
+        raise MissingError("no GPU found to apply --limit to", hint=hint)
     smi = host.which("nvidia-smi")
     if not plan.empty and smi is None:
         raise MissingError("nvidia-smi is not installed: the unit applies the settings with it",

@@ -12,16 +12,43 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fwman.app.change import free, plan_text
-from fwman.app.modules_build import boot_json, boot_text, failure_text, outcome_json
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import BlockedError, FwmanError, PartialError
-from fwman.driver.boot.pin import BootCheck
-from fwman.driver.hooks.run import RunSummary, build_plan
+from fwman.driver.hooks.run import RunSummary
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
+
+if TYPE_CHECKING:  # the boot-time catch-up's fast path must not load the build (pydantic, the pipeline)
+    from fwman.driver.boot.pin import BootCheck
+
+
+def free() -> None:
+    """Permit a change (the default ``permit``; :func:`fwman.app.change.free`, without importing the actions)."""
+
+
+def plan_text(todo: list[str], current: str) -> Out:
+    """Return what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
+    return [say(f"would {step}") for step in todo] or [say(current)]
+
+
+def boot_text(check: BootCheck | None) -> Out:
+    """Return what a boot check did (:func:`fwman.app.modules_build.boot_text`, imported only when there is one)."""
+    if check is None:
+        return []
+    from fwman.app.modules_build import boot_text as text_of
+
+    return text_of(check)
+
+
+def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
+    """Return a boot check as JSON (:func:`fwman.app.modules_build.boot_json`, imported only when there is one)."""
+    if check is None:
+        return None
+    from fwman.app.modules_build import boot_json as json_of
+
+    return json_of(check)
 
 
 @dataclass
@@ -41,6 +68,8 @@ class KernelRun(Result):
 
     def to_json(self) -> dict[str, Any]:
         """Return the part of the payload a hook run and a catch-up share (without the schema key)."""
+        from fwman.app.modules_build import outcome_json
+
         s = self.summary
         return {
             "dry_run": self.dry_run,
@@ -56,14 +85,20 @@ class KernelRun(Result):
 
     def failures(self, *, err: bool) -> Out:
         """Return the failure report of every build that failed."""
+        from fwman.app.modules_build import failure_text
+
         failed = [o for o in self.summary.outcomes if o.status == "failed"]
         return [ln for o in failed for ln in failure_text(o, self.newer.get(o.kver, []), err=err)]
 
 
 def _newer(host: Host, summary: RunSummary) -> dict[str, list[str]]:
+    """Return, per failed build, the newer cached P2P branches that may build (read only when one failed)."""
+    failed = [o for o in summary.outcomes if o.status == "failed" and o.source]
+    if not failed:
+        return {}
     from fwman.driver.build.source import newer_branches
 
-    return {o.kver: newer_branches(host, o.source) for o in summary.outcomes if o.status == "failed" and o.source}
+    return {o.kver: newer_branches(host, o.source) for o in failed if o.source}
 
 
 @dataclass
@@ -109,6 +144,7 @@ def catchup(
 ) -> Catchup:
     """Build for every installed kernel with headers that lacks working modules, and keep the boot safe; with
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
+    from fwman.driver.hooks.run import build_plan
     from fwman.driver.hooks.run import catchup as run_catchup
     from fwman.driver.kernels import installed_kernels
 
@@ -141,6 +177,8 @@ class HookRun(KernelRun):
         boot check, and the note that the kernel install goes on."""
         if self.dry_run:
             return plan_text(self.plan, f"{self.kver}: patched modules already current")
+        from fwman.app.modules_build import failure_text
+
         out: Out = []
         for o in self.summary.outcomes:
             if o.status == "failed":
@@ -176,7 +214,7 @@ def hook(
     """Do what the kernel hook does for ``kver`` (build unless current, repair, keep the boot safe); with
     ``dry_run`` return what it would do. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
     from fwman.driver.build.source import strict_mode
-    from fwman.driver.hooks.run import run_hook
+    from fwman.driver.hooks.run import build_plan, run_hook
 
     if dry_run:
         return HookRun(True, plan=build_plan(host, [kver]), kver=kver, origin=origin)
@@ -224,6 +262,7 @@ def forget(
     """Drop fwman's state for the removed kernel ``kver`` and keep the next boot safe; with ``dry_run`` return
     what would go. Never raises for a host problem (a kernel removal must not fail over it): the result's
     ``problems`` say; raises what ``permit`` raises."""
+    from fwman.driver.boot.pin import BootCheck
     from fwman.driver.hooks.removal import forget_kernel, forget_plan
 
     if dry_run:

@@ -9,7 +9,6 @@ import click
 
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
-from fwman.core.names import kernel_release
 
 F = TypeVar("F", bound=Callable[..., Any])
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
@@ -141,6 +140,7 @@ def build(
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
     from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules, progress_sink
+    from fwman.core.names import kernel_release
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
@@ -203,6 +203,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
       fwman modules forget --kernel 6.1.0-47-amd64
     """
     from fwman.app.modules_hooks import forget as forget_kernel
+    from fwman.core.names import kernel_release
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
     result = forget_kernel(app.host, kver, dry_run=dry_run, permit=_permit(app, "fwman modules forget"),
@@ -237,6 +238,7 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
     and --all.
     """
     from fwman.app.modules_remove import RemoveRequest, remove_modules
+    from fwman.core.names import kernel_release
 
     for kver in kernels:
         kernel_release(kver)
@@ -289,6 +291,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
     fwman.modules-hook/1). --origin names the hook (the older --from still works and warns).
     """
     from fwman.app.modules_hooks import hook as run_hook
+    from fwman.core.names import kernel_release
 
     kernel_release(kver)
     result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
@@ -387,6 +390,7 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
     Exit status: 0 safe (after the pin, with --pin), 4 not safe (the reason is printed), 5 no kernel found.
     """
     from fwman.app.check_boot import check_boot as run_check
+    from fwman.core.names import kernel_release
 
     for kver in removed:
         kernel_release(kver)

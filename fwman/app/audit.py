@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.core.errors import UsageError, VerificationError
+from fwman.app.text import Cell, Out, Result, Span, say, table
+from fwman.core.errors import FwmanError, UsageError, VerificationError
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
 from fwman.reports.audit.model import AuditReport
@@ -98,3 +99,49 @@ def audit_failure(report: AuditReport) -> VerificationError | None:
         f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
         hint="the lines after the table say what to fix; --json has every detail",
     )
+
+
+_COLOUR = {"match": "green", "mismatch": "red", "unknown": "yellow", "info": ""}
+
+
+@dataclass
+class Audit(Result):
+    """``fwman audit``: the report, as a document (``fwman.audit/1``) and as the table people read."""
+
+    report: AuditReport
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.audit/1`` (:func:`audit_json`)."""
+        return audit_json(self.report)
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the reference version, one row per component, the details and fixes, P2P and the counts
+        (what could not be read with ``verbose``)."""
+        from fwman.reports.audit.p2p import p2p_line
+
+        report = self.report
+        out: Out = [say(f"Reference version: {report.reference or 'unknown'} ({report.reference_source})")]
+        rows: list[list[Cell]] = [
+            [r.component, r.version or "-", Span(r.status, _COLOUR[r.status]), r.where] for r in report.rows
+        ]
+        out.append(table(["COMPONENT", "VERSION", "STATUS", "WHERE"], rows))
+        details = [r for r in report.rows if (r.detail and r.status != "info") or r.fix]
+        out += [say()] if details else []
+        for r in details:
+            out.append(say(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:"))
+            out += [say(f"  fix: {r.fix}")] if r.fix else []
+        out += [say(), say(p2p_line(report.p2p))]
+        if report.unreadable and verbose:
+            out.append(say("not readable: " + "; ".join(report.unreadable), err=True))
+        counts = report.counts()
+        summary = f"{counts['match']} match, {counts['mismatch']} mismatch, {counts['unknown']} unknown"
+        return [*out, say(summary + ("" if report.ok else " -> NOT consistent"))]
+
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when something does not match or is unknown."""
+        return audit_failure(self.report)
+
+
+def audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> Audit:
+    """Return the audit of ``host`` (:func:`run_audit`, which says what it raises)."""
+    return Audit(run_audit(host, request, variables, replay=replay))

@@ -11,9 +11,11 @@ import contextlib
 import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from fwman.app.text import Out, Result, say
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.gpu.inventory import nvidia_functions, scan_cards
 from fwman.host.base import Host
 from fwman.host.recording import RecordingHost, SnapshotWriter
@@ -248,3 +250,99 @@ def _read_iommu_group(host: Host, directory: str) -> None:
     host.listdir(f"{group}/devices")
     if host.exists(f"{group}/type"):
         host.read_bytes(f"{group}/type")
+
+
+@dataclass
+class Captured(Result):
+    """``capture DIR``: where the snapshot went, what it recorded, and whether the capture ran as root."""
+
+    directory: str
+    report: CaptureReport
+    redacted: bool = True
+    as_root: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.capture/1`` (without the schema key)."""
+        r = self.report
+        return {"directory": self.directory, "gpus": r.gpus, "files": r.files, "commands": r.commands,
+                "missing_tools": r.missing_tools, "problems": r.problems, "redacted": self.redacted}  # fmt: skip
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return what was captured, the tools missing, what could not be read, and how to replay it."""
+        r = self.report
+        out: Out = [say(f"captured {r.gpus} NVIDIA GPU(s), {r.files} files, {r.commands} commands into "
+                        f"{self.directory}")]  # fmt: skip
+        if r.missing_tools:
+            out.append(say(f"not installed (recorded as missing): {', '.join(r.missing_tools)}"))
+        out += [say(f"could not read: {problem}", err=True) for problem in r.problems[:20]]
+        if not self.as_root:
+            note = "note: not root: config space beyond 64 bytes (Resizable BAR sizes) was not readable"
+            out.append(say(note, err=True))
+        return [*out, say(f"replay with: fwman --snapshot {self.directory} scan")]
+
+
+def capture_into(
+    host: Host,
+    directory: str,
+    *,
+    redact: bool = True,
+    run_fwman: Callable[[Host, list[str]], str | None],
+    progress: Callable[[str], None] = lambda s: None,
+    replay: bool = False,
+    as_root: bool = True,
+) -> Captured:
+    """Record ``host`` (read-only) into the snapshot directory ``directory`` and return what was recorded.
+
+    Raises UsageError on a ``replay`` (a capture records a live host) and what writing the directory raises.
+    """
+    if replay:
+        raise UsageError("capture records a live host; it cannot read from --snapshot")
+    writer = SnapshotWriter(redact=redact)
+    report = capture(host, writer, run_fwman=run_fwman, progress=progress)
+    return Captured(str(writer.write(directory)), report, redact, as_root)
+
+
+@dataclass
+class SnapshotCheck(Result):
+    """``capture --check DIR``: the snapshot's problems, and what it holds when it is well formed."""
+
+    directory: str
+    problems: list[str]
+    counts: dict[str, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.capture.check/1`` (without the schema key)."""
+        return {"directory": self.directory, "ok": not self.problems, "counts": self.counts, "problems": self.problems}
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return each problem, or that the snapshot is well formed and what it holds."""
+        out: Out = [say(f"{self.directory}: {problem}") for problem in self.problems]
+        c = self.counts
+        if c is not None:
+            out.append(say(f"{self.directory}: well-formed snapshot ({c['commands']} commands, {c['links']} links, "
+                           f"{c['listings']} listings)"))  # fmt: skip
+        return out
+
+    def failure(self) -> FwmanError | None:
+        """Return SnapshotFormatError (exit 2) when the snapshot has a problem."""
+        from fwman.host.snapshot_check import SnapshotFormatError
+
+        if not self.problems:
+            return None
+        count = f"{len(self.problems)} problem(s)"
+        return SnapshotFormatError(
+            f"{self.directory}: not a well-formed snapshot ({count}); first: {self.problems[0]}",
+            hint="do not replay it; ask its sender for a fresh `fwman capture`",
+        )
+
+
+def check_directory(directory: str) -> SnapshotCheck:
+    """Check the snapshot at the user path ``directory`` (nothing else is read) and return its problems."""
+    from fwman.host.snapshot_check import check_snapshot
+
+    meta, problems = check_snapshot(directory)
+    counts = None
+    if not problems and meta is not None:
+        counts = {"commands": len(meta.get("commands", [])), "links": len(meta.get("links", {})),
+                  "listings": len(meta.get("dirs", {}))}  # fmt: skip
+    return SnapshotCheck(directory, problems, counts)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.text import Line, Piece
+from fwman.app.text import Piece, PieceLine
 from fwman.core.errors import VerificationError
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck
 from fwman.firmware.catalog.load import Catalog, CatalogEntry
@@ -62,11 +62,11 @@ class Listing:
             ],
         }
 
-    def head(self) -> list[Line]:
+    def head(self) -> list[PieceLine]:
         """Return the lines above the table: which catalog, and its notes."""
         return [[(self.catalog.describe(), "dim")], *([(f"note: {n}", "dim")] for n in self.catalog.notes)]
 
-    def rows(self) -> list[list[Line]]:
+    def rows(self) -> list[list[PieceLine]]:
         """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known)."""
         return [
             [
@@ -137,10 +137,10 @@ class BoardView:
             ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
         ]
 
-    def images(self) -> list[Line]:
+    def images(self) -> list[PieceLine]:
         """Return each image's lines: an empty line, its version and status (the recommended one marked), and
         every fact of it that has a value."""
-        recommended, out = self.recommended, list[Line]()
+        recommended, out = self.recommended, list[PieceLine]()
         for e in self.entries:
             i = e.image
             mark = "  <- recommended" if recommended and i.version == recommended.version else ""
@@ -293,9 +293,9 @@ class LintReport:
             out.append(f"signature: good, key {trust.key.key_id} ({trust.key.origin})")
         return out
 
-    def lines(self) -> list[Line]:
+    def lines(self) -> list[PieceLine]:
         """Return the text lines: what signed the catalog (dim), each issue with its level, or "clean"."""
-        out: list[Line] = [[(line, "dim")] for line in self.trust_lines()]
+        out: list[PieceLine] = [[(line, "dim")] for line in self.trust_lines()]
         for i in self.issues:
             where = f" {i.where}:" if i.where else ""
             out.append([(f"{i.file}:{where} ", ""), (i.level, "red" if i.level == "error" else "yellow"),

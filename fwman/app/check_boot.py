@@ -7,10 +7,13 @@ modules failed is pinned away from, a pin whose reason is gone is released.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.errors import MissingError
+from fwman.app.change import free
+from fwman.app.text import Out, Result, Span, line, say
+from fwman.core.errors import FwmanError, MissingError, VerificationError
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
 from fwman.driver.boot.pin import PinRecord
 from fwman.driver.boot.safety import kernel_safety
@@ -19,7 +22,7 @@ from fwman.host.base import Host
 
 
 @dataclass
-class CheckBootResult:
+class CheckBootResult(Result):
     """The next boot after the check (and after any pin it made), and what the check changed."""
 
     default: BootDefault
@@ -44,6 +47,25 @@ class CheckBootResult:
             "changed": self.changed,
         }
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the verdict on the next boot, and the pin the check made."""
+        verdict = Span("safe", "green") if self.safe else Span("NOT SAFE", "bad")
+        out: Out = [line(f"next boot: {self.default.kver} ({self.default.how}): ", verdict, f": {self.reason}")]
+        if self.pinned is not None:
+            out.append(say(f"boot default pinned to {self.pinned.kernel} ({self.pinned.method})", "yellow"))
+        return out
+
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when the next boot has no working patched modules."""
+        if self.safe:
+            return None
+        return VerificationError(
+            f"the next boot ({self.default.kver}) has no working patched modules: {self.reason}",
+            hint=f"{self.problem}; see `fwman modules status`"
+            if self.problem
+            else "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
+        )
+
 
 def check_boot(
     host: Host,
@@ -51,6 +73,7 @@ def check_boot(
     origin: str = "manual",
     removed: frozenset[str] = frozenset(),
     report: Report = silent,
+    permit: Callable[[], None] = free,
 ) -> CheckBootResult:
     """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not.
 
@@ -65,6 +88,7 @@ def check_boot(
         return CheckBootResult(default, safety.safe, safety.reason)
     from fwman.driver.boot.guard import final_check
 
+    permit()
     check = final_check(host, origin, removed, report)
     if check.default.kver is None:
         raise MissingError("no installed kernel found under /lib/modules")

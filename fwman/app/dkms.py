@@ -7,13 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import Change
+from fwman.app.change import Change, free, plan_text
+from fwman.app.text import Out, Result, say
+from fwman.core import paths
 from fwman.driver import dkms
 from fwman.host.base import Host
 
 
 @dataclass
-class DkmsUnblock:
+class DkmsUnblock(Result):
     """What ``dkms unblock`` did (or, in a dry run, would do)."""
 
     dry_run: bool
@@ -29,17 +31,43 @@ class DkmsUnblock:
         """Return the payload of ``fwman.dkms-unblock/1`` (without the schema key)."""
         return {"dry_run": self.dry_run, "changed": self.changed, "blocked": self.blocked, "actions": self.actions}
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return that there was nothing to undo, the plan, or that DKMS builds the stock modules again."""
+        if not self.blocked:
+            return [say(f"DKMS is not blocked by fwman (no {paths.DKMS_BLOCK_STATE}): nothing to undo")]
+        if self.dry_run:
+            return plan_text(self.actions, "nothing to undo")
+        return [say("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")]
 
-def unblock_dkms(host: Host, *, dry_run: bool = False, report: Callable[[str], None] | None = None) -> DkmsUnblock:
+
+def unblock_dkms(
+    host: Host,
+    *,
+    dry_run: bool = False,
+    report: Callable[[str], None] | None = None,
+    permit: Callable[[], None] = free,
+) -> DkmsUnblock:
     """Undo ``fwman dkms block`` (the apt pin goes, the removed modules are registered again); return what was done.
 
-    Raises VerificationError for a damaged block record, FwmanError when dkms fails.
+    Raises what ``permit`` raises, VerificationError for a damaged block record, FwmanError when dkms fails.
     """
+    if not dry_run:
+        permit()
     done = dkms.unblock(host, report=None if dry_run else report, dry_run=dry_run)
     return DkmsUnblock(dry_run, done is not None, done or [])
 
 
-def block_dkms(host: Host, *, dry_run: bool = False, report: Callable[[str], None] | None = None) -> Change:
+def block_dkms(
+    host: Host,
+    *,
+    dry_run: bool = False,
+    report: Callable[[str], None] | None = None,
+    permit: Callable[[], None] = free,
+) -> Change:
     """Remove NVIDIA's DKMS modules, pin their packages away and record it (``fwman.dkms-block/1``); return what
-    was done (or, in a dry run, would be). Raises FwmanError when dkms fails."""
-    return Change(dry_run, dkms.block(host, dry_run=dry_run, report=None if dry_run else report))
+    was done (or, in a dry run, would be; each step was reported as it was done). Raises what ``permit`` raises,
+    FwmanError when dkms fails."""
+    if not dry_run:
+        permit()
+    done = dkms.block(host, dry_run=dry_run, report=None if dry_run else report)
+    return Change(dry_run, done, "DKMS already blocked: nothing to do", "")

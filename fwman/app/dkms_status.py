@@ -8,12 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.text import Out, Result, say, table
 from fwman.driver import dkms
 from fwman.host.base import Host
 
 
 @dataclass
-class DkmsStatus:
+class DkmsStatus(Result):
     """The registered NVIDIA DKMS modules, fwman's block record, and whether the dkms tool is there."""
 
     entries: list[dkms.DkmsEntry]
@@ -33,6 +34,23 @@ class DkmsStatus:
             "removed": record.removed if record else [],
             "dkms_installed": self.dkms_installed,
         }
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the registered modules and whether fwman blocks DKMS."""
+        entries, record = self.entries, self.block
+        if not self.dkms_installed:
+            out: Out = [say("dkms is not installed")]
+        elif entries:
+            rows = [[e.module, e.version, e.kernel or "-", e.state] for e in entries]
+            out = [table(["MODULE", "VERSION", "KERNEL", "STATE"], rows)]
+        else:
+            out = [say("no NVIDIA module is registered with DKMS")]
+        if record is not None:
+            removed = ", ".join(f"{r['module']}/{r['version']}" for r in record.removed) or "nothing registered then"
+            out.append(say(f"blocked by fwman since {record.at}: removed {removed}; apt pin {record.apt_pin}"))
+        elif entries:
+            out.append(say("DKMS will rebuild these over fwman's modules: run `fwman dkms block`", "yellow"))
+        return out
 
 
 def dkms_status(host: Host) -> DkmsStatus:

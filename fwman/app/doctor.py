@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from fwman.core.errors import VerificationError
+from fwman.app.text import Out, Result, Span, line, say
+from fwman.core.errors import FwmanError, VerificationError
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
 from fwman.reports.doctor import DoctorReport, Sources, run_doctor
@@ -38,3 +40,42 @@ def doctor_failure(report: DoctorReport) -> VerificationError | None:
         f"first: {first.id}",
         hint=first.fix or "see the findings above",
     )
+
+
+_LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yellow"), "block": ("BLOCK", "red")}
+
+
+@dataclass
+class Doctor(Result):
+    """``fwman doctor``: the chain's findings in order, as a document (``fwman.doctor/1``) and for people."""
+
+    report: DoctorReport
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.doctor/1`` (without the schema key)."""
+        return self.report.to_json()
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return each step of the chain with its findings (their evidence with ``verbose``) and fixes, then the
+        verdict."""
+        report = self.report
+        out: Out = [say(f"fwman doctor: {report.host} ({report.gpus} GPU{'s' if report.gpus != 1 else ''})")]
+        for number, step in enumerate(report.steps, start=1):
+            out += [say(), say(f"{number:>2} {step.check.title}", "bold")]
+            for f in step.findings:
+                label, colour = _LABEL[f.severity.value]
+                out.append(line("   ", Span(f"{label:<5}", colour), f"  {f.message}"))
+                if verbose and f.evidence:
+                    out += [say(f"          {key}: {value}") for key, value in f.evidence.items()]
+                if f.fix and f.severity.value in ("warn", "block", "info"):
+                    out.append(say(f"          fix: {f.fix}"))
+        return [*out, say(), say(f"verdict: {report.verdict()}", "good" if report.ready else "bad")]
+
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when something blocks peer-to-peer."""
+        return doctor_failure(self.report)
+
+
+def doctor(host: Host, request: DoctorRequest) -> Doctor:
+    """Return the doctor's findings for ``host`` (:func:`run_doctor_command`, which says what it raises)."""
+    return Doctor(run_doctor_command(host, request))

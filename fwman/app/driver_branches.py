@@ -10,15 +10,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.text import Line, Out, Result, Span, say, table
 from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
-from fwman.driver.forks import BranchReport, api_base, configured_forks, list_branches
+from fwman.core.errors import FwmanError, MissingError, PartialError
+from fwman.driver.forks import BranchReport, api_base, configured_forks, human_age, list_branches
 from fwman.host.base import Host
 
 
 @dataclass
-class BranchesResult:
+class BranchesResult(Result):
     """The listing of every fork, and the answer for one version when one was asked."""
 
     report: BranchReport
@@ -45,6 +47,42 @@ class BranchesResult:
         if self.answer is not None:
             result.update(self.answer)
         return result
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the forks and their versions, every revision, the listing notes and the version's answer."""
+        forks, now = self.report.forks, self.report.now
+        out: Out = [table(["FORK", "SOURCE", "AGE", "P2P VERSIONS"], [
+            [f.fork, f.source, human_age(f.age_seconds(now)) if f.available else "-",
+             ", ".join(str(v) for v in f.p2p_versions()) or ("(none)" if f.available else "(unavailable)")]
+            for f in forks
+        ])]  # fmt: skip
+        revisions = [
+            [str(v), f.fork, r.branch, (r.date or "unknown")[:19].replace("T", " "), (r.commit or "unknown")[:12],
+             "tree" if r.from_tree else "name"]
+            for f in forks for v in reversed(f.p2p_versions()) for r in f.revisions_of(v)
+        ]  # fmt: skip
+        if revisions:
+            headers = ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED", "COMMIT", "VERSION FROM"]
+            out += [say(), table(headers, revisions)]
+        for f in forks:
+            if f.error:  # a fork read from neither git nor the API (the cache, or nothing) is said in yellow
+                style = "" if f.source in ("git", "api") else "yellow"
+                out.append(Line((Span(f"note: {f.fork}: {f.error}", style),), err=True))
+        if self.target is not None:
+            out += [say(), *(say(text) for text in (self.answer or {}).get("summary", []))]
+        return out
+
+    def failure(self) -> FwmanError | None:
+        """Return MissingError (exit 5) when no fork could be listed, PartialError (6) when some could not."""
+        if not self.report.any_available:
+            return MissingError(
+                "no fork could be listed and there is no cache",
+                hint="check the network (or git/requests access to the forge), then run again",
+            )
+        if not self.report.complete:
+            missing = ", ".join(f.fork for f in self.report.forks if not f.available)
+            return PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
+        return None
 
 
 def driver_branches(

@@ -3,16 +3,20 @@ actions that persist a plan (:mod:`fwman.driver.power`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.change import Change, change, free
+from fwman.app.driver_settings import apply_json, apply_text
+from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
-from fwman.core.errors import FwmanError
+from fwman.core.errors import FwmanError, ParseError, UsageError
 from fwman.driver.power import PowerPlan, parse_limits, power_actions, read_unit
-from fwman.host.actions import Action
+from fwman.host.actions import Action, Report, apply_all, pending, silent
 from fwman.host.base import Host
 
-__all__ = ["PowerStatus", "plan_actions", "power_status"]
+__all__ = ["DriverPower", "PowerStatus", "driver_power", "plan_actions", "power_status"]
 
 
 @dataclass
@@ -37,6 +41,64 @@ class PowerStatus:
         }
 
 
+@dataclass
+class DriverPower(Result):
+    """``driver power``: the GPUs and fwman's unit (after an apply, read again), and what ``--apply`` did."""
+
+    status: PowerStatus
+    applied: Change | None = None  # None: read-only (no --apply)
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.driver-power/1`` (without the schema key)."""
+        return {**self.status.to_json(), **apply_json(self.applied)}
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return each GPU's power limit and default, fwman's unit, and what ``--apply`` did or would do."""
+        rows = [[b, "-" if w is None else f"{w:g} W", "-" if d is None else f"{d:g} W"] for b, w, d in self.status.gpus]
+        out: Out = [table(["GPU", "power limit", "default"], rows)] if rows else [say("GPUs: none found")]
+        out.append(say(f"{paths.POWER_UNIT}: " + ("present" if self.status.unit is not None else "absent")))
+        return out + apply_text(self.applied, "nothing to do: fwman's unit is current")
+
+
+def driver_power(
+    host: Host,
+    *,
+    limits: list[str] | None = None,
+    persistence: bool = False,
+    off: bool = False,
+    apply: bool = False,
+    dry_run: bool = False,
+    permit: Callable[[], None] = free,
+    report: Report = silent,
+) -> DriverPower:
+    """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that
+    persists ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done).
+
+    Raises UsageError for a bad ``--limit`` or no GPU to apply it to, MissingError without nvidia-smi, what
+    ``permit`` raises, what an action raises.
+    """
+    result = DriverPower(power_status(host))
+    if not apply:
+        return result
+    try:
+        _, actions = plan_actions(host, result.status, list(limits or []), persistence, off, now=True)
+    except ParseError as e:
+        raise UsageError(e.message, hint="--limit 280, or --limit 0000:01:00.0=280") from e
+
+    def act() -> list[str]:
+        done = apply_all(host, actions, report)
+        if any(paths.POWER_UNIT in c for c in done):
+            from fwman.platform.systemd import reload_running_systemd
+
+            reload_running_systemd(host)
+        return done
+
+    result.applied = change(dry_run, lambda: [a.describe() for a in pending(host, actions)], act, permit=permit)
+    if not dry_run:
+        result.status = power_status(host)
+    return result
+
+
 def power_status(host: Host) -> PowerStatus:
     """Return the GPUs and fwman's unit. Never raises: GPUs that cannot be listed are an empty list."""
     from fwman.gpu.inventory import scan_cards
@@ -53,17 +115,17 @@ def plan_actions(
 ) -> tuple[PowerPlan, list[Action]]:
     """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions.
 
-    Raises ParseError for a bad ``--limit``; MissingError when nvidia-smi is not installed (the unit runs it).
+    Raises ParseError for a bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi
+    is not installed (the unit runs it).
     """
     from fwman.core.errors import MissingError
 
     plan = PowerPlan((), False) if off else PowerPlan(
         tuple(sorted(parse_limits(limits, status.buses).items())), persistence
     )  # fmt: skip
-    if not off and plan.empty:
-        from fwman.core.errors import UsageError
-
-        raise UsageError("no GPU found to apply --limit to", hint="check `fwman scan`; or name one: --limit BUS=WATTS")
+    if not off and plan.empty:  # no GPU here: a state of the host (exit 5), not a bad command line
+        hint = "check `fwman scan`; or name one: --limit BUS=WATTS"
+        raise MissingError("no GPU found to apply --limit to", hint=hint)
     smi = host.which("nvidia-smi")
     if not plan.empty and smi is None:
         raise MissingError("nvidia-smi is not installed: the unit applies the settings with it",

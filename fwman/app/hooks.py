@@ -1,32 +1,40 @@
-"""``fwman hooks install`` and ``remove``: the use cases (what changed, or would: ``fwman.hooks-install/1``,
-``fwman.hooks-remove/1``)."""
+"""``fwman hooks install``, ``remove`` and ``status``: the use cases (what changed, or would:
+``fwman.hooks-install/1``, ``fwman.hooks-remove/1``; what is installed: ``fwman.hooks-status/1``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.change import Change
+from fwman.app.change import Change, change, free
+from fwman.app.text import Out, Result, say, table
+from fwman.driver.hooks.files import HooksStatus, install_actions, remove_actions
 from fwman.driver.hooks.files import install as install_files
-from fwman.driver.hooks.files import install_actions, remove_actions
 from fwman.driver.hooks.files import remove as remove_files
-from fwman.driver.hooks.ownership import package_ownership, refuse_changes
+from fwman.driver.hooks.files import status as files_status
+from fwman.driver.hooks.ownership import PackageOwnership, package_ownership, refuse_changes
 from fwman.host.actions import Report, pending, silent
 from fwman.host.base import Host
 
 
-def remove_hooks(host: Host, *, dry_run: bool = False, report: Report = silent) -> Change:
+def remove_hooks(
+    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+) -> Change:
     """Remove the kernel hooks, the boot checks and the catch-up unit fwman installed; return what was done.
 
-    With ``dry_run`` nothing changes and the removals still needed are returned. Raises BlockedError when the
-    Debian package owns the hooks (dpkg removes them), FwmanError when a removal fails.
+    With ``dry_run`` nothing changes and the removals still needed are returned. Raises what ``permit`` raises,
+    BlockedError when the Debian package owns the hooks (dpkg removes them), FwmanError when a removal fails.
     """
+    if not dry_run:
+        permit()
     owner = package_ownership(host)
     if owner is not None:
         refuse_changes(owner, "remove")  # raises for "remove"
-    if dry_run:
-        return Change(True, [action.describe() for action in pending(host, remove_actions())])
-    return Change(False, remove_files(host, report))
+    return change(
+        dry_run, lambda: [a.describe() for a in pending(host, remove_actions())], lambda: remove_files(host, report),
+        nothing="nothing to remove: the hooks and the service are not installed", done="removed",
+    )  # fmt: skip
 
 
 @dataclass
@@ -40,16 +48,69 @@ class HooksInstall(Change):
         """Return the payload of ``fwman.hooks-install/1`` (without the schema key)."""
         return {**super().to_json(), "package": self.package}
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the package's note when it owns the hooks, else what changed (or would)."""
+        return [say(self.message)] if self.package is not None else super().text(verbose)
 
-def install_hooks(host: Host, *, dry_run: bool = False, report: Report = silent) -> HooksInstall:
+
+def install_hooks(
+    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+) -> HooksInstall:
     """Install the kernel hooks, the boot checks and the catch-up unit; return what changed (or would).
 
-    When the Debian package owns the hooks nothing is written and ``package`` names it. Raises BlockedError when
-    a package file is missing or changed, FwmanError when a write fails.
+    When the Debian package owns the hooks nothing is written and ``package`` names it (``permit`` is not asked:
+    nothing needs root then). Raises BlockedError when a package file is missing or changed, what ``permit``
+    raises, FwmanError when a write fails.
     """
     owner = package_ownership(host)
     if owner is not None:  # dpkg's files: never written over
-        return HooksInstall(dry_run, [], owner.package, refuse_changes(owner, "install"))
-    if dry_run:
-        return HooksInstall(True, [action.describe() for action in pending(host, install_actions())])
-    return HooksInstall(False, install_files(host, report))
+        return HooksInstall(dry_run, package=owner.package, message=refuse_changes(owner, "install"))
+    done = change(
+        dry_run, lambda: [a.describe() for a in pending(host, install_actions())], lambda: install_files(host, report),
+        permit=permit, nothing="hook and service already installed and current", done="installed",
+    )  # fmt: skip
+    return HooksInstall(done.dry_run, done.actions, done.nothing, done.done)
+
+
+@dataclass
+class Hooks(Result):
+    """``hooks status``: the files and the unit as fwman installed them, or as the Debian package owns them."""
+
+    status: HooksStatus
+    owner: PackageOwnership | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.hooks-status/1`` (without the schema key)."""
+        owner = self.owner
+        if owner is None:
+            return {**self.status.to_json(), "package": None}
+        return {
+            "installed": owner.intact,
+            "enabled": owner.unit_enabled,
+            "files": [{"path": f.path, "present": f.present, "current": f.present and not f.modified, "note": f.note}
+                      for f in owner.files],
+            "order": self.status.order,
+            "package": {"name": owner.package, "leftovers": owner.leftovers},
+        }  # fmt: skip
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the file table, the unit, the hook order and what to do about it."""
+        st, owner = self.status, self.owner
+        if owner is None:
+            rows = [[f.path, "ok" if f.current else f.note] for f in st.files]
+        else:
+            rows = [[f.path, f.note] for f in owner.files]
+        enabled = st.enabled if owner is None else owner.unit_enabled
+        out: Out = [table(["FILE", "STATE"], rows), say(f"catch-up service enabled: {'yes' if enabled else 'no'}")]
+        out += [say(f"{directory}: {' '.join(names) or '(empty)'}") for directory, names in st.order.items()]
+        if owner is None:
+            return out + ([] if st.installed else [say("run `fwman hooks install` to install or update them")])
+        out += [say(f"left over from `fwman hooks install`, shadows the package's file: {path} (delete it)")
+                for path in owner.leftovers]  # fmt: skip
+        package = f"owned by the Debian package {owner.package}: dpkg installs, upgrades and removes these files"
+        return [*out, say(package)]
+
+
+def hooks_status(host: Host) -> Hooks:
+    """Return the state of the hook files and the unit on ``host``, and the Debian package that owns them."""
+    return Hooks(files_status(host), package_ownership(host))

@@ -6,9 +6,12 @@ removes the timer through actions. Typed arguments in (a Host), results out; no 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-from fwman.app.change import Change
+from fwman.app.change import Change, change, free
+from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import HostChangeError, UsageError
 from fwman.host.actions import Report, apply_all, pending
@@ -23,6 +26,51 @@ class MetricsText:
     text: str
     series: int
     problems: dict[str, str]  # source -> why it was left out (marked fwman_metrics_source_up 0)
+
+
+@dataclass
+class MetricsWrite(Result):
+    """``metrics write``: the metrics, and the file they went to (or would go to; None: printed instead)."""
+
+    metrics: MetricsText
+    output: str | None
+    dry_run: bool = False
+    problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        """Return True when the file was written (never in a dry run, nor with ``--stdout``)."""
+        return self.output is not None and not self.dry_run
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.metrics-write/1`` (without the schema key); ``text`` only when printed."""
+        doc: dict[str, Any] = {"dry_run": self.dry_run, "changed": self.changed, "output": self.output,
+                               "series": self.metrics.series, "problems": self.metrics.problems}  # fmt: skip
+        return doc if self.output is not None else {**doc, "text": self.metrics.text}
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the sources left out (stderr), then the metrics (``--stdout``) or where they went."""
+        out: Out = [
+            say(f"note: {source}: not readable: {why}", err=True) for source, why in self.metrics.problems.items()
+        ]
+        if self.output is None:
+            return out  # the metrics text itself is printed as it is, without a line end added
+        if self.dry_run:
+            return [*out, say(f"would write {self.metrics.series} series to {self.output}")]
+        return [*out, say(f"wrote {self.metrics.series} series to {self.output}", err=True)]
+
+
+def metrics_write(
+    host: Host, output: str | None, *, named_by: str | None = None, dry_run: bool = False,
+    permit: Callable[[], None] = free,
+) -> MetricsWrite:  # fmt: skip
+    """Collect the metrics of ``host`` and write them to the host path ``output`` (None: return them only, for
+    ``--stdout``); with ``dry_run`` collect and write nothing. Raises what ``permit`` (called first, when a file
+    is to be written) and :func:`write_metrics` raise."""
+    if output is None or dry_run:
+        return MetricsWrite(render_metrics(host), output, dry_run)
+    permit()
+    return MetricsWrite(write_metrics(host, output, named_by=named_by), output)
 
 
 def render_metrics(host: Host) -> MetricsText:
@@ -89,19 +137,26 @@ def remove_timer(host: Host, report: Report) -> list[str]:
     return done
 
 
-def remove_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -> Change:
+def remove_metrics_timer(
+    host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
+) -> Change:
     """Remove the timer and its service (``metrics remove``); with ``dry_run`` return what would go, change
-    nothing. Raises what :func:`remove_timer` raises."""
+    nothing. Raises what ``permit`` and :func:`remove_timer` raise."""
     from fwman.reports.metrics import timer_remove_actions
 
-    if dry_run:
-        return Change(True, [a.describe() for a in pending(host, timer_remove_actions())])
-    return Change(False, remove_timer(host, report))
+    return change(
+        dry_run, lambda: [a.describe() for a in pending(host, timer_remove_actions())],
+        lambda: remove_timer(host, report), permit=permit,
+        nothing="nothing to remove: the metrics timer is not installed", done="removed",
+    )  # fmt: skip
 
 
-def install_metrics_timer(host: Host, *, dry_run: bool = False, report: Report) -> Change:
+def install_metrics_timer(
+    host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
+) -> Change:
     """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
-    nothing. Raises what :func:`install_timer` raises."""
-    if dry_run:
-        return Change(True, timer_plan(host))
-    return Change(False, install_timer(host, report))
+    nothing. Raises what ``permit`` and :func:`install_timer` raise."""
+    return change(
+        dry_run, lambda: timer_plan(host), lambda: install_timer(host, report), permit=permit,
+        nothing="metrics timer already installed and current", done="installed",
+    )  # fmt: skip

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
+from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
@@ -53,6 +54,8 @@ class BuildRequest:
     driver_version: str | None = None
     #: the environment (``$FWMAN_FORGE_API``) for listing the fork's branches
     variables: Mapping[str, str] = field(default_factory=dict)
+    #: say what would be built (the source resolved by name, nothing fetched, built or remembered)
+    dry_run: bool = False
 
 
 @dataclass
@@ -69,22 +72,46 @@ class KernelBuild:
         doc["initramfs"] = self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None
         return doc
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the kernel's outcome for people: the failure report, or the outcome's message."""
+        if self.outcome.status == "failed":
+            return failure_text(self.outcome, self.newer)
+        return [say(self.outcome.message)]
+
 
 @dataclass
-class BuildResult:
-    """Every kernel's build and the boot check that followed."""
+class BuildResult(Result):
+    """Every kernel's build and the boot check that followed (each kernel's text is shown as it comes)."""
 
     builds: list[KernelBuild]
     boot: BootCheck | None
+    #: a dry run: what would be built (nothing was); None: a real run
+    plan: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-build/1`` (without the schema key)."""
-        return {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+        """Return the payload of ``fwman.modules-build/1`` (without the schema key; ``dry_run`` and ``actions``
+        only in a dry run)."""
+        doc = {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
+        return doc if self.plan is None else {**doc, "dry_run": True, "actions": self.plan}
 
     @property
     def changed(self) -> bool:
         """Return True when any kernel's install or the boot check changed the host."""
         return any(b.outcome.changed for b in self.builds) or bool(self.boot is not None and self.boot.changed)
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return what the boot check did (the kernels' outcomes were shown as they came), or the dry run's plan."""
+        if self.plan is not None:
+            return [say(f"would {step}") for step in self.plan] or [say("nothing to build")]
+        return boot_text(self.boot)
+
+    def failure(self) -> FwmanError | None:
+        """Return the error of :meth:`raise_for_failures` (None when every kernel built)."""
+        try:
+            self.raise_for_failures()
+        except FwmanError as e:
+            return e
+        return None
 
     def raise_for_failures(self) -> None:
         """Return when every kernel built; raise PartialError (some built), the source's own error (SourceError:
@@ -200,6 +227,10 @@ def build_modules(
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    if request.dry_run:
+        plan = [f"build the patched modules for {kver} from {spec.describe()}" if headers_present(host, kver)
+                else f"mark {kver} pending until its headers are installed" for kver in targets]  # fmt: skip
+        return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
     builds: list[KernelBuild] = []
     with module_lock(host):
         resolved: Source | FwmanError | None = None
@@ -338,3 +369,70 @@ def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
         "problem": check.problem,
         "changed": check.changed,
     }
+
+
+def boot_text(check: BootCheck | None) -> Out:
+    """Return the lines that say what a boot check did: the pin it made, the problem it could not fix."""
+    if check is None:
+        return []
+    out: Out = []
+    if check.pinned is not None:
+        out.append(say(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", "yellow"))
+    if check.problem:
+        out.append(say(f"WARNING: {check.problem}", "bad"))
+    return out
+
+
+def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False) -> Out:
+    """Return the lines that explain a failed build: phase, file, first error, source, log, newer branches.
+
+    ``newer`` is the list of newer cached P2P branches (:func:`~fwman.driver.build.source.newer_branches`).
+    """
+    lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
+    f = outcome.failure
+    if f is not None:
+        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "(no file named)")
+        if f.phase:
+            lines.append(f"  failed in:     the {f.phase} phase")
+        lines.append(f"  failing file:  {where}")
+        lines.append(f"  first error:   {f.message}")
+    s = outcome.source
+    if s is not None:
+        if s.fork:
+            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
+        else:
+            lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
+    if outcome.log_path:
+        lines.append(f"  build log:     {outcome.log_path}")
+    if newer:
+        lines.append("  newer P2P branches that may build (cached list; check `fwman driver branches`):")
+        lines.extend(f"    {b}" for b in newer[-5:])
+    else:
+        lines.append("  newer P2P branches: none known (run `fwman driver branches` to refresh the list)")
+    # a person's terminal gets the headline in red; on stderr (the hook, the catch-up) the text is plain
+    return [say(text, "red" if text.startswith("FAILED") and not err else "", err=err) for text in lines]
+
+
+def progress_sink(stream: IO[str], *, as_json: bool, live: bool, report: Report) -> ProgressSink:
+    """Return the build progress sink: a live line on ``stream`` when it is a terminal (``live``), whole lines
+    through ``report`` otherwise (a hook, the boot service, a redirected stderr), nothing under ``--json``."""
+    from fwman.core.termtext import visible
+    from fwman.driver.build.pipeline import phase_lines
+
+    if as_json:
+        return lambda state, elapsed, started: None
+    if not live:
+        return phase_lines(report)
+
+    def draw(state: Any, elapsed: float, started: str | None) -> None:
+        try:
+            if state.rc is not None:
+                return  # make exited: the caller ends the line and reports the outcome
+            if started is not None and elapsed > 0:
+                stream.write("\n")  # keep the finished phase's last line on screen
+            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
+            stream.flush()
+        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
+            pass
+
+    return draw

@@ -9,9 +9,12 @@ the result says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.change import free, plan_text
+from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import UsageError
 from fwman.driver.boot.loaders import default_boot_kernel
@@ -32,7 +35,7 @@ class RemoveRequest:
 
 
 @dataclass
-class RemoveResult:
+class RemoveResult(Result):
     """What was (or, in a dry run, would be) done."""
 
     kernels: list[str]
@@ -59,6 +62,19 @@ class RemoveResult:
             "next_boot_lost": self.next_boot_lost,
         }
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the plan, or the paths removed and whether the next boot lost its patched modules."""
+        nothing = "fwman has no modules installed for " + (", ".join(self.kernels) or "any kernel")
+        if self.dry_run:
+            return plan_text(self.actions, nothing)
+        if not self.changed:
+            return [say("nothing to remove: " + nothing)]
+        out: Out = [say(f"removed {path}") for path in self.removed]
+        if self.next_boot_lost:
+            out.append(say(f"the next boot ({self.next_boot}) has no patched modules now: the stock driver loads if "
+                           "one is installed", "yellow"))  # fmt: skip
+        return out
+
 
 def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
     actions = remove_actions(host, kernels)
@@ -68,13 +84,17 @@ def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
     return actions
 
 
-def remove_modules(host: Host, request: RemoveRequest, report: Report = silent) -> RemoveResult:
+def remove_modules(
+    host: Host, request: RemoveRequest, report: Report = silent, permit: Callable[[], None] = free
+) -> RemoveResult:
     """Remove (or, with ``dry_run``, list) what the request names and return the result.
 
     Raises UsageError when neither or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an
     action that fails (what was applied stays applied; running it again continues); LockTimeout when a build
-    holds the module lock.
+    holds the module lock; what ``permit`` raises (called first, unless a dry run).
     """
+    if not request.dry_run:
+        permit()
     if bool(request.kernels) == request.all_kernels:
         raise UsageError(
             "name the kernels (--kernel KVER, repeatable) or --all, not both and not neither",

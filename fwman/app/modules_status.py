@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.text import Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, ParseError
 from fwman.driver import dkms
 from fwman.driver.boot.initramfs import InitramfsState
@@ -71,7 +72,7 @@ class KernelStatus:
 
 
 @dataclass
-class ModulesStatus:
+class ModulesStatus(Result):
     """Every kernel's row, the next boot, fwman's boot pin, the configured source, a failed ``dkms status``."""
 
     kernels: list[KernelStatus]
@@ -107,6 +108,60 @@ class ModulesStatus:
             "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
             "driver_settings": self.settings.to_json() if self.settings else None,
         }
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the table of kernels, the next boot, the pin and every note a person needs to act on."""
+        rows, default, pin = self.kernels, self.next_boot, self.pin
+        out: Out = [] if rows else [say("no kernels under /lib/modules")]
+        out.append(table(["KERNEL", "HEADERS", "MODULES", "DKMS", "STATE", "SAFE TO BOOT", "WHY"], [
+            [("> " if r.next_boot else "  ") + r.kernel, "yes" if r.headers else "no", r.modules,
+             "CONFLICT" if r.dkms_conflict else "-", "failed" if r.failed else ("pending" if r.pending else "-"),
+             Span("yes", "green") if r.safe_to_boot else Span("NO", "bad"), r.why]
+            for r in rows
+        ]))  # fmt: skip
+        out.append(say(f"\n> next boot: {default.kver or 'unknown'} ({default.loader}: {default.how})"))
+        if pin is not None:
+            why = f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin"
+            out.append(say(why, "loud"))
+        out += [say(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", "yellow") for r in rows for c in r.dkms_conflict]
+        for r in rows:
+            for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
+                which = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
+                out.append(say(f"patch for {r.kernel}: {patch.get('name')} ({which}, sha256 "
+                               f"{str(patch.get('sha256'))[:12]})"))  # fmt: skip
+        for r in rows:
+            if not r.headers and r.headers_package:
+                out.append(say(f"headers for {r.kernel}: apt install {r.headers_package}"))
+            if r.initramfs is not None and r.initramfs.path and (r.initramfs.problem or r.initramfs.error):
+                out.append(say(f"initramfs of {r.kernel}: {r.initramfs.summary()}", "bad"))
+        if self.secure_boot is not None:
+            out += secure_boot_text(self.secure_boot.to_dict())
+        hold = self.userspace_hold
+        if hold is not None and hold.installed:
+            held = "held by fwman" if hold.held else "not held (`fwman userspace hold`)"
+            out.append(say(f"NVIDIA user space: {len(hold.installed)} packages, {held}"))
+        out += [say(f"WARNING: {w}", "yellow") for w in (hold.warnings() if hold is not None else [])]
+        for setting, state, loaded in self.settings.states() if self.settings is not None else []:
+            shown = f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""
+            text = f"module option {setting.option}: {state}{shown}"
+            out.append(say(text) if state == "in effect" else say(text + " (`fwman driver settings`)", "yellow"))
+        if self.source is None:
+            out.append(say("no module source configured yet: run `fwman modules build --fork F --branch B` once"))
+        if self.dkms_error:
+            out.append(say(f"note: dkms status failed: {self.dkms_error}", err=True))
+        return out
+
+
+def secure_boot_text(sb: dict[str, Any]) -> Out:
+    """Return the Secure Boot line of ``modules status`` (and the enrollment hint when the key is not enrolled)."""
+    state = {True: "on", False: "off", None: "unknown"}[sb["enabled"]]
+    text = f"Secure Boot: {state} ({sb['source']})"
+    if sb["cert"]:
+        text += f"; fwman's signing key: {sb['key']}"
+    if not (sb["enforcing"] and sb["key"] in ("pending", "not-enrolled")):
+        return [say(text)]
+    steps = "  enrollment steps: `fwman modules keygen` prints them (the key stays, --force not needed)"
+    return [say(text, "bad"), say(steps)]
 
 
 def modules_status(host: Host) -> ModulesStatus:

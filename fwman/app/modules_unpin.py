@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.change import free
+from fwman.app.text import Out, Result, say
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import PinRecord, UnpinBoot, read_pin
 from fwman.driver.boot.safety import Safety, kernel_safety
@@ -13,7 +16,7 @@ from fwman.host.base import Host
 
 
 @dataclass
-class UnpinResult:
+class UnpinResult(Result):
     """What ``modules unpin`` did (or, in a dry run, would do)."""
 
     dry_run: bool
@@ -37,8 +40,22 @@ class UnpinResult:
                 "kernel": self.next_boot.kver, "safe": self.next_boot.safe, "reason": self.next_boot.reason},
         }  # fmt: skip
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the pin undone (or to undo) and the kernel that boots next."""
+        record, after = self.pin, self.next_boot
+        if record is None:
+            return [say("fwman has no boot pin in place")]
+        if self.dry_run:
+            return [say(f"would undo the boot pin to {record.kernel} ({record.method}), restoring the previous "
+                        "default")]  # fmt: skip
+        out: Out = [say(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")]
+        if after is not None:
+            note = "has working patched modules" if after.safe else f"has NO working patched modules: {after.reason}"
+            out.append(say(f"next boot: {after.kver}, which {note}"))
+        return out
 
-def unpin_boot(host: Host, *, dry_run: bool = False) -> UnpinResult:
+
+def unpin_boot(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free) -> UnpinResult:
     """Undo fwman's boot pin and return what was undone and the kernel that boots next.
 
     With ``dry_run`` nothing changes: the pin in place is returned, ``next_boot`` unknown (None), since only the
@@ -46,6 +63,7 @@ def unpin_boot(host: Host, *, dry_run: bool = False) -> UnpinResult:
     """
     if dry_run:
         return UnpinResult(True, read_pin(host))
+    permit()
     action = UnpinBoot()
     apply_all(host, [action])
     if action.record is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fwman.app.text import Line, Piece
+from fwman.app.text import Piece, PieceLine
 from fwman.core.errors import BlockedError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
 from fwman.firmware.rom.model import RomImage
@@ -91,12 +91,12 @@ class Inspection:
         """Return the payload of ``fwman.rom.inspect/1``."""
         return {"file": self.file, "image": rom_json(self.image)}
 
-    def head(self) -> list[Line]:
+    def head(self) -> list[PieceLine]:
         """Return the lines above the image table: kind, size, every identity field with its offset and source,
         checksum, subsystem agreement, chain, BIT tokens, hashes; what is wrong stands out (style "red")."""
         image = self.image
         flash = ("a flash source", "") if image.flashable else ("NOT a flash source", "red!")
-        out: list[Line] = [
+        out: list[PieceLine] = [
             f"VBIOS file {self.file}",
             [(f"{'Kind':<22}: {image.kind.description}; ", ""), flash],
             f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})",
@@ -146,9 +146,9 @@ class Inspection:
             for im in self.image.images
         ]
 
-    def notes(self) -> list[Line]:
+    def notes(self) -> list[PieceLine]:
         """Return the notes below the table: where a PCI-rule reader stops, and the parser's notes (yellow)."""
-        image, out = self.image, list[Line]()
+        image, out = self.image, list[PieceLine]()
         if image.pci_walk_images < len(image.images):
             out.append(
                 f"note: a PCI-rule reader (the kernel's sysfs rom file) stops after image {image.pci_walk_images - 1}"
@@ -227,11 +227,11 @@ class Verdict:
             "blocked": bool(self.blocks),
         }
 
-    def lines(self) -> list[Line]:
+    def lines(self) -> list[PieceLine]:
         """Return the text lines: the image, the card, then each check with its severity (and the fix of a
         warning or a block)."""
         image, card = self.image, self.card
-        out: list[Line] = [
+        out: list[PieceLine] = [
             f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
             f"({image.kind.description})",
             f"card {card.bus_id}: {card.subsystem}, VBIOS {card.vbios_version or 'unknown'}",

@@ -1,13 +1,92 @@
-"""Text a result shows people, as pieces with a style name: the result says what is shown and what stands out,
-the CLI (``fwman.cli.render``) turns each style name into its terminal colours, or none.
+"""What a command tells people, as data: lines of styled spans and tables, made by the use cases' results.
 
-A piece's text may come from outside (a ROM's strings, a catalog note): it is never markup, so it cannot forge a
-style; the CLI makes its control characters visible as it does for every line.
+A result of ``fwman/app/`` owns both its shapes: ``to_json()`` (the ``--json`` document's payload) and
+``text()`` (what a person reads). Styles are names (:data:`STYLES`), not escapes: the CLI (``cli/render.py``)
+turns them into colour on a terminal and drops them elsewhere, so this module knows nothing of click or
+terminals. ``failure()`` is the error the command ends with once it has shown the result (None: exit 0).
 """
 
 from __future__ import annotations
 
-#: one piece of a line: (text, style); style "" is plain, else a name of ``fwman.cli.render.STYLES``
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fwman.core.errors import FwmanError
+
+#: the styles a span may name: ``red``/``yellow``/``green``/``blue`` (the colour), ``bad`` (red, bold),
+#: ``loud`` (yellow, bold), ``good`` (green, bold), ``bold``
+STYLES = ("red", "yellow", "green", "blue", "bad", "loud", "good", "bold")
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of a line in one style (``""``: plain)."""
+
+    text: str
+    style: str = ""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line for people, on stdout (or stderr with ``err``)."""
+
+    parts: tuple[Span, ...]
+    err: bool = False
+
+    @property
+    def plain(self) -> str:
+        """Return the line's text without styles."""
+        return "".join(p.text for p in self.parts)
+
+
+Cell = str | Span
+
+
+@dataclass(frozen=True)
+class Table:
+    """An aligned table: a bold header row, then the rows (a cell may be styled)."""
+
+    headers: tuple[str, ...]
+    rows: Sequence[Sequence[Cell]] = field(default_factory=list)
+
+
+Out = list[Line | Table]
+
+
+def say(text: str = "", style: str = "", *, err: bool = False) -> Line:
+    """Return a line of ``text`` in ``style``."""
+    return Line((Span(text, style),), err)
+
+
+def line(*parts: str | Span, err: bool = False) -> Line:
+    """Return a line made of ``parts`` (a plain string is an unstyled span)."""
+    return Line(tuple(p if isinstance(p, Span) else Span(p) for p in parts), err)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Cell]]) -> Table:
+    """Return a table of ``rows`` under ``headers``."""
+    return Table(tuple(headers), rows)
+
+
+class Result:
+    """A use case's result: its JSON payload, its text, and the error the command ends with (if any)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of the command's ``fwman.<kind>/<n>`` document (without the schema key)."""
+        raise NotImplementedError
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return what a person reads (``verbose``: the count of ``-v``)."""
+        return []
+
+    def failure(self) -> FwmanError | None:
+        """Return the error the command exits with after showing the result (None: it succeeded)."""
+        return None
+
+
+#: the firmware commands' older form of a styled line, kept until they move to :class:`Line`: a piece is
+#: (text, style), a line plain text or pieces written one after the other
 Piece = tuple[str, str]
-#: a line: plain text, or pieces written one after the other
-Line = str | list[Piece]
+PieceLine = str | list[Piece]

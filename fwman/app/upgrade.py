@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.flash import Operator, flash_json
-from fwman.app.text import Line
+from fwman.app.text import PieceLine
 from fwman.core.errors import MissingError, UsageError, VerificationError
 from fwman.firmware.ops.flash import FlashOptions
 from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
@@ -59,7 +59,7 @@ class PlanResult:
         """Return the payload of ``fwman.upgrade-plan/1``."""
         return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json")}
 
-    def head(self) -> list[Line]:
+    def head(self) -> list[PieceLine]:
         """Return the lines above the table: the command, the host, the catalog and its notes."""
         plan, cat = self.plan, self.plan.catalog
         notes = cat.get("notes")
@@ -71,7 +71,7 @@ class PlanResult:
         ]
 
     @staticmethod
-    def action(c: CardPlan) -> Line:
+    def action(c: CardPlan) -> PieceLine:
         """Return what the plan does to card ``c``: flash to a version, keep, left alone, cannot decide."""
         if not c.selected and c.action == "flash":
             return f"not selected (would get {c.target_version})"
@@ -83,13 +83,13 @@ class PlanResult:
             return [("not in catalog: left alone", "yellow")]
         return [("cannot decide", "yellow")]
 
-    def rows(self) -> list[list[Line]]:
+    def rows(self) -> list[list[PieceLine]]:
         """Return the table rows: bus, subsystem, firmware (and its catalog status), BAR1 (and what it offers),
         the plan for the card."""
         from fwman.core.units import human_bytes
         from fwman.firmware.upgrade.plan import short_bus
 
-        rows: list[list[Line]] = []
+        rows: list[list[PieceLine]] = []
         for c in self.plan.cards:
             bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
             if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
@@ -99,13 +99,13 @@ class PlanResult:
             rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, self.action(c)])
         return rows
 
-    def body(self) -> list[Line]:
+    def body(self) -> list[PieceLine]:
         """Return the lines below the table: the images of each board (used, skipped and why), the numbered
         steps (who does each), the findings (blocking first), then an empty line."""
         from fwman.core.findings import Severity
         from fwman.firmware.upgrade.plan import short_bus
 
-        plan, out, seen = self.plan, list[Line](), set[str]()
+        plan, out, seen = self.plan, list[PieceLine](), set[str]()
         for c in plan.cards:
             if c.board is None or c.pci_key in seen or not c.options:
                 continue

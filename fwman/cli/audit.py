@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.render import finish
 
 
 @click.command()
@@ -21,7 +22,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
     "fork_specs",
     multiple=True,
     metavar="FORK",
-    help="Also look in this fork (repeatable): a known name, NAME=URL, or a repository URL or local path.",
+    help=f"Also look in this fork (repeatable): {FORK_FORMS}.",
 )
 @json_option
 @common_options
@@ -60,46 +61,7 @@ def audit(
 
     Exit status: 0 when every component matches, 4 when something does not match or could not be read.
     """
-    from fwman.app.audit import AuditRequest, audit_failure, audit_json, run_audit
-    from fwman.reports.audit.p2p import p2p_line
+    from fwman.app.audit import AuditRequest, audit
 
-    report = run_audit(
-        app.host, AuditRequest(container_roots, fork_specs, offline), app.env.variables, replay=app.is_replay
-    )
-    if as_json:
-        app.emit_json("audit", audit_json(report))
-    else:
-        ref = report.reference or "unknown"
-        app.echo(f"Reference version: {ref} ({report.reference_source})")
-        colour = {"match": "green", "mismatch": "red", "unknown": "yellow", "info": None}
-        app.table(
-            ["COMPONENT", "VERSION", "STATUS", "WHERE"],
-            [
-                [
-                    r.component,
-                    r.version or "-",
-                    app.style(r.status, fg=colour[r.status]) if colour[r.status] else r.status,
-                    r.where,
-                ]
-                for r in report.rows
-            ],
-        )
-        details = [r for r in report.rows if (r.detail and r.status != "info") or r.fix]
-        if details:
-            app.echo()
-        for r in details:
-            app.echo(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:")
-            if r.fix:
-                app.echo(f"  fix: {r.fix}")
-        app.echo()
-        app.echo(p2p_line(report.p2p))
-        if report.unreadable and app.verbose:
-            app.echo("not readable: " + "; ".join(report.unreadable), err=True)
-        counts = report.counts()
-        app.echo(
-            f"{counts['match']} match, {counts['mismatch']} mismatch, {counts['unknown']} unknown"
-            + ("" if report.ok else " -> NOT consistent")
-        )
-    failure = audit_failure(report)
-    if failure is not None:
-        raise failure
+    request = AuditRequest(container_roots, fork_specs, offline)
+    finish(app, "audit", audit(app.host, request, app.env.variables, replay=app.is_replay), as_json)

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from fwman.cli.context import AppContext, Environment, common_options, json_option, pass_app
-from fwman.core.errors import FwmanError, UsageError
+from fwman.cli.render import finish
+from fwman.core.errors import FwmanError
 
 if TYPE_CHECKING:
     from fwman.host.base import Host
@@ -43,76 +44,16 @@ def capture(app: AppContext, directory: str, no_redact: bool, check: bool, as_js
     (wrong shape, a symbolic link on disk, a path with '..', a missing command output) and exits 2 when there
     is one, 0 when it is well formed.
     """
+    from fwman.app.capture import capture_into, check_directory
+
     if check:
-        _check(app, directory, as_json)
+        finish(app, "capture.check", check_directory(directory), as_json)
         return
-    if app.is_replay:
-        raise UsageError("capture records a live host; it cannot read from --snapshot")
-    from fwman.app.capture import capture as do_capture
-    from fwman.host.recording import SnapshotWriter
-
-    writer = SnapshotWriter(redact=not no_redact)
     verbose = app.env.stderr_isatty or app.verbose > 0
-    report = do_capture(
-        app.host,
-        writer,
-        run_fwman=run_quietly,
-        progress=(lambda s: app.echo(f"  reading {s}", err=True)) if verbose else (lambda s: None),
-    )
-    path = writer.write(directory)
-    if as_json:
-        app.emit_json(
-            "capture",
-            {
-                "directory": str(path),
-                "gpus": report.gpus,
-                "files": report.files,
-                "commands": report.commands,
-                "missing_tools": report.missing_tools,
-                "problems": report.problems,
-                "redacted": not no_redact,
-            },
-        )
-        return
-    app.echo(f"captured {report.gpus} NVIDIA GPU(s), {report.files} files, {report.commands} commands into {path}")
-    if report.missing_tools:
-        app.echo(f"not installed (recorded as missing): {', '.join(report.missing_tools)}")
-    for problem in report.problems[:20]:
-        app.echo(f"could not read: {problem}", err=True)
-    if app.env.euid != 0:
-        app.echo("note: not root: config space beyond 64 bytes (Resizable BAR sizes) was not readable", err=True)
-    app.echo(f"replay with: fwman --snapshot {path} scan")
-
-
-def _check(app: AppContext, directory: str, as_json: bool) -> None:
-    """Print the problems of the snapshot at ``directory``. Raises SnapshotFormatError when there is one."""
-    from fwman.host.snapshot_check import SnapshotFormatError, check_snapshot
-
-    meta, problems = check_snapshot(directory)
-    counts = None
-    if not problems and meta is not None:
-        counts = {
-            "commands": len(meta.get("commands", [])),
-            "links": len(meta.get("links", {})),
-            "listings": len(meta.get("dirs", {})),
-        }
-    if as_json:
-        app.emit_json(
-            "capture.check", {"directory": directory, "ok": not problems, "counts": counts, "problems": problems}
-        )
-    else:
-        for problem in problems:
-            app.echo(f"{directory}: {problem}")
-        if counts is not None:
-            app.echo(
-                f"{directory}: well-formed snapshot ({counts['commands']} commands, "
-                f"{counts['links']} links, {counts['listings']} listings)"
-            )
-    if problems:
-        raise SnapshotFormatError(
-            f"{directory}: not a well-formed snapshot ({len(problems)} problem(s)); first: {problems[0]}",
-            hint="do not replay it; ask its sender for a fresh `fwman capture`",
-        )
+    progress = (lambda s: app.echo(f"  reading {s}", err=True)) if verbose else (lambda s: None)
+    result = capture_into(app.host, directory, redact=not no_redact, run_fwman=run_quietly, progress=progress,
+                          replay=app.is_replay, as_root=app.env.euid == 0)  # fmt: skip
+    finish(app, "capture", result, as_json)
 
 
 def run_quietly(host: Host, argv: list[str]) -> str | None:

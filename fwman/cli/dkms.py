@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core import paths
+from fwman.cli.render import finish
 
 
 @click.group()
@@ -36,25 +36,7 @@ def status(app: AppContext, as_json: bool) -> None:
     """
     from fwman.app.dkms_status import dkms_status
 
-    result = dkms_status(app.host)
-    entries, record = result.entries, result.block
-    if as_json:
-        app.emit_json("dkms-status", result.to_json())
-        return
-    if not result.dkms_installed:
-        app.echo("dkms is not installed")
-    elif entries:
-        app.table(
-            ["MODULE", "VERSION", "KERNEL", "STATE"],
-            [[e.module, e.version, e.kernel or "-", e.state] for e in entries],
-        )
-    else:
-        app.echo("no NVIDIA module is registered with DKMS")
-    if record is not None:
-        removed = ", ".join(f"{r['module']}/{r['version']}" for r in record.removed) or "nothing registered then"
-        app.echo(f"blocked by fwman since {record.at}: removed {removed}; apt pin {record.apt_pin}")
-    elif entries:
-        app.echo(app.style("DKMS will rebuild these over fwman's modules: run `fwman dkms block`", fg="yellow"))
+    finish(app, "dkms-status", dkms_status(app.host), as_json)
 
 
 @dkms.command()
@@ -77,17 +59,11 @@ def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.dkms import block_dkms
 
-    if not dry_run:
-        app.require_change("fwman dkms block")
     # each step is said once, as it happens (a failure halfway leaves the steps done on screen): on stdout for
     # people, on stderr under --json (stdout is the document)
-    result = block_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json))
-    if as_json:
-        app.emit_json("dkms-block", result.to_json())
-    elif dry_run:
-        app.echo_plan(result.actions, "DKMS already blocked: nothing to do")
-    elif not result.changed:
-        app.echo("DKMS already blocked: nothing to do")
+    result = block_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json),
+                        permit=lambda: app.require_change("fwman dkms block"))  # fmt: skip
+    finish(app, "dkms-block", result, as_json)
 
 
 @dkms.command()
@@ -109,15 +85,7 @@ def unblock(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.dkms import unblock_dkms
 
-    if not dry_run:
-        app.require_change("fwman dkms unblock")
     # each step once, as it happens: on stdout for people, on stderr under --json (stdout is the document)
-    result = unblock_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json))
-    if as_json:
-        app.emit_json("dkms-unblock", result.to_json())
-    elif not result.blocked:
-        app.echo(f"DKMS is not blocked by fwman (no {paths.DKMS_BLOCK_STATE}): nothing to undo")
-    elif dry_run:
-        app.echo_plan(result.actions, "nothing to undo")
-    else:
-        app.echo("DKMS unblocked: `dkms autoinstall` will build NVIDIA's stock modules again")
+    result = unblock_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json),
+                          permit=lambda: app.require_change("fwman dkms unblock"))  # fmt: skip
+    finish(app, "dkms-unblock", result, as_json)

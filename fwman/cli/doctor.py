@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-
-_LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yellow"), "block": ("BLOCK", "red")}
+from fwman.cli.render import finish
 
 
 @click.command()
@@ -50,26 +49,6 @@ def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, .
     Exit status: 0 ready (nothing blocks P2P; warnings may remain), 4 a blocker exists (the verdict names the
     first), 5 no NVIDIA GPU.
     """
-    from fwman.app.doctor import DoctorRequest, doctor_failure, run_doctor_command
+    from fwman.app.doctor import DoctorRequest, doctor
 
-    report = run_doctor_command(app.host, DoctorRequest(env_files, unit_files))
-    if as_json:
-        app.emit_json("doctor", report.to_json())
-    else:
-        app.echo(f"fwman doctor: {report.host} ({report.gpus} GPU{'s' if report.gpus != 1 else ''})")
-        for number, step in enumerate(report.steps, start=1):
-            app.echo()
-            app.echo(app.style(f"{number:>2} {step.check.title}", bold=True))
-            for f in step.findings:
-                label, colour = _LABEL[f.severity.value]
-                app.echo(f"   {app.style(f'{label:<5}', fg=colour)}  {f.message}")
-                if app.verbose and f.evidence:
-                    for key, value in f.evidence.items():
-                        app.echo(f"          {key}: {value}")
-                if f.fix and f.severity.value in ("warn", "block", "info"):
-                    app.echo(f"          fix: {f.fix}")
-        app.echo()
-        app.echo(app.style(f"verdict: {report.verdict()}", bold=True, fg="green" if report.ready else "red"))
-    failure = doctor_failure(report)
-    if failure is not None:
-        raise failure
+    finish(app, "doctor", doctor(app.host, DoctorRequest(env_files, unit_files)), as_json)

@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from fwman.cli.app import LazyGroup
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.render import finish
 from fwman.core.errors import UsageError
 
 #: name -> (module:attribute, one-line help)
@@ -42,8 +43,7 @@ def _fork_options(f: Any) -> Any:
         "fork_specs",
         multiple=True,
         metavar="FORK",
-        help="Also list this fork for this run (repeatable): a known name (aikitoria, a [forks] name), NAME=URL, "
-        "or a repository URL or local path.",
+        help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
     )(f)
     return f
 
@@ -82,63 +82,10 @@ def branches(
     Exit status: 0 when every fork was listed (live or cached), 6 when some could not be, 5 when none could.
     """
     from fwman.app.driver_branches import driver_branches
-    from fwman.core.errors import MissingError, PartialError
-    from fwman.driver.forks import human_age
 
     # a replay must not reach the network: it answers from the recorded cache
     answer = driver_branches(app.host, app.env.variables, version_text, fork_specs, offline or app.is_replay)
-    report, target, now = answer.report, answer.target, answer.report.now
-    if as_json:
-        app.emit_json("driver-branches", answer.to_json())
-    else:
-        app.table(
-            ["FORK", "SOURCE", "AGE", "P2P VERSIONS"],
-            [
-                [
-                    f.fork,
-                    f.source,
-                    human_age(f.age_seconds(now)) if f.available else "-",
-                    ", ".join(str(v) for v in f.p2p_versions()) or ("(none)" if f.available else "(unavailable)"),
-                ]
-                for f in report.forks
-            ],
-        )
-        revision_rows = [
-            [
-                str(v),
-                f.fork,
-                r.branch,
-                (r.date or "unknown")[:19].replace("T", " "),
-                (r.commit or "unknown")[:12],
-                "tree" if r.from_tree else "name",
-            ]
-            for f in report.forks
-            for v in reversed(f.p2p_versions())
-            for r in f.revisions_of(v)
-        ]
-        if revision_rows:
-            app.echo()
-            app.table(
-                ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED", "COMMIT", "VERSION FROM"], revision_rows
-            )
-        for f in report.forks:
-            if f.error and f.source != "git" and f.source != "api":
-                app.echo(app.style(f"note: {f.fork}: {f.error}", fg="yellow"), err=True)
-            elif f.error:
-                app.echo(f"note: {f.fork}: {f.error}", err=True)
-        if target is not None:
-            app.echo()
-            for line in (answer.answer or {}).get("summary", []):
-                app.echo(line)
-
-    if not report.any_available:
-        raise MissingError(
-            "no fork could be listed and there is no cache",
-            hint="check the network (or git/requests access to the forge), then run again",
-        )
-    if not report.complete:
-        missing = ", ".join(f.fork for f in report.forks if not f.available)
-        raise PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
+    finish(app, "driver-branches", answer, as_json)
 
 
 @driver.command()
@@ -175,67 +122,13 @@ def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_jso
     \b
     Exit status: 0 done (or nothing to do); 3 --apply without root; 5 no initramfs generator.
     """
-    from fwman.app.driver_settings import inspect_settings, settings_actions
-    from fwman.host.actions import apply_all, pending
+    from fwman.app.driver_settings import driver_settings
 
     if dry_run and not do_apply:
         raise UsageError("--dry-run goes with --apply", hint="fwman driver settings --apply --dry-run")
-    report = inspect_settings(app.host, rebar=rebar)
-    changed: list[str] = []
-    todo: list[str] = []
-    if do_apply:
-        actions = settings_actions(app.host, report)
-        if dry_run:
-            todo = [a.describe() for a in pending(app.host, actions)]
-        else:
-            app.require_change("fwman driver settings --apply")
-            changed = apply_all(app.host, actions, report=None if as_json else lambda line: app.echo(line, err=True))
-            report = inspect_settings(app.host, rebar=rebar)
-    if as_json:
-        app.emit_json(
-            "driver-settings", {**report.to_json(), "changed": bool(changed), "applied": changed, "would": todo}
-        )
-        return
-    _show_settings(app, report)
-    if do_apply and dry_run:
-        app.echo_plan(todo, "nothing to do: fwman's file and the initramfs are current")
-    elif do_apply:
-        app.echo("changed: " + ("; ".join(changed) if changed else "nothing (already current)"))
-        if changed:
-            app.echo("the options apply at the next load of the nvidia module (reboot)")
-
-
-def _show_settings(app: AppContext, report: Any) -> None:
-    from fwman.core import paths
-
-    gens = ", ".join(f"{g} ({len(b)} GPU{'s' if len(b) != 1 else ''})" for g, b in report.generations.items())
-    app.echo(f"GPUs: {gens or 'none found'}")
-    if report.settings:
-        app.table(
-            ["option", "state (loaded module)", "source"],
-            [
-                [
-                    s.option,
-                    state + (f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""),
-                    s.source,
-                ]
-                for s, state, loaded in report.states()
-            ],
-        )
-    for gen, note in report.silent().items():
-        app.echo(f"{gen}: {note}")
-    where = paths.MODPROBE_OPTIONS_FILE
-    if report.file_ok:
-        app.echo(f"{where}: current" if report.wanted else f"{where}: absent (nothing to write)")
-    else:
-        app.echo(
-            f"{where}: " + ("absent" if report.current is None else "differs") + " (`fwman driver settings --apply`)"
-        )
-    if report.params_error:
-        app.echo(f"{paths.PROC_DRIVER_PARAMS}: {report.params_error}")
-    elif report.params is None:
-        app.echo(f"{paths.PROC_DRIVER_PARAMS}: absent (the nvidia module is not loaded)")
-    app.echo(f"initramfs {report.image or ''}: {report.initramfs}".replace("  ", " "))
+    result = driver_settings(app.host, rebar=rebar, apply=do_apply, dry_run=dry_run, report=_steps(app, as_json),
+                             permit=lambda: app.require_change("fwman driver settings --apply"))  # fmt: skip
+    finish(app, "driver-settings", result, as_json)
 
 
 @driver.command()
@@ -280,12 +173,10 @@ def power(
       fwman driver power --apply --off
 
     \b
-    Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi.
+    Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi, or no
+    GPU to apply a limit to.
     """
-    from fwman.app.driver_power import plan_actions, power_status
-    from fwman.core import paths
-    from fwman.core.errors import ParseError
-    from fwman.host.actions import apply_all, pending
+    from fwman.app.driver_power import driver_power
 
     if (dry_run or limits or persistence or off) and not do_apply:
         raise UsageError("--limit, --persistence, --off and --dry-run go with --apply",
@@ -294,34 +185,12 @@ def power(
         raise UsageError("--apply needs --limit, --persistence or --off", hint="fwman driver power --apply --limit 280")
     if off and (limits or persistence):
         raise UsageError("--off removes the unit: it does not go with --limit or --persistence")
-    status = power_status(app.host)
-    changed: list[str] = []
-    todo: list[str] = []
-    if do_apply:
-        try:
-            _, actions = plan_actions(app.host, status, list(limits), persistence, off, now=True)
-        except ParseError as e:
-            raise UsageError(e.message, hint="--limit 280, or --limit 0000:01:00.0=280") from e
-        if dry_run:
-            todo = [a.describe() for a in pending(app.host, actions)]
-        else:
-            app.require_change("fwman driver power --apply")
-            changed = apply_all(app.host, actions, report=None if as_json else lambda line: app.echo(line, err=True))
-            if any(paths.POWER_UNIT in c for c in changed):
-                from fwman.platform.systemd import reload_running_systemd
+    result = driver_power(app.host, limits=list(limits), persistence=persistence, off=off, apply=do_apply,
+                          dry_run=dry_run, report=_steps(app, as_json),
+                          permit=lambda: app.require_change("fwman driver power --apply"))  # fmt: skip
+    finish(app, "driver-power", result, as_json)
 
-                reload_running_systemd(app.host)
-            status = power_status(app.host)
-    if as_json:
-        app.emit_json("driver-power", {**status.to_json(), "changed": bool(changed), "applied": changed, "would": todo})
-        return
-    rows = [[b, "-" if w is None else f"{w:g} W", "-" if d is None else f"{d:g} W"] for b, w, d in status.gpus]
-    if rows:
-        app.table(["GPU", "power limit", "default"], rows)
-    else:
-        app.echo("GPUs: none found")
-    app.echo(f"{paths.POWER_UNIT}: " + ("present" if status.unit is not None else "absent"))
-    if do_apply and dry_run:
-        app.echo_plan(todo, "nothing to do: fwman's unit is current")
-    elif do_apply:
-        app.echo("changed: " + ("; ".join(changed) if changed else "nothing (already current)"))
+
+def _steps(app: AppContext, as_json: bool) -> Any:
+    """Return where an apply's steps go as they are done: stderr, or nowhere under --json."""
+    return (lambda line: None) if as_json else (lambda line: app.echo(line, err=True))

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-
-if TYPE_CHECKING:
-    from fwman.driver.hooks.ownership import PackageOwnership
+from fwman.cli.render import finish
 
 
 @click.group()
@@ -50,17 +46,10 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
       fwman hooks install --json
     """
     from fwman.app.hooks import install_hooks
-    from fwman.driver.hooks.ownership import package_ownership
 
-    if not dry_run and package_ownership(app.host) is None:
-        app.require_change("fwman hooks install")
-    result = install_hooks(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    if result.package is not None and not as_json:
-        app.echo(result.message)
-        return
-    app.show_change(
-        "hooks-install", result, as_json, nothing="hook and service already installed and current", done="installed"
-    )
+    result = install_hooks(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman hooks install"),
+                           report=lambda t: app.echo(t, err=True))  # fmt: skip
+    finish(app, "hooks-install", result, as_json)
 
 
 @hooks.command()
@@ -83,14 +72,10 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.hooks import remove_hooks
 
-    if not dry_run:
-        app.require_change("fwman hooks remove")
     # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
-    result = remove_hooks(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    app.show_change(
-        "hooks-remove", result, as_json, nothing="nothing to remove: the hooks and the service are not installed",
-        done="removed",
-    )  # fmt: skip
+    result = remove_hooks(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman hooks remove"),
+                          report=lambda t: app.echo(t, err=True))  # fmt: skip
+    finish(app, "hooks-remove", result, as_json)
 
 
 @hooks.command()
@@ -105,51 +90,6 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman hooks status
       fwman hooks status --json
     """
-    from fwman.driver.hooks.files import status as get_status
-    from fwman.driver.hooks.ownership import package_ownership
+    from fwman.app.hooks import hooks_status
 
-    if (owner := package_ownership(app.host)) is not None:
-        _package_status(app, owner, as_json)
-        return
-    st = get_status(app.host)
-    if as_json:
-        app.emit_json("hooks-status", {**st.to_json(), "package": None})
-        return
-    app.table(
-        ["FILE", "STATE"],
-        [[f.path, "ok" if f.current else f.note] for f in st.files],
-    )
-    app.echo(f"catch-up service enabled: {'yes' if st.enabled else 'no'}")
-    for directory, names in st.order.items():
-        app.echo(f"{directory}: {' '.join(names) or '(empty)'}")
-    if not st.installed:
-        app.echo("run `fwman hooks install` to install or update them")
-
-
-def _package_status(app: AppContext, owner: PackageOwnership, as_json: bool) -> None:
-    """Render ``hooks status`` when the Debian package owns the hooks (same schema, ``package`` filled in)."""
-    from fwman.driver.hooks.files import status as get_status
-
-    order = get_status(app.host).order
-    if as_json:
-        app.emit_json(
-            "hooks-status",
-            {
-                "installed": owner.intact,
-                "enabled": owner.unit_enabled,
-                "files": [
-                    {"path": f.path, "present": f.present, "current": f.present and not f.modified, "note": f.note}
-                    for f in owner.files
-                ],
-                "order": order,
-                "package": {"name": owner.package, "leftovers": owner.leftovers},
-            },
-        )
-        return
-    app.table(["FILE", "STATE"], [[f.path, f.note] for f in owner.files])
-    app.echo(f"catch-up service enabled: {'yes' if owner.unit_enabled else 'no'}")
-    for directory, names in order.items():
-        app.echo(f"{directory}: {' '.join(names) or '(empty)'}")
-    for path in owner.leftovers:
-        app.echo(f"left over from `fwman hooks install`, shadows the package's file: {path} (delete it)")
-    app.echo(f"owned by the Debian package {owner.package}: dpkg installs, upgrades and removes these files")
+    finish(app, "hooks-status", hooks_status(app.host), as_json)

@@ -6,6 +6,7 @@ import click
 from click.core import ParameterSource
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.render import finish
 from fwman.core import names, paths
 
 
@@ -33,9 +34,11 @@ def metrics() -> None:
     help="Host path of the .prom file (under --root when given).",
 )
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print the metrics instead of writing the file.")
+@click.option("--dry-run", is_flag=True, help="Collect the metrics and say where they would go; write nothing.")
+@json_option
 @common_options
 @pass_app
-def write(app: AppContext, output: str, to_stdout: bool) -> None:
+def write(app: AppContext, output: str, to_stdout: bool, dry_run: bool, as_json: bool) -> None:
     """Write what fwman knows about this host as Prometheus gauges, atomically, for node_exporter.
 
     Per card: identity and VBIOS version (fwman_gpu_info), BAR1 and VRAM bytes, PCIe link width and speed. Per
@@ -43,30 +46,30 @@ def write(app: AppContext, output: str, to_stdout: bool) -> None:
     next boot's safety; whether the driver components match (`fwman audit`, offline). A source that cannot be
     read (no GPU, no kernels) is left out and marked fwman_metrics_source_up 0; the command still succeeds.
     The file is written through a temporary file and a rename, so the collector never reads half of it.
+    With --json: {"dry_run", "changed", "output", "series", "problems"} (schema fwman.metrics-write/1; "output"
+    null and the metrics in "text" with --stdout).
 
     \b
     Examples:
       fwman metrics write
       fwman metrics write -o /var/lib/node_exporter/textfile/fwman.prom
       fwman metrics write --stdout --snapshot fixtures/hosts/rig-4x3090
+      fwman metrics write --dry-run --json
     """
-    from fwman.app.metrics import render_metrics, write_metrics
+    from fwman.app.metrics import metrics_write
 
-    if to_stdout:
-        metrics = render_metrics(app.host)
-    else:
+    target, typed = None, False
+    if not to_stdout:
         # a path the user typed that cannot be written is their usage error; the default path's is the host's
         typed = click.get_current_context().get_parameter_source("output") is not ParameterSource.DEFAULT
         # checked before anything is read: a typo must not cost a full collection to be told
         target = names.host_path(output, "-o")
-        app.require_change("fwman metrics write", needs_root=False)  # the filesystem decides who may write where
-        metrics = write_metrics(app.host, target, named_by="-o" if typed else None)
-    for source, why in metrics.problems.items():
-        app.echo(f"note: {source}: not readable: {why}", err=True)
-    if to_stdout:
-        app.echo(metrics.text, nl=False)
-        return
-    app.echo(f"wrote {metrics.series} series to {target}", err=True)
+    # the filesystem decides who may write where: no root needed
+    result = metrics_write(app.host, target, named_by="-o" if typed else None, dry_run=dry_run,
+                           permit=lambda: app.require_change("fwman metrics write", needs_root=False))  # fmt: skip
+    finish(app, "metrics-write", result, as_json)
+    if to_stdout and not as_json:
+        app.echo(result.metrics.text, nl=False)
 
 
 @metrics.command()
@@ -89,12 +92,9 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.metrics import install_metrics_timer
 
-    if not dry_run:
-        app.require_change("fwman metrics install")
-    result = install_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    app.show_change(
-        "metrics-install", result, as_json, nothing="metrics timer already installed and current", done="installed"
-    )
+    result = install_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+                                   permit=lambda: app.require_change("fwman metrics install"))  # fmt: skip
+    finish(app, "metrics-install", result, as_json)
 
 
 @metrics.command()
@@ -116,11 +116,7 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.metrics import remove_metrics_timer
 
-    if not dry_run:
-        app.require_change("fwman metrics remove")
     # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
-    result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    app.show_change(
-        "metrics-remove", result, as_json, nothing="nothing to remove: the metrics timer is not installed",
-        done="removed",
-    )  # fmt: skip
+    result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+                                  permit=lambda: app.require_change("fwman metrics remove"))  # fmt: skip
+    finish(app, "metrics-remove", result, as_json)

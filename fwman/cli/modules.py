@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
-from fwman.core.errors import BlockedError, PartialError, VerificationError
-from fwman.core.termtext import visible
+from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.render import finish, render
 
-if TYPE_CHECKING:
-    from fwman.driver.hooks.run import RunSummary
+F = TypeVar("F", bound=Callable[..., Any])
+DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
 
 
 @click.group()
@@ -38,70 +38,32 @@ def _say(app: AppContext) -> Any:
     return lambda text: app.echo(text, err=True)
 
 
-def failure_report(app: AppContext, outcome: Any, newer: list[str] | None = None) -> list[str]:
-    """Return the lines that explain a failed build: file, first error, source, log, newer branches.
-
-    ``newer`` is the list of newer cached P2P branches when the caller has it already (else it is looked up).
-    """
-    from fwman.driver.build.source import newer_branches
-
-    lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
-    f = outcome.failure
-    if f is not None:
-        where = f"{f.file}:{f.line}" if f.file and f.line else (f.file or "(no file named)")
-        if f.phase:
-            lines.append(f"  failed in:     the {f.phase} phase")
-        lines.append(f"  failing file:  {where}")
-        lines.append(f"  first error:   {f.message}")
-    s = outcome.source
-    if s is not None:
-        if s.fork:
-            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
-        else:
-            lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
-    if outcome.log_path:
-        lines.append(f"  build log:     {outcome.log_path}")
-    if newer is None:
-        newer = newer_branches(app.host, s) if s is not None else []
-    if newer:
-        lines.append("  newer P2P branches that may build (cached list; check `fwman driver branches`):")
-        lines.extend(f"    {b}" for b in newer[-5:])
-    else:
-        lines.append("  newer P2P branches: none known (run `fwman driver branches` to refresh the list)")
-    return lines
+def _permit(app: AppContext, what: str) -> Any:
+    return lambda: app.require_change(what)
 
 
-def _progress(app: AppContext, as_json: bool) -> Any:
-    """Return the build progress sink: a live line on a terminal, whole lines otherwise (PhaseLog), none in --json."""
-    from fwman.driver.build.pipeline import phase_lines
+def _origin(choices: list[str], help: str) -> Callable[[F], F]:
+    """Return the decorator adding ``--origin WHO`` (who runs the command: the hooks say) and the deprecated
+    ``--from`` it replaces (hidden; it still works and warns on stderr: ``fwman fetch --from`` names a file)."""
 
-    if as_json:
-        return lambda state, elapsed, started: None
-    if not app.env.stderr_isatty:
-        return phase_lines(_say(app))
-    stream = app.env.stderr
+    def old(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+        if value is not None:
+            ctx.meta["fwman.origin"] = value
+            warning = f"fwman: warning: --from is deprecated here, and goes in a later release: use --origin {value}"
+            app = ctx.find_object(AppContext)
+            if app is not None:
+                app.echo(warning, err=True)
+            else:  # run outside fwman's entry point (click's own test runner): click's stderr
+                click.echo(warning, err=True)
 
-    def live(state: Any, elapsed: float, started: str | None) -> None:
-        try:
-            if state.rc is not None:
-                return  # make exited: the caller ends the line and reports the outcome
-            if started is not None and elapsed > 0:
-                stream.write("\n")  # keep the finished phase's last line on screen
-            stream.write("\r\033[K" + visible(state.line(elapsed)))  # the line may quote a tool's output
-            stream.flush()
-        except (OSError, ValueError):  # the terminal went away: the build goes on, unseen
-            pass
+    def new(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
+        return value or ctx.meta.get("fwman.origin") or "manual"
 
-    return live
+    def decorate(f: F) -> F:
+        f = click.option("--from", type=click.Choice(choices), hidden=True, expose_value=False, callback=old)(f)
+        return click.option("--origin", type=click.Choice(choices), callback=new, help=help + " Default: manual.")(f)
 
-
-def _render_boot(app: AppContext, check: Any) -> None:
-    if check is None:
-        return
-    if check.pinned is not None:
-        app.echo(app.style(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", fg="yellow"))
-    if check.problem:
-        app.echo(app.style(f"WARNING: {check.problem}", fg="red", bold=True))
+    return decorate
 
 
 @modules.command()
@@ -110,7 +72,7 @@ def _render_boot(app: AppContext, check: Any) -> None:
 @click.option(
     "--fork",
     metavar="FORK",
-    help="Fork: a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path.",
+    help=f"The fork to build from: {FORK_FORMS}.",
 )
 @click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
 @click.option(
@@ -125,6 +87,7 @@ def _render_boot(app: AppContext, check: Any) -> None:
     help="Retry a (commit, kernel) whose build failed before; build a version the user space does not match.",
 )
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
+@click.option("--dry-run", is_flag=True, help="Say which kernels would be built from which source; change nothing.")
 @json_option
 @common_options
 @pass_app
@@ -138,6 +101,7 @@ def build(
     source_dir: str | None,
     force: bool,
     jobs: int | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Build, sign (when configured), install and verify the patched modules for kernels.
@@ -161,6 +125,7 @@ def build(
       fwman modules build --kernel "$(uname -r)" --source ~/src/open-gpu-kernel-modules
       fwman modules build --all                 (the remembered source, every kernel with headers)
       fwman modules build --kernel 6.1.0-53-amd64 --force
+      fwman modules build --all --dry-run       (which kernels, from which source; nothing changes)
 
     --driver-version V builds, of the fork's branches whose tree builds V (`fwman driver branches`: -p2p,
     -p2p-v2, -p2p-v3 or any name with p2p in it), the one with the newest commit.
@@ -177,42 +142,24 @@ def build(
     fork's branch cannot be had (the error names fork, URL and branch, with git's own message), 6 some kernels
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
-    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules
+    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules, progress_sink
     from fwman.core.names import kernel_release
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
-    app.require_change("fwman modules build")
-    request = BuildRequest(
-        kernels,
-        all_kernels,
-        fork,
-        branch,
-        source_dir,
-        force,
-        jobs,
-        _progress(app, as_json),
-        driver_version=driver_version,
-        variables=app.env.variables,
-    )
+    if not dry_run:
+        app.require_change("fwman modules build")
+    progress = progress_sink(app.env.stderr, as_json=as_json, live=app.env.stderr_isatty, report=_say(app))
+    request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, progress,
+                           driver_version=driver_version, variables=app.env.variables, dry_run=dry_run)  # fmt: skip
 
     def show(build: KernelBuild) -> None:
         if app.env.stderr_isatty and not as_json:
             app.env.stderr.write("\n")  # end the live progress line
-        if as_json:
-            return
-        if build.outcome.status == "failed":
-            for line in failure_report(app, build.outcome, build.newer):
-                app.echo(app.style(line, fg="red") if line.startswith("FAILED") else line)
-        else:
-            app.echo(build.outcome.message)
+        if not as_json:
+            render(app, build.text())
 
-    result = build_modules(app.host, request, _say(app), show)
-    if as_json:
-        app.emit_json("modules-build", result.to_json())
-    else:
-        _render_boot(app, result.boot)
-    result.raise_for_failures()
+    finish(app, "modules-build", build_modules(app.host, request, _say(app), show), as_json)
 
 
 @modules.command()
@@ -233,106 +180,38 @@ def status(app: AppContext, as_json: bool) -> None:
     """
     from fwman.app.modules_status import modules_status
 
-    result = modules_status(app.host)
-    if as_json:
-        app.emit_json("modules-status", result.to_json())
-        return
-    rows, default, pin, spec = result.kernels, result.next_boot, result.pin, result.source
-    if not rows:
-        app.echo("no kernels under /lib/modules")
-    app.table(
-        ["KERNEL", "HEADERS", "MODULES", "DKMS", "STATE", "SAFE TO BOOT", "WHY"],
-        [
-            [
-                ("> " if r.next_boot else "  ") + r.kernel,
-                "yes" if r.headers else "no",
-                r.modules,
-                "CONFLICT" if r.dkms_conflict else "-",
-                "failed" if r.failed else ("pending" if r.pending else "-"),
-                app.style("yes", fg="green") if r.safe_to_boot else app.style("NO", fg="red", bold=True),
-                r.why,
-            ]
-            for r in rows
-        ],
-    )
-    app.echo(f"\n> next boot: {default.kver or 'unknown'} ({default.loader}: {default.how})")
-    if pin is not None:
-        app.echo(
-            app.style(
-                f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin",
-                fg="yellow",
-                bold=True,
-            )
-        )
-    for r in rows:
-        for c in r.dkms_conflict:
-            app.echo(app.style(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", fg="yellow"))
-    for r in rows:
-        for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
-            kernels = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
-            app.echo(f"patch for {r.kernel}: {patch.get('name')} ({kernels}, sha256 {str(patch.get('sha256'))[:12]})")
-    for r in rows:
-        if not r.headers and r.headers_package:
-            app.echo(f"headers for {r.kernel}: apt install {r.headers_package}")
-        if r.initramfs is not None and r.initramfs.path and (r.initramfs.problem or r.initramfs.error):
-            app.echo(app.style(f"initramfs of {r.kernel}: {r.initramfs.summary()}", fg="red", bold=True))
-    if result.secure_boot is not None:
-        _render_secure_boot(app, result.secure_boot.to_dict())
-    hold = result.userspace_hold
-    if hold is not None and hold.installed:
-        held = "held by fwman" if hold.held else "not held (`fwman userspace hold`)"
-        app.echo(f"NVIDIA user space: {len(hold.installed)} packages, {held}")
-    for line in hold.warnings() if hold is not None else []:
-        app.echo(app.style(f"WARNING: {line}", fg="yellow"))
-    options = result.settings
-    for setting, state, loaded in options.states() if options is not None else []:
-        shown = f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""
-        line = f"module option {setting.option}: {state}{shown}"
-        app.echo(line if state == "in effect" else app.style(line + " (`fwman driver settings`)", fg="yellow"))
-    if spec is None:
-        app.echo("no module source configured yet: run `fwman modules build --fork F --branch B` once")
-    if result.dkms_error:
-        app.echo(f"note: dkms status failed: {result.dkms_error}", err=True)
-
-
-def _render_secure_boot(app: AppContext, sb: dict[str, Any]) -> None:
-    state = {True: "on", False: "off", None: "unknown"}[sb["enabled"]]
-    line = f"Secure Boot: {state} ({sb['source']})"
-    if sb["cert"]:
-        line += f"; fwman's signing key: {sb['key']}"
-    bad = sb["enforcing"] and sb["key"] in ("pending", "not-enrolled")
-    app.echo(app.style(line, fg="red", bold=True) if bad else line)
-    if bad:
-        app.echo("  enrollment steps: `fwman modules keygen` prints them (the key stays, --force not needed)")
+    finish(app, "modules-status", modules_status(app.host), as_json)
 
 
 @modules.command()
 @click.option("--kernel", "kver", required=True, metavar="KVER", help="The kernel release that was removed.")
-@click.option("--from", "origin", type=click.Choice(["postrm", "kernel-install", "manual"]), default="manual")
+@_origin(["postrm", "kernel-install", "manual"], "Who runs it (the removal hooks say).")
+@DRY_RUN
+@json_option
 @common_options
 @pass_app
-def forget(app: AppContext, kver: str, origin: str) -> None:
+def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """Drop fwman's state for a removed kernel and keep the next boot safe (what the removal hooks run).
 
     Removes the kernel's manifest, failure and pending markers, fwman's stored and installed copies of its
     modules, its build tree, and an object-cache entry no remaining kernel uses. When fwman's boot pin pointed
     at the kernel it is released and another safe kernel pinned, or it says loudly that none is left.
-    Always exits 0: a kernel removal must never fail over it.
+    Always exits 0: a kernel removal must never fail over it. With --json: {"kernel", "dry_run", "changed",
+    "actions", "problems", "pin_released", "boot"} (schema fwman.modules-forget/1). --origin says who runs it
+    (the hooks pass postrm or kernel-install); the older spelling --from still works and warns.
 
     \b
     Examples:
+      fwman modules forget --kernel 6.1.0-47-amd64 --dry-run
       fwman modules forget --kernel 6.1.0-47-amd64
     """
+    from fwman.app.modules_hooks import forget as forget_kernel
     from fwman.core.names import kernel_release
-    from fwman.driver.hooks.removal import forget_kernel
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
-    app.require_change("fwman modules forget")
-    say = _say(app)
-    summary = forget_kernel(app.host, kver, say)
-    if not summary.removed and not summary.problems:
-        say(f"fwman had no state for {kver}")
-    _render_boot(app, summary.boot)
+    result = forget_kernel(app.host, kver, dry_run=dry_run, permit=_permit(app, "fwman modules forget"),
+                           report=_say(app))  # fmt: skip
+    finish(app, "modules-forget", result, as_json)
 
 
 @modules.command("remove")
@@ -366,151 +245,90 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
 
     for kver in kernels:
         kernel_release(kver)
-    if not dry_run:
-        app.require_change("fwman modules remove")
-    result = remove_modules(app.host, RemoveRequest(kernels, all_kernels, dry_run), _say(app))
-    if as_json:
-        app.emit_json("modules-remove", result.to_json())
-        return
-    if dry_run:
-        app.echo_plan(
-            result.actions, "fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel")
-        )
-        return
-    if not result.changed:
-        app.echo("nothing to remove: fwman has no modules installed for " + (", ".join(result.kernels) or "any kernel"))
-        return
-    for path in result.removed:
-        app.echo(f"removed {path}")
-    if result.next_boot_lost:
-        app.echo(
-            app.style(
-                f"the next boot ({result.next_boot}) has no patched modules now: the stock driver loads if one is "
-                "installed",
-                fg="yellow",
-            )
-        )
+    request = RemoveRequest(kernels, all_kernels, dry_run)
+    finish(app, "modules-remove", remove_modules(app.host, request, _say(app), _permit(app, "fwman modules remove")),
+           as_json)  # fmt: skip
 
 
 @modules.command()
 @click.option("--force", is_flag=True, help="Rebuild every kernel, and retry failed (commit, kernel) pairs.")
+@DRY_RUN
+@json_option
 @common_options
 @pass_app
-def catchup(app: AppContext, force: bool) -> None:
+def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
     """Build for every installed kernel with headers that lacks working patched modules (boot-time service).
 
     With every kernel current it reads one small manifest and stats the modules per kernel, and exits. Then it
     repairs modules DKMS replaced, and makes sure the next boot uses a kernel with working modules, releasing
-    a pin fwman made once the pinned-away kernel has them.
+    a pin fwman made once the pinned-away kernel has them. --dry-run says which kernels it would build or
+    repair. With --json: {"dry_run", "changed", "actions", "kernels", "repaired", "waiting", "no_source",
+    "source_problem", "boot"} (schema fwman.modules-catchup/1; "kernels" as in fwman.modules-build/1).
 
     \b
     Examples:
+      fwman modules catchup --dry-run
       fwman modules catchup
       systemctl status fwman-catchup.service     (runs it at boot, see `fwman hooks install`)
 
     Exit status: 0 (also when kernels without headers stay pending), 6 when a build failed.
     """
-    from fwman.driver.hooks.run import catchup as run_catchup
+    from fwman.app.modules_hooks import catchup as run_catchup
 
-    app.require_change("fwman modules catchup")
-    summary = run_catchup(app.host, _say(app), force=force)
-    if summary.fast_path:
-        _render_waiting(app, summary)
-        return
-    for outcome in summary.outcomes:
-        if outcome.status == "failed":
-            for line in failure_report(app, outcome):
-                app.echo(line, err=True)
-    _render_boot(app, summary.boot)
-    failed = [o for o in summary.outcomes if o.status == "failed"]
-    if failed:
-        raise PartialError(
-            f"build failed for {', '.join(o.kver for o in failed)}",
-            hint="see `fwman modules status` and /var/log/fwman/",
-        )
-
-
-def _render_waiting(app: AppContext, summary: RunSummary) -> None:
-    """Print the result of a catch-up with nothing to build: all current, or which kernels still wait and why."""
-    if not summary.waiting:
-        app.echo("every kernel has current patched modules")
-        return
-    for kver, why in summary.waiting.items():
-        app.echo(f"{kver}: NO current patched modules (pending: {why}); booting it comes up without the patched driver")
-    app.echo("nothing to build until the headers are installed; the next catch-up builds them (`fwman modules status`)")
-    if summary.source_problem is not None:
-        app.echo(f"WARNING: {summary.source_problem}: that build will fail", err=True)
-    elif summary.no_source:
-        app.echo("WARNING: no module source configured: run `fwman modules build --fork F --branch B` once", err=True)
+    result = run_catchup(app.host, force=force, dry_run=dry_run, permit=_permit(app, "fwman modules catchup"),
+                         report=_say(app))  # fmt: skip
+    finish(app, "modules-catchup", result, as_json)
 
 
 @modules.command(hidden=True)
 @click.option("--kernel", "kver", required=True, metavar="KVER")
-@click.option(
-    "--from",
-    "origin",
-    type=click.Choice(["postinst", "header_postinst", "kernel-install", "manual"]),
-    default="manual",
-)
+@_origin(["postinst", "header_postinst", "kernel-install", "manual"], "Which hook runs it.")
+@DRY_RUN
+@json_option
 @common_options
 @pass_app
-def hook(app: AppContext, kver: str, origin: str) -> None:
-    """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3."""
+def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
+    """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3.
+
+    With --json: fwman.modules-catchup/1's keys plus "kernel", "origin" and "in_place" (schema
+    fwman.modules-hook/1). --origin names the hook (the older --from still works and warns).
+    """
+    from fwman.app.modules_hooks import hook as run_hook
     from fwman.core.names import kernel_release
-    from fwman.driver.build.source import strict_mode
-    from fwman.driver.hooks.run import run_hook
 
     kernel_release(kver)
-    app.require_change("fwman modules hook")
-    say = _say(app)
-    summary = run_hook(app.host, kver, origin, say)
-    for outcome in summary.outcomes:
-        if outcome.status == "failed":
-            for line in failure_report(app, outcome):
-                say(line)
-        else:
-            say(outcome.message)
-    _render_boot(app, summary.boot)
-    if summary.failed or summary.no_source:
-        message = f"patched NVIDIA modules are NOT in place for {kver}"
-        if strict_mode(app.host):
-            raise BlockedError(message, hint="strict = true in /etc/fwman/config.toml: the kernel install stops")
-        say(f"{message}; the kernel install goes on (see `fwman modules status`)")
+    result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
+                      report=_say(app))  # fmt: skip
+    finish(app, "modules-hook", result, as_json)
 
 
 @modules.command()
 @click.option("--reuse-dkms", is_flag=True, help="Use DKMS's /var/lib/dkms/mok.key and mok.pub (one enrollment).")
 @click.option("--force", is_flag=True, help="Replace a key fwman already uses.")
+@DRY_RUN
+@json_option
 @common_options
 @pass_app
-def keygen(app: AppContext, reuse_dkms: bool, force: bool) -> None:
+def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     """Create the Secure Boot signing key for the modules (or adopt DKMS's), and say how to enroll it.
 
     fwman then signs every module it builds, in the kernel's appended-signature format with the kernel's
     CONFIG_MODULE_SIG_HASH. The certificate must be enrolled as a Machine Owner Key once: `mokutil --import`
-    asks for a password, and the next boot's MOK manager asks for it again to confirm.
+    asks for a password, and the next boot's MOK manager asks for it again to confirm. With --json: {"dry_run",
+    "changed", "actions", "key", "cert", "origin", "secure_boot", "enrollment_steps"} (schema
+    fwman.modules-keygen/1).
 
     \b
     Examples:
+      fwman modules keygen --dry-run
       fwman modules keygen
       fwman modules keygen --reuse-dkms
     """
-    from fwman.driver.kmod.sign import keygen as make_key
+    from fwman.app.modules_keygen import keygen as make_key
 
-    app.require_change("fwman modules keygen")
-    key = make_key(app.host, reuse_dkms=reuse_dkms, force=force)
-    app.echo(f"signing key:  {key.key}")
-    app.echo(f"certificate:  {key.cert} (DER)")
-    from fwman.driver.kmod.secureboot import enrollment_steps, read_state
-
-    state = read_state(app.host)
-    enabled = {True: "on", False: "off", None: "unknown"}[state.enabled]
-    app.echo(f"Secure Boot: {enabled} ({state.source}); this certificate: {state.key_state}")
-    if state.key_state != "enrolled":
-        app.echo("enroll it as a Machine Owner Key (once per machine):")
-        for line in enrollment_steps(key.cert):
-            app.echo(f"  {line}")
-    app.echo("modules built from now on are signed; rebuild the current ones with `fwman modules build --all`")
+    result = make_key(app.host, reuse_dkms=reuse_dkms, force=force, dry_run=dry_run,
+                      permit=_permit(app, "fwman modules keygen"))  # fmt: skip
+    finish(app, "modules-keygen", result, as_json)
 
 
 @modules.command()
@@ -534,24 +352,8 @@ def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.modules_unpin import unpin_boot
 
-    if not dry_run:
-        app.require_change("fwman modules unpin")
-    result = unpin_boot(app.host, dry_run=dry_run)
-    if as_json:
-        app.emit_json("modules-unpin", result.to_json())
-        return
-    record = result.pin
-    if record is None:
-        app.echo("fwman has no boot pin in place")
-        return
-    if dry_run:
-        app.echo(f"would undo the boot pin to {record.kernel} ({record.method}), restoring the previous default")
-        return
-    app.echo(f"boot pin to {record.kernel} removed ({record.method}); the previous default is back")
-    after = result.next_boot
-    if after is not None:
-        note = "has working patched modules" if after.safe else f"has NO working patched modules: {after.reason}"
-        app.echo(f"next boot: {after.kver}, which {note}")
+    finish(app, "modules-unpin", unpin_boot(app.host, dry_run=dry_run, permit=_permit(app, "fwman modules unpin")),
+           as_json)  # fmt: skip
 
 
 @modules.command("check-boot")
@@ -560,12 +362,9 @@ def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     is_flag=True,
     help="When the next boot is not safe, pin the newest kernel that is (what the hooks run after the loader's).",
 )
-@click.option(
-    "--from",
-    "origin",
-    type=click.Choice(["postinst", "postrm", "kernel-install", "apt", "manual"]),
-    default="manual",
-    help="Who runs it (the hooks say; with --pin a kernel hook asks apt's Post-Invoke hook to check again).",
+@_origin(
+    ["postinst", "postrm", "kernel-install", "apt", "manual"],
+    "Who runs it (the hooks say; with --pin a kernel hook asks apt's Post-Invoke hook to check again).",
 )
 @click.option(
     "--removed",
@@ -598,24 +397,8 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
 
     for kver in removed:
         kernel_release(kver)
-    if pin:
-        app.require_change("fwman modules check-boot --pin")
-    result = run_check(app.host, pin, origin, frozenset(removed), _say(app))
-    if as_json:
-        app.emit_json("modules-check-boot", result.to_json())
-    else:
-        default = result.default
-        verdict = app.style("safe", fg="green") if result.safe else app.style("NOT SAFE", fg="red", bold=True)
-        app.echo(f"next boot: {default.kver} ({default.how}): {verdict}: {result.reason}")
-        if result.pinned is not None:
-            app.echo(app.style(f"boot default pinned to {result.pinned.kernel} ({result.pinned.method})", fg="yellow"))
-    if not result.safe:
-        raise VerificationError(
-            f"the next boot ({result.default.kver}) has no working patched modules: {result.reason}",
-            hint=f"{result.problem}; see `fwman modules status`"
-            if result.problem
-            else "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
-        )
+    permit = _permit(app, "fwman modules check-boot --pin")
+    finish(app, "modules-check-boot", run_check(app.host, pin, origin, frozenset(removed), _say(app), permit), as_json)
 
 
 # build once per fleet: fwman.cli.modules_bundle (imports only click at module level)

@@ -2,39 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-
-
-def _doc_dict(bundle: Any) -> dict[str, Any]:
-    doc = bundle.doc
-    return {
-        "kernel": doc.kernel,
-        "vermagic": doc.vermagic,
-        "fork": doc.fork,
-        "branch": doc.branch,
-        "commit": doc.commit,
-        "source": doc.source,
-        "compiler": doc.compiler,
-        "signed": doc.signed,
-        "signer": doc.signer,
-        "built_at": doc.built_at,
-        "exported_from": doc.exported_from,
-        "modules": {name: {"sha256": m.sha256, "size": m.size} for name, m in doc.modules.items()},
-        "bundle_sha256": bundle.sha256,
-        "signature": bundle.signature is not None,
-        "signature_key": _signature_key(bundle),
-    }
-
-
-def _signature_key(bundle: Any) -> str | None:
-    """Return the key id the bundle's signature names (None when unsigned or not a signature document)."""
-    from fwman.driver.bundle.trust import signature_key
-
-    return signature_key(bundle)
+from fwman.cli.render import finish
 
 
 @click.command("export")
@@ -63,18 +34,9 @@ def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_jso
 
     Exit status: 0 written, 4 the installed modules do not verify, 5 none installed for KVER.
     """
-    from fwman.app.bundle import export_to_file
+    from fwman.app.bundle import export_file
 
-    size, bundle = export_to_file(app.host, kver, output, sign_key)
-    if as_json:
-        app.emit_json("modules-export", {"file": output, "size": size, **_doc_dict(bundle)})
-        return
-    doc = bundle.doc
-    app.echo(f"exported the modules of {kver} to {output} ({size} bytes)")
-    app.echo(f"  source:    {doc.source} (commit {doc.commit})")
-    app.echo(f"  compiler:  {doc.compiler}")
-    app.echo(f"  modules:   {'signed ' + (doc.signed or '') if doc.signer else 'unsigned'}")
-    app.echo(f"  bundle:    sha256 {bundle.sha256} {'(signed)' if bundle.signature else '(not signed)'}")
+    finish(app, "modules-export", export_file(app.host, kver, output, sign_key), as_json)
 
 
 @click.command("import")
@@ -103,34 +65,6 @@ def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.bundle import import_file
 
-    if not dry_run:
-        app.require_change("fwman modules import")
-    bundle, outcome = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True))
-    boot = outcome.boot
-    if as_json:
-        app.emit_json(
-            "modules-import",
-            {
-                "kernel": outcome.kernel,
-                "status": outcome.status,
-                "changed": outcome.status == "imported",
-                "message": outcome.message,
-                "checks": outcome.checks,
-                "signature": outcome.signature,
-                "signed": outcome.signed,
-                "bundle": _doc_dict(bundle),
-                "boot": None
-                if boot is None
-                else {
-                    "next_boot": boot.default.kver,
-                    "safe": boot.safety.safe if boot.safety else None,
-                    "problem": boot.problem,
-                },
-            },
-        )
-        return
-    for line in outcome.checks:
-        app.echo(f"  ok: {line}")
-    app.echo(outcome.message)
-    if boot is not None and boot.problem:
-        app.echo(app.style(f"WARNING: {boot.problem}", fg="red", bold=True))
+    result = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+                         permit=lambda: app.require_change("fwman modules import"))  # fmt: skip
+    finish(app, "modules-import", result, as_json)

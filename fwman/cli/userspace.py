@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
-
-if TYPE_CHECKING:
-    from fwman.driver.userspace_hold import HoldStatus
+from fwman.cli.render import finish
 
 
 @click.group()
@@ -46,44 +42,9 @@ def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
       fwman userspace status
       fwman userspace status --json
     """
-    from fwman.driver.userspace_hold import read_status
+    from fwman.app.userspace import userspace_status
 
-    st = read_status(app.host, simulate=not no_simulate)
-    if as_json:
-        payload = st.to_dict()
-        payload.pop("schema")  # nested (modules status, audit) it names its version; here the envelope does
-        app.emit_json("userspace-status", payload)
-        _refuse_unreadable(st)
-        return
-    if st.installed is None:
-        app.echo("dpkg is not installed here: nothing apt could hold")
-    elif not st.installed:
-        app.echo("no NVIDIA user-space package is installed")
-    else:
-        held = st.record.packages if st.record else {}
-        app.table(
-            ["PACKAGE", "INSTALLED", "HELD AT", "PENDING UPGRADE"],
-            [
-                [name, version, held.get(name, "-"), (st.pending or {}).get(name, ("", "-"))[1]]
-                for name, version in sorted(st.installed.items())
-            ],
-        )
-    app.echo(f"hold: {st.hold_line()}")
-    for line in st.warnings():
-        app.echo(app.style(f"WARNING: {line}", fg="yellow", bold=True))
-    _refuse_unreadable(st)
-
-
-def _refuse_unreadable(st: HoldStatus) -> None:
-    """Raise BlockedError (exit 3, after the status was printed) when the hold record is unreadable."""
-    if st.record_error:
-        from fwman.core.errors import BlockedError
-
-        raise BlockedError(
-            f"unreadable userspace hold record: {st.record_error}",
-            hint="read it; `fwman userspace hold` writes it again for the installed packages, "
-            "`fwman userspace release` removes the hold",
-        )
+    finish(app, "userspace-status", userspace_status(app.host, simulate=not no_simulate), as_json)
 
 
 @userspace.command()
@@ -97,7 +58,7 @@ def hold(app: AppContext, dry_run: bool, as_json: bool) -> None:
     Writes /etc/apt/preferences.d/fwman-nvidia-userspace (Pin-Priority 1001 on the installed version),
     /etc/apt/apt.conf.d/51fwman-nvidia-userspace (Unattended-Upgrade::Package-Blacklist) and records the
     packages in /var/lib/fwman/userspace-hold.json. Re-running after a deliberate upgrade moves the hold to the
-    new versions. When NVIDIA's .run installer put the user space there, there is nothing to pin (exit 2).
+    new versions. When NVIDIA's .run installer put the user space there, there is nothing to pin (exit 5).
     With --json: {"dry_run", "changed", "actions", "packages"} (schema fwman.userspace-hold/1).
 
     \b
@@ -108,13 +69,8 @@ def hold(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.userspace import hold_packages
 
-    if not dry_run:
-        app.require_change("fwman userspace hold")
-    result = hold_packages(app.host, dry_run=dry_run)
-    if not as_json and not dry_run:
-        for name, version in sorted((result.packages or {}).items()):
-            app.echo(f"held {name} {version}")
-    app.show_change("userspace-hold", result, as_json, nothing="hold already in place and current", done="hold written")
+    result = hold_packages(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman userspace hold"))
+    finish(app, "userspace-hold", result, as_json)
 
 
 @userspace.command()
@@ -136,17 +92,5 @@ def release(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.userspace import release_hold
 
-    if not dry_run:
-        app.require_change("fwman userspace release")
-    result = release_hold(app.host, dry_run=dry_run)
-    if as_json:
-        app.emit_json("userspace-release", result.to_json())
-        return
-    if dry_run:
-        app.echo_plan(result.actions, "fwman holds nothing")
-        return
-    if not result.changed:
-        app.echo("fwman holds nothing")
-        return
-    names = ", ".join(sorted(result.packages)) if result.packages else "(record unreadable)"
-    app.echo(f"released: {names}; apt and unattended-upgrades may upgrade them again")
+    result = release_hold(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman userspace release"))
+    finish(app, "userspace-release", result, as_json)

@@ -26,7 +26,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all, pending
 from fwman.host.base import Host
@@ -333,8 +333,8 @@ def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
     if not packages:
         marker = run_installer_present(host)
         if marker is not None:
-            raise UsageError("no NVIDIA user-space package to hold", hint=RUN_INSTALLER_NOTE.format(marker=marker))
-        raise UsageError("no NVIDIA user-space package is installed: nothing to hold")
+            raise MissingError("no NVIDIA user-space package to hold", hint=RUN_INSTALLER_NOTE.format(marker=marker))
+        raise MissingError("no NVIDIA user-space package is installed: nothing to hold")
     previous = read_record(host)
     stamp = previous.at if previous is not None and previous.packages == packages else at
     return packages, hold_actions(packages, stamp)
@@ -350,8 +350,8 @@ def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
 def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
     """Pin every installed NVIDIA user-space package; return (packages held, what changed).
 
-    Raises MissingError without dpkg, UsageError when no NVIDIA user-space package is installed (the message
-    says when NVIDIA's .run installer is the reason).
+    Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
+    NVIDIA's .run installer is the reason).
     """
     packages, actions = _hold_plan(host, at)
     return packages, apply_all(host, actions)

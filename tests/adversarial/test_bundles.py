@@ -171,7 +171,7 @@ def test_the_ansible_module_sees_a_signature_added_or_changed(tmp_path: Path) ->
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from fwman.cli.modules_bundle import _doc_dict
+    from fwman.app.bundle import bundle_json
     from fwman.core.signing import load_private_key, sign_document
 
     ansible = _ansible_module()
@@ -191,5 +191,5 @@ def test_the_ansible_module_sees_a_signature_added_or_changed(tmp_path: Path) ->
     ids = {label: ansible.identity_of_file(str(p)) for label, p in paths.items()}  # type: ignore[attr-defined]
     assert ids["unsigned"] != ids["key-a"] != ids["key-b"] != ids["unsigned"]  # row 7: was equal: changed=false
     for label, p in paths.items():  # what export --json says of a bundle is what the module reads back from it
-        fresh = _doc_dict(unpack(p.read_bytes()))
+        fresh = bundle_json(unpack(p.read_bytes()))
         assert {**{k: fresh.get(k) for k in ansible.IDENTITY}, "signature_key": fresh["signature_key"]} == ids[label]  # type: ignore[attr-defined]

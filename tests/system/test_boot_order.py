@@ -190,7 +190,7 @@ def test_headers_then_image_grub_saved(tmp_path: Path, object_cache: Path) -> No
     _safe_next_boot(root, env)
     # a kernel hook ran: apt's Post-Invoke hook checks once more, and consumes the marker
     assert (root / "var/lib/fwman/boot-check.pending").exists()
-    code, out, err = run_fwman(root, "modules", "check-boot", "--pin", "--from", "apt", env=env)
+    code, out, err = run_fwman(root, "modules", "check-boot", "--pin", "--origin", "apt", env=env)
     assert code == 0 and f"next boot: {KERNEL_OK}" in out, out + err
     assert not (root / "var/lib/fwman/boot-check.pending").exists()
 
@@ -250,8 +250,8 @@ def test_a_boot_loader_configured_after_the_kernel_is_caught_by_apts_hook(
     assert run_fwman(root, "modules", "check-boot", env=env)[0] == 4  # the failed kernel would boot next
     # apt's DPkg::Post-Invoke line, as installed (its marker and interpreter checks are on the real root)
     conf = (root / "etc/apt/apt.conf.d/99fwman-boot-check").read_text()
-    assert "modules check-boot --pin --from apt" in conf and "/var/lib/fwman/boot-check.pending" in conf
-    code, out, err = run_fwman(root, "modules", "check-boot", "--pin", "--from", "apt", env=env)
+    assert "modules check-boot --pin --origin apt" in conf and "/var/lib/fwman/boot-check.pending" in conf
+    code, out, err = run_fwman(root, "modules", "check-boot", "--pin", "--origin", "apt", env=env)
     assert code == 0, out + err
     assert _grubenv(root)["saved_entry"] == OK_ENTRY
     _safe_next_boot(root, env)
@@ -328,7 +328,7 @@ def test_apt_reads_the_post_invoke_hook(tmp_path: Path) -> None:
     python = sys.executable
     assert ours == [
         f'DPkg::Post-Invoke:: "if [ -e /var/lib/fwman/boot-check.pending ] && [ -x {python} ]; then {python} -m fwman '
-        'modules check-boot --pin --from apt </dev/null || true; fi";'
+        'modules check-boot --pin --origin apt </dev/null || true; fi";'
     ]
     # the command itself, run by sh as apt runs it: without the marker on this machine it does nothing, exit 0
     command = ours[0].split('"', 1)[1].rsplit('"', 1)[0]

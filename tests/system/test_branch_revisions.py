@@ -42,7 +42,8 @@ def _fork(served: Path) -> dict[str, str]:
     custom-named branch building OTHER and a non-P2P branch; ``DATES`` says when each was committed."""
     bare = served / "fork.git"
     commits = {P2P_BRANCH: make_fork_repo(bare)}
-    log = ["git", "-C", str(bare), "log", "-1", "--format=%ct", P2P_BRANCH]
+    # the branch, not the tag of the same name (a later commit: a second later when the clock ticked between them)
+    log = ["git", "-C", str(bare), "log", "-1", "--format=%ct", f"refs/heads/{P2P_BRANCH}"]
     base = int(subprocess.run(log, capture_output=True, text=True, check=True).stdout)
     for branch, hours, files in (
         (f"{VERSION}-p2p-v2", 1, {"V2": "2\n"}),

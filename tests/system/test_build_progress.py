@@ -54,7 +54,7 @@ def test_a_build_without_a_terminal_says_each_phase_once_and_where_it_failed(tmp
     # the headers of the second kernel arrive: the hook builds from the remembered source and fails in nv-pci.c
     bad = KERNEL_BAD
     add_kernel(root, bad)
-    code, out, err = run_fwman(root, "modules", "hook", "--kernel", bad, "--from", "header_postinst", env=env)
+    code, out, err = run_fwman(root, "modules", "hook", "--kernel", bad, "--origin", "header_postinst", env=env)
     assert code == 0, out + err  # a hook never fails the kernel install
     lines = _make_lines(err, root)
     assert lines[1:5] == [

@@ -143,7 +143,7 @@ def test_dkms_replaces_unless_blocked_and_fwman_repairs(tmp_path: Path, object_c
     dkms("install", "--force", "-k", KERNEL_OK, "nvidia/575.51.02", moves_originals=True)
     depmod(root, KERNEL_OK)
     assert resolved(root, KERNEL_OK) != ours
-    code, out, err = run_fwman(root, "modules", "hook", "--kernel", KERNEL_OK, "--from", "postinst")
+    code, out, err = run_fwman(root, "modules", "hook", "--kernel", KERNEL_OK, "--origin", "postinst")
     assert code == 0, out + err
     assert "WARNING" in err and "reinstalling fwman's modules" in err
     assert resolved(root, KERNEL_OK) == ours

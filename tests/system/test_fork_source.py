@@ -37,7 +37,7 @@ def _config(root: Path, url: str, name: str = "aikitoria") -> None:
 
 
 def _hook(root: Path) -> tuple[int, str]:
-    code, out, err = run_fwman(root, "modules", "hook", "--kernel", KERNEL_OK, "--from", "header_postinst")
+    code, out, err = run_fwman(root, "modules", "hook", "--kernel", KERNEL_OK, "--origin", "header_postinst")
     return code, out + err
 
 

@@ -232,7 +232,7 @@ def test_hold_says_plainly_when_the_run_installer_put_the_user_space(tmp_path: P
     (root / "var/log").mkdir(parents=True)
     (root / "var/log/nvidia-installer.log").write_text("nvidia-installer log file\n")
     r = FwmanEnv()("userspace", "hold", "--root", str(root))
-    assert r.code == 2 and "no NVIDIA user-space package to hold" in r.stderr
+    assert r.code == 5 and "no NVIDIA user-space package to hold" in r.stderr
     assert ".run installer" in r.stderr and "nothing to pin" in r.stderr
 
 

@@ -28,7 +28,7 @@ from fwman.host.base import Host
 
 #: the callers that run inside a kernel package's (or kernel-install's) hooks: apt may run more after them
 KERNEL_HOOKS = ("postinst", "postrm", "kernel-install")
-#: where ``--from`` may name: the kernel hooks, apt's Post-Invoke hook, or a person
+#: where ``--origin`` may name: the kernel hooks, apt's Post-Invoke hook, or a person
 ORIGINS = (*KERNEL_HOOKS, "apt", "manual")
 
 

@@ -65,10 +65,32 @@ def _other_manifests(host: Host, kver: str) -> list[str]:
     return [n[: -len(".json")] for n in names if n.endswith(".json") and n != f"{kver}.json" and n != "source.json"]
 
 
+def _state_paths(kver: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Return (the files, the directories) fwman keeps for ``kver``."""
+    from fwman.driver.build.manifest import failed_path, install_dir, manifest_path, pending_path
+
+    files = (manifest_path(kver), failed_path(kver), pending_path(kver))
+    return files, (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}")
+
+
+def forget_plan(host: Host, kver: str) -> list[str]:
+    """Return what :func:`forget_kernel` would drop for ``kver`` (``modules forget --dry-run``); change nothing.
+
+    The object-cache entry and the boot check are decided only when it runs (they depend on what is left).
+    """
+    from fwman.driver.boot.pin import read_pin
+
+    files, dirs = _state_paths(kver)
+    todo = [f"drop {path}" for path in (*files, *dirs) if host.exists(path)]
+    record = read_pin(host)
+    if record is not None and kver in (record.kernel, record.avoided):
+        todo.append(f"release the boot pin to {record.kernel} and pin another safe kernel")
+    return todo
+
+
 def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSummary:
     """Drop fwman's state for removed kernel ``kver`` and re-check the boot; never raises for a host problem."""
     from fwman.driver.build import objcache
-    from fwman.driver.build.manifest import failed_path, install_dir, manifest_path, pending_path
 
     summary = RemovalSummary(kver)
     if "/" in kver or kver in ("", ".", ".."):
@@ -84,10 +106,11 @@ def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSu
             summary.problems.append(f"{what}: {e.message}")
             report(f"WARNING: could not remove {what}: {e.message}")
 
-    for path in (manifest_path(kver), failed_path(kver), pending_path(kver)):
+    files, dirs = _state_paths(kver)
+    for path in files:
         if host.exists(path):
             attempt(path, lambda p=path: host.unlink(p))  # type: ignore[misc]
-    for directory in (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}"):
+    for directory in dirs:
         if host.exists(directory):
             attempt(directory, lambda d=directory: host.remove_tree(d))  # type: ignore[misc]
     _prune_empty(host, paths.modules_dir(kver))

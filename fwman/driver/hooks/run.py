@@ -188,6 +188,39 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
     return summary
 
 
+def build_plan(host: Host, kernels: list[str], force: bool = False) -> list[str]:
+    """Return what a hook or catch-up run would do for ``kernels`` (``--dry-run``); change nothing.
+
+    A kernel whose installed modules DKMS replaced is put back (or rebuilt); a kernel without current modules
+    is built when its headers are there, else it waits for them. The boot check runs after either (its pin is
+    decided then, on the kernels as they turned out).
+    """
+    from fwman.core.errors import ParseError
+    from fwman.driver.build.install import check_installed
+    from fwman.driver.build.manifest import load_manifest, manifest_is_current
+    from fwman.driver.build.source import load_source_spec
+
+    todo: list[str] = []
+    stale = [k for k in kernels if force or not manifest_is_current(host, k)]
+    for kver in kernels:
+        try:
+            manifest = load_manifest(host, kver)
+        except ParseError:
+            manifest = None
+        replaced = manifest is not None and any(not c.ok for c in check_installed(host, manifest, hash_files=False))
+        if replaced and kver not in stale:
+            todo.append(f"reinstall fwman's stored modules for {kver} (DKMS or a package replaced them)")
+    spec = load_source_spec(host) if stale else None
+    for kver in stale:
+        if spec is None:
+            todo.append(f"mark {kver} pending: no module source configured (run `fwman modules build` once)")
+        elif headers_present(host, kver):
+            todo.append(f"build the patched modules for {kver} from {spec.describe()}")
+        else:
+            todo.append(f"mark {kver} pending until its headers are installed")
+    return todo
+
+
 def fast_summary(host: Host, waiting: list[str]) -> RunSummary:
     """Return the summary of a catch-up with nothing to build: which kernels still wait, and why.
 

@@ -194,24 +194,36 @@ def configured_key(host: Host) -> SigningKey | None:
     return key
 
 
-def keygen(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> SigningKey:
-    """Create (or adopt DKMS's) signing key, record it, and return it.
+def keygen_plan(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> list[str]:
+    """Return what :func:`keygen` would write (``keygen --dry-run``); change nothing.
 
     Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
     ``reuse_dkms`` is asked but DKMS has no key.
     """
-    existing = host.exists(paths.SIGNING_CONFIG)
-    if existing and not force:
+    if host.exists(paths.SIGNING_CONFIG) and not force:
         raise UsageError(
             f"a signing key is already configured ({paths.SIGNING_CONFIG})",
             hint="pass --force to replace it (the new certificate must be enrolled with mokutil again)",
         )
+    record = f"write {paths.SIGNING_CONFIG} (the key fwman signs modules with)"
     if reuse_dkms:
         if not (host.exists(paths.DKMS_MOK_KEY) and host.exists(paths.DKMS_MOK_CERT)):
             raise MissingError(
                 f"DKMS has no signing key ({paths.DKMS_MOK_KEY}, {paths.DKMS_MOK_CERT})",
                 hint="run `fwman modules keygen` without --reuse-dkms to create one",
             )
+        return [f"use DKMS's key {paths.DKMS_MOK_KEY} and certificate {paths.DKMS_MOK_CERT}", record]
+    return [f"create {paths.SIGNING_KEY_DIR}/mok.key and mok.der (a new signing key and certificate)", record]
+
+
+def keygen(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> SigningKey:
+    """Create (or adopt DKMS's) signing key, record it, and return it.
+
+    Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
+    ``reuse_dkms`` is asked but DKMS has no key.
+    """
+    keygen_plan(host, reuse_dkms=reuse_dkms, force=force)  # raises what refuses it
+    if reuse_dkms:
         chosen = SigningKey(paths.DKMS_MOK_KEY, paths.DKMS_MOK_CERT, "dkms")
     else:
         key_pem, cert_der = generate_key()

@@ -40,7 +40,7 @@ def test_without_pin_it_only_reads(root: Path) -> None:
 
 def test_pin_from_a_kernel_hook_then_apt(root: Path) -> None:
     run = FwmanEnv()
-    r = run("modules", "check-boot", "--pin", "--from", "postinst", "--json", "--root", str(root))
+    r = run("modules", "check-boot", "--pin", "--origin", "postinst", "--json", "--root", str(root))
     doc = r.json()
     assert r.code == 0, r.stderr
     assert (doc["kernel"], doc["safe"], doc["pinned"]) == (OK, True, OK)
@@ -48,7 +48,7 @@ def test_pin_from_a_kernel_hook_then_apt(root: Path) -> None:
     assert f"default debian-{OK}.conf" in (root / "boot/loader/loader.conf").read_text()
     assert (root / MARKER).exists()  # a kernel hook ran: apt's Post-Invoke hook checks again
 
-    again = run("modules", "check-boot", "--pin", "--from", "apt", "--json", "--root", str(root)).json()
+    again = run("modules", "check-boot", "--pin", "--origin", "apt", "--json", "--root", str(root)).json()
     assert again["changed"] == [] and again["safe"] is True and again["pinned"] is None
     assert not (root / MARKER).exists()  # consumed
 
@@ -58,7 +58,7 @@ def test_removal_leaves_the_removed_kernel_out(root: Path) -> None:
     run = FwmanEnv()
     assert run("modules", "check-boot", "--pin", "--root", str(root)).code == 0
     (root / f"boot/loader/entries/debian-{OK}.conf").unlink()  # what 90-loaderentry's remove did
-    r = run("modules", "check-boot", "--pin", "--from", "postrm", "--removed", OK, "--root", str(root))
+    r = run("modules", "check-boot", "--pin", "--origin", "postrm", "--removed", OK, "--root", str(root))
     assert r.code == 4
     assert "no working patched modules" in r.stderr and "no other kernel has them" in r.stderr
     assert run("modules", "check-boot", "--pin", "--removed", "../x", "--root", str(root)).code == 2

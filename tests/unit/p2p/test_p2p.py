@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from fwman.app.p2p import CopyResult
 from fwman.cli.context import AppContext, Environment
-from fwman.cli.p2p import show
+from fwman.cli.render import finish
 from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.p2p.copytest import LATENCY_REPEATS, MIB, CopyReport, PairResult, compare, pattern, run_copy_test
 from fwman.p2p.cuda import load_library
@@ -166,7 +167,7 @@ def _app() -> tuple[AppContext, io.StringIO]:
 def test_text_output_shows_the_matrix_direct_access_and_verdict() -> None:
     app, out = _app()
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2)), MIB, repeats=1, clock=ticking(0.001))
-    show(app, report, as_json=False)
+    finish(app, "p2p-test", CopyResult(report), False)
     text = out.getvalue()
     assert "fwman p2p test: 2 GPUs, 1 MiB per copy, 1 warm-up and 1 timed copy per pair, CUDA driver API 13.0" in text
     assert "GPU1  0000:21:00.0  NVIDIA GeForce RTX 3090" in text
@@ -183,7 +184,7 @@ def test_corruption_is_shown_and_exits_with_verification_failed() -> None:
     app, out = _app()
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2), corrupt={(0, 1): [0]}), MIB, repeats=1, clock=ticking())
     with pytest.raises(VerificationError) as e:
-        show(app, report, as_json=False)
+        finish(app, "p2p-test", CopyResult(report), False)
     assert e.value.exit_code == ExitCode.VERIFICATION
     assert "CORRUPTED GPU0 -> GPU1: 1 of 1048576 bytes wrong, first at offset 0x0" in out.getvalue()
     assert "1 copy corrupted data" in e.value.message
@@ -194,7 +195,7 @@ def test_json_output_is_versioned_and_still_exits_4_on_failure() -> None:
     layer = MemoryGpus(2, fail={("MemcpyPeer", 1): "CUDA_ERROR_ILLEGAL_ADDRESS"})
     report = run_copy_test(layer, 4096, repeats=1, clock=ticking())
     with pytest.raises(VerificationError):
-        show(app, report, as_json=True)
+        finish(app, "p2p-test", CopyResult(report), True)
     doc = json.loads(out.getvalue())
     assert doc["schema"] == "fwman.p2p-test/1" and doc["ok"] is False
     assert doc["matrix_gbps"][1] == ["ERR", "ERR"]

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from fwman.cli.p2p import show
+from fwman.app.p2p import CopyResult
+from fwman.cli.render import finish
 from fwman.core import clock as clocks
 from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.host.isolate import CRASHED, ERROR, HUNG, OK, run_isolated
@@ -55,7 +56,7 @@ def test_a_hung_pair_is_block_for_that_pair_within_its_deadline_and_the_others_a
     assert report.verdict().startswith("BLOCK: 1 copy hung (first: GPU0 -> GPU1 in warm-up copies, killed after 1.5 s)")
     app, out = _app()
     with pytest.raises(VerificationError) as e:
-        show(app, report, as_json=False)
+        finish(app, "p2p-test", CopyResult(report), False)
     assert e.value.exit_code == ExitCode.VERIFICATION
     assert "BLOCK GPU0 -> GPU1: hung in warm-up copies: no answer within 1.5 s (killed)" in out.getvalue()
 

@@ -36,18 +36,18 @@ def _run(tmp_path: Path, installed_as: str, argv: list[str], params: str | None,
 @pytest.mark.parametrize(
     ("installed_as", "argv", "params", "called"),
     [
-        ("postinst.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'configure' ''", "--pin --from postinst"),
-        ("postinst.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], None, "--pin --from postinst"),
+        ("postinst.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'configure' ''", "--pin --origin postinst"),
+        ("postinst.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], None, "--pin --origin postinst"),
         ("postinst.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'abort-upgrade'", None),  # zz-update-grub did nothing
-        ("postrm.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'remove'", f"--pin --from postrm --removed {K}"),
-        ("postrm.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'purge'", f"--pin --from postrm --removed {K}"),
+        ("postrm.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'remove'", f"--pin --origin postrm --removed {K}"),
+        ("postrm.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'purge'", f"--pin --origin postrm --removed {K}"),
         ("postrm.d/zzz-fwman", [K, f"/boot/vmlinuz-{K}"], "'upgrade' '6.1.0-53'", None),  # the kernel stays
-        ("install.d/99-zz-fwman.install", ["add", K, "/boot/efi/x", "/boot/vmlinuz"], None, "--from kernel-install"),
+        ("install.d/99-zz-fwman.install", ["add", K, "/boot/efi/x", "/boot/vmlinuz"], None, "--origin kernel-install"),
         (
             "install.d/99-zz-fwman.install",
             ["remove", K, "/boot/efi/x"],
             None,
-            f"--pin --from kernel-install --removed {K}",
+            f"--pin --origin kernel-install --removed {K}",
         ),
         ("install.d/99-zz-fwman.install", ["inspect", K], None, None),
     ],

@@ -26,7 +26,7 @@ def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
         assert path in written and os.access(tmp_path / path[1:], os.X_OK)
         assert "modules check-boot --pin" in (tmp_path / path[1:]).read_text()
     apt_hook = (tmp_path / paths.APT_BOOT_CHECK[1:]).read_text()
-    assert f"{os.path.abspath(sys.executable)} -m fwman modules check-boot --pin --from apt" in apt_hook
+    assert f"{os.path.abspath(sys.executable)} -m fwman modules check-boot --pin --origin apt" in apt_hook
     assert (tmp_path / paths.APT_BOOT_CHECK[1:]).stat().st_mode & 0o777 == 0o644
     hook = tmp_path / "etc/kernel/postinst.d/fwman"
     text = hook.read_text()
@@ -88,7 +88,7 @@ def _hook_with(tmp_path: Path, python_body: str | None) -> Path:
     ("body", "rc", "said"),
     [
         (None, 0, "is gone (fwman uninstalled?)"),
-        ('echo "args: $*" >&2; exit 0', 0, "args: -m fwman modules hook --kernel 6.1.0-53-amd64 --from postinst"),
+        ('echo "args: $*" >&2; exit 0', 0, "args: -m fwman modules hook --kernel 6.1.0-53-amd64 --origin postinst"),
         ("exit 1", 0, "unexpected exit status 1"),
         ("exit 3", 3, ""),
     ],

@@ -67,8 +67,11 @@ class HeadersAdvice:
     series_metapackage: str | None = None  # Proxmox VE 8+: the one that follows this kernel's series
 
     def install_hint(self) -> str:
-        """Return the command that installs the headers."""
-        return f"apt install {self.package}"
+        """Return the command that installs the headers, and the metapackage whose headers follow each new kernel
+        of this one's kind (the series one on Proxmox, the flavour's on Debian and Ubuntu) when there is one."""
+        keeper = self.series_metapackage or self.metapackage
+        follow = f" (and {keeper}, so the headers of each later kernel come with it)" if keeper else ""
+        return f"apt install {self.package}{follow}"
 
 
 def is_pve_kernel(kver: str) -> bool:

@@ -56,9 +56,9 @@ def prebuilt_rows(
         files = sorted({f for p in group for f in p.modules})
         details = [f"{', '.join(p.name for p in group)}: Canonical-signed stock NVIDIA modules"]
         if picked:
-            details.append(
-                f"depmod picks {', '.join(m.path for m in picked)} for {kver}: it replaces fwman's patched module"
-            )
+            where = ", ".join(sorted({m.path.rsplit("/", 1)[0] for m in picked}))
+            names = ", ".join(sorted(m.path.rsplit("/", 1)[1] for m in picked))
+            details.append(f"depmod picks {names} from {where} for {kver}: they replace fwman's patched modules")
         elif files:
             details.append(
                 f"{len(files)} module file(s) in {', '.join(sorted(set(dirs)))}: fwman's build wins for now "

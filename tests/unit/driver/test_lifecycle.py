@@ -19,7 +19,6 @@ from fwman.driver.boot import initramfs
 from fwman.driver.build import lockstep
 from fwman.driver.build.manifest import Manifest, ModuleEntry
 from fwman.driver.headers import advise
-from fwman.platform.distro import Distribution, parse_os_release
 from fwman.driver.hooks.removal import forget_kernel
 from fwman.driver.kmod import secureboot
 from fwman.driver.userspace_hold import (
@@ -30,6 +29,7 @@ from fwman.driver.userspace_hold import (
     render_pin,
 )
 from fwman.host.live import LiveHost
+from fwman.platform.distro import Distribution, parse_os_release
 
 KVER = "6.1.0-50-amd64"
 
@@ -256,7 +256,10 @@ def test_pin_and_blacklist_files() -> None:
 
 # -- headers, lockstep -------------------------------------------------------------------------------------
 def test_headers_package_per_kernel_and_distribution() -> None:
-    pve8, pve7 = Distribution("debian", "12", "bookworm", proxmox=True), Distribution("debian", "11", "bullseye", proxmox=True)
+    pve8, pve7 = (
+        Distribution("debian", "12", "bookworm", proxmox=True),
+        Distribution("debian", "11", "bullseye", proxmox=True),
+    )
     debian = Distribution("debian", "12", "bookworm")
     assert advise("6.8.12-4-pve", pve8).package == "proxmox-headers-6.8.12-4-pve"
     assert advise("6.8.12-4-pve", pve8).metapackage == "proxmox-default-headers"

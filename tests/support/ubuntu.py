@@ -243,7 +243,9 @@ def write_repo(pkgs: list[Pkg], work: Path, repo: Path) -> None:
     """Build ``pkgs`` into the flat repository ``repo`` and index it (``Packages`` by dpkg-scanpackages)."""
     for pkg in pkgs:
         build(pkg, work, repo)
-    index = subprocess.run(["dpkg-scanpackages", "."], cwd=repo, check=True, capture_output=True, text=True)
+    index = subprocess.run(
+        ["dpkg-scanpackages", "--multiversion", "."], cwd=repo, check=True, capture_output=True, text=True
+    )
     (repo / "Packages").write_text(index.stdout)
 
 

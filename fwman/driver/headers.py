@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from fwman.core.errors import NotRecordedError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.host.base import Host
 from fwman.platform.distro import Distribution, read_distribution
 
@@ -155,18 +155,45 @@ def advise_host(host: Host, kver: str) -> HeadersAdvice:
     return advise(kver, read_distribution(host))
 
 
-def metapackage_missing(host: Host) -> str | None:
-    """Return the headers metapackage a Proxmox host should have and lacks (for ``hooks install``), or None.
+@dataclass(frozen=True)
+class MissingMetapackage:
+    """The headers metapackage a host should have and lacks, and why (for ``hooks install``)."""
 
-    Only on Proxmox VE 8 and later, where ``proxmox-default-headers`` exists; None when dpkg cannot say.
+    package: str
+    why: str
+
+
+def metapackage_missing(host: Host) -> MissingMetapackage | None:
+    """Return the headers metapackage the host lacks for the hook to build for each new kernel, or None.
+
+    Proxmox VE 8 and later: ``proxmox-default-headers``. Ubuntu: the metapackage of the running kernel's kind
+    (``linux-headers-generic-hwe-22.04`` for 22.04's HWE 6.8), when fwman knows it. Read from dpkg's database
+    through the Host (``--root`` answers for that root); None when it cannot be read or there is nothing to say.
     """
+    from fwman.core import paths
+    from fwman.platform.dpkg import installed_names
+
     try:
         dist = read_distribution(host)
-        if not dist.proxmox or dist.codename in OLD_PVE_CODENAMES or host.which("dpkg-query") is None:
+        if dist.proxmox and dist.codename not in OLD_PVE_CODENAMES:
+            package, why = (
+                "proxmox-default-headers",
+                "headers that follow the default Proxmox kernel, so the hook can build for each new kernel; "
+                "linux-headers-amd64 would pull in a Debian kernel",
+            )
+        elif dist.ubuntu and host.exists(paths.KERNEL_RELEASE):
+            advice = advise(host.read_text(paths.KERNEL_RELEASE).strip(), dist)
+            if advice.metapackage is None:
+                return None
+            package, why = (
+                advice.metapackage,
+                f"headers that follow each new kernel like {advice.kver}, so the hook can build for it",
+            )
+        else:
             return None
-        result = host.run(["dpkg-query", "-W", "-f", "${db:Status-Status}", "proxmox-default-headers"], timeout=30)
-    except NotRecordedError:
+        installed = installed_names(host)
+    except (NotRecordedError, MissingError, ParseError):
         return None
-    if result.ok and result.stdout.strip() == "installed":
+    if installed is None or package in installed:
         return None
-    return "proxmox-default-headers"
+    return MissingMetapackage(package, why)

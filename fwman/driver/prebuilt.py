@@ -28,12 +28,12 @@ import re
 from dataclasses import dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.errors import MissingError, NotRecordedError
 from fwman.host.base import Host
+from fwman.platform.dpkg import file_list, read_status
 
 #: the package name patterns the apt pin blocks (apt preferences globs)
 PIN_PATTERNS = ("linux-modules-nvidia-*", "linux-objects-nvidia-*", "linux-signatures-nvidia-*")
-WHAT = "dpkg status"
 
 _BRANCH = r"(?P<branch>[0-9]+(?:-server)?)(?P<open>-open)?"
 _UBUNTU_KVER = r"(?P<kernel>[0-9]+\.[0-9]+\.[0-9]+-[0-9]+-[a-z][a-z0-9-]*)"
@@ -41,12 +41,7 @@ _MODULES = re.compile(rf"linux-modules-nvidia-{_BRANCH}-{_UBUNTU_KVER}")
 _META = re.compile(rf"linux-modules-nvidia-{_BRANCH}-(?P<flavour>[a-z][a-z0-9.-]*)")
 _OBJECTS = re.compile(rf"linux-objects-nvidia-{_BRANCH}-{_UBUNTU_KVER}")
 _SIGNATURES = re.compile(rf"linux-signatures-nvidia-{_UBUNTU_KVER}")
-_FIELD = re.compile(r"(?P<key>[A-Za-z0-9][A-Za-z0-9-]*):(?P<value>.*)")
 _MODULE_DIR = re.compile(r"(?P<dir>/(?:usr/)?lib/modules/[^/]+/kernel/nvidia[^/]*)/")
-#: dpkg's third Status word for a package whose files are (at least partly) on disk
-_ON_DISK = frozenset(
-    {"installed", "unpacked", "half-configured", "half-installed", "triggers-awaited", "triggers-pending"}
-)
 
 
 @dataclass(frozen=True)
@@ -84,64 +79,6 @@ def _flavour(kernel: str) -> str:
     return kernel.split("-", 2)[2]
 
 
-@dataclass(frozen=True)
-class DpkgPackage:
-    """One paragraph of dpkg's status file, the fields fwman reads."""
-
-    name: str
-    version: str | None
-    status: str  # "install ok installed"
-    provides: tuple[str, ...] = ()
-
-    @property
-    def on_disk(self) -> bool:
-        """Return True when the package's files are on disk (installed, or unpacked and not yet configured)."""
-        words = self.status.split()
-        return len(words) == 3 and words[2] in _ON_DISK
-
-
-def parse_dpkg_status(text: str) -> list[DpkgPackage]:
-    """Return the packages of a dpkg status file (deb822: ``Key: value`` lines, continuation lines starting with
-    a space or tab, paragraphs separated by blank lines).
-
-    Raises ParseError (with the line number) for a line that is neither a field nor a continuation, a
-    continuation with no field before it, or a paragraph without ``Package``.
-    """
-    packages: list[DpkgPackage] = []
-    fields: dict[str, str] = {}
-    last: str | None = None
-    start = 1
-
-    def close() -> None:
-        if not fields:
-            return
-        name = fields.get("package", "").strip()
-        if not name:
-            raise ParseError(WHAT, "Package", "a paragraph without a Package field", start)
-        provides = tuple(p.strip().split(" ", 1)[0] for p in fields.get("provides", "").split(",") if p.strip())
-        version = fields.get("version", "").strip() or None
-        packages.append(DpkgPackage(name, version, fields.get("status", "").strip(), provides))
-
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.rstrip("\r")
-        if not line.strip():
-            close()
-            fields, last, start = {}, None, number + 1
-            continue
-        if line[0] in " \t":
-            if last is None:
-                raise ParseError(WHAT, "line", "a continuation line with no field before it", number)
-            fields[last] += "\n" + line.strip()
-            continue
-        m = _FIELD.fullmatch(line)
-        if m is None:
-            raise ParseError(WHAT, "line", f"not a 'Field: value' line: {line[:80]!r}", number)
-        last = m["key"].lower()
-        fields[last] = m["value"].strip()
-    close()
-    return packages
-
-
 @dataclass
 class PrebuiltPackage:
     """One installed prebuilt-NVIDIA package and the module files it put (or its postinst linked) on disk."""
@@ -157,35 +94,6 @@ class PrebuiltPackage:
     module_dirs: list[str] = field(default_factory=list)  # /lib/modules/<kver>/kernel/nvidia-<...>
     modules: list[str] = field(default_factory=list)  # the .ko files now in those directories
     note: str | None = None  # why its file list could not be read
-
-
-def _read_text(host: Host, path: str) -> str | None:
-    try:
-        return host.read_text(path) if host.exists(path) else None
-    except (MissingError, NotRecordedError):
-        return None
-
-
-def read_status(host: Host) -> list[DpkgPackage] | None:
-    """Return dpkg's packages on ``host``, None when there is no dpkg database (not a Debian-family system, or a
-    snapshot that did not record it). Raises ParseError for a status file not in dpkg's format, MissingError
-    when it exists but cannot be read."""
-    try:
-        if not host.exists(paths.DPKG_STATUS):
-            return None
-        return parse_dpkg_status(host.read_text(paths.DPKG_STATUS))
-    except NotRecordedError:
-        return None
-
-
-def _file_list(host: Host, name: str) -> list[str] | None:
-    """Return the paths dpkg lists for package ``name`` (``info/NAME.list``, or ``NAME:ARCH.list``), None when
-    no list can be read."""
-    for candidate in (f"{paths.DPKG_INFO_DIR}/{name}.list", f"{paths.DPKG_INFO_DIR}/{name}:amd64.list"):
-        text = _read_text(host, candidate)
-        if text is not None:
-            return [line for line in text.split("\n") if line.startswith("/")]
-    return None
 
 
 def module_dirs(listed: list[str]) -> list[str]:
@@ -217,7 +125,7 @@ def read_prebuilt(host: Host) -> list[PrebuiltPackage] | None:
         entry = PrebuiltPackage(
             pkg.name, pkg.version, name.kind, name.branch, name.open, name.kernel, name.flavour, list(pkg.provides)
         )
-        listed = _file_list(host, pkg.name)
+        listed = file_list(host, pkg.name)
         if listed is None:
             entry.note = f"no readable file list {paths.DPKG_INFO_DIR}/{pkg.name}.list"
         else:

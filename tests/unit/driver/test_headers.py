@@ -14,6 +14,7 @@ from fwman.driver.headers import advise, kernel_release_of_package, ubuntu_is_hw
 from fwman.platform.distro import Distribution
 from tests.support import ubuntu
 from tests.support.env import FwmanEnv
+from tests.support.tools import require_tools
 
 JAMMY = Distribution("ubuntu", "22.04", "jammy", ("debian",))
 NOBLE = Distribution("ubuntu", "24.04", "noble", ("debian",))
@@ -170,3 +171,39 @@ def test_pending_build_on_proxmox_9_names_the_series_headers(tmp_path: Path) -> 
     (tmp_path / "etc/os-release").write_text('ID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n')
     err = _pending_build(tmp_path, "6.17.13-4-pve")
     assert "apt install proxmox-headers-6.17.13-4-pve (and proxmox-headers-6.17," in err
+
+
+def test_hooks_install_on_ubuntu_recommends_the_hwe_headers_metapackage_until_dpkg_has_it(tmp_path: Path) -> None:
+    require_tools("dpkg", "dpkg-deb")
+    root = ubuntu.ubuntu_root(tmp_path / "root")
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/osrelease").write_text("6.8.0-149-generic\n")
+    r = FwmanEnv()("hooks", "install", "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert (
+        "recommended: apt install linux-headers-generic-hwe-22.04 (headers that follow each new kernel"
+        in r.stdout + r.stderr
+    )
+    meta = ubuntu.Pkg(
+        "linux-headers-generic-hwe-22.04", "6.8.0-149.149~22.04.1", {"Depends": "linux-headers-6.8.0-149-generic"}
+    )
+    ubuntu.unpack_into(root, [meta], tmp_path / "work")  # the real dpkg records it in the root's database
+    again = FwmanEnv()("hooks", "install", "--root", str(root))
+    assert again.code == 0 and "recommended" not in again.stdout + again.stderr
+
+
+def test_hooks_install_on_proxmox_9_reads_the_roots_dpkg_database(tmp_path: Path) -> None:
+    (tmp_path / "etc/pve").mkdir(parents=True)
+    (tmp_path / "etc/os-release").write_text('ID=debian\nVERSION_ID="13"\nVERSION_CODENAME=trixie\n')
+    (tmp_path / "var/lib/dpkg").mkdir(parents=True)
+    (tmp_path / "var/lib/dpkg/status").write_text("")
+    r = FwmanEnv()("hooks", "install", "--root", str(tmp_path))
+    assert (
+        "recommended: apt install proxmox-default-headers (headers that follow the default Proxmox kernel"
+        in r.stdout + r.stderr
+    )
+    (tmp_path / "var/lib/dpkg/status").write_text(
+        "Package: proxmox-default-headers\nStatus: install ok installed\nVersion: 2.0.0\n"
+    )
+    again = FwmanEnv()("hooks", "install", "--root", str(tmp_path))  # the hooks are in place: only the check runs
+    assert again.code == 0 and "recommended" not in again.stdout + again.stderr

@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
 from fwman.driver import dkms
-from fwman.driver.prebuilt import PIN_PATTERNS, PrebuiltName, classify, module_dirs, parse_dpkg_status, read_prebuilt
+from fwman.driver.prebuilt import PIN_PATTERNS, PrebuiltName, classify, module_dirs, read_prebuilt
 from fwman.host.live import LiveHost
+from fwman.platform.dpkg import parse_dpkg_status
 from tests.support import ubuntu
 from tests.support.tools import require_tools
 

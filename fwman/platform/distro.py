@@ -8,8 +8,9 @@ and the signing-key search ask here. Facts (docs/ubuntu.md cites them):
   (``bookworm``, ``trixie``, ``jammy``, ``noble``); values may be quoted.
 - Proxmox VE keeps Debian's os-release (``ID=debian``): a node is told by ``/etc/pve`` (the cluster filesystem)
   or the ``pveversion`` command.
-- Ubuntu's own DKMS (dkms 3.0.11-1ubuntu13, ``distro_version()``) takes ``ID=ubuntu`` as Ubuntu, before
-  ``ID_LIKE``; fwman does the same.
+- Ubuntu's own DKMS (dkms 3.0.11-1ubuntu13, ``distro_version()``) answers ``ID`` when it is ``ubuntu``, else
+  the first word of ``ID_LIKE``, and signs with shim-signed's key when that answer starts with ``ubuntu``;
+  :attr:`Distribution.ubuntu` is the same test.
 """
 
 from __future__ import annotations
@@ -52,8 +53,9 @@ class Distribution:
 
     @property
     def ubuntu(self) -> bool:
-        """Return True on Ubuntu (``ID=ubuntu``; a Proxmox node never is)."""
-        return self.id == "ubuntu" and not self.proxmox
+        """Return True on Ubuntu and what Ubuntu's DKMS takes for it: ``ID=ubuntu``, or an ``ID_LIKE`` that starts
+        with ``ubuntu`` (a derivative such as Linux Mint); a Proxmox node never is."""
+        return (self.id == "ubuntu" or self.id_like[:1] == ("ubuntu",)) and not self.proxmox
 
     @property
     def name(self) -> str:

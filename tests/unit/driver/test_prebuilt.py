@@ -126,6 +126,11 @@ def test_module_dirs_from_a_file_list() -> None:
     ]
 
 
+@given(st.lists(st.text(max_size=60), max_size=20))
+def test_module_dirs_any_list_never_raises(listed: list[str]) -> None:
+    assert all("/kernel/nvidia" in d for d in module_dirs(listed))
+
+
 def test_real_dpkg_unpack_of_ubuntu_shaped_packages_is_read(tmp_path: Path) -> None:
     require_tools("dpkg", "dpkg-deb")
     root = ubuntu.ubuntu_root(tmp_path / "root")

@@ -31,7 +31,9 @@ def test_debian_and_proxmox() -> None:
     assert (debian.name, debian.codename, debian.ubuntu) == ("debian", "bookworm", False)
     pve = distribution_from_os_release(BOOKWORM.replace("bookworm", "trixie"), proxmox=True)
     assert (pve.name, pve.codename, pve.ubuntu) == ("proxmox", "trixie", False)
-    assert distribution_from_os_release('ID=linuxmint\nID_LIKE="ubuntu debian"\n').name == "ubuntu"
+    mint = distribution_from_os_release('ID=linuxmint\nID_LIKE="ubuntu debian"\nVERSION_ID="22"\n')
+    assert mint.name == "ubuntu" and mint.ubuntu  # as Ubuntu's DKMS decides (the first word of ID_LIKE)
+    assert not distribution_from_os_release('ID=pop\nID_LIKE="debian ubuntu"\n').ubuntu
     assert distribution_from_os_release("").name == "unknown"
 
 

@@ -37,7 +37,10 @@ def _fix(packages: Sequence[PrebuiltModulePackage], pinned: bool) -> str:
     fix = "apt-get purge " + " ".join(names)
     if not pinned:
         fix += f"; then `fwman dkms block` (apt pin -1 on {', '.join(PIN_PATTERNS)}, so apt cannot bring them back)"
-    return fix + "; keep the user-space libraries if apt offers to remove nvidia-driver-*: fwman's module replaces"
+    return fix + (
+        "; if apt offers to remove nvidia-driver-* with them, keep its user-space packages (libnvidia-compute-*, "
+        "nvidia-utils-*): fwman's module is the kernel part"
+    )
 
 
 def prebuilt_rows(

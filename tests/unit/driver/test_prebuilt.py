@@ -18,6 +18,7 @@ from fwman.driver.prebuilt import PIN_PATTERNS, PrebuiltName, classify, module_d
 from fwman.host.live import LiveHost
 from fwman.platform.dpkg import parse_dpkg_status
 from tests.support import ubuntu
+from tests.support.env import FwmanEnv
 from tests.support.tools import require_tools
 
 
@@ -159,3 +160,16 @@ def test_the_dkms_pin_blocks_every_prebuilt_pattern() -> None:
     for pattern in PIN_PATTERNS:
         assert f"Package: {pattern}\nPin: release *\nPin-Priority: -1\n" in dkms.APT_PIN_TEXT
     assert "Package: *nvidia*dkms*\nPin: release *\nPin-Priority: -1\n" in dkms.APT_PIN_TEXT
+
+
+def test_block_rewrites_the_dkms_only_pin_of_an_older_fwman(tmp_path: Path) -> None:
+    require_tools("dkms")
+    (tmp_path / "var/lib/dkms").mkdir(parents=True)
+    pin = tmp_path / "etc/apt/preferences.d/fwman-nvidia-dkms"
+    pin.parent.mkdir(parents=True)
+    pin.write_text("Package: *nvidia*dkms*\nPin: release *\nPin-Priority: -1\n")  # what fwman wrote before
+    host = LiveHost(str(tmp_path))
+    assert not dkms.pin_current(host)
+    r = FwmanEnv()("dkms", "block", "--json", "--root", str(tmp_path))
+    assert r.code == 0 and r.json()["changed"] is True
+    assert pin.read_text() == dkms.APT_PIN_TEXT and dkms.pin_current(host)

@@ -49,6 +49,8 @@ class KernelModule(BaseModel):
     branch: str | None = None
     commit: str | None = None
     error: str | None = None
+    #: the Ubuntu prebuilt-module package whose file this is (linux-modules-nvidia-*), None for any other file
+    package: str | None = None
 
 
 class ContainerAudit(BaseModel):

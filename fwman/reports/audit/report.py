@@ -125,6 +125,8 @@ def audit_host(
     )
     container_us = {c.name: us for c, us in containers}
     container_us.update({f"{c.kind}:{c.name}": us for c, us in engine_containers})
+    for m in modules:  # a file of Ubuntu's prebuilt packages is stock, whatever fwman's manifest says
+        m.package = next((p.name for p in prebuilt if m.path in p.modules), None)
     report.rows = build_rows(report, host_us, container_us)
     report.rows += prebuilt_rows(prebuilt, modules, pinned)
     hold = read_hold(host)

@@ -81,6 +81,11 @@ def test_prebuilt_modules_that_depmod_picks_are_a_mismatch_with_the_fix(tmp_path
         meta_row["where"] == ubuntu.META
         and "provides nvidia-dkms-580-open, nvidia-prebuilt-kernel" in meta_row["detail"]
     )
+    module = next(r for r in doc["rows"] if r["component"] == f"nvidia.ko ({KVER})")
+    assert f"stock, from Ubuntu's linux-modules-nvidia-580-open-{KVER}" in module["detail"]
+    assert (
+        next(m for m in doc["modules"] if m["name"] == "nvidia")["package"] == f"linux-modules-nvidia-580-open-{KVER}"
+    )
     packages = {p["name"]: p for p in doc["prebuilt_modules"]}
     assert packages[f"linux-modules-nvidia-580-open-{KVER}"]["module_dirs"] == [
         f"/lib/modules/{KVER}/kernel/nvidia-580-open"
@@ -118,3 +123,17 @@ def test_an_unreadable_dpkg_status_is_said_not_hidden(tmp_path: Path) -> None:
     (root / "var/lib/dpkg/status").write_text("Package: x\nthis is not dpkg's format\n")
     doc = FwmanEnv(variables={"PATH": "/nonexistent"})("audit", "--json", "--offline", "--root", str(root)).json()
     assert any(u.startswith("dpkg status (dpkg status: line at offset 0x2") for u in doc["unreadable"])
+
+
+def test_a_prebuilt_file_where_fwman_installed_is_named_in_the_module_row(tmp_path: Path) -> None:
+    root = _root(tmp_path)
+    _fwman_module(root)
+    for ko in (root / f"lib/modules/{KVER}/updates/fwman").iterdir():  # fwman's files gone: depmod finds Ubuntu's
+        ko.unlink()
+    doc = FwmanEnv(variables={"PATH": "/nonexistent"})("audit", "--json", "--offline", "--root", str(root)).json()
+    row = next(r for r in doc["rows"] if r["component"] == f"nvidia.ko ({KVER})")
+    assert row["status"] == "mismatch" and row["where"] == f"/lib/modules/{KVER}/kernel/nvidia-580-open/nvidia.ko"
+    assert (
+        row["fix"]
+        == f"Ubuntu's linux-modules-nvidia-580-open-{KVER} replaced fwman's module for {KVER}: see its row below"
+    )

@@ -77,8 +77,9 @@ def audit_json(report: AuditReport) -> dict[str, Any]:
     payload: dict[str, Any] = report.model_dump(mode="json")
     if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
         payload.pop("userspace_hold", None)
-    # no CDI spec, no engine asked: nothing to say (and the keys of a host without them stay as they were)
-    for key in ("cdi_specs", "engine_problems"):
+    # no CDI spec, no engine asked, no prebuilt module package: nothing to say (and the keys of a host without
+    # them stay as they were)
+    for key in ("cdi_specs", "engine_problems", "prebuilt_modules"):
         if not payload.get(key):
             payload.pop(key, None)
     for container in payload.get("containers", []):

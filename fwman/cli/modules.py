@@ -303,7 +303,12 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
 
 
 @modules.command()
-@click.option("--reuse-dkms", is_flag=True, help="Use DKMS's /var/lib/dkms/mok.key and mok.pub (one enrollment).")
+@click.option(
+    "--reuse-dkms",
+    is_flag=True,
+    help="Use the key DKMS signs with (framework.conf's, Ubuntu's /var/lib/shim-signed/mok/MOK.priv, or "
+    "/var/lib/dkms/mok.key): one enrollment.",
+)
 @click.option("--force", is_flag=True, help="Replace a key fwman already uses.")
 @DRY_RUN
 @json_option

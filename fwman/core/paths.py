@@ -113,6 +113,13 @@ MODPROBE_OPTIONS_FILE = "/etc/modprobe.d/fwman-nvidia-p2p.conf"
 # --- DKMS ---------------------------------------------------------------------------------------------------
 DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
 DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
+#: DKMS's own settings, where ``mok_signing_key=`` / ``mok_certificate=`` may name another key (dkms 3.x)
+DKMS_FRAMEWORK_CONF = "/etc/dkms/framework.conf"
+DKMS_FRAMEWORK_CONF_DIR = "/etc/dkms/framework.conf.d"
+#: Ubuntu's Machine Owner Key: made by shim-signed's `update-secureboot-policy --new-key` and used by Ubuntu's
+#: DKMS when framework.conf names no key (docs/ubuntu.md)
+SHIM_MOK_KEY = "/var/lib/shim-signed/mok/MOK.priv"
+SHIM_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
 
 # --- kernel and driver state (read only) --------------------------------------------------------------------
 PCI_DEVICES_DIR = "/sys/bus/pci/devices"
@@ -149,6 +156,8 @@ IOMMU_GROUPS_DIR = "/sys/kernel/iommu_groups"
 
 # --- the package manager's database (read only: whether the Debian package owns the hooks) ------------------
 DPKG_INFO_DIR = "/var/lib/dpkg/info"
+#: every package dpkg knows, in deb822 paragraphs (Package, Status, Version, Provides, ...)
+DPKG_STATUS = "/var/lib/dpkg/status"
 
 # --- NVIDIA's .run installer leaves these behind (read only) ----------------------------------------------
 NVIDIA_RUN_INSTALLER_MARKERS = (

@@ -4,7 +4,9 @@
 for a kernel; when a same-named module exists it moves it into ``/var/lib/dkms/<m>/original_module/`` and
 installs its own, silently replacing the patched module. ``fwman dkms block`` removes the registered
 ``nvidia*`` modules for all kernels (``dkms remove M/V --all``), pins the ``*nvidia*dkms*`` packages to -1 in
-``/etc/apt/preferences.d/`` so apt cannot bring them back, and records what it did in
+``/etc/apt/preferences.d/`` so apt cannot bring them back (and with them Ubuntu's prebuilt
+``linux-modules-nvidia-*``, ``linux-objects-nvidia-*`` and ``linux-signatures-nvidia-*``, whose metapackages
+provide ``nvidia-dkms-*``: :mod:`fwman.driver.prebuilt`), and records what it did in
 ``/var/lib/fwman/dkms-block.json`` so ``fwman dkms unblock`` can undo it (``dkms add M/V`` again).
 
 On a temp root the real ``dkms`` is pointed at it with ``--dkmstree``, ``--sourcetree`` and ``--installtree``,
@@ -19,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, ParseError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import root_prefix
 from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
@@ -29,6 +31,22 @@ APT_PIN_TEXT = (
     "# Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would\n"
     "# rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.\n"
     "Package: *nvidia*dkms*\n"
+    "Pin: release *\n"
+    "Pin-Priority: -1\n"
+    "\n"
+    "# Ubuntu's prebuilt, Canonical-signed stock NVIDIA modules (linux-modules-nvidia-*, with their\n"
+    "# linux-objects-nvidia-* and linux-signatures-nvidia-*): their metapackages provide nvidia-dkms-*, so\n"
+    "# apt would install them in place of the DKMS package pinned above, and every kernel update would bring\n"
+    "# stock modules that load wherever fwman's patched build is missing.\n"
+    "Package: linux-modules-nvidia-*\n"
+    "Pin: release *\n"
+    "Pin-Priority: -1\n"
+    "\n"
+    "Package: linux-objects-nvidia-*\n"
+    "Pin: release *\n"
+    "Pin-Priority: -1\n"
+    "\n"
+    "Package: linux-signatures-nvidia-*\n"
     "Pin: release *\n"
     "Pin-Priority: -1\n"
 )
@@ -97,6 +115,15 @@ def dkms_argv(host: Host, *args: str) -> list[str]:
             "--no-depmod",
         ]
     return argv
+
+
+def pin_current(host: Host) -> bool:
+    """Return True when fwman's apt pin is in place as this fwman writes it (it blocks the prebuilt packages
+    too); False when absent, unreadable or an older fwman's text."""
+    try:
+        return host.exists(paths.APT_DKMS_PIN) and host.read_bytes(paths.APT_DKMS_PIN) == APT_PIN_TEXT.encode()
+    except (MissingError, NotRecordedError):
+        return False
 
 
 def status(host: Host) -> list[DkmsEntry]:

@@ -1,7 +1,9 @@
 """What the host's platform says about GPU workloads, read once for audit and doctor.
 
-One owner per file format: :mod:`.proxmox` (LXC container and QEMU VM configs under /etc/pve), :mod:`.envfile`
-(``KEY=VALUE`` environment files), :mod:`.systemd` (unit ``Environment=``/``EnvironmentFile=``/``ExecStart=``),
+One owner per file format: :mod:`.distro` (``/etc/os-release`` and the Proxmox markers: Debian, Ubuntu or
+Proxmox VE), :mod:`.dpkg` (dpkg's status file and file lists), :mod:`.proxmox` (LXC container and QEMU VM configs
+under /etc/pve), :mod:`.envfile` (``KEY=VALUE`` environment files), :mod:`.systemd` (unit
+``Environment=``/``EnvironmentFile=``/``ExecStart=``),
 :mod:`.nccl` (``/etc/nccl.conf``), :mod:`.virt` (is this a VM guest: CPU flags, DMI, systemd-detect-virt),
 :mod:`.engines` (Docker/Podman ``ps -a`` and ``inspect`` JSON), :mod:`.cdi` (CDI specs, JSON or YAML),
 :mod:`.userspace` (which NVIDIA user-space driver libraries a root holds: the host's, a container's),

@@ -66,6 +66,7 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "headers": 0,
         "kmod": 0,
         "userspace_hold": 0,
+        "prebuilt": 0,
         "git": 0,
         "settings": 0,
         "power": 0,

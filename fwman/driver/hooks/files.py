@@ -118,10 +118,7 @@ def install(host: Host, report: Report = silent) -> list[str]:
 
     missing = metapackage_missing(host)
     if missing is not None:
-        report(
-            f"recommended: apt install {missing} (headers that follow the default Proxmox kernel, so the hook "
-            "can build for each new kernel; linux-headers-amd64 would pull in a Debian kernel)"
-        )
+        report(f"recommended: apt install {missing.package} ({missing.why})")
     return done
 
 

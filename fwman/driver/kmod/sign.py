@@ -7,9 +7,13 @@ options sign-file passes to OpenSSL's CMS), over the module bytes *before* any s
 kernel's ``CONFIG_MODULE_SIG_HASH``.
 
 The key: ``fwman modules keygen`` makes an RSA key and a self-signed DER certificate (the extensions of the
-kernel's ``certs/default_x509.genkey``: codeSigning, digitalSignature, not a CA), or reuses DKMS's
-``/var/lib/dkms/mok.key`` / ``mok.pub`` so one MOK enrollment covers both. The key in use is recorded in
-``/var/lib/fwman/signing.json``; modules are signed only when that file names a key and certificate.
+kernel's ``certs/default_x509.genkey``: codeSigning, digitalSignature, not a CA), or reuses the key DKMS signs
+with, so one MOK enrollment covers both (:func:`existing_keys`, in DKMS's own order: ``mok_signing_key`` /
+``mok_certificate`` of ``/etc/dkms/framework.conf`` and ``framework.conf.d/*.conf``; on Ubuntu shim-signed's
+``/var/lib/shim-signed/mok/MOK.priv`` / ``MOK.der``, which ``update-secureboot-policy --new-key`` makes and
+Ubuntu's DKMS uses when framework.conf names none; then DKMS's default ``/var/lib/dkms/mok.key`` / ``mok.pub``;
+docs/ubuntu.md cites the scripts). The key in use is recorded in ``/var/lib/fwman/signing.json``; modules are
+signed only when that file names a key and certificate.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import struct
 from dataclasses import dataclass
 
 from fwman.core import clock, paths
-from fwman.core.errors import MissingError, ParseError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
 from fwman.driver.kmod.kofile import SIGNATURE_MAGIC, split_signature
 from fwman.host.base import Host
@@ -38,7 +42,7 @@ class SigningKey:
 
     key: str
     cert: str
-    origin: str  # "fwman" or "dkms"
+    origin: str  # "fwman", "dkms" (/var/lib/dkms), "dkms-conf" (framework.conf), "shim-signed" (Ubuntu's MOK)
 
 
 def generate_key(common_name: str = "fwman module signing key", days: int = 36500) -> tuple[bytes, bytes]:
@@ -194,11 +198,88 @@ def configured_key(host: Host) -> SigningKey | None:
     return key
 
 
+def _framework_key(host: Host) -> SigningKey | None:
+    """Return the key DKMS's framework.conf (and framework.conf.d/*.conf, read after it) names, or None.
+
+    A value with a ``$`` (``$kernelver``: one key per kernel) or a ``pkcs11:`` URI is not a file fwman can sign
+    with: None.
+    """
+    from fwman.platform.envfile import parse_env_file
+
+    files = [paths.DKMS_FRAMEWORK_CONF]
+    try:
+        if host.is_dir(paths.DKMS_FRAMEWORK_CONF_DIR):
+            files += [
+                f"{paths.DKMS_FRAMEWORK_CONF_DIR}/{n}"
+                for n in sorted(host.listdir(paths.DKMS_FRAMEWORK_CONF_DIR))
+                if n.endswith(".conf")
+            ]
+    except (MissingError, NotRecordedError):
+        pass
+    settings: dict[str, str] = {}
+    for path in files:
+        try:
+            if host.exists(path):
+                settings.update(parse_env_file(host.read_text(path)))
+        except (MissingError, NotRecordedError):
+            continue
+    key, cert = settings.get("mok_signing_key"), settings.get("mok_certificate")
+    if not key or not cert or any("$" in v or v.startswith("pkcs11:") for v in (key, cert)):
+        return None
+    return SigningKey(key, cert, "dkms-conf")
+
+
+def searched_locations(host: Host) -> list[str]:
+    """Return the key files :func:`existing_keys` looks for on ``host``, in its order (for messages)."""
+    from fwman.platform.distro import read_distribution
+
+    conf = _framework_key(host)
+    out = [f"{conf.key} (framework.conf)"] if conf is not None else []
+    if read_distribution(host).ubuntu:
+        out.append(paths.SHIM_MOK_KEY)
+    return [*out, paths.DKMS_MOK_KEY]
+
+
+def existing_keys(host: Host) -> list[SigningKey]:
+    """Return the Machine Owner Keys DKMS signs with on ``host`` whose key and certificate both exist, in DKMS's
+    order of choice: framework.conf's, then (Ubuntu) shim-signed's MOK, then ``/var/lib/dkms/mok.key``."""
+    from fwman.platform.distro import read_distribution
+
+    candidates = [k for k in (_framework_key(host),) if k is not None]
+    if read_distribution(host).ubuntu:
+        candidates.append(SigningKey(paths.SHIM_MOK_KEY, paths.SHIM_MOK_CERT, "shim-signed"))
+    candidates.append(SigningKey(paths.DKMS_MOK_KEY, paths.DKMS_MOK_CERT, "dkms"))
+    out: list[SigningKey] = []
+    for key in candidates:
+        try:
+            if key not in out and host.exists(key.key) and host.exists(key.cert):
+                out.append(key)
+        except NotRecordedError:
+            continue
+    return out
+
+
+def reusable_key(host: Host) -> SigningKey | None:
+    """Return the existing key to reuse: the first of :func:`existing_keys` that mokutil says is enrolled, else
+    the first one (enrollment unknown or pending: the owner enrolls it once); None when there is none."""
+    from fwman.driver.kmod.secureboot import cert_fingerprint, key_enrollment
+
+    found = existing_keys(host)
+    for key in found:
+        try:
+            state = key_enrollment(host, key.cert, cert_fingerprint(host.read_bytes(key.cert)))
+        except MissingError:
+            continue
+        if state == "enrolled":
+            return key
+    return found[0] if found else None
+
+
 def keygen_plan(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> list[str]:
     """Return what :func:`keygen` would write (``keygen --dry-run``); change nothing.
 
     Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
-    ``reuse_dkms`` is asked but DKMS has no key.
+    ``reuse_dkms`` is asked but no key DKMS signs with exists (:func:`existing_keys`).
     """
     if host.exists(paths.SIGNING_CONFIG) and not force:
         raise UsageError(
@@ -207,24 +288,31 @@ def keygen_plan(host: Host, *, reuse_dkms: bool = False, force: bool = False) ->
         )
     record = f"write {paths.SIGNING_CONFIG} (the key fwman signs modules with)"
     if reuse_dkms:
-        if not (host.exists(paths.DKMS_MOK_KEY) and host.exists(paths.DKMS_MOK_CERT)):
-            raise MissingError(
-                f"DKMS has no signing key ({paths.DKMS_MOK_KEY}, {paths.DKMS_MOK_CERT})",
-                hint="run `fwman modules keygen` without --reuse-dkms to create one",
-            )
-        return [f"use DKMS's key {paths.DKMS_MOK_KEY} and certificate {paths.DKMS_MOK_CERT}", record]
+        found = _reused(host)
+        return [f"use DKMS's key {found.key} and certificate {found.cert} ({found.origin})", record]
     return [f"create {paths.SIGNING_KEY_DIR}/mok.key and mok.der (a new signing key and certificate)", record]
+
+
+def _reused(host: Host) -> SigningKey:
+    """Return the key ``--reuse-dkms`` adopts (:func:`reusable_key`). Raises MissingError when there is none."""
+    found = reusable_key(host)
+    if found is None:
+        raise MissingError(
+            f"DKMS has no signing key ({', '.join(searched_locations(host))})",
+            hint="run `fwman modules keygen` without --reuse-dkms to create one",
+        )
+    return found
 
 
 def keygen(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> SigningKey:
     """Create (or adopt DKMS's) signing key, record it, and return it.
 
     Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
-    ``reuse_dkms`` is asked but DKMS has no key.
+    ``reuse_dkms`` is asked but no key DKMS signs with exists (:func:`existing_keys`).
     """
     keygen_plan(host, reuse_dkms=reuse_dkms, force=force)  # raises what refuses it
     if reuse_dkms:
-        chosen = SigningKey(paths.DKMS_MOK_KEY, paths.DKMS_MOK_CERT, "dkms")
+        chosen = _reused(host)
     else:
         key_pem, cert_der = generate_key()
         host.mkdir(paths.SIGNING_KEY_DIR, mode=0o700)

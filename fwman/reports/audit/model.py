@@ -50,6 +50,24 @@ class KernelModule(BaseModel):
     branch: str | None = None
     commit: str | None = None
     error: str | None = None
+    #: the Ubuntu prebuilt-module package whose file this is (linux-modules-nvidia-*), None for any other file
+    package: str | None = None
+
+
+class PrebuiltModulePackage(BaseModel):
+    """One installed Ubuntu prebuilt-NVIDIA module package (fwman.driver.prebuilt) and the module files it put."""
+
+    name: str
+    version: str | None
+    kind: str  # "modules", "metapackage", "objects", "signatures"
+    branch: str | None
+    open: bool
+    kernel: str | None
+    flavour: str | None
+    provides: list[str] = Field(default_factory=list)
+    module_dirs: list[str] = Field(default_factory=list)
+    modules: list[str] = Field(default_factory=list)
+    note: str | None = None
 
 
 class P2PBranch(BaseModel):
@@ -85,6 +103,8 @@ class AuditReport(BaseModel):
     engine_problems: list[str] = Field(default_factory=list)  # an engine not running, a malformed answer
     p2p: P2PBranch
     unreadable: list[str] = Field(default_factory=list)
+    #: Ubuntu's prebuilt, Canonical-signed NVIDIA module packages installed on the host
+    prebuilt_modules: list[PrebuiltModulePackage] = Field(default_factory=list)
     #: fwman's apt hold of the NVIDIA user space and the upgrades apt would make (schema fwman.userspace-hold/1)
     userspace_hold: dict[str, Any] | None = None
 

@@ -32,6 +32,7 @@ from fwman.platform.containers import read_cdi_specs, read_containers, read_engi
 from fwman.platform.userspace import UserSpace, scan_userspace
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
+from fwman.reports.audit.prebuilt import prebuilt_rows, read_prebuilt_packages
 from fwman.reports.audit.read import read_kernel_modules, read_loaded
 from fwman.reports.audit.rows import build_rows, hold_rows
 
@@ -86,6 +87,7 @@ def audit_host(
     engine_problems: list[str] = []
     engine_containers = read_engine_containers(host, unreadable, engine_problems)
     cdi_specs = read_cdi_specs(host, unreadable)
+    prebuilt, pinned = read_prebuilt_packages(host, unreadable)
     for _, us in containers:
         if us is not None:
             unreadable.extend(us.unreadable)
@@ -119,12 +121,16 @@ def audit_host(
         cdi_specs=cdi_specs,
         engine_problems=engine_problems,
         rows=[],
+        prebuilt_modules=prebuilt,
         p2p=p2p_status(kernel_version, branch_report),
         unreadable=unreadable,
     )
     container_us = {c.name: us for c, us in containers}
     container_us.update({f"{c.kind}:{c.name}": us for c, us in engine_containers})
+    for m in modules:  # a file of Ubuntu's prebuilt packages is stock, whatever fwman's manifest says
+        m.package = next((p.name for p in prebuilt if m.path in p.modules), None)
     report.rows = build_rows(report, host_us, container_us)
+    report.rows += prebuilt_rows(prebuilt, modules, pinned)
     hold = read_hold(host)
     if hold.installed or hold.held or hold.run_installer:
         report.userspace_hold = hold.to_dict()

@@ -133,7 +133,12 @@ def module_row(m: KernelModule, ref: str | None) -> Row:
             m.origin, "patched/stock unknown (no fwman manifest)"
         )
     )
-    if m.origin == "not-fwman":
+    if m.package is not None:
+        details.append(f"stock, from Ubuntu's {m.package}")
+    if m.origin == "not-fwman" and m.package is not None:
+        status = "mismatch"
+        fix = fix or f"Ubuntu's {m.package} replaced fwman's module for {m.kernel}: see its row below"
+    elif m.origin == "not-fwman":
         status = "mismatch"
         fix = fix or (
             f"the file depmod picks for {m.kernel} is not the one fwman installed (DKMS or a package replaced "

@@ -18,7 +18,7 @@ from fwman.core.errors import BlockedError, MissingError, ParseError
 from fwman.driver.boot import initramfs
 from fwman.driver.build import lockstep
 from fwman.driver.build.manifest import Manifest, ModuleEntry
-from fwman.driver.headers import advise, parse_os_release
+from fwman.driver.headers import advise
 from fwman.driver.hooks.removal import forget_kernel
 from fwman.driver.kmod import secureboot
 from fwman.driver.userspace_hold import (
@@ -29,6 +29,7 @@ from fwman.driver.userspace_hold import (
     render_pin,
 )
 from fwman.host.live import LiveHost
+from fwman.platform.distro import Distribution, parse_os_release
 
 KVER = "6.1.0-50-amd64"
 
@@ -255,13 +256,18 @@ def test_pin_and_blacklist_files() -> None:
 
 # -- headers, lockstep -------------------------------------------------------------------------------------
 def test_headers_package_per_kernel_and_distribution() -> None:
-    assert advise("6.8.12-4-pve", "bookworm", True).package == "proxmox-headers-6.8.12-4-pve"
-    assert advise("6.8.12-4-pve", "bookworm", True).metapackage == "proxmox-default-headers"
-    assert advise("5.15.158-2-pve", "bullseye", True).package == "pve-headers-5.15.158-2-pve"
-    assert advise("5.15.158-2-pve", "bullseye", True).metapackage == "pve-headers"
-    assert advise(KVER, "bookworm", False).package == f"linux-headers-{KVER}"
-    assert advise(KVER, "bookworm", False).metapackage == "linux-headers-amd64"
-    assert advise("6.1.0-50-cloud-amd64", "bookworm", False).metapackage == "linux-headers-cloud-amd64"
+    pve8, pve7 = (
+        Distribution("debian", "12", "bookworm", proxmox=True),
+        Distribution("debian", "11", "bullseye", proxmox=True),
+    )
+    debian = Distribution("debian", "12", "bookworm")
+    assert advise("6.8.12-4-pve", pve8).package == "proxmox-headers-6.8.12-4-pve"
+    assert advise("6.8.12-4-pve", pve8).metapackage == "proxmox-default-headers"
+    assert advise("5.15.158-2-pve", pve7).package == "pve-headers-5.15.158-2-pve"
+    assert advise("5.15.158-2-pve", pve7).metapackage == "pve-headers"
+    assert advise(KVER, debian).package == f"linux-headers-{KVER}"
+    assert advise(KVER, debian).metapackage == "linux-headers-amd64"
+    assert advise("6.1.0-50-cloud-amd64", debian).metapackage == "linux-headers-cloud-amd64"
     assert parse_os_release('ID=debian\nVERSION_CODENAME="bookworm"\n# c\njunk\n')["VERSION_CODENAME"] == "bookworm"
 
 

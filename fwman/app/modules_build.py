@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.lockstep import gather, target_version
+from fwman.app.lockstep import build_target, gather
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
@@ -189,9 +189,15 @@ def build_modules(
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request, report)
-    target = target_version(host, spec.branch, spec.source_dir)
-    # a fork branch whose name carries no version (bar1-p2p, 610.57.04-p2p-v3): its tree says, once checked out
-    deferred = target is None and spec.fork is not None
+    try:
+        fork_url = resolve_fork_of(host, spec).url if spec.fork else None
+    except FwmanError:
+        fork_url = None  # a remembered fork no longer configured: its resolution below says so, per kernel
+    planned = build_target(host, spec.branch, spec.source_dir, fork_url)
+    target = planned.version
+    # a fork branch whose tree was never read (by `driver branches`): its name is only a hint (a 575.64.05-p2p
+    # whose version.mk says 570.86.16), so the gate waits for the tree, once checked out
+    deferred = spec.fork is not None and not planned.from_tree
     if not deferred:
         warning = refuse_unless_forced(gather(host, target), request.force)
         if warning:

@@ -85,10 +85,11 @@ def _hook(root: DebRoot, directory: str) -> str:
 
 
 def _hook_targets() -> list[str]:
-    """Return where debian/hooks.list installs the files of hooks/ (absolute paths)."""
+    """Return where debian/hooks.list installs the files of hooks/ on Debian 13 (absolute paths): a ``lib/`` path
+    is under ``/usr/lib`` there (dh_movetousr, merged /usr)."""
     lines = (REPO / "debian/hooks.list").read_text().splitlines()
     fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return ["/" + f[1] for f in fields if f[1] != "-"]
+    return ["/" + re.sub(r"^lib/", "usr/lib/", f[1]) for f in fields if f[1] != "-"]
 
 
 def test_trixie_build_is_for_debian_13() -> None:
@@ -101,7 +102,8 @@ def test_trixie_build_is_for_debian_13() -> None:
     if "trixie" in BUILD_LOG:  # built in this session (not FWMAN_DEB_TRIXIE): what the build root said
         log = BUILD_LOG["trixie"]
         assert re.search(r"^lintian 2\.\d+\S* \(in the trixie root\): no errors$", log, re.MULTILINE), log[-2000:]
-        assert re.search(r"^built with Python 3\.13\.\d+ \(environment lib/python3\.13\)", log, re.MULTILINE), log[-2000:]
+        built_with = r"^built with Python 3\.13\.\d+ \(environment lib/python3\.13\)"
+        assert re.search(built_with, log, re.MULTILINE), log[-2000:]
     # apt's order: the Debian 13 build replaces the Debian 12 one on a dist-upgrade, and both sort below 0.1.1
     for low, high in ((deb_version("bookworm"), deb_version("trixie")), (__version__, deb_version("bookworm"))):
         assert subprocess.run(["dpkg", "--compare-versions", low, "lt", high]).returncode == 0, (low, high)
@@ -185,8 +187,9 @@ def test_install_upgrade_remove_purge_in_trixie(trixie_root: DebRoot, tmp_path: 
 
     # remove: the programs go; conffiles (the hooks among them), the unit's enablement and all state stay
     root.run("apt-get", "remove", "-y", "-q", "fwman")
-    present = root.sh("for f in " + " ".join(shlex.quote(f) for f in files) + '; do [ -d "$f" ] || { [ -e "$f" ] '
-                      '|| [ -L "$f" ]; } && echo "$f"; done; true').stdout.split()  # fmt: skip
+    listed = " ".join(shlex.quote(f) for f in files)
+    script = f'for f in {listed}; do if [ ! -d "$f" ] && {{ [ -e "$f" ] || [ -L "$f" ]; }}; then echo "$f"; fi; done'
+    present = root.sh(script).stdout.split()
     assert sorted(present) == sorted(conffiles)
     assert not root.exists("/usr/lib/fwman") and root.exists(WANTS)
     assert "/usr/lib/fwman/bin/python is gone (fwman uninstalled?)" in _hook(root, "/etc/kernel/postinst.d")

@@ -182,6 +182,12 @@ def test_a_branch_named_for_one_version_goes_by_the_version_its_tree_builds(tmp_
         text = FwmanEnv()("driver", "branches", "--root", str(root)).stdout
         rows = [line.split() for line in text.splitlines() if MISNAMED in line.split()]
         assert rows and rows[0][0] == VERSION, text
+        # asked for the name's version: carried by none, and the branch of that name is said to build another
+        asked = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER, "--json").json()
+        assert asked["carried_by"] == [] and asked["nearest_below"]["version"] == VERSION
+        assert asked["named_only"] == [{"fork": "standin", "branch": MISNAMED, "builds": VERSION}]
+        said = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER).stdout
+        assert f"standin's branch {MISNAMED} builds {VERSION} (its tree's version.mk), not {OTHER}." in said
 
         argv = ["modules", "build", "--root", str(root), "--kernel", KERNEL_OK, "--fork", "standin"]
         # --driver-version goes by the trees: 575.64.05 is built by no branch, 570.86.16 by the misnamed one

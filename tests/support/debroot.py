@@ -76,27 +76,28 @@ class RootError(AssertionError):
     """A command in a story root failed; the message carries its output (what an owner would see)."""
 
 
-def host_suite() -> str:
+def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
     """Return this machine's Debian code name (``VERSION_CODENAME`` of /etc/os-release), else the default SUITE."""
     try:
-        text = Path("/etc/os-release").read_text()
+        text = os_release.read_text()
     except OSError:
         return SUITE
     m = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.MULTILINE)
     return m.group(1) if m else SUITE
 
 
-def debian_sources(suite: str = SUITE) -> str:
+def debian_sources(suite: str = SUITE, apt: Path = Path("/etc/apt"), own: str | None = None) -> str:
     """Return this machine's Debian apt sources for ``suite`` as deb822 text (other vendors' entries dropped).
 
     Read from ``/etc/apt/sources.list.d/*.sources`` and ``*.list`` and ``/etc/apt/sources.list``: the
     archive's address is this machine's, never one written into the repository. For a suite other than this
     machine's own release the entries of its release are taken with the code name changed (``bookworm`` ->
     ``trixie``, ``bookworm-updates`` -> ``trixie-updates``, ``bookworm-security`` -> ``trixie-security``): Debian
-    12's debian-archive-keyring verifies trixie's Release files too (docs/debian-package.md). Raises RootError
+    12's debian-archive-keyring verifies trixie's Release files too (docs/debian-package.md). ``apt`` and ``own``
+    (this machine's release, :func:`host_suite`) are parameters for the test of this reader. Raises RootError
     when there is none.
     """
-    own = host_suite()
+    own = own or host_suite()
     if suite not in SUITES:
         raise RootError(f"no base root for suite {suite!r}: one of {', '.join(SUITES)}")
 
@@ -104,7 +105,6 @@ def debian_sources(suite: str = SUITE) -> str:
         return " ".join(suite + s[len(own) :] for s in suites.split() if s == own or s.startswith(f"{own}-"))
 
     stanzas: list[str] = []
-    apt = Path("/etc/apt")
     for path in sorted((apt / "sources.list.d").glob("*.sources")):
         for stanza in re.split(r"\n\s*\n", path.read_text()):
             fields = dict(

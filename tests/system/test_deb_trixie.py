@@ -213,3 +213,11 @@ def test_install_upgrade_remove_purge_in_trixie(trixie_root: DebRoot, tmp_path: 
     mine = {p for p in after - before if not p.startswith(APT_STATE) and not p.startswith(ours)}
     assert mine == {STATE, f"{STATE}/backups", os.path.dirname(BACKUP), BACKUP}, sorted(mine)
     assert sorted(p for p in before - after if not p.startswith(APT_STATE)) == []
+
+
+def test_make_deb_refuses_a_release_it_does_not_build_for() -> None:
+    require_tools("make")
+    proc = subprocess.run(["make", "-C", str(REPO), "deb", "RELEASE=sid"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "RELEASE=sid is not a release the package is built for: bookworm:12 trixie:13" in proc.stderr
+    assert not (REPO / "build/deb/sid").exists()  # refused before anything was copied or built

@@ -66,15 +66,25 @@ system-deps:
 	@bash tests/support/system-deps.sh $(APT_PACKAGES)
 
 ## deb: build the Debian package (debian/; needs debhelper and dh-virtualenv, and PyPI for the private Python
-## environment) into dist/, and check it with lintian. The build runs in a copy of the tracked tree (build/deb/).
-DEB_BUILD := build/deb
+## environment) into dist/, checked with lintian, for this machine's Debian release or RELEASE=bookworm|trixie
+## (Debian 12 or 13; another release than this machine's is built as root in a root of it made with mmdebstrap
+## and cached in DEB_ROOTS). The build runs in a copy of the tracked tree (build/deb/RELEASE/).
+#: the Debian releases the package is built for, code name:number
+DEB_RELEASES := bookworm:12 trixie:13
+HOST_RELEASE := $(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)
+RELEASE ?= $(HOST_RELEASE)
+DEB_MAJOR = $(patsubst $(RELEASE):%,%,$(filter $(RELEASE):%,$(DEB_RELEASES)))
+DEB_BUILD = build/deb/$(RELEASE)
+DEB_ROOTS ?= build/deb-roots
 deb:
+	@test -n "$(DEB_MAJOR)" || { echo "make deb: RELEASE=$(RELEASE) is not a release the package is built for:" \
+		"$(DEB_RELEASES) (make deb RELEASE=trixie)" >&2; exit 2; }
 	rm -rf $(DEB_BUILD) && mkdir -p $(DEB_BUILD)/src dist
 	git ls-files -co --exclude-standard | tar -cf - -T - | tar -C $(DEB_BUILD)/src -xf -
-	cd $(DEB_BUILD)/src && dpkg-buildpackage -b -us -uc
-	rm -f dist/fwman_*.deb && cp $(DEB_BUILD)/fwman_*.deb dist/
-	lintian --fail-on error --info dist/fwman_*.deb
-	@ls -l dist/fwman_*.deb
+	set -o pipefail; DEB_DATE="$$(git log -1 --format=%cD)" DEB_ROOTS=$(DEB_ROOTS) \
+		debian/build-release $(RELEASE) $(DEB_MAJOR) $(DEB_BUILD)/src $(DEB_BUILD) | tee $(DEB_BUILD)/log
+	rm -f dist/fwman_*+deb$(DEB_MAJOR)_*.deb && cp "$$(tail -1 $(DEB_BUILD)/log)" dist/
+	@echo "built dist/$$(basename "$$(tail -1 $(DEB_BUILD)/log)") for Debian $(DEB_MAJOR) ($(RELEASE))"
 
 clean:
-	rm -rf $(VENV) build/deb .mypy_cache .ruff_cache .pytest_cache .hypothesis .cache/system-deps
+	rm -rf $(VENV) build/deb build/deb-roots .mypy_cache .ruff_cache .pytest_cache .hypothesis .cache/system-deps

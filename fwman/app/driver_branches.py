@@ -16,6 +16,7 @@ from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, PartialError
 from fwman.driver.forks import BranchReport, api_base, configured_forks, human_age, list_branches
+from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
 
 
@@ -107,8 +108,25 @@ def driver_branches(
 def version_answer(report: BranchReport, target: DriverVersion) -> dict[str, Any]:
     """Return the ``--version`` part of the answer: carriers, nearest versions, what moving means, summary lines."""
     carriers = report.carrying(target)
-    answer: dict[str, Any] = {"version": str(target), "branch": target.branch_name, "carried_by": carriers}
+    # branches whose name says the version but whose tree builds another: the name is only a hint, said so here
+    # instead of leaving "no fork carries V-p2p" beside a branch of that very name
+    misnamed = [
+        {"fork": f.fork, "branch": r.branch, "builds": r.version}
+        for f in report.forks
+        for r in f.revisions
+        if r.from_tree and r.driver_version() != target and parse_p2p_branch(r.branch) == target
+    ]
+    answer: dict[str, Any] = {
+        "version": str(target),
+        "branch": target.branch_name,
+        "carried_by": carriers,
+        "named_only": misnamed,
+    }
     lines: list[str] = []
+    notes = [
+        f"{m['fork']}'s branch {m['branch']} builds {m['builds']} (its tree's version.mk), not {target}."
+        for m in misnamed
+    ]
     if not report.any_available:
         lines.append(f"Unknown whether any fork carries {target.branch_name}: no fork could be listed.")
         answer.update({"nearest_below": None, "nearest_above": None, "moves": [], "summary": lines})
@@ -133,7 +151,7 @@ def version_answer(report: BranchReport, target: DriverVersion) -> dict[str, Any
                 continue
             lines.append(f"Nearest with a branch: {v} ({', '.join(versions[v])}). Moving to it means:")
             lines.extend(f"  - {step}" for step in move_plan(v)["steps"])
-    answer["summary"] = lines
+    answer["summary"] = lines + notes
     return answer
 
 

@@ -18,7 +18,7 @@ from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
-from fwman.driver.build.lockstep import gather, refuse_unless_forced, target_version
+from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
 from fwman.driver.build.pipeline import KernelOutcome, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
@@ -215,9 +215,15 @@ def build_modules(
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
     spec = source_spec(host, request, report)
-    target = target_version(host, spec.branch, spec.source_dir)
-    # a fork branch whose name carries no version (bar1-p2p, 610.57.04-p2p-v3): its tree says, once checked out
-    deferred = target is None and spec.fork is not None
+    try:
+        fork_url = resolve_fork_of(host, spec).url if spec.fork else None
+    except FwmanError:
+        fork_url = None  # a remembered fork no longer configured: its resolution below says so, per kernel
+    planned = build_target(host, spec.branch, spec.source_dir, fork_url)
+    target = planned.version
+    # a fork branch whose tree was never read (by `driver branches`): its name is only a hint (a 575.64.05-p2p
+    # whose version.mk says 570.86.16), so the gate waits for the tree, once checked out
+    deferred = spec.fork is not None and not planned.from_tree
     if not deferred:
         warning = refuse_unless_forced(gather(host, target), request.force)
         if warning:

@@ -1,4 +1,5 @@
-"""Real Debian 12 roots for the story suite (tests/story/): mmdebstrap, a loop-mounted ext4 root, real GRUB.
+"""Real Debian roots (Debian 12 by default, Debian 13 on request) for the story suite (tests/story/) and the
+package tests: mmdebstrap, a loop-mounted ext4 root, real GRUB.
 
 A root is an ext4 filesystem in a sparse image file, attached to a loop device numbered 10 or more and mounted
 only inside a private PID and mount namespace (``unshare --pid --fork --mount``) for the length of one command:
@@ -16,9 +17,10 @@ only inside a private PID and mount namespace (``unshare --pid --fork --mount``)
   kernel has no partition-table support, ``CONFIG_MSDOS_PARTITION`` is off, and no device-mapper).
 
 Roots start from tarballs cached in ``/var/cache/fwman-story`` (``FWMAN_STORY_CACHE``), each named by a hash of
-what went into it: the base (``mmdebstrap`` from the Debian sources of this machine's own apt configuration)
-and the "owner's machine" layer (base + GRUB's menu and environment + one kernel). Downloaded packages are kept
-in ``archives/`` there and bound into every root as ``/var/cache/apt/archives``.
+what went into it: the base of a suite (``mmdebstrap`` from the Debian sources of this machine's own apt
+configuration, with the suite changed for another release: ``base_tarball("trixie")``; the suite is part of the
+key) and the Debian 12 "owner's machine" layer (base + GRUB's menu and environment + one kernel). Downloaded
+packages are kept in ``archives/`` there and bound into every root as ``/var/cache/apt/archives``.
 """
 
 from __future__ import annotations
@@ -40,8 +42,10 @@ from pathlib import Path
 
 CACHE = Path(os.environ.get("FWMAN_STORY_CACHE", "/var/cache/fwman-story"))
 ARCHIVES = CACHE / "archives"
-SUITE = "bookworm"
-#: what the base root holds besides apt: what an owner's Debian 12 machine with GRUB has, plus the build tools
+SUITE = "bookworm"  # the default suite of every root
+#: the suites a base root can be made of, code name: Debian release number
+SUITES = {"bookworm": "12", "trixie": "13"}
+#: what the base root holds besides apt: what an owner's Debian 12 (or 13) machine with GRUB has, plus the build tools
 #: fwman recommends (git, make, gcc) and python3 (fwman's package depends on it). No kernel: layers add them.
 BASE_PACKAGES = (
     "systemd",
@@ -72,15 +76,35 @@ class RootError(AssertionError):
     """A command in a story root failed; the message carries its output (what an owner would see)."""
 
 
-def debian_sources() -> str:
-    """Return this machine's Debian apt sources for bookworm as deb822 text (other vendors' entries dropped).
+def host_suite(os_release: Path = Path("/etc/os-release")) -> str:
+    """Return this machine's Debian code name (``VERSION_CODENAME`` of /etc/os-release), else the default SUITE."""
+    try:
+        text = os_release.read_text()
+    except OSError:
+        return SUITE
+    m = re.search(r"^VERSION_CODENAME=\"?([a-z]+)\"?$", text, re.MULTILINE)
+    return m.group(1) if m else SUITE
+
+
+def debian_sources(suite: str = SUITE, apt: Path = Path("/etc/apt"), own: str | None = None) -> str:
+    """Return this machine's Debian apt sources for ``suite`` as deb822 text (other vendors' entries dropped).
 
     Read from ``/etc/apt/sources.list.d/*.sources`` and ``*.list`` and ``/etc/apt/sources.list``: the
-    archive's address is this machine's, never one written into the repository. Raises RootError when there is
-    none.
+    archive's address is this machine's, never one written into the repository. For a suite other than this
+    machine's own release the entries of its release are taken with the code name changed (``bookworm`` ->
+    ``trixie``, ``bookworm-updates`` -> ``trixie-updates``, ``bookworm-security`` -> ``trixie-security``): Debian
+    12's debian-archive-keyring verifies trixie's Release files too (docs/debian-package.md). ``apt`` and ``own``
+    (this machine's release, :func:`host_suite`) are parameters for the test of this reader. Raises RootError
+    when there is none.
     """
+    own = own or host_suite()
+    if suite not in SUITES:
+        raise RootError(f"no base root for suite {suite!r}: one of {', '.join(SUITES)}")
+
+    def renamed(suites: str) -> str:
+        return " ".join(suite + s[len(own) :] for s in suites.split() if s == own or s.startswith(f"{own}-"))
+
     stanzas: list[str] = []
-    apt = Path("/etc/apt")
     for path in sorted((apt / "sources.list.d").glob("*.sources")):
         for stanza in re.split(r"\n\s*\n", path.read_text()):
             fields = dict(
@@ -90,8 +114,14 @@ def debian_sources() -> str:
             if fields.get("enabled", "yes") == "no" or "deb" not in fields.get("types", "").split():
                 continue
             debian = "debian-archive-keyring" in fields.get("signed-by", "") or _debian_uri(fields.get("uris", ""))
-            if debian and any(s.startswith(SUITE) for s in fields.get("suites", "").split()):
-                lines = [ln for ln in stanza.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+            if debian and renamed(fields.get("suites", "")):
+                lines = []
+                for ln in stanza.splitlines():
+                    if not ln.strip() or ln.lstrip().startswith("#"):
+                        continue
+                    if re.match(r"(?i)suites:", ln.strip()):
+                        ln = f"Suites: {renamed(fields['suites'])}"
+                    lines.append(ln)
                 stanzas.append("\n".join(lines))
     lists = [apt / "sources.list", *sorted((apt / "sources.list.d").glob("*.list"))]
     for path in lists:
@@ -99,13 +129,13 @@ def debian_sources() -> str:
             continue
         for line in path.read_text().splitlines():
             m = re.match(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+)\s+(\S+)\s+(.+)$", line.strip())
-            if m and _debian_uri(m.group(1)) and m.group(2).startswith(SUITE):
+            if m and _debian_uri(m.group(1)) and renamed(m.group(2)):
                 stanzas.append(
-                    f"Types: deb\nURIs: {m.group(1)}\nSuites: {m.group(2)}\nComponents: {m.group(3)}\n"
+                    f"Types: deb\nURIs: {m.group(1)}\nSuites: {renamed(m.group(2))}\nComponents: {m.group(3)}\n"
                     "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg"
                 )
     if not stanzas:
-        raise RootError("no Debian bookworm source in /etc/apt/sources.list.d or /etc/apt/sources.list")
+        raise RootError(f"no Debian {own} source in /etc/apt/sources.list.d or /etc/apt/sources.list")
     return "\n\n".join(stanzas) + "\n"
 
 
@@ -121,10 +151,11 @@ def _run(argv: list[str], timeout: float, input_text: str | None = None) -> subp
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, input=input_text)
 
 
-def base_tarball() -> Path:
-    """Return the cached base root tarball, making it with mmdebstrap first when it is missing (30 s here)."""
-    sources = debian_sources()
-    tarball = CACHE / f"base-{_key(SUITE, sources, BASE_PACKAGES, GRUB_PRESEED)}.tar"
+def base_tarball(suite: str = SUITE) -> Path:
+    """Return the cached base root tarball of ``suite`` (bookworm or trixie), making it with mmdebstrap first when
+    it is missing (30 s here for bookworm). Raises RootError when mmdebstrap fails."""
+    sources = debian_sources(suite)
+    tarball = CACHE / f"base-{_key(suite, sources, BASE_PACKAGES, GRUB_PRESEED)}.tar"
     if tarball.is_file():
         return tarball
     with _cache_lock():  # another test process may be making it now: wait, then take its result
@@ -143,7 +174,7 @@ def base_tarball() -> Path:
                 "--format=tar",
                 f"--include={','.join(BASE_PACKAGES)}",
                 f'--essential-hook=printf {shlex.quote(GRUB_PRESEED)} | chroot "$1" debconf-set-selections',
-                SUITE,
+                suite,
                 str(partial),
                 str(spec),
             ],

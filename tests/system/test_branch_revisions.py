@@ -135,3 +135,74 @@ def test_modules_build_driver_version_builds_the_newest_revision(tmp_path: Path)
         assert f"its P2P branches build: {VERSION}, {OTHER})" in missing.stderr
     manifest = json.loads((root / f"var/lib/fwman/modules/{KERNEL_OK}.json").read_text())
     assert manifest["branch"] == f"{VERSION}-p2p-v3" and manifest["commit"] == commits[f"{VERSION}-p2p-v3"]
+
+
+# -- a branch whose name says one version and whose tree another ------------------------------------------------
+# issue 26: a fork renames nothing when it moves a branch to another driver release (or names it after the release
+# it was started for). ``575.64.05-p2p`` here builds 570.86.16 (its version.mk), newer than ``570.86.16-p2p``.
+MISNAMED = f"{OTHER}-p2p"
+
+
+def _misnamed_fork(served: Path) -> dict[str, str]:
+    """Return {branch: commit} of a fork with ``570.86.16-p2p`` and, committed an hour later, ``575.64.05-p2p``
+    whose tree is still 570.86.16's (version.mk unchanged)."""
+    bare = served / "fork.git"
+    commits = {P2P_BRANCH: make_fork_repo(bare)}
+    log = ["git", "-C", str(bare), "log", "-1", "--format=%ct", P2P_BRANCH]
+    base = int(subprocess.run(log, capture_output=True, text=True, check=True).stdout)
+    commits[MISNAMED] = branch_with(bare, P2P_BRANCH, MISNAMED, {"REBASED": "on 570.86.16\n"}, _at(base, 1))
+    return commits
+
+
+def _userspace(root: Path, version: str) -> None:
+    """Give the root the host user space of ``version`` (the driver libraries the lockstep gate reads)."""
+    libdir = root / "usr/lib/x86_64-linux-gnu"
+    libdir.mkdir(parents=True, exist_ok=True)
+    for lib in ("libcuda.so", "libnvidia-ml.so"):
+        (libdir / f"{lib}.{version}").write_bytes(b"\x7fELF stand-in")
+
+
+def test_a_branch_named_for_one_version_goes_by_the_version_its_tree_builds(tmp_path: Path) -> None:
+    require_build_env(KERNEL_OK)
+    require_tools("git")
+    served = tmp_path / "served"
+    served.mkdir()
+    commits = _misnamed_fork(served)
+    root = build_root(tmp_path, (KERNEL_OK,))
+    _userspace(root, VERSION)  # the owner's user space is 570.86.16: what the misnamed branch really builds
+    with git_daemon(served) as base:
+        _config(root, f"{base}/fork.git")
+        fork = _listed(root)
+        # driver branches: the misnamed branch is a revision of 570.86.16 (its tree), and 575.64.05 is carried by none
+        assert fork["p2p_versions"] == [VERSION]
+        revs = fork["revisions"][VERSION]
+        assert [(r["branch"], r["version"], r["from_tree"]) for r in revs] == [
+            (MISNAMED, VERSION, True),
+            (P2P_BRANCH, VERSION, True),
+        ]
+        text = FwmanEnv()("driver", "branches", "--root", str(root)).stdout
+        rows = [line.split() for line in text.splitlines() if MISNAMED in line.split()]
+        assert rows and rows[0][0] == VERSION, text
+        # asked for the name's version: carried by none, and the branch of that name is said to build another
+        asked = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER, "--json").json()
+        assert asked["carried_by"] == [] and asked["nearest_below"]["version"] == VERSION
+        assert asked["named_only"] == [{"fork": "standin", "branch": MISNAMED, "builds": VERSION}]
+        said = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER).stdout
+        assert f"standin's branch {MISNAMED} builds {VERSION} (its tree's version.mk), not {OTHER}." in said
+
+        argv = ["modules", "build", "--root", str(root), "--kernel", KERNEL_OK, "--fork", "standin"]
+        # --driver-version goes by the trees: 575.64.05 is built by no branch, 570.86.16 by the misnamed one
+        missing = FwmanEnv()(*argv, "--driver-version", OTHER)
+        assert missing.code == 5, missing.stdout + missing.stderr
+        assert f"no branch of fork standin builds driver version {OTHER} (its P2P branches build: {VERSION})" in (
+            missing.stderr
+        )
+        r = FwmanEnv()(*argv, "--driver-version", VERSION)  # no --force: the user space is the tree's version
+        assert r.code == 0, r.stdout + r.stderr
+        assert f"building {MISNAMED} of standin, the newest of its revisions" in r.stdout + r.stderr
+        manifest = json.loads((root / f"var/lib/fwman/modules/{KERNEL_OK}.json").read_text())
+        assert manifest["branch"] == MISNAMED and manifest["commit"] == commits[MISNAMED]
+        # named by --branch: the lockstep gate reads the tree's 570.86.16 too, never the name's 575.64.05
+        again = FwmanEnv()(*argv, "--branch", MISNAMED)
+        assert again.code == 0, again.stdout + again.stderr
+        assert f"builds driver {OTHER}" not in again.stdout + again.stderr

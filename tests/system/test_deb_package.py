@@ -1,5 +1,7 @@
 """The Debian package on this machine: build, install, upgrade, run, remove, purge (Debian 12, as root).
 
+The Debian 13 package gets the same in a trixie root: tests/system/test_deb_trixie.py.
+
 Builds the package once per session (tests/support/debpkg.py: `make deb`, dpkg-buildpackage + lintian;
 ``FWMAN_DEB=path`` uses a built one), installs it with apt, runs `fwman --version`, `fwman hooks status`, the
 kernel hook through `run-parts` (on a kernel version with no headers and under a temp root, so it changes
@@ -23,7 +25,7 @@ import pytest
 
 from fwman import __version__
 from fwman.driver.dkms import APT_PIN_TEXT
-from tests.support.debpkg import deb
+from tests.support.debpkg import deb, deb_version, higher_version
 from tests.support.env import REPO
 from tests.support.tools import require_tools
 
@@ -77,17 +79,6 @@ def clean_machine() -> Iterator[None]:
 
 def _exists(path: str) -> bool:
     return os.path.lexists(path)
-
-
-def _higher_version(deb: Path, tmp: Path) -> Path:
-    """Return ``deb`` repacked as version X+test1 (the same files): an upgrade through dpkg's upgrade path."""
-    tree = tmp / "tree"
-    _ok("dpkg-deb", "-R", str(deb), str(tree))
-    control = tree / "DEBIAN/control"
-    control.write_text(control.read_text().replace(f"Version: {__version__}\n", f"Version: {__version__}+test1\n"))
-    out = tmp / f"fwman_{__version__}+test1.deb"
-    _ok("dpkg-deb", "-Zxz", "-b", str(tree), str(out))
-    return out
 
 
 def _hook(directory: str, root: Path) -> subprocess.CompletedProcess[str]:
@@ -186,8 +177,9 @@ def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: 
     config.write_text(config.read_text() + '\n[forks]\nmine = "/srv/git/nvidia.git"\n')
     edited = config.read_text()
 
-    _ok("apt-get", "install", "-y", "-q", str(_higher_version(deb, tmp_path)))
-    assert _ok("dpkg-query", "-W", "-f=${Version}", "fwman") == f"{__version__}+test1"
+    assert _ok("dpkg-query", "-W", "-f=${Version}", "fwman") == deb_version("bookworm")
+    _ok("apt-get", "install", "-y", "-q", str(higher_version(deb, tmp_path)))
+    assert _ok("dpkg-query", "-W", "-f=${Version}", "fwman") == f"{deb_version('bookworm')}+test1"
     assert config.read_text() == edited and (STATE / "modules/source.json").is_file() and BACKUP.is_file()
     assert _ok("fwman", "--version").strip() == f"fwman, version {__version__}"
 

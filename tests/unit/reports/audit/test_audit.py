@@ -609,3 +609,40 @@ def test_a_branch_named_otherwise_carries_the_version_its_tree_builds(tree: Tree
         f"P2P for {v}: carried by aikitoria (cache, cached 2 h ago); newest branch building it: aikitoria: bar1-p2p"
         in text
     )
+
+
+def _misnamed_cache(tree: Tree, named: str, built: str) -> None:
+    """Cache a listing of aikitoria whose ``{named}-p2p`` branch's tree builds ``built`` (read by driver branches),
+    and of the other default forks with no P2P branch."""
+    commit = "d" * 40
+    fork = {
+        "fork": "aikitoria",
+        "branches": ["main", f"{named}-p2p"],
+        "commits": {"main": "c" * 40, f"{named}-p2p": commit},
+        "source": "git",
+        "fetched_at": (datetime.now(UTC) - timedelta(hours=2)).isoformat(),
+    }
+    trees = {commit: {"version": built, "date": "2026-06-01T10:00:00+00:00", "error": None}}
+    # the other default forks listed too, with no P2P branch: every fork has a listing, so "none" can be said
+    forks = {url: {**fork, "fork": name, "branches": ["main"], "commits": {}} for name, url in DEFAULT_FORKS.items()}
+    forks[DEFAULT_FORKS["aikitoria"]] = fork
+    doc = {"format": "fwman-branch-cache", "version": 1, "forks": forks, "trees": trees}
+    tree.write(paths.BRANCH_CACHE_FILE, json.dumps(doc))
+
+
+@pytest.mark.parametrize("loaded", ["575.51.02", "570.86.16"])
+def test_a_branch_named_for_one_version_carries_the_one_its_tree_builds(tree: Tree, loaded: str) -> None:
+    # issue 26: 575.51.02-p2p's version.mk says 570.86.16: the audit goes by the tree, the name is only a hint
+    named, built = "575.51.02", "570.86.16"
+    tree.loaded(loaded)
+    tree.libs(loaded)
+    tree.firmware(loaded)
+    tree.smi(loaded)
+    _misnamed_cache(tree, named, built)
+    p2p = tree.run("--json").json()["p2p"]
+    if loaded == named:  # what the name says is carried by no branch
+        assert p2p["status"] == "none" and p2p["forks"] == [], p2p
+        assert p2p["nearest_below"] == built and p2p["nearest_above"] is None
+    else:  # what the tree builds is, by the misnamed branch
+        assert p2p["status"] == "available" and p2p["forks"] == ["aikitoria"], p2p
+        assert p2p["note"] == f"newest branch building it: aikitoria: {named}-p2p"

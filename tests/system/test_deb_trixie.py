@@ -1,0 +1,223 @@
+"""The Debian 13 package in a real trixie root: install, upgrade, run, remove, purge (issue 26; as root).
+
+The package is built by `make deb RELEASE=trixie` (tests/support/debpkg.py: in a trixie build root made with
+mmdebstrap, with trixie's Python and trixie's lintian; ``FWMAN_DEB_TRIXIE=path`` uses a built one) and installed
+with apt in a trixie root (tests/support/debroot.py ``base_tarball("trixie")``: mmdebstrap from this machine's
+Debian sources with the suite changed, cached in /var/cache/fwman-story), the way an owner's Debian 13 machine
+installs it. The assertions are the Debian 12 test's (tests/system/test_deb_package.py): the files and conffiles,
+the unit enabled in the root and nowhere else, the hooks through run-parts, the catch-up script, an upgrade that
+keeps the configuration, state and backups, a remove that leaves the conffiles, a purge that leaves the backups
+and nothing else of fwman (a ``find`` of the whole root before the install and after the purge).
+
+Run it under ``flock /tmp/fwman-roots.lock`` on a shared machine (it makes a root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fwman import __version__
+from fwman.driver.dkms import APT_PIN_TEXT
+from tests.support.debpkg import BUILD_LOG, build_deb, deb_version, higher_version
+from tests.support.debroot import DebRoot, base_tarball, install_deb, installed_packages
+from tests.support.env import REPO
+from tests.support.tools import is_root, require_tools
+
+pytestmark = pytest.mark.system
+
+KVER = "6.12.999+deb13-amd64"  # no such kernel, no headers: the hook marks it pending and exits 0
+HOOK_ROOT = "/root/hook-root"  # the hooks' FWMAN_ROOT inside the root (/tmp is a fresh tmpfs per command)
+STATE = "/var/lib/fwman"
+BACKUP = f"{STATE}/backups/10de-2204-3842-3987-test/card0.rom"
+UNIT = "/usr/lib/systemd/system/fwman-catchup.service"  # merged /usr: never /lib/systemd/system on Debian 13
+WANTS = "/etc/systemd/system/multi-user.target.wants/fwman-catchup.service"
+#: what apt and dpkg themselves keep of an install (their databases, logs, downloaded lists): not the package's
+APT_STATE = (
+    "/var/lib/dpkg/",
+    "/var/lib/apt/",
+    "/var/cache/apt/",
+    "/var/log/",
+    "/var/cache/debconf/",
+    "/var/cache/man/",
+)
+
+
+@pytest.fixture
+def trixie_root(tmp_path: Path) -> Iterator[DebRoot]:
+    """Yield a trixie root made from the cached base tarball, after `apt-get update`; closed afterwards."""
+    if not is_root():
+        pytest.skip("needs root (mmdebstrap, loop devices, chroot)")
+    require_tools("mmdebstrap", "unshare", "mkfs.ext4", "chroot")
+    root = DebRoot.create(tmp_path / "trixie", base_tarball("trixie"), size_gb=8)
+    try:
+        root.sh("apt-get update -q", timeout=600)
+        yield root
+    finally:
+        root.close()
+
+
+def _tree(root: DebRoot) -> set[str]:
+    """Return every path of the root's own filesystem (``find -xdev``: not /proc, /dev, /run, /tmp, apt's archives)."""
+    out = root.sh("find / -xdev -print", timeout=600).stdout
+    return set(out.splitlines())
+
+
+def _hook(root: DebRoot, directory: str) -> str:
+    """Run fwman's hook of ``directory`` in the root through the real run-parts; return its output (exit 0)."""
+    argv = [
+        "run-parts",
+        "--verbose",
+        "--exit-on-error",
+        "--regex=^fwman$",
+        f"--arg={KVER}",
+        f"--arg=/boot/vmlinuz-{KVER}",
+    ]
+    proc = root.sh(f"FWMAN_ROOT={HOOK_ROOT} {shlex.join([*argv, directory])} 2>&1")
+    return proc.stdout
+
+
+def _hook_targets() -> list[str]:
+    """Return where debian/hooks.list installs the files of hooks/ on Debian 13 (absolute paths): a ``lib/`` path
+    is under ``/usr/lib`` there (dh_movetousr, merged /usr)."""
+    lines = (REPO / "debian/hooks.list").read_text().splitlines()
+    fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    return ["/" + re.sub(r"^lib/", "usr/lib/", f[1]) for f in fields if f[1] != "-"]
+
+
+def test_trixie_build_is_for_debian_13() -> None:
+    """The Debian 13 build: its version says so, its environment is trixie's Python 3.13, lintian 2.122 passed."""
+    deb = build_deb("trixie")
+    assert deb.name == f"fwman_{__version__}+deb13_amd64.deb"
+    fields = subprocess.run(["dpkg-deb", "-f", str(deb), "Version", "Depends"], capture_output=True, text=True).stdout
+    assert f"Version: {__version__}+deb13\n" in fields
+    assert "python3.13, python3 (>= 3.13), python3 (<< 3.14)" in fields
+    if "trixie" in BUILD_LOG:  # built in this session (not FWMAN_DEB_TRIXIE): what the build root said
+        log = BUILD_LOG["trixie"]
+        assert re.search(r"^lintian 2\.\d+\S* \(in the trixie root\): no errors$", log, re.MULTILINE), log[-2000:]
+        built_with = r"^built with Python 3\.13\.\d+ \(environment lib/python3\.13\)"
+        assert re.search(built_with, log, re.MULTILINE), log[-2000:]
+    # apt's order: the Debian 13 build replaces the Debian 12 one on a dist-upgrade, and both sort below 0.1.1
+    for low, high in ((deb_version("bookworm"), deb_version("trixie")), (__version__, deb_version("bookworm"))):
+        assert subprocess.run(["dpkg", "--compare-versions", low, "lt", high]).returncode == 0, (low, high)
+
+
+def test_install_upgrade_remove_purge_in_trixie(trixie_root: DebRoot, tmp_path: Path) -> None:
+    root = trixie_root
+    deb = build_deb("trixie")
+    os_release = root.read_text("/etc/os-release")
+    assert "VERSION_CODENAME=trixie" in os_release and 'VERSION_ID="13"' in os_release
+    host_wants = os.path.lexists(WANTS)  # this machine's own enablement of the unit, before (and after) the test
+    before = _tree(root)
+
+    install_deb(root, deb)
+    assert root.run("dpkg-query", "-W", "-f=${Version}", "fwman").stdout == deb_version("trixie")
+    assert not installed_packages(root, "linux-image-*") and not installed_packages(root, "linux-headers-*")
+    files = [f for f in root.run("dpkg", "-L", "fwman").stdout.splitlines() if f.startswith("/") and f != "/."]
+    conffiles = root.run("dpkg-query", "-W", "-f=${Conffiles}", "fwman").stdout.split()[::2]
+    assert sorted(conffiles) == sorted(
+        ["/etc/fwman/config.toml", *(p for p in _hook_targets() if p.startswith("/etc/"))]
+    )
+    assert set(_hook_targets()) <= set(files)
+
+    # on the PATH, with trixie's interpreter, its catalog, key, hooks, unit (under /usr/lib), man pages, completion
+    assert root.run("fwman", "--version").stdout.strip() == f"fwman, version {__version__}"
+    assert root.run("readlink", "-f", "/usr/lib/fwman/bin/python").stdout.strip() == "/usr/bin/python3.13"
+    for path in (
+        "/usr/lib/fwman/share/fwman/catalog/index.json",
+        "/usr/lib/fwman/share/fwman/catalog/keys.json.sig",
+        UNIT,
+        "/usr/libexec/fwman/fwman-catchup",
+        "/usr/share/man/man1/fwman-hooks.1.gz",
+    ):
+        assert path in files, path
+    assert not any(f.startswith(("/lib/", "/bin/", "/sbin/")) for f in files)  # merged /usr (lintian aliased-location)
+    assert root.run("readlink", WANTS).stdout.strip() == UNIT
+    assert os.path.lexists(WANTS) == host_wants  # enabled in the root, not on this machine
+    assert "ExecStart=/usr/libexec/fwman/fwman-catchup\n" in root.read_text(UNIT)
+    assert "signed by root key 23cb724582f7654c" in root.run("fwman", "catalog", "keys", "show").stdout
+    assert ".TH" in root.sh("zcat /usr/share/man/man1/fwman-hooks.1.gz").stdout
+    completion = root.run(
+        "bash",
+        "-c",
+        "source /usr/share/bash-completion/completions/fwman; COMP_WORDS=(fwman hoo); COMP_CWORD=1; "
+        '_fwman_completion fwman; echo "${COMPREPLY[@]}"',
+    )
+    assert completion.stdout.split() == ["hooks"], completion.stdout
+    status = json.loads(root.run("fwman", "hooks", "status", "--json").stdout)
+    assert status["package"] == {"name": "fwman", "leftovers": []} and status["installed"] is True
+    assert "the Debian package fwman installed the hooks" in root.run("fwman", "hooks", "install").stdout
+
+    # the kernel hook, as the kernel's postinst runs it; then the unit's command, as systemd would at boot
+    root.sh(f"mkdir -p {HOOK_ROOT}/lib/modules")
+    out = _hook(root, "/etc/kernel/postinst.d")
+    assert f"run-parts: executing /etc/kernel/postinst.d/fwman {KVER} /boot/vmlinuz-{KVER}" in out
+    assert f"no module source configured: {KVER} marked pending" in out
+    assert root.exists(f"{HOOK_ROOT}/var/lib/fwman/modules/{KVER}.pending") and not root.exists(STATE)
+    assert "marked pending" in _hook(root, "/etc/kernel/header_postinst.d")
+    _hook(root, "/etc/kernel/postrm.d")  # the removal hook never fails a kernel removal
+    root.sh(f"FWMAN_ROOT={HOOK_ROOT} /usr/libexec/fwman/fwman-catchup")
+    assert root.exists(f"{HOOK_ROOT}/var/lib/fwman/modules/current.stamp")
+
+    # state fwman would have written, and an edit of the conffile: an upgrade keeps all of it
+    backup = b"\x55\xaa" + bytes(range(256)) * 4
+    (tmp_path / "card0.rom").write_bytes(backup)
+    root.put(tmp_path / "card0.rom", BACKUP)
+    root.write_text(f"{STATE}/modules/source.json", "{}\n")
+    root.write_text(f"{STATE}/dkms-block.json", json.dumps({"removed": [], "apt_pin": "/etc/apt/preferences.d/x"}))
+    root.write_text("/etc/apt/preferences.d/fwman-nvidia-dkms", APT_PIN_TEXT)
+    root.write_text(
+        "/etc/depmod.d/fwman.conf", "# Written by fwman (`fwman modules build`)\noverride nvidia * updates/fwman\n"
+    )
+    config = root.read_text("/etc/fwman/config.toml") + '\n[forks]\nmine = "/srv/git/nvidia.git"\n'
+    root.write_text("/etc/fwman/config.toml", config)
+
+    upgrade = higher_version(deb, tmp_path)
+    install_deb(root, upgrade)
+    assert root.run("dpkg-query", "-W", "-f=${Version}", "fwman").stdout == f"{deb_version('trixie')}+test1"
+    assert root.read_text("/etc/fwman/config.toml") == config and root.exists(f"{STATE}/modules/source.json")
+    assert root.run("fwman", "--version").stdout.strip() == f"fwman, version {__version__}"
+
+    # remove: the programs go; conffiles (the hooks among them), the unit's enablement and all state stay
+    root.run("apt-get", "remove", "-y", "-q", "fwman")
+    listed = " ".join(shlex.quote(f) for f in files)
+    script = f'for f in {listed}; do if [ ! -d "$f" ] && {{ [ -e "$f" ] || [ -L "$f" ]; }}; then echo "$f"; fi; done'
+    present = root.sh(script).stdout.split()
+    assert sorted(present) == sorted(conffiles)
+    assert not root.exists("/usr/lib/fwman") and root.exists(WANTS)
+    assert "/usr/lib/fwman/bin/python is gone (fwman uninstalled?)" in _hook(root, "/etc/kernel/postinst.d")
+
+    # purge: nothing of the package is left; its state goes, the cards' backups stay
+    out = root.run("apt-get", "purge", "-y", "-q", "fwman").stdout
+    assert f"the cards' firmware backups stay in {STATE}/backups" in out
+    assert root.sh("dpkg-query -W fwman", check=False).returncode != 0
+    assert root.run("ls", STATE).stdout.split() == ["backups"]
+    copied = tmp_path / "back.rom"
+    root.get(BACKUP, copied)
+    assert copied.read_bytes() == backup
+    for gone in (WANTS, "/etc/fwman", "/etc/depmod.d/fwman.conf", "/etc/apt/preferences.d/fwman-nvidia-dkms"):
+        assert not root.exists(gone), gone
+    assert os.path.lexists(WANTS) == host_wants
+
+    # a find of the whole root: what the install added and the purge left is apt's own bookkeeping, the files the
+    # test itself put there (the package files it installed, the hooks' temp root, the backup) and nothing else
+    after = _tree(root)
+    ours = (f"/root/{deb.name}", f"/root/{upgrade.name}", HOOK_ROOT)
+    mine = {p for p in after - before if not p.startswith(APT_STATE) and not p.startswith(ours)}
+    assert mine == {STATE, f"{STATE}/backups", os.path.dirname(BACKUP), BACKUP}, sorted(mine)
+    assert sorted(p for p in before - after if not p.startswith(APT_STATE)) == []
+
+
+def test_make_deb_refuses_a_release_it_does_not_build_for() -> None:
+    require_tools("make")
+    proc = subprocess.run(["make", "-C", str(REPO), "deb", "RELEASE=sid"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "RELEASE=sid is not a release the package is built for: bookworm:12 trixie:13" in proc.stderr
+    assert not (REPO / "build/deb/sid").exists()  # refused before anything was copied or built

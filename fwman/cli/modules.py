@@ -284,6 +284,8 @@ def status(app: AppContext, as_json: bool) -> None:
         app.echo(f"NVIDIA user space: {len(hold.installed)} packages, {held}")
     for line in hold.warnings() if hold is not None else []:
         app.echo(app.style(f"WARNING: {line}", fg="yellow"))
+    for line in result.preflight_lines():  # the last `fwman modules preflight` (docs/preflight.md)
+        app.echo(line)
     options = result.settings
     for setting, state, loaded in options.states() if options is not None else []:
         shown = f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""

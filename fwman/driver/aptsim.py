@@ -22,7 +22,8 @@ Facts (docs/preflight.md cites them):
   each ``NAME[:ARCH] [(OP VERSION)] [[ARCHES]] [<PROFILES>]``, OP one of ``<<``, ``<=``, ``=``, ``>=``, ``>>``.
 - Kernel package names: Debian ``linux-image-KVER`` (``-unsigned`` is the unsigned build, ``-dbg`` the debug
   symbols), ``linux-headers-KVER``; Proxmox VE ``proxmox-kernel-KVER`` (``-signed``), ``proxmox-headers-KVER``,
-  and before VE 8 ``pve-kernel-KVER``, ``pve-headers-KVER`` (driver/headers.py). A release is
+  and before VE 8 ``pve-kernel-KVER``, ``pve-headers-KVER`` (driver/headers.py); Debian's
+  ``linux-headers-ABI-common`` (and ``-common-rt``) are the headers every flavour shares. A release is
   ``MAJOR.MINOR.PATCH-…`` (``6.1.0-57-amd64``, ``6.8.12-4-pve``): metapackages such as ``linux-image-amd64`` or
   ``proxmox-kernel-6.8`` carry none.
 """
@@ -129,6 +130,8 @@ def kernel_of_package(name: str) -> tuple[str, str] | None:
     if m is None:
         return None
     kver = m.group("kver")
+    if kver.endswith(("-common", "-common-rt")):  # Debian's common headers of an ABI: no kernel of that name
+        return None
     if m.group("img"):
         for suffix in _IMAGE_SUFFIXES:
             if kver.endswith(suffix):

@@ -100,11 +100,14 @@ def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
     sim = aptsim.parse_simulation(result.stdout)
     installed = set(installed_kernels(host))
     offers: dict[str, KernelOffer] = {}
-    for change in sim.installs():
-        kind = aptsim.kernel_of_package(change.package)
-        if kind is None or kind[1] in installed or change.version is None:
-            continue
-        offers.setdefault(kind[1], KernelOffer(kind[1])).packages[change.package] = change.version
+    kernel_changes = [(aptsim.kernel_of_package(c.package), c) for c in sim.installs() if c.version is not None]
+    # a kernel lands with its image: headers alone (a headers metapackage) are not a kernel that boots
+    for kind, change in kernel_changes:
+        if kind is not None and kind[0] == "image" and kind[1] not in installed:
+            offers.setdefault(kind[1], KernelOffer(kind[1])).packages[change.package] = str(change.version)
+    for kind, change in kernel_changes:
+        if kind is not None and kind[0] == "headers" and kind[1] in offers:
+            offers[kind[1]].packages[change.package] = str(change.version)
     return [offers[k] for k in sorted(offers, key=version_key)], sim
 
 

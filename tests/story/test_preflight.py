@@ -1,12 +1,11 @@
 """Story: the pre-flight before a kernel lands (issue 26), on a real Debian 12 root with real apt.
 
-The owner's machine (the owner layer: bookworm, GRUB, the first kernel) follows two kernel tracks through two
-small metapackages of a local apt repository (``story-kernel-update`` and ``story-kernel-broken``, built here
-with ``dpkg-deb``): version 1, installed, depends on the first kernel; version 2, in the repository, on the
-story's update kernel and on its newest ("broken") kernel, Debian's real image and header packages. Two
-tracks because Debian's own ``linux-image-amd64`` follows the newest ABI only, and the story needs apt to offer
-a kernel the fork builds and one it refuses. So ``apt-get -s dist-upgrade`` offers both kernels, as it offers
-a new ABI to an owner with the metapackage.
+The owner's machine (the owner layer: bookworm, GRUB, the first kernel) follows two kernel tracks
+(tests/support/kerneltracks.py: ``story-kernel-update`` and ``story-kernel-broken``, metapackages of a local apt
+repository whose version 2 depends on the story's update kernel and on its newest, "broken", kernel: Debian's
+real image and header packages). Two tracks because Debian's own ``linux-image-amd64`` follows the newest ABI
+only, and the story needs apt to offer a kernel the fork builds and one it refuses. So ``apt-get -s
+dist-upgrade`` offers both kernels, as it offers a new ABI to an owner with the metapackage.
 
 The fork (tests/support/forkrepo.py) refuses the newest kernel with ``#error`` in ``kernel-open/nvidia/nv-pci.c``.
 The steps run in file order on one root and assert what an owner would check: the verdict lines and JSON, what
@@ -28,24 +27,11 @@ import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb, installed_packages, kernel_packages
 from tests.support.forkrepo import BRANCH, GitDaemon, story_tree
+from tests.support.kerneltracks import offer_kernels
 
 FORK_NAME = "story"
 PIN = "/etc/apt/preferences.d/fwman-kernel-preflight"
-REPO = "/srv/story-kernels"
 TRACKS = ("story-kernel-update", "story-kernel-broken")
-
-
-def _meta(name: str, version: str, kver: str) -> str:
-    """Return the shell that builds metapackage ``name`` ``version`` depending on ``kver``'s image and headers."""
-    image, headers = kernel_packages(kver)
-    control = (
-        f"Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: story <story@localhost>\n"
-        f"Depends: {image}, {headers}\nDescription: the story owner's kernel track {name}\n"
-    )
-    d = f"/root/meta/{name}-{version}"
-    return (
-        f"mkdir -p {d}/DEBIAN && printf '%s' {shlex.quote(control)} > {d}/DEBIAN/control && dpkg-deb -b {d} >/dev/null"
-    )
 
 
 @dataclass
@@ -100,19 +86,7 @@ def owner(
     try:
         root.sh("apt-get update -q")
         install_deb(root, deb)
-        update_track, broken_track = TRACKS
-        script = [
-            _meta(update_track, "1", kernels.first),
-            _meta(broken_track, "1", kernels.first),
-            _meta(update_track, "2", kernels.update),
-            _meta(broken_track, "2", kernels.broken),
-            f"dpkg -i /root/meta/{update_track}-1.deb /root/meta/{broken_track}-1.deb",
-            f"mkdir -p {REPO} && cp /root/meta/*-2.deb {REPO}/",
-            f"cd {REPO} && apt-ftparchive packages . > Packages",
-            f"echo 'deb [trusted=yes] file:{REPO} ./' > /etc/apt/sources.list.d/story-kernels.list",
-            "apt-get update -q",
-        ]
-        root.sh(" && ".join(script))
+        offer_kernels(root, kernels.first, {TRACKS[0]: kernels.update, TRACKS[1]: kernels.broken})
         config = root.read_text("/etc/fwman/config.toml")
         config += f'\n[forks]\n{FORK_NAME} = "{fork.url()}"\n\n[modules]\nfork = "{FORK_NAME}"\nbranch = "{BRANCH}"\n'
         root.write_text("/etc/fwman/config.toml", config)

@@ -209,6 +209,7 @@ def test_a_passing_preflight_releases_fwmans_hold(owner: Owner) -> None:
         "--- a/kernel-open/unsupported.mk\n+++ b/kernel-open/unsupported.mk\n"
         f"@@ -1 +1 @@\n-NV_UNSUPPORTED_KERNELS := {broken}\n+NV_UNSUPPORTED_KERNELS :=\n"
     )
+    owner.root.sh("apt-get install -y -q patch")  # patches.d needs patch(1) (docs/modules.md)
     owner.root.write_text("/etc/fwman/patches.d/10-story.patch", patch)
     code, doc, err = owner.preflight()
     entry = _kernel(doc, broken)

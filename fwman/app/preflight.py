@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.errors import MissingError, ParseError, UsageError, VerificationError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.driver import kernel_hold
 from fwman.driver import preflight as pf
 from fwman.driver.build.lock import module_lock
@@ -270,6 +270,8 @@ def last_preflight(host: Host) -> dict[str, Any] | None:
     "held": [...], "error"}; None when no pre-flight ran. Never raises for a damaged record (it says so)."""
     try:
         state = pf.read_state(host)
+    except NotRecordedError:  # a snapshot that did not record fwman's state: no pre-flight to show
+        return None
     except (ParseError, MissingError) as e:
         return {"at": None, "kernels": [], "held": [], "error": e.message}
     try:

@@ -99,7 +99,15 @@ def owner(
 
 
 def test_apt_offers_the_two_newer_kernels(owner: Owner) -> None:
-    """The setting: real `apt-get -s dist-upgrade` would install both newer kernels (image and headers)."""
+    """The setting: real `apt-get -s dist-upgrade` would install both newer kernels (image and headers); the
+    package enabled the daily pre-flight's timer (and the boot-time catch-up still)."""
+    etc, lib = "/etc/systemd/system", "/lib/systemd/system"
+    wants = {
+        f"{etc}/timers.target.wants/fwman-preflight.timer": f"{lib}/fwman-preflight.timer",
+        f"{etc}/multi-user.target.wants/fwman-catchup.service": f"{lib}/fwman-catchup.service",
+    }
+    for link, target in wants.items():
+        assert owner.root.sh(f"readlink {link}", check=False).stdout.strip() == target, f"{link} is not enabled"
     sim = owner.simulate()
     for kver in (owner.kernels.update, owner.kernels.broken):
         for package in kernel_packages(kver):

@@ -171,23 +171,28 @@ def run_preflight(host: Host, request: PreflightRequest, report: Report = silent
         if kver not in offered:  # apt no longer offers it: fwman's own pin is why
             offers.append(pf.KernelOffer(kver, dict(held.packages), held=True))
     offers.sort(key=lambda o: version_key(o.kernel))
-    if not offers:
+    try:
+        state = pf.read_state(host)
+    except ParseError as e:
+        report(f"warning: {e.message}: starting a new pre-flight record")
+        state = pf.State()
+    if not offers:  # nothing to build: no source needed (a host that uses fwman for firmware only)
         report("apt offers no kernel that is not installed (`apt-get -s dist-upgrade`)")
+        if not request.dry_run:
+            state.last_at, state.last_kernels = now_iso(), []
+            apply_all(host, [pf.state_action(state)])
+        _update_hold(host, request, result, record)
+        return result
     spec = load_source_spec(host)
     if spec is None:
         raise UsageError(
             "no module source configured: the pre-flight builds what the kernel hook would",
             hint="run `fwman modules build --fork F --branch B` once (or set [modules] in /etc/fwman/config.toml)",
         )
-    try:
-        state = pf.read_state(host)
-    except ParseError as e:
-        report(f"warning: {e.message}: starting a new pre-flight record")
-        state = pf.State()
     with module_lock(host):
         source = resolve_source(host, spec, report, fetch=False)  # the commit the kernel hook would build
         result.source = source
-        compiler = compiler_version(host) if offers else ""
+        compiler = compiler_version(host)
         for offer in offers:
             result.kernels.append(_check(host, request, offer, source, compiler, state, report))
         if not request.dry_run:

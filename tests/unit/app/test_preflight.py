@@ -146,7 +146,13 @@ def test_dry_run_says_what_it_would_build_and_writes_nothing(tmp_path: Path) -> 
 
 
 def test_no_module_source_is_a_usage_error_naming_the_command_that_sets_one(tmp_path: Path) -> None:
-    run, root, _ = _machine(tmp_path, UPDATE)
+    run, root, sim = _machine(tmp_path, UPDATE)
     (root / "etc/fwman/config.toml").write_text("")
     result = run("modules", "preflight", "--root", str(root))
     assert result.code == 2 and "fwman modules build --fork F --branch B" in result.stderr
+    # with no new kernel offered there is nothing to build: no source needed (a host using fwman for firmware)
+    sim.write_text(_simulation())
+    quiet = run("modules", "preflight", "--json", "--root", str(root))
+    assert quiet.code == 0 and quiet.json()["kernels"] == [] and quiet.json()["safe"] is True, quiet.stderr
+    last = json.loads((root / "var/lib/fwman/preflight.json").read_text())["last_run"]
+    assert last["kernels"] == [] and last["at"]

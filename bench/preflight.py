@@ -6,7 +6,8 @@ kernel-independent objects as on any machine that runs fwman), offered the story
 track (tests/support/kerneltracks.py). Measured in that root, in this order:
 
 1. ``fwman modules preflight``: download the kernel's header packages, unpack them, build against them;
-2. ``fwman modules preflight`` again: the same kernel, commit and patches (answered from the record);
+2. ``fwman modules preflight`` again: the same kernel, commit and patches (answered from the record), beside
+   its floor: ``fwman --version`` (the interpreter and the CLI) and ``apt-get -s dist-upgrade`` alone;
 3. the install-and-build it spares: ``apt-get install`` of the kernel's image and headers (fwman's kernel hook
    builds the modules in it, with initramfs and update-grub as on any kernel install), then
    ``fwman modules build --kernel KVER``, what an owner runs by hand.
@@ -76,6 +77,9 @@ def main() -> int:
                 update = kernels.update
                 first = timed("fwman modules preflight")
                 second = timed("fwman modules preflight")
+                # the floor of a pre-flight that builds nothing: the interpreter and apt's own simulation
+                cli = timed("fwman --version >/dev/null")
+                sim = timed("apt-get -s -o Debug::NoLocking=1 dist-upgrade >/dev/null")
                 install = timed(f"apt-get install -y -q {shlex.join(kernel_packages(update))}")
                 build = timed(f"fwman modules build --kernel {update}")
             finally:
@@ -84,6 +88,7 @@ def main() -> int:
     print(f"cores: {os.cpu_count()}, kernel {update} (Debian's real packages), fork {BRANCH} (stand-in tree)")
     print(f"pre-flight (download + unpack + build, object cache):        {first:7.2f} s")
     print(f"second pre-flight (same kernel, commit, patches):            {second:7.2f} s")
+    print(f"  its floor: fwman --version {cli:.2f} s + apt-get -s dist-upgrade {sim:.2f} s = {cli + sim:.2f} s")
     print(f"apt-get install image+headers (the hook builds in it):       {install:7.2f} s")
     print(f"fwman modules build --kernel {update}:                {build:7.2f} s")
     print(f"ratio pre-flight / (install + build): {first / full:.2f}x (target <= 1)")

@@ -104,9 +104,6 @@ METRICS_UNIT = f"/etc/systemd/system/{METRICS_UNIT_NAME}"
 METRICS_TIMER_NAME = "fwman-metrics.timer"
 METRICS_TIMER = f"/etc/systemd/system/{METRICS_TIMER_NAME}"
 METRICS_TIMER_WANTS = f"/etc/systemd/system/timers.target.wants/{METRICS_TIMER_NAME}"
-#: the daily `fwman modules preflight --hold` (shipped by the Debian package in /lib/systemd/system)
-PREFLIGHT_UNIT_NAME = "fwman-preflight.service"
-PREFLIGHT_TIMER_NAME = "fwman-preflight.timer"
 
 # --- boot loaders ------------------------------------------------------------------------------------------
 GRUB_CFG = "/boot/grub/grub.cfg"

@@ -83,6 +83,30 @@ class ModulesStatus(Result):
     secure_boot: SecureBootState | None = None
     userspace_hold: HoldStatus | None = None
     settings: SettingsReport | None = None  # the NVreg_* options P2P depends on (`fwman driver settings`)
+    #: the last `fwman modules preflight` (app.preflight.last_preflight), None when none ran
+    preflight: dict[str, Any] | None = None
+
+    def preflight_lines(self) -> list[str]:
+        """Return the lines of the last pre-flight for the text status: one per kernel, and fwman's holds."""
+        doc = self.preflight
+        if doc is None:
+            return []
+        if doc.get("error"):
+            return [f"pre-flight: record unreadable: {doc['error']}"]
+        held = set(doc.get("held") or [])
+        lines = [
+            f"pre-flight {doc.get('at')}: {k['kernel']}: {k['verdict']}"
+            + (" (HELD back by fwman)" if k["kernel"] in held else "")
+            for k in doc.get("kernels") or []
+        ]
+        shown = {k["kernel"] for k in doc.get("kernels") or []}
+        lines += [
+            f"pre-flight: {kver} HELD back by fwman (`fwman modules preflight --release`)"
+            for kver in sorted(held - shown)
+        ]
+        if not lines and doc.get("at"):
+            lines.append(f"pre-flight {doc.get('at')}: apt offered no new kernel")
+        return lines
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
@@ -107,6 +131,7 @@ class ModulesStatus(Result):
             "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
             "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
             "driver_settings": self.settings.to_json() if self.settings else None,
+            "preflight": self.preflight,
         }
 
     def text(self, verbose: int = 0) -> Out:
@@ -141,6 +166,7 @@ class ModulesStatus(Result):
             held = "held by fwman" if hold.held else "not held (`fwman userspace hold`)"
             out.append(say(f"NVIDIA user space: {len(hold.installed)} packages, {held}"))
         out += [say(f"WARNING: {w}", "yellow") for w in (hold.warnings() if hold is not None else [])]
+        out += [say(line) for line in self.preflight_lines()]  # the last `fwman modules preflight`
         for setting, state, loaded in self.settings.states() if self.settings is not None else []:
             shown = f" (loaded {loaded})" if loaded is not None and state != "in effect" else ""
             text = f"module option {setting.option}: {state}{shown}"
@@ -214,4 +240,16 @@ def modules_status(host: Host) -> ModulesStatus:
         options: SettingsReport | None = inspect_settings(host)
     except FwmanError:  # the options are a line of the status, never the reason it fails
         options = None
-    return ModulesStatus(rows, default, read_pin(host), load_source_spec(host), dkms_error, secure_boot, hold, options)
+    from fwman.app.preflight import last_preflight
+
+    return ModulesStatus(
+        rows,
+        default,
+        read_pin(host),
+        load_source_spec(host),
+        dkms_error,
+        secure_boot,
+        hold,
+        options,
+        last_preflight(host),
+    )

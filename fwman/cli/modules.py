@@ -408,6 +408,8 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
 
 # build once per fleet: fwman.cli.modules_bundle (imports only click at module level)
 from fwman.cli.modules_bundle import export, import_  # noqa: E402
+from fwman.cli.modules_preflight import preflight  # noqa: E402
 
 modules.add_command(export)
 modules.add_command(import_)
+modules.add_command(preflight)

@@ -45,6 +45,10 @@ DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
 SIGNING_CONFIG = f"{STATE_DIR}/signing.json"
 SIGNING_KEY_DIR = f"{STATE_DIR}/signing"
 USERSPACE_HOLD_STATE = f"{STATE_DIR}/userspace-hold.json"
+#: `fwman modules preflight`: the verdict per (kernel, headers, source commit, patches) and the last run
+PREFLIGHT_STATE = f"{STATE_DIR}/preflight.json"
+#: the kernels `fwman modules preflight --hold` holds back with APT_KERNEL_PREFLIGHT_PIN, and why
+KERNEL_HOLD_STATE = f"{STATE_DIR}/kernel-hold.json"
 #: one flash, restore, backup or upgrade apply at a time: flock(2) on this file, which records the holder
 FLASH_LOCK_FILE = f"{STATE_DIR}/flash.lock"
 
@@ -55,6 +59,8 @@ BRANCH_CACHE_FILE = f"{CACHE_DIR}/branches.json"
 OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
 SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
 BUILD_DIR = f"{CACHE_DIR}/build"
+#: the pre-flight's scratch space: per kernel, the downloaded header packages, their unpacked root, the build
+PREFLIGHT_DIR = f"{CACHE_DIR}/preflight"
 #: per-kernel compatibility patches (fwman.driver.build.patches), like DKMS PATCH[#]/PATCH_MATCH[#]
 KERNEL_PATCHES_DIR = f"{ETC_DIR}/patches.d"
 LOG_DIR = "/var/log/fwman"
@@ -78,6 +84,8 @@ DEPMOD_OVERRIDE = "/etc/depmod.d/fwman.conf"
 APT_DKMS_PIN = "/etc/apt/preferences.d/fwman-nvidia-dkms"
 APT_USERSPACE_PIN = "/etc/apt/preferences.d/fwman-nvidia-userspace"
 APT_USERSPACE_BLACKLIST = "/etc/apt/apt.conf.d/51fwman-nvidia-userspace"
+#: `fwman modules preflight --hold`: the kernels the patched modules will not build for, kept from landing
+APT_KERNEL_PREFLIGHT_PIN = "/etc/apt/preferences.d/fwman-kernel-preflight"
 POSTRM_HOOK = "/etc/kernel/postrm.d/fwman"
 KERNEL_INSTALL_PLUGIN = "/etc/kernel/install.d/50-fwman.install"
 #: the final boot check, after the boot loader's own hook (run-parts: C byte order, "zz-update-grub" < "zzz-fwman";

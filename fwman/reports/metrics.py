@@ -81,6 +81,17 @@ P2P_SLOWEST = Family(
     "fwman_p2p_slowest_pair_bytes_per_second", "Bandwidth of the slowest GPU pair of the last P2P verification."
 )
 P2P_LAST_TIME = Family("fwman_p2p_last_check_timestamp_seconds", "When the last P2P verification ran (Unix time).")
+PREFLIGHT_LAST_TIME = Family(
+    "fwman_preflight_last_run_timestamp_seconds", "When `fwman modules preflight` last ran (Unix time)."
+)
+PREFLIGHT_BUILDS = Family(
+    "fwman_preflight_kernel_builds",
+    "1 when the patched modules build for a kernel apt would install next (last pre-flight), 0 when they do not.",
+)
+PREFLIGHT_HELD = Family(
+    "fwman_preflight_kernel_held", "1 for a kernel fwman holds back (its apt pin) because the modules do not build."
+)
+PREFLIGHT_KERNELS = Family("fwman_preflight_kernels", "Kernels of the last pre-flight, by result.")
 LAST_CHECK = Family("fwman_last_check_timestamp_seconds", "When fwman last wrote these metrics (Unix time).")
 SOURCE_UP = Family("fwman_metrics_source_up", "1 when fwman could read the source of a group of metrics.")
 
@@ -251,6 +262,34 @@ def p2p_samples(host: Host) -> list[Sample]:
     return out
 
 
+def preflight_samples(host: Host) -> list[Sample]:
+    """Return the last pre-flight's series (``fwman modules preflight``); [] when none ran and nothing is held.
+
+    Raises ParseError (its source then reads 0) when fwman's pre-flight record or hold record is damaged.
+    """
+    from datetime import datetime
+
+    from fwman.driver.kernel_hold import read_record
+    from fwman.driver.preflight import BROKEN, SAFE, UNCHECKED, read_state
+
+    state = read_state(host)
+    held = read_record(host).kernels
+    out: list[Sample] = []
+    counts = {SAFE: 0, BROKEN: 0, UNCHECKED: 0}
+    for verdict in state.last():
+        counts[verdict.status] = counts.get(verdict.status, 0) + 1
+        if verdict.status in (SAFE, BROKEN):
+            out.append(Sample(PREFLIGHT_BUILDS, _bool(verdict.status == SAFE), {"kernel": verdict.kernel}))
+    for kver in sorted(held):
+        out.append(Sample(PREFLIGHT_HELD, 1, {"kernel": kver}))
+    if state.last_at is None:
+        return out
+    out += [Sample(PREFLIGHT_KERNELS, n, {"result": status}) for status, n in counts.items()]
+    with contextlib.suppress(ValueError):  # a record whose time is not ISO 8601: the series is left out
+        out.append(Sample(PREFLIGHT_LAST_TIME, datetime.fromisoformat(state.last_at).timestamp()))
+    return out
+
+
 def collect(host: Host) -> tuple[list[Sample], dict[str, str]]:
     """Return (every sample fwman can read on ``host``, {source: why it could not be read}).
 
@@ -262,6 +301,7 @@ def collect(host: Host) -> tuple[list[Sample], dict[str, str]]:
         ("kernels", kernel_samples),
         ("driver", driver_samples),
         ("p2p", p2p_samples),
+        ("preflight", preflight_samples),
     ]
     samples: list[Sample] = []
     problems: dict[str, str] = {}

@@ -44,10 +44,27 @@ def compiler_version(host: Host) -> str:
     return result.stdout.splitlines()[0].strip() if result.stdout else "unknown"
 
 
-def kernel_tree_args(host: Host, kver: str) -> list[str]:
-    """Return the make variables that name ``kver``'s headers (split Debian headers handled)."""
-    build = f"{paths.modules_dir(kver)}/build"
-    source = f"{paths.modules_dir(kver)}/source"
+@dataclass(frozen=True)
+class KernelTree:
+    """Where a build finds a kernel's headers, and where it works, when that is not the installed kernel's.
+
+    The pre-flight (:mod:`fwman.driver.preflight`) builds against headers unpacked into a scratch root, in a
+    build directory and with a log of its own, so that nothing of an installed kernel's build state is touched.
+    """
+
+    build: str  #: the headers' build directory (what ``/lib/modules/KVER/build`` points to): SYSOUT
+    source: str | None  #: the common headers (``/lib/modules/KVER/source``) when split from ``build``: SYSSRC
+    workdir: str  #: the build directory the source tree is copied to
+    log: str  #: the build log
+
+
+def kernel_tree_args(host: Host, kver: str, headers: KernelTree | None = None) -> list[str]:
+    """Return the make variables that name ``kver``'s headers (split Debian headers handled).
+
+    ``headers`` names headers outside ``/lib/modules/KVER`` (the pre-flight's scratch root).
+    """
+    build = headers.build if headers is not None else f"{paths.modules_dir(kver)}/build"
+    source = (headers.source or build) if headers is not None else f"{paths.modules_dir(kver)}/source"
     out = local_dir(host, build)
     src = local_dir(host, source) if host.is_dir(f"{source}/include") else out
     return [f"KERNEL_UNAME={kver}", f"SYSSRC={src}", f"SYSOUT={out}"]
@@ -135,20 +152,21 @@ class CompileResult:
     phases: dict[str, float] = field(default_factory=dict)
 
 
-def prepare_tree(host: Host, source: Source, kver: str) -> str:
+def prepare_tree(host: Host, source: Source, kver: str, dest: str | None = None) -> str:
     """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products).
 
     A fork's checkout in the source cache is linked, not copied (``cp -al``: new directories, hard links to the
     files; seconds for a tree of tens of thousands of files, where a byte copy takes tens of seconds): builds
     only add files, and a checkout whose files changed all the same fails its verification at the next use and
     is made again (:mod:`fwman.driver.build.checkout`). A local ``--source`` tree is the user's, so it is copied
-    (and where hard links cannot be made, another filesystem, the checkout is too). Raises FwmanError when the
-    tree cannot be set up.
+    (and where hard links cannot be made, another filesystem, the checkout is too). ``dest`` replaces the
+    kernel's directory under the build cache (the pre-flight's own). Raises FwmanError when the tree cannot be
+    set up.
     """
-    tree = f"{paths.BUILD_DIR}/{kver}"
+    tree = dest or f"{paths.BUILD_DIR}/{kver}"
     local_tree = local_dir(host, tree)
     local_src = local_dir(host, source.tree)
-    host.mkdir(paths.BUILD_DIR)
+    host.mkdir(tree.rsplit("/", 1)[0])
     host.remove_tree(tree)  # the previous build of this kernel: kbuild state is never shared
     host.mkdir(tree)
     if source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/"):
@@ -265,8 +283,11 @@ def compile_for_kernel(
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     patches: Sequence[KernelPatch] = (),
+    headers: KernelTree | None = None,
 ) -> CompileResult:
     """Build the five modules of ``source`` for ``kver`` and return what happened (never raises on make errors).
+
+    ``headers`` builds against headers that are not installed (the pre-flight), in its own directory and log.
 
     ``patches`` (those of patches.d for ``kver``) are applied in the build tree first (``patch -p1``); one that
     does not apply is the build's failure (its file and hunks), nothing is compiled. Patches that change
@@ -276,11 +297,15 @@ def compile_for_kernel(
     and are stored there after the first build. The whole make output goes to ``/var/log/fwman/build-KVER.log``.
     Raises MissingError when the headers or the compiler are missing, FwmanError when the tree cannot be set up.
     """
-    if not headers_present(host, kver):
+    if headers is not None:
+        if not host.is_dir(f"{headers.build}/include"):
+            raise MissingError(f"no headers for kernel {kver} in {headers.build} (its include/ is missing)")
+    elif not headers_present(host, kver):
         raise MissingError(
             f"no headers for kernel {kver} ({paths.modules_dir(kver)}/build/include is missing)",
             hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
+    log_path = headers.log if headers is not None else build_log_path(kver)
     compiler = compiler_version(host)
     key = objcache.cache_key(source.source_id + kpatches.cache_salt(list(patches)), compiler)
     started = clock.monotonic()
@@ -292,12 +317,12 @@ def compile_for_kernel(
         return now
 
     report(f"preparing the build tree for {kver} from {source.label}")
-    tree = prepare_tree(host, source, kver)
+    tree = prepare_tree(host, source, kver, headers.workdir if headers is not None else None)
     mark = lap("copy_tree", started)
     if patches:
-        refused = apply_patches(host, tree, patches, build_log_path(kver), report)
+        refused = apply_patches(host, tree, patches, log_path, report)
         if refused is not None:
-            failed = CompileResult(kver, False, tree, build_log_path(kver), key, False, compiler, 0.0, phases=phases)
+            failed = CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases)
             failed.failure = refused
             return failed
         mark = lap("patch", mark)
@@ -314,9 +339,8 @@ def compile_for_kernel(
     # --output-sync=target: each target's output comes out whole (errors stay under make's directory lines,
     # which it prints around every block) and as soon as that target is done, so progress can be followed
     skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
-    argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver)]
+    argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver, headers)]
     report(f"running {' '.join(argv)}")
-    log_path = build_log_path(kver)
     header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
     mark = lap("make", mark)

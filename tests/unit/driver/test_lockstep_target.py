@@ -10,9 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fwman.driver.build.lockstep import Target, build_target, target_version
-
 from fwman.core import paths
+from fwman.driver.build.lockstep import Target, build_target, target_version
 from fwman.host.live import LiveHost
 
 URL = "git://127.0.0.1/fork.git"

@@ -97,7 +97,7 @@ def soak(
             break
     report.rounds = rounds
     report.seconds = monotonic() - start
-    after = read_health(host, [d for d, _ in report.devices])
+    after = read_health(host, [d for d, _ in report.devices], start=before)
     report.findings = compare(before, after, report.devices)
     report.unread = unread_of(before, after)
     return report

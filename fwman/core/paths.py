@@ -116,6 +116,9 @@ DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
 
 # --- kernel and driver state (read only) --------------------------------------------------------------------
 PCI_DEVICES_DIR = "/sys/bus/pci/devices"
+#: the kernel's printk buffer, one record per read() (Documentation/ABI/testing/dev-kmsg); needs CAP_SYSLOG
+#: where kernel.dmesg_restrict is 1
+KMSG = "/dev/kmsg"
 PROC_MODULES = "/proc/modules"
 #: UEFI variables as efivarfs shows them (4 attribute bytes, then the value); the global variables' vendor GUID
 #: is EFI_GLOBAL_VARIABLE of the UEFI specification

@@ -40,8 +40,10 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     /etc/fwman/config.toml. The final boot check (postinst.d and postrm.d's zzz-fwman, kernel-install's
     99-zz-fwman.install, apt's /etc/apt/apt.conf.d/99fwman-boot-check) runs after the boot loader's own hook
     and pins a kernel with working modules when the new menu would boot one without. Re-running changes only
-    what differs. With --json: {"dry_run", "changed", "actions", "package"} (schema fwman.hooks-install/1;
-    "package" names the Debian package when it owns the hooks, and nothing is written).
+    what differs. apt's file is installed only where apt is (/etc/apt or apt-get); elsewhere it is skipped and
+    the output says so. With --json: {"dry_run", "changed", "actions", "package", "skipped"} (schema
+    fwman.hooks-install/1; "package" names the Debian package when it owns the hooks, and nothing is written;
+    "skipped": [{"path", "reason"}] the files left out for this host).
 
     \b
     Examples:
@@ -61,6 +63,9 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     app.show_change(
         "hooks-install", result, as_json, nothing="hook and service already installed and current", done="installed"
     )
+    if not as_json:
+        for path, why in result.skipped.items():
+            app.echo(f"skipped {path}: {why}")
 
 
 @hooks.command()
@@ -117,7 +122,7 @@ def status(app: AppContext, as_json: bool) -> None:
         return
     app.table(
         ["FILE", "STATE"],
-        [[f.path, "ok" if f.current else f.note] for f in st.files],
+        [[f.path, f.note if f.note else "ok"] for f in st.files],  # a current file's note: why it was skipped
     )
     app.echo(f"catch-up service enabled: {'yes' if st.enabled else 'no'}")
     for directory, names in st.order.items():

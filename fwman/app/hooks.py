@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.change import Change, change, free
 from fwman.app.text import Out, Result, say, table
-from fwman.driver.hooks.files import HooksStatus, install_actions, remove_actions
+from fwman.driver.hooks.files import HooksStatus, install_actions, left_out, remove_actions
 from fwman.driver.hooks.files import install as install_files
 from fwman.driver.hooks.files import remove as remove_files
 from fwman.driver.hooks.files import status as files_status
@@ -43,14 +43,19 @@ class HooksInstall(Change):
 
     package: str | None = None
     message: str = ""  # what to say when the package owns them (nothing is written then)
+    #: files not for this host, with why (apt's boot check where there is no apt: see files.left_out)
+    skipped: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.hooks-install/1`` (without the schema key)."""
-        return {**super().to_json(), "package": self.package}
+        skipped = [{"path": path, "reason": why} for path, why in self.skipped.items()]
+        return {**super().to_json(), "package": self.package, "skipped": skipped}
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the package's note when it owns the hooks, else what changed (or would)."""
-        return [say(self.message)] if self.package is not None else super().text(verbose)
+        """Return the package's note when it owns the hooks, else what changed (or would) and what was skipped."""
+        if self.package is not None:
+            return [say(self.message)]
+        return [*super().text(verbose), *(say(f"skipped {path}: {why}") for path, why in self.skipped.items())]
 
 
 def install_hooks(
@@ -59,17 +64,20 @@ def install_hooks(
     """Install the kernel hooks, the boot checks and the catch-up unit; return what changed (or would).
 
     When the Debian package owns the hooks nothing is written and ``package`` names it (``permit`` is not asked:
-    nothing needs root then). Raises BlockedError when a package file is missing or changed, what ``permit``
+    nothing needs root then); ``skipped`` names the files left out because they are not for this host (apt's
+    boot check without apt). Raises BlockedError when a package file is missing or changed, what ``permit``
     raises, FwmanError when a write fails.
     """
     owner = package_ownership(host)
     if owner is not None:  # dpkg's files: never written over
         return HooksInstall(dry_run, package=owner.package, message=refuse_changes(owner, "install"))
+    skip = left_out(host)
     done = change(
-        dry_run, lambda: [a.describe() for a in pending(host, install_actions())], lambda: install_files(host, report),
+        dry_run, lambda: [a.describe() for a in pending(host, install_actions(skip=skip))],
+        lambda: install_files(host, report, skip),
         permit=permit, nothing="hook and service already installed and current", done="installed",
     )  # fmt: skip
-    return HooksInstall(done.dry_run, done.actions, done.nothing, done.done)
+    return HooksInstall(done.dry_run, done.actions, done.nothing, done.done, skipped=skip)
 
 
 @dataclass
@@ -97,7 +105,7 @@ class Hooks(Result):
         """Return the file table, the unit, the hook order and what to do about it."""
         st, owner = self.status, self.owner
         if owner is None:
-            rows = [[f.path, "ok" if f.current else f.note] for f in st.files]
+            rows = [[f.path, f.note if f.note else "ok"] for f in st.files]  # a current file's note: why it was skipped
         else:
             rows = [[f.path, f.note] for f in owner.files]
         enabled = st.enabled if owner is None else owner.unit_enabled

@@ -36,8 +36,10 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     /etc/fwman/config.toml. The final boot check (postinst.d and postrm.d's zzz-fwman, kernel-install's
     99-zz-fwman.install, apt's /etc/apt/apt.conf.d/99fwman-boot-check) runs after the boot loader's own hook
     and pins a kernel with working modules when the new menu would boot one without. Re-running changes only
-    what differs. With --json: {"dry_run", "changed", "actions", "package"} (schema fwman.hooks-install/1;
-    "package" names the Debian package when it owns the hooks, and nothing is written).
+    what differs. apt's file is installed only where apt is (/etc/apt or apt-get); elsewhere it is skipped and
+    the output says so. With --json: {"dry_run", "changed", "actions", "package", "skipped"} (schema
+    fwman.hooks-install/1; "package" names the Debian package when it owns the hooks, and nothing is written;
+    "skipped": [{"path", "reason"}] the files left out for this host).
 
     \b
     Examples:

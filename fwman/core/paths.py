@@ -95,6 +95,9 @@ POSTRM_BOOT_CHECK = "/etc/kernel/postrm.d/zzz-fwman"
 KERNEL_INSTALL_BOOT_CHECK = "/etc/kernel/install.d/99-zz-fwman.install"
 #: apt's DPkg::Post-Invoke: the boot check once more after apt's dpkg run, when a kernel hook asked for it
 APT_BOOT_CHECK = "/etc/apt/apt.conf.d/99fwman-boot-check"
+#: apt's configuration directory and its tool: where neither is, there is no apt to run APT_BOOT_CHECK
+APT_CONFIG_DIR = "/etc/apt"
+APT_GET = "/usr/bin/apt-get"
 MOTD_FILE = "/etc/motd.d/fwman"
 #: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
 #: its --collector.textfile.directory names (point -o there when it is another one)
@@ -131,6 +134,9 @@ SHIM_MOK_CERT = "/var/lib/shim-signed/mok/MOK.der"
 
 # --- kernel and driver state (read only) --------------------------------------------------------------------
 PCI_DEVICES_DIR = "/sys/bus/pci/devices"
+#: the kernel's printk buffer, one record per read() (Documentation/ABI/testing/dev-kmsg); needs CAP_SYSLOG
+#: where kernel.dmesg_restrict is 1
+KMSG = "/dev/kmsg"
 PROC_MODULES = "/proc/modules"
 #: UEFI variables as efivarfs shows them (4 attribute bytes, then the value); the global variables' vendor GUID
 #: is EFI_GLOBAL_VARIABLE of the UEFI specification

@@ -78,6 +78,13 @@ class Host(Protocol):
         """Return the content of ``path`` decoded as UTF-8 (errors replaced). Raises MissingError if absent."""
         ...
 
+    def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
+        """Return what a record device (``/dev/kmsg``) holds now, without waiting for more: opened non-blocking,
+        read one record per read() until the device has none left (EAGAIN), concatenated, at most ``limit``
+        bytes. A regular file (a test tree, a replay) gives its bytes. Raises MissingError when it cannot be
+        opened or read (absent, not a device or file, EPERM without CAP_SYSLOG)."""
+        ...
+
     def readlink(self, path: str) -> str:
         """Return the target of symbolic link ``path`` as stored. Raises MissingError if it is not a link."""
         ...

@@ -142,6 +142,45 @@ class LiveHost(JournalMixin):
         """Return ``path`` decoded as UTF-8. Raises MissingError when it cannot be read."""
         return self.read_bytes(path).decode("utf-8", errors="replace")
 
+    def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
+        """Return the records a character device such as ``/dev/kmsg`` holds now (or a regular file's bytes).
+
+        The device is opened non-blocking, so the read that finds no more records ends with EAGAIN instead of
+        waiting for the next one; a record overwritten while reading is EPIPE, and the next read() goes on at
+        the oldest one left (Documentation/ABI/testing/dev-kmsg). Raises MissingError when it cannot be opened
+        (absent, EPERM), is neither a character device nor a regular file (a FIFO), or a read fails otherwise.
+        """
+        real = self._map(path)
+        try:
+            mode = os.stat(real).st_mode
+            if stat.S_ISREG(mode):
+                return self.read_bytes(path, limit)
+            if not stat.S_ISCHR(mode):
+                raise MissingError(f"cannot read {path}: not a character device")
+            fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as e:
+            raise MissingError(f"cannot read {path}: {e.strerror}") from e
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            while size < limit:
+                try:
+                    # a record is at most a few KiB; a buffer smaller than the record would be EINVAL
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:  # EAGAIN: no more records now
+                    break
+                except BrokenPipeError:  # EPIPE: records overwritten meanwhile; the position moved on
+                    continue
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        except OSError as e:
+            raise MissingError(f"cannot read {path}: {e.strerror}") from e
+        finally:
+            os.close(fd)
+        return b"".join(chunks)[:limit]
+
     def readlink(self, path: str) -> str:
         """Return the stored target of link ``path``. Raises MissingError when it is not a link."""
         parent = self._map(os.path.dirname(path.rstrip("/")) or "/")

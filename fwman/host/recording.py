@@ -303,6 +303,21 @@ class RecordingHost:
         """Return and record ``path`` as text."""
         return self.read_bytes(path).decode("utf-8", errors="replace")
 
+    def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
+        """Return and record the records device ``path`` holds now, as a file: a replay answers it from them."""
+        real = self.realpath(path)
+        try:
+            data = self.inner.read_records(real, limit)
+        except MissingError:
+            if not self.inner.exists(real):
+                self.writer.add_absent(real)
+            raise
+        if len(data) > self.max_file_bytes:
+            self.writer.add_size(real, len(data))
+        else:
+            self.writer.add_file(real, data)
+        return data
+
     def readlink(self, path: str) -> str:
         """Return and record the target of link ``path``."""
         parent = self.realpath(posixpath.dirname(posixpath.normpath(path)))

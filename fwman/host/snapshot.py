@@ -208,6 +208,10 @@ class SnapshotHost(JournalMixin):
         """Return ``path`` decoded as UTF-8."""
         return self.read_bytes(path).decode("utf-8", errors="replace")
 
+    def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
+        """Return the records the capture read from device ``path`` (recorded as a file; see read_bytes)."""
+        return self.read_bytes(path, limit)
+
     def readlink(self, path: str) -> str:
         """Return the recorded target of link ``path``."""
         resolved_parent = self.realpath(posixpath.dirname(_norm(path)))

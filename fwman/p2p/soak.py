@@ -23,7 +23,12 @@ event or counter step, with the GPU it belongs to. The formats (none invented):
   port is read too.
 
 The kernel log is read through the Host with ``journalctl -k -b`` (monotonic timestamps make each line unique,
-so "new" is the lines the second read has that the first had not).
+so "new" is the lines the second read has that the first had not). Where journalctl is absent or fails (a host
+or container without systemd's journal), the kernel's ``/dev/kmsg`` is read instead, non-blocking, through the
+Host (:mod:`fwman.p2p.kmsg` parses it, Documentation/ABI/testing/dev-kmsg): its records carry microseconds
+since boot, and the second read keeps only those stamped from the soak's start on (the newest record the first
+read saw). Reading it needs CAP_SYSLOG where ``kernel.dmesg_restrict`` is 1; when neither can be read, the
+report says "not read" with both reasons. Both reads use the source the first one used.
 """
 
 from __future__ import annotations
@@ -140,6 +145,8 @@ class Health:
 
     log_lines: list[str] | None = None  # None: the log could not be read (``log_error`` says why)
     log_error: str | None = None
+    log_source: str | None = None  # what was read: JOURNAL_ARGV's command or paths.KMSG
+    kmsg_usec: int = 0  # /dev/kmsg: the newest record's timestamp (microseconds since boot) when it was read
     aer: dict[str, dict[str, dict[str, int]]] = field(default_factory=dict)
     aer_missing: list[str] = field(default_factory=list)  # devices without AER statistics in sysfs
 
@@ -168,10 +175,8 @@ def watched_devices(host: Host, bus_ids: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def read_health(host: Host, devices: list[str]) -> Health:
-    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises:
-    what cannot be read is said in the snapshot."""
-    health = Health()
+def _read_journal(host: Host, health: Health) -> None:
+    """Fill ``health``'s log from ``journalctl -k -b``, or say in ``log_error`` why it could not."""
     try:
         result = host.run(list(JOURNAL_ARGV), timeout=60.0)
         if result.missing:
@@ -180,8 +185,43 @@ def read_health(host: Host, devices: list[str]) -> Health:
             health.log_error = f"journalctl -k exited {result.rc}: {(result.stderr or '').strip()[:120]}"
         else:
             health.log_lines = [e.line for e in parse_kernel_events(result.stdout)]
+            health.log_source = " ".join(JOURNAL_ARGV)
     except FwmanError as e:
         health.log_error = e.message
+
+
+def _read_kmsg(host: Host, health: Health, since_usec: int) -> str | None:
+    """Fill ``health``'s log from ``/dev/kmsg`` (records from ``since_usec`` on); return why not, or None."""
+    from fwman.p2p.kmsg import kernel_lines, parse_kmsg
+
+    try:
+        records = parse_kmsg(host.read_records(paths.KMSG), paths.KMSG)
+    except ParseError as e:
+        return e.message
+    except FwmanError as e:  # absent, EPERM, not recorded by a replay
+        denied = "not permitted" in e.message or "denied" in e.message
+        return f"{e.message} (it needs root or CAP_SYSLOG)" if denied else e.message
+    health.log_lines = [e.line for e in parse_kernel_events("\n".join(kernel_lines(records, since_usec)))]
+    health.log_source = paths.KMSG
+    health.log_error = None
+    health.kmsg_usec = max((r.usec for r in records), default=since_usec)
+    return None
+
+
+def read_health(host: Host, devices: list[str], start: Health | None = None) -> Health:
+    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises:
+    what cannot be read is said in the snapshot.
+
+    ``start`` is the snapshot taken before the soak: this one reads the log from the source that one did, and
+    from /dev/kmsg only the records stamped from its newest record on.
+    """
+    health = Health()
+    if start is None or start.log_source != paths.KMSG:
+        _read_journal(host, health)
+    if health.log_lines is None and (start is None or start.log_source in (None, paths.KMSG)):
+        why = _read_kmsg(host, health, start.kmsg_usec if start is not None else 0)
+        if why is not None:
+            health.log_error = f"{health.log_error}; {why}" if health.log_error else why
     for dev in devices:
         counters: dict[str, dict[str, int]] = {}
         for name in AER_FILES:
@@ -360,7 +400,7 @@ def run_soak(
             break
     report.rounds = rounds
     report.seconds = monotonic() - start
-    after = read_health(host, [d for d, _ in report.devices])
+    after = read_health(host, [d for d, _ in report.devices], start=before)
     report.findings = compare(before, after, report.devices)
     report.unread = unread_of(before, after)
     return report

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fwman.host.live import LiveHost
+
 UUID = "0b3f8a52-6c1e-4b8e-9d0a-2f1c3e4d5a6b"
 
 
@@ -80,8 +86,6 @@ def update_grub(root: str) -> None:
     ``/etc/default/grub``'s ``GRUB_DEFAULT`` picks the default line (``saved``: the saved entry; else entry 0).
     The stand-in ``update-grub`` of the boot-order tests runs this, since the real one probes this machine's disks.
     """
-    from pathlib import Path
-
     from fwman.driver.kernels import version_key
 
     base = Path(root)
@@ -95,3 +99,29 @@ def update_grub(root: str) -> None:
         text = text.replace('set default="${saved_entry}"', 'set default="0"')
     (base / "boot/grub").mkdir(parents=True, exist_ok=True)
     (base / "boot/grub/grub.cfg").write_text(text)
+
+
+def install_safe_modules(host: LiveHost, root: Path, kver: str) -> None:
+    """Install fwman's (stand-in) modules for ``kver`` with their manifest under ``root``: a kernel safe to boot."""
+    from fixtures.tinymod.elfgen import build_module, nvidia_tags
+    from fwman.driver.build.install import install_modules
+    from fwman.driver.build.manifest import Manifest, WriteManifest
+    from fwman.gpu.kernel_modules import MODULE_NAMES
+    from fwman.host.actions import apply_all
+
+    (root / "lib/modules" / kver / "kernel").mkdir(parents=True, exist_ok=True)
+    built = {n: build_module(nvidia_tags("570.86.16", kver, name=n.replace("-", "_"))) for n in MODULE_NAMES}
+    entries, _ = install_modules(host, kver, built)
+    manifest = Manifest(kver, "aikitoria", "570.86.16-p2p", "c" * 40, entries, "2026-01-01T00:00:00+00:00")
+    apply_all(host, [WriteManifest(manifest)])
+
+
+def write_grub(root: Path, kernels: list[str]) -> None:
+    """Write what update-grub writes under ``root`` for ``kernels`` (newest first), GRUB_DEFAULT=saved."""
+    grub = root / "boot/grub"
+    grub.mkdir(parents=True, exist_ok=True)
+    (grub / "grub.cfg").write_text(grub_cfg(kernels))
+    env = grub / "grubenv"
+    if not env.exists():
+        body = "# GRUB Environment Block\n"
+        env.write_bytes((body + "#" * (1024 - len(body))).encode())

@@ -9,6 +9,9 @@
 #     invoke-rc.d, update-rc.d, runit's update-service or systemctl enable/start is refused, unless it is part of every Debian system (Priority required or
 #     important, e.g. systemd in a bare container); the install runs under a policy-rc.d that forbids starting
 #     anything (when the machine has none of its own);
+#   - the man page test renders with groff-base (groff, preconv: what man runs), which ships no unit; man-db is
+#     not installed for it (its package enables man-db.timer, and it is Priority important, so the check of
+#     maintainer scripts below would let it through without disabling the timer);
 #   - promtool without the Prometheus server: the `prometheus` package is only downloaded and its /usr/bin/promtool
 #     unpacked into .cache/system-deps/bin (tests/support/tools.py looks there);
 #   - two kernels' headers chosen from what apt offers now (tests/support/kernels.py), checked afterwards.

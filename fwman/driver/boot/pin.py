@@ -288,12 +288,48 @@ class UnpinBoot:
         self.record = unpin(host)
 
 
+#: what starts every line :func:`announce` writes to the message of the day
+MOTD_PREFIX = "fwman: "
+
+
 def announce(host: Host, lines: list[str]) -> None:
     """Say ``lines`` where an owner will see them: the message of the day and the journal (``logger``)."""
-    text = "".join(f"fwman: {line}\n" for line in lines)
+    text = "".join(f"{MOTD_PREFIX}{line}\n" for line in lines)
     host.write_bytes(paths.MOTD_FILE, text.encode())
     for line in lines:
         _journal(host, line, warning=True)
+
+
+@dataclass
+class ClearBootWarning:
+    """Remove fwman's message of the day once the next boot is safe again (an action, see fwman.host.actions).
+
+    :func:`announce` writes it when the next boot is unsafe; a pin's release removes it, but the boot can also
+    become safe without a pin to release (the modules get built for that kernel later, a pin that could not be
+    made, the owner fixed the loader by hand): then the warning is stale and would mislead at every login.
+    Only fwman's own file is removed, and only while it holds nothing but fwman's lines: an owner's text
+    written into it is left alone.
+    """
+
+    kver: str  # the kernel that boots next, now safe
+
+    def describe(self) -> str:
+        """Return what is removed and why."""
+        return f"remove the stale boot warning {paths.MOTD_FILE} (the next boot, {self.kver}, is safe)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the file is there and every line of it is one :func:`announce` wrote."""
+        if not host.exists(paths.MOTD_FILE):
+            return False
+        try:
+            lines = host.read_bytes(paths.MOTD_FILE).decode("utf-8", "replace").splitlines()
+        except MissingError:
+            return False
+        return all(line.startswith(MOTD_PREFIX) for line in lines if line.strip())
+
+    def apply(self, host: Host) -> None:
+        """Remove the file."""
+        host.unlink(paths.MOTD_FILE)
 
 
 def _journal(host: Host, line: str, warning: bool = False) -> None:
@@ -371,6 +407,14 @@ def ensure_safe_boot(
         return check
     check.safety = kernel_safety(host, kver, hash_files)
     if check.safety.safe:
+        # safe with no pin of fwman's in place (none, or just released): a warning left from an unsafe boot
+        # that got fixed some other way is stale; with a pin still in place the warning still tells about it
+        if current is None or check.released is not None:
+            clear = ClearBootWarning(kver)
+            cleared = apply_all(host, [clear])
+            check.changed += cleared
+            for line in cleared:
+                report(line)
         return check
     candidates = [
         k

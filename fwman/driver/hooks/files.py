@@ -8,7 +8,8 @@
   (systemd's kernel-install: ``add`` is the hook, ``remove`` is ``forget``);
 - the final boot check, after the boot loader's own hook has written the menu: ``/etc/kernel/postinst.d/zzz-fwman``,
   ``/etc/kernel/postrm.d/zzz-fwman``, ``/etc/kernel/install.d/99-zz-fwman.install`` (``fwman modules check-boot
-  --pin``), and apt's ``/etc/apt/apt.conf.d/99fwman-boot-check`` (the same once more after apt's dpkg run);
+  --pin``), and apt's ``/etc/apt/apt.conf.d/99fwman-boot-check`` (the same once more after apt's dpkg run; only
+  where apt is: :func:`left_out` says why it is skipped elsewhere);
 - ``/etc/systemd/system/fwman-catchup.service`` (+ its ``multi-user.target.wants`` link): ``fwman modules
   catchup`` at boot, after ``dkms.service``, before ``nvidia-persistenced`` and the display manager.
 
@@ -22,6 +23,7 @@ import contextlib
 import os
 import posixpath
 import sys
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, is_data_file, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
-from fwman.host.base import Host
+from fwman.host.base import Host, is_this_machine
 from fwman.platform.systemd import reload_running_systemd
 
 
@@ -96,10 +98,29 @@ INSTALLED: tuple[tuple[str, int], ...] = (
 )
 
 
-def install_actions(python: str | None = None) -> list[Action]:
-    """Return the actions that install the hooks, the boot checks and the unit (idempotent)."""
+def left_out(host: Host) -> dict[str, str]:
+    """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of.
+
+    apt's ``DPkg::Post-Invoke`` file is for apt: on a host without it (no ``/etc/apt``, no ``apt-get``: a tree
+    under ``--root`` without them, a system with another package manager) writing it would only create
+    ``/etc/apt`` for nothing. ``apt-get`` is looked up on PATH on the real root only (under ``--root`` PATH is
+    this machine's, not the tree's). A replay that did not record either path counts as having apt (as before).
+    """
+    try:
+        if host.is_dir(paths.APT_CONFIG_DIR) or host.exists(paths.APT_GET):
+            return {}
+        if is_this_machine(host) and host.which("apt-get"):
+            return {}
+    except NotRecordedError:
+        return {}
+    return {paths.APT_BOOT_CHECK: f"apt is not on this host (no {paths.APT_CONFIG_DIR}, no apt-get)"}
+
+
+def install_actions(python: str | None = None, skip: Collection[str] = ()) -> list[Action]:
+    """Return the actions that install the hooks, the boot checks and the unit (idempotent), leaving out the
+    files in ``skip`` (see :func:`left_out`)."""
     files = rendered(python)
-    actions: list[Action] = [WriteFile(path, files[path], mode) for path, mode in INSTALLED]
+    actions: list[Action] = [WriteFile(path, files[path], mode) for path, mode in INSTALLED if path not in skip]
     actions.append(Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT))
     return actions
 
@@ -109,9 +130,10 @@ def remove_actions() -> list[Action]:
     return [RemoveFile(paths.CATCHUP_UNIT_WANTS), *(RemoveFile(path) for path, _ in reversed(INSTALLED))]
 
 
-def install(host: Host, report: Report = silent) -> list[str]:
-    """Install the hook and the unit; return what changed ([] when all was in place)."""
-    done = apply_all(host, install_actions(), report)
+def install(host: Host, report: Report = silent, skip: Mapping[str, str] | None = None) -> list[str]:
+    """Install the hook and the unit, but not the files in ``skip`` (default: :func:`left_out`); return what
+    changed ([] when all was in place)."""
+    done = apply_all(host, install_actions(skip=left_out(host) if skip is None else skip), report)
     if any(paths.CATCHUP_UNIT in d for d in done):
         reload_running_systemd(host)
     from fwman.driver.headers import metapackage_missing
@@ -132,7 +154,8 @@ def remove(host: Host, report: Report = silent) -> list[str]:
 
 @dataclass
 class HookFileState:
-    """One installed file: present, identical to what fwman would install, executable where needed."""
+    """One installed file: present, identical to what fwman would install, executable where needed (or, where
+    it is not for this host, absent: ``current`` then, with a ``note`` saying why it was skipped)."""
 
     path: str
     present: bool
@@ -150,8 +173,9 @@ class HooksStatus:
 
     @property
     def installed(self) -> bool:
-        """Return True when every file is present and current and the unit is enabled."""
-        return all(f.present and f.current for f in self.files) and self.enabled
+        """Return True when every file is current (present as fwman writes it, or absent where it is not for this
+        host: ``note`` says "skipped: ...") and the unit is enabled."""
+        return all(f.current for f in self.files) and self.enabled
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.hooks-status/1`` (without the schema key)."""
@@ -170,7 +194,11 @@ def status(host: Host) -> HooksStatus:
         expected = {a.path: a for a in install_actions() if isinstance(a, WriteFile)}
     except MissingError:
         expected = {}
+    skipped = left_out(host)
     for path, _mode in INSTALLED:
+        if path in skipped and not host.exists(path):  # not for this host: its absence is what install leaves
+            result.files.append(HookFileState(path, False, True, f"skipped: {skipped[path]}"))
+            continue
         try:
             present = host.exists(path)
         except NotRecordedError:  # a snapshot captured before fwman installed this file: say so, do not guess

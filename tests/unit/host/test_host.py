@@ -335,3 +335,49 @@ def test_overlay_markers_are_recorded_by_a_capture_and_replayed(tmp_path: Path) 
     replay = SnapshotHost(writer.write(tmp_path / "snap"))
     assert replay.overlay_marker("/layer/usr/lib") == "opaque"
     assert replay.overlay_marker("/layer/usr/share") is None and replay.overlay_marker("/elsewhere") is None
+
+
+def test_live_host_reads_a_record_device_without_waiting_for_more(tmp_path: Path) -> None:
+    from itertools import pairwise
+
+    from fwman.p2p.kmsg import parse_kmsg
+
+    live = LiveHost("/")
+    assert live.read_records("/dev/null") == b""  # a device with nothing to give: at once, no wait
+    assert live.read_records("/dev/zero", limit=100) == b"\0" * 100  # a device that never stops: bounded
+    # the kernel's own buffer: either its records (root, or kernel.dmesg_restrict=0) or a MissingError; never a
+    # read that waits for the next record (O_NONBLOCK: EAGAIN ends it)
+    try:
+        data = live.read_records("/dev/kmsg")
+    except MissingError as e:
+        assert "cannot read /dev/kmsg" in e.message
+    else:
+        records = parse_kmsg(data)
+        assert records and all(a.seq < b.seq for a, b in pairwise(records))
+    # under a root: a regular file is its bytes, a FIFO is refused (a FIFO is no record device)
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev/kmsg").write_bytes(b"6,1,2,-;hello\n")
+    os.mkfifo(tmp_path / "dev/fifo")
+    host = LiveHost(str(tmp_path))
+    assert host.read_records("/dev/kmsg") == b"6,1,2,-;hello\n"
+    with pytest.raises(MissingError, match="cannot read /dev/fifo: not a character device"):
+        host.read_records("/dev/fifo")
+    with pytest.raises(MissingError, match="cannot read /dev/none"):
+        host.read_records("/dev/none")
+
+
+def test_a_recorded_record_device_is_replayed_from_the_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "dev").mkdir(parents=True)
+    (root / "dev/kmsg").write_bytes(b"4,7,1000,-;NVRM: Xid (PCI:0000:01:00): 79, GPU has fallen off the bus.\n")
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer)
+    data = rec.read_records("/dev/kmsg")
+    with pytest.raises(MissingError):
+        rec.read_records("/dev/absent")
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.read_records("/dev/kmsg") == data
+    with pytest.raises(MissingError, match="not present on the recorded host"):
+        replay.read_records("/dev/absent")
+    with pytest.raises(NotRecordedError):
+        replay.read_records("/dev/other")

@@ -235,3 +235,102 @@ def test_a_total_that_grew_alone_is_named_and_a_counter_is_named_instead_of_its_
     assert [f.what for f in compare(was, total_only, devices)] == ["aer_dev_fatal TOTAL_ERR_FATAL +1 (was 0, now 1)"]
     assert [f.what for f in compare(was, both, devices)] == ["aer_dev_fatal Poisoned TLP +1 (was 0, now 1)"]
     assert compare(was, was, devices) == []
+
+
+# --- without journalctl: the kernel's /dev/kmsg (a regular file under --root stands in for the device) ---
+
+KMSG = "dev/kmsg"
+
+
+def _kmsg(prio: int, seq: int, usec: int, text: str) -> str:
+    """Return one record as /dev/kmsg gives it (Documentation/ABI/testing/dev-kmsg)."""
+    return f"{prio},{seq},{usec},-;{text}\n"
+
+
+@dataclass
+class KmsgNoisyGpus(MemoryGpus):
+    """GPUs whose copy from GPU0 to GPU1 puts an AMD-Vi fault and Xid 31 from GPU1 in the kernel's buffer, and a
+    program writes a forged Xid into /dev/kmsg (facility user: the kernel never lets user space log as it)."""
+
+    root: Path | None = None
+    seq: int = 100
+
+    def copy(self, dst_device: int, dst: int, src_device: int, src: int, size: int) -> None:
+        super().copy(dst_device, dst, src_device, src, size)
+        if self.root is not None and (src_device, dst_device) == (0, 1):
+            self.seq += 3
+            usec = 9_000_000_000 + self.seq
+            strip = lambda line: line.split("] ", 1)[1]  # noqa: E731  (the text without journalctl's stamp)
+            with (self.root / KMSG).open("a") as log:
+                log.write(_kmsg(3, self.seq, usec, strip(AMDVI_LINE)) + " SUBSYSTEM=pci\n DEVICE=+pci:0000:21:00.0\n")
+                log.write(_kmsg(4, self.seq + 1, usec + 1, strip(XID_LINE).replace("79", "31")))
+                log.write(_kmsg(12, self.seq + 2, usec + 2, strip(XID_LINE).replace("79", "48")))  # 12: user.warn
+
+
+@pytest.fixture
+def kmsg_rig(rig: tuple[Path, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """The rig with no journalctl on PATH and its kernel's buffer in ROOT/dev/kmsg (an old Xid 13 in it)."""
+    root, _ = rig
+    (root / "dev").mkdir(exist_ok=True)
+    (root / KMSG).write_text(
+        _kmsg(6, 1, 1_000_000, "Linux version 6.8.12-4-pve")
+        + _kmsg(4, 2, 1_843_308_145, XID_LINE.split("] ", 1)[1].replace("79", "13"))
+    )
+    nobin = tmp_path / "nobin"
+    nobin.mkdir()
+    return root, nobin
+
+
+def test_without_journalctl_the_soak_reads_the_kernels_buffer(kmsg_rig: tuple[Path, Path]) -> None:
+    root, nobin = kmsg_rig
+    gpus = KmsgNoisyGpus(2, peer=all_pairs(2), root=root)
+    r = FwmanEnv(cuda_driver=memory_driver(gpus), variables={"PATH": str(nobin)})(
+        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--json", "--no-record"
+    )
+    assert r.code == 4, r.stderr
+    soak = json.loads(r.stdout)["soak"]
+    assert not any("kernel log" in u for u in soak["unread"]) and soak["ok"] is False
+    whats = [(f["gpu"], f["what"], f["count"]) for f in soak["findings"]]
+    fault, xid = whats[0], whats[1]
+    assert fault[:2] == ("0000:21:00.0", "IOMMU IO_PAGE_FAULT (AMD-Vi) from 0000:21:00.0") and fault[2] > 1
+    assert xid[:2] == ("0000:21:00.0", "Xid 31 from 0000:21:00") and xid[2] == fault[2]
+    # the evidence is the record as dmesg prints it: its timestamp (microseconds since boot) and text
+    assert (
+        soak["findings"][1]["evidence"].startswith("[ 9000.000")
+        and "Xid (PCI:0000:21:00): 31" in (soak["findings"][1]["evidence"])
+    )
+    # the Xid 13 from before the soak, and the forged Xid 48 a program wrote, are no findings
+    assert not any("Xid 13" in w or "Xid 48" in w for _, w, _ in whats)
+
+
+def test_kmsg_records_stamped_before_the_soaks_start_are_not_considered(kmsg_rig: tuple[Path, Path]) -> None:
+    root, nobin = kmsg_rig
+
+    @dataclass
+    class LateOldRecord(MemoryGpus):
+        """A record stamped before the soak began shows up during it (the buffer is the kernel's to order)."""
+
+        def copy(self, dst_device: int, dst: int, src_device: int, src: int, size: int) -> None:
+            super().copy(dst_device, dst, src_device, src, size)
+            with (root / KMSG).open("a") as log:
+                log.write(_kmsg(4, 3, 1_500_000_000, XID_LINE.split("] ", 1)[1].replace("79", "62")))
+
+    r = FwmanEnv(cuda_driver=memory_driver(LateOldRecord(2, peer=all_pairs(2))), variables={"PATH": str(nobin)})(
+        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record"
+    )
+    assert r.code == 0, r.stdout + r.stderr
+    assert "soak verdict: soak clean:" in r.stdout and "(kernel log)" in r.stdout and "Xid 62" not in r.stdout
+
+
+def test_a_kernel_buffer_that_cannot_be_read_is_said_not_read(kmsg_rig: tuple[Path, Path]) -> None:
+    root, nobin = kmsg_rig
+    (root / KMSG).write_text("this is no kmsg record\n")
+    env = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))), variables={"PATH": str(nobin)})
+    argv = ("--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record")
+    r = env(*argv)
+    assert r.code == 0, r.stderr
+    assert "not read: kernel log: journalctl is not installed; kernel log record: /dev/kmsg: record 1" in r.stdout
+    assert "(kernel log NOT read)" in r.stdout
+    (root / KMSG).unlink()
+    r = env(*argv)
+    assert "not read: kernel log: journalctl is not installed; cannot read /dev/kmsg" in r.stdout

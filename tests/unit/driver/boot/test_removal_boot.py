@@ -5,38 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fixtures.tinymod.elfgen import build_module, nvidia_tags
 from fwman.driver.boot import pin as boot
-from fwman.driver.build.install import install_modules
-from fwman.driver.build.manifest import Manifest, WriteManifest
 from fwman.driver.hooks.removal import forget_kernel
-from fwman.gpu.kernel_modules import MODULE_NAMES
-from fwman.host.actions import apply_all
 from fwman.host.live import LiveHost
-from tests.support.boot import grub_cfg
+from tests.support.boot import install_safe_modules, write_grub
 from tests.support.env import FwmanEnv
 
 OLD, NEW, NEWER = "6.1.0-50-amd64", "6.1.0-53-amd64", "6.1.0-54-amd64"
-
-
-def _with_modules(host: LiveHost, root: Path, kver: str) -> None:
-    """Install fwman's (stand-in) modules for ``kver`` with their manifest: a kernel that is safe to boot."""
-    (root / "lib/modules" / kver / "kernel").mkdir(parents=True, exist_ok=True)
-    built = {n: build_module(nvidia_tags("570.86.16", kver, name=n.replace("-", "_"))) for n in MODULE_NAMES}
-    entries, _ = install_modules(host, kver, built)
-    manifest = Manifest(kver, "aikitoria", "570.86.16-p2p", "c" * 40, entries, "2026-01-01T00:00:00+00:00")
-    apply_all(host, [WriteManifest(manifest)])
-
-
-def _grub(root: Path, kernels: list[str]) -> None:
-    """Write what update-grub writes for ``kernels`` (newest first), GRUB_DEFAULT=saved."""
-    grub = root / "boot/grub"
-    grub.mkdir(parents=True, exist_ok=True)
-    (grub / "grub.cfg").write_text(grub_cfg(kernels))
-    env = grub / "grubenv"
-    if not env.exists():
-        body = "# GRUB Environment Block\n"
-        env.write_bytes((body + "#" * (1024 - len(body))).encode())
 
 
 def _remove(root: Path, kver: str) -> None:
@@ -49,8 +24,8 @@ def _remove(root: Path, kver: str) -> None:
 def test_removing_the_newest_kernel_does_not_pin_away_from_it(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
     for k in (OLD, NEW):
-        _with_modules(host, tmp_path, k)
-    _grub(tmp_path, [NEW, OLD])
+        install_safe_modules(host, tmp_path, k)
+    write_grub(tmp_path, [NEW, OLD])
     assert boot.ensure_safe_boot(host).pinned is None  # both safe: nothing to do
 
     # apt remove linux-image-NEW: postrm.d/fwman runs before zz-update-grub, so grub.cfg still boots NEW
@@ -64,17 +39,17 @@ def test_removing_the_newest_kernel_does_not_pin_away_from_it(tmp_path: Path) ->
 
 def test_a_pin_that_avoided_a_removed_kernel_is_released(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    _with_modules(host, tmp_path, OLD)
+    install_safe_modules(host, tmp_path, OLD)
     (tmp_path / "lib/modules" / NEW).mkdir(parents=True)  # no patched modules: the next boot is not safe
-    _grub(tmp_path, [NEW, OLD])
+    write_grub(tmp_path, [NEW, OLD])
     check = boot.ensure_safe_boot(host)
     assert check.pinned is not None and (check.pinned.kernel, check.pinned.avoided) == (OLD, NEW)
 
     # NEW goes (its modules never built), update-grub ran, and later NEWER arrives with working modules
     _remove(tmp_path, NEW)
     (tmp_path / "lib/modules" / NEW).rmdir()
-    _with_modules(host, tmp_path, NEWER)
-    _grub(tmp_path, [NEWER, OLD])
+    install_safe_modules(host, tmp_path, NEWER)
+    write_grub(tmp_path, [NEWER, OLD])
     lines: list[str] = []
     check = boot.ensure_safe_boot(host, lines.append)
     assert check.released is not None and boot.read_pin(host) is None
@@ -98,14 +73,14 @@ def test_journal_only_on_the_real_root(tmp_path: Path) -> None:
 
 def test_a_damaged_pin_record_is_an_error_and_changes_nothing(tmp_path: Path) -> None:
     host = LiveHost(str(tmp_path), env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-    _with_modules(host, tmp_path, OLD)
+    install_safe_modules(host, tmp_path, OLD)
     (tmp_path / "lib/modules" / NEW).mkdir(parents=True)
-    _grub(tmp_path, [NEW, OLD])
+    write_grub(tmp_path, [NEW, OLD])
     assert boot.ensure_safe_boot(host).pinned is not None
     record = tmp_path / "var/lib/fwman/boot-pin.json"
     record.write_text('{"kernel": "6.1.0-50-amd64", "avoided": "6.1.0-53-amd64"')  # cut off mid-write
     grubenv = (tmp_path / "boot/grub/grubenv").read_bytes()
-    _with_modules(host, tmp_path, NEW)  # the reason for the pin is gone, but what it replaced is unknown
+    install_safe_modules(host, tmp_path, NEW)  # the reason for the pin is gone, but what it replaced is unknown
 
     lines: list[str] = []
     check = boot.ensure_safe_boot(host, lines.append)

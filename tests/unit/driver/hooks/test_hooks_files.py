@@ -16,6 +16,7 @@ from tests.support.env import FwmanEnv
 
 
 def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
+    (tmp_path / "etc/apt").mkdir(parents=True)  # a host with apt: its boot check is installed too
     host = LiveHost(str(tmp_path))
     done = hooks.install(host)
     # postinst, header_postinst, postrm, kernel-install plugin, the three final boot checks, apt's, script,
@@ -226,3 +227,39 @@ def test_a_refused_write_names_the_host_path_and_is_not_called_a_bug(tmp_path: P
     assert "cannot write /usr/local/lib/fwman/fwman-catchup" in r.stderr
     assert "unexpected" not in r.stderr and str(tmp_path) not in r.stderr
     assert "running the command again finishes what it started" in r.stderr
+
+
+APT_SKIPPED = f"skipped {paths.APT_BOOT_CHECK}: apt is not on this host (no /etc/apt, no apt-get)"
+
+
+def test_without_apt_its_boot_check_is_skipped_and_said(tmp_path: Path) -> None:
+    run = FwmanEnv()
+    dry = run("hooks", "install", "--dry-run", "--root", str(tmp_path))
+    assert dry.code == 0 and APT_SKIPPED in dry.stdout.splitlines()
+    assert f"would write {paths.APT_BOOT_CHECK}" not in dry.stdout
+    done = run("hooks", "install", "--root", str(tmp_path))
+    assert done.code == 0, done.stderr
+    assert done.stdout.splitlines() == ["installed", APT_SKIPPED]
+    assert not (tmp_path / "etc/apt").exists()  # no /etc/apt made for an apt that is not there
+    assert (tmp_path / paths.POSTINST_BOOT_CHECK[1:]).is_file()  # the kernel's own boot checks are
+    doc = run("hooks", "install", "--json", "--root", str(tmp_path)).json()
+    assert doc["changed"] is False and doc["skipped"] == [
+        {"path": paths.APT_BOOT_CHECK, "reason": "apt is not on this host (no /etc/apt, no apt-get)"}
+    ]
+    # status: installed as far as this host goes, the apt file shown as skipped (not "missing")
+    status = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
+    assert status["installed"] is True
+    [apt] = [f for f in status["files"] if f["path"] == paths.APT_BOOT_CHECK]
+    assert apt == {"path": paths.APT_BOOT_CHECK, "present": False, "current": True,
+                   "note": "skipped: apt is not on this host (no /etc/apt, no apt-get)"}  # fmt: skip
+    removed = run("hooks", "remove", "--json", "--root", str(tmp_path)).json()
+    assert removed["changed"] is True and f"remove {paths.APT_BOOT_CHECK}" not in removed["actions"]
+    assert not (tmp_path / "etc/apt").exists()
+
+
+def test_apt_get_alone_is_apt_too(tmp_path: Path) -> None:
+    (tmp_path / "usr/bin").mkdir(parents=True)
+    (tmp_path / paths.APT_GET[1:]).write_text("#!/bin/sh\n")
+    doc = FwmanEnv()("hooks", "install", "--json", "--root", str(tmp_path)).json()
+    assert doc["skipped"] == [] and f"write {paths.APT_BOOT_CHECK}" in " ".join(doc["actions"])
+    assert (tmp_path / paths.APT_BOOT_CHECK[1:]).is_file()

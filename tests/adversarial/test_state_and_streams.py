@@ -19,7 +19,7 @@ import pytest
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, REPO
 
 DAMAGE = ["{{{", "", "[]", '{"packages": 3}', "\xff\xfe", "null", '{"packages": {"libcuda1": 1}, "files": 7}x']

@@ -104,11 +104,11 @@ def test_doctor_recommends_a_p2p_level_only_where_the_comparison_measured_p2p_fa
     from fwman.p2p.history import P2PRecord
     from fwman.p2p.record import record_from_nccl
     from fwman.reports.doctor.checks.verification import verification_findings
-    from tests.unit.p2p.test_p2p_record import FP, _record
+    from tests.support.p2p_records import FP, copy_record
 
     def nccl_finding(record: P2PRecord) -> tuple[str, str, str | None]:
         back = P2PRecord.from_json(record.to_json())  # through the history's JSON, as doctor reads it
-        [f] = [f for f in verification_findings([_record(), back], FP) if f.id == "p2p.nccl"]
+        [f] = [f for f in verification_findings([copy_record(), back], FP) if f.id == "p2p.nccl"]
         return f.severity.value, f.message, f.fix
 
     slower = _compare(tmp_path / "a", STANDIN_DELAY_P2P="0.003")

@@ -22,7 +22,7 @@ from fwman.driver.bundle.format import BundleDoc, BundleModule, pack, unpack
 from fwman.driver.bundle.install import plan_import
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.live import LiveHost
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import REPO
 
 KVER = "6.1.0-50-amd64"

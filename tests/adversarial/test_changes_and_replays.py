@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.adversarial.conftest import CountingEnv, one_error_line
+from tests.support.counting import CountingEnv
 from tests.support.env import EXAMPLE_HOST, HOSTS
+from tests.support.errors import one_error_line
 from tests.support.tools import is_root, needs_tool
 
 CHANGES = [

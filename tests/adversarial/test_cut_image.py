@@ -10,7 +10,7 @@ import pytest
 
 from fixtures.nvflash.rig import CARDS, REBAR_3987, build_rig
 from fwman.core.errors import ExitCode
-from tests.adversarial.conftest import tried
+from tests.support.counting import tried
 
 TARGET = "0000:41:00.0"
 

@@ -22,7 +22,7 @@ from fwman.core import bounded
 from fwman.core.errors import ParseError
 from fwman.driver.boot.initramfs import read_archives
 from fwman.driver.kmod.kofile import decompress as ko_decompress
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, REPO
 
 KVER = "6.8.12-4-pve"  # the example rig's kernel

@@ -27,7 +27,7 @@ from fwman.driver.boot import loaders
 from fwman.firmware.nvflash import protocol
 from fwman.p2p import nccl_log
 from fwman.platform import envfile
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, REPO
 
 LONG = 200_000

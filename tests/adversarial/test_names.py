@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from fwman.core import names
 from fwman.core.errors import UsageError
-from tests.adversarial.conftest import CountingEnv, one_error_line, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST
+from tests.support.errors import one_error_line
 
 
 def tree(path: Path) -> list[str]:
@@ -47,7 +48,7 @@ def test_a_fork_that_would_be_a_git_option_is_refused(attack: CountingEnv, tmp_p
 
 
 def test_a_fork_in_config_toml_is_checked_the_same_way(tmp_path: Path) -> None:
-    from tests.adversarial.conftest import CountingEnv
+    from tests.support.counting import CountingEnv
 
     pwned = tmp_path / "PWNED"
     root = tmp_path / "root"

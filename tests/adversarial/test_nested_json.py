@@ -18,8 +18,9 @@ from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
 from fwman.core.errors import ParseError, VerificationError
 from fwman.host.live import LiveHost
-from tests.adversarial.conftest import CountingEnv, one_error_line
+from tests.support.counting import CountingEnv
 from tests.support.env import EXAMPLE_HOST
+from tests.support.errors import one_error_line
 
 DEEP = "[" * 200_000 + "]" * 200_000
 SHALLOW_BUT_TOO_DEEP = '{"format": ' + "[" * 100 + "]" * 100 + "}"  # json.loads takes it; fwman does not

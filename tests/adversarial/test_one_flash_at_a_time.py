@@ -19,7 +19,7 @@ from fwman.core import paths
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
 from fwman.host.hostlock import Holder, parse_record
-from tests.adversarial.conftest import tried
+from tests.support.counting import tried
 from tests.support.procs import journal_step, spawn, wait_for
 
 TARGET = "0000:41:00.0"

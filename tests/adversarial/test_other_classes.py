@@ -21,7 +21,7 @@ from fwman.driver.boot.initramfs import host_decompressor
 from fwman.firmware.ops.listing import check_listing, parse_7zz_listing
 from fwman.firmware.rom.package import MAX_MARKER_HITS, scan_blob
 from fwman.host.live import LiveHost
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST
 
 ODD = b"6.1.0-\xff\xfe-amd64"  # a kernel directory whose name is not UTF-8

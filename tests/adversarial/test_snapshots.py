@@ -15,8 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.adversarial.conftest import CountingEnv, one_error_line, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, HOSTS
+from tests.support.errors import one_error_line
 
 SECRET = "94.99.99.99.99 THE REAL MACHINE'S FILE"
 

@@ -10,7 +10,6 @@ closed (``>&-``) or their reader went away (``| true``): a closed stream loses t
 from __future__ import annotations
 
 import io
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, REPO
 
 DAMAGE = ["{{{", "", "[]", '{"packages": 3}', "\xff\xfe", "null", '{"packages": {"libcuda1": 1}, "files": 7}x']
@@ -119,7 +118,7 @@ def test_a_flash_whose_terminal_goes_away_still_writes_verifies_and_exits_0(tmp_
         stderr=GoneTerminal(),
         stdout_isatty=True,
         stderr_isatty=True,  # nvflash's own output (its bar) is streamed to the terminal
-        variables={**os.environ, **rig.env.variables},
+        variables=dict(rig.env.variables),  # not the real environment: a developer's NO_COLOR must not matter
         live_host_factory=rig.env.live_host,
     )
     tried()

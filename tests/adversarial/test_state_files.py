@@ -8,8 +8,9 @@ import pytest
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
-from tests.adversarial.conftest import CountingEnv, one_error_line
+from tests.support.counting import CountingEnv
 from tests.support.env import EXAMPLE_HOST
+from tests.support.errors import one_error_line
 
 #: a few hundred KB past the interpreter's recursion limit (it was `unexpected RecursionError`, exit 1)
 DEEP = "[" * 200_000 + "]" * 200_000

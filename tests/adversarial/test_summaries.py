@@ -13,8 +13,9 @@ import pytest
 from fixtures.hostgen.materialize import materialize
 from fixtures.romgen import RomSpec, build_rom
 from fwman.core import paths
-from tests.adversarial.conftest import CountingEnv, one_error_line, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST, REPO
+from tests.support.errors import one_error_line
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fwman.core.termtext import has_unsafe, visible
-from tests.adversarial.conftest import CountingEnv, tried
+from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST
 
 RETITLE = "\x1b]0;pwned\x07"

@@ -141,7 +141,7 @@ def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_
 
     from fwman.p2p.history import Fingerprint, changes
     from fwman.reports.doctor.checks.verification import verification_findings
-    from tests.unit.p2p.test_p2p_record import FP, _record
+    from tests.support.p2p_records import FP, copy_record
 
     capped = replace(FP, power_limits=((BUSES[0], 280.0), (BUSES[1], 280.0)))
     full = replace(FP, power_limits=((BUSES[0], 350.0), (BUSES[1], 280.0)))
@@ -150,7 +150,7 @@ def test_the_p2p_fingerprint_holds_the_power_limits_and_a_change_unverifies_the_
     assert change.describe() == (
         "power limits changed (was 0000:01:00.0 280 W, 0000:21:00.0 280 W, now 0000:01:00.0 350 W, 0000:21:00.0 280 W)"
     )
-    [f] = verification_findings([_record(fp=capped)], full)
+    [f] = verification_findings([copy_record(fp=capped)], full)
     assert f.severity.value == "warn" and "since power limits changed" in f.message
     assert changes(FP, full) == []  # a record from before the field still counts
 

@@ -155,7 +155,7 @@ def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_recor
 
     from fwman.p2p.history import Fingerprint, changes
     from fwman.reports.doctor.checks.verification import verification_findings
-    from tests.unit.p2p.test_p2p_record import FP, _record
+    from tests.support.p2p_records import FP, copy_record
 
     on = replace(FP, module_options=(("PeerMappingOverride", "1"), ("RMForceStaticBar1", "1")))
     off = replace(FP, module_options=(("PeerMappingOverride", "1"), ("RMForceStaticBar1", "0")))
@@ -165,7 +165,7 @@ def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_recor
         "module options changed (was NVreg_PeerMappingOverride=1 NVreg_RMForceStaticBar1=1, "
         "now NVreg_PeerMappingOverride=1 NVreg_RMForceStaticBar1=0)"
     )
-    [f] = verification_findings([_record(fp=on)], off)
+    [f] = verification_findings([copy_record(fp=on)], off)
     assert f.severity.value == "warn" and "since module options changed" in f.message
     # a record from before the field (None) still counts: the options were not recorded, not different
     assert changes(FP, off) == []

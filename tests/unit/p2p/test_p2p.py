@@ -4,7 +4,6 @@ corrupt bytes and fail calls), the pure report, and the CLI's error paths on rea
 from __future__ import annotations
 
 import ctypes.util
-import io
 import json
 from collections.abc import Callable
 
@@ -13,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.app.p2p import CopyResult
-from fwman.cli.context import AppContext, Environment
 from fwman.cli.render import finish
 from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.p2p.copytest import LATENCY_REPEATS, MIB, CopyReport, PairResult, compare, pattern, run_copy_test
 from fwman.p2p.cuda import load_library
+from tests.support.appcontext import memory_app
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 from tests.support.gpus import MemoryGpus, all_pairs
 
@@ -159,13 +158,8 @@ def test_help_teaches_with_examples() -> None:
 
 
 # -- what the user sees: the CLI's rendering and exit status on a report ----------------------------------------
-def _app() -> tuple[AppContext, io.StringIO]:
-    out = io.StringIO()
-    return AppContext(env=Environment(stdout=out, stderr=io.StringIO())), out
-
-
 def test_text_output_shows_the_matrix_direct_access_and_verdict() -> None:
-    app, out = _app()
+    app, out = memory_app()
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2)), MIB, repeats=1, clock=ticking(0.001))
     finish(app, "p2p-test", CopyResult(report), False)
     text = out.getvalue()
@@ -181,7 +175,7 @@ def test_text_output_shows_the_matrix_direct_access_and_verdict() -> None:
 
 
 def test_corruption_is_shown_and_exits_with_verification_failed() -> None:
-    app, out = _app()
+    app, out = memory_app()
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2), corrupt={(0, 1): [0]}), MIB, repeats=1, clock=ticking())
     with pytest.raises(VerificationError) as e:
         finish(app, "p2p-test", CopyResult(report), False)
@@ -191,7 +185,7 @@ def test_corruption_is_shown_and_exits_with_verification_failed() -> None:
 
 
 def test_json_output_is_versioned_and_still_exits_4_on_failure() -> None:
-    app, out = _app()
+    app, out = memory_app()
     layer = MemoryGpus(2, fail={("MemcpyPeer", 1): "CUDA_ERROR_ILLEGAL_ADDRESS"})
     report = run_copy_test(layer, 4096, repeats=1, clock=ticking())
     with pytest.raises(VerificationError):

@@ -18,7 +18,8 @@ from fwman.core import clock as clocks
 from fwman.core.errors import ExitCode, MissingError, VerificationError
 from fwman.host.isolate import CRASHED, ERROR, HUNG, OK, run_isolated
 from fwman.p2p.copytest import run_isolated_copy_test
-from tests.unit.p2p.test_p2p import MemoryGpus, _app, all_pairs
+from tests.support.appcontext import memory_app
+from tests.support.gpus import MemoryGpus, all_pairs
 
 TIMEOUT = 1.5
 
@@ -54,7 +55,7 @@ def test_a_hung_pair_is_block_for_that_pair_within_its_deadline_and_the_others_a
     # one deadline spent, not more: the rest of the run is quick
     assert elapsed < TIMEOUT + 5
     assert report.verdict().startswith("BLOCK: 1 copy hung (first: GPU0 -> GPU1 in warm-up copies, killed after 1.5 s)")
-    app, out = _app()
+    app, out = memory_app()
     with pytest.raises(VerificationError) as e:
         finish(app, "p2p-test", CopyResult(report), False)
     assert e.value.exit_code == ExitCode.VERIFICATION

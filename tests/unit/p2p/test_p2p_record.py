@@ -1,6 +1,6 @@
 """The P2P verification record: `fwman p2p test` appends it with a fingerprint; `fwman doctor` reads it back.
 
-The copy test runs on the in-memory GPU layer of test_p2p.py (no GPU here); the host is the example rig
+The copy test runs on the in-memory GPU layer of tests/support/gpus.py (no GPU here); the host is the example rig
 materialised under a temporary --root, so the record is really written to disk and doctor really reads it.
 """
 
@@ -27,38 +27,11 @@ from fwman.p2p.history import (
 from fwman.reports.doctor.checks.verification import verification_findings
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 from tests.support.gpus import MemoryGpus, all_pairs, memory_driver
-
-FP = Fingerprint(
-    kernel="6.8.12-4-pve",
-    module_version="570.86.16",
-    module_srcversion="8C1B2D6A0F4E3B2A1D9C7E5",
-    module_flavour="open",
-    manifest="aikitoria 570.86.16-p2p @ 0123abc",
-    userspace="570.86.16",
-    iommu="passthrough",
-    gpus=(
-        CardPrint("0000:01:00.0", "10de:2204", "3842:3982", "94.02.42.C0.05", 32 << 30),
-        CardPrint("0000:21:00.0", "10de:2204", "3842:3982", "94.02.42.C0.05", 32 << 30),
-    ),
-)
-
-
-def _record(fp: Fingerprint = FP, ok: bool = True, time: str = "2026-11-30T20:00:00Z") -> P2PRecord:
-    return P2PRecord(
-        time=time,
-        kind="copy",
-        ok=ok,
-        verdict="every byte verified: 4 copies of 64 MiB" if ok else "FAILED: 1 copy corrupted data",
-        fingerprint=fp,
-        gpus=2,
-        slowest_gbps=24.6,
-        slowest_pair="GPU0 -> GPU1",
-        every_byte_verified=ok,
-    )
+from tests.support.p2p_records import FP, copy_record
 
 
 def test_the_same_configuration_reads_back_as_verified_with_date_and_slowest_pair() -> None:
-    [f] = verification_findings([_record()], FP)
+    [f] = verification_findings([copy_record()], FP)
     assert f.severity == "ok"
     assert f.message == ("P2P verified on this configuration (2026-11-30, slowest pair 24.6 GB/s, every byte verified)")
 
@@ -74,7 +47,7 @@ def test_the_same_configuration_reads_back_as_verified_with_date_and_slowest_pai
 )
 def test_one_changed_field_makes_it_not_verified_since_that_change(change: dict[str, object], expected: str) -> None:
     now = dataclasses.replace(FP, **change)  # type: ignore[arg-type]
-    [f] = verification_findings([_record()], now)
+    [f] = verification_findings([copy_record()], now)
     assert f.severity == "warn"
     assert f.message.startswith(f"P2P not verified since {expected}: last verified 2026-11-30")
 
@@ -86,18 +59,18 @@ def test_a_flashed_card_changes_its_vbios_and_bar1() -> None:
         "VBIOS of 0000:21:00.0 changed (was 94.02.42.C0.05, now 94.02.42.80.27)",
         "BAR1 of 0000:21:00.0 changed (was 32 GiB, now 256 MiB)",
     ]
-    assert standing([_record()], now).state == "changed"
+    assert standing([copy_record()], now).state == "changed"
 
 
 def test_a_failed_test_on_this_configuration_blocks_and_an_older_pass_does_not_hide_it() -> None:
-    records = [_record(), _record(ok=False, time="2026-12-01T08:00:00Z")]
+    records = [copy_record(), copy_record(ok=False, time="2026-12-01T08:00:00Z")]
     [f] = verification_findings(records, FP)
     assert f.severity == "block" and "FAILED on this configuration (2026-12-01)" in f.message
 
 
 def test_going_back_to_a_verified_configuration_finds_its_record_again() -> None:
     other = dataclasses.replace(FP, kernel="6.8.12-5-pve")
-    records = [_record(), _record(fp=other, time="2026-12-01T08:00:00Z")]
+    records = [copy_record(), copy_record(fp=other, time="2026-12-01T08:00:00Z")]
     assert standing(records, FP).state == "verified"
     assert standing(records, FP).record == records[0]
 
@@ -134,7 +107,7 @@ _text = st.one_of(st.none(), st.text(max_size=8))
     )
 )
 def test_a_record_survives_its_json_line_and_equals_its_own_configuration(fp: Fingerprint) -> None:
-    rec = _record(fp=fp)
+    rec = copy_record(fp=fp)
     back = P2PRecord.from_json(json.loads(json.dumps(rec.to_json())))
     assert back == rec
     assert changes(back.fingerprint, fp) == [] or len({g.bus_id for g in fp.gpus}) < len(fp.gpus)

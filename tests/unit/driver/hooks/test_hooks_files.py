@@ -132,7 +132,9 @@ def _stamp(root: Path) -> None:
 
 
 def _run(script: Path, root: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(script)], capture_output=True, text=True, env={**os.environ, "FWMAN_ROOT": str(root)})
+    # the boot unit's environment is small: PATH and the root, never a developer's FWMAN_* variables
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "FWMAN_ROOT": str(root)}
+    return subprocess.run([str(script)], capture_output=True, text=True, env=env)
 
 
 def test_boot_fast_path_starts_no_python_when_nothing_changed(tmp_path: Path) -> None:

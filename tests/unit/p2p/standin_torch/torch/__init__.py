@@ -5,7 +5,10 @@ GPUs. Tensors are Python lists; :mod:`torch.distributed`'s all-reduce sums them 
 through files (``STANDIN_DIR``). Faults are set by variables: ``STANDIN_WORLD`` ranks (default 2);
 ``STANDIN_HANG=RANK:BYTES`` that rank's all-reduce of that size never returns (with P2P only);
 ``STANDIN_WRONG=1`` rank 0's sum is off by one (with P2P only); ``STANDIN_DELAY_P2P`` / ``STANDIN_DELAY_SHM``
-seconds each all-reduce takes with P2P allowed / with ``NCCL_P2P_DISABLE=1``.
+seconds each all-reduce sleeps with P2P allowed / with ``NCCL_P2P_DISABLE=1``: at least that long, so the
+runner's mean is never below it, and longer on a loaded machine (the exchange through files waits for the other
+rank's process to be scheduled, milliseconds under load), so a delay orders two runs only by a margin load can
+invert.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ from fwman.core.errors import BlockedError, UsageError
 from fwman.core.termtext import visible
 
 if TYPE_CHECKING:
+    from fwman.app.p2p import DeviceLayer
     from fwman.core.clock import Clock
     from fwman.host.base import Host
-    from fwman.p2p.device import DeviceLayer
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -34,11 +34,21 @@ def status_span(status: str) -> Span:
 
 
 def wrapped(text: str, width: int, indent: str) -> str:
-    """Return ``text`` wrapped to ``width`` columns, each line starting with ``indent`` (as ``click.wrap_text``
-    wraps one paragraph: tabs expanded, whitespace kept inside a line; a word longer than a line is cut)."""
+    """Return ``text`` wrapped to ``width`` columns, each line starting with ``indent``, as ``click.wrap_text``
+    wraps one paragraph (what ``catalog show`` printed before its text moved here): tabs expanded, whitespace
+    kept inside a line, a word longer than a line cut where the line ends (never at a hyphen before it)."""
     import textwrap
 
-    wrapper = textwrap.TextWrapper(width, initial_indent=indent, subsequent_indent=indent, replace_whitespace=False)
+    class Wrapper(textwrap.TextWrapper):
+        def _handle_long_word(self, chunks: list[str], line: list[str], length: int, room: int) -> None:
+            left = max(room - length, 1)  # click's rule: the line is filled, the word goes on on the next
+            if self.break_long_words:
+                line.append(chunks[-1][:left])
+                chunks[-1] = chunks[-1][left:]
+            elif not line:
+                line.append(chunks.pop())
+
+    wrapper = Wrapper(width, initial_indent=indent, subsequent_indent=indent, replace_whitespace=False)
     return wrapper.fill(text.expandtabs())
 
 

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from fixtures.romgen.build import RomSpec, build_rom
 from fwman.app import text
+from fwman.app.catalog import wrapped
 from fwman.cli import render
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 
@@ -40,3 +45,14 @@ def test_rom_verify_tags_each_check_in_its_severity_colour(tmp_path: Path) -> No
     assert "  \x1b[32m\x1b[1mOK   \x1b[0m  rom.device " in r.stdout  # good
     assert "  \x1b[34m\x1b[1mINFO \x1b[0m  " in r.stdout  # info: blue, bold
     assert "verdict:" not in r.stdout  # a block ends the text: no verdict line, then exit 3
+
+
+#: a note's words: short ones, and ones longer than a line (URLs, hyphenated runs) that must be cut
+WORDS = st.one_of(st.text(alphabet="ab-é\t", max_size=8), st.text(alphabet="ab-/:.", min_size=90, max_size=230))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WORDS, max_size=30).map(" ".join))
+def test_catalog_show_wraps_notes_as_click_did(notes: str) -> None:
+    # the notes were wrapped by click.wrap_text in the CLI before catalog show's text moved into app/
+    assert wrapped(notes, 100, "  ") == click.wrap_text(notes, width=100, initial_indent="  ", subsequent_indent="  ")

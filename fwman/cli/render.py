@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwman.app.text import Cell, Line, Out, Result, Span
+from fwman.app.text import Cell, Line, Out, Result
 from fwman.cli.context import AppContext
 
 #: a style name of fwman.app.text -> click's style arguments
@@ -44,4 +44,4 @@ def finish(app: AppContext, schema: str, result: Result, as_json: bool) -> None:
         raise failure
 
 
-__all__ = ["Span", "finish", "render"]
+__all__ = ["STYLES", "finish", "render"]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.flash import Operator
+from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
 from fwman.core.findings import Finding, Severity
@@ -28,7 +29,7 @@ from fwman.host.hostlock import exclusive
 
 
 @dataclass
-class BackupRun:
+class BackupRun(Result):
     """What ``fwman backup`` saved (by bus id) and what failed, in run ``run``."""
 
     run: str
@@ -44,19 +45,23 @@ class BackupRun:
             "failed": {k: v.message for k, v in self.failed.items()},
         }
 
-    def summary(self) -> str | None:
-        """Return the last line: the run and how to reuse it (None: nothing was saved)."""
+    def text(self, verbose: int = 0) -> Out:
+        """Return the last line: the run and how to reuse it (nothing when nothing was saved; each card's line
+        was reported as it came)."""
         if not self.done:
-            return None
-        return f"run {self.run}: {len(self.done)} backup(s) verified (reuse with --reuse-backups-from {self.run})"
+            return []
+        return [
+            say(f"run {self.run}: {len(self.done)} backup(s) verified (reuse with --reuse-backups-from {self.run})")
+        ]
 
-    def raise_failures(self) -> None:
-        """Raise PartialError (exit 6) when some backups failed, BackupError (exit 4) when all did; else return."""
+    def failure(self) -> FwmanError | None:
+        """Return PartialError (exit 6) when some backups failed, BackupError (exit 4) when all did; else None."""
         if self.failed and self.done:
-            raise PartialError(f"{len(self.failed)} of {self.cards} backups failed", hint="see the lines above")
+            return PartialError(f"{len(self.failed)} of {self.cards} backups failed", hint="see the lines above")
         if self.failed:
             first = next(iter(self.failed.values()))
-            raise BackupError(f"no backup taken: {first.message}", hint=first.hint)
+            return BackupError(f"no backup taken: {first.message}", hint=first.hint)
+        return None
 
 
 def take_backups(
@@ -89,8 +94,12 @@ def take_backups(
     return BackupRun(run, len(chosen), done, failed)
 
 
+#: the columns of ``backup list``
+LIST_COLUMNS = ("RUN", "CARD", "SUBSYSTEM", "VERSION", "SHA256", "PATH")
+
+
 @dataclass
-class BackupList:
+class BackupList(Result):
     """The stored backups, newest first."""
 
     entries: list[BackupEntry]
@@ -98,6 +107,12 @@ class BackupList:
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.backup-list/1``."""
         return {"root": paths.BACKUPS_DIR, "backups": [e.model_dump() for e in self.entries]}
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the table of backups, or where none are and how to take them."""
+        if not self.entries:
+            return [say(f"no backups in {paths.BACKUPS_DIR} (take them with `fwman backup --all`)")]
+        return [table(LIST_COLUMNS, self.rows())]
 
     def rows(self) -> list[list[str]]:
         """Return the table rows: run, card, subsystem, version, SHA-256 (16 digits), path."""
@@ -111,7 +126,7 @@ def list_backups(host: Host) -> BackupList:
 
 
 @dataclass
-class BackupCheck:
+class BackupCheck(Result):
     """Each recorded backup with its findings, and the files in the backup tree the manifest does not name."""
 
     results: list[tuple[BackupEntry, list[Finding]]]
@@ -129,18 +144,19 @@ class BackupCheck:
             "unrecorded": self.unrecorded,
         }
 
-    def lines(self) -> list[str]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: ok or BAD per backup, a warning per unrecorded file."""
         out = [f"{'ok  ' if self.ok(fs) else 'BAD '} {fs[0].message if not self.ok(fs) else e.path}"
                for e, fs in self.results]  # fmt: skip
         out += [f"warn {p}: not in the manifest (not taken by fwman; never used by restore)" for p in self.unrecorded]
-        return out if self.results else [*out, "no backups recorded"]
+        return [say(text) for text in (out if self.results else [*out, "no backups recorded"])]
 
-    def raise_failures(self) -> None:
-        """Raise BackupError (exit 4) when any backup does not verify; else return."""
+    def failure(self) -> FwmanError | None:
+        """Return BackupError (exit 4) when any backup does not verify; else None."""
         failed = [f for _, fs in self.results for f in fs if f.severity is Severity.BLOCK]
-        if failed:
-            raise BackupError(f"{len(failed)} of {len(self.results)} backups do not verify", hint=failed[0].message)
+        if not failed:
+            return None
+        return BackupError(f"{len(failed)} of {len(self.results)} backups do not verify", hint=failed[0].message)
 
 
 def verify_backups(host: Host) -> BackupCheck:

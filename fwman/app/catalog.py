@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.text import Piece, PieceLine
-from fwman.core.errors import VerificationError
+from fwman.app.text import Line, Out, Result, Span, line, say, table
+from fwman.core.errors import FwmanError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck
 from fwman.firmware.catalog.load import Catalog, CatalogEntry
 from fwman.firmware.catalog.schema import Board, CatalogImage, CatalogIndex
@@ -22,13 +22,34 @@ from fwman.firmware.catalog.update import UpdateResult
 from fwman.host.base import Host
 
 YES_NO = {True: "yes", False: "no", None: "unknown"}
-#: how an image's status stands out in text (fwman.cli.render.STYLES); superseded is plain
+#: how an image's status stands out in text (fwman.app.text.STYLES); superseded is plain
 STATUS_STYLES = {"current": "green", "unverified": "yellow", "withdrawn": "red"}
+#: the columns of ``catalog list``
+LIST_COLUMNS = ("SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH")
 
 
-def status_piece(status: str) -> Piece:
-    """Return an image status as a styled piece of text."""
-    return (status, STATUS_STYLES.get(status, ""))
+def status_span(status: str) -> Span:
+    """Return an image status as a styled span of text."""
+    return Span(status, STATUS_STYLES.get(status, ""))
+
+
+def wrapped(text: str, width: int, indent: str) -> str:
+    """Return ``text`` wrapped to ``width`` columns, each line starting with ``indent``, as ``click.wrap_text``
+    wraps one paragraph (what ``catalog show`` printed before its text moved here): tabs expanded, whitespace
+    kept inside a line, a word longer than a line cut where the line ends (never at a hyphen before it)."""
+    import textwrap
+
+    class Wrapper(textwrap.TextWrapper):
+        def _handle_long_word(self, chunks: list[str], line: list[str], length: int, room: int) -> None:
+            left = max(room - length, 1)  # click's rule: the line is filled, the word goes on on the next
+            if self.break_long_words:
+                line.append(chunks[-1][:left])
+                chunks[-1] = chunks[-1][left:]
+            elif not line:
+                line.append(chunks.pop())
+
+    wrapper = Wrapper(width, initial_indent=indent, subsequent_indent=indent, replace_whitespace=False)
+    return wrapper.fill(text.expandtabs())
 
 
 def image_json(image: CatalogImage) -> dict[str, Any]:
@@ -39,7 +60,7 @@ def image_json(image: CatalogImage) -> dict[str, Any]:
 
 
 @dataclass
-class Listing:
+class Listing(Result):
     """Every board and image of the catalog in use."""
 
     catalog: Catalog
@@ -62,18 +83,19 @@ class Listing:
             ],
         }
 
-    def head(self) -> list[PieceLine]:
-        """Return the lines above the table: which catalog, and its notes."""
-        return [[(self.catalog.describe(), "dim")], *([(f"note: {n}", "dim")] for n in self.catalog.notes)]
+    def text(self, verbose: int = 0) -> Out:
+        """Return which catalog (dim), its notes (dim), then the table of every image."""
+        head = [say(self.catalog.describe(), "dim"), *(say(f"note: {n}", "dim") for n in self.catalog.notes)]
+        return [*head, table(LIST_COLUMNS, self.rows())]
 
-    def rows(self) -> list[list[PieceLine]]:
+    def rows(self) -> list[list[str | Span]]:
         """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known)."""
         return [
             [
                 entry.board.subsystem,
                 entry.board.board.name + (" (local entry)" if entry.local else ""),
                 entry.image.version,
-                [status_piece(entry.image.status.value)],
+                status_span(entry.image.status.value),
                 {True: "yes", False: "no", None: "?"}[entry.image.rebar],
                 "sha256" if entry.image.sha256 else ("md5" if entry.image.md5 else "-"),
             ]
@@ -89,7 +111,7 @@ def list_catalog(host: Host) -> Listing:
 
 
 @dataclass
-class BoardView:
+class BoardView(Result):
     """One board of the catalog: what it is, and every image with its status, reason, hashes and sources."""
 
     catalog: Catalog
@@ -137,15 +159,23 @@ class BoardView:
             ("sources", "\n                ".join(info.sources) or ("none" if not local else "the [local] table")),
         ]
 
-    def images(self) -> list[PieceLine]:
+    def text(self, verbose: int = 0) -> Out:
+        """Return the board's name (bold), its facts, its notes (wrapped to 100 columns), then its images."""
+        info = self.board.board
+        out = [say(f"{info.name}  ({self.board.key})", "bold"), *(say(f"  {k:<14}{v}") for k, v in self.facts())]
+        if info.notes:
+            out.append(say(wrapped(info.notes, 100, "  ")))
+        return [*out, *self.images()]
+
+    def images(self) -> list[Line]:
         """Return each image's lines: an empty line, its version and status (the recommended one marked), and
         every fact of it that has a value."""
-        recommended, out = self.recommended, list[PieceLine]()
+        recommended, out = self.recommended, list[Line]()
         for e in self.entries:
             i = e.image
             mark = "  <- recommended" if recommended and i.version == recommended.version else ""
-            out += ["", [("  ", ""), (i.version, "bold"), ("  ", ""), status_piece(i.status.value), (mark, "")]]
-            out += [f"    {k:<14}{v}" for k, v in self.image_facts(e)]
+            out += [say(), line("  ", Span(i.version, "bold"), "  ", status_span(i.status.value), mark)]
+            out += [say(f"    {k:<14}{v}") for k, v in self.image_facts(e)]
         return out
 
     def image_facts(self, e: CatalogEntry) -> list[tuple[str, str]]:
@@ -181,7 +211,7 @@ def show_board(host: Host, board: str) -> BoardView:
 
 
 @dataclass
-class Updated:
+class Updated(Result):
     """What ``catalog update`` installed (or found already installed)."""
 
     result: UpdateResult
@@ -204,21 +234,22 @@ class Updated:
             "keys_installed": r.keys_installed,
         }
 
-    def text(self) -> str:
+    def text(self, verbose: int = 0) -> Out:
         """Return what people are told: installed (serial, signature, expiry, where), or already up to date."""
         r = self.result
-        keys = ""
+        keys = []
         if r.keys_serial is not None:
             root = f", root key {r.keys_root}" if r.keys_root else ""
             new = " (new)" if r.keys_installed else ""
-            keys = f"\n  keys document: serial {r.keys_serial}{new}{root}"
+            keys = [say(f"  keys document: serial {r.keys_serial}{new}{root}")]
         if not r.installed:
-            return f"catalog already up to date (serial {r.serial}, {r.date}){keys}"
-        return (
-            f"installed catalog serial {r.serial} ({r.date}, {r.files} file(s)) from {r.url}\n"
-            f"  signature: key {r.key.key_id} ({r.key.origin}){keys}\n"
-            f"  expires {r.expires}; replaces serial {r.previous_serial}; now at {r.location}"
-        )
+            return [say(f"catalog already up to date (serial {r.serial}, {r.date})"), *keys]
+        return [
+            say(f"installed catalog serial {r.serial} ({r.date}, {r.files} file(s)) from {r.url}"),
+            say(f"  signature: key {r.key.key_id} ({r.key.origin})"),
+            *keys,
+            say(f"  expires {r.expires}; replaces serial {r.previous_serial}; now at {r.location}"),
+        ]
 
 
 def update(
@@ -240,7 +271,7 @@ def update(
 
 
 @dataclass
-class LintReport:
+class LintReport(Result):
     """What ``catalog lint`` found in ``directory``; ``trust`` is None with ``--local`` (nothing signed)."""
 
     directory: str
@@ -293,22 +324,23 @@ class LintReport:
             out.append(f"signature: good, key {trust.key.key_id} ({trust.key.origin})")
         return out
 
-    def lines(self) -> list[PieceLine]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: what signed the catalog (dim), each issue with its level, or "clean"."""
-        out: list[PieceLine] = [[(line, "dim")] for line in self.trust_lines()]
+        out: Out = [say(text, "dim") for text in self.trust_lines()]
         for i in self.issues:
             where = f" {i.where}:" if i.where else ""
-            out.append([(f"{i.file}:{where} ", ""), (i.level, "red" if i.level == "error" else "yellow"),
-                        (f": {i.message}", "")])  # fmt: skip
-        return out if self.issues else [*out, f"{self.directory}: clean"]
+            out.append(line(f"{i.file}:{where} ", Span(i.level, "red" if i.level == "error" else "yellow"),
+                            f": {i.message}"))  # fmt: skip
+        return out if self.issues else [*out, say(f"{self.directory}: clean")]
 
-    def raise_errors(self) -> None:
-        """Raise VerificationError (exit 4) when an issue is an error; warnings pass."""
-        if self.errors:
-            raise VerificationError(
-                f"catalog lint: {len(self.errors)} error(s) in {self.directory}",
-                hint="fix them; see docs/catalog-format.md",
-            )
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when an issue is an error; None when there are only warnings."""
+        if not self.errors:
+            return None
+        return VerificationError(
+            f"catalog lint: {len(self.errors)} error(s) in {self.directory}",
+            hint="fix them; see docs/catalog-format.md",
+        )
 
 
 def lint(host: Host, directory: str | None = None, *, local_only: bool = False) -> LintReport:
@@ -370,7 +402,7 @@ def write_files(directory: str, files: dict[str, bytes], dry_run: bool) -> Writt
 
 
 @dataclass
-class Signed(Written):
+class Signed(Written, Result):
     """What ``catalog sign`` wrote: the new index (``index.json`` and its signature)."""
 
     index: CatalogIndex | None = None
@@ -382,6 +414,13 @@ class Signed(Written):
         assert i is not None
         return {**super().to_json(), "directory": self.directory, "serial": i.serial, "date": i.date,
                 "expires": i.expires, "files": len(i.files)}  # fmt: skip
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the one line: the index signed (or to sign), its serial, date, file count and expiry."""
+        i = self.index
+        assert i is not None
+        return [say(f"{'would sign' if self.dry_run else 'signed'} {self.directory}/index.json: serial {i.serial}, "
+                    f"{i.date}, {len(i.files)} file(s), expires {i.expires}")]  # fmt: skip
 
 
 def sign(

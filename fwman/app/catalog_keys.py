@@ -8,8 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from fwman.app.catalog import Written, write_files
+from fwman.app.text import Out, Result, say
 from fwman.core import clock
-from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.signing import TrustedKey
 from fwman.firmware.catalog.signing import KeysDocument
 from fwman.host.base import Host
@@ -45,7 +46,7 @@ def key_state(key: TrustedKey, now: datetime) -> str:
 
 
 @dataclass
-class KeysView:
+class KeysView(Result):
     """The keys document in force (or of a directory): its keys with their state, and whether it verifies."""
 
     origin: str
@@ -74,7 +75,7 @@ class KeysView:
             "retired": [r.model_dump() for r in doc.retired],
         }
 
-    def lines(self) -> list[str]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: the document, who signed it, each key with its window and state, the retired."""
         doc = self.doc
         signed = f"signed by root key {self.root_id}" if self.problem is None else f"signature: {self.problem}"
@@ -85,15 +86,17 @@ class KeysView:
         ]
         out += [f"{k.key_id}  {k.not_before}  {k.not_after}  {key_state(t, self.now)}"
                 for k, t in zip(doc.keys, self.named, strict=True)]  # fmt: skip
-        return out + [f"{r.key_id}  retired {r.retired}: {r.reason}" for r in doc.retired]
+        out += [f"{r.key_id}  retired {r.retired}: {r.reason}" for r in doc.retired]
+        return [say(text) for text in out]
 
-    def raise_problem(self) -> None:
-        """Raise VerificationError (exit 4) when the document does not verify or has expired; else return."""
-        if self.problem is not None or self.expired:
-            raise VerificationError(
-                f"{self.origin}: " + (self.problem or f"expired on {self.doc.expires}"),
-                hint="a maintainer signs a new one with the root key: `fwman catalog keys sign --key ROOT.pem`",
-            )
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when the document does not verify or has expired; else None."""
+        if self.problem is None and not self.expired:
+            return None
+        return VerificationError(
+            f"{self.origin}: " + (self.problem or f"expired on {self.doc.expires}"),
+            hint="a maintainer signs a new one with the root key: `fwman catalog keys sign --key ROOT.pem`",
+        )
 
 
 def show_keys(host: Host, directory: str | None = None) -> KeysView:
@@ -101,7 +104,7 @@ def show_keys(host: Host, directory: str | None = None) -> KeysView:
     maintainer's copy named on the command line), checked against the root keys.
 
     Raises MissingError when none is installed, VerificationError when it cannot be parsed. A signature that
-    does not verify is returned as ``problem`` (the CLI shows it, then :meth:`KeysView.raise_problem`).
+    does not verify is returned as ``problem`` (the CLI shows it, then ends with :meth:`KeysView.failure`).
     """
     from pathlib import Path
 
@@ -147,7 +150,7 @@ def show_keys(host: Host, directory: str | None = None) -> KeysView:
 
 
 @dataclass
-class KeysSigned(Written):
+class KeysSigned(Written, Result):
     """What ``catalog keys sign`` wrote: the new keys document (``keys.json`` and its signature)."""
 
     doc: KeysDocument | None = None
@@ -161,15 +164,15 @@ class KeysSigned(Written):
                 "expires": d.expires, "catalog_keys": [k.key_id for k in d.keys],
                 "retired": [r.key_id for r in d.retired]}  # fmt: skip
 
-    def text(self) -> str:
+    def text(self, verbose: int = 0) -> Out:
         """Return what people are told: the document written (or to write), its keys and the retired ones."""
         d = self.doc
         assert d is not None
         named = ", ".join(k.key_id for k in d.keys)
         gone = ", ".join(r.key_id for r in d.retired) or "none"
         verb = "would sign" if self.dry_run else "signed"
-        return (f"{verb} {self.directory}/keys.json: serial {d.serial}, {d.date}, expires {d.expires}\n"
-                f"  catalog keys: {named}; retired: {gone}")  # fmt: skip
+        return [say(f"{verb} {self.directory}/keys.json: serial {d.serial}, {d.date}, expires {d.expires}"),
+                say(f"  catalog keys: {named}; retired: {gone}")]  # fmt: skip
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.text import Out, Result, say
 from fwman.core.clock import timestamp
 from fwman.core.errors import UsageError
 from fwman.firmware.ops.local_entry import MadeEntry
@@ -13,7 +14,7 @@ from fwman.host.base import Host
 
 
 @dataclass
-class LocalAdded:
+class LocalAdded(Result):
     """The local entry written at ``path``, where its image came from, and (``export``) its curated form."""
 
     path: str
@@ -34,17 +35,21 @@ class LocalAdded:
             "export": self.export,
         }
 
-    def lines(self) -> list[str]:
-        """Return the lines after the headline: board, images, origin, the MD5 matched, what to run next."""
+    def text(self, verbose: int = 0) -> Out:
+        """Return the headline (bold), then board, images, origin, the MD5 matched, what to run next, and the
+        entry in the curated format when asked for."""
         board = self.made.entry.board
         ref = f"{board.subsystem}/{board.images[0].version}"
-        return [
-            f"  board      {board.board.name} ({board.key}), local, unsigned",
-            *(f"  image      {image.version}  {image.status.value}" for image in board.images),
-            f"  from       {self.made.image_origin}",
-            f"  MD5        {self.made.entry.info.image_file_md5} matches the vendor's ({self.md5_source})",
-            f"  next       fwman upgrade --dry-run; fwman fetch {ref} --from FILE",
+        out: Out = [
+            say(f"wrote local entry {self.path}", "bold"),
+            say(f"  board      {board.board.name} ({board.key}), local, unsigned"),
+            *(say(f"  image      {image.version}  {image.status.value}") for image in board.images),
+            say(f"  from       {self.made.image_origin}"),
+            say(f"  MD5        {self.made.entry.info.image_file_md5} matches the vendor's ({self.md5_source})"),
+            say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --from FILE"),
         ]
+        # the curated form is a whole file (ending in a newline): one line of the text, its last newline the line's
+        return out if self.export is None else [*out, say(), say(self.export.removesuffix("\n"))]
 
 
 def add_local(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from fwman.app.text import Out, Result, Span, line, say
 from fwman.core.errors import UsageError
 from fwman.firmware.ops.fetch import FetchResult
 from fwman.host.base import Host
@@ -13,7 +14,7 @@ from fwman.host.http import Progress
 
 
 @dataclass
-class Fetched:
+class Fetched(Result):
     """What ``fetch`` put in the cache (the firmware's FetchResult) and the facts people are shown of it."""
 
     result: FetchResult
@@ -21,6 +22,14 @@ class Fetched:
     def to_json(self) -> dict[str, object]:
         """Return the payload of ``fwman.fetch/1``."""
         return self.result.to_json()
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return the headline (bold), then one line per row: label, value (``ok`` in green after each hash
+        that was checked)."""
+        out: Out = [say(self.headline, "bold")]
+        for label, value, checked in self.rows():
+            out.append(line(f"  {label:<11}{value}", *(("  ", Span("ok", "green")) if checked else ())))
+        return out
 
     @property
     def headline(self) -> str:
@@ -36,21 +45,23 @@ class Fetched:
             return {k for k, v in (("md5", image.md5), ("sha256", image.sha256)) if v}
         return {"md5"}
 
-    def rows(self, ok: str) -> list[tuple[str, str]]:
-        """Return (label, value) rows: source, size, hashes (``ok`` after each one checked), findings, file."""
+    def rows(self) -> list[tuple[str, str, bool]]:
+        """Return (label, value, checked) rows: source, size, hashes (checked: compared with an expected value),
+        findings, file."""
         r, checked = self.result, self.checked()
         rows = [
-            ("from", r.source),
-            ("size", f"{r.size:,} bytes"),
-            ("MD5", f"{r.md5}  {ok}" if "md5" in checked else r.md5),
-            ("SHA-256", f"{r.sha256}  {ok}" if "sha256" in checked else r.sha256),
-            ("checked by", r.verified_by),
+            ("from", r.source, False),
+            ("size", f"{r.size:,} bytes", False),
+            ("MD5", r.md5, "md5" in checked),
+            ("SHA-256", r.sha256, "sha256" in checked),
+            ("checked by", r.verified_by, False),
         ]
-        rows += [("check", f"{f.severity.value}: {f.message}") for f in r.findings
+        rows += [("check", f"{f.severity.value}: {f.message}", False) for f in r.findings
                  if f.id not in ("catalog.board", "rom.kind")]  # fmt: skip
-        rows.append(("saved", r.path))
+        rows.append(("saved", r.path, False))
         if r.override_recorded:
-            rows.append(("recorded", "vendor MD5 in /var/lib/fwman/overrides.toml (this host only, not the catalog)"))
+            rows.append(("recorded", "vendor MD5 in /var/lib/fwman/overrides.toml (this host only, not the catalog)",
+                         False))  # fmt: skip
         return rows
 
 

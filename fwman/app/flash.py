@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.text import Out, Result, say, table
+from fwman.core.errors import FwmanError
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import Flasher, FlashResult
 from fwman.firmware.ops.flash import FlashOptions as FlashOptions  # the choices a flash takes, for the CLI
@@ -81,11 +83,12 @@ class Flashed:
             return "flash-resume", {"resumed": None, "message": self.message}
         return "flash", flash_json(self.resumed)
 
-    def lines(self) -> list[str]:
-        """Return the text lines of the result."""
+    def text(self, verbose: int = 0) -> Out:
+        """Return the text lines of the result: what the flash did, then the next steps. (Not a
+        :class:`Result`: its JSON names its own schema, ``flash`` or ``flash-resume``.)"""
         if self.resumed is None:
-            return [self.message]
-        return [flashed_line(self.resumed), *(f"  next: {step}" for step in self.resumed.op.next_steps)]
+            return [say(self.message)]
+        return [say(flashed_line(self.resumed)), *(say(f"  next: {step}") for step in self.resumed.op.next_steps)]
 
 
 def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) -> Flashed:
@@ -163,7 +166,7 @@ def operation_json(op: Operation, journal: Journal) -> dict[str, Any]:
 
 
 @dataclass
-class FlashStatus:
+class FlashStatus(Result):
     """The last journaled operations, the journal files that could not be read, and who holds the flash lock."""
 
     journal: Journal
@@ -179,7 +182,7 @@ class FlashStatus:
             "lock": self.holder.to_dict() if self.holder else None,
         }
 
-    def lines(self) -> list[str]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: the lock holder, then each operation with its steps and next steps."""
         out = [f"flash lock held by {self.holder.describe()}"] if self.holder is not None else []
         if not self.operations and not self.unreadable:
@@ -190,12 +193,17 @@ class FlashStatus:
             out.append(f"{op.id}  {op.kind} {op.card or ','.join(op.cards)}  {j['state']}{where}  {op.message}")
             out += [f"    {s.state.value:<8} {s.name:<11} {s.detail}" for s in op.steps]
             out += [f"    next: {n}" for n in op.next_steps]
-        return out
+        return [say(text) for text in out]
 
-    def raise_unreadable(self) -> None:
-        """Raise BlockedError (exit 3, the file named) when a journal file could not be read; else return."""
-        if self.unreadable:
+    def failure(self) -> FwmanError | None:
+        """Return BlockedError (exit 3, the file named) when a journal file could not be read; else None."""
+        if not self.unreadable:
+            return None
+        try:
             self.journal.require_readable()
+        except FwmanError as e:
+            return e
+        return None
 
 
 def flash_status(host: Host, count: int) -> FlashStatus:
@@ -207,8 +215,12 @@ def flash_status(host: Host, count: int) -> FlashStatus:
     return FlashStatus(journal, journal.all()[-count:], journal.unreadable or [], holder_now(host))
 
 
+#: the columns of ``history``
+HISTORY_COLUMNS = ("TIME", "KIND", "CARD", "RESULT", "BEFORE", "AFTER", "IMAGE")
+
+
 @dataclass
-class History:
+class History(Result):
     """Every recorded flash, restore and post-reboot check (of one card when asked), and the damaged lines."""
 
     records: list[HistoryRecord]
@@ -218,6 +230,12 @@ class History:
         """Return the payload of ``fwman.history/1``."""
         return {"records": [r.model_dump() for r in self.records], "damaged": self.damaged}
 
+    def text(self, verbose: int = 0) -> Out:
+        """Return the table of records (what could be read), or that nothing was recorded yet."""
+        if not self.records and not self.damaged:
+            return [say("no flash recorded yet")]
+        return [table(HISTORY_COLUMNS, self.rows())] if self.records else []
+
     def rows(self) -> list[list[str]]:
         """Return the table rows: time, kind, card, result, before, after, image."""
         return [
@@ -225,10 +243,10 @@ class History:
             for r in self.records
         ]
 
-    def raise_damaged(self) -> None:
-        """Raise (history_error) when some lines could not be read: reported after what could, never skipped."""
-        if self.damaged:
-            raise history_error(self.damaged)
+    def failure(self) -> FwmanError | None:
+        """Return history_error when some lines could not be read (reported after what could, never skipped);
+        else None."""
+        return history_error(self.damaged) if self.damaged else None
 
 
 def flash_history(host: Host, bus: str | None = None) -> History:

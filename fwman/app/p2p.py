@@ -18,7 +18,7 @@ from fwman.p2p.history import Fingerprint, P2PRecord, append_record
 
 if TYPE_CHECKING:
     from fwman.p2p.copytest import CopyReport
-    from fwman.p2p.device import DeviceLayer
+    from fwman.p2p.device import DeviceLayer as DeviceLayer  # named by the CLI's Environment (cuda_driver)
     from fwman.p2p.nccl import NcclComparison
     from fwman.p2p.soak import SoakReport
 

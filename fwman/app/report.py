@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman import __version__
+from fwman.app.text import Out, Result, say
 from fwman.core.clock import timestamp
-from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
 from fwman.firmware.catalog.local import LocalEntry, load_local_entries
 from fwman.firmware.ops.propose import Proposal, propose_board
@@ -31,7 +32,7 @@ def owner_report(host: Host, bus: str) -> OwnerReport:
 
 
 @dataclass(frozen=True)
-class ProposalResult:
+class ProposalResult(Result):
     """The proposed board file, where it came from, and the lint of it."""
 
     proposal: Proposal
@@ -56,12 +57,26 @@ class ProposalResult:
             "lint": [i.model_dump() for i in self.lint],
         }
 
-    def raise_lint_errors(self) -> None:
-        """Raise VerificationError (exit 4) when the proposal does not pass lint; else return."""
-        if self.lint_errors:
-            raise VerificationError(
-                f"the proposal does not pass lint ({len(self.lint_errors)} error(s)): {self.lint_errors[0].message}"
-            )
+    def text(self, verbose: int = 0) -> Out:
+        """Return the board file (on stdout when it was not written to a file; a whole file, ending in a newline:
+        one line of the text) or where it was written, what was left out (on stderr after the board file), and
+        each lint issue (on stderr)."""
+        p = self.proposal
+        out: Out = [say(f"wrote {self.path}: {p.board.key}, {len(p.board.images)} image(s)") if self.path
+               else say(p.text.removesuffix("\n"))]  # fmt: skip
+        out += [say(f"left out: {line}", err=not self.path) for line in p.left_out]
+        for issue in self.lint:
+            where = f" {issue.where}" if issue.where else ""
+            out.append(say(f"lint {issue.level}:{where} {issue.message}", err=True))
+        return out
+
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when the proposal does not pass lint; else None."""
+        if not self.lint_errors:
+            return None
+        return VerificationError(
+            f"the proposal does not pass lint ({len(self.lint_errors)} error(s)): {self.lint_errors[0].message}"
+        )
 
 
 def find_local_entry(host: Host, board: str) -> LocalEntry:

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fwman.app.text import Piece, PieceLine
-from fwman.core.errors import BlockedError, MissingError, UsageError, VerificationError
+from fwman.app.text import Line, Out, Result, Span, line, say, table
+from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
@@ -18,8 +18,8 @@ from fwman.host.userfiles import read_user_file
 if TYPE_CHECKING:
     from fwman.firmware.catalog.load import CatalogEntry
 
-#: how each severity's tag stands out in text (fwman.cli.render.STYLES)
-SEVERITY_STYLES = {"ok": "green!", "info": "blue!", "warn": "yellow!", "block": "red!"}
+#: how each severity's tag stands out in text (fwman.app.text.STYLES)
+SEVERITY_STYLES = {"ok": "good", "info": "info", "warn": "loud", "block": "bad"}
 #: no VBIOS is near this size (Ada dumps are about 2 MB); refuse before reading a wrong file into memory
 MAX_IMAGE_BYTES = 64 << 20
 
@@ -80,8 +80,12 @@ def identity_rows(image: RomImage) -> list[tuple[str, str, str, str]]:
     ]
 
 
+#: the columns of the image table of ``rom inspect``
+IMAGE_COLUMNS = ("#", "OFFSET", "LENGTH", "TYPE", "SIG", "PCI ID", "PCIR", "PCI-LAST", "NPDE", "NPDE-LAST")
+
+
 @dataclass
-class Inspection:
+class Inspection(Result):
     """A VBIOS file as read: every identity field with its offset, the image chain."""
 
     file: str
@@ -91,42 +95,46 @@ class Inspection:
         """Return the payload of ``fwman.rom.inspect/1``."""
         return {"file": self.file, "image": rom_json(self.image)}
 
-    def head(self) -> list[PieceLine]:
+    def text(self, verbose: int = 0) -> Out:
+        """Return the identity lines, the image table, then the notes."""
+        return [*self.head(), table(IMAGE_COLUMNS, self.rows()), *self.notes()]
+
+    def head(self) -> list[Line]:
         """Return the lines above the image table: kind, size, every identity field with its offset and source,
         checksum, subsystem agreement, chain, BIT tokens, hashes; what is wrong stands out (style "red")."""
         image = self.image
-        flash = ("a flash source", "") if image.flashable else ("NOT a flash source", "red!")
-        out: list[PieceLine] = [
-            f"VBIOS file {self.file}",
-            [(f"{'Kind':<22}: {image.kind.description}; ", ""), flash],
-            f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})",
+        flash = Span("a flash source") if image.flashable else Span("NOT a flash source", "bad")
+        out = [
+            say(f"VBIOS file {self.file}"),
+            line(f"{'Kind':<22}: {image.kind.description}; ", flash),
+            say(f"{'Size':<22}: {image.size:,} bytes (0x{image.size:X})"),
         ]
         if image.declared_size is not None:
             said = f"the header says {image.declared_size:,} bytes, the file has {image.size:,}"
-            out.append([(f"{'Truncated':<22}: {said}", "red")])
+            out.append(say(f"{'Truncated':<22}: {said}", "red"))
         if image.container_head is not None:
-            out.append(f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from "
-                       f"0x{image.chain_offset:X}")  # fmt: skip
-        out.append("")
-        out += [f"{label:<22}: {value:<34} {at:<12} {source}".rstrip() for label, value, at, source in
+            out.append(say(f"{'Prefix':<22}: {image.container_head} (meaning not documented); PCI images from "
+                           f"0x{image.chain_offset:X}"))  # fmt: skip
+        out.append(say())
+        out += [say(f"{label:<22}: {value:<34} {at:<12} {source}".rstrip()) for label, value, at, source in
                 identity_rows(image)]  # fmt: skip
         if image.x86_checksum is None:
-            checksum: Piece = ("not taken (the x86 image is cut off)", "red")
+            checksum = Span("not taken (the x86 image is cut off)", "red")
         elif image.x86_checksum_ok:
-            checksum = ("ok (sum 0x00)", "")
+            checksum = Span("ok (sum 0x00)")
         else:
-            checksum = (f"BAD (sum 0x{image.x86_checksum:02X})", "red")
-        agree = {True: ("agree", ""), False: ("DISAGREE", "red"), None: ("n/a", "")}[image.subsystems_agree]
-        out += [[(f"{'x86 Checksum':<22}: ", ""), checksum], [(f"{'NVGI/NPDE Subsystem':<22}: ", ""), agree]]
+            checksum = Span(f"BAD (sum 0x{image.x86_checksum:02X})", "red")
+        agree = {True: Span("agree"), False: Span("DISAGREE", "red"), None: Span("n/a")}[image.subsystems_agree]
+        out += [line(f"{'x86 Checksum':<22}: ", checksum), line(f"{'NVGI/NPDE Subsystem':<22}: ", agree)]
         rfrd = ""
         if image.rfrd_offset is not None:
             chain = f"0x{image.rfrd_chain_offset or 0:X} + {image.rfrd_chain_length or 0:,}"
             rfrd = f" (RFRD @0x{image.rfrd_offset:X}: {chain})"
-        out.append(f"{'Chain':<22}: 0x{image.chain_offset:X} + {image.chain_length:,} bytes{rfrd}")
+        out.append(say(f"{'Chain':<22}: 0x{image.chain_offset:X} + {image.chain_length:,} bytes{rfrd}"))
         if image.bit_offset is not None:
-            out.append(f"{'BIT':<22}: @0x{image.bit_offset:X}, tokens {' '.join(t.id for t in image.bit_tokens)}")
-        return [*out, f"{'MD5':<22}: {image.md5}", f"{'SHA-256':<22}: {image.sha256}",
-                f"{'Chain SHA-256':<22}: {image.chain_sha256}   (identity of the firmware)", ""]  # fmt: skip
+            out.append(say(f"{'BIT':<22}: @0x{image.bit_offset:X}, tokens {' '.join(t.id for t in image.bit_tokens)}"))
+        return [*out, say(f"{'MD5':<22}: {image.md5}"), say(f"{'SHA-256':<22}: {image.sha256}"),
+                say(f"{'Chain SHA-256':<22}: {image.chain_sha256}   (identity of the firmware)"), say()]  # fmt: skip
 
     def rows(self) -> list[list[str]]:
         """Return the image table rows: index, offset, length, type, signature, PCI ID, PCIR, NPDE."""
@@ -146,16 +154,15 @@ class Inspection:
             for im in self.image.images
         ]
 
-    def notes(self) -> list[PieceLine]:
+    def notes(self) -> list[Line]:
         """Return the notes below the table: where a PCI-rule reader stops, and the parser's notes (yellow)."""
-        image, out = self.image, list[PieceLine]()
+        image, out = self.image, list[Line]()
         if image.pci_walk_images < len(image.images):
-            out.append(
-                f"note: a PCI-rule reader (the kernel's sysfs rom file) stops after image {image.pci_walk_images - 1}"
-            )
+            last = image.pci_walk_images - 1
+            out.append(say(f"note: a PCI-rule reader (the kernel's sysfs rom file) stops after image {last}"))
         for note in image.notes:
             where = f" @0x{note.offset:X}" if note.offset is not None else ""
-            out.append([(f"note: {note.message}{where}", "yellow")])
+            out.append(say(f"note: {note.message}{where}", "yellow"))
         return out
 
 
@@ -181,7 +188,7 @@ def _catalog_entry(host: Host, image: RomImage, device: str) -> tuple[CatalogEnt
 
 
 @dataclass
-class Verdict:
+class Verdict(Result):
     """What ``rom verify`` found of ``file`` against ``card``: every check, and whether one blocks."""
 
     file: str
@@ -227,37 +234,37 @@ class Verdict:
             "blocked": bool(self.blocks),
         }
 
-    def lines(self) -> list[PieceLine]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: the image, the card, then each check with its severity (and the fix of a
-        warning or a block)."""
+        warning or a block); when nothing blocks, the verdict: the worst severity, and that the file may be
+        flashed."""
         image, card = self.image, self.card
-        out: list[PieceLine] = [
-            f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
-            f"({image.kind.description})",
-            f"card {card.bus_id}: {card.subsystem}, VBIOS {card.vbios_version or 'unknown'}",
-            "",
-        ]
+        out: Out = [
+            say(f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
+                f"({image.kind.description})"),
+            say(f"card {card.bus_id}: {card.subsystem}, VBIOS {card.vbios_version or 'unknown'}"),
+            say(),
+        ]  # fmt: skip
         for f in self.findings:
-            tag = (f"{f.severity.value.upper():<5}", SEVERITY_STYLES[f.severity.value])
-            out.append([("  ", ""), tag, (f"  {f.id:<22} {f.message}", "")])
+            tag = Span(f"{f.severity.value.upper():<5}", SEVERITY_STYLES[f.severity.value])
+            out.append(line("  ", tag, f"  {f.id:<22} {f.message}"))
             if f.fix and f.severity in (Severity.WARN, Severity.BLOCK):
-                out.append(f"         {'':<22} fix: {f.fix}")
-        return out
+                out.append(say(f"         {'':<22} fix: {f.fix}"))
+        if self.blocks:
+            return out
+        return [*out, say(), say(f"verdict: {self.worst.value} — nothing blocks flashing this file onto {card.bus_id}")]
 
-    def verdict(self) -> list[str]:
-        """Return the closing lines when nothing blocks: the worst severity, and that the file may be flashed."""
-        return ["", f"verdict: {self.worst.value} — nothing blocks flashing this file onto {self.card.bus_id}"]
-
-    def raise_blocked(self) -> None:
-        """Raise BlockedError (exit 3, the blocking findings attached) when a check blocks; else return."""
+    def failure(self) -> FwmanError | None:
+        """Return BlockedError (exit 3, the blocking findings attached) when a check blocks, else None."""
         blocks = self.blocks
-        if blocks:
-            raise BlockedError(
-                f"{self.file} must not be flashed onto {self.card.bus_id}: {len(blocks)} blocking finding(s) "
-                f"({', '.join(f.id for f in blocks)})",
-                hint="blocks protect the hardware and cannot be overridden",
-                findings=list(blocks),
-            )
+        if not blocks:
+            return None
+        return BlockedError(
+            f"{self.file} must not be flashed onto {self.card.bus_id}: {len(blocks)} blocking finding(s) "
+            f"({', '.join(f.id for f in blocks)})",
+            hint="blocks protect the hardware and cannot be overridden",
+            findings=list(blocks),
+        )
 
 
 def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> Verdict:

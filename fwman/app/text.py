@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from fwman.core.errors import FwmanError
 
-#: the styles a span may name: ``red``/``yellow``/``green``/``blue`` (the colour), ``bad`` (red, bold),
-#: ``loud`` (yellow, bold), ``good`` (green, bold), ``bold``
-STYLES = ("red", "yellow", "green", "blue", "bad", "loud", "good", "bold")
+#: the styles a span may name: ``red``/``yellow``/``green``/``blue``/``magenta`` (the colour), ``bad`` (red,
+#: bold), ``loud`` (yellow, bold), ``good`` (green, bold), ``info`` (blue, bold: a finding that only informs),
+#: ``change`` (cyan, bold: what a plan would change), ``bold``, ``dim`` (context: which catalog, what signed it)
+STYLES = ("red", "yellow", "green", "blue", "magenta", "bad", "loud", "good", "info", "change", "bold", "dim")
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,3 @@ class Result:
     def failure(self) -> FwmanError | None:
         """Return the error the command exits with after showing the result (None: it succeeded)."""
         return None
-
-
-#: the firmware commands' older form of a styled line, kept until they move to :class:`Line`: a piece is
-#: (text, style), a line plain text or pieces written one after the other
-Piece = tuple[str, str]
-PieceLine = str | list[Piece]

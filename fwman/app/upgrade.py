@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.flash import Operator, flash_json
-from fwman.app.text import PieceLine
-from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.app.text import Cell, Line, Out, Result, Span, line, say, table
+from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.firmware.ops.flash import FlashOptions
 from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
 from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
@@ -42,8 +42,14 @@ def choose_mode(dry_run: bool, apply: bool, check: bool) -> str:
     return "dry-run"
 
 
+#: the columns of the plan's table
+PLAN_COLUMNS = ("BUS", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN")
+#: the columns of ``--check``
+CHECK_COLUMNS = ("CARD", "RESULT", "DETAIL")
+
+
 @dataclass
-class PlanResult:
+class PlanResult(Result):
     """The upgrade plan of the host (``--dry-run``), and the cards whose firmware version could not be read."""
 
     plan: UpgradePlan
@@ -59,37 +65,43 @@ class PlanResult:
         """Return the payload of ``fwman.upgrade-plan/1``."""
         return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json")}
 
-    def head(self) -> list[PieceLine]:
+    def text(self, verbose: int = 0) -> Out:
+        """Return the head, the table of cards, the body, and (when every card's firmware could be read: no
+        "nothing to flash" about cards it could not) the verdict."""
+        out: Out = [*self.head(), table(PLAN_COLUMNS, self.rows()), *self.body()]
+        return out if self.unreadable else [*out, say(self.verdict())]
+
+    def head(self) -> list[Line]:
         """Return the lines above the table: the command, the host, the catalog and its notes."""
         plan, cat = self.plan, self.plan.catalog
         notes = cat.get("notes")
         return [
-            [("fwman upgrade --dry-run", "bold"), (f"  ({plan.host}; nothing is changed)", "dim")],
-            [(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", "dim")],
-            *([(f"  note: {note}", "dim")] for note in (notes if isinstance(notes, list) else [])),
-            "",
+            line(Span("fwman upgrade --dry-run", "bold"), Span(f"  ({plan.host}; nothing is changed)", "dim")),
+            say(f"catalog: {cat['source']}, serial {cat['serial']}, {cat['date']}", "dim"),
+            *(say(f"  note: {note}", "dim") for note in (notes if isinstance(notes, list) else [])),
+            say(),
         ]
 
     @staticmethod
-    def action(c: CardPlan) -> PieceLine:
+    def action(c: CardPlan) -> Cell:
         """Return what the plan does to card ``c``: flash to a version, keep, left alone, cannot decide."""
         if not c.selected and c.action == "flash":
             return f"not selected (would get {c.target_version})"
         if c.action == "flash":
-            return [(f"flash -> {c.target_version}", "cyan!")]
+            return Span(f"flash -> {c.target_version}", "change")
         if c.action == "keep":
             return "keep (ReBAR: setup switch only)" if c.setup_switch_only else "keep"
         if c.action == "unknown-board":
-            return [("not in catalog: left alone", "yellow")]
-        return [("cannot decide", "yellow")]
+            return Span("not in catalog: left alone", "yellow")
+        return Span("cannot decide", "yellow")
 
-    def rows(self) -> list[list[PieceLine]]:
+    def rows(self) -> list[list[Cell]]:
         """Return the table rows: bus, subsystem, firmware (and its catalog status), BAR1 (and what it offers),
         the plan for the card."""
         from fwman.core.units import human_bytes
         from fwman.firmware.upgrade.plan import short_bus
 
-        rows: list[list[PieceLine]] = []
+        rows: list[list[Cell]] = []
         for c in self.plan.cards:
             bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
             if c.max_rebar_bytes and c.max_rebar_bytes != c.bar1_bytes:
@@ -99,39 +111,39 @@ class PlanResult:
             rows.append([short_bus(c.bus_id), c.subsystem, firmware, bar1, self.action(c)])
         return rows
 
-    def body(self) -> list[PieceLine]:
+    def body(self) -> list[Line]:
         """Return the lines below the table: the images of each board (used, skipped and why), the numbered
         steps (who does each), the findings (blocking first), then an empty line."""
         from fwman.core.findings import Severity
         from fwman.firmware.upgrade.plan import short_bus
 
-        plan, out, seen = self.plan, list[PieceLine](), set[str]()
+        plan, out, seen = self.plan, list[Line](), set[str]()
         for c in plan.cards:
             if c.board is None or c.pci_key in seen or not c.options:
                 continue
             seen.add(c.pci_key)
             on = [short_bus(x.bus_id) for x in plan.cards if x.pci_key == c.pci_key]
-            out += ["", [(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", "bold")]]
+            out += [say(), say(f"Images for {c.subsystem} ({c.board}), cards {', '.join(on)}", "bold")]
             for o in c.options:
                 running = "  (running now)" if o.version == c.current_version else ""
-                mark = ("use ", "green!") if o.chosen else ("skip", "dim")
-                out.append([("  ", ""), mark, (f" {o.version}  {o.status.value:<10}  {o.why}{running}", "")])
-            out.append(f"  -> {c.reason}")
-        out += ["", [("Plan", "bold")]]
+                mark = Span("use ", "good") if o.chosen else Span("skip", "dim")
+                out.append(line("  ", mark, f" {o.version}  {o.status.value:<10}  {o.why}{running}"))
+            out.append(say(f"  -> {c.reason}"))
+        out += [say(), say("Plan", "bold")]
         for step in plan.steps:
-            who = ("you  ", "magenta") if step.by == "you" else ("fwman", "blue")
-            out.append([(f"  {step.number}. [", ""), who, ("] ", ""), (step.title, "bold")])
-            out += [f"       - {d}" for d in step.details] + [f"       $ {cmd}" for cmd in step.commands]
+            who = Span("you  ", "magenta") if step.by == "you" else Span("fwman", "blue")
+            out.append(line(f"  {step.number}. [", who, "] ", Span(step.title, "bold")))
+            out += [say(f"       - {d}") for d in step.details] + [say(f"       $ {cmd}") for cmd in step.commands]
         blocks = [f for f in plan.findings if f.severity is Severity.BLOCK]
         others = [f for f in plan.findings if f.severity is not Severity.BLOCK]
         if plan.findings:
-            out.append("")
-        for f, tag in [*((f, ("BLOCKED", "red!")) for f in blocks), *((f, (f.severity.value.upper(), "yellow"))
-                                                                        for f in others)]:  # fmt: skip
-            out.append([tag, (f": {f.message}", "")])
+            out.append(say())
+        for f, tag in [*((f, Span("BLOCKED", "bad")) for f in blocks), *((f, Span(f.severity.value.upper(), "yellow"))
+                                                                           for f in others)]:  # fmt: skip
+            out.append(line(tag, f": {f.message}"))
             if f.fix:
-                out.append(f"  fix: {f.fix}")
-        return [*out, ""]
+                out.append(say(f"  fix: {f.fix}"))
+        return [*out, say()]
 
     def verdict(self) -> str:
         """Return the last line: nothing to flash, not ready (how many gates block), or ready."""
@@ -144,15 +156,16 @@ class PlanResult:
             return f"Not ready: {n} gate{'s' if n != 1 else ''} above must be cleared before the flash can run."
         return "Ready: every gate of the plan is clear."
 
-    def raise_unreadable(self) -> None:
-        """Raise MissingError (exit 5) when the firmware version of some cards could not be read: no plan for
-        them, never "nothing to flash"."""
+    def failure(self) -> FwmanError | None:
+        """Return MissingError (exit 5) when the firmware version of some cards could not be read: no plan for
+        them, never "nothing to flash"; else None."""
         unknown = self.unreadable
-        if unknown:
-            raise MissingError(
-                f"cannot plan: the firmware version of {len(unknown)} card(s) could not be read ({', '.join(unknown)})",
-                hint="load the NVIDIA driver so nvidia-smi can read it (or run as root), then plan again",
-            )
+        if not unknown:
+            return None
+        return MissingError(
+            f"cannot plan: the firmware version of {len(unknown)} card(s) could not be read ({', '.join(unknown)})",
+            hint="load the NVIDIA driver so nvidia-smi can read it (or run as root), then plan again",
+        )
 
 
 def plan_upgrade(host: Host, selected: tuple[str, ...] = ()) -> PlanResult:
@@ -170,7 +183,7 @@ def plan_upgrade(host: Host, selected: tuple[str, ...] = ()) -> PlanResult:
 
 
 @dataclass
-class Applied:
+class Applied(Result):
     """What ``--apply`` flashed, the backup run of every card, and what the user does next."""
 
     result: ApplyResult
@@ -181,12 +194,12 @@ class Applied:
         return {"operation": r.operation, "backup_run": r.backup_run,
                 "flashed": [flash_json(f) for f in r.flashed], "next_steps": r.next_steps}  # fmt: skip
 
-    def lines(self) -> list[str]:
+    def text(self, verbose: int = 0) -> Out:
         """Return the text lines: each card flashed, the backup run, the numbered next steps."""
         r = self.result
         out = [f"{f.card}: {f.before_version} -> {f.after_version}: written, read back and verified" for f in r.flashed]
         if not r.flashed:
-            return out
+            return []
         out += [f"backups of every card: run {r.backup_run} (fwman backup list)", "next steps:"]
         for i, step in enumerate(r.next_steps, 1):
             title, _, details = step.partition(": ")
@@ -194,7 +207,7 @@ class Applied:
                 out += [f"  {i}. {title}", *(f"       - {d}" for d in details.split("; "))]
             else:
                 out.append(f"  {i}. {step}")
-        return out
+        return [say(text) for text in out]
 
 
 def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOptions) -> Applied:
@@ -217,7 +230,7 @@ def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOpti
 
 
 @dataclass
-class Checked:
+class Checked(Result):
     """Each card after the reboot: its running firmware and BAR1 against its last flash."""
 
     rows: list[CheckRow]
@@ -226,18 +239,23 @@ class Checked:
         """Return the payload of ``fwman.upgrade-check/1``."""
         return {"cards": [r.__dict__ for r in self.rows]}
 
-    def raise_problems(self) -> None:
-        """Raise VerificationError (exit 4) when a card is not as flashed, MissingError (exit 5) when a card's
-        firmware could not be read (never exit 0 as if the check had passed); else return."""
+    def text(self, verbose: int = 0) -> Out:
+        """Return the table: each card, its result and the detail."""
+        return [table(CHECK_COLUMNS, [[r.bus_id, r.result, r.message] for r in self.rows])]
+
+    def failure(self) -> FwmanError | None:
+        """Return VerificationError (exit 4) when a card is not as flashed, MissingError (exit 5) when a card's
+        firmware could not be read (never exit 0 as if the check had passed); else None."""
         bad = [r for r in self.rows if r.result == "mismatch"]
         if bad:
-            raise VerificationError(f"{len(bad)} card(s) not as flashed: {bad[0].bus_id}: {bad[0].message}")
+            return VerificationError(f"{len(bad)} card(s) not as flashed: {bad[0].bus_id}: {bad[0].message}")
         unknown = [r.bus_id for r in self.rows if r.running is None]
         if unknown:
-            raise MissingError(
+            return MissingError(
                 f"cannot check {len(unknown)} card(s): firmware version unreadable ({', '.join(unknown)})",
                 hint="load the NVIDIA driver so nvidia-smi can read it, then run `fwman upgrade --check` again",
             )
+        return None
 
 
 def check_flashed(host: Host) -> Checked:

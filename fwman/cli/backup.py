@@ -41,14 +41,11 @@ def backup(
         return
     from fwman.app.backup import take_backups
     from fwman.cli.flash import operator
+    from fwman.cli.render import finish
 
     report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
     result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, report=report)
-    if as_json:
-        app.emit_json("backup", result.to_json())
-    elif (summary := result.summary()) is not None:
-        app.echo(summary)
-    result.raise_failures()
+    finish(app, "backup", result, as_json)
 
 
 @backup.command("list")
@@ -63,15 +60,9 @@ def backup_list(app: AppContext, as_json: bool) -> None:
       fwman backup list --json
     """
     from fwman.app.backup import list_backups
-    from fwman.core import paths
+    from fwman.cli.render import finish
 
-    result = list_backups(app.host)
-    if as_json:
-        app.emit_json("backup-list", result.to_json())
-    elif not result.entries:
-        app.echo(f"no backups in {paths.BACKUPS_DIR} (take them with `fwman backup --all`)")
-    else:
-        app.table(["RUN", "CARD", "SUBSYSTEM", "VERSION", "SHA256", "PATH"], result.rows())
+    finish(app, "backup-list", list_backups(app.host), as_json)
 
 
 @backup.command("verify")
@@ -86,11 +77,6 @@ def backup_verify(app: AppContext, as_json: bool) -> None:
       fwman backup verify        exit 0 when all verify, 4 when any does not
     """
     from fwman.app.backup import verify_backups
+    from fwman.cli.render import finish
 
-    result = verify_backups(app.host)
-    if as_json:
-        app.emit_json("backup-verify", result.to_json())
-    else:
-        for line in result.lines():
-            app.echo(line)
-    result.raise_failures()
+    finish(app, "backup-verify", verify_backups(app.host), as_json)

@@ -47,16 +47,9 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
     from fwman.app.catalog import list_catalog
+    from fwman.cli.render import finish
 
-    result = list_catalog(app.host)
-    if as_json:
-        app.emit_json("catalog-list", result.to_json())
-        return
-    from fwman.cli.render import echo_lines, shown
-
-    echo_lines(app, result.head())
-    app.table(["SUBSYSTEM", "BOARD", "VERSION", "STATUS", "REBAR", "HASH"],
-              [[shown(app, cell) for cell in row] for row in result.rows()])  # fmt: skip
+    finish(app, "catalog-list", list_catalog(app.host), as_json)
 
 
 @catalog.command("show")
@@ -75,20 +68,9 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 10de:2204:3842:3982 --json
     """
     from fwman.app.catalog import show_board
+    from fwman.cli.render import finish
 
-    result = show_board(app.host, board)
-    if as_json:
-        app.emit_json("catalog-board", result.to_json())
-        return
-    from fwman.cli.render import echo_lines
-
-    info = result.board.board
-    app.echo(app.style(f"{info.name}  ({result.board.key})", bold=True))
-    for k, v in result.facts():
-        app.echo(f"  {k:<14}{v}")
-    if info.notes:
-        app.echo(click.wrap_text(info.notes, width=100, initial_indent="  ", subsequent_indent="  "))
-    echo_lines(app, result.images())
+    finish(app, "catalog-board", show_board(app.host, board), as_json)
 
 
 @catalog.command("lint")
@@ -117,15 +99,10 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
       fwman catalog lint --local
     """
     from fwman.app.catalog import lint as lint_catalog
+    from fwman.cli.render import finish
 
     result = lint_catalog(app.host, None if directory is None else str(directory), local_only=local_only)
-    if as_json:
-        app.emit_json("catalog-lint", result.to_json())
-    else:
-        from fwman.cli.render import echo_lines
-
-        echo_lines(app, result.lines())
-    result.raise_errors()
+    finish(app, "catalog-lint", result, as_json)
 
 
 @catalog.command("sign")
@@ -177,18 +154,11 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem --dry-run --json
     """
     from fwman.app.catalog import sign as sign_catalog
+    from fwman.cli.render import finish
 
     where = None if directory is None else str(directory)
     result = sign_catalog(str(key_file), where, serial=serial, date=date, expires=expires, dry_run=dry_run)
-    if as_json:
-        app.emit_json("catalog-sign", result.to_json())
-        return
-    index = result.index
-    assert index is not None
-    app.echo(
-        f"{'would sign' if dry_run else 'signed'} {result.directory}/index.json: serial {index.serial}, "
-        f"{index.date}, {len(index.files)} file(s), expires {index.expires}"
-    )
+    finish(app, "catalog-sign", result, as_json)
 
 
 @catalog.command("update")
@@ -215,14 +185,11 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update            # URL from /etc/fwman/catalog-url
     """
     from fwman.app.catalog import update as update_catalog
+    from fwman.cli.render import finish
 
     app.require_change("fwman catalog update")
     note = (lambda text: None) if as_json else (lambda text: app.echo(text, err=True))
-    result = update_catalog(app.host, url, timeout=timeout, retries=retries, note=note)
-    if as_json:
-        app.emit_json("catalog-update", result.to_json())
-    else:
-        app.echo(result.text())
+    finish(app, "catalog-update", update_catalog(app.host, url, timeout=timeout, retries=retries, note=note), as_json)
 
 
 # `add-local`, `propose` and `keys` are kept in their own modules, registered here so the command table

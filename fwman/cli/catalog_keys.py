@@ -43,14 +43,9 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     does not verify is shown with the reason, and the command exits 4.
     """
     from fwman.app.catalog_keys import show_keys
+    from fwman.cli.render import finish
 
-    result = show_keys(app.host, None if directory is None else str(directory))
-    if as_json:
-        app.emit_json("catalog-keys", result.to_json())
-    else:
-        for line in result.lines():
-            app.echo(line)
-    result.raise_problem()
+    finish(app, "catalog-keys", show_keys(app.host, None if directory is None else str(directory)), as_json)
 
 
 @keys.command("sign")
@@ -120,12 +115,9 @@ def sign(
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
     from fwman.app.catalog_keys import KeysRequest, sign_keys
+    from fwman.cli.render import finish
 
     request = KeysRequest(tuple(str(p) for p in add), not_before, not_after, note, retire, drop, reason, expires,
                           serial, date)  # fmt: skip
     where = None if directory is None else str(directory)
-    result = sign_keys(app.host, str(key_file), where, request, dry_run=dry_run)
-    if as_json:
-        app.emit_json("catalog-keys-sign", result.to_json())
-    else:
-        app.echo(result.text())
+    finish(app, "catalog-keys-sign", sign_keys(app.host, str(key_file), where, request, dry_run=dry_run), as_json)

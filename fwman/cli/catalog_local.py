@@ -62,16 +62,9 @@ def add_local(
       fwman catalog add-local --card 41:00.0 --image FILE --expect-md5 HEX --md5-source URL --export
     """
     from fwman.app.catalog_local import add_local as add
+    from fwman.cli.render import finish
 
     app.require_change("fwman catalog add-local")
     result = add(app.host, bus, image_file, expect_md5=expect_md5, md5_source=md5_source, version=version,
                  backup_path=backup_path, name=name, maker=maker, replace=replace, export=export)  # fmt: skip
-    if as_json:
-        app.emit_json("catalog-local", result.to_json())
-        return
-    app.echo(app.style(f"wrote local entry {result.path}", bold=True))
-    for line in result.lines():
-        app.echo(line)
-    if result.export is not None:
-        app.echo("")
-        app.echo(result.export, nl=False)
+    finish(app, "catalog-local", result, as_json)

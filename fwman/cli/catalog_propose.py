@@ -41,18 +41,6 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
           --out 10de-2204-f00d-3090.toml
     """
     from fwman.app.report import propose_to_file
+    from fwman.cli.render import finish
 
-    result = propose_to_file(app.host, board, reports, out)
-    if as_json:
-        app.emit_json("catalog-propose", result.to_json())
-    else:
-        if not out:
-            app.echo(result.proposal.text, nl=False)
-        else:
-            app.echo(f"wrote {out}: {result.proposal.board.key}, {len(result.proposal.board.images)} image(s)")
-        for line in result.proposal.left_out:
-            app.echo(f"left out: {line}", err=bool(not out))
-        for issue in result.lint:
-            where = f" {issue.where}" if issue.where else ""
-            app.echo(f"lint {issue.level}:{where} {issue.message}", err=True)
-    result.raise_lint_errors()
+    finish(app, "catalog-propose", propose_to_file(app.host, board, reports, out), as_json)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import secrets
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, TextIO, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 from click.core import ParameterSource
@@ -22,9 +21,9 @@ from fwman.core.errors import BlockedError, UsageError
 from fwman.core.termtext import visible
 
 if TYPE_CHECKING:
+    from fwman.app.p2p import DeviceLayer
     from fwman.core.clock import Clock
     from fwman.host.base import Host
-    from fwman.p2p.device import DeviceLayer
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -179,24 +178,6 @@ class AppContext:
 
             silence(stream)
 
-    def echo_plan(self, todo: list[str], current: str) -> None:
-        """Print what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
-        for line in todo:
-            self.echo(f"would {line}")
-        if not todo:
-            self.echo(current)
-
-    def show_change(self, schema: str, result: Any, as_json: bool, *, nothing: str, done: str) -> None:
-        """Render what a changing command did: ``result`` (an ``app.change.Change``) as the ``fwman.<schema>/1``
-        document under --json, else the dry run's ``would ...`` lines, else ``done``; ``nothing`` when there was
-        nothing to do (dry run or not)."""
-        if as_json:
-            self.emit_json(schema, result.to_json())
-        elif result.dry_run:
-            self.echo_plan(result.actions, nothing)
-        else:
-            self.echo(done if result.changed else nothing)
-
     def style(self, text: str, **styles: Any) -> str:
         """Return ``text`` styled when colour is allowed, plain otherwise.
 
@@ -235,15 +216,6 @@ class AppContext:
         self.echo(self.style(line(headers), bold=True))
         for row in rows:
             self.echo(line(row))
-
-    @contextmanager
-    def progress(self, label: str, total: int) -> Iterator[Callable[[int], None]]:
-        """Yield an ``advance(n)`` function; draws a bar on stderr when it is a terminal, else nothing."""
-        if not self.env.stderr_isatty:
-            yield lambda n: None
-            return
-        with click.progressbar(length=total, label=label, file=cast(TextIO, self.env.stderr)) as bar:
-            yield bar.update
 
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

@@ -86,6 +86,7 @@ def fetch(
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json
     """
     from fwman.app.fetch import fetch as fetch_image
+    from fwman.cli.render import finish
 
     app.require_change("fwman fetch")  # writes the image cache under /var/cache/fwman
     result = fetch_image(
@@ -100,9 +101,4 @@ def fetch(
         note=lambda text: None if as_json else app.echo(text, err=True),
         progress=lambda label: _progress(app, label),
     )
-    if as_json:
-        app.emit_json("fetch", result.to_json())
-        return
-    app.echo(app.style(result.headline, bold=True))
-    for k, v in result.rows(app.style("ok", fg="green")):
-        app.echo(f"  {k:<11}{v}")
+    finish(app, "fetch", result, as_json)

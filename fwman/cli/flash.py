@@ -49,11 +49,12 @@ def terminal_stream(app: AppContext) -> Callable[[str], None] | None:
 
 def show(app: AppContext, result: Flashed, as_json: bool) -> None:
     """Print what a flash, restore or resume did."""
+    from fwman.cli.render import render
+
     if as_json:
         app.emit_json(*result.to_json())
-        return
-    for line in result.lines():
-        app.echo(line)
+    else:
+        render(app, result.text())
 
 
 def flash_options(*, downgrade: bool = True) -> Callable[[F], F]:
@@ -140,14 +141,9 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
       fwman flash status --json
     """
     from fwman.app.flash import flash_status as status
+    from fwman.cli.render import finish
 
-    result = status(app.host, count)
-    if as_json:
-        app.emit_json("flash-status", result.to_json())
-    else:
-        for line in result.lines():
-            app.echo(line)
-    result.raise_unreadable()  # exit 3, the file named, what to do
+    finish(app, "flash-status", status(app.host, count), as_json)  # unreadable journal: exit 3, the file named
 
 
 @flash.command("resume")
@@ -217,12 +213,7 @@ def history(app: AppContext, bus: str | None, as_json: bool) -> None:
       fwman history --card 41:00.0
     """
     from fwman.app.flash import flash_history
+    from fwman.cli.render import finish
 
-    result = flash_history(app.host, bus)
-    if as_json:
-        app.emit_json("history", result.to_json())
-    elif not result.records and not result.damaged:
-        app.echo("no flash recorded yet")
-    elif result.records:
-        app.table(["TIME", "KIND", "CARD", "RESULT", "BEFORE", "AFTER", "IMAGE"], result.rows())
-    result.raise_damaged()  # printed what could be read; the damaged lines are reported, never skipped
+    # what could be read is shown, then the damaged lines are reported (exit 4), never skipped
+    finish(app, "history", flash_history(app.host, bus), as_json)

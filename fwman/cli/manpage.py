@@ -8,7 +8,6 @@ no-fill block, so what ``man`` shows is exactly what ``--help`` prints (the same
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
@@ -16,7 +15,6 @@ import click
 from fwman import __version__
 from fwman.cli.app import COMMANDS, cli
 from fwman.cli.docgen import _walk
-from fwman.host.userfiles import write_user_file
 
 #: the width click wraps --help to: man indents the block by 7 columns, and 72 + 7 fits an 80-column
 #: terminal (the ``\\b`` example blocks keep their own lines, as in --help)
@@ -91,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         sys.stderr.write("usage: python -m fwman.cli.manpage DIR\n")
         return 2
-    for name, text in pages().items():
-        write_user_file(os.path.join(args[0], name), text.encode())
+    from fwman.app.manpages import write_pages
+
+    write_pages(args[0], pages())
     return 0
 
 

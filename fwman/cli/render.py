@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
-from fwman.app.text import Cell, Line, Out, PieceLine, Result, Span
+from fwman.app.text import Cell, Line, Out, Result
 from fwman.cli.context import AppContext
 
 #: a style name of fwman.app.text -> click's style arguments
 STYLES: dict[str, dict[str, Any]] = {
     "red": {"fg": "red"}, "yellow": {"fg": "yellow"}, "green": {"fg": "green"}, "blue": {"fg": "blue"},
+    "magenta": {"fg": "magenta"},
     "bad": {"fg": "red", "bold": True}, "loud": {"fg": "yellow", "bold": True}, "good": {"fg": "green", "bold": True},
-    "bold": {"bold": True},
-    # the firmware commands' names (fwman.app.text.PieceLine), until they move to the names above
-    "dim": {"dim": True}, "red!": {"fg": "red", "bold": True}, "yellow!": {"fg": "yellow", "bold": True},
-    "green!": {"fg": "green", "bold": True}, "cyan!": {"fg": "cyan", "bold": True},
-    "blue!": {"fg": "blue", "bold": True}, "magenta": {"fg": "magenta"},
+    "info": {"fg": "blue", "bold": True}, "change": {"fg": "cyan", "bold": True},
+    "bold": {"bold": True}, "dim": {"dim": True},
 }  # fmt: skip
 
 
@@ -47,17 +44,4 @@ def finish(app: AppContext, schema: str, result: Result, as_json: bool) -> None:
         raise failure
 
 
-def shown(app: AppContext, line: PieceLine) -> str:
-    """Return ``line`` (the firmware commands' form) as text for ``app``'s stdout, each piece in its style."""
-    if isinstance(line, str):
-        return line
-    return "".join(app.style(text, **STYLES[style]) if style else text for text, style in line)
-
-
-def echo_lines(app: AppContext, lines: Iterable[PieceLine]) -> None:
-    """Print each line of the firmware commands' form, styled."""
-    for line in lines:
-        app.echo(shown(app, line))
-
-
-__all__ = ["Span", "echo_lines", "finish", "render", "shown"]
+__all__ = ["STYLES", "finish", "render"]

@@ -44,18 +44,9 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
     Exit 4 when FILE is not a VBIOS image fwman can read (the error names the field and offset).
     """
     from fwman.app.rom import inspect_rom
+    from fwman.cli.render import finish
 
-    result = inspect_rom(file)
-    if as_json:
-        app.emit_json("rom.inspect", result.to_json())
-        return
-    from fwman.cli.render import echo_lines
-
-    echo_lines(app, result.head())
-    app.table(
-        ["#", "OFFSET", "LENGTH", "TYPE", "SIG", "PCI ID", "PCIR", "PCI-LAST", "NPDE", "NPDE-LAST"], result.rows()
-    )
-    echo_lines(app, result.notes())
+    finish(app, "rom.inspect", inspect_rom(file), as_json)
 
 
 @rom.command()
@@ -89,13 +80,6 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     unknown card.
     """
     from fwman.app.rom import verify_rom
-    from fwman.cli.render import echo_lines
+    from fwman.cli.render import finish
 
-    result = verify_rom(app.host, file, bus, board_id)
-    if as_json:
-        app.emit_json("rom.verify", result.to_json())
-    else:
-        echo_lines(app, result.lines())
-    result.raise_blocked()
-    if not as_json:
-        echo_lines(app, result.verdict())
+    finish(app, "rom.verify", verify_rom(app.host, file, bus, board_id), as_json)

@@ -15,7 +15,6 @@ from fwman.cli.flash import flash_options
 
 if TYPE_CHECKING:
     from fwman.app.flash import FlashOptions
-    from fwman.app.upgrade import PlanResult
 
 
 @click.command("upgrade")
@@ -57,39 +56,14 @@ def upgrade(
     The flash options (--reuse-backups-from, --i-understand-no-backup-bios, --timeout) are for --apply.
     """
     from fwman.app import upgrade as use
+    from fwman.cli.render import finish
 
     mode = use.choose_mode(dry_run, apply, check)
     if mode == "apply":
         from fwman.cli.flash import operator
 
-        applied = use.apply_plan(operator(app, "fwman upgrade --apply"), cards, flash_opts)
-        if as_json:
-            app.emit_json("upgrade-apply", applied.to_json())
-        else:
-            for line in applied.lines():
-                app.echo(line)
+        finish(app, "upgrade-apply", use.apply_plan(operator(app, "fwman upgrade --apply"), cards, flash_opts), as_json)
     elif mode == "check":
-        checked = use.check_flashed(app.host)
-        if as_json:
-            app.emit_json("upgrade-check", checked.to_json())
-        else:
-            app.table(["CARD", "RESULT", "DETAIL"], [[r.bus_id, r.result, r.message] for r in checked.rows])
-        checked.raise_problems()
+        finish(app, "upgrade-check", use.check_flashed(app.host), as_json)
     else:
-        result = use.plan_upgrade(app.host, cards)
-        if as_json:
-            app.emit_json("upgrade-plan", result.to_json())
-            result.raise_unreadable()
-        else:
-            dry_run_report(app, result)
-
-
-def dry_run_report(app: AppContext, result: PlanResult) -> None:
-    """Print the plan for people; raises MissingError (exit 5) when some cards' firmware could not be read."""
-    from fwman.cli.render import echo_lines, shown
-
-    echo_lines(app, result.head())
-    app.table(["BUS", "SUBSYSTEM", "FIRMWARE", "BAR1", "PLAN"], [[shown(app, c) for c in r] for r in result.rows()])
-    echo_lines(app, result.body())
-    result.raise_unreadable()  # never "nothing to flash" about cards whose firmware could not be read
-    app.echo(result.verdict())
+        finish(app, "upgrade-plan", use.plan_upgrade(app.host, cards), as_json)

@@ -106,7 +106,27 @@ DOORS: dict[str, set[str]] = {
 #: every ``fwman.x.y`` (or ``fwman.x.y:attr``) string constant in them as an import, so the layers still hold
 LAZY_IMPORTERS: set[str] = {"fwman.cli.app", "fwman.host"}
 
-#: "<module> <what>" -> why it is allowed; <what> is an effect kind or "imports fwman.<package>"
+#: what a module of fwman/cli/ may import of fwman (a module, or the package it names and everything inside it):
+#: the CLI parses, chooses the Host, calls one use case and renders its result; whatever else lies below app/
+#: (firmware/, driver/, reports/, p2p/, platform/, gpu/, the rest of host/ and core/) is reached through a use
+#: case. ``"fwman"`` is the package's own __init__ only (the version string), not everything under it.
+CLI_MAY_IMPORT: dict[str, str] = {
+    "fwman": "the version string, for --version and the man pages",
+    "fwman.cli": "its own package",
+    "fwman.app": "the use cases, their typed arguments and results (app/text: what a result says)",
+    "fwman.core.errors": "the errors a command raises, and cli/app maps to exit codes",
+    "fwman.core.names": "option values checked where they are parsed (a kernel release, a bus id)",
+    "fwman.core.paths": "host paths named in help texts and option defaults",
+    "fwman.core.termtext": "the output door (AppContext.echo) makes control characters from outside visible",
+    "fwman.core.clock": "the clock door: cli/app installs the invocation's Environment.clock (tests' FixedClock)",
+    "fwman.host.base": "the Host type the CLI hands the use cases",
+    "fwman.host.live": "choosing the Host: the live host under --root",
+    "fwman.host.snapshot": "choosing the Host: a --snapshot replay",
+    "fwman.host.local": "questions about this machine before a Host is picked (is --root a directory, may this "
+    "user write there) and the process's own streams (a closed stdout silenced)",
+}
+
+#: "<module> <what>" -> why it is allowed; <what> is an effect kind, "imports fwman.<package>" or "below app"
 ALLOWED: dict[str, str] = {
     "fwman.host.pty clock": "a pty deadline is real time: a fixed test clock must not stall a running nvflash",
     "fwman.driver.build.lock files": "flock needs a real file descriptor; a Host has no lock primitive",
@@ -280,6 +300,34 @@ def _effect_of_name(full: str) -> tuple[str, str] | None:
 _FWMAN_NAME = re.compile(r"fwman(\.\w+)+(:\w+)?")
 
 
+def _cli_may_import(name: str) -> bool:
+    """Return True when a module of fwman/cli/ may import ``name`` (CLI_MAY_IMPORT)."""
+    return name == "fwman" or any(_under(name, allowed) for allowed in CLI_MAY_IMPORT if allowed != "fwman")
+
+
+def _cli_imports(module: str, tree: ast.Module, *, is_package: bool, lazy: bool) -> Iterator[tuple[ast.AST, str]]:
+    """Yield (node, module name) for each fwman module ``tree`` imports, as precisely as the source says it:
+    ``from fwman.core import names`` is ``fwman.core.names``, ``from fwman import gpu`` is ``fwman.gpu``; in a
+    lazy importer, a ``fwman.x.y:attr`` string too."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((node, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(module, is_package, node.level, node.module) if node.level else (node.module or "")
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                # `from fwman import __version__` takes a name; `from fwman import gpu` a package
+                yield node, (base if _cli_may_import(base) and not (base == "fwman" and alias.name[:2] != "__")
+                             else full)  # fmt: skip
+        elif (
+            lazy
+            and isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _FWMAN_NAME.fullmatch(node.value)
+        ):
+            yield node, node.value.split(":")[0]
+
+
 def check_source(module: str, source: str, *, is_package: bool = False) -> list[Violation]:
     """Return every rule ``source`` (the text of fwman module ``module``) breaks, before doors and ALLOWED."""
     tree = ast.parse(source)
@@ -409,6 +457,10 @@ def check_source(module: str, source: str, *, is_package: bool = False) -> list[
                 receiver = _dotted(node.func.value) or ""
                 if receiver == "host" or receiver.endswith(".host"):
                     add(node, "host change", f"{receiver}.{node.func.attr}() in the CLI")
+    if me == "cli":
+        for node, name in _cli_imports(module, tree, is_package=is_package, lazy=lazy):
+            if _under(name, "fwman") and not _cli_may_import(name):
+                add(node, "below app", f"the CLI imports {name}: reach it through a use case in fwman/app/")
     return found
 
 
@@ -588,6 +640,12 @@ PLANTED = [
     ("fwman.driver.bundle.trust", "from fwman.core.signing import _x\n", "private import"),
     ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-rf', '--', p])\n", "rm -rf"),
     ("fwman.host.live", "def f(self, p):\n    self.run(['rm', '-r', p], timeout=9)\n", "rm -rf"),  # doors too
+    # the CLI parses, calls one use case, renders: nothing below app/ but core's vocabulary and the Host's choice
+    ("fwman.cli.scan", "from fwman.gpu.inventory import scan_cards\n", "below app"),
+    ("fwman.cli.catalog", "def f():\n    from fwman.firmware.catalog.load import load_catalog\n", "below app"),
+    ("fwman.cli.fetch", "from fwman.host.http import HttpOptions\n", "below app"),  # host/ beyond the choice
+    ("fwman.cli.modules", "from fwman import driver\n", "below app"),
+    ("fwman.cli.render", "from fwman.core import findings\n", "below app"),
 ]
 
 
@@ -599,7 +657,9 @@ def test_checker_catches_a_planted_violation(module: str, source: str, what: str
 
 
 CLEAN = [
-    ("fwman.cli.scan", "from fwman.gpu.inventory import scan\nfrom fwman.core.errors import UsageError\n"),
+    ("fwman.cli.scan", "from fwman.app.scan import scan\nfrom fwman.core.errors import UsageError\n"),
+    ("fwman.cli.metrics", "from fwman.core import names, paths\nfrom fwman import __version__\n"),
+    ("fwman.cli.context", "def f(root):\n    from fwman.host.live import LiveHost\n    return LiveHost(root)\n"),
     ("fwman.core.config", "from fwman.core import paths\nfrom .errors import UsageError\n"),
     ("fwman.gpu.smi", "def f(host, p):\n    return host.read_text(p) + host.read_bytes(p, limit=4).decode()\n"),
     ("fwman.gpu.smi", "def f(host, p, d):\n    host.write_bytes(p, d)\n"),  # the Host's method: path first

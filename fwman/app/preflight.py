@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.app.text import Out, Result, Span, line, say
+from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.driver import kernel_hold
 from fwman.driver import preflight as pf
 from fwman.driver.build.lock import module_lock
@@ -33,6 +35,14 @@ class PreflightRequest:
     jobs: int | None = None
     #: the build progress sink; None: phase lines through ``report``
     progress: ProgressSink | None = None
+
+
+def phase_progress(report: Report) -> ProgressSink:
+    """Return the build progress sink that says each build phase as a line through ``report`` (the CLI's
+    stderr); a pre-flight's builds are short, so no live line."""
+    from fwman.driver.build.pipeline import phase_lines
+
+    return phase_lines(report)
 
 
 @dataclass
@@ -61,7 +71,7 @@ class KernelCheck:
 
 
 @dataclass
-class PreflightResult:
+class PreflightResult(Result):
     """The pre-flight of every kernel apt offers (and fwman holds), and what changed in fwman's hold."""
 
     dry_run: bool
@@ -107,15 +117,18 @@ class PreflightResult:
         """Return True when every kernel checked builds (also when apt offers none)."""
         return all(k.verdict is not None and k.verdict.status == pf.SAFE for k in self.kernels if k.verdict)
 
-    def raise_for_verdicts(self) -> None:
-        """Return when every kernel is safe to install; raise VerificationError (exit 4) when one will not build,
-        MissingError (exit 5) when one could not be checked (its headers could not be had)."""
+    def failure(self) -> FwmanError | None:
+        """Return the error the command ends with: VerificationError (exit 4) when a kernel will not build,
+        MissingError (exit 5) when one could not be checked (its headers could not be had); None when every
+        kernel is safe to install, and for a dry run or ``--release``."""
+        if self.release_only or self.dry_run:
+            return None
         verdicts = [k.verdict for k in self.kernels if k.verdict is not None]
         broken = [v for v in verdicts if v.status == pf.BROKEN]
         if broken:
             first = broken[0]
             held = "held back (fwman modules preflight --release lifts it)" if self.held else None
-            raise VerificationError(
+            return VerificationError(
                 f"the patched modules will not build for {', '.join(v.kernel for v in broken)}: "
                 f"{first.kernel}: {first.line_text()}",
                 hint=held
@@ -124,10 +137,49 @@ class PreflightResult:
             )
         unchecked = [v for v in verdicts if v.status == pf.UNCHECKED]
         if unchecked:
-            raise MissingError(
+            return MissingError(
                 f"could not pre-flight {', '.join(v.kernel for v in unchecked)}: {unchecked[0].message}",
                 hint="check the apt sources (`apt-get update`) and run it again",
             )
+        return None
+
+    def raise_for_verdicts(self) -> None:
+        """Return when every kernel is safe to install; raise :meth:`failure`'s error otherwise."""
+        error = self.failure()
+        if error is not None:
+            raise error
+
+    def text(self, verbose: int = 0) -> Out:
+        """Return one line per kernel (its verdict, recorded or new, and whether it is held), then what happened
+        to fwman's hold; for ``--release``, only the hold."""
+        if self.release_only:
+            if self.dry_run:
+                return [say(f"would {a}") for a in self.actions] or [say("fwman holds no kernel back")]
+            if self.changed:
+                return [say(f"released fwman's hold of {', '.join(self.released) or 'the kernels it held'}")]
+            return [say("fwman holds no kernel back")]
+        out: Out = []
+        if not self.kernels:
+            out.append(say("no new kernel to pre-flight: apt would install none (`apt-get -s dist-upgrade`)"))
+        for check in self.kernels:
+            offer, verdict = check.offer, check.verdict
+            where = "held back by fwman" if offer.held else "offered by apt"
+            if verdict is None:
+                out.append(say(f"{offer.kernel} ({where}): would {check.plan}"))
+                continue
+            styled = Span(verdict.line_text(), "green" if verdict.status == pf.SAFE else "bad")
+            cached = " (recorded)" if verdict.cached else ""
+            held = ", HELD" if check.held else ""
+            out.append(line(f"{offer.kernel} ({where}{held}): ", styled, cached))
+        if self.dry_run:
+            return out + [say(f"would {a}") for a in self.actions]
+        out += [
+            say(f"held back {kver} (apt pin {paths.APT_KERNEL_PREFLIGHT_PIN}); lift: fwman modules preflight --release",
+                "yellow")
+            for kver in self.newly_held
+        ]  # fmt: skip
+        out += [say(f"released fwman's hold of {kver}: the patched modules build for it") for kver in self.released]
+        return out
 
 
 def release_holds(host: Host, dry_run: bool, report: Report = silent) -> PreflightResult:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
@@ -50,63 +48,15 @@ def preflight(app: AppContext, hold: bool, release: bool, dry_run: bool, jobs: i
     --hold), 5 one could not be checked (its headers could not be downloaded), or no apt-get or compiler;
     2 no module source configured, or --hold with --release.
     """
-    from fwman.app.preflight import PreflightRequest, run_preflight
-    from fwman.driver.build.pipeline import phase_lines
+    from fwman.app.preflight import PreflightRequest, phase_progress, run_preflight
+    from fwman.cli.render import finish
 
     if not dry_run:
         app.require_change("fwman modules preflight")
-    say = _say(app)
-    progress = None if as_json else phase_lines(say)
+
+    def say(text: str) -> None:
+        app.echo(text, err=True)
+
+    progress = None if as_json else phase_progress(say)
     request = PreflightRequest(hold=hold, release=release, dry_run=dry_run, jobs=jobs, progress=progress)
-    result = run_preflight(app.host, request, say)
-    if as_json:
-        app.emit_json("modules-preflight", result.to_json())
-    else:
-        _render(app, result)
-    if not result.release_only and not dry_run:
-        result.raise_for_verdicts()
-
-
-def _say(app: AppContext) -> Any:
-    return lambda text: app.echo(text, err=True)
-
-
-def _render(app: AppContext, result: Any) -> None:
-    """Print one line per kernel, then what happened to fwman's hold."""
-    if result.release_only:
-        if result.dry_run:
-            app.echo_plan(result.actions, "fwman holds no kernel back")
-        elif result.changed:
-            app.echo(f"released fwman's hold of {', '.join(result.released) or 'the kernels it held'}")
-        else:
-            app.echo("fwman holds no kernel back")
-        return
-    if not result.kernels:
-        app.echo("no new kernel to pre-flight: apt would install none (`apt-get -s dist-upgrade`)")
-    for check in result.kernels:
-        offer, verdict = check.offer, check.verdict
-        where = "held back by fwman" if offer.held else "offered by apt"
-        if verdict is None:
-            app.echo(f"{offer.kernel} ({where}): would {check.plan}")
-            continue
-        line = verdict.line_text()
-        styled = app.style(line, fg="green") if verdict.status == "safe" else app.style(line, fg="red", bold=True)
-        cached = " (recorded)" if verdict.cached else ""
-        held = ", HELD" if check.held else ""
-        app.echo(f"{offer.kernel} ({where}{held}): {styled}{cached}")
-    if result.dry_run:
-        for line in result.actions:
-            app.echo(f"would {line}")
-        return
-    for kver in result.newly_held:
-        app.echo(
-            app.style(f"held back {kver} (apt pin {_pin()}); lift: fwman modules preflight --release", fg="yellow")
-        )
-    for kver in result.released:
-        app.echo(f"released fwman's hold of {kver}: the patched modules build for it")
-
-
-def _pin() -> str:
-    from fwman.core.paths import APT_KERNEL_PREFLIGHT_PIN
-
-    return APT_KERNEL_PREFLIGHT_PIN
+    finish(app, "modules-preflight", run_preflight(app.host, request, say), as_json)

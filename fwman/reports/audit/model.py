@@ -1,18 +1,26 @@
-"""What ``fwman audit`` found: the components it read and the verdict rows (schema fwman.audit/1 dumps these)."""
+"""What ``fwman audit`` found: the components it read and the verdict rows (schema fwman.audit/1 dumps these).
+
+Plain dataclasses, not pydantic models: they are built by fwman's own readers (every untrusted input is parsed
+to a model or a ParseError before it gets here), so there is nothing to validate, and importing pydantic cost
+more than the rest of ``fwman audit``'s own work (bench/containers.py). :meth:`AuditReport.model_dump` gives
+the JSON document the pydantic models gave (field order included).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
-
-from fwman.core.findings import Finding, Severity
+if TYPE_CHECKING:
+    from fwman.core.findings import Finding
 
 Status = Literal["match", "mismatch", "unknown", "info"]
 
 
-class Row(BaseModel):
+@dataclass(kw_only=True)
+class Row:
     """One line of the verdict table."""
 
     component: str
@@ -23,7 +31,8 @@ class Row(BaseModel):
     detail: str | None = None
 
 
-class LoadedModule(BaseModel):
+@dataclass(kw_only=True)
+class LoadedModule:
     """The NVIDIA kernel module the running kernel has loaded."""
 
     version: str | None
@@ -32,7 +41,8 @@ class LoadedModule(BaseModel):
     sys_version: str | None  # /sys/module/nvidia/version
 
 
-class KernelModule(BaseModel):
+@dataclass(kw_only=True)
+class KernelModule:
     """One nvidia* module file depmod resolves for one installed kernel."""
 
     kernel: str
@@ -51,7 +61,8 @@ class KernelModule(BaseModel):
     error: str | None = None
 
 
-class ContainerAudit(BaseModel):
+@dataclass(kw_only=True)
+class ContainerAudit:
     """One container: Proxmox LXC, a root given with --container-root, or a Docker/Podman container."""
 
     name: str
@@ -60,20 +71,20 @@ class ContainerAudit(BaseModel):
     # "read", "not-mounted", "no-gpu", "hook" (libraries injected by the NVIDIA hook at start), "gone" (an
     # engine's container whose filesystem is not on disk)
     state: str
-    versions: dict[str, list[str]] = Field(default_factory=dict)  # version -> library paths
-    compat: list[str] = Field(default_factory=list)
+    versions: dict[str, list[str]] = field(default_factory=dict)  # version -> library paths
+    compat: list[str] = field(default_factory=list)
     # Docker/Podman only (None / empty for the others)
     engine_state: str | None = None  # the engine's own state: running, exited, created
     image: str | None = None
-    gpu: list[str] = Field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
-    cdi_devices: list[str] = Field(default_factory=list)
+    gpu: list[str] = field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
+    cdi_devices: list[str] = field(default_factory=list)
     legacy_hook: bool = False  # NVIDIA's runtime hook mounts the host's libraries at start
-    injected: dict[str, list[str]] = Field(default_factory=dict)  # version -> host paths a CDI spec mounts
+    injected: dict[str, list[str]] = field(default_factory=dict)  # version -> host paths a CDI spec mounts
     filesystem: str | None = None  # "merged directory", "image layers", "podman mount"
-    nccl: dict[str, list[str]] = Field(default_factory=dict)  # NCCL version -> where in the image
-    env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
-    mounts: list[str] = Field(default_factory=list)  # "source -> destination"
-    problems: list[str] = Field(default_factory=list)  # why its row is a mismatch, one line each
+    nccl: dict[str, list[str]] = field(default_factory=dict)  # NCCL version -> where in the image
+    env: dict[str, str] = field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
+    mounts: list[str] = field(default_factory=list)  # "source -> destination"
+    problems: list[str] = field(default_factory=list)  # why its row is a mismatch, one line each
     command: str | None = None  # entrypoint and command, for people (vLLM flags are looked for in it)
     # vLLM's P2P verdict cache (VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json): {"0->1": true, ...}
     vllm_cache: dict[str, bool] | None = None
@@ -81,24 +92,26 @@ class ContainerAudit(BaseModel):
     vllm_cache_host_path: str | None = None
 
 
-class CdiSpecAudit(BaseModel):
+@dataclass(kw_only=True)
+class CdiSpecAudit:
     """One CDI spec file: the driver versions of the libraries it mounts, and host paths it names that are gone."""
 
     path: str
     version: str | None = None  # cdiVersion
     kind: str | None = None
-    devices: list[str] = Field(default_factory=list)  # fully qualified names
-    libs: dict[str, list[str]] = Field(default_factory=dict)  # driver version -> host paths
-    missing: list[str] = Field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # fully qualified names
+    libs: dict[str, list[str]] = field(default_factory=dict)  # driver version -> host paths
+    missing: list[str] = field(default_factory=list)
     error: str | None = None  # not a spec: why
 
 
-class P2PBranch(BaseModel):
+@dataclass(kw_only=True)
+class P2PBranch:
     """Whether a fork carries a P2P branch for the kernel module's version."""
 
     version: str | None
     status: str  # "available" | "none" | "unknown"
-    forks: list[str] = Field(default_factory=list)
+    forks: list[str] = field(default_factory=list)
     nearest_below: str | None = None
     nearest_above: str | None = None
     source: str = "none"  # "live", "cache", "live+cache", "none"
@@ -106,7 +119,8 @@ class P2PBranch(BaseModel):
     note: str | None = None
 
 
-class AuditReport(BaseModel):
+@dataclass(kw_only=True)
+class AuditReport:
     """Everything audit found, and the verdict."""
 
     reference: str | None
@@ -114,20 +128,25 @@ class AuditReport(BaseModel):
     running_kernel: str | None
     loaded: LoadedModule | None
     modules: list[KernelModule]
-    kernels_without_module: list[str] = Field(default_factory=list)  # installed kernels with no nvidia*.ko
+    kernels_without_module: list[str] = field(default_factory=list)  # installed kernels with no nvidia*.ko
     host_libs: dict[str, list[str]]  # version -> paths
     host_compat: list[str]
     smi_version: str | None
     firmware: list[str]
-    firmware_dirs: dict[str, str] = Field(default_factory=dict)  # version -> where it was found
+    firmware_dirs: dict[str, str] = field(default_factory=dict)  # version -> where it was found
     containers: list[ContainerAudit]
     rows: list[Row]
-    cdi_specs: list[CdiSpecAudit] = Field(default_factory=list)
-    engine_problems: list[str] = Field(default_factory=list)  # an engine not running, a malformed answer
+    cdi_specs: list[CdiSpecAudit] = field(default_factory=list)
+    engine_problems: list[str] = field(default_factory=list)  # an engine not running, a malformed answer
     p2p: P2PBranch
-    unreadable: list[str] = Field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
     #: fwman's apt hold of the NVIDIA user space and the upgrades apt would make (schema fwman.userspace-hold/1)
     userspace_hold: dict[str, Any] | None = None
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """Return the report as plain JSON types (rows, containers, specs as objects; ``mode`` is accepted for the
+        pydantic call it replaces: the fields hold JSON types only)."""
+        return dataclasses.asdict(self)
 
     @property
     def ok(self) -> bool:
@@ -143,6 +162,8 @@ class AuditReport(BaseModel):
 
     def findings(self) -> list[Finding]:
         """Return the rows as Findings (mismatch: warn, unknown: info, match/info: ok) for ``fwman doctor``."""
+        from fwman.core.findings import Finding, Severity  # pydantic: only the doctor needs it
+
         severity = {"match": Severity.OK, "info": Severity.OK, "unknown": Severity.INFO, "mismatch": Severity.WARN}
         out: list[Finding] = []
         for i, r in enumerate(self.rows):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from fwman.core.errors import FwmanError, HostChangeError, MissingError
-from fwman.host.base import CommandResult, JournalMixin, resolve_links
+from fwman.host.base import CommandResult, JournalMixin, PendingCommand, resolve_links
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -184,6 +184,45 @@ class LiveHost(JournalMixin):
             proc.stdout.decode("utf-8", errors="replace"),
             proc.stderr.decode("utf-8", errors="replace"),
         )
+
+    def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
+        """Start ``argv`` and return at once (see :meth:`Host.start`); a missing executable gives a finished
+        ``missing=True`` result. Its output goes to unnamed temporary files, not pipes, so a long answer never
+        blocks the command while fwman is busy elsewhere. Raises FwmanError (from ``result``) on timeout."""
+        exe = argv[0] if "/" in argv[0] else self.which(argv[0])
+        missing = CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        if exe is None:
+            return PendingCommand.finished(missing)
+        full_env = {**os.environ, **self.env}
+        full_env.setdefault("LC_ALL", "C")
+        # the files outlive this call: the waiter reads and closes them
+        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env)
+        except FileNotFoundError:
+            out.close()
+            err.close()
+            return PendingCommand.finished(missing)
+
+        def wait() -> CommandResult:
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired as e:
+                proc.kill()
+                proc.wait()
+                raise FwmanError(
+                    f"command timed out after {timeout:g}s: {' '.join(argv)}",
+                    hint="the tool hung; check it by hand",
+                ) from e
+            finally:
+                texts = []
+                for f in (out, err):
+                    f.seek(0)
+                    texts.append(f.read().decode("utf-8", errors="replace"))
+                    f.close()
+            return CommandResult(tuple(argv), rc, texts[0], texts[1])
+
+        return PendingCommand(wait, poll=lambda: proc.poll() is not None)
 
     def run_interactive(
         self,

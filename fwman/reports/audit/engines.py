@@ -19,7 +19,9 @@ image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<versio
 
 from __future__ import annotations
 
+import contextlib
 import re
+from dataclasses import dataclass, field
 
 from fwman.core.config import load_config
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
@@ -158,26 +160,61 @@ def _container_path(layer: str, path: str) -> str:
     return path[len(layer.rstrip("/")) :] or "/"
 
 
-def read_engine_containers(
-    host: Host, unreadable: list[str], problems: list[str]
-) -> list[tuple[ContainerAudit, UserSpace | None]]:
-    """Return every Docker and Podman container with what its filesystem carries; engine failures (not
-    running, malformed answers) go to ``problems``, one line each. Never raises for them."""
-    out: list[tuple[ContainerAudit, UserSpace | None]] = []
-    replay = host.local_path("/") is None
-    # containers of one image share its lower layers: each layer directory is read once
-    layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]] = {}
+@dataclass
+class EngineReads:
+    """The engines being asked (:func:`start_engine_reads`): their ``ps`` and ``inspect`` run meanwhile."""
+
+    #: in the order asked; an engine's name alone where a replay did not record even whether it is installed
+    readings: list[engines.EngineReading | str] = field(default_factory=list)
+
+    def advance(self) -> None:
+        """Start each engine's ``inspect`` whose ``ps`` has answered (never waits). Never raises."""
+        for reading in self.readings:
+            if not isinstance(reading, str):
+                with contextlib.suppress(NotRecordedError):  # raised again, and reported, when finished
+                    reading.advance(block=False)
+
+
+def start_engine_reads(host: Host) -> EngineReads:
+    """Start asking every engine :func:`engines_to_ask` names (``ps``, then ``inspect``). Raises UsageError for a
+    malformed configuration file, as :func:`engines_to_ask`."""
+    reads = EngineReads()
     for engine in engines_to_ask(host):
         try:
-            read = engines.read_engine(host, engine)
+            reads.readings.append(engines.start_engine(host, engine))
         except NotRecordedError:
-            if not replay or _recorded_tool(host, engine):
-                unreadable.append(f"{engine} ps/inspect (not recorded)")
+            reads.readings.append(engine)
+    return reads
+
+
+def read_engine_containers(
+    host: Host, unreadable: list[str], problems: list[str], started: EngineReads | None = None
+) -> list[tuple[ContainerAudit, UserSpace | None]]:
+    """Return every Docker and Podman container with what its filesystem carries (the engines ``started`` asks,
+    else those :func:`engines_to_ask` names); engine failures (not running, malformed answers) go to
+    ``problems``, one line each. Never raises for them."""
+    out: list[tuple[ContainerAudit, UserSpace | None]] = []
+    replay = host.local_path("/") is None
+    reads = started if started is not None else start_engine_reads(host)
+    # containers of one image share its lower layers: each layer directory is read once
+    layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]] = {}
+    for reading in reads.readings:
+        read: engines.EngineRead | str
+        if isinstance(reading, str):
+            read = reading
+        else:
+            try:
+                read = reading.result()
+            except NotRecordedError:
+                read = reading.out.engine
+        if isinstance(read, str):
+            if not replay or _recorded_tool(host, read):
+                unreadable.append(f"{read} ps/inspect (not recorded)")
             continue  # a capture older than container support did not look: nothing to say
         if not read.installed:
-            problems.append(f"{engine}: not installed")
+            problems.append(f"{read.engine}: not installed")
         elif read.problem:
-            problems.append(f"{engine}: {read.problem}")
+            problems.append(f"{read.engine}: {read.problem}")
         for c in read.containers:
             out.append(_one(host, c, unreadable, layer_cache))
     return out

@@ -26,7 +26,7 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
-from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers
+from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers, start_engine_reads
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
@@ -74,6 +74,8 @@ def audit_host(
     "unknown" rows and ``unreadable`` entries.
     """
     unreadable: list[str] = []
+    # the engines answer in their own processes while the host is read: `ps` now, `inspect` once it answers
+    engine_reads = start_engine_reads(host)
     running = read_text_noting(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
@@ -81,9 +83,9 @@ def audit_host(
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
-    engine_problems: list[str] = []
-    engine_containers = read_engine_containers(host, unreadable, engine_problems)
+    engine_reads.advance()
     cdi_specs = read_cdi_specs(host, unreadable)
+    engine_reads.advance()
     for _, us in containers:
         if us is not None:
             unreadable.extend(us.unreadable)
@@ -100,6 +102,9 @@ def audit_host(
             host, forks, api=api or DEFAULT_API, offline=offline, now=now, max_cache_age=max_cache_age
         )
     kernel_version = loaded.version if loaded and loaded.version else reference
+    hold = read_hold(host)
+    engine_problems: list[str] = []
+    engine_containers = read_engine_containers(host, unreadable, engine_problems, engine_reads)
 
     report = AuditReport(
         reference=reference,
@@ -123,7 +128,6 @@ def audit_host(
     container_us = {c.name: us for c, us in containers}
     container_us.update({f"{c.kind}:{c.name}": us for c, us in engine_containers})
     report.rows = build_rows(report, host_us, container_us)
-    hold = read_hold(host)
     if hold.installed or hold.held or hold.run_installer:
         report.userspace_hold = hold.to_dict()
         report.rows += hold_rows(hold)

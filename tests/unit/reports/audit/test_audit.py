@@ -636,3 +636,25 @@ def test_a_branch_named_otherwise_carries_the_version_its_tree_builds(tree: Tree
         f"P2P for {v}: carried by aikitoria (cache, cached 2 h ago); newest branch building it: aikitoria: bar1-p2p"
         in text
     )
+
+
+def test_apt_is_asked_for_pending_upgrades_only_when_nvidia_user_space_packages_are_installed(tree: Tree) -> None:
+    tree.healthy()
+    status = tree.write(
+        "/var/lib/dpkg/status", "Package: bash\nStatus: install ok installed\nVersion: 5.2.15-2\nArchitecture: amd64\n"
+    )
+    asked = tree.bin.parent / "apt-asked"
+    apt = tree.bin / "apt-get"  # apt's answer in its own format; the stand-in notes that it was asked
+    inst = f"Inst libcuda1 [{VER}-1] (575.57.08-1 Debian:12 [amd64])"
+    apt.write_text(f"#!/bin/sh\necho asked >> {asked}\necho '{inst}'\n")
+    apt.chmod(0o755)
+    r = tree.run("--json")
+    assert r.code == 0, r.stdout + r.stderr
+    assert not asked.exists()  # dpkg says no NVIDIA package is installed: apt has none of them to upgrade
+    assert "userspace_hold" not in r.json()
+    cuda = f"Package: libcuda1\nStatus: install ok installed\nVersion: {VER}-1\nArchitecture: amd64\n"
+    status.write_text(status.read_text() + "\n" + cuda)
+    doc = tree.run("--json").json()
+    assert asked.read_text() == "asked\n"
+    assert doc["userspace_hold"]["pending_upgrades"] == {"libcuda1": {"installed": f"{VER}-1", "new": "575.57.08-1"}}
+    assert "apt upgrade pending: libcuda1" in {row["component"] for row in rows(doc)}

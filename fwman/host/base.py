@@ -47,6 +47,7 @@ class PendingCommand:
         self._wait = wait
         self._poll = poll
         self._result: CommandResult | None = None
+        self._error: Exception | None = None
 
     @classmethod
     def finished(cls, result: CommandResult) -> PendingCommand:
@@ -57,13 +58,19 @@ class PendingCommand:
 
     def done(self) -> bool:
         """Return True when the command has exited (waiting for it would not block). Never raises."""
-        return self._result is not None or self._poll is None or self._poll()
+        return self._result is not None or self._error is not None or self._poll is None or self._poll()
 
     def result(self) -> CommandResult:
         """Wait for the command and return what it did. Raises what :meth:`Host.run` raises (FwmanError on a
-        timeout, NotRecordedError on a snapshot that did not record it)."""
+        timeout, NotRecordedError on a snapshot that did not record it), and the same again when asked again."""
+        if self._error is not None:
+            raise self._error
         if self._result is None:
-            self._result = self._wait()
+            try:
+                self._result = self._wait()
+            except Exception as e:
+                self._error = e
+                raise
         return self._result
 
 

@@ -276,9 +276,9 @@ class EngineReading:
         without it, do nothing while ``ps`` runs). Raises NotRecordedError as :func:`read_engine`."""
         if self.ps is None or (not block and not self.ps.done()):
             return
-        pending, self.ps = self.ps, None
+        ps = self.ps.result()  # what it raises is raised again by result()
+        self.ps = None
         engine = self.out.engine
-        ps = pending.result()
         if not ps.ok:
             self.out.problem = f"`{engine} ps -a` failed (exit {ps.rc}): {_first_line(ps.stderr) or 'no message'}"
             return
@@ -294,8 +294,8 @@ class EngineReading:
         """Wait for both commands and return what the engine answered. Raises as :func:`read_engine`."""
         self.advance()
         if self.inspect is not None:
-            pending, self.inspect = self.inspect, None
-            inspect = pending.result()
+            inspect = self.inspect.result()
+            self.inspect = None
             engine = self.out.engine
             if not inspect.ok:
                 stderr = _first_line(inspect.stderr) or "no message"

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from fwman.core.config import load_config
-from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
 from fwman.platform import cdi, engines
@@ -167,12 +167,13 @@ class EngineReads:
     #: in the order asked; an engine's name alone where a replay did not record even whether it is installed
     readings: list[engines.EngineReading | str] = field(default_factory=list)
 
-    def advance(self) -> None:
-        """Start each engine's ``inspect`` whose ``ps`` has answered (never waits). Never raises."""
+    def advance(self, block: bool = False) -> None:
+        """Start each engine's ``inspect`` once its ``ps`` has answered (``block``: wait for ``ps``; else only where
+        it has answered already). Never raises: what goes wrong is reported by :func:`read_engine_containers`."""
         for reading in self.readings:
             if not isinstance(reading, str):
-                with contextlib.suppress(NotRecordedError):  # raised again, and reported, when finished
-                    reading.advance(block=False)
+                with contextlib.suppress(FwmanError, NotRecordedError):  # raised again when finished
+                    reading.advance(block=block)
 
 
 def start_engine_reads(host: Host) -> EngineReads:

@@ -26,7 +26,7 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
-from fwman.reports.audit.engines import read_cdi_specs, read_engine_containers, start_engine_reads
+from fwman.reports.audit.engines import EngineReads, read_cdi_specs, read_engine_containers, start_engine_reads
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.read import read_containers, read_kernel_modules, read_loaded
@@ -65,17 +65,20 @@ def audit_host(
     api: str | None = None,
     now: datetime | None = None,
     max_cache_age: float | None = CACHE_FRESH_SECONDS,
+    engine_reads: EngineReads | None = None,
 ) -> AuditReport:
     """Return the audit of ``host``: kernel modules, user space, containers, verdict rows and P2P branch.
 
     Fork branches come from ``branch_report`` when given, else are listed for ``forks`` (the configured ones
     when None; ``offline`` uses the cache only; a cached list younger than ``max_cache_age`` seconds is used
-    without going to the network). Never raises for unreadable parts of the host: they become
-    "unknown" rows and ``unreadable`` entries.
+    without going to the network). ``engine_reads``: the container engines already being asked
+    (:func:`~fwman.reports.audit.engines.start_engine_reads`), else they are asked first thing here. Never raises
+    for unreadable parts of the host: they become "unknown" rows and ``unreadable`` entries.
     """
     unreadable: list[str] = []
     # the engines answer in their own processes while the host is read: `ps` now, `inspect` once it answers
-    engine_reads = start_engine_reads(host)
+    if engine_reads is None:
+        engine_reads = start_engine_reads(host)
     running = read_text_noting(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
@@ -83,9 +86,10 @@ def audit_host(
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
-    engine_reads.advance()
+    # `ps` is the shorter wait; `inspect` (the longer) then runs while the CDI specs, the fork branches and the
+    # user-space hold are read
+    engine_reads.advance(block=True)
     cdi_specs = read_cdi_specs(host, unreadable)
-    engine_reads.advance()
     for _, us in containers:
         if us is not None:
             unreadable.extend(us.unreadable)

@@ -149,6 +149,8 @@ IOMMU_GROUPS_DIR = "/sys/kernel/iommu_groups"
 
 # --- the package manager's database (read only: whether the Debian package owns the hooks) ------------------
 DPKG_INFO_DIR = "/var/lib/dpkg/info"
+#: dpkg's database of installed packages (a tree without it has no package dpkg installed)
+DPKG_STATUS_FILE = "/var/lib/dpkg/status"
 
 # --- NVIDIA's .run installer leaves these behind (read only) ----------------------------------------------
 NVIDIA_RUN_INSTALLER_MARKERS = (

@@ -185,6 +185,11 @@ def installed_packages(host: Host) -> dict[str, str] | None:
     if _which(host, "dpkg-query") is None:
         return None
     try:
+        if not host.exists(paths.DPKG_STATUS_FILE):
+            return {}  # no package database in this tree (a bare --root): dpkg has installed nothing here
+    except NotRecordedError:
+        pass  # a replay that did not look: the recorded dpkg-query answers
+    try:
         result = host.run(dpkg_query_argv(host), timeout=60)
     except NotRecordedError:
         return None
@@ -299,9 +304,9 @@ def read_status(host: Host, simulate: bool = True) -> HoldStatus:
         record = read_record_checked(host)
     except ParseError as e:
         record, error = None, e.message
-    # apt reports an upgrade only of an installed package: with none of NVIDIA's installed there is none to ask
-    # about (and apt's simulation is the slowest read of the status)
-    pending = (pending_upgrades(host) if installed != {} else {}) if simulate else None
+    # apt reports an upgrade only of an installed package: with none of NVIDIA's installed (or no dpkg) there is
+    # none to ask about (and apt's simulation is the slowest read of the status)
+    pending = (pending_upgrades(host) if installed else {}) if simulate else None
     status = HoldStatus(installed, record, pending, run_installer_present(host))
     status.record_error, status.pin = error, pin_in_place(host)
     if record is not None and installed is not None:

@@ -129,12 +129,14 @@ def _layers(host: Host, c: engines.EngineContainer, mounted: str | None) -> tupl
     return [], "none"
 
 
-def _nccl_versions(host: Host, layer: str) -> list[tuple[str, str]]:
-    """Return (version, path) of every NCCL in one layer: versioned libraries and pip wheels."""
+def _nccl_versions(host: Host, layer: str, listed: dict[str, list[str]] | None = None) -> list[tuple[str, str]]:
+    """Return (version, path) of every NCCL in one layer: versioned libraries and pip wheels (``listed``: the
+    library directories the layer's user-space scan listed already, not listed again)."""
     out: list[tuple[str, str]] = []
     for libdir in LIB_DIRS:
         path = layer.rstrip("/") + libdir
-        for name in _list(host, path):
+        names = listed[path] if listed is not None and path in listed else _list(host, path)
+        for name in names:
             m = _NCCL_FILE.fullmatch(name)
             if m:
                 out.append((m.group(1), f"{libdir}/{name}"))
@@ -281,7 +283,7 @@ def _one(
         if layer not in layer_cache:
             scanned = scan_userspace(host, layer, run_smi=False)
             unreadable.extend(scanned.unreadable)
-            layer_cache[layer] = (scanned, _nccl_versions(host, layer))
+            layer_cache[layer] = (scanned, _nccl_versions(host, layer, scanned.listings))
         us, nccl_found = layer_cache[layer]
         for lib in us.libs:
             rel = _container_path(layer, lib.path.split(" -> ")[0])

@@ -640,6 +640,12 @@ def test_a_branch_named_otherwise_carries_the_version_its_tree_builds(tree: Tree
 
 def test_apt_is_asked_for_pending_upgrades_only_when_nvidia_user_space_packages_are_installed(tree: Tree) -> None:
     tree.healthy()
+    queried = tree.bin.parent / "dpkg-queried"
+    dpkg = tree.bin / "dpkg-query"  # the real one, noting that it was asked
+    dpkg.write_text(f'#!/bin/sh\necho asked >> {queried}\nexec /usr/bin/dpkg-query "$@"\n')
+    dpkg.chmod(0o755)
+    assert tree.run("--json").code == 0
+    assert not queried.exists()  # a tree without dpkg's database: no package to list
     status = tree.write(
         "/var/lib/dpkg/status", "Package: bash\nStatus: install ok installed\nVersion: 5.2.15-2\nArchitecture: amd64\n"
     )
@@ -650,6 +656,7 @@ def test_apt_is_asked_for_pending_upgrades_only_when_nvidia_user_space_packages_
     apt.chmod(0o755)
     r = tree.run("--json")
     assert r.code == 0, r.stdout + r.stderr
+    assert queried.read_text() == "asked\n"
     assert not asked.exists()  # dpkg says no NVIDIA package is installed: apt has none of them to upgrade
     assert "userspace_hold" not in r.json()
     cuda = f"Package: libcuda1\nStatus: install ok installed\nVersion: {VER}-1\nArchitecture: amd64\n"

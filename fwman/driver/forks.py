@@ -10,7 +10,6 @@ it was fetched; when a fork cannot be listed (offline, server error) its cached 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -508,6 +507,8 @@ def list_branches(
 def probe_dir(url: str) -> str:
     """Return the bare repository in the source cache where the branches of ``url`` are read."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
+    import hashlib  # here: `fwman audit` imports this module and never needs it (OpenSSL's load is not free)
+
     return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}.probe"
 
 

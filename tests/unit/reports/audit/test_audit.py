@@ -665,3 +665,28 @@ def test_apt_is_asked_for_pending_upgrades_only_when_nvidia_user_space_packages_
     assert asked.read_text() == "asked\n"
     assert doc["userspace_hold"]["pending_upgrades"] == {"libcuda1": {"installed": f"{VER}-1", "new": "575.57.08-1"}}
     assert "apt upgrade pending: libcuda1" in {row["component"] for row in rows(doc)}
+
+
+def test_audit_imports_no_pydantic_and_no_openssl(tree: Tree) -> None:
+    # fwman audit's start is most of its cost next to the engines' own commands (bench/containers.py): the
+    # whole path (config file, modules with a manifest, libraries, LXC, a CDI spec, the branch cache) runs on
+    # dataclasses and hand-checked input, so a fresh interpreter must never load pydantic, nor OpenSSL's hashlib
+    # where no module is hashed
+    import subprocess
+    import sys
+
+    tree.healthy()
+    tree.lxc("101", mounted_version=VER)
+    tree.write("/etc/fwman/config.toml", '[containers]\nengines = []\n[forks]\nmine = "https://example.org/f"\n')
+    spec = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all", "containerEdits": {}}]}
+    tree.write("/etc/cdi/nvidia.json", json.dumps(spec))
+    code = (
+        "import sys\nfrom fwman.cli.app import run\n"
+        f"rc = run(['--root', {str(tree.root)!r}, 'audit', '--offline', '--json'])\n"
+        "print(rc, sorted(m for m in ('pydantic', 'hashlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.splitlines()[-1].split(" ", 1)[1] == "['hashlib']", out.stderr  # the manifest's hash
+    tree.write(f"/var/lib/fwman/modules/{KVER}.json", "")  # no manifest to compare: nothing is hashed
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.splitlines()[-1].split(" ", 1)[1] == "[]", out.stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import stat
 import subprocess
@@ -206,7 +207,7 @@ class LiveHost(JournalMixin):
 
         def wait() -> CommandResult:
             try:
-                rc = proc.wait(timeout=timeout)
+                rc = _wait_exit(proc, timeout)
             except subprocess.TimeoutExpired as e:
                 proc.kill()
                 proc.wait()
@@ -300,6 +301,27 @@ class LiveHost(JournalMixin):
             os.symlink(target, tmp)
             os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    """Return ``proc``'s exit status once it exits. Raises subprocess.TimeoutExpired after ``timeout`` seconds.
+
+    ``Popen.wait(timeout)`` polls, sleeping up to 50 ms between looks, so an exit could be seen that late: the
+    process's pidfd (Linux 5.3) wakes the wait the moment it exits; without one, Popen's own wait.
+    """
+    if timeout is not None and proc.poll() is None:
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            return proc.wait(timeout=timeout)
+        try:
+            poller = select.poll()  # not select.select: a descriptor past 1023 is fine here
+            poller.register(pidfd, select.POLLIN)
+            if not poller.poll(max(0.0, timeout) * 1000):
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+        finally:
+            os.close(pidfd)
+    return proc.wait()
 
 
 @contextlib.contextmanager

@@ -32,6 +32,11 @@ class LiveHost(JournalMixin):
         self.root = os.path.abspath(root)
         self.env = dict(env or {})
         self.description = "live host" if self.root == "/" else f"live host under {self.root}"
+        #: host paths seen to be directories, not links, while resolving under a root (each is one lstat less on
+        #: every later path through it: an audit resolves hundreds of paths under the same image layers). Only
+        #: that positive fact is kept, and it is forgotten on every change or command through this host; a
+        #: directory swapped for a link behind its back is the race any resolve-then-open already has.
+        self._plain_dirs: set[str] = set()
 
     # -- paths -------------------------------------------------------------------------------------------
     def _raw(self, path: str) -> str:
@@ -47,11 +52,28 @@ class LiveHost(JournalMixin):
         if self.root == "/":
             return os.path.realpath(path)
 
+        plain = self._plain_dirs
+
         def read_link(candidate: str) -> str | None:
+            if candidate in plain:
+                return None
             raw = self._raw(candidate)
-            return os.readlink(raw) if os.path.islink(raw) else None
+            try:
+                mode = os.lstat(raw).st_mode
+            except (OSError, ValueError):  # absent (or unreadable): not a link, as os.path.islink says
+                return None
+            if stat.S_ISLNK(mode):
+                return os.readlink(raw)
+            if stat.S_ISDIR(mode):
+                plain.add(candidate)
+            return None
 
         return resolve_links(path, read_link)
+
+    def _note(self, action: str, path: str, detail: str = "") -> None:
+        """Journal a change (and forget the directories seen: the change may have replaced one)."""
+        self._plain_dirs.clear()
+        super()._note(action, path, detail)
 
     def _map(self, path: str) -> str:
         """Return the filesystem path for reading host path ``path`` (links resolved inside the root)."""
@@ -159,6 +181,22 @@ class LiveHost(JournalMixin):
         exe = argv[0] if "/" in argv[0] else self.which(argv[0])
         if exe is None:
             return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        self._plain_dirs.clear()  # a command may change the tree (the directories seen are forgotten after it too)
+        try:
+            return self._run(exe, argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
+        finally:
+            self._plain_dirs.clear()
+
+    def _run(
+        self,
+        exe: str,
+        argv: Sequence[str],
+        *,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        input_text: str | None,
+    ) -> CommandResult:
         full_env = {**os.environ, **self.env, **(env or {})}
         full_env.setdefault("LC_ALL", "C")
         try:
@@ -205,7 +243,10 @@ class LiveHost(JournalMixin):
             err.close()
             return PendingCommand.finished(missing)
 
+        self._plain_dirs.clear()
+
         def wait() -> CommandResult:
+            self._plain_dirs.clear()  # read-only by contract; forgotten anyway, as after run
             try:
                 rc = _wait_exit(proc, timeout)
             except subprocess.TimeoutExpired as e:
@@ -239,7 +280,10 @@ class LiveHost(JournalMixin):
         env = {**os.environ, **self.env}
         env.setdefault("LC_ALL", "C")
         self._note("run", argv[0], " ".join(argv[1:]))
-        return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
+        try:
+            return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
+        finally:
+            self._plain_dirs.clear()
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:

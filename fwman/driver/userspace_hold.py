@@ -24,12 +24,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
-from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all, pending
 from fwman.host.base import Host
+
+if TYPE_CHECKING:  # the actions are imported where a hold is planned: audit reads the status only
+    from fwman.host.actions import Action
 
 PIN_FILE = paths.APT_USERSPACE_PIN
 BLACKLIST_FILE = paths.APT_USERSPACE_BLACKLIST
@@ -318,6 +321,8 @@ def read_status(host: Host, simulate: bool = True) -> HoldStatus:
 
 def hold_actions(packages: dict[str, str], at: str) -> list[Action]:
     """Return the actions that write the pin, the blacklist and the record for ``packages``."""
+    from fwman.host.actions import WriteFile
+
     return [
         WriteFile(PIN_FILE, render_pin(packages)),
         WriteFile(BLACKLIST_FILE, render_blacklist(packages)),
@@ -327,6 +332,8 @@ def hold_actions(packages: dict[str, str], at: str) -> list[Action]:
 
 def release_actions() -> list[Action]:
     """Return the actions that undo :func:`hold_actions`."""
+    from fwman.host.actions import RemoveFile
+
     return [RemoveFile(PIN_FILE), RemoveFile(BLACKLIST_FILE), RemoveFile(STATE_FILE)]
 
 
@@ -351,6 +358,8 @@ def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
 def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
     """Return (the packages a hold would pin, what it would change: [] when the hold is current). Raises as
     :func:`hold`; changes nothing."""
+    from fwman.host.actions import pending
+
     packages, actions = _hold_plan(host, at)
     return packages, [a.describe() for a in pending(host, actions)]
 
@@ -361,11 +370,15 @@ def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
     Raises MissingError without dpkg, UsageError when no NVIDIA user-space package is installed (the message
     says when NVIDIA's .run installer is the reason).
     """
+    from fwman.host.actions import apply_all
+
     packages, actions = _hold_plan(host, at)
     return packages, apply_all(host, actions)
 
 
 def release(host: Host) -> tuple[HoldRecord | None, list[str]]:
     """Remove fwman's pin, blacklist entries and record; return (what was held, what changed)."""
+    from fwman.host.actions import apply_all
+
     record = read_record(host)
     return record, apply_all(host, release_actions())

@@ -352,3 +352,24 @@ def test_started_commands_are_recorded_and_replayed_like_run(tmp_path: Path) -> 
     unrecorded = replay.start([str(tool), "b"])  # starting never raises; waiting says what was not recorded
     with pytest.raises(NotRecordedError, match="did not record the command"):
         unrecorded.result()
+
+
+def test_live_root_forgets_the_directories_it_has_seen_on_a_change_or_a_command(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "layer/usr/lib").mkdir(parents=True)
+    (root / "other/usr/lib").mkdir(parents=True)
+    (root / "other/usr/lib/libcuda.so.1").write_text("x")
+    host = LiveHost(str(root))
+    assert host.listdir("/layer/usr/lib") == []  # /layer, /layer/usr, /layer/usr/lib seen as plain directories
+    host.remove_tree("/layer/usr")
+    host.symlink("/other/usr", "/layer/usr")  # through the host: the next resolution follows the new link
+    assert host.realpath("/layer/usr/lib") == "/other/usr/lib"
+    assert host.listdir("/layer/usr/lib") == ["libcuda.so.1"]
+    host.remove_tree("/layer/usr")
+    (root / "layer/usr/lib").mkdir(parents=True)
+    assert host.listdir("/layer/usr/lib") == []
+    tool = root / "relink"  # a command may change the tree too
+    tool.write_text(f"#!/bin/sh\nrm -r {root}/layer/usr && ln -s /other/usr {root}/layer/usr\n")
+    tool.chmod(0o755)
+    assert host.run([str(tool)]).rc == 0
+    assert host.listdir("/layer/usr/lib") == ["libcuda.so.1"]

@@ -30,8 +30,7 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
     bad /etc/fwman/config.toml or fork spec.
     """
     from fwman.core.config import load_config
-    from fwman.driver.forks import api_base, configured_forks
-    from fwman.reports.audit.report import audit_host
+    from fwman.platform.containers import start_engine_reads
 
     roots = []
     for given in request.container_roots:
@@ -41,6 +40,12 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
             raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
         roots.append(path)
     config = load_config(host)
+    # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
+    # imported and the host is read: asked first, they are the longest wait of an audit
+    engine_reads = start_engine_reads(host)
+    from fwman.driver.forks import api_base, configured_forks
+    from fwman.reports.audit.report import audit_host
+
     # a replay must not reach the network: the forks are looked up in the recorded cache only
     return audit_host(
         host,
@@ -48,6 +53,7 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
         forks=configured_forks(config, request.fork_specs),
         offline=request.offline or replay,
         api=api_base(config, variables),
+        engine_reads=engine_reads,
     )
 
 

@@ -8,7 +8,6 @@ verbosity) and hands the Host to commands.
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -87,7 +86,9 @@ class AppContext:
     _host: Host | None = None
     #: ids of the streams found closed or broken (written to no more)
     _closed: set[int] = field(default_factory=set)
-    _style_escape: str = field(default_factory=lambda: "\ue000" + secrets.token_hex(8) + "\ue001")
+    # os.urandom is what secrets.token_hex reads; the secrets module (hmac, hashlib, random) costs every command's
+    # start more than it is worth here
+    _style_escape: str = field(default_factory=lambda: "\ue000" + os.urandom(8).hex() + "\ue001")
 
     @property
     def host(self) -> Host:

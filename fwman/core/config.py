@@ -1,7 +1,7 @@
-"""fwman's configuration file, ``/etc/fwman/config.toml``, read through the Host and checked against a model.
+"""fwman's configuration file, ``/etc/fwman/config.toml``, read through the Host and checked against its schema.
 
 The file is optional: without it every setting has its default. Every section and key is declared in
-:class:`ConfigFile` below; a key or section it does not know (a misspelling such as ``[modules] brnach``) is an
+:data:`SCHEMA` below; a key or section it does not know (a misspelling such as ``[modules] brnach``) is an
 error naming the file, the line and the known keys (UsageError, exit 2), never silently ignored. Adding a
 setting means adding a field here and documenting it on its command's page in docs/. Sections:
 
@@ -15,7 +15,7 @@ setting means adding a field here and documenting it on its command's page in do
   "podman"]``; ``[]`` asks none). Without it both are asked on this machine and on a replay, none under
   ``--root DIR`` (the engines running here are not the tree's).
 
-Callers keep reading through :meth:`Config.section` and the typed getters; the model has already checked names
+Callers keep reading through :meth:`Config.section` and the typed getters; the schema check has already passed names
 and types when they do.
 """
 
@@ -24,14 +24,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.tomltext import parse_toml
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
 
 
 class _Readable(Protocol):
@@ -72,52 +69,37 @@ class Config:
         return value
 
 
-def _models() -> type[BaseModel]:
-    """Return the ConfigFile model (pydantic is imported on first use: most commands never read the file)."""
-    from typing import Literal
-
-    from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr
-
-    class ForksSection(BaseModel):
-        """``[forks]``: the two settings, plus any number of ``name = "URL"`` fork entries."""
-
-        model_config = ConfigDict(extra="allow")
-        api_url: StrictStr | None = None
-        defaults: StrictBool = True
-
-    class ModulesSection(BaseModel):
-        """``[modules]``: the source the hook builds from, and whether a failed hook build fails the install."""
-
-        model_config = ConfigDict(extra="forbid")
-        fork: StrictStr | None = None
-        branch: StrictStr | None = None
-        source: StrictStr | None = None
-        strict: StrictBool = False
-
-    class ContainersSection(BaseModel):
-        """``[containers]``: which container engines audit and doctor ask (None: decided by the host)."""
-
-        model_config = ConfigDict(extra="forbid")
-        engines: list[Literal["docker", "podman"]] | None = None
-
-    class ConfigFile(BaseModel):
-        """The whole file: only the sections fwman knows."""
-
-        model_config = ConfigDict(extra="forbid")
-        forks: ForksSection = ForksSection()
-        modules: ModulesSection = ModulesSection()
-        containers: ContainersSection = ContainersSection()
-
-    return ConfigFile
+#: every section and its declared keys, with the type each value must have: "str", "bool", or a tuple of the
+#: strings a list may hold. ``[forks]`` also takes any ``name = "URL"`` (a fork); the other sections nothing else.
+#: Checked by hand, not by a pydantic model: every command that reads the file (``fwman audit`` among them) would
+#: otherwise import pydantic for three small tables (bench/containers.py).
+SCHEMA: dict[str, dict[str, str | tuple[str, ...]]] = {
+    "forks": {"api_url": "str", "defaults": "bool"},
+    "modules": {"fork": "str", "branch": "str", "source": "str", "strict": "bool"},
+    "containers": {"engines": ("docker", "podman")},
+}
+#: the sections that take keys beyond the declared ones (``[forks]``: fork names)
+_OPEN_SECTIONS = ("forks",)
 
 
 def known_keys() -> dict[str, list[str]]:
     """Return {section: its declared keys} of the configuration file (``[forks]`` also takes fork names)."""
-    model = _models()
-    return {
-        name: sorted(info.annotation.model_fields)  # type: ignore[union-attr]
-        for name, info in model.model_fields.items()
-    }
+    return {name: sorted(keys) for name, keys in SCHEMA.items()}
+
+
+def _type_error(value: object, kind: str | tuple[str, ...]) -> tuple[str, int | None] | None:
+    """Return (what is wrong, the index of the wrong list item or None), or None when ``value`` is a ``kind``."""
+    if kind == "str":
+        return None if isinstance(value, str) else ("must be a string", None)
+    if kind == "bool":
+        return None if isinstance(value, bool) else ("must be true or false", None)
+    choices = " or ".join(f"'{c}'" for c in kind)
+    if not isinstance(value, list):
+        return f"must be a list of {choices}", None
+    for i, item in enumerate(value):
+        if item not in kind or not isinstance(item, str):
+            return f"must be {choices}", i
+    return None
 
 
 def _table_header(stripped: str) -> str | None:
@@ -162,12 +144,12 @@ def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
 
 
 def _check(data: dict[str, Any], text: str, path: str) -> None:
-    """Raise UsageError (file, line, known keys) unless ``data`` fits the ConfigFile model."""
-    from pydantic import ValidationError
-
+    """Raise UsageError (file, line, known keys) unless ``data`` has only the declared sections and keys, each
+    of its declared type (the first problem in the order of :data:`SCHEMA`: sections, then keys)."""
+    known = known_keys()
     forks = data.get("forks")
     if isinstance(forks, dict):  # any name may be a fork, but a fork is `name = "URL"`: anything else is a typo
-        fork_keys = known_keys()["forks"]
+        fork_keys = known["forks"]
         for key, value in forks.items():
             if key not in fork_keys and not isinstance(value, str):
                 line = _line_of(text, ["forks", key])
@@ -176,37 +158,40 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
                     f"known keys: {', '.join(fork_keys)}",
                     hint=f"fix the name in {path}",
                 )
-    try:
-        _models().model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        loc = [str(part) for part in err["loc"]]
+
+    def where(loc: Sequence[str]) -> str:
         line = _line_of(text, loc)
-        where = f"{path}:{line}" if line else path
-        known = known_keys()
-        if err["type"] == "extra_forbidden" and len(loc) == 1:
-            what = f"section [{loc[0]}]" if isinstance(data.get(loc[0]), dict) else f"top-level key `{loc[0]}`"
+        return f"{path}:{line}" if line else path
+
+    for section, keys in SCHEMA.items():
+        if section not in data:
+            continue
+        table = data[section]
+        if not isinstance(table, dict):
+            raise UsageError(f"{where([section])}: [{section}] must be a table", hint=f"edit {path}")
+        for key, kind in keys.items():
+            if key in table:
+                wrong = _type_error(table[key], kind)
+                if wrong is not None:
+                    why, index = wrong
+                    name = f"[{section}] {key}" + (f".{index}" if index is not None else "")
+                    raise UsageError(f"{where([section, key])}: {name} {why}", hint=f"edit {path}")
+        if section in _OPEN_SECTIONS:
+            continue
+        for key in table:
+            if key not in keys:
+                raise UsageError(
+                    f"{where([section, key])}: unknown key `{key}` in [{section}]; known keys: "
+                    f"{', '.join(known[section])}",
+                    hint=f"fix the name in {path}",
+                )
+    for name in data:
+        if name not in SCHEMA:
+            what = f"section [{name}]" if isinstance(data[name], dict) else f"top-level key `{name}`"
             raise UsageError(
-                f"{where}: unknown {what}; known sections: {', '.join(f'[{s}]' for s in known)}",
+                f"{where([name])}: unknown {what}; known sections: {', '.join(f'[{s}]' for s in known)}",
                 hint=f"fix the name in {path} (docs: modules.md, driver-branches.md)",
-            ) from None
-        if err["type"] == "extra_forbidden":
-            raise UsageError(
-                f"{where}: unknown key `{loc[-1]}` in [{loc[0]}]; known keys: {', '.join(known.get(loc[0], []))}",
-                hint=f"fix the name in {path}",
-            ) from None
-        name = f"[{loc[0]}] {'.'.join(loc[1:])}" if len(loc) > 1 else f"[{loc[0]}]"
-        why = _TYPE_WORDS.get(err["type"], err["msg"])
-        raise UsageError(f"{where}: {name} {why}", hint=f"edit {path}") from None
-
-
-#: pydantic error types in the words the rest of fwman uses
-_TYPE_WORDS = {
-    "bool_type": "must be true or false",
-    "string_type": "must be a string",
-    "model_type": "must be a table",
-    "model_attributes_type": "must be a table",
-}
+            )
 
 
 def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:

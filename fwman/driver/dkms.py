@@ -19,13 +19,16 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import root_prefix
-from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile, apply_all
 from fwman.host.base import Host
+
+if TYPE_CHECKING:  # the actions are imported where a block is planned: `fwman audit` reads the pin only
+    from fwman.host.actions import Action
 
 APT_PIN_TEXT = (
     "# Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would\n"
@@ -186,6 +189,7 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     the steps that would run are returned. Raises FwmanError when dkms fails.
     """
     from fwman.driver.build.manifest import now_iso
+    from fwman.host.actions import RunCommand, WriteFile, apply_all
 
     entries = [e for e in status(host) if is_nvidia(e)]
     pairs = sorted({(e.module, e.version) for e in entries})
@@ -225,6 +229,8 @@ def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run:
     DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). With
     ``dry_run`` nothing changes and the steps that would run are returned (the modules that could not be added
     back as ``skip ...`` lines). Raises VerificationError for a damaged record."""
+    from fwman.host.actions import apply_all
+
     record = read_block(host)
     if record is None:
         return None
@@ -243,6 +249,8 @@ def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run:
 
 def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[str]]:
     """Return the actions that undo ``record`` and the modules that cannot be added back (why, one line each)."""
+    from fwman.host.actions import RemoveFile, RunCommand
+
     registered = {(e.module, e.version) for e in status(host)}
     actions: list[Action] = [RemoveFile(paths.APT_DKMS_PIN)]
     skipped: list[str] = []

@@ -10,15 +10,12 @@ it was fetched; when a fork cannot be listed (offline, server error) its cached 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-
-from pydantic import BaseModel, Field
 
 from fwman.core import clock, names, paths
 from fwman.core.config import Config
@@ -148,14 +145,16 @@ def forge_repo(url: str) -> tuple[str, str] | None:
 
 
 # -- the listing ----------------------------------------------------------------------------------------
-class ForkBranches(BaseModel):
-    """The branches of one fork, where they came from, and when."""
+@dataclass(kw_only=True)
+class ForkBranches:
+    """The branches of one fork, where they came from, and when (built by this module's listers from values
+    they have checked: a dataclass, so that ``fwman audit`` does not import pydantic)."""
 
     fork: str
     url: str
-    branches: list[str] = Field(default_factory=list)  # every head, names without refs/heads/
-    commits: dict[str, str] = Field(default_factory=dict)  # {branch: commit} where the listing said
-    revisions: list[Revision] = Field(default_factory=list)  # the P2P branches, with what their trees build
+    branches: list[str] = field(default_factory=list)  # every head, names without refs/heads/
+    commits: dict[str, str] = field(default_factory=dict)  # {branch: commit} where the listing said
+    revisions: list[Revision] = field(default_factory=list)  # the P2P branches, with what their trees build
     source: str  # "git", "api", "cache", or "none" (no live listing and no cache)
     fetched_at: datetime | None = None
     error: str | None = None  # why the live listing failed (shown with a cached or empty result)
@@ -180,7 +179,8 @@ class ForkBranches(BaseModel):
         return self.source != "none"
 
 
-class BranchReport(BaseModel):
+@dataclass(kw_only=True)
+class BranchReport:
     """The listing of every fork."""
 
     forks: list[ForkBranches]
@@ -507,6 +507,8 @@ def list_branches(
 def probe_dir(url: str) -> str:
     """Return the bare repository in the source cache where the branches of ``url`` are read."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", re.sub(r"^[a-z]+://", "", url)).strip("_")
+    import hashlib  # here: `fwman audit` imports this module and never needs it (OpenSSL's load is not free)
+
     return f"{paths.SOURCE_CACHE_DIR}/{slug[:80]}-{hashlib.sha256(url.encode()).hexdigest()[:8]}.probe"
 
 

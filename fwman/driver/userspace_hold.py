@@ -24,12 +24,16 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
-from fwman.host.actions import Action, RemoveFile, WriteFile, apply_all, pending
 from fwman.host.base import Host
+from fwman.platform import dpkg
+
+if TYPE_CHECKING:  # the actions are imported where a hold is planned: audit reads the status only
+    from fwman.host.actions import Action
 
 PIN_FILE = paths.APT_USERSPACE_PIN
 BLACKLIST_FILE = paths.APT_USERSPACE_BLACKLIST
@@ -184,6 +188,8 @@ def installed_packages(host: Host) -> dict[str, str] | None:
     """Return {package: version} of installed NVIDIA user-space packages, None when dpkg is not there."""
     if _which(host, "dpkg-query") is None:
         return None
+    if dpkg.has_database(host) is False:  # None: a replay that did not look; the recorded dpkg-query answers
+        return {}  # no package database in this tree (a bare --root): dpkg has installed nothing here
     try:
         result = host.run(dpkg_query_argv(host), timeout=60)
     except NotRecordedError:
@@ -299,7 +305,10 @@ def read_status(host: Host, simulate: bool = True) -> HoldStatus:
         record = read_record_checked(host)
     except ParseError as e:
         record, error = None, e.message
-    status = HoldStatus(installed, record, pending_upgrades(host) if simulate else None, run_installer_present(host))
+    # apt reports an upgrade only of an installed package: with none of NVIDIA's installed (or no dpkg) there is
+    # none to ask about (and apt's simulation is the slowest read of the status)
+    pending = (pending_upgrades(host) if installed else {}) if simulate else None
+    status = HoldStatus(installed, record, pending, run_installer_present(host))
     status.record_error, status.pin = error, pin_in_place(host)
     if record is not None and installed is not None:
         status.drift = {
@@ -310,6 +319,8 @@ def read_status(host: Host, simulate: bool = True) -> HoldStatus:
 
 def hold_actions(packages: dict[str, str], at: str) -> list[Action]:
     """Return the actions that write the pin, the blacklist and the record for ``packages``."""
+    from fwman.host.actions import WriteFile
+
     return [
         WriteFile(PIN_FILE, render_pin(packages)),
         WriteFile(BLACKLIST_FILE, render_blacklist(packages)),
@@ -319,6 +330,8 @@ def hold_actions(packages: dict[str, str], at: str) -> list[Action]:
 
 def release_actions() -> list[Action]:
     """Return the actions that undo :func:`hold_actions`."""
+    from fwman.host.actions import RemoveFile
+
     return [RemoveFile(PIN_FILE), RemoveFile(BLACKLIST_FILE), RemoveFile(STATE_FILE)]
 
 
@@ -343,6 +356,8 @@ def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
 def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
     """Return (the packages a hold would pin, what it would change: [] when the hold is current). Raises as
     :func:`hold`; changes nothing."""
+    from fwman.host.actions import pending
+
     packages, actions = _hold_plan(host, at)
     return packages, [a.describe() for a in pending(host, actions)]
 
@@ -353,11 +368,15 @@ def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
     Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
     NVIDIA's .run installer is the reason).
     """
+    from fwman.host.actions import apply_all
+
     packages, actions = _hold_plan(host, at)
     return packages, apply_all(host, actions)
 
 
 def release(host: Host) -> tuple[HoldRecord | None, list[str]]:
     """Remove fwman's pin, blacklist entries and record; return (what was held, what changed)."""
+    from fwman.host.actions import apply_all
+
     record = read_record(host)
     return record, apply_all(host, release_actions())

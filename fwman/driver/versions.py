@@ -11,12 +11,12 @@ itself is :class:`fwman.core.driver_version.DriverVersion`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from pydantic import BaseModel
 
 from fwman.core.driver_version import P2P_SUFFIX, DriverVersion
 from fwman.core.errors import ParseError
@@ -53,8 +53,13 @@ def nearest(target: DriverVersion, available: list[DriverVersion]) -> tuple[Driv
     return (max(below) if below else None, min(above) if above else None)
 
 
-class Revision(BaseModel):
-    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed."""
+@dataclass(kw_only=True)
+class Revision:
+    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed.
+
+    A dataclass (not pydantic): built by :func:`revisions` from values it has already turned into strings, and
+    ``fwman audit`` reads it on its fast path (bench/containers.py).
+    """
 
     branch: str
     commit: str | None = None
@@ -62,6 +67,10 @@ class Revision(BaseModel):
     from_tree: bool = False
     date: str | None = None  # the commit's committer date, ISO 8601 as git prints it (%cI); None: unknown
     error: str | None = None  # why the tree could not be read (the version is then the name's, or unknown)
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """Return the fields as a dict of JSON types (the call the pydantic model had; ``mode`` is accepted)."""
+        return dataclasses.asdict(self)
 
     def driver_version(self) -> DriverVersion | None:
         """Return ``version`` as a DriverVersion, None when unknown or not a version. Never raises."""

@@ -36,6 +36,44 @@ class CommandResult:
         return not self.missing and self.rc == 0
 
 
+class PendingCommand:
+    """A command :meth:`Host.start` started: :meth:`result` waits for it and returns its CommandResult.
+
+    The command runs while the caller reads other things (fwman audit lists the container engines while it reads
+    the host's modules and libraries). The result is computed once; waiting again returns it again.
+    """
+
+    def __init__(self, wait: Callable[[], CommandResult], poll: Callable[[], bool] | None = None) -> None:
+        self._wait = wait
+        self._poll = poll
+        self._result: CommandResult | None = None
+        self._error: Exception | None = None
+
+    @classmethod
+    def finished(cls, result: CommandResult) -> PendingCommand:
+        """Return a pending command that is already done (a missing executable, a recorded answer)."""
+        pending = cls(lambda: result)
+        pending._result = result
+        return pending
+
+    def done(self) -> bool:
+        """Return True when the command has exited (waiting for it would not block). Never raises."""
+        return self._result is not None or self._error is not None or self._poll is None or self._poll()
+
+    def result(self) -> CommandResult:
+        """Wait for the command and return what it did. Raises what :meth:`Host.run` raises (FwmanError on a
+        timeout, NotRecordedError on a snapshot that did not record it), and the same again when asked again."""
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            try:
+                self._result = self._wait()
+            except Exception as e:
+                self._error = e
+                raise
+        return self._result
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     """One change a Host made (or, on a snapshot, would have made)."""
@@ -127,6 +165,11 @@ class Host(Protocol):
 
         Raises NotRecordedError on a snapshot that did not record this argv, FwmanError on a timeout.
         """
+        ...
+
+    def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
+        """Start a read-only command and return at once; its result is :meth:`PendingCommand.result`, the same
+        CommandResult :meth:`run` gives (``timeout`` counts from when the result is first waited for)."""
         ...
 
     def run_interactive(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import stat
 import subprocess
@@ -21,6 +22,7 @@ from fwman.host.base import (
     OVERLAY_OPAQUE_XATTRS,
     CommandResult,
     JournalMixin,
+    PendingCommand,
     UnsafeRemovalError,
     removable_path,
     resolve_links,
@@ -38,6 +40,11 @@ class LiveHost(JournalMixin):
         self.root = os.path.abspath(root)
         self.env = dict(env or {})
         self.description = "live host" if self.root == "/" else f"live host under {self.root}"
+        #: host paths seen to be directories, not links, while resolving under a root (each is one lstat less on
+        #: every later path through it: an audit resolves hundreds of paths under the same image layers). Only
+        #: that positive fact is kept, and it is forgotten on every change or command through this host; a
+        #: directory swapped for a link behind its back is the race any resolve-then-open already has.
+        self._plain_dirs: set[str] = set()
 
     # -- paths -------------------------------------------------------------------------------------------
     def _raw(self, path: str) -> str:
@@ -53,11 +60,28 @@ class LiveHost(JournalMixin):
         if self.root == "/":
             return os.path.realpath(path)
 
+        plain = self._plain_dirs
+
         def read_link(candidate: str) -> str | None:
+            if candidate in plain:
+                return None
             raw = self._raw(candidate)
-            return os.readlink(raw) if os.path.islink(raw) else None
+            try:
+                mode = os.lstat(raw).st_mode
+            except (OSError, ValueError):  # absent (or unreadable): not a link, as os.path.islink says
+                return None
+            if stat.S_ISLNK(mode):
+                return os.readlink(raw)
+            if stat.S_ISDIR(mode):
+                plain.add(candidate)
+            return None
 
         return resolve_links(path, read_link)
+
+    def _note(self, action: str, path: str, detail: str = "") -> None:
+        """Journal a change (and forget the directories seen: the change may have replaced one)."""
+        self._plain_dirs.clear()
+        super()._note(action, path, detail)
 
     def _map(self, path: str) -> str:
         """Return the filesystem path for reading host path ``path`` (links resolved inside the root)."""
@@ -224,6 +248,22 @@ class LiveHost(JournalMixin):
         exe = argv[0] if "/" in argv[0] else self.which(argv[0])
         if exe is None:
             return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        self._plain_dirs.clear()  # a command may change the tree (the directories seen are forgotten after it too)
+        try:
+            return self._run(exe, argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
+        finally:
+            self._plain_dirs.clear()
+
+    def _run(
+        self,
+        exe: str,
+        argv: Sequence[str],
+        *,
+        timeout: float | None,
+        env: Mapping[str, str] | None,
+        cwd: str | None,
+        input_text: str | None,
+    ) -> CommandResult:
         full_env = {**os.environ, **self.env, **(env or {})}
         full_env.setdefault("LC_ALL", "C")
         try:
@@ -251,6 +291,48 @@ class LiveHost(JournalMixin):
             proc.stderr.decode("utf-8", errors="replace"),
         )
 
+    def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
+        """Start ``argv`` and return at once (see :meth:`Host.start`); a missing executable gives a finished
+        ``missing=True`` result. Its output goes to unnamed temporary files, not pipes, so a long answer never
+        blocks the command while fwman is busy elsewhere. Raises FwmanError (from ``result``) on timeout."""
+        exe = argv[0] if "/" in argv[0] else self.which(argv[0])
+        missing = CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+        if exe is None:
+            return PendingCommand.finished(missing)
+        full_env = {**os.environ, **self.env}
+        full_env.setdefault("LC_ALL", "C")
+        # the files outlive this call: the waiter reads and closes them
+        out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env)
+        except FileNotFoundError:
+            out.close()
+            err.close()
+            return PendingCommand.finished(missing)
+
+        self._plain_dirs.clear()
+
+        def wait() -> CommandResult:
+            self._plain_dirs.clear()  # read-only by contract; forgotten anyway, as after run
+            try:
+                rc = _wait_exit(proc, timeout)
+            except subprocess.TimeoutExpired as e:
+                proc.kill()
+                proc.wait()
+                raise FwmanError(
+                    f"command timed out after {timeout:g}s: {' '.join(argv)}",
+                    hint="the tool hung; check it by hand",
+                ) from e
+            finally:
+                texts = []
+                for f in (out, err):
+                    f.seek(0)
+                    texts.append(f.read().decode("utf-8", errors="replace"))
+                    f.close()
+            return CommandResult(tuple(argv), rc, texts[0], texts[1])
+
+        return PendingCommand(wait, poll=lambda: proc.poll() is not None)
+
     def run_interactive(
         self,
         argv: Sequence[str],
@@ -265,7 +347,10 @@ class LiveHost(JournalMixin):
         env = {**os.environ, **self.env}
         env.setdefault("LC_ALL", "C")
         self._note("run", argv[0], " ".join(argv[1:]))
-        return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
+        try:
+            return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
+        finally:
+            self._plain_dirs.clear()
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
@@ -330,6 +415,27 @@ class LiveHost(JournalMixin):
             os.symlink(target, tmp)
             os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> int:
+    """Return ``proc``'s exit status once it exits. Raises subprocess.TimeoutExpired after ``timeout`` seconds.
+
+    ``Popen.wait(timeout)`` polls, sleeping up to 50 ms between looks, so an exit could be seen that late: the
+    process's pidfd (Linux 5.3) wakes the wait the moment it exits; without one, Popen's own wait.
+    """
+    if timeout is not None and proc.poll() is None:
+        try:
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):
+            return proc.wait(timeout=timeout)
+        try:
+            poller = select.poll()  # not select.select: a descriptor past 1023 is fine here
+            poller.register(pidfd, select.POLLIN)
+            if not poller.poll(max(0.0, timeout) * 1000):
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+        finally:
+            os.close(pidfd)
+    return proc.wait()
 
 
 @contextlib.contextmanager

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fwman import __version__
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError
-from fwman.host.base import CommandResult, Host, resolve_links
+from fwman.host.base import CommandResult, Host, PendingCommand, resolve_links
 from fwman.host.snapshot import FORMAT, VERSION
 from fwman.host.snapshot_check import MAX_RECORDED_FILE
 
@@ -377,12 +377,22 @@ class RecordingHost:
         plain = env is None and cwd is None and input_text is None
         if plain and tuple(argv) in self.writer.commands:
             return self.writer.commands[tuple(argv)]
-        result = self.inner.run(argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
+        return self._record(self.inner.run(argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text))
+
+    def _record(self, result: CommandResult) -> CommandResult:
+        """Record ``result`` and return it."""
         if max(len(result.stdout.encode()), len(result.stderr.encode())) <= self.max_file_bytes:
             # an output larger than a replay reads is left out: its replay says "did not record the command"
             # rather than refusing the whole snapshot
             self.writer.add_command(result)
         return result
+
+    def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
+        """Start ``argv`` on the inner host; its result is recorded when it is waited for (as :meth:`run`)."""
+        if tuple(argv) in self.writer.commands:
+            return PendingCommand.finished(self.writer.commands[tuple(argv)])
+        pending = self.inner.start(argv, timeout=timeout)
+        return PendingCommand(lambda: self._record(pending.result()), poll=pending.done)
 
     def local_path(self, path: str) -> str | None:
         """Return the inner host's filesystem path."""

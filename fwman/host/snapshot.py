@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
-from fwman.host.base import CommandResult, JournalMixin, removable_path, resolve_links
+from fwman.host.base import CommandResult, JournalMixin, PendingCommand, removable_path, resolve_links
 from fwman.host.snapshot_check import (
     MAX_RECORDED_FILE,
     SnapshotFormatError,
@@ -268,6 +268,11 @@ class SnapshotHost(JournalMixin):
         stdout = self._command_text(rec.get("stdout"))
         stderr = self._command_text(rec.get("stderr"))
         return CommandResult(tuple(argv), int(rec.get("rc", 0)), stdout, stderr, bool(rec.get("missing", False)))
+
+    def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
+        """Return the recorded result of ``argv`` as a pending command; ``result`` raises NotRecordedError for a
+        command not recorded (as :meth:`run` does)."""
+        return PendingCommand(lambda: self.run(argv, timeout=timeout))
 
     def run_interactive(
         self,

@@ -111,13 +111,17 @@ def load_document(data: bytes, path: str) -> Any:
 
         try:
             text = data.decode("utf-8")
-            doc = yaml.safe_load(text)
+            # libyaml's safe loader where PyYAML was built with it (the PyPI wheels and Debian's python3-yaml
+            # are): the same safe subset, in C (its error texts are libyaml's own words)
+            doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         except UnicodeDecodeError as e:
             raise ParseError("CDI spec", path, f"not UTF-8 text ({e.reason} at byte {e.start})") from e
         except yaml.YAMLError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise ParseError("CDI spec", path, f"not YAML: {first}") from e
-        except (RecursionError, ValueError, TypeError, OverflowError) as e:
+        # AttributeError, LookupError: PyYAML's own constructors on an explicit tag whose value they cannot take
+        # (`!!timestamp 2001-99-99{`, an empty `!!bool` or `!!int`), with either loader
+        except (RecursionError, ValueError, TypeError, OverflowError, AttributeError, LookupError) as e:
             raise ParseError("CDI spec", path, f"not YAML: {type(e).__name__}") from e
     try:
         _count(doc, [MAX_NODES])

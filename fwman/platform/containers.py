@@ -29,13 +29,13 @@ image ships (``libnccl.so.<version>`` or the pip wheel ``nvidia_nccl_cu*-<versio
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Sequence
-
-from pydantic import BaseModel, Field
+from dataclasses import dataclass, field
 
 from fwman.core.config import load_config
-from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
 from fwman.platform import cdi, engines, proxmox
@@ -46,7 +46,8 @@ _NCCL_WHEEL = re.compile(r"nvidia_nccl_cu\d+-(\d+\.\d+\.\d+)[^/]*\.dist-info")
 _PY_DIRS = ("/usr/local/lib", "/usr/lib", "/opt/conda/lib")
 
 
-class ContainerAudit(BaseModel):
+@dataclass(kw_only=True)
+class ContainerAudit:
     """One container: Proxmox LXC, a root given with --container-root, or a Docker/Podman container."""
 
     name: str
@@ -55,20 +56,20 @@ class ContainerAudit(BaseModel):
     # "read", "not-mounted", "no-gpu", "hook" (libraries injected by the NVIDIA hook at start), "gone" (an
     # engine's container whose filesystem is not on disk)
     state: str
-    versions: dict[str, list[str]] = Field(default_factory=dict)  # version -> library paths
-    compat: list[str] = Field(default_factory=list)
+    versions: dict[str, list[str]] = field(default_factory=dict)  # version -> library paths
+    compat: list[str] = field(default_factory=list)
     # Docker/Podman only (None / empty for the others)
     engine_state: str | None = None  # the engine's own state: running, exited, created
     image: str | None = None
-    gpu: list[str] = Field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
-    cdi_devices: list[str] = Field(default_factory=list)
+    gpu: list[str] = field(default_factory=list)  # how it gets the GPU: "runtime nvidia", "--gpus (all)", "cdi ..."
+    cdi_devices: list[str] = field(default_factory=list)
     legacy_hook: bool = False  # NVIDIA's runtime hook mounts the host's libraries at start
-    injected: dict[str, list[str]] = Field(default_factory=dict)  # version -> host paths a CDI spec mounts
+    injected: dict[str, list[str]] = field(default_factory=dict)  # version -> host paths a CDI spec mounts
     filesystem: str | None = None  # "merged directory", "image layers", "podman mount", "docker vfs directory"
-    nccl: dict[str, list[str]] = Field(default_factory=dict)  # NCCL version -> where in the image
-    env: dict[str, str] = Field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
-    mounts: list[str] = Field(default_factory=list)  # "source -> destination"
-    problems: list[str] = Field(default_factory=list)  # why its row is a mismatch, one line each
+    nccl: dict[str, list[str]] = field(default_factory=dict)  # NCCL version -> where in the image
+    env: dict[str, str] = field(default_factory=dict)  # the P2P environment (NCCL_P2P_LEVEL, ...)
+    mounts: list[str] = field(default_factory=list)  # "source -> destination"
+    problems: list[str] = field(default_factory=list)  # why its row is a mismatch, one line each
     command: str | None = None  # entrypoint and command, for people (vLLM flags are looked for in it)
     # vLLM's P2P verdict cache (VLLM_CACHE_ROOT/gpu_p2p_access_cache_for_<devices>.json): {"0->1": true, ...}
     vllm_cache: dict[str, bool] | None = None
@@ -76,15 +77,16 @@ class ContainerAudit(BaseModel):
     vllm_cache_host_path: str | None = None
 
 
-class CdiSpecAudit(BaseModel):
+@dataclass(kw_only=True)
+class CdiSpecAudit:
     """One CDI spec file: the driver versions of the libraries it mounts, and host paths it names that are gone."""
 
     path: str
     version: str | None = None  # cdiVersion
     kind: str | None = None
-    devices: list[str] = Field(default_factory=list)  # fully qualified names
-    libs: dict[str, list[str]] = Field(default_factory=dict)  # driver version -> host paths
-    missing: list[str] = Field(default_factory=list)
+    devices: list[str] = field(default_factory=list)  # fully qualified names
+    libs: dict[str, list[str]] = field(default_factory=dict)  # driver version -> host paths
+    missing: list[str] = field(default_factory=list)
     error: str | None = None  # not a spec: why
 
 
@@ -236,12 +238,14 @@ class LayerLookups:
         return False
 
 
-def _nccl_versions(host: Host, layer: str) -> list[tuple[str, str]]:
-    """Return (version, path) of every NCCL in one layer: versioned libraries and pip wheels."""
+def _nccl_versions(host: Host, layer: str, listed: dict[str, list[str]] | None = None) -> list[tuple[str, str]]:
+    """Return (version, path) of every NCCL in one layer: versioned libraries and pip wheels (``listed``: the
+    library directories the layer's user-space scan listed already, not listed again)."""
     out: list[tuple[str, str]] = []
     for libdir in LIB_DIRS:
         path = layer.rstrip("/") + libdir
-        for name in _list(host, path):
+        names = listed[path] if listed is not None and path in listed else _list(host, path)
+        for name in names:
             m = _NCCL_FILE.fullmatch(name)
             if m:
                 out.append((m.group(1), f"{libdir}/{name}"))
@@ -267,27 +271,63 @@ def _container_path(layer: str, path: str) -> str:
     return path[len(layer.rstrip("/")) :] or "/"
 
 
+@dataclass
+class EngineReads:
+    """The engines being asked (:func:`start_engine_reads`): their ``ps`` and ``inspect`` run meanwhile."""
+
+    #: in the order asked; an engine's name alone where a replay did not record even whether it is installed
+    readings: list[engines.EngineReading | str] = field(default_factory=list)
+
+    def advance(self, block: bool = False) -> None:
+        """Start each engine's ``inspect`` once its ``ps`` has answered (``block``: wait for ``ps``; else only where
+        it has answered already). Never raises: what goes wrong is reported by :func:`read_engine_containers`."""
+        for reading in self.readings:
+            if not isinstance(reading, str):
+                with contextlib.suppress(FwmanError, NotRecordedError):  # raised again when finished
+                    reading.advance(block=block)
+
+
+def start_engine_reads(host: Host) -> EngineReads:
+    """Start asking every engine :func:`engines_to_ask` names (``ps``, then ``inspect``). Raises UsageError for a
+    malformed configuration file, as :func:`engines_to_ask`."""
+    reads = EngineReads()
+    for engine in engines_to_ask(host):
+        try:
+            reads.readings.append(engines.start_engine(host, engine))
+        except NotRecordedError:
+            reads.readings.append(engine)
+    return reads
+
+
 def read_engine_containers(
-    host: Host, unreadable: list[str], problems: list[str]
+    host: Host, unreadable: list[str], problems: list[str], started: EngineReads | None = None
 ) -> list[tuple[ContainerAudit, UserSpace | None]]:
-    """Return every Docker and Podman container with what its filesystem carries; engine failures (not
-    running, malformed answers) go to ``problems``, one line each. Never raises for them."""
+    """Return every Docker and Podman container with what its filesystem carries (the engines ``started`` asks,
+    else those :func:`engines_to_ask` names); engine failures (not running, malformed answers) go to
+    ``problems``, one line each. Never raises for them."""
     out: list[tuple[ContainerAudit, UserSpace | None]] = []
     replay = host.local_path("/") is None
+    reads = started if started is not None else start_engine_reads(host)
     # containers of one image share its lower layers: each layer directory is read once
     layer_cache: dict[str, tuple[UserSpace, list[tuple[str, str]]]] = {}
     lookups = LayerLookups(host)
-    for engine in engines_to_ask(host):
-        try:
-            read = engines.read_engine(host, engine)
-        except NotRecordedError:
-            if not replay or _recorded_tool(host, engine):
-                unreadable.append(f"{engine} ps/inspect (not recorded)")
+    for reading in reads.readings:
+        read: engines.EngineRead | str
+        if isinstance(reading, str):
+            read = reading
+        else:
+            try:
+                read = reading.result()
+            except NotRecordedError:
+                read = reading.out.engine
+        if isinstance(read, str):
+            if not replay or _recorded_tool(host, read):
+                unreadable.append(f"{read} ps/inspect (not recorded)")
             continue  # a capture older than container support did not look: nothing to say
         if not read.installed:
-            problems.append(f"{engine}: not installed")
+            problems.append(f"{read.engine}: not installed")
         elif read.problem:
-            problems.append(f"{engine}: {read.problem}")
+            problems.append(f"{read.engine}: {read.problem}")
         for c in read.containers:
             out.append(_one(host, c, unreadable, layer_cache, lookups))
     return out
@@ -370,7 +410,7 @@ def _one(
         if layer not in layer_cache:
             scanned = scan_userspace(host, layer, run_smi=False)
             unreadable.extend(scanned.unreadable)
-            layer_cache[layer] = (scanned, _nccl_versions(host, layer))
+            layer_cache[layer] = (scanned, _nccl_versions(host, layer, scanned.listings))
         us, nccl_found = layer_cache[layer]
         for lib in us.libs:
             rel = _container_path(layer, lib.path.split(" -> ")[0])

@@ -88,6 +88,15 @@ def _read_text(host: Host, path: str) -> str | None:
         return None
 
 
+def has_database(host: Host) -> bool | None:
+    """Return whether ``host`` has dpkg's status file (a tree without it has no package dpkg installed), None on a
+    replay that did not look. Never raises."""
+    try:
+        return host.exists(paths.DPKG_STATUS)
+    except NotRecordedError:
+        return None
+
+
 def read_status(host: Host) -> list[DpkgPackage] | None:
     """Return dpkg's packages on ``host``, None when there is no dpkg database (not a Debian-family system, or a
     snapshot that did not record it). Raises ParseError for a status file not in dpkg's format, MissingError

@@ -27,7 +27,8 @@ and one ``<engine> inspect ID...`` of all of them. The shapes:
   releases show it elsewhere in inspect is not known here), as that CDI request; a container made by a release
   where the option did nothing cannot be told apart from inspect.
 
-The parsers are pure (text in, model or ParseError out); :func:`read_engine` is the one reader and goes through
+The parsers are pure (text in, model or ParseError out); :func:`start_engine` (and :func:`read_engine`, which waits
+for it) is the one reader and goes through
 the Host.
 """
 
@@ -39,7 +40,7 @@ from typing import Any
 
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
-from fwman.host.base import Host
+from fwman.host.base import Host, PendingCommand
 from fwman.platform.mounts import Mount
 
 ENGINES = ("docker", "podman")
@@ -295,35 +296,69 @@ class EngineRead:
     mounted: dict[str, str] = field(default_factory=dict)  # container id -> `podman mount` directory
 
 
+@dataclass
+class EngineReading:
+    """One engine being read (:func:`start_engine`): ``ps`` running, then ``inspect``; :meth:`result` waits."""
+
+    host: Host
+    out: EngineRead
+    ps: PendingCommand | None = None
+    inspect: PendingCommand | None = None
+
+    def advance(self, block: bool = True) -> None:
+        """Once ``ps`` has answered, parse it and start ``inspect`` of its containers (``block``: wait for ``ps``;
+        without it, do nothing while ``ps`` runs). Raises NotRecordedError as :func:`read_engine`."""
+        if self.ps is None or (not block and not self.ps.done()):
+            return
+        ps = self.ps.result()  # what it raises is raised again by result()
+        self.ps = None
+        engine = self.out.engine
+        if not ps.ok:
+            self.out.problem = f"`{engine} ps -a` failed (exit {ps.rc}): {_first_line(ps.stderr) or 'no message'}"
+            return
+        try:
+            ids = parse_ps(ps.stdout, engine)
+        except ParseError as e:
+            self.out.problem = e.message
+            return
+        if ids:
+            self.inspect = self.host.start([engine, "inspect", *ids], timeout=ENGINE_TIMEOUT)
+
+    def result(self) -> EngineRead:
+        """Wait for both commands and return what the engine answered. Raises as :func:`read_engine`."""
+        self.advance()
+        if self.inspect is not None:
+            inspect = self.inspect.result()
+            self.inspect = None
+            engine = self.out.engine
+            if not inspect.ok:
+                stderr = _first_line(inspect.stderr) or "no message"
+                self.out.problem = f"`{engine} inspect` failed (exit {inspect.rc}): {stderr}"
+            else:
+                try:
+                    self.out.containers = parse_inspect(inspect.stdout, engine)
+                except ParseError as e:
+                    self.out.problem = e.message
+        return self.out
+
+
+def start_engine(host: Host, engine: str) -> EngineReading:
+    """Start reading ``engine``: ``ps -a`` as JSON (:func:`ps_argv`) now, one ``inspect`` of all its containers
+    once ``ps`` has answered; the commands run while the caller reads other things. Raises NotRecordedError on a
+    replay that did not record whether the engine is installed."""
+    if host.which(engine) is None:
+        return EngineReading(host, EngineRead(engine, installed=False))
+    ps = host.start(ps_argv(engine), timeout=ENGINE_TIMEOUT)
+    return EngineReading(host, EngineRead(engine, installed=True), ps=ps)
+
+
 def read_engine(host: Host, engine: str) -> EngineRead:
     """Return ``engine``'s containers: ``ps -a`` as JSON (:func:`ps_argv`), then one ``inspect`` of all of them.
 
     Never raises for the engine's own failures (not installed, daemon not running, malformed answer): they are
     the ``problem`` of the result. Raises NotRecordedError on a replay that did not record the commands.
     """
-    if host.which(engine) is None:
-        return EngineRead(engine, installed=False)
-    out = EngineRead(engine, installed=True)
-    ps = host.run(ps_argv(engine), timeout=ENGINE_TIMEOUT)
-    if not ps.ok:
-        out.problem = f"`{engine} ps -a` failed (exit {ps.rc}): {_first_line(ps.stderr) or 'no message'}"
-        return out
-    try:
-        ids = parse_ps(ps.stdout, engine)
-    except ParseError as e:
-        out.problem = e.message
-        return out
-    if not ids:
-        return out
-    inspect = host.run([engine, "inspect", *ids], timeout=ENGINE_TIMEOUT)
-    if not inspect.ok:
-        out.problem = f"`{engine} inspect` failed (exit {inspect.rc}): {_first_line(inspect.stderr) or 'no message'}"
-        return out
-    try:
-        out.containers = parse_inspect(inspect.stdout, engine)
-    except ParseError as e:
-        out.problem = e.message
-    return out
+    return start_engine(host, engine).result()
 
 
 def podman_mount(host: Host, container_id: str) -> str | None:

@@ -56,6 +56,9 @@ class UserSpace:
     firmware_dirs: dict[str, str] = field(default_factory=dict)  # version -> the directory it was found in
     smi_version: str | None = None  # from `nvidia-smi --version` (host only)
     unreadable: list[str] = field(default_factory=list)  # what could not be read, for the user
+    #: the entries of each library directory listed (its path as given: ``<root>/usr/lib/...``), so that a
+    #: caller looking there for more (a container's NCCL) does not list it again
+    listings: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
 
     def versions(self) -> dict[str, list[DriverLib]]:
         """Return {version: libraries of that version} over the driver libraries (compat excluded)."""
@@ -134,6 +137,7 @@ def scan_userspace(host: Host, root: str = "/", run_smi: bool = True) -> UserSpa
             continue
         seen_dirs.add(real)
         names = _listdir(host, path, result.unreadable)
+        result.listings[path] = names
         for name in names:
             parsed = parse_lib_name(name)
             if parsed is not None:

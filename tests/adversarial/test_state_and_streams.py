@@ -10,6 +10,8 @@ closed (``>&-``) or their reader went away (``| true``): a closed stream loses t
 from __future__ import annotations
 
 import io
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -126,3 +128,15 @@ def test_a_flash_whose_terminal_goes_away_still_writes_verifies_and_exits_0(tmp_
     assert code == 0
     assert rig.chain("0000:41:00.0") == parse_rom(rig.new_image).chain_sha256
     assert "written, read back and verified" in out.getvalue()
+
+
+def test_the_console_entry_delivers_all_its_output_before_it_ends() -> None:
+    # main() ends the process with os._exit (no interpreter teardown, so no flush at exit either): every write
+    # must have reached the pipe by then, the JSON whole, with the mapped exit code
+    tried()
+    argv = [sys.executable, "-m", "fwman", "--snapshot", str(EXAMPLE_HOST), "audit", "--offline", "--json"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # stdout buffered, as for a user
+    p = subprocess.run(argv, capture_output=True, text=True, cwd=REPO, timeout=120, check=False, env=env)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["schema"] == "fwman.audit/1" and doc["rows"] and p.stdout.endswith("}\n")

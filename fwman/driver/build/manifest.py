@@ -19,7 +19,6 @@ only (no pydantic), and :func:`manifest_is_current` checks sizes with ``stat`` i
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeVar
@@ -73,6 +72,8 @@ def now_iso() -> str:
 
 def sha256_hex(data: bytes) -> str:
     """Return the SHA-256 of ``data`` as lowercase hex."""
+    import hashlib  # here: `fwman audit` imports this module but hashes only where a manifest exists
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -19,8 +19,7 @@ import binascii
 import io
 import re
 import struct
-
-from pydantic import BaseModel, ConfigDict, Field
+from dataclasses import dataclass, field
 
 from fwman.core import bounded
 from fwman.core.errors import MissingError, ParseError, ToolMissingError
@@ -34,10 +33,13 @@ _TAG_KEY_RE = re.compile(r"[A-Za-z0-9_.\-]+")
 MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.gz", ".ko.zst")
 
 
-class ModuleSignature(BaseModel):
-    """The appended signature of a module: format, hash, and who signed it (as ``modinfo`` shows them)."""
+@dataclass(frozen=True, kw_only=True)
+class ModuleSignature:
+    """The appended signature of a module: format, hash, and who signed it (as ``modinfo`` shows them).
 
-    model_config = ConfigDict(frozen=True)
+    Frozen dataclasses (not pydantic): the reader below builds them from fields it has checked, and ``fwman
+    audit`` reads every nvidia*.ko on its fast path (bench/containers.py).
+    """
 
     id_type: str  # "PKCS#7" for every kernel since 4.x; "PGP"/"X.509" from very old sign tools
     sig_len: int
@@ -48,10 +50,9 @@ class ModuleSignature(BaseModel):
     hash_algorithm: str | None = None  # "sha256", or the dotted OID when not a known one
 
 
-class ModuleInfo(BaseModel):
+@dataclass(frozen=True, kw_only=True)
+class ModuleInfo:
     """What a ``.ko`` says about itself (``.modinfo`` tags) and its signature trailer."""
-
-    model_config = ConfigDict(frozen=True)
 
     name: str | None = None
     version: str | None = None
@@ -59,8 +60,8 @@ class ModuleInfo(BaseModel):
     kernel_release: str | None = None  # first word of vermagic: the kernel the module was built for
     srcversion: str | None = None
     license: str | None = None
-    firmware: list[str] = Field(default_factory=list)
-    tags: dict[str, list[str]] = Field(default_factory=dict)  # every tag, repeated ones in file order
+    firmware: list[str] = field(default_factory=list)
+    tags: dict[str, list[str]] = field(default_factory=dict)  # every tag, repeated ones in file order
     signature: ModuleSignature | None = None
     elf_class: int  # 32 or 64
 

@@ -1,19 +1,28 @@
-"""What ``fwman audit`` found: the components it read and the verdict rows (schema fwman.audit/1 dumps these)."""
+"""What ``fwman audit`` found: the components it read and the verdict rows (schema fwman.audit/1 dumps these).
+
+Plain dataclasses, not pydantic models: they are built by fwman's own readers (every untrusted input is parsed
+to a model or a ParseError before it gets here), so there is nothing to validate, and importing pydantic cost
+more than the rest of ``fwman audit``'s own work (bench/containers.py). :meth:`AuditReport.model_dump` gives
+the JSON document the pydantic models gave (field order included).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field
-
-from fwman.core.findings import Finding, Severity
 from fwman.platform.containers import CdiSpecAudit, ContainerAudit
+
+if TYPE_CHECKING:
+    from fwman.core.findings import Finding
 
 Status = Literal["match", "mismatch", "unknown", "info"]
 
 
-class Row(BaseModel):
+@dataclass(kw_only=True)
+class Row:
     """One line of the verdict table."""
 
     component: str
@@ -24,7 +33,8 @@ class Row(BaseModel):
     detail: str | None = None
 
 
-class LoadedModule(BaseModel):
+@dataclass(kw_only=True)
+class LoadedModule:
     """The NVIDIA kernel module the running kernel has loaded."""
 
     version: str | None
@@ -33,7 +43,8 @@ class LoadedModule(BaseModel):
     sys_version: str | None  # /sys/module/nvidia/version
 
 
-class KernelModule(BaseModel):
+@dataclass(kw_only=True)
+class KernelModule:
     """One nvidia* module file depmod resolves for one installed kernel."""
 
     kernel: str
@@ -54,7 +65,8 @@ class KernelModule(BaseModel):
     package: str | None = None
 
 
-class PrebuiltModulePackage(BaseModel):
+@dataclass(kw_only=True)
+class PrebuiltModulePackage:
     """One installed Ubuntu prebuilt-NVIDIA module package (fwman.driver.prebuilt) and the module files it put."""
 
     name: str
@@ -64,18 +76,19 @@ class PrebuiltModulePackage(BaseModel):
     open: bool
     kernel: str | None
     flavour: str | None
-    provides: list[str] = Field(default_factory=list)
-    module_dirs: list[str] = Field(default_factory=list)
-    modules: list[str] = Field(default_factory=list)
+    provides: list[str] = field(default_factory=list)
+    module_dirs: list[str] = field(default_factory=list)
+    modules: list[str] = field(default_factory=list)
     note: str | None = None
 
 
-class P2PBranch(BaseModel):
+@dataclass(kw_only=True)
+class P2PBranch:
     """Whether a fork carries a P2P branch for the kernel module's version."""
 
     version: str | None
     status: str  # "available" | "none" | "unknown"
-    forks: list[str] = Field(default_factory=list)
+    forks: list[str] = field(default_factory=list)
     nearest_below: str | None = None
     nearest_above: str | None = None
     source: str = "none"  # "live", "cache", "live+cache", "none"
@@ -83,7 +96,8 @@ class P2PBranch(BaseModel):
     note: str | None = None
 
 
-class AuditReport(BaseModel):
+@dataclass(kw_only=True)
+class AuditReport:
     """Everything audit found, and the verdict."""
 
     reference: str | None
@@ -91,22 +105,27 @@ class AuditReport(BaseModel):
     running_kernel: str | None
     loaded: LoadedModule | None
     modules: list[KernelModule]
-    kernels_without_module: list[str] = Field(default_factory=list)  # installed kernels with no nvidia*.ko
+    kernels_without_module: list[str] = field(default_factory=list)  # installed kernels with no nvidia*.ko
     host_libs: dict[str, list[str]]  # version -> paths
     host_compat: list[str]
     smi_version: str | None
     firmware: list[str]
-    firmware_dirs: dict[str, str] = Field(default_factory=dict)  # version -> where it was found
+    firmware_dirs: dict[str, str] = field(default_factory=dict)  # version -> where it was found
     containers: list[ContainerAudit]
     rows: list[Row]
-    cdi_specs: list[CdiSpecAudit] = Field(default_factory=list)
-    engine_problems: list[str] = Field(default_factory=list)  # an engine not running, a malformed answer
+    cdi_specs: list[CdiSpecAudit] = field(default_factory=list)
+    engine_problems: list[str] = field(default_factory=list)  # an engine not running, a malformed answer
     p2p: P2PBranch
-    unreadable: list[str] = Field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
     #: Ubuntu's prebuilt, Canonical-signed NVIDIA module packages installed on the host
-    prebuilt_modules: list[PrebuiltModulePackage] = Field(default_factory=list)
+    prebuilt_modules: list[PrebuiltModulePackage] = field(default_factory=list)
     #: fwman's apt hold of the NVIDIA user space and the upgrades apt would make (schema fwman.userspace-hold/1)
     userspace_hold: dict[str, Any] | None = None
+
+    def model_dump(self, mode: str = "json") -> dict[str, Any]:
+        """Return the report as plain JSON types (rows, containers, specs as objects; ``mode`` is accepted for the
+        pydantic call it replaces: the fields hold JSON types only)."""
+        return dataclasses.asdict(self)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +141,8 @@ class AuditReport(BaseModel):
 
     def findings(self) -> list[Finding]:
         """Return the rows as Findings (mismatch: warn, unknown: info, match/info: ok) for ``fwman doctor``."""
+        from fwman.core.findings import Finding, Severity  # pydantic: only the doctor needs it
+
         severity = {"match": Severity.OK, "info": Severity.OK, "unknown": Severity.INFO, "mismatch": Severity.WARN}
         out: list[Finding] = []
         for i, r in enumerate(self.rows):

@@ -7,11 +7,9 @@ empty, so the rows can say "unknown".
 
 from __future__ import annotations
 
-import hashlib
-
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
-from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path
+from fwman.driver.build.manifest import Manifest, load_manifest, manifest_path, sha256_hex
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.kmod.depmod import normalize, resolve_all
 from fwman.driver.kmod.kofile import decompress, module_bytes, read_module
@@ -108,7 +106,7 @@ def _read_one(
     if manifest is not None:
         # depmod's names are normalized (nvidia_uvm); a manifest may name a module either way
         recorded = {normalize(n): m for n, m in manifest.modules.items()}.get(name)
-        if recorded is not None and recorded.sha256 == hashlib.sha256(raw).hexdigest():
+        if recorded is not None and recorded.sha256 == sha256_hex(raw):
             entry.origin = "patched"
             entry.fork, entry.branch, entry.commit = manifest.fork, manifest.branch, manifest.commit
         else:

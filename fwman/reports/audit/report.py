@@ -28,7 +28,13 @@ from fwman.driver.forks import BranchReport, Fork, list_branches
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
-from fwman.platform.containers import read_cdi_specs, read_containers, read_engine_containers
+from fwman.platform.containers import (
+    EngineReads,
+    read_cdi_specs,
+    read_containers,
+    read_engine_containers,
+    start_engine_reads,
+)
 from fwman.platform.userspace import UserSpace, scan_userspace
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
@@ -68,15 +74,20 @@ def audit_host(
     api: str | None = None,
     now: datetime | None = None,
     max_cache_age: float | None = CACHE_FRESH_SECONDS,
+    engine_reads: EngineReads | None = None,
 ) -> AuditReport:
     """Return the audit of ``host``: kernel modules, user space, containers, verdict rows and P2P branch.
 
     Fork branches come from ``branch_report`` when given, else are listed for ``forks`` (the configured ones
     when None; ``offline`` uses the cache only; a cached list younger than ``max_cache_age`` seconds is used
-    without going to the network). Never raises for unreadable parts of the host: they become
-    "unknown" rows and ``unreadable`` entries.
+    without going to the network). ``engine_reads``: the container engines already being asked
+    (:func:`~fwman.platform.containers.start_engine_reads`), else they are asked first thing here. Never raises
+    for unreadable parts of the host: they become "unknown" rows and ``unreadable`` entries.
     """
     unreadable: list[str] = []
+    # the engines answer in their own processes while the host is read: `ps` now, `inspect` once it answers
+    if engine_reads is None:
+        engine_reads = start_engine_reads(host)
     running = read_text_noting(host, "/proc/sys/kernel/osrelease", unreadable)
     running = running.strip() if running else None
     loaded = read_loaded(host, unreadable)
@@ -84,8 +95,9 @@ def audit_host(
     host_us = scan_userspace(host, "/")
     unreadable.extend(host_us.unreadable)
     containers = read_containers(host, container_roots, unreadable)
-    engine_problems: list[str] = []
-    engine_containers = read_engine_containers(host, unreadable, engine_problems)
+    # `ps` is the shorter wait; `inspect` (the longer) then runs while the CDI specs, the fork branches and the
+    # user-space hold are read
+    engine_reads.advance(block=True)
     cdi_specs = read_cdi_specs(host, unreadable)
     prebuilt, pinned = read_prebuilt_packages(host, unreadable)
     for _, us in containers:
@@ -104,6 +116,9 @@ def audit_host(
             host, forks, api=api or DEFAULT_API, offline=offline, now=now, max_cache_age=max_cache_age
         )
     kernel_version = loaded.version if loaded and loaded.version else reference
+    hold = read_hold(host)
+    engine_problems: list[str] = []
+    engine_containers = read_engine_containers(host, unreadable, engine_problems, engine_reads)
 
     report = AuditReport(
         reference=reference,
@@ -131,7 +146,6 @@ def audit_host(
         m.package = next((p.name for p in prebuilt if m.path in p.modules), None)
     report.rows = build_rows(report, host_us, container_us)
     report.rows += prebuilt_rows(prebuilt, modules, pinned)
-    hold = read_hold(host)
     if hold.installed or hold.held or hold.run_installer:
         report.userspace_hold = hold.to_dict()
         report.rows += hold_rows(hold)

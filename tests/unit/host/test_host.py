@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -381,3 +382,77 @@ def test_a_recorded_record_device_is_replayed_from_the_snapshot(tmp_path: Path) 
         replay.read_records("/dev/absent")
     with pytest.raises(NotRecordedError):
         replay.read_records("/dev/other")
+
+
+def test_live_start_runs_while_the_caller_works_and_never_blocks_on_a_long_answer(tmp_path: Path) -> None:
+    # 1 MiB of output is far more than a pipe holds: written to a pipe, the tool would wait for a reader and
+    # never exit; fwman's started command must finish on its own while fwman reads other things
+    tool = tmp_path / "chatty"
+    tool.write_text("#!/bin/sh\nhead -c 1048576 /dev/zero | tr '\\0' x\necho done >&2\nexit 3\n")
+    tool.chmod(0o755)
+    host = LiveHost(str(tmp_path))
+    pending = host.start([str(tool)])
+    for _ in range(600):  # at most 30 s on a busy machine
+        if pending.done():
+            break
+        time.sleep(0.05)
+    assert pending.done(), "the command did not finish without a reader"
+    result = pending.result()
+    assert (result.rc, len(result.stdout), result.stderr) == (3, 1048576, "done\n")
+    assert result == host.run([str(tool)])  # the same answer run() gives
+    assert pending.result() is result  # waited for once
+
+
+def test_live_start_of_a_missing_tool_and_a_hung_one(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path), env={"PATH": str(tmp_path)})
+    missing = host.start(["no-such-tool", "ps"])
+    assert missing.done() and missing.result().missing and missing.result().rc == 127
+    hung = tmp_path / "hung"
+    hung.write_text("#!/bin/sh\nexec /bin/sleep 30\n")
+    hung.chmod(0o755)
+    pending = host.start([str(hung)], timeout=0.5)
+    for _ in range(2):  # asked again, the same answer (the command is gone, its output files closed)
+        with pytest.raises(FwmanError, match=r"command timed out after 0\.5s: .*hung"):
+            pending.result()
+
+
+def test_started_commands_are_recorded_and_replayed_like_run(tmp_path: Path) -> None:
+    from fwman.host.recording import RecordingHost
+
+    root = tmp_path / "root"
+    root.mkdir()
+    counter = tmp_path / "ran"
+    tool = root / "count"
+    tool.write_text(f"#!/bin/sh\necho x >> {counter}\necho out\n")
+    tool.chmod(0o755)
+    writer = SnapshotWriter(redact=False)
+    rec = RecordingHost(LiveHost(str(root)), writer)
+    assert rec.start([str(tool), "a"]).result().stdout == "out\n"
+    assert rec.start([str(tool), "a"]).result().stdout == "out\n"  # answered from the recording
+    assert counter.read_text() == "x\n"
+    replay = SnapshotHost(writer.write(tmp_path / "snap"))
+    assert replay.start([str(tool), "a"]).result() == CommandResult((str(tool), "a"), 0, "out\n", "")
+    unrecorded = replay.start([str(tool), "b"])  # starting never raises; waiting says what was not recorded
+    with pytest.raises(NotRecordedError, match="did not record the command"):
+        unrecorded.result()
+
+
+def test_live_root_forgets_the_directories_it_has_seen_on_a_change_or_a_command(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "layer/usr/lib").mkdir(parents=True)
+    (root / "other/usr/lib").mkdir(parents=True)
+    (root / "other/usr/lib/libcuda.so.1").write_text("x")
+    host = LiveHost(str(root))
+    assert host.listdir("/layer/usr/lib") == []  # /layer, /layer/usr, /layer/usr/lib seen as plain directories
+    host.remove_tree("/layer/usr")
+    host.symlink("/other/usr", "/layer/usr")  # through the host: the next resolution follows the new link
+    assert host.realpath("/layer/usr/lib") == "/other/usr/lib"
+    assert host.listdir("/layer/usr/lib") == ["libcuda.so.1"]
+    host.remove_tree("/layer/usr")
+    (root / "layer/usr/lib").mkdir(parents=True)
+    assert host.listdir("/layer/usr/lib") == []
+    tool = root / "relink"  # a command may change the tree too
+    tool.write_text(f"#!/bin/sh\nrm -r {root}/layer/usr && ln -s /other/usr {root}/layer/usr\n")
+    tool.chmod(0o755)
+    assert host.run([str(tool)]).rc == 0
+    assert host.listdir("/layer/usr/lib") == ["libcuda.so.1"]

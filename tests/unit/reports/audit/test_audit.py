@@ -646,3 +646,57 @@ def test_a_branch_named_for_one_version_carries_the_one_its_tree_builds(tree: Tr
     else:  # what the tree builds is, by the misnamed branch
         assert p2p["status"] == "available" and p2p["forks"] == ["aikitoria"], p2p
         assert p2p["note"] == f"newest branch building it: aikitoria: {named}-p2p"
+
+
+def test_apt_is_asked_for_pending_upgrades_only_when_nvidia_user_space_packages_are_installed(tree: Tree) -> None:
+    tree.healthy()
+    queried = tree.bin.parent / "dpkg-queried"
+    dpkg = tree.bin / "dpkg-query"  # the real one, noting that it was asked
+    dpkg.write_text(f'#!/bin/sh\necho asked >> {queried}\nexec /usr/bin/dpkg-query "$@"\n')
+    dpkg.chmod(0o755)
+    assert tree.run("--json").code == 0
+    assert not queried.exists()  # a tree without dpkg's database: no package to list
+    status = tree.write(
+        "/var/lib/dpkg/status", "Package: bash\nStatus: install ok installed\nVersion: 5.2.15-2\nArchitecture: amd64\n"
+    )
+    asked = tree.bin.parent / "apt-asked"
+    apt = tree.bin / "apt-get"  # apt's answer in its own format; the stand-in notes that it was asked
+    inst = f"Inst libcuda1 [{VER}-1] (575.57.08-1 Debian:12 [amd64])"
+    apt.write_text(f"#!/bin/sh\necho asked >> {asked}\necho '{inst}'\n")
+    apt.chmod(0o755)
+    r = tree.run("--json")
+    assert r.code == 0, r.stdout + r.stderr
+    assert queried.read_text() == "asked\n"
+    assert not asked.exists()  # dpkg says no NVIDIA package is installed: apt has none of them to upgrade
+    assert "userspace_hold" not in r.json()
+    cuda = f"Package: libcuda1\nStatus: install ok installed\nVersion: {VER}-1\nArchitecture: amd64\n"
+    status.write_text(status.read_text() + "\n" + cuda)
+    doc = tree.run("--json").json()
+    assert asked.read_text() == "asked\n"
+    assert doc["userspace_hold"]["pending_upgrades"] == {"libcuda1": {"installed": f"{VER}-1", "new": "575.57.08-1"}}
+    assert "apt upgrade pending: libcuda1" in {row["component"] for row in rows(doc)}
+
+
+def test_audit_imports_no_pydantic_and_no_openssl(tree: Tree) -> None:
+    # fwman audit's start is most of its cost next to the engines' own commands (bench/containers.py): the
+    # whole path (config file, modules with a manifest, libraries, LXC, a CDI spec, the branch cache) runs on
+    # dataclasses and hand-checked input, so a fresh interpreter must never load pydantic, nor OpenSSL's hashlib
+    # where no module is hashed
+    import subprocess
+    import sys
+
+    tree.healthy()
+    tree.lxc("101", mounted_version=VER)
+    tree.write("/etc/fwman/config.toml", '[containers]\nengines = []\n[forks]\nmine = "https://example.org/f"\n')
+    spec = {"cdiVersion": "0.5.0", "kind": "nvidia.com/gpu", "devices": [{"name": "all", "containerEdits": {}}]}
+    tree.write("/etc/cdi/nvidia.json", json.dumps(spec))
+    code = (
+        "import sys\nfrom fwman.cli.app import run\n"
+        f"rc = run(['--root', {str(tree.root)!r}, 'audit', '--offline', '--json'])\n"
+        "print(rc, sorted(m for m in ('pydantic', 'hashlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.splitlines()[-1].split(" ", 1)[1] == "['hashlib']", out.stderr  # the manifest's hash
+    tree.write(f"/var/lib/fwman/modules/{KVER}.json", "")  # no manifest to compare: nothing is hashed
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.splitlines()[-1].split(" ", 1)[1] == "[]", out.stderr

@@ -137,3 +137,21 @@ def test_a_prebuilt_file_where_fwman_installed_is_named_in_the_module_row(tmp_pa
         row["fix"]
         == f"Ubuntu's linux-modules-nvidia-580-open-{KVER} replaced fwman's module for {KVER}: see its row below"
     )
+
+
+def test_audit_of_prebuilt_packages_imports_no_pydantic_and_no_host_actions(tmp_path: Path) -> None:
+    # the prebuilt rows are on audit's start path (bench/containers.py): a fresh interpreter reading the packages,
+    # their file lists and fwman's apt pin loads neither pydantic nor the actions a `dkms block` plans
+    import subprocess
+    import sys
+
+    root = _root(tmp_path)
+    code = (
+        "import sys\nfrom fwman.cli.app import run\n"
+        f"rc = run(['--root', {str(root)!r}, 'audit', '--offline', '--json'])\n"
+        "print(rc, sorted(m for m in ('pydantic', 'fwman.host.actions') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    doc = json.loads(out.stdout.rsplit("\n", 2)[0])
+    assert _prebuilt_rows(doc), "the packages were not read"  # the path under test ran
+    assert out.stdout.splitlines()[-1] == "4 []", out.stderr

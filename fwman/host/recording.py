@@ -286,17 +286,7 @@ class RecordingHost:
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         """Return and record the bytes of ``path``."""
-        real = self.realpath(path)
-        try:
-            data = self.inner.read_bytes(real)
-        except MissingError:
-            if not self.inner.exists(real):
-                self.writer.add_absent(real)
-            raise
-        if len(data) > self.max_file_bytes:
-            self.writer.add_size(real, len(data))
-        else:
-            self.writer.add_file(real, data)
+        data = self._record_read(self.realpath(path), self.inner.read_bytes)
         return data if limit is None else data[:limit]
 
     def read_text(self, path: str) -> str:
@@ -305,9 +295,13 @@ class RecordingHost:
 
     def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
         """Return and record the records device ``path`` holds now, as a file: a replay answers it from them."""
-        real = self.realpath(path)
+        return self._record_read(self.realpath(path), lambda real: self.inner.read_records(real, limit))
+
+    def _record_read(self, real: str, read: Callable[[str], bytes]) -> bytes:
+        """Return ``read(real)`` and record it: the bytes, or the size alone when larger than
+        ``max_file_bytes``, or the path's absence. Raises MissingError as ``read`` does."""
         try:
-            data = self.inner.read_records(real, limit)
+            data = read(real)
         except MissingError:
             if not self.inner.exists(real):
                 self.writer.add_absent(real)

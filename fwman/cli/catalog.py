@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, signing_key_option
+from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, signing_dry_run_option, signing_key_option
 from fwman.cli.catalog_local import add_local
 from fwman.cli.catalog_propose import propose
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
@@ -114,7 +114,7 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     help="When the index stops being trusted: YYYY-MM-DD (00:00 UTC) or YYYY-MM-DDTHH:MM:SSZ "
     "(default: 365 days after --date).",
 )
-@click.option("--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing.")
+@signing_dry_run_option
 @json_option
 @common_options
 @pass_app

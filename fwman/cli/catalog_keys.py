@@ -25,6 +25,10 @@ def signing_key_option(help: str) -> Callable[[F], F]:
     )
 
 
+#: ``--dry-run`` of a signing command (it checks the key and the documents, then writes nothing)
+signing_dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing."
+)
 #: ``--serial N`` of the documents a signing command writes
 serial_option = click.option(
     "--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1)."
@@ -83,7 +87,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 @click.option("--expires", help="When the keys document stops being trusted (default: 365 days after --date).")
 @serial_option
 @click.option("--date", "date", help="Document date YYYY-MM-DD (default: today, UTC).")
-@click.option("--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing.")
+@signing_dry_run_option
 @json_option
 @common_options
 @pass_app

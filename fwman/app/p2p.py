@@ -64,21 +64,6 @@ def server_environment(host: Host, prefix: list[str]) -> tuple[dict[str, str], s
     return {}, None
 
 
-def soak(
-    host: Host,
-    run_round: Callable[[], tuple[bool, str, list[str]]],
-    duration: float,
-    progress: Callable[[str], None],
-    bus_ids: list[str],
-) -> SoakReport:
-    """Return the report of a soak: ``run_round`` repeated for ``duration`` seconds between two health snapshots
-    of the GPUs ``bus_ids`` (:func:`fwman.p2p.soak.run_soak`, which says how). Never raises for what it could not
-    read."""
-    from fwman.p2p.soak import run_soak
-
-    return run_soak(host, run_round, duration, progress, bus_ids)
-
-
 # -- what a run tells: the copy test (and its soak), the NCCL tier ------------------------------------------------
 @dataclass
 class CopyResult(Result):
@@ -354,7 +339,9 @@ def p2p_test(
     if seconds is None:
         result = CopyResult(one_round())
     else:  # the last round's report is the failing one, if any
-        found = soak(host, run_round, seconds, report, [b for b in _bus_ids(host) if b])
+        from fwman.p2p.soak import run_soak
+
+        found = run_soak(host, run_round, seconds, report, [b for b in _bus_ids(host) if b])
         result = CopyResult(last[0], found)
     if request.record:
         from fwman.p2p.record import record_from_copy

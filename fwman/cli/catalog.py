@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from fwman.cli.catalog_keys import keys
+from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, signing_dry_run_option, signing_key_option
 from fwman.cli.catalog_local import add_local
 from fwman.cli.catalog_propose import propose
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
@@ -74,11 +74,8 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
 
 
 @catalog.command("lint")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Catalog directory to check (default: the catalog bundled with fwman, plus this host's local entries).",
+@catalog_dir_option(
+    "Catalog directory to check (default: the catalog bundled with fwman, plus this host's local entries)."
 )
 @click.option(
     "--local", "local_only", is_flag=True, help="Check only this host's local entries (/etc/fwman/catalog.d)."
@@ -106,27 +103,18 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
 
 
 @catalog.command("sign")
-@click.option(
-    "--key",
-    "key_file",
-    required=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="Ed25519 private key (PEM). Keep it outside the repository.",
+@signing_key_option("Ed25519 private key (PEM). Keep it outside the repository.")
+@catalog_dir_option(
+    "Catalog directory to sign (default: the catalog bundled with fwman, i.e. the source tree's catalog/)."
 )
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Catalog directory to sign (default: the catalog bundled with fwman, i.e. the source tree's catalog/).",
-)
-@click.option("--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1).")
+@serial_option
 @click.option("--date", "date", help="Index date YYYY-MM-DD (default: today, UTC).")
 @click.option(
     "--expires",
     help="When the index stops being trusted: YYYY-MM-DD (00:00 UTC) or YYYY-MM-DDTHH:MM:SSZ "
     "(default: 365 days after --date).",
 )
-@click.option("--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing.")
+@signing_dry_run_option
 @json_option
 @common_options
 @pass_app

@@ -5,11 +5,34 @@ Options and rendering only: the use cases are in :mod:`fwman.app.catalog_keys`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, F, common_options, json_option, pass_app
+
+
+def catalog_dir_option(help: str) -> Callable[[F], F]:
+    """Return the ``--dir DIRECTORY`` option (an existing catalog directory) with this command's ``help``."""
+    return click.option("--dir", "directory", type=click.Path(file_okay=False, exists=True, path_type=Path), help=help)
+
+
+def signing_key_option(help: str) -> Callable[[F], F]:
+    """Return the required ``--key FILE`` option (an Ed25519 private key in PEM) with this command's ``help``."""
+    return click.option(
+        "--key", "key_file", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path), help=help
+    )
+
+
+#: ``--dry-run`` of a signing command (it checks the key and the documents, then writes nothing)
+signing_dry_run_option = click.option(
+    "--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing."
+)
+#: ``--serial N`` of the documents a signing command writes
+serial_option = click.option(
+    "--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1)."
+)
 
 
 @click.group("keys")
@@ -27,12 +50,7 @@ def keys() -> None:
 
 
 @keys.command("show")
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="A catalog directory (default: the keys document in force on this host: installed or bundled).",
-)
+@catalog_dir_option("A catalog directory (default: the keys document in force on this host: installed or bundled).")
 @json_option
 @common_options
 @pass_app
@@ -49,19 +67,8 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 
 
 @keys.command("sign")
-@click.option(
-    "--key",
-    "key_file",
-    required=True,
-    type=click.Path(dir_okay=False, exists=True, path_type=Path),
-    help="The root key's Ed25519 private key (PEM). Keep it outside the repository.",
-)
-@click.option(
-    "--dir",
-    "directory",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    help="Catalog directory holding keys.json (default: the catalog bundled with fwman).",
-)
+@signing_key_option("The root key's Ed25519 private key (PEM). Keep it outside the repository.")
+@catalog_dir_option("Catalog directory holding keys.json (default: the catalog bundled with fwman).")
 @click.option(
     "--add",
     "add",
@@ -78,9 +85,9 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 )
 @click.option("--reason", default="", help="Why the --retire keys were retired (published with them).")
 @click.option("--expires", help="When the keys document stops being trusted (default: 365 days after --date).")
-@click.option("--serial", type=click.IntRange(min=1), help="Serial number (default: the current one plus 1).")
+@serial_option
 @click.option("--date", "date", help="Document date YYYY-MM-DD (default: today, UTC).")
-@click.option("--dry-run", is_flag=True, help="Check everything and say what would be written; write nothing.")
+@signing_dry_run_option
 @json_option
 @common_options
 @pass_app

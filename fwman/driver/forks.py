@@ -334,18 +334,22 @@ def usable_branches(found: Sequence[str]) -> list[str]:
 
 
 # -- cache ----------------------------------------------------------------------------------------------
+def _read_cache(host: Host) -> Any:
+    """Return the branch cache file's JSON document, or None when there is none, it is over MAX_CACHE_BYTES or
+    it does not parse. Never raises."""
+    try:
+        if not host.exists(paths.BRANCH_CACHE_FILE):
+            return None
+        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
+        return parse_json(raw, "branch cache") if len(raw) <= MAX_CACHE_BYTES else None
+    except (MissingError, NotRecordedError, ParseError):
+        return None
+
+
 def load_cache(host: Host) -> dict[str, dict[str, Any]]:
     """Return the cached listings keyed by URL ({} when there is no readable cache, or it is over
     MAX_CACHE_BYTES). Never raises."""
-    try:
-        if not host.exists(paths.BRANCH_CACHE_FILE):
-            return {}
-        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
-        if len(raw) > MAX_CACHE_BYTES:
-            return {}
-        data = parse_json(raw, "branch cache")
-    except (MissingError, NotRecordedError, ParseError):
-        return {}
+    data = _read_cache(host)
     entries = data.get("forks") if isinstance(data, dict) else None
     return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
 
@@ -353,13 +357,7 @@ def load_cache(host: Host) -> dict[str, dict[str, Any]]:
 def load_trees(host: Host) -> dict[str, dict[str, Any]]:
     """Return the cached reads of branch trees, {commit: {"version", "date", "error"}} ({} when none or
     unreadable). Never raises."""
-    try:
-        if not host.exists(paths.BRANCH_CACHE_FILE):
-            return {}
-        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
-        data = parse_json(raw, "branch cache") if len(raw) <= MAX_CACHE_BYTES else None
-    except (MissingError, NotRecordedError, ParseError):
-        return {}
+    data = _read_cache(host)
     trees = data.get("trees") if isinstance(data, dict) else None
     if not isinstance(trees, dict):
         return {}

@@ -6,13 +6,14 @@ so a snapshot holds exactly what those commands read; a replay of them never mee
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -286,17 +287,7 @@ class RecordingHost:
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         """Return and record the bytes of ``path``."""
-        real = self.realpath(path)
-        try:
-            data = self.inner.read_bytes(real)
-        except MissingError:
-            if not self.inner.exists(real):
-                self.writer.add_absent(real)
-            raise
-        if len(data) > self.max_file_bytes:
-            self.writer.add_size(real, len(data))
-        else:
-            self.writer.add_file(real, data)
+        data = self._record_read(self.realpath(path), self.inner.read_bytes)
         return data if limit is None else data[:limit]
 
     def read_text(self, path: str) -> str:
@@ -305,13 +296,24 @@ class RecordingHost:
 
     def read_records(self, path: str, limit: int = 16 << 20) -> bytes:
         """Return and record the records device ``path`` holds now, as a file: a replay answers it from them."""
-        real = self.realpath(path)
+        return self._record_read(self.realpath(path), lambda real: self.inner.read_records(real, limit))
+
+    @contextlib.contextmanager
+    def _absence_recorded(self, real: str) -> Iterator[None]:
+        """Run the block; when it raises MissingError and ``real`` is not there (not a path that exists but
+        cannot be read as asked), record ``real`` as absent, then raise it again."""
         try:
-            data = self.inner.read_records(real, limit)
+            yield
         except MissingError:
             if not self.inner.exists(real):
                 self.writer.add_absent(real)
             raise
+
+    def _record_read(self, real: str, read: Callable[[str], bytes]) -> bytes:
+        """Return ``read(real)`` and record it: the bytes, or the size alone when larger than
+        ``max_file_bytes``, or the path's absence. Raises MissingError as ``read`` does."""
+        with self._absence_recorded(real):
+            data = read(real)
         if len(data) > self.max_file_bytes:
             self.writer.add_size(real, len(data))
         else:
@@ -322,24 +324,16 @@ class RecordingHost:
         """Return and record the target of link ``path``."""
         parent = self.realpath(posixpath.dirname(posixpath.normpath(path)))
         full = posixpath.join(parent, posixpath.basename(posixpath.normpath(path)))
-        try:
+        with self._absence_recorded(full):
             target = self.inner.readlink(full)
-        except MissingError:
-            if not self.inner.exists(full):
-                self.writer.add_absent(full)
-            raise
         self.writer.add_link(full, target)
         return target
 
     def stat_size(self, path: str) -> int:
         """Return and record the size of ``path`` (without reading its content)."""
         real = self.realpath(path)
-        try:
+        with self._absence_recorded(real):
             size = self.inner.stat_size(real)
-        except MissingError:
-            if not self.inner.exists(real):
-                self.writer.add_absent(real)
-            raise
         if real not in self.writer.files:
             self.writer.add_size(real, size)
         return size

@@ -107,6 +107,25 @@ class PairResult:
         return f"GPU{self.src} -> GPU{self.dst}"
 
 
+def _bandwidth_cell(p: PairResult | None) -> str:
+    """Return the bandwidth cell of pair ``p`` (see :meth:`CopyReport.matrix`)."""
+    if p is None:
+        return "-"
+    if p.hung:
+        return "HUNG"
+    if p.error:
+        return "ERR"
+    if p.corrupted_bytes:
+        return "BAD"
+    value = p.gbps
+    return ("?" if value is None else f"{value:.1f}") + ("" if p.direct else "*")
+
+
+def _latency_cell(p: PairResult | None) -> str:
+    """Return the latency cell of pair ``p`` in microseconds (``-`` where not measured)."""
+    return "-" if p is None or p.latency_us is None or not p.ok else f"{p.latency_us:.2f}"
+
+
 @dataclass
 class CopyReport:
     """All pairs of one run."""
@@ -149,37 +168,16 @@ class CopyReport:
         ``24.6`` GB/s over direct peer access; ``24.6*`` staged through host memory; ``BAD`` corrupted bytes;
         ``HUNG`` the pair's child passed its deadline; ``ERR`` a CUDA call failed; ``-`` not run.
         """
-        n = len(self.gpus)
-        rows = []
-        for src in range(n):
-            row = []
-            for dst in range(n):
-                p = self.pair(src, dst)
-                if p is None:
-                    row.append("-")
-                elif p.hung:
-                    row.append("HUNG")
-                elif p.error:
-                    row.append("ERR")
-                elif p.corrupted_bytes:
-                    row.append("BAD")
-                else:
-                    value = p.gbps
-                    row.append(("?" if value is None else f"{value:.1f}") + ("" if p.direct else "*"))
-            rows.append(row)
-        return rows
+        return self._cells(_bandwidth_cell)
 
     def latency_matrix(self) -> list[list[str]]:
         """Return the latency matrix as text cells in microseconds (``-`` where not measured)."""
+        return self._cells(_latency_cell)
+
+    def _cells(self, cell: Callable[[PairResult | None], str]) -> list[list[str]]:
+        """Return ``cell`` of each pair (None: not run) in a square, row: from, column: to."""
         n = len(self.gpus)
-        rows = []
-        for src in range(n):
-            row = []
-            for dst in range(n):
-                p = self.pair(src, dst)
-                row.append("-" if p is None or p.latency_us is None or not p.ok else f"{p.latency_us:.2f}")
-            rows.append(row)
-        return rows
+        return [[cell(self.pair(src, dst)) for dst in range(n)] for src in range(n)]
 
     def verdict(self) -> str:
         """Return one line: BLOCK with what hung, every byte verified, or what failed first."""

@@ -328,6 +328,20 @@ def parse_timestamp(value: str) -> datetime:
     return datetime.strptime(value, TIMESTAMP_FORMAT).replace(tzinfo=UTC)
 
 
+def check_timestamp(v: str | None) -> str | None:
+    """Return ``v`` when it is None or a metadata timestamp (a pydantic field validator). Raises ValueError."""
+    if v is not None:
+        parse_timestamp(v)
+    return v
+
+
+def check_iso_date(v: str) -> str:
+    """Return ``v`` when it is a date ``YYYY-MM-DD`` (a pydantic field validator). Raises ValueError."""
+    if not names.is_iso_date(v):
+        raise ValueError("must be YYYY-MM-DD")
+    return v
+
+
 class CatalogIndex(BaseModel):
     """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry.
 
@@ -344,19 +358,8 @@ class CatalogIndex(BaseModel):
     expires: str | None = None
     files: list[IndexFile]
 
-    @field_validator("date")
-    @classmethod
-    def _date(cls, v: str) -> str:
-        if not names.is_iso_date(v):
-            raise ValueError("must be YYYY-MM-DD")
-        return v
-
-    @field_validator("expires")
-    @classmethod
-    def _expires(cls, v: str | None) -> str | None:
-        if v is not None:
-            parse_timestamp(v)
-        return v
+    _check_date = field_validator("date")(check_iso_date)
+    _check_expires = field_validator("expires")(check_timestamp)
 
     @model_validator(mode="after")
     def _unique(self) -> CatalogIndex:

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fwman.core import names, paths
+from fwman.core import paths
 from fwman.core.clock import format_timestamp
 from fwman.core.errors import VerificationError
 from fwman.core.resources import bundled_keys, list_data, read_data
@@ -37,7 +37,7 @@ from fwman.core.signing import (
     signature_key_id,
     verify_signature,
 )
-from fwman.firmware.catalog.schema import SIG_NAME, first_error, parse_timestamp
+from fwman.firmware.catalog.schema import SIG_NAME, check_iso_date, check_timestamp, first_error, parse_timestamp
 from fwman.host.base import Host
 
 #: the root keys that ship with fwman (they sign the keys document, never an index)
@@ -72,11 +72,6 @@ def admin_keys(host: Host) -> list[TrustedKey]:
 # -- the keys document -------------------------------------------------------------------------------------
 
 
-def _timestamp(v: str) -> str:
-    parse_timestamp(v)
-    return v
-
-
 class CatalogKey(BaseModel):
     """One catalog signing key the keys document names, with the window it may be used in."""
 
@@ -88,8 +83,8 @@ class CatalogKey(BaseModel):
     not_after: str
     note: str = ""
 
-    _check_before = field_validator("not_before")(_timestamp)
-    _check_after = field_validator("not_after")(_timestamp)
+    _check_before = field_validator("not_before")(check_timestamp)
+    _check_after = field_validator("not_after")(check_timestamp)
 
     @model_validator(mode="after")
     def _consistent(self) -> CatalogKey:
@@ -118,12 +113,7 @@ class RetiredKey(BaseModel):
             raise ValueError("must be 16 lower-case hex digits")
         return v
 
-    @field_validator("retired")
-    @classmethod
-    def _date(cls, v: str) -> str:
-        if not names.is_iso_date(v):
-            raise ValueError("must be YYYY-MM-DD")
-        return v
+    _check_retired = field_validator("retired")(check_iso_date)
 
 
 class KeysDocument(BaseModel):
@@ -139,14 +129,9 @@ class KeysDocument(BaseModel):
     keys: list[CatalogKey] = Field(min_length=1)
     retired: list[RetiredKey] = Field(default_factory=list)
 
-    _check_expires = field_validator("expires")(_timestamp)
+    _check_expires = field_validator("expires")(check_timestamp)
 
-    @field_validator("date")
-    @classmethod
-    def _date(cls, v: str) -> str:
-        if not names.is_iso_date(v):
-            raise ValueError("must be YYYY-MM-DD")
-        return v
+    _check_date = field_validator("date")(check_iso_date)
 
     @model_validator(mode="after")
     def _ids(self) -> KeysDocument:

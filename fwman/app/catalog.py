@@ -10,9 +10,10 @@ it is read and written through the user-file door (``fwman.firmware.catalog.tree
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.signed_files import Written, write_files
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck
@@ -370,38 +371,6 @@ def lint(host: Host, directory: str | None = None, *, local_only: bool = False) 
 
 
 @dataclass
-class Written:
-    """The files a signing command wrote (or, in a dry run, would write): each path and whether it changed."""
-
-    dry_run: bool
-    files: dict[str, bool] = field(default_factory=dict)  # path -> its bytes differ from what was there
-
-    @property
-    def changed(self) -> bool:
-        """Return True when a file was changed (never in a dry run)."""
-        return not self.dry_run and any(self.files.values())
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``dry_run``, ``changed`` and ``written`` (the paths written, or to write in a dry run)."""
-        return {"dry_run": self.dry_run, "changed": self.changed,
-                "written": [p for p, differs in self.files.items() if differs]}  # fmt: skip
-
-
-def write_files(directory: str, files: dict[str, bytes], dry_run: bool) -> Written:
-    """Write ``files`` (name -> bytes) into the user-named ``directory`` unless ``dry_run``; return what
-    changed. Raises UsageError when a file cannot be written."""
-    from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
-
-    written = Written(dry_run)
-    for name, data in files.items():
-        path = f"{directory}/{name}"
-        written.files[path] = not is_user_file(path) or read_user_file(path) != data
-        if not dry_run and written.files[path]:
-            write_user_file(path, data)
-    return written
-
-
-@dataclass
 class Signed(Written, Result):
     """What ``catalog sign`` wrote: the new index (``index.json`` and its signature)."""
 
@@ -438,7 +407,7 @@ def sign(
 
     Raises UsageError for a bad date, serial or key, VerificationError when the catalog does not lint clean.
     """
-    from fwman.app.catalog_keys import metadata_time, today
+    from fwman.app.signed_files import metadata_time, today
     from fwman.core.names import iso_date
     from fwman.core.signing import load_private_key
     from fwman.firmware.catalog.load import BUNDLED_CATALOG

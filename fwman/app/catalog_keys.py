@@ -7,33 +7,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fwman.app.catalog import Written, write_files
+from fwman.app.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Out, Result, say
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.signing import TrustedKey
 from fwman.firmware.catalog.signing import KeysDocument
 from fwman.host.base import Host
-
-
-def today() -> str:
-    """Return today's date, UTC, as YYYY-MM-DD (the default date of a signed document)."""
-    return clock.now_utc().strftime("%Y-%m-%d")
-
-
-def metadata_time(value: str, option: str) -> str:
-    """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
-    from fwman.core.names import iso_date
-    from fwman.firmware.catalog.schema import parse_timestamp
-
-    stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
-    try:
-        parse_timestamp(stamp)
-    except ValueError:
-        raise UsageError(
-            f"{option} {value!r}: not a date", hint="give YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ (UTC)"
-        ) from None
-    return stamp
 
 
 def key_state(key: TrustedKey, now: datetime) -> str:

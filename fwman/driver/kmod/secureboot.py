@@ -19,21 +19,18 @@ by service"), however well the build went. What this module reads:
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import re
 import struct
 from dataclasses import dataclass
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.paths import EFI_GLOBAL_GUID, EFIVARS_DIR, SECUREBOOT_VAR, SETUPMODE_VAR
-from fwman.host.base import Host, is_this_machine
+from fwman.driver.kmod.mok import cert_fingerprint, key_enrollment, mokutil
+from fwman.host.base import Host
 
 __all__ = ["EFIVARS_DIR", "EFI_GLOBAL_GUID", "SECUREBOOT_VAR", "SETUPMODE_VAR"]  # the paths' owner is core/paths
 SIG_ENFORCE_PARAM = "/sys/module/module/parameters/sig_enforce"
 SCHEMA = "fwman.secureboot/1"
 WHAT = "Secure Boot state"
-
-_FINGERPRINT = re.compile(r"SHA1 Fingerprint:\s*([0-9a-fA-F]{2}(?::[0-9a-fA-F]{2}){19})")
 
 
 def parse_efi_bool(data: bytes, name: str = "SecureBoot") -> bool:
@@ -58,26 +55,6 @@ def parse_sb_state(text: str) -> bool | None:
     if "SecureBoot disabled" in text:
         return False
     return None
-
-
-def parse_test_key(text: str) -> bool | None:
-    """Return True for "is already enrolled" (enrolled *or requested*), False for "is not enrolled", else None."""
-    if "is already enrolled" in text:
-        return True
-    if "is not enrolled" in text:
-        return False
-    return None
-
-
-def parse_fingerprints(text: str) -> list[str]:
-    """Return the SHA-1 fingerprints (lowercase, colon-separated) listed by ``mokutil --list-new/--list-enrolled``."""
-    return [m.group(1).lower() for m in _FINGERPRINT.finditer(text)]
-
-
-def cert_fingerprint(der: bytes) -> str:
-    """Return the SHA-1 fingerprint of a DER certificate the way mokutil prints it (``aa:bb:...``)."""
-    digest = hashlib.sha1(der, usedforsecurity=False).hexdigest()
-    return ":".join(digest[i : i + 2] for i in range(0, len(digest), 2))
 
 
 @dataclass
@@ -114,17 +91,6 @@ class SecureBootState:
         }
 
 
-def _mokutil(host: Host, *args: str) -> str | None:
-    # mokutil reads the running machine's EFI variables: on a temp root it would answer for the wrong machine
-    try:
-        if not is_this_machine(host) or host.which("mokutil") is None:
-            return None
-        result = host.run(["mokutil", *args], timeout=30)
-    except NotRecordedError:
-        return None
-    return (result.stdout + result.stderr) if not result.missing else None
-
-
 def efi_secure_boot(host: Host) -> bool | None:
     """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable
     (a BIOS boot, no efivarfs).
@@ -158,7 +124,7 @@ def _read_firmware_state(host: Host, state: SecureBootState) -> None:
         elif host.exists("/sys/firmware") and not host.exists("/sys/firmware/efi"):
             state.enabled, state.source = False, "bios"
     if state.enabled is not False or state.source != "bios":
-        text = _mokutil(host, "--sb-state")
+        text = mokutil(host, "--sb-state")
         if text is not None:
             parsed = parse_sb_state(text)
             if state.enabled is None and parsed is not None:
@@ -194,22 +160,6 @@ def read_state(host: Host) -> SecureBootState:
     state.cert_fingerprint = cert_fingerprint(der)
     state.key_state = key_enrollment(host, key.cert, state.cert_fingerprint)
     return state
-
-
-def key_enrollment(host: Host, cert: str, fingerprint: str) -> str:
-    """Return "enrolled", "pending" (import requested, MOK manager not yet confirmed), "not-enrolled" or "unknown"."""
-    local = host.local_path(cert) or cert
-    tested = _mokutil(host, "--test-key", local)
-    verdict = parse_test_key(tested) if tested is not None else None
-    new = _mokutil(host, "--list-new")
-    pending = new is not None and fingerprint in parse_fingerprints(new)
-    if pending:
-        return "pending"
-    if verdict is True:
-        return "enrolled"
-    if verdict is False:
-        return "not-enrolled"
-    return "unknown"
 
 
 def module_load_verdict(state: SecureBootState, signed: str | None) -> str | None:

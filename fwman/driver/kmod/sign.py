@@ -262,7 +262,7 @@ def existing_keys(host: Host) -> list[SigningKey]:
 def reusable_key(host: Host) -> SigningKey | None:
     """Return the existing key to reuse: the first of :func:`existing_keys` that mokutil says is enrolled, else
     the first one (enrollment unknown or pending: the owner enrolls it once); None when there is none."""
-    from fwman.driver.kmod.secureboot import cert_fingerprint, key_enrollment
+    from fwman.driver.kmod.mok import cert_fingerprint, key_enrollment
 
     found = existing_keys(host)
     for key in found:

@@ -20,7 +20,7 @@ from fwman.driver.build import lockstep
 from fwman.driver.build.manifest import Manifest, ModuleEntry
 from fwman.driver.headers import advise
 from fwman.driver.hooks.removal import forget_kernel
-from fwman.driver.kmod import secureboot
+from fwman.driver.kmod import mok, secureboot
 from fwman.driver.userspace_hold import (
     is_userspace_package,
     parse_dpkg_query,
@@ -164,8 +164,8 @@ def test_efi_bool_any_bytes(data: bytes) -> None:
 @given(st.text(max_size=300))
 def test_mokutil_parsers_any_text(text: str) -> None:
     assert secureboot.parse_sb_state(text) in (True, False, None)
-    assert secureboot.parse_test_key(text) in (True, False, None)
-    assert all(len(f) == 59 for f in secureboot.parse_fingerprints(text))
+    assert mok.parse_test_key(text) in (True, False, None)
+    assert all(len(f) == 59 for f in mok.parse_fingerprints(text))
 
 
 def test_mokutil_output_formats() -> None:
@@ -173,12 +173,12 @@ def test_mokutil_output_formats() -> None:
     assert secureboot.parse_sb_state("SecureBoot enabled\n") is True
     assert secureboot.parse_sb_state("SecureBoot disabled\nPlatform is in Setup Mode\n") is False
     assert secureboot.parse_sb_state("EFI variables are not supported on this system\n") is None
-    assert secureboot.parse_test_key("/var/lib/fwman/signing/mok.der is already enrolled\n") is True
-    assert secureboot.parse_test_key("/var/lib/fwman/signing/mok.der is not enrolled\n") is False
-    fp = secureboot.cert_fingerprint(b"certificate bytes")
+    assert mok.parse_test_key("/var/lib/fwman/signing/mok.der is already enrolled\n") is True
+    assert mok.parse_test_key("/var/lib/fwman/signing/mok.der is not enrolled\n") is False
+    fp = mok.cert_fingerprint(b"certificate bytes")
     listing = f"[key 1]\nSHA1 Fingerprint: {fp}\nCertificate:\n    Data:\n"
-    assert secureboot.parse_fingerprints(listing) == [fp]
-    assert secureboot.parse_fingerprints("MokNew is empty\n") == []
+    assert mok.parse_fingerprints(listing) == [fp]
+    assert mok.parse_fingerprints("MokNew is empty\n") == []
 
 
 def test_load_verdict_counts_only_what_the_kernel_will_reject() -> None:

@@ -96,8 +96,9 @@ KERNEL_INSTALL_BOOT_CHECK = "/etc/kernel/install.d/99-zz-fwman.install"
 #: apt's DPkg::Post-Invoke: the boot check once more after apt's dpkg run, when a kernel hook asked for it
 APT_BOOT_CHECK = "/etc/apt/apt.conf.d/99fwman-boot-check"
 #: apt's configuration directory and its tool: where neither is, there is no apt to run APT_BOOT_CHECK
-APT_CONFIG_DIR = "/etc/apt"
 APT_GET = "/usr/bin/apt-get"
+#: apt's sources: where they are, apt is (fwman never writes them, unlike its own pins under /etc/apt)
+APT_SOURCES = ("/etc/apt/sources.list", "/etc/apt/sources.list.d")
 MOTD_FILE = "/etc/motd.d/fwman"
 #: the default output of `fwman metrics write`; node_exporter's textfile collector reads *.prom from the directory
 #: its --collector.textfile.directory names (point -o there when it is another one)

@@ -110,7 +110,7 @@ def _system(tmp: Path, cache: Path, grub_default: str = "saved") -> tuple[Path, 
     bin_dir = _stand_ins(tmp, log)
     env = FwmanEnv(path_prepend=[bin_dir])
     root = build_root(tmp, (KERNEL_OK,), cache)
-    (root / "etc/apt").mkdir(parents=True)  # an apt system: its DPkg::Post-Invoke boot check is installed
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)  # apt: its boot check is installed
     (root / "etc/default").mkdir(parents=True)
     (root / "etc/default/grub").write_text(f"GRUB_DEFAULT={grub_default}\n")
     (root / "etc/fwman").mkdir(parents=True)
@@ -321,7 +321,7 @@ def test_apt_reads_the_post_invoke_hook(tmp_path: Path) -> None:
     """The installed apt.conf.d file parses with the real apt-config and adds one DPkg::Post-Invoke command."""
     require_tools("apt-config")
     root = tmp_path / "root"
-    (root / "etc/apt").mkdir(parents=True)
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)
     assert run_fwman(root, "hooks", "install")[0] == 0
     conf = root / "etc/apt/apt.conf.d/99fwman-boot-check"
     proc = subprocess.run(["apt-config", "-c", str(conf), "dump"], capture_output=True, text=True, check=True)

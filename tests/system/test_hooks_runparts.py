@@ -55,7 +55,7 @@ def test_pending_without_headers_then_catchup_builds(tmp_path: Path, object_cach
     put_source(root)
     seed_objects(root, object_cache)
     (root / "etc/fwman").mkdir(parents=True)
-    (root / "etc/apt").mkdir()  # a Debian host: apt's boot check is installed too (nothing skipped)
+    (root / "etc/apt/sources.list.d").mkdir(parents=True)  # apt: its boot check too
     (root / "etc/fwman/config.toml").write_text(f'[modules]\nsource = "{SOURCE}"\n')
     order = tmp_path / "order.log"
     for name in ("dkms", "initramfs-tools", "zz-update-grub"):

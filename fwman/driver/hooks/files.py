@@ -101,19 +101,21 @@ INSTALLED: tuple[tuple[str, int], ...] = (
 def left_out(host: Host) -> dict[str, str]:
     """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of.
 
-    apt's ``DPkg::Post-Invoke`` file is for apt: on a host without it (no ``/etc/apt``, no ``apt-get``: a tree
+    apt's ``DPkg::Post-Invoke`` file is for apt: on a host without it (no ``apt-get``, no apt sources: a tree
     under ``--root`` without them, a system with another package manager) writing it would only create
-    ``/etc/apt`` for nothing. ``apt-get`` is looked up on PATH on the real root only (under ``--root`` PATH is
-    this machine's, not the tree's). A replay that did not record either path counts as having apt (as before).
+    ``/etc/apt`` for nothing. ``/etc/apt`` itself does not count: fwman writes its own pins there (``dkms
+    block``, ``modules preflight --hold``), which would make a second ``hooks install`` differ from the first.
+    ``apt-get`` is looked up on PATH on the real root only (under ``--root`` PATH is this machine's, not the
+    tree's). A replay that did not record these paths counts as having apt (as before).
     """
     try:
-        if host.is_dir(paths.APT_CONFIG_DIR) or host.exists(paths.APT_GET):
+        if host.exists(paths.APT_GET) or any(host.exists(p) for p in paths.APT_SOURCES):
             return {}
         if is_this_machine(host) and host.which("apt-get"):
             return {}
     except NotRecordedError:
         return {}
-    return {paths.APT_BOOT_CHECK: f"apt is not on this host (no {paths.APT_CONFIG_DIR}, no apt-get)"}
+    return {paths.APT_BOOT_CHECK: "apt is not on this host (no apt-get, no /etc/apt/sources.list(.d))"}
 
 
 def install_actions(python: str | None = None, skip: Collection[str] = ()) -> list[Action]:

@@ -15,7 +15,7 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 def test_dry_run_lists_every_installed_file_and_removes_none(tmp_path: Path) -> None:
-    (tmp_path / "etc/apt").mkdir(parents=True)  # apt is here: every file of INSTALLED is for this host
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)  # apt is here: every file of INSTALLED is for this host
     run = FwmanEnv()
     assert run("--root", str(tmp_path), "hooks", "install").code == 0
     before = _files(tmp_path)
@@ -31,7 +31,7 @@ def test_dry_run_lists_every_installed_file_and_removes_none(tmp_path: Path) -> 
 
 
 def test_json_says_changed_once_then_not(tmp_path: Path) -> None:
-    (tmp_path / "etc/apt").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)
     run = FwmanEnv()
     assert run("--root", str(tmp_path), "hooks", "install").code == 0
     first = run("--root", str(tmp_path), "hooks", "remove", "--json")
@@ -47,7 +47,7 @@ def test_json_says_changed_once_then_not(tmp_path: Path) -> None:
 
 
 def test_install_json_says_changed_once_then_not(tmp_path: Path) -> None:
-    (tmp_path / "etc/apt").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)
     run = FwmanEnv()
     dry = run("--root", str(tmp_path), "hooks", "install", "--dry-run", "--json").json()
     assert dry["schema"] == "fwman.hooks-install/1" and dry["dry_run"] is True and dry["changed"] is False

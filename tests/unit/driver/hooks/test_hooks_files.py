@@ -16,7 +16,7 @@ from tests.support.env import FwmanEnv
 
 
 def test_install_is_idempotent_and_remove_undoes_it(tmp_path: Path) -> None:
-    (tmp_path / "etc/apt").mkdir(parents=True)  # a host with apt: its boot check is installed too
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)  # a host with apt: its boot check is installed too
     host = LiveHost(str(tmp_path))
     done = hooks.install(host)
     # postinst, header_postinst, postrm, kernel-install plugin, the three final boot checks, apt's, script,
@@ -231,7 +231,7 @@ def test_a_refused_write_names_the_host_path_and_is_not_called_a_bug(tmp_path: P
     assert "running the command again finishes what it started" in r.stderr
 
 
-APT_SKIPPED = f"skipped {paths.APT_BOOT_CHECK}: apt is not on this host (no /etc/apt, no apt-get)"
+APT_SKIPPED = f"skipped {paths.APT_BOOT_CHECK}: apt is not on this host (no apt-get, no /etc/apt/sources.list(.d))"
 
 
 def test_without_apt_its_boot_check_is_skipped_and_said(tmp_path: Path) -> None:
@@ -246,14 +246,14 @@ def test_without_apt_its_boot_check_is_skipped_and_said(tmp_path: Path) -> None:
     assert (tmp_path / paths.POSTINST_BOOT_CHECK[1:]).is_file()  # the kernel's own boot checks are
     doc = run("hooks", "install", "--json", "--root", str(tmp_path)).json()
     assert doc["changed"] is False and doc["skipped"] == [
-        {"path": paths.APT_BOOT_CHECK, "reason": "apt is not on this host (no /etc/apt, no apt-get)"}
+        {"path": paths.APT_BOOT_CHECK, "reason": "apt is not on this host (no apt-get, no /etc/apt/sources.list(.d))"}
     ]
     # status: installed as far as this host goes, the apt file shown as skipped (not "missing")
     status = run("hooks", "status", "--json", "--root", str(tmp_path)).json()
     assert status["installed"] is True
     [apt] = [f for f in status["files"] if f["path"] == paths.APT_BOOT_CHECK]
     assert apt == {"path": paths.APT_BOOT_CHECK, "present": False, "current": True,
-                   "note": "skipped: apt is not on this host (no /etc/apt, no apt-get)"}  # fmt: skip
+                   "note": "skipped: apt is not on this host (no apt-get, no /etc/apt/sources.list(.d))"}  # fmt: skip
     removed = run("hooks", "remove", "--json", "--root", str(tmp_path)).json()
     assert removed["changed"] is True and f"remove {paths.APT_BOOT_CHECK}" not in removed["actions"]
     assert not (tmp_path / "etc/apt").exists()

@@ -165,10 +165,17 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     if not revisions:
         carried = ", ".join(str(v) for v in listing.p2p_versions()) or "none"
         raise MissingError(
-            f"no branch of fork {fork.name} builds driver version {version} (its P2P branches build: {carried})",
+            f"no {'upstream tag' if fork.donor else 'branch'} of fork {fork.name} builds driver version {version} "
+            f"(its P2P {'tags' if fork.donor else 'branches'} build: {carried})",
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
     newest = revisions[0]
+    if fork.donor is not None:  # a donor-patch fork: NVIDIA's tag of the version, with the pinned patch
+        report(
+            f"driver {version}: building fork {fork.name}: upstream tag {newest.branch} of {fork.url} + patch "
+            f"{fork.donor.location} (sha256 {fork.donor.sha256[:12]})"
+        )
+        return SourceSpec(None, fork_text, names.branch_name(newest.branch))
     others = ", ".join(r.branch for r in revisions[1:])
     report(
         f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions "

@@ -62,6 +62,8 @@ class Revision(BaseModel):
     from_tree: bool = False
     date: str | None = None  # the commit's committer date, ISO 8601 as git prints it (%cI); None: unknown
     error: str | None = None  # why the tree could not be read (the version is then the name's, or unknown)
+    #: a donor-patch fork's revision: ``branch`` is then NVIDIA's upstream tag and this the patch applied to it
+    patch_sha256: str | None = None
 
     def driver_version(self) -> DriverVersion | None:
         """Return ``version`` as a DriverVersion, None when unknown or not a version. Never raises."""

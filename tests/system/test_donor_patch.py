@@ -6,7 +6,7 @@ The "upstream" is a bare repository served by the real ``git daemon`` on 127.0.0
 ``570.86.16`` holds the stand-in module tree (tests/support/modules.py); the donor patch adds a ``MODULE_INFO``
 tag to ``nvidia.ko`` that the real ``modinfo`` reads back from the installed module, built against the real
 Debian headers. A sha256 mismatch is exit 4 and builds nothing; a patch that does not apply names the file and
-the hunk.
+the hunk. A patch URL is downloaded through the HTTP door from a real server on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -16,11 +16,17 @@ import hashlib
 import json
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from fwman.core.errors import VerificationError
+from fwman.driver.build.donor import donor_patch
+from fwman.driver.forks import parse_donor
+from fwman.host.live import LiveHost
 from tests.support.modules import FORK_TREE, KERNEL_OK, add_kernel, git_daemon, require_build_env, run_fwman
 from tests.support.tools import require_tools
 
@@ -166,3 +172,44 @@ def test_a_patch_that_does_not_apply_names_the_file_and_the_hunk(tmp_path: Path,
     assert code == 4, out + err
     assert f"donor patch {PATCH_AT} does not apply: {REL}: Hunk #1 FAILED" in out + err
     assert not (root / f"var/lib/fwman/modules/{KERNEL_OK}.json").exists()
+
+
+def _serve(body: bytes) -> tuple[ThreadingHTTPServer, str]:
+    """Serve ``body`` at /p2p-570.86.16.patch on 127.0.0.1 (a real server in a thread); return it and the URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd, f"http://127.0.0.1:{httpd.server_address[1]}/p2p-570.86.16.patch"
+
+
+def test_a_patch_url_is_downloaded_through_the_http_door_verified_and_kept(tmp_path: Path) -> None:
+    patch = _patch("applied")
+    sha = hashlib.sha256(patch).hexdigest()
+    httpd, url = _serve(patch)
+    host = LiveHost(str(tmp_path))
+    try:
+        fork = parse_donor("donor", {"patch": url, "sha256": sha}, "config.toml")  # the version: the name's hint
+        assert fork.donor is not None and fork.donor.versions == (TAG,)
+        got = donor_patch(host, fork)
+        assert (got.sha256, got.files, got.origin) == (sha, (REL,), url)
+        kept = tmp_path / f"var/cache/fwman/donor-patches/{sha}.patch"
+        assert kept.read_bytes() == patch and got.path == f"/var/cache/fwman/donor-patches/{sha}.patch"
+        wrong = parse_donor("donor", {"patch": url, "sha256": "0" * 64}, "config.toml")
+        with pytest.raises(VerificationError, match=f"its sha256 is {sha}, but \\[forks.donor\\] pins 0000"):
+            donor_patch(host, wrong)
+        assert not (tmp_path / f"var/cache/fwman/donor-patches/{'0' * 64}.patch").exists()
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    # the kept copy serves later builds (the kernel hook) without the network
+    assert donor_patch(host, fork).sha256 == sha

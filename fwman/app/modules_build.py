@@ -19,7 +19,7 @@ from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import gather, refuse_unless_forced, target_version
-from fwman.driver.build.pipeline import KernelOutcome, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -336,7 +336,13 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         "phases": {name: round(seconds, 2) for name, seconds in outcome.phases.items()},
         "source": None
         if source is None
-        else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
+        else {
+            "fork": source.fork,
+            "branch": source.branch,
+            "commit": source.commit,
+            "location": source.location,
+            "donor_patch": donor_record(source),
+        },
         "failure": None
         if failure is None
         else {
@@ -406,7 +412,12 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
     s = outcome.source
     if s is not None:
         if s.fork:
-            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
+            built_from = (
+                f"upstream tag {s.branch} + donor patch {s.donor_patch.origin} (sha256 {s.donor_patch.sha256})"
+                if s.donor_patch is not None
+                else f"branch {s.branch}"
+            )
+            lines.append(f"  source:        fork {s.fork}, {built_from}, commit {s.commit}")
         else:
             lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
     if outcome.log_path:

@@ -25,6 +25,7 @@ import pytest
 
 from fwman.core.errors import VerificationError
 from fwman.driver.build.donor import donor_patch
+from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.driver.forks import parse_donor
 from fwman.host.live import LiveHost
 from tests.support.modules import FORK_TREE, KERNEL_OK, add_kernel, git_daemon, require_build_env, run_fwman
@@ -74,9 +75,10 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
         yield f"{root_url}/upstream.git", commit
 
 
-def _root(tmp_path: Path, upstream: str, patch: bytes, sha256: str | None = None) -> Path:
+def _root(tmp_path: Path, upstream: str, patch: bytes, sha256: str | None = None, headers: bool = True) -> Path:
+    """Return a root with KERNEL_OK (and its real headers), the patch at PATCH_AT and [forks.donor] naming both."""
     root = tmp_path / "root"
-    add_kernel(root, KERNEL_OK)
+    add_kernel(root, KERNEL_OK, headers=headers)
     target = root / PATCH_AT.lstrip("/")
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_bytes(patch)
@@ -213,3 +215,21 @@ def test_a_patch_url_is_downloaded_through_the_http_door_verified_and_kept(tmp_p
         httpd.server_close()
     # the kept copy serves later builds (the kernel hook) without the network
     assert donor_patch(host, fork).sha256 == sha
+
+
+def test_the_hook_path_resolves_a_donor_fork_without_the_network(tmp_path: Path) -> None:
+    # a kernel install must not wait on the network: once fetched, the tag and the verified patch are cached
+    require_tools("git")
+    base = tmp_path / "served"
+    base.mkdir()
+    commit = _upstream(base / "upstream.git")
+    patch = _patch("applied")
+    spec = SourceSpec(None, "donor", TAG)
+    with git_daemon(base) as root_url:
+        root = _root(tmp_path, f"{root_url}/upstream.git", patch, headers=False)
+        host = LiveHost(str(root))
+        online = resolve_source(host, spec)
+    offline = resolve_source(host, spec, fetch=False)  # the daemon is gone
+    assert offline == online
+    assert offline.commit == commit and offline.source_id == f"{commit}+patch:{hashlib.sha256(patch).hexdigest()}"
+    assert offline.donor_patch is not None and offline.donor_patch.origin == PATCH_AT

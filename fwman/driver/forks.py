@@ -671,6 +671,28 @@ def donor_revisions(
     return found
 
 
+def parse_ls_remote_tags(text: str, tags: Sequence[str]) -> dict[str, str]:
+    """Return {tag: commit} of the ``tags`` that ``git ls-remote --tags`` output ``text`` lists, in ``tags``' order:
+    an annotated tag's peeled ``refs/tags/T^{}`` line (its commit) wins over the tag object's own line.
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
+    found: dict[str, str] = {}
+    peeled: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        sha, sep, ref = line.partition("\t")
+        if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
+            raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
+        name = ref.strip().removeprefix("refs/tags/")
+        if name.endswith("^{}"):
+            peeled[name[:-3]] = sha.strip()
+        else:
+            found[name] = sha.strip()
+    return {t: peeled.get(t, found[t]) for t in tags if t in found}
+
+
 def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) -> dict[str, str]:
     """Return {tag: commit} of the ``tags`` that ``url`` has (``git ls-remote --tags``; an annotated tag's
     commit is its peeled ``^{}`` line).
@@ -685,20 +707,7 @@ def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) 
         raise MissingError("git is not installed")
     if not result.ok:
         raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
-    found: dict[str, str] = {}
-    peeled: dict[str, str] = {}
-    for number, line in enumerate(result.stdout.splitlines(), 1):
-        if not line.strip():
-            continue
-        sha, sep, ref = line.partition("\t")
-        if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
-            raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
-        name = ref.strip().removeprefix("refs/tags/")
-        if name.endswith("^{}"):
-            peeled[name[:-3]] = sha.strip()
-        else:
-            found[name] = sha.strip()
-    return {t: peeled.get(t, found[t]) for t in tags if t in found}
+    return parse_ls_remote_tags(result.stdout, tags)
 
 
 def _list_donor(

@@ -11,8 +11,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.config import DONOR_KEYS, parse_config
-from fwman.core.errors import ExitCode, UsageError
-from fwman.driver.forks import NVIDIA_UPSTREAM, Fork, configured_forks, donor_revisions, parse_donor, resolve_fork
+from fwman.core.errors import ExitCode, ParseError, UsageError
+from fwman.driver.forks import (
+    NVIDIA_UPSTREAM,
+    Fork,
+    configured_forks,
+    donor_revisions,
+    parse_donor,
+    parse_ls_remote_tags,
+    resolve_fork,
+)
 from tests.support.env import FwmanEnv
 
 SHA = "83" * 32
@@ -136,3 +144,24 @@ def test_property_any_table_is_a_donor_fork_or_a_usage_error(name: str, table: d
         return
     assert isinstance(fork, Fork) and fork.donor is not None
     assert len(fork.donor.sha256) == 64 and fork.donor.versions
+
+
+def test_ls_remote_tags_take_an_annotated_tags_commit() -> None:
+    tag_object, commit, other = "a" * 40, "b" * 40, "c" * 40
+    text = f"{tag_object}\trefs/tags/595.58.03\n{commit}\trefs/tags/595.58.03^{{}}\n{other}\trefs/tags/590.48.01\n"
+    assert parse_ls_remote_tags(text, ["590.48.01", "595.58.03", "580.1.2"]) == {
+        "590.48.01": other,
+        "595.58.03": commit,
+    }
+    with pytest.raises(ParseError, match="is not"):
+        parse_ls_remote_tags("not a line\n", ["595.58.03"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=300), st.lists(st.text(max_size=12), max_size=3))
+def test_property_any_ls_remote_text_is_tags_or_a_parse_error(text: str, tags: list[str]) -> None:
+    try:
+        found = parse_ls_remote_tags(text, tags)
+    except ParseError:
+        return
+    assert set(found) <= set(tags)

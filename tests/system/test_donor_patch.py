@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from fwman.core.errors import VerificationError
+from fwman.driver.build.checkout import cache_dir
 from fwman.driver.build.donor import donor_patch
 from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.driver.forks import parse_donor
@@ -126,7 +127,7 @@ def test_branches_lists_the_upstream_tag_with_the_patch_and_a_build_carries_the_
     assert (manifest["fork"], manifest["branch"], manifest["commit"]) == ("donor", TAG, commit)
     assert manifest["donor_patch"] == {"tag": TAG, "sha256": sha, "patch": PATCH_AT}
     # the upstream checkout in the source cache is never patched: only the build tree is
-    checkout = next((root / "var/cache/fwman/src").glob("*upstream.git-*[0-9a-f]"))
+    checkout = root / cache_dir(upstream).lstrip("/")  # the checkout, not the *.probe repository beside it
     assert "p2p_donor" not in (checkout / REL).read_text()
 
     code, out, _ = run_fwman(root, "modules", "status")

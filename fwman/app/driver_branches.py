@@ -41,6 +41,7 @@ class BranchesResult(Result):
                 "error": f.error,
                 "p2p_versions": [str(v) for v in f.p2p_versions()],
                 "revisions": {str(v): [r.model_dump(mode="json") for r in f.revisions_of(v)] for v in f.p2p_versions()},
+                "donor": f.donor.to_json() if f.donor is not None else None,
             }
             for f in self.report.forks
         ]
@@ -58,8 +59,8 @@ class BranchesResult(Result):
             for f in forks
         ])]  # fmt: skip
         revisions = [
-            [str(v), f.fork, r.branch, (r.date or "unknown")[:19].replace("T", " "), (r.commit or "unknown")[:12],
-             "tree" if r.from_tree else "name"]
+            [str(v), f.fork, _branch_cell(r.branch, r.patch_sha256), (r.date or "unknown")[:19].replace("T", " "),
+             (r.commit or "unknown")[:12], "tree" if r.from_tree else "name"]
             for f in forks for v in reversed(f.p2p_versions()) for r in f.revisions_of(v)
         ]  # fmt: skip
         if revisions:
@@ -84,6 +85,11 @@ class BranchesResult(Result):
             missing = ", ".join(f.fork for f in self.report.forks if not f.available)
             return PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
         return None
+
+
+def _branch_cell(branch: str, patch_sha256: str | None) -> str:
+    """Return the BRANCH cell: the branch, or a donor fork's upstream tag and the patch applied to it."""
+    return branch if patch_sha256 is None else f"tag {branch} + patch {patch_sha256[:12]}"
 
 
 def driver_branches(

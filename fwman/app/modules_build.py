@@ -19,7 +19,7 @@ from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -165,10 +165,17 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     if not revisions:
         carried = ", ".join(str(v) for v in listing.p2p_versions()) or "none"
         raise MissingError(
-            f"no branch of fork {fork.name} builds driver version {version} (its P2P branches build: {carried})",
+            f"no {'upstream tag' if fork.donor else 'branch'} of fork {fork.name} builds driver version {version} "
+            f"(its P2P {'tags' if fork.donor else 'branches'} build: {carried})",
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
     newest = revisions[0]
+    if fork.donor is not None:  # a donor-patch fork: NVIDIA's tag of the version, with the pinned patch
+        report(
+            f"driver {version}: building fork {fork.name}: upstream tag {newest.branch} of {fork.url} + patch "
+            f"{fork.donor.location} (sha256 {fork.donor.sha256[:12]})"
+        )
+        return SourceSpec(None, fork_text, names.branch_name(newest.branch))
     others = ", ".join(r.branch for r in revisions[1:])
     report(
         f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions "
@@ -335,7 +342,13 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         "phases": {name: round(seconds, 2) for name, seconds in outcome.phases.items()},
         "source": None
         if source is None
-        else {"fork": source.fork, "branch": source.branch, "commit": source.commit, "location": source.location},
+        else {
+            "fork": source.fork,
+            "branch": source.branch,
+            "commit": source.commit,
+            "location": source.location,
+            "donor_patch": donor_record(source),
+        },
         "failure": None
         if failure is None
         else {
@@ -405,7 +418,12 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
     s = outcome.source
     if s is not None:
         if s.fork:
-            lines.append(f"  source:        fork {s.fork}, branch {s.branch}, commit {s.commit}")
+            built_from = (
+                f"upstream tag {s.branch} + donor patch {s.donor_patch.origin} (sha256 {s.donor_patch.sha256})"
+                if s.donor_patch is not None
+                else f"branch {s.branch}"
+            )
+            lines.append(f"  source:        fork {s.fork}, {built_from}, commit {s.commit}")
         else:
             lines.append(f"  source:        {s.location} ({s.commit or s.source_id})")
     if outcome.log_path:

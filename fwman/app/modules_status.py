@@ -49,6 +49,9 @@ class KernelStatus:
     initramfs: InitramfsState | None = None
     #: the patches of /etc/fwman/patches.d the installed modules were built with ({name, sha256, kernels})
     patches: list[dict[str, str | None]] = field(default_factory=list)
+    #: a donor-patch fork's build ({tag, sha256, patch}: the manifest's), and the fork it was built from
+    donor_patch: dict[str, str] | None = None
+    fork: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
@@ -68,6 +71,7 @@ class KernelStatus:
             "headers_package": self.headers_package,
             "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
             "patches": self.patches,
+            "donor_patch": self.donor_patch,
         }
 
 
@@ -155,6 +159,12 @@ class ModulesStatus(Result):
                 out.append(say(f"patch for {r.kernel}: {patch.get('name')} ({which}, sha256 "
                                f"{str(patch.get('sha256'))[:12]})"))  # fmt: skip
         for r in rows:
+            if r.donor_patch is not None:  # a donor-patch fork: NVIDIA's tag and the pinned patch, like a commit
+                donor = r.donor_patch
+                out.append(say(f"source of {r.kernel}: fork {r.fork or '?'}: upstream tag {donor.get('tag', '?')} "
+                               f"({(r.commit or '?')[:12]}) + patch {donor.get('sha256', '?')[:12]} "
+                               f"({donor.get('patch', '?')})"))  # fmt: skip
+        for r in rows:
             if not r.headers and r.headers_package:
                 out.append(say(f"headers for {r.kernel}: apt install {r.headers_package}"))
             if r.initramfs is not None and r.initramfs.path and (r.initramfs.problem or r.initramfs.error):
@@ -233,6 +243,8 @@ def modules_status(host: Host) -> ModulesStatus:
                 headers_package=advise_host(host, kver).package,
                 initramfs=inspect_initramfs(host, kver),
                 patches=list(manifest.patches) if manifest else [],
+                donor_patch=manifest.donor_patch if manifest else None,
+                fork=manifest.fork if manifest else None,
             )
         )
     hold = hold_status(host, simulate=False)

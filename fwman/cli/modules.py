@@ -74,11 +74,17 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
     metavar="FORK",
     help=f"The fork to build from: {FORK_FORMS}.",
 )
-@click.option("--branch", metavar="B", help="Branch of the fork, e.g. 570.86.16-p2p.")
+@click.option(
+    "--branch",
+    metavar="B",
+    help="Branch of the fork, e.g. 570.86.16-p2p; of a donor-patch fork ([forks.NAME] patch): NVIDIA's upstream "
+    "tag, e.g. 595.58.03.",
+)
 @click.option(
     "--driver-version",
     metavar="V",
-    help="Instead of --branch: the newest branch of the fork whose tree builds driver version V (e.g. 570.86.16).",
+    help="Instead of --branch: the newest branch of the fork whose tree builds driver version V (e.g. 570.86.16); "
+    "of a donor-patch fork, upstream tag V with the pinned patch applied.",
 )
 @click.option("--source", "source_dir", metavar="DIR", help="Build a local tree instead of a fork branch.")
 @click.option(

@@ -6,8 +6,10 @@ error naming the file, the line and the known keys (UsageError, exit 2), never s
 setting means adding a field here and documenting it on its command's page in docs/. Sections:
 
 - ``[forks]`` (docs/driver-branches.md): extra P2P forks, ``name = "URL or local git path"`` (any name: these are
-  the fork names); ``api_url`` (the forge API base, default ``https://api.github.com``; ``FWMAN_FORGE_API`` in
-  the environment overrides it); ``defaults = false`` drops the three built-in forks.
+  the fork names), or a ``[forks.NAME]`` table of a donor patch (``patch``, ``sha256``, ``upstream``,
+  ``versions``: applied to NVIDIA's upstream tag); ``api_url`` (the forge API base, default
+  ``https://api.github.com``; ``FWMAN_FORGE_API`` in the environment overrides it); ``defaults = false`` drops the
+  three built-in forks.
 - ``[modules]`` (docs/modules.md, docs/hooks.md): what the kernel hook and ``catchup`` build, ``fork`` +
   ``branch`` or ``source`` (a local tree); ``strict = true`` makes a failed or pending hook build fail the
   kernel install.
@@ -143,6 +145,19 @@ def _line_of(text: str, loc: Sequence[str | int]) -> int | None:
     return None
 
 
+#: the keys of a donor-patch fork's table, ``[forks.NAME]`` (docs/driver-branches.md)
+DONOR_KEYS = ("patch", "sha256", "upstream", "versions")
+
+
+def _header_line(text: str, name: str) -> int | None:
+    """Return the 1-based line of the ``[name]`` table header in ``text``, or None (an inline table)."""
+    for number, line in enumerate(text.splitlines(), 1):
+        header = _table_header(line.strip())
+        if header is not None and header.replace('"', "").replace(" ", "") == name:
+            return number
+    return None
+
+
 def _check(data: dict[str, Any], text: str, path: str) -> None:
     """Raise UsageError (file, line, known keys) unless ``data`` has only the declared sections and keys, each
     of its declared type (the first problem in the order of :data:`SCHEMA`: sections, then keys)."""
@@ -151,10 +166,23 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
     if isinstance(forks, dict):  # any name may be a fork, but a fork is `name = "URL"`: anything else is a typo
         fork_keys = known["forks"]
         for key, value in forks.items():
+            if key not in fork_keys and isinstance(value, dict):
+                # [forks.NAME]: a donor-patch fork; its keys are checked here (the line), its values by
+                # fwman.driver.forks.parse_donor when a fork is resolved
+                unknown = sorted(k for k in value if k not in DONOR_KEYS)
+                if unknown:
+                    line = _header_line(text, f"forks.{key}")
+                    raise UsageError(
+                        f"{path}{f':{line}' if line else ''}: unknown key `{unknown[0]}` in [forks.{key}] (a "
+                        f"donor-patch fork); known keys: {', '.join(DONOR_KEYS)}",
+                        hint=f"fix the name in {path} (docs: driver-branches.md)",
+                    )
+                continue
             if key not in fork_keys and not isinstance(value, str):
                 line = _line_of(text, ["forks", key])
                 raise UsageError(
-                    f'{path}{f":{line}" if line else ""}: unknown key `{key}` in [forks] (a fork is name = "URL"); '
+                    f'{path}{f":{line}" if line else ""}: unknown key `{key}` in [forks] (a fork is name = "URL" '
+                    f"or a [forks.{key}] table of a donor patch); "
                     f"known keys: {', '.join(fork_keys)}",
                     hint=f"fix the name in {path}",
                 )

@@ -58,6 +58,8 @@ IMAGE_CACHE_DIR = f"{CACHE_DIR}/images"
 BRANCH_CACHE_FILE = f"{CACHE_DIR}/branches.json"
 OBJECT_CACHE_DIR = f"{CACHE_DIR}/objects"
 SOURCE_CACHE_DIR = f"{CACHE_DIR}/src"
+#: donor patches of ``[forks.NAME]`` tables, kept by their verified sha256 (fwman.driver.build.donor)
+DONOR_PATCH_DIR = f"{CACHE_DIR}/donor-patches"
 BUILD_DIR = f"{CACHE_DIR}/build"
 #: the pre-flight's scratch space: per kernel, the downloaded header packages, their unpacked root, the build
 PREFLIGHT_DIR = f"{CACHE_DIR}/preflight"
@@ -147,6 +149,11 @@ SECUREBOOT_VAR = f"{EFIVARS_DIR}/SecureBoot-{EFI_GLOBAL_GUID}"
 SETUPMODE_VAR = f"{EFIVARS_DIR}/SetupMode-{EFI_GLOBAL_GUID}"
 #: the kernel's module trees, one directory per kernel release (``modules_dir(kver)``)
 MODULES_ROOT = "/lib/modules"
+
+
+def donor_patch_file(sha256: str) -> str:
+    """Return where the donor patch of digest ``sha256`` is kept once verified."""
+    return f"{DONOR_PATCH_DIR}/{sha256}.patch"
 
 
 def modules_dir(kver: str) -> str:

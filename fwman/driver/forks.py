@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fwman.core import clock, names, paths
-from fwman.core.config import Config
+from fwman.core.config import DONOR_KEYS, Config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
@@ -53,12 +53,126 @@ MAX_CACHE_BYTES = 16 << 20
 PROBE_TIMEOUT = 1800.0  # depth-1 fetches of real fork branches, ~100 MB each
 
 
+#: where NVIDIA publishes its open kernel modules: the default upstream of a donor-patch fork. Its releases are
+#: tags named by the bare version (``595.58.03``: the ``releases/tag/595.58.03`` that
+#: github.com/himekifee/talos-tinygrad-nvidia-p2p-driver builds on)
+NVIDIA_UPSTREAM = "https://github.com/NVIDIA/open-gpu-kernel-modules"
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+_LOOPBACK_HTTP = re.compile(r"http://(?:127\.0\.0\.1|localhost|\[::1\])(?::\d+)?/\S*")
+_VERSION_IN_NAME = re.compile(r"(?<![0-9.])(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![0-9])")
+
+
+@dataclass(frozen=True)
+class DonorPatch:
+    """A P2P patch applied to NVIDIA's upstream tag of the same version: a fork that is a patch, not a branch.
+
+    ``location`` is a host path (absolute) or an ``https://`` URL (``http://`` only to this machine's loopback);
+    ``sha256`` pins its content (a patch is code that is built into a kernel module loaded as root, so an unpinned
+    one is refused); ``versions`` are the upstream tags (bare driver versions) it is meant for, and
+    ``versions_from`` says whether they were configured (``"config"``) or read from the patch's file name
+    (``"name"``, a hint). What a tag builds is read from its tree's ``version.mk``, as for a branch.
+    """
+
+    location: str
+    sha256: str
+    versions: tuple[str, ...]
+    versions_from: str = "config"
+
+    @property
+    def is_url(self) -> bool:
+        """Return True when the patch is downloaded (an http(s) URL), False for a file on the host."""
+        return self.location.startswith(("https://", "http://"))
+
+    @property
+    def file_name(self) -> str:
+        """Return the last part of the location (``p2p.diff``), for messages and the manifest."""
+        return self.location.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] or "patch"
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the patch as ``driver branches --json`` and the manifest show it."""
+        return {"patch": self.location, "sha256": self.sha256, "versions": list(self.versions)}
+
+
 @dataclass(frozen=True)
 class Fork:
-    """A named fork and where to list its branches (a git URL or a local repository path on the host)."""
+    """A named fork and where to list its branches (a git URL or a local repository path on the host).
+
+    A donor-patch fork (``donor`` set) is NVIDIA's upstream (``url``) plus a pinned patch: its "branches" are the
+    upstream tags the patch is for.
+    """
 
     name: str
     url: str
+    donor: DonorPatch | None = None
+
+    @property
+    def cache_key(self) -> str:
+        """Return the key of this fork's listing in the branch cache (a donor fork's includes its patch)."""
+        return self.url if self.donor is None else f"{self.url}#patch={self.donor.sha256}"
+
+
+def parse_donor(name: str, table: Mapping[str, Any], where: str) -> Fork:
+    """Return the donor-patch fork of ``[forks.NAME]`` table ``table`` (``where`` names the file in messages).
+
+    Raises UsageError naming the key: an unknown key; ``patch`` missing or not an absolute path or ``https://``
+    URL; ``sha256`` missing (an unpinned patch is refused) or not 64 hex digits; ``upstream`` not a repository
+    URL; ``versions`` not a list of driver versions, or absent while the patch's name says no version.
+    """
+    section = f"{where}: [forks.{name}]"
+    hint = (
+        f'[forks.{name}] patch = "https://.../p2p.patch" (or an absolute path), sha256 = "<sha256sum of it>", '
+        'versions = ["595.58.03"]'
+    )
+    if not _NAME_RE.fullmatch(name):
+        raise UsageError(f"{where}: [forks] {name!r} is not a fork name", hint=hint)
+    unknown = sorted(k for k in table if k not in DONOR_KEYS)
+    if unknown:
+        raise UsageError(f"{section}: unknown key `{unknown[0]}`; known keys: {', '.join(DONOR_KEYS)}", hint=hint)
+    patch = table.get("patch")
+    if not isinstance(patch, str) or not patch.strip():
+        raise UsageError(f"{section}: `patch` must be a string: the patch's absolute path or https:// URL", hint=hint)
+    patch = patch.strip()
+    url_ok = patch.startswith("https://") and " " not in patch
+    if not (url_ok or _LOOPBACK_HTTP.fullmatch(patch) or (patch.startswith("/") and "\0" not in patch)):
+        raise UsageError(f"{section}: patch {patch[:120]!r} is neither an absolute path nor an https:// URL", hint=hint)
+    sha = table.get("sha256")
+    if sha is None:
+        raise UsageError(
+            f"{section}: no sha256 for patch {patch[:120]}: an unpinned patch is refused (it is code from elsewhere, "
+            "built into a module loaded as root)",
+            hint=f"check the patch, then pin it: sha256 = \"$(sha256sum FILE | cut -d' ' -f1)\" in [forks.{name}]",
+        )
+    if not isinstance(sha, str) or not _SHA256_RE.fullmatch(sha.strip().lower()):
+        raise UsageError(f"{section}: sha256 must be 64 hexadecimal digits (as sha256sum prints it)", hint=hint)
+    upstream_text = table.get("upstream", NVIDIA_UPSTREAM)
+    if not isinstance(upstream_text, str) or not upstream_text.strip():
+        raise UsageError(f"{section}: `upstream` must be a repository URL string", hint=hint)
+    upstream = clonable_url(names.fork_url(upstream_text.strip(), f"{section} upstream"))
+    raw_versions = table.get("versions")
+    versions_from = "config"
+    if raw_versions is None:
+        hinted = _VERSION_IN_NAME.findall(patch.rsplit("/", 1)[-1])
+        if not hinted:
+            raise UsageError(
+                f'{section}: say which NVIDIA release the patch is for: versions = ["V"] (its name '
+                f"{patch.rsplit('/', 1)[-1][:80]!r} says no version)",
+                hint=hint,
+            )
+        raw_versions, versions_from = hinted[:1], "name"
+    if not isinstance(raw_versions, list) or not raw_versions or not all(isinstance(v, str) for v in raw_versions):
+        raise UsageError(f'{section}: versions must be a list of driver versions, e.g. ["595.58.03"]', hint=hint)
+    versions = tuple(dict.fromkeys(str(names.driver_version(v.strip(), f"{section} versions")) for v in raw_versions))
+    donor = DonorPatch(patch, sha.strip().lower(), versions, versions_from)
+    return Fork(names.fork_name(name, f"{where}: [forks]"), upstream, donor)
+
+
+def donor_forks(config: Config) -> dict[str, Fork]:
+    """Return {name: Fork} of the donor-patch forks of ``[forks]`` (its tables). Raises UsageError on a bad one."""
+    found: dict[str, Fork] = {}
+    for name, value in config.section("forks").items():
+        if isinstance(value, Mapping):
+            found[name] = parse_donor(name, value, config.path)
+    return found
 
 
 def clonable_url(location: str) -> str:
@@ -76,7 +190,7 @@ def known_forks(config: Config) -> dict[str, str]:
     """
     forks: dict[str, str] = dict(DEFAULT_FORKS) if config.get_bool("forks", "defaults", True) else {}
     for name, url in config.section("forks").items():
-        if name in RESERVED_KEYS:
+        if name in RESERVED_KEYS or isinstance(url, Mapping):  # a table is a donor-patch fork (donor_forks)
             continue
         if not isinstance(url, str) or not url.strip() or not _NAME_RE.fullmatch(name):
             raise UsageError(f"{config.path}: [forks] {name} must be a URL string", hint='name = "https://..."')
@@ -99,6 +213,9 @@ def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
     """
     text = text.strip()
     forks = known_forks(config)
+    donors = donor_forks(config)
+    if text in donors:
+        return donors[text]
     if text in forks:
         return Fork(text, forks[text])
     name, sep, url = text.partition("=")
@@ -111,7 +228,7 @@ def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
         return Fork(names.fork_name(name.strip(), option), clonable_url(names.fork_url(url.strip(), option)))
     if "/" in text or ":" in text:  # a URL, scp-like git@host:path, an absolute path or owner/name
         return Fork(text, clonable_url(names.fork_url(text, option)))
-    known = ", ".join(forks) or "none ([forks] defaults = false and no fork configured)"
+    known = ", ".join([*forks, *donors]) or "none ([forks] defaults = false and no fork configured)"
     raise UsageError(
         f"{option} {text!r}: no fork of that name (known forks: {known}); give a known name, NAME=URL or a "
         "repository URL",
@@ -126,11 +243,12 @@ def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
     A ``--fork`` value is anything :func:`resolve_fork` takes (a known name, ``NAME=URL``, a URL); a later
     entry with the same name replaces the earlier URL. Raises UsageError on a bad entry.
     """
-    forks = known_forks(config)
+    chosen: dict[str, Fork] = {n: Fork(n, u) for n, u in known_forks(config).items()}
+    chosen.update(donor_forks(config))
     for text in extra:
         fork = resolve_fork(config, text)
-        forks[fork.name] = fork.url
-    return [Fork(n, u) for n, u in forks.items()]
+        chosen[fork.name] = fork
+    return list(chosen.values())
 
 
 def api_base(config: Config, variables: Mapping[str, str]) -> str:
@@ -158,6 +276,7 @@ class ForkBranches:
     source: str  # "git", "api", "cache", or "none" (no live listing and no cache)
     fetched_at: datetime | None = None
     error: str | None = None  # why the live listing failed (shown with a cached or empty result)
+    donor: DonorPatch | None = None  # a donor-patch fork: ``branches`` are the upstream tags it applies to
 
     def p2p_versions(self) -> list[DriverVersion]:
         """Return the driver versions this fork's P2P branches build (their trees', else their names'),
@@ -372,7 +491,7 @@ def save_cache(host: Host, listings: Sequence[ForkBranches], trees: Mapping[str,
     all_trees.update(trees or {})
     for f in listings:
         if f.source in ("git", "api") and f.fetched_at is not None:
-            entries[f.url] = {
+            entries[f.url if f.donor is None else Fork(f.fork, f.url, f.donor).cache_key] = {
                 "fork": f.fork,
                 "branches": f.branches,
                 "commits": f.commits,
@@ -391,14 +510,16 @@ def _from_cache(
     fork: Fork, entry: dict[str, Any] | None, error: str | None, trees: Mapping[str, Any] | None = None
 ) -> ForkBranches:
     if entry is None:
-        return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error)
+        return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error, donor=fork.donor)
     try:
         fetched = datetime.fromisoformat(str(entry["fetched_at"]))
         branches = [str(b) for b in entry["branches"]]
         raw_commits = entry.get("commits") or {}
         commits = {str(k): str(v) for k, v in raw_commits.items()} if isinstance(raw_commits, dict) else {}
     except (KeyError, ValueError, TypeError, AttributeError):
-        return ForkBranches(fork=fork.name, url=fork.url, source="none", error=error or "cache entry unreadable")
+        return ForkBranches(
+            fork=fork.name, url=fork.url, source="none", error=error or "cache entry unreadable", donor=fork.donor
+        )
     if fetched.tzinfo is None:
         fetched = fetched.replace(tzinfo=UTC)
     return ForkBranches(
@@ -406,8 +527,9 @@ def _from_cache(
         url=fork.url,
         branches=branches,
         commits=commits,
-        revisions=revisions(branches, commits, trees or {}),
+        revisions=_revisions_of(fork, branches, commits, trees or {}),
         source="cache",
+        donor=fork.donor,
         fetched_at=fetched,
         error=error,
     )
@@ -438,16 +560,26 @@ def list_branches(
     has_git = (not offline) and host.which("git") is not None
     for fork in forks:
         if offline:
-            results.append(_from_cache(fork, cache.get(fork.url), "offline: not listed live", trees))
+            results.append(_from_cache(fork, cache.get(fork.cache_key), "offline: not listed live", trees))
             continue
         if max_cache_age is not None:
-            cached = _from_cache(fork, cache.get(fork.url), None, trees)
+            cached = _from_cache(fork, cache.get(fork.cache_key), None, trees)
             age = cached.age_seconds(now)
             if cached.available and age is not None and age <= max_cache_age:
                 results.append(cached)
                 continue
         errors: list[str] = []
         listing: ForkBranches | None = None
+        if fork.donor is not None:  # NVIDIA's upstream tags the patch is for, read like branches
+            donor_listing = _list_donor(host, fork, now, timeout, has_git, {**trees, **new_trees})
+            if isinstance(donor_listing, str):
+                results.append(_from_cache(fork, cache.get(fork.cache_key), donor_listing, trees))
+            else:
+                done, read = donor_listing
+                new_trees.update(read)
+                results.append(done)
+                live.append(done)
+            continue
         if has_git:
             try:
                 heads = list_via_git(host, fork.url, timeout)
@@ -493,13 +625,119 @@ def list_branches(
             results.append(listing)
             live.append(listing)
         else:
-            results.append(_from_cache(fork, cache.get(fork.url), "; ".join(errors) or "not listed", trees))
+            results.append(_from_cache(fork, cache.get(fork.cache_key), "; ".join(errors) or "not listed", trees))
     if live:
         problem = save_cache(host, live, new_trees)
         if problem is not None:
             for f in live:
                 f.error = problem
     return BranchReport(forks=results, now=now)
+
+
+def _revisions_of(
+    fork: Fork, branches: list[str], commits: Mapping[str, str], trees: Mapping[str, Any]
+) -> list[Revision]:
+    """Return the revisions of a listing: a branch fork's P2P branches, or a donor fork's upstream tags."""
+    if fork.donor is None:
+        return revisions(branches, commits, trees)
+    return donor_revisions(fork.donor, branches, commits, trees)
+
+
+def donor_revisions(
+    donor: DonorPatch, tags: list[str], commits: Mapping[str, str], trees: Mapping[str, Any]
+) -> list[Revision]:
+    """Return one revision per upstream tag of ``donor.versions`` that ``tags`` has: the version its tree's
+    ``version.mk`` says where ``trees`` has its commit, else the tag's (a hint). Never raises."""
+    found = []
+    for tag in donor.versions:
+        if tag not in tags:
+            continue
+        commit = commits.get(tag)
+        tree = trees.get(commit) if commit else None
+        version = tree.get("version") if tree else None
+        found.append(
+            Revision(
+                branch=tag,
+                commit=commit,
+                version=str(version) if version else tag,
+                from_tree=bool(version),
+                date=str(tree["date"]) if tree and tree.get("date") else None,
+                error=str(tree["error"]) if tree and tree.get("error") else None,
+                patch_sha256=donor.sha256,
+            )
+        )
+    return found
+
+
+def parse_ls_remote_tags(text: str, tags: Sequence[str]) -> dict[str, str]:
+    """Return {tag: commit} of the ``tags`` that ``git ls-remote --tags`` output ``text`` lists, in ``tags``' order:
+    an annotated tag's peeled ``refs/tags/T^{}`` line (its commit) wins over the tag object's own line.
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
+    found: dict[str, str] = {}
+    peeled: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        sha, sep, ref = line.partition("\t")
+        if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
+            raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
+        name = ref.strip().removeprefix("refs/tags/")
+        if name.endswith("^{}"):
+            peeled[name[:-3]] = sha.strip()
+        else:
+            found[name] = sha.strip()
+    return {t: peeled.get(t, found[t]) for t in tags if t in found}
+
+
+def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) -> dict[str, str]:
+    """Return {tag: commit} of the ``tags`` that ``url`` has (``git ls-remote --tags``; an annotated tag's
+    commit is its peeled ``^{}`` line).
+
+    Raises MissingError without git, FwmanError when git fails (git's message kept, bounded), ParseError for
+    output that is not ``<sha>\\t<ref>`` lines.
+    """
+    # the peeled line is listed only when asked for by name: an annotated tag's own sha is not a commit
+    refs = [ref for t in tags for ref in (f"refs/tags/{t}", f"refs/tags/{t}^{{}}")]
+    result = host.run(["git", "ls-remote", "--tags", "--", git_target(host, url), *refs], timeout=timeout, env=GIT_ENV)
+    if result.missing:
+        raise MissingError("git is not installed")
+    if not result.ok:
+        raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
+    return parse_ls_remote_tags(result.stdout, tags)
+
+
+def _list_donor(
+    host: Host, fork: Fork, now: datetime, timeout: float, has_git: bool, trees: Mapping[str, Any]
+) -> tuple[ForkBranches, dict[str, Any]] | str:
+    """Return the live listing of a donor fork (its upstream tags, their trees read) and the new tree reads, or
+    why it could not be listed."""
+    assert fork.donor is not None
+    if not has_git:
+        return "git is not installed (needed to list the upstream tags of a donor patch)"
+    try:
+        tags = list_tags(host, fork.url, fork.donor.versions, timeout)
+    except (FwmanError, ParseError) as e:
+        return e.message if isinstance(e, FwmanError) else str(e)
+    unread = {t: c for t, c in tags.items() if c not in trees}
+    read, problem = read_trees(host, fork.url, unread, kind="tags")
+    missing = [v for v in fork.donor.versions if v not in tags]
+    notes = [f"upstream {fork.url} has no tag {', '.join(missing)}"] if missing else []
+    if problem is not None:
+        notes.append(f"tag trees not read (versions from the tags): {problem}")
+    listing = ForkBranches(
+        fork=fork.name,
+        url=fork.url,
+        branches=list(tags),
+        commits=tags,
+        revisions=donor_revisions(fork.donor, list(tags), tags, {**trees, **read}),
+        source="git",
+        fetched_at=now,
+        error="; ".join(notes) or None,
+        donor=fork.donor,
+    )
+    return listing, read
 
 
 def probe_dir(url: str) -> str:
@@ -514,8 +752,11 @@ def _probe_git(host: Host, args: list[str], cwd: str, timeout: float = 120.0) ->
     return host.run(["git", *args], cwd=cwd, timeout=timeout, env=GIT_ENV)
 
 
-def read_trees(host: Host, url: str, heads: Mapping[str, str]) -> tuple[dict[str, dict[str, str | None]], str | None]:
-    """Fetch ``heads`` ({branch: commit}) at depth 1 and read each commit's version and date.
+def read_trees(
+    host: Host, url: str, heads: Mapping[str, str], kind: str = "heads"
+) -> tuple[dict[str, dict[str, str | None]], str | None]:
+    """Fetch ``heads`` ({branch: commit}; with ``kind="tags"``, {tag: commit}) at depth 1 and read each commit's
+    version and date.
 
     One ``git fetch --depth=1`` of every branch asked for into a bare probe repository in the source cache
     (:func:`probe_dir`): it works against ``git daemon``, ``file://``, a path and GitHub alike, where
@@ -538,7 +779,8 @@ def read_trees(host: Host, url: str, heads: Mapping[str, str]) -> tuple[dict[str
         init = _probe_git(host, ["init", "-q", "--bare", "--", local], cwd=local)
         if init.missing:
             return {}, "git is not installed"
-        refspecs = [f"+refs/heads/{b}:refs/probe/{b}" for b in heads]
+        probe = "refs/probe" if kind == "heads" else f"refs/probe-{kind}"
+        refspecs = [f"+refs/{kind}/{b}:{probe}/{b}" for b in heads]
         fetch = _probe_git(
             host, ["fetch", "-q", "--depth=1", "--", git_target(host, url), *refspecs], cwd=local, timeout=PROBE_TIMEOUT
         )

@@ -67,6 +67,8 @@ class Revision:
     from_tree: bool = False
     date: str | None = None  # the commit's committer date, ISO 8601 as git prints it (%cI); None: unknown
     error: str | None = None  # why the tree could not be read (the version is then the name's, or unknown)
+    #: a donor-patch fork's revision: ``branch`` is then NVIDIA's upstream tag and this the patch applied to it
+    patch_sha256: str | None = None
 
     def model_dump(self, mode: str = "json") -> dict[str, Any]:
         """Return the fields as a dict of JSON types (the call the pydantic model had; ``mode`` is accepted)."""

@@ -129,13 +129,23 @@ def _rev(host: Host, directory: str, ref: str) -> str | None:
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
-def remote_commit(host: Host, fork: Fork, branch: str) -> str:
-    """Return the commit ``refs/heads/<branch>`` of ``fork`` points at now (``git ls-remote``; no download).
+def refs(branch: str, tag: bool = False) -> tuple[str, str]:
+    """Return (the remote ref, the ref it is fetched to in the checkout) of ``branch``, or of tag ``branch``."""
+    if tag:  # a donor-patch fork builds NVIDIA's upstream tag (fwman.driver.forks.DonorPatch)
+        return f"refs/tags/{branch}", f"refs/fwman-tags/{branch}"
+    return f"refs/heads/{branch}", f"refs/remotes/origin/{branch}"
 
-    Raises SourceError when the remote cannot be listed or has no such branch.
+
+def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str:
+    """Return the commit ``refs/heads/<branch>`` (``refs/tags/<branch>`` with ``tag``: an annotated tag's commit)
+    of ``fork`` points at now (``git ls-remote``; no download).
+
+    Raises SourceError when the remote cannot be listed or has no such branch (tag).
     """
-    ref = f"refs/heads/{branch}"
-    result = _git(host, ["ls-remote", "--heads", "--", git_target(host, fork.url), ref], timeout=LIST_TIMEOUT)
+    ref = refs(branch, tag)[0]
+    kind = "--tags" if tag else "--heads"
+    asked = [ref, f"{ref}^{{}}"] if tag else [ref]  # an annotated tag's commit is listed only when asked for
+    result = _git(host, ["ls-remote", kind, "--", git_target(host, fork.url), *asked], timeout=LIST_TIMEOUT)
     if not result.ok:
         raise SourceError(
             f"cannot reach fork {fork.name} ({fork.url}) for branch {branch}: "
@@ -145,26 +155,33 @@ def remote_commit(host: Host, fork: Fork, branch: str) -> str:
             branch=branch,
             git_stderr=stderr_tail(result.stderr),
         )
+    found: dict[str, str] = {}
     for line in result.stdout.splitlines():
         sha, _, name = line.partition("\t")
-        if name.strip() == ref and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
-            return sha.strip()
+        if name.strip() in (ref, ref + "^{}") and re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
+            found[name.strip()] = sha.strip()
+    if found:  # an annotated tag's ^{} line is its commit
+        return found.get(ref + "^{}", found.get(ref, ""))
+    what = f"tag {branch}" if tag else f"branch {branch} (a tag of that name does not count)"
     raise SourceError(
-        f"fork {fork.name} ({fork.url}) has no branch {branch} (a tag of that name does not count)",
+        f"fork {fork.name} ({fork.url}) has no {what}",
         fork=fork.name,
         url=fork.url,
         branch=branch,
     )
 
 
-def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True) -> Checkout:
+def ensure_checkout(
+    host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True, tag: bool = False
+) -> Checkout:
     """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed.
 
     With ``fetch`` the remote is asked (``git ls-remote``) which commit the branch is at, and that commit is
     checked out; when the remote cannot be reached but the branch is cached, the cached commit is used with a
     warning. Without ``fetch`` (the hook and the boot-time catch-up: a kernel install must not wait on the
     network) the cached commit of the branch is used, and only a branch never fetched is fetched. A cached
-    checkout that does not verify is removed and made again (one report line). Raises SourceError when the
+    checkout that does not verify is removed and made again (one report line). With ``tag``, ``branch`` is a tag
+    (a donor-patch fork's upstream release), fetched and checked out the same way. Raises SourceError when the
     branch cannot be had, UsageError for a URL git must not be handed, MissingError without git.
     """
     names.branch_name(branch)
@@ -184,12 +201,12 @@ def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent
             report(f"source cache {cache} is not a complete checkout ({problem}): removed, fetching {branch} again")
             host.remove_tree(cache)
     present = host.exists(cache)
-    cached = _rev(host, cache, f"refs/remotes/origin/{branch}") if present else None
+    cached = _rev(host, cache, refs(branch, tag)[1]) if present else None
     head = _rev(host, cache, "HEAD") if present else None
     wanted = cached
     if fetch or cached is None:
         try:
-            wanted = remote_commit(host, fork, branch)
+            wanted = remote_commit(host, fork, branch, tag)
         except SourceError as e:
             if cached is None:
                 raise
@@ -198,7 +215,7 @@ def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent
         return Checkout(cache, wanted)
     seed = local_dir(host, cache) if present and wanted is not None and wanted == cached else None
     try:
-        return _swap_in(host, fork, branch, target, cache, seed, report, present)
+        return _swap_in(host, fork, branch, target, cache, seed, report, present, tag)
     except SourceError as e:
         if seed is not None or cached is None:
             raise
@@ -206,11 +223,19 @@ def ensure_checkout(host: Host, fork: Fork, branch: str, report: Report = silent
         report(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
         if head == cached:
             return Checkout(cache, cached)
-        return _swap_in(host, fork, branch, target, cache, local_dir(host, cache), report, present)
+        return _swap_in(host, fork, branch, target, cache, local_dir(host, cache), report, present, tag)
 
 
 def _swap_in(
-    host: Host, fork: Fork, branch: str, target: str, cache: str, seed: str | None, report: Report, present: bool
+    host: Host,
+    fork: Fork,
+    branch: str,
+    target: str,
+    cache: str,
+    seed: str | None,
+    report: Report,
+    present: bool,
+    tag: bool = False,
 ) -> Checkout:
     """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first).
 
@@ -218,7 +243,7 @@ def _swap_in(
     """
     scratch, old = f"{cache}.partial", f"{cache}.old"
     try:
-        commit = _make_scratch(host, fork, branch, target, scratch, seed, report)
+        commit = _make_scratch(host, fork, branch, target, scratch, seed, report, tag)
         problem = verify(host, scratch, target, commit)
         if problem is not None:
             raise SourceError(
@@ -240,7 +265,7 @@ def _swap_in(
 
 
 def _make_scratch(
-    host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, report: Report
+    host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, report: Report, tag: bool = False
 ) -> str:
     """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out.
 
@@ -249,7 +274,7 @@ def _make_scratch(
     """
     host.mkdir(scratch)
     local = local_dir(host, scratch)
-    remote_ref = f"refs/remotes/origin/{branch}"
+    upstream_ref, remote_ref = refs(branch, tag)
 
     def fail(what: str, result: CommandResult) -> SourceError:
         return SourceError(
@@ -270,7 +295,7 @@ def _make_scratch(
         refspec = [seed, f"+{remote_ref}:{remote_ref}"]
     else:
         report(f"fetching {branch} from {fork.url}")
-        refspec = ["origin", f"+refs/heads/{branch}:{remote_ref}"]
+        refspec = ["origin", f"+{upstream_ref}:{remote_ref}"]
     result = _git(host, ["fetch", "-q", "--depth=1", "--", *refspec], cwd=local, timeout=FETCH_TIMEOUT)
     if not result.ok:
         raise fail("fetch", result)

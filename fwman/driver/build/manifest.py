@@ -132,6 +132,16 @@ class Manifest:
     object_cache_hit: bool = False
     #: the patches of /etc/fwman/patches.d applied for this kernel: [{"name", "sha256", "kernels"}]
     patches: list[dict[str, str | None]] = field(default_factory=list)
+    #: a donor-patch fork's build: {"tag", "sha256", "patch"}: NVIDIA's upstream tag ``branch`` (at ``commit``)
+    #: with the patch of that sha256 applied (docs/driver-branches.md); None for a branch or a local tree
+    donor_patch: dict[str, str] | None = None
+
+    @property
+    def source_text(self) -> str:
+        """Return what the modules were built from, for people: ``tag V + patch SHA`` or ``branch B``."""
+        if self.donor_patch is not None:
+            return f"upstream tag {self.donor_patch.get('tag', '?')} + patch {self.donor_patch.get('sha256', '?')[:12]}"
+        return f"branch {self.branch or '?'}"
 
     @classmethod
     def from_record(cls, kernel: str, modules: dict[str, ModuleEntry], record: BuildRecord) -> Manifest:
@@ -186,6 +196,11 @@ class Manifest:
             for p in raw_patches
         ):
             raise ParseError(WHAT, "patches", "not a list of {name, sha256, kernels} objects")
+        donor = doc.get("donor_patch")
+        if donor is not None and (
+            not isinstance(donor, dict) or not all(isinstance(v, str) for v in donor.values()) or "sha256" not in donor
+        ):
+            raise ParseError(WHAT, "donor_patch", "not a {tag, sha256, patch} object of strings")
         return cls(
             kernel=kernel or "",
             fork=_str(doc, "fork"),
@@ -198,6 +213,7 @@ class Manifest:
             signed=_str(doc, "signed"),
             object_cache_hit=bool(hit) if isinstance(hit, bool) else False,
             patches=[{str(k): v for k, v in p.items()} for p in raw_patches],
+            donor_patch={str(k): str(v) for k, v in donor.items()} if donor is not None else None,
         )
 
 

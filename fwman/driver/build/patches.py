@@ -41,6 +41,13 @@ class KernelPatch:
     kernels: str | None  # the regular expression; None: every kernel
     files: tuple[str, ...]  # the tree paths it changes (``-p1`` stripped)
     sha256: str
+    #: a donor-patch fork's patch: where it came from (its URL or file); None for a patch of patches.d
+    origin: str | None = None
+
+    @property
+    def title(self) -> str:
+        """Return the patch for messages: ``kernel patch /etc/fwman/patches.d/NAME`` or ``donor patch URL``."""
+        return f"donor patch {self.origin}" if self.origin else f"kernel patch {paths.KERNEL_PATCHES_DIR}/{self.name}"
 
     def applies_to(self, kver: str) -> bool:
         """Return True when this patch is for kernel ``kver``."""

@@ -319,6 +319,8 @@ def compile_for_kernel(
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver, headers.workdir if headers is not None else None)
     mark = lap("copy_tree", started)
+    # a donor-patch fork's patch first (the upstream tag becomes the fork's tree), then patches.d's for kver
+    patches = [source.donor_patch, *patches] if source.donor_patch is not None else list(patches)
     if patches:
         refused = apply_patches(host, tree, patches, log_path, report)
         if refused is not None:
@@ -396,7 +398,7 @@ def apply_patches(
             return BuildFailure(
                 where,
                 None,
-                f"kernel patch {paths.KERNEL_PATCHES_DIR}/{p.name} does not apply: {text}",
+                f"{p.title} does not apply: {text}",
                 excerpt=said.splitlines()[-20:],
                 phase="patch",
             )
@@ -411,10 +413,18 @@ def apply_patches(
         if not done.ok:
             host.write_bytes(log_path, "\n".join(log).encode())
             said = (done.stdout + done.stderr).strip()
-            return BuildFailure(p.files[0], None, f"kernel patch {p.name} failed: {said[-300:]}", phase="patch")
-        report(f"applied kernel patch {p.name} ({', '.join(p.files)})")
+            return BuildFailure(p.files[0], None, f"{p.title} failed: {said[-300:]}", phase="patch")
+        report(f"applied {'donor' if p.origin else 'kernel'} patch {p.name} ({', '.join(p.files)})")
     host.write_bytes(log_path, "\n".join(log).encode())
     return None
+
+
+def donor_record(source: Source) -> dict[str, str] | None:
+    """Return the manifest's ``donor_patch`` of ``source``: its upstream tag and patch, None for a branch or tree."""
+    patch = source.donor_patch
+    if patch is None:
+        return None
+    return {"tag": source.branch or "", "sha256": patch.sha256, "patch": patch.origin or ""}
 
 
 @dataclass
@@ -576,6 +586,7 @@ def update_kernel(
         signed=signed,
         object_cache_hit=result.cache_hit,
         patches=[p.to_json() for p in patches],
+        donor_patch=donor_record(source),
     )
     bad = [c for c in install.check_installed(host, manifest) if not c.ok]
     if bad:

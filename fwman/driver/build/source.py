@@ -16,6 +16,8 @@ from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.driver.build.checkout import ensure_checkout
+from fwman.driver.build.donor import donor_patch
+from fwman.driver.build.patches import KernelPatch
 from fwman.driver.forks import Fork, resolve_fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
@@ -37,10 +39,17 @@ class Source:
     fork: str | None
     branch: str | None
     location: str  # the --source directory or the fork URL
+    #: a donor-patch fork: the verified patch applied in the build tree to the upstream tag ``branch``
+    donor_patch: KernelPatch | None = None
 
     @property
     def label(self) -> str:
         """Return a one-line description for messages."""
+        if self.fork and self.donor_patch is not None:
+            return (
+                f"fork {self.fork}: upstream tag {self.branch} ({(self.commit or '?')[:12]}) + patch "
+                f"{self.donor_patch.sha256[:12]}"
+            )
         if self.fork:
             return f"fork {self.fork} branch {self.branch} at {(self.commit or '?')[:12]}"
         ident = f"commit {self.commit[:12]}" if self.commit else self.source_id[:17]
@@ -110,10 +119,19 @@ def local_source(host: Host, directory: str) -> Source:
 def fork_source(host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True) -> Source:
     """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed).
 
-    The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags). See
+    The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the
+    upstream tag ``refs/tags/<branch>``, and the fork's pinned patch is had and verified first (VerificationError
+    on a sha256 mismatch: nothing is fetched or built). See
     :func:`fwman.driver.build.checkout.ensure_checkout` for when the network is used and how a damaged cache is
     repaired. Raises SourceError when the branch cannot be had.
     """
+    if fork.donor is not None:
+        # the patch first: one that does not verify stops here, before the upstream tag is fetched
+        patch = donor_patch(host, fork, report)
+        checkout = ensure_checkout(host, fork, branch, report, fetch=fetch, tag=True)
+        # the patch's digest is part of the identity: the object cache and the failure markers key on it
+        source_id = f"{checkout.commit}+patch:{patch.sha256}"
+        return Source(checkout.directory, source_id, checkout.commit, fork.name, branch, fork.url, patch)
     checkout = ensure_checkout(host, fork, branch, report, fetch=fetch)
     return Source(checkout.directory, checkout.commit, checkout.commit, fork.name, branch, fork.url)
 

@@ -60,6 +60,8 @@ class KernelModule:
     fork: str | None = None
     branch: str | None = None
     commit: str | None = None
+    #: a donor-patch fork's build: the sha256 of the patch applied to the upstream tag ``branch``
+    donor_patch: str | None = None
     error: str | None = None
     #: the Ubuntu prebuilt-module package whose file this is (linux-modules-nvidia-*), None for any other file
     package: str | None = None

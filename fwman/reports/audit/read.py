@@ -109,6 +109,7 @@ def _read_one(
         if recorded is not None and recorded.sha256 == sha256_hex(raw):
             entry.origin = "patched"
             entry.fork, entry.branch, entry.commit = manifest.fork, manifest.branch, manifest.commit
+            entry.donor_patch = manifest.donor_patch.get("sha256") if manifest.donor_patch else None
         else:
             entry.origin = "not-fwman"
     return entry

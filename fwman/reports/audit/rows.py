@@ -109,6 +109,13 @@ def loaded_rows(loaded: LoadedModule | None, ref: str | None, running_kernel: st
     return rows
 
 
+def built_from(m: KernelModule) -> str:
+    """Return what fwman built ``m`` from: its branch, or a donor fork's upstream tag and patch (the manifest's)."""
+    if m.donor_patch:
+        return f"upstream tag {m.branch or '?'} + patch {m.donor_patch[:12]}"
+    return m.branch or "?"
+
+
 def module_row(m: KernelModule, ref: str | None) -> Row:
     """Return the row of one module file: its version, the kernel it was built for, and whether fwman put it."""
     status: Status
@@ -129,7 +136,7 @@ def module_row(m: KernelModule, ref: str | None) -> Row:
         details.append(f"built for kernel {m.kernel_release}")
         fix = fix or f"rebuild the module for {m.kernel}"
     details.append(
-        {"patched": f"patched ({m.branch or '?'} from {m.fork or '?'})", "not-fwman": "NOT fwman's module"}.get(
+        {"patched": f"patched ({built_from(m)} from {m.fork or '?'})", "not-fwman": "NOT fwman's module"}.get(
             m.origin, "patched/stock unknown (no fwman manifest)"
         )
     )

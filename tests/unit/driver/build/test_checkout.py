@@ -187,3 +187,19 @@ def test_a_fork_checkout_is_linked_into_the_build_tree_a_local_tree_is_copied(
     tree = _local(host, prepare_tree(host, local_source(host, "/src/mine"), "6.1.0-50-amd64"))
     assert (tree / rel).stat().st_ino != (mine / rel).stat().st_ino  # the user's own tree is copied
     assert not (tree / ".git").exists() and (tree / rel).read_bytes() == (mine / rel).read_bytes()
+
+
+def test_a_tag_is_checked_out_for_a_donor_patch_fork_and_a_missing_one_is_named(
+    fork_root: tuple[LiveHost, Fork, str],
+) -> None:
+    host, fork, head = fork_root
+    # make_fork_repo's tag of the branch's name points at another commit: the tag, not the branch, is built
+    tagged = ensure_checkout(host, fork, P2P_BRANCH, tag=True)
+    assert tagged.commit != head
+    assert (_local(host, tagged.directory) / "README.tag").exists()
+    assert verify(host, tagged.directory, str(_local(host, FORK_PATH)), tagged.commit) is None
+    # the same cache switches back to the branch, and to the tag again without the network (its ref is cached)
+    assert ensure_checkout(host, fork, P2P_BRANCH).commit == head
+    assert ensure_checkout(host, fork, P2P_BRANCH, fetch=False, tag=True).commit == tagged.commit
+    with pytest.raises(SourceError, match=r"has no tag 999\.1\.2$"):
+        ensure_checkout(host, fork, "999.1.2", tag=True)

@@ -1,5 +1,5 @@
 """``fwman backup``, ``backup list`` and ``backup verify``: the use cases, whose results own their JSON shapes
-(``fwman.backup/1``, ``fwman.backup-list/1``, ``fwman.backup-verify/1``)."""
+(``fwman.backup/2``, ``fwman.backup-list/2``, ``fwman.backup-verify/1``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.flash import Operator
+from fwman.app.flash import Operator, record_json
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
 from fwman.core.findings import Finding, Severity
@@ -37,10 +37,10 @@ class BackupRun:
     failed: dict[str, FwmanError] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.backup/1``."""
+        """Return the payload of ``fwman.backup/2`` (each entry's ``card`` printed as ``bus_id``)."""
         return {
             "run": self.run,
-            "backups": [e.model_dump() for e in self.done.values()],
+            "backups": [record_json(e.model_dump()) for e in self.done.values()],
             "failed": {k: v.message for k, v in self.failed.items()},
         }
 
@@ -96,8 +96,8 @@ class BackupList:
     entries: list[BackupEntry]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.backup-list/1``."""
-        return {"root": paths.BACKUPS_DIR, "backups": [e.model_dump() for e in self.entries]}
+        """Return the payload of ``fwman.backup-list/2`` (each entry's ``card`` printed as ``bus_id``)."""
+        return {"root": paths.BACKUPS_DIR, "backups": [record_json(e.model_dump()) for e in self.entries]}
 
     def rows(self) -> list[list[str]]:
         """Return the table rows: run, card, subsystem, version, SHA-256 (16 digits), path."""

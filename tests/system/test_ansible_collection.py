@@ -163,8 +163,8 @@ with open({log!r}, "a") as log:
     log.write(json.dumps(args) + "\\n")
 if "--apply" in args:
     cards = [args[i + 1] for i, a in enumerate(args) if a == "--card"]
-    flashed = [{{"card": c, "before_version": "94.02.26.48.15", "after_version": "94.02.42.80.27"}} for c in cards]
-    print(json.dumps({{"schema": "fwman.upgrade-apply/1", "operation": "upgrade", "backup_run": "run-1",
+    flashed = [{{"bus_id": c, "before_version": "94.02.26.48.15", "after_version": "94.02.42.80.27"}} for c in cards]
+    print(json.dumps({{"schema": "fwman.upgrade-apply/2", "operation": "upgrade", "backup_run": "run-1",
                       "flashed": flashed, "next_steps": ["reboot (cold)"]}}))
 else:
     doc = json.loads(subprocess.run([{fwman!r}, *args], capture_output=True, text=True).stdout)
@@ -191,7 +191,7 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
     assert len(applies) == 1
     cards = [applies[0][i + 1] for i, a in enumerate(applies[0]) if a == "--card"]
     assert cards == ["0000:41:00.0", "0000:61:00.0"]  # exactly the plan: never 01:00.0 or 21:00.0
-    assert [r["card"] for r in result["flashed"]] == cards
+    assert [r["bus_id"] for r in result["flashed"]] == cards
 
 
 def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:

@@ -44,12 +44,12 @@ def test_pin_from_a_kernel_hook_then_apt(root: Path) -> None:
     doc = r.json()
     assert r.code == 0, r.stderr
     assert (doc["kernel"], doc["safe"], doc["pinned"]) == (OK, True, OK)
-    assert doc["changed"] == [f"pin the boot default to {OK} instead of {BAD}"]
+    assert doc["changed"] is True and doc["actions"] == [f"pin the boot default to {OK} instead of {BAD}"]
     assert f"default debian-{OK}.conf" in (root / "boot/loader/loader.conf").read_text()
     assert (root / MARKER).exists()  # a kernel hook ran: apt's Post-Invoke hook checks again
 
     again = run("modules", "check-boot", "--pin", "--origin", "apt", "--json", "--root", str(root)).json()
-    assert again["changed"] == [] and again["safe"] is True and again["pinned"] is None
+    assert again["changed"] is False and again["actions"] == [] and again["safe"] is True and again["pinned"] is None
     assert not (root / MARKER).exists()  # consumed
 
 

@@ -8,6 +8,7 @@ and on an empty ``--root``, then the firmware commands on the stand-in nvflash r
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,18 @@ def collect_documents(tmp: Path) -> Documents:
         ("capture", str(tmp / "capture")),
     ]:  # fmt: skip
         r = rig(*argv, "--json")
+        assert isinstance(r, Result)
+        _keep(found, argv, r)
+    # a whole upgrade: the plan reads each card's firmware (the driver loaded), --apply flashes with the driver
+    # stopped, --check reads them after the reboot
+    story = build_rig(tmp / "story", driver_loaded=True)
+    shutil.copytree(EXAMPLE_HOST / "files/proc/driver/nvidia", story.root / "proc/driver/nvidia")
+    story.load_driver(False)
+    shutil.rmtree(story.root / "proc/driver/nvidia")
+    for argv in [("upgrade", "--apply"), ("upgrade", "--check")]:
+        if argv[1] == "--check":
+            story.reboot()
+        r = story(*argv, "--json")
         assert isinstance(r, Result)
         _keep(found, argv, r)
     # the copy test on two in-memory GPUs of the example host

@@ -22,15 +22,14 @@ NOT_WALKED = {
     "catalog-sign": "needs a catalog signing key",
     "catalog-update": "needs a catalog URL to fetch from",
     "catalog-local": "needs a card maker's image with its published MD5",
-    "catalog-propose": "needs a flashed card's history",
+    "catalog-propose": "needs a local entry and an owner report of it",
     "modules-build": "builds kernel modules (tests/unit/driver/build)",
     "modules-export": "needs built modules",
     "modules-forget": "needs a remembered source",
-    "modules-hook": "runs from a kernel hook",
+    "modules-hook": "builds for the kernel a hook names (tests/unit/cli/test_hook_commands_cli.py)",
     "modules-import": "needs a bundle",
     "modules-remove": "needs installed modules",
     "p2p-nccl": "needs NCCL",
-    "upgrade-apply": "flashes every planned card (tests/system/test_flash_faults.py)",
     "userspace-hold": "needs installed NVIDIA user-space packages",
 }
 

@@ -19,7 +19,7 @@ SCHEMAS: dict[str, int] = {
     "metrics-install": 1, "metrics-remove": 1, "metrics-write": 1,
     "modules-build": 2, "modules-catchup": 2, "modules-check-boot": 2, "modules-export": 1, "modules-forget": 2,
     "modules-hook": 2, "modules-import": 1, "modules-keygen": 1, "modules-remove": 1, "modules-status": 1,
-    "modules-unpin": 1, "p2p-nccl": 1, "p2p-test": 1, "report": 1, "rom.inspect": 1, "rom.verify": 2, "scan": 1,
+    "modules-unpin": 1, "p2p-nccl": 1, "p2p-test": 1, "report": 1, "rom.inspect": 1, "rom.verify": 2, "scan": 2,
     "upgrade-apply": 2, "upgrade-check": 2, "upgrade-plan": 2,
     "userspace-hold": 1, "userspace-release": 1, "userspace-status": 1,
 }  # fmt: skip

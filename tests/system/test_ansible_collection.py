@@ -79,7 +79,7 @@ def test_host_info_reads_the_json_documents_of_a_recorded_host(tmp_path: Path) -
     assert run.rc == 0, run.output
     info = json.loads(out.read_text())
     assert info["changed"] is False and info["errors"] == {}
-    assert info["fwman"]["scan"]["schema"] == "fwman.scan/1"
+    assert info["fwman"]["scan"]["schema"] == "fwman.scan/2"
     summary = info["summary"]
     assert summary["gpus"] == 4 and summary["vbios"]["0000:41:00.0"] == "94.02.26.48.15"
     assert summary["p2p_ready"] is False and summary["p2p_blockers"][0].startswith("firmware.rebar: ")

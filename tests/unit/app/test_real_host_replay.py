@@ -46,6 +46,9 @@ def test_text_replay_equals_live(fwman: FwmanEnv, argv: list[str], name: str, co
 def _as_current(doc: dict[str, Any]) -> dict[str, Any]:
     """Return a document recorded live by an older fwman under its current version's names: exactly the renames
     docs/json.md's version history lists (the recording itself stays as the machine printed it)."""
+    if doc.get("schema") == "fwman.scan/1":  # scan/2: max_rebar_bytes, as upgrade --dry-run names it
+        gpus = [{("max_rebar_bytes" if k == "rebar_max_bytes" else k): v for k, v in g.items()} for g in doc["gpus"]]
+        doc = {**doc, "schema": "fwman.scan/2", "gpus": gpus}
     if doc.get("schema") == "fwman.doctor/1":  # doctor/2: the counts got their _count names
         verdict = dict(doc["verdict"])
         verdict["blocker_count"], verdict["warning_count"] = verdict.pop("blockers"), verdict.pop("warnings")

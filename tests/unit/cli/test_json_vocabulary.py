@@ -170,7 +170,7 @@ def test_every_vocabulary_name_is_used_by_some_document(documents: Documents) ->
 def test_the_check_fails_on_an_unknown_key_a_wrong_type_and_a_wrong_form() -> None:
     names = vocabulary()
     planted = {
-        "schema": "fwman.scan/1",
+        "schema": "fwman.scan/2",
         "gpus": [{"bus_id": "41:00.0", "vbios_version": 94, "card": "0000:41:00.0"}],
         "cards": [],
         "evidence": {"any label": "a map's keys are data"},
@@ -195,7 +195,7 @@ def test_the_ansible_collection_reads_the_versions_fwman_prints() -> None:
 
 def test_the_renamed_synonyms_are_gone(documents: Documents) -> None:
     # the synonyms the vocabulary retired: each concept under its one name (docs/json.md's version history)
-    retired = {"cards", "current_version", "running", "board_key", "blockers"}
+    retired = {"cards", "current_version", "running", "board_key", "blockers", "rebar_max_bytes"}
     seen: dict[str, set[str]] = {}
 
     def walk(schema: str, value: Any) -> None:

@@ -17,7 +17,7 @@ COMMON_ARGS = {
 #: version has other names, and is refused rather than misread
 SCHEMAS = {
     "audit": 1, "doctor": 2, "dkms-status": 1, "hooks-status": 1, "modules-build": 2, "modules-export": 1,
-    "modules-import": 1, "modules-status": 1, "scan": 1, "upgrade-apply": 2, "upgrade-plan": 2,
+    "modules-import": 1, "modules-status": 1, "scan": 2, "upgrade-apply": 2, "upgrade-plan": 2,
 }  # fmt: skip
 
 

@@ -194,6 +194,28 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
     assert [r["bus_id"] for r in result["flashed"]] == cards
 
 
+OLD_FWMAN = """#!{python}
+# an fwman of before docs/json.md's renames: the plan as fwman.upgrade-plan/1 printed it (cards, current_version)
+import json, subprocess, sys
+doc = json.loads(subprocess.run([{fwman!r}, *sys.argv[1:]], capture_output=True, text=True).stdout)
+doc["schema"], doc["cards"] = "fwman.upgrade-plan/1", doc.pop("gpus")
+print(json.dumps(doc))
+"""
+
+
+def test_firmware_refuses_a_document_version_it_does_not_read(tmp_path: Path) -> None:
+    import sys
+
+    require_ansible()
+    old = tmp_path / "fwman"
+    old.write_text(OLD_FWMAN.format(python=sys.executable, fwman=FWMAN))
+    old.chmod(0o755)
+    result = _firmware_cases(tmp_path, str(old), {"old": ""}, "--check")["old"]
+    # never read as an empty plan ("nothing to flash"): the task fails and names both versions
+    assert result["failed"] is True and "plan" not in result
+    assert "fwman printed fwman.upgrade-plan/1, and this collection reads fwman.upgrade-plan/2" in result["msg"]
+
+
 def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:
     require_ansible()
     if not (BIN / "ansible-lint").exists():

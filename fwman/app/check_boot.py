@@ -42,7 +42,8 @@ class CheckBootResult(Result):
             "how": self.default.how,
             "safe": self.safe,
             "reason": self.reason,
-            "pinned": self.pinned.kernel if self.pinned is not None else None,
+            # the pin made, as the boot object of the other modules commands shows it (docs/json.md)
+            "pinned": None if self.pinned is None else {"kernel": self.pinned.kernel, "method": self.pinned.method},
             "released": self.released.kernel if self.released is not None else None,
             "problem": self.problem,
             "changed": bool(self.changed),

@@ -20,6 +20,7 @@ from fixtures.nvflash.rig import REBAR_3987, build_rig
 from fwman.cli.app import COMMANDS, cli
 from tests.support.env import EXAMPLE_HOST, HOSTS, FwmanEnv, Result
 from tests.support.gpus import MemoryGpus, all_pairs, memory_driver
+from tests.support.modules import install_tiny_modules
 
 
 def json_commands() -> list[tuple[str, ...]]:
@@ -88,6 +89,20 @@ def collect_documents(tmp: Path) -> Documents:
         r = story(*argv, "--json")
         assert isinstance(r, Result)
         _keep(found, argv, r)
+    # a boot check that pins: systemd-boot, one kernel with fwman's modules (real depmod), a newer one without
+    boot = tmp / "boot"
+    install_tiny_modules(boot, "6.1.0-50-amd64")
+    (boot / "lib/modules/6.1.0-53-amd64").mkdir(parents=True)
+    (boot / "boot/loader/entries").mkdir(parents=True)
+    (boot / "boot/loader/loader.conf").write_text("timeout 3\ndefault debian-*\n")
+    for kver in ("6.1.0-50-amd64", "6.1.0-53-amd64"):
+        entry = f"title Debian\nversion {kver}\nlinux /vmlinuz-{kver}\n"
+        (boot / f"boot/loader/entries/debian-{kver}.conf").write_text(entry)
+    for argv in [
+        ("modules", "check-boot", "--pin", "--origin", "postinst"), ("modules", "status"),
+        ("modules", "unpin", "--dry-run"), ("modules", "remove", "--kernel", "6.1.0-50-amd64", "--dry-run"),
+    ]:  # fmt: skip
+        _keep(found, argv, run("--root", str(boot), *argv, "--json"))
     # the copy test on two in-memory GPUs of the example host
     root = materialize(EXAMPLE_HOST, tmp / "p2p")
     p2p = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))))

@@ -28,7 +28,6 @@ NOT_WALKED = {
     "modules-forget": "needs a remembered source",
     "modules-hook": "builds for the kernel a hook names (tests/unit/cli/test_hook_commands_cli.py)",
     "modules-import": "needs a bundle",
-    "modules-remove": "needs installed modules",
     "p2p-nccl": "needs NCCL",
     "userspace-hold": "needs installed NVIDIA user-space packages",
 }

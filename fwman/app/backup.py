@@ -1,5 +1,5 @@
 """``fwman backup``, ``backup list`` and ``backup verify``: the use cases, whose results own their JSON shapes
-(``fwman.backup/1``, ``fwman.backup-list/1``, ``fwman.backup-verify/1``)."""
+(``fwman.backup/2``, ``fwman.backup-list/2``, ``fwman.backup-verify/1``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.flash import Operator
+from fwman.app.flash import Operator, record_json
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
@@ -38,10 +38,10 @@ class BackupRun(Result):
     failed: dict[str, FwmanError] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.backup/1``."""
+        """Return the payload of ``fwman.backup/2`` (each entry's ``card`` printed as ``bus_id``)."""
         return {
             "run": self.run,
-            "backups": [e.model_dump() for e in self.done.values()],
+            "backups": [record_json(e.model_dump()) for e in self.done.values()],
             "failed": {k: v.message for k, v in self.failed.items()},
         }
 
@@ -105,8 +105,8 @@ class BackupList(Result):
     entries: list[BackupEntry]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.backup-list/1``."""
-        return {"root": paths.BACKUPS_DIR, "backups": [e.model_dump() for e in self.entries]}
+        """Return the payload of ``fwman.backup-list/2`` (each entry's ``card`` printed as ``bus_id``)."""
+        return {"root": paths.BACKUPS_DIR, "backups": [record_json(e.model_dump()) for e in self.entries]}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table of backups, or where none are and how to take them."""

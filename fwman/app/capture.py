@@ -262,9 +262,10 @@ class Captured(Result):
     as_root: bool = True
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.capture/1`` (without the schema key)."""
+        """Return the payload of ``fwman.capture/2`` (without the schema key)."""
         r = self.report
-        return {"directory": self.directory, "gpus": r.gpus, "files": r.files, "commands": r.commands,
+        return {"directory": self.directory, "gpu_count": r.gpus, "file_count": r.files,
+                "command_count": r.commands,
                 "missing_tools": r.missing_tools, "problems": r.problems, "redacted": self.redacted}  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:

@@ -1,5 +1,5 @@
 """``fwman catalog list``, ``show``, ``update``, ``lint`` and ``sign``: the use cases, whose results own their
-JSON shapes (``fwman.catalog-list/1``, ``catalog-board/1``, ``catalog-update/1``, ``catalog-lint/1``,
+JSON shapes (``fwman.catalog-list/2``, ``catalog-board/2``, ``catalog-update/1``, ``catalog-lint/1``,
 ``catalog-sign/1``) and the facts the CLI prints.
 
 ``catalog lint --dir`` and ``catalog sign`` work on a maintainer's copy of the catalog named on the command line:
@@ -67,7 +67,7 @@ class Listing(Result):
     catalog: Catalog
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-list/1``."""
+        """Return the payload of ``fwman.catalog-list/2``."""
         cat = self.catalog
         return {
             "catalog": cat.summary(),
@@ -130,7 +130,7 @@ class BoardView(Result):
         return self.board.recommended()
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-board/1``."""
+        """Return the payload of ``fwman.catalog-board/2``."""
         images = []
         for e in self.entries:
             data = image_json(e.image)
@@ -139,7 +139,7 @@ class BoardView(Result):
         b, recommended = self.board, self.recommended
         return {
             "catalog": self.catalog.summary(),
-            "key": b.key,
+            "pci_key": b.key,
             "subsystem": b.subsystem,
             "pci": b.pci.model_dump(),
             "board": b.board.model_dump(mode="json"),

@@ -1,5 +1,5 @@
 """``fwman catalog add-local``: the use case (a local catalog entry for a card the curated catalog does not
-know), whose result owns its JSON shape (``fwman.catalog-local/1``) and the lines the CLI prints."""
+know), whose result owns its JSON shape (``fwman.catalog-local/2``) and the lines the CLI prints."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ class LocalAdded(Result):
     export: str | None = None  # the entry in the curated format, when asked for (for upstream)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-local/1``."""
+        """Return the payload of ``fwman.catalog-local/2``."""
         board = self.made.entry.board
         return {
             "path": self.path,
-            "key": board.key,
+            "pci_key": board.key,
             "board": board.board.model_dump(mode="json"),
             "images": [i.model_dump(mode="json") for i in board.images],
             "local": self.made.entry.info.model_dump(),

@@ -34,17 +34,20 @@ class CheckBootResult(Result):
     changed: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-check-boot/1`` (without the schema key)."""
+        """Return the payload of ``fwman.modules-check-boot/2`` (without the schema key): ``changed`` true or
+        false, ``actions`` what changed, one line each."""
         return {
             "kernel": self.default.kver,
             "loader": self.default.loader,
             "how": self.default.how,
             "safe": self.safe,
             "reason": self.reason,
-            "pinned": self.pinned.kernel if self.pinned is not None else None,
+            # the pin made, as the boot object of the other modules commands shows it (docs/json.md)
+            "pinned": None if self.pinned is None else {"kernel": self.pinned.kernel, "method": self.pinned.method},
             "released": self.released.kernel if self.released is not None else None,
             "problem": self.problem,
-            "changed": self.changed,
+            "changed": bool(self.changed),
+            "actions": self.changed,
         }
 
     def text(self, verbose: int = 0) -> Out:

@@ -47,12 +47,12 @@ _LABEL = {"ok": ("ok", "green"), "info": ("info", "blue"), "warn": ("WARN", "yel
 
 @dataclass
 class Doctor(Result):
-    """``fwman doctor``: the chain's findings in order, as a document (``fwman.doctor/1``) and for people."""
+    """``fwman doctor``: the chain's findings in order, as a document (``fwman.doctor/2``) and for people."""
 
     report: DoctorReport
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.doctor/1`` (without the schema key)."""
+        """Return the payload of ``fwman.doctor/2`` (without the schema key)."""
         return self.report.to_json()
 
     def text(self, verbose: int = 0) -> Out:

@@ -1,5 +1,5 @@
 """``fwman fetch``: the use case (a catalog image downloaded or imported into the verified cache), whose result
-owns its JSON shape (``fwman.fetch/1``) and the facts the CLI prints."""
+owns its JSON shape (``fwman.fetch/2``) and the facts the CLI prints."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class Fetched(Result):
     result: FetchResult
 
     def to_json(self) -> dict[str, object]:
-        """Return the payload of ``fwman.fetch/1``."""
+        """Return the payload of ``fwman.fetch/2``."""
         return self.result.to_json()
 
     def text(self, verbose: int = 0) -> Out:

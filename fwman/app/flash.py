@@ -1,7 +1,7 @@
 """``fwman flash``, ``flash resume``, ``restore``, ``flash status`` and ``history``: the use cases.
 
-Each returns a result that owns its JSON shape (``fwman.flash/1``, ``fwman.flash-resume/1``,
-``fwman.flash-status/1``, ``fwman.history/1``) and the lines the CLI prints. The flash itself is
+Each returns a result that owns its JSON shape (``fwman.flash/2``, ``fwman.flash-resume/1``,
+``fwman.flash-status/2``, ``fwman.history/2``) and the lines the CLI prints. The flash itself is
 :class:`fwman.firmware.ops.flash.Flasher`'s; this module picks the card and the image and hands them over.
 """
 
@@ -49,10 +49,10 @@ class Operator:
 
 
 def flash_json(r: FlashResult) -> dict[str, Any]:
-    """Return the stable JSON form of one flash result (``fwman.flash/1``, and each of ``upgrade --apply``)."""
+    """Return the stable JSON form of one flash result (``fwman.flash/2``, and each of ``upgrade --apply``)."""
     return {
         "operation": r.op.id,
-        "card": r.card,
+        "bus_id": r.card,
         "before_version": r.before_version,
         "after_version": r.after_version,
         "changed": r.changed,
@@ -61,6 +61,12 @@ def flash_json(r: FlashResult) -> dict[str, Any]:
         "log": r.log,
         "next_steps": r.op.next_steps,
     }
+
+
+def record_json(record: dict[str, Any]) -> dict[str, Any]:
+    """Return a persisted record (backup manifest entry, history line) as printed: its ``card`` (a bus id, the
+    file format's name, kept on disk) as ``bus_id``, in the same place."""
+    return {("bus_id" if k == "card" else k): v for k, v in record.items()}
 
 
 def flashed_line(r: FlashResult) -> str:
@@ -154,7 +160,7 @@ def operation_json(op: Operation, journal: Journal) -> dict[str, Any]:
         "id": op.id,
         "kind": op.kind,
         "state": state,
-        "card": op.card,
+        "bus_id": op.card,
         "image": op.image,
         "target_version": op.target_version,
         "backup_run": op.backup_run,
@@ -175,7 +181,7 @@ class FlashStatus(Result):
     holder: Holder | None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.flash-status/1``."""
+        """Return the payload of ``fwman.flash-status/2``."""
         return {
             "operations": [operation_json(o, self.journal) for o in self.operations],
             "unreadable": self.unreadable,
@@ -227,8 +233,9 @@ class History(Result):
     damaged: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.history/1``."""
-        return {"records": [r.model_dump() for r in self.records], "damaged": self.damaged}
+        """Return the payload of ``fwman.history/2``: each record as on disk but for its card, ``bus_id`` (the JSON
+        name, docs/json.md; the history file keeps ``card``)."""
+        return {"records": [record_json(r.model_dump()) for r in self.records], "damaged": self.damaged}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table of records (what could be read), or that nothing was recorded yet."""

@@ -67,7 +67,7 @@ class KernelBuild:
     initramfs: InitramfsState | None = None  # the kernel's initramfs after the build (regenerated if stale)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the ``kernels[]`` entry of ``fwman.modules-build/1``."""
+        """Return the ``kernels[]`` entry of ``fwman.modules-build/2``."""
         doc = outcome_json(self.outcome, self.newer)
         doc["initramfs"] = self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None
         return doc
@@ -89,7 +89,7 @@ class BuildResult(Result):
     plan: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-build/1`` (without the schema key; ``dry_run`` and ``actions``
+        """Return the payload of ``fwman.modules-build/2`` (without the schema key; ``dry_run`` and ``actions``
         only in a dry run)."""
         doc = {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
         return doc if self.plan is None else {**doc, "dry_run": True, "actions": self.plan}
@@ -329,7 +329,7 @@ def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> Initram
 
 
 def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:
-    """Return one kernel's outcome as ``fwman.modules-build/1`` shows it."""
+    """Return one kernel's outcome as ``fwman.modules-build/2`` shows it."""
     failure = outcome.failure
     source = outcome.source
     return {
@@ -360,7 +360,8 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
         },
         "newer_branches": newer or [],
         "source_error": source_error_json(outcome.source_error),
-        "changed": outcome.changed,
+        "changed": bool(outcome.changed),
+        "actions": outcome.changed,  # what the install changed, one line each (docs/json.md)
     }
 
 
@@ -374,11 +375,11 @@ def source_error_json(error: FwmanError | None) -> dict[str, str] | None:
 
 
 def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
-    """Return a boot check as the ``boot`` object of ``fwman.modules-build/1`` (None stays None)."""
+    """Return a boot check as the ``boot`` object of ``fwman.modules-build/2`` (None stays None)."""
     if check is None:
         return None
     return {
-        "next_boot": check.default.kver,
+        "kernel": check.default.kver,  # the kernel that boots next, as `modules check-boot` names it
         "loader": check.default.loader,
         "how": check.default.how,
         "safe": check.safety.safe if check.safety else None,
@@ -386,7 +387,8 @@ def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
         "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
         "released": None if check.released is None else check.released.kernel,
         "problem": check.problem,
-        "changed": check.changed,
+        "changed": bool(check.changed),
+        "actions": check.changed,  # what the check changed (a pin made or released), one line each
     }
 
 

@@ -2,7 +2,7 @@
 ``modules catchup`` (every kernel, at boot) and ``modules forget`` (a kernel was removed).
 
 The work is :mod:`fwman.driver.hooks.run` and :mod:`fwman.driver.hooks.removal`; this module decides what a
-run tells (its text and its ``fwman.modules-hook/1``, ``fwman.modules-catchup/1`` and ``fwman.modules-forget/1``
+run tells (its text and its ``fwman.modules-hook/2``, ``fwman.modules-catchup/2`` and ``fwman.modules-forget/2``
 documents) and how it ends: the hook never fails a kernel install unless ``strict = true``, the catch-up ends
 partial when a build failed, ``forget`` always succeeds. Each takes ``dry_run``: what would be done, nothing
 written.
@@ -169,7 +169,7 @@ class HookRun(KernelRun):
         return self.dry_run or not (self.summary.failed or self.summary.no_source)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-hook/1`` (without the schema key)."""
+        """Return the payload of ``fwman.modules-hook/2`` (without the schema key)."""
         return {"kernel": self.kver, "origin": self.origin, **super().to_json(), "in_place": self.in_place}
 
     def text(self, verbose: int = 0) -> Out:
@@ -237,7 +237,7 @@ class Forget(Result):
     boot: BootCheck | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-forget/1`` (without the schema key)."""
+        """Return the payload of ``fwman.modules-forget/2`` (without the schema key)."""
         return {
             "kernel": self.kver,
             "dry_run": self.dry_run,

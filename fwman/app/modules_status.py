@@ -97,7 +97,7 @@ class ModulesStatus(Result):
             return []
         if doc.get("error"):
             return [f"pre-flight: record unreadable: {doc['error']}"]
-        held = set(doc.get("held") or [])
+        held = set(doc.get("held_kernels") or [])
         lines = [
             f"pre-flight {doc.get('at')}: {k['kernel']}: {k['verdict']}"
             + (" (HELD back by fwman)" if k["kernel"] in held else "")

@@ -105,9 +105,9 @@ class PreflightResult(Result):
                 "branch": source.branch,
             },
             "kernels": [k.to_json() for k in self.kernels],
-            "held": self.held,
+            "held_kernels": self.held,
             "newly_held": self.newly_held,
-            "released": self.released,
+            "released_kernels": self.released,
             "kept_back": self.kept_back,
             "safe": self.safe,
         }
@@ -324,17 +324,22 @@ def _update_hold(
 
 def last_preflight(host: Host) -> dict[str, Any] | None:
     """Return the last pre-flight's result for ``modules status`` and the metrics: {"at", "kernels": [...],
-    "held": [...], "error"}; None when no pre-flight ran. Never raises for a damaged record (it says so)."""
+    "held_kernels": [...], "error"}; None when no pre-flight ran. Never raises for a damaged record (it says so)."""
     try:
         state = pf.read_state(host)
     except NotRecordedError:  # a snapshot that did not record fwman's state: no pre-flight to show
         return None
     except (ParseError, MissingError) as e:
-        return {"at": None, "kernels": [], "held": [], "error": e.message}
+        return {"at": None, "kernels": [], "held_kernels": [], "error": e.message}
     try:
         held = sorted(kernel_hold.read_record(host).kernels, key=version_key)
     except ParseError as e:
-        return {"at": state.last_at, "kernels": [v.to_dict() for v in state.last()], "held": [], "error": e.message}
+        return {
+            "at": state.last_at,
+            "kernels": [v.to_dict() for v in state.last()],
+            "held_kernels": [],
+            "error": e.message,
+        }
     if state.last_at is None and not held:
         return None
-    return {"at": state.last_at, "kernels": [v.to_dict() for v in state.last()], "held": held, "error": None}
+    return {"at": state.last_at, "kernels": [v.to_dict() for v in state.last()], "held_kernels": held, "error": None}

@@ -1,5 +1,5 @@
 """``fwman rom inspect`` and ``fwman rom verify``: the use cases (a VBIOS file read, and judged against a card),
-whose results own their JSON shapes (``fwman.rom.inspect/1``, ``fwman.rom.verify/1``)."""
+whose results own their JSON shapes (``fwman.rom.inspect/1``, ``fwman.rom.verify/2``)."""
 
 from __future__ import annotations
 
@@ -207,11 +207,11 @@ class Verdict(Result):
         return worst(self.findings)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.rom.verify/1``."""
+        """Return the payload of ``fwman.rom.verify/2`` (the GPU checked against, ``gpu``)."""
         card, image = self.card, self.image
         return {
             "file": self.file,
-            "card": {
+            "gpu": {
                 "bus_id": card.bus_id,
                 "vendor_id": card.vendor_id,
                 "device_id": card.device_id,

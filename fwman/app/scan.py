@@ -21,7 +21,7 @@ class ScanResult(Result):
     smi_problem: str | None
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman scan --json`` (schema fwman.scan/1)."""
+        """Return the payload of ``fwman scan --json`` (schema fwman.scan/2)."""
         return {"host": self.host, "nvidia_smi": self.smi_problem or "ok", "gpus": [card_json(c) for c in self.cards]}
 
     def text(self, verbose: int = 0) -> Out:
@@ -87,7 +87,7 @@ def run_scan(host: Host) -> ScanResult:
 
 
 def card_json(card: Card) -> dict[str, Any]:
-    """Return the stable JSON form of a card (schema fwman.scan/1)."""
+    """Return the stable JSON form of a card (schema fwman.scan/2)."""
     return {
         "bus_id": card.bus_id,
         "vendor_id": card.vendor_id,
@@ -102,7 +102,7 @@ def card_json(card: Card) -> dict[str, Any]:
         "bar1_bytes": card.bar1_bytes,
         "bar1_covers_vram": card.bar1_covers_vram,
         "rebar_sizes_bytes": card.rebar_sizes_bytes,
-        "rebar_max_bytes": card.max_rebar_bytes,
+        "max_rebar_bytes": card.max_rebar_bytes,
         "link": {
             "current_speed_gts": card.link.current_speed_gts,
             "max_speed_gts": card.link.max_speed_gts,

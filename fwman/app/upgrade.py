@@ -1,5 +1,5 @@
 """``fwman upgrade --dry-run``, ``--apply`` and ``--check``: the use cases, whose results own their JSON shapes
-(``fwman.upgrade-plan/1``, ``fwman.upgrade-apply/1``, ``fwman.upgrade-check/1``).
+(``fwman.upgrade-plan/2``, ``fwman.upgrade-apply/2``, ``fwman.upgrade-check/2``).
 
 The plan is :func:`fwman.firmware.upgrade.plan.build_upgrade_plan`'s and its execution
 :func:`fwman.firmware.upgrade.apply.apply_upgrade`'s; this module picks the cards and says what came of it.
@@ -62,8 +62,8 @@ class PlanResult(Result):
         return [short_bus(c.bus_id) for c in self.plan.cards if c.action == "check"]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.upgrade-plan/1``."""
-        return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json")}
+        """Return the payload of ``fwman.upgrade-plan/2`` (the plan's JSON names, docs/json.md)."""
+        return {"dry_run": True, "ready": self.plan.ready, **self.plan.model_dump(mode="json", by_alias=True)}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the head, the table of cards, the body, and (when every card's firmware could be read: no
@@ -189,7 +189,7 @@ class Applied(Result):
     result: ApplyResult
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.upgrade-apply/1``."""
+        """Return the payload of ``fwman.upgrade-apply/2``."""
         r = self.result
         return {"operation": r.operation, "backup_run": r.backup_run,
                 "flashed": [flash_json(f) for f in r.flashed], "next_steps": r.next_steps}  # fmt: skip
@@ -236,8 +236,10 @@ class Checked(Result):
     rows: list[CheckRow]
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.upgrade-check/1``."""
-        return {"cards": [r.__dict__ for r in self.rows]}
+        """Return the payload of ``fwman.upgrade-check/2``: each GPU's ``bus_id`` and running ``vbios_version``."""
+        return {"gpus": [{"bus_id": r.bus_id, "vbios_version": r.running, "expected": r.expected,
+                          "bar1_bytes": r.bar1_bytes, "vram_bytes": r.vram_bytes, "result": r.result,
+                          "message": r.message} for r in self.rows]}  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table: each card, its result and the detail."""

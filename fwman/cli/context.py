@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-JSON_SCHEMA_PREFIX = "fwman."
-
 
 @dataclass
 class Environment:
@@ -189,11 +187,14 @@ class AppContext:
             return text
         return click.style(text, **styles).replace("\x1b", self._style_escape)
 
-    def emit_json(self, kind: str, payload: Mapping[str, Any], version: int = 1) -> None:
-        """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``."""
+    def emit_json(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """Print a versioned JSON document: ``{"schema": "fwman.<kind>/<version>", ...payload}``, the version
+        that of ``fwman.cli.schemas.SCHEMAS`` (docs/json.md). Raises KeyError for a kind not listed there."""
         import json
 
-        doc = {"schema": f"{JSON_SCHEMA_PREFIX}{kind}/{version}", **payload}
+        from fwman.cli.schemas import schema_name
+
+        doc = {"schema": schema_name(kind), **payload}
         self._write(self.env.stdout, json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
 
     def table(self, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -203,7 +203,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
     modules, its build tree, and an object-cache entry no remaining kernel uses. When fwman's boot pin pointed
     at the kernel it is released and another safe kernel pinned, or it says loudly that none is left.
     Always exits 0: a kernel removal must never fail over it. With --json: {"kernel", "dry_run", "changed",
-    "actions", "problems", "pin_released", "boot"} (schema fwman.modules-forget/1). --origin says who runs it
+    "actions", "problems", "pin_released", "boot"} (schema fwman.modules-forget/2). --origin says who runs it
     (the hooks pass postrm or kernel-install); the older spelling --from still works and warns.
 
     \b
@@ -269,7 +269,7 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
     repairs modules DKMS replaced, and makes sure the next boot uses a kernel with working modules, releasing
     a pin fwman made once the pinned-away kernel has them. --dry-run says which kernels it would build or
     repair. With --json: {"dry_run", "changed", "actions", "kernels", "repaired", "waiting", "no_source",
-    "source_problem", "boot"} (schema fwman.modules-catchup/1; "kernels" as in fwman.modules-build/1).
+    "source_problem", "boot"} (schema fwman.modules-catchup/2; "kernels" as in fwman.modules-build/2).
 
     \b
     Examples:
@@ -296,8 +296,8 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
 def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3.
 
-    With --json: fwman.modules-catchup/1's keys plus "kernel", "origin" and "in_place" (schema
-    fwman.modules-hook/1). --origin names the hook (the older --from still works and warns).
+    With --json: fwman.modules-catchup/2's keys plus "kernel", "origin" and "in_place" (schema
+    fwman.modules-hook/2). --origin names the hook (the older --from still works and warns).
     """
     from fwman.app.modules_hooks import hook as run_hook
     from fwman.core.names import kernel_release

@@ -69,7 +69,7 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     code, out = _fwman(machine, "upgrade", "--dry-run", "--json")
     assert code == 0, f"`fwman upgrade --dry-run` exit {code}:\n{out}"
     plan = _json(out)
-    actions = {c["bus_id"]: c["action"] for c in plan["cards"]}
+    actions = {c["bus_id"]: c["action"] for c in plan["gpus"]}
     assert actions == {b: ("flash" if v == LAUNCH_3987 else "keep") for b, _, v in CARDS}, actions
 
     code, out = _fwman(machine, "upgrade", "--apply")
@@ -104,7 +104,7 @@ def test_upgrade_launch_firmware_to_rebar_with_backups(machine: DebRoot, tmp_pat
     machine.sh(f"rm -rf {RIG}/root && mv {RIG}/root.new {RIG}/root")
     code, out = _fwman(machine, "upgrade", "--check", "--json")
     assert code == 0, f"`fwman upgrade --check` after the reboot exit {code}:\n{out}"
-    rows = {c["bus_id"]: c["result"] for c in _json(out)["cards"]}
+    rows = {c["bus_id"]: c["result"] for c in _json(out)["gpus"]}
     assert rows == {b: ("confirmed" if v == LAUNCH_3987 else "not flashed") for b, _, v in CARDS}, rows
 
 

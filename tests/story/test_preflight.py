@@ -155,7 +155,7 @@ def test_hold_keeps_the_unbuildable_kernel_back_in_real_apt(owner: Owner) -> Non
     update, broken = owner.kernels.update, owner.kernels.broken
     code, doc, err = owner.preflight("--hold")
     assert code == 4, err[-2000:]
-    assert doc["changed"] is True and doc["newly_held"] == [broken] and doc["held"] == [broken], doc
+    assert doc["changed"] is True and doc["newly_held"] == [broken] and doc["held_kernels"] == [broken], doc
     pin = owner.root.read_text(PIN)
     assert f"linux-image-{broken}" in pin and "Pin-Priority: -1" in pin, pin
     sim = owner.simulate()
@@ -171,7 +171,7 @@ def test_hold_keeps_the_unbuildable_kernel_back_in_real_apt(owner: Owner) -> Non
     status = owner.fwman("modules", "status", "--json")
     assert status[0] == 0, status[2]
     last = json.loads(status[1])["preflight"]
-    assert last["held"] == [broken] and {k["kernel"]: k["status"] for k in last["kernels"]} == {
+    assert last["held_kernels"] == [broken] and {k["kernel"]: k["status"] for k in last["kernels"]} == {
         update: "safe",
         broken: "will-not-build",
     }, last
@@ -199,7 +199,7 @@ def test_release_lifts_the_hold(owner: Owner) -> None:
     """--release removes fwman's pin: apt installs the refused kernel again; a second release changes nothing."""
     broken = owner.kernels.broken
     code, doc, _ = owner.preflight("--release")
-    assert code == 0 and doc["changed"] is True and doc["released"] == [broken], doc
+    assert code == 0 and doc["changed"] is True and doc["released_kernels"] == [broken], doc
     assert not owner.root.exists(PIN)
     assert re.search(rf"^Inst linux-image-{re.escape(broken)} ", owner.simulate(), re.MULTILINE)
     code, doc, _ = owner.preflight("--release")
@@ -224,5 +224,5 @@ def test_a_passing_preflight_releases_fwmans_hold(owner: Owner) -> None:
     assert code == 0, f"exit {code}: {entry}\n{err[-3000:]}"
     assert entry["status"] == "safe" and entry["result"]["cached"] is False, entry
     assert entry["result"]["patches"] == ["10-story.patch"], entry
-    assert doc["released"] == [broken] and doc["held"] == [] and doc["changed"] is True, doc
+    assert doc["released_kernels"] == [broken] and doc["held_kernels"] == [] and doc["changed"] is True, doc
     assert not owner.root.exists(PIN)

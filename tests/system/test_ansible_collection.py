@@ -79,7 +79,7 @@ def test_host_info_reads_the_json_documents_of_a_recorded_host(tmp_path: Path) -
     assert run.rc == 0, run.output
     info = json.loads(out.read_text())
     assert info["changed"] is False and info["errors"] == {}
-    assert info["fwman"]["scan"]["schema"] == "fwman.scan/1"
+    assert info["fwman"]["scan"]["schema"] == "fwman.scan/2"
     summary = info["summary"]
     assert summary["gpus"] == 4 and summary["vbios"]["0000:41:00.0"] == "94.02.26.48.15"
     assert summary["p2p_ready"] is False and summary["p2p_blockers"][0].startswith("firmware.rebar: ")
@@ -163,8 +163,8 @@ with open({log!r}, "a") as log:
     log.write(json.dumps(args) + "\\n")
 if "--apply" in args:
     cards = [args[i + 1] for i, a in enumerate(args) if a == "--card"]
-    flashed = [{{"card": c, "before_version": "94.02.26.48.15", "after_version": "94.02.42.80.27"}} for c in cards]
-    print(json.dumps({{"schema": "fwman.upgrade-apply/1", "operation": "upgrade", "backup_run": "run-1",
+    flashed = [{{"bus_id": c, "before_version": "94.02.26.48.15", "after_version": "94.02.42.80.27"}} for c in cards]
+    print(json.dumps({{"schema": "fwman.upgrade-apply/2", "operation": "upgrade", "backup_run": "run-1",
                       "flashed": flashed, "next_steps": ["reboot (cold)"]}}))
 else:
     doc = json.loads(subprocess.run([{fwman!r}, *args], capture_output=True, text=True).stdout)
@@ -191,7 +191,29 @@ def test_firmware_flashes_exactly_the_cards_of_the_expected_plan(tmp_path: Path)
     assert len(applies) == 1
     cards = [applies[0][i + 1] for i, a in enumerate(applies[0]) if a == "--card"]
     assert cards == ["0000:41:00.0", "0000:61:00.0"]  # exactly the plan: never 01:00.0 or 21:00.0
-    assert [r["card"] for r in result["flashed"]] == cards
+    assert [r["bus_id"] for r in result["flashed"]] == cards
+
+
+OLD_FWMAN = """#!{python}
+# an fwman of before docs/json.md's renames: the plan as fwman.upgrade-plan/1 printed it (cards, current_version)
+import json, subprocess, sys
+doc = json.loads(subprocess.run([{fwman!r}, *sys.argv[1:]], capture_output=True, text=True).stdout)
+doc["schema"], doc["cards"] = "fwman.upgrade-plan/1", doc.pop("gpus")
+print(json.dumps(doc))
+"""
+
+
+def test_firmware_refuses_a_document_version_it_does_not_read(tmp_path: Path) -> None:
+    import sys
+
+    require_ansible()
+    old = tmp_path / "fwman"
+    old.write_text(OLD_FWMAN.format(python=sys.executable, fwman=FWMAN))
+    old.chmod(0o755)
+    result = _firmware_cases(tmp_path, str(old), {"old": ""}, "--check")["old"]
+    # never read as an empty plan ("nothing to flash"): the task fails and names both versions
+    assert result["failed"] is True and "plan" not in result
+    assert "fwman printed fwman.upgrade-plan/1, and this collection reads fwman.upgrade-plan/2" in result["msg"]
 
 
 def test_the_collection_is_ansible_lint_clean(tmp_path: Path) -> None:

@@ -200,7 +200,7 @@ def test_upgrade_story_end_to_end(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE_HOST / "files/proc/driver/nvidia", rig.root / "proc/driver/nvidia")
     plan = rig("upgrade", "--dry-run", "--json")
     assert plan.code == 0, plan.stderr  # type: ignore[attr-defined]
-    actions = {c["bus_id"]: c["action"] for c in plan.json()["cards"]}  # type: ignore[attr-defined]
+    actions = {c["bus_id"]: c["action"] for c in plan.json()["gpus"]}  # type: ignore[attr-defined]
     assert actions == {b: ("flash" if v == LAUNCH_3987 else "keep") for b, _, v in CARDS}
     before = eeproms(rig)
     r = rig("upgrade", "--apply")
@@ -218,7 +218,7 @@ def test_upgrade_story_end_to_end(tmp_path: Path) -> None:
     rig.reboot()
     r = rig("upgrade", "--check", "--json")
     assert r.code == 0, r.stderr  # type: ignore[attr-defined]
-    rows = {c["bus_id"]: c["result"] for c in r.json()["cards"]}  # type: ignore[attr-defined]
+    rows = {c["bus_id"]: c["result"] for c in r.json()["gpus"]}  # type: ignore[attr-defined]
     assert rows == {
         "0000:01:00.0": "not flashed",
         "0000:21:00.0": "not flashed",
@@ -273,7 +273,7 @@ def test_nvflash_hangs_during_the_write(tmp_path: Path) -> None:
 def test_a_restore_after_a_failed_write_settles_it(tmp_path: Path) -> None:
     rig = build_rig(tmp_path)
     doc = rig("backup", "--all", "--json").json()  # type: ignore[attr-defined]
-    own = next(b["path"] for b in doc["backups"] if b["card"] == TARGET)
+    own = next(b["path"] for b in doc["backups"] if b["bus_id"] == TARGET)
     original = rig.chain(TARGET)
     rig.set_fault("flash:interrupt@2")
     assert rig(*FLASH, "--reuse-backups-from", doc["run"]).code == ExitCode.VERIFICATION  # type: ignore[attr-defined]

@@ -62,7 +62,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     # 1. the plan: the card is not in any catalog, so it is backed up and left alone
     with_driver()
     plan = rig("upgrade", "--dry-run", "--json").json()  # type: ignore[attr-defined]
-    card = next(c for c in plan["cards"] if c["bus_id"] == BUS)
+    card = next(c for c in plan["gpus"] if c["bus_id"] == BUS)
     assert (card["pci_key"], card["action"]) == ("10de:2204:f00d:3090", "unknown-board")
     without_driver()
 
@@ -86,7 +86,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     # 3. the plan now flashes it, citing the local entry
     with_driver()
     plan = rig("upgrade", "--dry-run", "--json").json()  # type: ignore[attr-defined]
-    card = next(c for c in plan["cards"] if c["bus_id"] == BUS)
+    card = next(c for c in plan["gpus"] if c["bus_id"] == BUS)
     assert (card["action"], card["target_version"]) == ("flash", UPDATE)
     assert "local entry" in card["board"]
     text_plan = rig("upgrade", "--dry-run").stdout  # type: ignore[attr-defined]
@@ -134,7 +134,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     info = rig.root / f"proc/driver/nvidia/gpus/{BUS}/information"
     info.write_text(info.read_text().replace(LAUNCH_3987.lower(), UPDATE.lower()))
     r = rig("upgrade", "--check", "--json")
-    rows = {c["bus_id"]: c["result"] for c in r.json()["cards"]}  # type: ignore[attr-defined]
+    rows = {c["bus_id"]: c["result"] for c in r.json()["gpus"]}  # type: ignore[attr-defined]
     assert rows[BUS] == "confirmed"
 
     # 7. the owner report of that flash: IDs, before/after versions and hashes, BAR1, power, the check; redacted

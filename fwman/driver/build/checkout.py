@@ -53,7 +53,7 @@ class SourceError(MissingError):
         return again
 
     def to_json(self) -> dict[str, str]:
-        """Return the ``source_error`` object of ``fwman.modules-build/1``."""
+        """Return the ``source_error`` object of ``fwman.modules-build/2``."""
         return {
             "message": self.message,
             "fork": self.fork,

@@ -136,9 +136,9 @@ class FetchResult:
     findings: list[Finding] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON form."""
+        """Return the JSON form (``fwman.fetch/2``; the cache's record of the file keeps ``board``)."""
         return {
-            "board": self.entry.board.key,
+            "pci_key": self.entry.board.key,
             "subsystem": self.entry.board.subsystem,
             "version": self.entry.image.version,
             "status": self.entry.image.status.value,

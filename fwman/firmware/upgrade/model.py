@@ -39,7 +39,7 @@ class CardPlan(BaseModel):
     subsystem: str
     board: str | None  # catalog board name; None when the catalog does not know the card
     dual_firmware_switch: bool | None = None
-    current_version: str | None
+    current_version: str | None = Field(serialization_alias="vbios_version")  # JSON: docs/json.md
     current_status: str  # catalog status of the running firmware, or "not in catalog" / "unknown"
     bar1_bytes: int | None = None
     max_rebar_bytes: int | None = None
@@ -68,10 +68,10 @@ class ImageSupply(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     ref: str  # 3842:3987/94.02.42.80.27
-    board_key: str
+    board_key: str = Field(serialization_alias="pci_key")
     version: str
     status: ImageStatus
-    cards: list[str]
+    cards: list[str] = Field(serialization_alias="bus_ids")
     cache_path: str
     cached: bool | None  # None: unknown (a snapshot that did not record the cache)
     urls: list[str]
@@ -91,7 +91,7 @@ class PlanStep(BaseModel):
     by: Literal["fwman", "you"]
     details: list[str] = Field(default_factory=list)
     commands: list[str] = Field(default_factory=list)
-    cards: list[str] = Field(default_factory=list)
+    cards: list[str] = Field(default_factory=list, serialization_alias="bus_ids")
 
 
 class UpgradePlan(BaseModel):
@@ -101,7 +101,7 @@ class UpgradePlan(BaseModel):
 
     host: str
     catalog: dict[str, object]
-    cards: list[CardPlan]
+    cards: list[CardPlan] = Field(serialization_alias="gpus")
     images: list[ImageSupply]
     steps: list[PlanStep]
     findings: list[Finding]

@@ -65,11 +65,11 @@ class DoctorReport:
         return "ready" + (f" ({'; '.join(notes)})" if notes else "")
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON payload of ``fwman doctor --json``."""
+        """Return the JSON payload of ``fwman doctor --json`` (``fwman.doctor/2``)."""
         first = self.blockers[0] if self.blockers else None
         return {
             "host": self.host,
-            "gpus": self.gpus,
+            "gpu_count": self.gpus,
             "steps": [
                 {
                     "id": s.check.id,
@@ -82,8 +82,8 @@ class DoctorReport:
                 "ready": self.ready,
                 "line": self.verdict(),
                 "first_blocker": first.model_dump(mode="json") if first else None,
-                "blockers": len(self.blockers),
-                "warnings": len(self.warnings),
+                "blocker_count": len(self.blockers),
+                "warning_count": len(self.warnings),
             },
         }
 

@@ -24,7 +24,7 @@ def test_capture_then_replay_gives_the_live_scan(tmp_path: Path) -> None:
     cap = run("--root", str(root), "capture", str(tmp_path / "snap"), "--json")
     assert cap.code == 0, cap.stderr
     report = cap.json()
-    assert report["gpus"] == 4 and report["redacted"] is True
+    assert report["gpu_count"] == 4 and report["redacted"] is True
     assert "nvflash" in report["missing_tools"]
     replay = FwmanEnv()("--snapshot", str(tmp_path / "snap"), "scan", "--json")
     assert replay.code == 0, replay.stderr

@@ -114,7 +114,7 @@ def test_a_held_kernel_apt_no_longer_offers_is_checked_again_and_released_once_i
     _record(root, {UPDATE: pf.SAFE, BROKEN: pf.SAFE})  # a fork commit (or a patch) that builds it
     passed = run("modules", "preflight", "--json", "--root", str(root))
     assert passed.code == 0, passed.stderr
-    assert passed.json()["released"] == [BROKEN] and passed.json()["changed"] is True
+    assert passed.json()["released_kernels"] == [BROKEN] and passed.json()["changed"] is True
     assert not (root / PIN).exists() and not (root / "var/lib/fwman/kernel-hold.json").exists()
     assert (root / "etc/apt/preferences.d/owner-pin").exists(), "a pin fwman did not place was touched"
 
@@ -126,7 +126,7 @@ def test_release_lifts_only_fwmans_hold_and_says_when_there_is_none(tmp_path: Pa
     dry = run("modules", "preflight", "--release", "--dry-run", "--root", str(root))
     assert dry.code == 0 and f"would remove /{PIN}" in dry.stdout and (root / PIN).exists()
     done = run("modules", "preflight", "--release", "--json", "--root", str(root))
-    assert done.code == 0 and done.json()["released"] == [BROKEN] and done.json()["changed"] is True
+    assert done.code == 0 and done.json()["released_kernels"] == [BROKEN] and done.json()["changed"] is True
     assert not (root / PIN).exists() and (root / "etc/apt/preferences.d/owner-pin").exists()
     none = run("modules", "preflight", "--release", "--root", str(root))
     assert none.code == 0 and "fwman holds no kernel back" in none.stdout

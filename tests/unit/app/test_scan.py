@@ -15,7 +15,7 @@ def test_scan_json_of_the_example_host(fwman: FwmanEnv) -> None:
     r = fwman("--snapshot", str(EXAMPLE_HOST), "scan", "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.scan/1"
+    assert doc["schema"] == "fwman.scan/2"
     assert doc["nvidia_smi"] == "ok"
     gpus = {g["bus_id"]: g for g in doc["gpus"]}
     assert list(gpus) == ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
@@ -34,7 +34,7 @@ def test_scan_json_of_the_example_host(fwman: FwmanEnv) -> None:
         "bar1_bytes": 256 * MIB,
         "bar1_covers_vram": False,
         "rebar_sizes_bytes": [],
-        "rebar_max_bytes": None,
+        "max_rebar_bytes": None,
         "link": {
             "current_speed_gts": 16.0,
             "max_speed_gts": 16.0,
@@ -53,7 +53,7 @@ def test_scan_json_of_the_example_host(fwman: FwmanEnv) -> None:
     }
     rebar = gpus["0000:01:00.0"]
     assert rebar["subsystem_device_id"] == "3982" and rebar["vbios_version"] == "94.02.42.C0.05"
-    assert rebar["rebar_max_bytes"] == 32 * GIB and rebar["rebar_sizes_bytes"][0] == 64 * MIB
+    assert rebar["max_rebar_bytes"] == 32 * GIB and rebar["rebar_sizes_bytes"][0] == 64 * MIB
     assert rebar["bar1_bytes"] == 256 * MIB and rebar["bar1_covers_vram"] is False
 
 

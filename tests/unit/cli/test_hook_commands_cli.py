@@ -28,7 +28,7 @@ def test_catchup_dry_run_says_what_it_would_do_and_writes_nothing(tmp_path: Path
     want = f"would mark {KVER} pending: no module source configured (run `fwman modules build` once)"
     assert r.stdout.strip() == want
     doc = run("modules", "catchup", "--dry-run", "--json", "--root", str(root)).json()
-    assert doc["schema"] == "fwman.modules-catchup/1"
+    assert doc["schema"] == "fwman.modules-catchup/2"
     assert (doc["dry_run"], doc["changed"], len(doc["actions"])) == (True, False, 1)
     assert not (root / "var/lib/fwman").exists()
 
@@ -38,8 +38,8 @@ def test_catchup_json_reports_the_change(tmp_path: Path) -> None:
     r = FwmanEnv()("modules", "catchup", "--json", "--root", str(root))
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.modules-catchup/1" and doc["no_source"] is True
-    assert doc["dry_run"] is False and doc["boot"]["next_boot"] == KVER and doc["boot"]["safe"] is False
+    assert doc["schema"] == "fwman.modules-catchup/2" and doc["no_source"] is True
+    assert doc["dry_run"] is False and doc["boot"]["kernel"] == KVER and doc["boot"]["safe"] is False
     assert (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
 
 
@@ -56,7 +56,7 @@ def test_forget_dry_run_then_json_and_the_deprecated_from(tmp_path: Path) -> Non
     assert r.code == 0, r.stderr
     assert "--from is deprecated here" in r.stderr and "use --origin postrm" in r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.modules-forget/1" and doc["changed"] is True
+    assert doc["schema"] == "fwman.modules-forget/2" and doc["changed"] is True
     assert doc["actions"] == [f"dropped /var/lib/fwman/modules/{KVER}.pending"]
     assert not (state / f"{KVER}.pending").exists()
     again = run("modules", "forget", "--kernel", KVER, "--origin", "postrm", "--json", "--root", str(root))
@@ -72,7 +72,7 @@ def test_hook_dry_run_and_json_without_a_source(tmp_path: Path) -> None:
     r = run("modules", "hook", "--kernel", KVER, "--origin", "postinst", "--json", "--root", str(root))
     assert r.code == 0, r.stderr  # a hook never fails a kernel install unless strict = true
     doc = r.json()
-    assert doc["schema"] == "fwman.modules-hook/1"
+    assert doc["schema"] == "fwman.modules-hook/2"
     assert (doc["kernel"], doc["origin"], doc["in_place"], doc["no_source"]) == (KVER, "postinst", False, True)
     r = run("modules", "hook", "--kernel", KVER, "--origin", "postinst", "--root", str(root))
     assert r.code == 0 and f"NOT in place for {KVER}; the kernel install goes on" in r.stderr

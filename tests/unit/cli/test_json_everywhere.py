@@ -5,34 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import click
 import pytest
 
-from fwman.cli.app import COMMANDS, cli
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
-
-
-def _json_commands() -> list[tuple[str, ...]]:
-    """Return the argv of every command and subcommand that takes --json."""
-    found: list[tuple[str, ...]] = []
-
-    def walk(command: click.Command, argv: tuple[str, ...]) -> None:
-        if isinstance(command, click.Group):
-            ctx = click.Context(command)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, (*argv, name))
-        if any(p.name == "as_json" for p in command.params):
-            found.append(argv)
-
-    ctx = click.Context(cli)
-    for name in COMMANDS:
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        walk(command, (name,))
-    return found
-
+from tests.support.json_docs import json_commands
 
 #: every read command: on the bundled rig's snapshot each one prints its JSON document
 READS_ON_THE_RIG = {
@@ -45,7 +21,7 @@ READS_ON_THE_RIG = {
 
 def test_every_json_path_prints_json_or_nothing(tmp_path: Path) -> None:
     run = FwmanEnv(variables={"PATH": "/nonexistent"})  # no tools: the commands take their early paths
-    commands = _json_commands()
+    commands = json_commands()
     assert ("flash", "resume") in commands and ("backup", "list") in commands
     documents: dict[str, list[tuple[str, ...]]] = {}
     for where in (["--snapshot", str(EXAMPLE_HOST)], ["--root", str(tmp_path)]):

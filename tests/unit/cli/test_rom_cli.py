@@ -177,7 +177,7 @@ def test_verify_matching_image_is_exit_0(fwman: FwmanEnv, tmp_path: Path) -> Non
     assert "nothing blocks" in r.stdout
 
 
-VERIFY_KEYS = {"schema", "file", "card", "image", "findings", "worst", "blocked"}
+VERIFY_KEYS = {"schema", "file", "gpu", "image", "findings", "worst", "blocked"}
 VERIFY_CARD_KEYS = {"bus_id", "vendor_id", "device_id", "subsystem", "vbios_version", "board_id"}
 VERIFY_IMAGE_KEYS = {"kind", "version", "subsystem", "device", "flashable", "md5", "sha256", "chain_sha256"}
 FINDING_KEYS = {"id", "severity", "message", "evidence", "fix", "override"}
@@ -187,11 +187,11 @@ def test_verify_json_keys_are_pinned(fwman: FwmanEnv, tmp_path: Path) -> None:
     r = fwman("rom", "verify", write(tmp_path, NEWER_3987), "--card", "0000:41:00.0", "--json", "--snapshot", SNAP)
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.rom.verify/1"
+    assert doc["schema"] == "fwman.rom.verify/2"
     assert set(doc) == VERIFY_KEYS
-    assert set(doc["card"]) == VERIFY_CARD_KEYS and set(doc["image"]) == VERIFY_IMAGE_KEYS
+    assert set(doc["gpu"]) == VERIFY_CARD_KEYS and set(doc["image"]) == VERIFY_IMAGE_KEYS
     assert all(set(f) == FINDING_KEYS for f in doc["findings"])
-    assert doc["blocked"] is False and doc["card"]["bus_id"] == "0000:41:00.0"
+    assert doc["blocked"] is False and doc["gpu"]["bus_id"] == "0000:41:00.0"
     assert {f["id"] for f in doc["findings"]} >= {"rom.kind", "rom.device", "rom.subsystem", "rom.version"}
 
 

@@ -126,7 +126,7 @@ def test_an_unknown_card_is_described_with_add_local_not_a_catalog_update_withou
     assert added.code == 0, added.stderr
     driver(True)
     replanned = _run(rig, ["upgrade", "--dry-run", "--json"]).json()
-    card = next(c for c in replanned["cards"] if c["bus_id"] == "0000:41:00.0")
+    card = next(c for c in replanned["gpus"] if c["bus_id"] == "0000:41:00.0")
     assert (card["action"], card["target_version"]) == ("flash", UPDATE)
 
 

@@ -206,7 +206,7 @@ def test_safety_reasons_and_check_boot(tmp_path: Path) -> None:
     result = FwmanEnv()("modules", "check-boot", "--json", "--root", str(root))
     assert result.code == 4
     doc = json.loads(result.stdout)
-    assert doc["schema"] == "fwman.modules-check-boot/1"
+    assert doc["schema"] == "fwman.modules-check-boot/2"
     assert (doc["kernel"], doc["safe"], doc["loader"]) == (NEW, False, "grub")
     assert "nv-pci.c" in result.stderr
 

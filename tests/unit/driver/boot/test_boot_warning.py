@@ -53,7 +53,8 @@ def test_check_boot_reports_the_cleared_warning_as_a_change(tmp_path: Path) -> N
     assert result.code == 0, result.stderr
     doc = result.json()
     assert doc["safe"] is True and doc["pinned"] is None
-    assert doc["changed"] == [f"remove the stale boot warning /etc/motd.d/fwman (the next boot, {NEW}, is safe)"]
+    assert doc["changed"] is True
+    assert doc["actions"] == [f"remove the stale boot warning /etc/motd.d/fwman (the next boot, {NEW}, is safe)"]
     assert not (tmp_path / "etc/motd.d/fwman").exists()
 
 

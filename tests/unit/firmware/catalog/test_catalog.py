@@ -278,7 +278,7 @@ def test_list_shows_the_bundled_catalog(tmp_path: Path, fwman: FwmanEnv) -> None
     lines = {next(w for w in row.split() if w.count(".") == 4): row for row in rows}
     assert "withdrawn" in lines[WITHDRAWN] and "unverified" in lines[REBAR] and "superseded" in lines[LAUNCH]
     doc = fwman("catalog", "list", "--json", "--root", str(tmp_path)).json()
-    assert doc["schema"] == "fwman.catalog-list/1" and doc["catalog"]["source"] == "bundled"
+    assert doc["schema"] == "fwman.catalog-list/2" and doc["catalog"]["source"] == "bundled"
     assert {b["subsystem"] for b in doc["boards"]} == {
         "3842:3982",
         "3842:3987",

@@ -15,10 +15,10 @@ def test_backup_all_stores_verified_dumps_with_a_manifest(tmp_path: Path) -> Non
     r = rig("backup", "--all", "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.backup/1" and not doc["failed"]
+    assert doc["schema"] == "fwman.backup/2" and not doc["failed"]
     run = doc["run"]
-    assert {b["card"] for b in doc["backups"]} == {"0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"}
-    b41 = next(b for b in doc["backups"] if b["card"] == "0000:41:00.0")
+    assert {b["bus_id"] for b in doc["backups"]} == {"0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"}
+    b41 = next(b for b in doc["backups"] if b["bus_id"] == "0000:41:00.0")
     assert b41["path"] == f"/var/lib/fwman/backups/3842-3987/0000-41-00.0/{run}-94.02.26.48.15.rom"
     stored = (rig.root / b41["path"].lstrip("/")).read_bytes()
     assert stored == rig.eeprom("0000:41:00.0")  # the whole EEPROM, per-card data included

@@ -46,7 +46,7 @@ def test_import_of_the_published_image_lands_in_the_cache(tmp_path: Path, fwman:
     assert f"{md5(image)}  ok" in r.stdout and f"{sha256(image)}  ok" in r.stdout
     assert "checked by catalog" in r.stdout
     doc = fwman("fetch", f"3842:3987/{REBAR}", "--from", src, "--json", "--root", str(tmp_path)).json()
-    assert doc["schema"] == "fwman.fetch/1" and doc["cached_before"] is True and doc["sha256"] == sha256(image)
+    assert doc["schema"] == "fwman.fetch/2" and doc["cached_before"] is True and doc["sha256"] == sha256(image)
 
 
 def test_wrong_file_leaves_nothing_behind_and_exits_4(tmp_path: Path, fwman: FwmanEnv) -> None:

@@ -36,14 +36,14 @@ def test_flash_writes_verifies_journals_and_records(tmp_path: Path) -> None:
     r = rig("flash", "--card", "41:00.0", "--image", REF, "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.flash/1"
+    assert doc["schema"] == "fwman.flash/2"
     assert (doc["before_version"], doc["after_version"], doc["changed"]) == ("94.02.26.48.15", REBAR_3987, True)
     assert doc["readback_chain_sha256"] == parse_rom(rig.new_image).chain_sha256 == rig.chain(TARGET)
     # only the target changed, and every card was backed up first in one run
     after = eeproms(rig)
     assert [b for b in after if after[b] != before[b]] == [TARGET]
     backups = rig("backup", "list", "--json").json()["backups"]
-    assert {b["card"] for b in backups} == {bus for bus, _, _ in CARDS}
+    assert {b["bus_id"] for b in backups} == {bus for bus, _, _ in CARDS}
     assert {b["run"] for b in backups} == {doc["backup_run"]}
     (op,) = journal(rig)
     assert op["state"] == "done"
@@ -53,7 +53,7 @@ def test_flash_writes_verifies_journals_and_records(tmp_path: Path) -> None:
     assert "A reboot is required for the update to take effect." in log and "--index 2" in log
     hist = rig("history", "--json").json()["records"]
     assert hist[-1]["result"] == "success" and hist[-1]["after_version"] == REBAR_3987
-    assert hist[-1]["backup"] == next(b["path"] for b in backups if b["card"] == TARGET)
+    assert hist[-1]["backup"] == next(b["path"] for b in backups if b["bus_id"] == TARGET)
     status = rig("flash", "status", "--json").json()["operations"]
     assert status[-1]["state"] == "done" and status[-1]["stopped_at"] is None
 

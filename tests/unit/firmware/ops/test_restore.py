@@ -10,7 +10,7 @@ from fwman.firmware.rom.parse import parse_rom
 
 
 def own_backup(rig: object, doc: dict[str, object], bus: str) -> str:
-    return next(b["path"] for b in doc["backups"] if b["card"] == bus)  # type: ignore[index,union-attr]
+    return next(b["path"] for b in doc["backups"] if b["bus_id"] == bus)  # type: ignore[index,union-attr]
 
 
 def test_restore_puts_the_launch_firmware_back(tmp_path: Path) -> None:

@@ -55,8 +55,8 @@ def test_example_host_3987_pair_goes_to_80_27_and_3982_pair_is_left_alone(fwman:
     r = fwman("upgrade", "--dry-run", "--json", "--snapshot", SNAP)
     assert r.code == 0, r.stderr
     doc = r.json()
-    assert doc["schema"] == "fwman.upgrade-plan/1" and doc["dry_run"] is True
-    cards = {c["bus_id"]: c for c in doc["cards"]}
+    assert doc["schema"] == "fwman.upgrade-plan/2" and doc["dry_run"] is True
+    cards = {c["bus_id"]: c for c in doc["gpus"]}
     assert {b: (c["action"], c["target_version"]) for b, c in cards.items()} == {
         "0000:01:00.0": ("keep", None),
         "0000:21:00.0": ("keep", None),
@@ -73,10 +73,10 @@ def test_example_host_3987_pair_goes_to_80_27_and_3982_pair_is_left_alone(fwman:
     assert doc["images"] == [
         {
             "ref": f"3842:3987/{REBAR}",
-            "board_key": "10de:2204:3842:3987",
+            "pci_key": "10de:2204:3842:3987",
             "version": REBAR,
             "status": "unverified",
-            "cards": ["0000:41:00.0", "0000:61:00.0"],
+            "bus_ids": ["0000:41:00.0", "0000:61:00.0"],
             "cache_path": f"/var/cache/fwman/images/10de-2204-3842-3987/{REBAR}.rom",
             "cached": None,  # the snapshot did not record the cache: unknown, not "absent"
             "urls": [],
@@ -93,8 +93,8 @@ def test_example_host_plan_steps_in_order(fwman: FwmanEnv) -> None:
     assert [s["id"] for s in steps] == [
         "backup", "image", "unload", "flash", "flash", "firmware-setup", "reboot", "post-check",
     ]  # fmt: skip
-    assert steps[0]["cards"] == ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
-    assert [s["cards"] for s in steps if s["id"] == "flash"] == [["0000:41:00.0"], ["0000:61:00.0"]]
+    assert steps[0]["bus_ids"] == ["0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"]
+    assert [s["bus_ids"] for s in steps if s["id"] == "flash"] == [["0000:41:00.0"], ["0000:61:00.0"]]
     setup = "\n".join(steps[5]["details"])
     assert "Above 4G Decoding" in setup and "Re-Size BAR Support" in setup
     assert steps[5]["commands"] == ["systemctl reboot --firmware-setup"]
@@ -235,7 +235,7 @@ def test_old_driver_is_warned(tmp_path: Path) -> None:
 
 def test_cli_card_selection_and_usage(fwman: FwmanEnv) -> None:
     doc = fwman("upgrade", "--dry-run", "--json", "--card", "61:00.0", "--snapshot", SNAP).json()
-    assert [c["bus_id"] for c in doc["cards"] if c["action"] == "flash" and c["selected"]] == ["0000:61:00.0"]
+    assert [c["bus_id"] for c in doc["gpus"] if c["action"] == "flash" and c["selected"]] == ["0000:61:00.0"]
     assert fwman("upgrade", "--dry-run", "--card", "99:00.0", "--snapshot", SNAP).code == 2
     r = fwman("upgrade", "--snapshot", SNAP)
     assert r.code == 2 and "--dry-run" in r.stderr

@@ -85,8 +85,8 @@ def test_example_host_json(fwman: FwmanEnv) -> None:
     r = fwman("doctor", "--snapshot", str(EXAMPLE_HOST), "--json")
     assert r.code == ExitCode.VERIFICATION
     doc = r.json()
-    assert doc["schema"] == "fwman.doctor/1" and doc["gpus"] == 4
-    assert doc["verdict"]["ready"] is False and doc["verdict"]["blockers"] == 6
+    assert doc["schema"] == "fwman.doctor/2" and doc["gpu_count"] == 4
+    assert doc["verdict"]["ready"] is False and doc["verdict"]["blocker_count"] == 6
     assert doc["verdict"]["first_blocker"]["id"] == "firmware.rebar"
     assert doc["verdict"]["first_blocker"]["evidence"]["catalog"] == "3842:3987/94.02.42.80.27"
     blockers = [f["id"] for s in doc["steps"] for f in s["findings"] if f["severity"] == "block"]

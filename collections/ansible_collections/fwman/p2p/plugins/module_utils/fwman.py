@@ -13,6 +13,13 @@ COMMON_ARGS = {
     "snapshot": {"type": "path"},
 }
 
+#: the version of each fwman document the collection reads (fwman's docs/json.md): a document of another
+#: version has other names, and is refused rather than misread
+SCHEMAS = {
+    "audit": 1, "doctor": 2, "dkms-status": 1, "hooks-status": 1, "modules-build": 2, "modules-export": 1,
+    "modules-import": 1, "modules-status": 1, "scan": 2, "upgrade-apply": 2, "upgrade-plan": 2,
+}  # fmt: skip
+
 
 def short_error(stderr, fallback):
     """Return fwman's own error line and hint (``fwman: error: ...`` / ``hint: ...``) as one message."""
@@ -62,10 +69,12 @@ class Fwman:
         return rc, out, err
 
     def json(self, kind, *args, ok=(0,), fail=True):
-        """Return the ``fwman.<kind>/1`` document printed by ``fwman ARGS --json``.
+        """Return the ``fwman.<kind>/<version>`` document printed by ``fwman ARGS --json`` (the version of
+        :data:`SCHEMAS`).
 
-        A non-zero exit in ``ok`` is accepted; any other failure (or a missing or wrong document) fails the
-        task with fwman's own error message, unless ``fail`` is False (then None and the message are returned).
+        A non-zero exit in ``ok`` is accepted; any other failure (or a missing or wrong document, or one of
+        another version) fails the task with fwman's own error message, unless ``fail`` is False (then None and
+        the message are returned).
         """
         rc, out, err = self.run(*args, "--json")
         doc = None
@@ -73,9 +82,15 @@ class Fwman:
             doc = json.loads(out) if out.strip() else None
         except ValueError:
             doc = None
-        if isinstance(doc, dict) and doc.get("schema", "").startswith(f"fwman.{kind}/") and rc in ok:
+        want = f"fwman.{kind}/{SCHEMAS[kind]}"
+        schema = doc.get("schema") if isinstance(doc, dict) else None
+        if schema == want and rc in ok:
             return doc, None
-        message = short_error(err, f"fwman {' '.join(args)} exited {rc}")
+        if isinstance(schema, str) and schema.startswith(f"fwman.{kind}/"):
+            message = (f"fwman printed {schema}, and this collection reads {want}: install the collection that "
+                       "matches this fwman (or this fwman's version of it)")
+        else:
+            message = short_error(err, f"fwman {' '.join(args)} exited {rc}")
         if not fail:
             return None, message
         self.module.fail_json(

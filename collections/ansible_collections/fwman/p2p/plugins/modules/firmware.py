@@ -80,7 +80,7 @@ blockers:
   type: list
   elements: str
 flashed:
-  description: The C(flashed) rows of C(fwman.upgrade-apply/1).
+  description: The C(flashed) rows of C(fwman.upgrade-apply/2) (each with its C(bus_id)).
   returned: when cards were flashed
   type: list
   elements: dict
@@ -126,9 +126,9 @@ def main():
     module = AnsibleModule(argument_spec=spec, supports_check_mode=True)
     fwman = Fwman(module)
     doc, _ = fwman.json("upgrade-plan", "upgrade", "--dry-run")
-    cards = {normalize_bus(c["bus_id"]): c for c in doc.get("cards") or []}
+    cards = {normalize_bus(c["bus_id"]): c for c in doc.get("gpus") or []}
     plan = {
-        bus: {"from": c.get("current_version"), "to": c.get("target_version")}
+        bus: {"from": c.get("vbios_version"), "to": c.get("target_version")}
         for bus, c in cards.items()
         if c.get("action") == "flash" and c.get("selected", True)
     }
@@ -144,12 +144,12 @@ def main():
             problems.append(f"{bus}: no such card on this host")
         elif bus in plan and (plan[bus]["from"], plan[bus]["to"]) == (frm, to):
             to_flash.append(bus)
-        elif card.get("current_version") == to and bus not in plan:
+        elif card.get("vbios_version") == to and bus not in plan:
             done.append(bus)
         elif bus in plan:
             problems.append(f"{bus}: the host's plan is {plan[bus]['from']} -> {plan[bus]['to']}, not {frm} -> {to}")
         else:
-            problems.append(f"{bus}: runs {card.get('current_version')} and the host's plan flashes nothing there "
+            problems.append(f"{bus}: runs {card.get('vbios_version')} and the host's plan flashes nothing there "
                             f"({card.get('reason') or card.get('action')}), not {frm} -> {to}")
     extra = sorted(set(plan) - set(expected))
     for bus in extra:

@@ -50,10 +50,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 fwman:
-  description: The C(--json) documents, keyed by command (each has its C(schema), e.g. C(fwman.scan/1)).
+  description: The C(--json) documents, keyed by command (each has its C(schema), e.g. C(fwman.scan/2)).
   returned: always
   type: dict
-  sample: {"scan": {"schema": "fwman.scan/1", "gpus": []}, "modules": {"schema": "fwman.modules-status/1"}}
+  sample: {"scan": {"schema": "fwman.scan/2", "gpus": []}, "modules": {"schema": "fwman.modules-status/1"}}
 summary:
   description: The facts a play usually branches on.
   returned: always

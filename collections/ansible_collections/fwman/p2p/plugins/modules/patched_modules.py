@@ -79,7 +79,7 @@ would_build:
   elements: str
   sample: ["6.1.0-50-amd64"]
 results:
-  description: The C(kernels) rows of C(fwman.modules-build/1) (status, message, log, failure, source).
+  description: The C(kernels) rows of C(fwman.modules-build/2) (status, message, log, failure, source).
   returned: when a build ran
   type: list
   elements: dict

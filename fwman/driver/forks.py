@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -346,16 +346,24 @@ def parse_ls_remote_commits(text: str) -> dict[str, str]:
     Raises ParseError for a line that is not ``<sha>\\t<ref>``.
     """
     heads: dict[str, str] = {}
+    for sha, ref in _ls_remote_refs(text):
+        if ref.startswith("refs/heads/"):
+            heads[ref[len("refs/heads/") :]] = sha
+    return heads
+
+
+def _ls_remote_refs(text: str) -> Iterator[tuple[str, str]]:
+    """Yield (commit, ref) of each ``<sha>\\t<ref>`` line of ``git ls-remote`` output (blank lines skipped).
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         sha, sep, ref = line.partition("\t")
         if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
             raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
-        ref = ref.strip()
-        if ref.startswith("refs/heads/"):
-            heads[ref[len("refs/heads/") :]] = sha.strip()
-    return heads
+        yield sha.strip(), ref.strip()
 
 
 def parse_link_next(header: str | None) -> str | None:
@@ -677,17 +685,12 @@ def parse_ls_remote_tags(text: str, tags: Sequence[str]) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     peeled: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        sha, sep, ref = line.partition("\t")
-        if not sep or not re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", sha.strip()):
-            raise ParseError("git ls-remote output", "line", f"{line[:60]!r} is not '<sha>\\t<ref>'", number)
-        name = ref.strip().removeprefix("refs/tags/")
+    for sha, ref in _ls_remote_refs(text):
+        name = ref.removeprefix("refs/tags/")
         if name.endswith("^{}"):
-            peeled[name[:-3]] = sha.strip()
+            peeled[name[:-3]] = sha
         else:
-            found[name] = sha.strip()
+            found[name] = sha
     return {t: peeled.get(t, found[t]) for t in tags if t in found}
 
 

@@ -363,6 +363,23 @@ SLIM_LAYERS = [
 ]
 
 
+def docker_gpu_root(tmp_path: Path) -> Path:
+    """Return a new GPU host tree under ``tmp_path`` whose audit asks Docker (:func:`gpu_host`), after checking
+    what a test daemon needs here: root, unshare and Debian's docker.io (a missing one skips, or fails under CI)."""
+    from tests.support.tools import is_root, missing, require_tools
+
+    require_tools("unshare")
+    if not is_root():
+        missing("dockerd needs root")
+    for tool in (DOCKER, DOCKERD):
+        if not Path(tool).exists():
+            missing(f"needs {tool} (Debian package docker.io)")
+    root = tmp_path / "root"
+    root.mkdir()
+    gpu_host(root, engines=("docker",))
+    return root
+
+
 def gpu_host(root: Path, driver: str = DRIVER, engines: tuple[str, ...] = ("podman",)) -> None:
     """Write the host side of a GPU box under ``root``: the loaded module and its user space; fwman's
     configuration asks ``engines``."""

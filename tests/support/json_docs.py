@@ -13,11 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import click
-
 from fixtures.hostgen.materialize import materialize
 from fixtures.nvflash.rig import REBAR_3987, build_rig
-from fwman.cli.app import COMMANDS, cli
+from tests.support.commands import all_commands
 from tests.support.env import EXAMPLE_HOST, HOSTS, FwmanEnv, Result
 from tests.support.gpus import MemoryGpus, all_pairs, memory_driver
 from tests.support.modules import install_tiny_modules
@@ -25,24 +23,7 @@ from tests.support.modules import install_tiny_modules
 
 def json_commands() -> list[tuple[str, ...]]:
     """Return the argv of every command and subcommand that takes ``--json``."""
-    found: list[tuple[str, ...]] = []
-
-    def walk(command: click.Command, argv: tuple[str, ...]) -> None:
-        if isinstance(command, click.Group):
-            ctx = click.Context(command)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, (*argv, name))
-        if any(p.name == "as_json" for p in command.params):
-            found.append(argv)
-
-    ctx = click.Context(cli)
-    for name in COMMANDS:
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        walk(command, (name,))
-    return found
+    return [argv for argv, command in all_commands() if any(p.name == "as_json" for p in command.params)]
 
 
 #: what each document was printed by: schema -> [(argv, document)]

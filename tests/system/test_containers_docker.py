@@ -27,18 +27,18 @@ from pathlib import Path
 import pytest
 
 from tests.support.engines import (
-    DOCKER,
     DOCKERD,
     DRIVER,
     LIBDIR,
     OLD_DRIVER,
     Docker,
+    docker_gpu_root,
     gpu_host,
     nvidia_cdi_spec,
     rows_by_component,
 )
 from tests.support.env import FwmanEnv
-from tests.support.tools import is_root, missing, require_tools
+from tests.support.tools import is_root, missing
 
 pytestmark = pytest.mark.system
 
@@ -48,15 +48,7 @@ PATH = "/usr/sbin:/usr/bin:/sbin:/bin"
 
 @pytest.fixture
 def docker_host(tmp_path: Path) -> Iterator[tuple[Path, Docker]]:
-    require_tools("unshare")
-    if not is_root():
-        missing("dockerd needs root")
-    for tool in (DOCKER, DOCKERD):
-        if not Path(tool).exists():
-            missing(f"needs {tool} (Debian package docker.io)")
-    root = tmp_path / "root"
-    root.mkdir()
-    gpu_host(root, engines=("docker",))
+    root = docker_gpu_root(tmp_path)
     (root / "etc/cdi").mkdir(parents=True)
     (root / "etc/cdi/nvidia.yaml").write_text(nvidia_cdi_spec(OLD_DRIVER))
     dk = Docker(root, tmp_path)

@@ -19,13 +19,12 @@ import pytest
 
 from fwman.host.live import LiveHost
 from tests.support.engines import (
-    DOCKER,
-    DOCKERD,
     LIBDIR,
     OLD_DRIVER,
     SLIM_LAYERS,
     Docker,
     Podman,
+    docker_gpu_root,
     gpu_host,
     image_archive,
     rows_by_component,
@@ -86,15 +85,7 @@ def _assert_stored_as_overlay_whiteouts(lower_dirs: list[str]) -> None:
 
 @pytest.fixture
 def docker_slim(tmp_path: Path) -> Iterator[tuple[Path, Docker]]:
-    require_tools("unshare")
-    if not is_root():
-        missing("dockerd needs root")
-    for tool in (DOCKER, DOCKERD):
-        if not Path(tool).exists():
-            missing(f"needs {tool} (Debian package docker.io)")
-    root = tmp_path / "root"
-    root.mkdir()
-    gpu_host(root, engines=("docker",))
+    root = docker_gpu_root(tmp_path)
     dk = Docker(root, tmp_path)
     dk.start()
     try:

@@ -7,31 +7,15 @@ from pathlib import Path
 
 import click
 
-from fwman.cli.app import COMMANDS, cli
+from fwman.cli.app import cli
+from tests.support.commands import leaf_commands
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 
 GLOBAL = ("--root", "--snapshot", "--verbose")
 
 
 def _leaves() -> list[tuple[tuple[str, ...], click.Command]]:
-    found: list[tuple[tuple[str, ...], click.Command]] = []
-
-    def walk(command: click.Command, argv: tuple[str, ...]) -> None:
-        if isinstance(command, click.Group):
-            ctx = click.Context(command)
-            for name in command.list_commands(ctx):
-                sub = command.get_command(ctx, name)
-                assert sub is not None
-                walk(sub, (*argv, name))
-        else:
-            found.append((argv, command))
-
-    ctx = click.Context(cli)
-    for name in COMMANDS:
-        command = cli.get_command(ctx, name)
-        assert command is not None
-        walk(command, (name,))
-    return found
+    return leaf_commands()
 
 
 def _helps(command: click.Command) -> dict[str, str | None]:

@@ -10,12 +10,13 @@ DEMO_STAMP := $(VENV)/.installed
 # story suite), openssl, compressors; initramfs-tools, cpio and mokutil for the initramfs and Secure Boot tests,
 # dpkg-dev for the local apt repository of the hold test; the Debian package build (build-essential, debhelper,
 # dh-virtualenv, lintian); bsdtar (libarchive-tools) for the update-package tests; mmdebstrap for the story suite;
-# podman, crun and fuse-overlayfs, docker.io, containerd and runc for the container audit tests (their units
-# disabled at once: system-deps.sh; the Docker tests start a private dockerd by hand); groff-base (groff and
-# preconv: what `man` runs) for the man page test, instead of man-db, whose package enables man-db.timer.
-# Not listed, on purpose: the Prometheus server (only its promtool is unpacked) and the kernel headers (two
-# kernels whose pci_resize_resource() differs, chosen from what apt offers: tests/support/kernels.py).
-# tests/support/system-deps.sh says how nothing is upgraded and nothing starts or enables a service.
+# podman, crun and fuse-overlayfs, docker.io, containerd and runc for the container audit tests (the units their
+# packages enable are disabled again at once; the Docker tests start a private dockerd by hand); groff-base (groff
+# and preconv: what `man` runs) for the man page test.
+# Not listed, on purpose: the Prometheus server (only its promtool is unpacked: --promtool) and the kernel headers
+# (two kernels whose pci_resize_resource() differs, chosen from what apt offers: --test-kernels, kernels.py).
+# tests/support/system_deps.py: apt upgrades only what these packages need (said, one line each), nothing is left
+# enabled or running that was not before.
 APT_PACKAGES := dkms kmod debianutils systemd git make gcc openssl xz-utils zstd libc6-dev grub2-common 7zip \
 	initramfs-tools cpio mokutil dpkg-dev build-essential debhelper dh-virtualenv lintian python3-venv \
 	libarchive-tools mmdebstrap podman crun fuse-overlayfs docker.io containerd runc groff-base
@@ -62,9 +63,10 @@ test: $(STAMP) system-deps
 story: $(STAMP) system-deps
 	$(PYTEST) -m story tests/story $(if $(K),-k '$(K)')
 
-## system-deps: as root, the Debian packages the tests need (never an upgrade, never a service started or enabled)
+## system-deps: as root, the Debian packages the tests need (upgrades only what they need, said one line each;
+## nothing left enabled or running that was not before)
 system-deps:
-	@bash tests/support/system-deps.sh $(APT_PACKAGES)
+	@python3 -m tests.support.system_deps --test-kernels --promtool $(APT_PACKAGES)
 
 ## deb: build the Debian package (debian/; needs debhelper and dh-virtualenv, and PyPI for the private Python
 ## environment) into dist/, checked with lintian, for this machine's Debian release or RELEASE=bookworm|trixie

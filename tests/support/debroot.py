@@ -154,8 +154,37 @@ def _run(argv: list[str], timeout: float, input_text: str | None = None) -> subp
 def base_tarball(suite: str = SUITE) -> Path:
     """Return the cached base root tarball of ``suite`` (bookworm or trixie), making it with mmdebstrap first when
     it is missing (30 s here for bookworm). Raises RootError when mmdebstrap fails."""
-    sources = debian_sources(suite)
-    tarball = CACHE / f"base-{_key(suite, sources, BASE_PACKAGES, GRUB_PRESEED)}.tar"
+    hook = f'--essential-hook=printf {shlex.quote(GRUB_PRESEED)} | chroot "$1" debconf-set-selections'
+    return _tarball("base", suite, debian_sources(suite), BASE_PACKAGES, (hook,))
+
+
+#: a newcomer's fresh machine for the README's set-up (tests/system/test_fresh_setup.py): apt and the essential
+#: packages, plus what the README asks for before `make test`: git to clone, make, python3-venv
+FRESH_PACKAGES = ("git", "make", "python3-venv")
+
+
+def point_release_sources(sources: str) -> str:
+    """Return deb822 ``sources`` with only the release itself in Suites (no -updates, -security, ...), stanzas
+    left with none dropped: a root made from them holds the last point release, behind the archive as most
+    installed machines are."""
+    kept = []
+    for stanza in re.split(r"\n\s*\n", sources.strip()):
+        m = re.search(r"(?im)^Suites:[ \t]*(.*)$", stanza)
+        bare = [x for x in (m.group(1).split() if m else []) if "-" not in x]
+        if bare:
+            kept.append(re.sub(r"(?im)^Suites:.*$", "Suites: " + " ".join(bare), stanza))
+    return "\n\n".join(kept) + "\n"
+
+
+def fresh_tarball(suite: str = SUITE) -> Path:
+    """Return the cached tarball of a fresh machine of ``suite`` (:data:`FRESH_PACKAGES`, the point release only;
+    its apt sources are the point release's too: write the full ones before use). Raises RootError."""
+    return _tarball("fresh", suite, point_release_sources(debian_sources(suite)), FRESH_PACKAGES, ())
+
+
+def _tarball(kind: str, suite: str, sources: str, include: tuple[str, ...], hooks: tuple[str, ...]) -> Path:
+    """Return the cached ``kind`` tarball of ``suite`` made by mmdebstrap from ``sources`` with ``include``."""
+    tarball = CACHE / f"{kind}-{_key(suite, sources, include, *hooks)}.tar"
     if tarball.is_file():
         return tarball
     with _cache_lock():  # another test process may be making it now: wait, then take its result
@@ -166,20 +195,8 @@ def base_tarball(suite: str = SUITE) -> Path:
         spec = CACHE / f"{tarball.stem}.sources"
         spec.write_text(sources)
         partial = tarball.with_suffix(".tar.partial")
-        proc = _run(
-            [
-                "mmdebstrap",
-                "--variant=apt",
-                "--mode=root",
-                "--format=tar",
-                f"--include={','.join(BASE_PACKAGES)}",
-                f'--essential-hook=printf {shlex.quote(GRUB_PRESEED)} | chroot "$1" debconf-set-selections',
-                suite,
-                str(partial),
-                str(spec),
-            ],
-            timeout=1800,
-        )
+        argv = ["mmdebstrap", "--variant=apt", "--mode=root", "--format=tar", f"--include={','.join(include)}"]
+        proc = _run([*argv, *hooks, suite, str(partial), str(spec)], timeout=1800)
         if proc.returncode != 0:
             partial.unlink(missing_ok=True)
             raise RootError(f"mmdebstrap failed:\n{proc.stdout[-4000:]}{proc.stderr[-4000:]}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import io
 import os
 import re
 import signal
@@ -428,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--promtool", action="store_true", help="also unpack promtool into .cache/system-deps/bin")
     parser.add_argument("packages", nargs="*")
     args = parser.parse_args(argv)
+    if isinstance(sys.stdout, io.TextIOWrapper):  # each line at once, in order among apt's own output
+        sys.stdout.reconfigure(line_buffering=True)
     if os.geteuid() != 0 or not Path("/usr/bin/apt-get").exists():
         print("not root (or no apt): tests that need Debian packages will be skipped (under CI=true: fail)")
         return 0

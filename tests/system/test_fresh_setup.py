@@ -35,7 +35,7 @@ LINKS = (
 )
 #: the processes of the root's PID namespace other than the one asking, as JSON {pid: command line}
 PROCS = (
-    "python3 -c 'import json, os; me = os.getpid(); print(json.dumps({p: open(f\"/proc/{p}/cmdline\", \"rb\")"
+    'python3 -c \'import json, os; me = os.getpid(); print(json.dumps({p: open(f"/proc/{p}/cmdline", "rb")'
     '.read().replace(b"\\0", b" ").decode(errors="replace") for p in os.listdir("/proc") '
     "if p.isdigit() and int(p) != me}))'"
 )
@@ -69,7 +69,9 @@ def test_the_readme_set_up_passes_on_a_fresh_machine_and_leaves_nothing_enabled_
         f"echo rc=$?; cd /; {PROCS}"
     )
     r = fresh.sh(script, check=False, timeout=3600)
-    logs = {name: fresh.sh(f"cat /root/{name}.log 2>/dev/null", check=False).stdout for name in ("system-deps", "check")}
+    logs = {
+        name: fresh.sh(f"cat /root/{name}.log 2>/dev/null", check=False).stdout for name in ("system-deps", "check")
+    }
     tail = "\n".join(f"--- {n}\n{text[-5000:]}" for n, text in logs.items())
     status, _, after = r.stdout.partition("\n")
     assert status == "rc=0", f"{r.stdout[-2000:]}{r.stderr[-2000:]}\n{tail}"

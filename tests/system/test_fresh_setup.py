@@ -2,9 +2,12 @@
 
 The machine is a root made with mmdebstrap (tests/support/debroot.py ``fresh_tarball``): apt and the essential
 packages plus git, make and python3-venv, from the point release alone, so that it is behind the archive as most
-installed machines are (the install step then has upgrades to take). The root is given the archive's full
-sources (updates and security too), the repository is cloned into it with its own git, and the README's set-up
-runs there as root. It must pass, and leave no unit enabled and no process running that was not there before.
+installed machines are (upgrades the install needs are taken; which, depends on the day's archive: the rule itself
+is driven by tests/system/test_system_deps.py). The root is given the archive's full sources (updates and
+security too) and this machine's trust for HTTPS (its CA bundle, named in the root's pip.conf: where a proxy
+checks the traffic, as here, pip cannot reach PyPI without it, as on the machine itself; an owner's machine has
+its own), the repository is cloned into it with its own git, and the README's set-up runs there as root. It must
+pass, and leave no unit enabled and no process running that was not there before.
 
 This is the test of the install step that a CI machine which already has every package cannot be: it starts from
 nothing. It clones the committed HEAD of this checkout (uncommitted changes are not in it).
@@ -26,6 +29,8 @@ from tests.support.env import REPO
 from tests.support.tools import is_root, require_tools
 
 pytestmark = pytest.mark.system
+
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 
 #: every enabling link in the root with its target (systemd's under /etc/systemd, SysV start links), one a line
 LINKS = (
@@ -54,6 +59,9 @@ def fresh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DebRoot]:
     try:
         root.sh("rm -f /etc/apt/sources.list && rm -rf /etc/apt/sources.list.d && mkdir /etc/apt/sources.list.d")
         root.write_text("/etc/apt/sources.list.d/debian.sources", debian_sources())
+        if CA_BUNDLE.is_file():  # this machine's HTTPS trust, as the apt sources are this machine's
+            root.put(CA_BUNDLE, str(CA_BUNDLE))
+            root.write_text("/etc/pip.conf", f"[global]\ncert = {CA_BUNDLE}\n")
         root.put(bare, "/srv/fwman.git")
         root.sh("git clone --quiet /srv/fwman.git /root/fwman")
         yield root

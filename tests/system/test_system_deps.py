@@ -195,4 +195,3 @@ def test_the_makefile_asks_for_what_the_tests_need_and_no_server_or_point_releas
     assert "prometheus" not in packages  # only its promtool is unpacked
     assert not [p for p in packages if p.startswith("git-daemon")]  # git carries the daemon; those packages run it
     assert not [p for p in packages if re.match(r"linux-(headers|image)-\d", p)]  # chosen from apt at install time
-    assert not Path(REPO / "tests/support/system-deps.sh").exists()  # one installer

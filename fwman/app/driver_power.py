@@ -15,6 +15,7 @@ from fwman.core.errors import FwmanError, ParseError, UsageError
 from fwman.driver.power import PowerPlan, parse_limits, power_actions, read_unit
 from fwman.host.actions import Action, Report, apply_all, pending, silent
 from fwman.host.base import Host
+from fwman.host.machine import reachable
 
 __all__ = ["DriverPower", "PowerStatus", "driver_power", "plan_actions", "power_status"]
 
@@ -81,7 +82,9 @@ def driver_power(
     if not apply:
         return result
     try:
-        _, actions = plan_actions(host, result.status, list(limits or []), persistence, off, now=True)
+        # the settings apply now only where fwman may act on the GPUs (not from under --root: fwman.host.machine)
+        now = reachable(host, ["nvidia-smi", "--power-limit"])
+        _, actions = plan_actions(host, result.status, list(limits or []), persistence, off, now=now)
     except ParseError as e:
         raise UsageError(e.message, hint="--limit 280, or --limit 0000:01:00.0=280") from e
 

@@ -237,7 +237,8 @@ def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
 #: here, so the help is the same wherever `--help` shows them
 GLOBAL_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--root",), {"type": click.Path(file_okay=False), "help": "Treat DIR as / (every host path is read and "
-                   "written under it)."}),
+                   "written under it; a command that would act on this machine itself, its GPUs, kernel, services "
+                   "or boot, is refused: exit 3)."}),
     (("--snapshot",), {"type": click.Path(file_okay=False, exists=True), "help": "Replay a host recorded by "
                        "`fwman capture`; nothing is read from or written to this machine."}),
     (("-v", "--verbose"), {"count": True, "help": "More detail; traceback of an unexpected error (-v), of any "

@@ -136,6 +136,10 @@ class RunCommand:
         """Return what the check says."""
         return self.needed(host)
 
+    def command(self, host: Host) -> Sequence[str]:
+        """Return the command line it runs."""
+        return self.argv
+
     def apply(self, host: Host) -> None:
         """Run it. Raises FwmanError with the tool's message when it fails."""
         result = host.run(list(self.argv), timeout=self.timeout)
@@ -173,9 +177,29 @@ class Tracked:
         self.applied = True
 
 
+def command_of(action: Action, host: Host) -> Sequence[str] | None:
+    """Return the command line ``action`` runs on ``host`` (None: it runs none), for the door's check."""
+    inner = action.action if isinstance(action, Tracked) else action
+    command = getattr(inner, "command", None)
+    return command(host) if callable(command) else None
+
+
+def check_door(host: Host, actions: Sequence[Action]) -> None:
+    """Raise RootDoorError when one of ``actions`` runs a command that would act on this machine from under a root
+    (fwman.host.machine), before any of them is applied or listed: the dry run and the run refuse alike."""
+    from fwman.host.machine import check_reachable
+
+    for action in actions:
+        argv = command_of(action, host)
+        if argv is not None:
+            check_reachable(host, argv)
+
+
 def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
-    """Return the actions of ``actions`` that the host still needs, in order."""
-    return [a for a in actions if a.is_needed(host)]
+    """Return the actions of ``actions`` that the host still needs, in order. Raises RootDoorError (check_door)."""
+    needed = [a for a in actions if a.is_needed(host)]
+    check_door(host, needed)
+    return needed
 
 
 def apply_all(host: Host, actions: Sequence[Action], report: Report | None = None) -> list[str]:
@@ -185,6 +209,7 @@ def apply_all(host: Host, actions: Sequence[Action], report: Report | None = Non
     same list again continues where it stopped. The list returned is what changed: [] means the host was
     already in the state the actions produce (a command reports ``changed: false``).
     """
+    check_door(host, [a for a in actions if a.is_needed(host)])
     done: list[str] = []
     for action in actions:
         if not action.is_needed(host):

@@ -3,6 +3,11 @@
 ``LiveHost("/")`` is the machine itself. ``LiveHost("/tmp/x")`` treats ``/tmp/x`` as ``/``: symbolic links are
 resolved inside the root (as a chroot would), so tests can build a whole host tree on a real temp filesystem.
 Commands run on the real machine; ``env`` adds variables (tests put fixture tools first on ``PATH``).
+
+The door: under a root, a command that acts on the machine itself (its GPUs, running kernel, services, boot:
+:func:`fwman.host.machine.acts_on_machine`) is refused with :class:`RootDoorError`, never run here, unless
+``machine_tools`` names directories whose executables stand for that root's machine (a test rig's stand-in
+nvflash or update-initramfs); then the tool is taken from there and nowhere else.
 """
 
 from __future__ import annotations
@@ -35,10 +40,14 @@ if TYPE_CHECKING:
 class LiveHost(JournalMixin):
     """A real filesystem under ``root`` and real commands."""
 
-    def __init__(self, root: str = "/", env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, root: str = "/", env: Mapping[str, str] | None = None, machine_tools: Sequence[str] = ()
+    ) -> None:
         super().__init__()
         self.root = os.path.abspath(root)
         self.env = dict(env or {})
+        #: directories whose executables stand for the root's own machine (tests); see the module's docstring
+        self.machine_tools = tuple(machine_tools)
         self.description = "live host" if self.root == "/" else f"live host under {self.root}"
         #: host paths seen to be directories, not links, while resolving under a root (each is one lstat less on
         #: every later path through it: an audit resolves hundreds of paths under the same image layers). Only
@@ -235,6 +244,19 @@ class LiveHost(JournalMixin):
         path = self._path_env() + ":/usr/local/sbin:/usr/sbin:/sbin"
         return shutil.which(tool, path=path)
 
+    def _executable(self, argv: Sequence[str]) -> str | None:
+        """Return the executable to run for ``argv`` (None: not found), through the door under a root.
+
+        Raises RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a
+        root with no stand-in for that tool among ``machine_tools``.
+        """
+        from fwman.host.machine import door
+
+        standin = door(self.root, self.machine_tools, argv)
+        if standin is not None:
+            return standin
+        return argv[0] if "/" in argv[0] else self.which(argv[0])
+
     def run(
         self,
         argv: Sequence[str],
@@ -244,8 +266,9 @@ class LiveHost(JournalMixin):
         cwd: str | None = None,
         input_text: str | None = None,
     ) -> CommandResult:
-        """Run ``argv``; a missing executable gives ``missing=True``. Raises FwmanError on timeout."""
-        exe = argv[0] if "/" in argv[0] else self.which(argv[0])
+        """Run ``argv``; a missing executable gives ``missing=True``. Raises FwmanError on timeout, RootDoorError
+        for a command that would act on this machine from under a root."""
+        exe = self._executable(argv)
         if exe is None:
             return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
         self._plain_dirs.clear()  # a command may change the tree (the directories seen are forgotten after it too)
@@ -294,8 +317,9 @@ class LiveHost(JournalMixin):
     def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
         """Start ``argv`` and return at once (see :meth:`Host.start`); a missing executable gives a finished
         ``missing=True`` result. Its output goes to unnamed temporary files, not pipes, so a long answer never
-        blocks the command while fwman is busy elsewhere. Raises FwmanError (from ``result``) on timeout."""
-        exe = argv[0] if "/" in argv[0] else self.which(argv[0])
+        blocks the command while fwman is busy elsewhere. Raises FwmanError (from ``result``) on timeout,
+        RootDoorError (at once) for a command that would act on this machine from under a root."""
+        exe = self._executable(argv)
         missing = CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
         if exe is None:
             return PendingCommand.finished(missing)
@@ -341,8 +365,13 @@ class LiveHost(JournalMixin):
         on_output: Callable[[str], None] | None = None,
         timeout: float = 600.0,
     ) -> PtyResult:
-        """Run ``argv`` on a pseudo-terminal with this host's environment (see fwman.host.pty)."""
+        """Run ``argv`` on a pseudo-terminal with this host's environment (see fwman.host.pty). Raises
+        RootDoorError for a command that would act on this machine from under a root."""
         from fwman.host.pty import run_in_pty
+
+        exe = self._executable(argv)
+        if exe is not None and exe != argv[0]:
+            argv = [exe, *argv[1:]]
 
         env = {**os.environ, **self.env}
         env.setdefault("LC_ALL", "C")

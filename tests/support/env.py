@@ -54,6 +54,10 @@ class FwmanEnv:
     clock: Clock | None = None
     #: opens the GPUs for `p2p test` (None: the real CUDA driver); tests.support.gpus.memory_driver(...)
     cuda_driver: Callable[[str | None], DeviceLayer] | None = None
+    #: directories whose tools stand for the ``--root`` tree's own machine (LiveHost's door lets a command that
+    #: acts on the machine run only from these); None: the ``path_prepend`` directories (a rig's stand-ins).
+    #: Tools found only on ``variables["PATH"]`` are this machine's, and refused under a root.
+    machine_tools: Sequence[str | os.PathLike[str]] | None = None
 
     def host_env(self) -> dict[str, str]:
         """Return the variables the live host adds to commands it runs (PATH with fixtures first)."""
@@ -65,7 +69,8 @@ class FwmanEnv:
 
     def live_host(self, root: str) -> Host:
         """Return the LiveHost fwman will use for ``--root root``."""
-        return LiveHost(root, env=self.host_env())
+        tools = self.path_prepend if self.machine_tools is None else self.machine_tools
+        return LiveHost(root, env=self.host_env(), machine_tools=[str(t) for t in tools])
 
     def __call__(self, *argv: str, stdin: str = "") -> Result:
         """Run ``fwman argv...`` and return its exit status and output."""

@@ -368,9 +368,13 @@ class RegenerateInitramfs:
         """Return True when the image carries NVIDIA modules that differ from the manifest."""
         return bool(inspect(host, self.kver).stale)
 
+    def command(self, host: Host) -> list[str]:
+        """Return the generator's command line. Raises MissingError when there is no generator."""
+        return regenerate_argv(generator(host), self.kver)
+
     def apply(self, host: Host) -> None:
         """Run the generator and read the image again. Raises FwmanError when it fails or stays stale."""
-        argv = regenerate_argv(generator(host), self.kver)
+        argv = self.command(host)
         result = host.run(argv, timeout=self.timeout)
         if result.missing:
             raise MissingError(f"{argv[0]} not found", hint=f"rebuild the initramfs of {self.kver} by hand")

@@ -1,0 +1,109 @@
+"""The door under ``--root``: which commands act on the machine itself (fwman.host.machine), and LiveHost
+refusing them under a root unless the environment names a stand-in for the root's machine."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fwman.core.errors import ExitCode
+from fwman.host.actions import RunCommand, apply_all, pending
+from fwman.host.live import LiveHost
+from fwman.host.machine import ALWAYS, RootDoorError, acts_on_machine, reachable
+
+ACTS = [
+    ["nvidia-smi", "-i", "0000:01:00.0", "-pl", "280"],
+    ["nvidia-smi", "--power-limit=280"],
+    ["/usr/bin/nvidia-smi", "-pm", "1"],
+    ["update-initramfs", "-u", "-k", "6.1.0-47-amd64"],
+    ["dracut", "-f", "--kver", "6.1.0-47-amd64"],
+    ["systemctl", "restart", "nvidia-persistenced"],
+    ["systemctl", "--quiet", "daemon-reload"],
+    ["modprobe", "nvidia"],
+    ["rmmod", "nvidia_uvm"],
+    ["nvflash", "--save", "x.rom"],
+    ["mokutil", "--import", "key.der"],
+    ["depmod", "-a", "6.1.0-47-amd64"],
+    ["dkms", "install", "nvidia/570.86.16", "-k", "6.1.0-47-amd64"],
+    ["grub-reboot", "1>2"],
+    ["setpci", "-s", "00:01.1", "CAP_EXP+10.w=0040:0040"],
+]
+READS = [
+    ["nvidia-smi", "-q", "-x"],
+    ["nvidia-smi", "--query-gpu=power.limit", "--format=csv"],
+    ["systemctl", "is-active", "docker"],
+    ["systemctl", "--root=/srv/r", "enable", "fwman-catchup.service"],
+    ["mokutil", "--sb-state"],
+    ["dkms", "status"],
+    ["dkms", "remove", "nvidia/1", "--dkmstree=/r/var/lib/dkms", "--installtree=/r/lib/modules"],
+    ["depmod", "-a", "-b", "/r", "6.1.0-47-amd64"],
+    ["grub-set-default", "--boot-directory=/r/boot", "1>2"],
+    ["setpci", "-s", "00:01.1", "CAP_EXP+10.w"],
+    ["git", "ls-remote", "https://example.invalid/x"],
+    [],
+]
+
+
+@pytest.mark.parametrize("argv", ACTS, ids=lambda a: " ".join(a))
+def test_a_command_that_acts_on_the_machine_is_named(argv: list[str]) -> None:
+    assert acts_on_machine(argv) is not None
+
+
+@pytest.mark.parametrize("argv", READS, ids=lambda a: " ".join(a) or "empty")
+def test_reads_and_commands_given_the_root_are_not(argv: list[str]) -> None:
+    assert acts_on_machine(argv) is None
+
+
+@given(st.lists(st.text(max_size=20), max_size=8))
+def test_any_argv_gives_an_answer_and_the_always_tools_are_named_whatever_follows(argv: list[str]) -> None:
+    what = acts_on_machine(argv)
+    assert what is None or what.startswith("this machine")
+    for tool in ALWAYS:
+        assert acts_on_machine([tool, *argv]) == ALWAYS[tool]
+
+
+def _recorder(bindir: Path, log: Path, tool: str) -> None:
+    bindir.mkdir(exist_ok=True)
+    (bindir / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> {log}\n')
+    (bindir / tool).chmod(0o755)
+
+
+def test_under_a_root_the_machine_s_tool_is_refused_before_it_runs_and_a_named_stand_in_runs(tmp_path: Path) -> None:
+    log, bindir = tmp_path / "log", tmp_path / "bin"
+    _recorder(bindir, log, "update-initramfs")
+    root = tmp_path / "root"
+    root.mkdir()
+    env = {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+    argv = ["update-initramfs", "-u", "-k", "6.1.0-47-amd64"]
+    host = LiveHost(str(root), env=env)
+    with pytest.raises(RootDoorError, match=r"does not run `update-initramfs -u -k 6.1.0-47-amd64`.*/boot") as e:
+        host.run(argv)
+    assert e.value.exit_code == ExitCode.BLOCKED
+    with pytest.raises(RootDoorError):
+        host.start(argv)
+    assert not log.exists() and not reachable(host, argv)
+    # the machine itself runs it; a root whose environment names the stand-in runs that one
+    assert LiveHost("/", env=env).run(argv).ok and log.read_text() == "update-initramfs -u -k 6.1.0-47-amd64\n"
+    standin = LiveHost(str(root), env={"PATH": "/usr/bin:/bin"}, machine_tools=[str(bindir)])
+    assert reachable(standin, argv) and standin.run(argv).ok
+    assert log.read_text().count("update-initramfs") == 2
+
+
+def test_actions_are_checked_at_the_door_before_any_is_applied_or_listed(tmp_path: Path) -> None:
+    log, bindir = tmp_path / "log", tmp_path / "bin"
+    _recorder(bindir, log, "modprobe")
+    _recorder(bindir, log, "true-ish")
+    root = tmp_path / "root"
+    root.mkdir()
+    host = LiveHost(str(root), env={"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"})
+    first = RunCommand(["true-ish"], lambda h: True)
+    actions = [first, RunCommand(["modprobe", "nvidia"], lambda h: True)]
+    with pytest.raises(RootDoorError, match="running kernel"):
+        pending(host, actions)  # the dry run refuses as the run does
+    with pytest.raises(RootDoorError):
+        apply_all(host, actions)
+    assert not log.exists() and first.results == []  # not even the harmless first one ran

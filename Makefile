@@ -28,11 +28,13 @@ PYTEST := $(VENV)/bin/pytest -q -p no:cacheprovider
 
 .PHONY: demo test check story venv lint system-deps clean deb
 
+#: pip's and setuptools' own chatter goes to a log (shown when the install fails), not into the newcomer's demo
 $(DEMO_STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e .
-	touch $@
+	@echo "installing fwman into $(VENV) (log: $(VENV)/install.log)"
+	@$(PYTHON) -m venv $(VENV)
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e .; } >$(VENV)/install.log 2>&1 \
+		|| { tail -n 30 $(VENV)/install.log; echo "make: the install failed (whole log: $(VENV)/install.log)"; exit 1; }
+	@touch $@
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

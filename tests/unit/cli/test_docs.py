@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 from fwman.cli.app import COMMANDS
 from fwman.cli.docgen import render
@@ -30,3 +33,20 @@ def test_readme_links_point_at_files() -> None:
 def test_readme_starts_with_the_two_commands() -> None:
     lines = [line.strip() for line in (REPO / "README.md").read_text().splitlines() if line.strip()]
     assert lines[1].startswith("make demo") and lines[2].startswith("make test")
+
+
+def test_the_demo_reads_as_a_result_and_exits_0() -> None:
+    """`make demo`'s script on the bundled host: every step shown, no fwman error line, a summary of what the host
+    needs (doctor's blockers with their fixes), exit 0 (audit and doctor finding problems is the demo working)."""
+    fwman = Path(sys.executable).with_name("fwman")
+    r = subprocess.run(["bash", str(REPO / "fixtures/demo.sh"), str(fwman)], cwd=REPO, capture_output=True,
+                       text=True, timeout=300, check=False)  # fmt: skip
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for step in ("scan", "upgrade --dry-run", "audit", "doctor"):
+        assert f"$ fwman --snapshot fixtures/hosts/rig-4x3090 {step}\n" in r.stdout
+    assert "fwman: error" not in r.stdout + r.stderr
+    summary = r.stdout[r.stdout.index("What the example host needs") :]
+    assert "1. 2 cards need firmware with Resizable BAR: 0000:41:00.0, 0000:61:00.0" in summary
+    assert "   fix: upgrade to 94.02.42.80.27" in summary
+    assert summary.rstrip().endswith("nothing was changed. Demo done.")
+    assert "\x1b[" not in r.stdout  # not a terminal: no escape codes

@@ -62,6 +62,20 @@ class LazyGroup(click.Group):
         assert isinstance(command, click.Command)
         return command
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """Resolve as click does, with click's "Did you mean" for a misspelt name (click looks for close names
+        only among imported commands; these are imported on first use)."""
+        name = args[0] if args else None
+        if name and not name.startswith("-") and name not in self.lazy_commands and not ctx.resilient_parsing:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(self.lazy_commands), n=1)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {close[0]!r}?")
+        return super().resolve_command(ctx, args)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         """List commands with their one-line help without importing them."""
         rows = [(name, self.lazy_commands[name][1]) for name in self.list_commands(ctx)]
@@ -118,10 +132,14 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
     except click.Abort:
         _error(env, "interrupted")
         return ExitCode.INTERRUPTED
-    except click.ClickException as e:  # usage errors: click's own message and hint
+    except click.UsageError as e:  # in fwman's one error style: the message, then what to try
+        message, hint = usage_text(e.format_message(), e.ctx.command_path if e.ctx else "fwman")
+        _error(env, message, hint)
+        return ExitCode.USAGE
+    except click.ClickException as e:
         with contextlib.suppress(OSError, ValueError):  # a closed stderr loses the text, not the code
             e.show(file=env.stderr)
-        return ExitCode.USAGE if isinstance(e, click.UsageError) else e.exit_code
+        return e.exit_code
     except KeyboardInterrupt:
         _error(env, "interrupted")
         return ExitCode.INTERRUPTED
@@ -141,6 +159,16 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
             _print_traceback(env)
         return ExitCode.ERROR
     return ExitCode.OK
+
+
+def usage_text(message: str, command_path: str) -> tuple[str, str]:
+    """Return (message, hint) for click's usage error ``message`` raised by ``command_path``: click's "Did you
+    mean X?" becomes the hint, with where the command's options are listed."""
+    main, sep, guess = message.partition(" Did you mean ")
+    main = main.rstrip(".")
+    main = main[:1].lower() + main[1:]
+    see = f"`{command_path} --help` says how to use it"
+    return main, (f"did you mean {guess.rstrip('?')}? ({see})" if sep else see)
 
 
 def _print_traceback(env: Environment) -> None:

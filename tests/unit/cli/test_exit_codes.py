@@ -50,7 +50,7 @@ def test_1_unexpected_error_is_one_line_with_traceback_only_on_v(tmp_path: Path)
 
 def test_2_usage(fwman: FwmanEnv, tmp_path: Path) -> None:
     r = fwman("scan", "--no-such-option")
-    assert r.code == 2 and "No such option" in r.stderr
+    assert r.code == 2 and "fwman: error: no such option" in r.stderr
     r = fwman("--root", str(tmp_path), "--snapshot", str(EXAMPLE_HOST), "scan")
     assert r.code == 2 and r.stderr.startswith("fwman: error: --root and --snapshot cannot be combined")
     assert fwman("no-such-command").code == 2
@@ -108,3 +108,17 @@ def test_6_partial_success(tmp_path: Path) -> None:
     assert r.code == 6
     assert "fwman: error: 1 of 4 backups failed" in r.stderr
     assert len(rig("backup", "list", "--json").json()["backups"]) == 3
+
+
+def test_usage_errors_speak_fwman_s_one_error_style_and_suggest_the_name_meant() -> None:
+    run = FwmanEnv()
+    for argv, first, hint in [
+        (["scna"], "fwman: error: no such command 'scna'", "  hint: did you mean 'scan'? (`fwman --help`"),
+        (["modules", "bild"], "fwman: error: no such command 'bild'", "  hint: did you mean 'build'? (`fwman modules"),
+        (["scan", "--jsn"], "fwman: error: no such option '--jsn'", "  hint: did you mean '--json'? (`fwman scan --"),
+        (["frobnicate"], "fwman: error: no such command 'frobnicate'", "  hint: `fwman --help` says how to use it"),
+    ]:
+        r = run(*argv)
+        assert r.code == 2 and r.stdout == ""
+        assert r.stderr.splitlines() == [first, r.stderr.splitlines()[1]] and r.stderr.splitlines()[1].startswith(hint)
+        assert "Error:" not in r.stderr and "Usage:" not in r.stderr

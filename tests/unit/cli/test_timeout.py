@@ -57,7 +57,7 @@ def test_a_timeout_out_of_range_is_a_usage_error_and_nothing_runs(tmp_path: Path
     ):
         r = rig(*argv, "--timeout", value)
         assert r.code == 2, (argv, value, r.stderr)  # type: ignore[attr-defined]
-        assert "Invalid value for '--timeout'" in r.stderr  # type: ignore[attr-defined]
+        assert "invalid value for '--timeout'" in r.stderr  # type: ignore[attr-defined]
         assert "unexpected" not in r.stderr  # type: ignore[attr-defined]
     journal = rig.root / paths.FLASH_JOURNAL_DIR.lstrip("/")
     assert not journal.exists() or list(journal.iterdir()) == []  # no operation left "killed at step gates"

@@ -41,7 +41,9 @@ class DriverSettings(Result):
             out.append(table(["option", "state (loaded module)", "source"], rows))
         out += [say(f"{gen}: {note}") for gen, note in report.silent().items()]
         where = paths.MODPROBE_OPTIONS_FILE
-        if report.file_ok:
+        if report.file_error:
+            out.append(say(f"{where}: {report.file_error}"))
+        elif report.file_ok:
             out.append(say(f"{where}: current" if report.wanted else f"{where}: absent (nothing to write)"))
         else:
             state = "absent" if report.current is None else "differs"

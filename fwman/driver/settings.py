@@ -71,9 +71,9 @@ RECOMMENDED: dict[str, list[Setting]] = {
 
 #: what the sources say (or do not) where RECOMMENDED has nothing, and the options known but not recommended
 SILENT: dict[str, str] = {
-    AMPERE: "no NVreg option is named for 3090 P2P over BAR1; issue 27 cites aikitoria's README for "
-    "RMForceP2PType=1 (NVLink-bridged 3090 pairs on PCIe), whose option line was not checked here, so fwman "
-    "does not write it",
+    AMPERE: "no NVreg option is named for 3090 P2P over BAR1; owners cite aikitoria/open-gpu-kernel-modules' "
+    "README for RMForceP2PType=1 (NVLink-bridged 3090 pairs on PCIe), whose option line was not checked here, "
+    "so fwman does not write it",
     ADA: "no source names an NVreg option for 4090 P2P",
     BLACKWELL: "aikitoria/open-gpu-kernel-modules issue 25 has the original five-key line; only the two keys "
     "club-3090 PR 875 names are written here",

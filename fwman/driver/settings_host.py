@@ -35,6 +35,8 @@ class SettingsReport:
     current: bytes | None = None  # fwman's file as it is (None: absent)
     params: dict[str, str] | None = None  # the loaded module's options (None: not loaded)
     params_error: str | None = None
+    #: fwman's file could not be read (a recording without it): its state is unknown, not absent
+    file_error: str | None = None
     initramfs: str = NO_IMAGE
     image: str | None = None
 
@@ -73,15 +75,22 @@ class SettingsReport:
             "sources_silent": self.silent(),
             "params": paths.PROC_DRIVER_PARAMS,
             "params_error": self.params_error,
+            "file_error": self.file_error,
             "initramfs": {"image": self.image, "state": self.initramfs},
         }
 
 
 def _read(host: Host, path: str) -> bytes | None:
+    """Return the file's bytes, or None when it is absent. Raises NotRecordedError on a recording without it: an
+    unknown is never read as absent."""
     try:
         return host.read_bytes(path) if host.exists(path) else None
-    except (MissingError, NotRecordedError):
+    except MissingError:
         return None
+
+
+#: what a report says of a file a recording lacks
+NOT_RECORDED = "not recorded in this recording (unknown: fwman does not guess)"
 
 
 def _carries(host: Host, image: str, wanted: bytes) -> bool:
@@ -94,8 +103,14 @@ def _carries(host: Host, image: str, wanted: bytes) -> bool:
 
 def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
     """Return what the host has and needs. Never raises for what it reads; the errors are in the report."""
-    raw = _read(host, paths.KERNEL_RELEASE)
+    try:
+        raw = _read(host, paths.KERNEL_RELEASE)
+        unknown_kernel = False
+    except NotRecordedError:
+        raw, unknown_kernel = None, True
     report = SettingsReport(kernel=raw.decode(errors="replace").strip() if raw else None)
+    if unknown_kernel:
+        report.initramfs = f"the running kernel is {NOT_RECORDED}"
     try:
         cards = scan_cards(host, use_smi=False)
     except FwmanError:
@@ -104,8 +119,14 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
         report.generations.setdefault(nv.generation(card.name), []).append(card.bus_id)
     report.settings = nv.recommended(set(report.generations), rebar=rebar)
     report.wanted = nv.render(report.settings) if report.settings else b""
-    report.current = _read(host, paths.MODPROBE_OPTIONS_FILE)
-    params = _read(host, paths.PROC_DRIVER_PARAMS)
+    try:
+        report.current = _read(host, paths.MODPROBE_OPTIONS_FILE)
+    except NotRecordedError:
+        report.file_error = NOT_RECORDED
+    try:
+        params = _read(host, paths.PROC_DRIVER_PARAMS)
+    except NotRecordedError:
+        params, report.params_error = None, NOT_RECORDED
     if params is not None:
         try:
             report.params = nv.parse_params(params.decode(errors="replace"))

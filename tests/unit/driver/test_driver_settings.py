@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
 from fwman.driver import settings as nv
-from tests.support.env import FwmanEnv
+from tests.support.env import EXAMPLE_HOST, FwmanEnv
 
 KVER = "6.8.12-4-pve"
 H200_PARAMS = Path(__file__).resolve().parents[3] / "fixtures/hosts/h200-1gpu/files/proc/driver/nvidia/params"
@@ -169,3 +169,16 @@ def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_recor
     assert f.severity.value == "warn" and "since module options changed" in f.message
     # a record from before the field (None) still counts: the options were not recorded, not different
     assert changes(FP, off) == []
+
+
+def test_a_replay_says_what_its_recording_lacks_instead_of_guessing_absent() -> None:
+    """The example recording has no /proc/driver/nvidia/params and no fwman modprobe file recorded, while scan and
+    audit of it say 570.86.16 is loaded: settings must not call the module unloaded or the file absent."""
+    r = FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "driver", "settings")
+    assert r.code == 0, r.stderr
+    assert "/proc/driver/nvidia/params: not recorded in this recording (unknown: fwman does not guess)" in r.stdout
+    assert "/etc/modprobe.d/fwman-nvidia-p2p.conf: not recorded in this recording" in r.stdout
+    assert "not loaded" not in r.stdout and "absent" not in r.stdout
+    doc = FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "driver", "settings", "--json").json()
+    assert doc["params_error"].startswith("not recorded") and doc["file_error"].startswith("not recorded")
+    assert "570.86.16" in FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "scan").stdout  # what the recording does say

@@ -112,7 +112,11 @@ class AppContext:
                 else:
                     from fwman.host.live import LiveHost
 
-                    self._host = LiveHost(root)
+                    # FWMAN_MACHINE_TOOLS: directories whose tools stand for the root's own machine (the stand-in
+                    # nvflash rig: `python -m fixtures.nvflash.rig DIR`); under a root, nothing else that acts on
+                    # a machine runs (fwman.host.machine)
+                    tools = [d for d in self.env.variables.get("FWMAN_MACHINE_TOOLS", "").split(":") if d]
+                    self._host = LiveHost(root, machine_tools=tools)
         return self._host
 
     @property

@@ -3,8 +3,11 @@ relies on)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from fixtures.nvflash.rig import REBAR_3987, STANDIN_DIR, Rig, build_rig, image
@@ -122,3 +125,22 @@ def test_injected_save_failure(tmp_path: Path) -> None:
     r = run(rig, "-i", "1", "--save", str(tmp_path / "b.rom"))
     assert r.returncode != 0 and not (tmp_path / "b.rom").exists()
     assert run(rig, "-i", "2", "--save", str(tmp_path / "c.rom")).returncode == 0
+
+
+def test_the_rig_starts_with_one_command_and_its_printed_commands_run(tmp_path: Path) -> None:
+    """`python -m fixtures.nvflash.rig DIR` (docs/flash.md): the commands it prints run as printed, in a shell,
+    through the installed fwman: a backup of every card and a flash of one, on the stand-in only."""
+    from fixtures.nvflash.rig import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["rig", str(tmp_path / "rig")]) == 0
+    lines = [ln.strip() for ln in out.getvalue().splitlines() if ln.startswith("    ")]
+    assert lines[0].startswith("export FWMAN_MACHINE_TOOLS=")
+    bindir = Path(sys.executable).parent
+    script = "\n".join(["set -e", f'export PATH="{bindir}:$PATH"', *lines])
+    r = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "41:00.0" in r.stdout and "94.02.42.80.27" in r.stdout
+    eeprom = json.loads((tmp_path / "rig/nvflash-state/cards.json").read_text())["cards"][2]["eeprom"]
+    assert parse_rom((tmp_path / "rig/nvflash-state" / eeprom).read_bytes()).version == REBAR_3987

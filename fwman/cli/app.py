@@ -191,9 +191,13 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
 def _error(env: Environment, message: str, hint: str | None = None) -> None:
     """Write the error line (and its hint), control characters made visible; a closed stderr loses the text,
     never the exit code."""
+    from fwman.cli.layout import wrap_pieces
     from fwman.core.termtext import visible
 
-    text = f"fwman: error: {visible(message)}\n" + (f"  hint: {visible(hint)}\n" if hint else "")
+    lines = [f"fwman: error: {visible(message)}", *([f"  hint: {visible(hint)}"] if hint else [])]
+    text = "".join(
+        "".join(t for t, _ in wrapped) + "\n" for ln in lines for wrapped in wrap_pieces([(ln, "")], env.width)
+    )
     try:
         env.stderr.write(text)
         env.stderr.flush()

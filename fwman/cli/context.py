@@ -68,6 +68,20 @@ class Environment:
         """Return True when colour may be used on stdout (a terminal, and NO_COLOR unset)."""
         return self.stdout_isatty and "NO_COLOR" not in self.variables
 
+    @property
+    def width(self) -> int | None:
+        """Return the width text is fitted to: ``COLUMNS`` when set (40 at least), else the terminal's when
+        stdout is one, else None (a pipe or file: no wrapping, one line per row for grep and scripts)."""
+        value = self.variables.get("COLUMNS", "")
+        if value.isdigit():
+            return max(int(value), 40)
+        if self.stdout_isatty:
+            try:
+                return max(os.get_terminal_size(self.stdout.fileno()).columns, 40)
+            except (OSError, ValueError, AttributeError):  # not a real descriptor (a test's stream): no limit
+                return None
+        return None
+
 
 @dataclass
 class AppContext:
@@ -211,17 +225,20 @@ class AppContext:
         def width(cell: str) -> int:
             return len(visible(own_style.sub("", cell)))
 
-        widths = [width(h) for h in headers]
-        for row in rows:
-            for i, cell in enumerate(row):
-                widths[i] = max(widths[i], width(cell))
+        from fwman.cli.layout import fit_table
+
+        fitted = fit_table(headers, rows, self.env.width, width)
+        if fitted.records:  # one cell a line: a row's first cell (bold), then its "  HEADER: value" lines
+            for (cell,) in fitted.lines:
+                self.echo(cell if cell.startswith(" ") else self.style(cell, bold=True))
+            return
+        widths = [max(width(cells[i]) for cells in fitted.lines) for i in range(len(headers))]
 
         def line(cells: Sequence[str]) -> str:
             return "  ".join(c + " " * (widths[i] - width(c)) for i, c in enumerate(cells)).rstrip()
 
-        self.echo(self.style(line(headers), bold=True))
-        for row in rows:
-            self.echo(line(row))
+        for k, cells in enumerate(fitted.lines):
+            self.echo(self.style(line(cells), bold=True) if k < fitted.header else line(cells))
 
 
 def _store(name: str) -> Callable[[click.Context, click.Parameter, Any], Any]:

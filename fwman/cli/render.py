@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fwman.app.text import Cell, Line, Out, Result
+from fwman.app.text import Cell, Line, Out, Result, Span
 from fwman.cli.context import AppContext
 
 #: a style name of fwman.app.text -> click's style arguments
@@ -24,10 +24,15 @@ def _span(app: AppContext, cell: Cell) -> str:
 
 
 def render(app: AppContext, out: Out) -> None:
-    """Print ``out``: each line (on stderr where it says so) and each table."""
+    """Print ``out``: each line (on stderr where it says so; wrapped at spaces to the width, fwman.cli.layout)
+    and each table."""
+    from fwman.cli.layout import wrap_pieces
+
     for item in out:
         if isinstance(item, Line):
-            app.echo("".join(_span(app, p) for p in item.parts), err=item.err)
+            pieces = [(p.text, p.style) for p in item.parts]
+            for pieces_line in wrap_pieces(pieces, app.env.width):
+                app.echo("".join(_span(app, Span(t, s)) for t, s in pieces_line), err=item.err)
         else:
             app.table(item.headers, [[_span(app, c) for c in row] for row in item.rows])
 

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core import clock, paths
+from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim
@@ -103,7 +103,8 @@ def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
     kernel_changes = [(aptsim.kernel_of_package(c.package), c) for c in sim.installs() if c.version is not None]
     # a kernel lands with its image: headers alone (a headers metapackage) are not a kernel that boots
     for kind, change in kernel_changes:
-        if kind is not None and kind[0] == "image" and kind[1] not in installed:
+        # a release that is not one (a hostile archive's package name) never becomes a scratch directory
+        if kind is not None and kind[0] == "image" and kind[1] not in installed and names.is_kernel_release(kind[1]):
             offers.setdefault(kind[1], KernelOffer(kind[1])).packages[change.package] = str(change.version)
     for kind, change in kernel_changes:
         if kind is not None and kind[0] == "headers" and kind[1] in offers:
@@ -179,6 +180,10 @@ class Verdict:
         status = doc.get("status")
         if status not in (SAFE, BROKEN, UNCHECKED) or not isinstance(doc.get("kernel"), str):
             raise ParseError(paths.PREFLIGHT_STATE, "kernels", "an entry without kernel and status")
+        if not names.is_kernel_release(doc["kernel"]):
+            raise ParseError(
+                paths.PREFLIGHT_STATE, f"kernels.{doc['kernel']!r}", "not a kernel release (as --kernel checks one)"
+            )
         raw = doc.get("failure")
         failure: dict[str, Any] = raw if isinstance(raw, dict) else {}
         line = failure.get("line")
@@ -263,13 +268,14 @@ def verdict_key(kver: str, headers_version: str | None, source_id: str, patches:
 
 # -- fetching and unpacking the headers ----------------------------------------------------------------------------
 def scratch_dir(kver: str) -> str:
-    """Return the pre-flight's scratch directory of ``kver`` (downloads, unpacked root, build tree)."""
-    return f"{paths.PREFLIGHT_DIR}/{kver}"
+    """Return the pre-flight's scratch directory of ``kver`` (downloads, unpacked root, build tree; removed
+    afterwards). Raises UsageError when ``kver`` is not a kernel release: it is one path component, never more."""
+    return f"{paths.PREFLIGHT_DIR}/{names.kernel_release(kver, 'kernel release')}"
 
 
 def log_path(kver: str) -> str:
-    """Return the pre-flight's build log of ``kver``."""
-    return f"{paths.LOG_DIR}/preflight-{kver}.log"
+    """Return the pre-flight's build log of ``kver``. Raises UsageError when ``kver`` is not a kernel release."""
+    return f"{paths.LOG_DIR}/preflight-{names.kernel_release(kver, 'kernel release')}.log"
 
 
 def candidate_version(host: Host, package: str) -> str | None:

@@ -44,6 +44,7 @@ from fwman.driver.kernels import installed_kernels, version_key
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Report, WriteFile, silent
 from fwman.host.base import Host
+from fwman.host.confine import inside_target, links_leaving, resolve_in_root
 
 SCHEMA = "fwman.preflight-state/1"
 SAFE, BROKEN, UNCHECKED = "safe", "will-not-build", "could-not-check"
@@ -341,20 +342,6 @@ def download_headers(
     return got
 
 
-def _inside(root: str, link_dir: str, target: str) -> str:
-    """Return where ``target`` (a link in ``link_dir`` of the unpacked tree) points inside ``root``."""
-    if target.startswith("/"):
-        return root + target
-    parts: list[str] = []
-    for part in f"{link_dir}/{target}".split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part and part != ".":
-            parts.append(part)
-    return "/" + "/".join(parts)
-
-
 def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, log: str) -> KernelTree:
     """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in.
 
@@ -369,25 +356,37 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
         result = host.run(["dpkg-deb", "-x", local_dir(host, f"{debs}/{name}"), local_dir(host, root)], timeout=600)
         if not result.ok:
             raise FwmanError(f"`dpkg-deb -x {name}` failed: {result.stderr.strip()[-300:]}")
+    _confine_links(host, kver, root)
     build = source = None
     for base in ("/lib/modules", "/usr/lib/modules"):
-        directory = f"{root}{base}/{kver}"
-        for link, slot in (("build", "build"), ("source", "source")):
-            path = f"{directory}/{link}"
-            if host.is_link(path):
-                found = _inside(root, directory, host.readlink(path))
-            elif host.is_dir(path):
-                found = path
-            else:
+        for slot in ("build", "source"):
+            # the links are followed inside the scratch root (an absolute target is the package's path, never
+            # this machine's), so the verdict is about these headers and nothing installed is touched
+            found = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
+            if not host.is_dir(found):
                 continue
             if slot == "build" and build is None:
                 build = found
             elif slot == "source" and source is None:
                 source = found
-    if build is None or not host.is_dir(f"{build}/include"):
+    if build is None or not host.is_dir(resolve_in_root(host, root, f"{build.removeprefix(root)}/include")):
         raise MissingError(f"the header packages of {kver} hold no lib/modules/{kver}/build with an include/ directory")
     _follow_makefile_includes(host, root, build)
     return KernelTree(build, source if source and host.is_dir(f"{source}/include") else None, workdir, log)
+
+
+def _confine_links(host: Host, kver: str, root: str) -> None:
+    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``)
+    is pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused.
+
+    Raises FwmanError naming the link (the kernel is then "could not check": such packages are not headers).
+    """
+    for link, target in links_leaving(host, root, root):
+        if not target.startswith("/"):
+            raise FwmanError(
+                f"the header packages of {kver} hold a link out of their tree: {link.removeprefix(root)} -> {target}"
+            )
+        host.symlink(inside_target(root, link, target), link)  # a scratch file: the make that follows it stays in
 
 
 _INCLUDE = re.compile(r"^(?P<head>\s*-?include\s+)(?P<path>/\S+)(?P<tail>\s*)$", re.MULTILINE)
@@ -396,15 +395,15 @@ _INCLUDE = re.compile(r"^(?P<head>\s*-?include\s+)(?P<path>/\S+)(?P<tail>\s*)$",
 def _follow_makefile_includes(host: Host, root: str, build: str) -> None:
     """Point the absolute ``include`` lines of the headers' Makefile into ``root`` (Debian's arch Makefile is one
     line, ``include /usr/src/linux-headers-VER-common/Makefile``, which names the installed path)."""
-    makefile = f"{build}/Makefile"
+    makefile = resolve_in_root(host, root, f"{build.removeprefix(root)}/Makefile")
     if not host.exists(makefile):
         return
     text = host.read_text(makefile)
 
     def inside(m: re.Match[str]) -> str:
-        path = m.group("path")
-        if host.exists(root + path):
-            return f"{m.group('head')}{local_dir(host, root + path)}{m.group('tail')}"
+        path = resolve_in_root(host, root, m.group("path"))  # the packages' path, never this machine's
+        if host.exists(path):
+            return f"{m.group('head')}{local_dir(host, path)}{m.group('tail')}"
         return m.group(0)
 
     changed = _INCLUDE.sub(inside, text)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core import paths
+from fwman.core import paths, unitfile
 from fwman.core.clock import now_utc
 from fwman.core.errors import FwmanError
 from fwman.core.termtext import visible
@@ -336,7 +336,7 @@ def timer_actions(python: str | None = None) -> list[Any]:
     from fwman.host.actions import Symlink, WriteFile
 
     directory = templates_dir()
-    python = python or python_for_hooks()
+    python = unitfile.exec_word(python or python_for_hooks(), "interpreter")  # the unit's ExecStart= word
     service = read_data(directory / paths.METRICS_UNIT_NAME).replace(b"@PYTHON@", python.encode())
     timer = read_data(directory / paths.METRICS_TIMER_NAME)
     return [

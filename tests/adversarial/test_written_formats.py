@@ -6,6 +6,7 @@ drops all of it."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -15,6 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fixtures.hostgen.materialize import materialize
+from fwman.core import modprobeconf, unitfile
+from fwman.core.errors import ParseError
+from fwman.core.jsontext import parse_json
+from fwman.core.tomltext import parse_toml, toml_value
 from fwman.reports.metrics import Family, Sample, render
 from tests.support.counting import CountingEnv, tried
 from tests.support.env import EXAMPLE_HOST
@@ -70,3 +75,42 @@ def test_promtool_accepts_it(attack: CountingEnv, tmp_path: Path) -> None:
         [tool_path("promtool") or "promtool", "check", "metrics"], input=text, capture_output=True, text=True
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+# -- the other formats fwman writes for another program: one serializer each, refusing what it cannot hold --------
+ODD = st.text(alphabet=st.sampled_from("ab =-_/%$\"'\\\n\r\t\x00\x85\u2028#;"), max_size=12)
+
+
+@given(ODD, ODD)
+def test_a_unit_value_or_command_word_is_one_line_or_refused(value: str, word: str) -> None:
+    tried()
+    try:
+        text = unitfile.render([("Service", [("Environment", value), ("ExecStart", unitfile.exec_line([word]))])])
+    except ParseError:
+        return
+    assert text.decode().splitlines() == ["[Service]", f"Environment={value}", f"ExecStart={word}"]
+    assert not set(word) & set(" %$\"'\\;#")  # nothing systemd would expand, split or unquote
+
+
+@given(ODD, ODD)
+def test_a_module_option_or_comment_is_one_line_or_refused(option: str, comment: str) -> None:
+    tried()
+    try:
+        text = modprobeconf.render("nvidia", [option], [comment]).decode()
+    except ParseError:
+        return
+    assert text.splitlines() == [f"# {comment}", f"options nvidia {option}"]
+    assert len(option.split()) == 1
+
+
+@given(ODD)
+def test_any_text_is_one_toml_string(value: str) -> None:
+    tried()
+    assert parse_toml(f"k = {toml_value(value)}\n", "t") == {"k": value}
+
+
+@given(st.recursive(st.text() | st.integers(), lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))
+def test_any_json_value_is_written_on_one_line_and_reads_back(value: object) -> None:
+    tried()
+    text = json.dumps(value)  # the serializer of every --json document and record: it escapes every control
+    assert "\n" not in text and "\r" not in text and parse_json(text, "t") == value

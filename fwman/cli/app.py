@@ -161,11 +161,12 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:
-    """Write the error line (and its hint), control characters made visible; a closed stderr loses the text,
-    never the exit code."""
-    from fwman.core.termtext import visible
+    """Write the error line (and its hint), each on one line, control characters made visible; a closed stderr
+    loses the text, never the exit code."""
+    from fwman.core.termtext import one_line
 
-    text = f"fwman: error: {visible(message)}\n" + (f"  hint: {visible(hint)}\n" if hint else "")
+    # one line each: a message that quotes a tool or a file cannot add lines that read as fwman's own
+    text = f"fwman: error: {one_line(message)}\n" + (f"  hint: {one_line(hint)}\n" if hint else "")
     try:
         env.stderr.write(text)
         env.stderr.flush()

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core import clock, names, paths
+from fwman.core import bounded, clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim
@@ -44,6 +44,7 @@ from fwman.driver.kernels import installed_kernels, version_key
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Report, WriteFile, silent
 from fwman.host.base import Host
+from fwman.host.capped import MAX_RECORD, MAX_TEXT_FILE, read_capped, read_text_capped
 from fwman.host.confine import inside_target, links_leaving, resolve_in_root
 
 SCHEMA = "fwman.preflight-state/1"
@@ -236,7 +237,9 @@ def read_state(host: Host) -> State:
     if not host.exists(paths.PREFLIGHT_STATE):
         return State()
     try:
-        doc = parse_json(host.read_bytes(paths.PREFLIGHT_STATE), paths.PREFLIGHT_STATE)
+        doc = parse_json(
+            read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record"), paths.PREFLIGHT_STATE
+        )
     except MissingError as e:
         raise ParseError(paths.PREFLIGHT_STATE, "file", e.message) from e
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict):
@@ -398,7 +401,7 @@ def _follow_makefile_includes(host: Host, root: str, build: str) -> None:
     makefile = resolve_in_root(host, root, f"{build.removeprefix(root)}/Makefile")
     if not host.exists(makefile):
         return
-    text = host.read_text(makefile)
+    text = read_text_capped(host, makefile, MAX_TEXT_FILE, "header Makefile")
 
     def inside(m: re.Match[str]) -> str:
         path = resolve_in_root(host, root, m.group("path"))  # the packages' path, never this machine's
@@ -475,7 +478,7 @@ def check_kernel(
             verdict.message = f"the patched modules do not build for {kver}"
             return verdict
         for name, path in result.modules.items():
-            info = read_module(host.read_bytes(path))
+            info = read_module(read_capped(host, path, bounded.MODULE.output, "built module"))
             if info.kernel_release != kver:
                 verdict.status, verdict.error = BROKEN, f"{name}.ko has vermagic {info.vermagic!r}, not for {kver}"
                 verdict.message = verdict.error

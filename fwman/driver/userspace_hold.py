@@ -30,6 +30,7 @@ from fwman.core import aptprefs, paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
+from fwman.host.capped import MAX_RECORD, read_capped
 from fwman.platform import dpkg
 
 if TYPE_CHECKING:  # the actions are imported where a hold is planned: audit reads the status only
@@ -132,7 +133,7 @@ def read_record_checked(host: Host) -> HoldRecord | None:
     except NotRecordedError:
         return None
     try:
-        doc = parse_json(host.read_bytes(STATE_FILE), STATE_FILE)
+        doc = parse_json(read_capped(host, STATE_FILE, MAX_RECORD, "user-space hold record"), STATE_FILE)
         if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
             raise ParseError(STATE_FILE, "packages", "not a table of package: version")
         packages = {str(k): str(v) for k, v in doc["packages"].items()}

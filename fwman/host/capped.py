@@ -10,8 +10,13 @@ reports what it could not read) before more than the bound is ever held.
 
 from __future__ import annotations
 
-from fwman.core.bounded import OverLimit, size_text
+from fwman.core.bounded import MiB, OverLimit, size_text
 from fwman.host.base import Host
+
+#: one of fwman's own JSON records (a hold, a pre-flight's verdicts): kilobytes; past this it is not fwman's
+MAX_RECORD = 16 * MiB
+#: a CDI spec, a Makefile of a header tree, a text file a tool generated: kilobytes to a few hundred
+MAX_TEXT_FILE = 4 * MiB
 
 
 def read_capped(host: Host, path: str, limit: int, what: str) -> bytes:

@@ -38,7 +38,7 @@ from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
-from fwman.host.capped import read_text_capped
+from fwman.host.capped import MAX_TEXT_FILE, read_capped, read_text_capped
 from fwman.platform import cdi, engines, proxmox
 from fwman.platform.userspace import LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
 
@@ -109,7 +109,7 @@ def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
         for name in names:
             path = cdi.spec_path(directory, name)
             try:
-                spec = cdi.parse_spec(host.read_bytes(path), path)
+                spec = cdi.parse_spec(read_capped(host, path, MAX_TEXT_FILE, "CDI spec"), path)
             except ParseError as e:
                 out.append(CdiSpecAudit(path=path, error=e.detail))
                 continue

@@ -172,8 +172,8 @@ class Manifest:
         if not isinstance(doc, dict):
             raise ParseError(WHAT, "document", "not a JSON object")
         kernel = _str(doc, "kernel", required=True)
-        if not names.is_kernel_release(kernel):
-            raise ParseError(WHAT, "kernel", f"{kernel[:70]!r} is not a kernel release (as --kernel checks one)")
+        if kernel is None or not names.is_kernel_release(kernel):
+            raise ParseError(WHAT, "kernel", f"{str(kernel)[:70]!r} is not a kernel release (as --kernel checks one)")
         raw_modules = doc.get("modules")
         if not isinstance(raw_modules, dict) or not raw_modules:
             raise ParseError(WHAT, "modules", "missing or empty")

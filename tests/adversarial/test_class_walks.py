@@ -350,62 +350,67 @@ def test_every_listed_exception_still_matches() -> None:
 
 
 # -- each walk catches its planted case ------------------------------------------------------------------------------
+def _planted(name: str) -> str:
+    """Return the module path a planted case pretends to be (built here: no such file exists)."""
+    return f"fwman/{name}.py"
+
+
 PLANTED: list[tuple[str, str, str, str]] = [
     # (walk, module, planted source, what the finding says)
     (
         "paths from records",
-        "fwman/driver/newrecord.py",
+        _planted("driver/newrecord"),
         "def read(host):\n    doc = parse_json(host.read_bytes(STATE), STATE)\n"
         "    return [k for k in doc['kernels']]\n",
         "takes kernel releases from a record",
     ),
     (
         "paths from records",
-        "fwman/driver/newunpack.py",
+        _planted("driver/newunpack"),
         "def unpack(host, deb, root):\n    host.run(['dpkg-deb', '-x', deb, root])\n"
         "    return root + host.readlink(root + '/lib/modules/k/build')\n",
         "readlink() in a module that unpacks archives",
     ),
     (
         "bounded readers",
-        "fwman/reports/doctor/newcache.py",
+        _planted("reports/doctor/newcache"),
         "def read(host, home):\n    return host.read_text(f'/home/{home}/.cache/x.json')\n",
         "of a place others fill: no bound",
     ),
     (
         "bounded readers",
-        "fwman/platform/new.py",
+        _planted("platform/new"),
         "def r(host, p):\n    return host.read_bytes(p, limit=None)\n",
         "limit=None",
     ),
     (
         "bounded readers",
-        "fwman/host/newdoor.py",
+        _planted("host/newdoor"),
         "def slurp(path):\n    with open(path, 'rb') as f:\n        return f.read()\n",
         ".read() without a size in a door",
     ),
     (
         "trust fails closed",
-        "fwman/firmware/catalog/newupdate.py",
+        _planted("firmware/catalog/newupdate"),
         "def update(host, now):\n    try:\n        keys = download(host)\n    except DownloadError:\n"
         "        keys = installed(host)\n    return verify_catalog_index(b'', b'', keys, [], now)\n",
         "an except that falls back without a require* check",
     ),
     (
         "trust fails closed",
-        "fwman/firmware/catalog/newkeys.py",
+        _planted("firmware/catalog/newkeys"),
         "def load(data, sig, roots):\n    return verify_keys_document(data, sig, roots, None)\n",
         "skips the expiry",
     ),
     (
         "one-line text",
-        "fwman/app/newaudit.py",
+        _planted("app/newaudit"),
         "def text(self):\n    return [document(self.container_env)]\n",
         "an output that keeps newlines, not listed",
     ),
     (
         "one-line text",
-        "fwman/cli/newcmd.py",
+        _planted("cli/newcmd"),
         "def cmd(app, name):\n    app.env.stdout.write(name + '\\n')\n",
         "not through the output door",
     ),
@@ -417,37 +422,37 @@ PLANTED: list[tuple[str, str, str, str]] = [
     ),
     (
         "one serializer per format",
-        "fwman/driver/newpin.py",
+        _planted("driver/newpin"),
         "def pin(name):\n    return f'Package: {name}\\nPin: version *\\nPin-Priority: -1\\n'\n",
         "apt preferences written outside fwman/core/aptprefs.py",
     ),
     (
         "one serializer per format",
-        "fwman/reports/newmetrics.py",
+        _planted("reports/newmetrics"),
         "def render(name, value):\n    return f'# TYPE {name} gauge\\n{name} {value}\\n'\n",
         "Prometheus text written outside",
     ),
     (
         "one serializer per format",
-        "fwman/driver/newmodprobe.py",
+        _planted("driver/newmodprobe"),
         "def conf(opts):\n    return f'options nvidia {opts}\\n'\n",
         "modprobe.d written outside",
     ),
     (
         "one serializer per format",
-        "fwman/driver/newunit.py",
+        _planted("driver/newunit"),
         "def unit(cmd):\n    return '\\n'.join(['[Service]', f'ExecStart={cmd}'])\n",
         "systemd unit written outside",
     ),
     (
         "one serializer per format",
-        "fwman/firmware/catalog/newtoml.py",
+        _planted("firmware/catalog/newtoml"),
         "def board(name):\n    return f'name = \"{name}\"\\n'\n",
         "a TOML string quoted by hand",
     ),
     (
         "one serializer per format",
-        "fwman/app/newjson.py",
+        _planted("app/newjson"),
         'def doc(k):\n    return f\'{{"kernel": "{k}"}}\'\n',
         "JSON built by hand",
     ),
@@ -465,27 +470,27 @@ def test_each_walk_catches_its_planted_case(walk: str, module: str, source: str,
 ALLOWED_FORMS: list[tuple[str, str, str]] = [
     (
         "paths from records",
-        "fwman/driver/newrecord.py",
+        _planted("driver/newrecord"),
         "def read(host):\n    doc = parse_json(host.read_bytes(STATE), STATE)\n"
         "    return [_checked(k) for k in doc['kernels']]\n\n"
         "def _checked(k):\n    return names.kernel_release(k)\n",
     ),
     (
         "bounded readers",
-        "fwman/reports/doctor/newcache.py",
+        _planted("reports/doctor/newcache"),
         "def read(host, home):\n    return read_text_capped(host, f'/home/{home}/x.json', 1024, 'x')\n",
     ),
     (
         "trust fails closed",
-        "fwman/firmware/catalog/newupdate.py",
+        _planted("firmware/catalog/newupdate"),
         "def update(host, now):\n    try:\n        keys = download(host)\n    except DownloadError:\n"
         "        keys = installed(host)\n        _require_current(keys, now)\n"
         "    return verify_catalog_index(b'', b'', keys, [], now)\n",
     ),
-    ("one-line text", "fwman/cli/newcmd.py", "def cmd(app, name):\n    app.env.stdout.write(visible(name))\n"),
+    ("one-line text", _planted("cli/newcmd"), "def cmd(app, name):\n    app.env.stdout.write(visible(name))\n"),
     (
         "one serializer per format",
-        "fwman/driver/newpin.py",
+        _planted("driver/newpin"),
         "def pin(name):\n    return aptprefs.render([aptprefs.Pin((name,), 'version', '*', -1)])\n",
     ),
 ]
@@ -502,6 +507,6 @@ def test_the_walks_see_the_guards_fwman_has() -> None:
     trees = dict(_modules())
     assert any(_takes_kernels(f) for f in _functions(trees["fwman/driver/kernel_hold.py"]))
     assert any(_takes_kernels(f) for f in _functions(trees["fwman/driver/preflight.py"]))
-    assert walk_writers("fwman/driver/dkms_copy.py", trees["fwman/core/aptprefs.py"])  # its syntax, elsewhere
-    assert walk_writers("fwman/x.py", trees["fwman/reports/metrics.py"])
+    assert walk_writers(_planted("driver/dkms_copy"), trees["fwman/core/aptprefs.py"])  # its syntax, elsewhere
+    assert walk_writers(_planted("x"), trees["fwman/reports/metrics.py"])
     assert any("capped" in ast.unparse(c.func) for c in _calls(trees["fwman/reports/doctor/vllm_caches.py"]))

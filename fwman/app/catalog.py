@@ -242,6 +242,7 @@ class Updated(Result):
         if r.keys_serial is not None:
             root = f", root key {r.keys_root}" if r.keys_root else ""
             new = " (new)" if r.keys_installed else ""
+            new += " (the one installed here: the publisher serves none)" if r.keys_fallback else ""
             keys = [say(f"  keys document: serial {r.keys_serial}{new}{root}")]
         if not r.installed:
             return [say(f"catalog already up to date (serial {r.serial}, {r.date})"), *keys]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.text import Out, Result, say
+from fwman.app.text import Out, Result, document, say
 from fwman.core.clock import timestamp
 from fwman.core.errors import UsageError
 from fwman.firmware.ops.local_entry import MadeEntry
@@ -49,7 +49,7 @@ class LocalAdded(Result):
             say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --from FILE"),
         ]
         # the curated form is a whole file (ending in a newline): one line of the text, its last newline the line's
-        return out if self.export is None else [*out, say(), say(self.export.removesuffix("\n"))]
+        return out if self.export is None else [*out, say(), document(self.export)]
 
 
 def add_local(

@@ -148,7 +148,7 @@ class ModulesStatus(Result):
              Span("yes", "green") if r.safe_to_boot else Span("NO", "bad"), r.why]
             for r in rows
         ]))  # fmt: skip
-        out.append(say(f"\n> next boot: {default.kver or 'unknown'} ({default.loader}: {default.how})"))
+        out += [say(), say(f"> next boot: {default.kver or 'unknown'} ({default.loader}: {default.how})")]
         if pin is not None:
             why = f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin"
             out.append(say(why, "loud"))

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman import __version__
-from fwman.app.text import Out, Result, say
+from fwman.app.text import Out, Result, document, say
 from fwman.core.clock import timestamp
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
@@ -63,7 +63,7 @@ class ProposalResult(Result):
         each lint issue (on stderr)."""
         p = self.proposal
         out: Out = [say(f"wrote {self.path}: {p.board.key}, {len(p.board.images)} image(s)") if self.path
-               else say(p.text.removesuffix("\n"))]  # fmt: skip
+               else document(p.text)]  # fmt: skip
         out += [say(f"left out: {line}", err=not self.path) for line in p.left_out]
         for issue in self.lint:
             where = f" {issue.where}" if issue.where else ""

@@ -31,10 +31,13 @@ class Span:
 
 @dataclass(frozen=True)
 class Line:
-    """One line for people, on stdout (or stderr with ``err``)."""
+    """One line for people, on stdout (or stderr with ``err``): a newline in its text (from outside: a container's
+    environment, a tool's message) is written out, never obeyed. ``block``: a whole document shown as it is (a
+    board file, a TOML export), its newlines kept."""
 
     parts: tuple[Span, ...]
     err: bool = False
+    block: bool = False
 
     @property
     def plain(self) -> str:
@@ -59,6 +62,12 @@ Out = list[Line | Table]
 def say(text: str = "", style: str = "", *, err: bool = False) -> Line:
     """Return a line of ``text`` in ``style``."""
     return Line((Span(text, style),), err)
+
+
+def document(text: str, *, err: bool = False) -> Line:
+    """Return ``text``, a whole document of several lines (a board file), shown with its newlines (its last one
+    dropped: the line's own)."""
+    return Line((Span(text.removesuffix("\n")),), err, block=True)
 
 
 def line(*parts: str | Span, err: bool = False) -> Line:

@@ -189,12 +189,13 @@ def _using_clock(env: Environment) -> contextlib.AbstractContextManager[object]:
 
 
 def _error(env: Environment, message: str, hint: str | None = None) -> None:
-    """Write the error line (and its hint), control characters made visible; a closed stderr loses the text,
-    never the exit code."""
+    """Write the error line (and its hint), each one line (wrapped at words to the width), control characters
+    made visible; a closed stderr loses the text, never the exit code."""
     from fwman.cli.layout import wrap_pieces
-    from fwman.core.termtext import visible
+    from fwman.core.termtext import one_line
 
-    lines = [f"fwman: error: {visible(message)}", *([f"  hint: {visible(hint)}"] if hint else [])]
+    # one line each: a message that quotes a tool or a file cannot add lines that read as fwman's own
+    lines = [f"fwman: error: {one_line(message)}", *([f"  hint: {one_line(hint)}"] if hint else [])]
     text = "".join(
         "".join(t for t, _ in wrapped) + "\n" for ln in lines for wrapped in wrap_pieces([(ln, "")], env.width)
     )

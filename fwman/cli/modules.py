@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
+from fwman.core.termtext import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
@@ -54,7 +55,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
             if app is not None:
                 app.echo(warning, err=True)
             else:  # run outside fwman's entry point (click's own test runner): click's stderr
-                click.echo(warning, err=True)
+                click.echo(visible(warning), err=True)
 
     def new(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
         return value or ctx.meta.get("fwman.origin") or "manual"

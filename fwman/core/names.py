@@ -38,9 +38,15 @@ def _shown(value: str) -> str:
     return repr(value if len(value) <= 60 else value[:57] + "...")
 
 
+def is_kernel_release(value: object) -> bool:
+    """Return True when ``value`` is a safe kernel release: the one rule for ``--kernel``, bundles and the names
+    fwman's own records hold (a record is read back as the command line is: it may have been edited)."""
+    return isinstance(value, str) and len(value) <= MAX_KERNEL_RELEASE and bool(_KERNEL_RELEASE.fullmatch(value))
+
+
 def kernel_release(value: str, option: str = "--kernel") -> str:
     """Return ``value`` when it is a safe kernel release (``6.1.0-50-amd64``). Raises UsageError otherwise."""
-    if len(value) > MAX_KERNEL_RELEASE or not _KERNEL_RELEASE.fullmatch(value):
+    if not is_kernel_release(value):
         raise UsageError(
             f"{option} {_shown(value)}: not a kernel release",
             hint=f"a kernel release looks like 6.1.0-50-amd64 (as `uname -r` prints it): letters, digits, "

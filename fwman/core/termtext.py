@@ -17,6 +17,10 @@ import re
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
+#: what starts a new line for a reader of the text though no terminal acts on it (str.splitlines, editors, logs)
+_BREAKS = re.compile("[\u2028\u2029]")
+
+
 def _shown(m: re.Match[str]) -> str:
     code = ord(m.group())
     if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8, kept by surrogateescape
@@ -29,6 +33,13 @@ def _shown(m: re.Match[str]) -> str:
 def visible(text: str) -> str:
     """Return ``text`` with every character a terminal would act on (but newline and tab) written out."""
     return _UNSAFE.sub(_shown, text)
+
+
+def one_line(text: str) -> str:
+    """Return :func:`visible`'s ``text`` on one line: a newline written out as ``\\n`` too. For a field that is
+    one line (a table cell, a line of a report): text from outside cannot start a line of its own there (a forged
+    "match" row, an "all consistent" summary); the line and paragraph separators U+2028/U+2029 are written out."""
+    return _BREAKS.sub(_shown, visible(text)).replace("\n", "\\n")
 
 
 def has_unsafe(text: str) -> bool:

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
+from fwman.core.aptprefs import Pin as AptPin
+from fwman.core.aptprefs import render as render_apt_preferences
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import root_prefix
@@ -30,29 +32,30 @@ from fwman.host.base import Host
 if TYPE_CHECKING:  # the actions are imported where a block is planned: `fwman audit` reads the pin only
     from fwman.host.actions import Action
 
-APT_PIN_TEXT = (
-    "# Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would\n"
-    "# rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.\n"
-    "Package: *nvidia*dkms*\n"
-    "Pin: release *\n"
-    "Pin-Priority: -1\n"
-    "\n"
-    "# Ubuntu's prebuilt, Canonical-signed stock NVIDIA modules (linux-modules-nvidia-*, with their\n"
-    "# linux-objects-nvidia-* and linux-signatures-nvidia-*): their metapackages provide nvidia-dkms-*, so\n"
-    "# apt would install them in place of the DKMS package pinned above, and every kernel update would bring\n"
-    "# stock modules that load wherever fwman's patched build is missing.\n"
-    "Package: linux-modules-nvidia-*\n"
-    "Pin: release *\n"
-    "Pin-Priority: -1\n"
-    "\n"
-    "Package: linux-objects-nvidia-*\n"
-    "Pin: release *\n"
-    "Pin-Priority: -1\n"
-    "\n"
-    "Package: linux-signatures-nvidia-*\n"
-    "Pin: release *\n"
-    "Pin-Priority: -1\n"
-)
+
+def _never(pattern: str, *comment: str) -> AptPin:
+    """Return the record that keeps every version of the packages ``pattern`` matches from installing."""
+    return AptPin((pattern,), "release", "*", -1, comment=comment, patterns=True)
+
+
+APT_PIN_TEXT = render_apt_preferences(
+    [
+        _never(
+            "*nvidia*dkms*",
+            "Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would",
+            "rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.",
+        ),
+        _never(
+            "linux-modules-nvidia-*",
+            "Ubuntu's prebuilt, Canonical-signed stock NVIDIA modules (linux-modules-nvidia-*, with their",
+            "linux-objects-nvidia-* and linux-signatures-nvidia-*): their metapackages provide nvidia-dkms-*, so",
+            "apt would install them in place of the DKMS package pinned above, and every kernel update would bring",
+            "stock modules that load wherever fwman's patched build is missing.",
+        ),
+        _never("linux-objects-nvidia-*"),
+        _never("linux-signatures-nvidia-*"),
+    ]
+).decode()
 WHAT = "dkms status output"
 
 # 3.x: "nvidia/590.48.01, 6.18.9+deb14-amd64, x86_64: installed"   added only: "nvidia/590.48.01: added"

@@ -33,6 +33,7 @@ from fwman.driver.versions import (
     revisions,
 )
 from fwman.host.base import CommandResult, Host
+from fwman.host.capped import read_capped
 
 DEFAULT_FORKS: dict[str, str] = {
     "aikitoria": "https://github.com/aikitoria/open-gpu-kernel-modules",
@@ -467,8 +468,7 @@ def _read_cache(host: Host) -> Any:
     try:
         if not host.exists(paths.BRANCH_CACHE_FILE):
             return None
-        raw = host.read_bytes(paths.BRANCH_CACHE_FILE, limit=MAX_CACHE_BYTES + 1)
-        return parse_json(raw, "branch cache") if len(raw) <= MAX_CACHE_BYTES else None
+        return parse_json(read_capped(host, paths.BRANCH_CACHE_FILE, MAX_CACHE_BYTES, "branch cache"), "branch cache")
     except (MissingError, NotRecordedError, ParseError):
         return None
 

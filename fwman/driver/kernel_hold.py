@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from fwman.core import paths
+from fwman.core import aptprefs, names, paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.actions import Action, RemoveFile, WriteFile
@@ -81,36 +81,52 @@ def read_record(host: Host) -> HoldRecord:
         raise ParseError(STATE_FILE, "kernels", "not a table of kernel releases")
     record = HoldRecord()
     for kver, entry in kernels.items():
-        if not isinstance(entry, dict) or not isinstance(entry.get("packages"), dict):
-            raise ParseError(STATE_FILE, f"kernels.{kver}", "not an entry with packages")
-        commit = entry.get("commit")
-        record.kernels[str(kver)] = HeldKernel(
-            str(kver),
-            {str(n): str(v) for n, v in entry["packages"].items()},
-            str(entry.get("reason", "")),
-            str(entry.get("at", "")),
-            str(commit) if commit is not None else None,
-        )
+        record.kernels[kver] = _held_kernel(kver, entry)
     return record
 
 
+def _held_kernel(kver: str, entry: object) -> HeldKernel:
+    """Return one entry of the record, its names checked as the command line checks them: the kernel release
+    becomes the pre-flight's scratch directory (removed afterwards) and, with the packages and the date, a
+    record of the apt pin. Raises ParseError naming the file and the entry otherwise."""
+    if not names.is_kernel_release(kver):
+        raise ParseError(STATE_FILE, f"kernels.{kver!r}", "not a kernel release (as --kernel checks one)")
+    if not isinstance(entry, dict) or not isinstance(entry.get("packages"), dict):
+        raise ParseError(STATE_FILE, f"kernels.{kver}", "not an entry with packages")
+    packages = {str(n): str(v) for n, v in entry["packages"].items()}
+    for name, version in packages.items():
+        if not aptprefs.is_package_name(name) or not aptprefs.is_version(version):
+            raise ParseError(STATE_FILE, f"kernels.{kver}.packages", f"{name!r}: {version!r} is not a package version")
+    at = str(entry.get("at", ""))
+    if aptprefs.one_line(at) != at:
+        raise ParseError(STATE_FILE, f"kernels.{kver}.at", f"{at[:40]!r} is not one line")
+    commit = entry.get("commit")
+    return HeldKernel(kver, packages, str(entry.get("reason", "")), at, str(commit) if commit is not None else None)
+
+
 def render_pin(record: HoldRecord) -> bytes:
-    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1)."""
-    blocks = [
-        "# written by `fwman modules preflight --hold`: the patched NVIDIA modules do not build for these kernels.\n"
-        "# A pre-flight that passes removes a kernel from it; `fwman modules preflight --release` removes it all.\n"
-        "# Do not edit: fwman rewrites it (see docs/preflight.md).\n"
-    ]
-    for kver in sorted(record.kernels):
-        held = record.kernels[kver]
-        reason = " ".join(held.reason.split())[:400]  # one line: an Explanation is a line of its own
-        blocks.append(
-            f"Explanation: fwman {held.at}: {kver}: {reason}\n"
-            f"Package: {' '.join(sorted(held.packages))}\n"
-            "Pin: version *\n"
-            "Pin-Priority: -1\n"
+    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1).
+
+    Raises ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it).
+    """
+    pins = [
+        aptprefs.Pin(
+            tuple(sorted(held.packages)),
+            "version",
+            "*",
+            -1,
+            explanation=f"fwman {held.at}: {kver}: {held.reason}",  # one line: the serializer makes it so
         )
-    return "\n".join(blocks).encode()
+        for kver, held in sorted(record.kernels.items())
+    ]
+    return aptprefs.render(
+        pins,
+        header=(
+            "written by `fwman modules preflight --hold`: the patched NVIDIA modules do not build for these kernels.",
+            "A pre-flight that passes removes a kernel from it; `fwman modules preflight --release` removes it all.",
+            "Do not edit: fwman rewrites it (see docs/preflight.md).",
+        ),
+    )
 
 
 def hold_actions(record: HoldRecord) -> list[Action]:

@@ -17,7 +17,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from fwman.core import paths
+from fwman.core import paths, unitfile
 from fwman.core.errors import FwmanError, ParseError
 from fwman.core.names import bus_id
 from fwman.host.actions import Action, RemoveFile, RunCommand, Symlink, WriteFile
@@ -73,20 +73,29 @@ def smi_commands(plan: PowerPlan, buses: list[str], smi: str = "nvidia-smi") -> 
 
 
 def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
-    """Return fwman's unit for ``plan`` (``smi``: nvidia-smi's absolute path, as systemd wants)."""
-    lines = [
-        "# Written by `fwman driver power --apply`; `fwman driver power --apply --off` removes it.",
-        "[Unit]",
-        "Description=fwman: GPU persistence mode and power limits (reset at every boot and driver reload)",
-        "After=systemd-modules-load.service",
-        "",
-        "[Service]",
-        "Type=oneshot",
-        "RemainAfterExit=yes",
-    ]
-    lines += ["ExecStart=" + " ".join(argv) for argv in smi_commands(plan, buses, smi)]
-    lines += ["", "[Install]", "WantedBy=multi-user.target", ""]
-    return "\n".join(lines).encode()
+    """Return fwman's unit for ``plan`` (``smi``: nvidia-smi's absolute path, as systemd wants).
+
+    Raises ParseError when a word of a command is not one systemd reads as it is (core/unitfile refuses it).
+    """
+    service = [("Type", "oneshot"), ("RemainAfterExit", "yes")]
+    service += [("ExecStart", unitfile.exec_line(argv)) for argv in smi_commands(plan, buses, smi)]
+    return unitfile.render(
+        [
+            (
+                "Unit",
+                [
+                    (
+                        "Description",
+                        "fwman: GPU persistence mode and power limits (reset at every boot and driver reload)",
+                    ),
+                    ("After", "systemd-modules-load.service"),
+                ],
+            ),
+            ("Service", service),
+            ("Install", [("WantedBy", "multi-user.target")]),
+        ],
+        comments=("Written by `fwman driver power --apply`; `fwman driver power --apply --off` removes it.",),
+    )
 
 
 def power_actions(host: Host, plan: PowerPlan, buses: list[str], smi: str, now: bool) -> list[Action]:

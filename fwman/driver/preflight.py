@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core import clock, paths
+from fwman.core import bounded, clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim
@@ -44,6 +44,8 @@ from fwman.driver.kernels import installed_kernels, version_key
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Report, WriteFile, silent
 from fwman.host.base import Host
+from fwman.host.capped import MAX_RECORD, MAX_TEXT_FILE, read_capped, read_text_capped
+from fwman.host.confine import inside_target, links_leaving, resolve_in_root
 
 SCHEMA = "fwman.preflight-state/1"
 SAFE, BROKEN, UNCHECKED = "safe", "will-not-build", "could-not-check"
@@ -103,7 +105,8 @@ def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
     kernel_changes = [(aptsim.kernel_of_package(c.package), c) for c in sim.installs() if c.version is not None]
     # a kernel lands with its image: headers alone (a headers metapackage) are not a kernel that boots
     for kind, change in kernel_changes:
-        if kind is not None and kind[0] == "image" and kind[1] not in installed:
+        # a release that is not one (a hostile archive's package name) never becomes a scratch directory
+        if kind is not None and kind[0] == "image" and kind[1] not in installed and names.is_kernel_release(kind[1]):
             offers.setdefault(kind[1], KernelOffer(kind[1])).packages[change.package] = str(change.version)
     for kind, change in kernel_changes:
         if kind is not None and kind[0] == "headers" and kind[1] in offers:
@@ -179,6 +182,10 @@ class Verdict:
         status = doc.get("status")
         if status not in (SAFE, BROKEN, UNCHECKED) or not isinstance(doc.get("kernel"), str):
             raise ParseError(paths.PREFLIGHT_STATE, "kernels", "an entry without kernel and status")
+        if not names.is_kernel_release(doc["kernel"]):
+            raise ParseError(
+                paths.PREFLIGHT_STATE, f"kernels.{doc['kernel']!r}", "not a kernel release (as --kernel checks one)"
+            )
         raw = doc.get("failure")
         failure: dict[str, Any] = raw if isinstance(raw, dict) else {}
         line = failure.get("line")
@@ -230,7 +237,9 @@ def read_state(host: Host) -> State:
     if not host.exists(paths.PREFLIGHT_STATE):
         return State()
     try:
-        doc = parse_json(host.read_bytes(paths.PREFLIGHT_STATE), paths.PREFLIGHT_STATE)
+        doc = parse_json(
+            read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record"), paths.PREFLIGHT_STATE
+        )
     except MissingError as e:
         raise ParseError(paths.PREFLIGHT_STATE, "file", e.message) from e
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict):
@@ -263,13 +272,14 @@ def verdict_key(kver: str, headers_version: str | None, source_id: str, patches:
 
 # -- fetching and unpacking the headers ----------------------------------------------------------------------------
 def scratch_dir(kver: str) -> str:
-    """Return the pre-flight's scratch directory of ``kver`` (downloads, unpacked root, build tree)."""
-    return f"{paths.PREFLIGHT_DIR}/{kver}"
+    """Return the pre-flight's scratch directory of ``kver`` (downloads, unpacked root, build tree; removed
+    afterwards). Raises UsageError when ``kver`` is not a kernel release: it is one path component, never more."""
+    return f"{paths.PREFLIGHT_DIR}/{names.kernel_release(kver, 'kernel release')}"
 
 
 def log_path(kver: str) -> str:
-    """Return the pre-flight's build log of ``kver``."""
-    return f"{paths.LOG_DIR}/preflight-{kver}.log"
+    """Return the pre-flight's build log of ``kver``. Raises UsageError when ``kver`` is not a kernel release."""
+    return f"{paths.LOG_DIR}/preflight-{names.kernel_release(kver, 'kernel release')}.log"
 
 
 def candidate_version(host: Host, package: str) -> str | None:
@@ -335,20 +345,6 @@ def download_headers(
     return got
 
 
-def _inside(root: str, link_dir: str, target: str) -> str:
-    """Return where ``target`` (a link in ``link_dir`` of the unpacked tree) points inside ``root``."""
-    if target.startswith("/"):
-        return root + target
-    parts: list[str] = []
-    for part in f"{link_dir}/{target}".split("/"):
-        if part == "..":
-            if parts:
-                parts.pop()
-        elif part and part != ".":
-            parts.append(part)
-    return "/" + "/".join(parts)
-
-
 def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, log: str) -> KernelTree:
     """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in.
 
@@ -363,25 +359,37 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
         result = host.run(["dpkg-deb", "-x", local_dir(host, f"{debs}/{name}"), local_dir(host, root)], timeout=600)
         if not result.ok:
             raise FwmanError(f"`dpkg-deb -x {name}` failed: {result.stderr.strip()[-300:]}")
+    _confine_links(host, kver, root)
     build = source = None
     for base in ("/lib/modules", "/usr/lib/modules"):
-        directory = f"{root}{base}/{kver}"
-        for link, slot in (("build", "build"), ("source", "source")):
-            path = f"{directory}/{link}"
-            if host.is_link(path):
-                found = _inside(root, directory, host.readlink(path))
-            elif host.is_dir(path):
-                found = path
-            else:
+        for slot in ("build", "source"):
+            # the links are followed inside the scratch root (an absolute target is the package's path, never
+            # this machine's), so the verdict is about these headers and nothing installed is touched
+            found = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
+            if not host.is_dir(found):
                 continue
             if slot == "build" and build is None:
                 build = found
             elif slot == "source" and source is None:
                 source = found
-    if build is None or not host.is_dir(f"{build}/include"):
+    if build is None or not host.is_dir(resolve_in_root(host, root, f"{build.removeprefix(root)}/include")):
         raise MissingError(f"the header packages of {kver} hold no lib/modules/{kver}/build with an include/ directory")
     _follow_makefile_includes(host, root, build)
     return KernelTree(build, source if source and host.is_dir(f"{source}/include") else None, workdir, log)
+
+
+def _confine_links(host: Host, kver: str, root: str) -> None:
+    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``)
+    is pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused.
+
+    Raises FwmanError naming the link (the kernel is then "could not check": such packages are not headers).
+    """
+    for link, target in links_leaving(host, root, root):
+        if not target.startswith("/"):
+            raise FwmanError(
+                f"the header packages of {kver} hold a link out of their tree: {link.removeprefix(root)} -> {target}"
+            )
+        host.symlink(inside_target(root, link, target), link)  # a scratch file: the make that follows it stays in
 
 
 _INCLUDE = re.compile(r"^(?P<head>\s*-?include\s+)(?P<path>/\S+)(?P<tail>\s*)$", re.MULTILINE)
@@ -390,15 +398,15 @@ _INCLUDE = re.compile(r"^(?P<head>\s*-?include\s+)(?P<path>/\S+)(?P<tail>\s*)$",
 def _follow_makefile_includes(host: Host, root: str, build: str) -> None:
     """Point the absolute ``include`` lines of the headers' Makefile into ``root`` (Debian's arch Makefile is one
     line, ``include /usr/src/linux-headers-VER-common/Makefile``, which names the installed path)."""
-    makefile = f"{build}/Makefile"
+    makefile = resolve_in_root(host, root, f"{build.removeprefix(root)}/Makefile")
     if not host.exists(makefile):
         return
-    text = host.read_text(makefile)
+    text = read_text_capped(host, makefile, MAX_TEXT_FILE, "header Makefile")
 
     def inside(m: re.Match[str]) -> str:
-        path = m.group("path")
-        if host.exists(root + path):
-            return f"{m.group('head')}{local_dir(host, root + path)}{m.group('tail')}"
+        path = resolve_in_root(host, root, m.group("path"))  # the packages' path, never this machine's
+        if host.exists(path):
+            return f"{m.group('head')}{local_dir(host, path)}{m.group('tail')}"
         return m.group(0)
 
     changed = _INCLUDE.sub(inside, text)
@@ -470,7 +478,7 @@ def check_kernel(
             verdict.message = f"the patched modules do not build for {kver}"
             return verdict
         for name, path in result.modules.items():
-            info = read_module(host.read_bytes(path))
+            info = read_module(read_capped(host, path, bounded.MODULE.output, "built module"))
             if info.kernel_release != kver:
                 verdict.status, verdict.error = BROKEN, f"{name}.ko has vermagic {info.vermagic!r}, not for {kver}"
                 verdict.message = verdict.error

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from fwman.core import modprobeconf
 from fwman.core.errors import ParseError
 
 AMPERE = "ampere"  # RTX 3090 and its siblings
@@ -120,13 +121,13 @@ def recommended(generations: set[str], rebar: bool = False) -> list[Setting]:
 
 
 def render(settings: list[Setting]) -> bytes:
-    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line."""
-    lines = [HEADER]
-    for s in settings:
-        lines.append(f"# NVreg_{s.key}={s.value}: {s.why} ({s.source})\n")
-    if settings:
-        lines.append(f"options {MODULE} " + " ".join(s.option for s in settings) + "\n")
-    return "".join(lines).encode()
+    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line.
+
+    Raises ParseError for an option or a line the format cannot hold (core/modprobeconf refuses it).
+    """
+    comments = [HEADER.removeprefix("# ").removesuffix("\n")]
+    comments += [f"NVreg_{s.key}={s.value}: {s.why} ({s.source})" for s in settings]
+    return modprobeconf.render(MODULE, [s.option for s in settings], comments)
 
 
 _PARAM = re.compile(r"^([A-Za-z][A-Za-z0-9_]*): (.*)$")

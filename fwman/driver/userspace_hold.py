@@ -26,10 +26,11 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from fwman.core import paths
+from fwman.core import aptprefs, paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
+from fwman.host.capped import MAX_RECORD, read_capped
 from fwman.platform import dpkg
 
 if TYPE_CHECKING:  # the actions are imported where a hold is planned: audit reads the status only
@@ -82,14 +83,17 @@ def parse_simulated_upgrade(text: str) -> dict[str, tuple[str, str]]:
 
 
 def render_pin(packages: dict[str, str]) -> bytes:
-    """Return the apt preferences file pinning each package to its version."""
-    blocks = [
-        "# written by `fwman userspace hold`: the NVIDIA user space stays at the version the patched module has.\n"
-        "# Undo with `fwman userspace release` (do not edit: fwman rewrites it).\n"
-    ]
-    for name, version in sorted(packages.items()):
-        blocks.append(f"Package: {name}\nPin: version {version}\nPin-Priority: 1001\n")
-    return "\n".join(blocks).encode()
+    """Return the apt preferences file pinning each package to its version.
+
+    Raises ParseError for a name or version apt preferences cannot hold (it came from dpkg: never written).
+    """
+    return aptprefs.render(
+        [aptprefs.Pin((name,), "version", version, 1001) for name, version in sorted(packages.items())],
+        header=(
+            "written by `fwman userspace hold`: the NVIDIA user space stays at the version the patched module has.",
+            "Undo with `fwman userspace release` (do not edit: fwman rewrites it).",
+        ),
+    )
 
 
 def render_blacklist(packages: dict[str, str]) -> bytes:
@@ -129,7 +133,7 @@ def read_record_checked(host: Host) -> HoldRecord | None:
     except NotRecordedError:
         return None
     try:
-        doc = parse_json(host.read_bytes(STATE_FILE), STATE_FILE)
+        doc = parse_json(read_capped(host, STATE_FILE, MAX_RECORD, "user-space hold record"), STATE_FILE)
         if not isinstance(doc, dict) or not isinstance(doc.get("packages"), dict):
             raise ParseError(STATE_FILE, "packages", "not a table of package: version")
         packages = {str(k): str(v) for k, v in doc["packages"].items()}

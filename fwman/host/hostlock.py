@@ -67,7 +67,7 @@ def boot_id() -> str | None:
     """Return this machine's boot id, or None where the kernel does not expose one."""
     try:
         with open(paths.BOOT_ID_FILE, encoding="ascii") as f:
-            return f.read().strip() or None
+            return f.read(128).strip() or None  # a UUID and a newline
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -286,9 +286,21 @@ class RecordingHost:
             raise
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """Return and record the bytes of ``path``."""
-        data = self._record_read(self.realpath(path), self.inner.read_bytes)
-        return data if limit is None else data[:limit]
+        """Return and record the bytes of ``path`` (at most ``limit``).
+
+        A bounded read stays bounded while recording: no more than the larger of ``limit`` and what a capture
+        records whole is read (a larger file is recorded by its size, as the replay expects).
+        """
+        if limit is None:
+            return self._record_read(self.realpath(path), self.inner.read_bytes)
+        real, cap = self.realpath(path), max(limit, self.max_file_bytes) + 1
+        with self._absence_recorded(real):
+            data = self.inner.read_bytes(real, cap)
+            if len(data) > self.max_file_bytes:
+                self.writer.add_size(real, self.inner.stat_size(real))  # recorded by size, as the replay expects
+            else:
+                self.writer.add_file(real, data)
+        return data[:limit]
 
     def read_text(self, path: str) -> str:
         """Return and record ``path`` as text."""

@@ -38,6 +38,7 @@ from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, is_this_machine
+from fwman.host.capped import MAX_TEXT_FILE, read_capped, read_text_capped
 from fwman.platform import cdi, engines, proxmox
 from fwman.platform.userspace import LIB_DIRS, DriverLib, UserSpace, parse_lib_name, scan_userspace
 
@@ -108,7 +109,7 @@ def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
         for name in names:
             path = cdi.spec_path(directory, name)
             try:
-                spec = cdi.parse_spec(host.read_bytes(path), path)
+                spec = cdi.parse_spec(read_capped(host, path, MAX_TEXT_FILE, "CDI spec"), path)
             except ParseError as e:
                 out.append(CdiSpecAudit(path=path, error=e.detail))
                 continue
@@ -444,6 +445,11 @@ def vllm_cache_dir(env: dict[str, str]) -> str:
     return "/root/.cache/vllm"
 
 
+#: vLLM's P2P cache is one small object (``{"0->1": true, ...}``: a few dozen bytes per GPU pair); a file of
+#: this size is someone else's doing
+MAX_VLLM_CACHE = 64 * 1024
+
+
 def parse_vllm_cache(text: str, path: str) -> dict[str, bool]:
     """Return vLLM's P2P verdicts (``{"0->1": true}``). Raises ParseError for another document."""
     doc = parse_json(text, "vLLM P2P cache", path)
@@ -490,7 +496,9 @@ def _vllm_cache(
         audit.vllm_cache_path = f"{directory}/{name}"
         audit.vllm_cache_host_path = f"{place}/{name}"
         try:
-            audit.vllm_cache = parse_vllm_cache(host.read_text(f"{place}/{name}"), audit.vllm_cache_path)
+            audit.vllm_cache = parse_vllm_cache(
+                read_text_capped(host, f"{place}/{name}", MAX_VLLM_CACHE, "vLLM P2P cache"), audit.vllm_cache_path
+            )
         except (ParseError, MissingError, NotRecordedError) as e:
             unreadable.append(f"{place}/{name} ({e.message})")
         return

@@ -41,6 +41,7 @@ from typing import Any
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host, PendingCommand
+from fwman.host.capped import read_text_capped
 from fwman.platform.mounts import Mount
 
 ENGINES = ("docker", "podman")
@@ -397,8 +398,8 @@ def docker_vfs_dir(host: Host, root: str, container_id: str) -> str | None:
         return None
     mount_file = f"{root.rstrip('/')}/image/vfs/layerdb/mounts/{container_id}/mount-id"
     try:
-        mount_id = host.read_text(mount_file).strip()
-    except MissingError:
+        mount_id = read_text_capped(host, mount_file, 256, "Docker layer mount id").strip()
+    except (MissingError, ParseError):  # absent, or far longer than an id: not a layer store fwman reads
         return None
     if not re.fullmatch(r"[0-9a-f]{64}", mount_id):
         return None

@@ -15,6 +15,7 @@ from fwman.core import paths
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
 from fwman.host.base import Host
+from fwman.host.capped import read_text_capped
 
 #: where distributions and NVIDIA's .run put the libraries (and where the container toolkit mounts them)
 LIB_DIRS = (
@@ -231,12 +232,12 @@ def firmware_dirs(host: Host, root: str, unreadable: list[str]) -> list[str]:
     if root == "/":
         try:
             if host.exists(paths.FIRMWARE_CLASS_PATH_PARAM):
-                custom = host.read_text(paths.FIRMWARE_CLASS_PATH_PARAM).strip()
+                custom = read_text_capped(host, paths.FIRMWARE_CLASS_PATH_PARAM, 4096, "firmware path").strip()
                 if custom.startswith("/"):
                     dirs.append(custom.rstrip("/"))
         except NotRecordedError:
             unreadable.append(f"{paths.FIRMWARE_CLASS_PATH_PARAM} (not recorded)")
-        except MissingError:
+        except (MissingError, ParseError):  # absent, or longer than a path (PATH_MAX): no custom directory
             pass
     return [*dirs, *paths.FIRMWARE_SEARCH_DIRS]
 

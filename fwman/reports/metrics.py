@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.core import paths
+from fwman.core import paths, unitfile
 from fwman.core.clock import now_utc
 from fwman.core.errors import FwmanError
+from fwman.core.termtext import visible
 from fwman.host.base import Host
 
 PREFIX = "fwman_"
@@ -98,15 +99,20 @@ SOURCE_UP = Family("fwman_metrics_source_up", "1 when fwman could read the sourc
 
 # -- rendering (pure) ---------------------------------------------------------------------------------------
 def escape_label(value: str) -> str:
-    """Return ``value`` escaped for a label value of the text format (backslash, double quote, newline)."""
-    # the text format is UTF-8: a name that was not (a directory name read with surrogateescape) gets U+FFFD
-    value = value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    """Return ``value`` escaped for a label value of the text format: backslash, double quote and newline as the
+    format escapes them; every other character it cannot hold written out (``\\r``, ``\\x1b``, ``\\xff``).
+
+    The format has no escape for a carriage return or another control character, and a raw ``\\r`` makes
+    ``promtool check metrics`` (and node_exporter's textfile collector) refuse the whole file: they are shown as
+    :func:`fwman.core.termtext.visible` shows them, which also writes a byte that was not UTF-8 (a directory name
+    read with surrogateescape) as ``\\xff``, since the text format is UTF-8.
+    """
+    return visible(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 def escape_help(text: str) -> str:
-    """Return ``text`` escaped for a ``# HELP`` line (backslash and newline)."""
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
+    """Return ``text`` escaped for a ``# HELP`` line (backslash and newline; other controls written out)."""
+    return visible(text).replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def format_value(value: float) -> str:
@@ -330,7 +336,7 @@ def timer_actions(python: str | None = None) -> list[Any]:
     from fwman.host.actions import Symlink, WriteFile
 
     directory = templates_dir()
-    python = python or python_for_hooks()
+    python = unitfile.exec_word(python or python_for_hooks(), "interpreter")  # the unit's ExecStart= word
     service = read_data(directory / paths.METRICS_UNIT_NAME).replace(b"@PYTHON@", python.encode())
     timer = read_data(directory / paths.METRICS_TIMER_NAME)
     return [

@@ -25,7 +25,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-from fwman.core import paths
+from fwman.core import names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver.boot.loaders import (
@@ -75,6 +75,8 @@ def read_pin(host: Host) -> PinRecord | None:
         record = PinRecord(**doc)
         if not all(isinstance(getattr(record, f), str) for f in ("kernel", "avoided", "reason", "method")):
             raise TypeError("kernel, avoided, reason and method must be strings")
+        if not all(names.is_kernel_release(getattr(record, f)) for f in ("kernel", "avoided")):
+            raise TypeError("kernel and avoided must be kernel releases (as --kernel checks them)")
         if not isinstance(record.previous, dict) or not all(isinstance(v, str) for v in record.previous.values()):
             raise TypeError("'previous' must map names to strings")
         return record

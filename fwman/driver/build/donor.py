@@ -19,6 +19,7 @@ from fwman.driver.build.patches import MAX_PATCH_BYTES, KernelPatch, parse_patch
 from fwman.driver.forks import DonorPatch, Fork
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
+from fwman.host.capped import read_capped
 
 
 def _read(host: Host, fork: Fork, donor: DonorPatch, report: Report) -> bytes:
@@ -36,10 +37,7 @@ def _read(host: Host, fork: Fork, donor: DonorPatch, report: Report) -> bytes:
             f"donor patch {donor.location} of fork {fork.name} is not there",
             hint=f"put the patch there, or fix [forks.{fork.name}] patch in {paths.CONFIG_FILE}",
         )
-    data = host.read_bytes(donor.location, limit=MAX_PATCH_BYTES + 1)
-    if len(data) > MAX_PATCH_BYTES:
-        raise VerificationError(f"donor patch {donor.location} of fork {fork.name} is over {MAX_PATCH_BYTES} bytes")
-    return data
+    return read_capped(host, donor.location, MAX_PATCH_BYTES, f"donor patch of fork {fork.name}")
 
 
 def donor_patch(host: Host, fork: Fork, report: Report = silent) -> KernelPatch:

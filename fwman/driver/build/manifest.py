@@ -23,7 +23,7 @@ import json
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeVar
 
-from fwman.core import clock, paths
+from fwman.core import clock, names, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
@@ -172,6 +172,8 @@ class Manifest:
         if not isinstance(doc, dict):
             raise ParseError(WHAT, "document", "not a JSON object")
         kernel = _str(doc, "kernel", required=True)
+        if kernel is None or not names.is_kernel_release(kernel):
+            raise ParseError(WHAT, "kernel", f"{str(kernel)[:70]!r} is not a kernel release (as --kernel checks one)")
         raw_modules = doc.get("modules")
         if not isinstance(raw_modules, dict) or not raw_modules:
             raise ParseError(WHAT, "modules", "missing or empty")
@@ -310,6 +312,8 @@ class Marker:
         doc = parse_json(data, "module marker", "document")
         if not isinstance(doc, dict) or not isinstance(doc.get("kernel"), str):
             raise ParseError("module marker", "kernel", "missing")
+        if not names.is_kernel_release(doc["kernel"]):
+            raise ParseError("module marker", "kernel", "not a kernel release (as --kernel checks one)")
         detail = doc.get("detail") if isinstance(doc.get("detail"), dict) else {}
         return cls(
             kernel=doc["kernel"],

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fwman.core import paths
+from fwman.core import paths, unitfile
 from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, is_data_file, read_data
 from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
@@ -62,7 +62,8 @@ def python_for_hooks() -> str:
 def rendered(python: str | None = None) -> dict[str, bytes]:
     """Return {host path: content} of the files ``fwman hooks install`` writes (``@PYTHON@`` substituted)."""
     directory = templates_dir()
-    python = python or python_for_hooks()
+    # written into shell hooks and a unit's ExecStart=: one plain word, or systemd and sh would read it otherwise
+    python = unitfile.exec_word(python or python_for_hooks(), "interpreter")
 
     def template(name: str) -> bytes:
         return read_data(directory / name).decode().replace("@PYTHON@", python).encode()

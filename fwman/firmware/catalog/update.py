@@ -69,6 +69,8 @@ class UpdateResult:
     keys_root: str | None = None
     #: a keys document newer than the installed one was installed
     keys_installed: bool = False
+    #: the publisher served no keys document: the installed one (in force, not expired) was the one consulted
+    keys_fallback: bool = False
 
 
 def base_url(url: str) -> str:
@@ -142,8 +144,10 @@ def update_catalog(
         try:
             keys_bytes, keys_sig = _download_keys(host, base, options)
         except DownloadError as e:
-            # a publisher without keys.json: the installed keys document still decides (it was verified)
+            # a publisher without keys.json: the installed keys document still decides (it was verified), but
+            # only while it is in force: an expired one is refused as it would be if the mirror served it
             missing_keys = e
+            _require_current(base, current, e, now)
         else:
             new_doc, root = verify_keys_document(keys_bytes, keys_sig, root_keys(host), now, f"{base}/{KEYS_NAME}")
             _check_keys_serial(base, new_doc, keys_bytes, current)
@@ -179,6 +183,7 @@ def update_catalog(
             keys_serial,
             keys_root,
             keys_recorded,
+            missing_keys is not None,
         )
 
     if index.serial < installed:
@@ -218,6 +223,24 @@ def _download_keys(host: Host, base: str, options: HttpOptions) -> tuple[bytes, 
     return (
         http_get(host, f"{base}/{KEYS_NAME}", cap=MAX_KEYS_FILE, options=options),
         http_get(host, f"{base}/{KEYS_SIG_NAME}", cap=MAX_KEYS_FILE, options=options),
+    )
+
+
+def _require_current(base: str, current: InstalledKeys, missing: DownloadError, now: datetime) -> None:
+    """Raise VerificationError when the keys document installed here, the one a publisher without ``keys.json``
+    is checked against, has expired (TUF's freeze-attack check fails closed: an older document is never the
+    fallback). No installed document: the index is checked against the keys in /etc/fwman/keys.d alone."""
+    doc = current.doc
+    if doc is None or now < doc.expires_at:
+        return
+    raise VerificationError(
+        f"{base}/{KEYS_NAME} could not be read ({missing.message}) and the keys document installed here "
+        f"({current.origin}, serial {doc.serial}) expired on {doc.expires}: no catalog key is trusted, nothing "
+        "was installed",
+        hint="an expired keys document is never trusted, whether a mirror serves it or it is the one installed "
+        "(a frozen mirror could go on serving keys retired since); the publisher must serve a current keys.json "
+        "signed by a root key (`fwman catalog keys sign`); trusted without one: only the keys in "
+        "/etc/fwman/keys.d/; if that date has not passed, check this machine's clock",
     )
 
 

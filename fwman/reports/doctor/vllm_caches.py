@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from fwman.core.errors import FwmanError
 from fwman.host.base import Host
-from fwman.platform.containers import parse_vllm_cache, vllm_cache_dir
+from fwman.host.capped import read_text_capped
+from fwman.platform.containers import MAX_VLLM_CACHE, parse_vllm_cache, vllm_cache_dir
 
 PREFIX = "gpu_p2p_access_cache_for_"
 ROOT_CACHE = "/root/.cache/vllm"
@@ -70,7 +71,7 @@ def find_caches(host: Host, environments: list[tuple[str, dict[str, str]]]) -> t
         for name in names:
             path = f"{directory}/{name}"
             try:
-                verdicts = parse_vllm_cache(host.read_text(path), path)
+                verdicts = parse_vllm_cache(read_text_capped(host, path, MAX_VLLM_CACHE, "vLLM P2P cache"), path)
             except (FwmanError, OSError) as e:
                 unreadable.append(f"{path} ({getattr(e, 'message', e)})")
                 continue

@@ -16,47 +16,16 @@ from fwman.driver.build.pipeline import compiler_version
 from fwman.driver.build.source import local_source
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
-from tests.support.tools import require_tools
+from tests.support.preflight import FIRST, preflight_machine, simulation
 
-FIRST, UPDATE, BROKEN = "6.1.0-55-amd64", "6.1.0-56-amd64", "6.1.0-57-amd64"
+UPDATE, BROKEN = "6.1.0-56-amd64", "6.1.0-57-amd64"
 PIN = "etc/apt/preferences.d/fwman-kernel-preflight"
-
-
-def _simulation(*kernels: str) -> str:
-    lines = ["Reading package lists...", "Calculating upgrade..."]
-    for k in kernels:
-        n = k.split("-")[1]
-        lines += [
-            f"Inst linux-headers-6.1.0-{n}-common (6.1.192-{n} Debian-Security:12/oldstable-security [all])",
-            f"Inst linux-image-{k} (6.1.192-{n} Debian-Security:12/oldstable-security [amd64])",
-            f"Inst linux-headers-{k} (6.1.192-{n} Debian-Security:12/oldstable-security [amd64])",
-        ]
-    lines.append(f"Inst linux-image-{FIRST} [6.1.190-1] (6.1.190-2 Debian:12.15/oldstable [amd64])")  # installed
-    return "\n".join(lines) + "\n"
+_simulation = simulation
 
 
 def _machine(tmp_path: Path, *offered: str) -> tuple[FwmanEnv, Path, Path]:
     """Return (fwman with a stand-in apt-get, the root, the file the stand-in prints as its simulation)."""
-    require_tools("cc")
-    root = tmp_path / "root"
-    (root / f"lib/modules/{FIRST}/build/include").mkdir(parents=True)
-    tree = root / "src/tree"
-    (tree / "kernel-open").mkdir(parents=True)
-    (tree / "Makefile").write_text("modules:\n")
-    (root / "etc/fwman").mkdir(parents=True)
-    (root / "etc/fwman/config.toml").write_text('[modules]\nsource = "/src/tree"\n')
-    (root / "etc/apt/preferences.d").mkdir(parents=True)
-    (root / "etc/apt/preferences.d/owner-pin").write_text("Package: bash\nPin: version *\nPin-Priority: 1001\n")
-    sim = tmp_path / "simulation"
-    sim.write_text(_simulation(*offered))
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    calls = tmp_path / "calls"
-    (bin_dir / "apt-get").write_text(
-        f'#!/bin/sh\necho "$*" >> {calls}\ncase " $* " in *" -s "*) cat {sim} ;; *) exit 100 ;; esac\n'
-    )
-    (bin_dir / "apt-get").chmod(0o755)
-    return FwmanEnv(path_prepend=[bin_dir]), root, sim
+    return preflight_machine(tmp_path, *offered)
 
 
 def _record(root: Path, verdicts: dict[str, str]) -> None:

@@ -48,5 +48,6 @@ def test_the_demo_reads_as_a_result_and_exits_0() -> None:
     summary = r.stdout[r.stdout.index("What the example host needs") :]
     assert "1. 2 cards need firmware with Resizable BAR: 0000:41:00.0, 0000:61:00.0" in summary
     assert "   fix: upgrade to 94.02.42.80.27" in summary
+    assert "`fwman upgrade --dry-run`, then `fwman upgrade --apply` (it backs up every card first)" in summary
     assert summary.rstrip().endswith("nothing was changed. Demo done.")
     assert "\x1b[" not in r.stdout  # not a terminal: no escape codes

@@ -96,7 +96,8 @@ def _catalog_fix(facts: Facts, sample: Card) -> tuple[str, dict[str, str]]:
     caveat = " (unverified: supply the vendor MD5 before flashing)" if not target.has_hash else ""
     return (
         f"upgrade to {target.version}, the catalog's Resizable-BAR image for {board.subsystem} "
-        f"({board.board.name}){caveat}: `fwman upgrade --dry-run`, then `fwman backup` and `fwman flash`",
+        f"({board.board.name}){caveat}: `fwman upgrade --dry-run`, then `fwman upgrade --apply` (it backs up "
+        "every card first)",
         {"catalog": f"{board.subsystem}/{target.version}"},
     )
 

@@ -20,7 +20,7 @@ class DkmsUnblock(Result):
 
     dry_run: bool
     blocked: bool  # False: fwman had not blocked DKMS (no block record), nothing to undo
-    actions: list[str] = field(default_factory=list)  # done, or to do in a dry run; "not re-added: ..." notes too
+    actions: list[str] = field(default_factory=list)  # done, or to do in a dry run; "skip M/V: ..." lines too
 
     @property
     def changed(self) -> bool:

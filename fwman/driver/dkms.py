@@ -232,18 +232,17 @@ def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run:
     DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). With
     ``dry_run`` nothing changes and the steps that would run are returned (the modules that could not be added
     back as ``skip ...`` lines). Raises VerificationError for a damaged record."""
-    from fwman.host.actions import apply_all
+    from fwman.host.actions import apply_all, pending
 
     record = read_block(host)
     if record is None:
         return None
     actions, skipped = _unblock_plan(host, record)
+    # the modules that cannot come back are said in the dry run and the run alike ("would skip", "skip")
+    left = [f"skip {s}" for s in skipped]
     if dry_run:
-        todo = [a.describe() for a in actions if a.is_needed(host)]
-        return [*todo, f"remove the block record {paths.DKMS_BLOCK_STATE}", *(f"skip {s}" for s in skipped)]
+        return [*(a.describe() for a in pending(host, actions)), *left]
     done = apply_all(host, actions, report)
-    host.unlink(paths.DKMS_BLOCK_STATE)
-    left = [f"not re-added: {s}" for s in skipped]
     if report is not None:
         for line in left:
             report(line)
@@ -256,6 +255,8 @@ def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[s
 
     registered = {(e.module, e.version) for e in status(host)}
     actions: list[Action] = [RemoveFile(paths.APT_DKMS_PIN)]
+    # the record goes last (see below), once every module it names is back: an unblock that fails halfway
+    # keeps it, and running unblock again finishes the job
     skipped: list[str] = []
     for r in record.removed:
         m, v = r["module"], r["version"]
@@ -271,6 +272,7 @@ def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[s
                 reason="register it with DKMS again",
             )
         )
+    actions.append(RemoveFile(paths.DKMS_BLOCK_STATE, "the block record"))
     return actions, skipped
 
 

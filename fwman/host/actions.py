@@ -75,13 +75,15 @@ class WriteFile:
 
 @dataclass
 class RemoveFile:
-    """Make sure ``path`` does not exist (a file or a link)."""
+    """Make sure ``path`` does not exist (a file or a link); ``what`` names it for people (e.g. "the block
+    record")."""
 
     path: str
+    what: str = ""
 
     def describe(self) -> str:
         """Return what is removed."""
-        return f"remove {self.path}"
+        return f"remove {self.what + ' ' if self.what else ''}{self.path}"
 
     def is_needed(self, host: Host) -> bool:
         """Return True when the file (or a dangling link) is there."""

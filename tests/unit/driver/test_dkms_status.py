@@ -155,7 +155,7 @@ def test_block_and_unblock_say_each_step_once(tmp_path: Path) -> None:
     undone = run("dkms", "unblock", "--root", str(root))
     assert undone.code == 0, undone.stderr
     lines = (undone.stdout + undone.stderr).splitlines()
-    assert sum("not re-added: nvidia-uvm/570.86.16" in line for line in lines) == 1
+    assert sum("skip nvidia-uvm/570.86.16: its source" in line for line in lines) == 1
     assert sum("dkms add" in line or "register it with DKMS again" in line for line in lines) == 1, lines
 
 
@@ -182,7 +182,8 @@ def test_unblock_dry_run_and_json(tmp_path: Path) -> None:
     assert undone.code == 0, undone.stderr
     doc = undone.json()
     assert doc["changed"] is True and doc["blocked"] is True and doc["dry_run"] is False
-    assert "not re-added: nvidia-uvm/570.86.16" in " ".join(doc["actions"])
+    assert "skip nvidia-uvm/570.86.16: its source" in " ".join(doc["actions"])
+    assert "remove the block record /var/lib/fwman/dkms-block.json" in doc["actions"]
     assert not pin.exists() and not record.exists() and "nvidia/570.86.16: added" in registered.read_text()
     again = run("dkms", "unblock", "--json", "--root", str(root)).json()
     assert again == {"schema": "fwman.dkms-unblock/1", "dry_run": False, "changed": False, "blocked": False,

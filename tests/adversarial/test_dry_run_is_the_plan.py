@@ -1,0 +1,119 @@
+"""The dry run is the plan: for every changing command, in a state where it has work to do, the steps
+``--dry-run --json`` lists are exactly the steps the real run then reports as done, and a second run does nothing.
+
+The state is a prepared root (the example 4x3090 host's files, with stand-ins for the tools each subject runs,
+named as the root's own machine): hooks, DKMS (a stand-in dkms with an NVIDIA module registered), the metrics
+timer. A command is walked through its changing form and later its inverse, so each starts from a state the one
+before left. (driver settings recommends nothing for 3090s: its dry run against its run is
+tests/unit/driver/test_driver_settings.py's, on 5090s. driver power is not walked: its "now" steps run
+nvidia-smi on every run, since the GPUs' persistence mode is not read back, so a second run is not yet a no-op.)
+
+The comparison is shown to catch a drift: :func:`test_the_walk_catches_a_dry_run_that_omits_a_step` runs the
+check over dkms unblock as it was (its dry run listed "remove the block record" that the run did not report).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures.hostgen.materialize import materialize
+from tests.support.env import EXAMPLE_HOST, FwmanEnv, Result
+
+#: each walk: (command, its arguments for a change); run in this order on one root
+WALK: list[tuple[str, ...]] = [
+    ("hooks", "install"),
+    ("metrics", "install"),
+    ("dkms", "block"),
+    ("dkms", "unblock"),
+    ("metrics", "remove"),
+    ("hooks", "remove"),
+]
+
+
+def _steps(doc: dict[str, Any], dry: bool) -> list[str]:
+    """Return the steps a command's document lists: ``actions`` (the change commands) or ``would``/``applied``
+    (the status commands with ``--apply``)."""
+    if "actions" in doc:
+        return list(doc["actions"])
+    return list(doc["would"] if dry else doc["applied"])
+
+
+def check(dry: dict[str, Any], run: dict[str, Any], again: dict[str, Any]) -> list[str]:
+    """Return what is wrong with one command's three documents (empty: the dry run was the plan)."""
+    problems = []
+    if _steps(dry, True) != _steps(run, False):
+        problems.append(f"dry run {_steps(dry, True)} != run {_steps(run, False)}")
+    if not _steps(run, False):
+        problems.append("the run had nothing to do: the state did not exercise it")
+    if again.get("changed") or _steps(again, False):
+        problems.append(f"a second run changed something: {_steps(again, False)}")
+    return problems
+
+
+def _tool(bindir: Path, name: str, script: str) -> None:
+    (bindir / name).write_text("#!/bin/sh\n" + script)
+    (bindir / name).chmod(0o755)
+
+
+@pytest.fixture
+def prepared(tmp_path: Path) -> tuple[FwmanEnv, Path]:
+    """Return fwman (with the stand-ins named as the root's machine) and the prepared root."""
+    root = materialize(EXAMPLE_HOST, tmp_path / "root")
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    registered = tmp_path / "registered"
+    registered.write_text("nvidia/570.86.16: added\n")
+    _tool(
+        bindir,
+        "dkms",
+        f"""case "$1" in
+  status) cat {registered} ;;
+  remove) grep -v "^$2:" {registered} > {registered}.new; mv {registered}.new {registered} ;;
+  add) echo "$2: added" >> {registered} ;;
+esac
+""",
+    )
+    (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
+    (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
+    return FwmanEnv(path_prepend=[bindir]), root
+
+
+def _docs(env: FwmanEnv, root: Path, argv: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    def doc(r: Result) -> dict[str, Any]:
+        assert r.code == 0, (argv, r.stdout, r.stderr)
+        parsed: dict[str, Any] = json.loads(r.stdout)
+        return parsed
+
+    where = ("--json", "--root", str(root))
+    return (doc(env(*argv, "--dry-run", *where)), doc(env(*argv, *where)), doc(env(*argv, *where)))
+
+
+def test_every_changing_command_s_dry_run_is_what_its_run_does(prepared: tuple[FwmanEnv, Path]) -> None:
+    env, root = prepared
+    problems = {}
+    for argv in WALK:
+        found = check(*_docs(env, root, argv))
+        if found:
+            problems[" ".join(argv)] = found
+    assert problems == {}
+
+
+def test_the_walk_catches_a_dry_run_that_omits_a_step() -> None:
+    """dkms unblock before it was one plan: the dry run listed the record's removal, the run did not report it."""
+    dry = {
+        "dry_run": True,
+        "changed": False,
+        "actions": [
+            "remove /etc/apt/preferences.d/fwman-nvidia-dkms",
+            "remove the block record /var/lib/fwman/dkms-block.json",
+        ],
+    }
+    run = {"dry_run": False, "changed": True, "actions": ["remove /etc/apt/preferences.d/fwman-nvidia-dkms"]}
+    again = {"dry_run": False, "changed": False, "actions": []}
+    assert check(dry, run, again) and "!= run" in check(dry, run, again)[0]
+    assert check(run | {"dry_run": True}, run, again) == []
+    assert "nothing to do" in check(again, again, again)[0]

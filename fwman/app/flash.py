@@ -57,6 +57,7 @@ def flash_json(r: FlashResult) -> dict[str, Any]:
         "after_version": r.after_version,
         "changed": r.changed,
         "readback_chain_sha256": r.readback_chain_sha256,
+        "verified_by": r.verified_by,
         "backup_run": r.op.backup_run,
         "log": r.log,
         "next_steps": r.op.next_steps,
@@ -72,7 +73,8 @@ def record_json(record: dict[str, Any]) -> dict[str, Any]:
 def flashed_line(r: FlashResult) -> str:
     """Return the one line that says what a flash did to its card."""
     if r.changed:
-        return f"{r.card}: {r.before_version} -> {r.after_version}: written, read back and verified"
+        why = f" (image {r.verified_by})" if r.verified_by and r.verified_by.startswith("extracted") else ""
+        return f"{r.card}: {r.before_version} -> {r.after_version}: written, read back and verified{why}"
     return f"{r.card}: already on {r.after_version}; nothing written"
 
 

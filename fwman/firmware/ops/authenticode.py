@@ -1,0 +1,296 @@
+"""A board maker's signed Windows update program as the provenance of the image inside it.
+
+Most board makers publish no hash of their firmware, but their update programs are PE files with an
+Authenticode signature. fwman has Debian's ``osslsigncode`` check that signature (``osslsigncode verify``: the
+PE digest, the PKCS#7 signature, the certificate chain up to the roots this host trusts, the timestamp when
+there is one), then compares the signing certificate's subject with the subjects the catalog records for the
+board (``[board] package_signers``). Only a package that passes both vouches for the image found inside it.
+
+Why ``osslsigncode`` and not a Python library: it is a Debian package (security updates come with the
+distribution), it implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain
+through OpenSSL), and the one Python library that does (``signify``) is not among fwman's dependencies. Its
+text output is read by :func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial
+number osslsigncode names, from the PKCS#7 that ``osslsigncode extract-signature`` writes, and compared as an
+X.509 name (``cryptography``), never as text.
+
+The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the
+unpacker gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem``
+when an administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host:
+under ``--root`` the test root's). CRLs are not fetched (``-ignore-cdp``): fwman makes no network request the
+owner did not ask for; revocation is therefore not checked (docs/fetch.md says so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from fwman.core import paths
+from fwman.core.errors import MissingError, ParseError, VerificationError
+from fwman.firmware.catalog.schema import Board, parse_subject
+from fwman.firmware.ops.unpack import scratch_dir
+from fwman.host.base import Host
+
+#: osslsigncode gets this long to verify a package (a 256 MiB package hashes in seconds)
+VERIFY_TIMEOUT = 120.0
+#: the Debian package that provides the verifier
+PACKAGE = "osslsigncode"
+#: the most of osslsigncode's output that is read
+_MAX_OUTPUT = 1 << 20
+
+_SIGNER = re.compile(r"^\s*Signer #(\d+):\s*$")
+_FIELD = re.compile(r"^\s*(Subject|Issuer|Serial)\s*:\s?(.*?)\s*$")
+_ERROR = re.compile(r"^\s*Error:\s*(.+?)\s*$")
+
+
+@dataclass(frozen=True)
+class SignerCert:
+    """A certificate osslsigncode names: its subject and issuer as it prints them (OpenSSL's one-line form) and
+    its serial number (upper-case hex)."""
+
+    subject: str
+    issuer: str
+    serial: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    """What ``osslsigncode verify`` said about a file."""
+
+    #: the last line is ``Succeeded`` and every signature's verification says ``ok``
+    succeeded: bool
+    #: the signing certificate of each signature, primary first (the ``Signer's certificate:`` blocks)
+    signers: tuple[SignerCert, ...] = ()
+    #: a message digest line ended in ``MISMATCH``: the file changed after it was signed
+    digest_mismatch: bool = False
+    #: the file holds no signature at all
+    unsigned: bool = False
+    #: OpenSSL's chain errors (``Error: certificate has expired``), in order, without repeats
+    chain_errors: tuple[str, ...] = ()
+    #: ``Signature verification: ok|failed`` lines, in order
+    verifications: tuple[str, ...] = field(default_factory=tuple)
+
+    def failure(self) -> str | None:
+        """Return why the signature does not hold, in words for the owner, or None when it holds."""
+        if self.unsigned:
+            return "the file carries no Authenticode signature"
+        if self.digest_mismatch:
+            return "the file was changed after it was signed (its digest does not match the signed one)"
+        if self.chain_errors:
+            return f"the signing certificate chain does not verify: {'; '.join(self.chain_errors)}"
+        if not self.succeeded:
+            return "the signature does not verify"
+        if not self.signers:
+            return "osslsigncode named no signing certificate"
+        return None
+
+
+def parse_verify_output(text: str) -> VerifyReport:
+    """Return what ``osslsigncode verify`` (2.x) printed in ``text`` (its stdout and stderr together).
+
+    Reads only lines osslsigncode prints in every 2.x release seen (``Signer's certificate:`` blocks, ``Error:``
+    lines, ``MISMATCH``, ``Signature verification:``, the final ``Succeeded``/``Failed``); anything else is
+    ignored. Raises ParseError when a ``Signer #N`` block lacks its subject, issuer or serial (a cut or unknown
+    output), never another exception.
+    """
+    lines = text.splitlines()
+    signers: list[SignerCert] = []
+    errors: list[str] = []
+    verifications: list[str] = []
+    mismatch = False
+    unsigned = False
+    in_signer_section = False
+    block: dict[str, str] | None = None
+
+    def close() -> None:
+        nonlocal block
+        if block is not None and in_signer_section:
+            missing = [k for k in ("Subject", "Issuer", "Serial") if k not in block]
+            if missing:
+                raise ParseError("osslsigncode verify", "signer", f"a signer block without {', '.join(missing)}")
+            signers.append(SignerCert(block["Subject"], block["Issuer"], block["Serial"].upper()))
+        block = None
+
+    for line in lines:
+        stripped = line.strip()
+        if stripped == "Signer's certificate:":
+            close()
+            in_signer_section = True
+            continue
+        if _SIGNER.match(line):
+            close()
+            block = {}
+            continue
+        if (m := _FIELD.match(line)) and block is not None:
+            block.setdefault(m.group(1), m.group(2))
+            continue
+        if (
+            stripped.startswith("Certificate expiration date")
+            or stripped.startswith("notBefore")
+            or (stripped.startswith("notAfter") or stripped.startswith("---"))
+        ):
+            continue
+        # any other line ends a block, and a blank line or a new heading ends the signer section
+        close()
+        if in_signer_section and (not stripped or not line.startswith(("\t", " "))):
+            in_signer_section = False
+        if "MISMATCH" in stripped:
+            mismatch = True
+        if stripped in ("No signature found", "Unable to extract existing signature"):
+            unsigned = True
+        if (m := _ERROR.match(line)) and m.group(1) not in errors:
+            errors.append(m.group(1))
+        if stripped.startswith("Signature verification:"):
+            verifications.append(stripped.split(":", 1)[1].strip())
+    close()
+    last = next((s.strip() for s in reversed(lines) if s.strip()), "")
+    succeeded = last == "Succeeded" and bool(verifications) and all(v == "ok" for v in verifications)
+    return VerifyReport(
+        succeeded=succeeded,
+        signers=tuple(signers),
+        digest_mismatch=mismatch,
+        unsigned=unsigned,
+        chain_errors=tuple(errors),
+        verifications=tuple(verifications),
+    )
+
+
+@dataclass(frozen=True)
+class SignedPackage:
+    """A package whose signature verified and whose signer the catalog records for its board."""
+
+    maker: str
+    #: the signing certificate's subject, RFC 4514 (``CN=...,O=...,C=US``)
+    subject: str
+    issuer: str
+    serial: str
+    #: the SHA-256 of the package bytes that were verified
+    package_sha256: str
+
+    @property
+    def provenance(self) -> str:
+        """Return the words every output and the history use: ``extracted from a package signed by <maker>``."""
+        return f"extracted from a package signed by {self.maker} ({self.subject})"
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the JSON form (the ``signed_package`` of ``fwman.fetch/2``)."""
+        return {
+            "maker": self.maker,
+            "subject": self.subject,
+            "issuer": self.issuer,
+            "certificate_serial": self.serial,
+            "package_sha256": self.package_sha256,
+        }
+
+
+def trusted_roots(host: Host) -> tuple[str, bytes]:
+    """Return (path, PEM bytes) of the roots a signed package must chain to on ``host``.
+
+    ``/etc/fwman/authenticode-roots.pem`` when it exists (an administrator's choice), else Debian's
+    ``/etc/ssl/certs/ca-certificates.crt``. Raises MissingError (exit 5) when neither exists.
+    """
+    for path in (paths.AUTHENTICODE_ROOTS, paths.SYSTEM_CA_BUNDLE):
+        try:
+            if host.exists(path):
+                return path, host.read_bytes(path, limit=16 << 20)
+        except MissingError:
+            continue
+    raise MissingError(
+        f"no trusted roots for signed update programs: neither {paths.AUTHENTICODE_ROOTS} nor "
+        f"{paths.SYSTEM_CA_BUNDLE} exists",
+        hint="install Debian's ca-certificates (apt-get install ca-certificates), or put the roots you trust "
+        f"into {paths.AUTHENTICODE_ROOTS}",
+    )
+
+
+def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
+    """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names.
+
+    The certificate is found by its serial number; exactly one certificate of the signature may carry it (a
+    second one with the same serial could be a planted look-alike: refused). Raises VerificationError when the
+    signature cannot be read or the certificate is not there exactly once.
+    """
+    from cryptography.hazmat.primitives.serialization import pkcs7
+
+    try:
+        certs = pkcs7.load_der_pkcs7_certificates(pkcs7_der)
+    except ValueError as e:
+        raise VerificationError(f"the package's signature cannot be read as PKCS#7: {e}") from e
+    try:
+        serial = int(signer.serial, 16)
+    except ValueError as e:
+        raise VerificationError(f"osslsigncode named a signer serial that is not hex: {signer.serial!r}") from e
+    found = [c for c in certs if c.serial_number == serial]
+    if len(found) != 1:
+        raise VerificationError(
+            f"the signature holds {len(found)} certificates with the signer's serial {signer.serial}, not one"
+        )
+    return found[0]
+
+
+def check_signer(subject_name: Any, board: Board) -> str | None:
+    """Return the catalog's recorded subject (RFC 4514) that ``subject_name`` (an ``x509.Name``) is, or None."""
+    for recorded in board.board.package_signers:
+        if parse_subject(recorded) == subject_name:
+            return recorded
+    return None
+
+
+def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: str) -> SignedPackage:
+    """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the
+    catalog records for ``board``.
+
+    ``host`` is the Host the trusted roots are read from (under ``--root``, the test root's); ``runner`` runs
+    ``osslsigncode`` on this machine (the package is a file the user has here). ``label`` names the file in
+    messages. Raises MissingError (exit 5) when osslsigncode or the roots are missing, VerificationError (exit
+    4) when the signature does not hold (a changed byte, an untrusted or expired chain, no signature) or the
+    signer is not one the catalog records; nothing is written outside the scratch directory.
+    """
+    exe = runner.which("osslsigncode")
+    if exe is None:
+        raise MissingError(
+            "osslsigncode is not installed: the update program's signature cannot be checked",
+            hint=f"apt-get install {PACKAGE}",
+        )
+    roots_path, roots = trusted_roots(host)
+    with scratch_dir(runner) as scratch:
+        package = f"{scratch}/package.exe"
+        bundle = f"{scratch}/roots.pem"
+        runner.write_bytes(package, raw, mode=0o600)
+        runner.write_bytes(bundle, roots, mode=0o600)
+        result = runner.run(
+            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, "-ignore-cdp", "-in", package],
+            timeout=VERIFY_TIMEOUT,
+        )
+        report = parse_verify_output((result.stdout + "\n" + result.stderr)[-_MAX_OUTPUT:])
+        why = report.failure() or (None if result.ok else f"osslsigncode verify exited {result.rc}")
+        if why is not None:
+            raise VerificationError(
+                f"{label}: signature refused: {why} (roots: {roots_path})",
+                hint="download the update program again from the card maker; nothing was kept",
+            )
+        signature = f"{scratch}/signature.der"
+        extracted = runner.run([exe, "extract-signature", "-in", package, "-out", signature], timeout=VERIFY_TIMEOUT)
+        if not extracted.ok:
+            raise VerificationError(f"{label}: osslsigncode could not extract the signature it verified")
+        der = runner.read_bytes(signature, limit=16 << 20)
+    primary = report.signers[0]
+    cert = signer_certificate(der, primary)
+    recorded = check_signer(cert.subject, board)
+    actual = cert.subject.rfc4514_string()
+    if recorded is None:
+        known = "; ".join(board.board.package_signers) or "none"
+        raise VerificationError(
+            f"{label}: signed by {actual}, not by a signer the catalog records for {board.board.maker} "
+            f"({board.subsystem}: {known})",
+            hint="this is not the board maker's update program for this card; nothing was kept",
+        )
+    return SignedPackage(
+        maker=board.board.maker,
+        subject=recorded,
+        issuer=primary.issuer,
+        serial=primary.serial,
+        package_sha256=hashlib.sha256(raw).hexdigest(),
+    )

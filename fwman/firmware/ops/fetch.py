@@ -378,6 +378,7 @@ def _from_file(
         raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
     # the package is unpacked from ``raw`` itself (a private copy), never from the file again: the MD5 checked
     # below then covers exactly the bytes the image comes from, even if the file changes meanwhile
+    _refuse_truncated(path, raw)
     runner = LiveHost("/")
     signed: SignedPackage | None = None
     if not expected.any:
@@ -404,6 +405,29 @@ def _from_file(
     # the owner's vendor MD5 covers the download (the package); once it matches, the image inside is vouched for
     check_hashes(raw, Expected(md5=expected.md5, origin=expected.origin), f"file {path}")
     return hit.data, Expected(size=None, origin=f"{expected.origin} of the package"), member, None
+
+
+def _refuse_truncated(path: str, raw: bytes) -> None:
+    """Raise VerificationError when ``raw`` is a VBIOS image cut short (it starts as one, ends inside an image).
+
+    Said as ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut
+    file as an image, so without this the owner heard about unpackers instead. Returns None for anything else.
+    """
+    from fwman.firmware.rom.model import RomKind
+    from fwman.firmware.rom.parse import parse_rom
+
+    try:
+        rom = parse_rom(raw)
+    except VerificationError:
+        return  # not a VBIOS image as a whole: a package, searched as one
+    if rom.kind is not RomKind.TRUNCATED:
+        return
+    declared = f"{rom.declared_size:,}" if rom.declared_size is not None else "more"
+    raise VerificationError(
+        f"{path}: truncated: the header says {declared} bytes, the file has {len(raw):,}: "
+        "not a whole image, never a flash source",
+        hint=f"download the image again; fwman rom inspect {path} shows where it ends",
+    )
 
 
 def _already_cached(host: Host, path: str, expected: Expected) -> tuple[str, str, int] | None:

@@ -92,6 +92,31 @@ def test_a_withdrawn_image_points_at_its_replacement_not_at_a_fetch_that_refuses
     assert hinted == ["fetch", f"3842:3987/{REBAR_3987}"] and _run(rig, hinted).code == 0
 
 
+def test_a_withdrawn_image_given_as_a_file_is_refused_as_withdrawn_with_the_recommended_commands(
+    tmp_path: Path,
+) -> None:
+    """Issue 36 row 4: the file of the withdrawn image was refused as "unverified ... supply the vendor MD5",
+    a hint that led toward the withdrawn image."""
+    from fixtures.nvflash.rig import image
+
+    rig = build_rig(tmp_path)
+    withdrawn = tmp_path / "evga-withdrawn.rom"
+    withdrawn.write_bytes(image(WITHDRAWN_3987, 0x3987, card_data=7))
+    refused = _run(rig, ["flash", "--card", "41:00.0", "--image", str(withdrawn)])
+    assert refused.code == ExitCode.BLOCKED, refused.stderr
+    assert f"blocked before any write: {WITHDRAWN_3987} was withdrawn" in refused.stderr
+    assert "--expect-md5" not in refused.stderr and "unverified" not in refused.stderr.split("hint:", 1)[1]
+    fetch, flash = _hinted(refused, f"{REBAR_3987}: ")
+    assert fetch == ["fetch", f"3842:3987/{REBAR_3987}"]
+    assert flash == ["flash", "--card", "0000:41:00.0", "--image", f"3842:3987/{REBAR_3987}"]
+    for argv in (fetch, flash):
+        result = _run(rig, argv)
+        assert result.code == 0 and "withdrawn" not in result.stderr, result.stderr
+    from fwman.firmware.rom.parse import parse_rom
+
+    assert rig.chain("0000:41:00.0") == parse_rom(rig.new_image).chain_sha256  # the recommended image runs
+
+
 def test_an_unknown_card_is_described_with_add_local_not_a_catalog_update_without_url(tmp_path: Path) -> None:
     rig = build_rig(tmp_path)
     make_unknown_card(rig, "0000:41:00.0")

@@ -106,7 +106,7 @@ def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) 
     read-back failed), MissingError (nvflash or the image missing).
     """
     flasher, cards = operator.flasher(options, "fwman flash")
-    card = find_card(cards, bus)
+    card = find_card(cards, bus, operator.say)
     source = resolve_image(operator.host, image, card=bus)
     return Flashed(flasher.flash(card, source))
 
@@ -143,7 +143,7 @@ def restore_card(operator: Operator, bus: str, backup_path: str, options: FlashO
     from fwman.firmware.rom.parse import parse_rom
 
     flasher, cards = operator.flasher(options, "fwman restore")
-    card = find_card(cards, bus)
+    card = find_card(cards, bus, operator.say)
     source = backup_image(operator.host, card, backup_path)
     rom = parse_rom(source.data)
     with flasher.locked():  # before the journal entry: a refused second restore leaves no "running" record

@@ -140,6 +140,18 @@ def _kind(image: RomImage) -> Finding:
             evidence=ev,
             fix="flash it with nvflash by hand if you trust it; see docs/rom.md (containers)",
         )
+    if image.x86_index != 0:
+        opener = image.images[0]
+        ev["x86_index"] = str(image.x86_index)
+        return Finding(
+            id="rom.kind",
+            severity=Severity.BLOCK,
+            message=f"the option-ROM chain opens with a {opener.code_type_name} image, not the x86 image "
+            f"(image[{image.x86_index}]): no public source documents that layout, so fwman reads it but does not "
+            "flash what it cannot check whole",
+            evidence=ev,
+            fix="flash it with nvflash by hand if you trust it; see docs/rom.md (chains that do not open with x86)",
+        )
     return Finding(
         id="rom.kind", severity=Severity.OK, message=f"{image.kind.description}: a flash source", evidence=ev
     )

@@ -274,11 +274,21 @@ def test_list_shows_the_bundled_catalog(tmp_path: Path, fwman: FwmanEnv) -> None
     r = fwman("catalog", "list", "--root", str(tmp_path))
     assert r.code == 0
     assert "bundled catalog (serial 2, 2026-12-01, expires 2027-12-01) at" in r.stdout
-    rows = [line for line in r.stdout.splitlines() if line.startswith("3842:")]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("3842:") and "no image listed" not in line]
     lines = {next(w for w in row.split() if w.count(".") == 4): row for row in rows}
     assert "withdrawn" in lines[WITHDRAWN] and "unverified" in lines[REBAR] and "superseded" in lines[LAUNCH]
+    # issue 36 row 1: the boards with no image listed were hidden; each has a row, and what is not known is said
+    for subsystem in ("10de:147d", "1462:3881", "3842:3973", "1043:87eb"):
+        (row,) = [line for line in r.stdout.splitlines() if line.startswith(subsystem)]
+        assert "no image listed" in row
+    founders = r.stdout.split("NVIDIA GeForce RTX 3090 Founders Edition (10de:147d)\n", 1)[1].splitlines()
+    assert founders[0].startswith("  known:   PCI IDs 10de:2204:10de:147d; maker NVIDIA")
+    assert founders[1].startswith("  unknown: part numbers; board IDs; update-program signer")
     doc = fwman("catalog", "list", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.catalog-list/2" and doc["catalog"]["source"] == "bundled"
+    seed = next(b for b in doc["boards"] if b["subsystem"] == "3842:3987")
+    assert "published hash of 3 image(s)" in seed["facts_unknown"]
+    assert "dual firmware switch: yes" in seed["facts_known"]
     assert {b["subsystem"] for b in doc["boards"]} == {
         "3842:3982",
         "3842:3987",

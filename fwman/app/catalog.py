@@ -300,7 +300,11 @@ class Updated(Result):
             new = " (new)" if r.keys_installed else ""
             keys = [say(f"  keys document: serial {r.keys_serial}{new}{root}")]
         if not r.installed:
-            return [say(f"catalog already up to date (serial {r.serial}, {r.date})"), *keys]
+            return [
+                say(f"catalog already up to date (serial {r.serial}, {r.date}; checked against {r.url})"),
+                say(f"  signature: key {r.key.key_id} ({r.key.origin})"),
+                *keys,
+            ]
         return [
             say(f"installed catalog serial {r.serial} ({r.date}, {r.files} file(s)) from {r.url}"),
             say(f"  signature: key {r.key.key_id} ({r.key.origin})"),
@@ -312,19 +316,26 @@ class Updated(Result):
 def update(
     host: Host, url: str | None, *, timeout: float, retries: int, note: Callable[[str], None] = lambda t: None
 ) -> Updated:
-    """Download the catalog published at ``url`` (default: /etc/fwman/catalog-url), verify it completely and
-    install it atomically; return what was installed. ``note`` is told when the URL is plain http.
+    """Read the catalog published at ``url`` (http(s), or a catalog directory such as a git checkout; default:
+    /etc/fwman/catalog-url, else the catalog bundled with fwman), verify it completely and install it
+    atomically; return what was installed (or that it already is). ``note`` is told when the URL is plain http
+    and when the bundled default is used.
 
-    Raises UsageError without a URL, VerificationError for anything that does not verify (nothing installed).
+    Raises UsageError for a URL that is neither, VerificationError for anything that does not verify (nothing
+    installed), DownloadError when it cannot be read.
     """
-    from fwman.firmware.catalog.update import configured_url, update_catalog
+    from fwman.firmware.catalog.update import DEFAULT_SOURCE, catalog_source, configured_url, update_catalog
     from fwman.host.http import HttpOptions
 
     url = url or configured_url(host)
-    if url.startswith("http://"):
+    if url is None:
+        note(f"note: no catalog URL configured: checking {DEFAULT_SOURCE} (docs/catalog.md says how to follow the "
+             "maintainers' signed catalog)")  # fmt: skip
+    elif url.startswith("http://"):
         note("note: plain http: the signature and hashes are what protect this download")
     options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
-    return Updated(update_catalog(host, url, options=options))
+    source = catalog_source(url, host, options)
+    return Updated(update_catalog(host, source[0], options=options, source=source))
 
 
 @dataclass

@@ -499,3 +499,43 @@ def test_malformed_signature_documents_are_refused(doc: dict[str, object]) -> No
     keys = root_keys(LiveHost("/nonexistent-root"))
     with pytest.raises(VerificationError):
         verify_catalog_signature(b"{}", _json.dumps(doc).encode(), keys)
+
+
+# -- catalog update without configuration, and from a directory (a git checkout) -----------------------------
+
+
+def test_update_without_a_url_checks_the_bundled_catalog_and_says_how_to_follow_the_maintainers(
+    tmp_path: Path, fwman: FwmanEnv
+) -> None:
+    """Issue 36 row 1: `catalog update` said "no catalog URL configured" and stopped."""
+    r = fwman("catalog", "update", "--root", str(tmp_path))
+    assert r.code == 0, r.stderr
+    assert "no catalog URL configured: checking the catalog bundled with fwman" in r.stderr
+    assert r.stdout.startswith("catalog already up to date (serial 2, 2026-12-01; checked against ")
+    assert "signature: key 23cb724582f7654c" in r.stdout
+    assert not (tmp_path / "var/lib/fwman/catalog").exists()  # nothing to install: the bundled one is in use
+
+
+def test_update_from_a_catalog_directory_verifies_it_as_a_download_would(tmp_path: Path, fwman: FwmanEnv) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from tests.support.catalog import board_toml, seed_images, trust, write_catalog
+
+    key = Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust(root, key)
+    checkout = write_catalog(
+        tmp_path / "checkout/catalog", {"10de-2204-3842-3987": board_toml(seed_images(None))}, key, serial=7
+    )
+    r = fwman("catalog", "update", "--url", str(checkout), "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert f"installed catalog serial 7 (2026-01-02, 1 file(s)) from {checkout}" in r.stdout
+    assert (root / "var/lib/fwman/catalogs/7/boards/10de-2204-3842-3987.toml").is_file()
+    # a board file changed after signing: refused, the installed copy untouched
+    board = checkout / "boards/10de-2204-3842-3987.toml"
+    board.write_text(board.read_text().replace("EVGA GeForce", "EVGA  GeForce"))
+    write_catalog(checkout, {}, None, serial=8)  # a new index, but no signature over it: the old .sig stays
+    r = fwman("catalog", "update", "--url", f"file://{checkout}", "--root", str(root))
+    assert r.code == 4 and "signature" in r.stderr.lower(), r.stderr
+    assert (root / "var/lib/fwman/catalog").resolve().name == "7"
+    assert fwman("catalog", "update", "--url", str(tmp_path / "nowhere"), "--root", str(root)).code == 2

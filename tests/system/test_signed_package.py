@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.packages import build_pe
-from fixtures.romgen import RomSpec, build_rom
-from tests.support.authenticode import (
+from fixtures.packages.authenticode import (
     MAKER_SUBJECT,
     OTHER_SUBJECT,
     Issued,
@@ -25,6 +24,7 @@ from tests.support.authenticode import (
     make_signer,
     sign_pe,
 )
+from fixtures.romgen import RomSpec, build_rom
 from tests.support.catalog import REBAR, board_toml, install_local, md5, seed_images, sha256, write_catalog
 from tests.support.env import FwmanEnv
 from tests.support.tools import require_tools

@@ -10,8 +10,8 @@ Why ``osslsigncode`` and not a Python library: it is a Debian package (security 
 distribution), it implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain
 through OpenSSL), and the one Python library that does (``signify``) is not among fwman's dependencies. Its
 text output is read by :func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial
-number osslsigncode names, from the PKCS#7 that ``osslsigncode extract-signature`` writes, and compared as an
-X.509 name (``cryptography``), never as text.
+number osslsigncode names, from the PKCS#7 in the PE's certificate table (:func:`pe_signature`, pure: the one
+entry osslsigncode verified), and compared as an X.509 name (``cryptography``), never as text.
 
 The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the
 unpacker gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem``
@@ -205,6 +205,84 @@ def trusted_roots(host: Host) -> tuple[str, bytes]:
     )
 
 
+#: PE/COFF (Microsoft's "PE Format", "The Attribute Certificate Table (Image Only)"): the optional header's data
+#: directory 4 (IMAGE_DIRECTORY_ENTRY_SECURITY) holds a *file offset* (not an RVA) and the table's size; each
+#: entry is WIN_CERTIFICATE {u32 dwLength, u16 wRevision, u16 wCertificateType, bCertificate}, 8-byte aligned;
+#: wCertificateType 0x0002 (WIN_CERT_TYPE_PKCS_SIGNED_DATA) holds the Authenticode PKCS#7 SignedData
+_PE_MAGIC_DIRECTORIES = {0x10B: 96, 0x20B: 112}  # PE32 / PE32+: where the data directories start
+_SECURITY_DIRECTORY = 4
+_WIN_CERT_TYPE_PKCS_SIGNED_DATA = 0x0002
+_WIN_CERTIFICATE_HEADER = 8
+
+
+def pe_signature(data: bytes) -> bytes:
+    """Return the PKCS#7 SignedData (DER) of the PE file ``data``: the one WIN_CERTIFICATE of its attribute
+    certificate table, which is what ``osslsigncode verify`` verifies.
+
+    Raises ParseError (naming the field) when ``data`` is not a PE with exactly one PKCS#7 certificate entry: none,
+    a pointer or length outside the file, another certificate type, or several entries (fwman would not know which
+    one osslsigncode checked). Never another exception.
+    """
+    what = "PE signature"
+
+    def u16(off: int, field: str) -> int:
+        if off < 0 or off + 2 > len(data):
+            raise ParseError(what, field, "outside the file", off)
+        return int.from_bytes(data[off : off + 2], "little")
+
+    def u32(off: int, field: str) -> int:
+        if off < 0 or off + 4 > len(data):
+            raise ParseError(what, field, "outside the file", off)
+        return int.from_bytes(data[off : off + 4], "little")
+
+    if data[:2] != b"MZ":
+        raise ParseError(what, "dos_header", "not a PE file (no MZ)", 0)
+    pe = u32(0x3C, "e_lfanew")
+    if data[pe : pe + 4] != b"PE\0\0":
+        raise ParseError(what, "pe_signature", "no PE\\0\\0 where e_lfanew points", pe)
+    optional = pe + 24
+    magic = u16(optional, "optional_header.magic")
+    if magic not in _PE_MAGIC_DIRECTORIES:
+        raise ParseError(what, "optional_header.magic", f"0x{magic:X} is neither PE32 nor PE32+", optional)
+    count = u32(optional + _PE_MAGIC_DIRECTORIES[magic] - 4, "optional_header.number_of_rva_and_sizes")
+    if count <= _SECURITY_DIRECTORY:
+        raise ParseError(what, "data_directory[4]", "the file has no certificate table entry", optional)
+    entry = optional + _PE_MAGIC_DIRECTORIES[magic] + 8 * _SECURITY_DIRECTORY
+    table, size = u32(entry, "certificate_table.offset"), u32(entry + 4, "certificate_table.size")
+    if table == 0 or size == 0:
+        raise ParseError(what, "certificate_table", "the file is not signed (no certificate table)", entry)
+    if table + size > len(data) or size < _WIN_CERTIFICATE_HEADER:
+        raise ParseError(what, "certificate_table", f"{size} bytes at 0x{table:X} run past the file", entry)
+    length = u32(table, "win_certificate.dwLength")
+    kind = u16(table + 6, "win_certificate.wCertificateType")
+    if kind != _WIN_CERT_TYPE_PKCS_SIGNED_DATA:
+        raise ParseError(what, "win_certificate.wCertificateType", f"0x{kind:04X}, not PKCS#7 SignedData", table)
+    if length < _WIN_CERTIFICATE_HEADER or length > size:
+        raise ParseError(what, "win_certificate.dwLength", f"{length} does not fit the {size}-byte table", table)
+    if (length + 7) & ~7 < size:
+        raise ParseError(what, "certificate_table", "more than one certificate entry", table + length)
+    body = data[table + _WIN_CERTIFICATE_HEADER : table + length]
+    return body[: _der_length(body, table + _WIN_CERTIFICATE_HEADER)]  # signers pad the entry to 8 bytes
+
+
+def _der_length(body: bytes, offset: int) -> int:
+    """Return the length of the DER SEQUENCE that opens ``body`` (tag, length and contents). Raises ParseError
+    when it is not a SEQUENCE or its length runs past ``body``."""
+    if len(body) < 2 or body[0] != 0x30:
+        raise ParseError("PE signature", "win_certificate.bCertificate", "not a DER SEQUENCE", offset)
+    first = body[1]
+    if first < 0x80:
+        head, size = 2, first
+    else:
+        count = first & 0x7F
+        if not 1 <= count <= 4 or len(body) < 2 + count:
+            raise ParseError("PE signature", "win_certificate.bCertificate", "a DER length fwman does not read", offset)
+        head, size = 2 + count, int.from_bytes(body[2 : 2 + count], "big")
+    if head + size > len(body):
+        raise ParseError("PE signature", "win_certificate.bCertificate", "the DER runs past the entry", offset)
+    return head + size
+
+
 def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
     """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names.
 
@@ -257,9 +335,11 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
     roots_path, roots = trusted_roots(host)
     with scratch_dir(runner) as scratch:
         package = f"{scratch}/package.exe"
-        bundle = f"{scratch}/roots.pem"
         runner.write_bytes(package, raw, mode=0o600)
-        runner.write_bytes(bundle, roots, mode=0o600)
+        # the roots file itself where it is a real file on this machine (also under --root); else a copy
+        bundle = host.local_path(roots_path) or f"{scratch}/roots.pem"
+        if bundle.startswith(f"{scratch}/"):
+            runner.write_bytes(bundle, roots, mode=0o600)
         result = runner.run(
             [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, "-ignore-cdp", "-in", package],
             timeout=VERIFY_TIMEOUT,
@@ -271,11 +351,8 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
                 f"{label}: signature refused: {why} (roots: {roots_path})",
                 hint="download the update program again from the card maker; nothing was kept",
             )
-        signature = f"{scratch}/signature.der"
-        extracted = runner.run([exe, "extract-signature", "-in", package, "-out", signature], timeout=VERIFY_TIMEOUT)
-        if not extracted.ok:
-            raise VerificationError(f"{label}: osslsigncode could not extract the signature it verified")
-        der = runner.read_bytes(signature, limit=16 << 20)
+    # the signature osslsigncode verified, read from the same bytes (the one entry of the certificate table)
+    der = pe_signature(raw)
     primary = report.signers[0]
     cert = signer_certificate(der, primary)
     recorded = check_signer(cert.subject, board)

@@ -115,3 +115,59 @@ def test_subjects_are_compared_as_names_not_text() -> None:
 def test_a_signature_that_is_not_pkcs7_is_a_verification_error() -> None:
     with pytest.raises(VerificationError, match="PKCS#7"):
         signer_certificate(b"\x30\x03\x02\x01\x01", SignerCert("s", "i", "01"))
+
+
+def _signed_shape(der: bytes, *, cert_type: int = 2, entries: int = 1) -> bytes:
+    """Return a PE (fixtures.packages.pe_stub, PE32+) with ``der`` in its attribute certificate table."""
+    import struct
+
+    from fixtures.packages import pe_stub
+
+    pe = bytearray(pe_stub(b"body"))
+    table = len(pe)
+    entry = struct.pack("<IHH", 8 + len(der), 0x0200, cert_type) + der
+    entry += b"\0" * (-len(entry) % 8)
+    blob = entry * entries
+    directory = 0x80 + 24 + 112 + 8 * 4  # e_lfanew 0x80, COFF header, PE32+ data directories, entry 4
+    struct.pack_into("<II", pe, directory, table, len(blob))
+    return bytes(pe) + blob
+
+
+def test_the_signature_is_read_from_the_one_certificate_table_entry() -> None:
+    from fwman.firmware.ops.authenticode import pe_signature
+
+    der = b"\x30\x03\x02\x01\x07"
+    assert pe_signature(_signed_shape(der)) == der
+    with pytest.raises(ParseError, match="more than one certificate entry"):
+        pe_signature(_signed_shape(der, entries=2))
+    with pytest.raises(ParseError, match="not PKCS#7 SignedData"):
+        pe_signature(_signed_shape(der, cert_type=1))
+    from fixtures.packages import pe_stub
+
+    with pytest.raises(ParseError, match="not signed"):
+        pe_signature(pe_stub(b"body"))
+
+
+@given(st.binary(max_size=2048))
+def test_any_bytes_give_a_signature_or_a_parse_error(data: bytes) -> None:
+    from fwman.firmware.ops.authenticode import pe_signature
+
+    try:
+        pe_signature(b"MZ" + data)
+    except ParseError:
+        pass
+
+
+@given(st.data())
+def test_a_signed_shape_with_any_byte_changed_in_its_headers_gives_a_signature_or_a_parse_error(
+    data: st.DataObject,
+) -> None:
+    from fwman.firmware.ops.authenticode import pe_signature
+
+    shape = bytearray(_signed_shape(b"\x30\x03\x02\x01\x07"))
+    at = data.draw(st.integers(0, 0x1C0))
+    shape[at] = data.draw(st.integers(0, 255))
+    try:
+        pe_signature(bytes(shape))
+    except ParseError:
+        pass

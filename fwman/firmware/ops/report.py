@@ -85,6 +85,9 @@ class ReportFlash(BaseModel):
     image: str | None = None  # the image's label, without directories
     image_sha256: str | None = None
     image_chain_sha256: str | None = None
+    #: what vouched for the image (the history's ``verified_by``): "catalog", "extracted from a package signed by
+    #: <maker> (<subject>)", ...; with ``image_sha256`` it is how the catalog can learn an image's hash
+    verified_by: str | None = None
 
 
 class ReportCheck(BaseModel):
@@ -242,6 +245,7 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
             image=_label(flash.image),
             image_sha256=flash.image_sha256,
             image_chain_sha256=flash.image_chain_sha256,
+            verified_by=redact_text(flash.verified_by) if flash.verified_by else None,
         ),
         before=before,
         after=after,

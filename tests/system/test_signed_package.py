@@ -112,9 +112,15 @@ def test_each_broken_signature_is_refused_before_anything_is_cached(tmp_path: Pa
     package = tmp_path / "update.exe"
     package.write_bytes(signed)
     root = host_root(tmp_path, trusted)
+    # a file already in the cache under that name (planted, or left by hand) does not stand in for the check
+    planted = root / CACHE / f"{REBAR}.rom"
+    planted.parent.mkdir(parents=True)
+    planted.write_bytes(IMAGE)
 
-    code, _, err = fetch(fwman, root, package)
+    code, out, err = fetch(fwman, root, package)
     assert code == 4, err
+    assert "already in the cache" not in out
+    planted.unlink()
     expected = {
         "changed byte": "changed after it was signed",
         "wrong signer": f"signed by {OTHER_SUBJECT}, not by a signer the catalog records for EVGA",

@@ -216,7 +216,8 @@ def fetch_image(
     cap = expected.size or DEFAULT_IMAGE_CAP
     final = cache_path(entry)
     part = final + ".part"
-    cached = _already_cached(host, final, expected)
+    # a cached file counts only against a known hash: with none yet (a signed package to vouch), it is replaced
+    cached = _already_cached(host, final, expected) if expected.any else None
     if cached is not None:
         md5, sha256, size = cached
         return FetchResult(entry, final, size, md5, sha256, "cache", expected.origin, cached_before=True)

@@ -41,8 +41,9 @@ PACKAGE = "osslsigncode"
 _MAX_OUTPUT = 1 << 20
 
 _SIGNER = re.compile(r"^\s*Signer #(\d+):\s*$")
-_FIELD = re.compile(r"^\s*(Subject|Issuer|Serial)\s*:\s?(.*?)\s*$")
-_ERROR = re.compile(r"^\s*Error:\s*(.+?)\s*$")
+# no lazy group before trailing blanks (a backtracking shape, tests/adversarial/test_long_lines.py): strip instead
+_FIELD = re.compile(r"^\s*(Subject|Issuer|Serial)\s*:(.*)$")
+_ERROR = re.compile(r"^\s*Error:(.*)$")
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,7 @@ def parse_verify_output(text: str) -> VerifyReport:
             block = {}
             continue
         if (m := _FIELD.match(line)) and block is not None:
-            block.setdefault(m.group(1), m.group(2))
+            block.setdefault(m.group(1), m.group(2).strip())
             continue
         if (
             stripped.startswith("Certificate expiration date")
@@ -140,8 +141,8 @@ def parse_verify_output(text: str) -> VerifyReport:
             mismatch = True
         if stripped in ("No signature found", "Unable to extract existing signature"):
             unsigned = True
-        if (m := _ERROR.match(line)) and m.group(1) not in errors:
-            errors.append(m.group(1))
+        if (m := _ERROR.match(line)) and (error := m.group(1).strip()) and error not in errors:
+            errors.append(error)
         if stripped.startswith("Signature verification:"):
             verifications.append(stripped.split(":", 1)[1].strip())
     close()

@@ -20,7 +20,6 @@ NOT_WALKED = {
     "capture.check": "needs a captured directory checked on its own (tests/unit/app/test_capture.py)",
     "catalog-keys-sign": "needs the maintainers' root key",
     "catalog-sign": "needs a catalog signing key",
-    "catalog-update": "needs a catalog URL to fetch from",
     "catalog-local": "needs a card maker's image with its published MD5",
     "catalog-propose": "needs a local entry and an owner report of it",
     "modules-build": "builds kernel modules (tests/unit/driver/build)",

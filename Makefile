@@ -13,13 +13,15 @@ DEMO_STAMP := $(VENV)/.installed
 # podman, crun and fuse-overlayfs, docker.io, containerd and runc for the container audit tests (the units their
 # packages enable are disabled again at once; the Docker tests start a private dockerd by hand); groff-base (groff
 # and preconv: what `man` runs) for the man page test.
+# osslsigncode: fwman verifies a board maker's Authenticode-signed update program with `osslsigncode verify`
+# (fwman/firmware/ops/authenticode.py), and tests/system/test_signed_package.py signs its PE fixtures with it.
 # Not listed, on purpose: the Prometheus server (only its promtool is unpacked: --promtool) and the kernel headers
 # (two kernels whose pci_resize_resource() differs, chosen from what apt offers: --test-kernels, kernels.py).
 # tests/support/system_deps.py: apt upgrades only what these packages need (said, one line each), nothing is left
 # enabled or running that was not before.
 APT_PACKAGES := dkms kmod debianutils systemd git make gcc openssl xz-utils zstd libc6-dev grub2-common 7zip \
 	initramfs-tools cpio mokutil dpkg-dev build-essential debhelper dh-virtualenv lintian python3-venv \
-	libarchive-tools mmdebstrap podman crun fuse-overlayfs docker.io containerd runc groff-base
+	libarchive-tools mmdebstrap podman crun fuse-overlayfs docker.io containerd runc groff-base osslsigncode
 
 LINT_PATHS := fwman tests fixtures bench
 #: the edit loop's tests: everything but tests/system (root, Debian packages, minutes) and tests/story

@@ -79,29 +79,85 @@ class Listing(Result):
                     "maker": b.board.maker,
                     "local_entry": cat.local_files.get(b.key),
                     "images": [image_json(i) for i in b.images_newest_first()],
+                    "facts_known": board_facts(b)[0],
+                    "facts_unknown": board_facts(b)[1],
                 }
                 for b in sorted(cat.boards, key=lambda b: b.key)
             ],
         }
 
     def text(self, verbose: int = 0) -> Out:
-        """Return which catalog (dim), its notes (dim), then the table of every image."""
+        """Return which catalog (dim), its notes (dim), the table of every board and image (a board with no image
+        gets one row saying so), then for each board what the catalog knows and what it does not."""
         head = [say(self.catalog.describe(), "dim"), *(say(f"note: {n}", "dim") for n in self.catalog.notes)]
-        return [*head, table(LIST_COLUMNS, self.rows())]
+        out: Out = [*head, table(LIST_COLUMNS, self.rows()), say("")]
+        for board in self.catalog.boards:
+            known, unknown = board_facts(board)
+            out.append(say(f"{board.board.name} ({board.subsystem})", "bold"))
+            out.append(say(f"  known:   {'; '.join(known)}"))
+            out.append(say(f"  unknown: {'; '.join(unknown) or 'nothing listed'}", "dim"))
+        return out
 
     def rows(self) -> list[list[str | Span]]:
-        """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known)."""
-        return [
-            [
-                entry.board.subsystem,
-                entry.board.board.name + (" (local entry)" if entry.local else ""),
-                entry.image.version,
-                status_span(entry.image.status.value),
-                {True: "yes", False: "no", None: "?"}[entry.image.rebar],
-                "sha256" if entry.image.sha256 else ("md5" if entry.image.md5 else "-"),
-            ]
-            for entry in self.catalog.entries()
-        ]
+        """Return the table rows: subsystem, board, version, status, rebar, hash (which one is known); a board the
+        catalog lists no image for has one row with version ``-`` and status ``no image listed``."""
+        rows: list[list[str | Span]] = []
+        entries = self.catalog.entries()
+        for board in self.catalog.boards:
+            mine = [e for e in entries if e.board.key == board.key]
+            name = board.board.name + (" (local entry)" if self.catalog.is_local(board) else "")
+            if not mine:
+                rows.append([board.subsystem, name, "-", Span("no image listed", "dim"), "?", "-"])
+            for entry in mine:
+                rows.append(
+                    [
+                        entry.board.subsystem,
+                        name,
+                        entry.image.version,
+                        status_span(entry.image.status.value),
+                        {True: "yes", False: "no", None: "?"}[entry.image.rebar],
+                        "sha256" if entry.image.sha256 else ("md5" if entry.image.md5 else "-"),
+                    ]
+                )
+        return rows
+
+
+def board_facts(board: Board) -> tuple[list[str], list[str]]:
+    """Return (known, unknown): the facts the catalog states for ``board`` and those it leaves empty, in words.
+
+    Unknown is what a maintainer could still source: part numbers, board IDs, the dual firmware switch, memory,
+    the update programs' signer, images and their published hashes, and public sources for a format 1 file.
+    """
+    info = board.board
+    known = [f"PCI IDs {board.key}", f"maker {info.maker}"]
+    unknown: list[str] = []
+    for label, value in (
+        ("part numbers", ", ".join(info.part_numbers)),
+        ("board IDs", ", ".join(info.board_ids)),
+        ("update-program signer", "; ".join(info.package_signers)),
+    ):
+        (known if value else unknown).append(f"{label} {value}" if value else label)
+    if info.dual_firmware_switch is None:
+        unknown.append("dual firmware switch")
+    else:
+        known.append(f"dual firmware switch: {YES_NO[info.dual_firmware_switch]}")
+    if info.vram_bytes:
+        known.append(f"memory {info.vram_bytes // (1 << 30)} GiB")
+    else:
+        unknown.append("memory size")
+    images = board.images
+    if images:
+        hashed = [i for i in images if i.has_hash]
+        known.append(f"{len(images)} image(s), {len(hashed)} with a published hash")
+        if len(hashed) < len(images):
+            unknown.append(f"published hash of {len(images) - len(hashed)} image(s)")
+    else:
+        unknown.append("firmware images (none listed with a source)")
+    if info.sources:
+        known.append(f"sources: {len(info.sources)} public page(s)")
+    else:
+        unknown.append("a public source for the board's facts (format 1: from the project's design notes)")
+    return known, unknown
 
 
 def list_catalog(host: Host) -> Listing:
@@ -245,7 +301,11 @@ class Updated(Result):
             new += " (the one installed here: the publisher serves none)" if r.keys_fallback else ""
             keys = [say(f"  keys document: serial {r.keys_serial}{new}{root}")]
         if not r.installed:
-            return [say(f"catalog already up to date (serial {r.serial}, {r.date})"), *keys]
+            return [
+                say(f"catalog already up to date (serial {r.serial}, {r.date}; checked against {r.url})"),
+                say(f"  signature: key {r.key.key_id} ({r.key.origin})"),
+                *keys,
+            ]
         return [
             say(f"installed catalog serial {r.serial} ({r.date}, {r.files} file(s)) from {r.url}"),
             say(f"  signature: key {r.key.key_id} ({r.key.origin})"),
@@ -257,19 +317,26 @@ class Updated(Result):
 def update(
     host: Host, url: str | None, *, timeout: float, retries: int, note: Callable[[str], None] = lambda t: None
 ) -> Updated:
-    """Download the catalog published at ``url`` (default: /etc/fwman/catalog-url), verify it completely and
-    install it atomically; return what was installed. ``note`` is told when the URL is plain http.
+    """Read the catalog published at ``url`` (http(s), or a catalog directory such as a git checkout; default:
+    /etc/fwman/catalog-url, else the catalog bundled with fwman), verify it completely and install it
+    atomically; return what was installed (or that it already is). ``note`` is told when the URL is plain http
+    and when the bundled default is used.
 
-    Raises UsageError without a URL, VerificationError for anything that does not verify (nothing installed).
+    Raises UsageError for a URL that is neither, VerificationError for anything that does not verify (nothing
+    installed), DownloadError when it cannot be read.
     """
-    from fwman.firmware.catalog.update import configured_url, update_catalog
+    from fwman.firmware.catalog.update import DEFAULT_SOURCE, catalog_source, configured_url, update_catalog
     from fwman.host.http import HttpOptions
 
     url = url or configured_url(host)
-    if url.startswith("http://"):
+    if url is None:
+        note(f"note: no catalog URL configured: checking {DEFAULT_SOURCE} (docs/catalog.md says how to follow the "
+             "maintainers' signed catalog)")  # fmt: skip
+    elif url.startswith("http://"):
         note("note: plain http: the signature and hashes are what protect this download")
     options = HttpOptions(read_timeout=timeout, connect_timeout=min(timeout, 10.0), retries=retries)
-    return Updated(update_catalog(host, url, options=options))
+    source = catalog_source(url, host, options)
+    return Updated(update_catalog(host, source[0], options=options, source=source))
 
 
 @dataclass

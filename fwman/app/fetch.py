@@ -41,6 +41,8 @@ class Fetched(Result):
     def checked(self) -> set[str]:
         """Return which hashes were compared with an expected value (md5, sha256)."""
         image = self.result.entry.image
+        if self.result.signed is not None:
+            return set()  # the signature was checked; the image's hashes are recorded, not compared
         if self.result.verified_by in ("catalog", "local entry"):
             return {k for k, v in (("md5", image.md5), ("sha256", image.sha256)) if v}
         return {"md5"}
@@ -56,10 +58,18 @@ class Fetched(Result):
             ("SHA-256", r.sha256, "sha256" in checked),
             ("checked by", r.verified_by, False),
         ]
+        if r.signed is not None:
+            rows += [
+                ("signed by", f"{r.signed.subject} (issuer {r.signed.issuer}, serial {r.signed.serial})", True),
+                ("package", f"SHA-256 {r.signed.package_sha256}", False),
+            ]
         rows += [("check", f"{f.severity.value}: {f.message}", False) for f in r.findings
                  if f.id not in ("catalog.board", "rom.kind")]  # fmt: skip
         rows.append(("saved", r.path, False))
-        if r.override_recorded:
+        if r.override_recorded and r.signed is not None:
+            rows.append(("recorded", "the image's MD5 and SHA-256, as extracted from a package signed by "
+                         f"{r.signed.maker}, in /var/lib/fwman/overrides.toml (this host only)", False))  # fmt: skip
+        elif r.override_recorded:
             rows.append(("recorded", "vendor MD5 in /var/lib/fwman/overrides.toml (this host only, not the catalog)",
                          False))  # fmt: skip
         return rows

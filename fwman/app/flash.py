@@ -57,6 +57,7 @@ def flash_json(r: FlashResult) -> dict[str, Any]:
         "after_version": r.after_version,
         "changed": r.changed,
         "readback_chain_sha256": r.readback_chain_sha256,
+        "verified_by": r.verified_by,
         "backup_run": r.op.backup_run,
         "log": r.log,
         "next_steps": r.op.next_steps,
@@ -72,7 +73,8 @@ def record_json(record: dict[str, Any]) -> dict[str, Any]:
 def flashed_line(r: FlashResult) -> str:
     """Return the one line that says what a flash did to its card."""
     if r.changed:
-        return f"{r.card}: {r.before_version} -> {r.after_version}: written, read back and verified"
+        why = f" (image {r.verified_by})" if r.verified_by and r.verified_by.startswith("extracted") else ""
+        return f"{r.card}: {r.before_version} -> {r.after_version}: written, read back and verified{why}"
     return f"{r.card}: already on {r.after_version}; nothing written"
 
 
@@ -104,7 +106,7 @@ def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) 
     read-back failed), MissingError (nvflash or the image missing).
     """
     flasher, cards = operator.flasher(options, "fwman flash")
-    card = find_card(cards, bus)
+    card = find_card(cards, bus, operator.say)
     source = resolve_image(operator.host, image, card=bus)
     return Flashed(flasher.flash(card, source))
 
@@ -141,7 +143,7 @@ def restore_card(operator: Operator, bus: str, backup_path: str, options: FlashO
     from fwman.firmware.rom.parse import parse_rom
 
     flasher, cards = operator.flasher(options, "fwman restore")
-    card = find_card(cards, bus)
+    card = find_card(cards, bus, operator.say)
     source = backup_image(operator.host, card, backup_path)
     rom = parse_rom(source.data)
     with flasher.locked():  # before the journal entry: a refused second restore leaves no "running" record

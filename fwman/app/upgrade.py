@@ -7,7 +7,8 @@ The plan is :func:`fwman.firmware.upgrade.plan.build_upgrade_plan`'s and its exe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.flash import Operator, flash_json
@@ -53,6 +54,8 @@ class PlanResult(Result):
     """The upgrade plan of the host (``--dry-run``), and the cards whose firmware version could not be read."""
 
     plan: UpgradePlan
+    #: which card each ``--card N`` (nvidia-smi's index) named, said above the plan
+    chosen: list[str] = field(default_factory=list)
 
     @property
     def unreadable(self) -> list[str]:
@@ -68,7 +71,7 @@ class PlanResult(Result):
     def text(self, verbose: int = 0) -> Out:
         """Return the head, the table of cards, the body, and (when every card's firmware could be read: no
         "nothing to flash" about cards it could not) the verdict."""
-        out: Out = [*self.head(), table(PLAN_COLUMNS, self.rows()), *self.body()]
+        out: Out = [*(say(c) for c in self.chosen), *self.head(), table(PLAN_COLUMNS, self.rows()), *self.body()]
         return out if self.unreadable else [*out, say(self.verdict())]
 
     def head(self) -> list[Line]:
@@ -178,8 +181,9 @@ def plan_upgrade(host: Host, selected: tuple[str, ...] = ()) -> PlanResult:
     found = scan_cards(host)
     if not found:
         raise MissingError("no NVIDIA GPU found", hint="fwman scan shows what fwman sees")
-    buses = [find_card(found, bus).bus_id for bus in selected]
-    return PlanResult(build_upgrade_plan(host, found, load_catalog(host), buses))
+    chosen: list[str] = []
+    buses = [find_card(found, bus, chosen.append).bus_id for bus in selected]
+    return PlanResult(build_upgrade_plan(host, found, load_catalog(host), buses), chosen)
 
 
 @dataclass
@@ -210,9 +214,15 @@ class Applied(Result):
         return [say(text) for text in out]
 
 
-def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOptions) -> Applied:
+def apply_plan(
+    operator: Operator,
+    selected: tuple[str, ...],
+    options: FlashOptions,
+    confirm: Callable[[str], bool] | None = None,
+) -> Applied:
     """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with
-    ``options`` (never a downgrade: a plan only moves to the recommended image).
+    ``options`` (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's
+    question; None: ``--yes`` or a script) is asked once, after the plan and before any backup or write.
 
     Raises UsageError on a snapshot or for an unknown card, and what the flash raises (docs/flash.md).
     """
@@ -223,10 +233,10 @@ def apply_plan(operator: Operator, selected: tuple[str, ...], options: FlashOpti
     host = operator.host
     require_live(host, operator.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)
-    buses = [find_card(cards, b).bus_id for b in selected]
+    buses = [find_card(cards, b, operator.say).bus_id for b in selected]
     options.allow_downgrade = False  # a plan never downgrades
     return Applied(apply_upgrade(host, operator.euid, cards, options, buses, say=operator.say,
-                                 stream=operator.stream, command=operator.command))  # fmt: skip
+                                 stream=operator.stream, command=operator.command, confirm=confirm))  # fmt: skip
 
 
 @dataclass

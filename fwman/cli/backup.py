@@ -11,7 +11,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app,
 
 
 @click.group(invoke_without_command=True)
-@click.option("--card", "bus", metavar="BUS", help="Back up only this card (e.g. 41:00.0).")
+@click.option("--card", "bus", metavar="BUS", help="Back up only this card: bus id (41:00.0) or nvidia-smi index (2).")
 @click.option("--all", "all_cards", is_flag=True, help="Back up every NVIDIA card (the default).")
 @timeout_option(300.0, "Seconds before nvflash is given up on.")
 @json_option

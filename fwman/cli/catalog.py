@@ -164,13 +164,15 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
     keys. index.json must be signed by a catalog key it names and that is valid now (or a key in
     /etc/fwman/keys.d/); a retired key is refused. The index must not have expired, nor be older than the
     installed one (rollback); every file must match its SHA-256 in the signed index. Only then does
-    /var/lib/fwman/catalog switch to the new copy. Without --url, the URL in /etc/fwman/catalog-url is used.
+    /var/lib/fwman/catalog switch to the new copy. --url may also be a catalog directory (a git checkout).
+    Without --url, /etc/fwman/catalog-url is used; without that, the catalog bundled with fwman is checked.
     The model: docs/signing.md.
 
     \b
     Examples:
       fwman catalog update --url https://example.org/fwman-catalog/
-      fwman catalog update            # URL from /etc/fwman/catalog-url
+      fwman catalog update --url /srv/fwman/catalog     # a git checkout of the signed catalog
+      fwman catalog update            # /etc/fwman/catalog-url, else the bundled catalog
     """
     from fwman.app.catalog import update as update_catalog
     from fwman.cli.render import finish

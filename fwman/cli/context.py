@@ -35,6 +35,9 @@ class Environment:
     stderr: IO[str] = field(default_factory=lambda: sys.stderr)
     stdout_isatty: bool = False
     stderr_isatty: bool = False
+    #: standard input: read only for a question asked on a terminal (``upgrade --apply``'s confirmation)
+    stdin: IO[str] | None = None
+    stdin_isatty: bool = False
     variables: Mapping[str, str] = field(default_factory=dict)
     #: builds the live host; tests pass one that adds fixture tools to PATH
     live_host_factory: Callable[[str], Host] | None = None
@@ -59,6 +62,8 @@ class Environment:
             stderr=stderr,
             stdout_isatty=stdout.isatty(),
             stderr_isatty=stderr.isatty(),
+            stdin=sys.stdin,
+            stdin_isatty=sys.stdin is not None and sys.stdin.isatty(),
             variables=dict(os.environ),
             euid=os.geteuid(),
         )

@@ -82,7 +82,7 @@ def flash_options(*, downgrade: bool = True) -> Callable[[F], F]:
 
 
 @click.group(invoke_without_command=True)
-@click.option("--card", "bus", metavar="BUS", help="The card to flash (e.g. 41:00.0).")
+@click.option("--card", "bus", metavar="BUS", help="The card to flash: bus id (41:00.0) or nvidia-smi index (2).")
 @click.option(
     "--image", metavar="FILE|BOARD/VERSION", help="The image: a file, or a catalog image fetched with `fwman fetch`."
 )

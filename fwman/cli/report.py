@@ -9,7 +9,7 @@ from fwman.cli.render import finish
 
 
 @click.command()
-@click.option("--card", "bus", required=True, metavar="BUS", help="The card whose last flash to report (e.g. 41:00.0).")
+@click.option("--card", "bus", required=True, metavar="BUS", help="The card: bus id (41:00.0) or nvidia-smi index.")
 @click.option(
     "--out",
     "out",

@@ -6,6 +6,7 @@ Options and rendering only: :func:`fwman.app.upgrade.choose_mode` picks the mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
@@ -21,8 +22,9 @@ if TYPE_CHECKING:
 @click.option("--dry-run", is_flag=True, help="Print the plan; change nothing.")
 @click.option("--apply", is_flag=True, help="Back up every card, then flash the plan's targets one at a time.")
 @click.option("--check", is_flag=True, help="After the reboot: confirm version and BAR1 per card, recorded.")
+@click.option("--card", "cards", multiple=True, metavar="BUS", help="Flash only this card: bus id or nvidia-smi index.")
 @click.option(
-    "--card", "cards", multiple=True, metavar="BUS", help="Flash only this card (repeatable); all are backed up."
+    "--yes", is_flag=True, help="--apply: do not ask (scripts, Ansible); on a terminal --apply asks once first."
 )
 @flash_options(downgrade=False)
 @json_option
@@ -34,6 +36,7 @@ def upgrade(
     apply: bool,
     check: bool,
     cards: tuple[str, ...],
+    yes: bool,
     flash_opts: FlashOptions,
     as_json: bool,
 ) -> None:
@@ -51,6 +54,7 @@ def upgrade(
       fwman upgrade --dry-run --json
       fwman upgrade --dry-run --snapshot fixtures/hosts/rig-4x3090     (the bundled example host)
       fwman upgrade --apply              back up every card, flash the targets one at a time (docs/flash.md)
+      fwman upgrade --apply --yes        the same without the question (scripts; a terminal is asked once)
       fwman upgrade --check              after the reboot: version and BAR1 per card, recorded
 
     The flash options (--reuse-backups-from, --i-understand-no-backup-bios, --timeout) are for --apply.
@@ -62,8 +66,28 @@ def upgrade(
     if mode == "apply":
         from fwman.cli.flash import operator
 
-        finish(app, "upgrade-apply", use.apply_plan(operator(app, "fwman upgrade --apply"), cards, flash_opts), as_json)
+        ask = None if yes else confirmation(app)
+        applied = use.apply_plan(operator(app, "fwman upgrade --apply"), cards, flash_opts, confirm=ask)
+        finish(app, "upgrade-apply", applied, as_json)
     elif mode == "check":
         finish(app, "upgrade-check", use.check_flashed(app.host), as_json)
     else:
         finish(app, "upgrade-plan", use.plan_upgrade(app.host, cards), as_json)
+
+
+def confirmation(app: AppContext) -> Callable[[str], bool] | None:
+    """Return the question ``--apply`` asks once on a terminal (True when the answer is y or yes), or None when
+    standard input is not a terminal (a script: it runs unasked, as with --yes)."""
+    stdin = app.env.stdin
+    if stdin is None or not app.env.stdin_isatty:
+        return None
+
+    def ask(question: str) -> bool:
+        app.echo(f"{question} [y/N] ", err=True, nl=False)
+        try:
+            answer = stdin.readline()
+        except (OSError, ValueError):  # the terminal went away: no answer is no
+            return False
+        return answer.strip().lower() in ("y", "yes")
+
+    return ask

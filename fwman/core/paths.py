@@ -17,6 +17,10 @@ CATALOG_KEYS_DIR = f"{ETC_DIR}/keys.d"
 CATALOG_ROOT_KEYS_DIR = f"{ETC_DIR}/root-keys.d"
 CATALOG_URL_FILE = f"{ETC_DIR}/catalog-url"
 CATALOG_ETC_OVERRIDES = f"{ETC_DIR}/catalog-overrides.toml"
+#: the roots a board maker's signed update program must chain to (PEM; an administrator's choice), else SYSTEM_CA_BUNDLE
+AUTHENTICODE_ROOTS = f"{ETC_DIR}/authenticode-roots.pem"
+#: Debian's ca-certificates bundle: the default roots for Authenticode (docs/fetch.md, "Signed update programs")
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 #: local catalog entries for boards the curated catalog does not know (``fwman catalog add-local``; unsigned)
 LOCAL_CATALOG_ENTRIES_DIR = f"{ETC_DIR}/catalog.d"
 #: public keys module bundles are accepted from (`fwman modules import`); the catalog's keys are not used

@@ -75,6 +75,8 @@ class Card:
     numa_node: int | None = None
     iommu_group: int | None = None
     uuid: str | None = None
+    #: nvidia-smi's index (``nvidia-smi -i N``); None when nvidia-smi could not be read (the driver unloaded)
+    smi_index: int | None = None
     unreadable: list[str] = field(default_factory=list)  # what could not be read, for the user
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> Card:

@@ -162,6 +162,7 @@ def _read_card(host: Host, bus: str, smi: SmiGpu | None, driver: tuple[str | Non
         subsystem_device_id=ids["subsystem_device"],
         pci_class=pci_class,
         name=(smi.name if smi else None) or info.get("Model"),
+        smi_index=smi.index if smi else None,
         vbios_version=vbios,
         board_id=None,  # nvidia-smi's <board_id> is not the VBIOS board ID: see Card.board_id
         driver_board_id=smi.board_id if smi else None,
@@ -239,14 +240,43 @@ def normalise_bus(text: str) -> str:
     return bus_id(text)
 
 
-def find_card(cards: list[Card], bus: str) -> Card:
-    """Return the card at ``bus``. Raises UsageError naming the cards there are when none matches."""
+def find_card(cards: list[Card], bus: str, note: Callable[[str], None] | None = None) -> Card:
+    """Return the card at ``bus``: a bus id (``41:00.0``) or nvidia-smi's index (``2``, as ``nvidia-smi -i 2``).
+
+    An index is told to ``note`` with the card it names (``--card 2 is nvidia-smi's GPU 2: 0000:61:00.0 ...``).
+    nvidia-smi's order is its own (NVIDIA does not promise it across boots), so an index is resolved only from
+    what nvidia-smi says now, never guessed from the bus order. Raises UsageError naming the cards there are
+    when none matches, and when an index is given but nvidia-smi could not be read (the driver unloaded).
+    """
+    text = bus.strip()
+    if text.isdigit() and len(text) <= 3:
+        return _by_index(cards, int(text), note)
     wanted = normalise_bus(bus)
     for card in cards:
         if card.bus_id == wanted:
             return card
     known = ", ".join(c.bus_id for c in cards) or "none"
     raise UsageError(f"no NVIDIA GPU at {wanted}", hint=f"GPUs on this host: {known}")
+
+
+def _by_index(cards: list[Card], index: int, note: Callable[[str], None] | None) -> Card:
+    """Return the card nvidia-smi calls GPU ``index``; see :func:`find_card`."""
+    listed = ", ".join(f"{c.bus_id} ({c.subsystem})" for c in cards) or "none"
+    indexed = [c for c in cards if c.smi_index is not None]
+    if not indexed:
+        raise UsageError(
+            f"--card {index}: nvidia-smi's GPU index, but nvidia-smi cannot be read now (is the driver unloaded?)",
+            hint=f"name the card by its bus id (GPUs on this host: {listed}); with the driver loaded, "
+            "`nvidia-smi --query-gpu=index,pci.bus_id --format=csv` shows each index's bus id",
+        )
+    card = next((c for c in indexed if c.smi_index == index), None)
+    if card is None:
+        known = ", ".join(f"{c.smi_index}: {c.bus_id}" for c in sorted(indexed, key=lambda c: c.smi_index or 0))
+        raise UsageError(f"--card {index}: nvidia-smi has no GPU {index}", hint=f"nvidia-smi's GPUs: {known}")
+    if note is not None:
+        name = card.name or "NVIDIA GPU"
+        note(f"--card {index} is nvidia-smi's GPU {index}: {card.bus_id} ({name}, {card.subsystem})")
+    return card
 
 
 def require_inventory(host: Host) -> Inventory:

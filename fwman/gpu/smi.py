@@ -23,6 +23,8 @@ class SmiGpu:
     """One ``<gpu>`` element, reduced to what fwman uses. Sizes in bytes, power in watts."""
 
     bus_id: str  # normalised to sysfs form "0000:41:00.0"
+    #: nvidia-smi's index of the GPU (``nvidia-smi -i N``): the ``<gpu>`` elements come in that order
+    index: int | None = None
     name: str | None = None
     uuid: str | None = None
     serial: str | None = None
@@ -136,6 +138,7 @@ def parse_smi_xml(text: str) -> SmiLog:
         gpus.append(
             SmiGpu(
                 bus_id=normalise_bus_id(raw_id),
+                index=index,
                 name=_text(gpu, "product_name"),
                 uuid=_text(gpu, "uuid"),
                 serial=_text(gpu, "serial"),

@@ -73,13 +73,16 @@ class FwmanEnv:
         return LiveHost(root, env=self.host_env(), machine_tools=[str(t) for t in tools])
 
     def __call__(self, *argv: str, stdin: str = "") -> Result:
-        """Run ``fwman argv...`` and return its exit status and output."""
+        """Run ``fwman argv...`` with ``stdin`` as its standard input (a terminal's when ``tty``); return its exit
+        status and output."""
         out, err = io.StringIO(), io.StringIO()
         env = Environment(
             stdout=out,
             stderr=err,
             stdout_isatty=self.tty,
             stderr_isatty=self.tty,
+            stdin=io.StringIO(stdin),
+            stdin_isatty=self.tty,
             variables=dict(self.variables),
             live_host_factory=self.live_host,
             euid=self.euid,

@@ -14,6 +14,13 @@ Format::
     size = 1048576               # optional
     source = "https://... (vendor page) / typed by the owner"
     recorded_at = "2026-11-29T08:10:00Z"
+
+An image taken from a board maker's signed update program (``fwman fetch --from PACKAGE``, the Authenticode
+signature verified up to a trusted root and its signer one the catalog records for the board) is recorded the
+same way, with ``md5``/``sha256``/``size`` of the image itself and two more keys::
+
+    signer = "CN=EVGA Corporation,O=EVGA Corporation,C=US"   # the signing certificate's subject (RFC 4514)
+    package_sha256 = "<64 hex>"                                # of the signed package the image came from
 """
 
 from __future__ import annotations
@@ -46,6 +53,10 @@ class HashOverride(BaseModel):
     size: int | None = Field(default=None, gt=0)
     source: str = Field(min_length=1)
     recorded_at: str = ""
+    #: set when the image came from a signed update package: the signing certificate's subject (RFC 4514)
+    signer: str = ""
+    #: the SHA-256 of that signed package
+    package_sha256: str = ""
 
     @field_validator("md5")
     @classmethod
@@ -54,12 +65,24 @@ class HashOverride(BaseModel):
             raise ValueError("must be 32 lower-case hex digits")
         return v
 
-    @field_validator("sha256")
+    @field_validator("sha256", "package_sha256")
     @classmethod
     def _sha(cls, v: str) -> str:
         if v and (len(v) != 64 or any(c not in "0123456789abcdef" for c in v)):
             raise ValueError("must be 64 lower-case hex digits")
         return v
+
+    @property
+    def signed_package(self) -> bool:
+        """Return True when the hashes are of an image taken from a package whose signature fwman verified."""
+        return bool(self.signer)
+
+    def provenance(self, maker: str) -> str:
+        """Return how the hashes came to be trusted, as outputs and the history name it: "extracted from a
+        package signed by <maker> (<subject>)" or "the vendor MD5 recorded on this host (<source>)"."""
+        if self.signer:
+            return f"extracted from a package signed by {maker} ({self.signer})"
+        return f"the vendor MD5 recorded on this host ({self.source})"
 
 
 class _File(BaseModel):
@@ -120,7 +143,7 @@ def record_override(host: Host, override: HashOverride) -> None:
     for o in [*kept, override]:
         parts.append("\n[[override]]\n")
         for key, value in o.model_dump(exclude_none=True).items():
-            if value == "" and key in ("sha256", "recorded_at"):
+            if value == "" and key in ("sha256", "recorded_at", "signer", "package_sha256"):
                 continue
             parts.append(f"{key} = {_toml_value(value)}\n")
     host.mkdir(paths.STATE_DIR)

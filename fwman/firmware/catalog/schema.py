@@ -211,6 +211,26 @@ class PciIds(BaseModel):
         return self.key.replace(":", "-")
 
 
+def parse_subject(subject: str) -> Any:
+    """Return ``subject`` (an RFC 4514 distinguished name, ``CN=EVGA Corporation,O=EVGA Corporation,C=US``) as a
+    ``cryptography.x509.Name``, compared attribute by attribute (never as text: OpenSSL and RFC 4514 print names
+    in different orders and escapes).
+
+    Raises ValueError when it is empty or not an RFC 4514 name.
+    """
+    from cryptography import x509
+
+    if not subject.strip():
+        raise ValueError("an empty certificate subject")
+    try:
+        name = x509.Name.from_rfc4514_string(subject)
+    except ValueError as e:
+        raise ValueError(f"certificate subject {subject!r} is not an RFC 4514 name ({e})") from e
+    if not list(name):
+        raise ValueError(f"certificate subject {subject!r} names no attribute")
+    return name
+
+
 class BoardInfo(BaseModel):
     """What a board is. Lists are empty and strings empty when unknown."""
 
@@ -225,6 +245,10 @@ class BoardInfo(BaseModel):
     notes: str = ""
     #: public pages that state the board's facts (https); required from board format 2 on
     sources: list[str] = Field(default_factory=list)
+    #: the certificate subjects (RFC 4514, as ``CN=...,O=...``) that sign the maker's Windows update programs
+    #: (Authenticode): a package signed by one of them, up to a trusted root, vouches for the image inside it
+    #: (docs/fetch.md). Empty when unknown: then only a published hash gives provenance.
+    package_signers: list[str] = Field(default_factory=list)
 
     @field_validator("sources")
     @classmethod
@@ -232,6 +256,13 @@ class BoardInfo(BaseModel):
         for url in v:
             if why := check_url(url):
                 raise ValueError(f"{url!r} {why}")
+        return v
+
+    @field_validator("package_signers")
+    @classmethod
+    def _signers(cls, v: list[str]) -> list[str]:
+        for subject in v:
+            parse_subject(subject)  # a ValueError names what is wrong
         return v
 
     @field_validator("board_ids")

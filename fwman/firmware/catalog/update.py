@@ -21,6 +21,7 @@ Order (nothing on the host changes until every check passed; docs/signing.md has
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -42,6 +43,7 @@ from fwman.firmware.catalog.signing import (
     verify_catalog_index,
     verify_keys_document,
 )
+from fwman.firmware.catalog.tree import CatalogTree
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 
@@ -81,8 +83,9 @@ def base_url(url: str) -> str:
     return url.removesuffix(INDEX_NAME).rstrip("/")
 
 
-def configured_url(host: Host) -> str:
-    """Return the URL in ``/etc/fwman/catalog-url``. Raises UsageError when none is configured."""
+def configured_url(host: Host) -> str | None:
+    """Return the URL in ``/etc/fwman/catalog-url``, or None when none is configured (then the catalog bundled
+    with fwman is the source: docs/catalog.md)."""
     try:
         if host.exists(paths.CATALOG_URL_FILE):
             line = host.read_text(paths.CATALOG_URL_FILE).strip().splitlines()
@@ -90,10 +93,7 @@ def configured_url(host: Host) -> str:
                 return line[0].strip()
     except MissingError:  # unreadable, or a snapshot that did not record it: same answer as "none"
         pass
-    raise UsageError(
-        "no catalog URL configured",
-        hint=f"pass --url URL (the directory holding index.json), or write it into {paths.CATALOG_URL_FILE}",
-    )
+    return None
 
 
 def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
@@ -113,6 +113,61 @@ def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
     return best
 
 
+#: reads one file of a catalog source: (path relative to the catalog, size cap) -> bytes; raises DownloadError
+Fetch = Callable[[str, int], bytes]
+
+
+def http_source(host: Host, url: str, options: HttpOptions) -> tuple[str, Fetch]:
+    """Return (base URL, reader) for a catalog published over http(s) at ``url``. Raises UsageError."""
+    base = base_url(url)
+
+    def fetch(rel: str, cap: int) -> bytes:
+        return http_get(host, f"{base}/{rel}", cap=cap, options=options)
+
+    return base, fetch
+
+
+def tree_source(tree: CatalogTree) -> tuple[str, Fetch]:
+    """Return (its path, reader) for a catalog directory: the one bundled with fwman, or one the user names
+    (a git checkout of the maintainers' catalog). A file it lacks reads as a DownloadError, as over http."""
+
+    def fetch(rel: str, cap: int) -> bytes:
+        try:
+            data = tree.read(rel, cap + 1)
+        except MissingError as e:
+            raise DownloadError(e.message) from e
+        if len(data) > cap:
+            raise DownloadError(f"{tree / rel}: larger than {cap} bytes")
+        return data
+
+    return str(tree.path), fetch
+
+
+#: what ``catalog update`` reads without --url and without /etc/fwman/catalog-url
+DEFAULT_SOURCE = "the catalog bundled with fwman"
+
+
+def catalog_source(url: str | None, host: Host, options: HttpOptions) -> tuple[str, Fetch]:
+    """Return (where, reader) of the catalog ``catalog update`` reads: ``url`` when it is http(s), a directory
+    the user names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the
+    catalog bundled with fwman (the documented default: nothing to configure). Raises UsageError for anything
+    else."""
+    from fwman.firmware.catalog.tree import bundled_tree, user_tree
+    from fwman.host.userfiles import is_user_dir
+
+    if url is None:
+        return tree_source(bundled_tree(BUNDLED_CATALOG))
+    if url.startswith(("https://", "http://")):
+        return http_source(host, url, options)
+    path = url.removeprefix("file://")
+    if is_user_dir(path):
+        return tree_source(user_tree(path))
+    raise UsageError(
+        f"{url}: not an http(s) URL nor a catalog directory",
+        hint="give the URL or the directory holding index.json (e.g. the catalog/ of a git checkout)",
+    )
+
+
 def update_catalog(
     host: Host,
     url: str,
@@ -120,19 +175,21 @@ def update_catalog(
     options: HttpOptions | None = None,
     bundled: Path | None = None,
     progress: Progress | None = None,
+    source: tuple[str, Fetch] | None = None,
 ) -> UpdateResult:
     """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring.
 
-    Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a root;
-    expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network),
-    UsageError (bad URL). On any error the installed catalog is untouched.
+    ``source`` (a :func:`tree_source`: a catalog directory) replaces the download from ``url``; every check is
+    the same. Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a
+    root; expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, a
+    missing file), UsageError (bad URL). On any error the installed catalog is untouched.
     """
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
-    base = base_url(url)
+    base, fetch = source or http_source(host, url, options)
     now = clock.now_utc()
-    index_bytes = http_get(host, f"{base}/{INDEX_NAME}", cap=MAX_INDEX, options=options)
-    sig_bytes = http_get(host, f"{base}/{SIG_NAME}", cap=MAX_SIG, options=options)
+    index_bytes = fetch(INDEX_NAME, MAX_INDEX)
+    sig_bytes = fetch(SIG_NAME, MAX_SIG)
     claimed = signature_key_id(sig_bytes, SIG_NAME)
     admin = admin_keys(host)
     current = installed_keys(host, bundled)
@@ -142,7 +199,7 @@ def update_catalog(
     missing_keys: DownloadError | None = None
     if not any(k.key_id == claimed for k in admin):
         try:
-            keys_bytes, keys_sig = _download_keys(host, base, options)
+            keys_bytes, keys_sig = fetch(KEYS_NAME, MAX_KEYS_FILE), fetch(KEYS_SIG_NAME, MAX_KEYS_FILE)
         except DownloadError as e:
             # a publisher without keys.json: the installed keys document still decides (it was verified), but
             # only while it is in force: an expired one is refused as it would be if the mirror served it
@@ -203,7 +260,7 @@ def update_catalog(
             host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_SIG_NAME}", new_keys[1])
             host.write_bytes(f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}", new_keys[0])
         return result(False, paths.LOCAL_CATALOG_DIR, len(index.files), recorded)
-    files = _download_files(host, base, index, options, progress)
+    files = _download_files(fetch, base, index, progress)
     keys_pair = new_keys or current.local_pair  # carry the installed keys document forward with the catalog
     location = _install(host, index, index_bytes, sig_bytes, files, keys_pair)
     return result(True, location, len(files), new_keys is not None)
@@ -216,14 +273,6 @@ def _installed_locally(host: Host, index_bytes: bytes) -> bool:
         return host.exists(local) and host.read_bytes(local, limit=MAX_INDEX) == index_bytes
     except MissingError:
         return False
-
-
-def _download_keys(host: Host, base: str, options: HttpOptions) -> tuple[bytes, bytes]:
-    """Return (keys.json, keys.json.sig) from ``base``. Raises DownloadError when either cannot be had."""
-    return (
-        http_get(host, f"{base}/{KEYS_NAME}", cap=MAX_KEYS_FILE, options=options),
-        http_get(host, f"{base}/{KEYS_SIG_NAME}", cap=MAX_KEYS_FILE, options=options),
-    )
 
 
 def _require_current(base: str, current: InstalledKeys, missing: DownloadError, now: datetime) -> None:
@@ -277,14 +326,12 @@ def _check_expiry(base: str, index: CatalogIndex, now: datetime) -> None:
         )
 
 
-def _download_files(
-    host: Host, base: str, index: CatalogIndex, options: HttpOptions, progress: Progress | None
-) -> dict[str, bytes]:
+def _download_files(fetch: Fetch, base: str, index: CatalogIndex, progress: Progress | None) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     total = sum(f.size for f in index.files)
     done = 0
     for item in index.files:
-        data = http_get(host, f"{base}/{item.path}", cap=min(item.size, MAX_BOARD_FILE), options=options)
+        data = fetch(item.path, min(item.size, MAX_BOARD_FILE))
         if len(data) != item.size or hashlib.sha256(data).hexdigest() != item.sha256:
             raise VerificationError(
                 f"{base}/{item.path}: SHA-256 does not match the signed index (the file was altered)",

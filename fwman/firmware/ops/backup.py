@@ -5,7 +5,8 @@ Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` whe
 (``20261129T083000Z``): every card backed up in one run shares it, which is what ``--reuse-backups-from`` names.
 ``manifest.json`` next to the subsystem folders records each file's hashes and identity.
 
-A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``, flashable), its subsystem
+A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``; or, for an RTX 50 card, the
+whole EEPROM in the container layout seen on Blackwell: :data:`BACKUP_KINDS`), its subsystem
 and device equal the card's, its version equals what nvflash printed for the adapter (and the inventory's, when
 known), and the stored file reads back with the same SHA-256.
 """
@@ -141,6 +142,13 @@ def save_manifest(host: Host, manifest: Manifest) -> None:
     host.write_bytes(paths.BACKUPS_MANIFEST, (manifest.model_dump_json(indent=2) + "\n").encode())
 
 
+#: what ``nvflash --save`` may give that counts as a backup: a full dump (``NVGI``), or the whole EEPROM of a card
+#: whose dump opens with a prefix no public source documents (the Blackwell layout seen: ``container``). Either is
+#: kept byte for byte and read back; a container is never a flash source (docs/rom.md), so it cannot be restored
+#: by fwman, but every card of a mixed RTX 50 + RTX 30 box is backed up before any flash.
+BACKUP_KINDS = (RomKind.NVGI_DUMP, RomKind.CONTAINER)
+
+
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
     """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card.
 
@@ -158,7 +166,7 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     def bad(fid: str, message: str) -> None:
         out.append(Finding(id=fid, severity=Severity.BLOCK, message=message))
 
-    if rom.kind is not RomKind.NVGI_DUMP:
+    if rom.kind not in BACKUP_KINDS:
         bad("backup.kind", f"not a full dump: {rom.kind.description}")
     if rom.version is None:
         bad("backup.version", "dump has no readable version")
@@ -284,7 +292,7 @@ def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> li
     except ParseError as e:
         return [Finding(id=fid, severity=Severity.BLOCK, message=f"backup does not parse: {e.message}")]
     problems = []
-    if rom.kind is not RomKind.NVGI_DUMP:
+    if rom.kind not in BACKUP_KINDS:
         problems.append(f"not a full dump ({rom.kind.value})")
     if rom.subsystem != entry.subsystem:
         problems.append(f"subsystem {rom.subsystem} is not {entry.subsystem}")

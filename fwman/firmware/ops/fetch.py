@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
@@ -27,6 +27,9 @@ from fwman.firmware.catalog.schema import ImageStatus
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 from fwman.host.userfiles import read_user_file, user_path
+
+if TYPE_CHECKING:
+    from fwman.firmware.ops.authenticode import SignedPackage
 
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
@@ -134,6 +137,8 @@ class FetchResult:
     cached_before: bool = False
     override_recorded: bool = False
     findings: list[Finding] = field(default_factory=list)
+    #: the verified signer of the update package the image came from (None when a hash vouched for it)
+    signed: SignedPackage | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON form (``fwman.fetch/2``; the cache's record of the file keeps ``board``)."""
@@ -151,6 +156,7 @@ class FetchResult:
             "cached_before": self.cached_before,
             "override_recorded": self.override_recorded,
             "findings": [f.model_dump(mode="json") for f in self.findings],
+            "signed_package": self.signed.to_json() if self.signed is not None else None,
         }
 
 
@@ -204,23 +210,22 @@ def fetch_image(
     refuse_withdrawn(entry, "fetch")
     override = find_override(load_overrides(host), entry.board.key, image.version)
     expected = expected_hashes(entry, override, expect_md5)
-    if not expected.any:
-        raise BlockedError(
-            f"{entry.ref} is unverified: no published hash is known, so the image could not be checked",
-            hint=f"find the MD5 on the card maker's download page and run again with --expect-md5 HEX "
-            f"(e.g. fwman fetch {entry.ref} --from FILE --expect-md5 HEX)",
-        )
+    signers = entry.board.board.package_signers
+    if not expected.any and not (from_file is not None and signers):
+        raise _unverified(entry)
     cap = expected.size or DEFAULT_IMAGE_CAP
     final = cache_path(entry)
     part = final + ".part"
-    cached = _already_cached(host, final, expected)
+    # a cached file counts only against a known hash: with none yet (a signed package to vouch), it is replaced
+    cached = _already_cached(host, final, expected) if expected.any else None
     if cached is not None:
         md5, sha256, size = cached
         return FetchResult(entry, final, size, md5, sha256, "cache", expected.origin, cached_before=True)
 
+    signed: SignedPackage | None = None
     if from_file is not None:
         source = f"file {from_file}"
-        data, expected, member = _from_file(from_file, entry, expected, cap)
+        data, expected, member, signed = _from_file(host, from_file, entry, expected, cap)
         if member:
             source = f"file {from_file}, {member}"
     else:
@@ -235,10 +240,13 @@ def fetch_image(
     try:
         md5, sha256 = check_hashes(data, expected, source)
         packaged = expected.origin.endswith("of the package")
-        vouched = expected.origin not in ("catalog", "local entry") and not packaged
+        vouched = expected.origin not in ("catalog", "local entry") and not packaged and signed is None
         findings = rom_findings(data, entry, expected.md5 if vouched else None)
-        if packaged:
-            findings = [_package_hash_finding(f, expected.origin) if f.id == "catalog.hash" else f for f in findings]
+        if packaged or signed is not None:
+            why = signed.provenance if signed is not None else None
+            findings = [
+                _package_hash_finding(f, expected.origin, why) if f.id == "catalog.hash" else f for f in findings
+            ]
         blocks = blocking(findings)
         if blocks:
             raise VerificationError(
@@ -261,6 +269,8 @@ def fetch_image(
         "verified_by": expected.origin,
         "fetched_at": stamp,
     }
+    if signed is not None:
+        record["signed_package"] = signed.to_json()
     host.write_bytes(final + ".json", (json.dumps(record, indent=2) + "\n").encode())
     host.unlink(part)
     recorded = False
@@ -281,11 +291,49 @@ def fetch_image(
             ),
         )
         recorded = True
-    return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings)
+    if signed is not None:
+        # the image's own hashes, vouched for by the verified signature: a later flash (or fetch) checks the image
+        # against them, and `fwman report` carries them so the catalog can learn them
+        record_override(
+            host,
+            HashOverride(
+                board=entry.board.key,
+                version=image.version,
+                md5=md5,
+                sha256=sha256,
+                size=len(data),
+                source=signed.provenance,
+                recorded_at=stamp,
+                signer=signed.subject,
+                package_sha256=signed.package_sha256,
+            ),
+        )
+        recorded = True
+    return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings, signed)
 
 
-def _package_hash_finding(finding: Finding, origin: str) -> Finding:
-    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's.
+def _unverified(entry: CatalogEntry) -> BlockedError:
+    """Return the refusal of an image nothing can vouch for: no published hash, no signer the catalog records."""
+    maker = entry.board.board.maker
+    if entry.board.board.package_signers:
+        how = (
+            f"import {maker}'s signed update program (fwman fetch {entry.ref} --from PROGRAM.exe), or "
+            f"supply the vendor-published MD5 (fwman fetch {entry.ref} --from FILE --expect-md5 HEX)"
+        )
+    else:
+        how = (
+            f"find the MD5 on the card maker's download page and run again with --expect-md5 HEX "
+            f"(e.g. fwman fetch {entry.ref} --from FILE --expect-md5 HEX); the catalog records no signer of "
+            f"{maker}'s update programs, so a signed package cannot vouch for it either"
+        )
+    return BlockedError(
+        f"{entry.ref} is unverified: no published hash is known, so the image could not be checked", hint=how
+    )
+
+
+def _package_hash_finding(finding: Finding, origin: str, signed: str | None = None) -> Finding:
+    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's, or (``signed``:
+    its provenance words) whose Authenticode signature verified with a signer the catalog records.
 
     Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
     """
@@ -293,17 +341,20 @@ def _package_hash_finding(finding: Finding, origin: str) -> Finding:
 
     if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
         return finding
-    return Finding(
-        id="catalog.hash",
-        severity=Severity.OK,
-        message="unpacked from an update package whose MD5 matches the vendor's "
-        f"({origin.removesuffix(' of the package')})",
-        evidence=finding.evidence,
+    message = (
+        signed
+        if signed is not None
+        else "unpacked from an update package whose MD5 matches the vendor's "
+        f"({origin.removesuffix(' of the package')})"
     )
+    return Finding(id="catalog.hash", severity=Severity.OK, message=message, evidence=finding.evidence)
 
 
-def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> tuple[bytes, Expected, str]:
-    """Return (image bytes, what they must still match, the package member) for the hand-downloaded ``path``.
+def _from_file(
+    host: Host, path: str, entry: CatalogEntry, expected: Expected, cap: int
+) -> tuple[bytes, Expected, str, SignedPackage | None]:
+    """Return (image bytes, what they must still match, the package member, the verified signer) for the
+    hand-downloaded ``path``.
 
     ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
     also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its
@@ -311,7 +362,10 @@ def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> 
     by :mod:`fwman.firmware.ops.unpack`) and the one for ``entry`` (subsystem, device, version) is taken,
     refusing none or several. An MD5 typed by the owner (or recorded for them) is the vendor's MD5 of the file
     they downloaded, so it is checked against the package; the catalog's (or local entry's) hashes are of the
-    image and are checked against the image. Raises MissingError, VerificationError, BlockedError.
+    image and are checked against the image. With no hash known at all, the package's Authenticode signature
+    must verify with a signer the catalog records for the board (:mod:`fwman.firmware.ops.authenticode`,
+    trusted roots read through ``host``), before it is unpacked. Raises MissingError, VerificationError,
+    BlockedError.
     """
     from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
     from fwman.firmware.rom.package import select_image
@@ -325,20 +379,56 @@ def _from_file(path: str, entry: CatalogEntry, expected: Expected, cap: int) -> 
         raise VerificationError(e.message, hint=f"not an image or update package for {entry.ref}") from e
     # the package is unpacked from ``raw`` itself (a private copy), never from the file again: the MD5 checked
     # below then covers exactly the bytes the image comes from, even if the file changes meanwhile
-    scan = scan_package(LiveHost("/"), user_path(path), raw)
+    _refuse_truncated(path, raw)
+    runner = LiveHost("/")
+    signed: SignedPackage | None = None
+    if not expected.any:
+        # nothing published to compare with: only the maker's signature can vouch, and it is checked before the
+        # package is unpacked or searched (a plain ROM carries no signature and is refused here too)
+        from fwman.firmware.ops.authenticode import verify_package
+
+        if not raw.startswith(b"MZ"):
+            raise _unverified(entry)
+        signed = verify_package(host, runner, raw, entry.board, f"file {path}")
+    scan = scan_package(runner, user_path(path), raw)
     if scan.images and scan.images[0].extent == "file" and scan.images[0].data == raw:
         if len(raw) > cap:
             # larger than the catalog's size (or the default cap): not the published image
             raise VerificationError(f"{path}: larger than the {cap}-byte limit for {entry.ref}")
-        return raw, expected, ""  # a plain ROM
+        return raw, expected, "", None  # a plain ROM
     board = entry.board
     hit = select_image(scan, board.subsystem, board.pci.device, entry.image.version)
     member = f"image {hit.describe()}"
+    if signed is not None:
+        return hit.data, Expected(size=None, origin=f"package signed by {board.board.maker}"), member, signed
     if expected.origin in ("catalog", "local entry"):
-        return hit.data, expected, member
+        return hit.data, expected, member, None
     # the owner's vendor MD5 covers the download (the package); once it matches, the image inside is vouched for
     check_hashes(raw, Expected(md5=expected.md5, origin=expected.origin), f"file {path}")
-    return hit.data, Expected(size=None, origin=f"{expected.origin} of the package"), member
+    return hit.data, Expected(size=None, origin=f"{expected.origin} of the package"), member, None
+
+
+def _refuse_truncated(path: str, raw: bytes) -> None:
+    """Raise VerificationError when ``raw`` is a VBIOS image cut short (it starts as one, ends inside an image).
+
+    Said as ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut
+    file as an image, so without this the owner heard about unpackers instead. Returns None for anything else.
+    """
+    from fwman.firmware.rom.model import RomKind
+    from fwman.firmware.rom.parse import parse_rom
+
+    try:
+        rom = parse_rom(raw)
+    except VerificationError:
+        return  # not a VBIOS image as a whole: a package, searched as one
+    if rom.kind is not RomKind.TRUNCATED:
+        return
+    declared = f"{rom.declared_size:,}" if rom.declared_size is not None else "more"
+    raise VerificationError(
+        f"{path}: truncated: the header says {declared} bytes, the file has {len(raw):,}: "
+        "not a whole image, never a flash source",
+        hint=f"download the image again; fwman rom inspect {path} shows where it ends",
+    )
 
 
 def _already_cached(host: Host, path: str, expected: Expected) -> tuple[str, str, int] | None:

@@ -82,6 +82,8 @@ class FlashResult:
     readback_chain_sha256: str | None
     log: str | None
     findings: list[Finding] = field(default_factory=list)
+    #: what vouched for the image written (ImageSource.verified_by): "catalog", "extracted from a package ..."
+    verified_by: str | None = None
 
 
 @dataclass
@@ -449,7 +451,7 @@ class Flasher:
             if changed
             else [],
         )
-        return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log)
+        return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log, verified_by=source.verified_by)
 
     def record(
         self,
@@ -474,6 +476,7 @@ class Flasher:
                 after_version=rom.version if result in ("success", "unchanged") else None,
                 image=source.label,
                 image_sha256=source.sha256,
+                verified_by=source.verified_by,
                 image_chain_sha256=rom.chain_sha256,
                 before_chain_sha256=op.before_chain_sha256,
                 after_chain_sha256=chain,

@@ -32,6 +32,8 @@ class HistoryRecord(BaseModel):
     after_version: str | None = None
     image: str | None = None
     image_sha256: str | None = None
+    #: what vouched for the image: "catalog", "extracted from a package signed by <maker> (<subject>)", ...
+    verified_by: str | None = None
     image_chain_sha256: str | None = None
     before_chain_sha256: str | None = None
     after_chain_sha256: str | None = None

@@ -35,6 +35,22 @@ class ImageSource:
     dual_firmware_switch: bool | None = None
 
     @property
+    def verified_by(self) -> str | None:
+        """Return what vouches for the bytes, as outputs and the history name it: the card's own backup, the
+        catalog's (or local entry's) hash, an image "extracted from a package signed by <maker> (<subject>)", a
+        vendor MD5 recorded on this host; None when nothing does (the gates then block)."""
+        if self.restore_of is not None:
+            return "the card's own backup (its manifest hashes)"
+        entry = self.catalog_entry
+        if entry is None:
+            return None
+        if entry.image.has_hash or entry.image.chain_sha256:
+            return entry.hash_origin
+        if entry.override is not None:
+            return entry.override.provenance(entry.board.board.maker)
+        return None
+
+    @property
     def sha256(self) -> str:
         """Return the SHA-256 of the bytes."""
         return hashlib.sha256(self.data).hexdigest()

@@ -85,6 +85,9 @@ class ReportFlash(BaseModel):
     image: str | None = None  # the image's label, without directories
     image_sha256: str | None = None
     image_chain_sha256: str | None = None
+    #: what vouched for the image (the history's ``verified_by``): "catalog", "extracted from a package signed by
+    #: <maker> (<subject>)", ...; with ``image_sha256`` it is how the catalog can learn an image's hash
+    verified_by: str | None = None
 
 
 class ReportCheck(BaseModel):
@@ -164,7 +167,7 @@ def _label(label: str | None) -> str | None:
 
 
 def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: str) -> OwnerReport:
-    """Return the report of ``card``'s newest successful flash or restore and the check after it.
+    """Return the report of ``card``'s newest successful flash or restore and the last check after it.
 
     Raises MissingError when fwman recorded no successful flash of the card (nothing to report), and
     VerificationError when the history is damaged.
@@ -182,7 +185,9 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
         )
     at, flash = flashes[-1]
     notes: list[str] = []
-    check_record = next((r for r in records[at + 1 :] if r.card == card.bus_id and r.kind == "check"), None)
+    # the last check after the flash: one run before the reboot (the old firmware still running, or no driver)
+    # records "unknown" or "mismatch"; the check after the reboot is the one that tells
+    check_record = next((r for r in reversed(records[at + 1 :]) if r.card == card.bus_id and r.kind == "check"), None)
     # what ran before: the flash recorded the card as it was then; nvidia-smi cannot run while the driver is
     # unloaded for the flash, so the power limits come from the last check before it, when that check saw the
     # same firmware the flash replaced
@@ -240,6 +245,7 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
             image=_label(flash.image),
             image_sha256=flash.image_sha256,
             image_chain_sha256=flash.image_chain_sha256,
+            verified_by=redact_text(flash.verified_by) if flash.verified_by else None,
         ),
         before=before,
         after=after,

@@ -47,7 +47,7 @@ _SIZE_LIMIT_FAILED = 125  # the status the wrapper exits with when it cannot set
 
 
 @contextmanager
-def _scratch(host: Host) -> Iterator[str]:
+def scratch_dir(host: Host) -> Iterator[str]:
     """Yield a fresh private directory (0700, unguessable name) on ``host``; remove it and its contents after.
 
     Made and removed through the Host like every other file and command, so the package's contents never
@@ -205,7 +205,7 @@ def scan_package(host: Host, path: str, data: bytes | None = None, *, max_unpack
     else:
         tool, exe = unpacker
         # fwman's own scratch space on the machine the package is on (0700); removed before returning
-        with _scratch(host) as scratch:
+        with scratch_dir(host) as scratch:
             copy = f"{scratch}/{_copy_name(path)}"
             host.write_bytes(copy, data, mode=0o600)
             listed = _listing(host, tool, exe, copy)

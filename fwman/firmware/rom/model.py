@@ -115,6 +115,9 @@ class RomImage(BaseModel):
     declared_size: int | None = None
     #: a container: its first four bytes, upper-case hex ("4C C0 E0 0C"); their meaning is not documented
     container_head: str | None = None
+    #: which chain image is the x86 (PC-AT) one: 0 on every layout documented; another index is read (found by
+    #: code type, as nova-core does) but the file is never a flash source
+    x86_index: int = 0
     md5: str
     sha256: str
     chain_sha256: str
@@ -141,8 +144,9 @@ class RomImage(BaseModel):
 
     @property
     def flashable(self) -> bool:
-        """Return True for the kinds that may be a flash source (full dumps and complete option ROMs)."""
-        return self.kind in (RomKind.NVGI_DUMP, RomKind.OPTION_ROM)
+        """Return True for the kinds that may be a flash source (full dumps and complete option ROMs) whose chain
+        opens with the x86 image (the only order a public source documents)."""
+        return self.kind in (RomKind.NVGI_DUMP, RomKind.OPTION_ROM) and self.x86_index == 0
 
     @property
     def subsystems_agree(self) -> bool | None:

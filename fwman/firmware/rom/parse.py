@@ -158,13 +158,29 @@ def parse_rom(data: bytes) -> RomImage:
     chain_end = min(images[-1].offset + images[-1].length, r.n)
     chain_length = chain_end - start
 
-    x86 = images[0]
-    if x86.code_type != 0x00:
+    # the x86 (PC-AT, code type 0) image is found by its type, as nova-core finds it
+    # (drivers/gpu/nova-core/vbios.rs, Vbios::new: `BiosImage::PciAt(image) => pci_at_image = Some(image)`
+    # wherever it sits in the chain); its GA102 layout (Documentation/gpu/nova/core/vbios.rst) opens with it,
+    # "could vary for future or other GPUs"
+    x86 = next((im for im in images if im.code_type == 0x00), None)
+    if x86 is None:
+        first = images[0]
         raise ParseError(
             WHAT,
             "image[0].code_type",
-            f"0x{x86.code_type:02X}: the chain must open with the x86 image",
-            PCIR.at(x86.pcir_offset, "code_type"),
+            f"0x{first.code_type:02X}: no x86 (PC-AT, code type 0x00) image in the chain of {len(images)}",
+            PCIR.at(first.pcir_offset, "code_type"),
+        )
+    if x86.index != 0:
+        opener = images[0]
+        notes.append(
+            RomNote(
+                id="x86_not_first",
+                message=f"the chain opens with a {opener.code_type_name} image (code type 0x{opener.code_type:02X}); "
+                f"the x86 image is image[{x86.index}] at 0x{x86.offset:X}, found by its code type: no public source "
+                "documents this order, so the file is read but never a flash source",
+                offset=opener.offset,
+            )
         )
     offsets["device_id"] = PCIR.at(x86.pcir_offset, "device_id")
     offsets["vendor_id"] = PCIR.at(x86.pcir_offset, "vendor_id")
@@ -287,6 +303,7 @@ def parse_rom(data: bytes) -> RomImage:
         chain_length=chain_length,
         declared_size=declared_end,
         container_head=pre.container_head,
+        x86_index=x86.index,
         md5=md5,
         sha256=sha256,
         chain_sha256=chain_sha256,

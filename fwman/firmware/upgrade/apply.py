@@ -79,8 +79,12 @@ def apply_upgrade(
     say: Callable[[str], None],
     stream: Callable[[str], None] | None = None,
     command: str = "fwman upgrade --apply",
+    confirm: Callable[[str], bool] | None = None,
 ) -> ApplyResult:
     """Run the upgrade plan on a live host; return what was flashed.
+
+    ``confirm`` is asked once, with the cards to flash, after the plan and before the lock, any backup or write;
+    a "no" raises BlockedError (nothing changed). None (``--yes``, or no terminal) asks nothing.
 
     Raises BlockedError (3) when a gate or the plan blocks (nothing written), ToolMissingError (5) without
     nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130 interrupted) after
@@ -102,6 +106,14 @@ def apply_upgrade(
     if not targets:
         say("nothing to flash: every card is on its recommended firmware (or not in the catalog)")
         return result
+    if confirm is not None:
+        moves = ", ".join(f"{t.bus_id} {t.current_version or '?'} -> {t.target_version}" for t in targets)
+        if not confirm(f"flash {len(targets)} card(s): {moves} (every card is backed up first). Perform it?"):
+            raise BlockedError(
+                "upgrade not confirmed: nothing was backed up or written",
+                hint="run again and answer y, or without the question: fwman upgrade --apply --yes"
+                + "".join(f" --card {bus}" for bus in selected),
+            )
     # one flash at a time: held from the first backup to the last read-back
     with flasher.locked():
         return _apply_targets(host, flasher, plan, live_cards, result, selected)

@@ -233,7 +233,19 @@ def _supply(
     assert image is not None
     entry = catalog.entry_for(board, image)
     override = find_override(overrides, board.key, version)
-    origin = entry.hash_origin if image.has_hash else (f"local override ({override.source})" if override else "")
+    origin = (
+        entry.hash_origin
+        if image.has_hash
+        else (
+            (
+                override.provenance(board.board.maker)
+                if override.signed_package
+                else f"local override ({override.source})"
+            )
+            if override
+            else ""
+        )
+    )
     path = cache_path(entry)
     cached = _cached(host, path)
     supply = ImageSupply(
@@ -250,17 +262,18 @@ def _supply(
         needs_md5=not origin,
     )
     fetch = f"fwman fetch {entry.ref}"
+    # a maker whose update programs the catalog knows the signer of: the signed program vouches, no MD5 needed
+    signed_too = f", or {board.board.maker}'s signed update program imported," if board.board.package_signers else ""
+    signed_fix = f"{fetch} --from UPDATE-PROGRAM.exe (the maker's signed updater), or " if signed_too else ""
     if not origin:
         findings.append(
             Finding(
                 id="upgrade.unverified-image",
                 severity=Severity.BLOCK,
-                message=(
-                    f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5) before it can be "
-                    "flashed"
-                ),
+                message=f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5){signed_too} "
+                "before it can be flashed",
                 evidence={"image": entry.ref, "cards": ", ".join(buses)},
-                fix=f"{fetch} --from FILE --expect-md5 HEX   (both from the card maker's download page)",
+                fix=f"{signed_fix}{fetch} --from FILE --expect-md5 HEX   (both from the card maker's download page)",
             )
         )
     elif not cached and not image.urls:

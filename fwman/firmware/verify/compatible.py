@@ -140,6 +140,18 @@ def _kind(image: RomImage) -> Finding:
             evidence=ev,
             fix="flash it with nvflash by hand if you trust it; see docs/rom.md (containers)",
         )
+    if image.x86_index != 0:
+        opener = image.images[0]
+        ev["x86_index"] = str(image.x86_index)
+        return Finding(
+            id="rom.kind",
+            severity=Severity.BLOCK,
+            message=f"the option-ROM chain opens with a {opener.code_type_name} image, not the x86 image "
+            f"(image[{image.x86_index}]): no public source documents that layout, so fwman reads it but does not "
+            "flash what it cannot check whole",
+            evidence=ev,
+            fix="flash it with nvflash by hand if you trust it; see docs/rom.md (chains that do not open with x86)",
+        )
     return Finding(
         id="rom.kind", severity=Severity.OK, message=f"{image.kind.description}: a flash source", evidence=ev
     )
@@ -290,14 +302,16 @@ def check_compatible(
             _version(image, card),
         ]
     if catalog:
-        findings.extend(_catalog_findings(image, entry, override_md5))
+        findings.extend(_catalog_findings(image, entry, override_md5, card.bus_id if card is not None else None))
     return findings
 
 
 # -- what the catalog says about an image ---------------------------------------------------------------------
 
 
-def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: str | None = None) -> list[Finding]:
+def _catalog_findings(
+    image: RomLike, entry: CatalogEntry | None, override_md5: str | None = None, card_bus: str | None = None
+) -> list[Finding]:
     """Return what the catalog says about a parsed ROM: board match, hash known and matching, status.
 
     ``entry`` is the catalog entry the image claims to be (see
@@ -305,7 +319,8 @@ def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: 
     ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch --expect-md5``) for an entry whose
     catalog hash is unknown; by default the one attached to ``entry`` by
     :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash,
-    a withdrawn image.
+    a withdrawn image (listed first, its fix naming the board's recommended image and the commands for
+    ``card_bus``).
     """
     if entry is None:
         return [
@@ -342,8 +357,16 @@ def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: 
                 fix="vendors have shipped different images under one version: trust the hash, not the string",
             )
         )
-    out.append(_hash_finding(image, cat, ev, override_md5, entry.local))
-    out.append(_status_finding(cat, ev))
+    signed = entry.override if entry.override is not None and entry.override.signed_package else None
+    signed_by = (signed.sha256, signed.provenance(board.board.maker)) if signed is not None else None
+    if signed is not None and override_md5 != signed.md5:
+        signed_by = None  # a caller's own MD5 is not the one recorded from the signed package
+    status = _status_finding(entry, ev, card_bus)
+    if cat.status is ImageStatus.WITHDRAWN:
+        out.append(status)  # first: the refusal (and its hint) is "withdrawn", never "supply a hash" for it
+    out.append(_hash_finding(image, cat, ev, override_md5, entry.local, signed_by))
+    if cat.status is not ImageStatus.WITHDRAWN:
+        out.append(status)
     if entry.local:
         out.append(
             Finding(
@@ -357,8 +380,16 @@ def _catalog_findings(image: RomLike, entry: CatalogEntry | None, override_md5: 
 
 
 def _hash_finding(
-    image: RomLike, cat: CatalogImage, ev: dict[str, str], override_md5: str | None, local: bool = False
+    image: RomLike,
+    cat: CatalogImage,
+    ev: dict[str, str],
+    override_md5: str | None,
+    local: bool = False,
+    signed_by: tuple[str, str] | None = None,
 ) -> Finding:
+    """Return the ``catalog.hash`` finding: the catalog's hashes (or chain hash), else the override's MD5 (and,
+    for an image extracted from a signed package, ``signed_by``: its recorded SHA-256 and the provenance words),
+    compared with the image's; a block when none is known or one differs."""
     checks: list[tuple[str, str, str]] = []  # (what, expected, actual)
     if cat.sha256:
         checks.append(("SHA-256", cat.sha256, image.sha256))
@@ -368,6 +399,8 @@ def _hash_finding(
         checks.append(("chain SHA-256", cat.chain_sha256, image.chain_sha256))
     from_override = not checks and bool(override_md5)
     if from_override and override_md5:
+        if signed_by is not None and signed_by[0]:
+            checks.append(("SHA-256", signed_by[0], image.sha256))
         checks.append(("MD5", override_md5, image.md5))
     if not checks:
         return Finding(
@@ -375,11 +408,15 @@ def _hash_finding(
             severity=Severity.BLOCK,
             message=f"{cat.version} is unverified: no published hash is known, so this file cannot be checked",
             evidence=ev,
-            fix="supply the vendor-published MD5: fwman fetch BOARD/VERSION --from FILE --expect-md5 HEX",
+            fix=f"vouch for it: fwman fetch {ev['catalog'].split(' ')[0]} --from FILE --expect-md5 HEX (the "
+            "vendor-published MD5), or --from the maker's signed update program",
         )
-    whose = "the vendor MD5 recorded on this host for" if from_override else (
-        "the local entry's" if local else "the catalog's"
-    )  # fmt: skip
+    if from_override and signed_by is not None:
+        whose = f"the image {signed_by[1]}, recorded on this host for"
+    else:
+        whose = "the vendor MD5 recorded on this host for" if from_override else (
+            "the local entry's" if local else "the catalog's"
+        )  # fmt: skip
     bad = [(what, exp, act) for what, exp, act in checks if exp != act]
     if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
         # a card dump differs after the chain (per-card data): the firmware itself is the same
@@ -408,7 +445,22 @@ def _hash_finding(
     )
 
 
-def _status_finding(cat: CatalogImage, ev: dict[str, str]) -> Finding:
+def withdrawn_fix(entry: CatalogEntry, card_bus: str | None) -> str:
+    """Return what to do instead of a withdrawn image: the board's recommended image and the commands that fetch
+    it and (for ``card_bus``) flash it; the board's catalog page when it recommends none."""
+    board = entry.board
+    better = board.recommended()
+    if better is None:
+        return f"the catalog recommends no other image for {board.subsystem}: see fwman catalog show {board.subsystem}"
+    ref = f"{board.subsystem}/{better.version}"
+    return (
+        f"use the board's recommended image {better.version}: fwman fetch {ref}, then "
+        f"fwman flash --card {card_bus or 'BUS'} --image {ref}"
+    )
+
+
+def _status_finding(entry: CatalogEntry, ev: dict[str, str], card_bus: str | None = None) -> Finding:
+    cat = entry.image
     reason = f": {cat.status_reason}" if cat.status_reason else ""
     if cat.status is ImageStatus.WITHDRAWN:
         return Finding(
@@ -416,7 +468,7 @@ def _status_finding(cat: CatalogImage, ev: dict[str, str]) -> Finding:
             severity=Severity.BLOCK,
             message=f"{cat.version} was withdrawn{reason}",
             evidence=ev,
-            fix=f"use {cat.superseded_by} instead" if cat.superseded_by else "use the board's current image",
+            fix=withdrawn_fix(entry, card_bus),
         )
     if cat.status is ImageStatus.SUPERSEDED:
         newer = f" by {cat.superseded_by}" if cat.superseded_by else ""

@@ -20,7 +20,6 @@ NOT_WALKED = {
     "capture.check": "needs a captured directory checked on its own (tests/unit/app/test_capture.py)",
     "catalog-keys-sign": "needs the maintainers' root key",
     "catalog-sign": "needs a catalog signing key",
-    "catalog-update": "needs a catalog URL to fetch from",
     "catalog-local": "needs a card maker's image with its published MD5",
     "catalog-propose": "needs a local entry and an owner report of it",
     "modules-build": "builds kernel modules (tests/unit/driver/build)",
@@ -38,6 +37,8 @@ NOT_WALKED_NAMES = {
     **dict.fromkeys(("cached", "failure", "label", "object_cache_hit", "offered", "phase", "plan"),
                     "modules preflight's kernels (tests/story/test_preflight.py, tests/unit/app/test_preflight.py)"),
     **dict.fromkeys(("patch", "tag"), "a donor-patch build's donor_patch (tests/system/test_donor_patch.py)"),
+    **dict.fromkeys(("certificate_serial", "issuer", "package_sha256", "subject"),
+                    "fetch's signed_package (tests/system/test_signed_package.py: needs osslsigncode)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

@@ -23,7 +23,7 @@ INSPECT_IMAGE_KEYS = {
     "x86_checksum_ok", "x86_checksum", "chain_offset", "chain_length", "md5", "sha256", "chain_sha256",
     "nvgi_offsets", "rfrd_offset", "rfrd_chain_offset", "rfrd_chain_length", "bit_offset", "bit_tokens",
     "offsets", "notes", "subsystem", "flashable", "subsystems_agree", "pci_walk_images",
-    "declared_size", "container_head",
+    "declared_size", "container_head", "x86_index",
 }  # fmt: skip
 CHAIN_IMAGE_KEYS = {
     "index", "offset", "length", "signature", "code_type", "code_type_name", "vendor_id", "device_id",

@@ -92,6 +92,31 @@ def test_a_withdrawn_image_points_at_its_replacement_not_at_a_fetch_that_refuses
     assert hinted == ["fetch", f"3842:3987/{REBAR_3987}"] and _run(rig, hinted).code == 0
 
 
+def test_a_withdrawn_image_given_as_a_file_is_refused_as_withdrawn_with_the_recommended_commands(
+    tmp_path: Path,
+) -> None:
+    """Issue 36 row 4: the file of the withdrawn image was refused as "unverified ... supply the vendor MD5",
+    a hint that led toward the withdrawn image."""
+    from fixtures.nvflash.rig import image
+
+    rig = build_rig(tmp_path)
+    withdrawn = tmp_path / "evga-withdrawn.rom"
+    withdrawn.write_bytes(image(WITHDRAWN_3987, 0x3987, card_data=7))
+    refused = _run(rig, ["flash", "--card", "41:00.0", "--image", str(withdrawn)])
+    assert refused.code == ExitCode.BLOCKED, refused.stderr
+    assert f"blocked before any write: {WITHDRAWN_3987} was withdrawn" in refused.stderr
+    assert "--expect-md5" not in refused.stderr and "unverified" not in refused.stderr.split("hint:", 1)[1]
+    fetch, flash = _hinted(refused, f"{REBAR_3987}: ")
+    assert fetch == ["fetch", f"3842:3987/{REBAR_3987}"]
+    assert flash == ["flash", "--card", "0000:41:00.0", "--image", f"3842:3987/{REBAR_3987}"]
+    for argv in (fetch, flash):
+        result = _run(rig, argv)
+        assert result.code == 0 and "withdrawn" not in result.stderr, result.stderr
+    from fwman.firmware.rom.parse import parse_rom
+
+    assert rig.chain("0000:41:00.0") == parse_rom(rig.new_image).chain_sha256  # the recommended image runs
+
+
 def test_an_unknown_card_is_described_with_add_local_not_a_catalog_update_without_url(tmp_path: Path) -> None:
     rig = build_rig(tmp_path)
     make_unknown_card(rig, "0000:41:00.0")
@@ -143,3 +168,80 @@ def test_a_changed_installed_catalog_names_a_way_back_that_needs_no_configured_u
     shutil.rmtree(rig.root / removal.group("dir").lstrip("/"))  # what `rm -r` does, under the rig's root
     listed = _run(rig, ["catalog", "list"])
     assert listed.code == 0 and "SHA-256 does not match" not in listed.stderr, listed.stderr
+
+
+def _on_terminal(rig: Rig, *argv: str, answer: str) -> Result:
+    """Run ``fwman argv... --root`` as from a terminal whose user types ``answer``."""
+    from tests.support.env import FwmanEnv
+
+    env = rig.env
+    terminal = FwmanEnv(path_prepend=env.path_prepend, variables=env.variables, euid=env.euid, tty=True)
+    return terminal(*argv, "--root", str(rig.root), stdin=answer)
+
+
+def test_apply_on_a_terminal_asks_once_and_a_no_changes_nothing_then_the_hinted_yes_runs(tmp_path: Path) -> None:
+    """Issue 36 row 6: `upgrade --apply` flashed two cards without asking."""
+    rig = build_rig(tmp_path)
+    before = {bus: rig.eeprom(bus) for bus in ("0000:41:00.0", "0000:61:00.0")}
+    declined = _on_terminal(rig, "upgrade", "--apply", answer="n\n")
+    assert declined.code == ExitCode.BLOCKED, declined.stderr
+    assert declined.stderr.count("[y/N]") == 1
+    assert f"0000:41:00.0 {LAUNCH_3987} -> {REBAR_3987}, 0000:61:00.0 {LAUNCH_3987} -> {REBAR_3987}" in declined.stderr
+    assert "upgrade not confirmed: nothing was backed up or written" in declined.stderr
+    assert {bus: rig.eeprom(bus) for bus in before} == before
+    assert not (rig.root / "var/lib/fwman/backups").exists() or not any((rig.root / "var/lib/fwman/backups").iterdir())
+    (hinted,) = _hinted(declined, "without the question: ")
+    assert hinted == ["upgrade", "--apply", "--yes"]
+    ran = _on_terminal(rig, *hinted, answer="")
+    assert ran.code == 0, ran.stderr
+    assert "[y/N]" not in ran.stderr
+    assert all(rig.eeprom(bus) != old for bus, old in before.items())
+
+
+def test_apply_on_a_terminal_goes_on_after_a_yes_and_a_script_is_not_asked(tmp_path: Path) -> None:
+    rig = build_rig(tmp_path)
+    asked = _on_terminal(rig, "upgrade", "--apply", "--card", "41:00.0", answer="y\n")
+    assert asked.code == 0, asked.stderr
+    assert asked.stderr.count("[y/N]") == 1 and "flash 1 card(s): 0000:41:00.0" in asked.stderr
+    script = _run(rig, ["upgrade", "--apply", "--card", "61:00.0"])  # no terminal: no question
+    assert script.code == 0 and "[y/N]" not in script.stderr, script.stderr
+
+
+def test_card_takes_nvidia_smis_index_and_says_which_card_that_is(tmp_path: Path) -> None:
+    """Issue 36 row 6: `--card 2` was refused as "not a PCI bus id"."""
+    from tests.support.env import FwmanEnv
+
+    fwman = FwmanEnv()
+    snap = str(EXAMPLE_HOST)
+    planned = fwman("upgrade", "--dry-run", "--card", "2", "--snapshot", snap)
+    assert "--card 2 is nvidia-smi's GPU 2: 0000:41:00.0 (NVIDIA GeForce RTX 3090, 3842:3987)" in planned.stdout
+    doc = fwman("upgrade", "--dry-run", "--card", "2", "--json", "--snapshot", snap).json()
+    chosen = [c["bus_id"] for c in doc["gpus"] if c["selected"]]
+    assert chosen == ["0000:41:00.0"]
+    unknown = fwman("upgrade", "--dry-run", "--card", "7", "--snapshot", snap)
+    assert unknown.code == ExitCode.USAGE and "nvidia-smi has no GPU 7" in unknown.stderr
+    # with the driver unloaded (a flash), nvidia-smi cannot say which card its index was: refused, never guessed
+    rig = build_rig(tmp_path)
+    refused = _run(rig, ["upgrade", "--apply", "--card", "2"])
+    assert refused.code == ExitCode.USAGE
+    assert "nvidia-smi cannot be read now" in refused.stderr and "0000:41:00.0 (3842:3987)" in refused.stderr
+    assert _run(rig, ["upgrade", "--apply", "--card", "0000:41:00.0"]).code == 0  # the bus id, as the hint says
+
+
+def test_report_uses_the_last_check_after_the_flash_not_one_run_before_the_reboot(tmp_path: Path) -> None:
+    """Issue 36 row 5: a check run before the reboot recorded "unknown", and `report` kept showing it after the
+    reboot's check had confirmed the flash."""
+    rig = build_rig(tmp_path)
+    assert _run(rig, ["upgrade", "--apply", "--card", "41:00.0"]).code == 0
+    early = _run(rig, ["upgrade", "--check"])  # the natural thing to try, before the reboot
+    assert early.code != 0
+    hinted = shlex.split(early.stderr.split("hint:", 1)[1].split("`")[1])[1:]
+    assert hinted == ["upgrade", "--check"]
+    rig.reboot()
+    checked = _run(rig, hinted)  # the hint, after the reboot
+    assert checked.code == 0, checked.stderr
+    report = _run(rig, ["report", "--card", "41:00.0", "--json"])
+    assert report.code == 0, report.stderr
+    doc = report.json()
+    assert doc["check"]["result"] == "confirmed"
+    assert doc["after"]["version"] == REBAR_3987 and doc["after"]["bar1_bytes"] == 32 << 30

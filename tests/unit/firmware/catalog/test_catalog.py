@@ -274,11 +274,21 @@ def test_list_shows_the_bundled_catalog(tmp_path: Path, fwman: FwmanEnv) -> None
     r = fwman("catalog", "list", "--root", str(tmp_path))
     assert r.code == 0
     assert "bundled catalog (serial 2, 2026-12-01, expires 2027-12-01) at" in r.stdout
-    rows = [line for line in r.stdout.splitlines() if line.startswith("3842:")]
+    rows = [line for line in r.stdout.splitlines() if line.startswith("3842:") and "no image listed" not in line]
     lines = {next(w for w in row.split() if w.count(".") == 4): row for row in rows}
     assert "withdrawn" in lines[WITHDRAWN] and "unverified" in lines[REBAR] and "superseded" in lines[LAUNCH]
+    # issue 36 row 1: the boards with no image listed were hidden; each has a row, and what is not known is said
+    for subsystem in ("10de:147d", "1462:3881", "3842:3973", "1043:87eb"):
+        (row,) = [line for line in r.stdout.splitlines() if line.startswith(subsystem)]
+        assert "no image listed" in row
+    founders = r.stdout.split("NVIDIA GeForce RTX 3090 Founders Edition (10de:147d)\n", 1)[1].splitlines()
+    assert founders[0].startswith("  known:   PCI IDs 10de:2204:10de:147d; maker NVIDIA")
+    assert founders[1].startswith("  unknown: part numbers; board IDs; update-program signer")
     doc = fwman("catalog", "list", "--json", "--root", str(tmp_path)).json()
     assert doc["schema"] == "fwman.catalog-list/2" and doc["catalog"]["source"] == "bundled"
+    seed = next(b for b in doc["boards"] if b["subsystem"] == "3842:3987")
+    assert "published hash of 3 image(s)" in seed["facts_unknown"]
+    assert "dual firmware switch: yes" in seed["facts_known"]
     assert {b["subsystem"] for b in doc["boards"]} == {
         "3842:3982",
         "3842:3987",
@@ -489,3 +499,43 @@ def test_malformed_signature_documents_are_refused(doc: dict[str, object]) -> No
     keys = root_keys(LiveHost("/nonexistent-root"))
     with pytest.raises(VerificationError):
         verify_catalog_signature(b"{}", _json.dumps(doc).encode(), keys)
+
+
+# -- catalog update without configuration, and from a directory (a git checkout) -----------------------------
+
+
+def test_update_without_a_url_checks_the_bundled_catalog_and_says_how_to_follow_the_maintainers(
+    tmp_path: Path, fwman: FwmanEnv
+) -> None:
+    """Issue 36 row 1: `catalog update` said "no catalog URL configured" and stopped."""
+    r = fwman("catalog", "update", "--root", str(tmp_path))
+    assert r.code == 0, r.stderr
+    assert "no catalog URL configured: checking the catalog bundled with fwman" in r.stderr
+    assert r.stdout.startswith("catalog already up to date (serial 2, 2026-12-01; checked against ")
+    assert "signature: key 23cb724582f7654c" in r.stdout
+    assert not (tmp_path / "var/lib/fwman/catalog").exists()  # nothing to install: the bundled one is in use
+
+
+def test_update_from_a_catalog_directory_verifies_it_as_a_download_would(tmp_path: Path, fwman: FwmanEnv) -> None:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from tests.support.catalog import board_toml, seed_images, trust, write_catalog
+
+    key = Ed25519PrivateKey.generate()
+    root = tmp_path / "root"
+    trust(root, key)
+    checkout = write_catalog(
+        tmp_path / "checkout/catalog", {"10de-2204-3842-3987": board_toml(seed_images(None))}, key, serial=7
+    )
+    r = fwman("catalog", "update", "--url", str(checkout), "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert f"installed catalog serial 7 (2026-01-02, 1 file(s)) from {checkout}" in r.stdout
+    assert (root / "var/lib/fwman/catalogs/7/boards/10de-2204-3842-3987.toml").is_file()
+    # a board file changed after signing: refused, the installed copy untouched
+    board = checkout / "boards/10de-2204-3842-3987.toml"
+    board.write_text(board.read_text().replace("EVGA GeForce", "EVGA  GeForce"))
+    write_catalog(checkout, {}, None, serial=8)  # a new index, but no signature over it: the old .sig stays
+    r = fwman("catalog", "update", "--url", f"file://{checkout}", "--root", str(root))
+    assert r.code == 4 and "signature" in r.stderr.lower(), r.stderr
+    assert (root / "var/lib/fwman/catalog").resolve().name == "7"
+    assert fwman("catalog", "update", "--url", str(tmp_path / "nowhere"), "--root", str(root)).code == 2

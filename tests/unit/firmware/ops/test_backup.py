@@ -109,3 +109,33 @@ def test_two_runs_in_the_same_second_get_their_own_run_ids(tmp_path: Path) -> No
     reuse = rig("flash", "--card", "41:00.0", "--image", str(rig.new_image_path), "--reuse-backups-from", runs[1])
     assert reuse.code == ExitCode.BLOCKED  # type: ignore[attr-defined]  # the run names one card only
     assert f"backups of run {runs[1]} do not cover" in reuse.stderr  # type: ignore[attr-defined]
+
+
+def test_a_mixed_5090_and_3090_rig_is_backed_up_whole_and_the_5090_is_never_flashed(tmp_path: Path) -> None:
+    """Issue 36 row 7: an RTX 50 image was refused, so a box mixing a 5090 with 3090s could not be backed up
+    whole, and "back up every card before any flash" could not be kept."""
+    from fixtures.nvflash.rtx50 import VERSION, make_rtx50_card
+
+    for x86_first in (True, False):
+        rig = build_rig(tmp_path / ("x86-first" if x86_first else "fwsec-first"))
+        eeprom = make_rtx50_card(rig, "0000:01:00.0", x86_first=x86_first)
+        r = rig("backup", "--all", "--json")
+        assert r.code == 0, r.stderr
+        doc = r.json()
+        assert {b["bus_id"] for b in doc["backups"]} == {"0000:01:00.0", "0000:21:00.0", "0000:41:00.0", "0000:61:00.0"}
+        b01 = next(b for b in doc["backups"] if b["bus_id"] == "0000:01:00.0")
+        assert b01["path"].startswith("/var/lib/fwman/backups/f00d-5090/0000-01-00.0/") and b01["version"] == VERSION
+        assert (rig.root / b01["path"].lstrip("/")).read_bytes() == eeprom  # byte for byte
+        assert rig("backup", "verify").code == 0
+        inspected = rig("rom", "inspect", str(rig.root / b01["path"].lstrip("/")), "--json").json()["image"]
+        assert (inspected["kind"], inspected["device_id"], inspected["x86_index"]) == (
+            "container",
+            "2b85",
+            0 if x86_first else 1,
+        )
+        # the 3090s can be flashed with every card backed up; the 5090's own dump is never a flash source
+        assert rig("upgrade", "--apply", "--card", "41:00.0").code == 0
+        refused = rig("restore", "--card", "01:00.0", "--backup", b01["path"])
+        assert refused.code == ExitCode.BLOCKED, refused.stderr
+        assert "a prefix no public source documents" in refused.stderr
+        assert rig.eeprom("0000:01:00.0") == eeprom

@@ -131,6 +131,27 @@ def test_stripped_image_is_never_a_flash_source(tmp_path: Path, fwman: FwmanEnv)
     assert cache_files(tmp_path) == []
 
 
+def test_a_truncated_image_is_called_truncated_and_the_hinted_inspect_says_so_too(
+    tmp_path: Path, fwman: FwmanEnv
+) -> None:
+    """Issue 36 row 3: fetch said "no VBIOS image found ... no unpacker installed" where rom inspect said
+    truncated."""
+    import shlex
+
+    seed_catalog(tmp_path, rom())
+    src = put(tmp_path, "cut.rom", rom(truncate_to=0x30000))
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", src, "--root", str(tmp_path))
+    assert r.code == 4
+    assert f"{src}: truncated: the header says" in r.stderr and "the file has 196,608" in r.stderr
+    assert "unpacker" not in r.stderr and "no VBIOS image" not in r.stderr
+    assert cache_files(tmp_path) == []
+    hint = r.stderr.split("hint:", 1)[1]
+    argv = shlex.split(hint.split("; ", 1)[1].removesuffix(" shows where it ends\n"))
+    assert argv[:3] == ["fwman", "rom", "inspect"]
+    inspected = fwman(*argv[1:], "--root", str(tmp_path))
+    assert inspected.code == 0 and "Truncated             : the header says" in inspected.stdout
+
+
 def test_not_a_vbios_at_all(tmp_path: Path, fwman: FwmanEnv) -> None:
     seed_catalog(tmp_path, None)
     junk = b"<html>please enable javascript</html>"

@@ -420,3 +420,45 @@ def test_a_non_nvidia_option_rom_is_named(vendor: int) -> None:
     with pytest.raises(ParseError, match=f"not an NVIDIA image \\(vendor {vendor:04x}\\)") as err:
         parse_rom(build_rom(RomSpec(kind="option_rom", vendor_id=vendor)))
     assert err.value.field == "image[0].pcir.vendor_id" and err.value.offset == 0x174
+
+
+# -- chains that do not open with the x86 image (issue 36: the RTX 50 image that was refused) -----------------
+
+_CHAIN_ORDERS = (
+    st.lists(st.sampled_from(["x86", "efi", "fwsec"]), min_size=0, max_size=2)
+    .flatmap(lambda lead: st.permutations(["x86", "efi", "fwsec", *[n for n in lead if n == "fwsec"]]))
+    .filter(lambda order: order[-1] == "fwsec")
+)
+
+
+@given(order=_CHAIN_ORDERS, kind=st.sampled_from(["option_rom", "nvgi_dump", "container"]))
+@settings(max_examples=25, deadline=None)
+def test_the_x86_image_is_found_by_its_code_type_wherever_the_chain_puts_it(order: list[str], kind: str) -> None:
+    fwsec_blocks = tuple([0x40] * order.count("fwsec"))
+    spec = RomSpec(
+        kind=kind,  # type: ignore[arg-type]
+        chain_order=tuple(order),
+        fwsec_blocks=fwsec_blocks,  # type: ignore[arg-type]
+        device_id=0x2B85,
+        version="98.02.2E.00.01",
+        chain_offset=0x36000 if kind == "container" else 0x9400,
+        dump_size=0x100000,
+    )
+    image = parse_rom(build_rom(spec))
+    x86_at = order.index("x86")
+    assert image.x86_index == x86_at
+    assert [im.code_type_name for im in image.images] == list(order)
+    assert (image.version, image.device_id, image.subsystem) == ("98.02.2E.00.01", "2b85", "3842:3987")
+    assert image.x86_checksum_ok is True
+    assert image.chain_sha256 == parse_rom(build_chain(spec)).chain_sha256  # the same chain in every kind
+    not_first = any(n.id == "x86_not_first" for n in image.notes)
+    assert not_first is (x86_at != 0)
+    assert image.flashable is (x86_at == 0 and kind != "container")
+
+
+def test_a_chain_with_no_x86_image_is_a_parse_error_naming_what_it_opens_with() -> None:
+    data = bytearray(build_rom(RomSpec(kind="option_rom", chain_order=("fwsec", "x86", "efi", "fwsec"))))
+    x86 = parse_rom(bytes(data)).images[1]
+    data[x86.pcir_offset + 0x14] = 0xE0  # the x86 image now says FwSec: no PC-AT image is left
+    with pytest.raises(ParseError, match=r"image\[0\]\.code_type.*no x86 \(PC-AT, code type 0x00\) image"):
+        parse_rom(bytes(data))

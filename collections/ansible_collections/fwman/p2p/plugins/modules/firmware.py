@@ -15,7 +15,7 @@ description:
     O(expected_plan) after reading it.
   - A real run requires O(confirm=true) and O(expected_plan). It refuses when the host's plan differs in any
     way from O(expected_plan) (another card, another version on either side, a card missing), and when fwman's
-    own gates block the plan. It then runs C(fwman upgrade --apply) with one C(--card) per bus of the
+    own gates block the plan. It then runs C(fwman upgrade --apply --yes) with one C(--card) per bus of the
     expected plan, so it never flashes more than the plan names. fwman backs up every card first.
   - A card already on its expected target version counts as done, so a second run after the reboot changes
     nothing.
@@ -179,7 +179,8 @@ def main():
                          **result)
     if not result["ready"]:
         module.fail_json(msg="fwman's gates block the plan: " + ("; ".join(blockers) or "not ready"), **result)
-    argv = ["upgrade", "--apply", "--timeout", str(module.params["timeout"])]
+    # --yes: fwman asks on a terminal before it flashes; the play already required confirm: true
+    argv = ["upgrade", "--apply", "--yes", "--timeout", str(module.params["timeout"])]
     for bus in sorted(to_flash):
         argv += ["--card", bus]
     applied, _ = fwman.json("upgrade-apply", *argv)

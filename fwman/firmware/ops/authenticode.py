@@ -16,8 +16,10 @@ entry osslsigncode verified), and compared as an X.509 name (``cryptography``), 
 The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the
 unpacker gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem``
 when an administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host:
-under ``--root`` the test root's). CRLs are not fetched (``-ignore-cdp``): fwman makes no network request the
-owner did not ask for; revocation is therefore not checked (docs/fetch.md says so).
+under ``--root`` the test root's). CRLs are not fetched where osslsigncode can be told so (``-ignore-cdp``,
+osslsigncode 2.8 and later, NEWS.md): fwman makes no network request the owner did not ask for; revocation is
+therefore not checked (docs/fetch.md says so). Debian 12 ships osslsigncode 2.5, which has no such option (its
+``verify`` help lists none): fwman asks the tool's help and passes the option only where it is offered.
 """
 
 from __future__ import annotations
@@ -44,6 +46,11 @@ _SIGNER = re.compile(r"^\s*Signer #(\d+):\s*$")
 # no lazy group before trailing blanks (a backtracking shape, tests/adversarial/test_long_lines.py): strip instead
 _FIELD = re.compile(r"^\s*(Subject|Issuer|Serial)\s*:(.*)$")
 _ERROR = re.compile(r"^\s*Error:(.*)$")
+#: osslsigncode 2.5 (Debian 12) reports a chain failure as OpenSSL's error line, e.g. ``...:PKCS7_verify:certificate
+#: verify error:../crypto/pkcs7/pk7_smime.c:291:Verify error: unable to get local issuer certificate``
+_OPENSSL_VERIFY = re.compile(r":Verify error: ?(.+)$")
+#: the option that keeps osslsigncode from fetching CRLs (2.8 and later); where ``verify``'s help lists it
+IGNORE_CDP = "-ignore-cdp"
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,8 @@ def parse_verify_output(text: str) -> VerifyReport:
             mismatch = True
         if stripped in ("No signature found", "Unable to extract existing signature"):
             unsigned = True
-        if (m := _ERROR.match(line)) and (error := m.group(1).strip()) and error not in errors:
+        m = _ERROR.match(line) or _OPENSSL_VERIFY.search(line)
+        if m and (error := m.group(1).strip()) and error not in errors:
             errors.append(error)
         if stripped.startswith("Signature verification:"):
             verifications.append(stripped.split(":", 1)[1].strip())
@@ -317,6 +325,13 @@ def check_signer(subject_name: Any, board: Board) -> str | None:
     return None
 
 
+def offers_ignore_cdp(runner: Host, exe: str) -> bool:
+    """Return True when this osslsigncode's ``verify`` help lists ``-ignore-cdp`` (2.8 and later; Debian 12's 2.5
+    has none, and refuses an option it does not know)."""
+    result = runner.run([exe, "verify", "--help"], timeout=30)
+    return IGNORE_CDP in result.stdout + result.stderr
+
+
 def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: str) -> SignedPackage:
     """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the
     catalog records for ``board``.
@@ -341,8 +356,9 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
         bundle = host.local_path(roots_path) or f"{scratch}/roots.pem"
         if bundle.startswith(f"{scratch}/"):
             runner.write_bytes(bundle, roots, mode=0o600)
+        offline = [IGNORE_CDP] if offers_ignore_cdp(runner, exe) else []
         result = runner.run(
-            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, "-ignore-cdp", "-in", package],
+            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, *offline, "-in", package],
             timeout=VERIFY_TIMEOUT,
         )
         report = parse_verify_output((result.stdout + "\n" + result.stderr)[-_MAX_OUTPUT:])

@@ -171,3 +171,38 @@ def test_a_signed_shape_with_any_byte_changed_in_its_headers_gives_a_signature_o
         pe_signature(bytes(shape))
     except ParseError:
         pass
+
+
+#: osslsigncode 2.5 (Debian 12) on a package whose chain ends at no trusted root, its closing lines as printed
+#: (this machine, 2026-12-06; the signer block as in the 2.x outputs above)
+OSSLSIGNCODE_25_UNTRUSTED = """\
+Signer's certificate:
+\tSigner #0:
+\t\tSubject: /CN=EVGA Corporation test signer
+\t\tIssuer : /CN=fwman test root
+\t\tSerial : 3A09E8C20583BEB390FE03868E26BBE907F0484A
+\t\tCertificate expiration date:
+\t\t\tnotBefore : Dec  5 06:23:43 2026 GMT
+\t\t\tnotAfter : Dec 16 06:23:43 2026 GMT
+
+CAfile: /etc/ssl/certs/ca-certificates.crt
+TSA's certificates file: /etc/ssl/certs/ca-certificates.crt
+
+Timestamp is not available
+
+
+PKCS7_verify error
+40F99AF5197F0000:error:10800075:PKCS7 routines:PKCS7_verify:certificate verify error:\
+../crypto/pkcs7/pk7_smime.c:291:Verify error: unable to get local issuer certificate
+Signature verification: failed
+
+Number of verified signatures: 1
+Failed
+"""
+
+
+def test_osslsigncode_2_5_s_openssl_error_line_names_the_chain_failure() -> None:
+    report = parse_verify_output(OSSLSIGNCODE_25_UNTRUSTED)
+    assert not report.succeeded
+    assert report.chain_errors == ("unable to get local issuer certificate",)
+    assert report.signers[0].serial == "3A09E8C20583BEB390FE03868E26BBE907F0484A"

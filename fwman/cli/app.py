@@ -77,10 +77,34 @@ class LazyGroup(click.Group):
         return super().resolve_command(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """List commands with their one-line help without importing them."""
-        rows = [(name, self.lazy_commands[name][1]) for name in self.list_commands(ctx)]
+        """List commands with their one-line help: a subgroup's (``driver``) without importing them; fwman's own
+        help lists every runnable command, ``modules build`` as well as ``scan`` (its help is the one place
+        that imports them all)."""
+        if self.lazy_commands is not COMMANDS:
+            rows = [(name, self.lazy_commands[name][1]) for name in self.list_commands(ctx)]
+        else:
+            rows = []
+            for name in self.list_commands(ctx):
+                command = self.get_command(ctx, name)
+                assert command is not None
+                rows += _runnable(ctx, (name,), command)
         with formatter.section("Commands"):
             formatter.write_dl(rows)
+
+
+def _runnable(ctx: click.Context, path: tuple[str, ...], command: click.Command) -> list[tuple[str, str]]:
+    """Return (``group sub``, help) of every runnable command under ``command``, itself first when a group runs
+    on its own (``flash``, ``backup``)."""
+    # a top-level command's summary is the hand-written one of COMMANDS; a subcommand's, its help's first sentence
+    own = COMMANDS[path[0]][1] if len(path) == 1 else command.get_short_help_str(limit=400)
+    if not isinstance(command, click.Group):
+        return [(" ".join(path), own)]
+    rows = [(" ".join(path), own)] if command.invoke_without_command else []
+    for name in command.list_commands(ctx):
+        sub = command.get_command(ctx, name)
+        if sub is not None and not sub.hidden:
+            rows += _runnable(ctx, (*path, name), sub)
+    return rows
 
 
 EPILOG = """\b

@@ -51,3 +51,21 @@ def test_the_demo_reads_as_a_result_and_exits_0() -> None:
     assert "`fwman upgrade --dry-run`, then `fwman upgrade --apply` (it backs up every card first)" in summary
     assert summary.rstrip().endswith("nothing was changed. Demo done.")
     assert "\x1b[" not in r.stdout  # not a terminal: no escape codes
+
+
+def test_fwman_help_lists_every_runnable_command() -> None:
+    """An owner finds every command from `fwman --help`: each leaf (`modules build`), and each group that runs on
+    its own (`flash`, `backup`), at the start of a line of the Commands section with its summary."""
+    from tests.support.commands import all_commands, leaf_commands
+    from tests.support.env import FwmanEnv
+
+    shown = FwmanEnv(variables={"COLUMNS": "200"})("--help").stdout
+    section = shown[shown.index("Commands:") :].split("\n\n")[0]
+    rows = {line.strip().split("  ")[0] for line in section.splitlines()[1:] if line.startswith("  ") and
+            not line.startswith("    ")}  # fmt: skip
+    leaves = {" ".join(argv) for argv, c in leaf_commands() if not c.hidden}  # `modules hook`: for the hooks
+    assert leaves <= rows, leaves - rows
+    assert {"flash", "backup"} <= rows and "modules" not in rows  # a group that only dispatches is not a row
+    assert len(rows) == len(leaves) + len(
+        {" ".join(a) for a, c in all_commands() if getattr(c, "invoke_without_command", False)}
+    )

@@ -123,6 +123,11 @@ SYSTEMD_BOOT_LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 # --- module options (`fwman driver settings`) -------------------------------------------------------------------
 #: fwman's own modprobe file of NVreg_* options (nothing else in /etc/modprobe.d is touched)
 MODPROBE_OPTIONS_FILE = "/etc/modprobe.d/fwman-nvidia-p2p.conf"
+#: where modprobe reads its configuration (modprobe.d(5)): a ``blacklist`` line in any ``*.conf`` here counts
+MODPROBE_CONFIG_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d",
+                        "/lib/modprobe.d")  # fmt: skip
+#: the loaded modules' directories (``/sys/module/NAME``)
+SYS_MODULE_DIR = "/sys/module"
 
 # --- DKMS ---------------------------------------------------------------------------------------------------
 DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
@@ -154,6 +159,11 @@ MODULES_ROOT = "/lib/modules"
 def donor_patch_file(sha256: str) -> str:
     """Return where the donor patch of digest ``sha256`` is kept once verified."""
     return f"{DONOR_PATCH_DIR}/{sha256}.patch"
+
+
+def kernel_config(kver: str) -> str:
+    """Return ``/boot/config-KVER``: the configuration Debian, Ubuntu and Proxmox install beside each kernel."""
+    return f"/boot/config-{kver}"
 
 
 def modules_dir(kver: str) -> str:

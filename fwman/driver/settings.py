@@ -119,13 +119,25 @@ def recommended(generations: set[str], rebar: bool = False) -> list[Setting]:
     return list(out.values())
 
 
-def render(settings: list[Setting]) -> bytes:
-    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line."""
+@dataclass(frozen=True)
+class Blacklist:
+    """A module fwman's file blacklists: its name, why, and who says so."""
+
+    module: str
+    why: str
+    source: str
+
+
+def render(settings: list[Setting], blacklist: list[Blacklist] | None = None) -> bytes:
+    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then
+    one ``blacklist`` line (with its reason and source) per module of ``blacklist``."""
     lines = [HEADER]
     for s in settings:
         lines.append(f"# NVreg_{s.key}={s.value}: {s.why} ({s.source})\n")
     if settings:
         lines.append(f"options {MODULE} " + " ".join(s.option for s in settings) + "\n")
+    for b in blacklist or []:
+        lines.append(f"# {b.module}: {b.why} ({b.source})\nblacklist {b.module}\n")
     return "".join(lines).encode()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
+from fwman.driver import nova_core
 from fwman.reports.audit.model import P2PBranch
 from fwman.reports.audit.p2p import p2p_line
 from fwman.reports.doctor.checks.common import gpu_pairs
@@ -182,3 +183,38 @@ def check_p2p_topo(facts: Facts) -> list[Finding]:
             fix=fix,
         )
     ]
+
+
+def check_nova_core(facts: Facts) -> list[Finding]:
+    """Return what nova_core, kernel 7.0's own NVIDIA driver, does to the patched module: a GPU it holds now
+    (block), an installed kernel where it would take the GPU at boot (warn), or the blacklist that stops it (ok).
+    Nothing when no installed kernel has it and it holds no GPU."""
+    if facts.nova_core is None:
+        return []
+    nova = facts.nova_core.get()
+    out: list[Finding] = []
+    source = {"source": nova_core.SOURCE}
+    if nova.running.bound:
+        out.append(
+            Finding(
+                id="driver.nova_core.bound",
+                severity=Severity.BLOCK,
+                message=f"nova_core holds {', '.join(nova.running.bound)}: nvidia.ko cannot probe "
+                + ("it" if len(nova.running.bound) == 1 else "them"),
+                evidence={**source, "driver": "the GPU's sysfs driver link names nova_core's PCI driver"},
+                fix=f"`{nova_core.FIX}` (blacklists nova_core, regenerates the initramfs), then reboot",
+            )
+        )
+    for kernel, problem in nova.kernels:
+        out.append(
+            Finding(
+                id="driver.nova_core",
+                severity=Severity.WARN if problem else Severity.OK,
+                message=problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
+                evidence={**source, "kernel": kernel.kver, "found": kernel.evidence},
+                fix=None
+                if problem is None
+                else ("boot a kernel without nova_core built in" if kernel.built_in else f"`{nova_core.FIX}`"),
+            )
+        )
+    return out

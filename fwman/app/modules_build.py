@@ -169,6 +169,26 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
             f"(its P2P {'tags' if fork.donor else 'branches'} build: {carried})",
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
+    if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
+        from fwman.app.driver_branches import gpu_family
+        from fwman.driver.families import describe
+        from fwman.driver.forks import choose_revision
+
+        family = gpu_family(host)
+        if family is None:
+            raise UsageError(
+                f"this host's GPUs need different branch families for driver {version}; one module serves them all",
+                hint="name the branch with --branch (see `fwman driver branches`)",
+            )
+        mine = choose_revision(revisions, family)
+        if not mine:
+            have = ", ".join(sorted({f"{r.branch} ({r.family})" for r in revisions}))
+            raise MissingError(
+                f"no branch of fork {fork.name} for {describe(family)} (family {family}) builds driver version "
+                f"{version} (its branches of that version: {have})",
+                hint="name the branch with --branch if you know it serves these GPUs",
+            )
+        revisions = mine
     newest = revisions[0]
     if fork.donor is not None:  # a donor-patch fork: NVIDIA's tag of the version, with the pinned patch
         report(
@@ -178,7 +198,7 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
         return SourceSpec(None, fork_text, names.branch_name(newest.branch))
     others = ", ".join(r.branch for r in revisions[1:])
     report(
-        f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions "
+        f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions ({newest.family}) "
         f"(committed {newest.date or 'at an unknown date'}{'; older: ' + others if others else ''})"
     )
     return SourceSpec(None, fork_text, names.branch_name(newest.branch))

@@ -72,6 +72,7 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "git": 0,
         "settings": 0,
         "nova_core": 0,
+        "families": 0,
         "power": 0,
         "peering": 1,
         "forks": 1,

@@ -56,6 +56,8 @@ class KernelStatus:
     fork: str | None = None
     #: the kernel's own nova_core: {config, module, built_in, blacklisted_by, problem}; None when it has none
     nova_core: dict[str, Any] | None = None
+    #: the owner's P2P fork, installed by DKMS for this kernel too ("M/V: state"; fwman's copy is what loads)
+    dkms_fork: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
@@ -77,6 +79,7 @@ class KernelStatus:
             "patches": self.patches,
             "donor_patch": self.donor_patch,
             "nova_core": self.nova_core,
+            "dkms_fork": self.dkms_fork,
         }
 
 
@@ -161,6 +164,8 @@ class ModulesStatus(Result):
             why = f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin"
             out.append(say(why, "loud"))
         out += [say(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", "yellow") for r in rows for c in r.dkms_conflict]
+        out += [say(f"DKMS: {r.kernel}: {c} is the P2P fork, built by DKMS too: fwman's copy loads (`fwman dkms "
+                    "status`, docs/dkms.md)") for r in rows for c in r.dkms_fork]  # fmt: skip
         for r in rows:
             for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
                 which = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
@@ -230,6 +235,7 @@ def modules_status(host: Host) -> ModulesStatus:
         dkms_error = None
     except FwmanError as e:
         dkms_entries, dkms_error = [], e.message
+    kinds = dkms.sources(host, dkms_entries)
     secure_boot = read_secure_boot(host)
     blacklist = nova_core.blacklist_files(host)
     rows: list[KernelStatus] = []
@@ -251,7 +257,14 @@ def modules_status(host: Host) -> ModulesStatus:
                 commit=manifest.commit if manifest else None,
                 built_at=manifest.built_at if manifest else None,
                 dkms_conflict=[
-                    f"{e.module}/{e.version}: {e.state}" for e in dkms_entries if e.kernel == kver and e.installed
+                    f"{e.module}/{e.version}: {e.state}"
+                    for e in dkms_entries
+                    if e.kernel == kver and e.installed and kinds[(e.module, e.version)].kind == dkms.STOCK
+                ],
+                dkms_fork=[
+                    f"{e.module}/{e.version}: {e.state}"
+                    for e in dkms_entries
+                    if e.kernel == kver and e.installed and kinds[(e.module, e.version)].kind == dkms.FORK
                 ],
                 pending=pending.reason if pending else None,
                 failed=None

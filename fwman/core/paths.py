@@ -130,6 +130,8 @@ MODPROBE_CONFIG_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/mo
 SYS_MODULE_DIR = "/sys/module"
 
 # --- DKMS ---------------------------------------------------------------------------------------------------
+#: DKMS's tree: ``M/V/KVER/ARCH/module/`` holds what it built
+DKMS_TREE = "/var/lib/dkms"
 DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
 DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
 #: DKMS's own settings, where ``mok_signing_key=`` / ``mok_certificate=`` may name another key (dkms 3.x)

@@ -31,6 +31,7 @@ from fwman.platform.systemd import parse_unit_environment
 from fwman.reports.doctor.parsers import parse_cmdline
 
 if TYPE_CHECKING:
+    from fwman.driver.dkms import DkmsEntry, DkmsSource
     from fwman.driver.nova_core import NovaKernel, NovaRunning
     from fwman.driver.settings_host import SettingsReport
     from fwman.firmware.catalog.load import Catalog
@@ -172,6 +173,7 @@ class Facts:
     vllm_caches: Fact[tuple[list[HostVllmCache], list[str]]] | None = None
     power_unit: Fact[bytes | None] | None = None  # fwman's fwman-gpu-power.service (None: absent)
     nova_core: Fact[NovaFacts] | None = None  # kernel 7.0's in-tree NVIDIA driver: per kernel, and now
+    dkms: Fact[DkmsFacts] | None = None  # the NVIDIA modules registered with DKMS: stock or the owner's fork
 
     @property
     def cards(self) -> list[Card]:
@@ -215,6 +217,7 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         vllm_caches=Fact(lambda: _vllm_caches(host, sources or Sources())),
         power_unit=Fact(lambda: _power_unit(host)),
         nova_core=Fact(lambda: _nova_core(host)),
+        dkms=Fact(lambda: _dkms(host)),
     )
 
 
@@ -241,6 +244,33 @@ def _nova_core(host: Host) -> NovaFacts:
         blacklist,
         nova_core.read_running(host, nvidia_functions(host)),
     )
+
+
+@dataclass
+class DkmsFacts:
+    """The NVIDIA modules registered with DKMS, each classified (stock or the owner's fork), and the kernels
+    fwman has built for."""
+
+    entries: list[DkmsEntry]
+    kinds: dict[tuple[str, str], DkmsSource]
+    fwman_kernels: list[str]
+
+
+def _dkms(host: Host) -> DkmsFacts:
+    """Return what :class:`DkmsFacts` holds (``dkms status`` and the trees, :mod:`fwman.driver.dkms`)."""
+    from fwman.driver import dkms
+    from fwman.driver.build.manifest import load_manifest
+    from fwman.driver.kernels import installed_kernels
+
+    entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
+    built = []
+    for kver in installed_kernels(host):
+        try:
+            if load_manifest(host, kver) is not None:
+                built.append(kver)
+        except FwmanError:
+            continue
+    return DkmsFacts(entries, dkms.sources(host, entries), built)
 
 
 def _power_unit(host: Host) -> bytes | None:

@@ -40,6 +40,8 @@ NOT_WALKED_NAMES = {
     **dict.fromkeys(("patch", "tag"), "a donor-patch build's donor_patch (tests/system/test_donor_patch.py)"),
     **dict.fromkeys(("blacklisted_by", "built_in", "config", "module"),
                     "a kernel with nova_core, and its blacklist (tests/unit/driver/test_nova_core.py)"),
+    **dict.fromkeys(("fork_evidence", "tree_version"),
+                    "a module registered with DKMS (tests/system/test_dkms_fork.py)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

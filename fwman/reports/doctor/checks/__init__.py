@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 from fwman.core.findings import Finding
 from fwman.reports.doctor.checks.containers import check_containers, check_host_vllm_caches
-from fwman.reports.doctor.checks.driver import check_driver, check_nova_core, check_p2p_topo
+from fwman.reports.doctor.checks.driver import check_dkms, check_driver, check_nova_core, check_p2p_topo
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power
@@ -70,6 +70,7 @@ CHECKS: tuple[Check, ...] = (
     Check("driver.settings", "Module options (NVreg_*) for P2P", check_settings),
     Check("driver.nova_core", "nova_core (the kernel's own NVIDIA driver) kept off the GPUs", check_nova_core),
     Check("driver", "Driver: the P2P fork at the user space's version", check_driver, pairwise=True),
+    Check("driver.dkms", "DKMS: what it builds for which kernel", check_dkms),
     Check("p2p.topo", "nvidia-smi topo -p2p r", check_p2p_topo, pairwise=True),
     Check("iommu.mode", "IOMMU", check_iommu, pairwise=True),
     Check("iommu.vms", "Devices passed to VMs", check_vm_isolation, pairwise=True),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
-from fwman.driver import nova_core
+from fwman.driver import dkms, nova_core
 from fwman.reports.audit.model import P2PBranch
 from fwman.reports.audit.p2p import p2p_line
 from fwman.reports.doctor.checks.common import gpu_pairs
@@ -217,4 +217,40 @@ def check_nova_core(facts: Facts) -> list[Finding]:
                 else ("boot a kernel without nova_core built in" if kernel.built_in else f"`{nova_core.FIX}`"),
             )
         )
+    return out
+
+
+def check_dkms(facts: Facts) -> list[Finding]:
+    """Return what DKMS builds for which kernel: NVIDIA's stock module registered (warn: it rebuilds over the
+    patched one), the owner's P2P fork (info: who builds it per kernel, and whose copy loads). Nothing when no
+    NVIDIA module is registered."""
+    if facts.dkms is None:
+        return []
+    found = facts.dkms.get()
+    out: list[Finding] = []
+    for (module, version), src in sorted(found.kinds.items()):
+        if src.kind == dkms.STOCK:
+            kernels = sorted({e.kernel for e in found.entries if (e.module, e.version) == (module, version)
+                              and e.kernel and e.installed})  # fmt: skip
+            out.append(
+                Finding(
+                    id="driver.dkms",
+                    severity=Severity.WARN,
+                    message=f"NVIDIA's stock module {module}/{version} is registered with DKMS"
+                    + (f" (installed for {', '.join(kernels)})" if kernels else "")
+                    + ": DKMS rebuilds it over the patched one at kernel updates",
+                    fix="`fwman dkms block` (removes the stock module, leaves the P2P fork registered)",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    id="driver.dkms.fork",
+                    severity=Severity.INFO,
+                    message=f"{module}/{version} registered with DKMS is the P2P fork ({'; '.join(src.evidence)})",
+                    evidence={"source": "docs/dkms.md, The owner's P2P fork in DKMS"},
+                )
+            )
+    for line in dkms.builders(found.entries, found.kinds, found.fwman_kernels):
+        out.append(Finding(id="driver.dkms.fork", severity=Severity.INFO, message=line))
     return out

@@ -254,3 +254,30 @@ def check_dkms(facts: Facts) -> list[Finding]:
     for line in dkms.builders(found.entries, found.kinds, found.fwman_kernels):
         out.append(Finding(id="driver.dkms.fork", severity=Severity.INFO, message=line))
     return out
+
+
+#: a GPU that drives a display loses P2P until the fork's static-BAR1 fixes (field-late-2026.md)
+DISPLAY_SOURCE = "aikitoria/open-gpu-kernel-modules PRs 34, 36, 41; issue 31 (GB206)"
+
+
+def check_display(facts: Facts) -> list[Finding]:
+    """Return each GPU that drives a display as a P2P risk, with the source and the fix; ok when none does (as far
+    as nvidia-smi and sysfs tell)."""
+    inventory = facts.inventory.get()
+    out = [
+        Finding(
+            id="driver.display",
+            severity=Severity.WARN,
+            message=f"{bus} drives a display ({why}): a GPU that drives a display loses P2P until the fork's "
+            "static-BAR1 fixes",
+            evidence={"source": DISPLAY_SOURCE},
+            fix="run the display from another GPU or the board's own VGA (BMC) and keep the P2P GPUs headless, or "
+            "build a fork branch with the static-BAR1 fixes; RTX 5090s also need the static-BAR1 options "
+            "(`fwman driver settings --apply`: NVreg_RMForceStaticBar1=1, NVreg_PeerMappingOverride=1)",
+        )
+        for bus, why in sorted(inventory.displays.items())
+    ]
+    if out:
+        return out
+    told = "sysfs boot_vga" if inventory.smi_problem else "nvidia-smi's display_active and sysfs boot_vga"
+    return [Finding(id="driver.display", severity=Severity.OK, message=f"no GPU drives a display ({told})")]

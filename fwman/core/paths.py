@@ -211,3 +211,8 @@ HOSTNAME_FILE = "/etc/hostname"
 
 #: where CDI specs live (CDI SPEC.md; /var/run/cdi is cleared at boot, nvidia-cdi-refresh writes there)
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+#: the character device majors the running kernel gave each driver (``MAJOR NAME`` lines)
+PROC_DEVICES = "/proc/devices"
+#: nvidia-container-toolkit's refresh of the CDI spec (1.18.0 and later): a path unit and its service
+CDI_REFRESH_UNITS = tuple(f"{d}/nvidia-cdi-refresh.{kind}" for d in ("/etc/systemd/system", "/usr/lib/systemd/system",
+                          "/lib/systemd/system") for kind in ("path", "service"))  # fmt: skip

@@ -87,6 +87,8 @@ class BuildResult(Result):
     boot: BootCheck | None
     #: a dry run: what would be built (nothing was); None: a real run
     plan: list[str] | None = None
+    #: after an install: the CDI specs that no longer match (one line each, with the command that rewrites them)
+    cdi: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-build/2`` (without the schema key; ``dry_run`` and ``actions``
@@ -103,7 +105,7 @@ class BuildResult(Result):
         """Return what the boot check did (the kernels' outcomes were shown as they came), or the dry run's plan."""
         if self.plan is not None:
             return [say(f"would {step}") for step in self.plan] or [say("nothing to build")]
-        return boot_text(self.boot)
+        return boot_text(self.boot) + [say(line, "yellow") for line in self.cdi]
 
     def failure(self) -> FwmanError | None:
         """Return the error of :meth:`raise_for_failures` (None when every kernel built)."""
@@ -297,7 +299,29 @@ def build_modules(
             if on_outcome is not None:
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
-    return BuildResult(builds, check)
+    stale = stale_cdi_specs(host) if any(b.outcome.status == "built" for b in builds) else []
+    return BuildResult(builds, check, cdi=stale)
+
+
+def stale_cdi_specs(host: Host) -> list[str]:
+    """Return one line per NVIDIA CDI spec that no longer matches this host (libraries of another driver than the
+    host's user space, host paths gone, device major numbers drifted), with the command that rewrites it: checked
+    after every module install (docs/audit.md, "CDI specs"). Never raises."""
+    from fwman.platform.containers import read_cdi_specs
+    from fwman.platform.userspace import scan_userspace
+    from fwman.reports.audit.rows import cdi_spec_rows
+
+    try:
+        specs = read_cdi_specs(host, [])
+        versions = list(scan_userspace(host, run_smi=False).versions()) if specs else []
+    except FwmanError:
+        return []
+    ref = versions[0] if len(versions) == 1 else None
+    return [
+        f"CDI spec {row.where}: {row.detail}; {row.fix}"
+        for row in cdi_spec_rows([s for s in specs if s.error is None], ref)
+        if row.status == "mismatch" and row.fix
+    ]
 
 
 def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:

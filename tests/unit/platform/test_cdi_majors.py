@@ -86,3 +86,19 @@ def test_proc_devices_and_node_names() -> None:
 def test_any_proc_devices_text_parses(text: str) -> None:
     out = cdi.parse_proc_devices(text)
     assert all(isinstance(k, str) and isinstance(v, int) for k, v in out.items())
+
+
+def test_after_a_module_install_the_stale_spec_is_said_with_its_command(tmp_path: Path) -> None:
+    """What ``modules build`` adds to its output after an install (the same rows as the audit's)."""
+    from fwman.app.modules_build import stale_cdi_specs
+
+    root = _root(tmp_path, 510)
+    assert stale_cdi_specs(LiveHost(str(root))) == [
+        "CDI spec /etc/cdi/nvidia.yaml: device numbers drifted: /dev/nvidia-uvm major 510 (now 509): cuInit fails "
+        "in its containers; cdiVersion 0.5.0; devices nvidia.com/gpu=all; write it again for the installed driver: "
+        "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+    ]
+    (root / "etc/cdi/nvidia.yaml").write_text(
+        (root / "etc/cdi/nvidia.yaml").read_text().replace("major: 510", "major: 509")
+    )
+    assert stale_cdi_specs(LiveHost(str(root))) == []

@@ -44,7 +44,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
 
 _NAME = re.compile(
     r"^(?P<version>\d{3}\.\d{1,3}(?:\.\d{1,3})?)-p2p"
-    r"(?:-(?P<family>(?!v\d+$)[a-z0-9]+(?:-(?!v\d+$)[a-z0-9]+)*?))?"
+    r"(?:-(?P<family>(?!v\d+(?:-|$))[a-z0-9]+(?:-(?!v\d+(?:-|$))[a-z0-9]+)*?))?"
     r"(?:-v(?P<rev>[1-9]\d{0,3}))?$"
 )
 

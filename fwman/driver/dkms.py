@@ -247,6 +247,42 @@ def sources(host: Host, entries: list[DkmsEntry]) -> dict[tuple[str, str], DkmsS
     return {(m, v): classify(host, m, v, entries) for m, v in sorted({(e.module, e.version) for e in entries})}
 
 
+def read_tree(host: Host) -> list[DkmsEntry]:
+    """Return the NVIDIA modules DKMS holds, read from its tree without running dkms (fast, for ``fwman audit``):
+    each ``/var/lib/dkms/M/V`` is registered ("added"), and dkms's install link ``M/kernel-KVER-ARCH`` ->
+    ``V/KVER/ARCH`` (``ln -s "$module_version/$kernelver/$arch" "$dkms_tree/$module/kernel-$kernelver-$arch"`` in
+    dkms 3.0.10's install step) says it is installed for KVER. Never raises: what cannot be read is left out."""
+    out: list[DkmsEntry] = []
+    try:
+        modules = sorted(m for m in host.listdir(paths.DKMS_TREE) if m.lower().startswith("nvidia"))
+    except (FwmanError, OSError):
+        return []
+    for m in modules:
+        base = f"{paths.DKMS_TREE}/{m}"
+        try:
+            names = sorted(host.listdir(base))
+        except (FwmanError, OSError):
+            continue
+        installed: set[str] = set()
+        for name in names:
+            if not name.startswith("kernel-"):
+                continue
+            try:
+                target = host.readlink(f"{base}/{name}")
+            except (FwmanError, OSError):
+                continue
+            parts = target.strip("/").split("/")
+            if len(parts) == 3 and all(parts):
+                out.append(DkmsEntry(m, parts[0], parts[1], parts[2], "installed"))
+                installed.add(parts[0])
+        for name in names:
+            if name.startswith(("kernel-", "original_module")) or name in installed:
+                continue
+            if host_is_dir(host, f"{base}/{name}"):
+                out.append(DkmsEntry(m, name, None, None, "added"))
+    return out
+
+
 def builders(entries: list[DkmsEntry], kinds: dict[tuple[str, str], DkmsSource], fwman_kernels: list[str]) -> list[str]:
     """Return one line per kernel DKMS installed the fork for: whether fwman built it too, and whose copy loads
     (fwman's, through its depmod override). Pure."""

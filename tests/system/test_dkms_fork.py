@@ -80,6 +80,21 @@ def test_the_fork_in_dkms_is_named_and_left_alone_by_the_block(tmp_path: Path) -
     assert found[0][2].startswith(f"nvidia/{FORK_V} registered with DKMS is the P2P fork")
     assert found[1][2].startswith(f"NVIDIA's stock module nvidia/{STOCK_V} is registered with DKMS")
 
+    # audit reads DKMS's tree (no dkms run): the install link dkms makes says which kernel it is installed for
+    (root / f"var/lib/dkms/nvidia/{FORK_V}/6.1.0-50-amd64/x86_64/module").mkdir(parents=True)
+    (root / "var/lib/dkms/nvidia/kernel-6.1.0-50-amd64-x86_64").symlink_to(f"{FORK_V}/6.1.0-50-amd64/x86_64")
+    audit = env("audit", "--offline", "--json", "--root", str(root)).json()
+    rows = {r["component"]: r for r in audit["rows"] if r["component"].startswith("DKMS ")}
+    assert rows[f"DKMS nvidia/{STOCK_V}"]["status"] == "mismatch"
+    assert "registered, installed for no kernel" in rows[f"DKMS nvidia/{STOCK_V}"]["detail"]
+    fork_row = rows[f"DKMS nvidia/{FORK_V}"]
+    assert fork_row["status"] == "info" and "installed for 6.1.0-50-amd64" in fork_row["detail"]
+    assert fork_row["fix"].startswith("let fwman build 6.1.0-50-amd64")
+    assert dkms.read_tree(LiveHost(str(root))) == [
+        DkmsEntry("nvidia", FORK_V, "6.1.0-50-amd64", "x86_64", "installed"),
+        DkmsEntry("nvidia", STOCK_V, None, None, "added"),
+    ]
+
     dry = env("dkms", "block", "--dry-run", "--root", str(root))
     assert f"dkms remove nvidia/{STOCK_V} --all" in dry.stdout
     assert f"nvidia/{FORK_V} --all" not in dry.stdout

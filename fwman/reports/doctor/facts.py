@@ -257,12 +257,12 @@ class DkmsFacts:
 
 
 def _dkms(host: Host) -> DkmsFacts:
-    """Return what :class:`DkmsFacts` holds (``dkms status`` and the trees, :mod:`fwman.driver.dkms`)."""
+    """Return what :class:`DkmsFacts` holds (DKMS's tree and the sources, :mod:`fwman.driver.dkms`)."""
     from fwman.driver import dkms
     from fwman.driver.build.manifest import load_manifest
     from fwman.driver.kernels import installed_kernels
 
-    entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
+    entries = dkms.read_tree(host)  # DKMS's tree, without running dkms (as the audit reads it)
     built = []
     for kver in installed_kernels(host):
         try:

@@ -6,9 +6,11 @@ the GPU is held by it (beclab/Olares PR 3963, August 2026). Both via ../shared/d
 
 What the kernel tree says (torvalds/linux ``drivers/gpu/nova-core/``): ``config NOVA_CORE`` is a tristate, "If M
 is selected, the module will be called nova_core" (its Kconfig; the Makefile is ``obj-$(CONFIG_NOVA_CORE) +=
-nova_core.o``), and its PCI table matches every NVIDIA device (``PCI_VENDOR_ID_NVIDIA``, ``PCI_ANY_ID``:
-``driver.rs``). The PCI driver registers as ``NovaCore`` (``module_pci_driver!`` in ``nova_core.rs``), which is the
-name of its directory under ``/sys/bus/pci/drivers`` and so of a bound device's ``driver`` link.
+nova_core.o``), and its PCI table matches every NVIDIA VGA or 3D controller (``driver.rs``:
+``from_class_and_vendor(Class::DISPLAY_VGA`` / ``DISPLAY_3D``, ``Vendor::NVIDIA)``): every GPU fwman serves.
+The PCI driver registers as ``NovaCore``, the ``name`` of ``module_pci_driver!`` in ``nova_core.rs`` (Rust's
+``module_driver!``, ``rust/kernel/driver.rs``, registers the driver under the module's ``NAME``), which is the name
+of its directory under ``/sys/bus/pci/drivers`` and so of a bound device's ``driver`` link.
 
 A kernel *has* nova_core when its ``/boot/config-KVER`` sets ``CONFIG_NOVA_CORE`` (``=m`` or ``=y``) or its module
 tree holds ``kernel/drivers/gpu/nova-core/nova_core.ko`` (compressed or not). A ``blacklist`` line makes

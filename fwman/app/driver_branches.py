@@ -15,8 +15,18 @@ from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, PartialError
-from fwman.driver.forks import BranchReport, api_base, configured_forks, human_age, list_branches
-from fwman.driver.versions import parse_p2p_branch
+from fwman.driver.families import PLAIN, CardMemory, describe, host_family
+from fwman.driver.forks import (
+    BranchReport,
+    ForkBranches,
+    api_base,
+    choose_revision,
+    configured_forks,
+    human_age,
+    list_branches,
+)
+from fwman.driver.versions import Revision, parse_p2p_branch
+from fwman.gpu.inventory import scan_cards
 from fwman.host.base import Host
 
 
@@ -27,6 +37,8 @@ class BranchesResult(Result):
     report: BranchReport
     target: DriverVersion | None
     answer: dict[str, Any] | None  # version_answer() for ``target``
+    #: the family this host's GPUs need (families.host_family; None: they need different ones)
+    gpu_family: str | None = PLAIN
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.driver-branches/1`` (without the schema key)."""
@@ -42,13 +54,25 @@ class BranchesResult(Result):
                 "p2p_versions": [str(v) for v in f.p2p_versions()],
                 "revisions": {str(v): [r.model_dump(mode="json") for r in f.revisions_of(v)] for v in f.p2p_versions()},
                 "donor": f.donor.to_json() if f.donor is not None else None,
+                "default_branches": self.chosen(f),
             }
             for f in self.report.forks
         ]
-        result: dict[str, Any] = {"forks": fork_rows}
+        result: dict[str, Any] = {"forks": fork_rows, "gpu_family": self.gpu_family}
         if self.answer is not None:
             result.update(self.answer)
         return result
+
+    def chosen(self, fork: ForkBranches) -> dict[str, str]:
+        """Return {version: the branch ``modules build --driver-version`` builds for this host's GPUs}."""
+        if self.gpu_family is None:
+            return {}
+        out = {}
+        for v in fork.p2p_versions():
+            picks = choose_revision(fork.revisions_of(v), self.gpu_family)
+            if picks:
+                out[str(v)] = picks[0].branch
+        return out
 
     def text(self, verbose: int = 0) -> Out:
         """Return the forks and their versions, every revision, the listing notes and the version's answer."""
@@ -58,14 +82,33 @@ class BranchesResult(Result):
              ", ".join(str(v) for v in f.p2p_versions()) or ("(none)" if f.available else "(unavailable)")]
             for f in forks
         ])]  # fmt: skip
+        chosen = {f.fork: self.chosen(f) for f in forks}
         revisions = [
-            [str(v), f.fork, _branch_cell(r.branch, r.patch_sha256), (r.date or "unknown")[:19].replace("T", " "),
-             (r.commit or "unknown")[:12], "tree" if r.from_tree else "name"]
-            for f in forks for v in reversed(f.p2p_versions()) for r in f.revisions_of(v)
+            [str(v), f.fork, r.family, str(r.revision) if r.revision is not None else "-",
+             _branch_cell(r.branch, r.patch_sha256) + (" *" if chosen[f.fork].get(str(v)) == r.branch else ""),
+             (r.date or "unknown")[:19].replace("T", " "), (r.commit or "unknown")[:12],
+             "tree" if r.from_tree else "name"]
+            for f in forks for v in reversed(f.p2p_versions()) for r in _by_family(f.revisions_of(v))
         ]  # fmt: skip
         if revisions:
-            headers = ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED", "COMMIT", "VERSION FROM"]
+            headers = [
+                "VERSION",
+                "FORK",
+                "FAMILY",
+                "REV",
+                "BRANCH (newest first)",
+                "COMMITTED",
+                "COMMIT",
+                "VERSION FROM",
+            ]
             out += [say(), table(headers, revisions)]
+            families = sorted({row[2] for row in revisions}, key=lambda fam: (fam != PLAIN, fam))
+            out += [say(f"family {fam}: {describe(fam)}") for fam in families]
+            if self.gpu_family is None:
+                out.append(say("* none: this host's GPUs need different families (one module serves them all)"))
+            else:
+                out.append(say(f"* what `modules build --driver-version V` builds for this host's GPUs "
+                               f"(family {self.gpu_family})"))  # fmt: skip
         for f in forks:
             if f.error:  # a fork read from neither git nor the API (the cache, or nothing) is said in yellow
                 style = "" if f.source in ("git", "api") else "yellow"
@@ -85,6 +128,22 @@ class BranchesResult(Result):
             missing = ", ".join(f.fork for f in self.report.forks if not f.available)
             return PartialError(f"not listed (no cache either): {missing}", hint="run again when online")
         return None
+
+
+def _by_family(revs: list[Revision]) -> list[Revision]:
+    """Return ``revs`` (newest first) grouped by family, the plain family first, order kept inside a family."""
+    order = {id(r): i for i, r in enumerate(revs)}
+    return sorted(revs, key=lambda r: (r.family != PLAIN, r.family, order[id(r)]))
+
+
+def gpu_family(host: Host) -> str | None:
+    """Return the branch family this host's GPUs need (:func:`fwman.driver.families.host_family`; the plain
+    family when there are none or they cannot be read: VRAM comes from nvidia-smi)."""
+    try:
+        cards = scan_cards(host)
+    except FwmanError:
+        return PLAIN
+    return host_family(CardMemory(c.name, c.vram_bytes) for c in cards)
 
 
 def _branch_cell(branch: str, patch_sha256: str | None) -> str:
@@ -108,7 +167,8 @@ def driver_branches(
     config = load_config(host)
     forks = configured_forks(config, fork_specs)
     report = list_branches(host, forks, api=api_base(config, variables), offline=offline)
-    return BranchesResult(report, target, version_answer(report, target) if target is not None else None)
+    answer = version_answer(report, target) if target is not None else None
+    return BranchesResult(report, target, answer, gpu_family(host))
 
 
 def version_answer(report: BranchReport, target: DriverVersion) -> dict[str, Any]:

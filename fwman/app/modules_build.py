@@ -87,6 +87,8 @@ class BuildResult(Result):
     boot: BootCheck | None
     #: a dry run: what would be built (nothing was); None: a real run
     plan: list[str] | None = None
+    #: after an install: the CDI specs that no longer match (one line each, with the command that rewrites them)
+    cdi: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-build/2`` (without the schema key; ``dry_run`` and ``actions``
@@ -103,7 +105,7 @@ class BuildResult(Result):
         """Return what the boot check did (the kernels' outcomes were shown as they came), or the dry run's plan."""
         if self.plan is not None:
             return [say(f"would {step}") for step in self.plan] or [say("nothing to build")]
-        return boot_text(self.boot)
+        return boot_text(self.boot) + [say(line, "yellow") for line in self.cdi]
 
     def failure(self) -> FwmanError | None:
         """Return the error of :meth:`raise_for_failures` (None when every kernel built)."""
@@ -169,6 +171,26 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
             f"(its P2P {'tags' if fork.donor else 'branches'} build: {carried})",
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
+    if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
+        from fwman.app.driver_branches import gpu_family
+        from fwman.driver.families import describe
+        from fwman.driver.forks import choose_revision
+
+        family = gpu_family(host)
+        if family is None:
+            raise UsageError(
+                f"this host's GPUs need different branch families for driver {version}; one module serves them all",
+                hint="name the branch with --branch (see `fwman driver branches`)",
+            )
+        mine = choose_revision(revisions, family)
+        if not mine:
+            have = ", ".join(sorted({f"{r.branch} ({r.family})" for r in revisions}))
+            raise MissingError(
+                f"no branch of fork {fork.name} for {describe(family)} (family {family}) builds driver version "
+                f"{version} (its branches of that version: {have})",
+                hint="name the branch with --branch if you know it serves these GPUs",
+            )
+        revisions = mine
     newest = revisions[0]
     if fork.donor is not None:  # a donor-patch fork: NVIDIA's tag of the version, with the pinned patch
         report(
@@ -178,7 +200,7 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
         return SourceSpec(None, fork_text, names.branch_name(newest.branch))
     others = ", ".join(r.branch for r in revisions[1:])
     report(
-        f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions "
+        f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions ({newest.family}) "
         f"(committed {newest.date or 'at an unknown date'}{'; older: ' + others if others else ''})"
     )
     return SourceSpec(None, fork_text, names.branch_name(newest.branch))
@@ -277,7 +299,29 @@ def build_modules(
             if on_outcome is not None:
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
-    return BuildResult(builds, check)
+    stale = stale_cdi_specs(host) if any(b.outcome.status == "built" for b in builds) else []
+    return BuildResult(builds, check, cdi=stale)
+
+
+def stale_cdi_specs(host: Host) -> list[str]:
+    """Return one line per NVIDIA CDI spec that no longer matches this host (libraries of another driver than the
+    host's user space, host paths gone, device major numbers drifted), with the command that rewrites it: checked
+    after every module install (docs/audit.md, "CDI specs"). Never raises."""
+    from fwman.platform.containers import read_cdi_specs
+    from fwman.platform.userspace import scan_userspace
+    from fwman.reports.audit.rows import cdi_spec_rows
+
+    try:
+        specs = read_cdi_specs(host, [])
+        versions = list(scan_userspace(host, run_smi=False).versions()) if specs else []
+    except FwmanError:
+        return []
+    ref = versions[0] if len(versions) == 1 else None
+    return [
+        f"CDI spec {row.where}: {row.detail}; {row.fix}"
+        for row in cdi_spec_rows([s for s in specs if s.error is None], ref)
+        if row.status == "mismatch" and row.fix
+    ]
 
 
 def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:

@@ -11,7 +11,7 @@ from typing import Any
 
 from fwman.app.text import Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, ParseError
-from fwman.driver import dkms
+from fwman.driver import dkms, nova_core
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
@@ -23,9 +23,11 @@ from fwman.driver.headers import advise_host
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.kmod.secureboot import SecureBootState
 from fwman.driver.kmod.secureboot import read_state as read_secure_boot
+from fwman.driver.nova_core import NovaRunning
 from fwman.driver.settings_host import SettingsReport, inspect_settings
 from fwman.driver.userspace_hold import HoldStatus
 from fwman.driver.userspace_hold import read_status as hold_status
+from fwman.gpu.inventory import nvidia_functions
 from fwman.host.base import Host
 
 
@@ -52,6 +54,10 @@ class KernelStatus:
     #: a donor-patch fork's build ({tag, sha256, patch}: the manifest's), and the fork it was built from
     donor_patch: dict[str, str] | None = None
     fork: str | None = None
+    #: the kernel's own nova_core: {config, module, built_in, blacklisted_by, problem}; None when it has none
+    nova_core: dict[str, Any] | None = None
+    #: the owner's P2P fork, installed by DKMS for this kernel too ("M/V: state"; fwman's copy is what loads)
+    dkms_fork: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
@@ -72,6 +78,8 @@ class KernelStatus:
             "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
             "patches": self.patches,
             "donor_patch": self.donor_patch,
+            "nova_core": self.nova_core,
+            "dkms_fork": self.dkms_fork,
         }
 
 
@@ -89,6 +97,8 @@ class ModulesStatus(Result):
     settings: SettingsReport | None = None  # the NVreg_* options P2P depends on (`fwman driver settings`)
     #: the last `fwman modules preflight` (app.preflight.last_preflight), None when none ran
     preflight: dict[str, Any] | None = None
+    #: nova_core on the running system (loaded, the NVIDIA functions bound to it)
+    nova_running: NovaRunning | None = None
 
     def preflight_lines(self) -> list[str]:
         """Return the lines of the last pre-flight for the text status: one per kernel, and fwman's holds."""
@@ -136,6 +146,7 @@ class ModulesStatus(Result):
             "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
             "driver_settings": self.settings.to_json() if self.settings else None,
             "preflight": self.preflight,
+            "nova_core": self.nova_running.to_json() if self.nova_running else None,
         }
 
     def text(self, verbose: int = 0) -> Out:
@@ -153,6 +164,8 @@ class ModulesStatus(Result):
             why = f"PINNED by fwman to {pin.kernel} ({pin.method}) because {pin.reason}; undo: fwman modules unpin"
             out.append(say(why, "loud"))
         out += [say(f"DKMS: {r.kernel}: {c} (run `fwman dkms block`)", "yellow") for r in rows for c in r.dkms_conflict]
+        out += [say(f"DKMS: {r.kernel}: {c} is the P2P fork, built by DKMS too: fwman's copy loads (`fwman dkms "
+                    "status`, docs/dkms.md)") for r in rows for c in r.dkms_fork]  # fmt: skip
         for r in rows:
             for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
                 which = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
@@ -164,6 +177,16 @@ class ModulesStatus(Result):
                 out.append(say(f"source of {r.kernel}: fork {r.fork or '?'}: upstream tag {donor.get('tag', '?')} "
                                f"({(r.commit or '?')[:12]}) + patch {donor.get('sha256', '?')[:12]} "
                                f"({donor.get('patch', '?')})"))  # fmt: skip
+        for r in rows:
+            if r.nova_core is not None and r.nova_core.get("problem"):
+                out.append(say(f"nova_core: {r.nova_core['problem']}", "bad"))
+        running = self.nova_running
+        if running is not None and running.bound:
+            held = ", ".join(running.bound)
+            out.append(say(f"nova_core holds {held} now: nvidia.ko cannot probe it until nova_core is blacklisted "
+                           f"(`{nova_core.FIX}`) and the machine rebooted", "bad"))  # fmt: skip
+        elif running is not None and running.loaded:
+            out.append(say("nova_core is loaded (bound to no NVIDIA GPU)", "yellow"))
         for r in rows:
             if not r.headers and r.headers_package:
                 out.append(say(f"headers for {r.kernel}: apt install {r.headers_package}"))
@@ -212,10 +235,13 @@ def modules_status(host: Host) -> ModulesStatus:
         dkms_error = None
     except FwmanError as e:
         dkms_entries, dkms_error = [], e.message
+    kinds = dkms.sources(host, dkms_entries)
     secure_boot = read_secure_boot(host)
+    blacklist = nova_core.blacklist_files(host)
     rows: list[KernelStatus] = []
     for kver in installed_kernels(host):
         safety = kernel_safety(host, kver)
+        nova = nova_core.inspect_kernel(host, kver)
         try:
             manifest = load_manifest(host, kver)
         except ParseError:
@@ -231,7 +257,14 @@ def modules_status(host: Host) -> ModulesStatus:
                 commit=manifest.commit if manifest else None,
                 built_at=manifest.built_at if manifest else None,
                 dkms_conflict=[
-                    f"{e.module}/{e.version}: {e.state}" for e in dkms_entries if e.kernel == kver and e.installed
+                    f"{e.module}/{e.version}: {e.state}"
+                    for e in dkms_entries
+                    if e.kernel == kver and e.installed and kinds[(e.module, e.version)].kind == dkms.STOCK
+                ],
+                dkms_fork=[
+                    f"{e.module}/{e.version}: {e.state}"
+                    for e in dkms_entries
+                    if e.kernel == kver and e.installed and kinds[(e.module, e.version)].kind == dkms.FORK
                 ],
                 pending=pending.reason if pending else None,
                 failed=None
@@ -245,6 +278,7 @@ def modules_status(host: Host) -> ModulesStatus:
                 patches=list(manifest.patches) if manifest else [],
                 donor_patch=manifest.donor_patch if manifest else None,
                 fork=manifest.fork if manifest else None,
+                nova_core=nova_json(nova, blacklist),
             )
         )
     hold = hold_status(host, simulate=False)
@@ -264,4 +298,19 @@ def modules_status(host: Host) -> ModulesStatus:
         hold,
         options,
         last_preflight(host),
+        nova_core.read_running(host, nvidia_functions(host)),
     )
+
+
+def nova_json(nova: nova_core.NovaKernel, blacklist: list[str]) -> dict[str, Any] | None:
+    """Return a kernel's ``nova_core`` entry (None when it has none): what says it has it, which files blacklist
+    it, and why it would take the GPU (None once it cannot)."""
+    if not nova.present:
+        return None
+    return {
+        "config": nova.config,
+        "module": nova.module,
+        "built_in": nova.built_in,
+        "blacklisted_by": blacklist,
+        "problem": nova_core.problem(nova, blacklist),
+    }

@@ -167,7 +167,8 @@ class PreflightResult(Result):
             if verdict is None:
                 out.append(say(f"{offer.kernel} ({where}): would {check.plan}"))
                 continue
-            styled = Span(verdict.line_text(), "green" if verdict.status == pf.SAFE else "bad")
+            good = verdict.status == pf.SAFE and not verdict.nova_problem
+            styled = Span(verdict.line_text(), "green" if good else "bad")
             cached = " (recorded)" if verdict.cached else ""
             held = ", HELD" if check.held else ""
             out.append(line(f"{offer.kernel} ({where}{held}): ", styled, cached))
@@ -278,6 +279,7 @@ def _check(
     key = pf.verdict_key(kver, version, source.source_id, patches, compiler)
     cached = pf.cached_verdict(state, key, kver)
     if cached is not None:
+        pf.judge_nova_core(host, cached)
         report(f"{kver}: {cached.line_text()} (recorded {cached.at}; same headers, commit and patches)")
         return KernelCheck(offer, cached)
     if request.dry_run:
@@ -287,6 +289,7 @@ def _check(
     verdict = pf.check_kernel(host, offer, source, patches, compiler, key, report, request.jobs, request.progress)
     if verdict.status != pf.UNCHECKED or kver not in state.kernels:
         state.kernels[kver] = verdict  # a download that failed does not replace a verdict
+    pf.judge_nova_core(host, verdict)
     report(f"{kver}: {verdict.line_text()}")
     return KernelCheck(offer, verdict)
 
@@ -342,4 +345,6 @@ def last_preflight(host: Host) -> dict[str, Any] | None:
         }
     if state.last_at is None and not held:
         return None
+    for verdict in state.last():  # nova_core is judged against today's modprobe files, not the record's day
+        pf.judge_nova_core(host, verdict)
     return {"at": state.last_at, "kernels": [v.to_dict() for v in state.last()], "held_kernels": held, "error": None}

@@ -75,7 +75,12 @@ def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int,
     """Return each row as its first cell, then ``  HEADER: value`` lines wrapped to ``width``."""
     lines: list[list[str]] = []
     for row in rows:
-        lines.append([f"{headers[0]} {row[0]}" if row[0] else headers[0]])
+        first = f"{headers[0]} {row[0]}" if row[0] else headers[0]
+        if measure(first) != len(first) or len(first) <= width:  # styled, or fits: whole
+            lines.append([first])
+        else:
+            wrapped = textwrap.wrap(first, width, break_long_words=False, break_on_hyphens=False)
+            lines += [[part if k == 0 else f"  {part}"] for k, part in enumerate(wrapped)]
         for header, cell in zip(headers[1:], row[1:], strict=False):
             if not cell:
                 continue

@@ -135,7 +135,8 @@ def build(
       fwman modules build --all --dry-run       (which kernels, from which source; nothing changes)
 
     --driver-version V builds, of the fork's branches whose tree builds V (`fwman driver branches`: -p2p,
-    -p2p-v2, -p2p-v3 or any name with p2p in it), the one with the newest commit.
+    -p2p-v2, -p2p-v3 or any name with p2p in it) and whose family serves these GPUs (-p2p-48g for 48 GB 4090s
+    only), the highest revision, then the newest commit.
 
     The branch's driver version (its tree's version.mk; the name is a hint) must equal the user space's on the
     host and in every readable container (else NVML fails: "Driver/library version mismatch"): a mismatch is

@@ -21,12 +21,22 @@ _OPTION = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*(?:=[A-Za-z0-9_.,:+/-]*)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
-def render(module: str, options: Sequence[str], comments: Sequence[str] = ()) -> bytes:
+def render(
+    module: str,
+    options: Sequence[str],
+    comments: Sequence[str] = (),
+    blacklist: Sequence[tuple[str, str]] = (),
+) -> bytes:
     """Return a modprobe.d file: ``comments`` as ``#`` lines, then one ``options MODULE ...`` line (none when
-    ``options`` is empty).
+    ``options`` is empty), then for each (module, why) of ``blacklist`` a ``# why`` line and ``blacklist MODULE``.
 
     Raises ParseError for a module, an option or a comment the format cannot hold.
     """
+    for name, why in blacklist:
+        if not _MODULE.fullmatch(name):
+            raise ParseError(WHAT, "blacklist", f"{name!r} is not a module name")
+        if _CONTROL.search(why):
+            raise ParseError(WHAT, "comment", f"{why[:60]!r} is not one line")
     if not _MODULE.fullmatch(module):
         raise ParseError(WHAT, "module", f"{module!r} is not a module name")
     for option in options:
@@ -38,4 +48,5 @@ def render(module: str, options: Sequence[str], comments: Sequence[str] = ()) ->
     lines = [f"# {text}\n" for text in comments]
     if options:
         lines.append(f"options {module} {' '.join(options)}\n")
+    lines += [f"# {why}\nblacklist {name}\n" for name, why in blacklist]
     return "".join(lines).encode()

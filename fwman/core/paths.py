@@ -127,8 +127,15 @@ SYSTEMD_BOOT_LOADER_DIRS = ("/boot/efi/loader", "/efi/loader", "/boot/loader")
 # --- module options (`fwman driver settings`) -------------------------------------------------------------------
 #: fwman's own modprobe file of NVreg_* options (nothing else in /etc/modprobe.d is touched)
 MODPROBE_OPTIONS_FILE = "/etc/modprobe.d/fwman-nvidia-p2p.conf"
+#: where modprobe reads its configuration (modprobe.d(5)): a ``blacklist`` line in any ``*.conf`` here counts
+MODPROBE_CONFIG_DIRS = ("/etc/modprobe.d", "/run/modprobe.d", "/usr/local/lib/modprobe.d", "/usr/lib/modprobe.d",
+                        "/lib/modprobe.d")  # fmt: skip
+#: the loaded modules' directories (``/sys/module/NAME``)
+SYS_MODULE_DIR = "/sys/module"
 
 # --- DKMS ---------------------------------------------------------------------------------------------------
+#: DKMS's tree: ``M/V/KVER/ARCH/module/`` holds what it built
+DKMS_TREE = "/var/lib/dkms"
 DKMS_MOK_KEY = "/var/lib/dkms/mok.key"
 DKMS_MOK_CERT = "/var/lib/dkms/mok.pub"
 #: DKMS's own settings, where ``mok_signing_key=`` / ``mok_certificate=`` may name another key (dkms 3.x)
@@ -158,6 +165,11 @@ MODULES_ROOT = "/lib/modules"
 def donor_patch_file(sha256: str) -> str:
     """Return where the donor patch of digest ``sha256`` is kept once verified."""
     return f"{DONOR_PATCH_DIR}/{sha256}.patch"
+
+
+def kernel_config(kver: str) -> str:
+    """Return ``/boot/config-KVER``: the configuration Debian, Ubuntu and Proxmox install beside each kernel."""
+    return f"/boot/config-{kver}"
 
 
 def modules_dir(kver: str) -> str:
@@ -203,3 +215,8 @@ HOSTNAME_FILE = "/etc/hostname"
 
 #: where CDI specs live (CDI SPEC.md; /var/run/cdi is cleared at boot, nvidia-cdi-refresh writes there)
 CDI_SPEC_DIRS = ("/etc/cdi", "/var/run/cdi")
+#: the character device majors the running kernel gave each driver (``MAJOR NAME`` lines)
+PROC_DEVICES = "/proc/devices"
+#: nvidia-container-toolkit's refresh of the CDI spec (1.18.0 and later): a path unit and its service
+CDI_REFRESH_UNITS = tuple(f"{d}/nvidia-cdi-refresh.{kind}" for d in ("/etc/systemd/system", "/usr/lib/systemd/system",
+                          "/lib/systemd/system") for kind in ("path", "service"))  # fmt: skip

@@ -103,6 +103,210 @@ def is_nvidia(entry: DkmsEntry) -> bool:
     return entry.module.lower().startswith("nvidia")
 
 
+# -- the owner's P2P fork registered in DKMS ----------------------------------------------------------------------
+# aikitoria's 2026 trees are reported to ship dkms.conf and dkms-setup.sh, and Duanyll publishes a
+# nvidia-open-p2p-dkms .deb (../shared/docs/field-late-2026.md, "The forks"): an owner may have the fork itself
+# registered in DKMS. It is told from NVIDIA's stock module by its tree, never by the module name alone (both are
+# "nvidia"). The March 2025 tree's kernel-open/dkms.conf is NVIDIA's installer template (PACKAGE_VERSION=
+# "__VERSION_STRING", a "__DKMS_MODULES" line: read in aikitoria/open-gpu-kernel-modules, branch 570.86.16-p2p),
+# unusable as it is.
+FORK, STOCK = "fork", "stock"
+#: placeholders of NVIDIA's installer template of dkms.conf (filled in by nvidia-installer)
+TEMPLATE_MARKS = ("__VERSION_STRING", "__DKMS_MODULES", "__JOBS", "__EXCLUDE_MODULES")
+
+
+def parse_dkms_conf(text: str) -> dict[str, str]:
+    """Return the ``KEY=value`` assignments of a dkms.conf (a shell fragment: quotes removed, ``MAKE[0]`` kept as
+    the key); lines that are not assignments (comments, a template's ``__DKMS_MODULES``) are skipped. Never
+    raises."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?)=(.*)$", line)
+        if m:
+            value = m.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            out[m.group(1)] = value
+    return out
+
+
+def is_template(text: str) -> bool:
+    """Return True when a dkms.conf is NVIDIA's installer template (its placeholders not filled in)."""
+    return any(mark in text for mark in TEMPLATE_MARKS)
+
+
+@dataclass(frozen=True)
+class DkmsSource:
+    """What one registered module's tree is: the owner's P2P fork or NVIDIA's stock module, and why."""
+
+    module: str
+    version: str
+    kind: str  # FORK | STOCK
+    evidence: tuple[str, ...]  # why it is the fork (empty for stock)
+    tree_version: str | None = None  # the NVIDIA_VERSION of its version.mk, when the tree has one
+
+    def to_json(self) -> dict[str, object]:
+        """Return ``{"kind", "fork_evidence", "tree_version"}``."""
+        return {"kind": self.kind, "fork_evidence": list(self.evidence), "tree_version": self.tree_version}
+
+
+def _read(host: Host, path: str) -> str | None:
+    try:
+        return host.read_text(path) if host.exists(path) else None
+    except (FwmanError, OSError):
+        return None
+
+
+def dkms_module_files(host: Host, entry: DkmsEntry) -> list[str]:
+    """Return the nvidia.ko files DKMS built for ``entry``'s kernel (its tree under /var/lib/dkms, dkms 3.x's
+    layout ``M/V/KVER/ARCH/module/``). Never raises."""
+    if entry.kernel is None:
+        return []
+    found = []
+    for arch in ([entry.arch] if entry.arch else []) + ["x86_64"]:
+        base = f"{paths.DKMS_TREE}/{entry.module}/{entry.version}/{entry.kernel}/{arch}/module"
+        for suffix in ("", ".xz", ".zst", ".gz"):
+            try:
+                if host.exists(f"{base}/nvidia.ko{suffix}"):
+                    found.append(f"{base}/nvidia.ko{suffix}")
+            except (FwmanError, OSError):
+                continue
+        if found:
+            break
+    return found
+
+
+def _srcversion(host: Host, path: str) -> str | None:
+    from fwman.driver.kmod.kofile import decompress, read_module
+
+    try:
+        return read_module(decompress(host.read_bytes(path), path)).srcversion
+    except (FwmanError, OSError):
+        return None
+
+
+def fwman_srcversion(host: Host, kver: str) -> str | None:
+    """Return the srcversion of the nvidia.ko fwman's manifest for ``kver`` names (None: no build, unreadable)."""
+    from fwman.driver.build.manifest import load_manifest
+
+    try:
+        manifest = load_manifest(host, kver)
+    except (FwmanError, OSError):
+        return None
+    entry = manifest.modules.get("nvidia") if manifest else None
+    return _srcversion(host, entry.path) if entry else None
+
+
+def classify(host: Host, module: str, version: str, entries: list[DkmsEntry] | None = None) -> DkmsSource:
+    """Return whether registered module ``module/version`` is the owner's P2P fork or NVIDIA's stock module.
+
+    The fork when any of: its name says p2p; its tree (``/usr/src/M-V``) has ``dkms-setup.sh`` (what the fork's
+    2026 trees are reported to ship) or the fork's ``version.mk`` at its root beside ``kernel-open/`` (a git tree
+    of the open modules, not NVIDIA's package layout), with a dkms.conf that is not the installer template; a
+    nvidia.ko DKMS built from it (``entries``: its ``dkms status`` lines) whose srcversion is the one of fwman's
+    build for that kernel (the same patched source). Else stock. Never raises.
+    """
+    from fwman.driver.versions import parse_version_mk
+
+    tree = f"/usr/src/{module}-{version}"
+    evidence: list[str] = []
+    if "p2p" in module.lower() or "p2p" in version.lower():
+        evidence.append(f"its name {module}/{version} says p2p")
+    if _read(host, f"{tree}/dkms-setup.sh") is not None:
+        evidence.append(f"{tree}/dkms-setup.sh (the fork's own DKMS set-up)")
+    mk = _read(host, f"{tree}/version.mk")
+    tree_version = None
+    if mk is not None:
+        try:
+            tree_version = str(parse_version_mk(mk))
+        except ParseError:
+            tree_version = None
+    conf = _read(host, f"{tree}/dkms.conf")
+    checkout = tree_version is not None and host_is_dir(host, f"{tree}/kernel-open")
+    if checkout and conf is not None and not is_template(conf):
+        evidence.append(f"{tree} is a git tree of the open modules (version.mk {tree_version}, kernel-open/)")
+    for entry in entries or []:
+        if (entry.module, entry.version) != (module, version) or entry.kernel is None:
+            continue
+        ours = fwman_srcversion(host, entry.kernel)
+        for path in dkms_module_files(host, entry):
+            theirs = _srcversion(host, path)
+            if ours and theirs == ours:
+                evidence.append(f"its nvidia.ko for {entry.kernel} has the srcversion of fwman's build ({ours})")
+                break
+    return DkmsSource(module, version, FORK if evidence else STOCK, tuple(evidence), tree_version)
+
+
+def host_is_dir(host: Host, path: str) -> bool:
+    """Return ``host.is_dir(path)``, False for what cannot be read."""
+    try:
+        return host.is_dir(path)
+    except (FwmanError, OSError):
+        return False
+
+
+def sources(host: Host, entries: list[DkmsEntry]) -> dict[tuple[str, str], DkmsSource]:
+    """Return each registered (module, version) of ``entries`` classified (:func:`classify`). Never raises."""
+    return {(m, v): classify(host, m, v, entries) for m, v in sorted({(e.module, e.version) for e in entries})}
+
+
+def read_tree(host: Host) -> list[DkmsEntry]:
+    """Return the NVIDIA modules DKMS holds, read from its tree without running dkms (fast, for ``fwman audit``):
+    each ``/var/lib/dkms/M/V`` is registered ("added"), and dkms's install link ``M/kernel-KVER-ARCH`` ->
+    ``V/KVER/ARCH`` (``ln -s "$module_version/$kernelver/$arch" "$dkms_tree/$module/kernel-$kernelver-$arch"`` in
+    dkms 3.0.10's install step) says it is installed for KVER. Never raises: what cannot be read is left out."""
+    out: list[DkmsEntry] = []
+    try:
+        modules = sorted(m for m in host.listdir(paths.DKMS_TREE) if m.lower().startswith("nvidia"))
+    except (FwmanError, OSError):
+        return []
+    for m in modules:
+        base = f"{paths.DKMS_TREE}/{m}"
+        try:
+            names = sorted(host.listdir(base))
+        except (FwmanError, OSError):
+            continue
+        installed: set[str] = set()
+        for name in names:
+            if not name.startswith("kernel-"):
+                continue
+            try:
+                target = host.readlink(f"{base}/{name}")
+            except (FwmanError, OSError):
+                continue
+            parts = target.strip("/").split("/")
+            if len(parts) == 3 and all(parts):
+                out.append(DkmsEntry(m, parts[0], parts[1], parts[2], "installed"))
+                installed.add(parts[0])
+        for name in names:
+            if name.startswith(("kernel-", "original_module")) or name in installed:
+                continue
+            if host_is_dir(host, f"{base}/{name}"):
+                out.append(DkmsEntry(m, name, None, None, "added"))
+    return out
+
+
+def builders(entries: list[DkmsEntry], kinds: dict[tuple[str, str], DkmsSource], fwman_kernels: list[str]) -> list[str]:
+    """Return one line per kernel DKMS installed the fork for: whether fwman built it too, and whose copy loads
+    (fwman's, through its depmod override). Pure."""
+    out = []
+    for e in entries:
+        src = kinds.get((e.module, e.version))
+        if e.kernel is None or not e.installed or src is None or src.kind != FORK:
+            continue
+        if e.kernel in fwman_kernels:
+            out.append(
+                f"{e.kernel}: built twice, by DKMS ({e.module}/{e.version}, the fork) and by fwman; "
+                "modprobe loads fwman's copy (its depmod override), the one the boot check verifies"
+            )
+        else:
+            out.append(
+                f"{e.kernel}: built by DKMS only ({e.module}/{e.version}, the fork): fwman's boot check "
+                f"does not know it (`fwman modules build --kernel {e.kernel}` to verify and pin)"
+            )
+    return out
+
+
 def dkms_argv(host: Host, *args: str) -> list[str]:
     """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root).
 
@@ -195,7 +399,13 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     from fwman.host.actions import RunCommand, WriteFile, apply_all
 
     entries = [e for e in status(host) if is_nvidia(e)]
-    pairs = sorted({(e.module, e.version) for e in entries})
+    kinds = sources(host, entries)
+    # the owner's P2P fork registered in DKMS is theirs: the block removes NVIDIA's stock module only
+    pairs = sorted(k for k, src in kinds.items() if src.kind == STOCK)
+    left = [src for src in kinds.values() if src.kind == FORK]
+    if report is not None and not dry_run:
+        for src in left:
+            report(f"left alone: {src.module}/{src.version}, the P2P fork ({'; '.join(src.evidence)})")
     record = read_block(host) or BlockRecord()
     known = {(r["module"], r["version"]) for r in record.removed}
 
@@ -212,7 +422,8 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     ]
     actions.append(WriteFile(paths.APT_DKMS_PIN, APT_PIN_TEXT.encode()))
     if dry_run:
-        return [a.describe() for a in actions if a.is_needed(host)]
+        kept = [f"leave {src.module}/{src.version} registered (the P2P fork)" for src in left]
+        return [a.describe() for a in actions if a.is_needed(host)] + kept
     fresh = [{"module": m, "version": v} for m, v in pairs if (m, v) not in known]
     # The record is written BEFORE the first `dkms remove`: a failure or Ctrl-C halfway must still leave the
     # note of what is (or is about to be) removed, since `dkms status` no longer lists a removed module and

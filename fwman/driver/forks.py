@@ -22,6 +22,7 @@ from fwman.core.config import DONOR_KEYS, Config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, HostChangeError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.core.jsontext import parse_json
+from fwman.driver.families import PLAIN, parse_branch_name
 from fwman.driver.git import GIT_ENV, failure_text, git_target
 from fwman.driver.versions import (
     VERSION_FILE,
@@ -535,7 +536,7 @@ def _from_cache(
         url=fork.url,
         branches=branches,
         commits=commits,
-        revisions=_revisions_of(fork, branches, commits, trees or {}),
+        revisions=with_families(_revisions_of(fork, branches, commits, trees or {})),
         source="cache",
         donor=fork.donor,
         fetched_at=fetched,
@@ -629,7 +630,7 @@ def list_branches(
                 new_trees.update(read)
                 if problem is not None:
                     listing.error = f"branch trees not read (versions from names): {problem}"
-            listing.revisions = revisions(listing.branches, listing.commits, {**trees, **new_trees})
+            listing.revisions = with_families(revisions(listing.branches, listing.commits, {**trees, **new_trees}))
             results.append(listing)
             live.append(listing)
         else:
@@ -640,6 +641,24 @@ def list_branches(
             for f in live:
                 f.error = problem
     return BranchReport(forks=results, now=now)
+
+
+def with_families(revs: list[Revision]) -> list[Revision]:
+    """Return ``revs`` with each branch's family and revision number read from its name (a donor fork's tags:
+    the plain family, no number). Never raises."""
+    for r in revs:
+        parsed = parse_branch_name(r.branch) if r.patch_sha256 is None else None
+        r.family, r.revision = (parsed.family, parsed.revision) if parsed is not None else (PLAIN, None)
+    return revs
+
+
+def choose_revision(revs: Sequence[Revision], family: str) -> list[Revision]:
+    """Return the revisions of ``revs`` (one version's) of ``family``, the default first: the highest revision
+    number, then the newest commit (a name without a number ranks below numbered ones of its date order)."""
+    mine = [r for r in revs if r.family == family]
+    by_date = newest_first(mine)
+    order = {id(r): i for i, r in enumerate(by_date)}
+    return sorted(by_date, key=lambda r: (-(r.revision or 0), order[id(r)]))
 
 
 def _revisions_of(
@@ -734,7 +753,7 @@ def _list_donor(
         url=fork.url,
         branches=list(tags),
         commits=tags,
-        revisions=donor_revisions(fork.donor, list(tags), tags, {**trees, **read}),
+        revisions=with_families(donor_revisions(fork.donor, list(tags), tags, {**trees, **read})),
         source="git",
         fetched_at=now,
         error="; ".join(notes) or None,

@@ -32,7 +32,7 @@ from typing import Any
 from fwman.core import bounded, clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
-from fwman.driver import aptsim
+from fwman.driver import aptsim, nova_core
 from fwman.driver.build import patches as kpatches
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.build.patches import KernelPatch
@@ -137,6 +137,10 @@ class Verdict:
     at: str = ""
     #: answered from the record of an earlier pre-flight (nothing downloaded or built this time)
     cached: bool = False
+    #: CONFIG_NOVA_CORE in the headers' .config ("m", "y"; None: unset or not read)
+    nova_config: str | None = None
+    #: why nova_core would take the GPU when this kernel boots, judged against today's modprobe files (not recorded)
+    nova_problem: str | None = None
 
     @property
     def where(self) -> str:
@@ -148,7 +152,7 @@ class Verdict:
     def line_text(self) -> str:
         """Return the one line a person reads: "safe to install", "will not build: FILE:LINE: error", ..."""
         if self.status == SAFE:
-            return "safe to install"
+            return f"builds, but NOT safe to boot: {self.nova_problem}" if self.nova_problem else "safe to install"
         if self.status == BROKEN:
             where = f"{self.where}: " if self.where else ""
             return f"will not build: {where}{self.error or self.message}"
@@ -174,6 +178,9 @@ class Verdict:
             "seconds": round(self.seconds, 1) if self.seconds is not None else None,
             "at": self.at,
             "cached": self.cached,
+            "nova_core": None
+            if self.nova_config not in ("m", "y")
+            else {"config": self.nova_config, "built_in": self.nova_config == "y", "problem": self.nova_problem},
         }
 
     @classmethod
@@ -190,6 +197,8 @@ class Verdict:
         failure: dict[str, Any] = raw if isinstance(raw, dict) else {}
         line = failure.get("line")
         seconds = doc.get("seconds")
+        nova = doc.get("nova_core")
+        nova_config = nova.get("config") if isinstance(nova, dict) else None
         return cls(
             kernel=str(doc["kernel"]),
             status=str(status),
@@ -207,6 +216,7 @@ class Verdict:
             object_cache_hit=bool(doc["object_cache_hit"]) if doc.get("object_cache_hit") is not None else None,
             seconds=float(seconds) if isinstance(seconds, (int, float)) else None,
             at=str(doc.get("at", "")),
+            nova_config=nova_config if isinstance(nova_config, str) else None,
         )
 
 
@@ -345,6 +355,24 @@ def download_headers(
     return got
 
 
+def headers_nova_config(host: Host, build: str) -> str | None:
+    """Return ``CONFIG_NOVA_CORE`` of the kernel whose headers tree is ``build`` (its ``.config``, which Debian's
+    headers package ships), None when unset or unreadable: the pre-flight's view of nova_core before the kernel
+    is installed. Never raises."""
+    try:
+        # a headers package's file: bounded (Debian's amd64 .config is about 280 KB)
+        config = read_text_capped(host, f"{build}/.config", 4 << 20, "kernel configuration")
+        return nova_core.parse_config_symbol(config)
+    except (FwmanError, OSError):
+        return None
+
+
+def judge_nova_core(host: Host, verdict: Verdict) -> None:
+    """Set ``verdict.nova_problem`` from its kernel's recorded ``CONFIG_NOVA_CORE`` and today's modprobe files."""
+    kernel = nova_core.NovaKernel(verdict.kernel, verdict.nova_config, "its headers' .config", None)
+    verdict.nova_problem = nova_core.problem(kernel, nova_core.blacklist_files(host))
+
+
 def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, log: str) -> KernelTree:
     """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in.
 
@@ -462,6 +490,7 @@ def check_kernel(
         except FwmanError as e:
             verdict.message = e.message
             return verdict
+        verdict.nova_config = headers_nova_config(host, tree.build)
         report(f"building {source.label} against the headers of {kver} (not installed)")
         result = compile_for_kernel(host, source, kver, report, jobs, progress, patches, headers=tree)
         verdict.log, verdict.object_cache_hit = result.log_path, result.cache_hit

@@ -120,14 +120,25 @@ def recommended(generations: set[str], rebar: bool = False) -> list[Setting]:
     return list(out.values())
 
 
-def render(settings: list[Setting]) -> bytes:
-    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line.
+@dataclass(frozen=True)
+class Blacklist:
+    """A module fwman's file blacklists: its name, why, and who says so."""
+
+    module: str
+    why: str
+    source: str
+
+
+def render(settings: list[Setting], blacklist: list[Blacklist] | None = None) -> bytes:
+    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then
+    one ``blacklist`` line (after its reason and source) per module of ``blacklist``.
 
     Raises ParseError for an option or a line the format cannot hold (core/modprobeconf refuses it).
     """
     comments = [HEADER.removeprefix("# ").removesuffix("\n")]
     comments += [f"NVreg_{s.key}={s.value}: {s.why} ({s.source})" for s in settings]
-    return modprobeconf.render(MODULE, [s.option for s in settings], comments)
+    listed = [(b.module, f"{b.module}: {b.why} ({b.source})") for b in blacklist or []]
+    return modprobeconf.render(MODULE, [s.option for s in settings], comments, listed)
 
 
 _PARAM = re.compile(r"^([A-Za-z][A-Za-z0-9_]*): (.*)$")

@@ -1,20 +1,25 @@
 """The host side of the module options: fwman's modprobe file, its initramfs, and what is in effect.
 
 :func:`inspect_settings` reads (the GPUs' generations, the recommended options and their sources, fwman's file,
-the loaded module's ``/proc/driver/nvidia/params``, whether the running kernel's initramfs carries the file);
-:func:`settings_actions` is the list of actions that make the host match (write or remove fwman's file, then
-regenerate the initramfs that must carry it). Nothing else in ``/etc/modprobe.d`` is touched.
+the loaded module's ``/proc/driver/nvidia/params``, whether the running kernel's initramfs carries the file,
+the installed kernels that have ``nova_core``); :func:`settings_actions` is the list of actions that make the host
+match (write or remove fwman's file, then regenerate each initramfs that must carry it: the running kernel's, and
+that of every kernel with nova_core, whose blacklist must be in its image). Nothing else in ``/etc/modprobe.d``
+is touched.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.driver import nova_core
 from fwman.driver import settings as nv
 from fwman.driver.boot import initramfs
+from fwman.driver.kernels import installed_kernels
 from fwman.gpu.inventory import scan_cards
 from fwman.host.actions import Action, RemoveFile, RunCommand, WriteFile
 from fwman.host.base import Host
@@ -39,6 +44,19 @@ class SettingsReport:
     file_error: str | None = None
     initramfs: str = NO_IMAGE
     image: str | None = None
+    #: the installed kernels that have nova_core (fwman's file blacklists it while there is one)
+    nova_kernels: list[nova_core.NovaKernel] = field(default_factory=list)
+    #: the initramfs images of the nova_core kernels (kernel -> image), regenerated to carry the blacklist
+    nova_images: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def blacklist(self) -> list[nv.Blacklist]:
+        """Return the modules fwman's file blacklists: nova_core while an installed kernel has it."""
+        if not self.nova_kernels:
+            return []
+        kernels = ", ".join(k.kver for k in self.nova_kernels)
+        why = f"it takes the GPU before nvidia.ko can probe it (kernels with it: {kernels})"
+        return [nv.Blacklist(nova_core.MODULE, why, nova_core.SOURCE)]
 
     def states(self) -> list[tuple[nv.Setting, str, str | None]]:
         """Return (setting, state, loaded value) for each recommended setting."""
@@ -77,6 +95,11 @@ class SettingsReport:
             "params_error": self.params_error,
             "file_error": self.file_error,
             "initramfs": {"image": self.image, "state": self.initramfs},
+            "blacklist": [{"module": b.module, "why": b.why, "source": b.source} for b in self.blacklist],
+            "nova_core_kernels": [
+                {"kernel": k.kver, "config": k.config, "module": k.module, "built_in": k.built_in}
+                for k in self.nova_kernels
+            ],
         }
 
 
@@ -118,7 +141,17 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
     for card in cards:
         report.generations.setdefault(nv.generation(card.name), []).append(card.bus_id)
     report.settings = nv.recommended(set(report.generations), rebar=rebar)
-    report.wanted = nv.render(report.settings) if report.settings else b""
+    try:
+        kernels = installed_kernels(host)
+    except FwmanError:
+        kernels = []
+    report.nova_kernels = [k for k in (nova_core.inspect_kernel(host, kver) for kver in kernels) if k.present]
+    for k in report.nova_kernels:
+        image = initramfs.image_path(host, k.kver)
+        if image:
+            report.nova_images[k.kver] = image
+    blacklist = report.blacklist
+    report.wanted = nv.render(report.settings, blacklist) if report.settings or blacklist else b""
     try:
         report.current = _read(host, paths.MODPROBE_OPTIONS_FILE)
     except NotRecordedError:
@@ -153,15 +186,24 @@ def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
         else RemoveFile(paths.MODPROBE_OPTIONS_FILE)
     )
     actions: list[Action] = [file_action]
+    images: dict[str, tuple[str, str]] = {}  # kernel -> (image, why it must carry the file)
     if report.kernel and report.image:
-        kernel, image, wanted = report.kernel, report.image, report.wanted
-
-        def needed(h: Host) -> bool:
-            try:
-                return not _carries(h, image, wanted)
-            except (FwmanError, OSError):
-                return True
-
-        argv = initramfs.regenerate_argv(initramfs.generator(host), kernel)
-        actions.append(RunCommand(argv, needed, reason=f"the initramfs of {kernel} must carry the options"))
+        images[report.kernel] = (report.image, f"the initramfs of {report.kernel} must carry the options")
+    for kver, image in report.nova_images.items():  # the running kernel's own reason stays first
+        images.setdefault(kver, (image, f"the initramfs of {kver} must carry the nova_core blacklist"))
+    gen = initramfs.generator(host) if images else ""
+    for kernel, (image, why) in images.items():
+        actions.append(RunCommand(initramfs.regenerate_argv(gen, kernel), _needs(image, report.wanted), reason=why))
     return actions
+
+
+def _needs(image: str, wanted: bytes) -> Callable[[Host], bool]:
+    """Return the check of one regeneration: needed while ``image`` does not carry fwman's file as ``wanted``."""
+
+    def needed(h: Host) -> bool:
+        try:
+            return not _carries(h, image, wanted)
+        except (FwmanError, OSError):
+            return True
+
+    return needed

@@ -69,6 +69,10 @@ class Revision:
     error: str | None = None  # why the tree could not be read (the version is then the name's, or unknown)
     #: a donor-patch fork's revision: ``branch`` is then NVIDIA's upstream tag and this the patch applied to it
     patch_sha256: str | None = None
+    #: what the name says it is for (:mod:`fwman.driver.families`): ``p2p``, ``48g``, ``3080-20g``, ...
+    family: str = "p2p"
+    #: N of ``-p2p-vN`` (1 for a bare ``-p2p``), None for a name of another shape or a donor tag
+    revision: int | None = None
 
     def model_dump(self, mode: str = "json") -> dict[str, Any]:
         """Return the fields as a dict of JSON types (the call the pydantic model had; ``mode`` is accepted)."""

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, ParseError, UsageError
+from fwman.core.errors import MissingError, NotRecordedError, ParseError, UsageError
 from fwman.gpu.card import Card, LinkState
 from fwman.gpu.config_space import ConfigSpace, parse_config_space
 from fwman.gpu.proc_version import parse_proc_version
@@ -202,6 +202,8 @@ class Inventory:
 
     cards: list[Card]
     smi_problem: str | None = None
+    #: the GPUs that drive a display: bus id -> what says so (nvidia-smi's display_active, sysfs boot_vga)
+    displays: dict[str, str] = field(default_factory=dict)
 
 
 def scan_inventory(host: Host, *, use_smi: bool = True) -> Inventory:
@@ -218,11 +220,29 @@ def scan_inventory(host: Host, *, use_smi: bool = True) -> Inventory:
         driver = (smi_log.driver_version, None)
     by_bus = {g.bus_id: g for g in smi_log.gpus} if smi_log else {}
     cards = []
+    displays: dict[str, str] = {}
     for bus in functions:
         card = _read_card(host, bus, by_bus.get(bus), driver)
         if card is not None:
             cards.append(card)
-    return Inventory(cards=cards, smi_problem=why)
+            said = _display(host, bus, by_bus.get(bus))
+            if said:
+                displays[bus] = said
+    return Inventory(cards=cards, smi_problem=why, displays=displays)
+
+
+def _display(host: Host, bus: str, smi: SmiGpu | None) -> str | None:
+    """Return what says the GPU at ``bus`` drives a display (None: nothing does): nvidia-smi's
+    ``display_active`` Enabled, or sysfs ``boot_vga`` 1 (the firmware put its console there)."""
+    reasons = []
+    if smi is not None and smi.display_active:
+        reasons.append("nvidia-smi: display_active Enabled")
+    try:
+        if host.read_text(f"{paths.PCI_DEVICES_DIR}/{bus}/boot_vga").strip() == "1":
+            reasons.append("sysfs boot_vga 1 (the firmware's console GPU)")
+    except (MissingError, NotRecordedError):
+        pass
+    return "; ".join(reasons) or None
 
 
 def scan_cards(host: Host, *, use_smi: bool = True) -> list[Card]:

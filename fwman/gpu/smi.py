@@ -42,6 +42,8 @@ class SmiGpu:
     link_width_current: int | None = None
     power_limit_w: float | None = None
     default_power_limit_w: float | None = None
+    #: ``<display_active>``: Enabled (a display is initialised on the GPU) True, Disabled False, else None
+    display_active: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +158,7 @@ def parse_smi_xml(text: str) -> SmiLog:
                 link_width_current=_int(_text(pci, "pci_gpu_link_info/link_widths/current_link_width")),
                 power_limit_w=_watts(_text(power, "current_power_limit") or _text(power, "power_limit")),
                 default_power_limit_w=_watts(_text(power, "default_power_limit")),
+                display_active={"Enabled": True, "Disabled": False}.get(_text(gpu, "display_active") or ""),
             )
         )
     return SmiLog(driver_version=_text(root, "driver_version"), cuda_version=_text(root, "cuda_version"), gpus=gpus)

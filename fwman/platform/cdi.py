@@ -43,6 +43,9 @@ class CdiEdits:
     device_nodes: tuple[str, ...] = ()  # host paths of the device nodes (hostPath, else path)
     mounts: tuple[Mount, ...] = ()  # hostPath as source, containerPath as destination
     hooks: tuple[str, ...] = ()  # "path args..." for people
+    #: (host path, major) of the device nodes that name a ``major`` (NVIDIA's spec does: nvidia-container-toolkit
+    #: issue 1934 shows ``major: 510`` for /dev/nvidia-uvm)
+    majors: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,7 @@ class CdiSpec:
                     device_nodes=self.edits.device_nodes + d.edits.device_nodes,
                     mounts=self.edits.mounts + d.edits.mounts,
                     hooks=self.edits.hooks + d.edits.hooks,
+                    majors=self.edits.majors + d.edits.majors,
                 )
         return None
 
@@ -169,11 +173,17 @@ def _edits(value: Any, path: str, where: str) -> CdiEdits:
         if sep and name:
             env[name] = val
     nodes: list[str] = []
+    majors: list[tuple[str, int]] = []
     for n, node in enumerate(_l(obj.get("deviceNodes"), path, f"{where}.deviceNodes")):
         d = _o(node, path, f"{where}.deviceNodes[{n}]")
         cpath = _abs(_s(d.get("path"), path, f"{where}.deviceNodes[{n}].path", required=True), path, "path")
         host_path = _abs(_s(d.get("hostPath"), path, f"{where}.deviceNodes[{n}].hostPath"), path, "hostPath")
         nodes.append(host_path or cpath)
+        major = d.get("major")
+        if major is not None:
+            if not isinstance(major, int) or isinstance(major, bool) or major < 0:
+                raise ParseError("CDI spec", path, f"{where}.deviceNodes[{n}].major: expected a number")
+            majors.append((host_path or cpath, major))
     mounts: list[Mount] = []
     for n, m in enumerate(_l(obj.get("mounts"), path, f"{where}.mounts")):
         mo = _o(m, path, f"{where}.mounts[{n}]")
@@ -188,7 +198,7 @@ def _edits(value: Any, path: str, where: str) -> CdiEdits:
         ho = _o(h, path, f"{where}.hooks[{n}]")
         args = [_s(a, path, f"{where}.hooks[{n}].args") for a in _l(ho.get("args"), path, f"{where}.hooks[{n}]")]
         hooks.append(" ".join([_s(ho.get("path"), path, f"{where}.hooks[{n}].path", required=True), *args[1:]]))
-    return CdiEdits(env=env, device_nodes=tuple(nodes), mounts=tuple(mounts), hooks=tuple(hooks))
+    return CdiEdits(env=env, device_nodes=tuple(nodes), mounts=tuple(mounts), hooks=tuple(hooks), majors=tuple(majors))
 
 
 def parse_spec(data: bytes, path: str) -> CdiSpec:
@@ -223,3 +233,48 @@ def is_spec_name(name: str) -> bool:
 def spec_path(directory: str, name: str) -> str:
     """Return the host path of spec ``name`` in ``directory``."""
     return posixpath.join(directory, name)
+
+
+def parse_proc_devices(text: str) -> dict[str, int]:
+    """Return ``{name: major}`` of the character devices in ``/proc/devices`` text (the block devices after them
+    are not read). Never raises: a line that is not ``MAJOR NAME`` is skipped."""
+    out: dict[str, int] = {}
+    block = False
+    for line in text.splitlines():
+        if line.strip().lower().startswith("block devices"):
+            block = True
+        parts = line.split()
+        if block or len(parts) != 2 or not parts[0].isascii() or not parts[0].isdigit():
+            continue
+        out.setdefault(parts[1], int(parts[0]))
+    return out
+
+
+def device_name(node: str) -> str | None:
+    """Return the ``/proc/devices`` name whose major a NVIDIA device node should have, None for a node fwman does
+    not know: ``/dev/nvidia-uvm`` and ``-uvm-tools`` are ``nvidia-uvm``, ``/dev/nvidia-caps/*`` ``nvidia-caps``,
+    ``/dev/nvidiactl``, ``/dev/nvidia-modeset`` and ``/dev/nvidiaN`` ``nvidia`` (the driver renamed
+    "nvidia-frontend" to "nvidia" and "nvidiactl" in 550.40: nvidia-container-toolkit issue 324)."""
+    base = posixpath.basename(node)
+    if base in ("nvidia-uvm", "nvidia-uvm-tools"):
+        return "nvidia-uvm"
+    if node.startswith("/dev/nvidia-caps/"):
+        return "nvidia-caps"
+    if base in ("nvidiactl", "nvidia-modeset") or (base.startswith("nvidia") and base[6:].isdigit() and base[6:]):
+        return "nvidia"
+    return None
+
+
+def stale_majors(spec: CdiSpec, devices: dict[str, int]) -> list[tuple[str, int, int]]:
+    """Return (node, the spec's major, the running kernel's) for each device node of ``spec`` whose major is not
+    the one ``/proc/devices`` (``devices``) gives its driver now. Pure."""
+    out = []
+    for edits in (spec.edits, *(d.edits for d in spec.devices)):
+        for node, major in edits.majors:
+            name = device_name(node)
+            now = devices.get(name) if name else None
+            if now is None and name == "nvidia":
+                now = devices.get("nvidiactl")
+            if now is not None and now != major and (node, major, now) not in out:
+                out.append((node, major, now))
+    return out

@@ -34,6 +34,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from fwman.core import paths
+from fwman.core.bounded import OverLimit
 from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
@@ -89,6 +91,10 @@ class CdiSpecAudit:
     libs: dict[str, list[str]] = field(default_factory=dict)  # driver version -> host paths
     missing: list[str] = field(default_factory=list)
     error: str | None = None  # not a spec: why
+    #: device nodes whose major is not the running kernel's: (node, the spec's major, /proc/devices' major)
+    stale_majors: list[tuple[str, int, int]] = field(default_factory=list)
+    #: nvidia-container-toolkit's nvidia-cdi-refresh path unit is installed (it regenerates the spec)
+    refresh_unit: bool = False
 
 
 def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
@@ -142,7 +148,25 @@ def _spec_audit(host: Host, spec: cdi.CdiSpec) -> CdiSpecAudit:
         devices=spec.qualified(),
         libs={v: sorted(set(p)) for v, p in libs.items()},
         missing=sorted(set(missing)),
+        stale_majors=cdi.stale_majors(spec, _proc_devices(host)),
+        refresh_unit=any(_present(host, unit) for unit in paths.CDI_REFRESH_UNITS),
     )
+
+
+def _present(host: Host, path: str) -> bool:
+    """Return True when ``path`` exists (False on a replay that did not record it: no unit to name)."""
+    try:
+        return host.exists(path)
+    except NotRecordedError:
+        return False
+
+
+def _proc_devices(host: Host) -> dict[str, int]:
+    """Return ``/proc/devices``' character majors ({} when it cannot be read: nothing is then called stale)."""
+    try:
+        return cdi.parse_proc_devices(read_text_capped(host, paths.PROC_DEVICES, 64 << 10, "device list"))
+    except (MissingError, NotRecordedError, OverLimit):
+        return {}
 
 
 def _exists(host: Host, path: str) -> bool:

@@ -71,6 +71,8 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "aptsim": 0,
         "git": 0,
         "settings": 0,
+        "nova_core": 0,
+        "families": 0,
         "power": 0,
         "peering": 1,
         "forks": 1,

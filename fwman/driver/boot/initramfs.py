@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.driver import nova_core
 from fwman.host.base import Host
 
 WHAT = "initramfs"
@@ -179,6 +180,8 @@ class InitramfsState:
     generator: str  # "initramfs-tools" | "dracut" | "unknown"
     modules: list[InitramfsModule] = field(default_factory=list)
     error: str | None = None  # why the image could not be read
+    #: the image carries nova_core without a blacklist (fwman.driver.nova_core.initramfs_problem), else None
+    nova_core: str | None = None
 
     @property
     def stale(self) -> list[InitramfsModule]:
@@ -189,7 +192,7 @@ class InitramfsState:
     def problem(self) -> str | None:
         """Return the one line that says why the initramfs loses the patch at boot, or None when it does not."""
         if not self.stale:
-            return None
+            return self.nova_core
         first = self.stale[0]
         kind = "stock" if first.version else "foreign"
         version = f" {first.version}" if first.version else ""
@@ -203,7 +206,7 @@ class InitramfsState:
         if self.error:
             return f"unreadable: {self.error}"
         if not self.modules:
-            return "no nvidia modules"
+            return self.nova_core or "no nvidia modules"
         return self.problem or f"carries fwman's {len(self.modules)} modules"
 
     def to_dict(self) -> dict[str, object]:
@@ -340,6 +343,7 @@ def inspect(host: Host, kver: str) -> InitramfsState:
         state.error = e.message
         return state
     state.modules = compare(kver, members, hashes)
+    state.nova_core = nova_core.initramfs_problem(kver, ((m.name, m.data) for m in members))
     return state
 
 

@@ -2,8 +2,9 @@
 
 A kernel is *safe to boot* when fwman's manifest for it exists, depmod resolves all five module names to
 fwman's files, the files hash as recorded, and their ``vermagic`` names the kernel; with ``hash_files`` also
-whether they will load (Secure Boot, the initramfs: :mod:`fwman.driver.boot.loadable`). What to do about an
-unsafe next boot (pin another kernel) is :mod:`fwman.driver.boot.pin`.
+whether they will load (Secure Boot, the initramfs: :mod:`fwman.driver.boot.loadable`). A kernel whose own
+``nova_core`` would take the GPU (:mod:`fwman.driver.nova_core`) is not safe either, until it is blacklisted.
+What to do about an unsafe next boot (pin another kernel) is :mod:`fwman.driver.boot.pin`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fwman.core.errors import ParseError
+from fwman.driver import nova_core
 from fwman.driver.build.install import check_installed
 from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
 from fwman.host.base import Host
@@ -43,6 +45,10 @@ def kernel_safety(host: Host, kver: str, hash_files: bool = True) -> Safety:
     bad = [c for c in check_installed(host, manifest, hash_files=hash_files) if not c.ok]
     if bad:
         return Safety(kver, False, f"{bad[0].name}: {bad[0].problem}")
+    # a kernel whose own nova_core takes the GPU first never lets the patched nvidia.ko probe it (issue 40)
+    taken = nova_core.problem(nova_core.inspect_kernel(host, kver), nova_core.blacklist_files(host))
+    if taken is not None:
+        return Safety(kver, False, taken)
     if hash_files:  # the full check (status, check-boot, builds): will they load under Secure Boot, initramfs?
         from fwman.driver.boot.loadable import load_problem
 

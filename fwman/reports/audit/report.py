@@ -36,6 +36,7 @@ from fwman.platform.containers import (
     start_engine_reads,
 )
 from fwman.platform.userspace import UserSpace, scan_userspace
+from fwman.reports.audit.dkms_rows import dkms_rows
 from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule
 from fwman.reports.audit.p2p import p2p_status
 from fwman.reports.audit.prebuilt import prebuilt_rows, read_prebuilt_packages
@@ -146,6 +147,7 @@ def audit_host(
         m.package = next((p.name for p in prebuilt if m.path in p.modules), None)
     report.rows = build_rows(report, host_us, container_us)
     report.rows += prebuilt_rows(prebuilt, modules, pinned)
+    report.rows += dkms_rows(host, sorted({m.kernel for m in modules if m.origin == "patched"}))
     if hold.installed or hold.held or hold.run_installer:
         report.userspace_hold = hold.to_dict()
         report.rows += hold_rows(hold)

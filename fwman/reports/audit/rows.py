@@ -483,7 +483,14 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
         stale = [v for v in versions if ref is not None and v != ref]
         details = [f"cdiVersion {spec.version}", f"devices {', '.join(spec.devices)}"]
         status: Status
-        if stale:
+        if spec.stale_majors:
+            # nvidia-smi keeps working while cuInit fails (NemoClaw PR 4733; cuInit 999 with a uvm major of 510
+            # where the kernel gave 509: nvidia-container-toolkit issue 1934)
+            nodes = ", ".join(f"{node} major {was} (now {now})" for node, was, now in spec.stale_majors)
+            details.insert(0, f"device numbers drifted: {nodes}: cuInit fails in its containers")
+        if spec.stale_majors and not stale and not spec.missing:
+            status = "mismatch"
+        elif stale:
             status = "mismatch"
             details.insert(0, f"mounts the {', '.join(stale)} libraries: written for another driver than {ref}")
         elif spec.missing:
@@ -504,7 +511,16 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
                 version=", ".join(versions) or None,
                 where=spec.path,
                 status=status,
-                fix=f"write it again for the installed driver: {regenerate}" if status == "mismatch" else None,
+                fix=(
+                    f"write it again for the installed driver: {regenerate}"
+                    + (
+                        " (or `systemctl start nvidia-cdi-refresh.service`, which nvidia-container-toolkit installs)"
+                        if spec.refresh_unit
+                        else ""
+                    )
+                )
+                if status == "mismatch"
+                else None,
                 detail="; ".join(details),
             )
         )

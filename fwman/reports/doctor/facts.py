@@ -31,6 +31,8 @@ from fwman.platform.systemd import parse_unit_environment
 from fwman.reports.doctor.parsers import parse_cmdline
 
 if TYPE_CHECKING:
+    from fwman.driver.dkms import DkmsEntry, DkmsSource
+    from fwman.driver.nova_core import NovaKernel, NovaRunning
     from fwman.driver.settings_host import SettingsReport
     from fwman.firmware.catalog.load import Catalog
     from fwman.gpu.bridges import AcsFacts, SlotFacts
@@ -170,6 +172,8 @@ class Facts:
     #: vLLM's P2P cache files on the host (not in containers) and what could not be read
     vllm_caches: Fact[tuple[list[HostVllmCache], list[str]]] | None = None
     power_unit: Fact[bytes | None] | None = None  # fwman's fwman-gpu-power.service (None: absent)
+    nova_core: Fact[NovaFacts] | None = None  # kernel 7.0's in-tree NVIDIA driver: per kernel, and now
+    dkms: Fact[DkmsFacts] | None = None  # the NVIDIA modules registered with DKMS: stock or the owner's fork
 
     @property
     def cards(self) -> list[Card]:
@@ -212,7 +216,61 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         windows=Fact(lambda: _windows(host, inventory)),
         vllm_caches=Fact(lambda: _vllm_caches(host, sources or Sources())),
         power_unit=Fact(lambda: _power_unit(host)),
+        nova_core=Fact(lambda: _nova_core(host)),
+        dkms=Fact(lambda: _dkms(host)),
     )
+
+
+@dataclass
+class NovaFacts:
+    """nova_core on this host: the installed kernels that have it (with why it would take the GPU, or None),
+    the modprobe files that blacklist it, and whether it is loaded or bound to a GPU now."""
+
+    kernels: list[tuple[NovaKernel, str | None]]
+    blacklist: list[str]
+    running: NovaRunning
+
+
+def _nova_core(host: Host) -> NovaFacts:
+    """Return what :class:`NovaFacts` holds (:mod:`fwman.driver.nova_core` reads it)."""
+    from fwman.driver import nova_core
+    from fwman.driver.kernels import installed_kernels
+    from fwman.gpu.inventory import nvidia_functions
+
+    blacklist = nova_core.blacklist_files(host)
+    kernels = [k for k in (nova_core.inspect_kernel(host, kver) for kver in installed_kernels(host)) if k.present]
+    return NovaFacts(
+        [(k, nova_core.problem(k, blacklist)) for k in kernels],
+        blacklist,
+        nova_core.read_running(host, nvidia_functions(host)),
+    )
+
+
+@dataclass
+class DkmsFacts:
+    """The NVIDIA modules registered with DKMS, each classified (stock or the owner's fork), and the kernels
+    fwman has built for."""
+
+    entries: list[DkmsEntry]
+    kinds: dict[tuple[str, str], DkmsSource]
+    fwman_kernels: list[str]
+
+
+def _dkms(host: Host) -> DkmsFacts:
+    """Return what :class:`DkmsFacts` holds (DKMS's tree and the sources, :mod:`fwman.driver.dkms`)."""
+    from fwman.driver import dkms
+    from fwman.driver.build.manifest import load_manifest
+    from fwman.driver.kernels import installed_kernels
+
+    entries = dkms.read_tree(host)  # DKMS's tree, without running dkms (as the audit reads it)
+    built = []
+    for kver in installed_kernels(host):
+        try:
+            if load_manifest(host, kver) is not None:
+                built.append(kver)
+        except FwmanError:
+            continue
+    return DkmsFacts(entries, dkms.sources(host, entries), built)
 
 
 def _power_unit(host: Host) -> bytes | None:

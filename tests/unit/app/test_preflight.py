@@ -125,3 +125,35 @@ def test_no_module_source_is_a_usage_error_naming_the_command_that_sets_one(tmp_
     assert quiet.code == 0 and quiet.json()["kernels"] == [] and quiet.json()["safe"] is True, quiet.stderr
     last = json.loads((root / "var/lib/fwman/preflight.json").read_text())["last_run"]
     assert last["kernels"] == [] and last["at"]
+
+
+def test_a_kernel_with_nova_core_is_named_not_safe_to_boot_until_the_blacklist(tmp_path: Path) -> None:
+    """The record holds what the headers' .config said (CONFIG_NOVA_CORE=m); the blacklist is judged each run."""
+    run, root, _ = _machine(tmp_path, UPDATE)
+    _record(root, {UPDATE: pf.SAFE})
+    state = pf.read_state(LiveHost(str(root)))
+    state.kernels[UPDATE].nova_config = "m"
+    (root / "var/lib/fwman/preflight.json").write_bytes(state.to_bytes())
+    doc = run("modules", "preflight", "--json", "--root", str(root)).json()
+    [kernel] = doc["kernels"]
+    assert kernel["verdict"] == (
+        f"builds, but NOT safe to boot: {UPDATE} has nova_core (CONFIG_NOVA_CORE=m in its headers' .config): it "
+        "takes the GPU before nvidia.ko can probe it; blacklist it: fwman driver settings --apply"
+    )
+    assert kernel["result"]["nova_core"]["config"] == "m"
+    (root / "etc/modprobe.d").mkdir(parents=True)
+    (root / "etc/modprobe.d/fwman-nvidia-p2p.conf").write_text("blacklist nova_core\n")
+    again = run("modules", "preflight", "--json", "--root", str(root)).json()["kernels"][0]
+    assert again["verdict"] == "safe to install" and again["result"]["nova_core"]["problem"] is None
+
+
+def test_the_headers_config_says_whether_the_kernel_has_nova_core(tmp_path: Path) -> None:
+    host = LiveHost(str(tmp_path))
+    build = tmp_path / "usr/src/linux-headers-7.0.0-3-amd64"
+    build.mkdir(parents=True)
+    assert pf.headers_nova_config(host, "/usr/src/linux-headers-7.0.0-3-amd64") is None  # no .config
+    (build / ".config").write_text("CONFIG_RUST=y\nCONFIG_NOVA_CORE=m\n")
+    assert pf.headers_nova_config(host, "/usr/src/linux-headers-7.0.0-3-amd64") == "m"
+    real = Path("/usr/src/linux-headers-6.1.0-57-amd64/.config")
+    if real.is_file():  # Debian 12's kernel predates nova_core
+        assert pf.headers_nova_config(LiveHost("/"), str(real.parent)) is None

@@ -39,6 +39,10 @@ NOT_WALKED_NAMES = {
     **dict.fromkeys(("patch", "tag"), "a donor-patch build's donor_patch (tests/system/test_donor_patch.py)"),
     **dict.fromkeys(("certificate_serial", "issuer", "package_sha256", "subject"),
                     "fetch's signed_package (tests/system/test_signed_package.py: needs osslsigncode)"),
+    **dict.fromkeys(("blacklisted_by", "built_in", "config", "module"),
+                    "a kernel with nova_core, and its blacklist (tests/unit/driver/test_nova_core.py)"),
+    **dict.fromkeys(("fork_evidence", "tree_version"),
+                    "a module registered with DKMS (tests/system/test_dkms_fork.py)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

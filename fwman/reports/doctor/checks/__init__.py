@@ -38,7 +38,13 @@ from dataclasses import dataclass
 
 from fwman.core.findings import Finding
 from fwman.reports.doctor.checks.containers import check_containers, check_host_vllm_caches
-from fwman.reports.doctor.checks.driver import check_driver, check_p2p_topo
+from fwman.reports.doctor.checks.driver import (
+    check_display,
+    check_dkms,
+    check_driver,
+    check_nova_core,
+    check_p2p_topo,
+)
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power
@@ -68,8 +74,11 @@ CHECKS: tuple[Check, ...] = (
     Check("pcie.window", "Bridge windows against BAR1", check_windows),
     Check("p2p.matrix", "Which GPUs can peer (the forks' sources)", check_matrix, pairwise=True),
     Check("driver.settings", "Module options (NVreg_*) for P2P", check_settings),
+    Check("driver.nova_core", "nova_core (the kernel's own NVIDIA driver) kept off the GPUs", check_nova_core),
     Check("driver", "Driver: the P2P fork at the user space's version", check_driver, pairwise=True),
+    Check("driver.dkms", "DKMS: what it builds for which kernel", check_dkms),
     Check("p2p.topo", "nvidia-smi topo -p2p r", check_p2p_topo, pairwise=True),
+    Check("driver.display", "GPUs that drive a display", check_display, pairwise=True),
     Check("iommu.mode", "IOMMU", check_iommu, pairwise=True),
     Check("iommu.vms", "Devices passed to VMs", check_vm_isolation, pairwise=True),
     Check("pcie.acs", "PCIe ACS on the path between GPUs", check_acs, pairwise=True),

@@ -13,8 +13,10 @@ from __future__ import annotations
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
 from fwman.p2p.history import KIND_COPY, standing
+from fwman.p2p.nccl_known import known_hangs
 from fwman.platform.containers import ContainerAudit
 from fwman.reports.audit.rows import NCCL_MINIMUM, nccl_tuple
+from fwman.reports.doctor.checks.common import gpu_pairs
 from fwman.reports.doctor.facts import Facts
 
 ENGINE_KINDS = ("docker", "podman")
@@ -49,6 +51,11 @@ def check_containers(facts: Facts) -> list[Finding]:
         )
     rows = {r.component: r for r in audit.rows}
     out: list[Finding] = []
+    try:  # where the GPUs meet decides whether a version's known hang applies here
+        topo = facts.topo.get()
+        cells: list[str] | None = sorted({topo.cell(a, b) for a, b in gpu_pairs(topo.gpus)})
+    except FwmanError:
+        cells = None
     for c in containers:
         label = f"{c.kind} container {c.name}"
         row = rows.get(label)
@@ -83,7 +90,32 @@ def check_containers(facts: Facts) -> list[Finding]:
                 )
             )
         out += _nccl(label, c)
+        out += _hangs(label, c, cells)
         out += _vllm_cache(facts, label, c)
+    return out
+
+
+def _hangs(label: str, c: ContainerAudit, cells: list[str] | None) -> list[Finding]:
+    """Return a finding per NCCL version of the image with a known P2P hang: a warning where this host's GPUs meet
+    where the report's did (or where the topology could not be read), info elsewhere."""
+    out = []
+    for row in known_hangs(c.nccl):
+        at = None if cells is None else [cell for cell in cells if cell in row.where]
+        here = (
+            "this host's topology could not be read"
+            if cells is None
+            else (f"GPUs here meet at {', '.join(at)}" if at else f"GPUs here meet at {', '.join(cells)}, not there")
+        )
+        out.append(
+            Finding(
+                id="containers.nccl.hang",
+                severity=Severity.WARN if at is None or at else Severity.INFO,
+                message=f"{label}: NCCL {row.version} {row.what} ({here})",
+                evidence={"source": row.source, "where": ", ".join(row.where), "files": ", ".join(c.nccl[row.version])},
+                fix=f"an image with another NCCL, or {row.workaround} in the container (and measure: "
+                "`fwman p2p test --nccl`)",
+            )
+        )
     return out
 
 

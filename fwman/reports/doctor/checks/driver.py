@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
+from fwman.driver import dkms, nova_core
 from fwman.reports.audit.model import P2PBranch
 from fwman.reports.audit.p2p import p2p_line
 from fwman.reports.doctor.checks.common import gpu_pairs
@@ -182,3 +183,99 @@ def check_p2p_topo(facts: Facts) -> list[Finding]:
             fix=fix,
         )
     ]
+
+
+def check_nova_core(facts: Facts) -> list[Finding]:
+    """Return what nova_core, kernel 7.0's own NVIDIA driver, does to the patched module: a GPU it holds now
+    (block), an installed kernel where it would take the GPU at boot (warn), or the blacklist that stops it (ok).
+    Nothing when no installed kernel has it and it holds no GPU."""
+    if facts.nova_core is None:
+        return []
+    nova = facts.nova_core.get()
+    out: list[Finding] = []
+    source = {"source": nova_core.SOURCE}
+    if nova.running.bound:
+        out.append(
+            Finding(
+                id="driver.nova_core.bound",
+                severity=Severity.BLOCK,
+                message=f"nova_core holds {', '.join(nova.running.bound)}: nvidia.ko cannot probe "
+                + ("it" if len(nova.running.bound) == 1 else "them"),
+                evidence={**source, "driver": "the GPU's sysfs driver link names nova_core's PCI driver"},
+                fix=f"`{nova_core.FIX}` (blacklists nova_core, regenerates the initramfs), then reboot",
+            )
+        )
+    for kernel, problem in nova.kernels:
+        out.append(
+            Finding(
+                id="driver.nova_core",
+                severity=Severity.WARN if problem else Severity.OK,
+                message=problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
+                evidence={**source, "kernel": kernel.kver, "found": kernel.evidence},
+                fix=None
+                if problem is None
+                else ("boot a kernel without nova_core built in" if kernel.built_in else f"`{nova_core.FIX}`"),
+            )
+        )
+    return out
+
+
+def check_dkms(facts: Facts) -> list[Finding]:
+    """Return what DKMS builds for which kernel: NVIDIA's stock module registered (warn: it rebuilds over the
+    patched one), the owner's P2P fork (info: who builds it per kernel, and whose copy loads). Nothing when no
+    NVIDIA module is registered."""
+    if facts.dkms is None:
+        return []
+    found = facts.dkms.get()
+    out: list[Finding] = []
+    for (module, version), src in sorted(found.kinds.items()):
+        if src.kind == dkms.STOCK:
+            kernels = sorted({e.kernel for e in found.entries if (e.module, e.version) == (module, version)
+                              and e.kernel and e.installed})  # fmt: skip
+            out.append(
+                Finding(
+                    id="driver.dkms",
+                    severity=Severity.WARN,
+                    message=f"NVIDIA's stock module {module}/{version} is registered with DKMS"
+                    + (f" (installed for {', '.join(kernels)})" if kernels else "")
+                    + ": DKMS rebuilds it over the patched one at kernel updates",
+                    fix="`fwman dkms block` (removes the stock module, leaves the P2P fork registered)",
+                )
+            )
+        else:
+            out.append(
+                Finding(
+                    id="driver.dkms.fork",
+                    severity=Severity.INFO,
+                    message=f"{module}/{version} registered with DKMS is the P2P fork ({'; '.join(src.evidence)})",
+                    evidence={"source": "docs/dkms.md, The owner's P2P fork in DKMS"},
+                )
+            )
+    for line in dkms.builders(found.entries, found.kinds, found.fwman_kernels):
+        out.append(Finding(id="driver.dkms.fork", severity=Severity.INFO, message=line))
+    return out
+
+
+#: a GPU that drives a display loses P2P until the fork's static-BAR1 fixes (field-late-2026.md)
+DISPLAY_SOURCE = "aikitoria/open-gpu-kernel-modules PRs 34, 36, 41; issue 31 (GB206)"
+
+
+def check_display(facts: Facts) -> list[Finding]:
+    """Return each GPU that drives a display as a P2P risk, with the source and the fix; nothing when none does (as
+    far as nvidia-smi's display_active and sysfs boot_vga tell)."""
+    inventory = facts.inventory.get()
+    out = [
+        Finding(
+            id="driver.display",
+            severity=Severity.WARN,
+            message=f"{bus} drives a display ({why}): a GPU that drives a display loses P2P until the fork's "
+            "static-BAR1 fixes",
+            evidence={"source": DISPLAY_SOURCE},
+            fix="run the display from another GPU or the board's own VGA (BMC) and keep the P2P GPUs headless, or "
+            "build a fork branch with the static-BAR1 fixes; RTX 5090s also need the static-BAR1 options "
+            "(`fwman driver settings --apply`: NVreg_RMForceStaticBar1=1, NVreg_PeerMappingOverride=1)",
+        )
+        for bus, why in sorted(inventory.displays.items())
+    ]
+    # nothing to say when no GPU drives a display (the step is not shown, as for the other optional links)
+    return out

@@ -7,6 +7,7 @@ import re
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
+from fwman.p2p.history import KIND_NCCL, P2PRecord, standing
 from fwman.platform import nccl
 from fwman.reports.doctor.checks.common import gpu_pairs
 from fwman.reports.doctor.facts import Facts
@@ -17,6 +18,17 @@ from fwman.reports.doctor.parsers import (
     nccl_level_covers,
     nccl_level_needed,
 )
+
+
+def _nccl_measurement(facts: Facts) -> P2PRecord | None:
+    """Return the NCCL tier's record on this configuration that timed P2P against its NCCL_P2P_DISABLE=1
+    control (``p2p_faster`` known), None when there is none or it cannot be read."""
+    try:
+        found = standing(facts.p2p_history.get(), facts.fingerprint.get(), KIND_NCCL)
+    except FwmanError:
+        return None
+    r = found.record
+    return r if found.state == "verified" and r is not None and r.p2p_faster is not None else None
 
 
 def check_nccl(facts: Facts) -> list[Finding]:
@@ -54,6 +66,7 @@ def check_nccl(facts: Facts) -> list[Finding]:
                 )
             )
     workloads = [s for s in sources if s.uses_gpu]
+    measured = _nccl_measurement(facts)
     global_conf = next((s for s in sources if s.kind == "nccl.conf" and "NCCL_P2P_LEVEL" in s.env), None)
     for s in workloads:
         value = s.env.get("NCCL_P2P_LEVEL")
@@ -77,14 +90,40 @@ def check_nccl(facts: Facts) -> list[Finding]:
             )
         else:
             what = f"NCCL_P2P_LEVEL={value} is too low" if value is not None else "NCCL_P2P_LEVEL not set"
+            if measured is not None and measured.p2p_faster is False:
+                # P2P is not always faster (an Intel H770 board: P2P at SYS 2.4x slower than SHM,
+                # field-late-2026.md): the measurement on this configuration outranks the rule
+                out.append(
+                    Finding(
+                        id="nccl.level",
+                        severity=Severity.OK,
+                        message=f"{what} in {s.label}: NCCL stages through host memory, which `fwman p2p test "
+                        f"--nccl` measured faster than P2P on this configuration ({measured.date}"
+                        + (f": {measured.advice}" if measured.advice else "")
+                        + "): leave it",
+                        evidence={"where": s.where, "topology": meet, "measured": measured.time},
+                    )
+                )
+                continue
+            proof = (
+                f" (measured: P2P faster and exact on this configuration, {measured.date})"
+                if measured is not None and measured.p2p_faster is True
+                else ""
+            )
+            again = (
+                ""
+                if proof
+                else "; then `fwman p2p test --nccl --nccl-env NCCL_P2P_LEVEL=SYS`: P2P is not always faster than "
+                "shared memory, measure it"
+            )
             out.append(
                 Finding(
                     id="nccl.level",
                     severity=Severity.BLOCK,
                     message=f"{what} in {s.label}: GPUs meet at {meet}, so NCCL stages through host memory "
-                    "instead of P2P",
+                    f"instead of P2P{proof}",
                     evidence={"where": s.where, "topology": meet, "needed": needed},
-                    fix=s.fix("NCCL_P2P_LEVEL=SYS") + "; `NCCL_DEBUG=INFO` then shows P2P/CUMEM channels",
+                    fix=s.fix("NCCL_P2P_LEVEL=SYS") + "; `NCCL_DEBUG=INFO` then shows P2P/CUMEM channels" + again,
                 )
             )
     if global_conf is not None:

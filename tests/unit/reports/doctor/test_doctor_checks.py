@@ -6,6 +6,8 @@ host (the place where new checks go) and how a fact that could not be read reach
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError
 from fwman.core.findings import Severity
 from fwman.gpu.card import Card, LinkState
@@ -115,3 +117,72 @@ def test_a_fact_is_read_once_and_its_error_kept() -> None:
             raise AssertionError("the kept error was not raised again")
     assert calls == [1]
     assert Fact.known(3).get() == 3
+
+
+def test_nccl_level_advice_follows_the_nccl_tiers_p2p_against_shm_measurement() -> None:
+    """Where ``fwman p2p test --nccl`` timed P2P against its NCCL_P2P_DISABLE=1 control on this configuration,
+    nccl.level follows the measurement: shared memory measured faster is not a blocker (issue 40)."""
+    from fixtures.hostgen.rig import rig_4x3090, topo_m
+    from fwman.gpu.topo import parse_topo_matrix
+    from fwman.p2p.history import KIND_NCCL, Fingerprint, P2PRecord
+    from fwman.reports.doctor.checks.workloads import check_nccl
+    from fwman.reports.doctor.facts import EnvSource, Workloads
+
+    now = Fingerprint(kernel="6.1.0-50-amd64", module_version="570.86.16", module_srcversion=None,
+                      module_flavour="open", manifest=None, userspace="570.86.16", iommu="passthrough")  # fmt: skip
+    unit = EnvSource("unit", "/etc/systemd/system/vllm.service", {}, "ExecStart=vllm serve")
+
+    def level(faster: bool | None) -> list[tuple[Severity, str]]:
+        record = P2PRecord(time="2026-12-01T10:00:00Z", kind=KIND_NCCL, ok=True, verdict="exact", fingerprint=now,
+                           gpus=4, transport="SHM", p2p_faster=faster, advice="SHM 2.4x faster than P2P")  # fmt: skip
+        f = facts(
+            [],
+            topo=Fact.known(parse_topo_matrix(topo_m(rig_4x3090()))),
+            workloads=Fact.known(Workloads([unit], [])),
+            p2p_history=Fact.known([record]),
+            fingerprint=Fact.known(now),
+        )
+        return [(x.severity, x.message) for x in check_nccl(f)]
+
+    [(sev, msg)] = level(False)
+    assert sev == Severity.OK
+    assert msg.startswith("NCCL_P2P_LEVEL not set in /etc/systemd/system/vllm.service: NCCL stages through host")
+    assert "measured faster than P2P on this configuration" in msg and msg.endswith("): leave it")
+    [(sev, msg)] = level(True)
+    assert sev == Severity.BLOCK and msg.endswith("(measured: P2P faster and exact on this configuration, 2026-12-01)")
+    [(sev, msg)] = level(None)  # no comparison: the rule, and the fix asks for the measurement
+    assert sev == Severity.BLOCK and "measured" not in msg
+
+
+def test_a_gpu_that_drives_a_display_is_named_as_a_p2p_risk_with_source_and_fix(tmp_path: Path) -> None:
+    """sysfs boot_vga 1 on one GPU of the 4x3090 rig (materialised into a temp root): doctor names it (issue 40)."""
+    from fixtures.hostgen.materialize import materialize
+    from fixtures.hostgen.rig import build_rig, rig_4x3090
+    from fwman.gpu.inventory import scan_inventory
+    from fwman.host.live import LiveHost
+    from fwman.reports.doctor.checks.driver import check_display
+
+    build_rig(rig_4x3090(), note="display", driver_flavour="open").write(tmp_path / "snap")
+    root = materialize(tmp_path / "snap", tmp_path / "root")
+    inventory = scan_inventory(LiveHost(str(root)), use_smi=False)
+    assert inventory.displays == {}
+    assert check_display(facts(inventory.cards)) == []  # the step is not shown
+    (root / "sys/bus/pci/devices/0000:21:00.0/boot_vga").write_text("1\n")
+    inventory = scan_inventory(LiveHost(str(root)), use_smi=False)
+    assert inventory.displays == {"0000:21:00.0": "sysfs boot_vga 1 (the firmware's console GPU)"}
+    f = Facts(**{**facts([]).__dict__, "inventory": Fact.known(inventory)})
+    [risk] = check_display(f)
+    assert risk.severity == Severity.WARN and risk.message.startswith("0000:21:00.0 drives a display")
+    assert risk.evidence["source"] == "aikitoria/open-gpu-kernel-modules PRs 34, 36, 41; issue 31 (GB206)"
+    assert risk.fix is not None and "NVreg_RMForceStaticBar1=1" in risk.fix
+
+
+def test_nvidia_smi_display_active_is_read() -> None:
+    from fixtures.hostgen.rig import rig_4x3090, smi_xml
+    from fwman.gpu.smi import parse_smi_xml
+
+    xml = smi_xml(rig_4x3090()[:1]).replace(
+        "<fb_memory_usage>", "<display_active>Enabled</display_active>\n<fb_memory_usage>"
+    )
+    assert parse_smi_xml(xml).gpus[0].display_active is True
+    assert parse_smi_xml(smi_xml(rig_4x3090()[:1])).gpus[0].display_active is None

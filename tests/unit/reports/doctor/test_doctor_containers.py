@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fwman.core.errors import MissingError
 from fwman.core.findings import Finding, Severity
 from fwman.host.base import CommandResult
@@ -166,3 +168,54 @@ def test_doctor_on_a_rig_with_a_vllm_container(tmp_path: Path) -> None:
     assert [(f["severity"], f["message"]) for f in nccl] == [
         ("warn", "docker container vllm: its image ships NCCL 2.21.5, older than 2.27.5")
     ]
+
+
+# -- NCCL versions with known P2P hangs (issue 40) ---------------------------------------------------------------
+def _check_topo(snap: Path, topo: str | None) -> list[Finding]:
+    """Return the container check with the topology ``topo`` (``nvidia-smi topo -m`` text; None: unreadable)."""
+    from fwman.gpu.topo import parse_topo_matrix
+
+    report = audit_host(SnapshotHost(snap), offline=True)
+    gone: Fact[object] = Fact.failed(MissingError("not read by this test"))
+    names = ("inventory", "p2p_read", "catalog", "iommu", "passthrough", "workloads", "virt", "acs", "slots")
+    f = Facts(
+        **{name: gone for name in names},  # type: ignore[arg-type]
+        topo=Fact.known(parse_topo_matrix(topo)) if topo is not None else gone,  # type: ignore[arg-type]
+        audit=Fact.known(report),
+        p2p_history=Fact.known([]),
+        fingerprint=Fact.known(NOW),
+    )
+    return check_containers(f)
+
+
+def test_the_known_hang_table_starts_with_2_30_4_at_phb_and_its_source() -> None:
+    from fwman.p2p.nccl_known import KNOWN_HANGS, known_hangs
+
+    [row] = known_hangs(["2.27.5", "2.30.4"])
+    assert (row.version, row.where) == ("2.30.4", ("PHB",))
+    assert row.source == "local-inference-lab/rtx6kpro issue 15, June 2026" and "NCCL_P2P_DISABLE=1" in row.workaround
+    assert known_hangs(["2.30.5", "2.30"]) == [] and row in KNOWN_HANGS
+
+
+def test_a_container_whose_nccl_hangs_where_these_gpus_meet_is_a_warning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The image of container ``own`` ships NCCL 2.25.1; a table row for that version (as 2.30.4's, at PHB)
+    stands in for a real image with 2.30.4."""
+    from fixtures.hostgen.rig import rig_4x3090, topo_m
+    from fwman.p2p import nccl_known
+    from fwman.reports.doctor.checks import containers
+
+    row = nccl_known.KnownHang("2.25.1", ("PHB",), "hung on its first all_reduce", "NCCL_P2P_DISABLE=1", "a source")
+    monkeypatch.setattr(containers, "known_hangs", lambda versions: nccl_known.known_hangs(versions, (row,)))
+    snap = docker_snapshot(tmp_path)
+    phb = topo_m(rig_4x3090()).replace("NODE\t", "PHB\t").replace("\tNODE", "\tPHB")
+    [hang] = _by_id(_check_topo(snap, phb))["containers.nccl.hang"]
+    assert hang.severity == Severity.WARN
+    assert hang.message == "docker container own: NCCL 2.25.1 hung on its first all_reduce (GPUs here meet at PHB)"
+    assert hang.evidence["source"] == "a source" and "NCCL_P2P_DISABLE=1" in (hang.fix or "")
+    # GPUs that meet elsewhere: said, not a warning; topology unread: a warning that says so
+    [elsewhere] = _by_id(_check_topo(snap, topo_m(rig_4x3090())))["containers.nccl.hang"]
+    assert elsewhere.severity == Severity.INFO and "meet at NODE, not there" in elsewhere.message
+    [unread] = _by_id(_check_topo(snap, None))["containers.nccl.hang"]
+    assert unread.severity == Severity.WARN and "topology could not be read" in unread.message

@@ -19,7 +19,7 @@ from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, kernel_patches, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -32,6 +32,7 @@ from fwman.driver.build.source import (
     save_source_spec,
     source_version,
 )
+from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
@@ -127,6 +128,8 @@ class BuildResult(Result):
         if first.source_error is not None:  # the source is the problem, not the headers: its own error and hint
             error = first.source_error
             raise error.for_kernel(first.kver) if isinstance(error, SourceError) else error
+        if first.tool_error is not None:  # the build tools, not the headers: the tools and the apt line
+            raise first.tool_error
         if first.status == "pending":
             raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
         raise VerificationError(first.message, hint="see the report above and the build log")
@@ -240,10 +243,16 @@ def build_modules(
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    # the tools first: a missing g++ must not cost a fetch and minutes of compiling to be found (exit 5)
+    patching = any(kernel_patches(host, k) for k in targets if headers_present(host, k))
     if request.dry_run:
+        missing = missing_tools(host.which, patching)
+        if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
+            return BuildResult([], None, [f"refuse: {missing_error(missing).message} ({install_line(missing)})"])
         plan = [f"build the patched modules for {kver} from {spec.describe()}" if headers_present(host, kver)
                 else f"mark {kver} pending until its headers are installed" for kver in targets]  # fmt: skip
         return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
+    check_toolchain(host, patching)
     builds: list[KernelBuild] = []
     with module_lock(host):
         resolved: Source | FwmanError | None = None
@@ -357,6 +366,8 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
             "error": failure.message,
             "excerpt": failure.excerpt,
             "phase": failure.phase,
+            "cause": failure.cause,
+            "missing_tool": failure.tool,
         },
         "newer_branches": newer or [],
         "source_error": source_error_json(outcome.source_error),
@@ -417,6 +428,8 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
             lines.append(f"  failed in:     the {f.phase} phase")
         lines.append(f"  failing file:  {where}")
         lines.append(f"  first error:   {f.message}")
+        if f.hint:
+            lines.append(f"  fix:           {f.hint}")
     s = outcome.source
     if s is not None:
         if s.fork:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fwman.driver.build.toolchain import BUILD_TOOLS
 from tests.support.env import FwmanEnv
+from tests.support.tools import tools_path
 
 KVER = "6.1.0-50-amd64"
 
@@ -137,8 +139,16 @@ def test_fork_takes_the_same_forms_in_every_command(tmp_path: Path) -> None:
 def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Path) -> None:
     root = _root(tmp_path)
     (root / "lib/modules/6.1.0-53-amd64").mkdir(parents=True)  # a second kernel, without headers
-    run = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})  # a dry run needs no root
     argv = ("modules", "build", "--kernel", KVER, "--kernel", "6.1.0-53-amd64", "--source", "/src/fork")
+    # without the build tools a run would refuse up front, so the dry run says that, naming them and the apt line
+    bare = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})(*argv, "--dry-run", "--root", str(root))
+    assert bare.code == 0, bare.stderr
+    assert bare.stdout.splitlines() == [
+        "would refuse: the module build needs make, gcc, g++, ld, objcopy, xz, which are not installed "
+        "(apt install make gcc g++ binutils xz-utils)"
+    ]
+    build_tools = tools_path(tmp_path / "bin", tuple(t.command for t in BUILD_TOOLS))
+    run = FwmanEnv(euid=1000, variables={"PATH": build_tools})  # a dry run needs no root
     r = run(*argv, "--dry-run", "--root", str(root))
     assert r.code == 0, r.stderr
     lines = r.stdout.splitlines()

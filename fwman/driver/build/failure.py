@@ -7,7 +7,8 @@ was line 829 of a 3,520-line log whose last make line named only ``Makefile:219:
 
 - a command the build ran that is not installed: dash's ``/bin/sh: 1: g++: not found``, bash's
   ``bash: line 1: g++: command not found``, make's own ``make: g++: No such file or directory`` (a recipe make runs
-  without a shell) or ``make: g++: Command not found`` (older make);
+  without a shell) or ``make: g++: Command not found`` (older make), the compiler driver's ``cc: fatal error:
+  cannot execute 'as': execvp: No such file or directory``;
 - a compiler diagnostic ``FILE:LINE[:COL]: error: ...`` or ``... fatal error: ...`` of gcc or g++ (a missing
   header is ``fatal error: X.h: No such file or directory``; ``#error`` lines are errors too), its file made
   relative to the tree through make's ``Entering directory`` lines;
@@ -67,6 +68,11 @@ _SHELL_NOT_FOUND = re.compile(
 _MAKE_NOT_FOUND = re.compile(
     r"^make(?:\[\d+\])?: (?P<tool>[^\s:*][^\s:]*): (?:No such file or directory|Command not found)\s*$"
 )
+#: the compiler driver missing one of its own programs: ``cc: fatal error: cannot execute 'as': execvp: No such
+#: file or directory`` (gcc 12 quotes with ‘’ in a UTF-8 locale)
+_DRIVER_NOT_FOUND = re.compile(
+    r"^\S+: fatal error: cannot execute [‘'`](?P<tool>[^’'`]+)[’'`]: execvp: No such file or directory\s*$"
+)
 _CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
 _LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
 _ENTERING = re.compile(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '([^']+)'")
@@ -105,11 +111,16 @@ def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
                 directories.pop()
             continue
         here = directories[-1] if directories else None
-        missing = _SHELL_NOT_FOUND.match(line) or _MAKE_NOT_FOUND.match(line)
+        missing = _SHELL_NOT_FOUND.match(line) or _MAKE_NOT_FOUND.match(line) or _DRIVER_NOT_FOUND.match(line)
         if missing:
             tool = missing.group("tool").rsplit("/", 1)[-1]
-            target = next((m.group("target") for ln in lines[i + 1 : i + 40] if (m := _MAKE_TARGET.match(ln))), None)
-            making = f" (making {rel(target, here)})" if target else ""
+            making = ""
+            at = next((j for j in range(i + 1, min(len(lines), i + 40)) if _MAKE_TARGET.match(lines[j])), None)
+            if at is not None:  # the target make failed for it, in the directory that make leaves next
+                target = _MAKE_TARGET.match(lines[at])
+                leaving = next((m for ln in lines[at + 1 : at + 4] if (m := _ENTERING.match(ln))), None)
+                directory = leaving.group(2) if leaving and leaving.group(1) == "Leaving" else here
+                making = f" (making {rel(target.group('target'), directory)})" if target else ""
             return BuildFailure(
                 None,
                 None,

@@ -14,7 +14,8 @@ P2P branch of that fork; docs/modules.md, "The toolchain", quotes the lines):
   ``/bin/sh: 1: g++: not found`` (field report, docs/modules.md);
 - ``ld`` and ``objcopy``: ``LD ?= ld``, ``OBJCOPY ?= objcopy`` (``utils.mk``): ``src/nvidia/Makefile`` links
   ``nv-kernel.o`` with ``ld -r`` and localizes symbols with ``objcopy``; ``READ_ONLY_OBJECT_FROM_FILE_RULE``
-  embeds the shaders with both (binutils);
+  embeds the shaders with both; gcc and g++ run ``as`` (binutils; without it: ``cc: fatal error: cannot execute
+  'as'``);
 - ``xz``: ``XZ ?= xz`` (``utils.mk``); ``src/nvidia-modeset/Makefile``'s ``COMPRESS_SHADERS`` runs
   ``xz -ce -C none`` on every shader blob (xz-utils);
 - ``patch``: fwman's own, for ``/etc/fwman/patches.d``, the compat patches fwman ships and a donor patch.
@@ -49,6 +50,7 @@ BUILD_TOOLS = (
     Tool("make", "make", "runs the fork's Makefiles"),
     Tool("gcc", "gcc", "compiles the C sources"),
     Tool("g++", "g++", "compiles nvidia-modeset's C++ DisplayPort library"),
+    Tool("as", "binutils", "assembles what gcc and g++ compile"),
     Tool("ld", "binutils", "links nv-kernel.o"),
     Tool("objcopy", "binutils", "post-processes nv-kernel.o and the shader objects"),
     Tool("xz", "xz-utils", "compresses nvidia-modeset's shaders"),

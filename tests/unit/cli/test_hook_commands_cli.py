@@ -144,7 +144,7 @@ def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Pa
     bare = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})(*argv, "--dry-run", "--root", str(root))
     assert bare.code == 0, bare.stderr
     assert bare.stdout.splitlines() == [
-        "would refuse: the module build needs make, gcc, g++, ld, objcopy, xz, which are not installed "
+        "would refuse: the module build needs make, gcc, g++, as, ld, objcopy, xz, which are not installed "
         "(apt install make gcc g++ binutils xz-utils)"
     ]
     build_tools = tools_path(tmp_path / "bin", tuple(t.command for t in BUILD_TOOLS))

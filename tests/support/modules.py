@@ -92,6 +92,11 @@ def give_headers(root: Path, kver: str) -> None:
         subprocess.run(["cp", "-a", f"/usr/src/linux-headers-{kver}", str(src)], check=True)
     if not (src / f"linux-headers-{common}").exists():
         subprocess.run(["cp", "-as", f"/usr/src/linux-headers-{common}", str(src)], check=True)
+        # fwman reads pci.h itself (the compat patches go by its declaration) through the root, where a link to
+        # /usr/src/... is the root's own path, as in a chroot: the one header fwman reads is a real copy
+        pci_h = src / f"linux-headers-{common}/include/linux/pci.h"
+        pci_h.unlink()
+        shutil.copy(f"/usr/src/linux-headers-{common}/include/linux/pci.h", pci_h)
     mod = root / "lib/modules" / kver
     mod.mkdir(parents=True, exist_ok=True)
     for name, target in (("build", f"/usr/src/linux-headers-{kver}"), ("source", f"/usr/src/linux-headers-{common}")):

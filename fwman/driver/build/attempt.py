@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from fwman.core import paths
-from fwman.core.errors import MissingError
+from fwman.core.errors import FwmanError
 from fwman.driver.build.manifest import Marker
 from fwman.host.base import Host
 
@@ -74,6 +74,6 @@ def headers_fingerprint(host: Host, kver: str, build: str | None = None) -> str:
         digest.update(rel.encode() + b"\0")
         try:
             digest.update(hashlib.sha256(host.read_bytes(path)).digest() if host.exists(path) else b"absent")
-        except MissingError:
+        except FwmanError:
             digest.update(b"unreadable")
     return digest.hexdigest()[:16]

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from fwman.core import resources
-from fwman.core.errors import MissingError, ParseError
+from fwman.core.errors import FwmanError, ParseError
 from fwman.driver.build.patches import MAX_PATCH_BYTES, Declaration, KernelPatch, parse_patch
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
@@ -129,11 +129,11 @@ def headers_declare(host: Host, decl: Declaration, include_roots: Sequence[str])
     header is in none of them or declares it otherwise."""
     for root in include_roots:
         path = f"{root.rstrip('/')}/{decl.header}"
-        if not host.exists(path):
-            continue
         try:
+            if not host.exists(path):
+                continue
             text = host.read_bytes(path, limit=MAX_HEADER_BYTES).decode("utf-8", errors="replace")
-        except MissingError:
+        except FwmanError:  # unreadable (a link that loops under --root): not declared, the build says the rest
             continue
         return declared_arguments(text, decl.function) == decl.arguments
     return False

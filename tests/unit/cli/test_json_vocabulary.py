@@ -38,6 +38,8 @@ NOT_WALKED_NAMES = {
     **dict.fromkeys(("cached", "failure", "label", "object_cache_hit", "offered", "phase", "plan"),
                     "modules preflight's kernels (tests/story/test_preflight.py, tests/unit/app/test_preflight.py)"),
     **dict.fromkeys(("patch", "tag"), "a donor-patch build's donor_patch (tests/system/test_donor_patch.py)"),
+    **dict.fromkeys(("cause", "missing_tool", "declaration"),
+                    "a failed build, a compat patch in status (tests/system/test_kernel_patches.py)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

@@ -15,7 +15,7 @@ from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, PartialError
-from fwman.driver.forks import BranchReport, api_base, configured_forks, human_age, list_branches
+from fwman.driver.forks import BranchReport, api_base, configured_forks, human_age, list_branches, utc_text
 from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
 
@@ -59,12 +59,12 @@ class BranchesResult(Result):
             for f in forks
         ])]  # fmt: skip
         revisions = [
-            [str(v), f.fork, _branch_cell(r.branch, r.patch_sha256), (r.date or "unknown")[:19].replace("T", " "),
+            [str(v), f.fork, _branch_cell(r.branch, r.patch_sha256), utc_text(r.date),
              (r.commit or "unknown")[:12], "tree" if r.from_tree else "name"]
             for f in forks for v in reversed(f.p2p_versions()) for r in f.revisions_of(v)
         ]  # fmt: skip
         if revisions:
-            headers = ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED", "COMMIT", "VERSION FROM"]
+            headers = ["VERSION", "FORK", "BRANCH (newest first)", "COMMITTED (UTC)", "COMMIT", "VERSION FROM"]
             out += [say(), table(headers, revisions)]
         for f in forks:
             if f.error:  # a fork read from neither git nor the API (the cache, or nothing) is said in yellow

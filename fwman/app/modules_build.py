@@ -7,7 +7,7 @@ prints each kernel's outcome as it comes (``on_outcome``) and the JSON document 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from fwman.app.text import Out, Result, say
@@ -187,6 +187,23 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     return SourceSpec(None, fork_text, names.branch_name(newest.branch))
 
 
+def configured_driver_version(host: Host) -> tuple[str | None, str] | None:
+    """Return ([modules] fork or None, [modules] driver-version) of /etc/fwman/config.toml, None without a
+    driver-version. Raises UsageError when it is given with ``branch`` or ``source`` (it picks the branch)."""
+    from fwman.core.config import load_config
+
+    config = load_config(host)
+    version = config.get_str("modules", "driver-version")
+    if version is None:
+        return None
+    if config.get_str("modules", "branch") or config.get_str("modules", "source"):
+        raise UsageError(
+            f"{config.path}: [modules] driver-version picks the branch itself: give it without branch and source",
+            hint=f"edit {config.path}",
+        )
+    return config.get_str("modules", "fork"), version
+
+
 def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
     """Return the source to build from: the one the request names, else the remembered one.
 
@@ -196,6 +213,11 @@ def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> S
     """
     if request.driver_version is not None:
         return newest_revision_spec(host, request, report)
+    if not (request.source_dir or request.fork or request.branch):
+        configured = configured_driver_version(host)
+        if configured is not None:  # [modules] driver-version: as --driver-version, of [modules] fork
+            fork, version = configured
+            return newest_revision_spec(host, replace(request, fork=fork, driver_version=version), report)
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
         if request.branch is not None:

@@ -119,7 +119,7 @@ class BuildResult(Result):
         the fork cannot be had; UsageError: a fork name that is not known), MissingError (no headers), or
         VerificationError (a build failed) otherwise."""
         outcomes = [b.outcome for b in self.builds]
-        bad = [o for o in outcomes if o.status != "built"]
+        bad = [o for o in outcomes if o.status not in ("built", "current")]
         if not bad:
             return
         if len(bad) < len(outcomes):
@@ -271,8 +271,7 @@ def build_modules(
         missing = missing_tools(host.which, patching)
         if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
             return BuildResult([], None, [f"refuse: {missing_error(missing).message} ({install_line(missing)})"])
-        plan = [f"build the patched modules for {kver} from {spec.describe()}" if headers_present(host, kver)
-                else f"mark {kver} pending until its headers are installed" for kver in targets]  # fmt: skip
+        plan = [planned_step(host, kver, spec, request.force) for kver in targets]
         return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
     check_toolchain(host, patching)
     builds: list[KernelBuild] = []
@@ -309,6 +308,30 @@ def build_modules(
                 on_outcome(builds[-1])
         check = ensure_safe_boot(host, report)
     return BuildResult(builds, check)
+
+
+def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
+    """Return what a build of ``kver`` would do (a dry run): wait for headers, leave modules that are current
+    (the run's own test, :func:`~fwman.driver.build.pipeline.current_manifest`, at the source's cached commit),
+    or build."""
+    from fwman.driver.build.pipeline import current_manifest
+    from fwman.driver.build.source import cached_source_id
+
+    if not headers_present(host, kver):
+        return f"mark {kver} pending until its headers are installed"
+    source_id = None if force else cached_source_id(host, spec)
+    if source_id is not None:
+        # a local tree is read as the run reads it; a fork branch at its cached commit (a donor fork's build is
+        # not judged without its verified patch: the dry run says build, the run may find it current)
+        source: Source | None = None
+        if spec.source_dir:
+            source = resolve_source(host, spec, fetch=False)
+        elif "+patch:" not in source_id:
+            source = Source("", source_id, source_id, spec.fork, spec.branch, "")
+        patches = kernel_patches(host, kver)
+        if source is not None and current_manifest(host, kver, source, patches) is not None:
+            return f"leave {kver} as it is: its patched modules are current (--force rebuilds)"
+    return f"build the patched modules for {kver} from {spec.describe()}"
 
 
 def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:

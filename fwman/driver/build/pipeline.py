@@ -26,7 +26,7 @@ from fwman.driver.build import patches as kpatches
 from fwman.driver.build.attempt import Attempt, headers_fingerprint, retry_reason
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.failure import BuildFailure, parse_build_failure
-from fwman.driver.build.manifest import Marker, build_log_path
+from fwman.driver.build.manifest import Manifest, Marker, build_log_path
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, Progress, ProgressSink, end_line, expected_from_log
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
@@ -412,6 +412,65 @@ def current_attempt(host: Host, kver: str, source_id: str, patches: Sequence[Ker
     )
 
 
+def current_manifest(host: Host, kver: str, source: Source, patches: Sequence[KernelPatch]) -> Manifest | None:
+    """Return ``kver``'s manifest when its modules are installed as recorded (sizes) and were built from ``source``
+    (its commit, a donor patch's digest) with the same patches (those applied: a compat patch that did not apply
+    to the tree is not recorded, so such a tree is built again); None when a build is due. Never raises."""
+    from fwman.driver.build.manifest import load_manifest, manifest_is_current
+
+    try:
+        manifest = load_manifest(host, kver)
+    except (MissingError, ParseError):
+        return None
+    if manifest is None or not manifest_is_current(host, kver):
+        return None
+    if manifest.commit != (source.commit or source.source_id) or manifest.donor_patch != donor_record(source):
+        return None
+    if [p.get("sha256") for p in manifest.patches] != [p.sha256 for p in patches]:
+        return None
+    return manifest
+
+
+def disk_usage(host: Host, paths_: Sequence[str]) -> int | None:
+    """Return the bytes the last of ``paths_`` adds to the ones before it (``du -sbc``: a file hard-linked from an
+    earlier one counts once, there), None when du cannot tell. Never raises for du."""
+    local = [p for p in (host.local_path(x) for x in paths_) if p]
+    if len(local) != len(paths_):
+        return None
+    result = host.run(["du", "-sb", *local], timeout=300)
+    lines = result.stdout.strip().splitlines()
+    if not result.ok or not lines:
+        return None
+    first = lines[-1].split("\t", 1)[0]
+    return int(first) if first.isdigit() else None
+
+
+def prune_tree(host: Host, tree: str, source: Source, kver: str, report: Report = silent) -> None:
+    """Remove the build tree of a successful build and say what it took and what is kept.
+
+    Kept: the installed modules and fwman's copy of them, the object cache entry the next kernel builds from, the
+    build log; a fork's checkout stays in the source cache (the tree's files were hard links into it, so what
+    the tree took is its build products only). A failed build's tree stays, to be looked at. Never raises: a tree
+    left behind costs disk, not correctness.
+    """
+    from fwman.driver.build.manifest import store_dir
+
+    linked = source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/")
+    size = disk_usage(host, [source.tree, tree] if linked else [tree])
+    try:
+        host.remove_tree(tree)
+    except FwmanError as e:
+        report(f"warning: could not remove the build tree {tree}: {e.message}")
+        return
+    took = f" ({size / 1e6:.0f} MB{' of build products' if linked else ''})" if size is not None else ""
+    kept = disk_usage(host, [store_dir(kver)])
+    report(
+        f"removed the build tree {tree}{took}; kept: the installed modules and their copy in {store_dir(kver)}"
+        f"{f' ({kept / 1e6:.1f} MB)' if kept is not None else ''}, the object cache, the build log "
+        f"{build_log_path(kver)}"
+    )
+
+
 def not_retried(failed: Marker, label: str, kver: str) -> str:
     """Return the message of a kernel whose failed build is not retried (nothing it depends on changed)."""
     return (
@@ -466,7 +525,6 @@ def update_kernel(
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (
-        Manifest,
         WriteManifest,
         failed_path,
         now_iso,
@@ -510,6 +568,16 @@ def update_kernel(
         return KernelOutcome(
             kver, "failed", f"build for {kver} FAILED: {e}", source, failure=BuildFailure(None, None, str(e))
         )
+    if not force:
+        current = current_manifest(host, kver, source, patches)
+        if current is not None:
+            return KernelOutcome(
+                kver,
+                "current",
+                f"{kver}: the patched modules installed are current (built {current.built_at} from {source.label}); "
+                "nothing to do (--force rebuilds)",
+                source,
+            )
     missing = toolchain.missing_tools(host.which, patching=bool(patches) or source.donor_patch is not None)
     if missing:
         # the host, not the tree: pending (the catch-up builds once the tools are there), never a failure
@@ -596,6 +664,7 @@ def update_kernel(
     changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
     outcome.changed = changed
     outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
+    prune_tree(host, result.tree, source, kver, report)
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

@@ -80,8 +80,7 @@ def test_cli_refuses_a_misspelt_key_with_exit_2(tmp_path: Path) -> None:
     assert r.code == ExitCode.USAGE
     assert (
         "/etc/fwman/config.toml:2: unknown key `strcit` in [modules]; known keys: branch, driver-version, fork, "
-        "source, strict"
-        in (r.stderr)
+        "source, strict" in (r.stderr)
     )
 
 

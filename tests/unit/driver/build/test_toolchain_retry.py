@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from fwman.driver.build.attempt import Attempt, retry_reason
-from fwman.driver.build.manifest import Marker, failed_path, write_marker
+from fwman.driver.build.manifest import Manifest, Marker, ModuleEntry, failed_path, write_manifest, write_marker
 from fwman.driver.build.pipeline import current_attempt, kernel_patches
 from fwman.driver.build.source import local_source
 from fwman.driver.build.toolchain import BUILD_TOOLS, install_line, missing_tools, package_of
@@ -125,3 +125,31 @@ def test_the_catchup_dry_run_and_the_run_agree_on_a_remembered_failure(tmp_path:
     dry = run("modules", "catchup", "--dry-run", "--root", str(root))
     want = f"would build the patched modules for {KVER} from local tree /src/fork (its last build failed; trying "
     assert want + "again: the kernel's headers changed since the failed build)" in dry.stdout, dry.stdout
+
+
+def test_a_kernel_whose_modules_are_current_is_left_alone_unless_forced(tmp_path: Path) -> None:
+    """Issue 39, row 6: `modules build` of a current kernel rebuilt it (149 s) and said "built and installed"."""
+    root = _root(tmp_path)
+    path = tools_path(tmp_path / "bin", BUILD)
+    host = LiveHost(str(root), env={"PATH": path})
+    ko = root / f"lib/modules/{KVER}/updates/fwman/nvidia.ko"
+    ko.parent.mkdir(parents=True)
+    ko.write_bytes(b"\x7fELF module")
+    entry = ModuleEntry(f"/lib/modules/{KVER}/updates/fwman/nvidia.ko", "0" * 64, ko.stat().st_size)
+    commit = local_source(host, "/src/fork").source_id
+    write_manifest(host, Manifest(KVER, None, None, commit, {"nvidia": entry}, "2026-12-01T10:00:00+00:00"))
+    run = FwmanEnv(variables={"PATH": path})
+    argv = ("modules", "build", "--kernel", KVER, "--source", "/src/fork", "--root", str(root))
+    dry = run(*argv, "--dry-run")
+    want = f"would leave {KVER} as it is: its patched modules are current (--force rebuilds)"
+    assert dry.stdout.splitlines()[0] == want
+    forced = run(*argv, "--dry-run", "--force")
+    assert forced.stdout.splitlines()[0] == f"would build the patched modules for {KVER} from local tree /src/fork"
+    r = run(*argv, "--json")
+    assert r.code == 0, r.stderr
+    doc = r.json()
+    assert (doc["kernels"][0]["status"], doc["changed"]) == ("current", False)
+    assert "nothing to do (--force rebuilds)" in doc["kernels"][0]["message"]
+    assert not (root / "var/cache/fwman/build").exists()  # nothing was built
+    (root / "src/fork/kernel-open/nvidia/nv.c").write_text("/* changed */\n")  # another tree: a build is due
+    assert run(*argv, "--dry-run").stdout.startswith(f"would build the patched modules for {KVER}")

@@ -455,8 +455,8 @@ def boot_text(check: BootCheck | None) -> Out:
     out: Out = []
     if check.pinned is not None:
         out.append(say(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", "yellow"))
-    if check.problem:
-        out.append(say(f"WARNING: {check.problem}", "bad"))
+    if check.problem and not check.deferred:  # deferred: apt's check at the end of its run says it, once
+        out.append(say(f"WARNING: {check.problem}" + (f"; fix: {check.fix}" if check.fix else ""), "bad"))
     return out
 
 

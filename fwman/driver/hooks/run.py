@@ -87,11 +87,14 @@ def repair_replaced(host: Host, kernels: list[str], report: Report = silent) -> 
     return repaired, broken
 
 
-def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0) -> RunSummary:
+def run_hook(
+    host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0, defer: bool = False
+) -> RunSummary:
     """Do what the kernel hook does for ``kver`` and return the summary (the CLI decides the exit status).
 
     Builds unless the kernel's modules are current, repairs modules DKMS replaced for any kernel, and keeps the
-    next boot on a kernel with working modules. Raises LockTimeout when another build holds the lock.
+    next boot on a kernel with working modules (``defer``: inside an apt run, a next boot nothing can make safe
+    is left to apt's check at the end of the run). Raises LockTimeout when another build holds the lock.
     """
     from fwman.driver.boot import pin as boot
     from fwman.driver.build.lock import module_lock
@@ -125,7 +128,7 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_t
         refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
         # judged on the menu as it is now; the final check (zzz-fwman, 99-zz-fwman.install) judges it again after
         # the boot loader's hook, and apt's Post-Invoke hook after dpkg returns (fwman.driver.boot.guard)
-        summary.boot = boot.ensure_safe_boot(host, report)
+        summary.boot = boot.ensure_safe_boot(host, report, defer=defer)
         if origin != "manual":
             from fwman.driver.boot.guard import request_recheck
 

@@ -156,10 +156,13 @@ def select(
     """
     chosen = []
     owner_files = {f: p.name for p in owner for f in p.files}
-    owner_names = {p.name for p in owner} | set(masked)
+    owner_names = {p.name for p in owner}
     for patch in shipped_patches():
         assert patch.declaration is not None
         if not headers_declare(host, patch.declaration, include_roots):
+            continue
+        if patch.name in masked:
+            report(f"fwman's compat patch {patch.name} left out: turned off by /etc/fwman/patches.d/{patch.name}")
             continue
         if patch.name in owner_names:
             report(f"fwman's compat patch {patch.name} left out: /etc/fwman/patches.d/{patch.name} replaces it")

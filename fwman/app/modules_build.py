@@ -12,7 +12,7 @@ from typing import IO, Any
 
 from fwman.app.text import Out, Result, say
 from fwman.core import names
-from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
@@ -266,7 +266,11 @@ def build_modules(
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
     # the tools first: a missing g++ must not cost a fetch and minutes of compiling to be found (exit 5)
-    patching = any(kernel_patches(host, k) for k in targets if headers_present(host, k))
+    try:
+        patching = any(kernel_patches(host, k) for k in targets if headers_present(host, k))
+    except ParseError:
+        patching = True  # a patch that is not one fails each kernel's build, naming it (below); patch is needed
+
     if request.dry_run:
         missing = missing_tools(host.which, patching)
         if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
@@ -324,11 +328,14 @@ def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
         # a local tree is read as the run reads it; a fork branch at its cached commit (a donor fork's build is
         # not judged without its verified patch: the dry run says build, the run may find it current)
         source: Source | None = None
-        if spec.source_dir:
-            source = resolve_source(host, spec, fetch=False)
-        elif "+patch:" not in source_id:
-            source = Source("", source_id, source_id, spec.fork, spec.branch, "")
-        patches = kernel_patches(host, kver)
+        try:
+            if spec.source_dir:
+                source = resolve_source(host, spec, fetch=False)
+            elif "+patch:" not in source_id:
+                source = Source("", source_id, source_id, spec.fork, spec.branch, "")
+            patches = kernel_patches(host, kver)
+        except FwmanError:  # the run says what is wrong with the tree or a patch
+            source = None
         if source is not None and current_manifest(host, kver, source, patches) is not None:
             return f"leave {kver} as it is: its patched modules are current (--force rebuilds)"
     return f"build the patched modules for {kver} from {spec.describe()}"

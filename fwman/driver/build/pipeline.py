@@ -519,8 +519,10 @@ def update_kernel(
     ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
     build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
     so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
-    marker and leaves the previous modules in place; the next attempt for the same (commit, kernel) is skipped
-    unless ``force``. Success writes the manifest and clears both markers. Never raises for a build problem (the
+    marker and leaves the previous modules in place; the next attempt is skipped unless ``force`` while the
+    source, toolchain, patches and headers are the same (:func:`~fwman.driver.build.attempt.retry_reason`). Modules
+    that are current (:func:`current_manifest`) are left alone unless ``force``; missing build tools leave the
+    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree. Never raises for a build problem (the
     outcome says it); raises FwmanError for what needs a person (disk, permissions).
     """
     from fwman.driver.build import install

@@ -285,9 +285,10 @@ def compile_for_kernel(
     # a donor-patch fork's patch first (the upstream tag becomes the fork's tree), then patches.d's for kver,
     # then fwman's compat patches
     applied: list[KernelPatch] = []
+    transcript: list[str] = []  # patch's output: the build log's first part (make's follows)
     todo = [source.donor_patch, *patches] if source.donor_patch is not None else list(patches)
     if todo:
-        refused, applied = apply_patches(host, tree, todo, log_path, report)
+        refused, applied = apply_patches(host, tree, todo, log_path, report, transcript)
         if refused is not None:
             failed = CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases)
             failed.failure = refused
@@ -309,7 +310,7 @@ def compile_for_kernel(
     skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
     argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver, headers)]
     report(f"running {' '.join(argv)}")
-    header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
+    header = "".join(f"{t}\n" for t in transcript) + f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
     mark = lap("make", mark)
     seconds = clock.monotonic() - started
@@ -335,7 +336,12 @@ def compile_for_kernel(
 
 
 def apply_patches(
-    host: Host, tree: str, patches: Sequence[KernelPatch], log_path: str, report: Report = silent
+    host: Host,
+    tree: str,
+    patches: Sequence[KernelPatch],
+    log_path: str,
+    report: Report = silent,
+    transcript: list[str] | None = None,
 ) -> tuple[BuildFailure | None, list[KernelPatch]]:
     """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return (None, the patches applied), or (the
     failure of the first that does not apply (its file and the hunks that failed; the tree is then left to the
@@ -344,8 +350,10 @@ def apply_patches(
     Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. A compat patch fwman
     ships that does not apply is left out instead (the fork may carry the change already): one report line, and
     the build goes on. The files a patch changes are unlinked and written back first: a fork's build tree is hard
-    links to the source cache (:func:`prepare_tree`), which a patch must never change. Writes patch's output to
-    ``log_path``. Raises MissingError without ``patch``.
+    links to the source cache (:func:`prepare_tree`), which a patch must never change. patch's output goes to
+    ``transcript`` when the patches applied (the build log then starts with it: writing it here would replace the
+    previous log, whose counts the build's progress expects), else to ``log_path``. Raises MissingError without
+    ``patch``.
     """
     if host.which("patch") is None:
         raise toolchain.missing_error([toolchain.PATCH_TOOL])
@@ -389,7 +397,10 @@ def apply_patches(
         kind = "compat" if p.declaration is not None else ("donor" if p.origin else "kernel")
         report(f"applied {kind} patch {p.name} ({', '.join(p.files)})")
         applied.append(p)
-    host.write_bytes(log_path, "\n".join(log).encode())
+    if transcript is None:
+        host.write_bytes(log_path, "\n".join(log).encode())
+    else:
+        transcript.extend(log)
     return None, applied
 
 
@@ -522,8 +533,9 @@ def update_kernel(
     marker and leaves the previous modules in place; the next attempt is skipped unless ``force`` while the
     source, toolchain, patches and headers are the same (:func:`~fwman.driver.build.attempt.retry_reason`). Modules
     that are current (:func:`current_manifest`) are left alone unless ``force``; missing build tools leave the
-    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree. Never raises for a build problem (the
-    outcome says it); raises FwmanError for what needs a person (disk, permissions).
+    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree.
+    Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person (disk,
+    permissions).
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (

@@ -68,9 +68,15 @@ def test_builds_for_one_kernel_and_reports_the_failure_of_the_other(tmp_path: Pa
     assert "override nvidia-peermem * updates/fwman" in conf
     assert "make -j" in (root / f"var/log/fwman/build-{KERNEL_OK}.log").read_text()
 
-    # the same source again: compiled (objects from the cache), but the host already holds these modules, so
-    # nothing is written, depmod does not run, and the JSON says nothing changed
+    # the same source again: the modules are current, so nothing is compiled (issue 39, row 6: it rebuilt)
+    log = (root / f"var/log/fwman/build-{KERNEL_OK}.log").stat().st_mtime_ns
     code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_OK)
+    doc = json.loads(out)
+    assert code == 0 and doc["kernels"][0]["status"] == "current" and doc["changed"] is False, out + err
+    assert (root / f"var/log/fwman/build-{KERNEL_OK}.log").stat().st_mtime_ns == log
+    # --force compiles (objects from the cache), but the host already holds these modules, so nothing is
+    # written, depmod does not run, and the JSON says nothing changed
+    code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_OK, "--force")
     doc = json.loads(out)
     assert code == 0 and doc["kernels"][0]["status"] == "built", out + err
     assert doc["changed"] is False and doc["kernels"][0]["changed"] is False and doc["boot"]["changed"] is False

@@ -1,9 +1,10 @@
 """Per-kernel rebuild with fwman's object cache against a clean full build (what DKMS does for every kernel).
 
 All three builds run here, side by side, through `fwman modules build --json` on temp roots with the real Debian
-headers (6.1.0-50-amd64 and 6.1.0-53-amd64), from the stand-in fork tree in fixtures/kmod-tree/fork *ported*
-to the 4-argument pci_resize_resource() with a conftest (the way the fork would fix it), so that one tree builds
-for both kernels:
+headers (the pair of tests/support/kernels.py: a kernel whose pci_resize_resource() takes 3 arguments and one
+whose takes 4), from the stand-in fork tree in fixtures/kmod-tree/fork, which calls the 3-argument form like the
+real fork: fwman's compat patch (fwman/compat/) makes it build for the second kernel, as it does the fork
+(`--port` instead ports the tree with a conftest and leaves the compat patch masked, as before issue 39):
 
 1. clean full build for 6.1.0-50 (empty object cache): kernel-independent objects + kernel-open;
 2. the second kernel, 6.1.0-53, in the same root: objects from the cache, kernel-open only (fwman's case);
@@ -53,11 +54,11 @@ def port(tree: Path) -> None:
     nv_pci = tree / "kernel-open/nvidia/nv-pci.c"
     nv_pci.write_text(
         nv_pci.read_text().replace(
-            "    return pci_resize_resource(pdev, bar, size);",
+            "    r = pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size);",
             "#if defined(NV_PCI_RESIZE_RESOURCE_EXCLUDE_BARS_PRESENT)\n"
-            "    return pci_resize_resource(pdev, bar, size, 0);\n"
+            "    r = pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size, 0);\n"
             "#else\n"
-            "    return pci_resize_resource(pdev, bar, size);\n"
+            "    r = pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size);\n"
             "#endif",
         )
     )
@@ -116,7 +117,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--fork-dir", type=Path, help="a checkout of a real fork to build instead of the stand-in")
-    parser.add_argument("--kernels", nargs=2, metavar=("K1", "K2"), help="the two kernels (default: 6.1.0-50, -53)")
+    parser.add_argument("--kernels", nargs=2, metavar=("K1", "K2"), help="the two kernels (default: the test pair)")
+    parser.add_argument("--port", action="store_true", help="port the stand-in with a conftest, compat patch masked")
     parser.add_argument(
         "--via-fork",
         action="store_true",
@@ -127,7 +129,15 @@ def main() -> int:
         print("run as root (depmod and the temp roots need it)", file=sys.stderr)
         return 0
 
-    from tests.support.modules import FORK_TREE, KERNEL_BAD, KERNEL_OK, P2P_BRANCH, add_kernel, make_fork_repo
+    from tests.support.modules import (
+        FORK_TREE,
+        KERNEL_BAD,
+        KERNEL_OK,
+        P2P_BRANCH,
+        add_kernel,
+        make_fork_repo,
+        unmask_compat,
+    )
 
     first, second = args.kernels or (KERNEL_OK, KERNEL_BAD)
     walls: dict[str, list[float]] = {"full_first": [], "cached_second": [], "full_second": []}
@@ -136,7 +146,7 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="fwman-bench-") as tmp:
             tree = Path(tmp) / "fork"
             shutil.copytree(args.fork_dir or FORK_TREE, tree, symlinks=True, ignore=shutil.ignore_patterns(".git"))
-            if args.fork_dir is None:
+            if args.fork_dir is None and args.port:
                 port(tree)
             a, b = Path(tmp) / "a", Path(tmp) / "b"
             source: tuple[str, ...] = ("--source", "/src/fork")
@@ -146,6 +156,8 @@ def main() -> int:
             for root in (a, b):
                 for kver in (first, second):
                     add_kernel(root, kver)
+                if not args.port:
+                    unmask_compat(root)  # fwman's compat patch, applied by what the second kernel's headers declare
                 shutil.copytree(tree, root / "src/fork", symlinks=True)
             for name, root, kver in (
                 ("full_first", a, first),
@@ -158,7 +170,8 @@ def main() -> int:
     f1, c2, f2 = (statistics.median(walls[k]) for k in ("full_first", "cached_second", "full_second"))
     p1, pc, p2 = (_median_phases(phases[k]) for k in ("full_first", "cached_second", "full_second"))
     how = "as a fork branch (file://)" if args.via_fork else "as --source"
-    print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians), tree: {args.fork_dir or 'stand-in (ported)'}, {how}")
+    tree_name = args.fork_dir or ("stand-in (ported)" if args.port else "stand-in + fwman's compat patch")
+    print(f"cores: {os.cpu_count()}, runs: {args.runs} (medians), tree: {tree_name}, {how}")
     _show(f"clean full build, {first}:", f1, p1)
     _show(f"second kernel {second} with the object cache:", c2, pc)
     _show(f"clean full build, {second} (DKMS per kernel):", f2, p2)

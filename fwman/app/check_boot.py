@@ -32,6 +32,11 @@ class CheckBootResult(Result):
     released: PinRecord | None = None
     problem: str | None = None
     changed: list[str] = field(default_factory=list)
+    #: the command that fixes an unpinnable next boot ("" otherwise)
+    fix: str = ""
+    #: who runs the check (``--origin``); inside an apt run a kernel hook leaves an unpinnable boot to apt's check
+    origin: str = "manual"
+    deferred: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-check-boot/2`` (without the schema key): ``changed`` true or
@@ -51,7 +56,10 @@ class CheckBootResult(Result):
         }
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the verdict on the next boot, and the pin the check made."""
+        """Return the verdict on the next boot, and the pin the check made; nothing for an unpinnable next boot
+        that apt's check says at the end of the run (or that this check, apt's, says in its one error line)."""
+        if self.deferred and not self.safe and self.pinned is None:
+            return []
         verdict = Span("safe", "green") if self.safe else Span("NOT SAFE", "bad")
         out: Out = [line(f"next boot: {self.default.kver} ({self.default.how}): ", verdict, f": {self.reason}")]
         if self.pinned is not None:
@@ -62,6 +70,13 @@ class CheckBootResult(Result):
         """Return VerificationError (exit 4) when the next boot has no working patched modules."""
         if self.safe:
             return None
+        if self.deferred and self.origin != "apt":
+            return None  # a kernel hook inside an apt run: apt's check says it, once, at the end
+        if self.deferred:  # apt's check at the end of its run: the one line, with what fixes it
+            return VerificationError(
+                f"the next boot ({self.default.kver}) has NO working patched NVIDIA modules and no kernel with them "
+                f"can be pinned instead: {self.reason}; fix: {self.fix}"
+            )
         return VerificationError(
             f"the next boot ({self.default.kver}) has no working patched modules: {self.reason}",
             hint=f"{self.problem}; see `fwman modules status`"
@@ -77,6 +92,7 @@ def check_boot(
     removed: frozenset[str] = frozenset(),
     report: Report = silent,
     permit: Callable[[], None] = free,
+    under_apt: bool = False,
 ) -> CheckBootResult:
     """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not.
 
@@ -92,10 +108,19 @@ def check_boot(
     from fwman.driver.boot.guard import final_check
 
     permit()
-    check = final_check(host, origin, removed, report)
+    check = final_check(host, origin, removed, report, under_apt=under_apt)
     if check.default.kver is None:
         raise MissingError("no installed kernel found under /lib/modules")
     safety = check.safety if check.safety is not None else kernel_safety(host, check.default.kver)
     return CheckBootResult(
-        check.default, safety.safe, safety.reason, check.pinned, check.released, check.problem, check.changed
+        check.default,
+        safety.safe,
+        safety.reason,
+        check.pinned,
+        check.released,
+        check.problem,
+        check.changed,
+        check.fix,
+        origin,
+        check.deferred,
     )

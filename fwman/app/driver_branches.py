@@ -24,6 +24,7 @@ from fwman.driver.forks import (
     configured_forks,
     human_age,
     list_branches,
+    utc_text,
 )
 from fwman.driver.versions import Revision, parse_p2p_branch
 from fwman.gpu.inventory import scan_cards
@@ -86,7 +87,7 @@ class BranchesResult(Result):
         revisions = [
             [str(v), f.fork, r.family, str(r.revision) if r.revision is not None else "-",
              _branch_cell(r.branch, r.patch_sha256) + (" *" if chosen[f.fork].get(str(v)) == r.branch else ""),
-             (r.date or "unknown")[:19].replace("T", " "), (r.commit or "unknown")[:12],
+             utc_text(r.date), (r.commit or "unknown")[:12],
              "tree" if r.from_tree else "name"]
             for f in forks for v in reversed(f.p2p_versions()) for r in _by_family(f.revisions_of(v))
         ]  # fmt: skip
@@ -97,7 +98,7 @@ class BranchesResult(Result):
                 "FAMILY",
                 "REV",
                 "BRANCH (newest first)",
-                "COMMITTED",
+                "COMMITTED (UTC)",
                 "COMMIT",
                 "VERSION FROM",
             ]

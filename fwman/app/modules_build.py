@@ -7,19 +7,19 @@ prints each kernel's outcome as it comes (``on_outcome``) and the JSON document 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from fwman.app.text import Out, Result, say
 from fwman.core import names
-from fwman.core.errors import FwmanError, MissingError, PartialError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
 from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, kernel_patches, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -32,6 +32,7 @@ from fwman.driver.build.source import (
     save_source_spec,
     source_version,
 )
+from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
@@ -120,7 +121,7 @@ class BuildResult(Result):
         the fork cannot be had; UsageError: a fork name that is not known), MissingError (no headers), or
         VerificationError (a build failed) otherwise."""
         outcomes = [b.outcome for b in self.builds]
-        bad = [o for o in outcomes if o.status != "built"]
+        bad = [o for o in outcomes if o.status not in ("built", "current")]
         if not bad:
             return
         if len(bad) < len(outcomes):
@@ -129,6 +130,8 @@ class BuildResult(Result):
         if first.source_error is not None:  # the source is the problem, not the headers: its own error and hint
             error = first.source_error
             raise error.for_kernel(first.kver) if isinstance(error, SourceError) else error
+        if first.tool_error is not None:  # the build tools, not the headers: the tools and the apt line
+            raise first.tool_error
         if first.status == "pending":
             raise MissingError(first.message, hint=f"install the headers for {first.kver}, then run this again")
         raise VerificationError(first.message, hint="see the report above and the build log")
@@ -206,6 +209,23 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     return SourceSpec(None, fork_text, names.branch_name(newest.branch))
 
 
+def configured_driver_version(host: Host) -> tuple[str | None, str] | None:
+    """Return ([modules] fork or None, [modules] driver-version) of /etc/fwman/config.toml, None without a
+    driver-version. Raises UsageError when it is given with ``branch`` or ``source`` (it picks the branch)."""
+    from fwman.core.config import load_config
+
+    config = load_config(host)
+    version = config.get_str("modules", "driver-version")
+    if version is None:
+        return None
+    if config.get_str("modules", "branch") or config.get_str("modules", "source"):
+        raise UsageError(
+            f"{config.path}: [modules] driver-version picks the branch itself: give it without branch and source",
+            hint=f"edit {config.path}",
+        )
+    return config.get_str("modules", "fork"), version
+
+
 def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
     """Return the source to build from: the one the request names, else the remembered one.
 
@@ -215,6 +235,11 @@ def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> S
     """
     if request.driver_version is not None:
         return newest_revision_spec(host, request, report)
+    if not (request.source_dir or request.fork or request.branch):
+        configured = configured_driver_version(host)
+        if configured is not None:  # [modules] driver-version: as --driver-version, of [modules] fork
+            fork, version = configured
+            return newest_revision_spec(host, replace(request, fork=fork, driver_version=version), report)
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
         if request.branch is not None:
@@ -262,10 +287,19 @@ def build_modules(
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
     if not targets:
         raise UsageError("name a kernel: --kernel KVER (repeatable) or --all", hint="e.g. --kernel $(uname -r)")
+    # the tools first: a missing g++ must not cost a fetch and minutes of compiling to be found (exit 5)
+    try:
+        patching = any(kernel_patches(host, k) for k in targets if headers_present(host, k))
+    except ParseError:
+        patching = True  # a patch that is not one fails each kernel's build, naming it (below); patch is needed
+
     if request.dry_run:
-        plan = [f"build the patched modules for {kver} from {spec.describe()}" if headers_present(host, kver)
-                else f"mark {kver} pending until its headers are installed" for kver in targets]  # fmt: skip
+        missing = missing_tools(host.which, patching)
+        if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
+            return BuildResult([], None, [f"refuse: {missing_error(missing).message} ({install_line(missing)})"])
+        plan = [planned_step(host, kver, spec, request.force) for kver in targets]
         return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
+    check_toolchain(host, patching)
     builds: list[KernelBuild] = []
     with module_lock(host):
         resolved: Source | FwmanError | None = None
@@ -322,6 +356,33 @@ def stale_cdi_specs(host: Host) -> list[str]:
         for row in cdi_spec_rows([s for s in specs if s.error is None], ref)
         if row.status == "mismatch" and row.fix
     ]
+
+
+def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
+    """Return what a build of ``kver`` would do (a dry run): wait for headers, leave modules that are current
+    (the run's own test, :func:`~fwman.driver.build.pipeline.current_manifest`, at the source's cached commit),
+    or build."""
+    from fwman.driver.build.pipeline import current_manifest
+    from fwman.driver.build.source import cached_source_id
+
+    if not headers_present(host, kver):
+        return f"mark {kver} pending until its headers are installed"
+    source_id = None if force else cached_source_id(host, spec)
+    if source_id is not None:
+        # a local tree is read as the run reads it; a fork branch at its cached commit (a donor fork's build is
+        # not judged without its verified patch: the dry run says build, the run may find it current)
+        source: Source | None = None
+        try:
+            if spec.source_dir:
+                source = resolve_source(host, spec, fetch=False)
+            elif "+patch:" not in source_id:
+                source = Source("", source_id, source_id, spec.fork, spec.branch, "")
+            patches = kernel_patches(host, kver)
+        except FwmanError:  # the run says what is wrong with the tree or a patch
+            source = None
+        if source is not None and current_manifest(host, kver, source, patches) is not None:
+            return f"leave {kver} as it is: its patched modules are current (--force rebuilds)"
+    return f"build the patched modules for {kver} from {spec.describe()}"
 
 
 def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
@@ -401,6 +462,8 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
             "error": failure.message,
             "excerpt": failure.excerpt,
             "phase": failure.phase,
+            "cause": failure.cause,
+            "missing_tool": failure.tool,
         },
         "newer_branches": newer or [],
         "source_error": source_error_json(outcome.source_error),
@@ -443,8 +506,8 @@ def boot_text(check: BootCheck | None) -> Out:
     out: Out = []
     if check.pinned is not None:
         out.append(say(f"boot default pinned to {check.pinned.kernel} ({check.pinned.method})", "yellow"))
-    if check.problem:
-        out.append(say(f"WARNING: {check.problem}", "bad"))
+    if check.problem and not check.deferred:  # deferred: apt's check at the end of its run says it, once
+        out.append(say(f"WARNING: {check.problem}" + (f"; fix: {check.fix}" if check.fix else ""), "bad"))
     return out
 
 
@@ -461,6 +524,8 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
             lines.append(f"  failed in:     the {f.phase} phase")
         lines.append(f"  failing file:  {where}")
         lines.append(f"  first error:   {f.message}")
+        if f.hint:
+            lines.append(f"  fix:           {f.hint}")
     s = outcome.source
     if s is not None:
         if s.fork:

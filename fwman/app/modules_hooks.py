@@ -210,6 +210,7 @@ def hook(
     dry_run: bool = False,
     permit: Callable[[], None] = free,
     report: Report = silent,
+    under_apt: bool = False,
 ) -> HookRun:
     """Do what the kernel hook does for ``kver`` (build unless current, repair, keep the boot safe); with
     ``dry_run`` return what it would do. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
@@ -219,7 +220,7 @@ def hook(
     if dry_run:
         return HookRun(True, plan=build_plan(host, [kver]), kver=kver, origin=origin)
     permit()
-    summary = run_hook(host, kver, origin, report)
+    summary = run_hook(host, kver, origin, report, defer=under_apt and origin != "manual")
     run = HookRun(False, summary, newer=_newer(host, summary), kver=kver, origin=origin)
     run.strict = not run.in_place and strict_mode(host)
     return run

@@ -167,10 +167,14 @@ class ModulesStatus(Result):
         out += [say(f"DKMS: {r.kernel}: {c} is the P2P fork, built by DKMS too: fwman's copy loads (`fwman dkms "
                     "status`, docs/dkms.md)") for r in rows for c in r.dkms_fork]  # fmt: skip
         for r in rows:
-            for patch in r.patches:  # the /etc/fwman/patches.d patches the installed modules were built with
+            for patch in r.patches:  # the patches (patches.d, fwman's compat) the installed modules were built with
+                digest = str(patch.get("sha256"))[:12]
+                if patch.get("declaration"):  # fwman's own: applied because the headers declare it
+                    out.append(say(f"compat patch for {r.kernel}: {patch.get('name')} (shipped with fwman: "
+                                   f"{patch.get('declaration')}; sha256 {digest})"))  # fmt: skip
+                    continue
                 which = f"kernels {patch.get('kernels')}" if patch.get("kernels") else "every kernel"
-                out.append(say(f"patch for {r.kernel}: {patch.get('name')} ({which}, sha256 "
-                               f"{str(patch.get('sha256'))[:12]})"))  # fmt: skip
+                out.append(say(f"patch for {r.kernel}: {patch.get('name')} ({which}, sha256 {digest})"))
         for r in rows:
             if r.donor_patch is not None:  # a donor-patch fork: NVIDIA's tag and the pinned patch, like a commit
                 donor = r.donor_patch

@@ -306,7 +306,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
 
     kernel_release(kver)
     result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
-                      report=_say(app))  # fmt: skip
+                      report=_say(app), under_apt="DPKG_FRONTEND_LOCKED" in app.env.variables)  # fmt: skip
     finish(app, "modules-hook", result, as_json)
 
 
@@ -411,7 +411,10 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
     for kver in removed:
         kernel_release(kver)
     permit = _permit(app, "fwman modules check-boot --pin")
-    finish(app, "modules-check-boot", run_check(app.host, pin, origin, frozenset(removed), _say(app), permit), as_json)
+    # apt sets DPKG_FRONTEND_LOCKED for the dpkg it runs (dpkg(1)); its Post-Invoke check then follows the hooks
+    under_apt = "DPKG_FRONTEND_LOCKED" in app.env.variables
+    result = run_check(app.host, pin, origin, frozenset(removed), _say(app), permit, under_apt=under_apt)
+    finish(app, "modules-check-boot", result, as_json)
 
 
 # build once per fleet: fwman.cli.modules_bundle (imports only click at module level)

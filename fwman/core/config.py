@@ -77,7 +77,7 @@ class Config:
 #: otherwise import pydantic for three small tables (bench/containers.py).
 SCHEMA: dict[str, dict[str, str | tuple[str, ...]]] = {
     "forks": {"api_url": "str", "defaults": "bool"},
-    "modules": {"fork": "str", "branch": "str", "source": "str", "strict": "bool"},
+    "modules": {"fork": "str", "branch": "str", "driver-version": "str", "source": "str", "strict": "bool"},
     "containers": {"engines": ("docker", "podman")},
 }
 #: the sections that take keys beyond the declared ones (``[forks]``: fork names)

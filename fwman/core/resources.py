@@ -36,6 +36,12 @@ def bundled_keys() -> Path:
     return _PACKAGE / "keys"
 
 
+def bundled_compat_patches() -> Path:
+    """Return the directory of the compat patches that ship inside the package (``fwman/compat``,
+    :mod:`fwman.driver.build.compat`)."""
+    return _PACKAGE / "compat"
+
+
 def read_data(path: Path, limit: int | None = None) -> bytes:
     """Return the bytes (at most ``limit``) of data file ``path``: bundled data or a maintainer's catalog copy.
 

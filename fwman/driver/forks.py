@@ -240,17 +240,37 @@ def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
 
 
 def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
-    """Return the forks to list: the known ones (:func:`known_forks`), then each ``--fork`` value.
+    """Return the forks to list: each ``--fork`` value when there is one, else the known ones
+    (:func:`known_forks`, then the donor-patch forks).
 
     A ``--fork`` value is anything :func:`resolve_fork` takes (a known name, ``NAME=URL``, a URL); a later
-    entry with the same name replaces the earlier URL. Raises UsageError on a bad entry.
+    entry with the same name replaces the earlier URL. Naming forks lists those alone: an owner asking about one
+    fork (a local mirror, with no network) must not wait on, or fail for, the others (issue 39, row 5). Raises
+    UsageError on a bad entry.
     """
-    chosen: dict[str, Fork] = {n: Fork(n, u) for n, u in known_forks(config).items()}
-    chosen.update(donor_forks(config))
+    chosen: dict[str, Fork] = {}
+    if not extra:
+        chosen = {n: Fork(n, u) for n, u in known_forks(config).items()}
+        chosen.update(donor_forks(config))
     for text in extra:
         fork = resolve_fork(config, text)
         chosen[fork.name] = fork
     return list(chosen.values())
+
+
+def utc_text(date: str | None) -> str:
+    """Return an ISO 8601 date (a committer's ``%cI``, in the committer's own offset) as UTC for a table:
+    ``2025-01-30 11:00:00Z``; ``unknown`` for None, the text itself (19 characters) when it is not a date.
+    Never raises."""
+    if not date:
+        return "unknown"
+    try:
+        when = datetime.fromisoformat(date.strip())
+    except ValueError:
+        return date[:19].replace("T", " ")
+    if when.tzinfo is None:
+        return when.strftime("%Y-%m-%d %H:%M:%S")  # no offset given: said as it came
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 def api_base(config: Config, variables: Mapping[str, str]) -> str:

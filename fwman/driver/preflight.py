@@ -33,6 +33,7 @@ from fwman.core import bounded, clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim, nova_core
+from fwman.driver.build import compat
 from fwman.driver.build import patches as kpatches
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.build.patches import KernelPatch
@@ -274,9 +275,11 @@ def state_action(state: State) -> WriteFile:
 
 def verdict_key(kver: str, headers_version: str | None, source_id: str, patches: Sequence[KernelPatch],
                 compiler: str) -> str:  # fmt: skip
-    """Return what a verdict holds for: the kernel, its headers' version, the source, the patches and the
-    compiler (any of them changed is a new question)."""
-    parts = [kver, headers_version or "", source_id, ",".join(p.sha256 for p in patches), compiler]
+    """Return what a verdict holds for: the kernel, its headers' version, the source, the patches, fwman's compat
+    patches (which of them apply is decided by the headers, part of the key already) and the compiler (any of them
+    changed is a new question)."""
+    shipped = ",".join(p.sha256 for p in compat.shipped_patches())
+    parts = [kver, headers_version or "", source_id, ",".join(p.sha256 for p in patches), shipped, compiler]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:32]
 
 
@@ -491,6 +494,10 @@ def check_kernel(
             verdict.message = e.message
             return verdict
         verdict.nova_config = headers_nova_config(host, tree.build)
+        # fwman's compat patches by what these headers declare, after the owner's (who wins: compat.select)
+        roots = [r for r in (tree.source, tree.build) if r]
+        patches = [*patches, *compat.select(host, kver, patches, roots, kpatches.masked_names(host), report)]
+        verdict.patches = [p.name for p in patches]
         report(f"building {source.label} against the headers of {kver} (not installed)")
         result = compile_for_kernel(host, source, kver, report, jobs, progress, patches, headers=tree)
         verdict.log, verdict.object_cache_hit = result.log_path, result.cache_hit

@@ -20,6 +20,7 @@ import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb, installed_packages, kernel_packages
 from tests.support.forkrepo import BRANCH, GitDaemon
+from tests.support.kernels import resize_arguments
 
 FORK_NAME = "story"
 MODULES = ("nvidia", "nvidia-uvm", "nvidia-modeset", "nvidia-drm", "nvidia-peermem")
@@ -166,6 +167,11 @@ def test_installing_the_package_pulls_no_kernel_or_headers(owner: Owner) -> None
     )
     code, out = owner.fwman("--version")
     assert code == 0 and "fwman, version" in out, out
+    # issue 39, row 1: the fork's build runs g++ (nvidia-modeset's C++), xz, binutils, and fwman's patches need
+    # patch: the package's recommends bring them with a default install
+    status = owner.root.sh("dpkg-query -W -f '${Package} ${Status}\\n' g++ patch xz-utils binutils make gcc git")
+    missing = [ln for ln in status.stdout.splitlines() if not ln.endswith("install ok installed")]
+    assert missing == [], f"issue 39 row 1: the build toolchain did not come with the package: {missing}"
 
 
 # -- the owner's first build, from the fork named in [forks] ----------------------------------------------------
@@ -183,6 +189,12 @@ def test_owner_configures_the_fork_by_name_and_builds(owner: Owner) -> None:
     assert owner.vermagic(first).split()[0] == first
     manifest = owner.manifest(first)
     assert manifest["branch"] == BRANCH and set(manifest["modules"]) == set(MODULES)
+    # issue 39, row 3: the stand-in calls the three-argument pci_resize_resource(), as the fork does; where these
+    # headers declare four (Debian 12's 6.1.0-53 and later), fwman's compat patch is what made it build
+    common = first.removesuffix("-amd64") + "-common"
+    arity = resize_arguments(owner.root.read_text(f"/usr/src/linux-headers-{common}/include/linux/pci.h"))
+    want = ["pci-resize-resource-exclude-bars.patch"] if arity == 4 else []
+    assert [p["name"] for p in manifest["patches"]] == want, f"{first} (pci_resize_resource: {arity}): {manifest}"
     entry = owner.kernel(first)
     assert entry["safe_to_boot"] is True, entry
     code, out = owner.fwman("modules", "check-boot")

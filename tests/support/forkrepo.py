@@ -3,10 +3,11 @@
 The repository copies the branch names of aikitoria/open-gpu-kernel-modules (fixtures/forge/branches.json, the
 real 2025 list); ``570.86.16-p2p`` holds the stand-in module tree of tests/support/modules.py (FORK_TREE: the
 real interface, five real modules that kbuild builds against the real headers), every other branch that tree
-with its own ``version.mk``. Two changes make the story's tree independent of which kernels the archive offers:
+with its own ``version.mk``. Like the real fork, the tree needs g++ (a C++ object in nvidia-modeset's
+kernel-independent part) and calls the three-argument ``pci_resize_resource()`` in ``nv-pci.c``: Debian 12's
+current kernels (6.1.0-53 and later) break it exactly as they break the fork, and fwman's compat patch
+(fwman/compat/, installed with the package) is what makes it build there. One change:
 
-- ``nv-pci.c`` calls ``pci_resize_resource()`` with the arity the target headers declare (a conftest probe, as
-  the real driver does for other APIs), so it builds for any 6.1 kernel;
 - the tree refuses the kernel releases listed in ``kernel-open/unsupported.mk`` with a compile error in
   ``nv-pci.c`` ("this branch does not support ..."), the way a real fork fails on a newer kernel: the story's
   "broken" kernel is chosen at test time, so the refusal is written at test time too.
@@ -34,16 +35,6 @@ BRANCH = "570.86.16-p2p"
 VERSION = "570.86.16"
 REPO_NAME = "open-gpu-kernel-modules.git"
 
-_ARITY_PROBE = """probe pci_resize_resource_exclude_bars '#include <linux/pci.h>
-int conftest(struct pci_dev *d) { return pci_resize_resource(d, 1, 1, 0); }'
-"""
-_NV_PCI_CALL = "    return pci_resize_resource(pdev, bar, size);\n"
-_NV_PCI_CALL_NEW = """#if defined(NV_PCI_RESIZE_RESOURCE_EXCLUDE_BARS_PRESENT)
-    return pci_resize_resource(pdev, bar, size, 0);
-#else
-    return pci_resize_resource(pdev, bar, size);
-#endif
-"""
 _REFUSAL = """
 #if defined(NV_KERNEL_UNSUPPORTED)
 #error "this branch does not support this kernel release (see kernel-open/unsupported.mk)"
@@ -66,16 +57,10 @@ def _git(cwd: Path, *argv: str) -> str:
 
 
 def story_tree(dest: Path, unsupported: list[str]) -> Path:
-    """Write the story's module tree (FORK_TREE with the two changes above) to ``dest`` and return it."""
+    """Write the story's module tree (FORK_TREE with the refusal above) to ``dest`` and return it."""
     shutil.copytree(FORK_TREE, dest, symlinks=True)
-    conftest = dest / "kernel-open/conftest.sh"
-    text = conftest.read_text()
-    marker = 'mv "$OUTDIR/headers.h.new"'
-    conftest.write_text(text.replace(marker, _ARITY_PROBE + marker))
     nv_pci = dest / "kernel-open/nvidia/nv-pci.c"
-    text = nv_pci.read_text()
-    assert _NV_PCI_CALL in text, "FORK_TREE's nv-pci.c changed: update tests/support/forkrepo.py"
-    nv_pci.write_text(text.replace(_NV_PCI_CALL, _NV_PCI_CALL_NEW) + _REFUSAL)
+    nv_pci.write_text(nv_pci.read_text() + _REFUSAL)
     kbuild = dest / "kernel-open/Kbuild"
     kbuild.write_text(kbuild.read_text() + _KBUILD_REFUSAL)
     (dest / "kernel-open/unsupported.mk").write_text(f"NV_UNSUPPORTED_KERNELS := {' '.join(unsupported)}\n")

@@ -40,7 +40,7 @@ def require_build_env(*kernels: str) -> None:
     """Skip unless running as root with make, gcc, depmod and the real headers of ``kernels``."""
     if os.geteuid() != 0:
         pytest.skip("module system tests need root (run `make test` as root)")
-    require_tools("make", "gcc", "depmod", "modinfo")
+    require_tools("make", "gcc", "g++", "patch", "depmod", "modinfo")
     for kver in kernels:
         common = kver.removesuffix("-amd64") + "-common"
         if not Path(f"/usr/src/linux-headers-{kver}").is_dir() or not Path(f"/usr/src/linux-headers-{common}").is_dir():
@@ -49,9 +49,32 @@ def require_build_env(*kernels: str) -> None:
             )
 
 
+#: fwman's compat patch for the four-argument pci_resize_resource() (fwman/compat/), by the name an owner masks it
+COMPAT_PATCH = "pci-resize-resource-exclude-bars.patch"
+
+
+def mask_compat(root: Path) -> None:
+    """Turn fwman's compat patch off in ``root`` the way an owner can (an empty patches.d file of its name).
+
+    The module tests need a kernel the stand-in fork does not build for: KERNEL_BAD, whose headers declare the
+    four-argument pci_resize_resource(), is that kernel only without the compat patch, so every root starts with
+    it masked; the tests of the compat patch itself call :func:`unmask_compat`.
+    """
+    patches = root / "etc/fwman/patches.d"
+    patches.mkdir(parents=True, exist_ok=True)
+    (patches / COMPAT_PATCH).write_bytes(b"")
+
+
+def unmask_compat(root: Path) -> None:
+    """Let fwman's compat patch apply in ``root`` again (undo :func:`mask_compat`)."""
+    (root / "etc/fwman/patches.d" / COMPAT_PATCH).unlink(missing_ok=True)
+
+
 def add_kernel(root: Path, kver: str, headers: bool = True) -> None:
-    """Make ``kver`` an installed kernel of ``root`` (a module directory), with its headers or not."""
+    """Make ``kver`` an installed kernel of ``root`` (a module directory), with its headers or not; fwman's compat
+    patch is masked in the root (:func:`mask_compat`)."""
     (root / "lib/modules" / kver).mkdir(parents=True, exist_ok=True)
+    mask_compat(root)
     if headers:
         give_headers(root, kver)
 
@@ -69,6 +92,11 @@ def give_headers(root: Path, kver: str) -> None:
         subprocess.run(["cp", "-a", f"/usr/src/linux-headers-{kver}", str(src)], check=True)
     if not (src / f"linux-headers-{common}").exists():
         subprocess.run(["cp", "-as", f"/usr/src/linux-headers-{common}", str(src)], check=True)
+        # fwman reads pci.h itself (the compat patches go by its declaration) through the root, where a link to
+        # /usr/src/... is the root's own path, as in a chroot: the one header fwman reads is a real copy
+        pci_h = src / f"linux-headers-{common}/include/linux/pci.h"
+        pci_h.unlink()
+        shutil.copy(f"/usr/src/linux-headers-{common}/include/linux/pci.h", pci_h)
     mod = root / "lib/modules" / kver
     mod.mkdir(parents=True, exist_ok=True)
     for name, target in (("build", f"/usr/src/linux-headers-{kver}"), ("source", f"/usr/src/linux-headers-{common}")):

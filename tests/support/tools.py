@@ -75,3 +75,20 @@ def needs_tool(tool: str, package: str) -> Callable[[F], F]:
         return run  # type: ignore[return-value]
 
     return decorate
+
+
+def tools_path(directory: Path, commands: tuple[str, ...], without: tuple[str, ...] = ()) -> str:
+    """Return a PATH of one directory holding links to this machine's ``commands`` less ``without``: a host whose
+    toolchain lacks exactly those (``tools_path(d, BUILD, without=("g++",))``). Skips (under CI fails) the test
+    when one of the commands is not installed here."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for command in commands:
+        if command in without:
+            continue
+        found = shutil.which(command)
+        if found is None:
+            missing(f"needs {command}")
+        link = directory / command
+        if not link.is_symlink():
+            link.symlink_to(found)
+    return str(directory)

@@ -113,7 +113,7 @@ def _system(tmp: Path, cache: Path, grub_default: str = "saved") -> tuple[Path, 
     (root / "etc/apt/sources.list.d").mkdir(parents=True)  # apt: its boot check is installed
     (root / "etc/default").mkdir(parents=True)
     (root / "etc/default/grub").write_text(f"GRUB_DEFAULT={grub_default}\n")
-    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
     (root / "etc/fwman/config.toml").write_text(f'[modules]\nsource = "{SOURCE}"\n')
     (root / "boot").mkdir()
     (root / f"boot/vmlinuz-{KERNEL_OK}").write_text("kernel image\n")

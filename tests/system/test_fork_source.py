@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 
 from fwman.driver.build.checkout import cache_dir, verify
+from fwman.driver.build.pipeline import prepare_tree
+from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
 from tests.support.modules import (
@@ -61,10 +63,13 @@ def test_the_hook_builds_the_fork_named_in_config_served_by_git_daemon(tmp_path:
         manifest = _manifest(root)
         assert (manifest["fork"], manifest["branch"], manifest["commit"]) == ("standin", P2P_BRANCH, head)
         assert manifest["source"] == f"{base}/open-gpu-kernel-modules.git"
-        # the build tree was linked from the checkout, and the build left the checkout as it was
+        # a build tree is linked from the checkout (the build's own is removed after its success: made again
+        # here), and the build left the checkout as it was
         cache = cache_dir(f"{base}/open-gpu-kernel-modules.git")
         rel = "kernel-open/nvidia/nv-pci.c"
-        built = root / f"var/cache/fwman/build/{KERNEL_OK}" / rel
+        host = LiveHost(str(root))
+        source = resolve_source(host, SourceSpec(None, "standin", P2P_BRANCH), fetch=False)
+        built = root / prepare_tree(host, source, KERNEL_OK).lstrip("/") / rel
         assert built.stat().st_ino == (root / cache.lstrip("/") / rel).stat().st_ino
         assert verify(LiveHost(str(root)), cache, f"{base}/open-gpu-kernel-modules.git", head) is None
         # the same name on the command line of the listing commands

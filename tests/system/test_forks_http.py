@@ -181,6 +181,10 @@ def test_cli_branches_local_repo_and_version(git_root: Path) -> None:
     r = env("driver", "branches", "--root", str(git_root), "--fork", "local=/srv/git/fork", "--offline")
     assert r.code == 5, r.stderr  # offline and nothing cached yet
     assert "no fork could be listed" in r.stderr
+    # --fork names the fork to list, alone: the built-in forks (unreachable here) are not asked (issue 39, row 5)
+    r = env("driver", "branches", "--root", str(git_root), "--fork", "local=/srv/git/fork", "--json")
+    assert r.code == 0, r.stderr
+    assert [f["fork"] for f in r.json()["forks"]] == ["local"]
     conf = git_root / "etc/fwman/config.toml"
     conf.parent.mkdir(parents=True)
     conf.write_text('[forks]\ndefaults = false\nlocal = "/srv/git/fork"\n')  # no network in this test

@@ -54,7 +54,7 @@ def test_pending_without_headers_then_catchup_builds(tmp_path: Path, object_cach
     add_kernel(root, KERNEL_OK, headers=False)
     put_source(root)
     seed_objects(root, object_cache)
-    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
     (root / "etc/apt/sources.list.d").mkdir(parents=True)  # apt: its boot check too
     (root / "etc/fwman/config.toml").write_text(f'[modules]\nsource = "{SOURCE}"\n')
     order = tmp_path / "order.log"
@@ -109,7 +109,7 @@ def test_strict_mode_fails_the_kernel_install(tmp_path: Path) -> None:
         pytest.skip("needs root")
     root = tmp_path / "root"
     add_kernel(root, KERNEL_OK, headers=False)
-    (root / "etc/fwman").mkdir(parents=True)
+    (root / "etc/fwman").mkdir(parents=True, exist_ok=True)
     (root / "etc/fwman/config.toml").write_text(f'[modules]\nsource = "{SOURCE}"\nstrict = true\n')
     assert run_fwman(root, "hooks", "install")[0] == 0
     proc = _run_parts(root, "/etc/kernel/postinst.d", KERNEL_OK, f"/boot/vmlinuz-{KERNEL_OK}")

@@ -11,18 +11,23 @@ build naming the file and the hunk, the other kernel built.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from pathlib import Path
 
+from tests.support.env import REPO
 from tests.support.modules import (
+    COMPAT_PATCH,
     FORK_TREE,
     KERNEL_BAD,
     KERNEL_OK,
     SOURCE,
     build_root,
+    mask_compat,
     object_cache,  # noqa: F401  (fixture)
     run_fwman,
+    unmask_compat,
 )
 
 REL = "kernel-open/nvidia/nv-pci.c"
@@ -48,7 +53,10 @@ def _put(root: Path, name: str, text: str) -> None:
     (d / name).write_text(text)
 
 
-FIX = ("pci_resize_resource(pdev, bar, size);", "pci_resize_resource(pdev, bar, size, 0);")
+FIX = (
+    "pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size);",
+    "pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size, 0);",
+)
 
 
 def test_a_patch_for_one_kernel_makes_it_build_and_status_shows_it(tmp_path: Path, object_cache: Path) -> None:  # noqa: F811
@@ -76,7 +84,9 @@ def test_a_patch_for_one_kernel_makes_it_build_and_status_shows_it(tmp_path: Pat
 
 def test_a_patch_that_does_not_apply_fails_that_kernel_only(tmp_path: Path, object_cache: Path) -> None:  # noqa: F811
     root = build_root(tmp_path, (KERNEL_OK, KERNEL_BAD), object_cache)
-    stale = _patch(re.escape(KERNEL_BAD), *FIX).replace("EXPORT_SYMBOL(nv_resize_pcie_bars);", "EXPORT_SYMBOL(x);")
+    # a context line the tree no longer has: the hunk cannot apply (--fuzz=0)
+    stale = _patch(re.escape(KERNEL_BAD), *FIX).replace("largest supported size */", "largest size */")
+    assert stale != _patch(re.escape(KERNEL_BAD), *FIX)
     _put(root, "20-stale.patch", stale)
     code, out, err = run_fwman(root, "modules", "build", "--all", "--source", SOURCE, "--force")
     assert code == 6, out + err  # partial: KERNEL_OK built
@@ -115,4 +125,40 @@ def test_a_patch_never_changes_the_forks_checkout_in_the_source_cache(tmp_path: 
     cache = cache_dir(f"file://{url}")
     assert verify(LiveHost(str(root)), cache, f"file://{url}", head) is None
     assert "size, 0)" not in (root / cache.lstrip("/") / REL).read_text()
-    assert "size, 0)" in (root / f"var/cache/fwman/build/{KERNEL_BAD}" / REL).read_text()
+    # KERNEL_BAD built only because its build tree was patched (the tree is removed after a success)
+    assert f"patching file {REL}" in (root / f"var/log/fwman/build-{KERNEL_BAD}.log").read_text()
+    assert not (root / f"var/cache/fwman/build/{KERNEL_BAD}").exists()
+
+
+def test_fwmans_compat_patch_makes_the_four_argument_kernel_build(tmp_path: Path, object_cache: Path) -> None:  # noqa: F811
+    """Issue 39: the compat patch fwman ships goes by what the headers declare (KERNEL_BAD's pci.h: four
+    arguments), is recorded in the manifest and listed by status; KERNEL_OK's headers declare three: no patch."""
+    root = build_root(tmp_path, (KERNEL_OK, KERNEL_BAD), object_cache)
+    unmask_compat(root)
+    code, out, err = run_fwman(root, "modules", "build", "--all", "--source", SOURCE)
+    assert code == 0, out + err
+    assert f"applied compat patch {COMPAT_PATCH} ({REL})" in out + err
+    bad = json.loads((root / f"var/lib/fwman/modules/{KERNEL_BAD}.json").read_text())
+    ok = json.loads((root / f"var/lib/fwman/modules/{KERNEL_OK}.json").read_text())
+    assert bad["patches"] == [
+        {
+            "name": COMPAT_PATCH,
+            "sha256": hashlib.sha256((REPO / "fwman/compat" / COMPAT_PATCH).read_bytes()).hexdigest(),
+            "kernels": None,
+            "declaration": "include/linux/pci.h declares pci_resize_resource() with 4 arguments",
+        }
+    ]
+    assert ok["patches"] == [] and bad["object_cache_hit"] is True  # kernel-open only: the cache key stays
+    code, out, _ = run_fwman(root, "modules", "status")
+    assert f"compat patch for {KERNEL_BAD}: {COMPAT_PATCH} (shipped with fwman: include/linux/pci.h declares " in out
+    assert f"patch for {KERNEL_OK}" not in out
+    # the owner turns it off (an empty patches.d file of its name): the kernel fails as the fork does there
+    code, out, _ = run_fwman(root, "modules", "status", "--json")
+    rows = {r["kernel"]: r for r in json.loads(out)["kernels"]}
+    assert rows[KERNEL_BAD]["patches"][0]["declaration"] == bad["patches"][0]["declaration"]
+    mask_compat(root)
+    code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_BAD, "--source", SOURCE)
+    assert code == 4, out + err
+    failure = json.loads(out)["kernels"][0]["failure"]
+    assert (failure["file"], failure["cause"], failure["missing_tool"]) == (REL, "compile-error", None), failure
+    assert failure["error"].startswith("too few arguments to function"), failure

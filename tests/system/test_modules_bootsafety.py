@@ -124,7 +124,10 @@ def test_a_kernel_whose_build_fails_is_not_booted(tmp_path: Path, object_cache: 
     # a fixed source (the fork ported nv-pci.c to the 4-argument call) builds, and the pin is released
     nv_pci = root / SOURCE.lstrip("/") / "kernel-open/nvidia/nv-pci.c"
     nv_pci.write_text(
-        nv_pci.read_text().replace("pci_resize_resource(pdev, bar, size)", "pci_resize_resource(pdev, bar, size, 0)")
+        nv_pci.read_text().replace(
+            "pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size)",
+            "pci_resize_resource(pci_dev, NV_GPU_BAR1, requested_size, 0)",
+        )
     )
     code, out, err = run_fwman(root, "modules", "build", "--kernel", KERNEL_BAD, env=env)
     assert code == 0, out + err

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -67,9 +68,15 @@ def test_builds_for_one_kernel_and_reports_the_failure_of_the_other(tmp_path: Pa
     assert "override nvidia-peermem * updates/fwman" in conf
     assert "make -j" in (root / f"var/log/fwman/build-{KERNEL_OK}.log").read_text()
 
-    # the same source again: compiled (objects from the cache), but the host already holds these modules, so
-    # nothing is written, depmod does not run, and the JSON says nothing changed
+    # the same source again: the modules are current, so nothing is compiled (issue 39, row 6: it rebuilt)
+    log = (root / f"var/log/fwman/build-{KERNEL_OK}.log").stat().st_mtime_ns
     code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_OK)
+    doc = json.loads(out)
+    assert code == 0 and doc["kernels"][0]["status"] == "current" and doc["changed"] is False, out + err
+    assert (root / f"var/log/fwman/build-{KERNEL_OK}.log").stat().st_mtime_ns == log
+    # --force compiles (objects from the cache), but the host already holds these modules, so nothing is
+    # written, depmod does not run, and the JSON says nothing changed
+    code, out, err = run_fwman(root, "modules", "build", "--json", "--kernel", KERNEL_OK, "--force")
     doc = json.loads(out)
     assert code == 0 and doc["kernels"][0]["status"] == "built", out + err
     assert doc["changed"] is False and doc["kernels"][0]["changed"] is False and doc["boot"]["changed"] is False
@@ -133,9 +140,10 @@ def test_split_headers_need_both_trees(tmp_path: Path, object_cache: Path) -> No
     assert args[0] == f"KERNEL_UNAME={KERNEL_OK}"
     assert args[1].endswith(f"/usr/src/linux-headers-{KERNEL_OK.removesuffix('-amd64')}-common")
     assert args[2].endswith(f"/usr/src/linux-headers-{KERNEL_OK}")
-    tree = root / "var/cache/fwman/build" / KERNEL_OK
+    tree = tmp_path / "tree"  # the build's own tree is removed after its success: the same tree, by hand
+    shutil.copytree(root / SOURCE.lstrip("/"), tree, symlinks=True)
     wrong = subprocess.run(
-        ["make", "modules", f"SYSSRC={root}/usr/src/linux-headers-{KERNEL_OK}"],
+        ["make", "-C", "kernel-open", "modules", f"SYSSRC={root}/usr/src/linux-headers-{KERNEL_OK}"],
         cwd=tree,
         capture_output=True,
         text=True,
@@ -174,7 +182,10 @@ def test_fork_branch_from_a_git_remote_records_the_commit(tmp_path: Path) -> Non
     assert manifest["fork"] == url and manifest["branch"] == "570.86.16-p2p"
     cached = list((root / "var/cache/fwman/src").iterdir())
     assert len(cached) == 1 and (cached[0] / ".git").is_dir()
-    assert not (root / "var/cache/fwman/build" / KERNEL_OK / ".git").exists()
+    # the build tree is removed after the success, the checkout stays (issue 39, row 6)
+    assert not (root / "var/cache/fwman/build" / KERNEL_OK).exists()
+    assert f"removed the build tree /var/cache/fwman/build/{KERNEL_OK} (" in out + err
+    assert "MB of build products); kept: the installed modules and their copy in" in out + err
     remembered = json.loads((root / "var/lib/fwman/modules/source.json").read_text())
     assert remembered == {"source": None, "fork": url, "branch": "570.86.16-p2p"}
 

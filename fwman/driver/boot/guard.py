@@ -38,16 +38,25 @@ def request_recheck(host: Host) -> None:
 
 
 def final_check(
-    host: Host, origin: str, removed: frozenset[str] = frozenset(), report: Report = silent, lock_timeout: float = 300.0
+    host: Host,
+    origin: str,
+    removed: frozenset[str] = frozenset(),
+    report: Report = silent,
+    lock_timeout: float = 300.0,
+    under_apt: bool = False,
 ) -> BootCheck:
     """Pin the newest safe kernel if the kernel the loader boots next has no working modules; return the check.
 
-    ``removed`` are kernels being removed (a removal hook names its kernel: its files may still be under
+    ``under_apt``: dpkg runs under apt (``DPKG_FRONTEND_LOCKED`` in the environment), whose Post-Invoke check
+    follows. ``removed`` are kernels being removed (a removal hook names its kernel: its files may still be under
     /lib/modules). From a kernel hook the Post-Invoke marker is left for apt; from apt it is consumed. Raises
     LockTimeout when a build holds the module lock longer than ``lock_timeout``.
     """
     with module_lock(host, lock_timeout):
-        check = ensure_safe_boot(host, report, gone=removed)
+        # inside an apt run a kernel hook leaves an unpinnable next boot to apt's check, and apt's check says it
+        # in its one line (CheckBootResult): so once per apt run, at its end
+        defer = origin == "apt" or (under_apt and origin in KERNEL_HOOKS)
+        check = ensure_safe_boot(host, report, gone=removed, defer=defer)
         if origin in KERNEL_HOOKS:
             request_recheck(host)
         elif origin == "apt" and host.exists(paths.BOOT_CHECK_PENDING):

@@ -129,6 +129,15 @@ def _rev(host: Host, directory: str, ref: str) -> str | None:
     return result.stdout.strip() if result.ok and result.stdout.strip() else None
 
 
+def cached_commit(host: Host, url: str, branch: str, tag: bool = False) -> str | None:
+    """Return the commit of ``branch`` (a tag with ``tag``) in the source cache of fork ``url``, or None when it is
+    not cached. Reads only (a dry run's question: which commit would a build without the network use)."""
+    cache = cache_dir(url)
+    if not host.is_dir(f"{cache}/.git"):
+        return None
+    return _rev(host, cache, refs(branch, tag)[1])
+
+
 def refs(branch: str, tag: bool = False) -> tuple[str, str]:
     """Return (the remote ref, the ref it is fetched to in the checkout) of ``branch``, or of tag ``branch``."""
     if tag:  # a donor-patch fork builds NVIDIA's upstream tag (fwman.driver.forks.DonorPatch)

@@ -9,7 +9,8 @@ successful install it writes ``/var/lib/fwman/modules/<kver>.json``::
      "built_at": "2026-11-29T08:30:00+00:00", ...}
 
 Next to it, two markers that are deliberately *not* ``*.json`` (readers that list manifests never see them):
-``<kver>.failed`` (the last build for this (commit, kernel) failed: automatic runs skip it, as akmods does) and
+``<kver>.failed`` (the last build failed: automatic runs skip it, as akmods does, while nothing it was built with
+changed: :mod:`fwman.driver.build.attempt`) and
 ``<kver>.pending`` (the kernel needs a build that could not run yet: no headers, lock busy). A copy of the
 installed modules is kept in ``<kver>.d/`` so a module DKMS moved away can be put back without a rebuild.
 

@@ -33,6 +33,20 @@ _TARGET = re.compile(r"^\+\+\+ (\S+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
+class Declaration:
+    """What a compat patch fwman ships is for (:mod:`fwman.driver.build.compat`): ``header`` (relative to the
+    kernel's include root) declares ``function`` with ``arguments`` arguments."""
+
+    header: str
+    function: str
+    arguments: int
+
+    def text(self) -> str:
+        """Return the condition for people: ``include/linux/pci.h declares pci_resize_resource() with 4 arguments``."""
+        return f"{self.header} declares {self.function}() with {self.arguments} arguments"
+
+
+@dataclass(frozen=True)
 class KernelPatch:
     """One patch of patches.d: its file, what it says it is for, the files it changes, its digest."""
 
@@ -43,10 +57,14 @@ class KernelPatch:
     sha256: str
     #: a donor-patch fork's patch: where it came from (its URL or file); None for a patch of patches.d
     origin: str | None = None
+    #: a compat patch fwman ships: what the kernel's headers declare for it to apply; None for any other patch
+    declaration: Declaration | None = None
 
     @property
     def title(self) -> str:
         """Return the patch for messages: ``kernel patch /etc/fwman/patches.d/NAME`` or ``donor patch URL``."""
+        if self.declaration is not None:
+            return f"fwman's compat patch {self.name}"
         return f"donor patch {self.origin}" if self.origin else f"kernel patch {paths.KERNEL_PATCHES_DIR}/{self.name}"
 
     def applies_to(self, kver: str) -> bool:
@@ -59,8 +77,12 @@ class KernelPatch:
         return any(not f.startswith("kernel-open/") for f in self.files)
 
     def to_json(self) -> dict[str, str | None]:
-        """Return the patch as recorded in the manifest and shown by ``modules status``."""
-        return {"name": self.name, "sha256": self.sha256, "kernels": self.kernels}
+        """Return the patch as recorded in the manifest and shown by ``modules status`` (a compat patch fwman ships
+        adds ``declaration``: what the kernel's headers declare for it to apply)."""
+        doc: dict[str, str | None] = {"name": self.name, "sha256": self.sha256, "kernels": self.kernels}
+        if self.declaration is not None:
+            doc["declaration"] = self.declaration.text()
+        return doc
 
 
 def parse_patch(name: str, path: str, data: bytes) -> KernelPatch:
@@ -90,17 +112,33 @@ def parse_patch(name: str, path: str, data: bytes) -> KernelPatch:
 def load_patches(host: Host) -> list[KernelPatch]:
     """Return every patch of ``/etc/fwman/patches.d`` (``*.patch``, name order); [] when there is none.
 
+    An empty file is not a patch: it turns off fwman's compat patch of that name (:func:`masked_names`).
     Raises ParseError for a patch that cannot be read as one (a build must not go on without it).
     """
+    found = []
+    for name in _patch_files(host):
+        path = f"{paths.KERNEL_PATCHES_DIR}/{name}"
+        data = host.read_bytes(path, limit=MAX_PATCH_BYTES)
+        if data.strip():
+            found.append(parse_patch(name, path, data))
+    return found
+
+
+def masked_names(host: Host) -> list[str]:
+    """Return the names of the empty ``*.patch`` files of ``/etc/fwman/patches.d`` (a link to /dev/null too):
+    each turns off fwman's compat patch of that name, as an empty unit file masks one in systemd."""
+    masked = []
+    for name in _patch_files(host):
+        path = f"{paths.KERNEL_PATCHES_DIR}/{name}"
+        if not host.read_bytes(path, limit=MAX_PATCH_BYTES).strip():
+            masked.append(name)
+    return masked
+
+
+def _patch_files(host: Host) -> list[str]:
     if not host.is_dir(paths.KERNEL_PATCHES_DIR):
         return []
-    found = []
-    for name in sorted(host.listdir(paths.KERNEL_PATCHES_DIR)):
-        if not name.endswith(".patch"):
-            continue
-        path = f"{paths.KERNEL_PATCHES_DIR}/{name}"
-        found.append(parse_patch(name, path, host.read_bytes(path, limit=MAX_PATCH_BYTES)))
-    return found
+    return [name for name in sorted(host.listdir(paths.KERNEL_PATCHES_DIR)) if name.endswith(".patch")]
 
 
 def cache_salt(patches: list[KernelPatch]) -> str:

@@ -7,13 +7,13 @@ headers (``/lib/modules/KVER/build`` is the arch directory, ``source`` the commo
 passes ``KERNEL_UNAME=KVER`` plus ``SYSSRC=<source> SYSOUT=<build>`` (both as the Host maps them, so a temp
 root works too). Without them the build would target the *running* kernel.
 
-:func:`parse_build_failure` turns a build log into the failing file and the compiler's first error.
+:func:`~fwman.driver.build.failure.parse_build_failure` turns a build log into its first cause (a missing tool, a
+missing header, the first compiler error).
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import shlex
 import threading
 from collections.abc import Sequence
@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.driver.build import objcache
+from fwman.driver.build import compat, objcache, toolchain
 from fwman.driver.build import patches as kpatches
+from fwman.driver.build.attempt import Attempt, headers_fingerprint, retry_reason
 from fwman.driver.build.checkout import SourceError
-from fwman.driver.build.manifest import build_log_path
+from fwman.driver.build.failure import BuildFailure, parse_build_failure
+from fwman.driver.build.manifest import Manifest, Marker, build_log_path
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, Progress, ProgressSink, end_line, expected_from_log
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
@@ -71,70 +73,6 @@ def kernel_tree_args(host: Host, kver: str, headers: KernelTree | None = None) -
 
 
 @dataclass
-class BuildFailure:
-    """Where a build failed, as a person wants to read it."""
-
-    file: str | None  # path relative to the source tree, e.g. kernel-open/nvidia/nv-pci.c
-    line: int | None
-    message: str  # the compiler's first error (or the tool's first complaint)
-    excerpt: list[str] = field(default_factory=list)
-    #: the build phase make was in when it failed (progress.PHASES), None when none had started
-    phase: str | None = None
-
-
-_GCC_ERROR = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.+)$")
-_CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
-_LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
-_ENTERING = re.compile(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '([^']+)'")
-_MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: \*\*\* (?P<msg>.+)$")
-
-
-def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
-    """Return the first error of a build log: the failing file (relative to ``tree``) and the message.
-
-    Tries, in order: a compiler ``file:line:col: error:`` line, a ``<command-line>`` error, a linker or modpost
-    ``ERROR:``, a line of the fork's conftest, make's first ``***`` line. Never raises.
-    """
-    lines = log.splitlines()
-    prefix = (tree.rstrip("/") + "/") if tree else None
-
-    def rel(path: str, directory: str | None) -> str:
-        if not path.startswith("/") and directory:
-            path = f"{directory.rstrip('/')}/{path}"  # relative to the sub-make's directory
-        if prefix and path.startswith(prefix):
-            return path[len(prefix) :]
-        return path
-
-    directories: list[str] = []
-    for i, line in enumerate(lines):
-        entering = _ENTERING.match(line)
-        if entering:
-            if entering.group(1) == "Entering":
-                directories.append(entering.group(2))
-            elif directories:
-                directories.pop()
-            continue
-        m = _GCC_ERROR.match(line)
-        if m:
-            file = rel(m.group("file"), directories[-1] if directories else None)
-            return BuildFailure(file, int(m.group("line")), m.group("msg").strip(), lines[i : i + 6])
-    for pattern in (_CMDLINE_ERROR, _LD_ERROR):
-        for i, line in enumerate(lines):
-            m = pattern.match(line)
-            if m:
-                return BuildFailure(None, None, m.group("msg").strip(), lines[i : i + 4])
-    for i, line in enumerate(lines):
-        if line.startswith("conftest:"):
-            return BuildFailure(None, None, line.strip(), lines[max(0, i - 3) : i + 1])
-    for i, line in enumerate(lines):
-        m = _MAKE_ERROR.match(line)
-        if m:
-            return BuildFailure(None, None, m.group("msg").strip(), lines[max(0, i - 3) : i + 1])
-    tail = [ln for ln in lines if ln.strip()][-1:] or ["the build failed without output"]
-    return BuildFailure(None, None, tail[0].strip(), tail)
-
-
-@dataclass
 class CompileResult:
     """What ``make modules`` produced for one kernel."""
 
@@ -148,6 +86,9 @@ class CompileResult:
     seconds: float
     modules: dict[str, str] = field(default_factory=dict)  # name -> host path of the built .ko
     failure: BuildFailure | None = None
+    #: the patches applied in the tree (a donor patch aside): what the manifest records; a compat patch that did
+    #: not apply to this tree is not among them
+    patches: list[KernelPatch] = field(default_factory=list)
     #: wall seconds per step (copy_tree, restore_objects, make, store_objects): where a build spends its time
     phases: dict[str, float] = field(default_factory=dict)
 
@@ -185,6 +126,25 @@ def prepare_tree(host: Host, source: Source, kver: str, dest: str | None = None)
     if not result.ok:
         raise FwmanError(f"cannot copy {source.location} to {tree}: {result.stderr.strip()}")
     return tree
+
+
+def include_roots(host: Host, kver: str, headers: KernelTree | None = None) -> list[str]:
+    """Return the roots of ``kver``'s header trees a header is looked for in, the common tree of split Debian
+    headers first (``include/linux/pci.h`` is there), then the build directory."""
+    if headers is not None:
+        return [r for r in (headers.source, headers.build) if r]
+    return [f"{paths.modules_dir(kver)}/source", f"{paths.modules_dir(kver)}/build"]
+
+
+def kernel_patches(
+    host: Host, kver: str, headers: KernelTree | None = None, report: Report = silent
+) -> list[KernelPatch]:
+    """Return the patches a build for ``kver`` applies: the owner's of ``/etc/fwman/patches.d`` that match the
+    release, then fwman's compat patches for what the kernel's headers declare (:mod:`.compat`; the owner's
+    win). Raises ParseError for a patch that cannot be read as one."""
+    owner = [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
+    shipped = compat.select(host, kver, owner, include_roots(host, kver, headers), kpatches.masked_names(host), report)
+    return owner + shipped
 
 
 def _headers_package(host: Host, kver: str) -> str:
@@ -306,8 +266,11 @@ def compile_for_kernel(
             hint=f"install the headers: apt install {_headers_package(host, kver)}",
         )
     log_path = headers.log if headers is not None else build_log_path(kver)
+    toolchain.check_toolchain(host, patching=bool(patches) or source.donor_patch is not None)
     compiler = compiler_version(host)
-    key = objcache.cache_key(source.source_id + kpatches.cache_salt(list(patches)), compiler)
+    # g++ builds nvidia-modeset's C++ objects, which the cache holds too: another g++ is another entry
+    cxx = toolchain.version_line(host, "g++")
+    key = objcache.cache_key(source.source_id + kpatches.cache_salt(list(patches)), f"{compiler}\0{cxx}")
     started = clock.monotonic()
     phases: dict[str, float] = {}
 
@@ -319,15 +282,19 @@ def compile_for_kernel(
     report(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver, headers.workdir if headers is not None else None)
     mark = lap("copy_tree", started)
-    # a donor-patch fork's patch first (the upstream tag becomes the fork's tree), then patches.d's for kver
-    patches = [source.donor_patch, *patches] if source.donor_patch is not None else list(patches)
-    if patches:
-        refused = apply_patches(host, tree, patches, log_path, report)
+    # a donor-patch fork's patch first (the upstream tag becomes the fork's tree), then patches.d's for kver,
+    # then fwman's compat patches
+    applied: list[KernelPatch] = []
+    transcript: list[str] = []  # patch's output: the build log's first part (make's follows)
+    todo = [source.donor_patch, *patches] if source.donor_patch is not None else list(patches)
+    if todo:
+        refused, applied = apply_patches(host, tree, todo, log_path, report, transcript)
         if refused is not None:
             failed = CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases)
             failed.failure = refused
             return failed
         mark = lap("patch", mark)
+    applied = [p for p in applied if p is not source.donor_patch]
     hit = objcache.has_entry(host, key)
     if hit:
         report("kernel-independent objects: from the object cache (kernel-open only)")
@@ -343,7 +310,7 @@ def compile_for_kernel(
     skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
     argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver, headers)]
     report(f"running {' '.join(argv)}")
-    header = f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
+    header = "".join(f"{t}\n" for t in transcript) + f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
     mark = lap("make", mark)
     seconds = clock.monotonic() - started
@@ -355,10 +322,10 @@ def compile_for_kernel(
         lap("store_objects", mark)
     built = {name: f"{tree}/kernel-open/{name}.ko" for name in MODULE_NAMES}
     missing = [name for name, path in built.items() if not host.exists(path)]
-    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds, phases=phases)
+    outcome = CompileResult(kver, False, tree, log_path, key, hit, compiler, seconds, phases=phases, patches=applied)
     if not result.ok:
         outcome.failure = parse_build_failure(output, local_dir(host, tree))
-        outcome.failure.phase = phase
+        outcome.failure.phase = outcome.failure.phase or phase  # the phase at the cause, else where make stopped
         return outcome
     if missing:
         outcome.failure = BuildFailure(None, None, f"make succeeded but produced no {', '.join(missing)}.ko")
@@ -369,39 +336,51 @@ def compile_for_kernel(
 
 
 def apply_patches(
-    host: Host, tree: str, patches: Sequence[KernelPatch], log_path: str, report: Report = silent
-) -> BuildFailure | None:
-    """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return None, or the failure of the first that
-    does not apply (its file and the hunks that failed; the tree is then left to the next build).
+    host: Host,
+    tree: str,
+    patches: Sequence[KernelPatch],
+    log_path: str,
+    report: Report = silent,
+    transcript: list[str] | None = None,
+) -> tuple[BuildFailure | None, list[KernelPatch]]:
+    """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return (None, the patches applied), or (the
+    failure of the first that does not apply (its file and the hunks that failed; the tree is then left to the
+    next build), the patches applied before it).
 
-    Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. The files it changes are
-    unlinked and written back first: a fork's build tree is hard links to the source cache (:func:`prepare_tree`),
-    which a patch must never change. Writes patch's output to ``log_path``. Raises MissingError without
+    Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. A compat patch fwman
+    ships that does not apply is left out instead (the fork may carry the change already): one report line, and
+    the build goes on. The files a patch changes are unlinked and written back first: a fork's build tree is hard
+    links to the source cache (:func:`prepare_tree`), which a patch must never change. patch's output goes to
+    ``transcript`` when the patches applied (the build log then starts with it: writing it here would replace the
+    previous log, whose counts the build's progress expects), else to ``log_path``. Raises MissingError without
     ``patch``.
     """
     if host.which("patch") is None:
-        raise MissingError("patch not found (needed for /etc/fwman/patches.d)", hint="apt install patch")
+        raise toolchain.missing_error([toolchain.PATCH_TOOL])
     local = local_dir(host, tree)
     log: list[str] = []
+    applied: list[KernelPatch] = []
     for p in patches:
-        patch_file = host.local_path(p.path) or p.path
+        # fwman's own compat patches are files of the package, not of the host (a --root does not move them)
+        patch_file = p.path if p.declaration is not None else (host.local_path(p.path) or p.path)
         # --fuzz=0: a hunk whose context moved is refused, never applied elsewhere (stricter than DKMS's patch -p1)
         argv = ["patch", "-p1", "--fuzz=0", "--forward", "--batch", "--no-backup-if-mismatch", "-i", patch_file]
         trial = host.run([*argv, "--dry-run"], cwd=local, timeout=120)
         log.append(f"$ {' '.join(argv)} --dry-run\n{trial.stdout}{trial.stderr}")
+        if not trial.ok and p.declaration is not None:
+            report(f"{p.title} does not apply to this tree (it may carry the change already): left out")
+            log.append(f"# {p.title} left out: it does not apply to this tree")
+            continue
         if not trial.ok:
             host.write_bytes(log_path, "\n".join(log).encode())
             said = (trial.stdout + trial.stderr).strip()
             hunks = kpatches.failed_hunks(said)
             where = hunks[0].split(": ", 1)[0] if hunks and ": " in hunks[0] else p.files[0]
             text = "; ".join(hunks) or (said.splitlines()[-1] if said else f"patch exited {trial.rc}")
-            return BuildFailure(
-                where,
-                None,
-                f"{p.title} does not apply: {text}",
-                excerpt=said.splitlines()[-20:],
-                phase="patch",
+            failure = BuildFailure(
+                where, None, f"{p.title} does not apply: {text}", said.splitlines()[-20:], "patch", "patch"
             )
+            return failure, applied
         for rel in p.files:
             path = f"{tree}/{rel}"
             if host.exists(path) and not host.is_link(path):
@@ -413,10 +392,16 @@ def apply_patches(
         if not done.ok:
             host.write_bytes(log_path, "\n".join(log).encode())
             said = (done.stdout + done.stderr).strip()
-            return BuildFailure(p.files[0], None, f"{p.title} failed: {said[-300:]}", phase="patch")
-        report(f"applied {'donor' if p.origin else 'kernel'} patch {p.name} ({', '.join(p.files)})")
-    host.write_bytes(log_path, "\n".join(log).encode())
-    return None
+            failure = BuildFailure(p.files[0], None, f"{p.title} failed: {said[-300:]}", phase="patch", cause="patch")
+            return failure, applied
+        kind = "compat" if p.declaration is not None else ("donor" if p.origin else "kernel")
+        report(f"applied {kind} patch {p.name} ({', '.join(p.files)})")
+        applied.append(p)
+    if transcript is None:
+        host.write_bytes(log_path, "\n".join(log).encode())
+    else:
+        transcript.extend(log)
+    return None, applied
 
 
 def donor_record(source: Source) -> dict[str, str] | None:
@@ -425,6 +410,85 @@ def donor_record(source: Source) -> dict[str, str] | None:
     if patch is None:
         return None
     return {"tag": source.branch or "", "sha256": patch.sha256, "patch": patch.origin or ""}
+
+
+def current_attempt(host: Host, kver: str, source_id: str, patches: Sequence[KernelPatch]) -> Attempt:
+    """Return what a build of ``source_id`` for ``kver`` with ``patches`` depends on now (runs the compilers'
+    ``--version``; reads the headers' identifying files)."""
+    return Attempt(
+        source_id,
+        toolchain.current_toolchain(host).fingerprint,
+        ",".join(p.sha256 for p in patches),  # a patch added, changed or now applying is a new attempt
+        headers_fingerprint(host, kver),
+    )
+
+
+def current_manifest(host: Host, kver: str, source: Source, patches: Sequence[KernelPatch]) -> Manifest | None:
+    """Return ``kver``'s manifest when its modules are installed as recorded (sizes) and were built from ``source``
+    (its commit, a donor patch's digest) with the same patches (those applied: a compat patch that did not apply
+    to the tree is not recorded, so such a tree is built again); None when a build is due. Never raises."""
+    from fwman.driver.build.manifest import load_manifest, manifest_is_current
+
+    try:
+        manifest = load_manifest(host, kver)
+    except (MissingError, ParseError):
+        return None
+    if manifest is None or not manifest_is_current(host, kver):
+        return None
+    if manifest.commit != (source.commit or source.source_id) or manifest.donor_patch != donor_record(source):
+        return None
+    if [p.get("sha256") for p in manifest.patches] != [p.sha256 for p in patches]:
+        return None
+    return manifest
+
+
+def disk_usage(host: Host, paths_: Sequence[str]) -> int | None:
+    """Return the bytes the last of ``paths_`` adds to the ones before it (``du -sbc``: a file hard-linked from an
+    earlier one counts once, there), None when du cannot tell. Never raises for du."""
+    local = [p for p in (host.local_path(x) for x in paths_) if p]
+    if len(local) != len(paths_):
+        return None
+    result = host.run(["du", "-sb", *local], timeout=300)
+    lines = result.stdout.strip().splitlines()
+    if not result.ok or not lines:
+        return None
+    first = lines[-1].split("\t", 1)[0]
+    return int(first) if first.isdigit() else None
+
+
+def prune_tree(host: Host, tree: str, source: Source, kver: str, report: Report = silent) -> None:
+    """Remove the build tree of a successful build and say what it took and what is kept.
+
+    Kept: the installed modules and fwman's copy of them, the object cache entry the next kernel builds from, the
+    build log; a fork's checkout stays in the source cache (the tree's files were hard links into it, so what
+    the tree took is its build products only). A failed build's tree stays, to be looked at. Never raises: a tree
+    left behind costs disk, not correctness.
+    """
+    from fwman.driver.build.manifest import store_dir
+
+    linked = source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/")
+    size = disk_usage(host, [source.tree, tree] if linked else [tree])
+    try:
+        host.remove_tree(tree)
+    except FwmanError as e:
+        report(f"warning: could not remove the build tree {tree}: {e.message}")
+        return
+    took = f" ({size / 1e6:.0f} MB{' of build products' if linked else ''})" if size is not None else ""
+    kept = disk_usage(host, [store_dir(kver)])
+    report(
+        f"removed the build tree {tree}{took}; kept: the installed modules and their copy in {store_dir(kver)}"
+        f"{f' ({kept / 1e6:.1f} MB)' if kept is not None else ''}, the object cache, the build log "
+        f"{build_log_path(kver)}"
+    )
+
+
+def not_retried(failed: Marker, label: str, kver: str) -> str:
+    """Return the message of a kernel whose failed build is not retried (nothing it depends on changed)."""
+    return (
+        f"the build of {label} for {kver} failed before ({failed.at}: {failed.reason}); not retried: the source, "
+        f"toolchain, patches and headers are the same (run `fwman modules build --kernel {kver} --force` after "
+        "fixing the cause)"
+    )
 
 
 @dataclass
@@ -445,6 +509,8 @@ class KernelOutcome:
     source_error: FwmanError | None = None
     #: wall seconds per step (source, copy_tree, restore_objects, make, store_objects, install); {} when none ran
     phases: dict[str, float] = field(default_factory=dict)
+    #: the build tools that are not installed (the kernel is pending until they are); None: none missing
+    tool_error: MissingError | None = None
 
 
 def update_kernel(
@@ -464,14 +530,15 @@ def update_kernel(
     ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
     build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
     so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
-    marker and leaves the previous modules in place; the next attempt for the same (commit, kernel) is skipped
-    unless ``force``. Success writes the manifest and clears both markers. Never raises for a build problem (the
-    outcome says it); raises FwmanError for what needs a person (disk, permissions).
+    marker and leaves the previous modules in place; the next attempt is skipped unless ``force`` while the
+    source, toolchain, patches and headers are the same (:func:`~fwman.driver.build.attempt.retry_reason`). Modules
+    that are current (:func:`current_manifest`) are left alone unless ``force``; missing build tools leave the
+    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree.
+    Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person (disk,
+    permissions).
     """
     from fwman.driver.build import install
     from fwman.driver.build.manifest import (
-        Manifest,
-        Marker,
         WriteManifest,
         failed_path,
         now_iso,
@@ -508,26 +575,42 @@ def update_kernel(
         message = f"{kver}: marked pending, the source cannot be had: {e.message}"
         return KernelOutcome(kver, "pending", message, source_error=e)
     try:
-        patches = [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
+        patches = kernel_patches(host, kver, report=report)
     except ParseError as e:
         marker = Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch)
         write_marker(host, failed_path(kver), marker)
         return KernelOutcome(
             kver, "failed", f"build for {kver} FAILED: {e}", source, failure=BuildFailure(None, None, str(e))
         )
-    patch_id = ",".join(p.sha256 for p in patches)  # a patch added or changed is a new attempt
-    failed = read_marker(host, failed_path(kver))
-    if (
-        failed is not None
-        and failed.commit == source.source_id
-        and (failed.detail or {}).get("patches", "") == patch_id
-        and not force
-    ):
-        message = (
-            f"the build of {source.label} for {kver} failed before ({failed.at}: {failed.reason}); not retried "
-            f"(run `fwman modules build --kernel {kver} --force` after fixing the cause)"
+    if not force:
+        current = current_manifest(host, kver, source, patches)
+        if current is not None:
+            return KernelOutcome(
+                kver,
+                "current",
+                f"{kver}: the patched modules installed are current (built {current.built_at} from {source.label}); "
+                "nothing to do (--force rebuilds)",
+                source,
+            )
+    missing = toolchain.missing_tools(host.which, patching=bool(patches) or source.donor_patch is not None)
+    if missing:
+        # the host, not the tree: pending (the catch-up builds once the tools are there), never a failure
+        error = toolchain.missing_error(missing)
+        tools = " ".join(t.command for t in missing)
+        write_marker(
+            host,
+            pending_path(kver),
+            Marker(kver, f"build tools missing: {tools}", detail={"install": toolchain.install_line(missing)}),
         )
-        return KernelOutcome(kver, "skipped", message, source)
+        message = f"{kver}: marked pending, {error.message}; {error.hint}"
+        return KernelOutcome(kver, "pending", message, source, tool_error=error)
+    attempt = current_attempt(host, kver, source.source_id, patches)
+    failed = read_marker(host, failed_path(kver))
+    if failed is not None and not force:
+        why = retry_reason(failed, attempt, lambda tool: host.which(tool) is not None)
+        if why is None:
+            return KernelOutcome(kver, "skipped", not_retried(failed, source.label, kver), source)
+        report(f"{kver}: the last build failed ({failed.reason}); trying again: {why}")
     resolved_at = clock.monotonic()
     result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report), patches)
     outcome = KernelOutcome(
@@ -537,9 +620,9 @@ def update_kernel(
     installing = clock.monotonic()
 
     def fail(failure: BuildFailure) -> KernelOutcome:
-        detail = {"log": result.log_path, "message": failure.message}
-        if patch_id:
-            detail["patches"] = patch_id
+        detail = {"log": result.log_path, "message": failure.message, "cause": failure.cause, **attempt.detail()}
+        if failure.tool:
+            detail["missing_tool"] = failure.tool
         if failure.file:
             detail["file"] = failure.file
         if failure.line is not None:
@@ -585,7 +668,7 @@ def update_kernel(
         compiler=result.compiler,
         signed=signed,
         object_cache_hit=result.cache_hit,
-        patches=[p.to_json() for p in patches],
+        patches=[p.to_json() for p in result.patches],
         donor_patch=donor_record(source),
     )
     bad = [c for c in install.check_installed(host, manifest) if not c.ok]
@@ -595,6 +678,7 @@ def update_kernel(
     changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
     outcome.changed = changed
     outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
+    prune_tree(host, result.tree, source, kver, report)
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

@@ -256,6 +256,25 @@ def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch:
     return fork_source(host, resolve_fork_of(host, spec), spec.branch, report, fetch=fetch)
 
 
+def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
+    """Return the identity (:attr:`Source.source_id`) a build of ``spec`` without the network would have, reading
+    only: a local tree's commit or hash, a fork branch's cached commit (plus a donor fork's pinned patch digest);
+    None when it cannot be known without fetching (never fetched, a fork name not known)."""
+    try:
+        if spec.source_dir:
+            return local_source(host, spec.source_dir).source_id
+        fork = resolve_fork_of(host, spec)
+    except FwmanError:
+        return None
+    assert spec.branch
+    from fwman.driver.build.checkout import cached_commit
+
+    commit = cached_commit(host, fork.url, spec.branch, tag=fork.donor is not None)
+    if commit is None or fork.donor is None:
+        return commit
+    return f"{commit}+patch:{fork.donor.sha256}"
+
+
 def source_version(host: Host, source: Source) -> str | None:
     """Return the driver version a source builds (from its tree's ``version.mk``, else its branch name, a hint),
     or None."""

@@ -22,6 +22,7 @@ from fwman.host.base import Host
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.pipeline import KernelOutcome
+    from fwman.driver.build.source import SourceSpec
 
 
 # -- what runs: one kernel (hook), every kernel (catch-up) ------------------------------------------------
@@ -86,11 +87,14 @@ def repair_replaced(host: Host, kernels: list[str], report: Report = silent) -> 
     return repaired, broken
 
 
-def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0) -> RunSummary:
+def run_hook(
+    host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0, defer: bool = False
+) -> RunSummary:
     """Do what the kernel hook does for ``kver`` and return the summary (the CLI decides the exit status).
 
     Builds unless the kernel's modules are current, repairs modules DKMS replaced for any kernel, and keeps the
-    next boot on a kernel with working modules. Raises LockTimeout when another build holds the lock.
+    next boot on a kernel with working modules (``defer``: inside an apt run, a next boot nothing can make safe
+    is left to apt's check at the end of the run). Raises LockTimeout when another build holds the lock.
     """
     from fwman.driver.boot import pin as boot
     from fwman.driver.build.lock import module_lock
@@ -124,7 +128,7 @@ def run_hook(host: Host, kver: str, origin: str, report: Report = silent, lock_t
         refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
         # judged on the menu as it is now; the final check (zzz-fwman, 99-zz-fwman.install) judges it again after
         # the boot loader's hook, and apt's Post-Invoke hook after dpkg returns (fwman.driver.boot.guard)
-        summary.boot = boot.ensure_safe_boot(host, report)
+        summary.boot = boot.ensure_safe_boot(host, report, defer=defer)
         if origin != "manual":
             from fwman.driver.boot.guard import request_recheck
 
@@ -215,10 +219,43 @@ def build_plan(host: Host, kernels: list[str], force: bool = False) -> list[str]
         if spec is None:
             todo.append(f"mark {kver} pending: no module source configured (run `fwman modules build` once)")
         elif headers_present(host, kver):
-            todo.append(f"build the patched modules for {kver} from {spec.describe()}")
+            todo.append(planned_build(host, kver, spec, force))
         else:
             todo.append(f"mark {kver} pending until its headers are installed")
     return todo
+
+
+def planned_build(host: Host, kver: str, spec: SourceSpec, force: bool = False) -> str:
+    """Return what a run would do for ``kver`` (headers present): build it, or leave it because its last build
+    failed and nothing that build depended on changed. The same decision as the real run
+    (:func:`fwman.driver.build.attempt.retry_reason`), asked without fetching or building."""
+    from fwman.core.errors import ParseError
+    from fwman.driver.build import toolchain
+    from fwman.driver.build.attempt import retry_reason
+    from fwman.driver.build.manifest import failed_path, read_marker
+    from fwman.driver.build.pipeline import current_attempt, kernel_patches
+    from fwman.driver.build.source import cached_source_id
+
+    build = f"build the patched modules for {kver} from {spec.describe()}"
+    try:
+        patches = kernel_patches(host, kver)
+    except ParseError:
+        return build  # the run fails it on the patch, naming it
+    missing = toolchain.missing_tools(host.which, patching=bool(patches))
+    if missing:
+        tools = ", ".join(t.command for t in missing)
+        return f"mark {kver} pending: the build tools {tools} are missing ({toolchain.install_line(missing)})"
+    failed = read_marker(host, failed_path(kver))
+    source_id = cached_source_id(host, spec)
+    if failed is None or force or source_id is None:
+        return build
+    why = retry_reason(failed, current_attempt(host, kver, source_id, patches), lambda t: host.which(t) is not None)
+    if why is None:
+        return (
+            f"leave {kver} as it is: its build failed before ({failed.reason}) and the source, toolchain, patches "
+            f"and headers are the same (run `fwman modules build --kernel {kver} --force` after fixing the cause)"
+        )
+    return f"{build} (its last build failed; trying again: {why})"
 
 
 def fast_summary(host: Host, waiting: list[str]) -> RunSummary:

@@ -63,3 +63,37 @@ def test_removal_leaves_the_removed_kernel_out(root: Path) -> None:
     assert r.code == 4
     assert "no working patched modules" in r.stderr and "no other kernel has them" in r.stderr
     assert run("modules", "check-boot", "--pin", "--removed", "../x", "--root", str(root)).code == 2
+
+
+def test_nothing_to_pin_is_said_once_per_apt_run_at_its_end(tmp_path: Path) -> None:
+    """Issue 39, row 7: no kernel has working modules (the fork failed for want of g++), so nothing can be pinned.
+    Inside an apt run (apt sets DPKG_FRONTEND_LOCKED for dpkg, dpkg(1)) the kernel hooks say nothing of the next
+    boot; apt's Post-Invoke check says it in one line, with the command that fixes it."""
+    root = tmp_path / "root"
+    (root / f"lib/modules/{BAD}").mkdir(parents=True)
+    loader = root / "boot/loader"
+    (loader / "entries").mkdir(parents=True)
+    (loader / "loader.conf").write_text("timeout 3\ndefault debian-*\n")
+    (loader / f"entries/debian-{BAD}.conf").write_text(f"title Debian\nversion {BAD}\nlinux /vmlinuz-{BAD}\n")
+    state = root / "var/lib/fwman/modules"
+    state.mkdir(parents=True)
+    (state / f"{BAD}.failed").write_text(
+        f'{{"kernel": "{BAD}", "reason": "g++: command not found", "detail": {{"missing_tool": "g++"}}}}'
+    )
+    apt = FwmanEnv(variables={"PATH": "/usr/bin:/bin", "DPKG_FRONTEND_LOCKED": "true"})
+    said = []
+    for origin in ("postinst", "postinst", "postrm"):  # image, headers, a second kernel's hooks
+        r = apt("modules", "check-boot", "--pin", "--origin", origin, "--root", str(root))
+        assert r.code == 0, r.stderr
+        said.append(r.stdout + r.stderr)
+    assert said == ["", "", ""]
+    end = apt("modules", "check-boot", "--pin", "--origin", "apt", "--root", str(root))
+    assert end.code == 4 and end.stdout == ""
+    assert end.stderr.splitlines() == [
+        f"fwman: error: the next boot ({BAD}) has NO working patched NVIDIA modules and no kernel with them can be "
+        f"pinned instead: build failed: g++: command not found; fix: apt install g++, then fwman modules build "
+        f"--kernel {BAD}"
+    ]
+    # outside apt (dpkg -i, a person) each check says it itself, with the fix
+    alone = FwmanEnv(variables={"PATH": "/usr/bin:/bin"})("modules", "check-boot", "--pin", "--root", str(root))
+    assert alone.code == 4 and f"fix: apt install g++, then fwman modules build --kernel {BAD}" in alone.stderr

@@ -7,7 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fwman.driver.build.toolchain import BUILD_TOOLS
 from tests.support.env import FwmanEnv
+from tests.support.tools import tools_path
+
+BUILD = tuple(t.command for t in BUILD_TOOLS)
 
 KVER = "6.1.0-50-amd64"
 
@@ -137,8 +141,16 @@ def test_fork_takes_the_same_forms_in_every_command(tmp_path: Path) -> None:
 def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Path) -> None:
     root = _root(tmp_path)
     (root / "lib/modules/6.1.0-53-amd64").mkdir(parents=True)  # a second kernel, without headers
-    run = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})  # a dry run needs no root
     argv = ("modules", "build", "--kernel", KVER, "--kernel", "6.1.0-53-amd64", "--source", "/src/fork")
+    # without the build tools a run would refuse up front, so the dry run says that, naming them and the apt line
+    bare = FwmanEnv(euid=1000, variables={"PATH": "/nonexistent"})(*argv, "--dry-run", "--root", str(root))
+    assert bare.code == 0, bare.stderr
+    assert bare.stdout.splitlines() == [
+        "would refuse: the module build needs make, gcc, g++, as, ld, objcopy, xz, which are not installed "
+        "(apt install make gcc g++ binutils xz-utils)"
+    ]
+    build_tools = tools_path(tmp_path / "bin", BUILD)
+    run = FwmanEnv(euid=1000, variables={"PATH": build_tools})  # a dry run needs no root
     r = run(*argv, "--dry-run", "--root", str(root))
     assert r.code == 0, r.stderr
     lines = r.stdout.splitlines()
@@ -148,3 +160,28 @@ def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Pa
     assert (doc["dry_run"], doc["changed"], doc["kernels"], len(doc["actions"])) == (True, False, [], 3)
     assert not (root / "var").exists()
     assert run(*argv, "--root", str(root)).code == 3  # without --dry-run it needs root
+
+
+def test_the_driver_version_can_be_set_in_config_toml(tmp_path: Path) -> None:
+    """Issue 39, row 7: `[modules] driver-version` is what `--driver-version` is (it was refused as unknown)."""
+    from tests.support.modules import make_fork_repo
+
+    root = _root(tmp_path / "root")
+    head = make_fork_repo(tmp_path / "fork.git")
+    conf = root / "etc/fwman/config.toml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text(
+        f'[forks]\ndefaults = false\nlocal = "file://{tmp_path}/fork.git"\n\n'
+        '[modules]\nfork = "local"\ndriver-version = "570.86.16"\n'
+    )
+    run = FwmanEnv(euid=1000, variables={"PATH": tools_path(tmp_path / "bin", (*BUILD, "git"))})
+    r = run("modules", "build", "--kernel", KVER, "--dry-run", "--root", str(root))
+    assert r.code == 0, r.stderr
+    assert "driver 570.86.16: building 570.86.16-p2p of local, the newest of its revisions" in r.stderr, r.stderr
+    assert (
+        r.stdout.splitlines()[0] == f"would build the patched modules for {KVER} from fork local branch 570.86.16-p2p"
+    )
+    assert len(head) == 40
+    conf.write_text(conf.read_text() + 'branch = "570.86.16-p2p"\n')  # both: which one is meant is not clear
+    r = run("modules", "build", "--kernel", KVER, "--dry-run", "--root", str(root))
+    assert r.code == 2 and "[modules] driver-version picks the branch itself" in r.stderr, r.stderr

@@ -43,6 +43,8 @@ NOT_WALKED_NAMES = {
                     "a kernel with nova_core, and its blacklist (tests/unit/driver/test_nova_core.py)"),
     **dict.fromkeys(("fork_evidence", "tree_version"),
                     "a module registered with DKMS (tests/system/test_dkms_fork.py)"),
+    **dict.fromkeys(("cause", "missing_tool", "declaration"),
+                    "a failed build, a compat patch in status (tests/system/test_kernel_patches.py)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

@@ -19,7 +19,8 @@ def test_misspelt_key_names_file_line_and_known_keys() -> None:
     with pytest.raises(UsageError) as e:
         parse_config(text, "/etc/fwman/config.toml")
     assert e.value.message == (
-        "/etc/fwman/config.toml:6: unknown key `brnach` in [modules]; known keys: branch, fork, source, strict"
+        "/etc/fwman/config.toml:6: unknown key `brnach` in [modules]; known keys: branch, driver-version, fork, "
+        "source, strict"
     )
     assert e.value.exit_code == ExitCode.USAGE
 
@@ -44,7 +45,7 @@ def test_known_settings_and_fork_names_are_accepted() -> None:
     assert config.get_bool("modules", "strict") is True
     assert known_keys() == {
         "forks": ["api_url", "defaults"],
-        "modules": ["branch", "fork", "source", "strict"],
+        "modules": ["branch", "driver-version", "fork", "source", "strict"],
         "containers": ["engines"],
     }
 
@@ -77,8 +78,9 @@ def test_cli_refuses_a_misspelt_key_with_exit_2(tmp_path: Path) -> None:
     conf.write_text("[modules]\nstrcit = true\n")
     r = FwmanEnv()("driver", "branches", "--offline", "--root", str(tmp_path))
     assert r.code == ExitCode.USAGE
-    assert "/etc/fwman/config.toml:2: unknown key `strcit` in [modules]; known keys: branch, fork, source, strict" in (
-        r.stderr
+    assert (
+        "/etc/fwman/config.toml:2: unknown key `strcit` in [modules]; known keys: branch, driver-version, fork, "
+        "source, strict" in (r.stderr)
     )
 
 

@@ -22,6 +22,7 @@ from fwman.driver.forks import (
     parse_link_next,
     parse_ls_remote,
     resolve_fork,
+    utc_text,
 )
 
 AIKITORIA = "https://github.com/aikitoria/open-gpu-kernel-modules"
@@ -73,13 +74,17 @@ def test_config_can_drop_default_forks() -> None:
 
 def test_configured_forks_defaults_config_and_options() -> None:
     config = parse_config('[forks]\napi_url = "http://127.0.0.1:1"\nmine = "https://github.com/me/ogkm"\n')
-    forks = configured_forks(config, ["local=/srv/fork.git", "tinygrad=https://github.com/t2/ogkm"])
-    names = {f.name: f.url for f in forks}
+    names = {f.name: f.url for f in configured_forks(config)}
     assert names["aikitoria"] == DEFAULT_FORKS["aikitoria"]
     assert names["mine"] == "https://github.com/me/ogkm"
-    assert names["local"] == "/srv/fork.git"
-    assert names["tinygrad"] == "https://github.com/t2/ogkm"  # --fork replaces a default of the same name
     assert "api_url" not in names
+    # --fork names the forks to list, alone (issue 39, row 5: a local mirror offline must not wait on the others)
+    forks = configured_forks(config, ["local=/srv/fork.git", "tinygrad=https://github.com/t2/ogkm", "mine"])
+    assert [(f.name, f.url) for f in forks] == [
+        ("local", "/srv/fork.git"),
+        ("tinygrad", "https://github.com/t2/ogkm"),  # NAME=URL: this URL, not the built-in one
+        ("mine", "https://github.com/me/ogkm"),
+    ]
     assert api_base(config, {}) == "http://127.0.0.1:1"
     assert api_base(config, {"FWMAN_FORGE_API": "http://h/"}) == "http://h"
     assert api_base(Config(), {}) == "https://api.github.com"
@@ -125,7 +130,7 @@ def test_an_unknown_name_is_a_usage_error_naming_the_known_forks() -> None:
 
 def test_listing_options_take_a_known_name_too() -> None:
     # --fork of audit and driver branches: NAME=URL as documented, and now a known name or a URL as well
-    assert configured_forks(Config(), ["aikitoria"]) == configured_forks(Config())  # listed once
+    assert configured_forks(Config(), ["aikitoria", "aikitoria"]) == [Fork("aikitoria", DEFAULT_FORKS["aikitoria"])]
     config = parse_config("[forks]\ndefaults = false\n")
     assert configured_forks(config, ["file:///srv/f.git"]) == [Fork("file:///srv/f.git", "file:///srv/f.git")]
     with pytest.raises(UsageError, match="'tinygrad': no fork of that name"):
@@ -141,3 +146,17 @@ def test_property_resolver_any_text_is_a_fork_or_a_usage_error(text: str) -> Non
     except UsageError:
         return
     assert not fork.url.startswith("-") and not any(c.isspace() for c in fork.url)
+
+
+def test_commit_dates_are_shown_in_utc() -> None:
+    """Issue 39, row 7: %cI is in each committer's own offset; the COMMITTED column is one clock."""
+    assert utc_text("2025-01-30T13:00:00+01:00") == "2025-01-30 12:00:00Z"
+    assert utc_text("2025-01-30T07:00:00-05:00") == "2025-01-30 12:00:00Z"
+    assert utc_text("2025-01-30T12:00:00Z") == "2025-01-30 12:00:00Z"
+    assert (utc_text(None), utc_text("yesterday")) == ("unknown", "yesterday")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=40))
+def test_any_date_text_gives_a_cell(text: str) -> None:
+    assert isinstance(utc_text(text), str)

@@ -39,7 +39,11 @@ def machine(tmp_path_factory: pytest.TempPathFactory, layer: tuple[Path, Kernels
 
 
 def _fwman(root: DebRoot, *argv: str) -> tuple[int, str]:
-    env = f"NVFLASH_STATE_DIR={RIG}/nvflash-state NVFLASH_PROC_MODULES={RIG}/root/proc/modules"
+    # FWMAN_MACHINE_TOOLS: the stand-in nvflash is the rig's machine (under --root fwman runs no flashing tool else)
+    env = (
+        f"NVFLASH_STATE_DIR={RIG}/nvflash-state NVFLASH_PROC_MODULES={RIG}/root/proc/modules "
+        "FWMAN_MACHINE_TOOLS=/usr/local/bin"
+    )
     proc = root.sh(f"{env} {shlex.join(['fwman', *argv, '--root', f'{RIG}/root'])} 2>&1", check=False)
     return proc.returncode, proc.stdout
 

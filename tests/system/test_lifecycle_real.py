@@ -118,7 +118,8 @@ def test_initramfs_with_stock_modules_is_found_and_regenerated(tmp_path: Path, b
         f'  exec mkinitramfs -d {conf} -o {root}/boot/initrd.img-"$3" "$3"\n'
     )
     wrapper.chmod(0o755)
-    live = LiveHost(str(root), env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    # the wrapper is the root's own update-initramfs (the door runs no other from under a root)
+    live = LiveHost(str(root), env={"PATH": f"{bin_dir}:{os.environ['PATH']}"}, machine_tools=[str(bin_dir)])
     action = initramfs.RegenerateInitramfs(FAKE_KVER)
     assert action.is_needed(live)
     action.apply(live)

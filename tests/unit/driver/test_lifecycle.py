@@ -367,7 +367,7 @@ def test_removal_and_plugin_templates(
     ("params", "forgets"),
     [
         ("remove", True),
-        ("purge", True),
+        ("purge", False),  # apt purge: "remove" ran first and left nothing (the next test)
         ("upgrade 6.1.0-53-amd64-1", False),  # the old package's postrm during an upgrade of the same ABI
         ("failed-upgrade 6.1.0-53-amd64-2", False),
         ("abort-install", False),
@@ -388,6 +388,7 @@ def test_postrm_hook_forgets_only_a_removed_kernel(tmp_path: Path, params: str |
     script.write_text((templates_dir() / "kernel-postrm").read_text().replace("@PYTHON@", str(python)))
     script.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k != "DEB_MAINT_PARAMS"}
+    env["FWMAN_ROOT"] = str(tmp_path / "root")  # an empty root: fwman holds nothing for the kernel
     if params is not None:
         env["DEB_MAINT_PARAMS"] = params
     proc = subprocess.run(
@@ -399,5 +400,42 @@ def test_postrm_hook_forgets_only_a_removed_kernel(tmp_path: Path, params: str |
     )
     assert (proc.returncode, proc.stdout) == (0, "")
     assert ("modules forget --kernel 6.1.0-53-amd64" in proc.stderr) is forgets, proc.stderr
-    if not forgets:
+    if not forgets and params != "purge":
         assert "its patched modules stay" in proc.stderr
+    if params == "purge":
+        assert proc.stderr == ""  # nothing left to do, nothing said: its "remove" spoke
+
+
+def test_apt_purge_runs_the_removal_once(tmp_path: Path) -> None:
+    """dpkg runs a kernel's postrm with "remove" and then "purge": fwman forgets the kernel once; a purge of a
+    kernel fwman still holds state for (removed before the hook was there) forgets it then."""
+    import os
+    import subprocess
+
+    from fwman.driver.hooks.files import templates_dir
+
+    root = tmp_path / "root"
+    state = root / "var/lib/fwman/modules"
+    state.mkdir(parents=True)
+    log = tmp_path / "forgets"
+    python = tmp_path / "python"
+    # the stand-in fwman forgets as the real one does: the kernel's manifest goes
+    python.write_text(f'#!/bin/sh\necho "$*" >> {log}\nrm -f {state}/6.1.0-53-amd64.json\n')
+    python.chmod(0o755)
+    script = tmp_path / "kernel-postrm"
+    script.write_text((templates_dir() / "kernel-postrm").read_text().replace("@PYTHON@", str(python)))
+    script.chmod(0o755)
+
+    def postrm(action: str) -> None:
+        env = {**os.environ, "FWMAN_ROOT": str(root), "DEB_MAINT_PARAMS": action}
+        proc = subprocess.run([str(script), "6.1.0-53-amd64", "/boot/vmlinuz-6.1.0-53-amd64"], env=env,
+                              capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+        assert (proc.returncode, proc.stdout) == (0, "")
+
+    (state / "6.1.0-53-amd64.json").write_text("{}")
+    postrm("remove")
+    postrm("purge")
+    assert log.read_text().count("modules forget --kernel 6.1.0-53-amd64") == 1
+    (state / "6.1.0-53-amd64.json").write_text("{}")  # a kernel removed while the hook was not there
+    postrm("purge")
+    assert log.read_text().count("modules forget --kernel 6.1.0-53-amd64") == 2

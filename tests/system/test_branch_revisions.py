@@ -100,7 +100,8 @@ def test_branches_are_listed_by_the_version_their_trees_build_over_git_daemon_th
     rows = [[w for w in line.split() if w != "*"] for line in text.splitlines() if line.startswith(VERSION)]
     assert [row[4] for row in rows] == [f"{VERSION}-p2p-v3", f"{VERSION}-p2p-v2", P2P_BRANCH]
     assert [row[2:4] for row in rows] == [["p2p", "3"], ["p2p", "2"], ["p2p", "1"]]
-    assert rows[0][5:7] == DATES[f"{VERSION}-p2p-v3"][:19].split("T")
+    day, time_of_day = DATES[f"{VERSION}-p2p-v3"][:19].split("T")
+    assert rows[0][5:7] == [day, f"{time_of_day}Z"]  # COMMITTED in UTC (issue 39)
     # the daemon is gone and the probe repository too: the cache answers, per commit
     shutil.rmtree(root / probe_dir(f"{base}/fork.git").lstrip("/"))
     _check(_listed(root, "--offline"), commits)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb, installed_packages, kernel_packages
+from tests.support.env import REPO
 from tests.support.forkrepo import BRANCH, GitDaemon, story_tree
 from tests.support.kerneltracks import offer_kernels
 
@@ -68,9 +70,15 @@ def _kernel(doc: dict[str, Any], kver: str) -> dict[str, Any]:
     raise AssertionError(f"the pre-flight does not list {kver}: {[k['kernel'] for k in doc['kernels']]}")
 
 
-def _error_line(tmp: Path, broken: str) -> int:
-    """Return the line of the fork's ``#error`` in kernel-open/nvidia/nv-pci.c (the tree the story serves)."""
+def _error_line(tmp: Path, broken: str, patches: list[str]) -> int:
+    """Return the line of the fork's ``#error`` in kernel-open/nvidia/nv-pci.c of the tree the story serves, as
+    built: with fwman's compat patches the pre-flight applied for that kernel (``patches``: its record's list),
+    which move the lines below their hunk."""
     tree = story_tree(tmp / "tree", [broken])
+    for name in patches:
+        shipped = REPO / "fwman/compat" / name
+        if shipped.is_file():  # fwman's own; an owner's patches.d file is not in this story
+            subprocess.run(["patch", "-p1", "-s", "-i", str(shipped)], cwd=tree, check=True)
     lines = (tree / "kernel-open/nvidia/nv-pci.c").read_text().splitlines()
     return next(i for i, line in enumerate(lines, start=1) if line.startswith("#error"))
 
@@ -123,7 +131,7 @@ def test_preflight_says_safe_and_will_not_build_with_the_error(owner: Owner, tmp
     assert code == 4, f"a kernel that will not build is exit 4 (verification failed), got {code}:\n{err[-3000:]}"
     good, bad = _kernel(doc, update), _kernel(doc, broken)
     assert good["status"] == "safe" and good["verdict"] == "safe to install", good
-    line = _error_line(tmp_path, broken)
+    line = _error_line(tmp_path, broken, [Path(p).name for p in bad["result"]["patches"]])
     failure = bad["result"]["failure"]
     assert bad["status"] == "will-not-build", bad
     assert (failure["file"], failure["line"]) == ("kernel-open/nvidia/nv-pci.c", line), failure

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.text import Out, Result, say, table
-from fwman.core.errors import FwmanError
 from fwman.driver import dkms
 from fwman.host.base import Host
 
@@ -86,17 +85,10 @@ class DkmsStatus(Result):
 
 def dkms_status(host: Host) -> DkmsStatus:
     """Return the DKMS status of ``host``. Raises FwmanError when ``dkms status`` fails."""
-    from fwman.driver.build.manifest import load_manifest
-    from fwman.driver.kernels import installed_kernels
+    from fwman.driver.build.manifest import built_kernels
 
     entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
-    built = []
-    for kver in installed_kernels(host):
-        try:
-            if load_manifest(host, kver) is not None:
-                built.append(kver)
-        except FwmanError:
-            continue
+    built = built_kernels(host)
     return DkmsStatus(
         entries, dkms.read_block(host), host.which("dkms") is not None, dkms.sources(host, entries), built
     )

@@ -77,16 +77,22 @@ def packages_to_install(offered_kvers: list[str], pair: tuple[str, str] | None) 
     return [f"linux-headers-{k}" for k in chosen]
 
 
+def needed_now() -> list[str]:
+    """Return the header packages to install now: :func:`packages_to_install` over what ``apt-cache`` offers and
+    the installed headers. Raises subprocess.CalledProcessError when apt-cache fails."""
+    search = subprocess.run(
+        ["apt-cache", "search", "--names-only", r"^linux-headers-[0-9.]+-[0-9]+-amd64$"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return packages_to_install(offered(search), installed_pair())
+
+
 def main(argv: list[str]) -> int:
     """``packages``: print the packages to install; ``check``: exit 1 unless a differing pair is installed."""
     if argv[1:] == ["packages"]:
-        search = subprocess.run(
-            ["apt-cache", "search", "--names-only", r"^linux-headers-[0-9.]+-[0-9]+-amd64$"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        print(" ".join(packages_to_install(offered(search), installed_pair())))
+        print(" ".join(needed_now()))
         return 0
     if argv[1:] == ["check"]:
         pair = installed_pair()

@@ -396,13 +396,7 @@ def kernel_headers_needed() -> list[str]:
     """Return the kernel header packages the module tests need that are not installed (tests/support/kernels.py)."""
     from tests.support import kernels  # only this option needs it
 
-    search = subprocess.run(
-        ["apt-cache", "search", "--names-only", r"^linux-headers-[0-9.]+-[0-9]+-amd64$"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return kernels.packages_to_install(kernels.offered(search), kernels.installed_pair())
+    return kernels.needed_now()
 
 
 def unpack_promtool(say: Callable[[str], None] = print) -> None:

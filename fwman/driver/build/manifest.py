@@ -229,6 +229,22 @@ def _str(doc: dict[str, Any], key: str, required: bool = False) -> str | None:
     return value
 
 
+def built_kernels(host: Host) -> list[str]:
+    """Return the installed kernels that have a readable fwman manifest (fwman built their modules), in
+    installed_kernels' order; a kernel whose manifest cannot be read is left out. Never raises for one kernel."""
+    from fwman.core.errors import FwmanError
+    from fwman.driver.kernels import installed_kernels
+
+    built = []
+    for kver in installed_kernels(host):
+        try:
+            if load_manifest(host, kver) is not None:
+                built.append(kver)
+        except FwmanError:
+            continue
+    return built
+
+
 def load_manifest(host: Host, kver: str) -> Manifest | None:
     """Return the manifest of ``kver``, or None when there is none. Raises ParseError when it is corrupt."""
     path = manifest_path(kver)

@@ -259,18 +259,10 @@ class DkmsFacts:
 def _dkms(host: Host) -> DkmsFacts:
     """Return what :class:`DkmsFacts` holds (DKMS's tree and the sources, :mod:`fwman.driver.dkms`)."""
     from fwman.driver import dkms
-    from fwman.driver.build.manifest import load_manifest
-    from fwman.driver.kernels import installed_kernels
+    from fwman.driver.build.manifest import built_kernels
 
     entries = dkms.read_tree(host)  # DKMS's tree, without running dkms (as the audit reads it)
-    built = []
-    for kver in installed_kernels(host):
-        try:
-            if load_manifest(host, kver) is not None:
-                built.append(kver)
-        except FwmanError:
-            continue
-    return DkmsFacts(entries, dkms.sources(host, entries), built)
+    return DkmsFacts(entries, dkms.sources(host, entries), built_kernels(host))
 
 
 def _power_unit(host: Host) -> bytes | None:

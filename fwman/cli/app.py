@@ -18,6 +18,8 @@ from fwman.core.errors import ExitCode, FwmanError
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
 #: `fwman --version` and `fwman --help` stay fast (no pydantic, requests, cryptography, pyelftools).
 COMMANDS: dict[str, tuple[str, str]] = {
+    "plan": ("fwman.cli.plan:plan", "The whole way to peer-to-peer here: what `apply` does, then what you do."),
+    "apply": ("fwman.cli.plan:apply", "Bring the box to its P2P target (`--check` after the reboot verifies)."),
     "scan": ("fwman.cli.scan:scan", "List every NVIDIA GPU: IDs, firmware, BAR1, links, driver."),
     "capture": ("fwman.cli.capture:capture", "Record this host (read-only) into a snapshot directory."),
     "catalog": ("fwman.cli.catalog:catalog", "The curated VBIOS catalog: list, show, update (signed), lint, sign."),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 #: kind (``fwman.<kind>/<version>``) -> current version
 SCHEMAS: dict[str, int] = {
-    "audit": 1, "backup": 2, "backup-list": 2, "backup-verify": 1, "capture": 2, "capture.check": 1,
+    "apply-check": 1, "audit": 1, "backup": 2, "backup-list": 2, "backup-verify": 1, "capture": 2, "capture.check": 1,
     "catalog-board": 2, "catalog-keys": 1, "catalog-keys-sign": 1, "catalog-lint": 1, "catalog-list": 2,
     "catalog-local": 2, "catalog-propose": 1, "catalog-sign": 1, "catalog-update": 1,
     "dkms-block": 1, "dkms-status": 1, "dkms-unblock": 1, "doctor": 2,
@@ -20,7 +20,8 @@ SCHEMAS: dict[str, int] = {
     "modules-build": 2, "modules-catchup": 2, "modules-check-boot": 2, "modules-export": 1, "modules-forget": 2,
     "modules-hook": 2, "modules-import": 1, "modules-keygen": 1, "modules-preflight": 1, "modules-remove": 1,
     "modules-status": 1,
-    "modules-unpin": 1, "p2p-nccl": 1, "p2p-test": 1, "report": 1, "rom.inspect": 1, "rom.verify": 2, "scan": 2,
+    "modules-unpin": 1, "p2p-nccl": 1, "p2p-test": 1, "plan": 1,
+    "report": 1, "rom.inspect": 1, "rom.verify": 2, "scan": 2,
     "upgrade-apply": 2, "upgrade-check": 2, "upgrade-plan": 2,
     "userspace-hold": 1, "userspace-release": 1, "userspace-status": 1,
 }  # fmt: skip

@@ -31,14 +31,17 @@ WALK: list[tuple[str, ...]] = [
     ("dkms", "unblock"),
     ("metrics", "remove"),
     ("hooks", "remove"),
+    ("apply",),  # the front door: hooks and the DKMS block again, as their parts of the plan
 ]
 
 
 def _steps(doc: dict[str, Any], dry: bool) -> list[str]:
     """Return the steps a command's document lists: ``actions`` (the change commands) or ``would``/``applied``
-    (the status commands with ``--apply``)."""
+    (the status commands with ``--apply``, and ``fwman apply``), or a plan's parts' ``steps``."""
     if "actions" in doc:
         return list(doc["actions"])
+    if "parts" in doc and dry:  # fwman plan / apply --dry-run: each part's steps, in order
+        return [step for part in doc["parts"] for step in part["steps"]]
     return list(doc["would"] if dry else doc["applied"])
 
 

@@ -74,6 +74,7 @@ SAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("restore",): [["--card", "41:00.0", "--backup", "/nonexistent.rom"]],
     ("p2p", "test"): [["--timeout", "5"]],
     ("doctor",): [[]],
+    ("apply",): [[], ["--dry-run"], ["--check"]],
 }
 #: commands whose run needs the network or a file fwman would write outside the root; walked without them
 SKIP = {

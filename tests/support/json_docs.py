@@ -43,7 +43,7 @@ def collect_documents(tmp: Path) -> Documents:
     empty = tmp / "empty"
     empty.mkdir()
     for where in [*(["--snapshot", str(h)] for h in sorted(HOSTS.iterdir())), ["--root", str(empty)]]:
-        for argv in json_commands():
+        for argv in [*json_commands(), ("apply", "--check")]:  # --check: its own document
             _keep(found, argv, run(*argv, "--json", *where))
     # the firmware commands on a live root with the stand-in nvflash: a backup, a flash and what reads them
     rig = build_rig(tmp / "rig")

@@ -109,13 +109,14 @@ def run_check(check: Check, facts: Facts) -> list[Finding]:
         return [Finding(id=check.id, severity=Severity.INFO, message=f"could not check: {describe_error(e)}")]
 
 
-def run_doctor(host: Host, sources: Sources | None = None) -> DoctorReport:
-    """Return the doctor's report for ``host``, checking NCCL/vLLM settings in ``sources`` too.
+def run_doctor(host: Host, sources: Sources | None = None, *, facts: Facts | None = None) -> DoctorReport:
+    """Return the doctor's report for ``host``, checking NCCL/vLLM settings in ``sources`` too; ``facts``: the
+    host's facts already gathered (``fwman plan`` reads the audit from them too), else gathered here.
 
     Raises MissingError when the host has no NVIDIA GPU (nothing to diagnose), ParseError when sysfs IDs are
     malformed. Every other unreadable thing is a "could not check" finding.
     """
-    facts = gather(host, sources)
+    facts = facts if facts is not None else gather(host, sources)
     cards = facts.cards
     if not cards:
         raise MissingError(

@@ -85,7 +85,9 @@ def resolve_target(host: Host, audit: AuditReport | None) -> Target:
         except FwmanError as e:
             return Target(None, version, why, e)
     if remembered is not None:
-        return Target(remembered, _version_of(remembered), f"remembered: {remembered.origin}")
+        configured_here = remembered.origin != "--fork"  # [modules] of config.toml, else the last build's record
+        why = remembered.origin if configured_here else "the source the last `fwman modules build` remembered"
+        return Target(remembered, _version_of(remembered), why)
     loaded = audit.loaded if audit is not None else None
     running = loaded.version if loaded is not None else None
     if running is None:

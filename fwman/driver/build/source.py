@@ -189,7 +189,7 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     source_dir = config.get_str("modules", "source")
     if source_dir or (fork and branch):
         if source_dir:
-            return SourceSpec(source_dir, None, None)
+            return SourceSpec(source_dir, None, None, origin=f"{config.path}: [modules] source")
         return SourceSpec(None, fork, branch, origin=f"{config.path}: [modules] fork")
     if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None

@@ -30,15 +30,31 @@ def run_doctor_command(host: Host, request: DoctorRequest) -> DoctorReport:
     return run_doctor(host, Sources(_absolute(request.env_files), _absolute(request.unit_files)))
 
 
-def doctor_failure(report: DoctorReport) -> VerificationError | None:
-    """Return the error ``fwman doctor`` ends with when something blocks peer-to-peer, else None."""
+def next_command(report: DoctorReport) -> str | None:
+    """Return the one next step for the owner: ``sudo fwman apply`` when fwman's own part of ``fwman plan``
+    answers the first blocker (the patched modules, the options, the DKMS block), else that blocker's fix; None
+    when nothing blocks."""
+    from fwman.app.plan import ANSWERED
+
     if report.ready:
+        return None
+    first = report.blockers[0]
+    if first.id in ANSWERED:
+        return "`sudo fwman apply` (fwman's part of `fwman plan`, which shows the whole way), then reboot"
+    return first.fix or "see the findings above"
+
+
+def doctor_failure(report: DoctorReport) -> VerificationError | None:
+    """Return the error ``fwman doctor`` ends with when something blocks peer-to-peer (its hint: the next
+    command, :func:`next_command`), else None."""
+    hint = next_command(report)
+    if hint is None:
         return None
     first = report.blockers[0]
     return VerificationError(
         f"peer-to-peer is blocked ({len(report.blockers)} blocker{'s' if len(report.blockers) > 1 else ''}); "
         f"first: {first.id}",
-        hint=first.fix or "see the findings above",
+        hint=f"next: {hint}; `fwman plan` lists every step",
     )
 
 

@@ -109,3 +109,24 @@ def test_apply_on_a_replay_is_refused_but_its_dry_run_is_the_plan(fwman: FwmanEn
         assert r.code == 0 and r.stdout == fwman("--snapshot", str(EXAMPLE_HOST), "plan").stdout
     else:
         assert r.code == 2 and "cannot run on a --snapshot replay" in r.stderr
+
+
+def test_doctor_ends_with_the_next_command(fwman: FwmanEnv) -> None:
+    """The firmware blocker is the owner's: its fix is next; a driver blocker is fwman's part: `sudo fwman apply`."""
+    from fwman.app.doctor import doctor_failure, next_command
+    from fwman.core.findings import Finding, Severity
+    from fwman.reports.doctor.checks import CHECKS
+    from fwman.reports.doctor.run import DoctorReport, Step
+
+    r = fwman("--snapshot", str(EXAMPLE_HOST), "doctor")
+    assert r.code == 4 and "hint: next: upgrade to 94.02.42.80.27" in r.stderr
+    assert r.stderr.rstrip().endswith("`fwman plan` lists every step")
+    driver = Finding(id="driver.fork", severity=Severity.BLOCK, message="stock driver", fix="install the fork")
+    report = DoctorReport(host="h", gpus=4, steps=[Step(CHECKS[0], [driver])])
+    assert (
+        next_command(report)
+        == "`sudo fwman apply` (fwman's part of `fwman plan`, which shows the whole way), then reboot"
+    )
+    failure = doctor_failure(report)
+    assert failure is not None and failure.hint is not None and failure.hint.startswith("next: `sudo fwman apply`")
+    assert next_command(DoctorReport(host="h", gpus=4)) is None

@@ -24,7 +24,7 @@ from tests.support.ansible import (
 from tests.support.env import EXAMPLE_HOST
 from tests.support.tools import missing
 
-MODULES = ("host_info", "patched_modules", "module_bundle", "hooks", "dkms", "firmware")
+MODULES = ("host_info", "patched_modules", "module_bundle", "hooks", "dkms", "firmware", "target")
 PLAN = {"0000:41:00.0": "94.02.26.48.15 -> 94.02.42.80.27", "0000:61:00.0": "94.02.26.48.15 -> 94.02.42.80.27"}
 
 

@@ -16,8 +16,8 @@ COMMON_ARGS = {
 #: the version of each fwman document the collection reads (fwman's docs/json.md): a document of another
 #: version has other names, and is refused rather than misread
 SCHEMAS = {
-    "audit": 1, "doctor": 2, "dkms-status": 1, "hooks-status": 1, "modules-build": 2, "modules-export": 1,
-    "modules-import": 1, "modules-status": 1, "scan": 2, "upgrade-apply": 2, "upgrade-plan": 2,
+    "apply-check": 1, "audit": 1, "doctor": 2, "dkms-status": 1, "hooks-status": 1, "modules-build": 2, "modules-export": 1,
+    "modules-import": 1, "modules-status": 1, "plan": 1, "scan": 2, "upgrade-apply": 2, "upgrade-plan": 2,
 }  # fmt: skip
 
 

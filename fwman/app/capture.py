@@ -43,6 +43,10 @@ PCI_LINKS = ("driver", "iommu_group")
 FILES = (
     "/proc/modules",
     "/proc/cmdline",
+    # where the command line is set (doctor's IOMMU fix names the file and the line)
+    "/etc/default/grub",
+    "/etc/kernel/cmdline",
+    "/etc/kernel/proxmox-boot-uuids",
     "/proc/version",
     "/proc/sys/kernel/osrelease",
     "/etc/os-release",

@@ -28,6 +28,7 @@ from fwman.host.optional import read_text_if_exists
 from fwman.platform import nccl, proxmox
 from fwman.platform.envfile import parse_env_file, uncommented
 from fwman.platform.systemd import parse_unit_environment
+from fwman.reports.doctor.cmdline import BootCmdline, read_boot_cmdline
 from fwman.reports.doctor.parsers import parse_cmdline
 
 if TYPE_CHECKING:
@@ -139,6 +140,7 @@ class IommuState:
     cmdline: str  # /proc/cmdline ("" when absent)
     groups: list[str]  # entries of /sys/kernel/iommu_groups
     types: dict[str, str]  # bus id -> its group's type ("DMA", "identity", ...; "unknown" unreadable); no groups: {}
+    boot: BootCmdline | None = None  # where the command line is set (the fix names the file and the line)
 
 
 @dataclass(frozen=True)
@@ -387,7 +389,7 @@ def _iommu(host: Host, inventory: Fact[Inventory]) -> IommuState:
                 continue
             text = read_text_if_exists(host, f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type")
             types[card.bus_id] = text.strip() if text else "unknown"
-    return IommuState(cmdline, groups, types)
+    return IommuState(cmdline, groups, types, read_boot_cmdline(host))
 
 
 def _passthrough(host: Host) -> Passthrough:

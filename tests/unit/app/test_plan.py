@@ -31,7 +31,8 @@ def test_plan_on_the_example_host_shows_the_whole_way(fwman: FwmanEnv) -> None:
     order = ["`fwman upgrade --apply`", "'Re-Size BAR Support'", "`iommu=pt`", "ACS", "/etc/pve/lxc/101.conf"]
     positions = [mine.index(text) for text in order]
     assert positions == sorted(positions), positions
-    assert "/etc/kernel/cmdline, then `proxmox-boot-tool refresh`" in mine
+    # the exact line in the file this host's command line comes from (its GRUB defaults)
+    assert 'in /etc/default/grub make the line `GRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=on iommu=pt"`' in mine
     # the driver blocker is fwman's (the modules), never an owner step
     assert "install the P2P fork's open kernel module" not in mine
     assert out.rstrip().endswith("then `fwman p2p test`")

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
+from fwman.reports.doctor.cmdline import add_parameter_fix
 from fwman.reports.doctor.facts import Facts, iommu_mode
+
+#: where the command line is set, when this host's files are not known (a replay that did not record them)
+GENERAL_CMDLINE_FIX = (
+    "GRUB: GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then `update-grub`; Proxmox booting with "
+    "proxmox-boot-tool: /etc/kernel/cmdline, then `proxmox-boot-tool refresh`; reboot"
+)
 
 
 # -- IOMMU -------------------------------------------------------------------------------------------------------
 def check_iommu(facts: Facts) -> list[Finding]:
     """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
-    mode, evidence = iommu_mode(facts.iommu.get())
+    state = facts.iommu.get()
+    mode, evidence = iommu_mode(state)
     if mode == "translated":
+        exact = add_parameter_fix(state.boot, "iommu=pt") if state.boot is not None else None
         return [
             Finding(
                 id="iommu.mode",
@@ -21,10 +30,9 @@ def check_iommu(facts: Facts) -> list[Finding]:
                 + ", ".join(sorted({v for k, v in evidence.items() if k.startswith("group of")}))
                 + f"; command line: {evidence['cmdline']}): the fork's direct writes fail under translation",
                 evidence=evidence,
-                fix="add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): GRUB: "
-                "GRUB_CMDLINE_LINUX_DEFAULT in /etc/default/grub, then `update-grub`; Proxmox booting with "
-                "proxmox-boot-tool: /etc/kernel/cmdline, then `proxmox-boot-tool refresh`; reboot. Read the VM "
-                "finding below first",
+                fix="add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): "
+                + (exact or GENERAL_CMDLINE_FIX)
+                + ". Read the VM finding below first",
             )
         ]
     if mode == "passthrough":

@@ -25,13 +25,14 @@ from tests.support.forkrepo import BRANCH, GitDaemon
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "journey-p2p.md"
+KERNEL_PAGE = REPO / "docs" / "journey-kernel-update.md"
 FORK_NAME = "story"
 
 
-def journey_commands() -> list[list[str]]:
-    """Return the commands of the page's ``<!-- journey -->`` block, as argv lists (``sudo`` left out: the story
+def journey_commands(page: Path = PAGE) -> list[list[str]]:
+    """Return the commands of ``page``'s ``<!-- journey -->`` block, as argv lists (``sudo`` left out: the story
     runs as root in the root)."""
-    text = PAGE.read_text(encoding="utf-8")
+    text = page.read_text(encoding="utf-8")
     block = text.split("<!-- journey -->", 1)[1].split("```console", 1)[1].split("```", 1)[0]
     commands = [shlex.split(line[2:]) for line in block.splitlines() if line.startswith("$ ")]
     return [argv[1:] if argv[0] == "sudo" else argv for argv in commands]
@@ -136,3 +137,22 @@ def test_apply_check_without_gpus_cannot_say_ready(box: Box) -> None:
     doc = json.loads(out)
     assert doc["parts"] == [] and doc["at_target"] is False
     assert re.search(r"no NVIDIA GPU found", doc["doctor_error"] or ""), doc
+
+
+def test_the_kernel_update_page_s_journey(box: Box) -> None:
+    """docs/journey-kernel-update.md with a kernel the fork refuses: apt succeeds, status says it is not safe to
+    boot, apply stops at the modules part naming it, and the next boot stays on a kernel with working modules."""
+    commands = journey_commands(KERNEL_PAGE)
+    assert [argv[0] for argv in commands] == ["apt-get", "fwman", "fwman", "fwman"]
+    kver = box.kernels.broken
+    install, status, apply, status_again = ([a.replace("KVER", kver) for a in argv] for argv in commands)
+    proc = box.root.sh(shlex.join(install) + " 2>&1", check=False, timeout=1800)
+    assert proc.returncode == 0, f"the kernel install failed (fwman must never fail it):\n{proc.stdout[-4000:]}"
+    code, out, err = box.fwman(*status[1:], "--json")
+    entry = {k["kernel"]: k for k in json.loads(out)["kernels"]}[kver]
+    assert entry["safe_to_boot"] is False and entry["next_boot"] is False, entry
+    code, out, err = box.fwman(*apply[1:])
+    assert code != 0 and "apply stopped at modules:" in err and kver in err, f"{code}\n{out}\n{err[-3000:]}"
+    assert box.manifest(kver) is None
+    code, out, _ = box.fwman(*status_again[1:])
+    assert code in (0, 4) and kver in out, out

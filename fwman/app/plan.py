@@ -18,7 +18,7 @@ from typing import Any
 
 from fwman.app.target import Target, resolve_target
 from fwman.app.text import Out, Result, say
-from fwman.core.errors import FwmanError, PartialError, VerificationError
+from fwman.core.errors import FwmanError, NotRecordedError, PartialError, VerificationError
 from fwman.core.findings import Finding, Severity
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
@@ -49,6 +49,8 @@ class Subject:
     command: str
     steps: list[str]
     run: Callable[[Report], list[str]] = field(repr=False, compare=False)
+    #: why the part could not be planned (a replay that lacks what it reads); None: planned
+    unknown: str | None = None
 
     @property
     def needed(self) -> bool:
@@ -56,8 +58,24 @@ class Subject:
         return bool(self.steps)
 
     def to_json(self) -> dict[str, Any]:
-        """Return ``{"part", "goal", "command", "steps"}``."""
-        return {"part": self.name, "goal": self.goal, "command": self.command, "steps": self.steps}
+        """Return ``{"part", "goal", "command", "steps", "not_recorded"}``."""
+        return {"part": self.name, "goal": self.goal, "command": self.command, "steps": self.steps,
+                "not_recorded": self.unknown}  # fmt: skip
+
+
+def _unless_unrecorded(
+    name: str, plan: Callable[[], tuple[Subject | None, list[Manual]]]
+) -> tuple[Subject | None, list[Manual]]:
+    """Return what ``plan`` returns, or, on a replay that did not record what the part reads, the part marked
+    ``unknown`` with the path (a replay never guesses a state it was not shown)."""
+    try:
+        return plan()
+    except NotRecordedError as e:
+        return Subject(name, "", "", [], _refuse, unknown=e.message), []
+
+
+def _refuse(report: Report) -> list[str]:
+    raise FwmanError("a part this replay could not plan cannot run")  # apply never runs on a replay
 
 
 @dataclass(frozen=True)
@@ -206,6 +224,11 @@ class Plan(Result):
         return [s for s in self.subjects if s.needed]
 
     @property
+    def unknown(self) -> list[Subject]:
+        """Return the parts a replay could not plan (what they read was not recorded)."""
+        return [s for s in self.subjects if s.unknown is not None]
+
+    @property
     def changed(self) -> bool:
         """Return True when ``apply`` changed the host."""
         return bool(self.done) and not self.dry_run
@@ -218,7 +241,7 @@ class Plan(Result):
             "dry_run": self.dry_run,
             "changed": self.changed,
             "target": self.target.to_json(),
-            "parts": [s.to_json() for s in self.subjects if s.needed],
+            "parts": [s.to_json() for s in self.subjects if s.needed or s.unknown],
             "applied": self.done,
             "owner_steps": [m.to_json() for m in self.manual],
             "doctor_error": self.doctor_error,
@@ -231,11 +254,13 @@ class Plan(Result):
                     say(f"target: {self.target.describe()}")]  # fmt: skip
         n = 0
         if self.dry_run:
-            out += [say(), say("fwman does (`fwman apply`):" if self.todo else "fwman's part: nothing to do", "bold")]
+            busy = self.todo or self.unknown
+            out += [say(), say("fwman does (`fwman apply`):" if busy else "fwman's part: nothing to do", "bold")]
             for s in self.todo:
                 n += 1
                 out.append(say(f"{n:>2} {s.name}: {s.goal}  [{s.command}]"))
                 out += [say(f"     would {step}") for step in s.steps]
+            out += [say(f"   {s.name}: not known from this replay: {s.unknown}", "yellow") for s in self.unknown]
         elif self.error is None:
             out.append(say("applied" if self.changed else "nothing to do: fwman's part is in place", "good"))
         first = [m for m in self.manual if m.first]
@@ -298,12 +323,12 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
     except FwmanError as e:
         doctor_error = e.message
     target = resolve_target(host, audit)
-    modules, manual = _modules(host, target, allow)
-    hold, hold_manual = _hold(host, allow)
-    subjects = [_hooks(host, allow), _dkms(host, allow)]
-    subjects += [modules] if modules is not None else []
-    subjects.append(_settings(host, allow))
-    subjects += [hold] if hold is not None else []
+    modules, manual = _unless_unrecorded("modules", lambda: _modules(host, target, allow))
+    hold, hold_manual = _unless_unrecorded("userspace", lambda: _hold(host, allow))
+    parts = [_unless_unrecorded("hooks", lambda: (_hooks(host, allow), []))[0],
+             _unless_unrecorded("dkms", lambda: (_dkms(host, allow), []))[0], modules,
+             _unless_unrecorded("settings", lambda: (_settings(host, allow), []))[0], hold]  # fmt: skip
+    subjects = [s for s in parts if s is not None]
     owner = [*manual, *hold_manual, *_manual_from(findings)]
     return Plan(host.description, target, subjects, owner, doctor_error, findings=findings)
 
@@ -337,7 +362,8 @@ class Check(Result):
     @property
     def ready(self) -> bool:
         """Return True when fwman's part is in place and doctor finds nothing that blocks peer-to-peer."""
-        return not self.plan.todo and not self.blockers and self.plan.doctor_error is None
+        plan = self.plan
+        return not plan.todo and not plan.unknown and not self.blockers and plan.doctor_error is None
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.apply-check/1``: ``findings`` are doctor's blockers and warnings."""
@@ -345,7 +371,7 @@ class Check(Result):
             "host": self.plan.host,
             "at_target": self.ready,
             "target": self.plan.target.to_json(),
-            "parts": [s.to_json() for s in self.plan.todo],
+            "parts": [s.to_json() for s in [*self.plan.todo, *self.plan.unknown]],
             "findings": [f.model_dump(mode="json") for f in [*self.blockers, *self.warnings]],
             "doctor_error": self.plan.doctor_error,
         }
@@ -355,6 +381,9 @@ class Check(Result):
         out: Out = [say(f"fwman apply --check: {self.plan.host}"), say(f"target: {self.plan.target.describe()}")]
         for s in self.plan.todo:
             out.append(say(f"missing: {s.name}: {s.goal} (`fwman apply` does it: {'; '.join(s.steps)})", "red"))
+        out += [
+            say(f"cannot verify {s.name}: not known from this replay: {s.unknown}", "red") for s in self.plan.unknown
+        ]
         if self.plan.doctor_error:
             out.append(say(f"cannot verify: {self.plan.doctor_error}", "red"))
         for f in self.blockers:
@@ -368,15 +397,20 @@ class Check(Result):
         """Return VerificationError (exit 4) when something is still missing."""
         if self.ready:
             return None
-        missing = len(self.plan.todo) + len(self.blockers) + (1 if self.plan.doctor_error else 0)
+        missing = (
+            len(self.plan.todo) + len(self.plan.unknown) + len(self.blockers) + (1 if self.plan.doctor_error else 0)
+        )
         first = self.plan.todo[0].command if self.plan.todo else (self.blockers[0].fix if self.blockers else None)
         return VerificationError(f"the box is not at its P2P target ({missing} missing)", hint=first or "")
 
 
 def check(host: Host) -> Check:
-    """Return what is still missing on ``host`` (the plan's pending steps and doctor's findings). Raises what
-    :func:`make_plan` raises."""
+    """Return what is still missing on ``host``: the plan's pending steps, doctor's blockers, and a P2P copy test
+    never recorded for this configuration (``fwman p2p test`` records it; --check reads the record and does not
+    load the GPUs itself). Raises what :func:`make_plan` raises."""
     plan = make_plan(host)
     blockers = [f for f in plan.findings if f.severity is Severity.BLOCK]
+    # P2P never verified on this configuration (info in doctor) is missing here: the target is a verified box
+    blockers += [f for f in plan.findings if f.id == "p2p.verified" and f.severity is Severity.INFO and f.fix]
     warnings = [f for f in plan.findings if f.severity is Severity.WARN]
     return Check(plan, blockers, warnings)

@@ -97,7 +97,9 @@ def resolve_target(host: Host, audit: AuditReport | None) -> Target:
                                       "driver-version in /etc/fwman/config.toml"))  # fmt: skip
     version = running
     carriers = audit.p2p.forks if audit is not None and audit.p2p.status == "available" else []
-    why = f"the loaded module's version, carried by {', '.join(carriers)}" if carriers else "the loaded module's"
+    why = (
+        f"the loaded module's version, carried by {', '.join(carriers)}" if carriers else "the loaded module's version"
+    )
     if not carriers:
         return Target(None, version, why, FwmanError(
             f"no fork is known to carry a P2P branch of driver {version}",

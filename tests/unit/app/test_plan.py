@@ -131,3 +131,16 @@ def test_doctor_ends_with_the_next_command(fwman: FwmanEnv) -> None:
     failure = doctor_failure(report)
     assert failure is not None and failure.hint is not None and failure.hint.startswith("next: `sudo fwman apply`")
     assert next_command(DoctorReport(host="h", gpus=4)) is None
+
+
+def test_a_replay_that_lacks_a_part_s_files_says_so_and_never_guesses(fwman: FwmanEnv) -> None:
+    """The real H200 capture did not record fwman's hook files: the plan names the path, --check cannot verify."""
+    host = str(EXAMPLE_HOST.parent / "h200-1gpu")
+    r = fwman("--snapshot", host, "plan")
+    assert r.code == 0, r.stderr
+    assert f"hooks: not known from this replay: snapshot {host} did not record /etc/kernel/" in r.stdout
+    doc = fwman("--snapshot", host, "plan", "--json").json()
+    hooks = next(p for p in doc["parts"] if p["part"] == "hooks")
+    assert hooks["steps"] == [] and "did not record" in hooks["not_recorded"]
+    check = fwman("--snapshot", host, "apply", "--check")
+    assert check.code == 4 and "cannot verify hooks: not known from this replay" in check.stdout

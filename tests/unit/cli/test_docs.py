@@ -37,7 +37,7 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 def test_the_demo_reads_as_a_result_and_exits_0() -> None:
     """`make demo`'s script on the bundled host: every step shown, no fwman error line, a summary of what the host
-    needs (doctor's blockers with their fixes), exit 0 (audit and doctor finding problems is the demo working)."""
+    needs (`fwman plan`: fwman's part, then the owner's steps with their fixes), exit 0 (audit and doctor finding problems is the demo working)."""
     fwman = Path(sys.executable).with_name("fwman")
     r = subprocess.run(["bash", str(REPO / "fixtures/demo.sh"), str(fwman)], cwd=REPO, capture_output=True,
                        text=True, timeout=300, check=False)  # fmt: skip
@@ -45,11 +45,13 @@ def test_the_demo_reads_as_a_result_and_exits_0() -> None:
     for step in ("scan", "upgrade --dry-run", "audit", "doctor"):
         assert f"$ fwman --snapshot fixtures/hosts/rig-4x3090 {step}\n" in r.stdout
     assert "fwman: error" not in r.stdout + r.stderr
-    summary = r.stdout[r.stdout.index("What the example host needs") :]
-    assert "1. 2 cards need firmware with Resizable BAR: 0000:41:00.0, 0000:61:00.0" in summary
-    assert "   fix: upgrade to 94.02.42.80.27" in summary
+    # words, not lines: the plan's lines wrap at $COLUMNS where the test runner sets it
+    summary = " ".join(r.stdout[r.stdout.index("What the example host needs") :].split())
+    assert "fwman does (`fwman apply`):" in summary and " 1 hooks: " in summary
+    assert "2 cards need firmware with Resizable BAR: 0000:41:00.0, 0000:61:00.0" in summary
+    assert "how: upgrade to 94.02.42.80.27" in summary
     assert "`fwman upgrade --dry-run`, then `fwman upgrade --apply` (it backs up every card first)" in summary
-    assert summary.rstrip().endswith("nothing was changed. Demo done.")
+    assert summary.rstrip().endswith("`fwman plan`, then `sudo fwman apply`. Demo done.")
     assert "\x1b[" not in r.stdout  # not a terminal: no escape codes
 
 

@@ -2,7 +2,8 @@
 `fwman apply` from a bare root with two kernels, then `fwman apply` again.
 
 The root is the owner layer (bookworm, GRUB, the first kernel) with a second kernel and its headers installed
-before fwman, fwman's .deb installed with apt, and the story's fork named in ``[forks]`` and chosen in
+before fwman, a stand-in NVIDIA user-space package at the fork's version, fwman's .deb installed with apt, and
+the story's fork named in ``[forks]`` and chosen in
 ``[modules]``. The commands are the ones docs/journey-p2p.md marks ``<!-- journey -->``, run as the page shows
 them; each step asserts what the owner would check: files, manifests, the DKMS pin, a second apply that changes
 nothing.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,21 @@ class Box:
         return doc
 
 
+USERSPACE = "libnvidia-ml1"
+USERSPACE_VERSION = "570.86.16-1"
+
+
+def _userspace_deb(out: Path) -> None:
+    """Build an empty stand-in of NVIDIA's ``libnvidia-ml1`` at the fork's version with the real dpkg-deb."""
+    pkg = out.parent / "pkg"
+    (pkg / "DEBIAN").mkdir(parents=True)
+    (pkg / "DEBIAN/control").write_text(
+        f"Package: {USERSPACE}\nVersion: {USERSPACE_VERSION}\nArchitecture: all\n"
+        "Maintainer: fwman tests <t@example.invalid>\nDescription: stand-in for an NVIDIA user-space package\n"
+    )
+    subprocess.run(["dpkg-deb", "-b", str(pkg), str(out)], check=True, capture_output=True)
+
+
 @pytest.fixture(scope="module")
 def box(
     tmp_path_factory: pytest.TempPathFactory, layer: tuple[Path, Kernels], deb: Path, fork: GitDaemon
@@ -69,6 +86,11 @@ def box(
     try:
         root.sh("apt-get update -q")
         root.sh(f"apt-get install -y -q {' '.join(kernel_packages(kernels.update))}", timeout=1800)
+        # NVIDIA's user space at the fork's version, as a package (a stand-in: NVIDIA's packages cannot be here)
+        stand_in = tmp_path_factory.mktemp("userspace") / f"{USERSPACE}_{USERSPACE_VERSION}_all.deb"
+        _userspace_deb(stand_in)
+        root.put(stand_in, f"/tmp/{stand_in.name}")
+        root.sh(f"apt-get install -y -q /tmp/{stand_in.name}")
         install_deb(root, deb)
         config = root.read_text("/etc/fwman/config.toml")
         config += f'\n[forks]\n{FORK_NAME} = "{fork.url()}"\n\n[modules]\nfork = "{FORK_NAME}"\nbranch = "{BRANCH}"\n'
@@ -95,6 +117,7 @@ def test_plan_apply_apply_from_a_bare_box(box: Box) -> None:
     for kver in kernels:
         assert f"would build the patched modules for {kver} from fork {FORK_NAME} branch {BRANCH}" in out, out
     assert "would write /etc/apt/preferences.d/fwman-nvidia-dkms" in out, out
+    assert "userspace: the NVIDIA user-space packages held at their version" in out, out
     # no GPU in a root: doctor's half is unknown, and the plan says so instead of guessing
     assert "doctor could not run here: no NVIDIA GPU found" in out, out
     assert all(box.manifest(k) is None for k in kernels) and not box.root.exists(
@@ -115,6 +138,11 @@ def test_plan_apply_apply_from_a_bare_box(box: Box) -> None:
         assert box.root.exists(f"/lib/modules/{kver}/updates/fwman/nvidia.ko"), kver
     pin = box.root.read_text("/etc/apt/preferences.d/fwman-nvidia-dkms")
     assert "Pin-Priority: -1" in pin, pin
+    # the user space held at its version, with real apt reading the pin
+    policy = box.root.sh(f"apt-cache policy {USERSPACE}").stdout
+    assert f"{USERSPACE_VERSION}" in policy, policy
+    code, held, _ = box.fwman("userspace", "status", "--json")
+    assert json.loads(held)["held"] is True and USERSPACE in json.loads(held)["packages"], held
     # the hooks are the package's (dpkg owns them): apply writes none of its own beside them
     assert (
         not box.root.exists("/etc/kernel/postinst.d/fwman")

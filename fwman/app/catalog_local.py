@@ -46,7 +46,7 @@ class LocalAdded(Result):
             *(say(f"  image      {image.version}  {image.status.value}") for image in board.images),
             say(f"  from       {self.made.image_origin}"),
             say(f"  MD5        {self.made.entry.info.image_file_md5} matches the vendor's ({self.md5_source})"),
-            say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --from FILE"),
+            say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --image FILE"),
         ]
         # the curated form is a whole file (ending in a newline): one line of the text, its last newline the line's
         return out if self.export is None else [*out, say(), document(self.export)]

@@ -46,7 +46,7 @@ READS = [
     ("backup", "list"),
     ("backup", "verify"),
     ("flash", "status"),
-    ("history",),
+    ("flash", "history"),
     ("upgrade", "--check"),
     ("upgrade", "--dry-run"),
     ("catalog", "list"),

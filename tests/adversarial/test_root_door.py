@@ -72,7 +72,7 @@ SAMPLES: dict[tuple[str, ...], list[list[str]]] = {
     ("backup",): [[]],
     ("flash", "resume"): [[]],
     ("restore",): [["--card", "41:00.0", "--backup", "/nonexistent.rom"]],
-    ("p2p", "test"): [["--timeout", "5"]],
+    ("p2p"): [["--timeout", "5"]],
     ("doctor",): [[]],
 }
 #: commands whose run needs the network or a file fwman would write outside the root; walked without them

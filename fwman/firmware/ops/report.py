@@ -181,7 +181,8 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
     if not flashes:
         raise MissingError(
             f"no successful flash of {card.bus_id} is recorded: nothing to report",
-            hint="fwman history --card BUS lists what fwman recorded; a report follows `upgrade --apply` and --check",
+            hint=f"`fwman flash history --card {card.bus_id}` lists what fwman recorded; a report follows "
+            "`upgrade --apply` and --check",
         )
     at, flash = flashes[-1]
     notes: list[str] = []

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -240,3 +241,9 @@ def test_add_local_refuses_text_that_is_not_one_line(tmp_path: Path, option: str
     assert r.code == 0, r.stderr  # type: ignore[attr-defined]
     text = (rig.root / "etc/fwman/catalog.d/10de-2204-f00d-3090.toml").read_text()
     assert tomllib.loads(text) and "EVGA FTW3" in text
+    # the next step it prints names the file it was given, and runs as printed
+    [step] = [line for line in r.stdout.splitlines() if line.startswith("  next ")]  # type: ignore[attr-defined]
+    fetch = step.split("; ")[1]
+    assert fetch == f"fwman fetch f00d:3090/{UPDATE} --image {rom}"
+    ran = rig(*shlex.split(fetch)[1:])
+    assert ran.code == 0, ran.stderr  # type: ignore[attr-defined]

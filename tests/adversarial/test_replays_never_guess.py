@@ -105,3 +105,8 @@ def test_a_replay_finishes_or_names_what_it_lacked_and_never_calls_an_unrecorded
         and "did not record" not in line
     ]  # fmt: skip
     assert guesses == [], f"{recording.name}: {' '.join(argv)} called a path it never read absent"
+    if argv != ("metrics", "write", "--stdout"):  # its --json is what it would write, not a document
+        doc = FwmanEnv()("--snapshot", str(recording), *argv, "--json")
+        assert doc.code == r.code, doc.stderr  # the same verdict in both forms
+        if doc.code not in (ExitCode.USAGE, ExitCode.MISSING):
+            assert doc.json()["schema"].startswith("fwman."), doc.stdout[:200]

@@ -24,9 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("fwman.cli.fetch:fetch", "Download or import a catalog image into the verified cache (MD5 + SHA-256)."),
     "upgrade": ("fwman.cli.upgrade:upgrade", "Plan the firmware upgrade of every card (--dry-run): images and steps."),
     "backup": ("fwman.cli.backup:backup", "Back up every card's firmware with nvflash (verified, never overwritten)."),
-    "flash": ("fwman.cli.flash:flash", "Flash one card with every safety rail; `flash status`, `resume`, `history`."),
+    "flash": ("fwman.cli.flash:flash", "Flash one card with every rail; its status, resume, history and report."),
     "restore": ("fwman.cli.flash:restore", "Put a card's own backup back (same gates as flash)."),
-    "report": ("fwman.cli.report:report", "An owner report of a card's last flash and check, to attach to an issue."),
     "audit": ("fwman.cli.audit:audit", "Which driver version kernel, user space and containers are on; do they match."),
     "driver": ("fwman.cli.driver:driver", "P2P forks of the NVIDIA open module: `driver branches` and more."),
     "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),
@@ -45,6 +44,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 RENAMED_COMMANDS: dict[tuple[str, ...], tuple[str, ...]] = {
     ("p2p", "test"): ("p2p",),  # p2p was a group of one command
     ("history",): ("flash", "history"),  # one job with flash status: what fwman's flashes did
+    ("report",): ("flash", "report"),  # the owner report of a card's last flash and its check
 }
 
 

@@ -19,7 +19,7 @@ from fwman.cli.vocabulary import renamed_option
     multiple=True,
     nargs=2,
     metavar="FILE URL",
-    help="An owner report (fwman report --output FILE) and the public https page where it is published; repeat.",
+    help="An owner report (fwman flash report --output FILE) and the public https page where it is published; repeat.",
 )
 @click.option(
     "-o", "--output", "out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the board file to FILE."
@@ -32,7 +32,7 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
     """Turn BOARD's local entry and owner reports into a board file whose sources are those reports.
 
     BOARD is the subsystem (f00d:3090) or the four-part key of a local entry on this host (fwman catalog
-    add-local). Each --report names a report file written by `fwman report --output` and the public URL where
+    add-local). Each --report names a report file written by `fwman flash report --output` and the public URL where
     it is published (an issue, say): every fact the report states cites that URL. Only reports of this board
     whose flash `upgrade --check` confirmed are taken; images no report ran are left out. The file is linted
     as `catalog lint` would (exit 4 on an error); a maintainer reviews it, adds it to catalog/boards/ and signs.
@@ -40,7 +40,7 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
 
     \b
     Example:
-      fwman report --card 41:00.0 --output 41.report.json
+      fwman flash report --card 41:00.0 --output 41.report.json
       fwman catalog propose f00d:3090 --report 41.report.json https://github.com/ORG/fwman/issues/N \\
           --output 10de-2204-f00d-3090.toml
     """

@@ -218,3 +218,13 @@ def history(app: AppContext, bus: str | None, as_json: bool) -> None:
 
     # what could be read is shown, then the damaged lines are reported (exit 4), never skipped
     finish(app, "history", flash_history(app.host, bus), as_json)
+
+
+def _report_command() -> click.Command:
+    """Return ``flash report`` (its own module: the owner report's options and rendering)."""
+    from fwman.cli.report import report
+
+    return report
+
+
+flash.add_command(_report_command(), "report")

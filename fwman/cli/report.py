@@ -1,4 +1,4 @@
-"""``fwman report``: an owner report of one card's flash and post-reboot check, to attach to an issue."""
+"""``fwman flash report``: an owner report of one card's flash and post-reboot check, to attach to an issue."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from fwman.cli.render import finish
 from fwman.cli.vocabulary import renamed_option
 
 
-@click.command()
+@click.command("report")
 @click.option("--card", "bus", required=True, metavar="BUS", help="The card: bus id (41:00.0) or nvidia-smi index.")
 @click.option(
     "-o",
@@ -36,7 +36,7 @@ def report(app: AppContext, bus: str, out: str | None, as_json: bool) -> None:
     \b
     Examples:
       fwman upgrade --check                      after the reboot
-      fwman report --card 41:00.0 --output 41.report.json
+      fwman flash report --card 41:00.0 --output 41.report.json
     """
     from fwman.app.owner_report import card_report
 

@@ -11,8 +11,7 @@ import pytest
 
 from fwman.core import errors
 from fwman.core.errors import ExitCode
-from tests.adversarial.test_changes_and_replays import CHANGES
-from tests.support.commands import all_commands
+from tests.support.commands import CHANGES, all_commands
 from tests.support.env import HOSTS, FwmanEnv
 
 #: every command that reads the host, with the arguments it needs (the read-only form of a command that can change)
@@ -36,7 +35,7 @@ READS: list[tuple[str, ...]] = [
     ("backup", "verify"),
     ("flash", "status"),
     ("flash", "history"),
-    ("report", "--card", "0"),
+    ("flash", "report", "--card", "0"),
     ("catalog", "list"),
     ("catalog", "show", "3842:3987"),
     ("catalog", "lint"),

@@ -78,7 +78,7 @@ SAMPLES: dict[tuple[str, ...], list[list[str]]] = {
 #: commands whose run needs the network or a file fwman would write outside the root; walked without them
 SKIP = {
     ("capture",), ("catalog", "update"), ("fetch",), ("driver", "branches"), ("catalog", "keys", "sign"),
-    ("catalog", "sign"), ("catalog", "propose"), ("metrics", "write"), ("modules", "export"), ("report",),
+    ("catalog", "sign"), ("catalog", "propose"), ("metrics", "write"), ("modules", "export"), ("flash", "report"),
 }  # fmt: skip
 
 

@@ -52,7 +52,8 @@ def collect_documents(tmp: Path) -> Documents:
         ("backup",), ("backup", "list"), ("backup", "verify"), ("upgrade", "--dry-run"),
         ("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}"), ("flash", "status"), ("flash", "history"),
         ("upgrade", "--check"), ("rom", "inspect", rom), ("rom", "verify", rom, "--card", "41:00.0"),
-        ("report", "--card", "41:00.0"), ("catalog", "show", "3842:3987"), ("fetch", f"3842:3987/{REBAR_3987}"),
+        ("flash", "report", "--card", "41:00.0"), ("catalog", "show", "3842:3987"),
+        ("fetch", f"3842:3987/{REBAR_3987}"),
         ("capture", str(tmp / "capture")),
     ]:  # fmt: skip
         r = rig(*argv, "--json")

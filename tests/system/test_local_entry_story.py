@@ -139,7 +139,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
 
     # 7. the owner report of that flash: IDs, before/after versions and hashes, BAR1, power, the check; redacted
     report_file = tmp_path / "41.report.json"
-    r = rig("report", "--card", "41:00.0", "--output", str(report_file))
+    r = rig("flash", "report", "--card", "41:00.0", "--output", str(report_file))
     assert r.code == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
     report = json.loads(report_file.read_text())
     assert report["schema"] == "fwman.report/1"

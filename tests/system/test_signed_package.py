@@ -173,6 +173,6 @@ def test_the_flash_gate_takes_an_image_extracted_from_a_signed_package_and_the_h
     # the owner report carries it, with the image's hash, for the catalog to learn
     rig.reboot()
     assert rig("upgrade", "--check").code == 0  # type: ignore[attr-defined]
-    report = rig("report", "--card", "41:00.0", "--json").json()  # type: ignore[attr-defined]
+    report = rig("flash", "report", "--card", "41:00.0", "--json").json()  # type: ignore[attr-defined]
     assert report["flash"]["verified_by"] == f"extracted from a package signed by EVGA ({MAKER_SUBJECT})"
     assert report["flash"]["image_sha256"] == sha256(rig.new_image)

@@ -293,7 +293,7 @@ def fetch_image(
         recorded = True
     if signed is not None:
         # the image's own hashes, vouched for by the verified signature: a later flash (or fetch) checks the image
-        # against them, and `fwman report` carries them so the catalog can learn them
+        # against them, and `fwman flash report` carries them so the catalog can learn them
         record_override(
             host,
             HashOverride(

@@ -1,6 +1,6 @@
 """The whole P2P verification against its own parts run alone: what the child processes and deadlines cost.
 
-Whole: what ``fwman p2p test`` and ``fwman p2p test --nccl`` do, in this process (no interpreter start): the copy
+Whole: what ``fwman p2p`` and ``fwman p2p --nccl`` do, in this process (no interpreter start): the copy
 test with one child per GPU pair plus one that lists the GPUs (:func:`run_isolated_copy_test`), then the NCCL
 tier as configured and its ``NCCL_P2P_DISABLE=1`` control (:func:`run_nccl_comparison`: the torch runner with
 its launcher, deadline and step lines, the reports parsed).

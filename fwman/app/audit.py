@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,7 +11,7 @@ from fwman.app.text import Cell, Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, UsageError, VerificationError
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
-from fwman.reports.audit.model import AuditReport
+from fwman.reports.audit.model import AuditReport, Row
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,51 @@ def audit_failure(report: AuditReport) -> VerificationError | None:
     )
 
 
+@dataclass
+class FixGroup:
+    """Rows that one fix repairs (the five module files of a kernel; the same module on several kernels), with that
+    fix once, naming every kernel."""
+
+    rows: list[Row]
+    fix: str | None
+
+
+_KERNEL = re.compile(r"\(([^()\s]+)\)$")  # a row of one kernel ends with it: "nvidia.ko (6.8.12-4-pve)"
+
+
+def fix_groups(rows: list[Row]) -> list[FixGroup]:
+    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone.
+
+    Fixes that differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and
+    "`--kernel A --kernel B`" (the modules build command takes the option once per kernel).
+    """
+    groups: dict[str, tuple[list[Row], list[str]]] = {}
+    out: list[FixGroup | str] = []
+    for r in rows:
+        if r.fix is None:
+            out.append(FixGroup([r], None))
+            continue
+        m = _KERNEL.search(r.component)
+        kernel = m.group(1) if m and m.group(1) in r.fix else None
+        key = r.fix if kernel is None else r.fix.replace(f"--kernel {kernel}", "\0").replace(kernel, "\1")
+        if key not in groups:
+            groups[key] = ([], [])
+            out.append(key)
+        members, kernels = groups[key]
+        members.append(r)
+        if kernel is not None and kernel not in kernels:
+            kernels.append(kernel)
+    result: list[FixGroup] = []
+    for item in out:
+        if isinstance(item, FixGroup):
+            result.append(item)
+            continue
+        members, kernels = groups[item]
+        fix = item.replace("\0", " ".join(f"--kernel {k}" for k in kernels)).replace("\1", ", ".join(kernels))
+        result.append(FixGroup(members, fix))
+    return result
+
+
 _COLOUR = {"match": "green", "mismatch": "red", "unknown": "yellow", "info": ""}
 
 
@@ -134,9 +180,10 @@ class Audit(Result):
         out.append(table(["COMPONENT", "VERSION", "STATUS", "WHERE"], rows))
         details = [r for r in report.rows if (r.detail and r.status != "info") or r.fix]
         out += [say()] if details else []
-        for r in details:
-            out.append(say(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:"))
-            out += [say(f"  fix: {r.fix}")] if r.fix else []
+        for group in fix_groups(details):
+            for r in group.rows:
+                out.append(say(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:"))
+            out += [say(f"  fix: {group.fix}")] if group.fix else []
         out += [say(), say(p2p_line(report.p2p))]
         if report.unreadable and verbose:
             out.append(say("not readable: " + "; ".join(report.unreadable), err=True))

@@ -132,7 +132,7 @@ REPLAYABLE_COMMANDS = (
     ("backup", "list", "--json"),
     ("backup", "verify", "--json"),
     ("flash", "status", "--json"),
-    ("history", "--json"),
+    ("flash", "history", "--json"),
     ("driver", "branches", "--offline", "--json"),
 )
 

@@ -3,6 +3,7 @@ know), whose result owns its JSON shape (``fwman.catalog-local/2``) and the line
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,7 @@ class LocalAdded(Result):
     made: MadeEntry
     md5_source: str
     export: str | None = None  # the entry in the curated format, when asked for (for upstream)
+    image_file: str = "FILE"  # the vendor file as the user named it: the next step's fetch imports it
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.catalog-local/2``."""
@@ -46,7 +48,7 @@ class LocalAdded(Result):
             *(say(f"  image      {image.version}  {image.status.value}") for image in board.images),
             say(f"  from       {self.made.image_origin}"),
             say(f"  MD5        {self.made.entry.info.image_file_md5} matches the vendor's ({self.md5_source})"),
-            say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --from FILE"),
+            say(f"  next       fwman upgrade --dry-run; fwman fetch {ref} --image {shlex.quote(self.image_file)}"),
         ]
         # the curated form is a whole file (ending in a newline): one line of the text, its last newline the line's
         return out if self.export is None else [*out, say(), document(self.export)]
@@ -101,4 +103,4 @@ def add_local(
         now=timestamp(),
     )
     target = write_local_entry(host, made, replace=replace)
-    return LocalAdded(target, made, md5_source, export_curated(made.entry) if export else None)
+    return LocalAdded(target, made, md5_source, export_curated(made.entry) if export else None, image_file)

@@ -164,7 +164,7 @@ def driver_branches(
     ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
     UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
     """
-    target = names.driver_version(version_text, "--version") if version_text is not None else None
+    target = names.driver_version(version_text, "--driver-version") if version_text is not None else None
     config = load_config(host)
     forks = configured_forks(config, fork_specs)
     report = list_branches(host, forks, api=api_base(config, variables), offline=offline)

@@ -11,8 +11,9 @@ from fwman.app.change import Change, change, free
 from fwman.app.driver_settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
-from fwman.core.errors import FwmanError, ParseError, UsageError
+from fwman.core.errors import FwmanError, NotRecordedError, ParseError, UsageError
 from fwman.driver.power import PowerPlan, parse_limits, power_actions, read_unit
+from fwman.driver.settings_host import NOT_RECORDED
 from fwman.host.actions import Action, Report, apply_all, pending, silent
 from fwman.host.base import Host
 from fwman.host.machine import reachable
@@ -26,6 +27,8 @@ class PowerStatus:
 
     gpus: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     unit: bytes | None = None
+    #: False on a replay that did not record the unit: whether it is there is unknown (never guessed absent)
+    unit_recorded: bool = True
 
     @property
     def buses(self) -> list[str]:
@@ -37,7 +40,7 @@ class PowerStatus:
         return {
             "gpus": [{"bus_id": b, "power_limit_w": w, "default_power_limit_w": d} for b, w, d in self.gpus],
             "unit": paths.POWER_UNIT,
-            "unit_present": self.unit is not None,
+            "unit_present": (self.unit is not None) if self.unit_recorded else None,
             "unit_text": None if self.unit is None else self.unit.decode(errors="replace"),
         }
 
@@ -57,7 +60,8 @@ class DriverPower(Result):
         """Return each GPU's power limit and default, fwman's unit, and what ``--apply`` did or would do."""
         rows = [[b, "-" if w is None else f"{w:g} W", "-" if d is None else f"{d:g} W"] for b, w, d in self.status.gpus]
         out: Out = [table(["GPU", "power limit", "default"], rows)] if rows else [say("GPUs: none found")]
-        out.append(say(f"{paths.POWER_UNIT}: " + ("present" if self.status.unit is not None else "absent")))
+        state = "present" if self.status.unit is not None else "absent"
+        out.append(say(f"{paths.POWER_UNIT}: " + (state if self.status.unit_recorded else NOT_RECORDED)))
         return out + apply_text(self.applied, "nothing to do: fwman's unit is current")
 
 
@@ -103,14 +107,19 @@ def driver_power(
 
 
 def power_status(host: Host) -> PowerStatus:
-    """Return the GPUs and fwman's unit. Never raises: GPUs that cannot be listed are an empty list."""
+    """Return the GPUs and fwman's unit. Never raises: GPUs that cannot be listed are an empty list; a unit a
+    replay did not record is unknown (``unit_recorded`` False)."""
     from fwman.gpu.inventory import scan_cards
 
     try:
         cards = scan_cards(host)
     except FwmanError:
         cards = []
-    return PowerStatus([(c.bus_id, c.power_limit_w, c.default_power_limit_w) for c in cards], read_unit(host))
+    gpus = [(c.bus_id, c.power_limit_w, c.default_power_limit_w) for c in cards]
+    try:
+        return PowerStatus(gpus, read_unit(host))
+    except NotRecordedError:
+        return PowerStatus(gpus, None, unit_recorded=False)
 
 
 def plan_actions(

@@ -101,7 +101,7 @@ def fetch(
     from fwman.host.userfiles import user_path
 
     if from_file and urls:
-        raise UsageError("--from and --url cannot be combined", hint="--from imports a file you already have")
+        raise UsageError("--image and --url cannot be combined", hint="--image imports a file you already have")
     if md5_source and not expect_md5:
         raise UsageError("--md5-source needs --expect-md5")
     entry = load_catalog(host).entry(image_ref)

@@ -1,4 +1,4 @@
-"""``fwman report``: the owner report of one card's last flash and check, as a result that owns its text and its
+"""``fwman flash report``: the owner report of one card's last flash and check, as a result that owns its text and its
 ``fwman.report/1`` document (the report itself is :mod:`fwman.firmware.ops.report`; the use case reading it is
 :func:`fwman.app.report.owner_report`)."""
 

@@ -1,4 +1,4 @@
-"""``fwman p2p test`` as a use case: run a tier, then record its result against the configuration it ran on.
+"""``fwman p2p`` as a use case: run a tier, then record its result against the configuration it ran on.
 
 The CLI parses options and prints; this module decides what a record holds (:mod:`fwman.p2p.record`) and reads
 the fingerprint with the doctor's own reader, so ``fwman doctor`` compares like with like.
@@ -86,7 +86,7 @@ class CopyResult(Result):
         cuda = f", CUDA driver API {report.driver_version}" if report.driver_version else ""
         deadline = f", {report.timeout:g} s deadline per pair" if report.timeout else ""
         out: Out = [say(
-            f"fwman p2p test: {n} GPU{'s' if n != 1 else ''}, {report.size_bytes // MIB} MiB per copy, "
+            f"fwman p2p: {n} GPU{'s' if n != 1 else ''}, {report.size_bytes // MIB} MiB per copy, "
             f"{warm} warm-up and {report.repeats} timed cop{'ies' if report.repeats != 1 else 'y'} per pair"
             f"{deadline}{cuda}"
         )]  # fmt: skip
@@ -167,7 +167,7 @@ class NcclResult(Result):
         comparison = self.comparison
         report = comparison.p2p
         where = f" inside `{shlex.join(report.prefix)}`" if report.prefix else ""
-        out: Out = [say(f"fwman p2p test --nccl: {report.runner}{where}")]
+        out: Out = [say(f"fwman p2p --nccl: {report.runner}{where}")]
         if report.nccl_version:
             out.append(say(f"  NCCL {report.nccl_version}"))
         if report.world is not None:
@@ -230,7 +230,7 @@ _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 @dataclass(frozen=True)
 class P2PRequest:
-    """What ``fwman p2p test`` was asked (its options, as typed)."""
+    """What ``fwman p2p`` was asked (its options, as typed)."""
 
     size_mb: int = 64
     repeats: int = 5
@@ -312,7 +312,7 @@ def p2p_test(
     """
     if replay:
         raise UsageError(
-            "fwman p2p test copies between this machine's GPUs: --snapshot does not apply",
+            "fwman p2p copies between this machine's GPUs: --snapshot does not apply",
             hint="run it on the machine itself, without --snapshot",
         )
     seconds = soak_seconds(request.soak, request.nccl)

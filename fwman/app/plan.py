@@ -198,7 +198,7 @@ def _hold(host: Host, permit: Callable[[], None]) -> tuple[Subject | None, list[
 
 
 #: the closing steps of every plan
-FINISH = "reboot, then `fwman apply --check` (doctor's verdict, the P2P record), then `fwman p2p test`"
+FINISH = "reboot, then `fwman apply --check` (doctor's verdict, the P2P record), then `fwman p2p`"
 
 
 @dataclass
@@ -406,7 +406,7 @@ class Check(Result):
 
 def check(host: Host) -> Check:
     """Return what is still missing on ``host``: the plan's pending steps, doctor's blockers, and a P2P copy test
-    never recorded for this configuration (``fwman p2p test`` records it; --check reads the record and does not
+    never recorded for this configuration (``fwman p2p`` records it; --check reads the record and does not
     load the GPUs itself). Raises what :func:`make_plan` raises."""
     plan = make_plan(host)
     blockers = [f for f in plan.findings if f.severity is Severity.BLOCK]

@@ -1,4 +1,4 @@
-"""``fwman report`` and ``fwman catalog propose`` as use cases: owner reports out, a proposed board file out.
+"""``fwman flash report`` and ``fwman catalog propose`` as use cases: owner reports out, a proposed board file out.
 
 ``owner_report`` reads the card and fwman's flash history (no change to the host); ``propose_from_reports``
 reads the local entry of the host and the reports the owner names, and returns the proposed board file with

@@ -26,10 +26,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "fetch": ("fwman.cli.fetch:fetch", "Download or import a catalog image into the verified cache (MD5 + SHA-256)."),
     "upgrade": ("fwman.cli.upgrade:upgrade", "Plan the firmware upgrade of every card (--dry-run): images and steps."),
     "backup": ("fwman.cli.backup:backup", "Back up every card's firmware with nvflash (verified, never overwritten)."),
-    "flash": ("fwman.cli.flash:flash", "Flash one card with every safety rail; `flash status`, `flash resume`."),
+    "flash": ("fwman.cli.flash:flash", "Flash one card with every rail; its status, resume, history and report."),
     "restore": ("fwman.cli.flash:restore", "Put a card's own backup back (same gates as flash)."),
-    "history": ("fwman.cli.flash:history", "Show every flash, restore and post-reboot check on this host."),
-    "report": ("fwman.cli.report:report", "An owner report of a card's last flash and check, to attach to an issue."),
     "audit": ("fwman.cli.audit:audit", "Which driver version kernel, user space and containers are on; do they match."),
     "driver": ("fwman.cli.driver:driver", "P2P forks of the NVIDIA open module: `driver branches` and more."),
     "rom": ("fwman.cli.rom:rom", "Inspect a VBIOS file, or verify it against a card before flashing."),
@@ -41,6 +39,24 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "metrics": ("fwman.cli.metrics:metrics", "Prometheus metrics for node_exporter's textfile collector: write."),
     "userspace": ("fwman.cli.userspace:userspace", "Hold the NVIDIA user-space packages at the module's version."),
 }
+
+#: Renamed commands, old words -> new words. The old name still runs for a release, hidden from help and docs,
+#: printing one deprecation line on stderr that names the new one (the hooks and scripts of a host keep working
+#: across an upgrade while their owner learns the new name).
+RENAMED_COMMANDS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("p2p", "test"): ("p2p",),  # p2p was a group of one command
+    ("history",): ("flash", "history"),  # one job with flash status: what fwman's flashes did
+    ("report",): ("flash", "report"),  # the owner report of a card's last flash and its check
+}
+
+
+def renamed(args: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """Return (old words, new words) when ``args`` (the words after ``fwman`` and its options) start with a renamed
+    command's old name, else None."""
+    for old, new in RENAMED_COMMANDS.items():
+        if tuple(args[: len(old)]) == old:
+            return old, new
+    return None
 
 
 class LazyGroup(click.Group):
@@ -69,6 +85,16 @@ class LazyGroup(click.Group):
     ) -> tuple[str | None, click.Command | None, list[str]]:
         """Resolve as click does, with click's "Did you mean" for a misspelt name (click looks for close names
         only among imported commands; these are imported on first use)."""
+        if self.lazy_commands is COMMANDS and not ctx.resilient_parsing and (old_new := renamed(args)) is not None:
+            old, new = old_new
+            line = (f"fwman: warning: `fwman {' '.join(old)}` is deprecated, and goes in a later release: "
+                    f"use `fwman {' '.join(new)}`")  # fmt: skip
+            app = ctx.find_object(AppContext)
+            if app is not None:
+                app.echo(line, err=True)
+            else:  # run outside fwman's entry point (click's own test runner): click's stderr
+                click.echo(line, err=True)
+            args = [*new, *args[len(old) :]]
         name = args[0] if args else None
         if name and not name.startswith("-") and name not in self.lazy_commands and not ctx.resilient_parsing:
             import difflib

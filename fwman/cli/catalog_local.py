@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.vocabulary import renamed_option
 
 
 @click.command("add-local")
@@ -21,7 +22,13 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
 )
 @click.option("--expect-md5", required=True, metavar="HEX", help="The MD5 the card maker publishes for that file.")
 @click.option("--md5-source", required=True, metavar="TEXT", help="Where it is published (the download page URL).")
-@click.option("--version", metavar="VERSION", help="Which image to take when the package holds several for the card.")
+@click.option(
+    "--firmware-version",
+    "version",
+    metavar="VERSION",
+    help="Which image to take when the package holds several for the card.",
+)
+@renamed_option("--version", "--firmware-version", "version")
 @click.option("--backup", "backup_path", metavar="PATH", help="The stored backup to read the running firmware from.")
 @click.option("--name", metavar="TEXT", help="Board name (default: the firmware's sign-on string).")
 @click.option("--maker", metavar="TEXT", help="Board maker (default: unknown).")
@@ -50,7 +57,7 @@ def add_local(
     its running firmware as read from a verified backup (take one with `fwman backup` first), and the vendor
     file you downloaded, whose MD5 must equal the one the card maker publishes. FILE may be the card maker's
     update program or archive: fwman unpacks it (7zz, never running it), finds every VBIOS image in it and
-    takes the one whose subsystem and device are the card's (refusing none or several; --version picks).
+    takes the one whose subsystem and device are the card's (refusing none or several; --firmware-version picks).
     The entry is marked local and unsigned; every gate applies to it as to a curated entry, and fwman says
     "local entry" wherever it cites it. A board the curated catalog knows is refused.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.vocabulary import renamed_option
 
 
 @click.command("propose")
@@ -18,9 +19,12 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
     multiple=True,
     nargs=2,
     metavar="FILE URL",
-    help="An owner report (fwman report --out FILE) and the public https page where it is published; repeat.",
+    help="An owner report (fwman flash report --output FILE) and the public https page where it is published; repeat.",
 )
-@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the board file to FILE.")
+@click.option(
+    "-o", "--output", "out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the board file to FILE."
+)
+@renamed_option("--out", "--output", "out", type=click.Path(dir_okay=False))
 @json_option
 @common_options
 @pass_app
@@ -28,7 +32,7 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
     """Turn BOARD's local entry and owner reports into a board file whose sources are those reports.
 
     BOARD is the subsystem (f00d:3090) or the four-part key of a local entry on this host (fwman catalog
-    add-local). Each --report names a report file written by `fwman report --out` and the public URL where
+    add-local). Each --report names a report file written by `fwman flash report --output` and the public URL where
     it is published (an issue, say): every fact the report states cites that URL. Only reports of this board
     whose flash `upgrade --check` confirmed are taken; images no report ran are left out. The file is linted
     as `catalog lint` would (exit 4 on an error); a maintainer reviews it, adds it to catalog/boards/ and signs.
@@ -36,9 +40,9 @@ def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], o
 
     \b
     Example:
-      fwman report --card 41:00.0 --out 41.report.json
+      fwman flash report --card 41:00.0 --output 41.report.json
       fwman catalog propose f00d:3090 --report 41.report.json https://github.com/ORG/fwman/issues/N \\
-          --out 10de-2204-f00d-3090.toml
+          --output 10de-2204-f00d-3090.toml
     """
     from fwman.app.report import propose_to_file
     from fwman.cli.render import finish

@@ -45,7 +45,7 @@ class Environment:
     euid: int = 0
     #: the clock this invocation reads (None: the machine's); tests pass a FixedClock
     clock: Clock | None = None
-    #: opens the GPUs for `p2p test` from a libcuda path (None: the default library); None: the real CUDA driver
+    #: opens the GPUs for `p2p` from a libcuda path (None: the default library); None: the real CUDA driver
     #: (fwman.p2p.cuda.open_driver); tests pass an in-memory device layer
     cuda_driver: Callable[[str | None], DeviceLayer] | None = None
 

@@ -9,7 +9,8 @@ import sys
 
 import click
 
-from fwman.cli.app import COMMANDS, cli
+from fwman.cli.app import COMMANDS, RENAMED_COMMANDS, cli
+from fwman.cli.vocabulary import OPTIONS, RenamedOption
 
 HEADER = """# fwman command reference
 
@@ -33,10 +34,41 @@ def _walk(chain: list[tuple[str, click.Command]]) -> list[list[tuple[str, click.
     return found
 
 
+def vocabulary(chains: list[list[tuple[str, click.Command]]]) -> str:
+    """Return the option vocabulary as Markdown: each option name with its one meaning and the commands that take
+    it (global options: every command), then the old spellings that still work for a release."""
+    takers: dict[str, list[str]] = {name: [] for name in OPTIONS}
+    renamed: list[tuple[str, str, str]] = []
+    runnable: set[str] = set()
+    for chain in chains:
+        path = " ".join(name for name, _ in chain[1:]) or "fwman"
+        command = chain[-1][1]
+        if len(chain) > 1 and (not isinstance(command, click.Group) or command.invoke_without_command):
+            runnable.add(path)
+        for param in command.params:
+            if isinstance(param, RenamedOption):
+                renamed.append((path, param.opts[0], param.renamed_to))
+            elif isinstance(param, click.Option) and not param.hidden:
+                takers.setdefault(max(param.opts, key=len), []).append(path)
+    out = ["\n## Options: one name per meaning\n\n| option | meaning | commands |\n|---|---|---|\n"]
+    for name, meaning in sorted(OPTIONS.items()):
+        shown = "every command" if runnable <= set(takers[name]) else ", ".join(takers[name])
+        out.append(f"| `{name}` | {meaning} | {shown} |\n")
+    out.append("\nOld spellings, hidden from help, that still work for a release and print one deprecation line:\n\n")
+    out.append("| command | old | use |\n|---|---|---|\n")
+    for old, new in RENAMED_COMMANDS.items():
+        out.append(f"| `fwman {' '.join(old)}` | (the command) | `fwman {' '.join(new)}` |\n")
+    for path, old_name, new_name in sorted(renamed):
+        out.append(f"| `{path}` | `{old_name}` | `{new_name}` |\n")
+    return "".join(out)
+
+
 def render() -> str:
     """Return the whole reference as Markdown."""
     out = [HEADER]
-    for chain in _walk([("fwman", cli)]):
+    chains = _walk([("fwman", cli)])
+    out.append(vocabulary(chains))
+    for chain in chains:
         ctx: click.Context | None = None
         for name, command in chain:
             # the root context carries the group's settings (-h as well as --help), as a real invocation does;

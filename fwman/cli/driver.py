@@ -13,6 +13,7 @@ import click
 from fwman.cli.app import LazyGroup
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish
+from fwman.cli.vocabulary import renamed_option
 from fwman.core.errors import UsageError
 
 #: name -> (module:attribute, one-line help)
@@ -30,7 +31,7 @@ def driver() -> None:
     \b
     Examples:
       fwman driver branches                       every P2P version each fork carries
-      fwman driver branches --version 570.86.16   which forks carry exactly 570.86.16
+      fwman driver branches --driver-version 570.86.16   which forks carry exactly 570.86.16
     """
 
 
@@ -49,7 +50,8 @@ def _fork_options(f: Any) -> Any:
 
 
 @driver.command()
-@click.option("--version", "version_text", metavar="V", help="The exact driver version to look for (570.86.16).")
+@click.option("--driver-version", "version_text", metavar="V", help="The exact driver version to look for (570.86.16).")
+@renamed_option("--version", "--driver-version", "version_text")
 @_fork_options
 @json_option
 @common_options
@@ -73,8 +75,8 @@ def branches(
     \b
     Examples:
       fwman driver branches
-      fwman driver branches --version 570.86.16
-      fwman driver branches --version 575.51.02 --json
+      fwman driver branches --driver-version 570.86.16
+      fwman driver branches --driver-version 575.51.02 --json
       fwman driver branches --fork mine=/srv/git/open-gpu-kernel-modules.git
       fwman driver branches --fork aikitoria --offline
       fwman driver branches --offline

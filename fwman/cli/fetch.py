@@ -10,6 +10,7 @@ from collections.abc import Callable
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.vocabulary import renamed_option
 from fwman.core.termtext import visible
 
 
@@ -40,11 +41,13 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
 @click.command("fetch")
 @click.argument("image_ref", metavar="BOARD/VERSION")
 @click.option(
-    "--from",
+    "--image",
     "from_file",
+    metavar="FILE",
     type=click.Path(dir_okay=False),
     help="Import an image you downloaded by hand (vendor sites often need a browser) instead of downloading.",
 )
+@renamed_option("--from", "--image", "from_file", type=click.Path(dir_okay=False))
 @click.option("--url", "urls", multiple=True, help="Download from this URL instead of the catalog's (repeatable).")
 @click.option(
     "--expect-md5",
@@ -80,7 +83,7 @@ def fetch(
 
     \b
     Examples:
-      fwman fetch 3842:3987/94.02.42.80.27 --from ~/Downloads/3987_ReBAR.rom \\
+      fwman fetch 3842:3987/94.02.42.80.27 --image ~/Downloads/3987_ReBAR.rom \\
           --expect-md5 <MD5 from EVGA's page> --md5-source "EVGA download page"
       fwman fetch 3842:3982/94.02.42.C0.05 --url https://mirror.example/img.rom --expect-md5 HEX
       fwman fetch 10de:2204:3842:3987/94.02.42.80.27 --json

@@ -1,4 +1,4 @@
-"""``fwman flash``, ``fwman flash status``, ``fwman flash resume``, ``fwman restore``, ``fwman history``.
+"""``fwman flash``, ``fwman flash status``, ``fwman flash resume``, ``fwman flash history``, ``fwman restore``.
 
 Options and rendering only: the use cases are in :mod:`fwman.app.flash`. Imports only click at module level:
 ``fwman upgrade`` loads it for the flash options.
@@ -115,6 +115,7 @@ def flash(
       fwman flash --card 41:00.0 --image ./evga.rom --reuse-backups-from 20261129T083000Z
       fwman flash status          where the last operations stopped
       fwman flash resume          continue (or explain) an interrupted one
+      fwman flash history         every flash, restore and post-reboot check
 
     Exit: 0 flashed and verified, 2 bad usage / snapshot, 3 a gate blocked (nothing written),
     4 the write or read-back failed (see `fwman flash status`), 5 nvflash missing, 130 interrupted.
@@ -129,7 +130,7 @@ def flash(
 
 
 @flash.command("status")
-@click.option("-n", "count", type=int, default=5, show_default=True, help="How many operations to show.")
+@click.option("-n", "--count", "count", type=int, default=5, show_default=True, help="How many operations to show.")
 @json_option
 @common_options
 @pass_app
@@ -200,7 +201,7 @@ def restore(
     show(app, restore_card(operator(app, "fwman restore"), bus, backup_path, flash_opts), as_json)
 
 
-@click.command()
+@flash.command("history")
 @click.option("--card", "bus", metavar="BUS", help="Only this card.")
 @json_option
 @common_options
@@ -210,10 +211,20 @@ def history(app: AppContext, bus: str | None, as_json: bool) -> None:
 
     \b
     Example:
-      fwman history --card 41:00.0
+      fwman flash history --card 41:00.0
     """
     from fwman.app.flash import flash_history
     from fwman.cli.render import finish
 
     # what could be read is shown, then the damaged lines are reported (exit 4), never skipped
     finish(app, "history", flash_history(app.host, bus), as_json)
+
+
+def _report_command() -> click.Command:
+    """Return ``flash report`` (its own module: the owner report's options and rendering)."""
+    from fwman.cli.report import report
+
+    return report
+
+
+flash.add_command(_report_command(), "report")

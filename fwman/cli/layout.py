@@ -88,6 +88,11 @@ def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int,
             if measure(cell) != len(cell):  # styled: whole
                 lines.append([lead + cell])
                 continue
+            if len(lead) + max((len(w) for w in _words(cell)), default=0) > width:
+                # a word (a long path) that does not fit after the header: the value goes below it, indented
+                # less, so that the word stays whole and inside the width where it can
+                lines.append([lead.rstrip()])
+                lead = "    "
             wrapped = textwrap.wrap(cell, max(width - len(lead), 20), break_long_words=False, break_on_hyphens=False)
             lines += [[(lead if k == 0 else " " * len(lead)) + part] for k, part in enumerate(wrapped or [""])]
     return lines
@@ -129,6 +134,9 @@ def wrap_pieces(pieces: Sequence[Piece], width: int | None) -> list[list[Piece]]
             lines[-1] += [(space, ""), *word]
             used += len(space) + size
         else:
-            lines.append([(hang, ""), *word])
-            used = len(hang) + size
+            # a word that would not fit after the hanging indent (a long command or path) starts further left:
+            # whole, and inside the width where it is not wider than the width itself
+            lead = hang if len(hang) + size <= width else " " * max(width - size, 0)
+            lines.append([(lead, ""), *word])
+            used = len(lead) + size
     return lines

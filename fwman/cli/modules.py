@@ -9,6 +9,7 @@ import click
 
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
+from fwman.cli.vocabulary import RenamedOption
 from fwman.core.termtext import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -45,7 +46,7 @@ def _permit(app: AppContext, what: str) -> Any:
 
 def _origin(choices: list[str], help: str) -> Callable[[F], F]:
     """Return the decorator adding ``--origin WHO`` (who runs the command: the hooks say) and the deprecated
-    ``--from`` it replaces (hidden; it still works and warns on stderr: ``fwman fetch --from`` names a file)."""
+    ``--from`` it replaces (hidden; it still works and warns on stderr: ``fwman fetch --from`` named a file)."""
 
     def old(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
         if value is not None:
@@ -61,7 +62,8 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
         return value or ctx.meta.get("fwman.origin") or "manual"
 
     def decorate(f: F) -> F:
-        f = click.option("--from", type=click.Choice(choices), hidden=True, expose_value=False, callback=old)(f)
+        f = click.option("--from", type=click.Choice(choices), cls=RenamedOption, renamed_to="--origin",
+                         expose_value=False, callback=old)(f)  # fmt: skip
         return click.option("--origin", type=click.Choice(choices), callback=new, help=help + " Default: manual.")(f)
 
     return decorate

@@ -6,16 +6,19 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish
+from fwman.cli.vocabulary import renamed_option
 
 
 @click.command("export")
 @click.option("--kernel", "kver", required=True, metavar="KVER", help="Kernel release whose modules to export.")
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Bundle file to write.")
 @click.option(
-    "--sign-key",
+    "--key",
+    "sign_key",
     type=click.Path(dir_okay=False),
     help="Ed25519 private key (PEM) to sign the bundle with (openssl genpkey -algorithm ed25519).",
 )
+@renamed_option("--sign-key", "--key", "sign_key", type=click.Path(dir_okay=False))
 @json_option
 @common_options
 @pass_app
@@ -23,14 +26,14 @@ def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_jso
     """Write the verified patched modules of a kernel to a bundle file, for `fwman modules import` elsewhere.
 
     The bundle holds the five modules as installed, and bundle.json: kernel release, vermagic, fork, branch,
-    commit, compiler, signature state and every module's SHA-256; --sign-key adds an Ed25519 signature over
+    commit, compiler, signature state and every module's SHA-256; --key adds an Ed25519 signature over
     bundle.json. Only a set that passes `fwman modules status`'s check is exported. The file is written
     atomically; nothing on the host changes.
 
     \b
     Examples:
       fwman modules export --kernel 6.1.0-50-amd64 -o p2p-6.1.0-50.fwbundle
-      fwman modules export --kernel "$(uname -r)" -o b.fwbundle --sign-key /root/fleet-bundle.pem
+      fwman modules export --kernel "$(uname -r)" -o b.fwbundle --key /root/fleet-bundle.pem
 
     Exit status: 0 written, 4 the installed modules do not verify, 5 none installed for KVER.
     """

@@ -1,4 +1,4 @@
-"""``fwman p2p test``: peer-to-peer copies between every pair of GPUs, bandwidth matrix, every byte compared."""
+"""``fwman p2p``: peer-to-peer copies between every pair of GPUs, bandwidth matrix, every byte compared."""
 
 from __future__ import annotations
 
@@ -8,20 +8,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app,
 from fwman.cli.render import finish
 
 
-@click.group()
-def p2p() -> None:
-    """GPU peer-to-peer on this machine's GPUs.
-
-    \b
-    Examples:
-      fwman p2p test                 64 MiB between every pair of GPUs
-      fwman p2p test --size 256      bigger copies: closer to the link's real bandwidth
-      fwman p2p test --nccl --prefix 'pct exec 101 --'   does NCCL (in container 101) use P2P?
-      fwman p2p test --json
-    """
-
-
-@p2p.command("test")
+@click.command()
 @click.option(
     "--size",
     "size_mb",
@@ -107,7 +94,7 @@ def p2p() -> None:
 @json_option
 @common_options
 @pass_app
-def test(
+def p2p(
     app: AppContext,
     size_mb: int,
     repeats: int,
@@ -149,11 +136,11 @@ def test(
 
     \b
     Examples:
-      fwman p2p test
-      fwman p2p test --size 256 --repeats 10
-      fwman p2p test --json > p2p.json
-      fwman p2p test --nccl
-      fwman p2p test --nccl --prefix 'pct exec 101 --' --nccl-env NCCL_P2P_LEVEL=SYS
+      fwman p2p
+      fwman p2p --size 256 --repeats 10
+      fwman p2p --json > p2p.json
+      fwman p2p --nccl
+      fwman p2p --nccl --prefix 'pct exec 101 --' --nccl-env NCCL_P2P_LEVEL=SYS
 
     \b
     Exit status: 0 every byte (every value) verified; 4 a copy corrupted data, hung (BLOCK), a CUDA call

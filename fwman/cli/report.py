@@ -1,4 +1,4 @@
-"""``fwman report``: an owner report of one card's flash and post-reboot check, to attach to an issue."""
+"""``fwman flash report``: an owner report of one card's flash and post-reboot check, to attach to an issue."""
 
 from __future__ import annotations
 
@@ -6,17 +6,20 @@ import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish
+from fwman.cli.vocabulary import renamed_option
 
 
-@click.command()
+@click.command("report")
 @click.option("--card", "bus", required=True, metavar="BUS", help="The card: bus id (41:00.0) or nvidia-smi index.")
 @click.option(
-    "--out",
+    "-o",
+    "--output",
     "out",
     type=click.Path(dir_okay=False),
     metavar="FILE",
     help="Also write the report as JSON (fwman.report/1) to FILE, to attach to an issue.",
 )
+@renamed_option("--out", "--output", "out", type=click.Path(dir_okay=False))
 @json_option
 @common_options
 @pass_app
@@ -33,7 +36,7 @@ def report(app: AppContext, bus: str, out: str | None, as_json: bool) -> None:
     \b
     Examples:
       fwman upgrade --check                      after the reboot
-      fwman report --card 41:00.0 --out 41.report.json
+      fwman flash report --card 41:00.0 --output 41.report.json
     """
     from fwman.app.owner_report import card_report
 

@@ -43,7 +43,7 @@ MODULES_STAMP = f"{MODULES_STATE_DIR}/current.stamp"
 BOOT_PIN_STATE = f"{STATE_DIR}/boot-pin.json"
 #: left by a kernel hook's boot check; apt's Post-Invoke hook (APT_BOOT_CHECK) checks again when it is there
 BOOT_CHECK_PENDING = f"{STATE_DIR}/boot-check.pending"
-#: what `fwman p2p test` verified, one JSON line per run, with the fingerprint of the configuration it ran on
+#: what `fwman p2p` verified, one JSON line per run, with the fingerprint of the configuration it ran on
 P2P_HISTORY_FILE = f"{STATE_DIR}/p2p-history.jsonl"
 DKMS_BLOCK_STATE = f"{STATE_DIR}/dkms-block.json"
 SIGNING_CONFIG = f"{STATE_DIR}/signing.json"

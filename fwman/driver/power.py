@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from fwman.core import paths, unitfile
-from fwman.core.errors import FwmanError, ParseError
+from fwman.core.errors import FwmanError, NotRecordedError, ParseError
 from fwman.core.names import bus_id
 from fwman.host.actions import Action, RemoveFile, RunCommand, Symlink, WriteFile
 from fwman.host.base import Host
@@ -116,10 +116,15 @@ def power_actions(host: Host, plan: PowerPlan, buses: list[str], smi: str, now: 
 
 
 def read_unit(host: Host) -> bytes | None:
-    """Return fwman's unit as it is on ``host`` (None when absent or unreadable)."""
+    """Return fwman's unit as it is on ``host`` (None when absent or unreadable).
+
+    Raises NotRecordedError on a replay that did not record it: unknown, never "absent".
+    """
     try:
         return host.read_bytes(paths.POWER_UNIT) if host.exists(paths.POWER_UNIT) else None
-    except (FwmanError, OSError):  # a snapshot that did not record it, a permission error: as if not there
+    except NotRecordedError:
+        raise
+    except (FwmanError, OSError):  # a permission error: as if not there (the unit is root's, readable by all)
         return None
 
 

@@ -212,7 +212,7 @@ class CopyReport:
         return "FAILED: " + "; ".join(problems)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON payload of ``fwman p2p test --json``."""
+        """Return the JSON payload of ``fwman p2p --json``."""
         return {
             "cuda_driver": self.driver_version,
             "size_bytes": self.size_bytes,

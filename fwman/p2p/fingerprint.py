@@ -1,6 +1,6 @@
 """The fingerprint of the configuration a P2P verification depends on, read from a Host.
 
-One reader for both sides: ``fwman p2p test`` records with it, ``fwman doctor`` compares with it, so the two
+One reader for both sides: ``fwman p2p`` records with it, ``fwman doctor`` compares with it, so the two
 can never disagree on how a field is read. Raises NotRecordedError on a snapshot that lacks one of its inputs.
 """
 

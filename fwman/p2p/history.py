@@ -1,6 +1,6 @@
-"""The P2P verification record: what ``fwman p2p test`` proved, and on exactly which configuration.
+"""The P2P verification record: what ``fwman p2p`` proved, and on exactly which configuration.
 
-``fwman p2p test`` writes it (:mod:`fwman.p2p.record` builds it from a test's report); the doctor and the
+``fwman p2p`` writes it (:mod:`fwman.p2p.record` builds it from a test's report); the doctor and the
 metrics (:mod:`fwman.reports`, one layer up) read it back and judge it.
 
 Each run appends one :class:`P2PRecord` (JSON lines, ``/var/lib/fwman/p2p-history.jsonl``) holding its result
@@ -209,7 +209,7 @@ class P2PRecord:
     #: nccl: True when P2P was exact and faster than the NCCL_P2P_DISABLE=1 control at every size, False when it
     #: was slower somewhere, None when there was no comparison (no control run, one rank, a failed run)
     p2p_faster: bool | None = None
-    advice: str | None = None  # nccl: the advice the comparison supports, as `p2p test --nccl` printed it
+    advice: str | None = None  # nccl: the advice the comparison supports, as `p2p --nccl` printed it
     #: copy with --soak: the soak's JSON (rounds, seconds, findings, unread, verdict), None without a soak
     soak: dict[str, Any] | None = None
 
@@ -272,7 +272,7 @@ def read_history(host: Host) -> list[P2PRecord]:
         more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
         raise VerificationError(
             f"damaged P2P verification history: {damaged[0]}{more}",
-            hint="inspect the line, repair or remove it by hand; `fwman p2p test` appends a new record",
+            hint="inspect the line, repair or remove it by hand; `fwman p2p` appends a new record",
         )
     return records
 

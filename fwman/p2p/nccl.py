@@ -1,4 +1,4 @@
-"""The NCCL tier of ``fwman p2p test``: an all-reduce across the GPUs, checked exactly, and which transport NCCL chose.
+"""The NCCL tier of ``fwman p2p``: an all-reduce across the GPUs, checked exactly, and which transport NCCL chose.
 
 The copy test proves the GPUs *can* reach each other; a model server talks through NCCL, which may still decline
 P2P for a pair (by topology and ``NCCL_P2P_LEVEL``) and stage the data through host memory. This tier runs an
@@ -216,7 +216,7 @@ class NcclReport:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON payload of ``fwman p2p test --nccl --json``."""
+        """Return the JSON payload of ``fwman p2p --nccl --json``."""
         return {
             "runner": self.runner,
             "prefix": list(self.prefix),
@@ -521,7 +521,7 @@ class NcclComparison:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON payload of ``fwman p2p test --nccl --json`` (the P2P run's keys, plus the control)."""
+        """Return the JSON payload of ``fwman p2p --nccl --json`` (the P2P run's keys, plus the control)."""
         return {
             **self.p2p.to_json(),
             "control": None if self.control is None else self.control.to_json(),

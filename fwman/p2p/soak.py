@@ -1,4 +1,4 @@
-"""``fwman p2p test --soak``: the health counters a soak reads before and after, and what changed.
+"""``fwman p2p --soak``: the health counters a soak reads before and after, and what changed.
 
 Under sustained P2P load the failures are not in the copies' bytes but in the kernel's account: a hard reset
 only with P2P on (club-3090 PR 1335), NVRM assertions (tinygrad/open-gpu-kernel-modules#29), IO_PAGE_FAULT with
@@ -322,7 +322,7 @@ class SoakReport:
         return f"soak clean: {head}, every byte verified; no new Xid, IOMMU fault or AER error ({checked})"
 
     def to_json(self) -> dict[str, Any]:
-        """Return the soak as JSON (``soak`` of ``p2p test --json`` and of the record)."""
+        """Return the soak as JSON (``soak`` of ``p2p --json`` and of the record)."""
         return {
             "duration_s": self.duration,
             "rounds": self.rounds,

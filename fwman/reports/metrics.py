@@ -77,7 +77,7 @@ DRIVER_COMPONENTS = Family("fwman_driver_components", "Driver components compare
 P2P_VERIFIED = Family(
     "fwman_p2p_verified", "1 when the last P2P verification passed and the configuration has not changed since."
 )
-P2P_LAST_OK = Family("fwman_p2p_last_check_ok", "1 when the last P2P verification (fwman p2p test) passed.")
+P2P_LAST_OK = Family("fwman_p2p_last_check_ok", "1 when the last P2P verification (fwman p2p) passed.")
 P2P_SLOWEST = Family(
     "fwman_p2p_slowest_pair_bytes_per_second", "Bandwidth of the slowest GPU pair of the last P2P verification."
 )

@@ -7,32 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.commands import CHANGES
 from tests.support.counting import CountingEnv
 from tests.support.env import EXAMPLE_HOST, HOSTS
 from tests.support.errors import one_error_line
 from tests.support.tools import is_root, needs_tool
 
-CHANGES = [
-    ("hooks", "install"),
-    ("hooks", "remove"),
-    ("dkms", "block"),
-    ("dkms", "unblock"),
-    ("modules", "keygen"),
-    ("modules", "catchup"),
-    ("modules", "unpin"),
-    ("modules", "build", "--kernel", "6.1.0-50-amd64", "--source", "/src"),
-    ("modules", "hook", "--kernel", "6.1.0-50-amd64"),
-    ("catalog", "update", "--url", "https://example.org/c/"),
-    ("fetch", "10de-2204-3842-3987/94.02.42.80.27"),
-    ("backup",),
-    ("flash", "--card", "41:00.0", "--image", "x.rom"),
-    ("flash", "resume"),
-    ("restore", "--card", "41:00.0", "--backup", "/x"),
-    ("upgrade", "--apply"),
-    ("metrics", "install"),
-    ("metrics", "remove"),
-    ("modules", "import", "x.fwbundle"),
-]
 NEEDS_ROOT = [c for c in CHANGES if c[0] in ("hooks", "dkms", "modules", "catalog", "fetch", "metrics")]
 READS = [
     ("scan",),
@@ -46,7 +26,7 @@ READS = [
     ("backup", "list"),
     ("backup", "verify"),
     ("flash", "status"),
-    ("history",),
+    ("flash", "history"),
     ("upgrade", "--check"),
     ("upgrade", "--dry-run"),
     ("catalog", "list"),

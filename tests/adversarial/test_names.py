@@ -39,7 +39,8 @@ def test_a_fork_that_would_be_a_git_option_is_refused(attack: CountingEnv, tmp_p
     pwned = tmp_path / "PWNED"
     root = tmp_path / "root"
     root.mkdir()
-    r = attack("driver", "branches", "--root", str(root), "--fork", spec.format(pwned=pwned), "--version", "570.86.16")
+    fork = spec.format(pwned=pwned)
+    r = attack("driver", "branches", "--root", str(root), "--fork", fork, "--driver-version", "570.86.16")
     assert r.code == 2, r.stderr
     line = one_error_line(r)
     assert "--fork" in line
@@ -54,7 +55,7 @@ def test_a_fork_in_config_toml_is_checked_the_same_way(tmp_path: Path) -> None:
     root = tmp_path / "root"
     (root / "etc/fwman").mkdir(parents=True)
     (root / "etc/fwman/config.toml").write_text(f'[forks]\nevil = "--upload-pack=touch {pwned}"\n')
-    r = CountingEnv()("driver", "branches", "--root", str(root), "--version", "570.86.16")
+    r = CountingEnv()("driver", "branches", "--root", str(root), "--driver-version", "570.86.16")
     assert r.code == 2, r.stderr
     assert "[forks] evil URL" in one_error_line(r)
     assert not pwned.exists()
@@ -223,7 +224,7 @@ def test_flash_status_count(attack: CountingEnv, n: str) -> None:
 
 @pytest.mark.parametrize("card", ["41:00", "zz:00.0", "41:00.8", "../41:00.0", "41:00.0 x", "0" * 40])
 def test_bad_bus_ids(attack: CountingEnv, card: str) -> None:
-    r = attack("history", "--card", card, "--snapshot", str(EXAMPLE_HOST))
+    r = attack("flash", "history", "--card", card, "--snapshot", str(EXAMPLE_HOST))
     assert r.code == 2
     assert "not a PCI bus id" in one_error_line(r)
 
@@ -247,9 +248,9 @@ def test_a_root_typo_makes_no_tree(attack: CountingEnv, tmp_path: Path, command:
 
 @pytest.mark.parametrize("value", ["abc", "", "570", "570.86.16-p2p", "--x", "570.86.16.1"])
 def test_a_bad_driver_version_on_the_command_line_is_usage(attack: CountingEnv, value: str) -> None:
-    r = attack("driver", "branches", "--snapshot", str(EXAMPLE_HOST), "--offline", "--version", value)
+    r = attack("driver", "branches", "--snapshot", str(EXAMPLE_HOST), "--offline", "--driver-version", value)
     assert r.code == 2, r.stderr
-    assert "--version" in one_error_line(r) and "not an NVIDIA driver version" in r.stderr
+    assert "--driver-version" in one_error_line(r) and "not an NVIDIA driver version" in r.stderr
 
 
 @settings(max_examples=200, deadline=None)

@@ -69,7 +69,7 @@ def test_a_bundle_whose_bundle_json_is_nested_is_exit_4(attack: CountingEnv, roo
 def test_a_nested_history_line_is_a_damaged_line(attack: CountingEnv, root: Path) -> None:
     good = '{"time": "t", "kind": "flash", "card": "0000:41:00.0", "result": "success"}'
     put(root, paths.FLASH_HISTORY_FILE, f"{good}\n{DEEP}\n")
-    r = attack("--root", str(root), "history")
+    r = attack("--root", str(root), "flash", "history")
     assert r.code == 4, r.stderr
     assert "0000:41:00.0" in r.stdout
     line = one_error_line(r)
@@ -88,7 +88,7 @@ def test_a_nested_forge_answer_is_could_not_list(attack: CountingEnv, tmp_path: 
         fork = Fork("aikitoria", "https://github.com/aikitoria/open-gpu-kernel-modules")
         report = list_branches(host, [fork], api=api)
         attack.variables = {"PATH": str(empty), "FWMAN_FORGE_API": api}
-        r = attack("--root", str(tmp_path / "root"), "driver", "branches", "--version", "570.86.16")
+        r = attack("--root", str(tmp_path / "root"), "driver", "branches", "--driver-version", "570.86.16")
     assert report.forks[0].source == "none"
     assert "unexpected answer" in (report.forks[0].error or "")
     assert r.code == 5, r.stderr  # as for a forge that answers HTTP 500: no fork could be listed

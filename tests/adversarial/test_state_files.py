@@ -62,7 +62,7 @@ def test_an_unreadable_journal_blocks_a_new_flash_before_any_write(root: Path) -
 def test_a_damaged_history_line_is_reported(attack: CountingEnv, root: Path, garbage: str) -> None:
     good = '{"time": "t", "kind": "flash", "card": "0000:41:00.0", "result": "success"}'
     put(root, paths.FLASH_HISTORY_FILE, f"{good}\n{garbage}\n")
-    r = attack("--root", str(root), "history")
+    r = attack("--root", str(root), "flash", "history")
     assert r.code == 4
     assert "0000:41:00.0" in r.stdout  # what could be read is shown
     assert f"damaged flash history: {paths.FLASH_HISTORY_FILE} line 2" in one_error_line(r)

@@ -6,6 +6,30 @@ import click
 
 from fwman.cli.app import COMMANDS, cli
 
+#: every command that changes a host, with the arguments it needs: each refuses a --snapshot replay the same way
+#: (tests/adversarial/test_changes_and_replays.py); the replay walk (test_replays_never_guess.py) skips them
+CHANGES = [
+    ("hooks", "install"),
+    ("hooks", "remove"),
+    ("dkms", "block"),
+    ("dkms", "unblock"),
+    ("modules", "keygen"),
+    ("modules", "catchup"),
+    ("modules", "unpin"),
+    ("modules", "build", "--kernel", "6.1.0-50-amd64", "--source", "/src"),
+    ("modules", "hook", "--kernel", "6.1.0-50-amd64"),
+    ("catalog", "update", "--url", "https://example.org/c/"),
+    ("fetch", "10de-2204-3842-3987/94.02.42.80.27"),
+    ("backup",),
+    ("flash", "--card", "41:00.0", "--image", "x.rom"),
+    ("flash", "resume"),
+    ("restore", "--card", "41:00.0", "--backup", "/x"),
+    ("upgrade", "--apply"),
+    ("metrics", "install"),
+    ("metrics", "remove"),
+    ("modules", "import", "x.fwbundle"),
+]
+
 
 def all_commands() -> list[tuple[tuple[str, ...], click.Command]]:
     """Return (argv, command) of every command and subcommand, groups included, each group after its

@@ -52,7 +52,7 @@ class FwmanEnv:
     tty: bool = False
     #: the clock fwman reads (None: the real one); e.g. fwman.core.clock.FixedClock
     clock: Clock | None = None
-    #: opens the GPUs for `p2p test` (None: the real CUDA driver); tests.support.gpus.memory_driver(...)
+    #: opens the GPUs for `p2p` (None: the real CUDA driver); tests.support.gpus.memory_driver(...)
     cuda_driver: Callable[[str | None], DeviceLayer] | None = None
     #: directories whose tools stand for the ``--root`` tree's own machine (LiveHost's door lets a command that
     #: acts on the machine run only from these); None: the ``path_prepend`` directories (a rig's stand-ins).

@@ -1,4 +1,4 @@
-"""An in-memory GPU device layer for `p2p test` without a GPU: device memory is host bytearrays, and the layer can
+"""An in-memory GPU device layer for `p2p` without a GPU: device memory is host bytearrays, and the layer can
 corrupt bytes, drop copies and fail calls (the stand-in for GPU hardware; FwmanEnv(cuda_driver=...) hands it to
 the CLI)."""
 

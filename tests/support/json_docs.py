@@ -2,7 +2,7 @@
 
 :func:`collect_documents` runs every leaf command that takes ``--json`` on each recorded host (``--snapshot``)
 and on an empty ``--root``, then the firmware commands on the stand-in nvflash rig (``fixtures/nvflash``) and
-``p2p test`` on in-memory GPUs, and returns the documents by schema. :func:`key_paths` walks one document.
+``p2p`` on in-memory GPUs, and returns the documents by schema. :func:`key_paths` walks one document.
 """
 
 from __future__ import annotations
@@ -50,9 +50,10 @@ def collect_documents(tmp: Path) -> Documents:
     rom = str(rig.new_image_path)
     for argv in [
         ("backup",), ("backup", "list"), ("backup", "verify"), ("upgrade", "--dry-run"),
-        ("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}"), ("flash", "status"), ("history",),
+        ("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}"), ("flash", "status"), ("flash", "history"),
         ("upgrade", "--check"), ("rom", "inspect", rom), ("rom", "verify", rom, "--card", "41:00.0"),
-        ("report", "--card", "41:00.0"), ("catalog", "show", "3842:3987"), ("fetch", f"3842:3987/{REBAR_3987}"),
+        ("flash", "report", "--card", "41:00.0"), ("catalog", "show", "3842:3987"),
+        ("fetch", f"3842:3987/{REBAR_3987}"),
         ("capture", str(tmp / "capture")),
     ]:  # fmt: skip
         r = rig(*argv, "--json")
@@ -87,7 +88,7 @@ def collect_documents(tmp: Path) -> Documents:
     # the copy test on two in-memory GPUs of the example host
     root = materialize(EXAMPLE_HOST, tmp / "p2p")
     p2p = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))))
-    argv = ("p2p", "test", "--size", "1", "--repeats", "1")
+    argv = ("p2p", "--size", "1", "--repeats", "1")
     _keep(found, argv, p2p("--root", str(root), *argv, "--json"))
     return found
 

@@ -88,7 +88,7 @@ def test_host_info_reads_the_json_documents_of_a_recorded_host(tmp_path: Path) -
         {
             "id": "p2p.verified",
             "state": "info",
-            "message": "P2P never verified on this machine (no `fwman p2p test` record)",
+            "message": "P2P never verified on this machine (no `fwman p2p` record)",
             "time": None,
         }
     ]

@@ -187,10 +187,10 @@ def test_a_branch_named_for_one_version_goes_by_the_version_its_tree_builds(tmp_
         rows = [line.split() for line in text.splitlines() if MISNAMED in line.split()]
         assert rows and rows[0][0] == VERSION, text
         # asked for the name's version: carried by none, and the branch of that name is said to build another
-        asked = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER, "--json").json()
+        asked = FwmanEnv()("driver", "branches", "--root", str(root), "--driver-version", OTHER, "--json").json()
         assert asked["carried_by"] == [] and asked["nearest_below"]["version"] == VERSION
         assert asked["named_only"] == [{"fork": "standin", "branch": MISNAMED, "builds": VERSION}]
-        said = FwmanEnv()("driver", "branches", "--root", str(root), "--version", OTHER).stdout
+        said = FwmanEnv()("driver", "branches", "--root", str(root), "--driver-version", OTHER).stdout
         assert f"standin's branch {MISNAMED} builds {VERSION} (its tree's version.mk), not {OTHER}." in said
 
         argv = ["modules", "build", "--root", str(root), "--kernel", KERNEL_OK, "--fork", "standin"]

@@ -143,7 +143,7 @@ def test_write_interrupted_then_resumed(tmp_path: Path) -> None:
     assert rig.chain(TARGET) == parse_rom(rig.new_image).chain_sha256
     assert_untouched(rig, before, except_=(TARGET,))
     assert last_op(rig)["state"] == "done"
-    results = [h["result"] for h in rig("history", "--json").json()["records"]]  # type: ignore[attr-defined]
+    results = [h["result"] for h in rig("flash", "history", "--json").json()["records"]]  # type: ignore[attr-defined]
     assert results == ["failed", "success"]
     assert "nothing to resume" in rig("flash", "resume").stdout
 
@@ -185,7 +185,7 @@ def test_ctrl_c_is_deferred_while_nvflash_writes(tmp_path: Path) -> None:
     assert rig.chain(TARGET) == parse_rom(rig.new_image).chain_sha256  # the write was not cut
     op = last_op(rig)
     assert op["state"] == "done"
-    assert rig("history", "--json").json()["records"][-1]["result"] == "success"  # type: ignore[attr-defined]
+    assert rig("flash", "history", "--json").json()["records"][-1]["result"] == "success"  # type: ignore[attr-defined]
 
 
 # -- the whole story ---------------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ def test_upgrade_story_end_to_end(tmp_path: Path) -> None:
         "0000:41:00.0": "confirmed",
         "0000:61:00.0": "confirmed",
     }
-    kinds = [(h["kind"], h["result"]) for h in rig("history", "--json").json()["records"]]  # type: ignore[attr-defined]
+    kinds = [(h["kind"], h["result"]) for h in rig("flash", "history", "--json").json()["records"]]  # type: ignore[attr-defined]
     assert kinds == [("flash", "success")] * 2 + [("check", "confirmed")] * 2
 
 

@@ -188,7 +188,7 @@ def test_cli_branches_local_repo_and_version(git_root: Path) -> None:
     conf = git_root / "etc/fwman/config.toml"
     conf.parent.mkdir(parents=True)
     conf.write_text('[forks]\ndefaults = false\nlocal = "/srv/git/fork"\n')  # no network in this test
-    r = env("driver", "branches", "--root", str(git_root), "--version", "570.86.16", "--json")
+    r = env("driver", "branches", "--root", str(git_root), "--driver-version", "570.86.16", "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
     assert [f["fork"] for f in doc["forks"]] == ["local"]
@@ -196,7 +196,7 @@ def test_cli_branches_local_repo_and_version(git_root: Path) -> None:
     assert doc["forks"][0]["p2p_versions"] == ["565.77", "570.86.16"]
     assert doc["carried_by"] == ["local"]
     # 575.51.02-p2p exists only as a tag: not carried
-    r = env("driver", "branches", "--root", str(git_root), "--version", "575.51.02", "--json")
+    r = env("driver", "branches", "--root", str(git_root), "--driver-version", "575.51.02", "--json")
     assert r.json()["carried_by"] == [] and r.json()["nearest_below"]["version"] == "570.86.16"
     # and now offline, from the cache the live run wrote
     r = env("driver", "branches", "--root", str(git_root), "--offline")
@@ -216,7 +216,7 @@ def forge_env(tmp_path: Path):
 
 def test_cli_version_carried(forge_env) -> None:
     env, root, _ = forge_env
-    r = env("driver", "branches", "--root", str(root), "--version", "570.86.16", "--json")
+    r = env("driver", "branches", "--root", str(root), "--driver-version", "570.86.16", "--json")
     assert r.code == 0, r.stderr
     doc = r.json()
     assert doc["schema"] == "fwman.driver-branches/1"
@@ -226,16 +226,16 @@ def test_cli_version_carried(forge_env) -> None:
 
 def test_cli_version_not_carried_shows_nearest_and_move(forge_env) -> None:
     env, root, _ = forge_env
-    r = env("driver", "branches", "--root", str(root), "--version", "575.51.02")
+    r = env("driver", "branches", "--root", str(root), "--driver-version", "575.51.02")
     assert r.code == 0, r.stderr
     assert "No fork carries 575.51.02-p2p" in r.stdout
     assert "Nearest with a branch: 570.86.16 (aikitoria)" in r.stdout
     assert "NVIDIA-Linux-x86_64-570.86.16.run --no-kernel-modules" in r.stdout
     assert "every container" in r.stdout
-    r = env("driver", "branches", "--root", str(root), "--version", "560.35.03", "--json")
+    r = env("driver", "branches", "--root", str(root), "--driver-version", "560.35.03", "--json")
     doc = r.json()
     assert doc["carried_by"] == ["aikitoria", "mylesgoose"]
-    r = env("driver", "branches", "--root", str(root), "--version", "555.42.02", "--json")
+    r = env("driver", "branches", "--root", str(root), "--driver-version", "555.42.02", "--json")
     doc = r.json()
     assert doc["carried_by"] == []
     assert doc["nearest_below"]["version"] == "550.90.07"
@@ -264,7 +264,7 @@ def test_cli_server_error_without_cache_is_missing(tmp_path: Path) -> None:
     with forge_server(ForgeState(repos={}, fail_status=500)) as api:
         env = FwmanEnv(variables={"PATH": str(empty), "FWMAN_FORGE_API": api})
         (tmp_path / "root").mkdir()
-        r = env("driver", "branches", "--root", str(tmp_path / "root"), "--version", "570.86.16")
+        r = env("driver", "branches", "--root", str(tmp_path / "root"), "--driver-version", "570.86.16")
     assert r.code == 5
     assert "HTTP 500" in r.stderr
     assert "Unknown whether any fork carries 570.86.16-p2p: no fork could be listed." in r.stdout
@@ -272,7 +272,7 @@ def test_cli_server_error_without_cache_is_missing(tmp_path: Path) -> None:
 
 def test_cli_bad_version_and_fork(forge_env) -> None:
     env, root, _ = forge_env
-    r = env("driver", "branches", "--root", str(root), "--version", "latest")
+    r = env("driver", "branches", "--root", str(root), "--driver-version", "latest")
     assert r.code == 2 and "not an NVIDIA driver version" in r.stderr  # a bad argument, not bad host data
     r = env("driver", "branches", "--root", str(root), "--fork", "oops")
     assert r.code == 2 and "NAME=URL" in r.stderr

@@ -94,7 +94,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     without_driver()
 
     # 4. fetch from the package: the one image for f00d:3090 is taken and checked against the local entry
-    r = rig("fetch", f"f00d:3090/{UPDATE}", "--from", str(package))
+    r = rig("fetch", f"f00d:3090/{UPDATE}", "--image", str(package))
     assert r.code == 0, r.stderr  # type: ignore[attr-defined]
     assert "(local entry)" in r.stdout and "local entry" in r.stdout.split("checked by")[1]  # type: ignore[attr-defined]
     cached = rig.root / f"var/cache/fwman/images/10de-2204-f00d-3090/{UPDATE}.rom"
@@ -139,7 +139,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
 
     # 7. the owner report of that flash: IDs, before/after versions and hashes, BAR1, power, the check; redacted
     report_file = tmp_path / "41.report.json"
-    r = rig("report", "--card", "41:00.0", "--out", str(report_file))
+    r = rig("flash", "report", "--card", "41:00.0", "--output", str(report_file))
     assert r.code == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
     report = json.loads(report_file.read_text())
     assert report["schema"] == "fwman.report/1"
@@ -157,7 +157,7 @@ def test_upgrade_story_for_an_unknown_card_through_a_local_entry(tmp_path: Path)
     # 8. the proposal: the local entry plus the report, cited at the public page where the owner posted it
     posted = "https://forge.example/fwman/issues/41"
     proposal = tmp_path / "10de-2204-f00d-3090.toml"
-    r = rig("catalog", "propose", "f00d:3090", "--report", str(report_file), posted, "--out", str(proposal))
+    r = rig("catalog", "propose", "f00d:3090", "--report", str(report_file), posted, "--output", str(proposal))
     assert r.code == 0, r.stdout + r.stderr  # type: ignore[attr-defined]
     board = tomllib.loads(proposal.read_text())
     assert board["format"] == 2 and posted in board["board"]["sources"] and "local" not in board

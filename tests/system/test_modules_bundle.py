@@ -94,7 +94,7 @@ def test_import_refuses_altered_bundles_other_kernels_and_untrusted_signatures(b
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     bundle = tmp_path / "signed.fwbundle"
-    argv = ("modules", "export", "--kernel", KERNEL_OK, "-o", str(bundle), "--sign-key", str(pem))
+    argv = ("modules", "export", "--kernel", KERNEL_OK, "-o", str(bundle), "--key", str(pem))
     code, out, err = run_fwman(built, *argv)
     assert code == 0, out + err
 

@@ -57,7 +57,7 @@ def nothing_kept(root: Path) -> bool:
 
 
 def fetch(fwman: FwmanEnv, root: Path, package: Path, *extra: str) -> tuple[int, str, str]:
-    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", str(package), "--root", str(root), *extra)
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--image", str(package), "--root", str(root), *extra)
     return r.code, r.stdout, r.stderr
 
 
@@ -166,13 +166,13 @@ def test_the_flash_gate_takes_an_image_extracted_from_a_signed_package_and_the_h
     r = rig(*flash)
     assert r.code == 0, r.stderr  # type: ignore[attr-defined]
     assert f"(image extracted from a package signed by EVGA ({MAKER_SUBJECT}))" in r.stdout  # type: ignore[attr-defined]
-    records = rig("history", "--json").json()["records"]  # type: ignore[attr-defined]
+    records = rig("flash", "history", "--json").json()["records"]  # type: ignore[attr-defined]
     (flashed,) = [rec for rec in records if rec["kind"] == "flash"]
     assert flashed["verified_by"] == f"extracted from a package signed by EVGA ({MAKER_SUBJECT})"
     assert flashed["image_sha256"] == sha256(rig.new_image)
     # the owner report carries it, with the image's hash, for the catalog to learn
     rig.reboot()
     assert rig("upgrade", "--check").code == 0  # type: ignore[attr-defined]
-    report = rig("report", "--card", "41:00.0", "--json").json()  # type: ignore[attr-defined]
+    report = rig("flash", "report", "--card", "41:00.0", "--json").json()  # type: ignore[attr-defined]
     assert report["flash"]["verified_by"] == f"extracted from a package signed by EVGA ({MAKER_SUBJECT})"
     assert report["flash"]["image_sha256"] == sha256(rig.new_image)

@@ -54,7 +54,7 @@ def signature_check(host: Host) -> Callable[[Bundle], str]:
         if bundle.signature is None:
             raise VerificationError(
                 f"the bundle is not signed, and this host trusts only signed bundles ({paths.BUNDLE_KEYS_DIR}/)",
-                hint="export it with --sign-key KEY.pem on the build host",
+                hint="export it with --key KEY.pem on the build host",
             )
         claimed = signature_key_id(bundle.signature, SIG_NAME)
         if claimed not in {k.key_id for k in keys}:

@@ -15,7 +15,7 @@ Format::
     source = "https://... (vendor page) / typed by the owner"
     recorded_at = "2026-11-29T08:10:00Z"
 
-An image taken from a board maker's signed update program (``fwman fetch --from PACKAGE``, the Authenticode
+An image taken from a board maker's signed update program (``fwman fetch --image PACKAGE``, the Authenticode
 signature verified up to a trusted root and its signer one the catalog records for the board) is recorded the
 same way, with ``md5``/``sha256``/``size`` of the image itself and two more keys::
 

@@ -233,7 +233,7 @@ def fetch_image(
         if not candidates:
             raise MissingError(
                 f"no download URL is known for {entry.ref}",
-                hint=f"download it from the card maker's site in a browser, then: fwman fetch {entry.ref} --from FILE",
+                hint=f"download it from the card maker's site in a browser, then: fwman fetch {entry.ref} --image FILE",
             )
         data, source = _download_any(host, candidates, part, cap, options or HttpOptions(), progress)
 
@@ -293,7 +293,7 @@ def fetch_image(
         recorded = True
     if signed is not None:
         # the image's own hashes, vouched for by the verified signature: a later flash (or fetch) checks the image
-        # against them, and `fwman report` carries them so the catalog can learn them
+        # against them, and `fwman flash report` carries them so the catalog can learn them
         record_override(
             host,
             HashOverride(
@@ -317,13 +317,13 @@ def _unverified(entry: CatalogEntry) -> BlockedError:
     maker = entry.board.board.maker
     if entry.board.board.package_signers:
         how = (
-            f"import {maker}'s signed update program (fwman fetch {entry.ref} --from PROGRAM.exe), or "
-            f"supply the vendor-published MD5 (fwman fetch {entry.ref} --from FILE --expect-md5 HEX)"
+            f"import {maker}'s signed update program (fwman fetch {entry.ref} --image PROGRAM.exe), or "
+            f"supply the vendor-published MD5 (fwman fetch {entry.ref} --image FILE --expect-md5 HEX)"
         )
     else:
         how = (
             f"find the MD5 on the card maker's download page and run again with --expect-md5 HEX "
-            f"(e.g. fwman fetch {entry.ref} --from FILE --expect-md5 HEX); the catalog records no signer of "
+            f"(e.g. fwman fetch {entry.ref} --image FILE --expect-md5 HEX); the catalog records no signer of "
             f"{maker}'s update programs, so a signed package cannot vouch for it either"
         )
     return BlockedError(

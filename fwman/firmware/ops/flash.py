@@ -481,7 +481,7 @@ class Flasher:
                 before_chain_sha256=op.before_chain_sha256,
                 after_chain_sha256=chain,
                 backup=self.backups[card.bus_id].path if card.bus_id in self.backups else None,
-                # the card as it was before the new firmware runs (what `fwman report` calls "before")
+                # the card as it was before the new firmware runs (what `fwman flash report` calls "before")
                 bar1_bytes=card.bar1_bytes,
                 bar1_offers_bytes=list(card.rebar_sizes_bytes) or None,
                 board_id=card.board_id,

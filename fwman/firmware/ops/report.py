@@ -1,6 +1,6 @@
 """Owner reports: what one flash did to one card, from fwman's own records, to attach to an issue.
 
-``fwman report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash
+``fwman flash report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash
 or restore of the card (versions, image and chain hashes, the card's BAR1, BAR1 offers and power limits as
 they were before) and the ``upgrade --check`` that followed it (the same, after the reboot). Nothing is read
 that could identify the owner: no GPU UUID, serial number, host name or file path is copied into a report,
@@ -181,7 +181,8 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
     if not flashes:
         raise MissingError(
             f"no successful flash of {card.bus_id} is recorded: nothing to report",
-            hint="fwman history --card BUS lists what fwman recorded; a report follows `upgrade --apply` and --check",
+            hint=f"`fwman flash history --card {card.bus_id}` lists what fwman recorded; a report follows "
+            "`upgrade --apply` and --check",
         )
     at, flash = flashes[-1]
     notes: list[str] = []

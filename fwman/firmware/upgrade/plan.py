@@ -264,7 +264,7 @@ def _supply(
     fetch = f"fwman fetch {entry.ref}"
     # a maker whose update programs the catalog knows the signer of: the signed program vouches, no MD5 needed
     signed_too = f", or {board.board.maker}'s signed update program imported," if board.board.package_signers else ""
-    signed_fix = f"{fetch} --from UPDATE-PROGRAM.exe (the maker's signed updater), or " if signed_too else ""
+    signed_fix = f"{fetch} --image UPDATE-PROGRAM.exe (the maker's signed updater), or " if signed_too else ""
     if not origin:
         findings.append(
             Finding(
@@ -273,7 +273,7 @@ def _supply(
                 message=f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5){signed_too} "
                 "before it can be flashed",
                 evidence={"image": entry.ref, "cards": ", ".join(buses)},
-                fix=f"{signed_fix}{fetch} --from FILE --expect-md5 HEX   (both from the card maker's download page)",
+                fix=f"{signed_fix}{fetch} --image FILE --expect-md5 HEX   (both from the card maker's download page)",
             )
         )
     elif not cached and not image.urls:
@@ -284,7 +284,7 @@ def _supply(
                 severity=Severity.BLOCK,
                 message=f"{version} {where} and the catalog knows no download URL",
                 evidence={"image": entry.ref, "cache": path},
-                fix=f"{fetch} --from FILE   (download it from the card maker's site first)",
+                fix=f"{fetch} --image FILE   (download it from the card maker's site first)",
             )
         )
     return supply
@@ -363,7 +363,7 @@ def _steps(
         commands = []
         if not img.cached:
             md5 = "" if img.hash_known else " --expect-md5 HEX"
-            src = "" if img.urls else " --from FILE"
+            src = "" if img.urls else " --image FILE"
             commands.append(f"fwman fetch {img.ref}{src}{md5}")
         add(
             "image",

@@ -408,8 +408,8 @@ def _hash_finding(
             severity=Severity.BLOCK,
             message=f"{cat.version} is unverified: no published hash is known, so this file cannot be checked",
             evidence=ev,
-            fix=f"vouch for it: fwman fetch {ev['catalog'].split(' ')[0]} --from FILE --expect-md5 HEX (the "
-            "vendor-published MD5), or --from the maker's signed update program",
+            fix=f"vouch for it: fwman fetch {ev['catalog'].split(' ')[0]} --image FILE --expect-md5 HEX (the "
+            "vendor-published MD5), or --image the maker's signed update program",
         )
     if from_override and signed_by is not None:
         whose = f"the image {signed_by[1]}, recorded on this host for"

@@ -35,8 +35,9 @@ def dkms_rows(host: Host, fwman_kernels: list[str]) -> list[Row]:
                     version=src.tree_version,
                     where=where,
                     status="info",
-                    fix=f"let fwman build {', '.join(only)}: `fwman modules build --kernel KVER` (its boot check "
-                    "knows only fwman's builds)"
+                    fix=f"let fwman build {', '.join(only)}: "
+                    f"`fwman modules build {' '.join(f'--kernel {k}' for k in only)}` (its boot check knows only "
+                    "fwman's builds)"
                     if only
                     else None,
                     detail="; ".join(details),

@@ -64,7 +64,7 @@ def p2p_line(p2p: P2PBranch) -> str:
         near = " and ".join(v for v in (p2p.nearest_below, p2p.nearest_above) if v) or "none"
         return (
             f"P2P branch {p2p.version}-p2p: no fork carries it; nearest versions with a branch: {near} "
-            f"(moving means host and every container to that exact version; see fwman driver branches --version "
+            f"(moving means host and every container to that exact version; see fwman driver branches --driver-version "
             f"{p2p.version}){age}"
         )
     return f"P2P branch {p2p.version}-p2p: unknown ({p2p.note or 'not listed'})"

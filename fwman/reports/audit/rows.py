@@ -56,9 +56,11 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
     """Return the verdict rows of ``report`` (reference already chosen), in table order."""
     ref = report.reference
     rows = loaded_rows(report.loaded, ref, report.running_kernel)
+    # the fork that carries the reference's P2P branch: the build command of a fix names it (it runs as printed)
+    fork = report.p2p.forks[0] if report.p2p.version == ref and report.p2p.forks else None
     for m in report.modules:
-        rows.append(module_row(m, ref))
-    rows += [bare_kernel_row(kver, ref) for kver in report.kernels_without_module]
+        rows.append(module_row(m, ref, fork))
+    rows += [bare_kernel_row(kver, ref, fork) for kver in report.kernels_without_module]
     rows += unreadable_module_rows(report.unreadable)
     rows += host_userspace_rows(host_us, ref)
     rows += firmware_rows(host_us, ref, local_modules=bool(report.modules) or bool(report.kernels_without_module))
@@ -116,8 +118,9 @@ def built_from(m: KernelModule) -> str:
     return m.branch or "?"
 
 
-def module_row(m: KernelModule, ref: str | None) -> Row:
-    """Return the row of one module file: its version, the kernel it was built for, and whether fwman put it."""
+def module_row(m: KernelModule, ref: str | None, fork: str | None = None) -> Row:
+    """Return the row of one module file: its version, the kernel it was built for, and whether fwman put it (a
+    mismatch's fix builds ``ref`` from ``fork``, the one carrying its P2P branch; None: the remembered fork)."""
     status: Status
     fix = None
     details: list[str] = []
@@ -129,7 +132,7 @@ def module_row(m: KernelModule, ref: str | None) -> Row:
         if status == "mismatch" and ref is not None:
             fix = (
                 f"build and install the {ref} kernel module for {m.kernel} "
-                f"(P2P fork branch {DriverVersion.parse(ref).branch_name})"
+                f"(P2P fork branch {DriverVersion.parse(ref).branch_name}): {build_command(m.kernel, ref, fork)}"
             )
     if m.kernel_release and m.kernel_release != m.kernel:
         status = "mismatch"
@@ -165,14 +168,22 @@ def module_row(m: KernelModule, ref: str | None) -> Row:
     )
 
 
-def bare_kernel_row(kver: str, ref: str | None) -> Row:
-    """Return the row of an installed kernel that has no NVIDIA module at all."""
+def build_command(kver: str, ref: str, fork: str | None) -> str:
+    """Return the command that builds and installs the ``ref`` module for ``kver`` from ``fork`` (None: the fork an
+    earlier build remembered), as it runs; the audit's text joins the rows of several kernels into one command,
+    ``--kernel`` once per kernel."""
+    from_fork = f" --fork {fork}" if fork else ""
+    return f"`fwman modules build --kernel {kver}{from_fork} --driver-version {ref}`"
+
+
+def bare_kernel_row(kver: str, ref: str | None, fork: str | None = None) -> Row:
+    """Return the row of an installed kernel that has no NVIDIA module at all (its fix as :func:`module_row`'s)."""
     return Row(
         component=f"nvidia.ko ({kver})",
         version=None,
         where=paths.modules_dir(kver),
         status="mismatch" if ref else "unknown",
-        fix=f"build and install the {ref} kernel module for {kver}" if ref else None,
+        fix=f"build and install the {ref} kernel module for {kver}: {build_command(kver, ref, fork)}" if ref else None,
         detail="no NVIDIA module for this kernel: booting it leaves the GPUs without a driver",
     )
 

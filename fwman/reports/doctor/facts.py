@@ -167,7 +167,7 @@ class Facts:
     virt: Fact[VirtVerdict]  # is this a VM guest
     acs: Fact[AcsFacts]  # the bridges between every GPU pair and their ACS capability
     slots: Fact[list[SlotFacts]]  # the port above each card below its link maximum
-    p2p_history: Fact[list[P2PRecord]]  # what `fwman p2p test` recorded
+    p2p_history: Fact[list[P2PRecord]]  # what `fwman p2p` recorded
     fingerprint: Fact[Fingerprint]  # the configuration a P2P verification depends on, now
     driver_settings: Fact[SettingsReport] | None = None  # NVreg_* options: recommended, written, in effect
     windows: Fact[list[BridgeWindow]] | None = None  # the prefetchable window above each card

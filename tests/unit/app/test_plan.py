@@ -35,7 +35,7 @@ def test_plan_on_the_example_host_shows_the_whole_way(fwman: FwmanEnv) -> None:
     assert 'in /etc/default/grub make the line `GRUB_CMDLINE_LINUX_DEFAULT="quiet amd_iommu=on iommu=pt"`' in mine
     # the driver blocker is fwman's (the modules), never an owner step
     assert "install the P2P fork's open kernel module" not in mine
-    assert out.rstrip().endswith("then `fwman p2p test`")
+    assert out.rstrip().endswith("then `fwman p2p`")
 
 
 def test_plan_json_is_the_same_plan(fwman: FwmanEnv) -> None:

@@ -13,7 +13,7 @@ from tests.support.json_docs import json_commands
 #: every read command: on the bundled rig's snapshot each one prints its JSON document
 READS_ON_THE_RIG = {
     ("scan",), ("catalog", "keys", "show"), ("catalog", "lint"), ("catalog", "list"), ("backup", "list"),
-    ("backup", "verify"), ("flash", "status"), ("history",), ("audit",), ("driver", "branches"), ("doctor",),
+    ("backup", "verify"), ("flash", "status"), ("flash", "history"), ("audit",), ("driver", "branches"), ("doctor",),
     ("modules", "check-boot"), ("modules", "status"), ("hooks", "status"), ("dkms", "status"),
     ("userspace", "status"),
 }  # fmt: skip

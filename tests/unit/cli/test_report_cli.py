@@ -10,13 +10,13 @@ SNAP = str(EXAMPLE_HOST)
 
 
 def test_a_card_fwman_never_flashed_has_nothing_to_report(fwman: FwmanEnv) -> None:
-    r = fwman("report", "--card", "41:00.0", "--snapshot", SNAP)
+    r = fwman("flash", "report", "--card", "41:00.0", "--snapshot", SNAP)
     assert r.code == 5 and r.stdout == ""
     assert "no successful flash of 0000:41:00.0 is recorded: nothing to report" in r.stderr
 
 
 def test_an_unknown_card_is_a_usage_error(fwman: FwmanEnv) -> None:
-    assert fwman("report", "--card", "99:00.0", "--snapshot", SNAP).code == 2
+    assert fwman("flash", "report", "--card", "99:00.0", "--snapshot", SNAP).code == 2
 
 
 def test_propose_needs_a_report_and_a_local_entry(fwman: FwmanEnv, tmp_path: Path) -> None:

@@ -240,7 +240,7 @@ def test_report_uses_the_last_check_after_the_flash_not_one_run_before_the_reboo
     rig.reboot()
     checked = _run(rig, hinted)  # the hint, after the reboot
     assert checked.code == 0, checked.stderr
-    report = _run(rig, ["report", "--card", "41:00.0", "--json"])
+    report = _run(rig, ["flash", "report", "--card", "41:00.0", "--json"])
     assert report.code == 0, report.stderr
     doc = report.json()
     assert doc["check"]["result"] == "confirmed"

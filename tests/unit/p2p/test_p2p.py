@@ -1,4 +1,4 @@
-"""fwman p2p test without a GPU: the copy test on an in-memory device layer (a stand-in for GPU hardware that can
+"""fwman p2p without a GPU: the copy test on an in-memory device layer (a stand-in for GPU hardware that can
 corrupt bytes and fail calls), the pure report, and the CLI's error paths on real libraries that are not CUDA."""
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def test_report_with_no_pairs_is_not_ok() -> None:
 
 # -- the CLI's error paths: real libraries, no GPU ----------------------------------------------------------------
 def test_without_libcuda_the_error_is_clear_and_exits_5(tmp_path: pytest.TempPathFactory) -> None:
-    r = FwmanEnv(variables={"FWMAN_LIBCUDA": "/nonexistent/libcuda.so.1"})("p2p", "test")
+    r = FwmanEnv(variables={"FWMAN_LIBCUDA": "/nonexistent/libcuda.so.1"})("p2p")
     assert r.code == ExitCode.MISSING
     assert "cannot load the CUDA driver library /nonexistent/libcuda.so.1" in r.stderr
     assert "hint: install the NVIDIA driver's user space" in r.stderr
@@ -141,20 +141,20 @@ def test_a_library_that_is_not_cuda_is_refused() -> None:
     assert libc is not None
     with pytest.raises(MissingError, match=r"is not a CUDA driver library \(no cuInit"):
         load_library(libc)
-    r = FwmanEnv(variables={"FWMAN_LIBCUDA": libc})("p2p", "test", "--json")
+    r = FwmanEnv(variables={"FWMAN_LIBCUDA": libc})("p2p", "--json")
     assert r.code == ExitCode.MISSING and r.stdout == ""
 
 
 def test_p2p_test_refuses_a_snapshot() -> None:
-    r = FwmanEnv()("p2p", "test", "--snapshot", str(EXAMPLE_HOST))
+    r = FwmanEnv()("p2p", "--snapshot", str(EXAMPLE_HOST))
     assert r.code == ExitCode.USAGE
     assert "--snapshot does not apply" in r.stderr
 
 
 def test_help_teaches_with_examples() -> None:
-    r = FwmanEnv()("p2p", "test", "--help")
+    r = FwmanEnv()("p2p", "--help")
     assert r.code == 0
-    assert "fwman p2p test --size 256" in r.stdout and "Exit status" in r.stdout
+    assert "fwman p2p --size 256" in r.stdout and "Exit status" in r.stdout
 
 
 # -- what the user sees: the CLI's rendering and exit status on a report ----------------------------------------
@@ -163,7 +163,7 @@ def test_text_output_shows_the_matrix_direct_access_and_verdict() -> None:
     report = run_copy_test(MemoryGpus(2, peer=all_pairs(2)), MIB, repeats=1, clock=ticking(0.001))
     finish(app, "p2p-test", CopyResult(report), False)
     text = out.getvalue()
-    assert "fwman p2p test: 2 GPUs, 1 MiB per copy, 1 warm-up and 1 timed copy per pair, CUDA driver API 13.0" in text
+    assert "fwman p2p: 2 GPUs, 1 MiB per copy, 1 warm-up and 1 timed copy per pair, CUDA driver API 13.0" in text
     assert "GPU1  0000:21:00.0  NVIDIA GeForce RTX 3090" in text
     cell = f"{MIB / 0.001 / 1e9:.1f}"
     bandwidth, latency = [line.split() for line in text.splitlines() if line.startswith("GPU0  ")][-2:]

@@ -202,7 +202,10 @@ def test_the_example_rig_names_every_redirecting_port_its_bits_and_the_vm_caveat
         "GPU pairs cross one"
     )
     assert f.evidence["0000:40:01.1"].startswith("ReqRedir+CmpltRedir (ACSCtl: SrcValid+ TransBlk- ReqRedir+")
-    assert "setpci -s <port> ECAP_ACS+0x6.w=0000" in (f.fix or "")
+    ports = ["0000:00:01.1", "0000:20:01.1", "0000:40:01.1", "0000:60:01.1"]  # the hint names them: it runs as printed
+    assert "`" + "; ".join(f"setpci -s {p} ECAP_ACS+0x6.w=0000" for p in ports) + "`" in (f.fix or "")
+    assert f"`pci=disable_acs_redir={';'.join(ports)}`" in (f.fix or "")
+    assert "<port>" not in (f.fix or "")
     assert "ACS is what keeps devices passed to VMs isolated" in (f.fix or "")
 
 

@@ -99,7 +99,7 @@ def test_the_real_torch_run_on_the_h200() -> None:
         "all-reduce exact on 1 rank; one GPU: NCCL connects no peer, so there is no transport to judge"
     )
     assert report.environment["NCCL_DEBUG"] == "INFO"
-    # what `fwman p2p test --nccl` printed there
+    # what `fwman p2p --nccl` printed there
     assert "verdict: all-reduce exact on 1 rank" in (LIVE / "nccl.txt").read_text()
 
 
@@ -235,7 +235,7 @@ def test_nccl_tier_in_a_container_uses_its_environment_records_and_doctor_reads_
     pct.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\ncat {tmp_path / "out"}\n')
     pct.chmod(0o755)
     env = FwmanEnv(path_prepend=[bindir])
-    r = env("--root", str(root), "p2p", "test", "--nccl", "--prefix", "pct exec 101 --")
+    r = env("--root", str(root), "p2p", "--nccl", "--prefix", "pct exec 101 --")
     assert r.code == 0, r.stderr
     sent = argv_file.read_text().splitlines()
     assert sent[:5] == ["exec", "101", "--", "env", "NCCL_DEBUG=INFO"] and sent[5] == "NCCL_P2P_LEVEL=SYS"

@@ -91,7 +91,7 @@ def test_a_runner_that_never_returns_at_all_is_killed_by_fwman(tmp_path: Path) -
 def test_the_cli_shows_both_runs_per_size_and_exits_4_on_a_hung_rank(tmp_path: Path) -> None:
     prefix = f"env PYTHONPATH={STANDIN} STANDIN_DIR={tmp_path / 'group'} STANDIN_WORLD=2"
     env = FwmanEnv()
-    ok = env("p2p", "test", "--nccl", "--runner", "torch", "--prefix", prefix + f" STANDIN_DELAY_SHM={DELAY}",
+    ok = env("p2p", "--nccl", "--runner", "torch", "--prefix", prefix + f" STANDIN_DELAY_SHM={DELAY}",
              "--nccl-sizes", "4,1K", "--no-record")  # fmt: skip
     assert ok.code == 0, ok.stderr
     assert "control (NCCL_P2P_DISABLE=1): all-reduce exact on 2 ranks; NCCL used SHM" in ok.stdout
@@ -101,7 +101,7 @@ def test_the_cli_shows_both_runs_per_size_and_exits_4_on_a_hung_rank(tmp_path: P
     # the control's column carries the measured delay (at least DELAY per all-reduce, in microseconds)
     assert all(float(r[2]) >= DELAY * 1e6 for r in rows)
     assert [line for line in ok.stdout.splitlines() if line.startswith("advice: ")]
-    hung = env("p2p", "test", "--nccl", "--runner", "torch", "--prefix", prefix + " STANDIN_HANG=0:4",
+    hung = env("p2p", "--nccl", "--runner", "torch", "--prefix", prefix + " STANDIN_HANG=0:4",
                "--nccl-sizes", "4,1K", "--timeout", "3", "--no-record", "--json")  # fmt: skip
     assert hung.code == 4
     assert "try the run again with --nccl-env NCCL_P2P_DISABLE=1" in hung.stderr

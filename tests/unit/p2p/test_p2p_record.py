@@ -1,4 +1,4 @@
-"""The P2P verification record: `fwman p2p test` appends it with a fingerprint; `fwman doctor` reads it back.
+"""The P2P verification record: `fwman p2p` appends it with a fingerprint; `fwman doctor` reads it back.
 
 The copy test runs on the in-memory GPU layer of tests/support/gpus.py (no GPU here); the host is the example rig
 materialised under a temporary --root, so the record is really written to disk and doctor really reads it.
@@ -147,12 +147,10 @@ def rig_root(tmp_path: Path) -> Path:
 
 def test_p2p_test_writes_a_record_that_doctor_reads_back_as_verified(rig_root: Path) -> None:
     gpus = MemoryGpus(2, peer=all_pairs(2))
-    r = FwmanEnv(cuda_driver=memory_driver(gpus))(
-        "--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1"
-    )
+    r = FwmanEnv(cuda_driver=memory_driver(gpus))("--root", str(rig_root), "p2p", "--size", "1", "--repeats", "1")
     assert r.code == 0, r.stderr
     # the copies ran on the layer the test handed in (in the isolated children: the table names its 2 GPUs' pairs)
-    assert "fwman p2p test: 2 GPUs," in r.stdout and "verdict: every byte verified: 4 copies of 1 MiB" in r.stdout
+    assert "fwman p2p: 2 GPUs," in r.stdout and "verdict: every byte verified: 4 copies of 1 MiB" in r.stdout
     assert f"recorded in {paths.P2P_HISTORY_FILE}" in r.stderr
     history = rig_root / paths.P2P_HISTORY_FILE.lstrip("/")
     [line] = history.read_text().splitlines()
@@ -185,7 +183,7 @@ def read_history_of(root: Path) -> list[P2PRecord]:
 
 def test_no_record_leaves_the_history_alone(rig_root: Path) -> None:
     run = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))))
-    r = run("--root", str(rig_root), "p2p", "test", "--size", "1", "--repeats", "1", "--no-record")
+    r = run("--root", str(rig_root), "p2p", "--size", "1", "--repeats", "1", "--no-record")
     assert r.code == 0, r.stderr
     assert not (rig_root / paths.P2P_HISTORY_FILE.lstrip("/")).exists()
 

@@ -1,4 +1,4 @@
-"""`p2p test --soak`: the copy test repeated under load, the kernel log (Xid, AMD-Vi, DMAR) and the PCIe AER
+"""`p2p --soak`: the copy test repeated under load, the kernel log (Xid, AMD-Vi, DMAR) and the PCIe AER
 counters of each GPU and its upstream port read before and after; anything new fails the test naming the GPU."""
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def test_a_clean_soak_repeats_rounds_reads_before_and_after_and_records_it(rig: 
     root, bin_dir = rig
     gpus = MemoryGpus(2, peer=all_pairs(2))
     r = FwmanEnv(cuda_driver=memory_driver(gpus), path_prepend=[bin_dir])(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1s"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1s"
     )
     assert r.code == 0, r.stderr
     assert "soak round 1: every byte verified" in r.stderr
@@ -164,7 +164,7 @@ def test_new_faults_and_a_grown_aer_counter_fail_the_soak_naming_the_gpu(rig: tu
     root, bin_dir = rig
     gpus = NoisyGpus(2, peer=all_pairs(2), root=root)
     r = FwmanEnv(cuda_driver=memory_driver(gpus), path_prepend=[bin_dir])(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--json"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1", "--json"
     )
     assert r.code == 4, r.stderr
     soak = json.loads(r.stdout)["soak"]
@@ -194,7 +194,7 @@ def test_a_failing_round_ends_the_soak(rig: tuple[Path, Path]) -> None:
     root, bin_dir = rig
     gpus = MemoryGpus(2, peer=all_pairs(2), corrupt={(0, 1): [5]})
     r = FwmanEnv(cuda_driver=memory_driver(gpus), path_prepend=[bin_dir])(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1h", "--no-record"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1h", "--no-record"
     )
     assert r.code == 4
     assert "soak round 1: FAILED" in r.stderr and "soak round 2" not in r.stderr
@@ -209,7 +209,7 @@ def test_an_unreadable_kernel_log_is_said_not_passed_over(rig: tuple[Path, Path]
     failing.write_text("#!/bin/sh\necho 'No journal files were found.' >&2\nexit 1\n")
     failing.chmod(0o755)
     r = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))), path_prepend=[empty])(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record"
     )
     assert r.code == 0, r.stderr
     assert "not read: kernel log: journalctl -k exited 1: No journal files were found." in r.stdout
@@ -218,8 +218,8 @@ def test_an_unreadable_kernel_log_is_said_not_passed_over(rig: tuple[Path, Path]
 
 def test_soak_is_for_the_copy_test_and_wants_a_duration() -> None:
     run = FwmanEnv()
-    assert run("p2p", "test", "--soak", "forever").code == 2
-    r = run("p2p", "test", "--nccl", "--soak", "60s")
+    assert run("p2p", "--soak", "forever").code == 2
+    r = run("p2p", "--nccl", "--soak", "60s")
     assert r.code == 2 and "--soak repeats the copy test" in r.stderr
 
 
@@ -285,7 +285,7 @@ def test_without_journalctl_the_soak_reads_the_kernels_buffer(kmsg_rig: tuple[Pa
     root, nobin = kmsg_rig
     gpus = KmsgNoisyGpus(2, peer=all_pairs(2), root=root)
     r = FwmanEnv(cuda_driver=memory_driver(gpus), variables={"PATH": str(nobin)})(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--json", "--no-record"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1", "--json", "--no-record"
     )
     assert r.code == 4, r.stderr
     soak = json.loads(r.stdout)["soak"]
@@ -316,7 +316,7 @@ def test_kmsg_records_stamped_before_the_soaks_start_are_not_considered(kmsg_rig
                 log.write(_kmsg(4, 3, 1_500_000_000, XID_LINE.split("] ", 1)[1].replace("79", "62")))
 
     r = FwmanEnv(cuda_driver=memory_driver(LateOldRecord(2, peer=all_pairs(2))), variables={"PATH": str(nobin)})(
-        "--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record"
+        "--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record"
     )
     assert r.code == 0, r.stdout + r.stderr
     assert "soak verdict: soak clean:" in r.stdout and "(kernel log)" in r.stdout and "Xid 62" not in r.stdout
@@ -326,7 +326,7 @@ def test_a_kernel_buffer_that_cannot_be_read_is_said_not_read(kmsg_rig: tuple[Pa
     root, nobin = kmsg_rig
     (root / KMSG).write_text("this is no kmsg record\n")
     env = FwmanEnv(cuda_driver=memory_driver(MemoryGpus(2, peer=all_pairs(2))), variables={"PATH": str(nobin)})
-    argv = ("--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record")
+    argv = ("--root", str(root), "p2p", "--size", "1", "--repeats", "1", "--soak", "1", "--no-record")
     r = env(*argv)
     assert r.code == 0, r.stderr
     assert "not read: kernel log: journalctl is not installed; kernel log record: /dev/kmsg: record 1" in r.stdout

@@ -17,7 +17,7 @@ One module per group of links:
 - :mod:`.platform`: running inside a VM guest (first: it changes how the rest reads)
 - :mod:`.pcie`: ACS redirect on the ports between GPUs, slot width versus link training
 - :mod:`.prereqs`: the module options, which GPU combinations peer, the bridge windows
-- :mod:`.verification`: whether ``fwman p2p test`` verified this very configuration (last)
+- :mod:`.verification`: whether ``fwman p2p`` verified this very configuration (last)
 
 Adding a check (ACS on the bridges between GPUs, running inside a VM, slot width, ...):
 

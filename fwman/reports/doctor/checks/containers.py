@@ -2,7 +2,7 @@
 
 For each (the running ones; when none runs, every GPU container): the same driver user space as the kernel
 module (the audit's row), an NCCL new enough for the transport, and vLLM's cached P2P verdict
-(``gpu_p2p_access_cache_for_<devices>.json`` under ``VLLM_CACHE_ROOT``) against what ``fwman p2p test``
+(``gpu_p2p_access_cache_for_<devices>.json`` under ``VLLM_CACHE_ROOT``) against what ``fwman p2p``
 recorded on this configuration: vLLM reads the cache instead of testing again, so a verdict cached before a
 driver or firmware change outlives it. The environment (NCCL_P2P_LEVEL, NCCL_P2P_DISABLE) is checked with every
 other workload by ``nccl.level``.
@@ -113,7 +113,7 @@ def _hangs(label: str, c: ContainerAudit, cells: list[str] | None) -> list[Findi
                 message=f"{label}: NCCL {row.version} {row.what} ({here})",
                 evidence={"source": row.source, "where": ", ".join(row.where), "files": ", ".join(c.nccl[row.version])},
                 fix=f"an image with another NCCL, or {row.workaround} in the container (and measure: "
-                "`fwman p2p test --nccl`)",
+                "`fwman p2p --nccl`)",
             )
         )
     return out
@@ -154,7 +154,7 @@ def vllm_cache_findings(
     facts: Facts, finding_id: str, label: str, cache: dict[str, bool], where: str, fix: str
 ) -> list[Finding]:
     """Return the finding comparing one vLLM P2P cache (``cache``: ``{"0->1": True}``, at ``where``) with the
-    newest ``fwman p2p test`` record of this configuration: stale (says no while fwman verified P2P; says yes
+    newest ``fwman p2p`` record of this configuration: stale (says no while fwman verified P2P; says yes
     while fwman's test failed), agreeing, or nothing current to compare with. ``fix`` clears it."""
     denied = sorted(k for k, v in cache.items() if not v)
     allowed = sorted(k for k, v in cache.items() if v)
@@ -168,7 +168,7 @@ def vllm_cache_findings(
                 id=finding_id,
                 severity=Severity.WARN,
                 message=f"{label}vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
-                "`fwman p2p test` verified P2P on this configuration: the cache is stale",
+                "`fwman p2p` verified P2P on this configuration: the cache is stale",
                 fix=fix,
             )
         ]
@@ -178,7 +178,7 @@ def vllm_cache_findings(
                 id=finding_id,
                 severity=Severity.WARN,
                 message=f"{label}vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
-                "`fwman p2p test` FAILED on this configuration: vLLM would use P2P that corrupts data",
+                "`fwman p2p` FAILED on this configuration: vLLM would use P2P that corrupts data",
                 fix=fix,
             )
         ]
@@ -188,14 +188,14 @@ def vllm_cache_findings(
                 id=finding_id,
                 severity=Severity.INFO,
                 message=f"{label}vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
-                fix="run `fwman p2p test`, then `fwman doctor` again",
+                fix="run `fwman p2p`, then `fwman doctor` again",
             )
         ]
     return [
         Finding(
             id=finding_id,
             severity=Severity.OK,
-            message=f"{label}vLLM's cached P2P verdict {where} agrees with `fwman p2p test`",
+            message=f"{label}vLLM's cached P2P verdict {where} agrees with `fwman p2p`",
         )
     ]
 

@@ -53,7 +53,7 @@ def check_driver(facts: Facts) -> list[Finding]:
     evidence = {"version": version, "flavour": loaded.flavour or "unknown", "proc": loaded.proc_version or ""}
     fork_fix = (
         f"install the P2P fork's open kernel module at exactly {version} (branch {version}-p2p; "
-        f"`fwman driver branches --version {version}` lists who carries it), or move host and every container "
+        f"`fwman driver branches --driver-version {version}` lists who carries it), or move host and every container "
         "to a version that has a branch"
     )
     running = [m for m in audit.modules if m.kernel == audit.running_kernel and m.name == "nvidia"]

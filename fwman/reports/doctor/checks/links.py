@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fwman.core import paths
+from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Severity
 from fwman.reports.doctor.checks.common import buses
 from fwman.reports.doctor.facts import Facts
@@ -73,8 +74,17 @@ def check_power(facts: Facts) -> list[Finding]:
 
     out = []
     good, unknown = [], []
-    unit = facts.power_unit.get() if facts.power_unit is not None else None
-    kept = unit_limits(unit.decode(errors="replace")) if unit else {}
+    lowered = any(c.power_limit_w < c.default_power_limit_w for c in facts.cards
+                  if c.power_limit_w is not None and c.default_power_limit_w is not None)  # fmt: skip
+    kept: dict[str, float] = {}
+    unit_unread = None  # why fwman's unit could not be read (a replay that did not record it): never "absent"
+    if lowered and facts.power_unit is not None:  # the unit only tells whether a lowered limit is on purpose
+        try:
+            unit = facts.power_unit.get()
+        except FwmanError as e:
+            unit_unread = e.message
+        else:
+            kept = unit_limits(unit.decode(errors="replace")) if unit else {}
     for c in facts.cards:
         if c.power_limit_w is None or c.default_power_limit_w is None:
             unknown.append(c)
@@ -94,7 +104,8 @@ def check_power(facts: Facts) -> list[Finding]:
                     severity=Severity.WARN,
                     message=f"{c.bus_id}: power limit {c.power_limit_w:g} W is below the default "
                     f"{c.default_power_limit_w:g} W",
-                    evidence={"bus_id": c.bus_id, "limit_w": f"{c.power_limit_w:g}"},
+                    evidence={"bus_id": c.bus_id, "limit_w": f"{c.power_limit_w:g}"}
+                    | ({"fwman_unit": f"could not read: {unit_unread}"} if unit_unread else {}),
                     fix=f"if not on purpose: `nvidia-smi -i {c.bus_id} -pl {c.default_power_limit_w:g}` (as root; "
                     "a firmware with a lower default power limit shows here too)",
                 )

@@ -9,14 +9,20 @@ from fwman.gpu.bridges import AcsFacts, SlotFacts
 from fwman.reports.doctor.checks.platform import is_guest
 from fwman.reports.doctor.facts import Facts
 
-ACS_FIX = (
-    "turn ACS off in the firmware setup where the board has a switch for it (names vary by vendor; on many EPYC "
-    "boards 'ACS Enable' under AMD CBS > NBIO); otherwise owners clear the redirect bits at boot, e.g. "
-    "`setpci -s <port> ECAP_ACS+0x6.w=0000` for each port on the path (NCCL troubleshooting guide, "
-    "'PCI Access Control Services'), or boot with `pci=disable_acs_redir=<port>`. Caveat: ACS is what keeps "
-    "devices passed to VMs isolated from each other (it shapes the IOMMU groups); on a host that passes devices "
-    "to VMs, clear it only on the ports between the GPUs the host itself uses"
-)
+
+def acs_fix(ports: list[str]) -> str:
+    """Return the fix for ACS redirect on ``ports`` (their PCI addresses): the firmware switch, else the commands
+    for exactly those ports (the kernel parameter takes them separated by semicolons: Linux commit aaca43fda742,
+    "PCI: Add pci=disable_acs_redir= parameter for peer-to-peer support")."""
+    setpci = "; ".join(f"setpci -s {p} ECAP_ACS+0x6.w=0000" for p in ports)
+    return (
+        "turn ACS off in the firmware setup where the board has a switch for it (names vary by vendor; on many EPYC "
+        "boards 'ACS Enable' under AMD CBS > NBIO); otherwise owners clear the redirect bits at boot, e.g. "
+        f"`{setpci}` (NCCL troubleshooting guide, 'PCI Access Control Services'), or boot with "
+        f"`pci=disable_acs_redir={';'.join(ports)}`. Caveat: ACS is what keeps "
+        "devices passed to VMs isolated from each other (it shapes the IOMMU groups); on a host that passes devices "
+        "to VMs, clear it only on the ports between the GPUs the host itself uses"
+    )
 
 
 def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
@@ -49,7 +55,7 @@ def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
                 "their P2P goes up through the root complex and the IOMMU (slower, or a hang with the P2P forks); "
                 "Linux sets these bits when an IOMMU driver is active",
                 evidence=evidence,
-                fix=ACS_FIX,
+                fix=acs_fix(redirecting),
             )
         )
     unreadable = sorted(b for b in users if (r := acs.readings.get(b)) is not None and r.state is AcsState.UNREADABLE)

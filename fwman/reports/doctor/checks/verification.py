@@ -33,10 +33,10 @@ def _nccl_fix(r: P2PRecord) -> str | None:
     if r.p2p_faster is True:
         return (
             "set NCCL_P2P_LEVEL=SYS where the model server runs (measured faster and exact with P2P) and run "
-            "`fwman p2p test --nccl` again"
+            "`fwman p2p --nccl` again"
         )
     return (
-        "run `fwman p2p test --nccl --nccl-env NCCL_P2P_LEVEL=SYS` where the model server runs: it times P2P "
+        "run `fwman p2p --nccl --nccl-env NCCL_P2P_LEVEL=SYS` where the model server runs: it times P2P "
         "against an NCCL_P2P_DISABLE=1 control, and only a P2P path that is exact and faster is worth setting"
     )
 
@@ -51,8 +51,8 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
             Finding(
                 id="p2p.verified",
                 severity=Severity.INFO,
-                message="P2P never verified on this machine (no `fwman p2p test` record)",
-                fix="run `fwman p2p test`: it copies between every GPU pair, compares every byte and records the "
+                message="P2P never verified on this machine (no `fwman p2p` record)",
+                fix="run `fwman p2p`: it copies between every GPU pair, compares every byte and records the "
                 "result against this configuration",
             )
         )
@@ -72,7 +72,7 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
                 severity=Severity.BLOCK,
                 message=f"P2P test FAILED on this configuration ({copy.record.date}): {copy.record.verdict}",
                 evidence={"time": copy.record.time},
-                fix="do not serve across GPUs until `fwman p2p test` passes; check IOMMU (iommu=pt), the driver "
+                fix="do not serve across GPUs until `fwman p2p` passes; check IOMMU (iommu=pt), the driver "
                 "build and the links above",
             )
         )
@@ -87,7 +87,7 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
                 severity=Severity.WARN,
                 message=f"P2P not verified since {first}{more}: last verified {_copy_line(copy.record)}",
                 evidence={c.what: f"was {c.was}, now {c.now}" for c in copy.changed},
-                fix="run `fwman p2p test` again on this configuration",
+                fix="run `fwman p2p` again on this configuration",
             )
         )
     nccl = standing(records, now, KIND_NCCL)
@@ -123,7 +123,7 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
                 id="p2p.nccl",
                 severity=Severity.INFO,
                 message=f"NCCL tier not run since {first} (last: {_nccl_line(nccl.record)})",
-                fix="`fwman p2p test --nccl` (with `--prefix` where the model server's NCCL lives)",
+                fix="`fwman p2p --nccl` (with `--prefix` where the model server's NCCL lives)",
             )
         )
     return out

@@ -97,7 +97,7 @@ def check_nccl(facts: Facts) -> list[Finding]:
                     Finding(
                         id="nccl.level",
                         severity=Severity.OK,
-                        message=f"{what} in {s.label}: NCCL stages through host memory, which `fwman p2p test "
+                        message=f"{what} in {s.label}: NCCL stages through host memory, which `fwman p2p "
                         f"--nccl` measured faster than P2P on this configuration ({measured.date}"
                         + (f": {measured.advice}" if measured.advice else "")
                         + "): leave it",
@@ -113,7 +113,7 @@ def check_nccl(facts: Facts) -> list[Finding]:
             again = (
                 ""
                 if proof
-                else "; then `fwman p2p test --nccl --nccl-env NCCL_P2P_LEVEL=SYS`: P2P is not always faster than "
+                else "; then `fwman p2p --nccl --nccl-env NCCL_P2P_LEVEL=SYS`: P2P is not always faster than "
                 "shared memory, measure it"
             )
             out.append(

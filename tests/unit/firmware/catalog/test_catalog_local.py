@@ -1,8 +1,9 @@
 """Local catalog entries (/etc/fwman/catalog.d): loading, never shadowing, lint, citation, export; and
-`fetch --from PACKAGE` for a curated entry whose hash the owner supplies."""
+`fetch --image PACKAGE` for a curated entry whose hash the owner supplies."""
 
 from __future__ import annotations
 
+import shlex
 import tomllib
 from pathlib import Path
 
@@ -176,9 +177,9 @@ def test_fetch_from_a_package_checks_the_owners_md5_against_the_package(tmp_path
     pkg = tmp_path.parent / f"{tmp_path.name}-dl" / "EVGA_ReBAR.exe"
     pkg.parent.mkdir()
     pkg.write_bytes(build_pe([other, option]))
-    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", str(pkg), "--expect-md5", md5(option), "--root", str(tmp_path))
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--image", str(pkg), "--expect-md5", md5(option), "--root", str(tmp_path))
     assert r.code == 4 and "MD5 mismatch" in r.stderr  # the vendor's MD5 is of the download, not of the image
-    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", str(pkg), "--expect-md5", md5(pkg.read_bytes()),
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--image", str(pkg), "--expect-md5", md5(pkg.read_bytes()),
               "--md5-source", "EVGA download page", "--root", str(tmp_path))  # fmt: skip
     assert r.code == 0, r.stderr
     cached = tmp_path / f"var/cache/fwman/images/10de-2204-3842-3987/{REBAR}.rom"
@@ -196,7 +197,7 @@ def test_fetch_from_a_package_the_unpacker_cannot_open_is_exit_4(tmp_path: Path,
     pkg = tmp_path.parent / f"{tmp_path.name}-dl" / "EVGA_ReBAR.zip"
     pkg.parent.mkdir()
     pkg.write_bytes(bytes(broken))
-    r = fwman("fetch", f"3842:3987/{REBAR}", "--from", str(pkg), "--expect-md5", md5(bytes(broken)), "--root",
+    r = fwman("fetch", f"3842:3987/{REBAR}", "--image", str(pkg), "--expect-md5", md5(bytes(broken)), "--root",
               str(tmp_path))  # fmt: skip
     assert r.code == 4, r.stderr
     assert f"fwman: error: 7zz could not unpack {pkg}: " in r.stderr and "unexpected" not in r.stderr
@@ -240,3 +241,9 @@ def test_add_local_refuses_text_that_is_not_one_line(tmp_path: Path, option: str
     assert r.code == 0, r.stderr  # type: ignore[attr-defined]
     text = (rig.root / "etc/fwman/catalog.d/10de-2204-f00d-3090.toml").read_text()
     assert tomllib.loads(text) and "EVGA FTW3" in text
+    # the next step it prints names the file it was given, and runs as printed
+    [step] = [line for line in r.stdout.splitlines() if line.startswith("  next ")]  # type: ignore[attr-defined]
+    fetch = step.split("; ")[1]
+    assert fetch == f"fwman fetch f00d:3090/{UPDATE} --image {rom}"
+    ran = rig(*shlex.split(fetch)[1:])
+    assert ran.code == 0, ran.stderr  # type: ignore[attr-defined]

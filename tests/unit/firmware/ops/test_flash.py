@@ -51,7 +51,7 @@ def test_flash_writes_verifies_journals_and_records(tmp_path: Path) -> None:
     assert all(s["state"] == "done" for s in op["steps"])
     log = (rig.root / doc["log"].lstrip("/")).read_text()
     assert "A reboot is required for the update to take effect." in log and "--index 2" in log
-    hist = rig("history", "--json").json()["records"]
+    hist = rig("flash", "history", "--json").json()["records"]
     assert hist[-1]["result"] == "success" and hist[-1]["after_version"] == REBAR_3987
     assert hist[-1]["backup"] == next(b["path"] for b in backups if b["bus_id"] == TARGET)
     status = rig("flash", "status", "--json").json()["operations"]

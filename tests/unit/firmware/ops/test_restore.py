@@ -23,7 +23,7 @@ def test_restore_puts_the_launch_firmware_back(tmp_path: Path) -> None:
     assert r.code == 0, r.stderr
     assert (r.json()["before_version"], r.json()["after_version"]) == (REBAR_3987, LAUNCH_3987)
     assert rig.chain("0000:41:00.0") == original
-    hist = rig("history", "--card", "41:00.0", "--json").json()["records"]
+    hist = rig("flash", "history", "--card", "41:00.0", "--json").json()["records"]
     assert [h["kind"] for h in hist] == ["flash", "restore"] and hist[-1]["result"] == "success"
 
 
@@ -75,7 +75,7 @@ def test_with_reused_backups_the_before_is_what_the_card_holds_not_the_backup(tm
     r = rig("restore", "--card", "41:00.0", "--backup", backup, "--reuse-backups-from", run, "--json")
     assert r.code == 0, r.stderr
     assert (r.json()["before_version"], r.json()["after_version"]) == (REBAR_3987, LAUNCH_3987)
-    last = rig("history", "--card", "41:00.0", "--json").json()["records"][-1]
+    last = rig("flash", "history", "--card", "41:00.0", "--json").json()["records"][-1]
     assert (last["kind"], last["before_version"], last["before_chain_sha256"]) == ("restore", REBAR_3987, rebar_chain)
     # the same for a flash onto a card already holding the image: "unchanged", before = after = what it holds
     assert (
@@ -83,6 +83,6 @@ def test_with_reused_backups_the_before_is_what_the_card_holds_not_the_backup(tm
     )
     r = rig("flash", "--card", "41:00.0", "--image", f"3842:3987/{REBAR_3987}", "--reuse-backups-from", run, "--json")
     assert r.code == 0 and r.json()["changed"] is False
-    last = rig("history", "--card", "41:00.0", "--json").json()["records"][-1]
+    last = rig("flash", "history", "--card", "41:00.0", "--json").json()["records"][-1]
     assert (last["result"], last["before_version"], last["after_version"]) == ("unchanged", REBAR_3987, REBAR_3987)
     assert last["before_chain_sha256"] == rig.chain("0000:41:00.0") == rebar_chain

@@ -103,7 +103,7 @@ def test_example_host_plan_steps_in_order(fwman: FwmanEnv) -> None:
     checks = "\n".join(steps[-1]["details"])
     assert f"41:00.0, 61:00.0: VBIOS {REBAR}" in checks
     assert "default power limit 420 W" in checks
-    assert steps[1]["commands"] == [f"fwman fetch 3842:3987/{REBAR} --from FILE --expect-md5 HEX"]
+    assert steps[1]["commands"] == [f"fwman fetch 3842:3987/{REBAR} --image FILE --expect-md5 HEX"]
 
 
 def test_example_host_text_output_tells_the_story(fwman: FwmanEnv) -> None:

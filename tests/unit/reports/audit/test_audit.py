@@ -313,7 +313,32 @@ def test_second_kernel_with_other_version_and_xz(tree: Tree) -> None:
     row = next(x for x in doc["rows"] if x["component"] == f"nvidia.ko ({KVER2})")
     assert row["version"] == "565.77" and row["status"] == "mismatch"
     assert row["where"] == f"/lib/modules/{KVER2}/updates/dkms/nvidia.ko.xz"
-    assert row["fix"] == f"build and install the {VER} kernel module for {KVER2} (P2P fork branch {VER}-p2p)"
+    assert row["fix"] == (
+        f"build and install the {VER} kernel module for {KVER2} (P2P fork branch {VER}-p2p): "
+        f"`fwman modules build --kernel {KVER2} --fork aikitoria --driver-version {VER}`"  # the cached carrier
+    )
+
+
+def test_one_fix_line_for_every_module_file_of_every_kernel_it_repairs(tree: Tree) -> None:
+    """Five module files on each of two kernels at another version: ten rows, each with its kernel's fix in --json,
+    and in the text each row's detail then ONE fix, naming both kernels in a command that takes them as printed."""
+    tree.healthy()
+    kver3 = "6.1.0-54-amd64"
+    for kver in (KVER2, kver3):
+        for name in MODULES:
+            tree.module(kver, f"updates/dkms/{name}.ko", "565.77")
+    rows = [x for x in tree.run("--json").json()["rows"] if x["version"] == "565.77"]
+    assert len(rows) == 10 and {x["fix"].split(": `")[1] for x in rows} == {
+        f"fwman modules build --kernel {k} --fork aikitoria --driver-version {VER}`" for k in (KVER2, kver3)
+    }
+    text = tree.run().stdout
+    fixes = [line for line in text.splitlines() if line.startswith("  fix: ")]
+    assert fixes == [
+        f"  fix: build and install the {VER} kernel module for {KVER2}, {kver3} (P2P fork branch {VER}-p2p): "
+        f"`fwman modules build --kernel {KVER2} --kernel {kver3} --fork aikitoria --driver-version {VER}`"
+    ]
+    details = text[text.index("\n\n") :].splitlines()
+    assert details.index(fixes[0]) > max(details.index(line) for line in details if line.startswith("nvidia"))
 
 
 def test_module_built_for_another_kernel(tree: Tree) -> None:
@@ -492,7 +517,10 @@ def test_installed_kernel_without_nvidia_module(tree: Tree) -> None:
     assert doc["kernels_without_module"] == [KVER2]
     row = next(x for x in doc["rows"] if x["component"] == f"nvidia.ko ({KVER2})")
     assert row["status"] == "mismatch" and "without a driver" in row["detail"]
-    assert row["fix"] == f"build and install the {VER} kernel module for {KVER2}"
+    assert row["fix"] == (
+        f"build and install the {VER} kernel module for {KVER2}: "
+        f"`fwman modules build --kernel {KVER2} --fork aikitoria --driver-version {VER}`"
+    )
 
 
 def test_container_root_must_exist(tree: Tree) -> None:

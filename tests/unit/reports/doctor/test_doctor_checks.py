@@ -120,7 +120,7 @@ def test_a_fact_is_read_once_and_its_error_kept() -> None:
 
 
 def test_nccl_level_advice_follows_the_nccl_tiers_p2p_against_shm_measurement() -> None:
-    """Where ``fwman p2p test --nccl`` timed P2P against its NCCL_P2P_DISABLE=1 control on this configuration,
+    """Where ``fwman p2p --nccl`` timed P2P against its NCCL_P2P_DISABLE=1 control on this configuration,
     nccl.level follows the measurement: shared memory measured faster is not a blocker (issue 40)."""
     from fixtures.hostgen.rig import rig_4x3090, topo_m
     from fwman.gpu.topo import parse_topo_matrix

@@ -1,6 +1,6 @@
 """``fwman doctor``'s vLLM cache step on the host: vLLM's ``gpu_p2p_access_cache_for_<devices>.json`` files
 found where a host's model server keeps them (a unit's VLLM_CACHE_ROOT, root's and each /home user's
-~/.cache/vllm) and compared with the record `fwman p2p test` wrote on this configuration."""
+~/.cache/vllm) and compared with the record `fwman p2p` wrote on this configuration."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ PREFIX = "gpu_p2p_access_cache_for_"
 def _root(tmp_path: Path, *, p2p_ok: bool) -> Path:
     root = materialize(EXAMPLE_HOST, tmp_path / "root")
     gpus = MemoryGpus(2, peer=all_pairs(2), corrupt={} if p2p_ok else {(0, 1): [3]})
-    r = FwmanEnv(cuda_driver=memory_driver(gpus))("--root", str(root), "p2p", "test", "--size", "1", "--repeats", "1")
+    r = FwmanEnv(cuda_driver=memory_driver(gpus))("--root", str(root), "p2p", "--size", "1", "--repeats", "1")
     assert r.code == (0 if p2p_ok else 4), r.stderr
     return root
 

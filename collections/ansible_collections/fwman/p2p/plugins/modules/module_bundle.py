@@ -127,7 +127,7 @@ def export(module, fwman):
     try:
         argv = ["modules", "export", "--kernel", p["kernel"], "-o", tmp]
         if p["sign_key"]:
-            argv += ["--sign-key", p["sign_key"]]
+            argv += ["--key", p["sign_key"]]
         doc, _ = fwman.json("modules-export", *argv)
         fresh = {**{k: doc.get(k) for k in IDENTITY}, "signature_key": doc.get("signature_key")}
         existing = identity_of_file(target) if os.path.exists(target) else None

@@ -41,6 +41,8 @@ READS: list[tuple[str, ...]] = [
     ("catalog", "lint"),
     ("catalog", "keys", "show"),
     ("p2p",),  # the machine's own GPUs: refuses a replay, saying so (exit 2)
+    ("plan",),  # a part whose files a recording lacks says "not known from this replay" with the path
+    ("apply", "--check"),
 ]
 #: commands that read no host (a file named on the command line, the machine being recorded, a catalog being
 #: proposed or signed from files), with why

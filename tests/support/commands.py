@@ -28,6 +28,7 @@ CHANGES = [
     ("metrics", "install"),
     ("metrics", "remove"),
     ("modules", "import", "x.fwbundle"),
+    ("apply",),
 ]
 
 

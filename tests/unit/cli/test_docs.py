@@ -37,7 +37,8 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 def test_the_demo_reads_as_a_result_and_exits_0() -> None:
     """`make demo`'s script on the bundled host: every step shown, no fwman error line, a summary of what the host
-    needs (`fwman plan`: fwman's part, then the owner's steps with their fixes), exit 0 (audit and doctor finding problems is the demo working)."""
+    needs (`fwman plan`: fwman's part, then the owner's steps with their fixes), exit 0 (audit and doctor finding
+    problems is the demo working)."""
     fwman = Path(sys.executable).with_name("fwman")
     r = subprocess.run(["bash", str(REPO / "fixtures/demo.sh"), str(fwman)], cwd=REPO, capture_output=True,
                        text=True, timeout=300, check=False)  # fmt: skip

@@ -5,8 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.env import FwmanEnv
+
+# No per-example deadline: the suite runs on a shared 2-core machine beside other work, where a parser's example
+# can take longer than hypothesis' 200 ms for reasons that are not the parser's (speed is bench/'s job, never a
+# test's); and no example database written into the checkout.
+settings.register_profile("fwman", deadline=None, database=None)
+settings.load_profile("fwman")
 
 SYSTEM = Path(__file__).resolve().parent / "system"
 STORY = Path(__file__).resolve().parent / "story"

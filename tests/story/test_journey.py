@@ -89,8 +89,7 @@ def box(
         # NVIDIA's user space at the fork's version, as a package (a stand-in: NVIDIA's packages cannot be here)
         stand_in = tmp_path_factory.mktemp("userspace") / f"{USERSPACE}_{USERSPACE_VERSION}_all.deb"
         _userspace_deb(stand_in)
-        root.put(stand_in, f"/tmp/{stand_in.name}")
-        root.sh(f"apt-get install -y -q /tmp/{stand_in.name}")
+        install_deb(root, stand_in)  # /tmp is a fresh tmpfs each time: the file goes to /root
         install_deb(root, deb)
         config = root.read_text("/etc/fwman/config.toml")
         config += f'\n[forks]\n{FORK_NAME} = "{fork.url()}"\n\n[modules]\nfork = "{FORK_NAME}"\nbranch = "{BRANCH}"\n'

@@ -17,9 +17,10 @@ from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
+from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record, kernel_patches, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -146,7 +147,8 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     of it builds the version (the message lists the versions it does carry).
     """
     from fwman.core.config import load_config
-    from fwman.driver.forks import api_base, list_branches
+    from fwman.driver.forks.forge import api_base
+    from fwman.driver.forks.listing import list_branches
 
     assert request.driver_version is not None
     version = names.driver_version(request.driver_version, "--driver-version")
@@ -177,7 +179,7 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
         from fwman.app.driver_branches import gpu_family
         from fwman.driver.families import describe
-        from fwman.driver.forks import choose_revision
+        from fwman.driver.forks.listing import choose_revision
 
         family = gpu_family(host)
         if family is None:

@@ -232,8 +232,9 @@ def planned_build(host: Host, kver: str, spec: SourceSpec, force: bool = False) 
     from fwman.core.errors import ParseError
     from fwman.driver.build import toolchain
     from fwman.driver.build.attempt import retry_reason
+    from fwman.driver.build.kbuild import kernel_patches
     from fwman.driver.build.manifest import failed_path, read_marker
-    from fwman.driver.build.pipeline import current_attempt, kernel_patches
+    from fwman.driver.build.pipeline import current_attempt
     from fwman.driver.build.source import cached_source_id
 
     build = f"build the patched modules for {kver} from {spec.describe()}"

@@ -13,8 +13,7 @@ from typing import IO, Any
 from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
-from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
-from fwman.driver.boot.initramfs import inspect as inspect_initramfs
+from fwman.driver.boot.initramfs import InitramfsState, refresh_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.kbuild import kernel_patches
@@ -35,7 +34,7 @@ from fwman.driver.build.source import (
 )
 from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
-from fwman.host.actions import Report, apply_all, silent
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 
@@ -419,20 +418,6 @@ def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) 
         return e
     save_source_spec(host, spec)
     return source
-
-
-def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:
-    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than the new ones; return its state.
-
-    A generator that fails or leaves the image stale is reported (the kernel then counts as not safe to boot),
-    never raised: the modules themselves are installed.
-    """
-    action = RegenerateInitramfs(kver)
-    try:
-        apply_all(host, [action], report)
-    except FwmanError as e:
-        report(f"WARNING: {kver}: {e.message}")
-    return action.after or inspect_initramfs(host, kver)
 
 
 def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:

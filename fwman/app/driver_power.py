@@ -12,7 +12,7 @@ from fwman.app.driver_settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, ParseError, UsageError
-from fwman.driver.power import PowerPlan, parse_limits, power_actions, read_unit
+from fwman.driver.power import GpuPower, PowerPlan, parse_limits, power_actions, read_unit
 from fwman.host.actions import Action, Report, apply_all, pending, silent
 from fwman.host.base import Host
 from fwman.host.machine import reachable
@@ -26,6 +26,9 @@ class PowerStatus:
 
     gpus: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     unit: bytes | None = None
+    #: what each GPU holds now (persistence mode, power limit), read back from nvidia-smi: the "now" steps skip
+    #: what is already so
+    held: dict[str, GpuPower] = field(default_factory=dict)
 
     @property
     def buses(self) -> list[str]:
@@ -110,7 +113,11 @@ def power_status(host: Host) -> PowerStatus:
         cards = scan_cards(host)
     except FwmanError:
         cards = []
-    return PowerStatus([(c.bus_id, c.power_limit_w, c.default_power_limit_w) for c in cards], read_unit(host))
+    return PowerStatus(
+        [(c.bus_id, c.power_limit_w, c.default_power_limit_w) for c in cards],
+        read_unit(host),
+        {c.bus_id: GpuPower(c.persistence_mode, c.power_limit_w) for c in cards},
+    )
 
 
 def plan_actions(
@@ -133,4 +140,4 @@ def plan_actions(
     if not plan.empty and smi is None:
         raise MissingError("nvidia-smi is not installed: the unit applies the settings with it",
                            hint="install the NVIDIA driver's user space (nvidia-smi)")  # fmt: skip
-    return plan, power_actions(host, plan, status.buses, smi or "nvidia-smi", now)
+    return plan, power_actions(host, plan, status.buses, smi or "nvidia-smi", now, status.held)

@@ -44,7 +44,8 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
     # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
     # imported and the host is read: asked first, they are the longest wait of an audit
     engine_reads = start_engine_reads(host)
-    from fwman.driver.forks import api_base, configured_forks
+    from fwman.driver.forks.config import configured_forks
+    from fwman.driver.forks.forge import api_base
     from fwman.reports.audit.report import audit_host
 
     # a replay must not reach the network: the forks are looked up in the recorded cache only

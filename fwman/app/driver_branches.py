@@ -16,16 +16,10 @@ from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, PartialError
 from fwman.driver.families import PLAIN, CardMemory, describe, host_family
-from fwman.driver.forks import (
-    BranchReport,
-    ForkBranches,
-    api_base,
-    choose_revision,
-    configured_forks,
-    human_age,
-    list_branches,
-    utc_text,
-)
+from fwman.driver.forks.config import configured_forks
+from fwman.driver.forks.forge import api_base
+from fwman.driver.forks.listing import choose_revision, list_branches
+from fwman.driver.forks.model import BranchReport, ForkBranches, human_age, utc_text
 from fwman.driver.versions import Revision, parse_p2p_branch
 from fwman.gpu.inventory import scan_cards
 from fwman.host.base import Host

@@ -12,7 +12,7 @@ from fwman.app.driver_settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, NotRecordedError, ParseError, UsageError
-from fwman.driver.power import PowerPlan, parse_limits, power_actions, read_unit
+from fwman.driver.power import GpuPower, PowerPlan, parse_limits, power_actions, read_unit
 from fwman.driver.settings_host import NOT_RECORDED
 from fwman.host.actions import Action, Report, apply_all, pending, silent
 from fwman.host.base import Host
@@ -27,6 +27,9 @@ class PowerStatus:
 
     gpus: list[tuple[str, float | None, float | None]] = field(default_factory=list)
     unit: bytes | None = None
+    #: what each GPU holds now (persistence mode, power limit), read back from nvidia-smi: the "now" steps skip
+    #: what is already so
+    held: dict[str, GpuPower] = field(default_factory=dict)
     #: False on a replay that did not record the unit: whether it is there is unknown (never guessed absent)
     unit_recorded: bool = True
 
@@ -116,10 +119,11 @@ def power_status(host: Host) -> PowerStatus:
     except FwmanError:
         cards = []
     gpus = [(c.bus_id, c.power_limit_w, c.default_power_limit_w) for c in cards]
+    held = {c.bus_id: GpuPower(c.persistence_mode, c.power_limit_w) for c in cards}
     try:
-        return PowerStatus(gpus, read_unit(host))
+        return PowerStatus(gpus, read_unit(host), held)
     except NotRecordedError:
-        return PowerStatus(gpus, None, unit_recorded=False)
+        return PowerStatus(gpus, None, held, unit_recorded=False)
 
 
 def plan_actions(
@@ -142,4 +146,4 @@ def plan_actions(
     if not plan.empty and smi is None:
         raise MissingError("nvidia-smi is not installed: the unit applies the settings with it",
                            hint="install the NVIDIA driver's user space (nvidia-smi)")  # fmt: skip
-    return plan, power_actions(host, plan, status.buses, smi or "nvidia-smi", now)
+    return plan, power_actions(host, plan, status.buses, smi or "nvidia-smi", now, status.held)

@@ -13,13 +13,13 @@ from typing import IO, Any
 from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
-from fwman.driver.boot.initramfs import InitramfsState, RegenerateInitramfs
-from fwman.driver.boot.initramfs import inspect as inspect_initramfs
+from fwman.driver.boot.initramfs import InitramfsState, refresh_initramfs
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.checkout import SourceError
+from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record, kernel_patches, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -34,7 +34,7 @@ from fwman.driver.build.source import (
 )
 from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
-from fwman.host.actions import Report, apply_all, silent
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 
@@ -146,7 +146,8 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     of it builds the version (the message lists the versions it does carry).
     """
     from fwman.core.config import load_config
-    from fwman.driver.forks import api_base, list_branches
+    from fwman.driver.forks.forge import api_base
+    from fwman.driver.forks.listing import list_branches
 
     assert request.driver_version is not None
     version = names.driver_version(request.driver_version, "--driver-version")
@@ -177,7 +178,7 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
     if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
         from fwman.app.driver_branches import gpu_family
         from fwman.driver.families import describe
-        from fwman.driver.forks import choose_revision
+        from fwman.driver.forks.listing import choose_revision
 
         family = gpu_family(host)
         if family is None:
@@ -417,20 +418,6 @@ def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) 
         return e
     save_source_spec(host, spec)
     return source
-
-
-def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:
-    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than the new ones; return its state.
-
-    A generator that fails or leaves the image stale is reported (the kernel then counts as not safe to boot),
-    never raised: the modules themselves are installed.
-    """
-    action = RegenerateInitramfs(kver)
-    try:
-        apply_all(host, [action], report)
-    except FwmanError as e:
-        report(f"WARNING: {kver}: {e.message}")
-    return action.after or inspect_initramfs(host, kver)
 
 
 def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:

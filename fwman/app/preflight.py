@@ -15,9 +15,9 @@ from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.driver import kernel_hold
 from fwman.driver import preflight as pf
+from fwman.driver.build.kbuild import compiler_version
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.manifest import now_iso
-from fwman.driver.build.pipeline import compiler_version
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import Source, load_source_spec, resolve_source
 from fwman.driver.kernels import version_key

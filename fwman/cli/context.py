@@ -367,7 +367,7 @@ def runs_subcommand(ctx: click.Context, app: AppContext) -> bool:
 
 
 #: what ``--fork`` takes, the same in every command that has it (``modules build``, ``driver branches``, ``audit``):
-#: all of them read it with the one resolver, ``fwman.driver.forks.resolve_fork``
+#: all of them read it with the one resolver, ``fwman.driver.forks.config.resolve_fork``
 FORK_FORMS = "a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path"
 
 pass_app = click.make_pass_decorator(AppContext)

@@ -168,7 +168,7 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
         for key, value in forks.items():
             if key not in fork_keys and isinstance(value, dict):
                 # [forks.NAME]: a donor-patch fork; its keys are checked here (the line), its values by
-                # fwman.driver.forks.parse_donor when a fork is resolved
+                # fwman.driver.forks.config.parse_donor when a fork is resolved
                 unknown = sorted(k for k in value if k not in DONOR_KEYS)
                 if unknown:
                     line = _header_line(text, f"forks.{key}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from fwman.core import paths, unitfile
@@ -26,6 +27,19 @@ from fwman.host.base import Host
 MIN_WATTS = 1.0
 MAX_WATTS = 2000.0  # above any board's limit; nvidia-smi refuses what the board does not allow
 _LIMIT = re.compile(r"(?:(?P<bus>[0-9A-Fa-f:.]+)=)?(?P<watts>\d+(?:\.\d+)?)")
+
+
+@dataclass(frozen=True)
+class GpuPower:
+    """What one GPU holds now, as ``nvidia-smi -q -x`` reads back: persistence mode and the power limit in W
+    (None where nvidia-smi did not say, or could not be read)."""
+
+    persistence: bool | None = None
+    limit_w: float | None = None
+
+    def holds_limit(self, watts: float) -> bool:
+        """Return True when the power limit read back is ``watts`` (to nvidia-smi's two decimals)."""
+        return self.limit_w is not None and round(self.limit_w, 2) == round(watts, 2)
 
 
 @dataclass(frozen=True)
@@ -98,9 +112,16 @@ def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
     )
 
 
-def power_actions(host: Host, plan: PowerPlan, buses: list[str], smi: str, now: bool) -> list[Action]:
+def power_actions(
+    host: Host, plan: PowerPlan, buses: list[str], smi: str, now: bool, held: Mapping[str, GpuPower]
+) -> list[Action]:
     """Return the actions that make the host match ``plan``: write and enable fwman's unit (or remove both when
-    the plan is empty), then, with ``now``, apply the settings at once (the unit would only at the next boot)."""
+    the plan is empty), then, with ``now``, apply the settings at once (the unit would only at the next boot).
+
+    ``held`` is each GPU's state as read back before planning (bus id -> :class:`GpuPower`): a ``-pm`` or ``-pl``
+    command is needed only where the GPU does not hold its value already (or nvidia-smi did not say), so a
+    second run applies nothing.
+    """
     if plan.empty:
         return [RemoveFile(paths.POWER_UNIT_WANTS), RemoveFile(paths.POWER_UNIT)]
     actions: list[Action] = [
@@ -108,11 +129,17 @@ def power_actions(host: Host, plan: PowerPlan, buses: list[str], smi: str, now: 
         Symlink(paths.POWER_UNIT_WANTS, paths.POWER_UNIT),
     ]
     if now:
-        # the driver's state is not read back here, so each command runs (nvidia-smi setting a value it has is
-        # harmless); the unit is what keeps them
-        actions += [RunCommand(argv, lambda h: True, reason="now, not only at the next boot") for argv in
-                    smi_commands(plan, buses, smi)]  # fmt: skip
+        unknown = GpuPower()
+        for argv in smi_commands(plan, buses, smi):
+            state = held.get(argv[2], unknown)
+            holds = state.persistence is True if argv[3] == "-pm" else state.holds_limit(float(argv[4]))
+            actions.append(RunCommand(argv, _unless(holds), reason="now, not only at the next boot"))
     return actions
+
+
+def _unless(holds: bool) -> Callable[[Host], bool]:
+    """Return the ``needed`` check of a "now" step: True unless the GPU held its value when read back."""
+    return lambda host: not holds
 
 
 def read_unit(host: Host) -> bytes | None:

@@ -35,9 +35,9 @@ from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim, nova_core
 from fwman.driver.build import compat
 from fwman.driver.build import patches as kpatches
+from fwman.driver.build.kbuild import KernelTree, compile_for_kernel
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.build.patches import KernelPatch
-from fwman.driver.build.pipeline import KernelTree, compile_for_kernel
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import Source
 from fwman.driver.headers import advise_host

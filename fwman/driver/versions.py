@@ -5,7 +5,7 @@ version a branch builds is the ``NVIDIA_VERSION = X`` line of ``version.mk`` at 
 NVIDIA's open-gpu-kernel-modules carries (docs/driver-branches.md cites it). A branch is a P2P *revision* when
 its name says ``p2p`` (any case); ``515``, ``VK551_06``, ``main`` are inherited NVIDIA branches, not P2P builds.
 Several revisions of one version (``-p2p``, ``-p2p-v2``, ``-p2p-v3``, other names) are listed together, newest
-commit first. The trees are read by :func:`fwman.driver.forks.read_trees` (git), cached per commit. The version
+commit first. The trees are read by :func:`fwman.driver.forks.trees.read_trees` (git), cached per commit. The version
 itself is :class:`fwman.core.driver_version.DriverVersion`.
 """
 

@@ -69,6 +69,8 @@ class Card:
     link: LinkState = field(default_factory=LinkState)
     power_limit_w: float | None = None
     default_power_limit_w: float | None = None
+    #: nvidia-smi's persistence mode (True: Enabled); None when nvidia-smi did not say
+    persistence_mode: bool | None = None
     driver: str | None = None  # bound kernel driver name ("nvidia", "vfio-pci", None)
     driver_version: str | None = None
     driver_flavour: str | None = None  # "open" | "proprietary"

@@ -173,6 +173,7 @@ def _read_card(host: Host, bus: str, smi: SmiGpu | None, driver: tuple[str | Non
         link=link,
         power_limit_w=smi.power_limit_w if smi else None,
         default_power_limit_w=smi.default_power_limit_w if smi else None,
+        persistence_mode=smi.persistence_mode if smi else None,
         driver=_link_basename(host, f"{base}/driver"),
         driver_version=driver[0],
         driver_flavour=driver[1],

@@ -44,6 +44,8 @@ class SmiGpu:
     default_power_limit_w: float | None = None
     #: ``<display_active>``: Enabled (a display is initialised on the GPU) True, Disabled False, else None
     display_active: bool | None = None
+    #: ``<persistence_mode>``: Enabled True, Disabled False, else None (what ``nvidia-smi -pm`` sets)
+    persistence_mode: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,7 @@ def parse_smi_xml(text: str) -> SmiLog:
                 power_limit_w=_watts(_text(power, "current_power_limit") or _text(power, "power_limit")),
                 default_power_limit_w=_watts(_text(power, "default_power_limit")),
                 display_active={"Enabled": True, "Disabled": False}.get(_text(gpu, "display_active") or ""),
+                persistence_mode={"Enabled": True, "Disabled": False}.get(_text(gpu, "persistence_mode") or ""),
             )
         )
     return SmiLog(driver_version=_text(root, "driver_version"), cuda_version=_text(root, "cuda_version"), gpus=gpus)

@@ -223,7 +223,7 @@ def kernel_samples(host: Host) -> list[Sample]:
 def driver_samples(host: Host) -> list[Sample]:
     """Return the driver-consistency series from ``fwman audit`` (offline: a timer must not reach the network)."""
     from fwman.core.config import load_config
-    from fwman.driver.forks import configured_forks
+    from fwman.driver.forks.config import configured_forks
     from fwman.reports.audit.report import audit_host
 
     report = audit_host(host, forks=configured_forks(load_config(host)), offline=True)

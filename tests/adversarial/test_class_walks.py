@@ -22,6 +22,7 @@ a planted case as a source string and shows it is caught, and the allowed form p
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,8 +36,16 @@ Walk = Callable[[str, ast.Module], list[str]]
 
 
 def _modules() -> Iterator[tuple[str, ast.Module]]:
-    for path in sorted(PACKAGE.rglob("*.py")):
-        yield str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(), str(path))
+    return iter(_parsed())
+
+
+@functools.cache
+def _parsed() -> tuple[tuple[str, ast.Module], ...]:
+    """Return every module of fwman with its tree, parsed once for all the walks (which only read the trees)."""
+    return tuple(
+        (str(path.relative_to(PACKAGE.parent)), ast.parse(path.read_text(), str(path)))
+        for path in sorted(PACKAGE.rglob("*.py"))
+    )
 
 
 def _name(node: ast.expr) -> str:

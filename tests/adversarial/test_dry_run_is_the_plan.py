@@ -3,10 +3,11 @@
 
 The state is a prepared root (the example 4x3090 host's files, with stand-ins for the tools each subject runs,
 named as the root's own machine): hooks, DKMS (a stand-in dkms with an NVIDIA module registered), the metrics
-timer. A command is walked through its changing form and later its inverse, so each starts from a state the one
-before left. (driver settings recommends nothing for 3090s: its dry run against its run is
-tests/unit/driver/test_driver_settings.py's, on 5090s. driver power is not walked: its "now" steps run
-nvidia-smi on every run, since the GPUs' persistence mode is not read back, so a second run is not yet a no-op.)
+timer, driver power (a stand-in nvidia-smi whose persistence mode and power limits are set by ``-pm``/``-pl`` and
+read back by ``-q -x``; persistence mode starts off). A command is walked through its changing form and later its
+inverse, so each starts from a state the one before left. driver settings recommends nothing for 3090s: it is
+walked on a constructed 2x RTX 5090 root with the loaded module's options not in effect and a stand-in
+update-initramfs (:func:`test_driver_settings_dry_run_is_what_its_run_does`).
 
 The comparison is shown to catch a drift: :func:`test_the_walk_catches_a_dry_run_that_omits_a_step` runs the
 check over dkms unblock as it was (its dry run listed "remove the block record" that the run did not report).
@@ -22,6 +23,8 @@ import pytest
 
 from fixtures.hostgen.materialize import materialize
 from tests.support.env import EXAMPLE_HOST, FwmanEnv, Result
+from tests.support.settings_rig import KVER, initramfs_generator, settings_host, write_params
+from tests.support.smi import settable_nvidia_smi
 
 #: each walk: (command, its arguments for a change); run in this order on one root
 WALK: list[tuple[str, ...]] = [
@@ -29,6 +32,8 @@ WALK: list[tuple[str, ...]] = [
     ("metrics", "install"),
     ("dkms", "block"),
     ("dkms", "unblock"),
+    ("driver", "power", "--apply", "--limit", "280", "--persistence"),
+    ("driver", "power", "--apply", "--off"),
     ("metrics", "remove"),
     ("hooks", "remove"),
     ("apply",),  # the front door: hooks and the DKMS block again, as their parts of the plan
@@ -82,7 +87,8 @@ esac
     )
     (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
     (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
-    return FwmanEnv(path_prepend=[bindir]), root
+    settable_nvidia_smi(tmp_path / "smi")
+    return FwmanEnv(path_prepend=[bindir, tmp_path / "smi"]), root
 
 
 def _docs(env: FwmanEnv, root: Path, argv: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
@@ -103,6 +109,17 @@ def test_every_changing_command_s_dry_run_is_what_its_run_does(prepared: tuple[F
         if found:
             problems[" ".join(argv)] = found
     assert problems == {}
+
+
+def test_driver_settings_dry_run_is_what_its_run_does(tmp_path: Path) -> None:
+    root = settings_host(tmp_path, "2x5090")
+    write_params(root, RMForceStaticBar1="0", PeerMappingOverride="0")
+    (root / "boot").mkdir(exist_ok=True)
+    (root / f"boot/initrd.img-{KVER}").write_bytes(b"")  # an image without fwman's file: regenerated
+    env = FwmanEnv(path_prepend=[initramfs_generator(tmp_path, root)])
+    dry, run, again = _docs(env, root, ("driver", "settings", "--apply"))
+    assert check(dry, run, again) == []
+    assert any("update-initramfs -u -k" in step for step in _steps(run, False))  # the initramfs is in the plan
 
 
 def test_the_walk_catches_a_dry_run_that_omits_a_step() -> None:

@@ -63,7 +63,7 @@ def test_a_fork_in_config_toml_is_checked_the_same_way(tmp_path: Path) -> None:
 
 def test_git_gets_double_dash_before_the_url(tmp_path: Path) -> None:
     # the second rail: even a URL that passed the check reaches git after `--`
-    from fwman.driver.forks import list_via_git
+    from fwman.driver.forks.lsremote import list_via_git
     from fwman.host.base import CommandResult
 
     class Spy:

@@ -77,7 +77,8 @@ def test_a_nested_history_line_is_a_damaged_line(attack: CountingEnv, root: Path
 
 
 def test_a_nested_forge_answer_is_could_not_list(attack: CountingEnv, tmp_path: Path) -> None:
-    from fwman.driver.forks import Fork, list_branches
+    from fwman.driver.forks.listing import list_branches
+    from fwman.driver.forks.model import Fork
 
     empty = tmp_path / "emptybin"
     empty.mkdir()
@@ -122,7 +123,7 @@ def test_a_nested_torch_result_line_is_a_parse_error() -> None:
 
 def test_nested_state_records_are_refused_as_their_garbage_is(root: Path) -> None:
     from fwman.driver.boot.pin import read_pin
-    from fwman.driver.forks import load_cache
+    from fwman.driver.forks.cache import load_cache
     from fwman.driver.kmod.sign import configured_key
     from fwman.driver.userspace_hold import read_record
 

@@ -57,7 +57,8 @@ def status(rig: Rig) -> dict[str, object]:
 @pytest.mark.parametrize("second", ["flash", "restore", "backup", "upgrade"])
 def test_a_second_flash_is_refused_while_the_first_writes(tmp_path: Path, second: str) -> None:
     rig = build_rig(tmp_path)
-    first = spawn(rig, *FLASH, extra={"NVFLASH_DELAY": "0.25"})  # a 5 s write
+    go_on = tmp_path / "go-on"
+    first = spawn(rig, *FLASH, extra={"NVFLASH_HOLD": str(go_on)})  # the write waits half-way for go_on
     try:
         wait_for("the first flash's write", lambda: journal_step(rig.root, "write", "running"), first)
         taken, ops = backups(rig), journals(rig)
@@ -79,6 +80,7 @@ def test_a_second_flash_is_refused_while_the_first_writes(tmp_path: Path, second
         assert backups(rig) == taken and journals(rig) == ops  # nothing backed up, nothing journaled
         assert first.poll() is None  # the first one is still writing, undisturbed
     finally:
+        go_on.touch()
         out, err = first.communicate(timeout=180)
     assert first.returncode == 0, err
     assert rig.chain(TARGET) == parse_rom(rig.new_image).chain_sha256

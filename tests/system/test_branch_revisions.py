@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from fwman.driver.forks import probe_dir
+from fwman.driver.forks.trees import probe_dir
 from tests.support.env import FwmanEnv
 from tests.support.modules import (
     KERNEL_OK,

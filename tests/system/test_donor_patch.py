@@ -27,7 +27,7 @@ from fwman.core.errors import VerificationError
 from fwman.driver.build.checkout import cache_dir
 from fwman.driver.build.donor import donor_patch
 from fwman.driver.build.source import SourceSpec, resolve_source
-from fwman.driver.forks import parse_donor
+from fwman.driver.forks.config import parse_donor
 from fwman.host.live import LiveHost
 from tests.support.modules import FORK_TREE, KERNEL_OK, add_kernel, git_daemon, require_build_env, run_fwman
 from tests.support.tools import require_tools

@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 from fwman.driver.build.checkout import cache_dir, verify
-from fwman.driver.build.pipeline import prepare_tree
+from fwman.driver.build.kbuild import prepare_tree
 from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv

@@ -17,12 +17,10 @@ from fixtures.forge import ForgeState, forge_server, real_branch_lists
 from fwman.core import paths
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError
-from fwman.driver.forks import (
-    DEFAULT_FORKS,
-    Fork,
-    list_branches,
-    list_via_api,
-)
+from fwman.driver.forks.config import DEFAULT_FORKS
+from fwman.driver.forks.forge import list_via_api
+from fwman.driver.forks.listing import list_branches
+from fwman.driver.forks.model import Fork
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
 from tests.support.tools import missing

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fwman.driver.build.pipeline import kernel_tree_args
+from fwman.driver.build.kbuild import kernel_tree_args
 from fwman.driver.kmod.kofile import read_module
 from fwman.gpu.kernel_modules import MODULE_NAMES
 from fwman.host.live import LiveHost

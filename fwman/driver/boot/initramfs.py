@@ -16,7 +16,8 @@ though ``/lib/modules`` holds fwman's. This module reads the initramfs itself (n
 
 The generator in use is initramfs-tools (``update-initramfs -u -k KVER``) or dracut (``dracut -f --kver KVER``).
 :class:`RegenerateInitramfs` is the action that rebuilds a kernel's initramfs after a build changed modules it
-carries, then reads it again.
+carries, then reads it again; :func:`refresh_initramfs` is the one step every build path (``modules build``, the
+kernel hook, the boot-time catch-up) runs after installing a kernel's modules.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from dataclasses import dataclass, field
 from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.driver import nova_core
+from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
 
 WHAT = "initramfs"
@@ -362,6 +364,8 @@ class RegenerateInitramfs:
 
     kver: str
     timeout: float = 900.0
+    #: the image as the last :meth:`is_needed` read it, and as :meth:`apply` read it after the generator ran
+    before: InitramfsState | None = None
     after: InitramfsState | None = None
 
     def describe(self) -> str:
@@ -370,7 +374,8 @@ class RegenerateInitramfs:
 
     def is_needed(self, host: Host) -> bool:
         """Return True when the image carries NVIDIA modules that differ from the manifest."""
-        return bool(inspect(host, self.kver).stale)
+        self.before = inspect(host, self.kver)
+        return bool(self.before.stale)
 
     def command(self, host: Host) -> list[str]:
         """Return the generator's command line. Raises MissingError when there is no generator."""
@@ -391,3 +396,20 @@ class RegenerateInitramfs:
                 f"{self.kver}: {self.after.problem} (even after {' '.join(argv)})",
                 hint="a hook or /etc/initramfs-tools/modules copies another nvidia.ko: see docs/boot-safety.md",
             )
+
+
+def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones.
+
+    Returns the image's state afterwards (as read after the generator ran, else as read when nothing was
+    needed or the generator failed). A generator that fails or leaves the image stale is reported through
+    ``report`` and shows in the state (the kernel then counts as not safe to boot); never raises: the modules
+    themselves are installed, and a kernel hook must not fail over the initramfs.
+    """
+    action = RegenerateInitramfs(kver)
+    try:
+        if apply_all(host, [action], report):
+            report(f"{kver}: initramfs regenerated; it now carries fwman's modules")
+    except FwmanError as e:
+        report(f"WARNING: {kver}: {e.message}")
+    return action.after or action.before or inspect(host, kver)

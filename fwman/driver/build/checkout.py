@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from fwman.core import names, paths
 from fwman.core.errors import MissingError
-from fwman.driver.forks import Fork
+from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text, git_target, stderr_tail
 from fwman.driver.localfs import local_dir
 from fwman.host.actions import Report, silent
@@ -140,7 +140,7 @@ def cached_commit(host: Host, url: str, branch: str, tag: bool = False) -> str |
 
 def refs(branch: str, tag: bool = False) -> tuple[str, str]:
     """Return (the remote ref, the ref it is fetched to in the checkout) of ``branch``, or of tag ``branch``."""
-    if tag:  # a donor-patch fork builds NVIDIA's upstream tag (fwman.driver.forks.DonorPatch)
+    if tag:  # a donor-patch fork builds NVIDIA's upstream tag (fwman.driver.forks.model.DonorPatch)
         return f"refs/tags/{branch}", f"refs/fwman-tags/{branch}"
     return f"refs/heads/{branch}", f"refs/remotes/origin/{branch}"
 

@@ -1,8 +1,8 @@
 """A donor-patch fork's patch: had from its file or URL, verified against its pinned sha256, kept in the cache.
 
-A ``[forks.NAME]`` table (:class:`fwman.driver.forks.DonorPatch`) names a patch and its sha256; the build checks
-out NVIDIA's upstream tag and applies the patch in the build tree, with the same ``patch -p1 --fuzz=0
---forward`` (dry run first) as the per-kernel patches of ``patches.d`` (:func:`fwman.driver.build.pipeline.
+A ``[forks.NAME]`` table (:class:`fwman.driver.forks.model.DonorPatch`) names a patch and its sha256; the build
+checks out NVIDIA's upstream tag and applies the patch in the build tree, with the same ``patch -p1 --fuzz=0
+--forward`` (dry run first) as the per-kernel patches of ``patches.d`` (:func:`fwman.driver.build.kbuild.
 apply_patches`, the one applier). The patch is code built into a module that root loads, so bytes whose digest
 is not the pinned one are never written where the build reads them: a mismatch is a VerificationError (exit 4)
 and nothing is built. A verified patch is kept as ``/var/cache/fwman/donor-patches/<sha256>.patch``, so the
@@ -16,7 +16,7 @@ import hashlib
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.patches import MAX_PATCH_BYTES, KernelPatch, parse_patch
-from fwman.driver.forks import DonorPatch, Fork
+from fwman.driver.forks.model import DonorPatch, Fork
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 from fwman.host.capped import read_capped

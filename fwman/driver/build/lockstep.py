@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from fwman.core.errors import BlockedError, FwmanError, MissingError, NotRecordedError
-from fwman.driver.forks import load_cache, load_trees
+from fwman.driver.forks.cache import load_cache, load_trees
 from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
 from fwman.platform.containers import read_containers

@@ -18,7 +18,8 @@ from fwman.core.jsontext import parse_json
 from fwman.driver.build.checkout import ensure_checkout
 from fwman.driver.build.donor import donor_patch
 from fwman.driver.build.patches import KernelPatch
-from fwman.driver.forks import Fork, resolve_fork
+from fwman.driver.forks.config import resolve_fork
+from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
 from fwman.host.actions import Report, silent
@@ -153,7 +154,7 @@ class SourceSpec:
     """What to build from: a local tree, or a fork branch.
 
     ``fork`` is the text that named the fork (a known name, ``NAME=URL`` or a URL), resolved by
-    :func:`fwman.driver.forks.resolve_fork` each time it is used, so a name follows ``[forks]``; ``origin`` says
+    :func:`fwman.driver.forks.config.resolve_fork` each time it is used, so a name follows ``[forks]``; ``origin`` says
     where that text came from, for messages (not recorded).
     """
 
@@ -297,7 +298,7 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     version or the cache is unknown.
     """
     from fwman.core.driver_version import DriverVersion
-    from fwman.driver import forks
+    from fwman.driver.forks.cache import load_cache, load_trees
     from fwman.driver.versions import revisions
 
     text = source_version(host, source)
@@ -308,8 +309,8 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     except FwmanError:
         return []
     found: list[tuple[DriverVersion, str]] = []
-    trees = forks.load_trees(host)
-    for url, entry in forks.load_cache(host).items():
+    trees = load_trees(host)
+    for url, entry in load_cache(host).items():
         name = str(entry.get("fork") or url)
         raw = entry.get("commits")
         commits = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}

@@ -97,6 +97,7 @@ def run_hook(
     is left to apt's check at the end of the run). Raises LockTimeout when another build holds the lock.
     """
     from fwman.driver.boot import pin as boot
+    from fwman.driver.boot.initramfs import refresh_initramfs
     from fwman.driver.build.lock import module_lock
     from fwman.driver.build.manifest import Marker, manifest_is_current, manifest_path, pending_path, write_marker
     from fwman.driver.build.pipeline import KernelOutcome, update_kernel
@@ -124,8 +125,9 @@ def run_hook(
                 summary.outcomes.append(update_kernel(host, other, spec, force=True, fetch=False, report=report))
         # from postinst.d the initramfs-tools hook runs after this one and sees the new modules; otherwise
         # (headers installed later, a repair of another kernel) the initramfs was built before: refresh it
-        built = [o.kver for o in summary.outcomes if o.status == "built"]
-        refresh_initramfs(host, [k for k in built if origin != "postinst" or k != kver], report)
+        for built in (o.kver for o in summary.outcomes if o.status == "built"):
+            if origin != "postinst" or built != kver:
+                refresh_initramfs(host, built, report)
         # judged on the menu as it is now; the final check (zzz-fwman, 99-zz-fwman.install) judges it again after
         # the boot loader's hook, and apt's Post-Invoke hook after dpkg returns (fwman.driver.boot.guard)
         summary.boot = boot.ensure_safe_boot(host, report, defer=defer)
@@ -157,6 +159,7 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
         return fast_summary(host, [k for k in kernels if not manifest_is_current(host, k)])
 
     from fwman.driver.boot import pin as boot
+    from fwman.driver.boot.initramfs import refresh_initramfs
     from fwman.driver.build.lock import module_lock
     from fwman.driver.build.manifest import Marker, write_marker
     from fwman.driver.build.pipeline import update_kernel
@@ -181,7 +184,8 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
             report(outcome.message)
         # the boot-time catch-up runs after initramfs-tools built this kernel's image: refresh it where it
         # carries NVIDIA modules (the next boot loads those copies first)
-        refresh_initramfs(host, [o.kver for o in summary.outcomes if o.status == "built"], report)
+        for built in (o.kver for o in summary.outcomes if o.status == "built"):
+            refresh_initramfs(host, built, report)
         # sizes and depmod's resolution, no hashing: at boot the modules were verified when installed
         summary.boot = boot.ensure_safe_boot(host, report, hash_files=False)
         settled = all(manifest_is_current(host, k) or not headers_present(host, k) for k in kernels)
@@ -232,8 +236,9 @@ def planned_build(host: Host, kver: str, spec: SourceSpec, force: bool = False) 
     from fwman.core.errors import ParseError
     from fwman.driver.build import toolchain
     from fwman.driver.build.attempt import retry_reason
+    from fwman.driver.build.kbuild import kernel_patches
     from fwman.driver.build.manifest import failed_path, read_marker
-    from fwman.driver.build.pipeline import current_attempt, kernel_patches
+    from fwman.driver.build.pipeline import current_attempt
     from fwman.driver.build.source import cached_source_id
 
     build = f"build the patched modules for {kver} from {spec.describe()}"
@@ -280,27 +285,6 @@ def fast_summary(host: Host, waiting: list[str]) -> RunSummary:
     except FwmanError as e:
         summary.source_problem = e.message
     return summary
-
-
-def refresh_initramfs(host: Host, kernels: list[str], report: Report = silent) -> list[str]:
-    """Regenerate the initramfs of each kernel in ``kernels`` that carries NVIDIA modules other than fwman's.
-
-    Returns the problems left (one line each); never raises: a hook must not fail over the initramfs.
-    """
-    from fwman.core.errors import FwmanError
-    from fwman.driver.boot.initramfs import RegenerateInitramfs
-    from fwman.host.actions import apply_all
-
-    problems: list[str] = []
-    for kver in kernels:
-        action = RegenerateInitramfs(kver)
-        try:
-            if apply_all(host, [action], report):
-                report(f"{kver}: initramfs regenerated; it now carries fwman's modules")
-        except FwmanError as e:
-            problems.append(f"{kver}: {e.message}")
-            report(f"WARNING: {kver}: {e.message}")
-    return problems
 
 
 def write_stamp(host: Host, kernels: list[str]) -> None:

@@ -4,8 +4,10 @@ success judged by the success line *and* a read-back, every step journaled.
 The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the
 :class:`Flasher` gathers the facts, asks the gates, and runs nvflash only when their verdict allows it.
 
-Steps of one operation (``/var/lib/fwman/journal/<id>.json``): ``gates`` → ``backups`` → ``stage`` →
-``protectoff`` → ``write`` → ``readback`` → ``record``. A resumed operation re-runs the gates, reuses the
+Steps of one operation (``/var/lib/fwman/journal/<id>.json``), a list run by one loop with one failure path
+(:meth:`Flasher.steps`, :meth:`Flasher.stop`): ``gates`` (the image staged) → ``backups`` → ``size`` (journaled
+when it blocks) → what the card holds now → ``protectoff`` → ``write`` → ``readback`` → ``record``: after fwupd's
+detach / write / verify / attach. A resumed operation re-runs the gates, reuses the
 backups of its run, and reads the card back before writing, so it never writes twice what is already there.
 """
 
@@ -84,6 +86,57 @@ class FlashResult:
     findings: list[Finding] = field(default_factory=list)
     #: what vouched for the image written (ImageSource.verified_by): "catalog", "extracted from a package ..."
     verified_by: str | None = None
+
+
+@dataclass
+class FlashRun:
+    """One flash as its steps go: what a step found that a later one needs."""
+
+    card: Card
+    source: ImageSource
+    rom: RomImage
+    op: Operation
+    staged: str  #: the image's copy that nvflash writes (removed when a step fails before any write)
+    identity: nvflash.FirmwareBlock | None = None  #: nvflash's identity of the card, read at the gates
+    index: int = -1  #: nvflash's index of the card
+    own: BackupEntry | None = None  #: the card's own verified backup
+    after_chain: str | None = None  #: the chain hash read back after the write
+    interrupted: bool = False  #: a Ctrl-C came during the write (deferred until it finished)
+
+
+class StepFailed(Exception):
+    """A flash step's failure, for the one failure path (:meth:`Flasher.stop`): the error the flash ends with,
+    the journal's detail and the operation's state, whether nothing was written (the staged copy goes: nothing
+    to resume), the history record's result (and the chain read back), and the next steps to say."""
+
+    def __init__(
+        self,
+        error: FwmanError,
+        detail: str,
+        state: OpState = OpState.FAILED,
+        *,
+        nothing_written: bool = False,
+        history: str | None = None,
+        chain: str | None = None,
+        next_steps: list[str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.error, self.detail, self.state = error, detail, state
+        self.nothing_written, self.history, self.chain = nothing_written, history, chain
+        self.next_steps = next_steps or []
+
+
+@dataclass(frozen=True)
+class FlashStep:
+    """One named step of a flash: journaled under ``name`` (begun with ``detail``, finished with the line
+    ``act`` returns) unless ``journaled`` is False (the step journals what it does itself, or only a failure);
+    a step that ``blocks`` turns any FwmanError into a blocked operation with nothing written."""
+
+    name: str
+    act: Callable[[FlashRun], str | FlashResult]
+    blocks: bool = False
+    journaled: bool = True
+    detail: Callable[[FlashRun], str] | None = None
 
 
 @dataclass
@@ -251,96 +304,155 @@ class Flasher:
             raise
 
     def _flash(self, card: Card, source: ImageSource, rom: RomImage, op: Operation) -> FlashResult:
-        staged = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
+        """Run the steps of :meth:`steps` in order until one returns the result; on a step's failure, take the
+        one failure path (:meth:`stop`) and raise its error."""
         op.log = op.log or f"{paths.FLASH_LOGS_DIR}/{op.id}.log"
-        # gates (always re-run on resume: the host may have changed)
-        self.journal.begin(op, "gates")
+        run = FlashRun(card, source, rom, op, staged=f"{paths.FLASH_STAGING_DIR}/{op.id}.rom")
+        for step in self.steps():
+            if step.journaled:
+                self.journal.begin(op, step.name, step.detail(run) if step.detail else "")
+            failed: StepFailed | None = None
+            try:
+                outcome = step.act(run)
+            except StepFailed as e:
+                failed = e
+            except FwmanError as e:
+                if not step.blocks:
+                    raise
+                failed = StepFailed(e, e.message, OpState.BLOCKED, nothing_written=True)
+            if failed is not None:
+                self.stop(run, step.name, failed)
+                raise failed.error
+            if isinstance(outcome, FlashResult):
+                return outcome
+            if step.journaled:
+                self.journal.finish(op, step.name, outcome)
+        raise AssertionError("the last step returns the result")  # pragma: no cover
+
+    def steps(self) -> list[FlashStep]:
+        """Return the steps of one flash, in order: the gates, the backups and the size check (each may block:
+        nothing is written yet), what the card holds now, then fwupd's detach / write / verify / attach as
+        nvflash has them (``protectoff``, ``write``, ``readback``, ``record``)."""
+        return [
+            FlashStep("gates", self.check_gates, blocks=True),
+            FlashStep("backups", self.take_backups, blocks=True),
+            FlashStep("size", self.check_size, blocks=True, journaled=False),
+            FlashStep("before", self.read_before, journaled=False),
+            FlashStep("protectoff", self.detach),
+            FlashStep("write", self.write, detail=lambda run: f"nvflash {run.index} <- {run.source.label}"),
+            FlashStep("readback", self.verify, journaled=False),
+            FlashStep("record", self.attach, journaled=False),
+        ]
+
+    def stop(self, run: FlashRun, name: str, failed: StepFailed) -> None:
+        """The one failure path: journal step ``name`` as failed (begun first when the journal has not seen it),
+        with the next steps the failure names; remove the staged copy when nothing was written (nothing to
+        resume); append the history record the failure asks for. The caller raises ``failed.error``."""
+        op = run.op
+        if all(s.name != name for s in op.steps):
+            self.journal.begin(op, name)
+        self.journal.fail(op, name, failed.detail, failed.state)
+        if failed.next_steps:
+            op.next_steps = failed.next_steps
+            self.journal.save(op)
+        if failed.nothing_written:
+            self.host.unlink(run.staged)
+        if failed.history is not None:
+            self.record(op, run.card, run.source, run.rom, failed.history, failed.chain, failed.detail)
+
+    # -- the steps (each returns its journal line, or the flash's result) -------------------------------------
+    def check_gates(self, run: FlashRun) -> str:
+        """Run the host-wide gates, stage the image, then the image gates (always re-run on resume: the host
+        may have changed). Raises StepFailed (blocked) on a verdict that does not allow the flash, FwmanError
+        when a fact cannot be read."""
+        card, source = run.card, run.source
         self.say(f"[{card.bus_id}] checking gates")
-        identity: nvflash.FirmwareBlock | None = None
-        try:
-            findings = self.base_gates()
-            verdict = gates_verdict(card.bus_id, findings)
-            if verdict.allowed:
-                if not self.host.exists(staged):
-                    self.host.write_bytes(staged, source.data, mode=0o400)
-                if hashlib.sha256(self.host.read_bytes(staged)).hexdigest() != source.sha256:
-                    raise VerificationError(f"staged copy {staged} differs from the image")
-                identity = self.adapter_block(card)
-                findings += image_gates(self.image_facts(card, source, rom, staged, identity))
-                accepted = overrides(
-                    no_backup_bios_ok=self.options.no_backup_bios_ok,
-                    allow_downgrade=self.options.allow_downgrade,
-                    restore=source.restore_of is not None,
-                )
-                verdict = gates_verdict(card.bus_id, findings, accepted)
-        except FwmanError as e:
-            self.journal.fail(op, "gates", e.message, OpState.BLOCKED)
-            self.host.unlink(staged)  # nothing was written: nothing to resume
-            raise
+        findings = self.base_gates()
+        verdict = gates_verdict(card.bus_id, findings)
+        if verdict.allowed:
+            if not self.host.exists(run.staged):
+                self.host.write_bytes(run.staged, source.data, mode=0o400)
+            if hashlib.sha256(self.host.read_bytes(run.staged)).hexdigest() != source.sha256:
+                raise VerificationError(f"staged copy {run.staged} differs from the image")
+            run.identity = self.adapter_block(card)
+            findings += image_gates(self.image_facts(card, source, run.rom, run.staged, run.identity))
+            accepted = overrides(
+                no_backup_bios_ok=self.options.no_backup_bios_ok,
+                allow_downgrade=self.options.allow_downgrade,
+                restore=source.restore_of is not None,
+            )
+            verdict = gates_verdict(card.bus_id, findings, accepted)
         if not verdict.allowed:
-            self.journal.fail(op, "gates", verdict.detail, OpState.BLOCKED)
-            self.host.unlink(staged)  # nothing was written: nothing to resume
-            raise verdict.error()
-        self.journal.finish(op, "gates", f"{len(findings)} checks passed")
+            raise StepFailed(verdict.error(), verdict.detail, OpState.BLOCKED, nothing_written=True)
         assert self.tool is not None
-        adapter = self.tool.adapter_for(card)
-        # backups of every card
-        self.journal.begin(op, "backups")
-        try:
-            self.ensure_backups(op)
-        except FwmanError as e:
-            self.journal.fail(op, "backups", e.message, OpState.BLOCKED)
-            self.host.unlink(staged)  # nothing was written: nothing to resume
-            raise
-        op.backup_run = self.backup_run
-        own = self.backups[card.bus_id]
-        self.journal.finish(op, "backups", f"run {self.backup_run}: {len(self.backups)} verified")
-        size = size_verdict(card.bus_id, source, rom, own)
+        run.index = self.tool.adapter_for(card).index
+        return f"{len(findings)} checks passed"
+
+    def take_backups(self, run: FlashRun) -> str:
+        """Back up every card (or reuse a run). Raises FwmanError (blocked) unless every card has a verified
+        backup."""
+        self.ensure_backups(run.op)
+        run.op.backup_run = self.backup_run
+        run.own = self.backups[run.card.bus_id]
+        return f"run {self.backup_run}: {len(self.backups)} verified"
+
+    def check_size(self, run: FlashRun) -> str:
+        """Check the image's size against the card's EEPROM (its backup). Raises StepFailed (blocked)."""
+        assert run.own is not None
+        size = size_verdict(run.card.bus_id, run.source, run.rom, run.own)
         if not size.allowed:
-            self.journal.begin(op, "size")
-            self.journal.fail(op, "size", size.detail, OpState.BLOCKED)
-            self.host.unlink(staged)  # nothing was written: nothing to resume
-            raise size.error()
-        # what the card holds now: the backup tells only when it was taken in this run; reused backups (an older
-        # run may predate a flash since) and a resumed operation (whose write may have started) say nothing
-        # about the card now: read it
-        fresh = self.backups_taken_now and not op.done("protectoff")
+            raise StepFailed(size.error(), size.detail, OpState.BLOCKED, nothing_written=True)
+        return ""
+
+    def read_before(self, run: FlashRun) -> str | FlashResult:
+        """Learn what the card holds now; return the result when it already holds the image (a resumed write
+        that completed, or flashing the running firmware)."""
+        assert run.own is not None
+        card, op = run.card, run.op
+        # the backup tells only when it was taken in this run; reused backups (an older run may predate a flash
+        # since) and a resumed operation (whose write may have started) say nothing about the card now: read it
         current: str | None
         held_version: str | None
-        if fresh:
-            current, held_version = own.chain_sha256, own.version
+        if self.backups_taken_now and not op.done("protectoff"):
+            current, held_version = run.own.chain_sha256, run.own.version
         else:
-            held = self.read_card(card, adapter.index, op)
+            held = self.read_card(card, run.index, op)
             current = held.chain_sha256 if held is not None else None
             # an unreadable dump: the version nvflash reported in the gates, never the reused backup's
-            held_version = held.version if held is not None else (identity.version if identity else None)
+            held_version = held.version if held is not None else (run.identity.version if run.identity else None)
         if op.before_chain_sha256 is None and op.before_version is None:
             # the "before" of the history and the result is the card's own state at the first attempt; a
             # resumed operation keeps what its first attempt found (its write may have changed the card since)
             op.before_chain_sha256, op.before_version = current, held_version
             self.journal.save(op)
-        before_version = op.before_version
-        # already there? (a resumed write that completed, or flashing the running firmware)
-        if current == rom.chain_sha256:
-            self.say(f"[{card.bus_id}] already holds this firmware ({rom.version}): nothing to write")
-            return self.finish(op, card, source, rom, before_version, current, changed=False)
-        # protect-off, then the write
-        self.journal.begin(op, "protectoff")
-        result = self.tool.run(nvflash.protectoff_argv(adapter.index, self.tool.path))
+        if current == run.rom.chain_sha256:
+            self.say(f"[{card.bus_id}] already holds this firmware ({run.rom.version}): nothing to write")
+            return self.finish(op, card, run.source, run.rom, op.before_version, current, changed=False)
+        return ""
+
+    def detach(self, run: FlashRun) -> str:
+        """Lift the EEPROM's write protection (``nvflash --protectoff``: fwupd's detach). Raises StepFailed."""
+        assert self.tool is not None
+        result = self.tool.run(nvflash.protectoff_argv(run.index, self.tool.path))
         if nvflash.PROTECTION_DONE not in result.stdout:
             why = last_error(result.stdout + result.stderr)
-            self.journal.fail(op, "protectoff", why)
-            raise FlashFailed(
-                f"{card.bus_id}: nvflash --protectoff failed: {why}", hint="nothing was written to the card"
+            error = FlashFailed(
+                f"{run.card.bus_id}: nvflash --protectoff failed: {why}", hint="nothing was written to the card"
             )
-        self.journal.finish(op, "protectoff")
-        self.journal.begin(op, "write", f"nvflash {adapter.index} <- {source.label}")
+            raise StepFailed(error, why)
+        return ""
+
+    def write(self, run: FlashRun) -> str:
+        """Write the staged image with nvflash on a terminal (its confirmation answered, its output logged and
+        streamed). Raises StepFailed: blocked when nvflash refused and nothing changed, else failed with what
+        the card holds now."""
+        assert self.tool is not None
+        card, rom, op = run.card, run.rom, run.op
         self.say(f"[{card.bus_id}] writing {rom.version} with nvflash (Ctrl-C is deferred until it finishes)")
-        local = self.host.local_path(staged)
-        assert local is not None
-        log_chunks: list[str] = [
-            f"# {now()} {' '.join(nvflash.flash_argv(adapter.index, local, tool=self.tool.path))}\n"
-        ]
+        local = self.host.local_path(run.staged)
+        assert local is not None and op.log is not None
+        argv = nvflash.flash_argv(run.index, local, tool=self.tool.path)
+        log_chunks: list[str] = [f"# {now()} {' '.join(argv)}\n"]
 
         def on_output(text: str) -> None:
             log_chunks.append(text)
@@ -348,51 +460,57 @@ class Flasher:
                 self.stream(text)
 
         pty = self.host.run_interactive(
-            nvflash.flash_argv(adapter.index, local, tool=self.tool.path),
-            answers=[(nvflash.CONFIRM_PROMPT, "y")],
-            on_output=on_output,
-            timeout=self.options.timeout,
+            argv, answers=[(nvflash.CONFIRM_PROMPT, "y")], on_output=on_output, timeout=self.options.timeout
         )
         self.host.write_bytes(op.log, "".join(log_chunks).encode())
+        run.interrupted = pty.interrupted
         transcript = nvflash.parse_flash(pty.output)
-        if transcript.outcome is not nvflash.FlashOutcome.SUCCESS or pty.timed_out:
-            state = f"timed out after {self.options.timeout:g}s" if pty.timed_out else transcript.outcome.value
-            if transcript.nothing_changed and transcript.outcome is not nvflash.FlashOutcome.INCOMPLETE:
-                detail = f"nvflash refused ({state}): {last_error(pty.output)}; nothing changed"
-                self.journal.fail(op, "write", detail, OpState.BLOCKED)
-                self.host.unlink(staged)  # nothing was written: nothing to resume
-                self.record(op, card, source, rom, "refused", None, detail)
-                raise BlockedError(f"{card.bus_id}: {detail}", hint=f"log: {op.log}")
-            # the write may have started: look at the card
-            chain = self.read_card_chain(card, adapter.index, op)
-            where = "unchanged" if chain == op.before_chain_sha256 else "DAMAGED (neither old nor new firmware)"
-            if chain == rom.chain_sha256:
-                where = "holding the new firmware although nvflash did not confirm"
-            detail = f"write {state} (signal {pty.signal})" if pty.signal else f"write {state} (exit {pty.rc})"
-            detail += f"; the card is {where}"
-            self.journal.fail(op, "write", detail)
-            op.next_steps = [
-                "do not reboot or power off while the card is damaged",
-                f"run `fwman flash resume` to write {rom.version} again (backups of run {self.backup_run} are kept)",
-                f"or put the old firmware back: fwman restore --card {card.bus_id} --backup {own.path}",
-            ]
-            self.journal.save(op)
-            self.record(op, card, source, rom, "failed", chain, detail)
-            raise FlashFailed(f"{card.bus_id}: {detail}", hint=f"fwman flash resume (log: {op.log})")
-        self.journal.finish(op, "write", "nvflash printed the success line")
-        chain = self.read_card_chain(card, adapter.index, op)
-        if chain != rom.chain_sha256:
+        if transcript.outcome is nvflash.FlashOutcome.SUCCESS and not pty.timed_out:
+            return "nvflash printed the success line"
+        state = f"timed out after {self.options.timeout:g}s" if pty.timed_out else transcript.outcome.value
+        if transcript.nothing_changed and transcript.outcome is not nvflash.FlashOutcome.INCOMPLETE:
+            detail = f"nvflash refused ({state}): {last_error(pty.output)}; nothing changed"
+            refused = BlockedError(f"{card.bus_id}: {detail}", hint=f"log: {op.log}")
+            raise StepFailed(refused, detail, OpState.BLOCKED, nothing_written=True, history="refused")
+        # the write may have started: look at the card
+        chain = self.read_card_chain(card, run.index, op)
+        where = "unchanged" if chain == op.before_chain_sha256 else "DAMAGED (neither old nor new firmware)"
+        if chain == rom.chain_sha256:
+            where = "holding the new firmware although nvflash did not confirm"
+        detail = f"write {state} (signal {pty.signal})" if pty.signal else f"write {state} (exit {pty.rc})"
+        detail += f"; the card is {where}"
+        assert run.own is not None
+        next_steps = [
+            "do not reboot or power off while the card is damaged",
+            f"run `fwman flash resume` to write {rom.version} again (backups of run {self.backup_run} are kept)",
+            f"or put the old firmware back: fwman restore --card {card.bus_id} --backup {run.own.path}",
+        ]
+        error = FlashFailed(f"{card.bus_id}: {detail}", hint=f"fwman flash resume (log: {op.log})")
+        raise StepFailed(error, detail, history="failed", chain=chain, next_steps=next_steps)
+
+    def verify(self, run: FlashRun) -> str:
+        """Read the card back (journaled as ``readback``) and compare its chain hash with the image's. Raises
+        StepFailed when the write did not take."""
+        run.after_chain = self.read_card_chain(run.card, run.index, run.op)
+        if run.after_chain != run.rom.chain_sha256:
             detail = "read-back chain hash differs from the image's: the write did not take"
-            self.journal.fail(op, "readback", detail)
-            self.record(op, card, source, rom, "failed", chain, detail)
-            raise FlashFailed(f"{card.bus_id}: {detail}", hint="fwman flash resume, or restore the backup")
-        result_obj = self.finish(op, card, source, rom, before_version, chain, changed=True)
-        if pty.interrupted:
+            error = FlashFailed(f"{run.card.bus_id}: {detail}", hint="fwman flash resume, or restore the backup")
+            raise StepFailed(error, detail, history="failed", chain=run.after_chain)
+        return ""
+
+    def attach(self, run: FlashRun) -> FlashResult:
+        """Record the verified write and hand the card back (history, journal closed: the new firmware runs
+        after a reboot); return the result. Raises Interrupted when a Ctrl-C came during the write (deferred,
+        honoured now that the write is verified)."""
+        op = run.op
+        result = self.finish(op, run.card, run.source, run.rom, op.before_version, run.after_chain, changed=True)
+        if run.interrupted:
             self.journal.close(op, OpState.DONE, "Ctrl-C received during the write: deferred, honoured after it")
             raise Interrupted(
-                f"{card.bus_id}: interrupted after the write finished and verified", hint="the flash itself succeeded"
+                f"{run.card.bus_id}: interrupted after the write finished and verified",
+                hint="the flash itself succeeded",
             )
-        return result_obj
+        return result
 
     def read_card_chain(self, card: Card, index: int, op: Operation) -> str | None:
         """Save ``card``'s EEPROM to a temp file and return its chain hash (None when unreadable). Journaled."""

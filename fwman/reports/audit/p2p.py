@@ -8,7 +8,7 @@ from fwman.core.driver_version import DriverVersion
 from fwman.reports.audit.model import P2PBranch
 
 if TYPE_CHECKING:  # the fork listing is imported where it is used: `fwman audit` asks the engines before that
-    from fwman.driver.forks import BranchReport
+    from fwman.driver.forks.model import BranchReport
 
 
 def p2p_status(version: str | None, report: BranchReport | None) -> P2PBranch:
@@ -50,7 +50,7 @@ def p2p_status(version: str | None, report: BranchReport | None) -> P2PBranch:
 
 def p2p_line(p2p: P2PBranch) -> str:
     """Return the one-line P2P branch answer for people."""
-    from fwman.driver.forks import human_age
+    from fwman.driver.forks.model import human_age
 
     if p2p.version is None:
         return "P2P branch: unknown (no driver version found)"

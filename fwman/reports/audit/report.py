@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from fwman.core.driver_version import DriverVersion
-from fwman.driver.forks import BranchReport, Fork, list_branches
+from fwman.driver.forks.listing import list_branches
+from fwman.driver.forks.model import BranchReport, Fork
 from fwman.driver.userspace_hold import read_status as read_hold
 from fwman.host.base import Host
 from fwman.host.optional import read_text_noting
@@ -109,7 +110,8 @@ def audit_host(
 
     if branch_report is None and reference is not None:
         from fwman.core.config import load_config
-        from fwman.driver.forks import DEFAULT_API, configured_forks
+        from fwman.driver.forks.config import configured_forks
+        from fwman.driver.forks.forge import DEFAULT_API
 
         if forks is None:
             forks = configured_forks(load_config(host))

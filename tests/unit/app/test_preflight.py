@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from fwman.driver import preflight as pf
-from fwman.driver.build.pipeline import compiler_version
+from fwman.driver.build.kbuild import compiler_version
 from fwman.driver.build.source import local_source
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv

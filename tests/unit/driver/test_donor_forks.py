@@ -12,15 +12,10 @@ from hypothesis import strategies as st
 
 from fwman.core.config import DONOR_KEYS, parse_config
 from fwman.core.errors import ExitCode, ParseError, UsageError
-from fwman.driver.forks import (
-    NVIDIA_UPSTREAM,
-    Fork,
-    configured_forks,
-    donor_revisions,
-    parse_donor,
-    parse_ls_remote_tags,
-    resolve_fork,
-)
+from fwman.driver.forks.config import NVIDIA_UPSTREAM, configured_forks, parse_donor, resolve_fork
+from fwman.driver.forks.listing import donor_revisions
+from fwman.driver.forks.lsremote import parse_ls_remote_tags
+from fwman.driver.forks.model import Fork
 from tests.support.env import FwmanEnv
 
 SHA = "83" * 32

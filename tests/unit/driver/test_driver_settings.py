@@ -9,7 +9,6 @@ materialised into temp roots. The initramfs generator is a stand-in on PATH that
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -19,58 +18,19 @@ from hypothesis import strategies as st
 from fwman.core.errors import ParseError
 from fwman.driver import settings as nv
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
+from tests.support.settings_rig import H200_PARAMS, KVER, initramfs_generator, settings_host, write_params
 
-KVER = "6.8.12-4-pve"
-H200_PARAMS = Path(__file__).resolve().parents[3] / "fixtures/hosts/h200-1gpu/files/proc/driver/nvidia/params"
 FILE = "etc/modprobe.d/fwman-nvidia-p2p.conf"
-
-
-def _host(tmp_path: Path, gpus: str) -> Path:
-    from fixtures.hostgen.materialize import materialize
-    from fixtures.hostgen.rig import GpuSpec, build_rig, rig_4x3090
-
-    if gpus == "4x3090":
-        specs = rig_4x3090()
-    else:  # constructed: two RTX 5090 (10de:2b85), placeholder subsystem and VBIOS
-        specs = [
-            GpuSpec(bus=b, subsystem_device=0, subsystem_vendor=0x10DE, vbios="00.00.00.00.00", device=0x2B85,
-                    name="NVIDIA GeForce RTX 5090", bar1_size=32 << 30, iommu_group=g)
-            for b, g in ((0x01, 20), (0x21, 40))
-        ]  # fmt: skip
-    build_rig(specs, note=f"driver settings {gpus}", driver_flavour="open").write(tmp_path / "snap")
-    return materialize(tmp_path / "snap", tmp_path / "root")
-
-
-def _generator(tmp_path: Path, root: Path) -> Path:
-    """A stand-in update-initramfs: packs ROOT/etc/modprobe.d/*.conf into ROOT/boot/initrd.img-KVER (newc)."""
-    if shutil.which("cpio") is None:
-        pytest.skip("cpio is not installed")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "update-initramfs").write_text(
-        "#!/bin/sh\n"
-        f'echo "$@" >> {tmp_path / "argv"}\n'
-        f"cd {root} && mkdir -p boot && ls etc/modprobe.d/*.conf 2>/dev/null | cpio -o -H newc --quiet "
-        f"> boot/initrd.img-{KVER}\n"
-    )
-    (bindir / "update-initramfs").chmod(0o755)
-    return bindir
-
-
-def _params(root: Path, **values: str) -> None:
-    text = H200_PARAMS.read_text() + "".join(f"{k}: {v}\n" for k, v in values.items())
-    (root / "proc/driver/nvidia").mkdir(parents=True, exist_ok=True)
-    (root / "proc/driver/nvidia/params").write_text(text)
 
 
 def test_2x5090_recommends_the_two_keys_with_their_source_writes_them_and_regenerates_the_initramfs(
     tmp_path: Path,
 ) -> None:
-    root = _host(tmp_path, "2x5090")
-    _params(root, RMForceStaticBar1="0", PeerMappingOverride="1")
+    root = settings_host(tmp_path, "2x5090")
+    write_params(root, RMForceStaticBar1="0", PeerMappingOverride="1")
     (root / "boot").mkdir(exist_ok=True)
     (root / f"boot/initrd.img-{KVER}").write_bytes(b"")  # an image without the file
-    env = FwmanEnv(path_prepend=[_generator(tmp_path, root)])
+    env = FwmanEnv(path_prepend=[initramfs_generator(tmp_path, root)])
     r = env("--root", str(root), "driver", "settings", "--json")
     assert r.code == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -100,7 +60,7 @@ def test_2x5090_recommends_the_two_keys_with_their_source_writes_them_and_regene
 
 
 def test_4x3090_recommends_nothing_and_says_the_sources_are_silent(tmp_path: Path) -> None:
-    root = _host(tmp_path, "4x3090")
+    root = settings_host(tmp_path, "4x3090")
     r = FwmanEnv()("--root", str(root), "driver", "settings")
     assert r.code == 0, r.stderr
     assert "GPUs: ampere (4 GPUs)" in r.stdout
@@ -140,8 +100,8 @@ def test_params_of_any_text_is_a_dict_or_a_parse_error(text: str) -> None:
 
 
 def test_modules_status_shows_each_option_and_whether_it_is_in_effect(tmp_path: Path) -> None:
-    root = _host(tmp_path, "2x5090")
-    _params(root, RMForceStaticBar1="0", PeerMappingOverride="1")
+    root = settings_host(tmp_path, "2x5090")
+    write_params(root, RMForceStaticBar1="0", PeerMappingOverride="1")
     env = FwmanEnv()
     text = env("--root", str(root), "modules", "status").stdout
     assert "module option NVreg_RMForceStaticBar1=1: not in effect (loaded 0) (`fwman driver settings`)" in text

@@ -13,17 +13,10 @@ from hypothesis import strategies as st
 
 from fwman.core.config import Config, parse_config
 from fwman.core.errors import ParseError, UsageError
-from fwman.driver.forks import (
-    DEFAULT_FORKS,
-    Fork,
-    api_base,
-    configured_forks,
-    forge_repo,
-    parse_link_next,
-    parse_ls_remote,
-    resolve_fork,
-    utc_text,
-)
+from fwman.driver.forks.config import DEFAULT_FORKS, configured_forks, resolve_fork
+from fwman.driver.forks.forge import api_base, forge_repo, parse_link_next
+from fwman.driver.forks.lsremote import parse_ls_remote
+from fwman.driver.forks.model import Fork, utc_text
 
 AIKITORIA = "https://github.com/aikitoria/open-gpu-kernel-modules"
 SHA = "0123456789abcdef0123456789abcdef01234567"

@@ -439,3 +439,47 @@ def test_apt_purge_runs_the_removal_once(tmp_path: Path) -> None:
     (state / "6.1.0-53-amd64.json").write_text("{}")  # a kernel removed while the hook was not there
     postrm("purge")
     assert log.read_text().count("modules forget --kernel 6.1.0-53-amd64") == 2
+
+
+def _stand_in_generator(tmp_path: Path, root: Path, image: bytes, rc: int = 0) -> Path:
+    """A stand-in ``update-initramfs -u -k KVER`` for the root's machine: logs its arguments, then writes
+    ``image`` as ROOT/boot/initrd.img-KVER (or fails with ``rc``)."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (tmp_path / "new-image").write_bytes(image)
+    script = f'#!/bin/sh\necho "$@" >> {tmp_path / "argv"}\n'
+    script += f"echo 'update-initramfs: no space left' >&2\nexit {rc}\n" if rc else ""
+    script += f'cp {tmp_path / "new-image"} {root}/boot/initrd.img-"$3"\n'
+    (bindir / "update-initramfs").write_text(script)
+    (bindir / "update-initramfs").chmod(0o755)
+    return bindir
+
+
+@pytest.mark.parametrize("generator_rc", [0, 1])
+def test_refresh_initramfs_regenerates_a_stale_image_once_and_never_raises(tmp_path: Path, generator_rc: int) -> None:
+    # the one refresh every build path runs (modules build, the kernel hook, the catch-up)
+    patched = build_module(nvidia_tags("570.86.16", KVER, srcversion="PATCHEDPATCHEDPATCHED00"))
+    stock = build_module(nvidia_tags("570.86.16", KVER))
+    root = tmp_path / "root"
+    _manifest(root, patched)
+    (root / "boot").mkdir()
+    image = root / f"boot/initrd.img-{KVER}"
+    image.write_bytes(gzip.compress(newc([(f"usr/lib/modules/{KVER}/updates/dkms/nvidia.ko", stock)])))
+    fresh = gzip.compress(newc([(f"usr/lib/modules/{KVER}/updates/fwman/nvidia.ko", patched)]))
+    bindir = _stand_in_generator(tmp_path, root, fresh, generator_rc)
+    host = LiveHost(str(root), env={"PATH": f"{bindir}:/usr/bin:/bin"}, machine_tools=[str(bindir)])
+    lines: list[str] = []
+    state = initramfs.refresh_initramfs(host, KVER, lines.append)
+    assert (tmp_path / "argv").read_text() == f"-u -k {KVER}\n"
+    if generator_rc:
+        assert state.problem == "initramfs has stock nvidia.ko 570.86.16: the patch is lost at boot"
+        assert (
+            lines[-1]
+            == f"WARNING: {KVER}: update-initramfs -u -k {KVER} failed (exit 1): update-initramfs: no space left"
+        )
+        return
+    assert state.problem is None and state.summary() == "carries fwman's 1 modules"
+    assert lines[-1] == f"{KVER}: initramfs regenerated; it now carries fwman's modules"
+    again: list[str] = []
+    assert initramfs.refresh_initramfs(host, KVER, again.append).problem is None
+    assert again == [] and (tmp_path / "argv").read_text().count("\n") == 1  # current: the generator is not run

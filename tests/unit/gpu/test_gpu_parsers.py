@@ -150,6 +150,17 @@ def test_smi_xml_of_the_example_rig() -> None:
     assert g.vram_bytes == 24 * GIB and g.bar1_bytes == 256 * MIB
     assert (g.power_limit_w, g.default_power_limit_w) == (420.0, 420.0)
     assert (g.pcie_gen_max, g.link_width_current) == (4, 16)
+    assert g.persistence_mode is True  # what `driver power --persistence` reads back
+
+
+def test_smi_xml_persistence_mode_enabled_disabled_or_not_said() -> None:
+    def mode(value: str) -> bool | None:
+        xml = f'<nvidia_smi_log><gpu id="00000000:0A:00.0">{value}</gpu></nvidia_smi_log>'
+        return parse_smi_xml(xml).gpus[0].persistence_mode
+
+    assert mode("<persistence_mode>Enabled</persistence_mode>") is True
+    assert mode("<persistence_mode>Disabled</persistence_mode>") is False
+    assert mode("<persistence_mode>N/A</persistence_mode>") is None and mode("") is None
 
 
 def test_smi_xml_older_power_element_and_na_fields() -> None:

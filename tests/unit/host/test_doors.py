@@ -16,7 +16,11 @@ from fixtures.nvflash.rig import build_rig
 from fwman.core import clock, paths
 from fwman.core.clock import FixedClock
 from fwman.core.errors import ExitCode, MissingError, UsageError, VerificationError
-from fwman.driver.forks import DEFAULT_FORKS, MAX_CACHE_BYTES, Fork, list_branches, list_via_api, load_cache
+from fwman.driver.forks.cache import MAX_CACHE_BYTES, load_cache
+from fwman.driver.forks.config import DEFAULT_FORKS
+from fwman.driver.forks.forge import list_via_api
+from fwman.driver.forks.listing import list_branches
+from fwman.driver.forks.model import Fork
 from fwman.host.http import MAX_JSON_ANSWER, HttpOptions, http_get, json_getter
 from fwman.host.live import LiveHost
 from fwman.host.snapshot import SnapshotHost

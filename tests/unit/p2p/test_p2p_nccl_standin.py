@@ -1,5 +1,6 @@
 """The NCCL tier's real runner script on a stand-in PyTorch (tests/unit/p2p/standin_torch): real processes, one
-per rank, the runner's own deadline, the control run with NCCL_P2P_DISABLE=1, and the advice derived from them.
+per rank, the control run with NCCL_P2P_DISABLE=1, and the advice derived from them. A rank that never returns,
+killed at the runner's deadline (seconds of waiting), is tests/system/test_p2p_nccl_deadlines.py's.
 
 The stand-in sums across the worker processes through files, so a wrong sum, a rank that never returns and a
 delayed all-reduce are faults of the run, not canned outputs. A delay is a floor on what the runner measures (it
@@ -11,36 +12,22 @@ runner's output with the measured seconds in it (``_measured``), as fwman reads 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from fwman.core import clock as clocks
-from fwman.host.live import LiveHost
 from fwman.p2p.history import P2PRecord
-from fwman.p2p.nccl import RESULT_TAG, NcclComparison, report_from_torch, run_nccl_comparison, run_nccl_test
+from fwman.p2p.nccl import RESULT_TAG, NcclComparison, report_from_torch, run_nccl_test
 from fwman.p2p.record import record_from_nccl
 from fwman.reports.doctor.checks.verification import verification_findings
-from tests.support.env import FwmanEnv
+from tests.support.nccl_standin import SIZES, compare, standin_host
 from tests.support.p2p_records import FP, copy_record
 
-STANDIN = Path(__file__).parent / "standin_torch"
-SIZES = (4, 64, 1024)
 #: seconds the stand-in's all-reduce sleeps on the delayed path (STANDIN_DELAY_P2P / STANDIN_DELAY_SHM)
 DELAY = 0.002
 
 
-def _host(tmp_path: Path, **faults: str) -> LiveHost:
-    return LiveHost(env={"PYTHONPATH": str(STANDIN), "STANDIN_DIR": str(tmp_path / "group"), **faults})
-
-
-def _compare(tmp_path: Path, timeout: float = 60, **faults: str) -> NcclComparison:
-    return run_nccl_comparison(
-        _host(tmp_path, **faults), runner="torch", python=sys.executable, sizes=SIZES, timeout=timeout
-    )
-
-
 def test_both_runs_time_every_size_and_the_control_is_the_run_with_p2p_disabled(tmp_path: Path) -> None:
-    c = _compare(tmp_path, STANDIN_DELAY_SHM=str(DELAY))
+    c = compare(tmp_path, STANDIN_DELAY_SHM=str(DELAY))
     assert c.ok and c.p2p.world == 2
     assert [r.size_bytes for r in c.p2p.sizes] == list(SIZES) and all(r.wrong == 0 for r in c.p2p.sizes)
     assert c.control is not None and c.control.environment["NCCL_P2P_DISABLE"] == "1"
@@ -51,62 +38,26 @@ def test_both_runs_time_every_size_and_the_control_is_the_run_with_p2p_disabled(
 
 
 def test_the_p2p_run_is_timed_with_p2p_allowed(tmp_path: Path) -> None:
-    c = _compare(tmp_path, STANDIN_DELAY_P2P=str(DELAY))
+    c = compare(tmp_path, STANDIN_DELAY_P2P=str(DELAY))
     assert c.ok  # both exact: slower is advice, not a failure
     assert [n for n, _, _ in c.faster()] == list(SIZES) and all(a >= DELAY for _, a, _ in c.faster())
 
 
 def test_wrong_values_with_p2p_fail_and_advise_against_p2p(tmp_path: Path) -> None:
-    c = _compare(tmp_path, STANDIN_WRONG="1")
+    c = compare(tmp_path, STANDIN_WRONG="1")
     assert not c.ok and c.p2p.wrong and c.control is not None and c.control.ok
     assert c.p2p.verdict().startswith("WRONG RESULTS")
     assert c.advice() == "do not use P2P: the all-reduce with P2P allowed did not verify"
 
 
-def test_a_rank_that_never_returns_is_block_naming_it_within_its_timeout_and_the_control_still_runs(
-    tmp_path: Path,
-) -> None:
-    start = clocks.monotonic()
-    c = _compare(tmp_path, timeout=4, STANDIN_HANG="1:64")
-    elapsed = clocks.monotonic() - start
-    assert c.p2p.hung is not None
-    assert "rank 1 in all_reduce 64 B (checked)" in c.p2p.hung and "within 4.0 s (killed)" in c.p2p.hung
-    assert c.p2p.verdict().startswith("BLOCK: NCCL rank 0 in all_reduce 64 B (checked), rank 1 in")
-    # the hang is only with P2P: the control measured every size
-    assert c.control is not None and c.control.ok and len(c.control.sizes) == 3
-    assert not c.ok and c.advice().startswith("no P2P advice: a run hung (BLOCK)")
-    assert elapsed < 4 + 20  # one deadline, plus the two short runs
-
-
 def test_a_runner_that_never_returns_at_all_is_killed_by_fwman(tmp_path: Path) -> None:
     # the prefix stands for a container entry that itself hangs: the runner's own deadline never starts
-    host = _host(tmp_path)
+    host = standin_host(tmp_path)
     start = clocks.monotonic()
     report = run_nccl_test(host, prefix=["sh", "-c", "sleep 60", "-"], runner="torch", timeout=0.5, margin=0.5)
     assert clocks.monotonic() - start < 10
     assert report.hung == "the NCCL runner (torch.distributed) did not return within 1 s (killed)"
     assert report.verdict().startswith("BLOCK:") and not report.ok
-
-
-def test_the_cli_shows_both_runs_per_size_and_exits_4_on_a_hung_rank(tmp_path: Path) -> None:
-    prefix = f"env PYTHONPATH={STANDIN} STANDIN_DIR={tmp_path / 'group'} STANDIN_WORLD=2"
-    env = FwmanEnv()
-    ok = env("p2p", "--nccl", "--runner", "torch", "--prefix", prefix + f" STANDIN_DELAY_SHM={DELAY}",
-             "--nccl-sizes", "4,1K", "--no-record")  # fmt: skip
-    assert ok.code == 0, ok.stderr
-    assert "control (NCCL_P2P_DISABLE=1): all-reduce exact on 2 ranks; NCCL used SHM" in ok.stdout
-    assert "bytes  P2P us  control us  busbw GB/s  values" in ok.stdout
-    rows = [line.split() for line in ok.stdout.splitlines() if line.strip().split(" ")[0] in ("4", "1024")]
-    assert [r[0] for r in rows] == ["4", "1024"] and all(r[-1] == "exact" for r in rows)
-    # the control's column carries the measured delay (at least DELAY per all-reduce, in microseconds)
-    assert all(float(r[2]) >= DELAY * 1e6 for r in rows)
-    assert [line for line in ok.stdout.splitlines() if line.startswith("advice: ")]
-    hung = env("p2p", "--nccl", "--runner", "torch", "--prefix", prefix + " STANDIN_HANG=0:4",
-               "--nccl-sizes", "4,1K", "--timeout", "3", "--no-record", "--json")  # fmt: skip
-    assert hung.code == 4
-    assert "try the run again with --nccl-env NCCL_P2P_DISABLE=1" in hung.stderr
-    doc = json.loads(hung.stdout)
-    assert doc["hung"].startswith("NCCL rank 0 in all_reduce 4 B (checked)") and doc["control"]["ok"] is True
 
 
 def _runner_output(seconds: dict[int, float], via: tuple[str, str], environment: dict[str, str]) -> str:

@@ -16,11 +16,11 @@ from fwman.driver.build import objcache
 from fwman.driver.build.checkout import cache_dir
 from fwman.driver.build.failure import parse_build_failure
 from fwman.driver.build.install import parse_modules_dep
+from fwman.driver.build.kbuild import kernel_tree_args
 from fwman.driver.build.lock import LockTimeout, module_lock
 from fwman.driver.build.manifest import Manifest, ModuleEntry, manifest_is_current, write_manifest
-from fwman.driver.build.pipeline import kernel_tree_args
 from fwman.driver.build.source import check_source_options, local_source, tree_hash
-from fwman.driver.forks import clonable_url
+from fwman.driver.forks.config import clonable_url
 from fwman.host.live import LiveHost
 
 GCC_LOG = """\

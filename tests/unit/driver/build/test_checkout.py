@@ -13,7 +13,7 @@ import pytest
 
 from fwman.core.errors import UsageError
 from fwman.driver.build.checkout import SourceError, cache_dir, ensure_checkout, verify
-from fwman.driver.forks import Fork
+from fwman.driver.forks.model import Fork
 from fwman.host.live import LiveHost
 from tests.support.modules import P2P_BRANCH, commit_to_branch, make_fork_repo
 from tests.support.tools import require_tools
@@ -170,7 +170,7 @@ def test_a_moved_branch_that_cannot_be_fetched_keeps_the_cached_commit(fork_root
 def test_a_fork_checkout_is_linked_into_the_build_tree_a_local_tree_is_copied(
     fork_root: tuple[LiveHost, Fork, str],
 ) -> None:
-    from fwman.driver.build.pipeline import prepare_tree
+    from fwman.driver.build.kbuild import prepare_tree
     from fwman.driver.build.source import Source, local_source
 
     host, fork, head = fork_root

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from fwman.core.errors import ParseError
 from fwman.driver.build import compat
+from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.patches import Declaration, load_patches, masked_names
-from fwman.driver.build.pipeline import kernel_patches
 from fwman.host.live import LiveHost
 from tests.support.env import FIXTURES
 from tests.support.kernels import installed_pair

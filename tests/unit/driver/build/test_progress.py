@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from fwman.core import clock
-from fwman.driver.build.pipeline import _run_make
+from fwman.driver.build.kbuild import _run_make
 from fwman.driver.build.progress import (
     PHASES,
     PhaseLog,

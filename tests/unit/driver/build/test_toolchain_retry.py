@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 from fwman.driver.build.attempt import Attempt, retry_reason
+from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.manifest import Manifest, Marker, ModuleEntry, failed_path, write_manifest, write_marker
-from fwman.driver.build.pipeline import current_attempt, kernel_patches
+from fwman.driver.build.pipeline import current_attempt
 from fwman.driver.build.source import local_source
 from fwman.driver.build.toolchain import BUILD_TOOLS, install_line, missing_tools, package_of
 from fwman.host.live import LiveHost

@@ -17,7 +17,8 @@ from fixtures.forge import real_branch_lists
 from fixtures.tinymod.elfgen import build_module, make_signing_key, nvidia_tags, sign_module
 from fwman.core import paths
 from fwman.core.findings import Severity
-from fwman.driver.forks import DEFAULT_FORKS, Fork
+from fwman.driver.forks.config import DEFAULT_FORKS
+from fwman.driver.forks.model import Fork
 from fwman.host.live import LiveHost
 from fwman.platform.proxmox import lxc_uses_gpu
 from fwman.reports.audit.p2p import p2p_line

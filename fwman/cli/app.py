@@ -14,6 +14,7 @@ import click
 from fwman import __version__
 from fwman.cli.context import AppContext, Environment, group_options
 from fwman.core.errors import ExitCode, FwmanError
+from fwman.core.termtext import one_line
 
 #: name -> (module:attribute, one-line help). Modules are imported only when their command runs, so
 #: `fwman --version` and `fwman --help` stay fast (no pydantic, requests, cryptography, pyelftools).
@@ -93,7 +94,7 @@ class LazyGroup(click.Group):
             if app is not None:
                 app.echo(line, err=True)
             else:  # run outside fwman's entry point (click's own test runner): click's stderr
-                click.echo(line, err=True)
+                click.echo(one_line(line), err=True)
             args = [*new, *args[len(old) :]]
         name = args[0] if args else None
         if name and not name.startswith("-") and name not in self.lazy_commands and not ctx.resilient_parsing:

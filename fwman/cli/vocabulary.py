@@ -120,12 +120,13 @@ def deprecation_line(old: str, new: str, value: object = None) -> str:
 def warn(line: str) -> None:
     """Print ``line`` on fwman's stderr (click's, outside fwman's entry point: click's own test runner)."""
     from fwman.cli.context import AppContext
+    from fwman.core.termtext import one_line
 
     app = click.get_current_context().find_object(AppContext)
     if app is not None:
         app.echo(line, err=True)
     else:
-        click.echo(line, err=True)
+        click.echo(one_line(line), err=True)
 
 
 def renamed_option(old: str, new: str, dest: str, **kwargs: Any) -> Callable[[F], F]:

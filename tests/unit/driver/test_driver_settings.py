@@ -132,13 +132,18 @@ def test_the_p2p_fingerprint_holds_the_options_and_a_change_unverifies_the_recor
 
 
 def test_a_replay_says_what_its_recording_lacks_instead_of_guessing_absent() -> None:
-    """The example recording has no /proc/driver/nvidia/params and no fwman modprobe file recorded, while scan and
-    audit of it say 570.86.16 is loaded: settings must not call the module unloaded or the file absent."""
+    """The example recording has no /proc/driver/nvidia/params recorded, while scan and audit of it say 570.86.16 is
+    loaded: settings must not call the module unloaded. The real H200 capture did not record fwman's modprobe file:
+    settings must not call it absent."""
     r = FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "driver", "settings")
     assert r.code == 0, r.stderr
     assert "/proc/driver/nvidia/params: not recorded in this recording (unknown: fwman does not guess)" in r.stdout
-    assert "/etc/modprobe.d/fwman-nvidia-p2p.conf: not recorded in this recording" in r.stdout
-    assert "not loaded" not in r.stdout and "absent" not in r.stdout
+    assert "not loaded" not in r.stdout
     doc = FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "driver", "settings", "--json").json()
-    assert doc["params_error"].startswith("not recorded") and doc["file_error"].startswith("not recorded")
+    assert doc["params_error"].startswith("not recorded")
+    h200 = FwmanEnv()("--snapshot", str(EXAMPLE_HOST.parent / "h200-1gpu"), "driver", "settings")
+    assert "/etc/modprobe.d/fwman-nvidia-p2p.conf: not recorded in this recording" in h200.stdout, h200.stdout
+    assert "absent" not in h200.stdout
+    h200_doc = FwmanEnv()("--snapshot", str(EXAMPLE_HOST.parent / "h200-1gpu"), "driver", "settings", "--json").json()
+    assert h200_doc["file_error"].startswith("not recorded")
     assert "570.86.16" in FwmanEnv()("--snapshot", str(EXAMPLE_HOST), "scan").stdout  # what the recording does say

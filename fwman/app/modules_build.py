@@ -344,7 +344,7 @@ def stale_cdi_specs(host: Host) -> list[str]:
     after every module install (docs/audit.md, "CDI specs"). Never raises."""
     from fwman.platform.containers import read_cdi_specs
     from fwman.platform.userspace import scan_userspace
-    from fwman.reports.audit.rows import cdi_spec_rows
+    from fwman.reports.audit.cdi_rows import cdi_spec_rows
 
     try:
         specs = read_cdi_specs(host, [])

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from fwman.core.driver_version import DriverVersion
+from fwman.core.errors import ParseError
 from fwman.platform.containers import CdiSpecAudit, ContainerAudit
 
 if TYPE_CHECKING:
@@ -160,3 +162,18 @@ class AuditReport:
                 )
             )
         return out
+
+
+def status_against(version: str | None, reference: str | None) -> Status:
+    """Return match/mismatch against the reference, unknown when either is missing."""
+    if version is None or reference is None:
+        return "unknown"
+    return "match" if version == reference else "mismatch"
+
+
+def version_sort_key(v: str) -> tuple[int, str, DriverVersion | None]:
+    """Return a sort key for driver versions: parsed ones in version order, then anything else by its text."""
+    try:
+        return (0, "", DriverVersion.parse(v))
+    except ParseError:
+        return (1, v, None)

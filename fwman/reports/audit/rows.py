@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from fwman.core import paths
 from fwman.core.driver_version import DriverVersion
-from fwman.core.errors import ParseError
 from fwman.driver.kmod.kofile import module_stem
 from fwman.driver.userspace_hold import HoldStatus
 from fwman.gpu.proc_version import parse_proc_version
@@ -22,12 +21,15 @@ from fwman.platform import proxmox
 from fwman.platform.cdi import REGENERATE
 from fwman.platform.containers import CdiSpecAudit, ContainerAudit
 from fwman.platform.userspace import KEY_LIBS, DriverLib, UserSpace
+from fwman.reports.audit.cdi_rows import cdi_spec_rows
 from fwman.reports.audit.model import (
     AuditReport,
     KernelModule,
     LoadedModule,
     Row,
     Status,
+    status_against,
+    version_sort_key,
 )
 
 HOST = "on the host"
@@ -104,7 +106,7 @@ def loaded_rows(loaded: LoadedModule | None, ref: str | None, running_kernel: st
             component="loaded kernel module",
             version=loaded.version,
             where="/sys/module/nvidia" if loaded.sys_version else "/proc/driver/nvidia/version",
-            status=_status(loaded.version, ref),
+            status=status_against(loaded.version, ref),
             detail=f"{loaded.flavour or 'flavour unknown'}, running kernel {running_kernel or '?'}",
         )
     )
@@ -128,7 +130,7 @@ def module_row(m: KernelModule, ref: str | None, fork: str | None = None) -> Row
         status = "unknown"
         details.append(m.error or "no version tag")
     else:
-        status = _status(m.version, ref)
+        status = status_against(m.version, ref)
         if status == "mismatch" and ref is not None:
             fix = (
                 f"build and install the {ref} kernel module for {m.kernel} "
@@ -219,7 +221,7 @@ def host_userspace_rows(host_us: UserSpace, ref: str | None) -> list[Row]:
                 detail="no libcuda.so.<version> or libnvidia-*.so.<version> found",
             )
         )
-    smi_status = _status(host_us.smi_version, ref)
+    smi_status = status_against(host_us.smi_version, ref)
     rows.append(
         Row(
             component="nvidia-smi",
@@ -322,13 +324,6 @@ def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> 
     return rows
 
 
-def _status(version: str | None, reference: str | None) -> Status:
-    """Return match/mismatch against the reference, unknown when either is missing."""
-    if version is None or reference is None:
-        return "unknown"
-    return "match" if version == reference else "mismatch"
-
-
 def _userspace_fix(reference: str | None, where: str) -> str | None:
     """Return how to install the reference user space ``where``, None without a reference."""
     if reference is None:
@@ -343,7 +338,7 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
     by_version = us.versions()
     for key in KEY_LIBS:
         for lib in (lib for lib in us.libs if lib.name == key):
-            status = _status(lib.version, reference)
+            status = status_against(lib.version, reference)
             rows.append(
                 Row(
                     component=f"{scope}{key}.so",
@@ -357,7 +352,7 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
         others = [lib for lib in libs if lib.name not in KEY_LIBS]
         if not others:
             continue
-        status = _status(version, reference)
+        status = status_against(version, reference)
         rows.append(
             Row(
                 component=f"{scope}other driver libraries ({len(others)})",
@@ -455,94 +450,6 @@ def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
             )
         )
     return rows
-
-
-def _is_nvidia_kind(kind: str | None) -> bool:
-    return bool(kind) and str(kind).startswith("nvidia.com/")
-
-
-def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
-    """Return one row per CDI spec: its library versions against the driver, and host paths it names that are
-    gone; a spec that is not one is unknown. The fix is NVIDIA's command that writes the spec again."""
-    rows: list[Row] = []
-    for spec in specs:
-        regenerate = REGENERATE.format(path=spec.path)
-        if spec.error is not None:
-            rows.append(
-                Row(
-                    component="CDI spec",
-                    version=None,
-                    where=spec.path,
-                    status="unknown",
-                    fix=f"write it again: {regenerate}",
-                    detail=f"not a CDI spec: {spec.error}",
-                )
-            )
-            continue
-        if not _is_nvidia_kind(spec.kind):
-            rows.append(
-                Row(
-                    component=f"CDI spec {spec.kind}",
-                    version=None,
-                    where=spec.path,
-                    status="info",
-                    detail=f"cdiVersion {spec.version}: not NVIDIA's, not compared",
-                )
-            )
-            continue
-        versions = sorted(spec.libs, key=_version_key)
-        stale = [v for v in versions if ref is not None and v != ref]
-        details = [f"cdiVersion {spec.version}", f"devices {', '.join(spec.devices)}"]
-        status: Status
-        if spec.stale_majors:
-            # nvidia-smi keeps working while cuInit fails (NemoClaw PR 4733; cuInit 999 with a uvm major of 510
-            # where the kernel gave 509: nvidia-container-toolkit issue 1934)
-            nodes = ", ".join(f"{node} major {was} (now {now})" for node, was, now in spec.stale_majors)
-            details.insert(0, f"device numbers drifted: {nodes}: cuInit fails in its containers")
-        if spec.stale_majors and not stale and not spec.missing:
-            status = "mismatch"
-        elif stale:
-            status = "mismatch"
-            details.insert(0, f"mounts the {', '.join(stale)} libraries: written for another driver than {ref}")
-        elif spec.missing:
-            status = "mismatch"
-        elif not versions:
-            status = "unknown"
-            details.insert(0, "names no versioned driver library")
-        else:
-            status = _status(versions[-1], ref)
-        if spec.missing:
-            shown = ", ".join(spec.missing[:3]) + (
-                f" and {len(spec.missing) - 3} more" if len(spec.missing) > 3 else ""
-            )
-            details.insert(0, f"host paths gone: {shown}")
-        rows.append(
-            Row(
-                component=f"CDI spec {spec.kind}",
-                version=", ".join(versions) or None,
-                where=spec.path,
-                status=status,
-                fix=(
-                    f"write it again for the installed driver: {regenerate}"
-                    + (
-                        " (or `systemctl start nvidia-cdi-refresh.service`, which nvidia-container-toolkit installs)"
-                        if spec.refresh_unit
-                        else ""
-                    )
-                )
-                if status == "mismatch"
-                else None,
-                detail="; ".join(details),
-            )
-        )
-    return rows
-
-
-def _version_key(v: str) -> tuple[int, str, DriverVersion | None]:
-    try:
-        return (0, "", DriverVersion.parse(v))
-    except ParseError:
-        return (1, v, None)
 
 
 def _nccl_old(version: str) -> bool:
@@ -646,7 +553,7 @@ def engine_container_rows(
             notes.insert(0, "no driver library found in its image, its CDI spec or a runtime hook")
     else:
         status = "match" if versions == {ref} else "mismatch"
-    shown = ", ".join(sorted(versions, key=_version_key)) or None
+    shown = ", ".join(sorted(versions, key=version_sort_key)) or None
     return [
         Row(
             component=component,

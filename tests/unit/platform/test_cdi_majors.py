@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from fwman.host.live import LiveHost
 from fwman.platform import cdi
 from fwman.platform.containers import read_cdi_specs
-from fwman.reports.audit.rows import cdi_spec_rows
+from fwman.reports.audit.cdi_rows import cdi_spec_rows
 from tests.support.engines import DRIVER, nvidia_cdi_spec
 
 PROC_DEVICES = "Character devices:\n  1 mem\n195 nvidia\n195 nvidiactl\n509 nvidia-uvm\n\nBlock devices:\n  8 sd\n"

@@ -32,18 +32,22 @@ def settings_host(tmp_path: Path, gpus: str) -> Path:
     return materialize(tmp_path / "snap", tmp_path / "root")
 
 
-def initramfs_generator(tmp_path: Path, root: Path) -> Path:
-    """Return a directory holding a stand-in update-initramfs: it appends its arguments to ``tmp_path/argv`` and
-    packs ROOT/etc/modprobe.d/*.conf into ROOT/boot/initrd.img-KVER (newc). Skips the test without cpio."""
+def initramfs_generator(tmp_path: Path, root: Path, also: str = "") -> Path:
+    """Return a directory holding a stand-in update-initramfs (``-u -k KVER``): it appends its arguments to
+    ``tmp_path/argv`` and packs ROOT/etc/modprobe.d/*.conf (and the files below ROOT/``also``, where ``$k`` is
+    KVER) into ROOT/boot/initrd.img-KVER (newc), as mkinitramfs copies the modprobe files and the modules it adds.
+    Skips the test without cpio."""
     if shutil.which("cpio") is None:
         pytest.skip("cpio is not installed")
     bindir = tmp_path / "bin"
     bindir.mkdir()
+    extra = f'; find "{also}" -type f 2>/dev/null' if also else ""
     (bindir / "update-initramfs").write_text(
         "#!/bin/sh\n"
         f'echo "$@" >> {tmp_path / "argv"}\n'
-        f"cd {root} && mkdir -p boot && ls etc/modprobe.d/*.conf 2>/dev/null | cpio -o -H newc --quiet "
-        f"> boot/initrd.img-{KVER}\n"
+        'k="$3"\n'
+        f"cd {root} && mkdir -p boot && {{ ls etc/modprobe.d/*.conf 2>/dev/null{extra}; }} | cpio -o -H newc --quiet "
+        '> "boot/initrd.img-$k"\n'
     )
     (bindir / "update-initramfs").chmod(0o755)
     return bindir

@@ -12,7 +12,6 @@ kernel's nova_core module into a real newc archive with the real cpio.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from fwman.driver import nova_core
 from fwman.host.live import LiveHost
 from tests.support.boot import install_safe_modules
 from tests.support.env import FwmanEnv
+from tests.support.settings_rig import initramfs_generator
 
 OLD, NEW = "6.1.0-50-amd64", "7.0.0-3-amd64"
 FILE = "etc/modprobe.d/fwman-nvidia-p2p.conf"
@@ -32,21 +32,8 @@ PATH = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 def _generator(tmp_path: Path, root: Path) -> Path:
-    """A stand-in update-initramfs (``-u -k KVER``): packs ROOT's modprobe files and KVER's nova_core module into
-    ROOT/boot/initrd.img-KVER, as mkinitramfs copies /etc/modprobe.d/*.conf and the modules it adds."""
-    if shutil.which("cpio") is None:
-        pytest.skip("cpio is not installed")
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    (bindir / "update-initramfs").write_text(
-        "#!/bin/sh\n"
-        f'echo "$@" >> {tmp_path / "argv"}\n'
-        'k="$3"\n'
-        f'cd {root} && {{ ls etc/modprobe.d/*.conf 2>/dev/null; find "lib/modules/$k/{nova_core.MODULE_SUBDIR}" '
-        '-type f 2>/dev/null; } | cpio -o -H newc --quiet > "boot/initrd.img-$k"\n'
-    )
-    (bindir / "update-initramfs").chmod(0o755)
-    return bindir
+    """A stand-in update-initramfs that also packs KVER's nova_core module (tests/support/settings_rig.py)."""
+    return initramfs_generator(tmp_path, root, also=f"lib/modules/$k/{nova_core.MODULE_SUBDIR}")
 
 
 def _regenerate(bindir: Path, kver: str) -> None:

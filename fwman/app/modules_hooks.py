@@ -121,8 +121,8 @@ class Catchup(KernelRun):
         if s.source_problem is not None:
             out.append(say(f"WARNING: {s.source_problem}: that build will fail", err=True))
         elif s.no_source:
-            out.append(say("WARNING: no module source configured: run `fwman modules build --fork F --branch B` "
-                           "once", err=True))  # fmt: skip
+            out.append(say("WARNING: no module source configured: `fwman plan` names the fork and branch for this "
+                           "box, and `sudo fwman apply` builds them", err=True))  # fmt: skip
         return out
 
     def failure(self) -> FwmanError | None:

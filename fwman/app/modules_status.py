@@ -209,7 +209,12 @@ class ModulesStatus(Result):
             text = f"module option {setting.option}: {state}{shown}"
             out.append(say(text) if state == "in effect" else say(text + " (`fwman driver settings`)", "yellow"))
         if self.source is None:
-            out.append(say("no module source configured yet: run `fwman modules build --fork F --branch B` once"))
+            out.append(
+                say(
+                    "no module source configured yet: `fwman plan` names the fork and branch for this box, "
+                    "and `sudo fwman apply` builds them"
+                )
+            )
         if self.dkms_error:
             out.append(say(f"note: dkms status failed: {self.dkms_error}", err=True))
         return out

@@ -240,7 +240,8 @@ def run_preflight(host: Host, request: PreflightRequest, report: Report = silent
     if spec is None:
         raise UsageError(
             "no module source configured: the pre-flight builds what the kernel hook would",
-            hint="run `fwman modules build --fork F --branch B` once (or set [modules] in /etc/fwman/config.toml)",
+            hint="`fwman plan` names the fork and branch for this box and `sudo fwman apply` builds them (or set "
+            "[modules] in /etc/fwman/config.toml)",
         )
     with module_lock(host):
         source = resolve_source(host, spec, report, fetch=False)  # the commit the kernel hook would build

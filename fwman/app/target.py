@@ -101,10 +101,11 @@ def resolve_target(host: Host, audit: AuditReport | None) -> Target:
         f"the loaded module's version, carried by {', '.join(carriers)}" if carriers else "the loaded module's version"
     )
     if not carriers:
+        nearest = [v for v in (audit.p2p.nearest_above, audit.p2p.nearest_below) if v] if audit is not None else []
+        move = f"; or move to a version a fork carries (`fwman driver move --to {nearest[0]}`)" if nearest else ""
         return Target(None, version, why, FwmanError(
             f"no fork is known to carry a P2P branch of driver {version}",
-            hint=f"`fwman driver branches --version {version}` lists who carries it; or move to a version that has "
-                 "a branch (`fwman driver move --to V`)"))  # fmt: skip
+            hint=f"`fwman driver branches --driver-version {version}` lists who carries it{move}"))  # fmt: skip
     try:
         spec = source_spec(host, BuildRequest(fork=carriers[0], driver_version=version))
     except FwmanError as e:

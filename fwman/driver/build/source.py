@@ -199,7 +199,8 @@ def load_source_spec(host: Host) -> SourceSpec | None:
         # never "no module source configured": the hook would then mark kernels pending instead of building
         return VerificationError(
             f"unreadable module source record {paths.MODULES_SOURCE_RECORD}: {why}",
-            hint="run `fwman modules build --fork F --branch B` (or --source DIR) once to record it again",
+            hint="`fwman plan` names the fork and branch for this box; `sudo fwman apply` builds them and records "
+            "them again",
         )
 
     try:

@@ -118,7 +118,7 @@ def test_no_module_source_is_a_usage_error_naming_the_command_that_sets_one(tmp_
     run, root, sim = _machine(tmp_path, UPDATE)
     (root / "etc/fwman/config.toml").write_text("")
     result = run("modules", "preflight", "--root", str(root))
-    assert result.code == 2 and "fwman modules build --fork F --branch B" in result.stderr
+    assert result.code == 2 and "`fwman plan` names the fork and branch for this box" in result.stderr
     # with no new kernel offered there is nothing to build: no source needed (a host using fwman for firmware)
     sim.write_text(_simulation())
     quiet = run("modules", "preflight", "--json", "--root", str(root))

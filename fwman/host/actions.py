@@ -207,17 +207,37 @@ def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
 def apply_all(host: Host, actions: Sequence[Action], report: Report | None = None) -> list[str]:
     """Apply every needed action in order and return their descriptions.
 
-    Stops at the first failure (the FwmanError propagates): what was applied stays applied, and running the
-    same list again continues where it stopped. The list returned is what changed: [] means the host was
-    already in the state the actions produce (a command reports ``changed: false``).
+    Stops at the first failure: the action's FwmanError propagates, its hint saying what was done before it and
+    what was not (what was applied stays applied, and running the same list again continues where it stopped).
+    The list returned is what changed: [] means the host was already in the state the actions produce (a command
+    reports ``changed: false``).
     """
     check_door(host, [a for a in actions if a.is_needed(host)])
     done: list[str] = []
-    for action in actions:
+    for index, action in enumerate(actions):
         if not action.is_needed(host):
             continue
         if report is not None:
             report(action.describe())
-        action.apply(host)
+        try:
+            action.apply(host)
+        except FwmanError as e:
+            raise _stopped(e, done, [a.describe() for a in actions[index + 1 :]]) from e
         done.append(action.describe())
     return done
+
+
+def _stopped(error: FwmanError, done: list[str], after: list[str]) -> FwmanError:
+    """Return ``error`` (its own type and exit status) with what was done before it and what was not done yet in its
+    hint: the run stopped there, and running it again continues (each action checks whether it is still needed)."""
+    said = "; ".join(part for part in (
+        f"done before it: {', '.join(done)}" if done else "",
+        f"not done: {', '.join(after)}" if after else "",
+    ) if part)  # fmt: skip
+    if not said:
+        return error
+    stopped = type(error).__new__(type(error))
+    stopped.__dict__.update(error.__dict__)
+    Exception.__init__(stopped, error.message)
+    stopped.hint = f"{error.hint + '; ' if error.hint else ''}{said} (run it again to continue)"
+    return stopped

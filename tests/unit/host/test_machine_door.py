@@ -107,3 +107,19 @@ def test_actions_are_checked_at_the_door_before_any_is_applied_or_listed(tmp_pat
     with pytest.raises(RootDoorError):
         apply_all(host, actions)
     assert not log.exists() and first.results == []  # not even the harmless first one ran
+
+
+def test_a_run_that_stops_says_what_was_done_and_what_was_not(tmp_path: Path) -> None:
+    """apply_all stops at the failing action; its error keeps its type and says the done and the not-done steps."""
+    from fwman.core.errors import HostChangeError
+    from fwman.host.actions import WriteFile
+
+    host = LiveHost(str(tmp_path))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("a directory where a file belongs")
+    actions = [WriteFile("/a", b"1"), WriteFile("/b", b"2"), WriteFile("/c", b"3")]
+    with pytest.raises(HostChangeError) as stopped:
+        apply_all(host, actions)
+    hint = stopped.value.hint or ""
+    assert "done before it: write /a (1 bytes, mode 644)" in hint and "not done: write /c (1 bytes, mode 644)" in hint
+    assert hint.endswith("(run it again to continue)") and (tmp_path / "a").read_text() == "1"

@@ -142,6 +142,8 @@ def test_pending_build_on_ubuntu_26_04_names_the_generic_headers(tmp_path: Path)
         ("6.14.11-6-pve", "proxmox-headers-6.14.11-6-pve", "proxmox-headers-6.14"),
         ("6.17.13-4-pve", "proxmox-headers-6.17.13-4-pve", "proxmox-headers-6.17"),
         ("6.8.12-4-pve", "proxmox-headers-6.8.12-4-pve", "proxmox-headers-6.8"),
+        # Proxmox VE 9.2's 7.0 series (7.0.0-3-pve: aikitoria/open-gpu-kernel-modules issue 24, docs/ubuntu.md)
+        ("7.0.0-3-pve", "proxmox-headers-7.0.0-3-pve", "proxmox-headers-7.0"),
     ],
 )
 def test_proxmox_9_headers_and_series_metapackage(kver: str, package: str, series: str) -> None:

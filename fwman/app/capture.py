@@ -224,7 +224,7 @@ def capture(
         if rec.is_dir(path):
             _try(report, path, rec.listdir, path)
     progress("device numbers, kernel configurations, modprobe files")
-    _try(report, "kernel configuration", _read_kernel_state, rec, report)
+    _try(report, "device numbers, kernel configurations, modprobe files", _read_kernel_state, rec, report)
     if rec.is_dir("/usr/local"):
         for name in rec.listdir("/usr/local"):
             if name.startswith("cuda") and rec.is_dir(f"/usr/local/{name}/compat"):

@@ -18,7 +18,9 @@ from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.gpu.inventory import nvidia_functions, scan_cards
 from fwman.host.base import Host
+from fwman.host.capped import MAX_TEXT_FILE, read_capped
 from fwman.host.recording import RecordingHost, SnapshotWriter
+from fwman.platform.cdi import MAX_PROC_DEVICES
 
 #: sysfs attributes recorded for every NVIDIA function and every bridge above it
 PCI_ATTRIBUTES = (
@@ -116,6 +118,11 @@ LISTINGS = (
     "/usr/local/nvidia/firmware/nvidia",
     "/usr/local/nvidia/modules",
 )
+#: the most files of one kind (kernel configurations, the .conf files of one modprobe directory) a capture reads:
+#: a host has a handful; a directory someone filled with thousands is recorded by its listing only
+MAX_FILES_OF_A_KIND = 256
+#: the prefix of a kernel's configuration file in /boot (paths.kernel_config)
+CONFIG_PREFIX = "config-"
 #: read-only commands run once against the recording host (output discarded), so that replaying them finds
 #: every path and command they read: the simplest guarantee that capture and the commands never drift apart
 REPLAYABLE_COMMANDS = (
@@ -220,6 +227,8 @@ def capture(
     for path in LISTINGS:
         if rec.is_dir(path):
             _try(report, path, rec.listdir, path)
+    progress("device numbers, kernel configurations, modprobe files")
+    _try(report, "device numbers, kernel configurations, modprobe files", _read_kernel_state, rec, report)
     if rec.is_dir("/usr/local"):
         for name in rec.listdir("/usr/local"):
             if name.startswith("cuda") and rec.is_dir(f"/usr/local/{name}/compat"):
@@ -239,6 +248,27 @@ def capture(
     report.files = len(writer.files)
     report.commands = len(writer.commands)
     return report
+
+
+def _read_kernel_state(host: Host, report: CaptureReport) -> None:
+    """Record, with bounded reads, what the CDI check, nova_core and the module options read besides sysfs:
+    ``/proc/devices`` (the majors a CDI spec's device nodes must have), every ``/boot/config-KVER`` (which kernels
+    have nova_core, the signature hash a kernel expects) and the ``.conf`` files of each modprobe directory (its
+    blacklist). A file past its bound or unreadable is a problem in ``report``; the capture goes on."""
+    if host.exists(paths.PROC_DEVICES):
+        _try(report, paths.PROC_DEVICES, read_capped, host, paths.PROC_DEVICES, MAX_PROC_DEVICES, "device list")
+    if host.is_dir(paths.BOOT_DIR):
+        names = sorted(n for n in host.listdir(paths.BOOT_DIR) if n.startswith(CONFIG_PREFIX))
+        for name in names[:MAX_FILES_OF_A_KIND]:
+            path = paths.kernel_config(name.removeprefix(CONFIG_PREFIX))
+            _try(report, path, read_capped, host, path, MAX_TEXT_FILE, "kernel configuration")
+    for directory in paths.MODPROBE_CONFIG_DIRS:
+        if not host.is_dir(directory):
+            continue
+        confs = sorted(n for n in host.listdir(directory) if n.endswith(".conf"))
+        for name in confs[:MAX_FILES_OF_A_KIND]:
+            path = f"{directory}/{name}"
+            _try(report, path, read_capped, host, path, MAX_TEXT_FILE, "modprobe configuration")
 
 
 def _read_resize(host: Host, directory: str) -> None:

@@ -29,7 +29,8 @@ def capture(app: AppContext, directory: str, no_redact: bool, check: bool, as_js
     """Record this host into DIRECTORY (read-only), for replay with --snapshot.
 
     Records, for every NVIDIA PCI function and the bridges above it, the sysfs attributes (config space
-    included), /proc/driver/nvidia, /proc/modules, /proc/cmdline, IOMMU state, os-release, kernel release,
+    included, boot_vga among them), /proc/driver/nvidia, /proc/modules, /proc/cmdline, /proc/devices,
+    /boot/config-* and the modprobe.d *.conf files (bounded reads), IOMMU state, os-release, kernel release,
     driver library listings, and the output of nvidia-smi (-q -x, topo -m, topo -p2p r/w, --version),
     dkms status and lspci -vvv -nn where installed (missing tools are recorded as missing). Nothing on the
     host is changed. GPU UUIDs and serial numbers are replaced by placeholders unless --no-redact.

@@ -49,8 +49,8 @@ def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
     Runs `dkms remove M/V --all` for every registered nvidia* module and writes
     /etc/apt/preferences.d/fwman-nvidia-dkms (Pin-Priority -1 for *nvidia*dkms* and Ubuntu's prebuilt
-    linux-modules-nvidia-*, linux-objects-nvidia-*, linux-signatures-nvidia-*); records it so `fwman dkms
-    unblock` can undo it.
+    linux-modules-nvidia-*, linux-objects-nvidia-*, linux-signatures-nvidia-*; never the P2P fork's own
+    nvidia-open-p2p-dkms); records it so `fwman dkms unblock` can undo it.
     Re-running is harmless. With --json: {"dry_run", "changed", "actions"} (schema fwman.dkms-block/1).
 
     \b

@@ -167,9 +167,13 @@ def donor_patch_file(sha256: str) -> str:
     return f"{DONOR_PATCH_DIR}/{sha256}.patch"
 
 
+#: where Debian, Ubuntu and Proxmox install each kernel, its System.map and its configuration
+BOOT_DIR = "/boot"
+
+
 def kernel_config(kver: str) -> str:
     """Return ``/boot/config-KVER``: the configuration Debian, Ubuntu and Proxmox install beside each kernel."""
-    return f"/boot/config-{kver}"
+    return f"{BOOT_DIR}/config-{kver}"
 
 
 def modules_dir(kver: str) -> str:

@@ -24,8 +24,11 @@ Facts (docs/preflight.md cites them):
   symbols), ``linux-headers-KVER``; Proxmox VE ``proxmox-kernel-KVER`` (``-signed``), ``proxmox-headers-KVER``,
   and before VE 8 ``pve-kernel-KVER``, ``pve-headers-KVER`` (driver/headers.py); Debian's
   ``linux-headers-ABI-common`` (and ``-common-rt``) are the headers every flavour shares. A release is
-  ``MAJOR.MINOR.PATCH-…`` (``6.1.0-57-amd64``, ``6.8.12-4-pve``): metapackages such as ``linux-image-amd64`` or
-  ``proxmox-kernel-6.8`` carry none.
+  ``MAJOR.MINOR.PATCH-…`` (``6.1.0-57-amd64``, ``6.8.12-4-pve``), or from Debian 13 on, which dropped the ABI
+  number, ``MAJOR.MINOR.PATCH+debN-…`` (``6.12.118+deb13-amd64``, trixie-backports' ``7.3.4+deb13-amd64``,
+  with ``linux-headers-6.12.118+deb13-common`` and ``linux-kbuild-6.12.118+deb13``: trixie's Packages as
+  ``apt-cache`` read them in a trixie root, tests/story/test_trixie_kernels.py): metapackages such as
+  ``linux-image-amd64`` or ``proxmox-kernel-6.8`` carry none.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ _OP_LINE = re.compile(
 _KEPT_BACK = "The following packages have been kept back:"
 _KERNEL_PACKAGE = re.compile(
     r"^(?:(?P<img>linux-image-(?:unsigned-)?|proxmox-kernel-|pve-kernel-)|(?P<hdr>linux-headers-|proxmox-headers-|pve-headers-))"
-    r"(?P<kver>[0-9]+\.[0-9]+\.[0-9]+-[a-z0-9+.~-]*[a-z0-9])$"
+    r"(?P<kver>[0-9]+\.[0-9]+\.[0-9]+(?:\+[a-z0-9.~]+)?-[a-z0-9+.~-]*[a-z0-9])$"
 )
 _IMAGE_SUFFIXES = ("-unsigned", "-signed")
 #: the packages a header tree needs besides the headers: the common headers, kbuild's scripts and tools

@@ -6,8 +6,9 @@ installs its own, silently replacing the patched module. ``fwman dkms block`` re
 ``nvidia*`` modules for all kernels (``dkms remove M/V --all``), pins the ``*nvidia*dkms*`` packages to -1 in
 ``/etc/apt/preferences.d/`` so apt cannot bring them back (and with them Ubuntu's prebuilt
 ``linux-modules-nvidia-*``, ``linux-objects-nvidia-*`` and ``linux-signatures-nvidia-*``, whose metapackages
-provide ``nvidia-dkms-*``: :mod:`fwman.driver.prebuilt`), and records what it did in
-``/var/lib/fwman/dkms-block.json`` so ``fwman dkms unblock`` can undo it (``dkms add M/V`` again).
+provide ``nvidia-dkms-*``: :mod:`fwman.driver.prebuilt`; never the P2P fork's own ``nvidia-open-p2p-dkms``),
+and records what it did in ``/var/lib/fwman/dkms-block.json`` so ``fwman dkms unblock`` can undo it
+(``dkms add M/V`` again).
 
 On a temp root the real ``dkms`` is pointed at it with ``--dkmstree``, ``--sourcetree`` and ``--installtree``,
 and told ``--no-depmod`` (its depmod would run on this machine's /lib/modules); fwman runs depmod itself.
@@ -38,12 +39,40 @@ def _never(pattern: str, *comment: str) -> AptPin:
     return AptPin((pattern,), "release", "*", -1, comment=comment, patterns=True)
 
 
+#: the P2P fork's own DKMS packages, which ``*nvidia*dkms*`` also matches: Duanyll publishes ``nvidia-open-p2p-dkms``
+#: (../shared/docs/field-late-2026.md, "The forks"). The block is for NVIDIA's stock module, never the owner's fork.
+FORK_DKMS_PACKAGES = ("nvidia-open-p2p-dkms",)
+#: the priority the fork's packages keep: 500, what apt gives every archive's versions when nothing pins them
+#: (apt_preferences(5), "APT's Default Priority Assignments"); below 1000, so it never forces a downgrade
+FORK_DKMS_PRIORITY = 500
+
+
+def _fork_exempt() -> AptPin:
+    """Return the record that keeps the fork's DKMS packages out of the ``*nvidia*dkms*`` hold.
+
+    apt takes the first specific record that matches a package (apt_preferences(5), "How APT Interprets
+    Priorities"; a glob counts as the names it matches: "Matching packages in the Package field"), so this record
+    goes before the glob's.
+    """
+    return AptPin(
+        FORK_DKMS_PACKAGES,
+        "release",
+        "*",
+        FORK_DKMS_PRIORITY,
+        comment=(
+            "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
+            "This record comes first because apt uses the first record that names a package.",
+        ),
+    )
+
+
 APT_PIN_TEXT = render_apt_preferences(
     [
+        _fork_exempt(),
         _never(
             "*nvidia*dkms*",
-            "Written by `fwman dkms block`: keep apt from installing NVIDIA's DKMS module packages, which would",
-            "rebuild the stock modules over fwman's P2P-patched ones. `fwman dkms unblock` removes this file.",
+            "Keep apt from installing NVIDIA's DKMS module packages, which would rebuild the stock modules over",
+            "fwman's P2P-patched ones.",
         ),
         _never(
             "linux-modules-nvidia-*",
@@ -54,7 +83,8 @@ APT_PIN_TEXT = render_apt_preferences(
         ),
         _never("linux-objects-nvidia-*"),
         _never("linux-signatures-nvidia-*"),
-    ]
+    ],
+    header=("Written by `fwman dkms block`. `fwman dkms unblock` removes this file.",),
 ).decode()
 WHAT = "dkms status output"
 

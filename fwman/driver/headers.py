@@ -22,6 +22,12 @@ Facts (docs/hooks.md and docs/ubuntu.md cite them):
   ``linux-headers-generic-hwe-<VERSION_ID>`` / ``linux-headers-lowlatency-hwe-<VERSION_ID>`` (HWE). The GA
   series of each LTS release is in :data:`UBUNTU_GA_SERIES`. Images: ``linux-image-KVER`` (signed) and
   ``linux-image-unsigned-KVER``.
+- Ubuntu 26.04 (resolute): its own series is 7.0 (``linux-headers-generic`` 7.0.0-27.27 in resolute-updates
+  depends on ``linux-headers-7.0.0-27-generic``, which depends on ``linux-headers-7.0.0-27``); its lowlatency is
+  the generic kernel with a boot configuration (``linux-lowlatency`` 7.0.0-30.30 depends on
+  ``linux-headers-generic``), so it has no ``-lowlatency`` kernel of its own. Its HWE metapackage is named
+  ``linux-headers-generic-hwe-26.04``; the flavour-independent part of a 26.04 HWE kernel is not published yet:
+  unknown (None). Sources: packages.ubuntu.com, docs/ubuntu.md.
 """
 
 from __future__ import annotations
@@ -38,9 +44,14 @@ OLD_PVE_CODENAMES = frozenset({"stretch", "buster", "bullseye"})
 _DEBIAN_FLAVOURS = ("cloud-amd64", "rt-amd64", "amd64", "cloud-arm64", "rt-arm64", "arm64", "686-pae", "686")
 #: the kernel series an Ubuntu LTS release ships as its own (GA) kernel: what ``linux-headers-generic`` depends
 #: on in the release's -updates pocket (jammy: linux-headers-5.15.0-204-generic, noble: 6.8.0-151-generic)
-UBUNTU_GA_SERIES = {"22.04": "5.15", "24.04": "6.8"}
+UBUNTU_GA_SERIES = {"22.04": "5.15", "24.04": "6.8", "26.04": "7.0"}
 #: the flavours whose common headers part and metapackages docs/ubuntu.md sources
 UBUNTU_FLAVOURS = ("generic", "lowlatency")
+#: the flavours each release builds a kernel of its own for (26.04's lowlatency is the generic kernel)
+UBUNTU_RELEASE_FLAVOURS = {"22.04": UBUNTU_FLAVOURS, "24.04": UBUNTU_FLAVOURS, "26.04": ("generic",)}
+#: the releases whose HWE kernels' flavour-independent headers package (``linux-hwe-<series>-headers-...``) was
+#: read in the archive; for another release only the HWE metapackage's name is known
+UBUNTU_HWE_COMMON_READ = frozenset({"22.04", "24.04"})
 _UBUNTU_KVER = re.compile(
     r"(?P<series>(?P<major>[0-9]+)\.(?P<minor>[0-9]+))\.[0-9]+-(?P<abi>[0-9]+)-(?P<flavour>[a-z][a-z0-9-]*)"
 )
@@ -112,7 +123,7 @@ def ubuntu_is_hwe(kver: str, version_id: str | None) -> bool | None:
 def _advise_ubuntu(kver: str, dist: Distribution) -> HeadersAdvice:
     package = f"linux-headers-{kver}"
     m = _UBUNTU_KVER.fullmatch(kver)
-    if m is None or m.group("flavour") not in UBUNTU_FLAVOURS:
+    if m is None or m.group("flavour") not in UBUNTU_RELEASE_FLAVOURS.get(dist.version_id or "", ()):
         return HeadersAdvice(kver, "ubuntu", package, None)
     series, flavour = m.group("series"), m.group("flavour")
     base = kver.removesuffix(f"-{flavour}")  # "6.8.0-31"
@@ -121,7 +132,8 @@ def _advise_ubuntu(kver: str, dist: Distribution) -> HeadersAdvice:
         return HeadersAdvice(kver, "ubuntu", package, None)
     stem = "linux" if flavour == "generic" else f"linux-{flavour}"
     if hwe:
-        common = f"{stem}-hwe-{series}-headers-{base}"
+        known = dist.version_id in UBUNTU_HWE_COMMON_READ
+        common: str | None = f"{stem}-hwe-{series}-headers-{base}" if known else None
         meta = f"linux-headers-{flavour}-hwe-{dist.version_id}"
     else:
         common = f"linux-headers-{base}" if flavour == "generic" else f"{stem}-headers-{base}"

@@ -35,6 +35,7 @@ from fwman.core.jsontext import parse_json
 from fwman.driver import aptsim, nova_core
 from fwman.driver.build import compat
 from fwman.driver.build import patches as kpatches
+from fwman.driver.build.failure import BuildFailure
 from fwman.driver.build.kbuild import KernelTree, compile_for_kernel
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.build.patches import KernelPatch
@@ -447,6 +448,17 @@ def _follow_makefile_includes(host: Host, root: str, build: str) -> None:
 
 
 # -- one kernel ---------------------------------------------------------------------------------------------------
+#: the causes of a failed build that are this machine's, not the kernel's or the source's (build/failure.py)
+MACHINE_CAUSES = ("missing-tool", "missing-library")
+
+
+def machine_lacks(failure: BuildFailure | None) -> bool:
+    """Return True when ``failure`` says this machine lacks what the build runs (a command not found, a program
+    without its shared library): the pre-flight then could not check the kernel, which is not "will not build".
+    Pure."""
+    return failure is not None and failure.cause in MACHINE_CAUSES
+
+
 def kernel_patches(host: Host, kver: str) -> list[KernelPatch]:
     """Return the patches of ``/etc/fwman/patches.d`` that apply to ``kver``. Raises ParseError for a bad one."""
     return [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
@@ -503,6 +515,12 @@ def check_kernel(
         verdict.log, verdict.object_cache_hit = result.log_path, result.cache_hit
         if not result.ok:
             failure = result.failure
+            if failure is not None and machine_lacks(failure):
+                # this machine lacks what the build runs: no verdict on the kernel (and never a reason to hold it)
+                verdict.message = f"the build cannot run here: {failure.message}" + (
+                    f"; {failure.hint}" if failure.hint else ""
+                )
+                return verdict
             verdict.status = BROKEN
             if failure is not None:
                 verdict.file, verdict.line, verdict.error, verdict.phase = (

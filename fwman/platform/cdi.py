@@ -235,6 +235,10 @@ def spec_path(directory: str, name: str) -> str:
     return posixpath.join(directory, name)
 
 
+#: the most of ``/proc/devices`` fwman reads: a few hundred lines of ``MAJOR NAME`` on any host
+MAX_PROC_DEVICES = 64 << 10
+
+
 def parse_proc_devices(text: str) -> dict[str, int]:
     """Return ``{name: major}`` of the character devices in ``/proc/devices`` text (the block devices after them
     are not read). Never raises: a line that is not ``MAJOR NAME`` is skipped."""

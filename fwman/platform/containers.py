@@ -164,7 +164,7 @@ def _present(host: Host, path: str) -> bool:
 def _proc_devices(host: Host) -> dict[str, int]:
     """Return ``/proc/devices``' character majors ({} when it cannot be read: nothing is then called stale)."""
     try:
-        return cdi.parse_proc_devices(read_text_capped(host, paths.PROC_DEVICES, 64 << 10, "device list"))
+        return cdi.parse_proc_devices(read_text_capped(host, paths.PROC_DEVICES, cdi.MAX_PROC_DEVICES, "device list"))
     except (MissingError, NotRecordedError, OverLimit):
         return {}
 

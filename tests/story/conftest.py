@@ -48,6 +48,12 @@ def require_story_machine() -> None:
 
 
 @pytest.fixture(scope="session")
+def story_machine() -> None:
+    """Skip the requesting test unless the story suite can run here (:func:`require_story_machine`)."""
+    require_story_machine()
+
+
+@pytest.fixture(scope="session")
 def layer(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Kernels]:
     """Return the owner layer tarball and its kernels (made on the first run of the day, cached after)."""
     require_story_machine()

@@ -403,11 +403,19 @@ class Kernels:
         return (self.first, self.update, self.broken)
 
 
-def offered_kernels(root: DebRoot) -> list[str]:
-    """Return the amd64 kernel releases whose image and headers both have an install candidate, oldest first."""
-    out = root.run("apt-cache", "search", "--names-only", r"^linux-(image|headers)-[0-9.]+-[0-9]+-amd64$").stdout
-    images = set(re.findall(r"^linux-image-(\S+-amd64) ", out, re.MULTILINE))
-    headers = set(re.findall(r"^linux-headers-(\S+-amd64) ", out, re.MULTILINE))
+#: Debian 12's kernel releases: an ABI number (6.1.0-57-amd64)
+DEB12_KERNEL = r"[0-9.]+-[0-9]+-amd64"
+#: Debian 13's: no ABI number, the upstream version and the release (6.12.117+deb13-amd64; trixie-backports' too,
+#: 7.3.4+deb13-amd64)
+DEB13_KERNEL = r"[0-9]+\.[0-9]+\.[0-9]+\+deb13-amd64"
+
+
+def offered_kernels(root: DebRoot, release: str = DEB12_KERNEL) -> list[str]:
+    """Return the amd64 kernel releases (named as the regular expression ``release`` says) whose image and headers
+    both have an install candidate, oldest first."""
+    out = root.run("apt-cache", "search", "--names-only", rf"^linux-(image|headers)-{release}$").stdout
+    images = set(re.findall(rf"^linux-image-({release}) ", out, re.MULTILINE))
+    headers = set(re.findall(rf"^linux-headers-({release}) ", out, re.MULTILINE))
     both = sorted(images & headers, key=lambda k: [int(x) for x in re.findall(r"\d+", k)])
     if not both:
         return []

@@ -9,6 +9,8 @@ was line 829 of a 3,520-line log whose last make line named only ``Makefile:219:
   ``bash: line 1: g++: command not found``, make's own ``make: g++: No such file or directory`` (a recipe make runs
   without a shell) or ``make: g++: Command not found`` (older make), the compiler driver's ``cc: fatal error:
   cannot execute 'as': execvp: No such file or directory``;
+- a program of the build that the dynamic loader cannot start for a missing shared library (``objtool: error
+  while loading shared libraries: libelf.so.1: ...``);
 - a compiler diagnostic ``FILE:LINE[:COL]: error: ...`` or ``... fatal error: ...`` of gcc or g++ (a missing
   header is ``fatal error: X.h: No such file or directory``; ``#error`` lines are errors too), its file made
   relative to the tree through make's ``Entering directory`` lines;
@@ -27,7 +29,17 @@ from fwman.driver.build.progress import Progress
 from fwman.driver.build.toolchain import package_of
 
 #: what kind of cause a failure is (``BuildFailure.cause``)
-CAUSES = ("missing-tool", "missing-header", "compile-error", "link-error", "conftest", "make", "patch", "unknown")
+CAUSES = (
+    "missing-tool",
+    "missing-library",
+    "missing-header",
+    "compile-error",
+    "link-error",
+    "conftest",
+    "make",
+    "patch",
+    "unknown",
+)
 
 
 @dataclass
@@ -44,11 +56,15 @@ class BuildFailure:
     cause: str = "unknown"
     #: the command that was not found (cause ``missing-tool``), else None
     tool: str | None = None
+    #: the shared library a program of the build could not load (cause ``missing-library``), else None
+    library: str | None = None
 
     @property
     def hint(self) -> str | None:
-        """Return what fixes a missing tool (``apt install g++``), None for other causes or a tool fwman does not
-        know the package of."""
+        """Return what fixes a missing tool (``apt install g++``) or library, None for other causes."""
+        if self.library is not None:
+            # fwman keeps no table of which package holds which library: apt-file answers it for the host's release
+            return f"install the package that provides {self.library} (`apt-file search {self.library}` names it)"
         if self.tool is None:
             return None
         package = package_of(self.tool)
@@ -72,6 +88,12 @@ _MAKE_NOT_FOUND = re.compile(
 #: file or directory`` (gcc 12 quotes with ‘’ in a UTF-8 locale)
 _DRIVER_NOT_FOUND = re.compile(
     r"^\S+: fatal error: cannot execute [‘'`](?P<tool>[^’'`]+)[’'`]: execvp: No such file or directory\s*$"
+)
+#: the dynamic loader refusing a program of the build (``objtool`` of a kernel's kbuild tools): ``./tools/objtool/
+#: objtool: error while loading shared libraries: libelf.so.1: cannot open shared object file: No such file or
+#: directory`` (ld.so's message; a trixie root whose headers' tools came without their library, the trixie story)
+_NO_LIBRARY = re.compile(
+    r"^(?P<program>\S+): error while loading shared libraries: (?P<library>[^\s:]+): cannot open shared object file"
 )
 _CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
 _LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
@@ -129,6 +151,18 @@ def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
                 _phase_at(lines, i),
                 "missing-tool",
                 tool,
+            )
+        library = _NO_LIBRARY.match(line)
+        if library:
+            program = library.group("program").rsplit("/", 1)[-1]
+            return BuildFailure(
+                None,
+                None,
+                f"{program} cannot run: {library.group('library')} is not installed",
+                lines[max(0, i - 2) : i + 3],
+                _phase_at(lines, i),
+                "missing-library",
+                library=library.group("library"),
             )
         m = _GCC_ERROR.match(line)
         if m:

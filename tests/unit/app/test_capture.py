@@ -7,6 +7,11 @@ import shutil
 from pathlib import Path
 
 from fixtures.hostgen.materialize import materialize
+from fwman.driver import nova_core
+from fwman.gpu.inventory import scan_inventory
+from fwman.host.live import LiveHost
+from fwman.host.snapshot import SnapshotHost
+from fwman.platform.cdi import parse_proc_devices
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 from tests.support.smi import fake_nvidia_smi
 
@@ -105,3 +110,45 @@ def test_a_replay_of_a_capture_gives_the_live_audit_and_metrics(tmp_path: Path) 
         return [line for line in text.splitlines() if "timestamp" not in line]
 
     assert stable(replay_metrics.stdout) == stable(live_metrics.stdout)
+
+
+def test_a_replay_answers_device_numbers_boot_vga_kernel_configs_and_modprobe_files(tmp_path: Path) -> None:
+    """doctor, audit, nova_core and the CDI check read /proc/devices, each GPU's boot_vga, /boot/config-* and the
+    modprobe directories: a replay of a capture answers each read as the live root does."""
+    run, root = _live(tmp_path)
+    (root / "proc/devices").write_text(
+        "Character devices:\n  1 mem\n195 nvidia-frontend\n236 nvidia-caps\n509 nvidia-uvm\n\nBlock devices:\n  8 sd\n"
+    )
+    gpu = next((root / "sys/devices").glob("pci*/*/0000:41:00.0"))
+    (gpu / "boot_vga").write_text("1\n")  # the firmware's console GPU: doctor names it a P2P risk
+    (root / "boot").mkdir()
+    (root / "boot/config-6.8.12-4-pve").write_text("CONFIG_PCI=y\n# CONFIG_NOVA_CORE is not set\n")
+    (root / "boot/config-7.0.0-3-pve").write_text("CONFIG_PCI=y\nCONFIG_NOVA_CORE=m\n")
+    (root / "boot/vmlinuz-7.0.0-3-pve").write_bytes(b"\0" * 64)
+    (root / "etc/modprobe.d").mkdir()
+    (root / "etc/modprobe.d/nova.conf").write_text("blacklist nova_core\n")
+    (root / "etc/modprobe.d/README").write_text("not read by modprobe\n")
+    (root / "lib/modprobe.d").mkdir()
+    (root / "lib/modprobe.d/aliases.conf").write_text("alias char-major-10-175 agpgart\n")
+    assert run("--root", str(root), "capture", str(tmp_path / "snap")).code == 0
+
+    live, replay = LiveHost(str(root)), SnapshotHost(tmp_path / "snap")
+    assert parse_proc_devices(replay.read_text("/proc/devices")) == {
+        "mem": 1,
+        "nvidia-frontend": 195,
+        "nvidia-caps": 236,
+        "nvidia-uvm": 509,
+    }
+    assert (
+        scan_inventory(replay, use_smi=False).displays
+        == scan_inventory(live, use_smi=False).displays
+        == {"0000:41:00.0": "sysfs boot_vga 1 (the firmware's console GPU)"}
+    )
+    for kver in ("6.8.12-4-pve", "7.0.0-3-pve", "6.1.0-99-amd64"):  # the last has no config: none recorded
+        assert nova_core.inspect_kernel(replay, kver) == nova_core.inspect_kernel(live, kver)
+    assert nova_core.inspect_kernel(replay, "7.0.0-3-pve").present
+    assert nova_core.blacklist_files(replay) == nova_core.blacklist_files(live) == ["/etc/modprobe.d/nova.conf"]
+    assert replay.read_text("/lib/modprobe.d/aliases.conf") == "alias char-major-10-175 agpgart\n"
+    # only what the readers need: the kernel image and a file modprobe does not read are not copied
+    assert not (tmp_path / "snap/files/boot/vmlinuz-7.0.0-3-pve").exists()
+    assert not (tmp_path / "snap/files/etc/modprobe.d/README").exists()

@@ -88,6 +88,14 @@ def test_the_simulation_parser_gives_operations_or_a_parse_error(text: str) -> N
         ("proxmox-kernel-6.8.12-4-pve-signed", ("image", "6.8.12-4-pve")),
         ("proxmox-headers-6.8.12-4-pve", ("headers", "6.8.12-4-pve")),
         ("pve-kernel-5.15.108-1-pve", ("image", "5.15.108-1-pve")),
+        # Debian 13 has no ABI number: the release and +deb13 (trixie, and trixie-backports' newer series)
+        ("linux-image-6.12.118+deb13-amd64", ("image", "6.12.118+deb13-amd64")),
+        ("linux-image-6.12.118+deb13-amd64-unsigned", ("image", "6.12.118+deb13-amd64")),
+        ("linux-headers-6.12.118+deb13-amd64", ("headers", "6.12.118+deb13-amd64")),
+        ("linux-image-7.3.4+deb13-cloud-amd64", ("image", "7.3.4+deb13-cloud-amd64")),
+        ("linux-headers-6.12.118+deb13-common", None),
+        ("linux-kbuild-6.12.118+deb13", None),
+        ("linux-image-6.12.118+deb13-amd64-dbg", None),
         ("linux-image-amd64", None),  # the metapackage
         ("linux-headers-6.1.0-57-common", None),  # the common headers: no kernel of that release
         ("proxmox-kernel-6.8", None),

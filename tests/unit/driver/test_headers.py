@@ -1,5 +1,5 @@
-"""Which package carries a kernel's headers on Ubuntu (generic, HWE, lowlatency) and Proxmox VE 9 (6.14, 6.17),
-and which kernel a kernel image package installs. Names as Ubuntu's Packages indexes and Proxmox's packaging
+"""Which package carries a kernel's headers on Ubuntu (generic, HWE, lowlatency; 26.04's 7.0) and Proxmox VE 9 (6.14,
+6.17), and which kernel a kernel image package installs. Names as Ubuntu's Packages indexes and Proxmox's packaging
 (pve-kernel debian/control.in) have them: docs/ubuntu.md."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from tests.support.tools import require_tools
 
 JAMMY = Distribution("ubuntu", "22.04", "jammy", ("debian",))
 NOBLE = Distribution("ubuntu", "24.04", "noble", ("debian",))
+RESOLUTE = Distribution("ubuntu", "26.04", "resolute", ("debian",))
 PVE9 = Distribution("debian", "13", "trixie", proxmox=True)
 
 
@@ -75,6 +76,14 @@ PVE9 = Distribution("debian", "13", "trixie", proxmox=True)
             "linux-lowlatency-hwe-6.11-headers-6.11.0-1016",
             "linux-headers-lowlatency-hwe-24.04",
         ),
+        # resolute's own 7.0 (linux-headers-generic 7.0.0-27.27 in resolute-updates: docs/ubuntu.md)
+        (
+            "7.0.0-27-generic",
+            RESOLUTE,
+            "linux-headers-7.0.0-27-generic",
+            "linux-headers-7.0.0-27",
+            "linux-headers-generic",
+        ),
     ],
 )
 def test_ubuntu_headers_generic_hwe_lowlatency(
@@ -96,12 +105,45 @@ def test_ubuntu_unknown_release_or_flavour_says_only_what_is_known() -> None:
     assert ubuntu_is_hwe("6.8.0-149-generic", None) is None
 
 
+def test_ubuntu_26_04_names_what_was_read_and_nothing_more() -> None:
+    # a newer series on 26.04 is its HWE kernel: the metapackage's name is published, its common part is not
+    hwe = advise("7.1.0-5-generic", RESOLUTE)
+    assert (hwe.package, hwe.common, hwe.metapackage) == (
+        "linux-headers-7.1.0-5-generic",
+        None,
+        "linux-headers-generic-hwe-26.04",
+    )
+    assert hwe.install_hint() == (
+        "apt install linux-headers-7.1.0-5-generic (and linux-headers-generic-hwe-26.04, so the headers of each "
+        "later kernel come with it)"
+    )
+    # 26.04's lowlatency is the generic kernel: a -lowlatency release there gets no invented metapackage
+    low = advise("7.0.0-30-lowlatency", RESOLUTE)
+    assert (low.common, low.metapackage) == (None, None)
+    assert low.install_hint() == "apt install linux-headers-7.0.0-30-lowlatency"
+    assert ubuntu_is_hwe("7.0.0-27-generic", "26.04") is False and ubuntu_is_hwe("7.1.0-5-generic", "26.04") is True
+
+
+def test_pending_build_on_ubuntu_26_04_names_the_generic_headers(tmp_path: Path) -> None:
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/os-release").write_text(
+        'ID=ubuntu\nID_LIKE=debian\nVERSION_ID="26.04"\nVERSION_CODENAME=resolute\nUBUNTU_CODENAME=resolute\n'
+    )
+    err = _pending_build(tmp_path, "7.0.0-27-generic")
+    assert (
+        "apt install linux-headers-7.0.0-27-generic (and linux-headers-generic, so the headers of each later kernel"
+        in " ".join(err.split())
+    ), err
+
+
 @pytest.mark.parametrize(
     ("kver", "package", "series"),
     [
         ("6.14.11-6-pve", "proxmox-headers-6.14.11-6-pve", "proxmox-headers-6.14"),
         ("6.17.13-4-pve", "proxmox-headers-6.17.13-4-pve", "proxmox-headers-6.17"),
         ("6.8.12-4-pve", "proxmox-headers-6.8.12-4-pve", "proxmox-headers-6.8"),
+        # Proxmox VE 9.2's 7.0 series (7.0.0-3-pve: aikitoria/open-gpu-kernel-modules issue 24, docs/ubuntu.md)
+        ("7.0.0-3-pve", "proxmox-headers-7.0.0-3-pve", "proxmox-headers-7.0"),
     ],
 )
 def test_proxmox_9_headers_and_series_metapackage(kver: str, package: str, series: str) -> None:
@@ -145,7 +187,7 @@ def test_kernel_package_parser_any_name_never_raises(name: str) -> None:
     assert kver is None or (kver in name and "-" in kver)
 
 
-@given(st.text(max_size=40), st.sampled_from([JAMMY, NOBLE, PVE9, Distribution(None)]))
+@given(st.text(max_size=40), st.sampled_from([JAMMY, NOBLE, RESOLUTE, PVE9, Distribution(None)]))
 def test_advice_any_release_never_raises(kver: str, dist: Distribution) -> None:
     assert kver in advise(kver, dist).package
 

@@ -136,3 +136,26 @@ def test_any_log_gives_a_failure_never_an_exception(log: str, tree: str | None) 
     f = parse_build_failure(log, tree)
     assert f.message and f.cause in CAUSES
     assert (f.tool is None) == (f.cause != "missing-tool")
+
+
+#: the pre-flight's build against trixie's 6.12.118 headers unpacked on a root without libelf (the trixie story:
+#: tests/story/test_trixie_kernels.py): kbuild's objtool cannot start, and make's next lines only say "Deleting"
+NO_LIBELF = f"""\
+make -C {TREE}/root/usr/src/linux-headers-6.12.118+deb13-common M={TREE}/kernel-open modules
+  CC [M]  {TREE}/kernel-open/nvidia/nv-pci.o
+  CC [M]  {TREE}/kernel-open/nvidia-modeset/nvidia-modeset-linux.o
+make[5]: *** Deleting file '{TREE}/kernel-open/nvidia.o'
+  LD [M]  {TREE}/kernel-open/nvidia.o
+./tools/objtool/objtool: error while loading shared libraries: libelf.so.1: cannot open shared object file: No \
+such file or directory
+make[5]: *** [{TREE}/root/usr/src/linux-headers-6.12.118+deb13-common/scripts/Makefile.build:430: \
+{TREE}/kernel-open/nvidia.o] Error 127
+"""
+
+
+def test_a_program_of_the_build_without_its_library_is_named_with_the_library() -> None:
+    failure = parse_build_failure(NO_LIBELF, TREE)
+    assert (failure.cause, failure.library, failure.file) == ("missing-library", "libelf.so.1", None)
+    assert failure.message == "objtool cannot run: libelf.so.1 is not installed"
+    assert failure.hint == "install the package that provides libelf.so.1 (`apt-file search libelf.so.1` names it)"
+    assert "missing-library" in CAUSES

@@ -90,7 +90,8 @@ def test_apply_stops_at_a_failing_part_and_says_what_was_not_done(fwman: FwmanEn
     (root / "etc/apt/preferences.d/fwman-nvidia-dkms").rmdir()
     again = fwman("apply", "--json", "--root", str(root)).json()
     assert [step for step in again["applied"] if "postinst.d/fwman" in step] == []  # it continues, not repeats
-    assert again["applied"] == ["write /etc/apt/preferences.d/fwman-nvidia-dkms (823 bytes, mode 644)"]
+    [pin] = again["applied"]
+    assert pin.startswith("write /etc/apt/preferences.d/fwman-nvidia-dkms (")
 
 
 def test_apply_check_says_what_is_missing_with_exit_4(fwman: FwmanEnv) -> None:

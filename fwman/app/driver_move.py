@@ -44,10 +44,10 @@ def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
     if record is None:
         return None
     return {
-        "from": record.from_version, "to": record.to_version, "stage": record.stage, "kernels": record.kernels,
-        "from_branch": record.from_branch, "to_branch": record.to_branch, "fork": record.fork,
-        "packages": [{"name": p.name, "from": p.installed, "to": p.target} for p in record.packages],
-        "hold_moved": record.hold_moved, "at": record.at,
+        "from_version": record.from_version, "to_version": record.to_version, "stage": record.stage,
+        "kernels": record.kernels, "from_branch": record.from_branch, "to_branch": record.to_branch,
+        "fork": record.fork, "hold_moved": record.hold_moved, "at": record.at,
+        "packages": {p.name: {"from_version": p.installed, "to_version": p.target} for p in record.packages},
     }  # fmt: skip
 
 

@@ -221,13 +221,13 @@ class SourceOnce:
     """The fork branch of the target version, resolved (fetched) once for every kernel's build."""
 
     spec: SourceSpec
-    resolve: Callable[[], Source]
+    fetch: Callable[[], Source]
     source: Source | None = None
 
     def get(self) -> Source:
         """Return the resolved source. Raises what the resolution raises (SourceError: the branch cannot be had)."""
         if self.source is None:
-            self.source = self.resolve()
+            self.source = self.fetch()
         return self.source
 
 

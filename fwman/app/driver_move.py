@@ -10,7 +10,7 @@ from typing import Any
 
 from fwman.app.change import Change, free
 from fwman.app.text import Out, Result, say
-from fwman.core import names, paths
+from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver import move, userspace_hold
 from fwman.driver.aptsim import apt_root_options
@@ -29,14 +29,21 @@ class MoveResult(Change):
     record: move.MoveRecord | None = None
     #: what the owner must still do (the reboot, the check), or what the move leaves out
     notes: list[str] = field(default_factory=list)
+    #: where the run's wall seconds went (:func:`fwman.driver.move.phases`); {} for a dry run or nothing done
+    phases: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.driver-move/1``: the change keys, the move and the notes."""
-        return {**super().to_json(), "move": move_json(self.record), "notes": self.notes}
+        """Return the payload of ``fwman.driver-move/1``: the change keys, the move, the notes, the phases."""
+        return {**super().to_json(), "move": move_json(self.record), "notes": self.notes, "phases": self.phases}
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the plan or what was done, then the notes."""
-        return [*super().text(verbose), *(say(n, "loud") for n in self.notes if not self.dry_run or "not" in n)]
+        """Return the plan or what was done, then the notes (and with -v where the time went)."""
+        out = [*super().text(verbose), *(say(n, "loud") for n in self.notes if not self.dry_run or "not" in n)]
+        if verbose and self.phases:
+            p = self.phases
+            out.append(say(f"took {p['total']:.1f}s: module builds {p['builds']:.1f}s, apt {p['packages']:.1f}s, "
+                           f"the move's own {p['own']:.1f}s"))  # fmt: skip
+        return out
 
 
 def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
@@ -250,6 +257,7 @@ def move_to(
                           notes=plan.notes)  # fmt: skip
     permit()
     was_moving = host.exists(move.KEPT_INDEX)  # an interrupted move continues; its kept set is not removed
+    began = clock.monotonic()
     with module_lock(host):
         try:
             done = apply_all(host, plan.staging, report)
@@ -259,7 +267,8 @@ def move_to(
             raise
         done += apply_all(host, plan.commit, report)
     return MoveResult(False, done, record=replace(plan.record, stage=move.COMMITTED), notes=plan.notes,
-                      done=f"moved to {plan.record.to_version}")  # fmt: skip
+                      done=f"moved to {plan.record.to_version}",
+                      phases=move.phases(plan.actions, clock.monotonic() - began))  # fmt: skip
 
 
 def _recorded(host: Host, what: str) -> move.MoveRecord:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, NotRecordedError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.driver import userspace_hold
@@ -239,6 +239,8 @@ class StageModules:
     target: str
     source: SourceOnce
     report: Report = silent
+    #: wall seconds of the build (the tree, the patches, make), once applied: not the move's own time
+    seconds: float = 0.0
 
     def describe(self) -> str:
         """Return what is built and where it is staged."""
@@ -283,6 +285,7 @@ class StageModules:
         result = compile_for_kernel(
             host, source, self.kver, self.report, progress=phase_lines(self.report), patches=patches, headers=tree
         )
+        self.seconds = result.seconds
         if not result.ok:
             failure = result.failure
             where = f"{failure.file}:{failure.line}: " if failure and failure.file and failure.line else ""
@@ -339,6 +342,8 @@ class DownloadDebs:
     directory: str
     packages: dict[str, str]
     what: str
+    #: wall seconds apt took, once applied: not the move's own time
+    seconds: float = 0.0
 
     def describe(self) -> str:
         """Return which packages are downloaded where."""
@@ -356,7 +361,9 @@ class DownloadDebs:
     def apply(self, host: Host) -> None:
         """Download. Raises MoveRefused with apt's message when a package cannot be had at its version."""
         host.mkdir(self.directory)
+        began = clock.monotonic()
         result = host.run(self.command(host), timeout=1800, cwd=local_dir(host, self.directory, "download into"))
+        self.seconds = clock.monotonic() - began
         if result.missing:
             raise MissingError("apt-get not found: the user space is moved with apt")
         if not result.ok or staged_debs(host, self.directory, self.packages) is None:
@@ -475,6 +482,8 @@ class InstallDebs:
     directory: str
     packages: dict[str, str]
     why: str
+    #: wall seconds apt took, once applied: not the move's own time
+    seconds: float = 0.0
 
     def describe(self) -> str:
         """Return which versions are installed."""
@@ -498,7 +507,9 @@ class InstallDebs:
             raise MissingError(
                 f"the packages {', '.join(sorted(self.packages))} are not downloaded in {self.directory}"
             )
+        began = clock.monotonic()
         result = host.run(self.command(host), timeout=1800, env={"DEBIAN_FRONTEND": "noninteractive"})
+        self.seconds = clock.monotonic() - began
         if not result.ok:
             tail = (result.stderr or result.stdout).strip().splitlines()
             raise FwmanError(f"apt-get install failed (exit {result.rc}): {tail[-1] if tail else 'no output'}")
@@ -644,3 +655,16 @@ def module_version(host: Host, kver: str) -> str | None:
         return read_module(host.read_bytes(path)).version if host.exists(path) else None
     except (MissingError, ParseError):
         return None
+
+
+def phases(actions: Sequence[Action], total: float) -> dict[str, float]:
+    """Return where a move's ``total`` wall seconds went: ``builds`` (make, per kernel), ``packages`` (apt's
+    downloads and installs), ``own`` (the rest: staging, keeping, installing the modules, depmod, the records)."""
+    builds = sum(a.seconds for a in actions if isinstance(a, StageModules))
+    packages = sum(a.seconds for a in actions if isinstance(a, DownloadDebs | InstallDebs))
+    return {
+        "builds": round(builds, 3),
+        "packages": round(packages, 3),
+        "own": round(total - builds - packages, 3),
+        "total": round(total, 3),
+    }

@@ -4,9 +4,8 @@ The owner's machine (the owner layer: bookworm, GRUB, the first kernel) gets the
 kernels are installed; fwman's .deb is installed with apt. The fork (tests/support/forkrepo.py, served by git
 daemon) carries a branch per release; this story's own copy adds a commit on ``560.35.03-p2p`` that refuses
 the update kernel with ``#error``, as a branch that does not support a newer kernel does. The owner built
-``565.77-p2p`` for both kernels. NVIDIA's user space is two stand-in packages (``libnvidia-ml1``, ``libcuda1``:
-NVIDIA's package names, each shipping its library under the versioned name NVIDIA's installer uses) at 565.77 and
-570.86.16 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``).
+``565.77-p2p`` for both kernels. NVIDIA's user space is two stand-in packages (tests/support/nvpackages.py) at
+565.77 and 570.86.16 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``).
 
 The steps run in file order on one root:
 1. a move to 560.35.03, whose build fails for the update kernel: refused, exit 3, the root's files unchanged;
@@ -31,11 +30,9 @@ import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb, kernel_packages
 from tests.support.forkrepo import REPO_NAME, GitDaemon, git_daemon, make_fork
+from tests.support.nvpackages import LIBDIR, PACKAGES, offer_user_space
 
 V1, V2, V3 = "565.77", "570.86.16", "560.35.03"
-PACKAGES = {"libnvidia-ml1": "libnvidia-ml.so", "libcuda1": "libcuda.so"}
-LIBDIR = "/usr/lib/x86_64-linux-gnu"
-REPO = "/srv/story-nvidia"
 #: what a move or a rollback may change, and so what "nothing changed" and "restored exactly" compare
 COMPARED = ("/lib/modules", "/etc", "/usr/lib/x86_64-linux-gnu", "/var/lib/fwman", "/boot")
 #: files in COMPARED that others write (the catch-up's stamp of the kernels it saw; apt's own state)
@@ -57,23 +54,6 @@ def _fork_refusing(base: Path, branch: str, kernel: str) -> None:
     (work / "kernel-open/unsupported.mk").write_text(f"NV_UNSUPPORTED_KERNELS := {kernel}\n")
     _git(work, "commit", "-q", "-am", f"{branch}: does not support {kernel} yet")
     _git(work, "push", "-q", "origin", branch)
-
-
-def _stand_in_packages(version: str) -> str:
-    """Return the shell that builds the stand-in user-space packages of ``version`` into the local repository."""
-    script = []
-    for name, lib in PACKAGES.items():
-        d = f"/root/nvpkg/{name}-{version}"
-        control = (
-            f"Package: {name}\nVersion: {version}-1\nArchitecture: all\nMaintainer: story <story@localhost>\n"
-            f"Description: stand-in for NVIDIA's {name} {version}\n"
-        )
-        script.append(
-            f"mkdir -p {d}/DEBIAN {d}{LIBDIR} && printf '%s' {shlex.quote(control)} > {d}/DEBIAN/control && "
-            f"printf '\\177ELF {name} {version}' > {d}{LIBDIR}/{lib}.{version} && "
-            f"ln -s {lib}.{version} {d}{LIBDIR}/{lib}.1 && dpkg-deb -b {d} {REPO}/ >/dev/null"
-        )
-    return " && ".join(script)
 
 
 def snapshot(root: DebRoot) -> dict[str, str]:
@@ -153,14 +133,8 @@ def owner(tmp_path_factory: pytest.TempPathFactory, layer: tuple[Path, Kernels],
             root.sh(f"apt-get install -y -q {' '.join(kernel_packages(kernels.update))}", timeout=1800)
             proc = root.sh(f"fwman modules build --all --fork story --branch {V1}-p2p 2>&1", check=False, timeout=3600)
             assert proc.returncode == 0, f"the owner's build of {V1}-p2p exit {proc.returncode}:\n{proc.stdout[-4000:]}"
-            root.sh(
-                f"mkdir -p {REPO} && {_stand_in_packages(V1)} && {_stand_in_packages(V2)} && "
-                f"cd {REPO} && apt-ftparchive packages . > Packages && "
-                f"echo 'deb [trusted=yes] file:{REPO} ./' > /etc/apt/sources.list.d/story-nvidia.list && "
-                f"apt-get update -q && apt-get install -y -q "
-                + " ".join(f"{n}={V1}-1" for n in PACKAGES)
-                + " && fwman userspace hold && fwman modules catchup"
-            )
+            offer_user_space(root, V1, [V2])
+            root.sh("fwman userspace hold && fwman modules catchup")
             yield Owner(root, [kernels.first, kernels.update], daemon)
         finally:
             root.close()

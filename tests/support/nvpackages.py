@@ -1,0 +1,48 @@
+"""Stand-in NVIDIA user-space packages in a local apt repository of a Debian root (the driver move's story and bench).
+
+Two of Debian's package names for NVIDIA's driver libraries (``libnvidia-ml1``, ``libcuda1``), each shipping its
+library under the versioned file name NVIDIA's installer uses (``libcuda.so.VERSION``, with the ``.so.1`` link),
+built in the root with ``dpkg-deb -b`` at Debian revision ``-1`` and indexed with ``apt-ftparchive`` in
+``deb [trusted=yes] file:/srv/story-nvidia ./``. The library files are a few bytes (an ELF magic and the name):
+what fwman's audit reads of them is the version in the file name.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from tests.support.debroot import DebRoot
+
+PACKAGES = {"libnvidia-ml1": "libnvidia-ml.so", "libcuda1": "libcuda.so"}
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+REPO = "/srv/story-nvidia"
+
+
+def _build(version: str) -> str:
+    """Return the shell that builds the stand-in packages of ``version`` into the repository directory."""
+    script = []
+    for name, lib in PACKAGES.items():
+        d = f"/root/nvpkg/{name}-{version}"
+        control = (
+            f"Package: {name}\nVersion: {version}-1\nArchitecture: all\nMaintainer: story <story@localhost>\n"
+            f"Description: stand-in for NVIDIA's {name} {version}\n"
+        )
+        script.append(
+            f"mkdir -p {d}/DEBIAN {d}{LIBDIR} && printf '%s' {shlex.quote(control)} > {d}/DEBIAN/control && "
+            f"printf '\\177ELF {name} {version}' > {d}{LIBDIR}/{lib}.{version} && "
+            f"ln -s {lib}.{version} {d}{LIBDIR}/{lib}.1 && dpkg-deb -b {d} {REPO}/ >/dev/null"
+        )
+    return " && ".join(script)
+
+
+def offer_user_space(root: DebRoot, installed: str, offered: list[str]) -> None:
+    """Put the stand-in packages of ``installed`` and every version of ``offered`` in the root's local repository,
+    ``apt-get update``, and install those of ``installed``."""
+    versions = [installed, *offered]
+    root.sh(
+        f"mkdir -p {REPO} && "
+        + " && ".join(_build(v) for v in versions)
+        + f" && cd {REPO} && apt-ftparchive packages . > Packages && "
+        f"echo 'deb [trusted=yes] file:{REPO} ./' > /etc/apt/sources.list.d/story-nvidia.list && "
+        "apt-get update -q && apt-get install -y -q " + " ".join(f"{n}={installed}-1" for n in PACKAGES)
+    )

@@ -46,6 +46,37 @@ class MoveResult(Change):
         return out
 
 
+@dataclass
+class RefreshInitramfs:
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules: once the move (or the rollback) swapped the
+    modules, any it carries is the other version's, which would load at boot. Judged on what the image carries, so
+    the dry run (before the swap) and the run (after it) agree."""
+
+    kver: str
+
+    def describe(self) -> str:
+        """Return the step."""
+        return f"regenerate the initramfs of {self.kver} (it carries NVIDIA modules of the other version)"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the kernel's initramfs carries an NVIDIA module."""
+        from fwman.driver.boot.initramfs import inspect
+
+        return bool(inspect(host, self.kver).modules)
+
+    def command(self, host: Host) -> list[str]:
+        """Return the generator's command (for the door's check)."""
+        from fwman.driver.boot.initramfs import RegenerateInitramfs
+
+        return RegenerateInitramfs(self.kver).command(host)
+
+    def apply(self, host: Host) -> None:
+        """Regenerate and check. Raises what :class:`RegenerateInitramfs` raises."""
+        from fwman.driver.boot.initramfs import RegenerateInitramfs
+
+        RegenerateInitramfs(self.kver).apply(host)
+
+
 def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
     """Return the JSON form of a move record (None: no move was made)."""
     if record is None:
@@ -218,6 +249,7 @@ def plan_move(
         ]
     commit: list[Action] = [move.KeepFiles(move.kept_paths(host, kernels)), move.WriteRecord(new)]
     commit += [move.InstallStaged(k, version, spec.branch) for k in kernels]
+    commit += [RefreshInitramfs(k) for k in kernels]
     if packages:
         wanted = {p.name: p.target for p in packages}
         commit.append(move.InstallDebs(move.STAGED_DEBS, wanted, f"the {version} user space"))
@@ -295,6 +327,7 @@ def rollback(
             hint=f"move back with `fwman driver move --to {record.from_version}`",
         )
     actions = move.rollback_actions(host, record, now_iso())
+    actions[-2:-2] = [RefreshInitramfs(k) for k in record.kernels]  # after depmod, before the record
     after = replace(record, stage=move.ROLLED_BACK)
     notes = [f"reboot into the {record.from_version} modules"]
     if dry_run:

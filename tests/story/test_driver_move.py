@@ -5,7 +5,7 @@ kernels are installed; fwman's .deb is installed with apt. The fork (tests/suppo
 daemon) carries a branch per release; this story's own copy adds a commit on ``560.35.03-p2p`` that refuses
 the update kernel with ``#error``, as a branch that does not support a newer kernel does. The owner built
 ``565.77-p2p`` for both kernels. NVIDIA's user space is two stand-in packages (tests/support/nvpackages.py) at
-565.77 and 570.86.16 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``).
+565.77, 570.86.16 and 560.35.03 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``).
 
 The steps run in file order on one root:
 1. a move to 560.35.03, whose build fails for the update kernel: refused, exit 3, the root's files unchanged;
@@ -133,7 +133,7 @@ def owner(tmp_path_factory: pytest.TempPathFactory, layer: tuple[Path, Kernels],
             root.sh(f"apt-get install -y -q {' '.join(kernel_packages(kernels.update))}", timeout=1800)
             proc = root.sh(f"fwman modules build --all --fork story --branch {V1}-p2p 2>&1", check=False, timeout=3600)
             assert proc.returncode == 0, f"the owner's build of {V1}-p2p exit {proc.returncode}:\n{proc.stdout[-4000:]}"
-            offer_user_space(root, V1, [V2])
+            offer_user_space(root, V1, [V2, V3])  # V3's too: the move to V3 is refused for its build
             root.sh("fwman userspace hold && fwman modules catchup")
             yield Owner(root, [kernels.first, kernels.update], daemon)
         finally:

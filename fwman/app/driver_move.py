@@ -77,6 +77,56 @@ class RefreshInitramfs:
         RegenerateInitramfs(self.kver).apply(host)
 
 
+@dataclass
+class RegenerateCdiSpec:
+    """Write an NVIDIA CDI spec again for the driver now installed (``nvidia-ctk cdi generate --output=PATH``, the
+    command NVIDIA's container-toolkit documentation gives after a driver change): the spec names the libraries
+    by their versioned host paths, so the old one mounts the old version's files into every container."""
+
+    path: str
+    target: str
+
+    def argv(self) -> list[str]:
+        """Return the command that writes the spec."""
+        return ["nvidia-ctk", "cdi", "generate", f"--output={self.path}"]
+
+    def describe(self) -> str:
+        """Return the step."""
+        return f"regenerate the CDI spec {self.path} for {self.target} ({' '.join(self.argv())})"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when the spec mounts libraries of another version than the target (or cannot be read)."""
+        from fwman.platform.containers import read_cdi_specs
+
+        specs = [s for s in read_cdi_specs(host, []) if s.path == self.path]
+        return not specs or specs[0].error is not None or set(specs[0].libs) != {self.target}
+
+    def command(self, host: Host) -> list[str]:
+        """Return the command (for the door's check)."""
+        return self.argv()
+
+    def apply(self, host: Host) -> None:
+        """Run nvidia-ctk. Raises MissingError without it, FwmanError with its message when it fails."""
+        result = host.run(self.argv(), timeout=300)
+        if result.missing:
+            raise MissingError("nvidia-ctk not found", hint=f"regenerate {self.path} by hand after the move")
+        if not result.ok:
+            tail = (result.stderr or result.stdout).strip().splitlines()
+            raise FwmanError(f"{' '.join(self.argv())} failed (exit {result.rc}): {tail[-1] if tail else 'no output'}")
+
+
+def cdi_specs(host: Host) -> list[str]:
+    """Return the NVIDIA CDI specs a move regenerates: those in /etc/cdi that mount NVIDIA libraries (the ones
+    in /var/run/cdi are written at boot by nvidia-cdi-refresh). Never raises."""
+    from fwman.platform.containers import read_cdi_specs
+
+    try:
+        specs = read_cdi_specs(host, [])
+    except FwmanError:
+        return []
+    return [s.path for s in specs if s.error is None and s.libs and s.path.startswith("/etc/cdi/")]
+
+
 def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
     """Return the JSON form of a move record (None: no move was made)."""
     if record is None:
@@ -247,7 +297,8 @@ def plan_move(
                 move.KEPT_DEBS, {p.name: p.installed for p in packages}, "the installed user space, kept for a rollback"
             ),
         ]
-    commit: list[Action] = [move.KeepFiles(move.kept_paths(host, kernels)), move.WriteRecord(new)]
+    specs_kept = cdi_specs(host) if packages else []  # a rollback puts the previous spec back as it was
+    commit: list[Action] = [move.KeepFiles(move.kept_paths(host, kernels) + specs_kept), move.WriteRecord(new)]
     commit += [move.InstallStaged(k, version, spec.branch) for k in kernels]
     commit += [RefreshInitramfs(k) for k in kernels]
     if packages:
@@ -255,6 +306,12 @@ def plan_move(
         commit.append(move.InstallDebs(move.STAGED_DEBS, wanted, f"the {version} user space"))
         if new.hold_moved:
             commit += userspace_hold.hold_actions(wanted, at)
+    specs = cdi_specs(host) if packages else []
+    if specs and host.which("nvidia-ctk") is None:
+        notes.append(f"nvidia-ctk is not installed: regenerate {', '.join(specs)} after the move (`nvidia-ctk cdi "
+                     "generate --output=PATH`)")  # fmt: skip
+    elif specs:
+        commit += [RegenerateCdiSpec(path, version) for path in specs]
     commit.append(WriteFile(paths.MODULES_SOURCE_RECORD, SourceSpec(None, spec.fork, spec.branch).to_json()))
     commit.append(move.WriteRecord(replace(new, stage=move.COMMITTED)))
     notes.append(

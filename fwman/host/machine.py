@@ -123,6 +123,12 @@ def acts_on_machine(argv: Sequence[str]) -> str | None:
         verbs = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-o")]
         quiet = any(a in APT_NO_CHANGE for a in args)
         return "this machine's packages" if verbs and verbs[0] in APT_CHANGES and not quiet else None
+    if tool == "nvidia-ctk":
+        # `cdi generate` reads this machine's driver and, without --output, prints; `runtime configure` edits the
+        # machine's container runtime (NVIDIA container-toolkit's documentation)
+        words = [a for a in args if not a.startswith("-")][:2]
+        generates = words == ["cdi", "generate"] and any(a.startswith("--output") for a in args)
+        return "this machine's container runtime" if generates or words == ["runtime", "configure"] else None
     if tool == "setpci":
         # a write is REG=VALUE after the device selection (setpci(8)); a bare REG reads
         return "this machine's PCI devices" if any("=" in a and not a.startswith("-") for a in args) else None

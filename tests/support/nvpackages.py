@@ -46,3 +46,41 @@ def offer_user_space(root: DebRoot, installed: str, offered: list[str]) -> None:
         f"echo 'deb [trusted=yes] file:{REPO} ./' > /etc/apt/sources.list.d/story-nvidia.list && "
         "apt-get update -q && apt-get install -y -q " + " ".join(f"{n}={installed}-1" for n in PACKAGES)
     )
+
+
+#: a stand-in for nvidia-container-toolkit's ``nvidia-ctk cdi generate --output=FILE`` (NVIDIA's tool needs the
+#: driver): it writes a CDI spec as NVIDIA's does, the libraries it finds mounted by their versioned host paths
+NVIDIA_CTK = r"""#!/bin/sh
+[ "$1" = cdi ] && [ "$2" = generate ] || { echo "stand-in nvidia-ctk: only 'cdi generate'" >&2; exit 2; }
+out=
+for a in "$@"; do case "$a" in --output=*) out="${a#--output=}" ;; esac; done
+[ -n "$out" ] || { echo "stand-in nvidia-ctk: --output=FILE" >&2; exit 2; }
+{
+  echo "---"
+  echo "cdiVersion: 0.5.0"
+  echo "containerEdits:"
+  echo "  mounts:"
+  for lib in /usr/lib/x86_64-linux-gnu/libcuda.so.*.* /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*.*; do
+    [ -e "$lib" ] || continue
+    echo "  - containerPath: $lib"
+    echo "    hostPath: $lib"
+    echo "    options: [ro, nosuid, nodev, bind]"
+  done
+  echo "devices:"
+  echo "- containerEdits:"
+  echo "    deviceNodes:"
+  echo "    - path: /dev/nvidia0"
+  echo "  name: all"
+  echo "kind: nvidia.com/gpu"
+} > "$out.tmp" && mv "$out.tmp" "$out"
+echo "Generated CDI spec with version 0.5.0" >&2
+"""
+
+
+def install_nvidia_ctk(root: DebRoot) -> None:
+    """Put the stand-in ``nvidia-ctk`` in the root's /usr/local/bin and write ``/etc/cdi/nvidia.yaml`` with it."""
+    root.write_text("/usr/local/bin/nvidia-ctk", NVIDIA_CTK)
+    root.sh(
+        "chmod 755 /usr/local/bin/nvidia-ctk && mkdir -p /etc/cdi && "
+        "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
+    )

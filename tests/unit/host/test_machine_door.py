@@ -34,6 +34,8 @@ ACTS = [
     # apt installs with this machine's dpkg whatever -o Dir= names (`driver move`'s user space)
     ["apt-get", "-o", "Dir=/r/", "install", "-y", "--allow-downgrades", "/r/var/lib/fwman/move/staged/debs/a.deb"],
     ["apt", "remove", "libnvidia-ml1"],
+    ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"],
+    ["nvidia-ctk", "runtime", "configure", "--runtime=docker"],
 ]
 READS = [
     ["nvidia-smi", "-q", "-x"],
@@ -51,6 +53,7 @@ READS = [
     ["apt-get", "-o", "Dir=/r/", "download", "libnvidia-ml1=575.51.02-1"],
     ["apt-get", "install", "--download-only", "libnvidia-ml1"],
     ["apt-get", "-o", "install", "update"],  # an option's value is not the verb
+    ["nvidia-ctk", "cdi", "list"],
     [],
 ]
 

@@ -26,6 +26,7 @@ name the rollback when the new module is not the one loaded (:func:`boot_note`).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -376,10 +377,39 @@ class DownloadDebs:
 
 
 @dataclass
+class KeptSet:
+    """The index of what was kept: ``files`` ({path: {copy, sha256, mode} of a file, {link} of a symbolic link, or
+    None: absent}) and ``owned`` (directory, name pattern): every entry there whose name matches belongs to the set,
+    so one that is there at the rollback and was not kept is removed (a container's libraries of the new version)."""
+
+    files: dict[str, dict[str, Any] | None]
+    owned: list[tuple[str, str]] = field(default_factory=list)
+
+    def to_json(self) -> bytes:
+        """Return the index as JSON bytes."""
+        doc = {"files": self.files, "owned": [list(o) for o in self.owned]}
+        return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode()
+
+
+def owned_entries(host: Host, owned: Sequence[tuple[str, str]]) -> list[str]:
+    """Return the paths of the entries of each owned directory whose names match its pattern. Never raises."""
+    out: list[str] = []
+    for directory, pattern in owned:
+        try:
+            names = host.listdir(directory) if host.is_dir(directory) else []
+        except (MissingError, NotRecordedError):
+            names = []
+        out += [f"{directory}/{n}" for n in sorted(names) if re.fullmatch(pattern, n)]
+    return out
+
+
+@dataclass
 class KeepFiles:
-    """Copy ``files`` (bytes and mode, or the fact that one is absent) into ``kept/`` with an index."""
+    """Copy ``files`` (bytes and mode, a link's target, or the fact that one is absent), and the entries of the
+    ``owned`` directories, into ``kept/`` with an index."""
 
     files: list[str]
+    owned: list[tuple[str, str]] = field(default_factory=list)
 
     def describe(self) -> str:
         """Return what is kept where."""
@@ -392,7 +422,10 @@ class KeepFiles:
     def apply(self, host: Host) -> None:
         """Copy the files, then write the index (last: an index means the set is whole)."""
         index: dict[str, dict[str, Any] | None] = {}
-        for path in self.files:
+        for path in dict.fromkeys([*self.files, *owned_entries(host, self.owned)]):
+            if host.is_link(path):
+                index[path] = {"link": host.readlink(path)}
+                continue
             if not host.exists(path):
                 index[path] = None
                 continue
@@ -400,18 +433,23 @@ class KeepFiles:
             copy = f"{KEPT}/files/{sha256_hex(path.encode())[:16]}"
             host.write_bytes(copy, data)
             index[path] = {"copy": copy, "sha256": sha256_hex(data), "mode": host.file_mode(path) or 0o644}
-        host.write_bytes(KEPT_INDEX, (json.dumps(index, indent=2, sort_keys=True) + "\n").encode())
+        host.write_bytes(KEPT_INDEX, KeptSet(index, list(self.owned)).to_json())
 
 
-def read_kept(host: Host) -> dict[str, dict[str, Any] | None]:
-    """Return the index of kept files ({path: {copy, sha256, mode} or None: absent before}). Raises MissingError
-    without one, ParseError when it is damaged."""
+def read_kept(host: Host) -> KeptSet:
+    """Return the index of what was kept. Raises MissingError without one, ParseError when it is damaged."""
     if not host.exists(KEPT_INDEX):
         raise MissingError(f"no kept set in {KEPT}: nothing to roll back to")
     doc = parse_json(read_capped(host, KEPT_INDEX, MAX_RECORD, "kept files index"), KEPT_INDEX)
-    if not isinstance(doc, dict) or not all(v is None or isinstance(v, dict) for v in doc.values()):
-        raise ParseError(KEPT_INDEX, "document", "not an object of path: entry")
-    return {str(k): v for k, v in doc.items()}
+    files = doc.get("files") if isinstance(doc, dict) else None
+    owned = doc.get("owned", []) if isinstance(doc, dict) else None
+    if not isinstance(files, dict) or not all(v is None or isinstance(v, dict) for v in files.values()):
+        raise ParseError(KEPT_INDEX, "files", "not an object of path: entry")
+    if not isinstance(owned, list) or not all(
+        isinstance(o, list) and len(o) == 2 and all(isinstance(x, str) for x in o) for o in owned
+    ):
+        raise ParseError(KEPT_INDEX, "owned", "not a list of [directory, pattern]")
+    return KeptSet({str(k): v for k, v in files.items()}, [(o[0], o[1]) for o in owned])
 
 
 # -- commit --------------------------------------------------------------------------------------------------------
@@ -564,17 +602,25 @@ class RemoveTree:
 # -- rollback ------------------------------------------------------------------------------------------------------
 @dataclass
 class RestoreKept:
-    """Write every kept file back as it was (bytes and mode), and remove those that were absent."""
+    """Write every kept file back as it was (bytes and mode, or the link), remove those that were absent, and remove
+    what is in an owned directory now and was not kept."""
 
-    index: dict[str, dict[str, Any] | None]
+    kept: KeptSet
 
     def describe(self) -> str:
         """Return what is restored."""
-        return f"restore the {len(self.index)} files kept before the move (modules, manifests, hold) from {KEPT}"
+        return f"restore the {len(self.kept.files)} files kept before the move (modules, manifests, hold) from {KEPT}"
 
     def _differs(self, host: Host, path: str, entry: dict[str, Any] | None) -> bool:
         if entry is None:
             return host.exists(path) or host.is_link(path)
+        if "link" in entry:
+            try:
+                return not host.is_link(path) or host.readlink(path) != entry["link"]
+            except MissingError:
+                return True
+        if host.is_link(path):
+            return True
         try:
             return sha256_hex(host.read_bytes(path)) != entry.get("sha256") or host.file_mode(path) not in (
                 None, entry.get("mode"),
@@ -582,39 +628,50 @@ class RestoreKept:
         except MissingError:
             return True
 
+    def _extra(self, host: Host) -> list[str]:
+        return [p for p in owned_entries(host, self.kept.owned) if p not in self.kept.files]
+
     def is_needed(self, host: Host) -> bool:
-        """Return True when a file differs from its kept copy (or is there and was absent)."""
-        return any(self._differs(host, p, e) for p, e in self.index.items())
+        """Return True when a file differs from its kept copy, or an owned directory holds one that was not kept."""
+        return any(self._differs(host, p, e) for p, e in self.kept.files.items()) or bool(self._extra(host))
 
     def apply(self, host: Host) -> None:
         """Restore. Raises VerificationError when a kept copy no longer hashes as kept."""
         from fwman.core.errors import VerificationError
 
-        for path, entry in self.index.items():
+        for path in self._extra(host):
+            host.unlink(path)
+        for path, entry in self.kept.files.items():
             if not self._differs(host, path, entry):
                 continue
             if entry is None:
                 host.unlink(path)
-                continue
-            data = host.read_bytes(str(entry["copy"]))
-            if sha256_hex(data) != entry.get("sha256"):
-                raise VerificationError(f"the kept copy of {path} ({entry['copy']}) changed since it was kept")
-            host.write_bytes(path, data, int(entry.get("mode") or 0o644))
+            elif "link" in entry:
+                if host.exists(path) or host.is_link(path):
+                    host.unlink(path)
+                host.symlink(str(entry["link"]), path)
+            else:
+                data = host.read_bytes(str(entry["copy"]))
+                if sha256_hex(data) != entry.get("sha256"):
+                    raise VerificationError(f"the kept copy of {path} ({entry['copy']}) changed since it was kept")
+                if host.is_link(path):
+                    host.unlink(path)
+                host.write_bytes(path, data, int(entry.get("mode") or 0o644))
 
 
 def rollback_actions(host: Host, record: MoveRecord, at: str) -> list[Action]:
     """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept
     files, depmod for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged
     index."""
-    index = read_kept(host)
+    kept = read_kept(host)
     actions: list[Action] = []
     previous = {p.name: p.installed for p in record.packages}
     if previous:
         actions.append(InstallDebs(KEPT_DEBS, previous, f"back to {record.from_version}"))
-    restore = Tracked(RestoreKept(index))
+    restore = Tracked(RestoreKept(kept))
     actions.append(restore)
     for kver in record.kernels:
-        expected = {n: p for n in MODULE_NAMES if index.get(p := f"{install_dir(kver)}/{n}.ko") is not None}
+        expected = {n: p for n in MODULE_NAMES if kept.files.get(p := f"{install_dir(kver)}/{n}.ko") is not None}
         if expected:
             actions.append(install.RunDepmod(kver, expected, (restore,)))
     actions += [WriteRecord(replace(record, stage=ROLLED_BACK, at=at)), RemoveTree(WORK, "the move's working set")]

@@ -122,8 +122,8 @@ def test_kept_files_restore_exactly_and_absent_ones_go(tmp_path: Path) -> None:
     assert f"/lib/modules/{KVER}/updates/fwman/nvidia-drm.ko" in files  # absent now: recorded as absent
     apply_all(host, [move.KeepFiles(files)])
     index = move.read_kept(host)
-    assert index[f"/lib/modules/{KVER}/updates/fwman/nvidia-drm.ko"] is None
-    assert index["/etc/apt/preferences.d/fwman-nvidia-userspace"]["mode"] == 0o600  # type: ignore[index]
+    assert index.files[f"/lib/modules/{KVER}/updates/fwman/nvidia-drm.ko"] is None
+    assert index.files["/etc/apt/preferences.d/fwman-nvidia-userspace"]["mode"] == 0o600  # type: ignore[index]
     # the commit changes files, adds some, removes one
     (root / f"lib/modules/{KVER}/updates/fwman/nvidia.ko").write_bytes(b"new nvidia")
     (root / f"lib/modules/{KVER}/updates/fwman/nvidia-drm.ko").write_bytes(b"new drm")
@@ -143,7 +143,7 @@ def test_a_kept_copy_that_changed_is_not_restored(tmp_path: Path) -> None:
     root, host = _root(tmp_path)
     apply_all(host, [move.KeepFiles(move.kept_paths(host, [KVER]))])
     index = move.read_kept(host)
-    entry = index[f"/lib/modules/{KVER}/updates/fwman/nvidia.ko"]
+    entry = index.files[f"/lib/modules/{KVER}/updates/fwman/nvidia.ko"]
     assert entry is not None
     (root / str(entry["copy"]).lstrip("/")).write_bytes(b"tampered")
     (root / f"lib/modules/{KVER}/updates/fwman/nvidia.ko").write_bytes(b"new")
@@ -182,3 +182,44 @@ def test_boot_note_names_the_rollback_when_the_new_module_is_not_loaded(tmp_path
     (root / "sys/module/nvidia/version").write_text("570.86.16\n")
     apply_all(host, [move.WriteRecord(_record(move.ROLLED_BACK))])
     assert move.boot_note(host) is None  # rolled back: the old module is the right one
+
+
+def test_links_and_owned_directories_restore_exactly(tmp_path: Path) -> None:
+    """A container's libraries: the versioned file and its .so.1 link kept; the next version's removed."""
+    root, host = _root(tmp_path)
+    lib = root / "srv/ct/usr/lib/x86_64-linux-gnu"
+    lib.mkdir(parents=True)
+    (lib / "libcuda.so.565.77").write_bytes(b"565")
+    (lib / "libcuda.so.1").symlink_to("libcuda.so.565.77")
+    (lib / "libc.so.6").write_bytes(b"not NVIDIA's")
+    before = _tree(root)
+    links = {str(p.relative_to(root)): os.readlink(p) for p in root.rglob("*") if p.is_symlink()}
+    owned = [("/srv/ct/usr/lib/x86_64-linux-gnu", r"libcuda\.so.*")]
+    apply_all(host, [move.KeepFiles([], owned)])
+    kept = move.read_kept(host)
+    assert kept.files["/srv/ct/usr/lib/x86_64-linux-gnu/libcuda.so.1"] == {"link": "libcuda.so.565.77"}
+    assert "/srv/ct/usr/lib/x86_64-linux-gnu/libc.so.6" not in kept.files
+    # what the installer of the next version does: its file, the link moved, the old file gone
+    (lib / "libcuda.so.565.77").unlink()
+    (lib / "libcuda.so.570.86.16").write_bytes(b"570")
+    (lib / "libcuda.so.1").unlink()
+    (lib / "libcuda.so.1").symlink_to("libcuda.so.570.86.16")
+    restore = move.RestoreKept(kept)
+    apply_all(host, [restore])
+    assert _tree(root) == before
+    assert {str(p.relative_to(root)): os.readlink(p) for p in root.rglob("*") if p.is_symlink()} == links
+    assert pending(host, [restore]) == []
+
+
+@given(st.binary(max_size=300))
+def test_the_kept_index_reader_gives_a_set_or_a_parse_error(data: bytes) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        host = LiveHost(tmp)
+        host.write_bytes(move.KEPT_INDEX, data)
+        try:
+            kept = move.read_kept(host)
+        except ParseError:
+            return
+        assert isinstance(kept.files, dict) and isinstance(kept.owned, list)

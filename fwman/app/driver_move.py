@@ -14,7 +14,7 @@ from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.driver import move, userspace_hold
 from fwman.driver.aptsim import apt_root_options
-from fwman.driver.build.manifest import now_iso
+from fwman.driver.build.manifest import now_iso, sha256_hex
 from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import root_prefix
@@ -134,7 +134,7 @@ def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
     return {
         "from_version": record.from_version, "to_version": record.to_version, "stage": record.stage,
         "kernels": record.kernels, "from_branch": record.from_branch, "to_branch": record.to_branch,
-        "fork": record.fork, "hold_moved": record.hold_moved, "at": record.at,
+        "fork": record.fork, "hold_moved": record.hold_moved, "at": record.at, "containers": record.containers,
         "packages": {p.name: {"from_version": p.installed, "to_version": p.target} for p in record.packages},
     }  # fmt: skip
 
@@ -248,8 +248,58 @@ class MovePlan:
         return [*self.staging, *self.commit]
 
 
+@dataclass(frozen=True)
+class RunInstaller:
+    """NVIDIA's ``.run`` of the target version for the containers with their own user space: the owner's file and
+    the SHA-256 the owner copied from where it was downloaded (fwman has no list of NVIDIA's checksums)."""
+
+    path: str
+    sha256: str
+
+
+def container_versions(host: Host, root: str) -> set[str]:
+    """Return the driver versions of the libraries a container root carries."""
+    from fwman.platform.userspace import scan_userspace
+
+    return set(scan_userspace(host, root, run_smi=False).versions())
+
+
+def _containers(host: Host, roots: tuple[str, ...], target: str, run: RunInstaller | None) -> list[str]:
+    """Return the roots of the containers whose own user space must move (Proxmox LXC roots that are mounted, and
+    ``roots``). Raises MoveRefused when one does and no installer is given, or the installer is not the one the
+    checksum names."""
+    from fwman.host.userfiles import read_user_file
+    from fwman.platform.containers import read_containers
+
+    moving = []
+    for audit, us in read_containers(host, list(roots), []):
+        if audit.state == "read" and audit.root and us is not None and set(us.versions()) - {target}:
+            moving.append(audit.root)
+            if run is None:
+                raise move.MoveRefused(
+                    f"container {audit.name} ({audit.root}) carries its own user space "
+                    f"({', '.join(sorted(us.versions()))}): it must move to {target} too; nothing was changed",
+                    hint=f"give NVIDIA's installer: --run {move.run_name(target)} --run-sha256 HEX (the checksum "
+                    "from where you downloaded it)",
+                )
+    if run is not None and moving:
+        digest = sha256_hex(read_user_file(run.path))
+        if digest != run.sha256.lower():
+            raise move.MoveRefused(
+                f"{run.path}: sha256 {digest} is not the {run.sha256} given; nothing was changed",
+                hint="download NVIDIA's installer again and compare its checksum with the one NVIDIA publishes",
+            )
+    return moving
+
+
 def plan_move(
-    host: Host, target: str, *, variables: Mapping[str, str] | None = None, report: Report = silent
+    host: Host,
+    target: str,
+    *,
+    variables: Mapping[str, str] | None = None,
+    report: Report = silent,
+    container_roots: tuple[str, ...] = (),
+    run: RunInstaller | None = None,
 ) -> MovePlan | move.MoveRecord:
     """Return the plan of a move to ``target``, or the record when the move to ``target`` is already committed.
 
@@ -282,11 +332,13 @@ def plan_move(
     spec = newest_revision_spec(host, request, report)
     _check_config(host, spec, version)
     packages, notes = _user_space(host, version)
+    containers = _containers(host, container_roots, version, run)
     at = now_iso()
     new = move.MoveRecord(
         from_version=",".join(sorted(known)) or None, to_version=version, stage=move.STAGED_STAGE, kernels=kernels,
         from_branch=remembered.branch if remembered else None, to_branch=spec.branch, fork=spec.fork,
         packages=packages, hold_moved=userspace_hold.read_record(host) is not None and bool(packages), at=at,
+        containers=containers,
     )  # fmt: skip
     once = move.SourceOnce(spec, lambda: resolve_source(host, spec, report))
     staging: list[Action] = [move.StageModules(k, version, once, report) for k in kernels]
@@ -297,8 +349,16 @@ def plan_move(
                 move.KEPT_DEBS, {p.name: p.installed for p in packages}, "the installed user space, kept for a rollback"
             ),
         ]
+    if containers:
+        from fwman.host.userfiles import read_user_file
+
+        assert run is not None
+        path = run.path
+        staging.append(move.StageRun(lambda: read_user_file(path), run.sha256.lower(), version))
     specs_kept = cdi_specs(host) if packages else []  # a rollback puts the previous spec back as it was
-    commit: list[Action] = [move.KeepFiles(move.kept_paths(host, kernels) + specs_kept), move.WriteRecord(new)]
+    owned = [o for root in containers for o in move.container_owned(root)]
+    keep = move.KeepFiles(move.kept_paths(host, kernels) + specs_kept, owned)
+    commit: list[Action] = [keep, move.WriteRecord(new)]
     commit += [move.InstallStaged(k, version, spec.branch) for k in kernels]
     commit += [RefreshInitramfs(k) for k in kernels]
     if packages:
@@ -312,6 +372,7 @@ def plan_move(
                      "generate --output=PATH`)")  # fmt: skip
     elif specs:
         commit += [RegenerateCdiSpec(path, version) for path in specs]
+    commit += [move.InstallRunInContainer(root, version, container_versions) for root in containers]
     commit.append(WriteFile(paths.MODULES_SOURCE_RECORD, SourceSpec(None, spec.fork, spec.branch).to_json()))
     commit.append(move.WriteRecord(replace(new, stage=move.COMMITTED)))
     notes.append(
@@ -329,6 +390,8 @@ def move_to(
     permit: Callable[[], None] = free,
     report: Report = silent,
     variables: Mapping[str, str] | None = None,
+    container_roots: tuple[str, ...] = (),
+    run: RunInstaller | None = None,
 ) -> MoveResult:
     """Move the modules of every kernel and the user space to driver ``target`` (or, ``dry_run``, say how).
 
@@ -338,7 +401,7 @@ def move_to(
     """
     from fwman.driver.build.lock import module_lock
 
-    plan = plan_move(host, target, variables=variables, report=report)
+    plan = plan_move(host, target, variables=variables, report=report, container_roots=container_roots, run=run)
     if isinstance(plan, move.MoveRecord):
         return MoveResult(dry_run, [], f"the move to {plan.to_version} is already {plan.stage}", record=plan)
     if dry_run:

@@ -202,6 +202,17 @@ def _steps(app: AppContext, as_json: bool) -> Any:
 @click.option("--rollback", is_flag=True, help="Put back the modules, user space and hold kept before the move.")
 @click.option("--finish", "finish_move", is_flag=True, help="End a move whose new module is loaded: drop the kept set.")
 @click.option("--status", "show_status", is_flag=True, help="Show the last move (the default without an option).")
+@click.option(
+    "--container-root",
+    "container_roots",
+    multiple=True,
+    metavar="DIR",
+    help="With --to: also move the user space of this container root (repeatable); Proxmox LXC roots are found.",
+)
+@click.option(
+    "--run", "run_file", metavar="FILE", help="With --to: NVIDIA's .run of V, for the containers' user space."
+)
+@click.option("--run-sha256", metavar="HEX", help="The SHA-256 of --run, as published where you downloaded it.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
 @json_option
 @common_options
@@ -212,6 +223,9 @@ def move(
     rollback: bool,
     finish_move: bool,
     show_status: bool,
+    container_roots: tuple[str, ...],
+    run_file: str | None,
+    run_sha256: str | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -226,6 +240,12 @@ def move(
     modules (depmod), the packages of V, moves the hold to V and points later kernels' builds at V's branch.
     The reboot is yours; then check (`fwman audit`, `fwman p2p test`).
 
+    Containers that carry their own user space (a mounted Proxmox LXC root, or --container-root DIR) move too:
+    NVIDIA's installer of V (--run FILE, its SHA-256 given with --run-sha256 and checked before anything
+    changes) is run in each, chrooted, with --no-kernel-modules; their libraries are kept for the rollback. A
+    container's user space without --run refuses the move. NVIDIA CDI specs in /etc/cdi (Podman, Docker) are
+    written again for V with nvidia-ctk cdi generate.
+
     --rollback restores the kept set exactly (the packages of before, the module files, manifests and hold);
     --finish, once the new module is loaded, drops the kept set. Without an option (or with --status): the last
     move's record (/var/lib/fwman/driver-move.json: from, to, stage). At boot, fwman's catch-up names the
@@ -235,6 +255,8 @@ def move(
     Examples:
       fwman driver move --to 575.51.02 --dry-run
       fwman driver move --to 575.51.02
+      fwman driver move --to 575.51.02 --container-root /srv/ct/trainer \\
+          --run NVIDIA-Linux-x86_64-575.51.02.run --run-sha256 HEX
       fwman driver move
       fwman driver move --rollback
       fwman driver move --finish
@@ -252,11 +274,17 @@ def move(
         raise UsageError(f"{' and '.join(chosen)} exclude each other", hint="fwman driver move --help")
     if dry_run and not (to_version or rollback or finish_move):
         raise UsageError("--dry-run goes with --to, --rollback or --finish", hint="fwman driver move --to V --dry-run")
+    if (container_roots or run_file or run_sha256) and to_version is None:
+        raise UsageError("--container-root, --run and --run-sha256 go with --to", hint="fwman driver move --help")
+    if (run_file is None) != (run_sha256 is None):
+        raise UsageError("--run and --run-sha256 go together: fwman installs no .run it cannot check")
+    run = driver_move.RunInstaller(run_file, run_sha256) if run_file and run_sha256 else None
     steps = _steps(app, as_json)
     if to_version is not None:
         permit = lambda: app.require_change(f"fwman driver move --to {to_version}")  # noqa: E731
         result: Any = driver_move.move_to(app.host, to_version, dry_run=dry_run, permit=permit, report=steps,
-                                          variables=app.env.variables)  # fmt: skip
+                                          variables=app.env.variables, container_roots=container_roots,
+                                          run=run)  # fmt: skip
     elif rollback:
         permit = lambda: app.require_change("fwman driver move --rollback")  # noqa: E731
         result = driver_move.rollback(app.host, dry_run=dry_run, permit=permit, report=steps)

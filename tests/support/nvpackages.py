@@ -84,3 +84,43 @@ def install_nvidia_ctk(root: DebRoot) -> None:
         "chmod 755 /usr/local/bin/nvidia-ctk && mkdir -p /etc/cdi && "
         "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"
     )
+
+
+def stand_in_run(version: str) -> str:
+    """Return a stand-in for NVIDIA's ``NVIDIA-Linux-x86_64-VERSION.run`` (NVIDIA's needs the hardware to be
+    useful): with ``--no-kernel-modules`` it removes the previous installation's libraries, as nvidia-installer
+    does, and installs the user space of ``version`` (the libraries under their versioned names, the .so.1
+    links); without it, it refuses (this stand-in installs no kernel module)."""
+    return rf"""#!/bin/sh
+case " $* " in
+  *" --no-kernel-modules "*) ;;
+  *) echo "stand-in installer: user space only (--no-kernel-modules)" >&2; exit 1 ;;
+esac
+lib={LIBDIR}
+mkdir -p $lib
+for name in libcuda libnvidia-ml; do
+  rm -f $lib/$name.so.*
+  printf '\177ELF %s {version}' $name > $lib/$name.so.{version}
+  ln -s $name.so.{version} $lib/$name.so.1
+done
+"""
+
+
+def make_container_root(root: DebRoot, path: str, version: str) -> None:
+    """Make an LXC-style container root at ``path`` inside the Debian root (a shell and the few tools the
+    installer needs, with their libraries) and install the user space of ``version`` in it with the stand-in
+    ``.run``, chrooted, as an owner does inside the container."""
+    tools = "/bin/sh /usr/bin/dash /usr/bin/rm /usr/bin/ln /usr/bin/mkdir"
+    run = f"/root/{run_file(version)}"
+    root.write_text(run, stand_in_run(version))
+    root.sh(
+        f"mkdir -p {path}/tmp {path}{LIBDIR} && for b in {tools}; do cp --parents -L $b {path}; "
+        f"for l in $(ldd $b | grep -o '/[^ ]*'); do cp --parents -L $l {path}; done; done && "
+        f"cp {run} {path}/tmp/ && chroot {path} sh /tmp/{run_file(version)} --no-kernel-modules --silent && "
+        f"rm {path}/tmp/{run_file(version)}"
+    )
+
+
+def run_file(version: str) -> str:
+    """Return the name of NVIDIA's installer of ``version``."""
+    return f"NVIDIA-Linux-x86_64-{version}.run"

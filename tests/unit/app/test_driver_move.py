@@ -101,3 +101,11 @@ def test_finish_waits_for_the_new_module_to_be_loaded(tmp_path: Path) -> None:
     assert json.loads((root / "var/lib/fwman/driver-move.json").read_text())["stage"] == "finished"
     r = env("driver", "move", "--rollback", "--root", str(root))
     assert r.code == 2 and "no longer kept" in r.stderr
+
+
+def test_the_installer_and_its_checksum_go_together_and_with_to(tmp_path: Path) -> None:
+    env = FwmanEnv()
+    r = env("driver", "move", "--to", "575.51.02", "--run", "x.run", "--root", str(tmp_path))
+    assert r.code == 2 and "--run and --run-sha256 go together" in r.stderr
+    r = env("driver", "move", "--rollback", "--container-root", "/srv/ct", "--root", str(tmp_path))
+    assert r.code == 2 and "go with --to" in r.stderr

@@ -223,3 +223,36 @@ def test_the_kept_index_reader_gives_a_set_or_a_parse_error(data: bytes) -> None
         except ParseError:
             return
         assert isinstance(kept.files, dict) and isinstance(kept.owned, list)
+
+
+def test_the_installer_is_staged_only_when_it_hashes_as_given(tmp_path: Path) -> None:
+    import hashlib
+
+    from fwman.driver.move import MoveRefused
+
+    _, host = _root(tmp_path)
+    data = b"#!/bin/sh\n# NVIDIA-Linux-x86_64-570.86.16.run\n"
+    wrong = move.StageRun(lambda: data, "0" * 64, "570.86.16")
+    with pytest.raises(MoveRefused, match="is not the 0000"):
+        wrong.apply(host)
+    assert not host.exists(wrong.path)
+    right = move.StageRun(lambda: data, hashlib.sha256(data).hexdigest(), "570.86.16")
+    assert right.path.endswith("/staged/NVIDIA-Linux-x86_64-570.86.16.run") and right.is_needed(host)
+    apply_all(host, [right])
+    assert host.read_bytes(right.path) == data and host.file_mode(right.path) == 0o755
+    assert pending(host, [right]) == []
+
+
+def test_the_container_install_runs_the_installer_chrooted_until_the_libraries_are_the_target(tmp_path: Path) -> None:
+    root, host = _root(tmp_path)
+    found: dict[str, set[str]] = {"/srv/ct": {"565.77"}}
+    step = move.InstallRunInContainer("/srv/ct", "570.86.16", lambda h, r: found[r])
+    (root / "srv/ct").mkdir(parents=True)
+    assert step.is_needed(host)
+    assert step.command(host) == [
+        "chroot", str(root / "srv/ct"), "sh", "/tmp/NVIDIA-Linux-x86_64-570.86.16.run", "--no-kernel-modules",
+        "--silent",
+    ]  # fmt: skip
+    found["/srv/ct"] = {"570.86.16"}
+    assert not step.is_needed(host)
+    assert move.container_owned("/srv/ct/")[0] == ("/srv/ct/usr/lib/x86_64-linux-gnu", move.CONTAINER_LIBS)

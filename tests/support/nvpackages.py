@@ -14,6 +14,9 @@ import shlex
 from tests.support.debroot import DebRoot
 
 PACKAGES = {"libnvidia-ml1": "libnvidia-ml.so", "libcuda1": "libcuda.so"}
+#: Debian's package of the GSP firmware (``/lib/firmware/nvidia/VERSION/gsp_*.bin``): it moves with the driver
+FIRMWARE = "firmware-nvidia-gsp"
+NAMES = (*PACKAGES, FIRMWARE)
 LIBDIR = "/usr/lib/x86_64-linux-gnu"
 REPO = "/srv/story-nvidia"
 
@@ -32,6 +35,16 @@ def _build(version: str) -> str:
             f"printf '\\177ELF {name} {version}' > {d}{LIBDIR}/{lib}.{version} && "
             f"ln -s {lib}.{version} {d}{LIBDIR}/{lib}.1 && dpkg-deb -b {d} {REPO}/ >/dev/null"
         )
+    d = f"/root/nvpkg/{FIRMWARE}-{version}"
+    control = (
+        f"Package: {FIRMWARE}\nVersion: {version}-1\nArchitecture: all\nMaintainer: story <story@localhost>\n"
+        f"Description: stand-in for the GSP firmware of NVIDIA's driver {version}\n"
+    )
+    script.append(
+        f"mkdir -p {d}/DEBIAN {d}/lib/firmware/nvidia/{version} && printf '%s' {shlex.quote(control)} > "
+        f"{d}/DEBIAN/control && printf 'GSP {version}' > {d}/lib/firmware/nvidia/{version}/gsp_ga10x.bin && "
+        f"dpkg-deb -b {d} {REPO}/ >/dev/null"
+    )
     return " && ".join(script)
 
 
@@ -44,7 +57,7 @@ def offer_user_space(root: DebRoot, installed: str, offered: list[str]) -> None:
         + " && ".join(_build(v) for v in versions)
         + f" && cd {REPO} && apt-ftparchive packages . > Packages && "
         f"echo 'deb [trusted=yes] file:{REPO} ./' > /etc/apt/sources.list.d/story-nvidia.list && "
-        "apt-get update -q && apt-get install -y -q " + " ".join(f"{n}={installed}-1" for n in PACKAGES)
+        "apt-get update -q && apt-get install -y -q " + " ".join(f"{n}={installed}-1" for n in NAMES)
     )
 
 

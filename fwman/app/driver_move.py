@@ -323,9 +323,11 @@ def plan_move(
     kernels = _kernels(host)
     if not kernels:
         raise MissingError("no kernel is installed here (/lib/modules): nothing to move")
+    # an interrupted move (its record says staged) goes on from what its record says was there before it
+    resume = record if record is not None and record.stage == move.STAGED_STAGE else None
     current = {k: move.module_version(host, k) for k in kernels}
     known = {v for v in current.values() if v}
-    if known == {version} and all(current.values()):
+    if resume is None and known == {version} and all(current.values()):
         raise UsageError(f"every kernel's patched modules are already at {version}: nothing to move")
     remembered = load_source_spec(host)
     request = BuildRequest(driver_version=version, variables=dict(variables or {}))
@@ -340,6 +342,9 @@ def plan_move(
         packages=packages, hold_moved=userspace_hold.read_record(host) is not None and bool(packages), at=at,
         containers=containers,
     )  # fmt: skip
+    if resume is not None:
+        new = replace(resume, to_branch=spec.branch, fork=spec.fork)
+        packages, containers = new.packages, new.containers
     once = move.SourceOnce(spec, lambda: resolve_source(host, spec, report))
     staging: list[Action] = [move.StageModules(k, version, once, report) for k in kernels]
     if packages:

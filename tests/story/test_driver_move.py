@@ -5,12 +5,19 @@ kernels are installed; fwman's .deb is installed with apt. The fork (tests/suppo
 daemon) carries a branch per release; this story's own copy adds a commit on ``560.35.03-p2p`` that refuses
 the update kernel with ``#error``, as a branch that does not support a newer kernel does. The owner built
 ``565.77-p2p`` for both kernels. NVIDIA's user space is two stand-in packages (tests/support/nvpackages.py) at
-565.77, 570.86.16 and 560.35.03 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``).
+565.77, 570.86.16 and 560.35.03 in a local apt repository; 565.77 is installed and held (``fwman userspace hold``), and
+a CDI spec for Podman and Docker written for it (``/etc/cdi/nvidia.yaml``, by a stand-in ``nvidia-ctk``).
+
+An LXC-style container root beside it carries its own user space, installed from a stand-in of NVIDIA's ``.run``
+(tests/support/nvpackages.py); the owner has the installers of the versions the story moves to, with their
+SHA-256.
 
 The steps run in file order on one root:
+0. a move that would leave the container behind (no installer, or one whose checksum is not the one given):
+   refused, the root unchanged;
 1. a move to 560.35.03, whose build fails for the update kernel: refused, exit 3, the root's files unchanged;
-2. the move 565.77 -> 570.86.16: its dry run is its run; modules for both kernels, packages, libraries and hold at
-   570.86.16, the audit consistent; a second move changes nothing;
+2. the move 565.77 -> 570.86.16: its dry run is its run; modules for both kernels, packages, libraries, hold,
+   the container's user space and the CDI spec at 570.86.16, the audit consistent; a second move changes nothing;
 3. after the (simulated) reboot the boot-time catch-up finds no 570.86.16 module loaded and names the rollback;
    ``--rollback`` restores the 565.77 set file for file.
 """
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shlex
 import subprocess
 from collections.abc import Iterator
@@ -30,11 +38,21 @@ import pytest
 
 from tests.support.debroot import DebRoot, Kernels, install_deb, kernel_packages
 from tests.support.forkrepo import REPO_NAME, GitDaemon, git_daemon, make_fork
-from tests.support.nvpackages import LIBDIR, PACKAGES, offer_user_space
+from tests.support.nvpackages import (
+    LIBDIR,
+    NAMES,
+    PACKAGES,
+    install_nvidia_ctk,
+    make_container_root,
+    offer_user_space,
+    run_file,
+    stand_in_run,
+)
 
 V1, V2, V3 = "565.77", "570.86.16", "560.35.03"
 #: what a move or a rollback may change, and so what "nothing changed" and "restored exactly" compare
-COMPARED = ("/lib/modules", "/etc", "/usr/lib/x86_64-linux-gnu", "/var/lib/fwman", "/boot")
+COMPARED = ("/lib/modules", "/etc", "/usr/lib/x86_64-linux-gnu", "/var/lib/fwman", "/boot", "/srv/containers")
+CONTAINER = "/srv/containers/trainer"
 #: files in COMPARED that others write (the catch-up's stamp of the kernels it saw; apt's own state)
 NOT_COMPARED = ("/var/lib/fwman/modules/current.stamp", "/etc/ld.so.cache")
 
@@ -95,7 +113,14 @@ class Owner:
     root: DebRoot
     kernels: list[str]
     fork: GitDaemon
+    #: the installer of each version the story moves to and its SHA-256 (what an owner copies from NVIDIA's page)
+    runs: dict[str, tuple[str, str]] = field(default_factory=dict)
     notes: dict[str, Any] = field(default_factory=dict)
+
+    def to(self, version: str, *extra: str) -> tuple[int, dict[str, Any], str]:
+        """Run ``fwman driver move --json --to VERSION`` with the container and its installer, then ``extra``."""
+        path, digest = self.runs[version]
+        return self.move("--to", version, "--container-root", CONTAINER, "--run", path, "--run-sha256", digest, *extra)
 
     def fwman(self, *argv: str) -> tuple[int, str, str]:
         """Run the installed fwman in the root; return (exit status, stdout, stderr)."""
@@ -113,7 +138,7 @@ class Owner:
 
     def package_versions(self) -> dict[str, str]:
         """Return the installed versions of the stand-in packages."""
-        out = self.root.sh("dpkg-query -W -f '${Package} ${Version}\\n' " + " ".join(PACKAGES)).stdout
+        out = self.root.sh("dpkg-query -W -f '${Package} ${Version}\\n' " + " ".join(NAMES)).stdout
         return dict(line.split() for line in out.splitlines())
 
 
@@ -134,15 +159,33 @@ def owner(tmp_path_factory: pytest.TempPathFactory, layer: tuple[Path, Kernels],
             proc = root.sh(f"fwman modules build --all --fork story --branch {V1}-p2p 2>&1", check=False, timeout=3600)
             assert proc.returncode == 0, f"the owner's build of {V1}-p2p exit {proc.returncode}:\n{proc.stdout[-4000:]}"
             offer_user_space(root, V1, [V2, V3])  # V3's too: the move to V3 is refused for its build
+            install_nvidia_ctk(root)  # the Podman/Docker CDI spec, /etc/cdi/nvidia.yaml, written for 565.77
+            make_container_root(root, CONTAINER, V1)  # an LXC-style root with its own user space, from the .run
+            runs = {}
+            for version in (V2, V3):
+                path = f"/root/{run_file(version)}"
+                root.write_text(path, stand_in_run(version))
+                runs[version] = (path, hashlib.sha256(stand_in_run(version).encode()).hexdigest())
             root.sh("fwman userspace hold && fwman modules catchup")
-            yield Owner(root, [kernels.first, kernels.update], daemon)
+            yield Owner(root, [kernels.first, kernels.update], daemon, runs)
         finally:
             root.close()
 
 
+def test_a_container_s_user_space_is_not_left_behind(owner: Owner) -> None:
+    """Without NVIDIA's installer, or with one whose checksum is not the one given: refused, nothing changed."""
+    before = snapshot(owner.root)
+    code, _, err = owner.move("--to", V2, "--container-root", CONTAINER)
+    assert code == 3 and f"({CONTAINER}) carries its own user space ({V1})" in err and "--run" in err, err
+    path, _ = owner.runs[V2]
+    code, _, err = owner.move("--to", V2, "--container-root", CONTAINER, "--run", path, "--run-sha256", "0" * 64)
+    assert code == 3 and f"is not the {'0' * 64} given" in err, err
+    assert diff(before, snapshot(owner.root)) == []
+
+
 def test_a_move_whose_build_fails_for_one_kernel_is_refused_with_nothing_changed(owner: Owner) -> None:
     before = snapshot(owner.root)
-    code, doc, err = owner.move("--to", V3)
+    code, doc, err = owner.to(V3)
     assert code == 3, f"the move to {V3} (its branch refuses {owner.kernels[1]}) exit {code}:\n{err[-4000:]}"
     assert doc == {}, doc
     assert f"the {V3} modules do not build for {owner.kernels[1]}" in err and "nothing was changed" in err, err
@@ -156,10 +199,10 @@ def test_a_move_whose_build_fails_for_one_kernel_is_refused_with_nothing_changed
 def test_a_move_brings_every_kernel_the_user_space_and_the_hold_to_the_new_version(owner: Owner) -> None:
     before = snapshot(owner.root)
     owner.notes["before"] = before
-    code, dry, err = owner.move("--to", V2, "--dry-run")
+    code, dry, err = owner.to(V2, "--dry-run")
     assert code == 0 and dry["dry_run"] is True and dry["changed"] is False, err[-3000:]
     assert diff(before, snapshot(owner.root)) == [], "the dry run changed the root"
-    code, run, err = owner.move("--to", V2)
+    code, run, err = owner.to(V2)
     assert code == 0, f"`fwman driver move --to {V2}` exit {code}:\n{err[-5000:]}"
     assert run["actions"] == dry["actions"], "the dry run is not the plan the run applied"
     assert run["move"]["from_version"] == V1 and run["move"]["to_version"] == V2
@@ -169,26 +212,44 @@ def test_a_move_brings_every_kernel_the_user_space_and_the_hold_to_the_new_versi
         manifest = json.loads(owner.root.read_text(f"/var/lib/fwman/modules/{kver}.json"))
         assert manifest["branch"] == f"{V2}-p2p", manifest
     # the user space: the packages and the libraries they carry, at V2, and the hold moved to V2
-    assert owner.package_versions() == {n: f"{V2}-1" for n in PACKAGES}
+    assert owner.package_versions() == {n: f"{V2}-1" for n in NAMES}
+    assert owner.root.exists(f"/lib/firmware/nvidia/{V2}/gsp_ga10x.bin")
     libs = owner.root.sh(f"ls {LIBDIR}").stdout.split()
     assert {f"{lib}.{V2}" for lib in PACKAGES.values()} <= set(libs)
     assert not {f"{lib}.{V1}" for lib in PACKAGES.values()} & set(libs)
     pin = owner.root.read_text("/etc/apt/preferences.d/fwman-nvidia-userspace")
-    assert pin.count(f"Pin: version {V2}-1") == 2 and V1 not in pin, pin
+    assert pin.count(f"Pin: version {V2}-1") == len(NAMES) and V1 not in pin, pin
     hold = json.loads(owner.root.read_text("/var/lib/fwman/userspace-hold.json"))
-    assert hold["packages"] == {n: f"{V2}-1" for n in PACKAGES}
+    assert hold["packages"] == {n: f"{V2}-1" for n in NAMES}
     policy = owner.root.sh("apt-cache policy libcuda1").stdout
     assert f"Candidate: {V2}-1" in policy, policy
+    # the container's own user space, from NVIDIA's installer of V2
+    inside = owner.root.sh(f"ls -l {CONTAINER}{LIBDIR}").stdout
+    assert f"libcuda.so.1 -> libcuda.so.{V2}" in inside and f"libcuda.so.{V1}" not in inside, inside
+    assert run["move"]["containers"] == [CONTAINER]
+    # the CDI spec Podman and Docker inject from: written again, it mounts the V2 libraries
+    spec = owner.root.read_text("/etc/cdi/nvidia.yaml")
+    assert f"libcuda.so.{V2}" in spec and f".so.{V1}" not in spec, spec
+    assert "regenerate the CDI spec /etc/cdi/nvidia.yaml for 570.86.16" in " ".join(run["actions"])
     # a kernel installed later builds V2: the module source record names its branch
     assert json.loads(owner.root.read_text("/var/lib/fwman/modules/source.json"))["branch"] == f"{V2}-p2p"
-    code, out, err = owner.fwman("audit", "--offline", "--json")
+    code, out, err = owner.fwman("audit", "--offline", "--json", "--container-root", CONTAINER)
     audit = json.loads(out)
-    wrong = [r for r in audit["rows"] if r["status"] == "mismatch"]
+    rows = audit["rows"]
+    # no GPU here: the CDI spec's device node /dev/nvidia0 is absent, which the audit names (and nothing else)
+    wrong = [
+        r for r in rows
+        if r["status"] == "mismatch"
+        and not (r["component"].startswith("CDI spec") and r["detail"].startswith("host paths gone: /dev/nvidia0;"))
+    ]  # fmt: skip
     assert wrong == [], f"the audit after the move finds mismatches:\n{json.dumps(wrong, indent=1)}"
-    versions = {r.get("version") for r in audit["rows"] if "nvidia.ko" in json.dumps(r) or "libcuda" in json.dumps(r)}
-    assert versions == {V2}, json.dumps(audit["rows"], indent=1)
+    moved = re.compile(r"(.*\.ko \(.*\)|.*\.so|GSP firmware|CDI spec nvidia\.com/gpu|container .*)")
+    versions = {r["component"]: r["version"] for r in rows if moved.fullmatch(r["component"]) and r["version"]}
+    assert set(versions.values()) == {V2}, json.dumps(rows, indent=1)
+    for wanted in [*(f".ko ({kver})" for kver in owner.kernels), "libcuda.so", "GSP firmware"]:
+        assert any(wanted in component for component in versions), f"no {wanted} row: {json.dumps(rows, indent=1)}"
     # again: nothing to do
-    code, again, err = owner.move("--to", V2)
+    code, again, err = owner.to(V2)
     assert code == 0 and again["changed"] is False and again["actions"] == [], again
     code, out, _ = owner.fwman("driver", "move")
     assert code == 0 and f"move {V1} -> {V2}: committed" in out, out
@@ -213,6 +274,6 @@ def test_after_a_failed_check_the_rollback_restores_the_previous_set_exactly(own
     assert moved == [], "the rollback did not restore the previous set exactly:\n" + "\n".join(moved)
     for kver in owner.kernels:
         assert owner.module(kver, "version") == V1
-    assert owner.package_versions() == {n: f"{V1}-1" for n in PACKAGES}
+    assert owner.package_versions() == {n: f"{V1}-1" for n in NAMES}
     code, doc, _ = owner.move()
     assert doc["move"]["stage"] == "rolled-back" and doc["kept"] is False, doc

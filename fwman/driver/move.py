@@ -763,6 +763,16 @@ class RestoreKept:
                 host.write_bytes(path, data, int(entry.get("mode") or 0o644))
 
 
+@dataclass
+class DepmodAfterRestore(install.RunDepmod):
+    """``depmod -a KVER`` after the kept modules are put back: needed whenever the restore is (the dry run, before
+    it) or was applied (the run, after it), so the dry run lists what the run does."""
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True when a watched restore is needed or was applied, or the names do not resolve to ours."""
+        return any(t.applied or t.is_needed(host) for t in self.after) or super().is_needed(host)
+
+
 def rollback_actions(host: Host, record: MoveRecord, at: str) -> list[Action]:
     """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept
     files, depmod for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged
@@ -777,7 +787,7 @@ def rollback_actions(host: Host, record: MoveRecord, at: str) -> list[Action]:
     for kver in record.kernels:
         expected = {n: p for n in MODULE_NAMES if kept.files.get(p := f"{install_dir(kver)}/{n}.ko") is not None}
         if expected:
-            actions.append(install.RunDepmod(kver, expected, (restore,)))
+            actions.append(DepmodAfterRestore(kver, expected, (restore,)))
     actions += [WriteRecord(replace(record, stage=ROLLED_BACK, at=at)), RemoveTree(WORK, "the move's working set")]
     return actions
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fwman.core.errors import MissingError, ParseError
@@ -211,6 +211,7 @@ def test_links_and_owned_directories_restore_exactly(tmp_path: Path) -> None:
     assert pending(host, [restore]) == []
 
 
+@settings(deadline=None, max_examples=60)  # a temp root per example: file system time, not the parser's
 @given(st.binary(max_size=300))
 def test_the_kept_index_reader_gives_a_set_or_a_parse_error(data: bytes) -> None:
     import tempfile

@@ -33,7 +33,7 @@ def main() -> int:
         return 0
     from tests.support.debroot import DebRoot, install_deb, owner_layer
     from tests.support.forkrepo import git_daemon, make_fork
-    from tests.support.nvpackages import offer_user_space
+    from tests.support.nvpackages import NAMES, offer_user_space
 
     deb = Path(os.environ["FWMAN_DEB"]) if os.environ.get("FWMAN_DEB") else None
     if deb is None:
@@ -72,13 +72,14 @@ def main() -> int:
                 root.close()
     if not phases:
         return 0
-    print(f"move {V1} -> {V2}, 1 kernel ({kernels.first}), 2 packages:")
+    print(f"move {V1} -> {V2}, 1 kernel ({kernels.first}), {len(NAMES)} packages:")
     print(f"  wall (the command)       {wall:7.2f} s")
     print(f"  inside the move          {phases['total']:7.2f} s")
     print(f"    module builds (make)   {phases['builds']:7.2f} s")
     print(f"    apt (download, install){phases['packages']:7.2f} s")
     print(f"    the move's own         {phases['own']:7.2f} s  ({phases['own'] / phases['total']:.1%} of the move)")
     print(f"  fwman --version (floor)  {floor:7.2f} s")
+    print(f"load average: {os.getloadavg()[0]:.1f}")
     print(f"rollback (apt install of the kept packages, files back, depmod): {back:.2f} s")
     return 0
 

@@ -38,7 +38,7 @@ class MoveResult(Change):
 
     def text(self, verbose: int = 0) -> Out:
         """Return the plan or what was done, then the notes (and with -v where the time went)."""
-        out = [*super().text(verbose), *(say(n, "loud") for n in self.notes if not self.dry_run or "not" in n)]
+        out = [*super().text(verbose), *(say(n, "loud") for n in self.notes)]
         if verbose and self.phases:
             p = self.phases
             out.append(say(f"took {p['total']:.1f}s: module builds {p['builds']:.1f}s, apt {p['packages']:.1f}s, "
@@ -125,6 +125,29 @@ def cdi_specs(host: Host) -> list[str]:
     except FwmanError:
         return []
     return [s.path for s in specs if s.error is None and s.libs and s.path.startswith("/etc/cdi/")]
+
+
+def image_notes(host: Host, target: str) -> list[str]:
+    """Return one line per Docker or Podman container whose image carries NVIDIA's libraries of another version
+    than ``target`` (they shadow what the toolkit or a CDI spec injects), with how to rebuild it. Never raises:
+    an engine that cannot be asked is left out (``fwman audit`` names it)."""
+    from fwman.platform.containers import read_engine_containers
+
+    try:
+        found = read_engine_containers(host, [], [])
+    except FwmanError:
+        return []
+    out = []
+    for audit, _ in found:
+        other = sorted(set(audit.versions) - {target})
+        if audit.kind in ("docker", "podman") and other:
+            out.append(
+                f"{audit.kind} container {audit.name} (image {audit.image or 'unknown'}) carries NVIDIA's libraries "
+                f"of {', '.join(other)}: rebuild the image without them (the NVIDIA container toolkit or the CDI spec "
+                f"mounts the host's {target}) or from a base image with the {target} user space, then recreate the "
+                "container"
+            )
+    return out
 
 
 def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
@@ -380,6 +403,7 @@ def plan_move(
     commit += [move.InstallRunInContainer(root, version, container_versions) for root in containers]
     commit.append(WriteFile(paths.MODULES_SOURCE_RECORD, SourceSpec(None, spec.fork, spec.branch).to_json()))
     commit.append(move.WriteRecord(replace(new, stage=move.COMMITTED)))
+    notes += image_notes(host, version)
     notes.append(
         f"reboot into the {version} modules, then check (`fwman audit`, `fwman p2p test`); if it fails: "
         f"`{move.ROLLBACK_COMMAND}`; once it works: `fwman driver move --finish`"

@@ -244,7 +244,8 @@ def move(
     NVIDIA's installer of V (--run FILE, its SHA-256 given with --run-sha256 and checked before anything
     changes) is run in each, chrooted, with --no-kernel-modules; their libraries are kept for the rollback. A
     container's user space without --run refuses the move. NVIDIA CDI specs in /etc/cdi (Podman, Docker) are
-    written again for V with nvidia-ctk cdi generate.
+    written again for V with nvidia-ctk cdi generate; Docker/Podman images that carry NVIDIA's libraries of
+    another version are named, with how to rebuild them.
 
     --rollback restores the kept set exactly (the packages of before, the module files, manifests and hold);
     --finish, once the new module is loaded, drops the kept set. Without an option (or with --status): the last

@@ -109,3 +109,17 @@ def test_the_installer_and_its_checksum_go_together_and_with_to(tmp_path: Path) 
     assert r.code == 2 and "--run and --run-sha256 go together" in r.stderr
     r = env("driver", "move", "--rollback", "--container-root", "/srv/ct", "--root", str(tmp_path))
     assert r.code == 2 and "go with --to" in r.stderr
+
+
+def test_images_with_their_own_libcuda_are_named_with_how_to_rebuild_them(tmp_path: Path) -> None:
+    """A Docker host (tests/support/engines.py): `own`'s image carries libcuda 550.54.15; the others get the
+    host's libraries injected (runtime hook, CDI) or use no GPU."""
+    from fwman.app.driver_move import image_notes
+    from fwman.host.snapshot import SnapshotHost
+    from tests.support.engines import DRIVER, OLD_DRIVER, docker_snapshot
+
+    notes = image_notes(SnapshotHost(docker_snapshot(tmp_path)), DRIVER)
+    assert len(notes) == 1, notes
+    assert notes[0].startswith(f"docker container own (image example/own:1) carries NVIDIA's libraries of {OLD_DRIVER}")
+    assert "rebuild the image without them" in notes[0] and f"with the {DRIVER} user space" in notes[0]
+    assert image_notes(SnapshotHost(docker_snapshot(tmp_path / "again")), OLD_DRIVER) == []

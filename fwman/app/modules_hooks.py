@@ -103,13 +103,26 @@ def _newer(host: Host, summary: RunSummary) -> dict[str, list[str]]:
 
 @dataclass
 class Catchup(KernelRun):
-    """``modules catchup``: every kernel that lacks working modules built, the next boot kept safe."""
+    """``modules catchup``: every kernel that lacks working modules built, the next boot kept safe; after a driver
+    move whose new module is not the one loaded, ``move_note`` names the rollback (``fwman driver move``)."""
+
+    move_note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Return the payload of ``fwman.modules-catchup/2`` (without the schema key)."""
+        return {**super().to_json(), "move_note": self.move_note}
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the plan, what still waits (nothing to build), or the failed builds and the boot check."""
-        s = self.summary
+        """Return the plan, what still waits (nothing to build), or the failed builds and the boot check; the
+        driver move's note first."""
         if self.dry_run:
             return plan_text(self.plan, "every kernel has current patched modules")
+        if self.move_note:
+            return [say(f"WARNING: {self.move_note}", err=True), *self._text()]
+        return self._text()
+
+    def _text(self) -> Out:
+        s = self.summary
         if not s.fast_path:
             return self.failures(err=True) + boot_text(s.boot)
         if not s.waiting:
@@ -150,9 +163,11 @@ def catchup(
 
     if dry_run:
         return Catchup(True, plan=build_plan(host, installed_kernels(host), force))
+    from fwman.driver.move import boot_note
+
     permit()
     summary = run_catchup(host, report, force=force)
-    return Catchup(False, summary, newer=_newer(host, summary))
+    return Catchup(False, summary, newer=_newer(host, summary), move_note=boot_note(host))
 
 
 @dataclass

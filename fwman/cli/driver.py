@@ -21,6 +21,7 @@ DRIVER_COMMANDS: dict[str, tuple[str, str]] = {
     "branches": ("fwman.cli.driver:branches", "Which P2P forks carry a driver version (live, cached offline)."),
     "settings": ("fwman.cli.driver:settings", "NVreg_* module options for P2P: fwman's modprobe file, in effect?"),
     "power": ("fwman.cli.driver:power", "Persistence mode and power limits, reapplied at every boot by a unit."),
+    "move": ("fwman.cli.driver:move", "Move modules and user space to another driver version together; roll back."),
 }
 
 
@@ -196,3 +197,105 @@ def power(
 def _steps(app: AppContext, as_json: bool) -> Any:
     """Return where an apply's steps go as they are done: stderr, or nowhere under --json."""
     return (lambda line: None) if as_json else (lambda line: app.echo(line, err=True))
+
+
+@driver.command()
+@click.option("--to", "to_version", metavar="V", help="The driver version to move to (575.51.02).")
+@click.option("--rollback", is_flag=True, help="Put back the modules, user space and hold kept before the move.")
+@click.option("--finish", "finish_move", is_flag=True, help="End a move whose new module is loaded: drop the kept set.")
+@click.option("--status", "show_status", is_flag=True, help="Show the last move (the default without an option).")
+@click.option(
+    "--container-root",
+    "container_roots",
+    multiple=True,
+    metavar="DIR",
+    help="With --to: also move the user space of this container root (repeatable); Proxmox LXC roots are found.",
+)
+@click.option(
+    "--run", "run_file", metavar="FILE", help="With --to: NVIDIA's .run of V, for the containers' user space."
+)
+@click.option("--run-sha256", metavar="HEX", help="The SHA-256 of --run, as published where you downloaded it.")
+@click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
+@json_option
+@common_options
+@pass_app
+def move(
+    app: AppContext,
+    to_version: str | None,
+    rollback: bool,
+    finish_move: bool,
+    show_status: bool,
+    container_roots: tuple[str, ...],
+    run_file: str | None,
+    run_sha256: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Move the patched modules of every kernel and the NVIDIA user space to driver V together, with a way back.
+
+    --to V: the fork's branch that builds V (`driver branches`; the fork of the last `modules build`) is built
+    for every installed kernel first, in the move's own build directory; when one kernel does not build, the
+    move is refused and nothing is changed (exit 3). The new modules are staged in /var/lib/fwman/move, the
+    NVIDIA user-space packages of V downloaded from apt (each installed one must be offered at V), and the
+    installed packages downloaded too, so the way back does not depend on the repository. Then the current
+    modules, manifests and user-space hold are kept (bytes and modes), and one commit installs the staged
+    modules (depmod), the packages of V, moves the hold to V and points later kernels' builds at V's branch.
+    The reboot is yours; then check (`fwman apply --check`, `fwman p2p`).
+
+    Containers that carry their own user space (a mounted Proxmox LXC root, or --container-root DIR) move too:
+    NVIDIA's installer of V (--run FILE, its SHA-256 given with --run-sha256 and checked before anything
+    changes) is run in each, chrooted, with --no-kernel-modules; their libraries are kept for the rollback. A
+    container's user space without --run refuses the move. NVIDIA CDI specs in /etc/cdi (Podman, Docker) are
+    written again for V with nvidia-ctk cdi generate; Docker/Podman images that carry NVIDIA's libraries of
+    another version are named, with how to rebuild them.
+
+    --rollback restores the kept set exactly (the packages of before, the module files, manifests and hold);
+    --finish, once the new module is loaded, drops the kept set. Without an option (or with --status): the last
+    move's record (/var/lib/fwman/driver-move.json: from, to, stage). At boot, fwman's catch-up names the
+    rollback when the new module is not the one loaded.
+
+    \b
+    Examples:
+      fwman driver move --to 575.51.02 --dry-run
+      fwman driver move --to 575.51.02
+      fwman driver move --to 575.51.02 --container-root /srv/ct/trainer \\
+          --run NVIDIA-Linux-x86_64-575.51.02.run --run-sha256 HEX
+      fwman driver move
+      fwman driver move --rollback
+      fwman driver move --finish
+
+    \b
+    Exit status: 0 done (or nothing to do); 2 a bad version or a move not finished; 3 refused (a kernel does
+    not build V, a package cannot be had), nothing changed; 5 no branch builds V.
+    Docs: docs/move.md.
+    """
+    from fwman.app import driver_move
+
+    chosen = [name for name, on in (("--to", to_version is not None), ("--rollback", rollback),
+                                    ("--finish", finish_move), ("--status", show_status)) if on]  # fmt: skip
+    if len(chosen) > 1:
+        raise UsageError(f"{' and '.join(chosen)} exclude each other", hint="fwman driver move --help")
+    if dry_run and not (to_version or rollback or finish_move):
+        raise UsageError("--dry-run goes with --to, --rollback or --finish", hint="fwman driver move --to V --dry-run")
+    if (container_roots or run_file or run_sha256) and to_version is None:
+        raise UsageError("--container-root, --run and --run-sha256 go with --to", hint="fwman driver move --help")
+    if (run_file is None) != (run_sha256 is None):
+        raise UsageError("--run and --run-sha256 go together: fwman installs no .run it cannot check")
+    if (to_version or rollback or finish_move) and not dry_run:  # permit once, before anything is read or staged
+        app.require_change(f"fwman driver move {chosen[0]}")
+    run = driver_move.RunInstaller(run_file, run_sha256) if run_file and run_sha256 else None
+    steps = _steps(app, as_json)
+    if to_version is not None:
+        permit = lambda: app.require_change(f"fwman driver move --to {to_version}")  # noqa: E731
+        result: Any = driver_move.move_to(app.host, to_version, dry_run=dry_run, permit=permit, report=steps,
+                                          variables=app.env.variables, container_roots=container_roots,
+                                          run=run)  # fmt: skip
+    elif rollback:
+        permit = lambda: app.require_change("fwman driver move --rollback")  # noqa: E731
+        result = driver_move.rollback(app.host, dry_run=dry_run, permit=permit, report=steps)
+    elif finish_move:
+        permit = lambda: app.require_change("fwman driver move --finish")  # noqa: E731
+        result = driver_move.finish(app.host, dry_run=dry_run, permit=permit, report=steps)
+    else:
+        result = driver_move.move_status(app.host)
+    finish(app, "driver-move", result, as_json)

@@ -13,7 +13,7 @@ SCHEMAS: dict[str, int] = {
     "catalog-board": 2, "catalog-keys": 1, "catalog-keys-sign": 1, "catalog-lint": 1, "catalog-list": 2,
     "catalog-local": 2, "catalog-propose": 1, "catalog-sign": 1, "catalog-update": 1,
     "dkms-block": 1, "dkms-status": 1, "dkms-unblock": 1, "doctor": 2,
-    "driver-branches": 1, "driver-power": 1, "driver-settings": 1, "fetch": 2,
+    "driver-branches": 1, "driver-move": 1, "driver-power": 1, "driver-settings": 1, "fetch": 2,
     "flash": 2, "flash-resume": 1, "flash-status": 2, "history": 2,
     "hooks-install": 1, "hooks-remove": 1, "hooks-status": 1,
     "metrics-install": 1, "metrics-remove": 1, "metrics-write": 1,

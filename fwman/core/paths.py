@@ -53,6 +53,10 @@ USERSPACE_HOLD_STATE = f"{STATE_DIR}/userspace-hold.json"
 PREFLIGHT_STATE = f"{STATE_DIR}/preflight.json"
 #: the kernels `fwman modules preflight --hold` holds back with APT_KERNEL_PREFLIGHT_PIN, and why
 KERNEL_HOLD_STATE = f"{STATE_DIR}/kernel-hold.json"
+#: `fwman driver move`: the record of the last driver version move (from, to, stage) and its working directory
+#: (the staged new set, the kept previous one)
+MOVE_RECORD = f"{STATE_DIR}/driver-move.json"
+MOVE_DIR = f"{STATE_DIR}/move"
 #: one flash, restore, backup or upgrade apply at a time: flock(2) on this file, which records the holder
 FLASH_LOCK_FILE = f"{STATE_DIR}/flash.lock"
 

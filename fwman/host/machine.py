@@ -80,6 +80,17 @@ ALWAYS = {
 }
 
 
+#: apt-get verbs that install or remove packages (apt-get(8)); without a simulation option they change the
+#: machine's packages whatever ``-o Dir=`` says (dpkg and the maintainer scripts run on this machine)
+APT_CHANGES = frozenset(
+    {"install", "remove", "purge", "upgrade", "dist-upgrade", "full-upgrade", "autoremove", "reinstall", "build-dep"}
+)
+#: apt-get options that make a changing verb a simulation or a download only (apt-get(8))
+APT_NO_CHANGE = frozenset(
+    {"-s", "--simulate", "--just-print", "--dry-run", "--recon", "--no-act", "-d", "--download-only"}
+)
+
+
 def acts_on_machine(argv: Sequence[str]) -> str | None:
     """Return what ``argv`` would act on of this machine itself (e.g. "this machine's /boot"), or None when it
     only reads, or acts on paths it is given (a root fwman maps). Never raises."""
@@ -108,6 +119,16 @@ def acts_on_machine(argv: Sequence[str]) -> str | None:
         return None if given or "-n" in args or "--dry-run" in args else "this machine's /lib/modules"
     if tool in ("grub-set-default", "grub-reboot"):
         return None if any(a.startswith("--boot-directory=") for a in args) else "this machine's boot menu"
+    if tool in ("apt-get", "apt"):
+        verbs = [a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-o")]
+        quiet = any(a in APT_NO_CHANGE for a in args)
+        return "this machine's packages" if verbs and verbs[0] in APT_CHANGES and not quiet else None
+    if tool == "nvidia-ctk":
+        # `cdi generate` reads this machine's driver and, without --output, prints; `runtime configure` edits the
+        # machine's container runtime (NVIDIA container-toolkit's documentation)
+        words = [a for a in args if not a.startswith("-")][:2]
+        generates = words == ["cdi", "generate"] and any(a.startswith("--output") for a in args)
+        return "this machine's container runtime" if generates or words == ["runtime", "configure"] else None
     if tool == "setpci":
         # a write is REG=VALUE after the device selection (setpci(8)); a bare REG reads
         return "this machine's PCI devices" if any("=" in a and not a.startswith("-") for a in args) else None

@@ -22,6 +22,9 @@ from typing import Any
 import pytest
 
 from fixtures.hostgen.materialize import materialize
+from fwman.driver import move
+from fwman.host.actions import apply_all
+from fwman.host.live import LiveHost
 from tests.support.env import EXAMPLE_HOST, FwmanEnv, Result
 from tests.support.settings_rig import KVER, initramfs_generator, settings_host, write_params
 from tests.support.smi import settable_nvidia_smi
@@ -36,6 +39,7 @@ WALK: list[tuple[str, ...]] = [
     ("driver", "power", "--apply", "--off"),
     ("metrics", "remove"),
     ("hooks", "remove"),
+    ("driver", "move", "--rollback"),
     ("apply",),  # the front door: hooks and the DKMS block again, as their parts of the plan
 ]
 
@@ -88,6 +92,13 @@ esac
     (root / "usr/src/nvidia-570.86.16").mkdir(parents=True)
     (root / "usr/src/nvidia-570.86.16/dkms.conf").write_text('PACKAGE_NAME="nvidia"\n')
     settable_nvidia_smi(tmp_path / "smi")
+    # a committed driver move (its --to needs a fork and builds: tests/story/test_driver_move.py compares its dry
+    # run with its run): the set kept before it, then what the commit wrote over it
+    host = LiveHost(str(root))
+    record = move.MoveRecord("565.77", "570.86.16", move.COMMITTED, [])
+    apply_all(host, [move.KeepFiles(move.kept_paths(host, [])), move.WriteRecord(record)])
+    (root / "var/lib/fwman/modules").mkdir(parents=True, exist_ok=True)
+    (root / "var/lib/fwman/modules/source.json").write_text('{"fork": "aikitoria", "branch": "570.86.16-p2p"}\n')
     return FwmanEnv(path_prepend=[bindir, tmp_path / "smi"]), root
 
 

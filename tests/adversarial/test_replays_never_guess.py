@@ -41,6 +41,7 @@ READS: list[tuple[str, ...]] = [
     ("catalog", "lint"),
     ("catalog", "keys", "show"),
     ("p2p",),  # the machine's own GPUs: refuses a replay, saying so (exit 2)
+    ("driver", "move"),  # the last move's record
     ("plan",),  # a part whose files a recording lacks says "not known from this replay" with the path
     ("apply", "--check"),
 ]

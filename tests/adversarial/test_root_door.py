@@ -51,6 +51,7 @@ SAMPLES: dict[tuple[str, ...], list[list[str]]] = {
         ["--apply", "--off"],
     ],
     ("driver", "settings"): [["--apply"], ["--apply", "--dry-run"], ["--apply", "--rebar"]],
+    ("driver", "move"): [["--to", "565.77"], ["--to", "565.77", "--dry-run"], ["--rollback"], ["--finish"]],
     ("modules", "build"): [["--kernel", KVER], ["--all", "--dry-run"]],
     ("modules", "catchup"): [["--force"], ["--dry-run"]],
     ("modules", "check-boot"): [["--pin"]],

@@ -80,6 +80,7 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "boot": 3,
         "dkms": 3,
         "preflight": 3,
+        "move": 3,
         "hooks": 4,
         "bundle": 4,
         "settings_host": 4,

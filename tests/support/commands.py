@@ -29,6 +29,7 @@ CHANGES = [
     ("metrics", "remove"),
     ("modules", "import", "x.fwbundle"),
     ("apply",),
+    ("driver", "move", "--to", "570.86.16"),
 ]
 
 

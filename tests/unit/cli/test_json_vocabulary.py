@@ -45,6 +45,8 @@ NOT_WALKED_NAMES = {
                     "a module registered with DKMS (tests/system/test_dkms_fork.py)"),
     **dict.fromkeys(("cause", "missing_tool", "declaration"),
                     "a failed build, a compat patch in status (tests/system/test_kernel_patches.py)"),
+    **dict.fromkeys(("from_branch", "from_version", "hold_moved", "phases", "stage", "to_branch", "to_version"),
+                    "a driver move's record (tests/unit/app/test_driver_move.py, tests/story/test_driver_move.py)"),
 }  # fmt: skip
 
 BUS_ID = re.compile(r"^[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")

@@ -31,6 +31,11 @@ ACTS = [
     ["dkms", "install", "nvidia/570.86.16", "-k", "6.1.0-47-amd64"],
     ["grub-reboot", "1>2"],
     ["setpci", "-s", "00:01.1", "CAP_EXP+10.w=0040:0040"],
+    # apt installs with this machine's dpkg whatever -o Dir= names (`driver move`'s user space)
+    ["apt-get", "-o", "Dir=/r/", "install", "-y", "--allow-downgrades", "/r/var/lib/fwman/move/staged/debs/a.deb"],
+    ["apt", "remove", "libnvidia-ml1"],
+    ["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"],
+    ["nvidia-ctk", "runtime", "configure", "--runtime=docker"],
 ]
 READS = [
     ["nvidia-smi", "-q", "-x"],
@@ -44,6 +49,11 @@ READS = [
     ["grub-set-default", "--boot-directory=/r/boot", "1>2"],
     ["setpci", "-s", "00:01.1", "CAP_EXP+10.w"],
     ["git", "ls-remote", "https://example.invalid/x"],
+    ["apt-get", "-s", "-o", "Debug::NoLocking=1", "dist-upgrade"],
+    ["apt-get", "-o", "Dir=/r/", "download", "libnvidia-ml1=575.51.02-1"],
+    ["apt-get", "install", "--download-only", "libnvidia-ml1"],
+    ["apt-get", "-o", "install", "update"],  # an option's value is not the verb
+    ["nvidia-ctk", "cdi", "list"],
     [],
 ]
 

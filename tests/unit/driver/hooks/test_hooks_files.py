@@ -148,7 +148,7 @@ def test_boot_fast_path_starts_no_python_when_nothing_changed(tmp_path: Path) ->
     assert not started.exists()
 
 
-@pytest.mark.parametrize("change", ["new kernel", "module moved", "pin"])
+@pytest.mark.parametrize("change", ["new kernel", "module moved", "pin", "driver move committed"])
 def test_boot_fast_path_runs_the_full_catchup_after_a_change(tmp_path: Path, change: str) -> None:
     root, script, started = _fast_path_root(tmp_path)
     _stamp(root)
@@ -156,10 +156,26 @@ def test_boot_fast_path_runs_the_full_catchup_after_a_change(tmp_path: Path, cha
         (root / "lib/modules/6.1.0-54-amd64").mkdir()
     elif change == "module moved":
         (root / "lib/modules/6.1.0-53-amd64/updates/fwman/nvidia.ko").unlink()
-    else:
+    elif change == "pin":
         (root / "var/lib/fwman/boot-pin.json").write_text("{}")
+    else:  # the full catch-up says whether the moved module is the one loaded (fwman.driver.move.boot_note)
+        from fwman.driver import move
+
+        record = move.MoveRecord("565.77", "570.86.16", move.COMMITTED, ["6.1.0-50-amd64"])
+        LiveHost(str(root)).write_bytes(move.RECORD, record.to_json())
     assert _run(script, root).returncode == 0
     assert started.exists()
+
+
+def test_boot_fast_path_is_kept_after_a_finished_or_rolled_back_move(tmp_path: Path) -> None:
+    from fwman.driver import move
+
+    root, script, started = _fast_path_root(tmp_path)
+    _stamp(root)
+    for stage in (move.FINISHED, move.ROLLED_BACK):
+        record = move.MoveRecord("565.77", "570.86.16", stage, ["6.1.0-50-amd64"])
+        LiveHost(str(root)).write_bytes(move.RECORD, record.to_json())
+        assert _run(script, root).returncode == 0 and not started.exists()
 
 
 def test_catchup_writes_the_stamp_the_script_reads(tmp_path: Path) -> None:

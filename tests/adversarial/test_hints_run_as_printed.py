@@ -47,7 +47,38 @@ def _hints() -> dict[str, set[str]]:
 HINTS = _hints()
 
 
+#: the journey pages: every command they show an owner typing (the story suite runs the blocks marked
+#: ``<!-- journey -->``: tests/story/test_journey.py; the move's commands: tests/story/test_driver_move.py)
+JOURNEYS = ["docs/journey-p2p.md", "docs/journey-kernel-update.md", "docs/move.md"]
+REPO = HOSTS.parent.parent
+
+
+def _page_commands() -> dict[str, set[str]]:
+    """Return each fwman command line of the journey pages' code blocks -> the page."""
+    found: dict[str, set[str]] = {}
+    for page in JOURNEYS:
+        blocks = (REPO / page).read_text(encoding="utf-8").split("```")[1::2]
+        for block in blocks:
+            for line in block.splitlines():
+                text = line.removeprefix("$ ").split("#")[0].strip().removeprefix("sudo ")
+                if text.startswith("fwman "):
+                    found.setdefault(text, set()).add(page)
+    return found
+
+
+PAGES = _page_commands()
+
+
+@pytest.mark.parametrize("command", sorted(PAGES))
+def test_each_journey_page_command_runs_as_shown(command: str) -> None:
+    argv = shlex.split(command)[1:]
+    assert old_spellings(argv) == [], f"`{command}` ({', '.join(PAGES[command])}) uses an old spelling"
+    r = FwmanEnv()(*argv, "--help")
+    assert r.code == 0, f"`{command}` ({', '.join(PAGES[command])}) does not parse: {r.stderr.strip()}"
+
+
 def test_the_walk_finds_the_journeys_hints() -> None:
+    assert {"fwman plan", "fwman apply", "fwman driver move --rollback"} <= set(PAGES), sorted(PAGES)
     assert {"fwman apply --check", "fwman upgrade --apply", "fwman p2p"} <= set(HINTS), sorted(HINTS)
 
 

@@ -59,7 +59,7 @@ def _page_commands() -> dict[str, set[str]]:
     for page in JOURNEYS:
         blocks = (REPO / page).read_text(encoding="utf-8").split("```")[1::2]
         for block in blocks:
-            for line in block.splitlines():
+            for line in block.replace("\\\n", " ").splitlines():  # a command continued on the next line
                 text = line.removeprefix("$ ").split("#")[0].strip().removeprefix("sudo ")
                 if text.startswith("fwman "):
                     found.setdefault(text, set()).add(page)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman.app.target import Target, resolve_target
 from fwman.app.text import Out, Result, say
@@ -22,6 +22,9 @@ from fwman.core.errors import FwmanError, NotRecordedError, PartialError, Verifi
 from fwman.core.findings import Finding, Severity
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.reports.doctor.facts import Facts
 
 #: doctor's findings that fwman's own steps answer (the rest, blocking or warned with a fix, are the owner's)
 ANSWERED = {
@@ -217,11 +220,19 @@ class Plan(Result):
     stopped_at: str | None = None  # the subject that failed
     #: doctor's findings, in chain order (empty when it could not run)
     findings: list[Finding] = field(default_factory=list, repr=False)
+    #: why this box needs none of fwman's parts (one GPU; P2P already working with another driver); None: it does
+    not_needed: str | None = None
 
     @property
     def todo(self) -> list[Subject]:
         """Return the subjects with steps still needed (planned)."""
         return [s for s in self.subjects if s.needed]
+
+    def aim(self) -> str:
+        """Return the target in one line: the module source, or the driver as it is when fwman's part is not needed."""
+        if self.not_needed:
+            return f"the {self.target.version or 'loaded'} driver as it is"
+        return self.target.describe()
 
     @property
     def unknown(self) -> list[Subject]:
@@ -246,14 +257,16 @@ class Plan(Result):
             "owner_steps": [m.to_json() for m in self.manual],
             "doctor_error": self.doctor_error,
             "stopped": None if error is None else {"part": self.stopped_at, "message": error.message},
+            "not_needed": self.not_needed,
         }
 
     def text(self, verbose: int = 0) -> Out:
         """Return the target, fwman's steps (to do, or done), and the owner's steps, numbered in one sequence."""
-        out: Out = [say(f"fwman {'plan' if self.dry_run else 'apply'}: {self.host}"),
-                    say(f"target: {self.target.describe()}")]  # fmt: skip
+        out: Out = [say(f"fwman {'plan' if self.dry_run else 'apply'}: {self.host}"), say(f"target: {self.aim()}")]
         n = 0
-        if self.dry_run:
+        if self.not_needed:
+            out += [say(), say(f"fwman's part: not needed: {self.not_needed}", "good")]
+        elif self.dry_run:
             busy = self.todo or self.unknown
             out += [say(), say("fwman does (`fwman apply`):" if busy else "fwman's part: nothing to do", "bold")]
             for s in self.todo:
@@ -280,8 +293,7 @@ class Plan(Result):
                 continue
             n += 1
             out += [say(f"{n:>2} {m.what}")] + ([say(f"     how: {m.how}")] if m.how else [])
-        out += [say(), say(f"then: {FINISH}")]
-        return out
+        return out if self.not_needed else [*out, say(), say(f"then: {FINISH}")]
 
     def failure(self) -> FwmanError | None:
         """Return where ``apply`` stopped (PartialError when something was done before, the step's own error
@@ -315,13 +327,18 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
     audit = None
     doctor_error = None
     findings: list[Finding] = []
+    unneeded = None
     try:
         facts = gather(host, None)
         report = run_doctor(host, facts=facts)
         findings = report.findings
         audit = facts.audit.get()
+        unneeded = _fork_not_needed(report.gpus, facts)
     except FwmanError as e:
         doctor_error = e.message
+    if unneeded is not None:  # nothing of fwman's to install: the owner's steps are doctor's warnings, if any
+        none = Target(None, audit.loaded.version if audit and audit.loaded else None, unneeded)
+        return Plan(host.description, none, [], _manual_from(findings), None, findings=findings, not_needed=unneeded)
     target = resolve_target(host, audit)
     modules, manual = _unless_unrecorded("modules", lambda: _modules(host, target, allow))
     hold, hold_manual = _unless_unrecorded("userspace", lambda: _hold(host, allow))
@@ -331,6 +348,24 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
     subjects = [s for s in parts if s is not None]
     owner = [*manual, *hold_manual, *_manual_from(findings)]
     return Plan(host.description, target, subjects, owner, doctor_error, findings=findings)
+
+
+def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
+    """Return why this box needs none of fwman's P2P parts (one GPU; peer-to-peer that already works with a driver
+    fwman did not install), None when it does or that cannot be told."""
+    if gpus < 2:
+        return "one GPU: peer-to-peer between GPUs does not apply, so the P2P fork is not needed"
+    try:
+        audit, matrix = facts.audit.get(), facts.p2p_read.get()
+    except FwmanError:
+        return None
+    pairs = [(a, b) for a in matrix.gpus for b in matrix.gpus if a != b]
+    running = [m for m in audit.modules if m.kernel == audit.running_kernel and m.name == "nvidia"]
+    fwmans = bool(running) and running[0].origin == "patched"  # fwman's fork: keep it for every kernel
+    if pairs and all(matrix.cell(a, b) == "OK" for a, b in pairs) and not fwmans:
+        version = audit.loaded.version if audit.loaded else "loaded"
+        return f"the {version} driver already reads OK for every GPU pair (topo -p2p r): the P2P fork is not needed"
+    return None
 
 
 def apply_plan(plan: Plan, *, permit: Callable[[], None], report: Report = silent) -> Plan:
@@ -378,7 +413,7 @@ class Check(Result):
 
     def text(self, verbose: int = 0) -> Out:
         """Return the verdict and each thing still missing with its fix."""
-        out: Out = [say(f"fwman apply --check: {self.plan.host}"), say(f"target: {self.plan.target.describe()}")]
+        out: Out = [say(f"fwman apply --check: {self.plan.host}"), say(f"target: {self.plan.aim()}")]
         for s in self.plan.todo:
             out.append(say(f"missing: {s.name}: {s.goal} (`fwman apply` does it: {'; '.join(s.steps)})", "red"))
         out += [
@@ -411,6 +446,7 @@ def check(host: Host) -> Check:
     plan = make_plan(host)
     blockers = [f for f in plan.findings if f.severity is Severity.BLOCK]
     # P2P never verified on this configuration (info in doctor) is missing here: the target is a verified box
-    blockers += [f for f in plan.findings if f.id == "p2p.verified" and f.severity is Severity.INFO and f.fix]
+    if plan.not_needed is None:
+        blockers += [f for f in plan.findings if f.id == "p2p.verified" and f.severity is Severity.INFO and f.fix]
     warnings = [f for f in plan.findings if f.severity is Severity.WARN]
     return Check(plan, blockers, warnings)

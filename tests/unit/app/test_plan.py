@@ -3,6 +3,8 @@ its tree under ``--root``): what fwman does, what the owner does, apply's idempo
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -134,14 +136,55 @@ def test_doctor_ends_with_the_next_command(fwman: FwmanEnv) -> None:
     assert next_command(DoctorReport(host="h", gpus=4)) is None
 
 
-def test_a_replay_that_lacks_a_part_s_files_says_so_and_never_guesses(fwman: FwmanEnv) -> None:
-    """The real H200 capture did not record fwman's hook files: the plan names the path, --check cannot verify."""
+def test_a_replay_that_lacks_a_part_s_files_says_so_and_never_guesses(fwman: FwmanEnv, tmp_path: Path) -> None:
+    """A recording that did not record one of the hooks' files: the plan names the path, --check cannot verify."""
+    host = tmp_path / "rig"
+    shutil.copytree(EXAMPLE_HOST, host)
+    doc = json.loads((host / "snapshot.json").read_text())
+    doc["absent"].remove("/etc/apt/apt.conf.d/99fwman-boot-check")
+    (host / "snapshot.json").write_text(json.dumps(doc))
+    r = fwman("--snapshot", str(host), "plan")
+    assert r.code == 0, r.stderr
+    assert f"hooks: not known from this replay: snapshot {host} did not record /etc/apt/apt.conf.d/" in r.stdout
+    plan = fwman("--snapshot", str(host), "plan", "--json").json()
+    hooks = next(p for p in plan["parts"] if p["part"] == "hooks")
+    assert hooks["steps"] == [] and "did not record" in hooks["not_recorded"]
+    check = fwman("--snapshot", str(host), "apply", "--check")
+    assert check.code == 4 and "cannot verify hooks: not known from this replay" in check.stdout
+
+
+def test_one_gpu_needs_none_of_fwman_s_parts(fwman: FwmanEnv) -> None:
+    """The real H200 capture (one GPU): nothing of fwman's to install, and --check says the box is at its target."""
     host = str(EXAMPLE_HOST.parent / "h200-1gpu")
     r = fwman("--snapshot", host, "plan")
-    assert r.code == 0, r.stderr
-    assert f"hooks: not known from this replay: snapshot {host} did not record /etc/kernel/" in r.stdout
+    assert r.code == 0 and "target: the 580.159.04 driver as it is" in r.stdout
+    assert "fwman's part: not needed: one GPU: peer-to-peer between GPUs does not apply" in r.stdout
+    assert "hooks" not in r.stdout and "then: reboot" not in r.stdout
     doc = fwman("--snapshot", host, "plan", "--json").json()
-    hooks = next(p for p in doc["parts"] if p["part"] == "hooks")
-    assert hooks["steps"] == [] and "did not record" in hooks["not_recorded"]
-    check = fwman("--snapshot", host, "apply", "--check")
-    assert check.code == 4 and "cannot verify hooks: not known from this replay" in check.stdout
+    assert doc["parts"] == [] and doc["not_needed"].startswith("one GPU")
+    check = fwman("--snapshot", host, "apply", "--check", "--json")
+    assert check.code == 0 and check.json()["at_target"] is True
+
+
+def test_p2p_that_already_works_with_another_driver_needs_no_fork() -> None:
+    """Every pair OK in topo -p2p r with a module fwman did not install: the fork is not needed; fwman's own fork
+    (its manifest matches) stays managed (hooks, DKMS, every kernel)."""
+    from fwman.app.plan import _fork_not_needed
+    from fwman.gpu.topo import parse_p2p_matrix
+    from fwman.reports.audit.model import AuditReport, KernelModule, LoadedModule, P2PBranch
+    from fwman.reports.doctor.facts import Fact
+
+    matrix = parse_p2p_matrix(" \tGPU0\tGPU1\t\n GPU0\tX\tOK\t\n GPU1\tOK\tX\t\n\nLegend:\n\n  X    = Self\n")
+
+    def facts(origin: str) -> Any:
+        module = KernelModule(kernel="6.8.12-4-pve", name="nvidia", path="/x/nvidia.ko", origin=origin)
+        loaded = LoadedModule(version="575.51.02", flavour="open", proc_version=None, sys_version="575.51.02")
+        audit = AuditReport(reference="575.51.02", reference_source="module", running_kernel="6.8.12-4-pve",
+                            loaded=loaded, modules=[module],
+                            host_libs={}, host_compat=[], smi_version=None, firmware=[], containers=[], rows=[],
+                            p2p=P2PBranch(version="575.51.02", status="unknown"))  # fmt: skip
+        return type("F", (), {"audit": Fact.known(audit), "p2p_read": Fact.known(matrix)})()
+
+    assert (_fork_not_needed(2, facts("unknown")) or "").startswith("the 575.51.02 driver already reads OK")
+    assert _fork_not_needed(2, facts("patched")) is None
+    assert _fork_not_needed(1, facts("patched")) is not None

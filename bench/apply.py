@@ -45,17 +45,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     runs = parser.parse_args().runs
     compile_fwman()
-    fwman = str(Path(sys.executable).parent / "fwman")
+    script = Path(sys.executable).parent / "fwman"  # the console script; `python -m fwman` where not installed
+    fwman = [str(script)] if script.exists() else [sys.executable, "-m", "fwman"]
     with tempfile.TemporaryDirectory() as tmp:
         root = materialize(EXAMPLE_HOST, Path(tmp) / "root")
         where = ["--root", str(root)]
-        first = subprocess.run([fwman, "apply", *where], capture_output=True, text=True, check=False)
-        again = subprocess.run([fwman, "apply", "--json", *where], capture_output=True, text=True, check=False)
+        first = subprocess.run([*fwman, "apply", *where], capture_output=True, text=True, check=False)
+        again = subprocess.run([*fwman, "apply", "--json", *where], capture_output=True, text=True, check=False)
         if first.returncode != 0 or '"changed": false' not in again.stdout:
             print(f"the host did not converge: {first.stderr[-2000:]}{again.stdout[-2000:]}")
             return
-        doctor = _time([fwman, "doctor", *where], runs)
-        apply = _time([fwman, "apply", *where], runs)
+        doctor = _time([*fwman, "doctor", *where], runs)
+        apply = _time([*fwman, "apply", *where], runs)
     print(f"fwman doctor (converged host, --root):  {doctor * 1000:8.1f} ms (median of {runs})")
     print(f"fwman apply  (converged host, --root):  {apply * 1000:8.1f} ms (median of {runs})")
     print(f"ratio apply / doctor: {apply / doctor:.2f}x (target: at most 1.5x)")

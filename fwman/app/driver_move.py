@@ -196,7 +196,10 @@ class MoveStatus(Result):
 
 def move_status(host: Host) -> MoveStatus:
     """Return the last move's record. Raises ParseError when the record is damaged."""
-    return MoveStatus(move.read_record(host), host.exists(move.KEPT_INDEX), move.boot_note(host))
+    record = move.read_record(host)
+    if record is None:  # no move was made: nothing kept to look for (a replay need not have recorded the place)
+        return MoveStatus(None, False, None)
+    return MoveStatus(record, host.exists(move.KEPT_INDEX), move.boot_note(host))
 
 
 def _kernels(host: Host) -> list[str]:

@@ -221,23 +221,20 @@ def apply_all(host: Host, actions: Sequence[Action], report: Report | None = Non
             report(action.describe())
         try:
             action.apply(host)
-        except FwmanError as e:
-            raise _stopped(e, done, [a.describe() for a in actions[index + 1 :]]) from e
+        except FwmanError as e:  # the action's own error (type, exit status, message): its hint says where it stopped
+            e.hint = _stopped_hint(e.hint, done, [a.describe() for a in actions[index + 1 :]])
+            raise
         done.append(action.describe())
     return done
 
 
-def _stopped(error: FwmanError, done: list[str], after: list[str]) -> FwmanError:
-    """Return ``error`` (its own type and exit status) with what was done before it and what was not done yet in its
-    hint: the run stopped there, and running it again continues (each action checks whether it is still needed)."""
+def _stopped_hint(hint: str | None, done: list[str], after: list[str]) -> str | None:
+    """Return ``hint`` with what was done before the failing action and what was not done yet: the run stopped
+    there, and running it again continues (each action checks whether it is still needed)."""
     said = "; ".join(part for part in (
         f"done before it: {', '.join(done)}" if done else "",
         f"not done: {', '.join(after)}" if after else "",
     ) if part)  # fmt: skip
     if not said:
-        return error
-    stopped = type(error).__new__(type(error))
-    stopped.__dict__.update(error.__dict__)
-    Exception.__init__(stopped, error.message)
-    stopped.hint = f"{error.hint + '; ' if error.hint else ''}{said} (run it again to continue)"
-    return stopped
+        return hint
+    return f"{hint + '; ' if hint else ''}{said} (run it again to continue)"

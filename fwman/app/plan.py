@@ -353,13 +353,15 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
 def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
     """Return why this box needs none of fwman's P2P parts (one GPU; peer-to-peer that already works with a driver
     fwman did not install), None when it does or that cannot be told."""
+    from fwman.reports.doctor.checks.common import gpu_pairs
+
     if gpus < 2:
         return "one GPU: peer-to-peer between GPUs does not apply, so the P2P fork is not needed"
     try:
         audit, matrix = facts.audit.get(), facts.p2p_read.get()
     except FwmanError:
         return None
-    pairs = [(a, b) for a in matrix.gpus for b in matrix.gpus if a != b]
+    pairs = gpu_pairs(matrix.gpus)
     running = [m for m in audit.modules if m.kernel == audit.running_kernel and m.name == "nvidia"]
     fwmans = bool(running) and running[0].origin == "patched"  # fwman's fork: keep it for every kernel
     if pairs and all(matrix.cell(a, b) == "OK" for a, b in pairs) and not fwmans:

@@ -140,7 +140,6 @@ class IommuState:
     cmdline: str  # /proc/cmdline ("" when absent)
     groups: list[str]  # entries of /sys/kernel/iommu_groups
     types: dict[str, str]  # bus id -> its group's type ("DMA", "identity", ...; "unknown" unreadable); no groups: {}
-    boot: BootCmdline | None = None  # where the command line is set (the fix names the file and the line)
 
 
 @dataclass(frozen=True)
@@ -176,6 +175,8 @@ class Facts:
     power_unit: Fact[bytes | None] | None = None  # fwman's fwman-gpu-power.service (None: absent)
     nova_core: Fact[NovaFacts] | None = None  # kernel 7.0's in-tree NVIDIA driver: per kernel, and now
     dkms: Fact[DkmsFacts] | None = None  # the NVIDIA modules registered with DKMS: stock or the owner's fork
+    #: where the kernel command line is set (read only when a fix must name the file and the line)
+    boot_cmdline: Fact[BootCmdline] | None = None
 
     @property
     def cards(self) -> list[Card]:
@@ -220,6 +221,7 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         power_unit=Fact(lambda: _power_unit(host)),
         nova_core=Fact(lambda: _nova_core(host)),
         dkms=Fact(lambda: _dkms(host)),
+        boot_cmdline=Fact(lambda: read_boot_cmdline(host)),
     )
 
 
@@ -389,7 +391,7 @@ def _iommu(host: Host, inventory: Fact[Inventory]) -> IommuState:
                 continue
             text = read_text_if_exists(host, f"{paths.IOMMU_GROUPS_DIR}/{card.iommu_group}/type")
             types[card.bus_id] = text.strip() if text else "unknown"
-    return IommuState(cmdline, groups, types, read_boot_cmdline(host))
+    return IommuState(cmdline, groups, types)
 
 
 def _passthrough(host: Host) -> Passthrough:

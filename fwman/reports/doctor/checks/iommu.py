@@ -18,10 +18,10 @@ GENERAL_CMDLINE_FIX = (
 # -- IOMMU -------------------------------------------------------------------------------------------------------
 def check_iommu(facts: Facts) -> list[Finding]:
     """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
-    state = facts.iommu.get()
-    mode, evidence = iommu_mode(state)
+    mode, evidence = iommu_mode(facts.iommu.get())
     if mode == "translated":
-        exact = add_parameter_fix(state.boot, "iommu=pt") if state.boot is not None else None
+        boot = facts.boot_cmdline.get() if facts.boot_cmdline is not None else None  # read only for this fix
+        exact = add_parameter_fix(boot, "iommu=pt") if boot is not None else None
         return [
             Finding(
                 id="iommu.mode",

@@ -24,6 +24,16 @@ HOSTS = FIXTURES / "hosts"
 EXAMPLE_HOST = HOSTS / "rig-4x3090"
 
 
+def without_host(doc: Any) -> Any:
+    """Return a JSON document without its ``host`` keys, at any depth: a recorded host's live output names "live
+    host", its replay "snapshot DIR"; everything else must be the same."""
+    if isinstance(doc, dict):
+        return {k: without_host(v) for k, v in doc.items() if k != "host"}
+    if isinstance(doc, list):
+        return [without_host(v) for v in doc]
+    return doc
+
+
 @dataclass
 class Result:
     """What one fwman invocation did."""

@@ -5,23 +5,14 @@ is not needed, and the box is at its target)."""
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 
-from tests.support.env import HOSTS, FwmanEnv
+from tests.support.env import HOSTS, FwmanEnv, without_host
 
 H100 = HOSTS / "h100-1gpu"
 LIVE = H100 / "live"
 COMMANDS = [["scan"], ["audit", "--offline"], ["doctor"], ["plan"], ["apply", "--check"]]
-
-
-def _strip_host(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: _strip_host(v) for k, v in doc.items() if k != "host"}
-    if isinstance(doc, list):
-        return [_strip_host(v) for v in doc]
-    return doc
 
 
 @pytest.mark.parametrize("argv", COMMANDS, ids=" ".join)
@@ -36,7 +27,7 @@ def test_json_replay_equals_live(argv: list[str]) -> None:
     r = FwmanEnv()("--snapshot", str(H100), *argv, "--json")
     assert r.code == 0, r.stderr
     live = json.loads((LIVE / f"{'_'.join([*argv, '--json'])}.txt").read_text())
-    assert _strip_host(r.json()) == _strip_host(live)
+    assert without_host(r.json()) == without_host(live)
 
 
 def test_what_the_real_host_said_of_the_journey() -> None:

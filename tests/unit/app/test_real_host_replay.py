@@ -12,7 +12,7 @@ from typing import Any
 import click
 import pytest
 
-from tests.support.env import HOSTS, FwmanEnv
+from tests.support.env import HOSTS, FwmanEnv, without_host
 
 H200 = HOSTS / "h200-1gpu"
 LIVE = H200 / "live"
@@ -20,14 +20,6 @@ LIVE = H200 / "live"
 
 def _normalise(text: str) -> str:
     return text.replace(f"snapshot {H200}", "live host")
-
-
-def _strip_host(doc: Any) -> Any:
-    if isinstance(doc, dict):
-        return {k: _strip_host(v) for k, v in doc.items() if k != "host"}
-    if isinstance(doc, list):
-        return [_strip_host(v) for v in doc]
-    return doc
 
 
 @pytest.mark.parametrize(
@@ -78,7 +70,7 @@ def test_json_replay_equals_live(fwman: FwmanEnv, argv: list[str]) -> None:
     r = fwman("--snapshot", str(H200), *argv)
     assert r.code == 0, r.stderr
     live = _as_current(json.loads(_text_as_current((LIVE / ("_".join(argv) + ".txt")).read_text())))
-    assert _strip_host(json.loads(_normalise(r.stdout))) == _strip_host(live)
+    assert without_host(json.loads(_normalise(r.stdout))) == without_host(live)
 
 
 def test_what_the_real_host_reported(fwman: FwmanEnv) -> None:

@@ -37,19 +37,15 @@ def main() -> int:
     if os.geteuid() != 0:
         print("run as root (the Debian root needs loop devices and namespaces)", file=sys.stderr)
         return 0
-    import subprocess
 
+    from tests.support.debpkg import bench_deb
     from tests.support.debroot import DebRoot, install_deb, kernel_packages, owner_layer
     from tests.support.forkrepo import BRANCH, git_daemon, make_fork
     from tests.support.kerneltracks import offer_kernels
 
-    deb = Path(os.environ["FWMAN_DEB"]) if os.environ.get("FWMAN_DEB") else None
+    deb = bench_deb()
     if deb is None:
-        proc = subprocess.run(["make", "-C", str(REPO), "deb"], capture_output=True, text=True, timeout=1800)
-        if proc.returncode != 0:
-            print(f"make deb failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
-            return 0
-        deb = next((REPO / "dist").glob("fwman_*.deb"))
+        return 0
     with tempfile.TemporaryDirectory(prefix="fwman-bench-") as tmp:
         tarball, kernels = owner_layer(Path(tmp) / "layer")
         make_fork(Path(tmp) / "forge", [kernels.broken])

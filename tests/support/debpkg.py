@@ -30,6 +30,20 @@ def deb_version(release: str = "bookworm") -> str:
     return f"{__version__}+deb{SUITES[release]}"
 
 
+def bench_deb() -> Path | None:
+    """Return the Debian 12 package a benchmark installs: ``FWMAN_DEB``, else the result of `make deb` (None, and
+    the build's stderr tail printed, when it fails: a benchmark says so and measures nothing)."""
+    import sys
+
+    if os.environ.get("FWMAN_DEB"):
+        return Path(os.environ["FWMAN_DEB"])
+    proc = subprocess.run(["make", "-C", str(REPO), "deb"], capture_output=True, text=True, timeout=1800)
+    if proc.returncode != 0:
+        print(f"make deb failed:\n{proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return next((REPO / "dist").glob("fwman_*.deb"))
+
+
 def build_deb(release: str = "bookworm") -> Path:
     """Return the package to test for ``release`` (bookworm or trixie): ``FWMAN_DEB`` (``FWMAN_DEB_TRIXIE``), or the
     result of `make deb RELEASE=...` (built once per session; lintian of that release must pass).

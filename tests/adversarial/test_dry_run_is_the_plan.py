@@ -4,7 +4,8 @@
 The state is a prepared root (the example 4x3090 host's files, with stand-ins for the tools each subject runs,
 named as the root's own machine): hooks, DKMS (a stand-in dkms with an NVIDIA module registered), the metrics
 timer, driver power (a stand-in nvidia-smi whose persistence mode and power limits are set by ``-pm``/``-pl`` and
-read back by ``-q -x``; persistence mode starts off). A command is walked through its changing form and later its
+read back by ``-q -x``; persistence mode starts off), the user-space hold (one NVIDIA package in the root's own
+dpkg database, read by the real dpkg-query). A command is walked through its changing form and later its
 inverse, so each starts from a state the one before left. driver settings recommends nothing for 3090s: it is
 walked on a constructed 2x RTX 5090 root with the loaded module's options not in effect and a stand-in
 update-initramfs (:func:`test_driver_settings_dry_run_is_what_its_run_does`).
@@ -40,6 +41,8 @@ WALK: list[tuple[str, ...]] = [
     ("metrics", "remove"),
     ("hooks", "remove"),
     ("driver", "move", "--rollback"),
+    ("userspace", "hold"),
+    ("userspace", "release"),
     ("apply",),  # the front door: hooks and the DKMS block again, as their parts of the plan
 ]
 
@@ -97,6 +100,13 @@ esac
     host = LiveHost(str(root))
     record = move.MoveRecord("565.77", "570.86.16", move.COMMITTED, [])
     apply_all(host, [move.KeepFiles(move.kept_paths(host, [])), move.WriteRecord(record)])
+    # one NVIDIA user-space package in the root's own dpkg database (real dpkg-query reads it: --admindir)
+    dpkg = root / "var/lib/dpkg"
+    (dpkg / "info").mkdir(parents=True, exist_ok=True)
+    (dpkg / "status").write_text(
+        "Package: libnvidia-ml1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 570.86.16-1\n"
+        "Maintainer: fwman tests <tests@fwman.invalid>\nDescription: stand-in\n\n"
+    )
     (root / "var/lib/fwman/modules").mkdir(parents=True, exist_ok=True)
     (root / "var/lib/fwman/modules/source.json").write_text('{"fork": "aikitoria", "branch": "570.86.16-p2p"}\n')
     return FwmanEnv(path_prepend=[bindir, tmp_path / "smi"]), root

@@ -48,12 +48,13 @@ $(STAMP): pyproject.toml
 demo: $(DEMO_STAMP)
 	@bash fixtures/demo.sh $(VENV)/bin/fwman
 
-## check: the edit loop (a few minutes, no root): ruff, ruff format --check, mypy, the tests outside tests/system
+## check: the edit loop (under 3 minutes, no root): ruff, ruff format --check, mypy, the tests outside tests/system
+## and tests/story, spread over every core (pytest-xdist -n auto)
 check: $(STAMP)
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy
-	$(PYTEST) -m 'not system and not story' $(CHECK_TESTS)
+	$(PYTEST) -n auto -m 'not system and not story' $(CHECK_TESTS)
 
 ## test: everything (what CI runs): ruff, mypy (strict), every test including tests/system and tests/story; as
 ## root it first installs the Debian packages the tests need (system-deps)

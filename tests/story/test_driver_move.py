@@ -19,7 +19,9 @@ The steps run in file order on one root:
 2. the move 565.77 -> 570.86.16: its dry run is its run; modules for both kernels, packages, libraries, hold,
    the container's user space and the CDI spec at 570.86.16, the audit consistent; a second move changes nothing;
 3. after the (simulated) reboot the boot-time catch-up finds no 570.86.16 module loaded and names the rollback;
-   ``--rollback`` restores the 565.77 set file for file.
+   ``--rollback`` restores the 565.77 set file for file;
+4. a move to 570.86.16 stopped inside its commit (nvidia-ctk fails on the CDI spec) is left staged; run again it
+   goes on from its record, and ``--rollback`` still restores the 565.77 set file for file.
 """
 
 from __future__ import annotations
@@ -277,3 +279,33 @@ def test_after_a_failed_check_the_rollback_restores_the_previous_set_exactly(own
     assert owner.package_versions() == {n: f"{V1}-1" for n in NAMES}
     code, doc, _ = owner.move()
     assert doc["move"]["stage"] == "rolled-back" and doc["kept"] is False, doc
+
+
+def test_an_interrupted_move_goes_on_and_its_rollback_still_restores_the_first_set(owner: Owner) -> None:
+    """A move stopped inside its commit (here: nvidia-ctk fails on the CDI spec, after the modules, the initramfs
+    and the packages are in) is left ``staged``; run again, it goes on from its record, and ``--rollback``
+    puts back the set kept by the first attempt, not the half-moved one."""
+    before = owner.notes.get("before")
+    if before is None or owner.move()[1].get("move", {}).get("stage") != "rolled-back":
+        pytest.skip("the move and its rollback did not run")
+    ctk = "/usr/local/bin/nvidia-ctk"
+    owner.root.sh(f"mv {ctk} {ctk}.real && printf '#!/bin/sh\\necho broken >&2\\nexit 1\\n' > {ctk} && chmod 755 {ctk}")
+    try:
+        code, _, err = owner.to(V2)
+    finally:
+        owner.root.sh(f"mv {ctk}.real {ctk}")
+    assert code != 0 and "nvidia-ctk cdi generate" in err and "broken" in err, f"exit {code}:\n{err[-3000:]}"
+    code, doc, _ = owner.move()
+    assert doc["move"]["stage"] == "staged" and doc["move"]["from_version"] == V1, doc
+    for kver in owner.kernels:  # the commit got as far as the modules before it stopped
+        assert owner.module(kver, "version") == V2
+    code, run, err = owner.to(V2)
+    assert code == 0, f"the resumed move exit {code}:\n{err[-5000:]}"
+    assert run["move"]["stage"] == "committed" and run["move"]["from_version"] == V1, run["move"]
+    spec = owner.root.read_text("/etc/cdi/nvidia.yaml")
+    assert f"libcuda.so.{V2}" in spec and f".so.{V1}" not in spec, spec
+    assert owner.package_versions() == {n: f"{V2}-1" for n in NAMES}
+    code, _, err = owner.move("--rollback")
+    assert code == 0, f"`fwman driver move --rollback` exit {code}:\n{err[-5000:]}"
+    moved = [d for d in diff(before, snapshot(owner.root)) if "/var/lib/fwman/driver-move.json" not in d]
+    assert moved == [], "the rollback after a resumed move did not restore the first set:\n" + "\n".join(moved)

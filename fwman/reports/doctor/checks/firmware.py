@@ -4,7 +4,7 @@ firmware setup enlarged BAR1 to cover VRAM."""
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 from fwman.gpu.card import Card
 from fwman.reports.doctor.checks.common import buses, gib
 from fwman.reports.doctor.facts import Facts, describe_error
@@ -27,30 +27,20 @@ def check_gpus(facts: Facts) -> list[Finding]:
     out = []
     if len(cards) >= 2:
         out.append(
-            Finding(
-                id="gpus.count",
-                severity=Severity.OK,
-                message=f"{len(cards)} GPUs: {', '.join(names)} ({buses(cards)})",
-                evidence={"gpus": str(len(cards))},
-            )
+            Topic("gpus.count", {"gpus": str(len(cards))}).ok(f"{len(cards)} GPUs: {', '.join(names)} ({buses(cards)})")
         )
     else:
         out.append(
-            Finding(
-                id="gpus.count",
-                severity=Severity.INFO,
-                message=f"one GPU ({', '.join(names)} at {buses(cards)}): peer-to-peer between GPUs does not "
-                "apply; the chain below is shown for what it says about this card",
-                evidence={"gpus": str(len(cards))},
+            Topic("gpus.count", {"gpus": str(len(cards))}).info(
+                f"one GPU ({', '.join(names)} at {buses(cards)}): peer-to-peer between GPUs does not "
+                "apply; the chain below is shown for what it says about this card"
             )
         )
     if inv.smi_problem:
         out.append(
-            Finding(
-                id="gpus.nvidia-smi",
-                severity=Severity.INFO,
-                message=f"could not check with nvidia-smi: {inv.smi_problem} (VRAM, power limits unknown)",
-                fix="load the NVIDIA driver and install its user space (nvidia-smi)",
+            Topic("gpus.nvidia-smi").info(
+                f"could not check with nvidia-smi: {inv.smi_problem} (VRAM, power limits unknown)",
+                "load the NVIDIA driver and install its user space (nvidia-smi)",
             )
         )
     return out
@@ -121,33 +111,28 @@ def check_firmware(facts: Facts) -> list[Finding]:
         fix, evidence = _catalog_fix(facts, cards[0])
         count = "1 card needs" if len(cards) == 1 else f"{len(cards)} cards need"
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.BLOCK,
-                message=f"{count} firmware with Resizable BAR: {buses(cards)} ({subsystem} on "
+            Topic(
+                "firmware.rebar",
+                {"cards": buses(cards), "subsystem": subsystem, "vbios": vbios or "unknown", **evidence},
+            ).block(
+                f"{count} firmware with Resizable BAR: {buses(cards)} ({subsystem} on "
                 f"{vbios or 'unknown firmware'} {cap})",
-                evidence={"cards": buses(cards), "subsystem": subsystem, "vbios": vbios or "unknown", **evidence},
-                fix=fix,
+                fix,
             )
         )
     if unknown:
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.INFO,
-                message=f"could not check the BAR sizes the firmware offers on {buses(unknown)}: the Resizable BAR "
+            Topic("firmware.rebar").info(
+                f"could not check the BAR sizes the firmware offers on {buses(unknown)}: the Resizable BAR "
                 "capability is not readable (extended config space needs root)",
-                fix="run fwman doctor as root",
+                "run fwman doctor as root",
             )
         )
     if good:
         sizes = ", ".join(sorted({gib(c.max_rebar_bytes or c.bar1_bytes) for c in good}))
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.OK,
-                message=f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})",
-                evidence={"cards": buses(good)},
+            Topic("firmware.rebar", {"cards": buses(good)}).ok(
+                f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})"
             )
         )
     return out
@@ -167,33 +152,26 @@ def check_bar1(facts: Facts) -> list[Finding]:
         if need_fw:
             fix += f"; {buses(need_fw)} first need the Resizable-BAR firmware above"
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.BLOCK,
-                message=f"BAR1 not enlarged on {len(small)} card{'s' if len(small) > 1 else ''}: "
+            Topic("bar1.size", {c.bus_id: f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in small}).block(
+                f"BAR1 not enlarged on {len(small)} card{'s' if len(small) > 1 else ''}: "
                 f"{buses(small)} ({'; '.join(sizes)})",
-                evidence={c.bus_id: f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in small},
-                fix=fix,
+                fix,
             )
         )
     if unknown:
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.INFO,
-                message=f"could not check BAR1 against VRAM on {buses(unknown)}: "
+            Topic("bar1.size").info(
+                f"could not check BAR1 against VRAM on {buses(unknown)}: "
                 + "; ".join(f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in unknown),
-                fix="load the NVIDIA driver so nvidia-smi reports the VRAM size",
+                "load the NVIDIA driver so nvidia-smi reports the VRAM size",
             )
         )
     if good:
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.OK,
-                message=f"BAR1 covers VRAM on {buses(good)} ("
+            Topic("bar1.size").ok(
+                f"BAR1 covers VRAM on {buses(good)} ("
                 + ", ".join(sorted({f"{gib(c.bar1_bytes)} for {gib(c.vram_bytes)}" for c in good}))
-                + ")",
+                + ")"
             )
         )
     return out

@@ -4,7 +4,7 @@ devices from this host."""
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.reports.doctor.cmdline import add_parameter_fix
 from fwman.reports.doctor.facts import Facts, iommu_mode
 
@@ -23,55 +23,32 @@ def check_iommu(facts: Facts) -> list[Finding]:
         boot = facts.boot_cmdline.get() if facts.boot_cmdline is not None else None  # read only for this fix
         exact = add_parameter_fix(boot, "iommu=pt") if boot is not None else None
         return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.BLOCK,
-                message="IOMMU translated for the GPUs ("
+            Topic("iommu.mode", evidence).block(
+                "IOMMU translated for the GPUs ("
                 + ", ".join(sorted({v for k, v in evidence.items() if k.startswith("group of")}))
                 + f"; command line: {evidence['cmdline']}): the fork's direct writes fail under translation",
-                evidence=evidence,
-                fix="add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): "
+                "add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): "
                 + (exact or GENERAL_CMDLINE_FIX)
                 + ". Read the VM finding below first",
             )
         ]
     if mode == "passthrough":
         return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.OK,
-                message=f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})",
-                evidence=evidence,
-            )
+            Topic("iommu.mode", evidence).ok(f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})")
         ]
     if mode == "off":
-        return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.OK,
-                message=f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)",
-                evidence=evidence,
-            )
-        ]
+        return [Topic("iommu.mode", evidence).ok(f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)")]
     if mode == "not-visible":
         return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.INFO,
-                message=f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
+            Topic("iommu.mode", evidence).info(
+                f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
                 f"{evidence['cmdline']}): no IOMMU translates this kernel's DMA (off, or a VM without a virtual "
-                "IOMMU)",
-                evidence=evidence,
+                "IOMMU)"
             )
         ]
     return [
-        Finding(
-            id="iommu.mode",
-            severity=Severity.INFO,
-            message="could not tell the IOMMU mode of the GPUs ("
-            + ", ".join(f"{k}: {v}" for k, v in evidence.items())
-            + ")",
-            evidence=evidence,
+        Topic("iommu.mode", evidence).info(
+            "could not tell the IOMMU mode of the GPUs (" + ", ".join(f"{k}: {v}" for k, v in evidence.items()) + ")"
         )
     ]
 
@@ -109,18 +86,10 @@ def check_vm_isolation(facts: Facts) -> list[Finding]:
             )
         ]
     if unreadable:
-        return [
-            Finding(
-                id="iommu.vms",
-                severity=Severity.INFO,
-                message="could not check whether devices are passed to VMs: " + "; ".join(unreadable),
-            )
-        ]
+        return [Topic("iommu.vms").info("could not check whether devices are passed to VMs: " + "; ".join(unreadable))]
     return [
-        Finding(
-            id="iommu.vms",
-            severity=Severity.OK,
-            message="no device is passed to a VM (no vfio-pci bound device, no Proxmox hostpci line): IOMMU "
-            "passthrough costs no VM isolation here",
+        Topic("iommu.vms").ok(
+            "no device is passed to a VM (no vfio-pci bound device, no Proxmox hostpci line): IOMMU "
+            "passthrough costs no VM isolation here"
         )
     ]

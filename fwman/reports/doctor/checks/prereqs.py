@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.driver import settings as nv
 from fwman.driver.peering import FAILS, OK, peering
 from fwman.reports.doctor.facts import Facts
@@ -49,14 +49,12 @@ def check_settings(facts: Facts) -> list[Finding]:
             )
         )
     for gen, note in report.silent().items():
-        out.append(Finding(id="driver.settings", severity=Severity.INFO, message=f"{gen}: {note}"))
+        out.append(Topic("driver.settings").info(f"{gen}: {note}"))
     if report.settings and report.image and report.initramfs != "carries fwman's file as written":
         out.append(
-            Finding(
-                id="driver.settings.initramfs",
-                severity=Severity.WARN,
-                message=f"the initramfs {report.image} {report.initramfs}: the options do not apply at boot",
-                fix="`fwman driver settings --apply` (regenerates it)",
+            Topic("driver.settings.initramfs").warn(
+                f"the initramfs {report.image} {report.initramfs}: the options do not apply at boot",
+                "`fwman driver settings --apply` (regenerates it)",
             )
         )
     return out
@@ -85,7 +83,7 @@ def check_windows(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     for w in facts.windows.get():
         if w.problem:
-            out.append(Finding(id="pcie.window", severity=Severity.INFO, message=f"{w.bus_id}: {w.problem}"))
+            out.append(Topic("pcie.window").info(f"{w.bus_id}: {w.problem}"))
             continue
         text = (
             f"{w.bus_id}: port {w.port} prefetchable window {_size(w.window_bytes)}, card BAR1 {_size(w.bar1_bytes)}"

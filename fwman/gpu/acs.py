@@ -62,10 +62,6 @@ class AcsReading:
         """Return the enabled redirect bits (Request and/or Completion Redirect), 0 for none."""
         return self.control & REDIRECT_BITS if self.state is AcsState.PRESENT else 0
 
-    def enabled_names(self, mask: int = 0x7F) -> list[str]:
-        """Return the lspci names of the enabled controls within ``mask``, in bit order."""
-        return bit_names(self.control & mask)
-
     def describe(self) -> str:
         """Return ``ACSCtl: SrcValid+ TransBlk- ...`` as lspci prints the control register (or the state)."""
         if self.state is not AcsState.PRESENT:

@@ -11,7 +11,6 @@ they cite one. A local file never shadows a curated board: the curated one wins 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,8 +222,3 @@ def export_curated(entry: LocalEntry) -> str:
     )
     # curated files are format 2: `catalog lint` refuses them until every board and image cites its sources
     return render_board(entry.board.model_copy(update={"format": 2}), None, header)
-
-
-def file_sha256(data: bytes) -> str:
-    """Return the hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.core.names import lower_hex
 from fwman.core.tomltext import toml_value
 from fwman.firmware.catalog.schema import (
     MAX_BOARD_FILE,
@@ -53,12 +54,7 @@ class LocalInfo(BaseModel):
     md5_source: str = Field(min_length=1)  # where the vendor published that MD5
     image_member: str = ""  # inside a package: the unpacked file (or offset) the image came from
 
-    @field_validator("image_file_md5")
-    @classmethod
-    def _md5(cls, v: str) -> str:
-        if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
-            raise ValueError("must be 32 lower-case hex digits")
-        return v
+    _md5 = field_validator("image_file_md5")(lower_hex(32))
 
 
 @dataclass(frozen=True)

@@ -96,13 +96,11 @@ def _hangs(label: str, c: ContainerAudit, cells: list[str] | None) -> list[Findi
             else (f"GPUs here meet at {', '.join(at)}" if at else f"GPUs here meet at {', '.join(cells)}, not there")
         )
         out.append(
-            Finding(
-                id="containers.nccl.hang",
-                severity=Severity.WARN if at is None or at else Severity.INFO,
-                message=f"{label}: NCCL {row.version} {row.what} ({here})",
+            Topic("containers.nccl.hang").say(
+                Severity.WARN if at is None or at else Severity.INFO,
+                f"{label}: NCCL {row.version} {row.what} ({here})",
+                f"an image with another NCCL, or {row.workaround} in the container (and measure: `fwman p2p --nccl`)",
                 evidence={"source": row.source, "where": ", ".join(row.where), "files": ", ".join(c.nccl[row.version])},
-                fix=f"an image with another NCCL, or {row.workaround} in the container (and measure: "
-                "`fwman p2p --nccl`)",
             )
         )
     return out

@@ -76,18 +76,16 @@ def check_driver(facts: Facts) -> list[Finding]:
         )
     else:
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.BLOCK if cns else Severity.WARN,
-                message=f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
+            Topic("driver.fork", evidence).say(
+                Severity.BLOCK if cns else Severity.WARN,
+                f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
                 + (
                     "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
                     if origin == "not-fwman"
                     else "(no fwman manifest)"
                 )
                 + p2p_note,
-                evidence=evidence,
-                fix=fork_fix,
+                fork_fix,
             )
         )
     mismatches = [r for r in audit.rows if r.status == "mismatch"]
@@ -112,40 +110,36 @@ def check_driver(facts: Facts) -> list[Finding]:
 
 
 def _branch_finding(p2p: P2PBranch) -> Finding:
+    t = Topic("driver.branch")
     line = p2p_line(p2p)
     if p2p.status == "available":
-        return Topic("driver.branch").ok(line)
+        return t.ok(line)
     if p2p.status == "none":
-        return Topic("driver.branch").block(
-            line, "move host and every container to a version with a -p2p branch (`fwman driver branches`)"
-        )
-    return Topic("driver.branch").info(
-        line, "`fwman driver branches` lists the forks (needs the network once; cached after)"
-    )
+        return t.block(line, "move host and every container to a version with a -p2p branch (`fwman driver branches`)")
+    return t.info(line, "`fwman driver branches` lists the forks (needs the network once; cached after)")
 
 
 # -- what the driver says: topo -p2p r ---------------------------------------------------------------------------
 def check_p2p_topo(facts: Facts) -> list[Finding]:
     """Return what ``nvidia-smi topo -p2p r`` says for every pair of GPUs (OK rather than CNS)."""
+    t = Topic("p2p.topo")
     m = facts.p2p_read.get()
     pairs = gpu_pairs(m.gpus)
     if not pairs:
-        return [Topic("p2p.topo").info(f"topo -p2p r lists {len(m.gpus)} GPU: no pair to read")]
+        return [t.info(f"topo -p2p r lists {len(m.gpus)} GPU: no pair to read")]
     counts: dict[str, int] = {}
     for a, b in pairs:
         counts[m.cell(a, b)] = counts.get(m.cell(a, b), 0) + 1
     bad = {k: v for k, v in counts.items() if k != "OK"}
     if not bad:
-        return [Topic("p2p.topo").ok(f"topo -p2p r: OK for all {len(pairs)} pairs")]
+        return [t.ok(f"topo -p2p r: OK for all {len(pairs)} pairs")]
     parts = [f"{k} for {v} of {len(pairs)} pairs ({P2P_MEANING.get(k, k)})" for k, v in sorted(bad.items())]
     fix = (
         "load the patched fork module (driver step above); CNS disappears with it"
         if "CNS" in bad
         else "check the steps above (IOMMU, BAR1); TNS/NS pairs may be behind a bridge that blocks peer traffic"
     )
-    return [
-        Topic("p2p.topo", {f"{a}->{b}": m.cell(a, b) for a, b in pairs}).block("topo -p2p r: " + "; ".join(parts), fix)
-    ]
+    return [t.block("topo -p2p r: " + "; ".join(parts), fix, evidence={f"{a}->{b}": m.cell(a, b) for a, b in pairs})]
 
 
 def check_nova_core(facts: Facts) -> list[Finding]:
@@ -170,12 +164,10 @@ def check_nova_core(facts: Facts) -> list[Finding]:
         )
     for kernel, problem in nova.kernels:
         out.append(
-            Finding(
-                id="driver.nova_core",
-                severity=Severity.WARN if problem else Severity.OK,
-                message=problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
-                evidence={**source, "kernel": kernel.kver, "found": kernel.evidence},
-                fix=None
+            Topic("driver.nova_core", {**source, "kernel": kernel.kver, "found": kernel.evidence}).say(
+                Severity.WARN if problem else Severity.OK,
+                problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
+                None
                 if problem is None
                 else ("boot a kernel without nova_core built in" if kernel.built_in else f"`{nova_core.FIX}`"),
             )

@@ -94,6 +94,7 @@ def _catalog_fix(facts: Facts, sample: Card) -> tuple[str, dict[str, str]]:
 
 def check_firmware(facts: Facts) -> list[Finding]:
     """Return whether each card's firmware offers a BAR1 as large as its VRAM (else the catalog upgrade)."""
+    t = Topic("firmware.rebar")
     good, unknown = [], []
     bad: dict[tuple[str, str | None], list[Card]] = {}
     for card in facts.cards:
@@ -111,18 +112,16 @@ def check_firmware(facts: Facts) -> list[Finding]:
         fix, evidence = _catalog_fix(facts, cards[0])
         count = "1 card needs" if len(cards) == 1 else f"{len(cards)} cards need"
         out.append(
-            Topic(
-                "firmware.rebar",
-                {"cards": buses(cards), "subsystem": subsystem, "vbios": vbios or "unknown", **evidence},
-            ).block(
+            t.block(
                 f"{count} firmware with Resizable BAR: {buses(cards)} ({subsystem} on "
                 f"{vbios or 'unknown firmware'} {cap})",
                 fix,
+                evidence={"cards": buses(cards), "subsystem": subsystem, "vbios": vbios or "unknown", **evidence},
             )
         )
     if unknown:
         out.append(
-            Topic("firmware.rebar").info(
+            t.info(
                 f"could not check the BAR sizes the firmware offers on {buses(unknown)}: the Resizable BAR "
                 "capability is not readable (extended config space needs root)",
                 "run fwman doctor as root",
@@ -131,9 +130,7 @@ def check_firmware(facts: Facts) -> list[Finding]:
     if good:
         sizes = ", ".join(sorted({gib(c.max_rebar_bytes or c.bar1_bytes) for c in good}))
         out.append(
-            Topic("firmware.rebar", {"cards": buses(good)}).ok(
-                f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})"
-            )
+            t.ok(f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})", evidence={"cards": buses(good)})
         )
     return out
 
@@ -141,6 +138,7 @@ def check_firmware(facts: Facts) -> list[Finding]:
 # -- firmware setup: BAR1 covers VRAM ---------------------------------------------------------------------------
 def check_bar1(facts: Facts) -> list[Finding]:
     """Return whether BAR1 covers VRAM on every card (else: the firmware-setup settings)."""
+    t = Topic("bar1.size")
     small = [c for c in facts.cards if c.bar1_covers_vram is False]
     unknown = [c for c in facts.cards if c.bar1_covers_vram is None]
     good = [c for c in facts.cards if c.bar1_covers_vram]
@@ -152,15 +150,16 @@ def check_bar1(facts: Facts) -> list[Finding]:
         if need_fw:
             fix += f"; {buses(need_fw)} first need the Resizable-BAR firmware above"
         out.append(
-            Topic("bar1.size", {c.bus_id: f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in small}).block(
+            t.block(
                 f"BAR1 not enlarged on {len(small)} card{'s' if len(small) > 1 else ''}: "
                 f"{buses(small)} ({'; '.join(sizes)})",
                 fix,
+                evidence={c.bus_id: f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in small},
             )
         )
     if unknown:
         out.append(
-            Topic("bar1.size").info(
+            t.info(
                 f"could not check BAR1 against VRAM on {buses(unknown)}: "
                 + "; ".join(f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in unknown),
                 "load the NVIDIA driver so nvidia-smi reports the VRAM size",
@@ -168,7 +167,7 @@ def check_bar1(facts: Facts) -> list[Finding]:
         )
     if good:
         out.append(
-            Topic("bar1.size").ok(
+            t.ok(
                 f"BAR1 covers VRAM on {buses(good)} ("
                 + ", ".join(sorted({f"{gib(c.bar1_bytes)} for {gib(c.vram_bytes)}" for c in good}))
                 + ")"

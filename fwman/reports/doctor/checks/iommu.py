@@ -19,11 +19,12 @@ GENERAL_CMDLINE_FIX = (
 def check_iommu(facts: Facts) -> list[Finding]:
     """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
     mode, evidence = iommu_mode(facts.iommu.get())
+    t = Topic("iommu.mode", evidence)
     if mode == "translated":
         boot = facts.boot_cmdline.get() if facts.boot_cmdline is not None else None  # read only for this fix
         exact = add_parameter_fix(boot, "iommu=pt") if boot is not None else None
         return [
-            Topic("iommu.mode", evidence).block(
+            t.block(
                 "IOMMU translated for the GPUs ("
                 + ", ".join(sorted({v for k, v in evidence.items() if k.startswith("group of")}))
                 + f"; command line: {evidence['cmdline']}): the fork's direct writes fail under translation",
@@ -33,21 +34,19 @@ def check_iommu(facts: Facts) -> list[Finding]:
             )
         ]
     if mode == "passthrough":
-        return [
-            Topic("iommu.mode", evidence).ok(f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})")
-        ]
+        return [t.ok(f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})")]
     if mode == "off":
-        return [Topic("iommu.mode", evidence).ok(f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)")]
+        return [t.ok(f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)")]
     if mode == "not-visible":
         return [
-            Topic("iommu.mode", evidence).info(
+            t.info(
                 f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
                 f"{evidence['cmdline']}): no IOMMU translates this kernel's DMA (off, or a VM without a virtual "
                 "IOMMU)"
             )
         ]
     return [
-        Topic("iommu.mode", evidence).info(
+        t.info(
             "could not tell the IOMMU mode of the GPUs (" + ", ".join(f"{k}: {v}" for k, v in evidence.items()) + ")"
         )
     ]
@@ -72,17 +71,15 @@ def check_vm_isolation(facts: Facts) -> list[Finding]:
         where = "; ".join([*(f"vfio-pci: {b}" for b in vfio), *hostpci])
         recommending = mode == "translated"
         return [
-            Finding(
-                id="iommu.vms",
-                severity=Severity.WARN if recommending else Severity.INFO,
-                message=f"this host passes devices to VMs ({where}): "
+            Topic("iommu.vms", {"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"}).say(
+                Severity.WARN if recommending else Severity.INFO,
+                f"this host passes devices to VMs ({where}): "
                 + (
                     "before switching to iommu=pt know what isolation is lost"
                     if recommending
                     else "IOMMU passthrough is already on, so this isolation is already lost"
                 ),
-                evidence={"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"},
-                fix=PASSTHROUGH_COST,
+                PASSTHROUGH_COST,
             )
         ]
     if unreadable:

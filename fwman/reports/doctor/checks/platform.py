@@ -31,12 +31,8 @@ def vm_findings(verdict: VirtVerdict, gpus: int) -> list[Finding]:
         return [Topic("platform.vm", evidence).ok("not a VM guest")]
     what = verdict.describe()
     return [
-        Finding(
-            id="platform.vm",
-            severity=Severity.WARN if gpus >= 2 else Severity.INFO,
-            message=f"running inside {what}: {VM_CONSEQUENCES}",
-            evidence=evidence,
-            fix=VM_FIX,
+        Topic("platform.vm", evidence).say(
+            Severity.WARN if gpus >= 2 else Severity.INFO, f"running inside {what}: {VM_CONSEQUENCES}", VM_FIX
         )
     ]
 

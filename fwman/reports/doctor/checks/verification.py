@@ -85,15 +85,12 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
         shm = r.transport is not None and r.transport != "P2P"
         measured = f"; measured against NCCL_P2P_DISABLE=1: {r.advice}" if r.advice else ""
         out.append(
-            Finding(
-                id="p2p.nccl",
-                # P2P measured slower than shared memory: NCCL not using it is the faster setting, not a problem
-                severity=Severity.WARN if shm and r.p2p_faster is not False else Severity.OK,
-                message=f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
+            Topic("p2p.nccl", {"time": r.time, **{k: str(v) for k, v in r.transports.items()}}).say(
+                Severity.WARN if shm and r.p2p_faster is not False else Severity.OK,
+                f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
                 + (f": NCCL did not use P2P on every connection ({r.verdict})" if shm else "")
                 + measured,
-                evidence={"time": r.time, **{k: str(v) for k, v in r.transports.items()}},
-                fix=_nccl_fix(r) if shm else None,
+                _nccl_fix(r) if shm else None,
             )
         )
     elif nccl.state == "failed" and nccl.record:

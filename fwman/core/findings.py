@@ -7,6 +7,7 @@ protects hardware never can.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,6 +38,54 @@ class Finding(BaseModel):
     evidence: dict[str, str] = Field(default_factory=dict)
     fix: str | None = None
     override: str | None = None  # the CLI flag that accepts this warn (never set on a block)
+
+
+@dataclass(frozen=True)
+class Topic:
+    """One check's findings: each says ``id`` with this ``evidence`` unless a call passes its own.
+
+    A check that can end several ways names its id and evidence once, then says ``t.block(message, fix)``,
+    ``t.ok(message)``: the same Finding a spelled-out constructor gives.
+    """
+
+    id: str
+    evidence: dict[str, str] = field(default_factory=dict)
+
+    def say(
+        self,
+        severity: Severity,
+        message: str,
+        fix: str | None = None,
+        *,
+        evidence: dict[str, str] | None = None,
+        override: str | None = None,
+    ) -> Finding:
+        """Return the Finding of this id at ``severity`` (``evidence`` None: the topic's own)."""
+        ev = self.evidence if evidence is None else evidence
+        return Finding(id=self.id, severity=severity, message=message, evidence=ev, fix=fix, override=override)
+
+    def ok(self, message: str, fix: str | None = None, *, evidence: dict[str, str] | None = None) -> Finding:
+        """Return a passed check (see :meth:`say`)."""
+        return self.say(Severity.OK, message, fix, evidence=evidence)
+
+    def info(self, message: str, fix: str | None = None, *, evidence: dict[str, str] | None = None) -> Finding:
+        """Return an ``info`` finding (see :meth:`say`)."""
+        return self.say(Severity.INFO, message, fix, evidence=evidence)
+
+    def warn(
+        self,
+        message: str,
+        fix: str | None = None,
+        *,
+        evidence: dict[str, str] | None = None,
+        override: str | None = None,
+    ) -> Finding:
+        """Return a ``warn`` finding, accepted by the flag ``override`` where one is named (see :meth:`say`)."""
+        return self.say(Severity.WARN, message, fix, evidence=evidence, override=override)
+
+    def block(self, message: str, fix: str | None = None, *, evidence: dict[str, str] | None = None) -> Finding:
+        """Return a ``block`` finding: it stops the action and no flag overrides it (see :meth:`say`)."""
+        return self.say(Severity.BLOCK, message, fix, evidence=evidence)
 
 
 def worst(findings: Iterable[Finding]) -> Severity:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Callable
 from datetime import date
 
 from fwman.core.driver_version import DriverVersion
@@ -134,6 +135,18 @@ def board_id(value: str, option: str = "--board-id") -> str:
     if normal is None:
         raise UsageError(f"{option} {_shown(value)}: not a board ID", hint=BOARD_ID_HINT)
     return normal
+
+
+def lower_hex(digits: int, *, empty_ok: bool = False) -> Callable[[str], str]:
+    """Return a pydantic field validator for a hash field: it returns a value of ``digits`` lower-case hex digits
+    (or "" where ``empty_ok``) and raises ValueError ("must be N lower-case hex digits") for any other."""
+
+    def check(v: str) -> str:
+        if (v or not empty_ok) and (len(v) != digits or any(c not in "0123456789abcdef" for c in v)):
+            raise ValueError(f"must be {digits} lower-case hex digits")
+        return v
+
+    return check
 
 
 def is_iso_date(value: str) -> bool:

@@ -13,11 +13,11 @@ loops in the capability list are cut.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 from enum import StrEnum
 
 from fwman.core.errors import ParseError
+from fwman.gpu.config_space import read_le
 
 EXT_CAP_ACS = 0x000D
 EXTENDED_START = 0x100
@@ -62,10 +62,6 @@ class AcsReading:
         """Return the enabled redirect bits (Request and/or Completion Redirect), 0 for none."""
         return self.control & REDIRECT_BITS if self.state is AcsState.PRESENT else 0
 
-    def enabled_names(self, mask: int = 0x7F) -> list[str]:
-        """Return the lspci names of the enabled controls within ``mask``, in bit order."""
-        return bit_names(self.control & mask)
-
     def describe(self) -> str:
         """Return ``ACSCtl: SrcValid+ TransBlk- ...`` as lspci prints the control register (or the state)."""
         if self.state is not AcsState.PRESENT:
@@ -83,18 +79,6 @@ def bit_meanings(value: int) -> list[str]:
     return [meaning for bit, _, meaning in ACS_BITS if value & (1 << bit)]
 
 
-def _u32(data: bytes, off: int, field: str) -> int:
-    if off < 0 or off + 4 > len(data):
-        raise ParseError(_WHAT, field, "pointer outside the readable config space", off)
-    return int(struct.unpack_from("<I", data, off)[0])
-
-
-def _u16(data: bytes, off: int, field: str) -> int:
-    if off < 0 or off + 2 > len(data):
-        raise ParseError(_WHAT, field, "register outside the readable config space", off)
-    return int(struct.unpack_from("<H", data, off)[0])
-
-
 def find_extended_capability(data: bytes, cap_id: int) -> int | None:
     """Return the offset of extended capability ``cap_id`` in config space ``data``, None when the list has none.
 
@@ -110,7 +94,7 @@ def find_extended_capability(data: bytes, cap_id: int) -> int | None:
         seen.add(off)
         if off < EXTENDED_START:
             raise ParseError(_WHAT, "extended capability pointer", "points into the first 256 bytes", off)
-        header = _u32(data, off, "extended capability header")
+        header = read_le(data, off, 4, _WHAT, "extended capability header")
         if header in (0, 0xFFFFFFFF):
             return None
         if header & 0xFFFF == cap_id:
@@ -136,6 +120,6 @@ def parse_acs(data: bytes) -> AcsReading:
         state=AcsState.PRESENT,
         config_bytes=len(data),
         offset=off,
-        capability=_u16(data, off + 4, "ACS capability register"),
-        control=_u16(data, off + 6, "ACS control register"),
+        capability=read_le(data, off + 4, 2, _WHAT, "ACS capability register", "register"),
+        control=read_le(data, off + 6, 2, _WHAT, "ACS control register", "register"),
     )

@@ -8,7 +8,6 @@ machines may hide entries (id 0). Every pointer is bounds-checked and loops are 
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
@@ -53,16 +52,20 @@ class ConfigSpace:
         return next((e for e in self.rebar if e.bar_index == bar_index), None)
 
 
+def read_le(data: bytes, off: int, width: int, what: str, field: str, thing: str = "pointer") -> int:
+    """Return the little-endian ``width``-byte register at ``off`` in config space ``data``. Raises ParseError
+    (``what``, ``field``: "``thing`` outside the readable config space") when it does not lie wholly in ``data``."""
+    if off < 0 or off + width > len(data):
+        raise ParseError(what, field, f"{thing} outside the readable config space", off)
+    return int.from_bytes(data[off : off + width], "little")
+
+
 def _u16(data: bytes, off: int, field: str) -> int:
-    if off < 0 or off + 2 > len(data):
-        raise ParseError(_WHAT, field, "pointer outside the readable config space", off)
-    return int(struct.unpack_from("<H", data, off)[0])
+    return read_le(data, off, 2, _WHAT, field)
 
 
 def _u32(data: bytes, off: int, field: str) -> int:
-    if off < 0 or off + 4 > len(data):
-        raise ParseError(_WHAT, field, "pointer outside the readable config space", off)
-    return int(struct.unpack_from("<I", data, off)[0])
+    return read_le(data, off, 4, _WHAT, field)
 
 
 def parse_config_space(data: bytes) -> ConfigSpace:

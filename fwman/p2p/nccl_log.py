@@ -108,10 +108,6 @@ class NcclLog:
         kinds = self.classes()
         return "+".join(k for k in (P2P, SHM, NET, OTHER) if k in kinds) or None
 
-    def pairs_by_class(self, kind: str) -> list[tuple[int, int]]:
-        """Return the distinct (src, dst) rank pairs connected over transport class ``kind``."""
-        return sorted({(c.src, c.dst) for c in self.channels if c.kind == kind})
-
 
 def parse_nccl_log(text: str) -> NcclLog:
     """Return what ``text`` (any mix of program output and NCCL_DEBUG=INFO lines) says about NCCL.

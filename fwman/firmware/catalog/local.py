@@ -11,7 +11,6 @@ they cite one. A local file never shadows a curated board: the curated one wins 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, VerificationError
+from fwman.core.names import lower_hex
 from fwman.core.tomltext import toml_value
 from fwman.firmware.catalog.schema import (
     MAX_BOARD_FILE,
@@ -54,12 +54,7 @@ class LocalInfo(BaseModel):
     md5_source: str = Field(min_length=1)  # where the vendor published that MD5
     image_member: str = ""  # inside a package: the unpacked file (or offset) the image came from
 
-    @field_validator("image_file_md5")
-    @classmethod
-    def _md5(cls, v: str) -> str:
-        if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
-            raise ValueError("must be 32 lower-case hex digits")
-        return v
+    _md5 = field_validator("image_file_md5")(lower_hex(32))
 
 
 @dataclass(frozen=True)
@@ -223,8 +218,3 @@ def export_curated(entry: LocalEntry) -> str:
     )
     # curated files are format 2: `catalog lint` refuses them until every board and image cites its sources
     return render_board(entry.board.model_copy(update={"format": 2}), None, header)
-
-
-def file_sha256(data: bytes) -> str:
-    """Return the hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()

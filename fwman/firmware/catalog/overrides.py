@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core.names import lower_hex
 from fwman.core.tomltext import parse_toml, toml_value
 from fwman.host.base import Host
 
@@ -58,19 +59,8 @@ class HashOverride(BaseModel):
     #: the SHA-256 of that signed package
     package_sha256: str = ""
 
-    @field_validator("md5")
-    @classmethod
-    def _md5(cls, v: str) -> str:
-        if len(v) != 32 or any(c not in "0123456789abcdef" for c in v):
-            raise ValueError("must be 32 lower-case hex digits")
-        return v
-
-    @field_validator("sha256", "package_sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if v and (len(v) != 64 or any(c not in "0123456789abcdef" for c in v)):
-            raise ValueError("must be 64 lower-case hex digits")
-        return v
+    _md5 = field_validator("md5")(lower_hex(32))
+    _sha = field_validator("sha256", "package_sha256")(lower_hex(64, empty_ok=True))
 
     @property
     def signed_package(self) -> bool:

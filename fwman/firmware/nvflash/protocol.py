@@ -333,6 +333,13 @@ def _ids(m: re.Match[str]) -> str:
     return ":".join(m.group(k).lower() for k in ("v", "d", "sv", "sd"))
 
 
+def _version_ids(s: str, version: str | None, ids: str | None) -> tuple[str | None, str | None]:
+    """Return the version and the IDs a ``Current`` or ``Replace with`` line gives, each the one passed in when
+    the line does not give it (an ID of ``None`` is not given)."""
+    vm, im = _VER_RE.search(s), _ID_RE.search(s)
+    return vm.group("ver").upper() if vm else version, _ids(im) if im and "None" not in im.group(0) else ids
+
+
 def parse_flash(text: str) -> FlashTranscript:
     """Return what a flash run's output says happened. Never raises: unknown output is ``INCOMPLETE``.
 
@@ -353,13 +360,9 @@ def parse_flash(text: str) -> FlashTranscript:
         if m and tool_version is None:
             tool_version = m.group("v")
         if s.startswith("Current") and "-" in s:
-            vm, im = _VER_RE.search(s), _ID_RE.search(s)
-            current_version = vm.group("ver").upper() if vm else current_version
-            current_ids = _ids(im) if im and "None" not in im.group(0) else current_ids
+            current_version, current_ids = _version_ids(s, current_version, current_ids)
         elif s.startswith("Replace with"):
-            vm, im = _VER_RE.search(s), _ID_RE.search(s)
-            replace_version = vm.group("ver").upper() if vm else replace_version
-            replace_ids = _ids(im) if im and "None" not in im.group(0) else replace_ids
+            replace_version, replace_ids = _version_ids(s, replace_version, replace_ids)
         bm = _BOARD_RE.search(s)
         if bm:
             value = f"0x{int(bm.group('id'), 16):04x}" if len(bm.group("id")) <= 8 else None
@@ -384,12 +387,9 @@ def parse_flash(text: str) -> FlashTranscript:
             errors.append(s)
             if "Board ID mismatch" in s:
                 board_mismatch = True
-        if CONFIRM_PROMPT in s:
-            prompted = True
-        if s == SUCCESS_LINE:
-            success = True
-        if s == NOTHING_CHANGED:
-            nothing = True
+        prompted = prompted or CONFIRM_PROMPT in s
+        success = success or s == SUCCESS_LINE
+        nothing = nothing or s == NOTHING_CHANGED
     if driver_loaded(text):
         outcome = FlashOutcome.DRIVER_LOADED
     elif success and not nothing and not errors:

@@ -28,7 +28,7 @@ from fwman.core.errors import (
     NotRecordedError,
     ParseError,
 )
-from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.findings import Finding, Severity, Topic, blocking
 from fwman.core.jsontext import parse_json
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
@@ -164,7 +164,7 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     ]
 
     def bad(fid: str, message: str) -> None:
-        out.append(Finding(id=fid, severity=Severity.BLOCK, message=message))
+        out.append(Topic(fid).block(message))
 
     if rom.kind not in BACKUP_KINDS:
         bad("backup.kind", f"not a full dump: {rom.kind.description}")
@@ -276,21 +276,18 @@ def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> li
     try:
         data = host.read_bytes(entry.path)
     except MissingError:
-        return [Finding(id=fid, severity=Severity.BLOCK, message=f"backup missing: {entry.path}")]
+        return [Topic(fid).block(f"backup missing: {entry.path}")]
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry.sha256:
         return [
-            Finding(
-                id=fid,
-                severity=Severity.BLOCK,
-                message=f"backup changed on disk: {entry.path}",
-                evidence={"manifest sha256": entry.sha256, "file sha256": digest},
+            Topic(fid, {"manifest sha256": entry.sha256, "file sha256": digest}).block(
+                f"backup changed on disk: {entry.path}"
             )
         ]
     try:
         rom = parse_rom(data)
     except ParseError as e:
-        return [Finding(id=fid, severity=Severity.BLOCK, message=f"backup does not parse: {e.message}")]
+        return [Topic(fid).block(f"backup does not parse: {e.message}")]
     problems = []
     if rom.kind not in BACKUP_KINDS:
         problems.append(f"not a full dump ({rom.kind.value})")
@@ -301,8 +298,8 @@ def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> li
     if card is not None and (card.subsystem != entry.subsystem or card.device_id != entry.device_id):
         problems.append(f"card {card.bus_id} is now {card.subsystem}, the backup is of {entry.subsystem}")
     if problems:
-        return [Finding(id=fid, severity=Severity.BLOCK, message=f"{entry.path}: " + "; ".join(problems))]
-    return [Finding(id=fid, severity=Severity.OK, message=f"{entry.path} verifies (sha256 {digest[:16]}…)")]
+        return [Topic(fid).block(f"{entry.path}: " + "; ".join(problems))]
+    return [Topic(fid).ok(f"{entry.path} verifies (sha256 {digest[:16]}…)")]
 
 
 def stray_files(host: Host, manifest: Manifest) -> list[str]:
@@ -368,11 +365,9 @@ def reuse_backups(host: Host, cards: list[Card], run: str) -> tuple[dict[str, Ba
         match = [b for b in manifest.for_card(card.bus_id) if b.run == run]
         if not match:
             findings.append(
-                Finding(
-                    id=f"backup.verify.{card.bus_id}",
-                    severity=Severity.BLOCK,
-                    message=f"no backup of {card.bus_id} from run {run}",
-                    fix="run `fwman backup --all` (or flash without --reuse-backups-from to back up now)",
+                Topic(f"backup.verify.{card.bus_id}").block(
+                    f"no backup of {card.bus_id} from run {run}",
+                    "run `fwman backup --all` (or flash without --reuse-backups-from to back up now)",
                 )
             )
             continue

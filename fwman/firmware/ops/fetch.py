@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
-from fwman.core.findings import Finding, blocking
+from fwman.core.findings import Finding, Topic, blocking
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
@@ -347,7 +347,7 @@ def _package_hash_finding(finding: Finding, origin: str, signed: str | None = No
         else "unpacked from an update package whose MD5 matches the vendor's "
         f"({origin.removesuffix(' of the package')})"
     )
-    return Finding(id="catalog.hash", severity=Severity.OK, message=message, evidence=finding.evidence)
+    return Topic("catalog.hash", finding.evidence).ok(message)
 
 
 def _from_file(

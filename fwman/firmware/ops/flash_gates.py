@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from fwman.core.errors import BlockedError
-from fwman.core.findings import Finding, Severity, blocking
+from fwman.core.findings import Finding, Severity, Topic, blocking
 from fwman.firmware.nvflash.gates import Holder, driver_gate
 from fwman.firmware.ops.backup import BackupEntry
 from fwman.firmware.ops.images import ImageSource
@@ -96,8 +96,8 @@ ALLOWED = Verdict()
 def root_gate(euid: int) -> Finding:
     """Return the ``flash.root`` finding: flashing needs root."""
     if euid != 0:
-        return Finding(id="flash.root", severity=Severity.BLOCK, message="flashing needs root", fix="run with sudo")
-    return Finding(id="flash.root", severity=Severity.OK, message="running as root")
+        return Topic("flash.root").block("flashing needs root", "run with sudo")
+    return Topic("flash.root").ok("running as root")
 
 
 def host_gates(facts: HostFacts) -> list[Finding]:
@@ -112,18 +112,12 @@ def host_gates(facts: HostFacts) -> list[Finding]:
     if blocking(driver) or facts.nvflash is None:
         return findings
     version, path = facts.nvflash
-    findings.append(Finding(id="flash.nvflash", severity=Severity.OK, message=f"nvflash {version} at {path}"))
+    findings.append(Topic("flash.nvflash").ok(f"nvflash {version} at {path}"))
     for a in facts.adapters:
         if a.index is not None:
-            findings.append(
-                Finding(
-                    id=f"flash.adapter.{a.bus_id}", severity=Severity.OK, message=f"{a.bus_id} is nvflash <{a.index}>"
-                )
-            )
+            findings.append(Topic(f"flash.adapter.{a.bus_id}").ok(f"{a.bus_id} is nvflash <{a.index}>"))
         else:
-            findings.append(
-                Finding(id=f"flash.adapter.{a.bus_id}", severity=Severity.BLOCK, message=a.problem or "no adapter")
-            )
+            findings.append(Topic(f"flash.adapter.{a.bus_id}").block(a.problem or "no adapter"))
     return findings
 
 
@@ -133,20 +127,15 @@ def restore_gates(card: Card, entry: BackupEntry, rom: RomImage) -> list[Finding
     out: list[Finding] = []
     if not entry.is_of(card):
         out.append(
-            Finding(
-                id="restore.owner",
-                severity=Severity.BLOCK,
-                message=f"this backup belongs to card {entry.card} ({entry.subsystem}), "
-                f"not {card.bus_id} ({card.subsystem})",
-                fix=f"restore {card.bus_id} from its own backups: fwman backup list",
+            Topic("restore.owner").block(
+                f"this backup belongs to card {entry.card} ({entry.subsystem}), not {card.bus_id} ({card.subsystem})",
+                f"restore {card.bus_id} from its own backups: fwman backup list",
             )
         )
     if rom.sha256 != entry.sha256:
-        out.append(Finding(id="restore.hash", severity=Severity.BLOCK, message="backup changed since it was recorded"))
+        out.append(Topic("restore.hash").block("backup changed since it was recorded"))
     if not out:
-        out.append(
-            Finding(id="restore.owner", severity=Severity.OK, message=f"backup of {card.bus_id} from run {entry.run}")
-        )
+        out.append(Topic("restore.owner").ok(f"backup of {card.bus_id} from run {entry.run}"))
     return out
 
 
@@ -154,15 +143,10 @@ def dual_firmware_gate(switch: bool | None) -> Finding:
     """Return the ``flash.dual-bios`` finding: a warning (overridable) unless the catalog says the board has a
     second firmware chip to fall back on."""
     if switch:
-        return Finding(
-            id="flash.dual-bios", severity=Severity.OK, message="the board has a second firmware chip (switch)"
-        )
-    return Finding(
-        id="flash.dual-bios",
-        severity=Severity.WARN,
-        message="the catalog does not say this board has a second firmware chip: a failed flash has no fallback",
-        fix="confirm you can recover the card (another GPU for display, a programmer), "
-        f"then pass {NO_BACKUP_BIOS_FLAG}",
+        return Topic("flash.dual-bios").ok("the board has a second firmware chip (switch)")
+    return Topic("flash.dual-bios").warn(
+        "the catalog does not say this board has a second firmware chip: a failed flash has no fallback",
+        f"confirm you can recover the card (another GPU for display, a programmer), then pass {NO_BACKUP_BIOS_FLAG}",
         override=NO_BACKUP_BIOS_FLAG,
     )
 

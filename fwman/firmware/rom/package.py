@@ -80,6 +80,16 @@ class PackageScan:
     notes: list[str] = field(default_factory=list)
 
 
+def _file_image(data: bytes) -> RomImage | None:
+    """Return the parse of ``data`` when it is an image a file can hold, None when it does not parse or is of a
+    kind no file is (:data:`NOT_A_FILE_IMAGE`)."""
+    try:
+        rom = parse_rom(data)
+    except ParseError:
+        return None
+    return None if rom.kind in NOT_A_FILE_IMAGE else rom
+
+
 def _clean_slice(data: bytes, start: int, limit: int) -> int:
     """Return the end of the padding run (all 0x00 or all 0xFF) starting at ``start``, at most ``limit``."""
     if start >= limit:
@@ -133,12 +143,7 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
     Never raises for bad input: bytes that do not parse are simply not an image.
     """
     notes: list[str] = []
-    try:
-        whole: RomImage | None = parse_rom(data)
-    except ParseError:
-        whole = None
-    if whole is not None and whole.kind in NOT_A_FILE_IMAGE:
-        whole = None  # an archive whose member is a ROM parses as a container: look inside it instead
+    whole = _file_image(data)  # an archive whose member is a ROM parses as a container: look inside it instead
     if whole is not None:
         # the file is a ROM (flashable or not): never cut a chain out of it (a stripped dump would become a
         # "clean" option ROM that way)
@@ -158,21 +163,14 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
         limit = starts[i + 1] if i + 1 < len(starts) else len(data)
         if off in nvgi:
             limit = next((s for s in starts[i + 1 :] if s in nvgi), len(data))
-            try:
-                rom = parse_rom(data[off:limit])
-            except ParseError:
-                continue
-            if rom.kind in NOT_A_FILE_IMAGE:
-                continue
+        # None: not a ROM, or cut off by the next candidate (or lying about its length): not an image of this package
+        rom = _file_image(data[off:limit])
+        if rom is None:
+            continue
+        if off in nvgi:
             images.append(EmbeddedImage(origin, off, "unknown", data[off:limit], rom))
             covered_until = off + rom.chain_offset + rom.chain_length
             continue
-        try:
-            rom = parse_rom(data[off:limit])
-        except ParseError:
-            continue
-        if rom.kind in NOT_A_FILE_IMAGE:
-            continue  # cut off by the next candidate (or lying about its length): not an image of this package
         run = _clean_slice(data, off + rom.chain_length, limit) - off
         aligned = run - run % PADDED_TO
         # a vendor image is its chain padded to a flash-sized boundary; a chain followed by anything else may

@@ -15,10 +15,10 @@ import zlib
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.bit import Identity, date_text, read_bit
-from fwman.firmware.rom.chain import BLOCK, find_chain, walk
+from fwman.firmware.rom.chain import BLOCK, Walk, find_chain, walk
 from fwman.firmware.rom.layout import EFI, HWINFO, HWINFO_OFFSET, HWINFO_SIGNATURE, HWINFO_SUM_START, NPDE, PCIR, X86
 from fwman.firmware.rom.model import ChainImage, RomImage, RomKind, RomNote
-from fwman.firmware.rom.prefix import find_rfrd, read_prefix, read_rfrd
+from fwman.firmware.rom.prefix import Prefix, find_rfrd, read_prefix, read_rfrd
 from fwman.firmware.rom.reader import WHAT, Reader, hex4
 
 __all__ = ["BLOCK", "ChainImage", "RomImage", "RomKind", "RomNote", "parse_rom"]
@@ -113,34 +113,22 @@ def _hwinfo_subsystem(
     return hex4(vendor), hex4(device)
 
 
-def parse_rom(data: bytes) -> RomImage:
-    """Parse a VBIOS file and return its model.
-
-    Raises ParseError (naming the field and its offset) when the bytes are not a VBIOS image fwman can read:
-    no chain where one must be, a first image of another vendor than NVIDIA, a bad signature, pointer or zero
-    length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends where more images
-    should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes; one with
-    an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``.
-    """
-    data = bytes(data)
-    r = Reader(data)
-    offsets: dict[str, int] = {}
-    notes: list[RomNote] = []
-    pre = read_prefix(r, offsets, notes)
-    start = 0
-    if pre.is_nvgi or pre.container_head is not None:
-        found = find_chain(r, BLOCK)
-        if found is None:
-            if pre.container_head is not None:
-                raise ParseError(
-                    WHAT,
-                    "signature",
-                    f"starts with {pre.container_head}: neither NVGI (a dump) nor 55 AA (an option ROM), and no "
-                    "55 AA image with a PCIR on any 512-byte boundary",
-                    0,
-                )
-            raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary from here", BLOCK)
-        start = found
+def _chain_start(r: Reader, pre: Prefix, offsets: dict[str, int], notes: list[RomNote]) -> int:
+    """Return where the PCI image chain starts: 0 in an option ROM, the first 55 AA image on a 512-byte boundary
+    after an NVGI or unknown prefix (whose RFRD, when found, is read too). Raises ParseError when there is none."""
+    if not (pre.is_nvgi or pre.container_head is not None):
+        return 0
+    start = find_chain(r, BLOCK)
+    if start is None:
+        if pre.container_head is not None:
+            raise ParseError(
+                WHAT,
+                "signature",
+                f"starts with {pre.container_head}: neither NVGI (a dump) nor 55 AA (an option ROM), and no "
+                "55 AA image with a PCIR on any 512-byte boundary",
+                0,
+            )
+        raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary from here", BLOCK)
     if pre.container_head is not None:
         notes.append(
             RomNote(
@@ -153,15 +141,16 @@ def parse_rom(data: bytes) -> RomImage:
         rfrd = find_rfrd(r, start)
         if rfrd is not None:
             read_rfrd(r, rfrd, pre, offsets)
-    walked = walk(r, start)
-    images, sysfs_cut, declared_end = walked.images, walked.sysfs_cut, walked.declared_end
-    chain_end = min(images[-1].offset + images[-1].length, r.n)
-    chain_length = chain_end - start
+    return start
 
-    # the x86 (PC-AT, code type 0) image is found by its type, as nova-core finds it
-    # (drivers/gpu/nova-core/vbios.rs, Vbios::new: `BiosImage::PciAt(image) => pci_at_image = Some(image)`
-    # wherever it sits in the chain); its GA102 layout (Documentation/gpu/nova/core/vbios.rst) opens with it,
-    # "could vary for future or other GPUs"
+
+def _x86_image(images: list[ChainImage], notes: list[RomNote]) -> ChainImage:
+    """Return the x86 (PC-AT, code type 0) image, noting when it is not the first. Raises ParseError without one.
+
+    It is found by its type, as nova-core finds it (drivers/gpu/nova-core/vbios.rs, Vbios::new: `BiosImage::PciAt
+    (image) => pci_at_image = Some(image)` wherever it sits in the chain); its GA102 layout
+    (Documentation/gpu/nova/core/vbios.rst) opens with it, "could vary for future or other GPUs".
+    """
     x86 = next((im for im in images if im.code_type == 0x00), None)
     if x86 is None:
         first = images[0]
@@ -182,68 +171,75 @@ def parse_rom(data: bytes) -> RomImage:
                 offset=opener.offset,
             )
         )
-    offsets["device_id"] = PCIR.at(x86.pcir_offset, "device_id")
-    offsets["vendor_id"] = PCIR.at(x86.pcir_offset, "vendor_id")
-    x86_whole = x86.offset + x86.length <= r.n
-    checksum = _sum8(data, x86.offset, x86.offset + x86.length) if x86_whole else None
-    if x86_whole:
-        offsets["x86_checksum"] = x86.offset
-    modification_date = date_text(X86.raw(r, x86.offset, "modification_date"))
-    if modification_date is not None:
-        offsets["modification_date"] = X86.at(x86.offset, "modification_date")
+    return x86
 
-    sub_v = sub_d = None
-    if x86.npde_offset is not None and (x86.npde_revision or 0) >= 0x101:
-        npde = x86.npde_offset
-        with_ids = NPDE.at(0, "subsystem_device") + NPDE.width("subsystem_device")  # 0x14: revision 0x101's length
-        if NPDE.read(r, npde, "length", "image[0].npde.length") >= with_ids:
-            r.need(npde, with_ids, "image[0].npde.subsystem", limit=chain_end)
-            sub_v = hex4(NPDE.read(r, npde, "subsystem_vendor", "image[0].npde.subsystem_vendor"))
-            sub_d = hex4(NPDE.read(r, npde, "subsystem_device", "image[0].npde.subsystem_device"))
-            offsets["subsystem_vendor_id"] = NPDE.at(npde, "subsystem_vendor")
-            offsets["subsystem_device_id"] = NPDE.at(npde, "subsystem_device")
+
+def _npde_subsystem(r: Reader, x86: ChainImage, chain_end: int, offsets: dict[str, int]) -> tuple[str, str] | None:
+    """Return (vendor, device) from the x86 image's NPDE (revision 0x101 and long enough), else None. Raises
+    ParseError when the NPDE's subsystem words lie past the chain."""
+    if x86.npde_offset is None or (x86.npde_revision or 0) < 0x101:
+        return None
+    npde = x86.npde_offset
+    with_ids = NPDE.at(0, "subsystem_device") + NPDE.width("subsystem_device")  # 0x14: revision 0x101's length
+    if NPDE.read(r, npde, "length", "image[0].npde.length") < with_ids:
+        return None
+    r.need(npde, with_ids, "image[0].npde.subsystem", limit=chain_end)
+    sub_v = hex4(NPDE.read(r, npde, "subsystem_vendor", "image[0].npde.subsystem_vendor"))
+    sub_d = hex4(NPDE.read(r, npde, "subsystem_device", "image[0].npde.subsystem_device"))
+    offsets["subsystem_vendor_id"] = NPDE.at(npde, "subsystem_vendor")
+    offsets["subsystem_device_id"] = NPDE.at(npde, "subsystem_device")
+    return sub_v, sub_d
+
+
+def _identity(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[RomNote], cut: bool) -> Identity:
+    """Return what the BIT table says; in a ``cut`` (truncated) file an unreadable table is a note and an empty
+    Identity, since what lies past the cut is missing, not malformed. Raises ParseError otherwise."""
     try:
-        ident = read_bit(r, x86, offsets, notes)
+        return read_bit(r, x86, offsets, notes)
     except ParseError as e:
-        if declared_end is None:
+        if not cut:
             raise
-        # a cut file: what lies past the cut is not an error of the file's structure, just missing
         notes.append(RomNote(id="bit_unreadable", message=f"BIT table not read: {e.detail}", offset=e.offset))
-        ident = Identity()
-    origin = "npde" if sub_v is not None else None
-    if sub_v is None:
-        word = _hwinfo_subsystem(r, x86, offsets, notes)
-        if word is not None:
-            sub_v, sub_d = word
-            origin = "rom_strap_word"
+        return Identity()
 
-    uefi_version = None
+
+def _uefi_version(r: Reader, images: list[ChainImage], offsets: dict[str, int], notes: list[RomNote]) -> str | None:
+    """Return the EFI image's code revision ("0x....") or None without one; an EFI image without its 0x0EF1
+    signature is noted."""
     efi = next((im for im in images if im.code_type == 0x03), None)
-    if efi is not None:
-        uefi_version = f"0x{efi.code_revision:04X}"
-        offsets["uefi_version"] = PCIR.at(efi.pcir_offset, "code_revision")
-        if EFI.read(r, efi.offset, "efi_signature", f"image[{efi.index}].efi_signature") != EFI_SIGNATURE:
-            notes.append(
-                RomNote(
-                    id="efi_signature",
-                    message="EFI image lacks the 0x0EF1 signature",
-                    offset=EFI.at(efi.offset, "efi_signature"),
-                )
+    if efi is None:
+        return None
+    offsets["uefi_version"] = PCIR.at(efi.pcir_offset, "code_revision")
+    if EFI.read(r, efi.offset, "efi_signature", f"image[{efi.index}].efi_signature") != EFI_SIGNATURE:
+        notes.append(
+            RomNote(
+                id="efi_signature",
+                message="EFI image lacks the 0x0EF1 signature",
+                offset=EFI.at(efi.offset, "efi_signature"),
             )
+        )
+    return f"0x{efi.code_revision:04X}"
 
-    if declared_end is not None:
-        kind = RomKind.TRUNCATED
+
+def _kind(
+    data: bytes, pre: Prefix, walked: Walk, start: int, chain_end: int, offsets: dict[str, int], notes: list[RomNote]
+) -> RomKind:
+    """Return what kind of file this is (truncated, NVGI dump, container, sysfs cut, option ROM or stripped),
+    noting a truncation and an RFRD that disagrees with the walk. Raises ParseError for an NVGI dump whose chain
+    stops at the end of the file."""
+    chain_length = chain_end - start
+    if walked.declared_end is not None:
         notes.append(
             RomNote(
                 id="truncated",
-                message=f"truncated: the header says {declared_end:,} bytes, the file has {len(data):,}",
+                message=f"truncated: the header says {walked.declared_end:,} bytes, the file has {len(data):,}",
                 offset=chain_end,
             )
         )
-    elif pre.is_nvgi or pre.container_head is not None:
-        if sysfs_cut:
+        return RomKind.TRUNCATED
+    if pre.is_nvgi or pre.container_head is not None:
+        if walked.sysfs_cut:
             raise ParseError(WHAT, "chain", "an NVGI dump whose chain stops at the end of the file", chain_end)
-        kind = RomKind.NVGI_DUMP if pre.is_nvgi else RomKind.CONTAINER
         rfrd_off, rfrd_len = pre.rfrd_chain_offset, pre.rfrd_chain_length
         if rfrd_off is not None and rfrd_off != start:
             notes.append(
@@ -261,15 +257,52 @@ def parse_rom(data: bytes) -> RomImage:
                     message=f"RFRD says the chain is {rfrd_len} bytes, walked {chain_length}",
                 )
             )
-    elif sysfs_cut:
-        kind = RomKind.SYSFS_TRUNCATED
-    else:
-        # A plain option ROM carries nothing but padding after its chain; a stripped dump carries the card's
-        # own data (NBSI, InfoROM) there. bytes.count runs in C, so this stays cheap on a 1 MiB file.
-        tail = len(data) - chain_end
-        padding = sum(data.count(bytes([p]), chain_end) for p in PADDING)
-        kind = RomKind.OPTION_ROM if padding == tail else RomKind.STRIPPED
+        return RomKind.NVGI_DUMP if pre.is_nvgi else RomKind.CONTAINER
+    if walked.sysfs_cut:
+        return RomKind.SYSFS_TRUNCATED
+    # A plain option ROM carries nothing but padding after its chain; a stripped dump carries the card's
+    # own data (NBSI, InfoROM) there. bytes.count runs in C, so this stays cheap on a 1 MiB file.
+    padding = sum(data.count(bytes([p]), chain_end) for p in PADDING)
+    return RomKind.OPTION_ROM if padding == len(data) - chain_end else RomKind.STRIPPED
 
+
+def parse_rom(data: bytes) -> RomImage:
+    """Parse a VBIOS file and return its model.
+
+    Raises ParseError (naming the field and its offset) when the bytes are not a VBIOS image fwman can read:
+    no chain where one must be, a first image of another vendor than NVIDIA, a bad signature, pointer or zero
+    length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends where more images
+    should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes; one with
+    an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``.
+    """
+    data = bytes(data)
+    r = Reader(data)
+    offsets: dict[str, int] = {}
+    notes: list[RomNote] = []
+    pre = read_prefix(r, offsets, notes)
+    start = _chain_start(r, pre, offsets, notes)
+    walked = walk(r, start)
+    images = walked.images
+    chain_end = min(images[-1].offset + images[-1].length, r.n)
+    x86 = _x86_image(images, notes)
+    offsets["device_id"] = PCIR.at(x86.pcir_offset, "device_id")
+    offsets["vendor_id"] = PCIR.at(x86.pcir_offset, "vendor_id")
+    x86_whole = x86.offset + x86.length <= r.n
+    checksum = _sum8(data, x86.offset, x86.offset + x86.length) if x86_whole else None
+    if x86_whole:
+        offsets["x86_checksum"] = x86.offset
+    modification_date = date_text(X86.raw(r, x86.offset, "modification_date"))
+    if modification_date is not None:
+        offsets["modification_date"] = X86.at(x86.offset, "modification_date")
+    word = _npde_subsystem(r, x86, chain_end, offsets)
+    ident = _identity(r, x86, offsets, notes, cut=walked.declared_end is not None)
+    origin = "npde" if word is not None else None
+    if word is None:
+        word = _hwinfo_subsystem(r, x86, offsets, notes)
+        origin = "rom_strap_word" if word is not None else None
+    sub_v, sub_d = word if word is not None else (None, None)
+    uefi_version = _uefi_version(r, images, offsets, notes)
+    kind = _kind(data, pre, walked, start, chain_end, offsets, notes)
     nvgi_subsystem = pre.nvgi_subsystem
     subsystem = f"{sub_v}:{sub_d}" if sub_v is not None else None
     if nvgi_subsystem is not None and subsystem is not None and nvgi_subsystem != subsystem:
@@ -300,8 +333,8 @@ def parse_rom(data: bytes) -> RomImage:
         x86_checksum_ok=None if checksum is None else checksum == 0,
         x86_checksum=checksum,
         chain_offset=start,
-        chain_length=chain_length,
-        declared_size=declared_end,
+        chain_length=chain_end - start,
+        declared_size=walked.declared_end,
         container_head=pre.container_head,
         x86_index=x86.index,
         md5=md5,

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Literal
 
 from fwman.core.errors import NotRecordedError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 from fwman.core.units import human_bytes
 from fwman.firmware.catalog.load import Catalog
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
@@ -147,12 +147,12 @@ def build_upgrade_plan(
                 )
             )
             findings.append(
-                Finding(
-                    id="upgrade.unknown-board",
-                    severity=Severity.INFO,  # reported, left alone: not a gate for the other cards
-                    message=f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
-                    evidence={"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
-                    fix="describe it with a local entry (docs/catalog-local.md) from the card maker's file: "
+                Topic(
+                    "upgrade.unknown-board",
+                    {"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
+                ).info(
+                    f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
+                    "describe it with a local entry (docs/catalog-local.md) from the card maker's file: "
                     f"fwman backup --card {short_bus(card.bus_id)}, then fwman catalog add-local --card "
                     f"{short_bus(card.bus_id)} --image FILE --expect-md5 HEX --md5-source URL",
                 )
@@ -173,12 +173,9 @@ def build_upgrade_plan(
         )
         if action == "check":
             findings.append(
-                Finding(
-                    id="upgrade.version-unknown",
-                    severity=Severity.BLOCK,
-                    message=f"{short_bus(card.bus_id)}: firmware version unknown: no image can be chosen",
-                    evidence={"bus_id": card.bus_id},
-                    fix="load the NVIDIA driver so nvidia-smi can read it, then plan again",
+                Topic("upgrade.version-unknown", {"bus_id": card.bus_id}).block(
+                    f"{short_bus(card.bus_id)}: firmware version unknown: no image can be chosen",
+                    "load the NVIDIA driver so nvidia-smi can read it, then plan again",
                 )
             )
         if action == "flash" and common["selected"] and target is not None:
@@ -194,13 +191,10 @@ def build_upgrade_plan(
             and _driver_key(card.driver_version) < _driver_key(image.min_driver)
         ):
             findings.append(
-                Finding(
-                    id="upgrade.driver",
-                    severity=Severity.INFO,  # the flash works; what the image is for waits for the driver
-                    message=f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
+                Topic("upgrade.driver", {"bus_id": card.bus_id, "driver": card.driver_version}).info(
+                    f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
                     f"which {image.version} needs for what it is for",
-                    evidence={"bus_id": card.bus_id, "driver": card.driver_version},
-                    fix=f"install driver {image.min_driver} or later",
+                    f"install driver {image.min_driver} or later",
                 )
             )
 
@@ -267,24 +261,18 @@ def _supply(
     signed_fix = f"{fetch} --image UPDATE-PROGRAM.exe (the maker's signed updater), or " if signed_too else ""
     if not origin:
         findings.append(
-            Finding(
-                id="upgrade.unverified-image",
-                severity=Severity.BLOCK,
-                message=f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5){signed_too} "
+            Topic("upgrade.unverified-image", {"image": entry.ref, "cards": ", ".join(buses)}).block(
+                f"{version} has no known hash: a vendor MD5 must be supplied (--expect-md5){signed_too} "
                 "before it can be flashed",
-                evidence={"image": entry.ref, "cards": ", ".join(buses)},
-                fix=f"{signed_fix}{fetch} --image FILE --expect-md5 HEX   (both from the card maker's download page)",
+                f"{signed_fix}{fetch} --image FILE --expect-md5 HEX   (both from the card maker's download page)",
             )
         )
     elif not cached and not image.urls:
         where = "is not in the cache" if cached is False else "may not be in the cache (not recorded)"
         findings.append(
-            Finding(
-                id="upgrade.image-missing",
-                severity=Severity.BLOCK,
-                message=f"{version} {where} and the catalog knows no download URL",
-                evidence={"image": entry.ref, "cache": path},
-                fix=f"{fetch} --image FILE   (download it from the card maker's site first)",
+            Topic("upgrade.image-missing", {"image": entry.ref, "cache": path}).block(
+                f"{version} {where} and the catalog knows no download URL",
+                f"{fetch} --image FILE   (download it from the card maker's site first)",
             )
         )
     return supply

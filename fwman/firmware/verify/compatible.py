@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 from fwman.core.names import normal_board_id
 from fwman.firmware.catalog.schema import CatalogImage, ImageStatus
 from fwman.firmware.rom.model import RomImage, RomKind
@@ -31,239 +31,154 @@ IDENTITY_IDS = frozenset({"rom.device", "rom.subsystem", "rom.nvgi_npde"})
 
 
 def _ids(image: RomImage, card: Card) -> Finding:
-    ev = {
-        "image": f"{image.vendor_id}:{image.device_id}",
-        "card": f"{card.vendor_id}:{card.device_id}",
-        "image_offset": f"0x{image.offsets.get('device_id', 0):X}",
-    }
+    ids, card_ids = f"{image.vendor_id}:{image.device_id}", f"{card.vendor_id}:{card.device_id}"
+    t = Topic(
+        "rom.device", {"image": ids, "card": card_ids, "image_offset": f"0x{image.offsets.get('device_id', 0):X}"}
+    )
     if (image.vendor_id, image.device_id) != (card.vendor_id.lower(), card.device_id.lower()):
-        return Finding(
-            id="rom.device",
-            severity=Severity.BLOCK,
-            message=f"image is for PCI device {ev['image']}, the card is {ev['card']}",
-            evidence=ev,
-            fix="use an image made for this GPU model",
-        )
-    return Finding(id="rom.device", severity=Severity.OK, message=f"PCI device {ev['card']} matches", evidence=ev)
+        return t.block(f"image is for PCI device {ids}, the card is {card_ids}", "use an image made for this GPU model")
+    return t.ok(f"PCI device {card_ids} matches")
 
 
 def _subsystem(image: RomImage, card: Card) -> Finding:
-    ev = {"image": image.subsystem or "unknown", "card": card.subsystem}
+    t = Topic("rom.subsystem", {"image": image.subsystem or "unknown", "card": card.subsystem})
     if image.subsystem is None:
-        return Finding(
-            id="rom.subsystem",
-            severity=Severity.BLOCK,
-            message="image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and no checking HWINFO "
-            "block with a subsystem word at +0x54): cannot match the board",
-            evidence=ev,
+        return t.block(
+            "image carries no subsystem ID (no NPDE rev 0x101 on its x86 image, and no checking HWINFO "
+            "block with a subsystem word at +0x54): cannot match the board"
         )
     if image.subsystem != card.subsystem.lower():
-        return Finding(
-            id="rom.subsystem",
-            severity=Severity.BLOCK,
-            message=f"image is for board {image.subsystem}, the card is {card.subsystem}",
-            evidence=ev,
-            fix="use the image for this card's subsystem ID (see `fwman scan`)",
+        return t.block(
+            f"image is for board {image.subsystem}, the card is {card.subsystem}",
+            "use the image for this card's subsystem ID (see `fwman scan`)",
         )
-    return Finding(id="rom.subsystem", severity=Severity.OK, message=f"subsystem {card.subsystem} matches", evidence=ev)
+    return t.ok(f"subsystem {card.subsystem} matches")
 
 
 def _board(card: Card, board_ids: list[str], source: str) -> Finding:
     wanted = sorted({n for n in (normal_board_id(b) for b in board_ids) if n is not None})
     card_id = normal_board_id(card.board_id) if card.board_id else None
-    ev = {"image": ", ".join(wanted) or "unknown", "card": card_id or "unknown", "source": source}
+    image_ids = ", ".join(wanted) or "unknown"
+    t = Topic("rom.board_id", {"image": image_ids, "card": card_id or "unknown", "source": source})
     if wanted and card_id is None:
-        return Finding(
-            id="rom.board_id",
-            severity=Severity.INFO,
-            message=f"board ID not compared: the image's is {ev['image']} ({source}), the card's board ID is unknown "
+        return t.info(
+            f"board ID not compared: the image's is {image_ids} ({source}), the card's board ID is unknown "
             "(nvflash has not reported it); nvflash checks it again when flashing",
-            evidence=ev,
-            fix="run `fwman backup` (it records the board ID nvflash reports), then verify again",
+            "run `fwman backup` (it records the board ID nvflash reports), then verify again",
         )
     if not wanted:
-        return Finding(
-            id="rom.board_id",
-            severity=Severity.INFO,
-            message="board ID not compared: no open parser finds it in an image; nvflash checks it again when flashing",
-            evidence=ev,
-            fix="pass --board-id from `nvflash --version FILE` (or use a catalog image) to compare it here",
+        return t.info(
+            "board ID not compared: no open parser finds it in an image; nvflash checks it again when flashing",
+            "pass --board-id from `nvflash --version FILE` (or use a catalog image) to compare it here",
         )
     if card_id not in wanted:
-        return Finding(
-            id="rom.board_id",
-            severity=Severity.BLOCK,
-            message=f"image board ID {ev['image']} ({source}) differs from the card's {card_id} "
-            "(nvflash refuses this too)",
-            evidence=ev,
+        return t.block(
+            f"image board ID {image_ids} ({source}) differs from the card's {card_id} (nvflash refuses this too)"
         )
-    return Finding(
-        id="rom.board_id", severity=Severity.OK, message=f"board ID {card_id} matches ({source})", evidence=ev
-    )
+    return t.ok(f"board ID {card_id} matches ({source})")
 
 
 def _kind(image: RomImage) -> Finding:
     ev = {"kind": image.kind.value, "size": str(image.size)}
+    t = Topic("rom.kind", ev)
     if image.kind is RomKind.STRIPPED:
-        return Finding(
-            id="rom.kind",
-            severity=Severity.BLOCK,
-            message="a stripped image (NVGI prefix cut off, as VFIO guides do) is not a flash source",
-            evidence=ev,
-            fix="flash a full `nvflash --save` dump or the vendor's update image",
+        return t.block(
+            "a stripped image (NVGI prefix cut off, as VFIO guides do) is not a flash source",
+            "flash a full `nvflash --save` dump or the vendor's update image",
         )
     if image.kind is RomKind.SYSFS_TRUNCATED:
-        return Finding(
-            id="rom.kind",
-            severity=Severity.BLOCK,
-            message=f"a sysfs-truncated image ({image.pci_walk_images} of the card's images: x86 + EFI) "
+        return t.block(
+            f"a sysfs-truncated image ({image.pci_walk_images} of the card's images: x86 + EFI) "
             "is neither a flash source nor a backup",
-            evidence=ev,
-            fix="back a card up with `nvflash --save` (fwman backup), not /sys/bus/pci/devices/*/rom",
+            "back a card up with `nvflash --save` (fwman backup), not /sys/bus/pci/devices/*/rom",
         )
     if image.kind is RomKind.TRUNCATED:
         ev["declared_size"] = str(image.declared_size)
-        return Finding(
-            id="rom.kind",
-            severity=Severity.BLOCK,
-            message=f"a truncated file: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
-            evidence=ev,
-            fix="get the whole file again (a full `nvflash --save` dump, or the vendor's download)",
+        return t.block(
+            f"a truncated file: the header says {image.declared_size:,} bytes, the file has {image.size:,}",
+            "get the whole file again (a full `nvflash --save` dump, or the vendor's download)",
         )
     if image.kind is RomKind.CONTAINER:
         ev["head"] = image.container_head or ""
-        return Finding(
-            id="rom.kind",
-            severity=Severity.BLOCK,
-            message=f"the file starts with {image.container_head}, a prefix no public source documents: fwman "
+        return t.block(
+            f"the file starts with {image.container_head}, a prefix no public source documents: fwman "
             "reads its PCI images but does not flash what it cannot check whole",
-            evidence=ev,
-            fix="flash it with nvflash by hand if you trust it; see docs/rom.md (containers)",
+            "flash it with nvflash by hand if you trust it; see docs/rom.md (containers)",
         )
     if image.x86_index != 0:
-        opener = image.images[0]
         ev["x86_index"] = str(image.x86_index)
-        return Finding(
-            id="rom.kind",
-            severity=Severity.BLOCK,
-            message=f"the option-ROM chain opens with a {opener.code_type_name} image, not the x86 image "
-            f"(image[{image.x86_index}]): no public source documents that layout, so fwman reads it but does not "
-            "flash what it cannot check whole",
-            evidence=ev,
-            fix="flash it with nvflash by hand if you trust it; see docs/rom.md (chains that do not open with x86)",
+        return t.block(
+            f"the option-ROM chain opens with a {image.images[0].code_type_name} image, not the x86 "
+            f"image (image[{image.x86_index}]): no public source documents that layout, so fwman reads it "
+            "but does not flash what it cannot check whole",
+            "flash it with nvflash by hand if you trust it; see docs/rom.md (chains that do not open with x86)",
         )
-    return Finding(
-        id="rom.kind", severity=Severity.OK, message=f"{image.kind.description}: a flash source", evidence=ev
-    )
+    return t.ok(f"{image.kind.description}: a flash source")
 
 
 def _checksum(image: RomImage) -> Finding:
     x86 = image.images[0]
+    taken = "not taken" if image.x86_checksum is None else f"0x{image.x86_checksum:02X}"
+    t = Topic("rom.x86_checksum", {"sum": taken, "x86_offset": f"0x{x86.offset:X}", "x86_length": str(x86.length)})
     if image.x86_checksum is None:
-        ev = {"sum": "not taken", "x86_offset": f"0x{x86.offset:X}", "x86_length": str(x86.length)}
-        return Finding(
-            id="rom.x86_checksum",
-            severity=Severity.BLOCK,
-            message="the x86 image is cut off by the end of the file: its checksum cannot be taken",
-            evidence=ev,
-        )
-    ev = {"sum": f"0x{image.x86_checksum:02X}", "x86_offset": f"0x{x86.offset:X}", "x86_length": str(x86.length)}
+        return t.block("the x86 image is cut off by the end of the file: its checksum cannot be taken")
     if not image.x86_checksum_ok:
-        return Finding(
-            id="rom.x86_checksum",
-            severity=Severity.BLOCK,
-            message=f"x86 image bytes sum to 0x{image.x86_checksum:02X}, not 0: the file is damaged or modified",
-            evidence=ev,
-            fix="get a fresh copy; fwman never 'fixes' a checksum (Ampere images are signed)",
+        return t.block(
+            f"x86 image bytes sum to {taken}, not 0: the file is damaged or modified",
+            "get a fresh copy; fwman never 'fixes' a checksum (Ampere images are signed)",
         )
-    return Finding(id="rom.x86_checksum", severity=Severity.OK, message="x86 image checksum is valid", evidence=ev)
+    return t.ok("x86 image checksum is valid")
+
+
+#: the notes of a parse that say two copies of one field in the file disagree
+_DISAGREE_NOTES = ("rfrd_offset_disagree", "rfrd_length_disagree", "nvgi_copy_disagree", "version_disagree")
 
 
 def _agreement(image: RomImage) -> list[Finding]:
-    out: list[Finding] = []
     agree = image.subsystems_agree
-    ev = {"nvgi": image.nvgi_subsystem or "absent", "npde": image.subsystem or "absent"}
+    t = Topic("rom.nvgi_npde", {"nvgi": image.nvgi_subsystem or "absent", "npde": image.subsystem or "absent"})
     if agree is False:
-        out.append(
-            Finding(
-                id="rom.nvgi_npde",
-                severity=Severity.BLOCK,
-                message=f"NVGI header says {image.nvgi_subsystem}, the x86 image says {image.subsystem}: "
-                "the file was assembled from two boards' parts",
-                evidence=ev,
-            )
+        first = t.block(
+            f"NVGI header says {image.nvgi_subsystem}, the x86 image says {image.subsystem}: "
+            "the file was assembled from two boards' parts"
         )
     elif agree:
-        out.append(
-            Finding(id="rom.nvgi_npde", severity=Severity.OK, message="NVGI and NPDE subsystems agree", evidence=ev)
-        )
+        first = t.ok("NVGI and NPDE subsystems agree")
     else:
-        out.append(
-            Finding(
-                id="rom.nvgi_npde",
-                severity=Severity.INFO,
-                message="no NVGI header to cross-check (option-ROM file)",
-                evidence=ev,
-            )
-        )
+        first = t.info("no NVGI header to cross-check (option-ROM file)")
+    out = [first]
     for note in image.notes:
-        if note.id in ("rfrd_offset_disagree", "rfrd_length_disagree", "nvgi_copy_disagree", "version_disagree"):
+        if note.id in _DISAGREE_NOTES:
+            where = {"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"}
             out.append(
-                Finding(
-                    id=f"rom.{note.id}",
-                    severity=Severity.WARN,
-                    message=note.message,
-                    evidence={"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"},
-                    fix="compare the file with a fresh download or dump before flashing",
+                Topic(f"rom.{note.id}", where).warn(
+                    note.message, "compare the file with a fresh download or dump before flashing"
                 )
             )
     return out
 
 
 def _version(image: RomImage, card: Card) -> Finding:
-    ev = {"image": image.version or "unknown", "card": card.vbios_version or "unknown"}
+    t = Topic("rom.version", {"image": image.version or "unknown", "card": card.vbios_version or "unknown"})
     if image.version is None:
-        return Finding(
-            id="rom.version",
-            severity=Severity.BLOCK,
-            message="image version unreadable (no BIT token B): the image cannot be identified",
-            evidence=ev,
-        )
+        return t.block("image version unreadable (no BIT token B): the image cannot be identified")
     if card.vbios_version is None:
-        return Finding(
-            id="rom.version",
-            severity=Severity.INFO,
-            message=f"image is {image.version}; the card's version is unknown (nvidia-smi unavailable)",
-            evidence=ev,
-        )
+        return t.info(f"image is {image.version}; the card's version is unknown (nvidia-smi unavailable)")
     order = compare(image.version, card.vbios_version)
     if order is None:
-        return Finding(id="rom.version", severity=Severity.INFO, message="versions not comparable", evidence=ev)
+        return t.info("versions not comparable")
     if order is Order.OLDER:
-        return Finding(
-            id="rom.version",
-            severity=Severity.WARN,
-            message=f"image {image.version} is older than the card's {card.vbios_version}",
-            evidence=ev,
-            fix="flash a downgrade only on purpose",
+        return t.warn(
+            f"image {image.version} is older than the card's {card.vbios_version}",
+            "flash a downgrade only on purpose",
             override=DOWNGRADE_FLAG,
         )
     if order in (Order.SAME, Order.SAME_BASE):
         what = (
             "the card's version" if order is Order.SAME else f"the card's {card.vbios_version} apart from the OEM field"
         )
-        return Finding(
-            id="rom.version",
-            severity=Severity.INFO,
-            message=f"image {image.version} is {what} (identity is the chain hash, not the string)",
-            evidence=ev,
-        )
-    return Finding(
-        id="rom.version",
-        severity=Severity.OK,
-        message=f"image {image.version} is newer than the card's {card.vbios_version}",
-        evidence=ev,
-    )
+        return t.info(f"image {image.version} is {what} (identity is the chain hash, not the string)")
+    return t.ok(f"image {image.version} is newer than the card's {card.vbios_version}")
 
 
 def check_compatible(
@@ -323,13 +238,11 @@ def _catalog_findings(
     ``card_bus``).
     """
     if entry is None:
+        t = Topic("catalog.entry", {"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"})
         return [
-            Finding(
-                id="catalog.entry",
-                severity=Severity.WARN,
-                message="image not in the VBIOS catalog: its hash cannot be checked against a published one",
-                evidence={"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"},
-                fix="compare its MD5 with the one the card maker publishes",
+            t.warn(
+                "image not in the VBIOS catalog: its hash cannot be checked against a published one",
+                "compare its MD5 with the one the card maker publishes",
             )
         ]
     board, cat = entry.board, entry.image
@@ -339,22 +252,13 @@ def _catalog_findings(
     kind = "local" if entry.local else "catalog"
     out: list[Finding] = []
     if image.subsystem is not None and image.subsystem != board.subsystem:
-        out.append(
-            Finding(
-                id="catalog.board",
-                severity=Severity.BLOCK,
-                message=f"image is for subsystem {image.subsystem}, the {kind} entry is {board.subsystem}",
-                evidence={**ev, "image_subsystem": image.subsystem},
-            )
-        )
+        message = f"image is for subsystem {image.subsystem}, the {kind} entry is {board.subsystem}"
+        out.append(Topic("catalog.board", {**ev, "image_subsystem": image.subsystem}).block(message))
     if image.version is not None and image.version.upper() != cat.version:
         out.append(
-            Finding(
-                id="catalog.version",
-                severity=Severity.WARN,
-                message=f"image says version {image.version}, the {kind} entry is {cat.version}",
-                evidence={**ev, "image_version": image.version},
-                fix="vendors have shipped different images under one version: trust the hash, not the string",
+            Topic("catalog.version", {**ev, "image_version": image.version}).warn(
+                f"image says version {image.version}, the {kind} entry is {cat.version}",
+                "vendors have shipped different images under one version: trust the hash, not the string",
             )
         )
     signed = entry.override if entry.override is not None and entry.override.signed_package else None
@@ -368,14 +272,8 @@ def _catalog_findings(
     if cat.status is not ImageStatus.WITHDRAWN:
         out.append(status)
     if entry.local:
-        out.append(
-            Finding(
-                id="catalog.local",
-                severity=Severity.INFO,
-                message=f"{entry.label}: written on this host by `fwman catalog add-local`, not signed by the catalog",
-                evidence=ev,
-            )
-        )
+        local = f"{entry.label}: written on this host by `fwman catalog add-local`, not signed by the catalog"
+        out.append(Topic("catalog.local", ev).info(local))
     return out
 
 
@@ -402,13 +300,11 @@ def _hash_finding(
         if signed_by is not None and signed_by[0]:
             checks.append(("SHA-256", signed_by[0], image.sha256))
         checks.append(("MD5", override_md5, image.md5))
+    t = Topic("catalog.hash", ev)
     if not checks:
-        return Finding(
-            id="catalog.hash",
-            severity=Severity.BLOCK,
-            message=f"{cat.version} is unverified: no published hash is known, so this file cannot be checked",
-            evidence=ev,
-            fix=f"vouch for it: fwman fetch {ev['catalog'].split(' ')[0]} --image FILE --expect-md5 HEX (the "
+        return t.block(
+            f"{cat.version} is unverified: no published hash is known, so this file cannot be checked",
+            f"vouch for it: fwman fetch {ev['catalog'].split(' ')[0]} --image FILE --expect-md5 HEX (the "
             "vendor-published MD5), or --image the maker's signed update program",
         )
     if from_override and signed_by is not None:
@@ -420,29 +316,20 @@ def _hash_finding(
     bad = [(what, exp, act) for what, exp, act in checks if exp != act]
     if bad and cat.chain_sha256 and cat.chain_sha256 == image.chain_sha256:
         # a card dump differs after the chain (per-card data): the firmware itself is the same
-        return Finding(
-            id="catalog.hash",
-            severity=Severity.OK,
-            message=f"option-ROM chain matches {cat.version} (the file differs only in per-card data)",
+        return t.ok(
+            f"option-ROM chain matches {cat.version} (the file differs only in per-card data)",
             evidence={**ev, "chain_sha256": image.chain_sha256},
         )
     if bad:
         what, exp, act = bad[0]
-        return Finding(
-            id="catalog.hash",
-            severity=Severity.BLOCK,
-            message=f"{what} does not match {whose} {cat.version}: this is not the published image",
+        return t.block(
+            f"{what} does not match {whose} {cat.version}: this is not the published image",
+            "download the image again from the vendor; never flash a file whose hash differs",
             evidence={**ev, "expected": exp, "actual": act},
-            fix="download the image again from the vendor; never flash a file whose hash differs",
         )
     names = " and ".join(w for w, _, _ in checks)
     verb = "match" if len(checks) > 1 else "matches"
-    return Finding(
-        id="catalog.hash",
-        severity=Severity.OK,
-        message=f"{names} {verb} {whose} {cat.version}",
-        evidence={**ev, **{w: e for w, e, _ in checks}},
-    )
+    return t.ok(f"{names} {verb} {whose} {cat.version}", evidence={**ev, **{w: e for w, e, _ in checks}})
 
 
 def withdrawn_fix(entry: CatalogEntry, card_bus: str | None) -> str:
@@ -460,29 +347,13 @@ def withdrawn_fix(entry: CatalogEntry, card_bus: str | None) -> str:
 
 
 def _status_finding(entry: CatalogEntry, ev: dict[str, str], card_bus: str | None = None) -> Finding:
-    cat = entry.image
+    cat, t = entry.image, Topic("catalog.status", ev)
     reason = f": {cat.status_reason}" if cat.status_reason else ""
     if cat.status is ImageStatus.WITHDRAWN:
-        return Finding(
-            id="catalog.status",
-            severity=Severity.BLOCK,
-            message=f"{cat.version} was withdrawn{reason}",
-            evidence=ev,
-            fix=withdrawn_fix(entry, card_bus),
-        )
+        return t.block(f"{cat.version} was withdrawn{reason}", withdrawn_fix(entry, card_bus))
     if cat.status is ImageStatus.SUPERSEDED:
         newer = f" by {cat.superseded_by}" if cat.superseded_by else ""
-        return Finding(
-            id="catalog.status",
-            severity=Severity.INFO,
-            message=f"{cat.version} is superseded{newer}{reason}",
-            evidence=ev,
-        )
+        return t.info(f"{cat.version} is superseded{newer}{reason}")
     if cat.status is ImageStatus.UNVERIFIED:
-        return Finding(
-            id="catalog.status",
-            severity=Severity.INFO,
-            message=f"{cat.version} is listed as unverified (no published hash in the catalog)",
-            evidence=ev,
-        )
-    return Finding(id="catalog.status", severity=Severity.OK, message=f"{cat.version} is current", evidence=ev)
+        return t.info(f"{cat.version} is listed as unverified (no published hash in the catalog)")
+    return t.ok(f"{cat.version} is current")

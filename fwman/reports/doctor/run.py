@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core.errors import FwmanError, MissingError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
 from fwman.reports.doctor.checks.platform import adjust_for_guest, is_guest
@@ -106,7 +106,7 @@ def run_check(check: Check, facts: Facts) -> list[Finding]:
     try:
         return check.run(facts)
     except FwmanError as e:
-        return [Finding(id=check.id, severity=Severity.INFO, message=f"could not check: {describe_error(e)}")]
+        return [Topic(check.id).info(f"could not check: {describe_error(e)}")]
 
 
 def run_doctor(host: Host, sources: Sources | None = None, *, facts: Facts | None = None) -> DoctorReport:

@@ -39,3 +39,14 @@ def test_a_date_is_a_real_calendar_day_in_the_cli_and_the_catalog() -> None:
     with pytest.raises(ValidationError, match="YYYY, YYYY-MM or YYYY-MM-DD"):
         CatalogImage(version="94.02.42.80.27", status=ImageStatus.CURRENT, status_date="2026-02-30")
     assert CatalogImage(version="94.02.42.80.27", status=ImageStatus.CURRENT, status_date="2026-02").status_date
+
+
+def test_a_hash_field_takes_lower_case_hex_of_its_length_only() -> None:
+    from fwman.firmware.catalog.overrides import HashOverride
+
+    good = {"board": "10de:2204:3842:3987", "version": "94.02.26.48.15", "md5": "a" * 32, "source": "typed"}
+    assert HashOverride(**good).sha256 == ""  # the SHA-256 may be unknown, the MD5 may not
+    for bad in ({"md5": "A" * 32}, {"md5": ""}, {"md5": "a" * 31}, {"sha256": "g" * 64}, {"sha256": "a" * 63}):
+        with pytest.raises(ValidationError, match=r"must be (32|64) lower-case hex digits"):
+            HashOverride(**(good | bad))
+    assert names.lower_hex(4, empty_ok=True)("") == ""

@@ -11,7 +11,7 @@ other workload by ``nccl.level``.
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.p2p.history import KIND_COPY, standing
 from fwman.p2p.nccl_known import known_hangs
 from fwman.platform.containers import ContainerAudit
@@ -39,11 +39,9 @@ def check_containers(facts: Facts) -> list[Finding]:
         asked = [p for p in audit.engine_problems if not p.endswith(": not installed")]
         return (
             [
-                Finding(
-                    id="containers",
-                    severity=Severity.INFO,
-                    message=f"could not ask the container engines: {'; '.join(asked)}",
-                    fix="start the engine (or run fwman as a user that may reach its socket), then fwman doctor again",
+                Topic("containers").info(
+                    f"could not ask the container engines: {'; '.join(asked)}",
+                    "start the engine (or run fwman as a user that may reach its socket), then fwman doctor again",
                 )
             ]
             if asked
@@ -63,31 +61,22 @@ def check_containers(facts: Facts) -> list[Finding]:
         driver_problems = [p for p in c.problems if not p.startswith("libnccl ")]
         if row is None or row.status == "unknown":
             out.append(
-                Finding(
-                    id="containers.driver",
-                    severity=Severity.INFO,
-                    message=f"{label}: its user-space driver could not be told"
+                Topic("containers.driver").info(
+                    f"{label}: its user-space driver could not be told"
                     + (f" ({row.detail})" if row and row.detail else ""),
-                    fix=row.fix if row else None,
+                    row.fix if row else None,
                 )
             )
         elif row.status == "match" or (not driver_problems and row.version == audit.reference):
             out.append(
-                Finding(
-                    id="containers.driver",
-                    severity=Severity.OK,
-                    message=f"{label}: user-space driver {row.version} is the kernel module's",
-                )
+                Topic("containers.driver").ok(f"{label}: user-space driver {row.version} is the kernel module's")
             )
         else:
             out.append(
-                Finding(
-                    id="containers.driver",
-                    severity=Severity.WARN,
-                    message=f"{label}: {driver_problems[0] if driver_problems else row.detail}",
-                    evidence={"version": row.version or "unknown", "reference": audit.reference or "unknown"},
-                    fix=row.fix,
-                )
+                Topic(
+                    "containers.driver",
+                    {"version": row.version or "unknown", "reference": audit.reference or "unknown"},
+                ).warn(f"{label}: {driver_problems[0] if driver_problems else row.detail}", row.fix)
             )
         out += _nccl(label, c)
         out += _hangs(label, c, cells)
@@ -107,13 +96,11 @@ def _hangs(label: str, c: ContainerAudit, cells: list[str] | None) -> list[Findi
             else (f"GPUs here meet at {', '.join(at)}" if at else f"GPUs here meet at {', '.join(cells)}, not there")
         )
         out.append(
-            Finding(
-                id="containers.nccl.hang",
-                severity=Severity.WARN if at is None or at else Severity.INFO,
-                message=f"{label}: NCCL {row.version} {row.what} ({here})",
+            Topic("containers.nccl.hang").say(
+                Severity.WARN if at is None or at else Severity.INFO,
+                f"{label}: NCCL {row.version} {row.what} ({here})",
+                f"an image with another NCCL, or {row.workaround} in the container (and measure: `fwman p2p --nccl`)",
                 evidence={"source": row.source, "where": ", ".join(row.where), "files": ", ".join(c.nccl[row.version])},
-                fix=f"an image with another NCCL, or {row.workaround} in the container (and measure: "
-                "`fwman p2p --nccl`)",
             )
         )
     return out
@@ -124,21 +111,13 @@ def _nccl(label: str, c: ContainerAudit) -> list[Finding]:
     old = [v for v in c.nccl if (t := nccl_tuple(v)) is not None and t < NCCL_MINIMUM]
     if old:
         return [
-            Finding(
-                id="containers.nccl",
-                severity=Severity.WARN,
-                message=f"{label}: its image ships NCCL {', '.join(sorted(old))}, older than {minimum}",
-                fix=f"use an image whose NCCL is {minimum} or newer",
+            Topic("containers.nccl").warn(
+                f"{label}: its image ships NCCL {', '.join(sorted(old))}, older than {minimum}",
+                f"use an image whose NCCL is {minimum} or newer",
             )
         ]
     if c.nccl:
-        return [
-            Finding(
-                id="containers.nccl",
-                severity=Severity.OK,
-                message=f"{label}: NCCL {', '.join(sorted(c.nccl))}",
-            )
-        ]
+        return [Topic("containers.nccl").ok(f"{label}: NCCL {', '.join(sorted(c.nccl))}")]
     return []
 
 
@@ -164,40 +143,28 @@ def vllm_cache_findings(
         now = None
     if now is not None and now.state == "verified" and denied:
         return [
-            Finding(
-                id=finding_id,
-                severity=Severity.WARN,
-                message=f"{label}vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
+            Topic(finding_id).warn(
+                f"{label}vLLM's cached P2P verdict {where} says no for {', '.join(denied)}, but "
                 "`fwman p2p` verified P2P on this configuration: the cache is stale",
-                fix=fix,
+                fix,
             )
         ]
     if now is not None and now.state == "failed" and allowed:
         return [
-            Finding(
-                id=finding_id,
-                severity=Severity.WARN,
-                message=f"{label}vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
+            Topic(finding_id).warn(
+                f"{label}vLLM's cached P2P verdict {where} says yes for {', '.join(allowed)}, but "
                 "`fwman p2p` FAILED on this configuration: vLLM would use P2P that corrupts data",
-                fix=fix,
+                fix,
             )
         ]
     if now is None or now.state in ("never", "changed"):
         return [
-            Finding(
-                id=finding_id,
-                severity=Severity.INFO,
-                message=f"{label}vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
-                fix="run `fwman p2p`, then `fwman doctor` again",
+            Topic(finding_id).info(
+                f"{label}vLLM's cached P2P verdict {where}: nothing current of fwman's to compare it with",
+                "run `fwman p2p`, then `fwman doctor` again",
             )
         ]
-    return [
-        Finding(
-            id=finding_id,
-            severity=Severity.OK,
-            message=f"{label}vLLM's cached P2P verdict {where} agrees with `fwman p2p`",
-        )
-    ]
+    return [Topic(finding_id).ok(f"{label}vLLM's cached P2P verdict {where} agrees with `fwman p2p`")]
 
 
 def check_host_vllm_caches(facts: Facts) -> list[Finding]:
@@ -216,11 +183,9 @@ def check_host_vllm_caches(facts: Facts) -> list[Finding]:
         out += vllm_cache_findings(facts, "vllm.cache", "", cache.verdicts, where, fix)
     for line in unreadable:
         out.append(
-            Finding(
-                id="vllm.cache",
-                severity=Severity.INFO,
-                message=f"vLLM P2P cache not readable: {line}",
-                fix="read it as root (`sudo fwman doctor`), or remove it so vLLM writes a new one",
+            Topic("vllm.cache").info(
+                f"vLLM P2P cache not readable: {line}",
+                "read it as root (`sudo fwman doctor`), or remove it so vLLM writes a new one",
             )
         )
     return out

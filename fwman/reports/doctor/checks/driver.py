@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.driver import dkms, nova_core
 from fwman.reports.audit.model import P2PBranch
 from fwman.reports.audit.p2p import p2p_line
@@ -41,11 +41,9 @@ def check_driver(facts: Facts) -> list[Finding]:
     p2p_note = f" (topo -p2p r: CNS for {cns} of {len(cells or [])} pairs)" if cns else ""
     if loaded is None or not loaded.version:
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.BLOCK,
-                message="no NVIDIA kernel module is loaded",
-                fix="load the patched fork's module (modprobe nvidia) or install it for this kernel",
+            Topic("driver.fork").block(
+                "no NVIDIA kernel module is loaded",
+                "load the patched fork's module (modprobe nvidia) or install it for this kernel",
             )
         )
         return out
@@ -60,70 +58,51 @@ def check_driver(facts: Facts) -> list[Finding]:
     origin = running[0].origin if running else "unknown"
     if loaded.flavour == "proprietary":
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.BLOCK,
-                message=f"stock proprietary driver {version}: the P2P forks patch NVIDIA's open kernel module"
-                + p2p_note,
-                evidence=evidence,
-                fix=fork_fix,
+            Topic("driver.fork", evidence).block(
+                f"stock proprietary driver {version}: the P2P forks patch NVIDIA's open kernel module" + p2p_note,
+                fork_fix,
             )
         )
     elif origin == "patched":
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.OK,
-                message=f"patched fork module {version} (fwman's install manifest matches)",
-                evidence=evidence,
-            )
+            Topic("driver.fork", evidence).ok(f"patched fork module {version} (fwman's install manifest matches)")
         )
     elif all_ok:
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.OK,
-                message=f"open kernel module {version}; topo -p2p r reads OK for every pair (fwman did not install "
-                "it, so which build it is stays unknown)",
-                evidence=evidence,
+            Topic("driver.fork", evidence).ok(
+                f"open kernel module {version}; topo -p2p r reads OK for every pair (fwman did not install "
+                "it, so which build it is stays unknown)"
             )
         )
     else:
         out.append(
-            Finding(
-                id="driver.fork",
-                severity=Severity.BLOCK if cns else Severity.WARN,
-                message=f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
+            Topic("driver.fork", evidence).say(
+                Severity.BLOCK if cns else Severity.WARN,
+                f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
                 + (
                     "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
                     if origin == "not-fwman"
                     else "(no fwman manifest)"
                 )
                 + p2p_note,
-                evidence=evidence,
-                fix=fork_fix,
+                fork_fix,
             )
         )
     mismatches = [r for r in audit.rows if r.status == "mismatch"]
     if mismatches:
         first = mismatches[0]
         out.append(
-            Finding(
-                id="driver.userspace",
-                severity=Severity.WARN,
-                message=f"kernel module {version} and {len(mismatches)} component"
+            Topic("driver.userspace", {r.where: f"{r.component}: {r.version or 'none'}" for r in mismatches}).warn(
+                f"kernel module {version} and {len(mismatches)} component"
                 f"{'s' if len(mismatches) > 1 else ''} differ: first {first.component} "
                 f"{first.version or '(none)'} at {first.where}" + (f" ({first.detail})" if first.detail else ""),
-                evidence={r.where: f"{r.component}: {r.version or 'none'}" for r in mismatches},
-                fix=(first.fix or "") + " (`fwman audit` lists every component)",
+                (first.fix or "") + " (`fwman audit` lists every component)",
             )
         )
     else:
         out.append(
-            Finding(
-                id="driver.userspace",
-                severity=Severity.OK,
-                message=f"user space matches kernel module {version} wherever it could be read (`fwman audit`)",
+            Topic("driver.userspace").ok(
+                f"user space matches kernel module {version} wherever it could be read (`fwman audit`)"
             )
         )
     out.append(_branch_finding(audit.p2p))
@@ -131,58 +110,36 @@ def check_driver(facts: Facts) -> list[Finding]:
 
 
 def _branch_finding(p2p: P2PBranch) -> Finding:
+    t = Topic("driver.branch")
     line = p2p_line(p2p)
     if p2p.status == "available":
-        return Finding(id="driver.branch", severity=Severity.OK, message=line)
+        return t.ok(line)
     if p2p.status == "none":
-        return Finding(
-            id="driver.branch",
-            severity=Severity.BLOCK,
-            message=line,
-            fix="move host and every container to a version with a -p2p branch (`fwman driver branches`)",
-        )
-    return Finding(
-        id="driver.branch",
-        severity=Severity.INFO,
-        message=line,
-        fix="`fwman driver branches` lists the forks (needs the network once; cached after)",
-    )
+        return t.block(line, "move host and every container to a version with a -p2p branch (`fwman driver branches`)")
+    return t.info(line, "`fwman driver branches` lists the forks (needs the network once; cached after)")
 
 
 # -- what the driver says: topo -p2p r ---------------------------------------------------------------------------
 def check_p2p_topo(facts: Facts) -> list[Finding]:
     """Return what ``nvidia-smi topo -p2p r`` says for every pair of GPUs (OK rather than CNS)."""
+    t = Topic("p2p.topo")
     m = facts.p2p_read.get()
     pairs = gpu_pairs(m.gpus)
     if not pairs:
-        return [
-            Finding(
-                id="p2p.topo",
-                severity=Severity.INFO,
-                message=f"topo -p2p r lists {len(m.gpus)} GPU: no pair to read",
-            )
-        ]
+        return [t.info(f"topo -p2p r lists {len(m.gpus)} GPU: no pair to read")]
     counts: dict[str, int] = {}
     for a, b in pairs:
         counts[m.cell(a, b)] = counts.get(m.cell(a, b), 0) + 1
     bad = {k: v for k, v in counts.items() if k != "OK"}
     if not bad:
-        return [Finding(id="p2p.topo", severity=Severity.OK, message=f"topo -p2p r: OK for all {len(pairs)} pairs")]
+        return [t.ok(f"topo -p2p r: OK for all {len(pairs)} pairs")]
     parts = [f"{k} for {v} of {len(pairs)} pairs ({P2P_MEANING.get(k, k)})" for k, v in sorted(bad.items())]
     fix = (
         "load the patched fork module (driver step above); CNS disappears with it"
         if "CNS" in bad
         else "check the steps above (IOMMU, BAR1); TNS/NS pairs may be behind a bridge that blocks peer traffic"
     )
-    return [
-        Finding(
-            id="p2p.topo",
-            severity=Severity.BLOCK,
-            message="topo -p2p r: " + "; ".join(parts),
-            evidence={f"{a}->{b}": m.cell(a, b) for a, b in pairs},
-            fix=fix,
-        )
-    ]
+    return [t.block("topo -p2p r: " + "; ".join(parts), fix, evidence={f"{a}->{b}": m.cell(a, b) for a, b in pairs})]
 
 
 def check_nova_core(facts: Facts) -> list[Finding]:
@@ -196,23 +153,21 @@ def check_nova_core(facts: Facts) -> list[Finding]:
     source = {"source": nova_core.SOURCE}
     if nova.running.bound:
         out.append(
-            Finding(
-                id="driver.nova_core.bound",
-                severity=Severity.BLOCK,
-                message=f"nova_core holds {', '.join(nova.running.bound)}: nvidia.ko cannot probe "
+            Topic(
+                "driver.nova_core.bound",
+                {**source, "driver": "the GPU's sysfs driver link names nova_core's PCI driver"},
+            ).block(
+                f"nova_core holds {', '.join(nova.running.bound)}: nvidia.ko cannot probe "
                 + ("it" if len(nova.running.bound) == 1 else "them"),
-                evidence={**source, "driver": "the GPU's sysfs driver link names nova_core's PCI driver"},
-                fix=f"`{nova_core.FIX}` (blacklists nova_core, regenerates the initramfs), then reboot",
+                f"`{nova_core.FIX}` (blacklists nova_core, regenerates the initramfs), then reboot",
             )
         )
     for kernel, problem in nova.kernels:
         out.append(
-            Finding(
-                id="driver.nova_core",
-                severity=Severity.WARN if problem else Severity.OK,
-                message=problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
-                evidence={**source, "kernel": kernel.kver, "found": kernel.evidence},
-                fix=None
+            Topic("driver.nova_core", {**source, "kernel": kernel.kver, "found": kernel.evidence}).say(
+                Severity.WARN if problem else Severity.OK,
+                problem or f"{kernel.kver} has nova_core, blacklisted by {', '.join(nova.blacklist)}",
+                None
                 if problem is None
                 else ("boot a kernel without nova_core built in" if kernel.built_in else f"`{nova_core.FIX}`"),
             )
@@ -233,26 +188,21 @@ def check_dkms(facts: Facts) -> list[Finding]:
             kernels = sorted({e.kernel for e in found.entries if (e.module, e.version) == (module, version)
                               and e.kernel and e.installed})  # fmt: skip
             out.append(
-                Finding(
-                    id="driver.dkms",
-                    severity=Severity.WARN,
-                    message=f"NVIDIA's stock module {module}/{version} is registered with DKMS"
+                Topic("driver.dkms").warn(
+                    f"NVIDIA's stock module {module}/{version} is registered with DKMS"
                     + (f" (installed for {', '.join(kernels)})" if kernels else "")
                     + ": DKMS rebuilds it over the patched one at kernel updates",
-                    fix="`fwman dkms block` (removes the stock module, leaves the P2P fork registered)",
+                    "`fwman dkms block` (removes the stock module, leaves the P2P fork registered)",
                 )
             )
         else:
             out.append(
-                Finding(
-                    id="driver.dkms.fork",
-                    severity=Severity.INFO,
-                    message=f"{module}/{version} registered with DKMS is the P2P fork ({'; '.join(src.evidence)})",
-                    evidence={"source": "docs/dkms.md, The owner's P2P fork in DKMS"},
+                Topic("driver.dkms.fork", {"source": "docs/dkms.md, The owner's P2P fork in DKMS"}).info(
+                    f"{module}/{version} registered with DKMS is the P2P fork ({'; '.join(src.evidence)})"
                 )
             )
     for line in dkms.builders(found.entries, found.kinds, found.fwman_kernels):
-        out.append(Finding(id="driver.dkms.fork", severity=Severity.INFO, message=line))
+        out.append(Topic("driver.dkms.fork").info(line))
     return out
 
 
@@ -265,13 +215,9 @@ def check_display(facts: Facts) -> list[Finding]:
     far as nvidia-smi's display_active and sysfs boot_vga tell)."""
     inventory = facts.inventory.get()
     out = [
-        Finding(
-            id="driver.display",
-            severity=Severity.WARN,
-            message=f"{bus} drives a display ({why}): a GPU that drives a display loses P2P until the fork's "
-            "static-BAR1 fixes",
-            evidence={"source": DISPLAY_SOURCE},
-            fix="run the display from another GPU or the board's own VGA (BMC) and keep the P2P GPUs headless, or "
+        Topic("driver.display", {"source": DISPLAY_SOURCE}).warn(
+            f"{bus} drives a display ({why}): a GPU that drives a display loses P2P until the fork's static-BAR1 fixes",
+            "run the display from another GPU or the board's own VGA (BMC) and keep the P2P GPUs headless, or "
             "build a fork branch with the static-BAR1 fixes; RTX 5090s also need the static-BAR1 options "
             "(`fwman driver settings --apply`: NVreg_RMForceStaticBar1=1, NVreg_PeerMappingOverride=1)",
         )

@@ -4,7 +4,7 @@ firmware setup enlarged BAR1 to cover VRAM."""
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 from fwman.gpu.card import Card
 from fwman.reports.doctor.checks.common import buses, gib
 from fwman.reports.doctor.facts import Facts, describe_error
@@ -27,30 +27,20 @@ def check_gpus(facts: Facts) -> list[Finding]:
     out = []
     if len(cards) >= 2:
         out.append(
-            Finding(
-                id="gpus.count",
-                severity=Severity.OK,
-                message=f"{len(cards)} GPUs: {', '.join(names)} ({buses(cards)})",
-                evidence={"gpus": str(len(cards))},
-            )
+            Topic("gpus.count", {"gpus": str(len(cards))}).ok(f"{len(cards)} GPUs: {', '.join(names)} ({buses(cards)})")
         )
     else:
         out.append(
-            Finding(
-                id="gpus.count",
-                severity=Severity.INFO,
-                message=f"one GPU ({', '.join(names)} at {buses(cards)}): peer-to-peer between GPUs does not "
-                "apply; the chain below is shown for what it says about this card",
-                evidence={"gpus": str(len(cards))},
+            Topic("gpus.count", {"gpus": str(len(cards))}).info(
+                f"one GPU ({', '.join(names)} at {buses(cards)}): peer-to-peer between GPUs does not "
+                "apply; the chain below is shown for what it says about this card"
             )
         )
     if inv.smi_problem:
         out.append(
-            Finding(
-                id="gpus.nvidia-smi",
-                severity=Severity.INFO,
-                message=f"could not check with nvidia-smi: {inv.smi_problem} (VRAM, power limits unknown)",
-                fix="load the NVIDIA driver and install its user space (nvidia-smi)",
+            Topic("gpus.nvidia-smi").info(
+                f"could not check with nvidia-smi: {inv.smi_problem} (VRAM, power limits unknown)",
+                "load the NVIDIA driver and install its user space (nvidia-smi)",
             )
         )
     return out
@@ -104,6 +94,7 @@ def _catalog_fix(facts: Facts, sample: Card) -> tuple[str, dict[str, str]]:
 
 def check_firmware(facts: Facts) -> list[Finding]:
     """Return whether each card's firmware offers a BAR1 as large as its VRAM (else the catalog upgrade)."""
+    t = Topic("firmware.rebar")
     good, unknown = [], []
     bad: dict[tuple[str, str | None], list[Card]] = {}
     for card in facts.cards:
@@ -121,34 +112,25 @@ def check_firmware(facts: Facts) -> list[Finding]:
         fix, evidence = _catalog_fix(facts, cards[0])
         count = "1 card needs" if len(cards) == 1 else f"{len(cards)} cards need"
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.BLOCK,
-                message=f"{count} firmware with Resizable BAR: {buses(cards)} ({subsystem} on "
+            t.block(
+                f"{count} firmware with Resizable BAR: {buses(cards)} ({subsystem} on "
                 f"{vbios or 'unknown firmware'} {cap})",
+                fix,
                 evidence={"cards": buses(cards), "subsystem": subsystem, "vbios": vbios or "unknown", **evidence},
-                fix=fix,
             )
         )
     if unknown:
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.INFO,
-                message=f"could not check the BAR sizes the firmware offers on {buses(unknown)}: the Resizable BAR "
+            t.info(
+                f"could not check the BAR sizes the firmware offers on {buses(unknown)}: the Resizable BAR "
                 "capability is not readable (extended config space needs root)",
-                fix="run fwman doctor as root",
+                "run fwman doctor as root",
             )
         )
     if good:
         sizes = ", ".join(sorted({gib(c.max_rebar_bytes or c.bar1_bytes) for c in good}))
         out.append(
-            Finding(
-                id="firmware.rebar",
-                severity=Severity.OK,
-                message=f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})",
-                evidence={"cards": buses(good)},
-            )
+            t.ok(f"firmware offers a large BAR1 on {buses(good)} (up to {sizes})", evidence={"cards": buses(good)})
         )
     return out
 
@@ -156,6 +138,7 @@ def check_firmware(facts: Facts) -> list[Finding]:
 # -- firmware setup: BAR1 covers VRAM ---------------------------------------------------------------------------
 def check_bar1(facts: Facts) -> list[Finding]:
     """Return whether BAR1 covers VRAM on every card (else: the firmware-setup settings)."""
+    t = Topic("bar1.size")
     small = [c for c in facts.cards if c.bar1_covers_vram is False]
     unknown = [c for c in facts.cards if c.bar1_covers_vram is None]
     good = [c for c in facts.cards if c.bar1_covers_vram]
@@ -167,33 +150,27 @@ def check_bar1(facts: Facts) -> list[Finding]:
         if need_fw:
             fix += f"; {buses(need_fw)} first need the Resizable-BAR firmware above"
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.BLOCK,
-                message=f"BAR1 not enlarged on {len(small)} card{'s' if len(small) > 1 else ''}: "
+            t.block(
+                f"BAR1 not enlarged on {len(small)} card{'s' if len(small) > 1 else ''}: "
                 f"{buses(small)} ({'; '.join(sizes)})",
+                fix,
                 evidence={c.bus_id: f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in small},
-                fix=fix,
             )
         )
     if unknown:
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.INFO,
-                message=f"could not check BAR1 against VRAM on {buses(unknown)}: "
+            t.info(
+                f"could not check BAR1 against VRAM on {buses(unknown)}: "
                 + "; ".join(f"BAR1 {gib(c.bar1_bytes)}, VRAM {gib(c.vram_bytes)}" for c in unknown),
-                fix="load the NVIDIA driver so nvidia-smi reports the VRAM size",
+                "load the NVIDIA driver so nvidia-smi reports the VRAM size",
             )
         )
     if good:
         out.append(
-            Finding(
-                id="bar1.size",
-                severity=Severity.OK,
-                message=f"BAR1 covers VRAM on {buses(good)} ("
+            t.ok(
+                f"BAR1 covers VRAM on {buses(good)} ("
                 + ", ".join(sorted({f"{gib(c.bar1_bytes)} for {gib(c.vram_bytes)}" for c in good}))
-                + ")",
+                + ")"
             )
         )
     return out

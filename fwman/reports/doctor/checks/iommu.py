@@ -4,7 +4,7 @@ devices from this host."""
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.reports.doctor.cmdline import add_parameter_fix
 from fwman.reports.doctor.facts import Facts, iommu_mode
 
@@ -19,59 +19,35 @@ GENERAL_CMDLINE_FIX = (
 def check_iommu(facts: Facts) -> list[Finding]:
     """Return the IOMMU mode of the GPUs: translation (DMA/DMA-FQ) blocks the fork's direct writes."""
     mode, evidence = iommu_mode(facts.iommu.get())
+    t = Topic("iommu.mode", evidence)
     if mode == "translated":
         boot = facts.boot_cmdline.get() if facts.boot_cmdline is not None else None  # read only for this fix
         exact = add_parameter_fix(boot, "iommu=pt") if boot is not None else None
         return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.BLOCK,
-                message="IOMMU translated for the GPUs ("
+            t.block(
+                "IOMMU translated for the GPUs ("
                 + ", ".join(sorted({v for k, v in evidence.items() if k.startswith("group of")}))
                 + f"; command line: {evidence['cmdline']}): the fork's direct writes fail under translation",
-                evidence=evidence,
-                fix="add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): "
+                "add `iommu=pt` to the kernel command line (keep `amd_iommu=on` on AMD): "
                 + (exact or GENERAL_CMDLINE_FIX)
                 + ". Read the VM finding below first",
             )
         ]
     if mode == "passthrough":
-        return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.OK,
-                message=f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})",
-                evidence=evidence,
-            )
-        ]
+        return [t.ok(f"IOMMU in passthrough for the GPUs (command line: {evidence['cmdline']})")]
     if mode == "off":
-        return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.OK,
-                message=f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)",
-                evidence=evidence,
-            )
-        ]
+        return [t.ok(f"IOMMU off (command line: {evidence['cmdline']}; no IOMMU groups)")]
     if mode == "not-visible":
         return [
-            Finding(
-                id="iommu.mode",
-                severity=Severity.INFO,
-                message=f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
+            t.info(
+                f"IOMMU groups not visible (/sys/kernel/iommu_groups is empty; command line: "
                 f"{evidence['cmdline']}): no IOMMU translates this kernel's DMA (off, or a VM without a virtual "
-                "IOMMU)",
-                evidence=evidence,
+                "IOMMU)"
             )
         ]
     return [
-        Finding(
-            id="iommu.mode",
-            severity=Severity.INFO,
-            message="could not tell the IOMMU mode of the GPUs ("
-            + ", ".join(f"{k}: {v}" for k, v in evidence.items())
-            + ")",
-            evidence=evidence,
+        t.info(
+            "could not tell the IOMMU mode of the GPUs (" + ", ".join(f"{k}: {v}" for k, v in evidence.items()) + ")"
         )
     ]
 
@@ -95,32 +71,22 @@ def check_vm_isolation(facts: Facts) -> list[Finding]:
         where = "; ".join([*(f"vfio-pci: {b}" for b in vfio), *hostpci])
         recommending = mode == "translated"
         return [
-            Finding(
-                id="iommu.vms",
-                severity=Severity.WARN if recommending else Severity.INFO,
-                message=f"this host passes devices to VMs ({where}): "
+            Topic("iommu.vms", {"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"}).say(
+                Severity.WARN if recommending else Severity.INFO,
+                f"this host passes devices to VMs ({where}): "
                 + (
                     "before switching to iommu=pt know what isolation is lost"
                     if recommending
                     else "IOMMU passthrough is already on, so this isolation is already lost"
                 ),
-                evidence={"vfio-pci": ", ".join(vfio) or "none", "hostpci": "; ".join(hostpci) or "none"},
-                fix=PASSTHROUGH_COST,
+                PASSTHROUGH_COST,
             )
         ]
     if unreadable:
-        return [
-            Finding(
-                id="iommu.vms",
-                severity=Severity.INFO,
-                message="could not check whether devices are passed to VMs: " + "; ".join(unreadable),
-            )
-        ]
+        return [Topic("iommu.vms").info("could not check whether devices are passed to VMs: " + "; ".join(unreadable))]
     return [
-        Finding(
-            id="iommu.vms",
-            severity=Severity.OK,
-            message="no device is passed to a VM (no vfio-pci bound device, no Proxmox hostpci line): IOMMU "
-            "passthrough costs no VM isolation here",
+        Topic("iommu.vms").ok(
+            "no device is passed to a VM (no vfio-pci bound device, no Proxmox hostpci line): IOMMU "
+            "passthrough costs no VM isolation here"
         )
     ]

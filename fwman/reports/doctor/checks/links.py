@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 from fwman.reports.doctor.checks.common import buses
 from fwman.reports.doctor.facts import Facts
 
@@ -17,6 +17,7 @@ def _link(speed: float | None, width: int | None) -> str:
 
 def check_links(facts: Facts) -> list[Finding]:
     """Return the cards whose PCIe link trained below its maximum (width: a real limit; speed: maybe idle)."""
+    t = Topic("pcie.link")
     out = []
     good, unknown = [], []
     for c in facts.cards:
@@ -27,42 +28,29 @@ def check_links(facts: Facts) -> list[Finding]:
             unknown.append(c)
         elif link.narrow:
             out.append(
-                Finding(
-                    id="pcie.link",
-                    severity=Severity.WARN,
-                    message=f"{c.bus_id}: link trained at {now} of {top}: the width caps every transfer",
-                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
-                    fix="reseat the card or its riser, or move it to a CPU-attached x16 slot (chipset-attached "
+                t.warn(
+                    f"{c.bus_id}: link trained at {now} of {top}: the width caps every transfer",
+                    "reseat the card or its riser, or move it to a CPU-attached x16 slot (chipset-attached "
                     "slots and some risers train narrower)",
+                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
                 )
             )
         elif link.slow:
             out.append(
-                Finding(
-                    id="pcie.link",
-                    severity=Severity.INFO,
-                    message=f"{c.bus_id}: link at {now} of {top}: GPUs lower the link speed when idle; check under "
-                    "load",
-                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
-                    fix=f"run a workload and read `nvidia-smi -q -d PCIE -i {c.bus_id}`; still below max under load "
+                t.info(
+                    f"{c.bus_id}: link at {now} of {top}: GPUs lower the link speed when idle; check under load",
+                    f"run a workload and read `nvidia-smi -q -d PCIE -i {c.bus_id}`; still below max under load "
                     "means a riser, slot or firmware-setup PCIe generation setting limits it",
+                    evidence={"bus_id": c.bus_id, "current": now, "max": top},
                 )
             )
         else:
             good.append(c)
     if good:
         tops = ", ".join(sorted({_link(c.link.max_speed_gts, c.link.max_width) for c in good}))
-        out.append(
-            Finding(id="pcie.link", severity=Severity.OK, message=f"links at their maximum on {buses(good)} ({tops})")
-        )
+        out.append(t.ok(f"links at their maximum on {buses(good)} ({tops})"))
     if unknown:
-        out.append(
-            Finding(
-                id="pcie.link",
-                severity=Severity.INFO,
-                message=f"could not check the PCIe link of {buses(unknown)} (speed/width not readable)",
-            )
-        )
+        out.append(t.info(f"could not check the PCIe link of {buses(unknown)} (speed/width not readable)"))
     return out
 
 
@@ -70,6 +58,7 @@ def check_links(facts: Facts) -> list[Finding]:
 def check_power(facts: Facts) -> list[Finding]:
     """Return the cards whose power limit is below their default (ok when fwman's unit sets that limit: it is
     on purpose and survives a reboot)."""
+    t = Topic("power.limit")
     from fwman.driver.power import unit_limits
 
     out = []
@@ -90,42 +79,25 @@ def check_power(facts: Facts) -> list[Finding]:
             unknown.append(c)
         elif c.power_limit_w < c.default_power_limit_w and kept.get(c.bus_id.lower()) == c.power_limit_w:
             out.append(
-                Finding(
-                    id="power.limit",
-                    severity=Severity.OK,
-                    message=f"{c.bus_id}: power limit {c.power_limit_w:g} W (default {c.default_power_limit_w:g} W), "
-                    f"set at every boot by fwman's unit {paths.POWER_UNIT} (`fwman driver power`)",
+                t.ok(
+                    f"{c.bus_id}: power limit {c.power_limit_w:g} W (default {c.default_power_limit_w:g} W), "
+                    f"set at every boot by fwman's unit {paths.POWER_UNIT} (`fwman driver power`)"
                 )
             )
         elif c.power_limit_w < c.default_power_limit_w:
             out.append(
-                Finding(
-                    id="power.limit",
-                    severity=Severity.WARN,
-                    message=f"{c.bus_id}: power limit {c.power_limit_w:g} W is below the default "
-                    f"{c.default_power_limit_w:g} W",
+                t.warn(
+                    f"{c.bus_id}: power limit {c.power_limit_w:g} W is below the default {c.default_power_limit_w:g} W",
+                    f"if not on purpose: `nvidia-smi -i {c.bus_id} -pl {c.default_power_limit_w:g}` (as root; "
+                    "a firmware with a lower default power limit shows here too)",
                     evidence={"bus_id": c.bus_id, "limit_w": f"{c.power_limit_w:g}"}
                     | ({"fwman_unit": f"could not read: {unit_unread}"} if unit_unread else {}),
-                    fix=f"if not on purpose: `nvidia-smi -i {c.bus_id} -pl {c.default_power_limit_w:g}` (as root; "
-                    "a firmware with a lower default power limit shows here too)",
                 )
             )
         else:
             good.append(c)
     if good:
-        out.append(
-            Finding(
-                id="power.limit",
-                severity=Severity.OK,
-                message=f"power limit at or above default on {buses(good)}",
-            )
-        )
+        out.append(t.ok(f"power limit at or above default on {buses(good)}"))
     if unknown:
-        out.append(
-            Finding(
-                id="power.limit",
-                severity=Severity.INFO,
-                message=f"could not check the power limit of {buses(unknown)} (nvidia-smi did not report it)",
-            )
-        )
+        out.append(t.info(f"could not check the power limit of {buses(unknown)} (nvidia-smi did not report it)"))
     return out

@@ -3,7 +3,7 @@ than the card versus a link that trained down. Pure over :mod:`fwman.gpu.bridges
 
 from __future__ import annotations
 
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.gpu.acs import AcsState, bit_meanings, bit_names
 from fwman.gpu.bridges import AcsFacts, SlotFacts
 from fwman.reports.doctor.checks.platform import is_guest
@@ -28,9 +28,10 @@ def acs_fix(ports: list[str]) -> str:
 def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
     """Return the ACS findings: each port with Request/Completion Redirect on a GPU pair's path, ports that
     could not be read (not root: 64 bytes of config space), and an ok line when no path has redirect on."""
+    t = Topic("pcie.acs")
     out: list[Finding] = []
     if not acs.pairs:
-        return [Finding(id="pcie.acs", severity=Severity.INFO, message="fewer than two GPUs: no path between GPUs")]
+        return [t.info("fewer than two GPUs: no path between GPUs")]
     users: dict[str, list[str]] = {}
     for (a, b), bridges in acs.pairs.items():
         for bridge in bridges:
@@ -46,35 +47,29 @@ def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
         }
         evidence["pairs"] = ", ".join(pairs)
         out.append(
-            Finding(
-                id="pcie.acs",
-                severity=Severity.WARN,
-                message=f"ACS redirects peer-to-peer traffic to the root complex on {len(redirecting)} "
+            t.warn(
+                f"ACS redirects peer-to-peer traffic to the root complex on {len(redirecting)} "
                 f"port{'s' if len(redirecting) > 1 else ''} between the GPUs ({', '.join(redirecting)}: "
                 f"{' and '.join(bit_meanings(bits))} on): {len(pairs)} of {len(acs.pairs)} GPU pairs cross one, so "
                 "their P2P goes up through the root complex and the IOMMU (slower, or a hang with the P2P forks); "
                 "Linux sets these bits when an IOMMU driver is active",
+                acs_fix(redirecting),
                 evidence=evidence,
-                fix=acs_fix(redirecting),
             )
         )
     unreadable = sorted(b for b in users if (r := acs.readings.get(b)) is not None and r.state is AcsState.UNREADABLE)
     if unreadable:
         sizes = sorted({acs.readings[b].config_bytes for b in unreadable})
         out.append(
-            Finding(
-                id="pcie.acs",
-                severity=Severity.INFO,
-                message=f"could not read ACS on {', '.join(unreadable)}: only {'/'.join(map(str, sizes))} bytes of "
+            t.info(
+                f"could not read ACS on {', '.join(unreadable)}: only {'/'.join(map(str, sizes))} bytes of "
                 "config space are readable (the ACS capability lies beyond 256; run fwman doctor as root)",
+                "sudo fwman doctor",
                 evidence={"ports": ", ".join(unreadable)},
-                fix="sudo fwman doctor",
             )
         )
     for name, why in sorted(acs.problems.items()):
-        out.append(
-            Finding(id="pcie.acs", severity=Severity.INFO, message=f"could not read the PCI path of {name}: {why}")
-        )
+        out.append(t.info(f"could not read the PCI path of {name}: {why}"))
     direct = sorted(pair for pair, bridges in acs.pairs.items() if not bridges)
     clear = sorted(
         b for b in users if (r := acs.readings.get(b)) is not None and r.state is not AcsState.UNREADABLE
@@ -89,29 +84,18 @@ def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
                 parts.append(f"ACS without redirect on {', '.join(present)}")
             if absent:
                 parts.append(f"no ACS capability on {', '.join(absent)}")
-            out.append(
-                Finding(
-                    id="pcie.acs",
-                    severity=Severity.OK,
-                    message=f"no ACS redirect on the ports between the GPUs ({'; '.join(parts)})",
-                )
-            )
+            out.append(t.ok(f"no ACS redirect on the ports between the GPUs ({'; '.join(parts)})"))
         elif direct:
             out.append(
-                Finding(
-                    id="pcie.acs",
-                    severity=Severity.OK,
-                    message="no PCI bridge between the GPUs in this tree (they share a root bus): no ACS port to "
-                    "redirect them",
+                t.ok(
+                    "no PCI bridge between the GPUs in this tree (they share a root bus): no ACS port to redirect them"
                 )
             )
     if guest:
         out.append(
-            Finding(
-                id="pcie.acs",
-                severity=Severity.INFO,
-                message="in a VM guest the ports above are emulated: the ACS that decides P2P is on the host's "
-                "ports (run fwman doctor there)",
+            t.info(
+                "in a VM guest the ports above are emulated: the ACS that decides P2P is on the host's "
+                "ports (run fwman doctor there)"
             )
         )
     return out
@@ -129,6 +113,7 @@ def _gen(speed: float | None) -> str:
 
 def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> list[Finding]:
     """Return, per card below its maximum, whether the slot caps it ("the slot is x4") or the link trained down."""
+    t = Topic("pcie.slot")
     out: list[Finding] = []
     emulated = " (in a VM guest this port is emulated: read the slot on the host)" if guest else ""
     for s in slots:
@@ -140,10 +125,8 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
         }
         if s.problem or (s.port_max_width is None and s.port_max_speed_gts is None):
             out.append(
-                Finding(
-                    id="pcie.slot",
-                    severity=Severity.INFO,
-                    message=f"{s.bus_id}: could not read the link capability of the port above it "
+                t.info(
+                    f"{s.bus_id}: could not read the link capability of the port above it "
                     f"({s.problem or 'neither sysfs nor config space readable'}); cannot tell a narrow slot from "
                     "a link that trained down",
                     evidence=ev,
@@ -153,61 +136,47 @@ def slot_findings(slots: list[SlotFacts], cards: int, guest: bool = False) -> li
         ev.update({"port": s.port or "?", "port_capability": f"{_gen(s.port_max_speed_gts)} x{s.port_max_width}"})
         if link.narrow and s.port_max_width is not None and s.port_max_width < (link.max_width or 0):
             out.append(
-                Finding(
-                    id="pcie.slot",
-                    severity=Severity.WARN,
-                    message=f"{s.bus_id}: the slot is x{s.port_max_width} (port {s.port} supports at most "
+                t.warn(
+                    f"{s.bus_id}: the slot is x{s.port_max_width} (port {s.port} supports at most "
                     f"x{s.port_max_width}; the card x{link.max_width}): no reseat changes that{emulated}",
-                    evidence=ev,
-                    fix="move the card to a CPU-attached x16 slot (the board manual's block diagram says which "
+                    "move the card to a CPU-attached x16 slot (the board manual's block diagram says which "
                     "slots are x16 from the CPU; some share lanes with M.2 or other slots)",
+                    evidence=ev,
                 )
             )
         elif link.narrow:
             out.append(
-                Finding(
-                    id="pcie.slot",
-                    severity=Severity.WARN,
-                    message=f"{s.bus_id}: the link trained down to x{link.current_width} in a slot whose port "
+                t.warn(
+                    f"{s.bus_id}: the link trained down to x{link.current_width} in a slot whose port "
                     f"supports x{s.port_max_width}{emulated}",
-                    evidence=ev,
-                    fix="reseat the card; replace or remove the riser; in the firmware setup set the slot's PCIe "
+                    "reseat the card; replace or remove the riser; in the firmware setup set the slot's PCIe "
                     "generation explicitly (risers that fail at Gen4 often train narrower) and check lane "
                     "bifurcation is x16 for that slot",
+                    evidence=ev,
                 )
             )
         if link.slow and s.port_max_speed_gts is not None and s.port_max_speed_gts < (link.max_speed_gts or 0):
             out.append(
-                Finding(
-                    id="pcie.slot",
-                    severity=Severity.WARN,
-                    message=f"{s.bus_id}: the slot's port {s.port} supports at most {_gen(s.port_max_speed_gts)} "
+                t.warn(
+                    f"{s.bus_id}: the slot's port {s.port} supports at most {_gen(s.port_max_speed_gts)} "
                     f"(the card {_gen(link.max_speed_gts)}): the slot caps the speed{emulated}",
-                    evidence=ev,
-                    fix="move the card to a slot whose port runs at the card's generation (CPU-attached slots "
+                    "move the card to a slot whose port runs at the card's generation (CPU-attached slots "
                     "usually do; chipset slots often do not), or accept the lower speed",
+                    evidence=ev,
                 )
             )
         elif link.slow and not link.narrow:
             out.append(
-                Finding(
-                    id="pcie.slot",
-                    severity=Severity.INFO,
-                    message=f"{s.bus_id}: the port supports {_gen(s.port_max_speed_gts)}, so a lower speed is link "
+                t.info(
+                    f"{s.bus_id}: the port supports {_gen(s.port_max_speed_gts)}, so a lower speed is link "
                     f"training or idle power saving, not the slot{emulated}",
-                    evidence=ev,
-                    fix="check under load (`nvidia-smi -q -d PCIE`); still low means riser, reseat, or the "
+                    "check under load (`nvidia-smi -q -d PCIE`); still low means riser, reseat, or the "
                     "firmware setup's PCIe generation setting",
+                    evidence=ev,
                 )
             )
     if not slots:
-        out.append(
-            Finding(
-                id="pcie.slot",
-                severity=Severity.OK,
-                message=f"no card below its link maximum ({cards} checked): no slot limits a link",
-            )
-        )
+        out.append(t.ok(f"no card below its link maximum ({cards} checked): no slot limits a link"))
     return out
 
 

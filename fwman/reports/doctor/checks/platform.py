@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fwman.core.errors import FwmanError
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.platform.virt import VirtVerdict
 from fwman.reports.doctor.facts import Facts
 
@@ -23,24 +23,16 @@ def vm_findings(verdict: VirtVerdict, gpus: int) -> list[Finding]:
     evidence = dict(verdict.evidence)
     if verdict.guest is None:
         return [
-            Finding(
-                id="platform.vm",
-                severity=Severity.INFO,
-                message="could not tell whether this is a VM guest (no /proc/cpuinfo, DMI or systemd-detect-virt "
-                "readable)",
-                evidence=evidence,
+            Topic("platform.vm", evidence).info(
+                "could not tell whether this is a VM guest (no /proc/cpuinfo, DMI or systemd-detect-virt readable)"
             )
         ]
     if not verdict.guest:
-        return [Finding(id="platform.vm", severity=Severity.OK, message="not a VM guest", evidence=evidence)]
+        return [Topic("platform.vm", evidence).ok("not a VM guest")]
     what = verdict.describe()
     return [
-        Finding(
-            id="platform.vm",
-            severity=Severity.WARN if gpus >= 2 else Severity.INFO,
-            message=f"running inside {what}: {VM_CONSEQUENCES}",
-            evidence=evidence,
-            fix=VM_FIX,
+        Topic("platform.vm", evidence).say(
+            Severity.WARN if gpus >= 2 else Severity.INFO, f"running inside {what}: {VM_CONSEQUENCES}", VM_FIX
         )
     ]
 

@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.driver import settings as nv
 from fwman.driver.peering import FAILS, OK, peering
 from fwman.reports.doctor.facts import Facts
@@ -30,15 +30,14 @@ def check_settings(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     for s, state, loaded in report.states():
         ok = state == nv.IN_EFFECT
+        ev = {"why": s.why, "file": "current" if report.file_ok else "absent or different"}
         out.append(
-            Finding(
-                id="driver.settings",
-                severity=Severity.OK if ok else Severity.WARN,
-                message=f"{s.option}: {state}"
+            Topic("driver.settings", ev).say(
+                Severity.OK if ok else Severity.WARN,
+                f"{s.option}: {state}"
                 + (f" (loaded {loaded})" if loaded is not None and not ok else "")
                 + f" (source: {s.source})",
-                evidence={"why": s.why, "file": "current" if report.file_ok else "absent or different"},
-                fix=None
+                None
                 if ok
                 else "`fwman driver settings --apply`, then reboot"
                 + (
@@ -49,14 +48,12 @@ def check_settings(facts: Facts) -> list[Finding]:
             )
         )
     for gen, note in report.silent().items():
-        out.append(Finding(id="driver.settings", severity=Severity.INFO, message=f"{gen}: {note}"))
+        out.append(Topic("driver.settings").info(f"{gen}: {note}"))
     if report.settings and report.image and report.initramfs != "carries fwman's file as written":
         out.append(
-            Finding(
-                id="driver.settings.initramfs",
-                severity=Severity.WARN,
-                message=f"the initramfs {report.image} {report.initramfs}: the options do not apply at boot",
-                fix="`fwman driver settings --apply` (regenerates it)",
+            Topic("driver.settings.initramfs").warn(
+                f"the initramfs {report.image} {report.initramfs}: the options do not apply at boot",
+                "`fwman driver settings --apply` (regenerates it)",
             )
         )
     return out
@@ -67,11 +64,10 @@ def check_matrix(facts: Facts) -> list[Finding]:
     p = peering([c.name for c in facts.cards])
     severity = Severity.OK if p.state == OK else Severity.BLOCK if p.state == FAILS else Severity.INFO
     return [
-        Finding(
-            id="p2p.matrix",
-            severity=severity,
-            message=p.message + (f" (source: {p.source})" if p.source else " (source: none)"),
-            fix="use GPUs of one model (or the same-generation mixes the sources report working)"
+        Topic("p2p.matrix").say(
+            severity,
+            p.message + (f" (source: {p.source})" if p.source else " (source: none)"),
+            "use GPUs of one model (or the same-generation mixes the sources report working)"
             if p.state == FAILS
             else None,
         )
@@ -85,17 +81,16 @@ def check_windows(facts: Facts) -> list[Finding]:
     out: list[Finding] = []
     for w in facts.windows.get():
         if w.problem:
-            out.append(Finding(id="pcie.window", severity=Severity.INFO, message=f"{w.bus_id}: {w.problem}"))
+            out.append(Topic("pcie.window").info(f"{w.bus_id}: {w.problem}"))
             continue
         text = (
             f"{w.bus_id}: port {w.port} prefetchable window {_size(w.window_bytes)}, card BAR1 {_size(w.bar1_bytes)}"
             f" (offers up to {_size(w.wanted_bytes)})"
         )
         out.append(
-            Finding(
-                id="pcie.window",
-                severity=Severity.WARN if w.limits else Severity.OK,
-                message=text
+            Topic("pcie.window", {"source": "noonghunna/club-3090 docs/PCIE_P2P.md section 4a"}).say(
+                Severity.WARN if w.limits else Severity.OK,
+                text
                 + (
                     ": the window is smaller than the BAR1 the card offers; once Resizable BAR is on in the firmware "
                     "setup, a BAR1 that stays small means the bridge window is the limit"
@@ -104,8 +99,7 @@ def check_windows(facts: Facts) -> list[Finding]:
                     if w.limits
                     else ""
                 ),
-                evidence={"source": "noonghunna/club-3090 docs/PCIE_P2P.md section 4a"},
-                fix="add `pci=realloc` to the kernel command line (xCuri0/ReBarUEFI issue 119), or "
+                "add `pci=realloc` to the kernel command line (xCuri0/ReBarUEFI issue 119), or "
                 "`pci=realloc,hpmemsize=8G` to grow the prefetchable windows, then reboot and run `fwman doctor`"
                 if w.limits
                 else None,

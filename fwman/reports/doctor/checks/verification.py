@@ -6,7 +6,7 @@ since X changed / never, for the copy test and, once it has been run, the NCCL t
 
 from __future__ import annotations
 
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Severity, Topic
 from fwman.p2p.history import KIND_COPY, KIND_NCCL, Fingerprint, P2PRecord, standing
 from fwman.reports.doctor.facts import Facts
 
@@ -48,31 +48,23 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
     copy = standing(records, now, KIND_COPY)
     if copy.state == "never":
         out.append(
-            Finding(
-                id="p2p.verified",
-                severity=Severity.INFO,
-                message="P2P never verified on this machine (no `fwman p2p` record)",
-                fix="run `fwman p2p`: it copies between every GPU pair, compares every byte and records the "
+            Topic("p2p.verified").info(
+                "P2P never verified on this machine (no `fwman p2p` record)",
+                "run `fwman p2p`: it copies between every GPU pair, compares every byte and records the "
                 "result against this configuration",
             )
         )
     elif copy.state == "verified" and copy.record:
         out.append(
-            Finding(
-                id="p2p.verified",
-                severity=Severity.OK,
-                message=f"P2P verified on this configuration ({_copy_line(copy.record)})",
-                evidence={"time": copy.record.time, "verdict": copy.record.verdict},
+            Topic("p2p.verified", {"time": copy.record.time, "verdict": copy.record.verdict}).ok(
+                f"P2P verified on this configuration ({_copy_line(copy.record)})"
             )
         )
     elif copy.state == "failed" and copy.record:
         out.append(
-            Finding(
-                id="p2p.verified",
-                severity=Severity.BLOCK,
-                message=f"P2P test FAILED on this configuration ({copy.record.date}): {copy.record.verdict}",
-                evidence={"time": copy.record.time},
-                fix="do not serve across GPUs until `fwman p2p` passes; check IOMMU (iommu=pt), the driver "
+            Topic("p2p.verified", {"time": copy.record.time}).block(
+                f"P2P test FAILED on this configuration ({copy.record.date}): {copy.record.verdict}",
+                "do not serve across GPUs until `fwman p2p` passes; check IOMMU (iommu=pt), the driver "
                 "build and the links above",
             )
         )
@@ -82,12 +74,9 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
             copy.changed
         ) > 1 else ""  # fmt: skip
         out.append(
-            Finding(
-                id="p2p.verified",
-                severity=Severity.WARN,
-                message=f"P2P not verified since {first}{more}: last verified {_copy_line(copy.record)}",
-                evidence={c.what: f"was {c.was}, now {c.now}" for c in copy.changed},
-                fix="run `fwman p2p` again on this configuration",
+            Topic("p2p.verified", {c.what: f"was {c.was}, now {c.now}" for c in copy.changed}).warn(
+                f"P2P not verified since {first}{more}: last verified {_copy_line(copy.record)}",
+                "run `fwman p2p` again on this configuration",
             )
         )
     nccl = standing(records, now, KIND_NCCL)
@@ -96,34 +85,26 @@ def verification_findings(records: list[P2PRecord], now: Fingerprint) -> list[Fi
         shm = r.transport is not None and r.transport != "P2P"
         measured = f"; measured against NCCL_P2P_DISABLE=1: {r.advice}" if r.advice else ""
         out.append(
-            Finding(
-                id="p2p.nccl",
-                # P2P measured slower than shared memory: NCCL not using it is the faster setting, not a problem
-                severity=Severity.WARN if shm and r.p2p_faster is not False else Severity.OK,
-                message=f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
+            Topic("p2p.nccl", {"time": r.time, **{k: str(v) for k, v in r.transports.items()}}).say(
+                Severity.WARN if shm and r.p2p_faster is not False else Severity.OK,
+                f"NCCL all-reduce verified on this configuration ({_nccl_line(r)})"
                 + (f": NCCL did not use P2P on every connection ({r.verdict})" if shm else "")
                 + measured,
-                evidence={"time": r.time, **{k: str(v) for k, v in r.transports.items()}},
-                fix=_nccl_fix(r) if shm else None,
+                _nccl_fix(r) if shm else None,
             )
         )
     elif nccl.state == "failed" and nccl.record:
         out.append(
-            Finding(
-                id="p2p.nccl",
-                severity=Severity.BLOCK,
-                message=f"NCCL all-reduce FAILED on this configuration ({nccl.record.date}): {nccl.record.verdict}",
-                evidence={"time": nccl.record.time},
+            Topic("p2p.nccl", {"time": nccl.record.time}).block(
+                f"NCCL all-reduce FAILED on this configuration ({nccl.record.date}): {nccl.record.verdict}"
             )
         )
     elif nccl.state == "changed" and nccl.record:
         first = nccl.changed[0].describe() if nccl.changed else "the configuration changed"
         out.append(
-            Finding(
-                id="p2p.nccl",
-                severity=Severity.INFO,
-                message=f"NCCL tier not run since {first} (last: {_nccl_line(nccl.record)})",
-                fix="`fwman p2p --nccl` (with `--prefix` where the model server's NCCL lives)",
+            Topic("p2p.nccl").info(
+                f"NCCL tier not run since {first} (last: {_nccl_line(nccl.record)})",
+                "`fwman p2p --nccl` (with `--prefix` where the model server's NCCL lives)",
             )
         )
     return out

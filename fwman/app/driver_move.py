@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fwman.app.change import Change, free
+from fwman.app.change import ChangeResult, free
 from fwman.app.text import Out, Result, say
 from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
@@ -49,7 +49,7 @@ from fwman.host.base import Host
 
 
 @dataclass
-class MoveResult(Change):
+class MoveResult(ChangeResult):
     """What a move (or its rollback, or its end) did, or would do, and the move it is about."""
 
     record: MoveRecord | None = None

@@ -13,7 +13,7 @@ from fwman.host.base import Host
 
 
 @dataclass
-class Change(Result):
+class ChangeResult(Result):
     """The steps of one change: done, or (``dry_run``) still needed; ``changed`` is never true in a dry run.
 
     ``nothing`` and ``done`` are what a person reads when there was nothing to do, and after a change (``""``:
@@ -60,14 +60,14 @@ def change(
     permit: Callable[[], None] = free,
     nothing: str = "nothing to do",
     done: str = "done",
-) -> Change:
+) -> ChangeResult:
     """The flow of every changing command: in a dry run return ``plan()`` (what would change; nothing is
     written); else call ``permit()`` (the CLI's root and ``--snapshot`` check, which raises to refuse), then
     return what ``apply()`` changed. Raises what ``permit`` or ``apply`` raise."""
     if dry_run:
-        return Change(True, plan(), nothing, done)
+        return ChangeResult(True, plan(), nothing, done)
     permit()
-    return Change(False, apply(), nothing, done)
+    return ChangeResult(False, apply(), nothing, done)
 
 
 def plan_or_apply(
@@ -79,7 +79,7 @@ def plan_or_apply(
     report: Report = silent,
     nothing: str = "nothing to do",
     done: str = "done",
-) -> Change:
+) -> ChangeResult:
     """:func:`change` over a list of actions: what they would change (``dry_run``), else what applying them
     changed. Raises what an action raises (the actions before it stay applied; running again continues)."""
     return change(

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import Change, free, plan_text
+from fwman.app.change import ChangeResult, free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.driver import dkms
@@ -63,11 +63,11 @@ def block_dkms(
     dry_run: bool = False,
     report: Callable[[str], None] | None = None,
     permit: Callable[[], None] = free,
-) -> Change:
+) -> ChangeResult:
     """Remove NVIDIA's DKMS modules, pin their packages away and record it (``fwman.dkms-block/1``); return what
     was done (or, in a dry run, would be; each step was reported as it was done). Raises what ``permit`` raises,
     FwmanError when dkms fails."""
     if not dry_run:
         permit()
     done = dkms.block(host, dry_run=dry_run, report=None if dry_run else report)
-    return Change(dry_run, done, "DKMS already blocked: nothing to do", "")
+    return ChangeResult(dry_run, done, "DKMS already blocked: nothing to do", "")

@@ -8,29 +8,54 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fwman.app.change import Change, free
+from fwman.app.change import ChangeResult, free
 from fwman.app.text import Out, Result, say
 from fwman.core import clock, names, paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.core.tomltext import toml_value
-from fwman.driver import move, userspace_hold
+from fwman.driver import userspace_hold
 from fwman.driver.aptsim import apt_root_options
 from fwman.driver.build.manifest import now_iso, sha256_hex
 from fwman.driver.build.source import SourceSpec, resolve_source
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import root_prefix
+from fwman.driver.move.commit import InstallStaged, RemoveTree, phases
+from fwman.driver.move.keep import KeepFiles, kept_paths
+from fwman.driver.move.packages import DownloadDebs, InstallDebs, parse_madison, version_for
+from fwman.driver.move.record import (
+    COMMITTED,
+    FINISHED,
+    KEPT,
+    KEPT_DEBS,
+    KEPT_INDEX,
+    ROLLBACK_COMMAND,
+    ROLLED_BACK,
+    STAGED_DEBS,
+    STAGED_STAGE,
+    WORK,
+    MoveRecord,
+    MoveRefused,
+    PackageMove,
+    WriteRecord,
+    boot_note,
+    module_version,
+    read_record,
+)
+from fwman.driver.move.rollback import rollback_actions
+from fwman.driver.move.runfile import InstallRunInContainer, StageRun, container_owned, run_name
+from fwman.driver.move.stage import SourceOnce, StageModules
 from fwman.host.actions import Action, Report, WriteFile, apply_all, pending, silent
 from fwman.host.base import Host
 
 
 @dataclass
-class MoveResult(Change):
+class MoveResult(ChangeResult):
     """What a move (or its rollback, or its end) did, or would do, and the move it is about."""
 
-    record: move.MoveRecord | None = None
+    record: MoveRecord | None = None
     #: what the owner must still do (the reboot, the check), or what the move leaves out
     notes: list[str] = field(default_factory=list)
-    #: where the run's wall seconds went (:func:`fwman.driver.move.phases`); {} for a dry run or nothing done
+    #: where the run's wall seconds went (:func:`fwman.driver.move.commit.phases`); {} for a dry run or nothing done
     phases: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -151,7 +176,7 @@ def image_notes(host: Host, target: str) -> list[str]:
     return out
 
 
-def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
+def move_json(record: MoveRecord | None) -> dict[str, Any] | None:
     """Return the JSON form of a move record (None: no move was made)."""
     if record is None:
         return None
@@ -167,7 +192,7 @@ def move_json(record: move.MoveRecord | None) -> dict[str, Any] | None:
 class MoveStatus(Result):
     """``fwman driver move`` without a change: the last move's record and whether a kept set is there."""
 
-    record: move.MoveRecord | None
+    record: MoveRecord | None
     kept: bool
     note: str | None = None
 
@@ -188,7 +213,7 @@ class MoveStatus(Result):
         ]
         out += [say(f"package {p.name}: {p.installed} -> {p.target}") for p in r.packages]
         if self.kept:
-            out.append(say(f"the previous set is kept in {move.KEPT}: `{move.ROLLBACK_COMMAND}` restores it"))
+            out.append(say(f"the previous set is kept in {KEPT}: `{ROLLBACK_COMMAND}` restores it"))
         if self.note:
             out.append(say(f"WARNING: {self.note}", "loud"))
         return out
@@ -196,10 +221,10 @@ class MoveStatus(Result):
 
 def move_status(host: Host) -> MoveStatus:
     """Return the last move's record. Raises ParseError when the record is damaged."""
-    record = move.read_record(host)
+    record = read_record(host)
     if record is None:  # no move was made: nothing kept to look for (a replay need not have recorded the place)
         return MoveStatus(None, False, None)
-    return MoveStatus(record, host.exists(move.KEPT_INDEX), move.boot_note(host))
+    return MoveStatus(record, host.exists(KEPT_INDEX), boot_note(host))
 
 
 def _kernels(host: Host) -> list[str]:
@@ -227,7 +252,7 @@ def _check_config(host: Host, spec: SourceSpec, target: str) -> None:
         )
 
 
-def _user_space(host: Host, target: str) -> tuple[list[move.PackageMove], list[str]]:
+def _user_space(host: Host, target: str) -> tuple[list[PackageMove], list[str]]:
     """Return (the NVIDIA user-space packages to move and their target versions, notes). Raises MoveRefused when
     apt offers a package not at ``target``, or no longer offers the installed version (it could not be kept)."""
     installed = userspace_hold.installed_packages(host) or {}
@@ -241,23 +266,23 @@ def _user_space(host: Host, target: str) -> tuple[list[move.PackageMove], list[s
         return [], []
     argv = ["apt-cache", *apt_root_options(root_prefix(host)), "madison", *sorted(installed)]
     result = host.run(argv, timeout=120)
-    offered = move.parse_madison(result.stdout) if result.ok else {}
+    offered = parse_madison(result.stdout) if result.ok else {}
     out = []
     for name, version in sorted(installed.items()):
         versions = offered.get(name, [])
-        wanted = move.version_for(versions, target)
+        wanted = version_for(versions, target)
         if wanted is None:
-            raise move.MoveRefused(
+            raise MoveRefused(
                 f"apt offers no {name} at {target} (it offers: {', '.join(versions) or 'none'}); nothing was changed",
                 hint="add the repository that carries it (NVIDIA's CUDA repository, or Debian's at that version), "
                 "`apt-get update`, then move",
             )
         if version not in versions:
-            raise move.MoveRefused(
+            raise MoveRefused(
                 f"apt no longer offers the installed {name} {version}: it could not be kept for a rollback",
                 hint="add back the repository that carries it, or hold off the move",
             )
-        out.append(move.PackageMove(name, version, wanted))
+        out.append(PackageMove(name, version, wanted))
     return out, []
 
 
@@ -267,7 +292,7 @@ class MovePlan:
 
     staging: list[Action]
     commit: list[Action]
-    record: move.MoveRecord
+    record: MoveRecord
     notes: list[str]
 
     @property
@@ -304,16 +329,16 @@ def _containers(host: Host, roots: tuple[str, ...], target: str, run: RunInstall
         if audit.state == "read" and audit.root and us is not None and set(us.versions()) - {target}:
             moving.append(audit.root)
             if run is None:
-                raise move.MoveRefused(
+                raise MoveRefused(
                     f"container {audit.name} ({audit.root}) carries its own user space "
                     f"({', '.join(sorted(us.versions()))}): it must move to {target} too; nothing was changed",
-                    hint=f"give NVIDIA's installer: --run {move.run_name(target)} --run-sha256 HEX (the checksum "
+                    hint=f"give NVIDIA's installer: --run {run_name(target)} --run-sha256 HEX (the checksum "
                     "from where you downloaded it)",
                 )
     if run is not None and moving:
         digest = sha256_hex(read_user_file(run.path))
         if digest != run.sha256.lower():
-            raise move.MoveRefused(
+            raise MoveRefused(
                 f"{run.path}: sha256 {digest} is not the {run.sha256} given; nothing was changed",
                 hint="download NVIDIA's installer again and compare its checksum with the one NVIDIA publishes",
             )
@@ -328,7 +353,7 @@ def plan_move(
     report: Report = silent,
     container_roots: tuple[str, ...] = (),
     run: RunInstaller | None = None,
-) -> MovePlan | move.MoveRecord:
+) -> MovePlan | MoveRecord:
     """Return the plan of a move to ``target``, or the record when the move to ``target`` is already committed.
 
     Raises UsageError for a bad version, a move not finished, a configuration that pins another branch;
@@ -339,21 +364,21 @@ def plan_move(
     from fwman.driver.build.source import load_source_spec
 
     version = str(names.driver_version(target, "--to"))
-    record = move.read_record(host)
-    if record is not None and record.stage in (move.STAGED_STAGE, move.COMMITTED):
-        if record.to_version == version and record.stage == move.COMMITTED:
+    record = read_record(host)
+    if record is not None and record.stage in (STAGED_STAGE, COMMITTED):
+        if record.to_version == version and record.stage == COMMITTED:
             return record
         if record.to_version != version:
             raise UsageError(
                 f"the move {record.from_version} -> {record.to_version} is {record.stage}, not finished",
-                hint=f"verify it and end it (`fwman driver move --finish`), or go back (`{move.ROLLBACK_COMMAND}`)",
+                hint=f"verify it and end it (`fwman driver move --finish`), or go back (`{ROLLBACK_COMMAND}`)",
             )
     kernels = _kernels(host)
     if not kernels:
         raise MissingError("no kernel is installed here (/lib/modules): nothing to move")
     # an interrupted move (its record says staged) goes on from what its record says was there before it
-    resume = record if record is not None and record.stage == move.STAGED_STAGE else None
-    current = {k: move.module_version(host, k) for k in kernels}
+    resume = record if record is not None and record.stage == STAGED_STAGE else None
+    current = {k: module_version(host, k) for k in kernels}
     known = {v for v in current.values() if v}
     if resume is None and known == {version} and all(current.values()):
         raise UsageError(f"every kernel's patched modules are already at {version}: nothing to move")
@@ -364,8 +389,8 @@ def plan_move(
     packages, notes = _user_space(host, version)
     containers = _containers(host, container_roots, version, run)
     at = now_iso()
-    new = move.MoveRecord(
-        from_version=",".join(sorted(known)) or None, to_version=version, stage=move.STAGED_STAGE, kernels=kernels,
+    new = MoveRecord(
+        from_version=",".join(sorted(known)) or None, to_version=version, stage=STAGED_STAGE, kernels=kernels,
         from_branch=remembered.branch if remembered else None, to_branch=spec.branch, fork=spec.fork,
         packages=packages, hold_moved=userspace_hold.read_record(host) is not None and bool(packages), at=at,
         containers=containers,
@@ -373,13 +398,13 @@ def plan_move(
     if resume is not None:
         new = replace(resume, to_branch=spec.branch, fork=spec.fork)
         packages, containers = new.packages, new.containers
-    once = move.SourceOnce(spec, lambda: resolve_source(host, spec, report))
-    staging: list[Action] = [move.StageModules(k, version, once, report) for k in kernels]
+    once = SourceOnce(spec, lambda: resolve_source(host, spec, report))
+    staging: list[Action] = [StageModules(k, version, once, report) for k in kernels]
     if packages:
         staging += [
-            move.DownloadDebs(move.STAGED_DEBS, {p.name: p.target for p in packages}, f"the {version} user space"),
-            move.DownloadDebs(
-                move.KEPT_DEBS, {p.name: p.installed for p in packages}, "the installed user space, kept for a rollback"
+            DownloadDebs(STAGED_DEBS, {p.name: p.target for p in packages}, f"the {version} user space"),
+            DownloadDebs(
+                KEPT_DEBS, {p.name: p.installed for p in packages}, "the installed user space, kept for a rollback"
             ),
         ]
     if containers:
@@ -387,16 +412,16 @@ def plan_move(
 
         assert run is not None
         path = run.path
-        staging.append(move.StageRun(lambda: read_user_file(path), run.sha256.lower(), version))
+        staging.append(StageRun(lambda: read_user_file(path), run.sha256.lower(), version))
     specs_kept = cdi_specs(host) if packages else []  # a rollback puts the previous spec back as it was
-    owned = [o for root in containers for o in move.container_owned(root)]
-    keep = move.KeepFiles(move.kept_paths(host, kernels) + specs_kept, owned)
-    commit: list[Action] = [keep, move.WriteRecord(new)]
-    commit += [move.InstallStaged(k, version, spec.branch) for k in kernels]
+    owned = [o for root in containers for o in container_owned(root)]
+    keep = KeepFiles(kept_paths(host, kernels) + specs_kept, owned)
+    commit: list[Action] = [keep, WriteRecord(new)]
+    commit += [InstallStaged(k, version, spec.branch) for k in kernels]
     commit += [RefreshInitramfs(k) for k in kernels]
     if packages:
         wanted = {p.name: p.target for p in packages}
-        commit.append(move.InstallDebs(move.STAGED_DEBS, wanted, f"the {version} user space"))
+        commit.append(InstallDebs(STAGED_DEBS, wanted, f"the {version} user space"))
         if new.hold_moved:
             commit += userspace_hold.hold_actions(wanted, at)
     specs = cdi_specs(host) if packages else []
@@ -405,13 +430,13 @@ def plan_move(
                      "generate --output=PATH`)")  # fmt: skip
     elif specs:
         commit += [RegenerateCdiSpec(path, version) for path in specs]
-    commit += [move.InstallRunInContainer(root, version, container_versions) for root in containers]
+    commit += [InstallRunInContainer(root, version, container_versions) for root in containers]
     commit.append(WriteFile(paths.MODULES_SOURCE_RECORD, SourceSpec(None, spec.fork, spec.branch).to_json()))
-    commit.append(move.WriteRecord(replace(new, stage=move.COMMITTED)))
+    commit.append(WriteRecord(replace(new, stage=COMMITTED)))
     notes += image_notes(host, version)
     notes.append(
         f"reboot into the {version} modules, then check (`fwman apply --check`, `fwman p2p`); if it fails: "
-        f"`{move.ROLLBACK_COMMAND}`; once it works: `fwman driver move --finish`"
+        f"`{ROLLBACK_COMMAND}`; once it works: `fwman driver move --finish`"
     )
     return MovePlan(staging, commit, new, notes)
 
@@ -436,29 +461,29 @@ def move_to(
     from fwman.driver.build.lock import module_lock
 
     plan = plan_move(host, target, variables=variables, report=report, container_roots=container_roots, run=run)
-    if isinstance(plan, move.MoveRecord):
+    if isinstance(plan, MoveRecord):
         return MoveResult(dry_run, [], f"the move to {plan.to_version} is already {plan.stage}", record=plan)
     if dry_run:
         return MoveResult(True, [a.describe() for a in pending(host, plan.actions)], record=plan.record,
                           notes=plan.notes)  # fmt: skip
     permit()
-    was_moving = host.exists(move.KEPT_INDEX)  # an interrupted move continues; its kept set is not removed
+    was_moving = host.exists(KEPT_INDEX)  # an interrupted move continues; its kept set is not removed
     began = clock.monotonic()
     with module_lock(host):
         try:
             done = apply_all(host, plan.staging, report)
         except FwmanError:
             if not was_moving:
-                host.remove_tree(move.WORK)  # the refusal changes nothing: what was staged goes
+                host.remove_tree(WORK)  # the refusal changes nothing: what was staged goes
             raise
         done += apply_all(host, plan.commit, report)
-    return MoveResult(False, done, record=replace(plan.record, stage=move.COMMITTED), notes=plan.notes,
+    return MoveResult(False, done, record=replace(plan.record, stage=COMMITTED), notes=plan.notes,
                       done=f"moved to {plan.record.to_version}",
-                      phases=move.phases(plan.actions, clock.monotonic() - began))  # fmt: skip
+                      phases=phases(plan.actions, clock.monotonic() - began))  # fmt: skip
 
 
-def _recorded(host: Host, what: str) -> move.MoveRecord:
-    record = move.read_record(host)
+def _recorded(host: Host, what: str) -> MoveRecord:
+    record = read_record(host)
     if record is None:
         raise UsageError(f"no driver move was made: nothing to {what}", hint="fwman driver move --to VERSION")
     return record
@@ -473,16 +498,16 @@ def rollback(
     ParseError for a damaged record or index, what ``permit`` and the actions raise.
     """
     record = _recorded(host, "roll back")
-    if record.stage == move.ROLLED_BACK:
+    if record.stage == ROLLED_BACK:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already rolled back", record=record)
-    if record.stage == move.FINISHED:
+    if record.stage == FINISHED:
         raise UsageError(
             f"the move to {record.to_version} was finished: its previous set is no longer kept",
             hint=f"move back with `fwman driver move --to {record.from_version}`",
         )
-    actions = move.rollback_actions(host, record, now_iso())
+    actions = rollback_actions(host, record, now_iso())
     actions[-2:-2] = [RefreshInitramfs(k) for k in record.kernels]  # after depmod, before the record
-    after = replace(record, stage=move.ROLLED_BACK)
+    after = replace(record, stage=ROLLED_BACK)
     notes = [f"reboot into the {record.from_version} modules"]
     if dry_run:
         return MoveResult(True, [a.describe() for a in pending(host, actions)], record=after, notes=notes)
@@ -504,18 +529,18 @@ def finish(
     from fwman.core.errors import BlockedError
 
     record = _recorded(host, "finish")
-    if record.stage == move.FINISHED:
+    if record.stage == FINISHED:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already finished", record=record)
-    if record.stage != move.COMMITTED:
+    if record.stage != COMMITTED:
         raise UsageError(f"the move to {record.to_version} is {record.stage}: only a committed move is finished")
-    note = move.boot_note(host)
+    note = boot_note(host)
     if note is not None:
         raise BlockedError(f"not finished: {note}")
     actions: list[Action] = [
-        move.WriteRecord(replace(record, stage=move.FINISHED, at=now_iso())),
-        move.RemoveTree(move.WORK, "the kept previous set"),
+        WriteRecord(replace(record, stage=FINISHED, at=now_iso())),
+        RemoveTree(WORK, "the kept previous set"),
     ]
-    after = replace(record, stage=move.FINISHED)
+    after = replace(record, stage=FINISHED)
     if dry_run:
         return MoveResult(True, [a.describe() for a in pending(host, actions)], record=after)
     permit()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import Change, change, free
+from fwman.app.change import ChangeResult, change, free
 from fwman.app.driver_settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
@@ -53,7 +53,7 @@ class DriverPower(Result):
     """``driver power``: the GPUs and fwman's unit (after an apply, read again), and what ``--apply`` did."""
 
     status: PowerStatus
-    applied: Change | None = None  # None: read-only (no --apply)
+    applied: ChangeResult | None = None  # None: read-only (no --apply)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.driver-power/1`` (without the schema key)."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.change import Change, change, free, plan_text
+from fwman.app.change import ChangeResult, change, free, plan_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.driver.settings_host import SettingsReport, inspect_settings, settings_actions
@@ -24,7 +24,7 @@ class DriverSettings(Result):
     """The settings report (after an apply, read again) and what ``--apply`` changed or would change."""
 
     report: SettingsReport
-    applied: Change | None = None  # None: read-only (no --apply)
+    applied: ChangeResult | None = None  # None: read-only (no --apply)
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.driver-settings/1`` (without the schema key)."""
@@ -57,14 +57,14 @@ class DriverSettings(Result):
         return out + apply_text(self.applied, "nothing to do: fwman's file and the initramfs are current", after)
 
 
-def apply_json(applied: Change | None) -> dict[str, Any]:
+def apply_json(applied: ChangeResult | None) -> dict[str, Any]:
     """Return the ``changed``, ``applied`` and ``would`` keys an ``--apply`` command adds to its status."""
     done = applied.actions if applied is not None and not applied.dry_run else []
     todo = applied.actions if applied is not None and applied.dry_run else []
     return {"changed": bool(done), "applied": done, "would": todo}
 
 
-def apply_text(applied: Change | None, current: str, after: str = "") -> Out:
+def apply_text(applied: ChangeResult | None, current: str, after: str = "") -> Out:
     """Return the lines of an ``--apply``: the plan (``current`` when there is nothing to do), or what changed
     and (``after``) when it takes effect."""
     if applied is None:

@@ -22,7 +22,7 @@ from fwman.firmware.ops.journal import Journal, Operation, OpState
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, normalise_bus, require_cards
 from fwman.host.base import Host
-from fwman.host.hostlock import Holder, holder_now
+from fwman.host.hostlock import LockHolder, holder_now
 
 
 @dataclass
@@ -107,7 +107,7 @@ def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) 
     """
     flasher, cards = operator.flasher(options, "fwman flash")
     card = find_card(cards, bus, operator.say)
-    source = resolve_image(operator.host, image, card=bus)
+    source = resolve_image(operator.host, image, bus_id=bus)
     return Flashed(flasher.flash(card, source))
 
 
@@ -180,7 +180,7 @@ class FlashStatus(Result):
     journal: Journal
     operations: list[Operation]
     unreadable: list[str]
-    holder: Holder | None
+    holder: LockHolder | None
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.flash-status/2``."""

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import Change, change, free
+from fwman.app.change import ChangeResult, change, free
 from fwman.app.text import Out, Result, say, table
 from fwman.driver.hooks.files import HooksStatus, install_actions, left_out, remove_actions
 from fwman.driver.hooks.files import install as install_files
@@ -20,7 +20,7 @@ from fwman.host.base import Host
 
 def remove_hooks(
     host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
-) -> Change:
+) -> ChangeResult:
     """Remove the kernel hooks, the boot checks and the catch-up unit fwman installed; return what was done.
 
     With ``dry_run`` nothing changes and the removals still needed are returned. Raises what ``permit`` raises,
@@ -38,7 +38,7 @@ def remove_hooks(
 
 
 @dataclass
-class HooksInstall(Change):
+class HooksInstall(ChangeResult):
     """What ``hooks install`` did (or would do); ``package``: the Debian package that owns the hooks instead."""
 
     package: str | None = None

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import Change, change, free
+from fwman.app.change import ChangeResult, change, free
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import HostChangeError, UsageError
@@ -139,7 +139,7 @@ def remove_timer(host: Host, report: Report) -> list[str]:
 
 def remove_metrics_timer(
     host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
-) -> Change:
+) -> ChangeResult:
     """Remove the timer and its service (``metrics remove``); with ``dry_run`` return what would go, change
     nothing. Raises what ``permit`` and :func:`remove_timer` raise."""
     from fwman.reports.metrics import timer_remove_actions
@@ -153,7 +153,7 @@ def remove_metrics_timer(
 
 def install_metrics_timer(
     host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
-) -> Change:
+) -> ChangeResult:
     """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
     nothing. Raises what ``permit`` and :func:`install_timer` raise."""
     return change(

@@ -163,7 +163,7 @@ def catchup(
 
     if dry_run:
         return Catchup(True, plan=build_plan(host, installed_kernels(host), force))
-    from fwman.driver.move import boot_note
+    from fwman.driver.move.record import boot_note
 
     permit()
     summary = run_catchup(host, report, force=force)

@@ -50,7 +50,7 @@ class KernelCheck:
     """One kernel of the pre-flight: what apt offers, the verdict (None in a dry run without a record), held."""
 
     offer: pf.KernelOffer
-    verdict: pf.Verdict | None
+    verdict: pf.KernelVerdict | None
     held: bool = False
     plan: str | None = None  #: a dry run: what a real run would do for it
 
@@ -271,7 +271,9 @@ def _check(
     try:
         patches = pf.kernel_patches(host, kver)
     except ParseError as e:
-        verdict = pf.Verdict(kver, pf.UNCHECKED, f"a patch of /etc/fwman/patches.d cannot be read: {e}", at=now_iso())
+        verdict = pf.KernelVerdict(
+            kver, pf.UNCHECKED, f"a patch of /etc/fwman/patches.d cannot be read: {e}", at=now_iso()
+        )
         return KernelCheck(offer, verdict)
     package, version = offer.headers(host)
     version = version or pf.candidate_version(host, package)

@@ -188,7 +188,7 @@ def _catalog_entry(host: Host, image: RomImage, device: str) -> tuple[CatalogEnt
 
 
 @dataclass
-class Verdict(Result):
+class RomVerdict(Result):
     """What ``rom verify`` found of ``file`` against ``card``: every check, and whether one blocks."""
 
     file: str
@@ -267,7 +267,7 @@ class Verdict(Result):
         )
 
 
-def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> Verdict:
+def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> RomVerdict:
     """Judge whether VBIOS ``file`` may be flashed onto the card at ``bus``; return every check.
 
     ``board_id`` is the image's board ID (from ``nvflash --version FILE``) to compare with the card's. Raises
@@ -288,4 +288,4 @@ def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> 
     findings = check_compatible(image, card, entry, board_id=board_id, catalog=no_catalog is None)
     if no_catalog is not None:
         findings.append(no_catalog)
-    return Verdict(file, image, card, findings)
+    return RomVerdict(file, image, card, findings)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.change import Change, free
+from fwman.app.change import ChangeResult, free
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.driver.build.manifest import now_iso
@@ -60,7 +60,7 @@ def userspace_status(host: Host, *, simulate: bool = True) -> UserspaceStatus:
 
 
 @dataclass
-class Release(Change):
+class Release(ChangeResult):
     """What ``userspace release`` (or ``hold``) did, or would do, and the packages the hold names (None: no
     readable record)."""
 

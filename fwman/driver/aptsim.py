@@ -57,7 +57,7 @@ _BUILD_DEPENDENCY = re.compile(r"^(?:linux-headers-|linux-kbuild-|proxmox-header
 
 
 @dataclass(frozen=True)
-class Change:
+class PackageChange:
     """One dpkg operation of a simulation: unpack (Inst), configure (Conf) or remove (Remv) one package."""
 
     op: str  #: "Inst" | "Conf" | "Remv"
@@ -77,10 +77,10 @@ class Change:
 class Simulation:
     """What ``apt-get -s`` said it would do, in order, and what it keeps back."""
 
-    changes: list[Change] = field(default_factory=list)
+    changes: list[PackageChange] = field(default_factory=list)
     kept_back: list[str] = field(default_factory=list)
 
-    def installs(self) -> list[Change]:
+    def installs(self) -> list[PackageChange]:
         """Return the unpacks (Inst lines), in order."""
         return [c for c in self.changes if c.op == "Inst"]
 
@@ -115,7 +115,9 @@ def parse_simulation(text: str) -> Simulation:
             raise ParseError(WHAT, op, "no (VERSION RELEASE [ARCH]) part", number)
         releases = tuple(r.strip() for r in (m.group("releases") or "").split(",") if r.strip())
         sim.changes.append(
-            Change(op, m.group("name"), m.group("arch") or m.group("newarch"), m.group("old"), m.group("new"), releases)
+            PackageChange(
+                op, m.group("name"), m.group("arch") or m.group("newarch"), m.group("old"), m.group("new"), releases
+            )
         )
     return sim
 

@@ -118,7 +118,7 @@ def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
 
 # -- the record ---------------------------------------------------------------------------------------------------
 @dataclass
-class Verdict:
+class KernelVerdict:
     """What the pre-flight found for one kernel: safe to install, will not build (where), or could not check."""
 
     kernel: str
@@ -186,7 +186,7 @@ class Verdict:
         }
 
     @classmethod
-    def from_dict(cls, doc: dict[str, Any]) -> Verdict:
+    def from_dict(cls, doc: dict[str, Any]) -> KernelVerdict:
         """Return the verdict a record entry holds. Raises ParseError when it is not one."""
         status = doc.get("status")
         if status not in (SAFE, BROKEN, UNCHECKED) or not isinstance(doc.get("kernel"), str):
@@ -226,11 +226,11 @@ class Verdict:
 class State:
     """``/var/lib/fwman/preflight.json``: the verdict per kernel, and what the last run found."""
 
-    kernels: dict[str, Verdict] = field(default_factory=dict)
+    kernels: dict[str, KernelVerdict] = field(default_factory=dict)
     last_at: str | None = None
     last_kernels: list[str] = field(default_factory=list)  #: the kernels the last run looked at
 
-    def last(self) -> list[Verdict]:
+    def last(self) -> list[KernelVerdict]:
         """Return the verdicts of the last run's kernels, in its order."""
         return [self.kernels[k] for k in self.last_kernels if k in self.kernels]
 
@@ -260,7 +260,7 @@ def read_state(host: Host) -> State:
     for entry in doc["kernels"].values():
         if not isinstance(entry, dict):
             raise ParseError(paths.PREFLIGHT_STATE, "kernels", "an entry that is not an object")
-        verdict = Verdict.from_dict(entry)
+        verdict = KernelVerdict.from_dict(entry)
         state.kernels[verdict.kernel] = verdict
     raw = doc.get("last_run")
     last: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -371,7 +371,7 @@ def headers_nova_config(host: Host, build: str) -> str | None:
         return None
 
 
-def judge_nova_core(host: Host, verdict: Verdict) -> None:
+def judge_nova_core(host: Host, verdict: KernelVerdict) -> None:
     """Set ``verdict.nova_problem`` from its kernel's recorded ``CONFIG_NOVA_CORE`` and today's modprobe files."""
     kernel = nova_core.NovaKernel(verdict.kernel, verdict.nova_config, "its headers' .config", None)
     verdict.nova_problem = nova_core.problem(kernel, nova_core.blacklist_files(host))
@@ -464,7 +464,7 @@ def kernel_patches(host: Host, kver: str) -> list[KernelPatch]:
     return [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
 
 
-def cached_verdict(state: State, key: str, kver: str) -> Verdict | None:
+def cached_verdict(state: State, key: str, kver: str) -> KernelVerdict | None:
     """Return the recorded verdict of ``kver`` when it holds for ``key`` (and was a verdict), else None."""
     verdict = state.kernels.get(kver)
     if verdict is None or verdict.key != key or verdict.status == UNCHECKED:
@@ -483,7 +483,7 @@ def check_kernel(
     report: Report = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
-) -> Verdict:
+) -> KernelVerdict:
     """Download, unpack and build for ``offer``'s kernel; return the verdict (never raises for the kernel's own
     problems: a download that fails is "could not check", a build that fails "will not build").
 
@@ -493,7 +493,7 @@ def check_kernel(
 
     kver = offer.kernel
     started = clock.monotonic()
-    verdict = Verdict(kver, UNCHECKED, "", key, commit=source.commit or source.source_id, source=source.label)
+    verdict = KernelVerdict(kver, UNCHECKED, "", key, commit=source.commit or source.source_id, source=source.label)
     verdict.patches = [p.name for p in patches]
     verdict.at = now_iso()
     scratch = scratch_dir(kver)

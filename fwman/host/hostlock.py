@@ -32,7 +32,7 @@ MAX_RECORD = 64 * 1024
 
 
 @dataclass(frozen=True)
-class Holder:
+class LockHolder:
     """Who a lock record names: the process, its command, when it took the lock and on which boot."""
 
     pid: int
@@ -58,7 +58,7 @@ class Holder:
 class LockHeld(BlockedError):
     """Another process holds the lock (exit 3); ``holder`` is what its record says (None when unreadable)."""
 
-    def __init__(self, message: str, holder: Holder | None, hint: str | None = None) -> None:
+    def __init__(self, message: str, holder: LockHolder | None, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.holder = holder
 
@@ -77,7 +77,7 @@ def pid_alive(pid: int) -> bool:
     return pid > 0 and os.path.exists(f"/proc/{pid}")
 
 
-def parse_record(data: bytes) -> Holder | None:
+def parse_record(data: bytes) -> LockHolder | None:
     """Return the holder a lock file records, or None when it is empty or not a lock record."""
     if not data.strip():
         return None
@@ -90,10 +90,10 @@ def parse_record(data: bytes) -> Holder | None:
     pid, command, since, boot = doc.get("pid"), doc.get("command"), doc.get("since"), doc.get("boot_id")
     if not isinstance(pid, int) or isinstance(pid, bool) or not isinstance(command, str) or not isinstance(since, str):
         return None
-    return Holder(pid, command, since, boot if isinstance(boot, str) else None)
+    return LockHolder(pid, command, since, boot if isinstance(boot, str) else None)
 
 
-def stale_reason(holder: Holder, current_boot: str | None) -> str:
+def stale_reason(holder: LockHolder, current_boot: str | None) -> str:
     """Return why the record of a lock nobody holds is stale: another boot, or its holder gone."""
     if holder.boot_id and current_boot and holder.boot_id != current_boot:
         return "taken on another boot"
@@ -102,12 +102,12 @@ def stale_reason(holder: Holder, current_boot: str | None) -> str:
     return "its holder is gone"
 
 
-def _read_record(fd: int) -> Holder | None:
+def _read_record(fd: int) -> LockHolder | None:
     os.lseek(fd, 0, os.SEEK_SET)
     return parse_record(os.read(fd, MAX_RECORD))
 
 
-def _write_record(fd: int, holder: Holder | None) -> None:
+def _write_record(fd: int, holder: LockHolder | None) -> None:
     data = b"" if holder is None else (json.dumps(holder.to_dict()) + "\n").encode()
     os.lseek(fd, 0, os.SEEK_SET)
     os.ftruncate(fd, 0)
@@ -130,7 +130,7 @@ BRIEF_TRIES = 5
 BRIEF_WAIT = 0.05
 
 
-def _take(fd: int) -> tuple[bool, Holder | None]:
+def _take(fd: int) -> tuple[bool, LockHolder | None]:
     """Take the lock on ``fd``: return (True, None) when taken, else (False, who holds it; None: no record)."""
     holder = None
     for attempt in range(BRIEF_TRIES):
@@ -154,7 +154,7 @@ def exclusive(
     path: str = paths.FLASH_LOCK_FILE,
     what: str = "flash",
     say: Callable[[str], None] = lambda text: None,
-) -> Iterator[Holder | None]:
+) -> Iterator[LockHolder | None]:
     """Hold the lock at ``path`` for the ``with`` block; yield this process's record (None on a snapshot).
 
     Never waits: a second flash must not queue behind a write that may take minutes and then act on cards the
@@ -183,7 +183,7 @@ def exclusive(
                 say(f"took over a stale {what} lock: {old.describe()}, {stale_reason(old, current)}")
             elif raw.strip():  # a record is evidence: a damaged one is said, never passed over in silence
                 say(f"took over a stale {what} lock whose record {path} was unreadable ({len(raw)} bytes)")
-            mine = Holder(os.getpid(), command, clock.timestamp(), current)
+            mine = LockHolder(os.getpid(), command, clock.timestamp(), current)
             _write_record(fd, mine)
             try:
                 yield mine
@@ -200,7 +200,7 @@ def has_locks(host: Host, path: str = paths.FLASH_LOCK_FILE) -> bool:
     return host.local_path(path) is not None
 
 
-def holder_now(host: Host, path: str = paths.FLASH_LOCK_FILE) -> Holder | None:
+def holder_now(host: Host, path: str = paths.FLASH_LOCK_FILE) -> LockHolder | None:
     """Return who holds the lock now (their record), or None when nobody does (or on a snapshot: see
     :func:`has_locks`). A held lock whose record is unreadable is a holder of pid 0.
 
@@ -217,7 +217,7 @@ def holder_now(host: Host, path: str = paths.FLASH_LOCK_FILE) -> Holder | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _read_record(fd) or Holder(0, "unknown", "unknown", None)
+            return _read_record(fd) or LockHolder(0, "unknown", "unknown", None)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:

@@ -122,7 +122,7 @@ def _opt(value: Any) -> str | None:
 
 
 @dataclass(frozen=True)
-class Change:
+class FingerprintChange:
     """One fingerprint field that differs: ``what`` for people, ``was`` and ``now`` as text."""
 
     what: str
@@ -150,9 +150,9 @@ def _limits_text(limits: tuple[tuple[str, float], ...]) -> str:
     return ", ".join(f"{b} {w:g} W" for b, w in limits) or "none"
 
 
-def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
+def changes(was: Fingerprint, now: Fingerprint) -> list[FingerprintChange]:
     """Return every field that differs between ``was`` (the record) and ``now`` (this configuration)."""
-    out: list[Change] = []
+    out: list[FingerprintChange] = []
     scalar = (
         ("kernel", "kernel"),
         ("module_version", "loaded module version"),
@@ -165,25 +165,31 @@ def changes(was: Fingerprint, now: Fingerprint) -> list[Change]:
     for attr, what in scalar:
         a, b = getattr(was, attr), getattr(now, attr)
         if a != b:
-            out.append(Change(what, _text(a), _text(b)))
+            out.append(FingerprintChange(what, _text(a), _text(b)))
     if was.module_options is not None and now.module_options is not None and was.module_options != now.module_options:
-        out.append(Change("module options", _options_text(was.module_options), _options_text(now.module_options)))
+        out.append(
+            FingerprintChange("module options", _options_text(was.module_options), _options_text(now.module_options))
+        )
     if was.power_limits is not None and now.power_limits is not None and was.power_limits != now.power_limits:
-        out.append(Change("power limits", _limits_text(was.power_limits), _limits_text(now.power_limits)))
+        out.append(FingerprintChange("power limits", _limits_text(was.power_limits), _limits_text(now.power_limits)))
     old = {g.bus_id: g for g in was.gpus}
     new = {g.bus_id: g for g in now.gpus}
     if set(old) != set(new):
-        out.append(Change("GPU set", ", ".join(sorted(old)) or "none", ", ".join(sorted(new)) or "none"))
+        out.append(FingerprintChange("GPU set", ", ".join(sorted(old)) or "none", ", ".join(sorted(new)) or "none"))
     for bus in sorted(set(old) & set(new)):
         a_card, b_card = old[bus], new[bus]
         if (a_card.device, a_card.subsystem) != (b_card.device, b_card.subsystem):
             out.append(
-                Change(f"card at {bus}", f"{a_card.device} {a_card.subsystem}", f"{b_card.device} {b_card.subsystem}")
+                FingerprintChange(
+                    f"card at {bus}", f"{a_card.device} {a_card.subsystem}", f"{b_card.device} {b_card.subsystem}"
+                )
             )
         if a_card.vbios != b_card.vbios:
-            out.append(Change(f"VBIOS of {bus}", _text(a_card.vbios), _text(b_card.vbios)))
+            out.append(FingerprintChange(f"VBIOS of {bus}", _text(a_card.vbios), _text(b_card.vbios)))
         if a_card.bar1_bytes != b_card.bar1_bytes:
-            out.append(Change(f"BAR1 of {bus}", _text(a_card.bar1_bytes, True), _text(b_card.bar1_bytes, True)))
+            out.append(
+                FingerprintChange(f"BAR1 of {bus}", _text(a_card.bar1_bytes, True), _text(b_card.bar1_bytes, True))
+            )
     return out
 
 
@@ -288,7 +294,7 @@ class Standing:
 
     state: str  # "verified", "failed", "changed", "never"
     record: P2PRecord | None = None
-    changed: tuple[Change, ...] = ()
+    changed: tuple[FingerprintChange, ...] = ()
 
 
 def standing(records: list[P2PRecord], now: Fingerprint, kind: str = KIND_COPY) -> Standing:

@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from fixtures.hostgen.materialize import materialize
-from fwman.driver import move
+from fwman.driver.move.keep import KeepFiles, kept_paths
+from fwman.driver.move.record import COMMITTED, MoveRecord, WriteRecord
 from fwman.host.actions import apply_all
 from fwman.host.live import LiveHost
 from tests.support.env import EXAMPLE_HOST, FwmanEnv, Result
@@ -98,8 +99,8 @@ esac
     # a committed driver move (its --to needs a fork and builds: tests/story/test_driver_move.py compares its dry
     # run with its run): the set kept before it, then what the commit wrote over it
     host = LiveHost(str(root))
-    record = move.MoveRecord("565.77", "570.86.16", move.COMMITTED, [])
-    apply_all(host, [move.KeepFiles(move.kept_paths(host, [])), move.WriteRecord(record)])
+    record = MoveRecord("565.77", "570.86.16", COMMITTED, [])
+    apply_all(host, [KeepFiles(kept_paths(host, [])), WriteRecord(record)])
     # one NVIDIA user-space package in the root's own dpkg database (real dpkg-query reads it: --admindir)
     dpkg = root / "var/lib/dpkg"
     (dpkg / "info").mkdir(parents=True, exist_ok=True)

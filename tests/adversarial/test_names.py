@@ -222,9 +222,9 @@ def test_flash_status_count(attack: CountingEnv, n: str) -> None:
     assert one_error_line(r) == f"fwman: error: -n {n}: must be at least 1"
 
 
-@pytest.mark.parametrize("card", ["41:00", "zz:00.0", "41:00.8", "../41:00.0", "41:00.0 x", "0" * 40])
-def test_bad_bus_ids(attack: CountingEnv, card: str) -> None:
-    r = attack("flash", "history", "--card", card, "--snapshot", str(EXAMPLE_HOST))
+@pytest.mark.parametrize("bus_id", ["41:00", "zz:00.0", "41:00.8", "../41:00.0", "41:00.0 x", "0" * 40])
+def test_bad_bus_ids(attack: CountingEnv, bus_id: str) -> None:
+    r = attack("flash", "history", "--card", bus_id, "--snapshot", str(EXAMPLE_HOST))
     assert r.code == 2
     assert "not a PCI bus id" in one_error_line(r)
 

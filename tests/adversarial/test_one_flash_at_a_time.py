@@ -18,7 +18,7 @@ from fixtures.nvflash.rig import CARDS, REBAR_3987, Rig, build_rig
 from fwman.core import paths
 from fwman.core.errors import ExitCode
 from fwman.firmware.rom.parse import parse_rom
-from fwman.host.hostlock import Holder, parse_record
+from fwman.host.hostlock import LockHolder, parse_record
 from tests.support.counting import tried
 from tests.support.procs import journal_step, spawn, wait_for
 
@@ -115,7 +115,7 @@ def test_a_lock_from_another_boot_is_stale_even_when_its_pid_runs(tmp_path: Path
     lock = lock_file(rig)
     lock.parent.mkdir(parents=True, exist_ok=True)
     # pid 1 runs on every boot: only the boot id can tell this record is stale
-    old = Holder(1, "fwman flash --card 41:00.0", "2026-11-30T10:00:00Z", "00000000-0000-0000-0000-000000000000")
+    old = LockHolder(1, "fwman flash --card 41:00.0", "2026-11-30T10:00:00Z", "00000000-0000-0000-0000-000000000000")
     lock.write_text(json.dumps(old.to_dict()))
     tried()
     r = rig(*FLASH)

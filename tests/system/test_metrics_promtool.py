@@ -66,8 +66,8 @@ def test_promtool_accepts_the_preflight_series(tmp_path: Path, fwman: FwmanEnv) 
     from fwman.driver import preflight as pf
 
     state = pf.State(last_at="2026-12-01T20:00:00+00:00", last_kernels=["6.1.0-56-amd64", "6.1.0-57-amd64"])
-    state.kernels["6.1.0-56-amd64"] = pf.Verdict("6.1.0-56-amd64", pf.SAFE, "builds")
-    state.kernels["6.1.0-57-amd64"] = pf.Verdict("6.1.0-57-amd64", pf.BROKEN, "does not build")
+    state.kernels["6.1.0-56-amd64"] = pf.KernelVerdict("6.1.0-56-amd64", pf.SAFE, "builds")
+    state.kernels["6.1.0-57-amd64"] = pf.KernelVerdict("6.1.0-57-amd64", pf.BROKEN, "does not build")
     held = kernel_hold.HoldRecord({"6.1.0-57-amd64": kernel_hold.HeldKernel("6.1.0-57-amd64", {}, "no", "now")})
     (tmp_path / "var/lib/fwman").mkdir(parents=True)
     (tmp_path / "var/lib/fwman/preflight.json").write_bytes(state.to_bytes())

@@ -11,7 +11,7 @@ from fwman.core.findings import Finding, Severity
 
 
 @dataclass(frozen=True)
-class Holder:
+class DeviceHolder:
     """A process with ``/dev/nvidia*`` open (from ``/proc/<pid>/fd``)."""
 
     pid: int
@@ -19,7 +19,7 @@ class Holder:
     device: str
 
 
-def driver_gate(holders: Sequence[Holder], modules: Sequence[str]) -> list[Finding]:
+def driver_gate(holders: Sequence[DeviceHolder], modules: Sequence[str]) -> list[Finding]:
     """Return the driver findings: block while a process holds ``/dev/nvidia*`` or an nvidia module is loaded
     (``holders``, ``modules`` in unload order), each with the command that clears it."""
     findings: list[Finding] = []

@@ -13,7 +13,7 @@ from fwman.core import paths
 from fwman.core.errors import BlockedError, FwmanError, ParseError, ToolMissingError, UsageError
 from fwman.core.findings import Finding
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.gates import Holder, driver_gate
+from fwman.firmware.nvflash.gates import DeviceHolder, driver_gate
 from fwman.gpu.card import Card
 from fwman.gpu.kernel_modules import UNLOAD_ORDER, is_driver_module
 from fwman.host.base import CommandResult, Host
@@ -104,9 +104,9 @@ def loaded_nvidia_modules(host: Host) -> list[str]:
     return [m for m in loaded if m not in UNLOAD_ORDER] + known
 
 
-def device_holders(host: Host) -> list[Holder]:
+def device_holders(host: Host) -> list[DeviceHolder]:
     """Return every process with an open file descriptor on /dev/nvidia* (scanning /proc), once each."""
-    holders: list[Holder] = []
+    holders: list[DeviceHolder] = []
     try:
         entries = host.listdir("/proc")
     except FwmanError:
@@ -128,7 +128,7 @@ def device_holders(host: Host) -> list[Holder]:
                     comm = host.read_text(f"/proc/{entry}/comm").strip()
                 except FwmanError:
                     comm = "?"
-                holders.append(Holder(int(entry), comm, target))
+                holders.append(DeviceHolder(int(entry), comm, target))
                 break
     return holders
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from fwman.core.errors import BlockedError
 from fwman.core.findings import Finding, Severity, Topic, blocking
-from fwman.firmware.nvflash.gates import Holder, driver_gate
+from fwman.firmware.nvflash.gates import DeviceHolder, driver_gate
 from fwman.firmware.ops.backup import BackupEntry
 from fwman.firmware.ops.images import ImageSource
 from fwman.firmware.rom.model import RomImage, RomKind
@@ -51,7 +51,7 @@ class HostFacts:
     (it would refuse anyway)."""
 
     euid: int
-    holders: tuple[Holder, ...] | None = None
+    holders: tuple[DeviceHolder, ...] | None = None
     modules: tuple[str, ...] | None = None  # the nvidia* modules loaded, in unload order
     nvflash: tuple[str, str] | None = None  # (version, path)
     adapters: tuple[Adapter, ...] = ()
@@ -68,7 +68,7 @@ class ImageFacts:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class GateVerdict:
     """What a gate decided: allowed (``message`` None), or blocked with the reasons.
 
     ``message`` and ``hint`` are the refusal as the user reads it, ``detail`` the line the journal records,
@@ -90,7 +90,7 @@ class Verdict:
         return BlockedError(self.message or "blocked", hint=self.hint, findings=list(self.findings))
 
 
-ALLOWED = Verdict()
+ALLOWED = GateVerdict()
 
 
 def root_gate(euid: int) -> Finding:
@@ -181,13 +181,13 @@ def overrides(*, no_backup_bios_ok: bool, allow_downgrade: bool, restore: bool) 
     return out
 
 
-def gates_verdict(bus_id: str, findings: Sequence[Finding], accepted: Sequence[str] = ()) -> Verdict:
+def gates_verdict(bus_id: str, findings: Sequence[Finding], accepted: Sequence[str] = ()) -> GateVerdict:
     """Return the verdict of the host and image gates' ``findings`` for card ``bus_id`` with the ``accepted``
     overrides: blocked by every ``block`` and each warning not overridden; the hint is the first fix."""
     bad = blocking(findings, accepted)
     if not bad:
         return ALLOWED
-    return Verdict(
+    return GateVerdict(
         message=f"{bus_id}: blocked before any write: {bad[0].message}",
         hint=next((f.fix for f in bad if f.fix), None),
         detail="; ".join(f.message for f in bad),
@@ -195,22 +195,22 @@ def gates_verdict(bus_id: str, findings: Sequence[Finding], accepted: Sequence[s
     )
 
 
-def reused_backups_verdict(run: str, findings: Sequence[Finding]) -> Verdict:
+def reused_backups_verdict(run: str, findings: Sequence[Finding]) -> GateVerdict:
     """Return the verdict on reusing the backups of ``run`` (``findings``: one per card, from checking them)."""
     bad = blocking(findings)
     if not bad:
         return ALLOWED
     message = f"backups of run {run} do not cover and verify for every card"
-    return Verdict(message=message, hint=bad[0].message, detail=message, findings=tuple(findings))
+    return GateVerdict(message=message, hint=bad[0].message, detail=message, findings=tuple(findings))
 
 
-def taken_backups_verdict(total: int, failed: Mapping[str, str]) -> Verdict:
+def taken_backups_verdict(total: int, failed: Mapping[str, str]) -> GateVerdict:
     """Return the verdict on the backups just taken of ``total`` cards (``failed``: bus ID -> why it failed)."""
     if not failed:
         return ALLOWED
     first = next(iter(failed.values()))
     message = f"no card is flashed: {len(failed)} of {total} backups failed ({first})"
-    return Verdict(
+    return GateVerdict(
         message=message,
         hint="every card needs a verified backup before any flash; fix the cause and run again (after a "
         "failed write, use `fwman flash resume`: it reuses the backups taken before it)",
@@ -230,12 +230,12 @@ def cut_source(source: ImageSource, rom: RomImage, own: BackupEntry) -> str | No
     )
 
 
-def size_verdict(bus_id: str, source: ImageSource, rom: RomImage, own: BackupEntry) -> Verdict:
+def size_verdict(bus_id: str, source: ImageSource, rom: RomImage, own: BackupEntry) -> GateVerdict:
     """Return the verdict on the image's size against the card's own backup (:func:`cut_source`)."""
     cut = cut_source(source, rom, own)
     if cut is None:
         return ALLOWED
-    return Verdict(
+    return GateVerdict(
         message=f"{bus_id}: blocked before any write: {cut}",
         hint="use the whole file (fwman fetch it again, or take the card's own dump: fwman backup list)",
         detail=cut,

@@ -65,17 +65,17 @@ def _with_entry(source: ImageSource, entry: CatalogEntry | None) -> ImageSource:
     return source
 
 
-def cached_image(host: Host, entry: CatalogEntry, card: str | None = None) -> ImageSource:
+def cached_image(host: Host, entry: CatalogEntry, bus_id: str | None = None) -> ImageSource:
     """Return the fetched image of ``entry`` from the cache, with its catalog facts.
 
-    ``card`` (the bus ID being flashed) goes into the hint of a refusal, so it is a command that runs as given.
+    ``bus_id`` (the card being flashed) goes into the hint of a refusal, so it is a command that runs as given.
 
     Raises BlockedError when the image is withdrawn (it is never fetched, so "not downloaded" would send the
     owner to a fetch that refuses it), MissingError when it has not been fetched.
     """
     from fwman.firmware.ops.fetch import cache_path, refuse_withdrawn
 
-    refuse_withdrawn(entry, f"flash --card {card}" if card else "flash --card BUS")
+    refuse_withdrawn(entry, f"flash --card {bus_id}" if bus_id else "flash --card BUS")
     path = cache_path(entry)
     try:
         data = host.read_bytes(path)
@@ -106,10 +106,10 @@ def with_catalog(host: Host, source: ImageSource) -> ImageSource:
     return _with_entry(source, find_entry_for_rom(load_catalog(host), parse_rom(source.data)))
 
 
-def resolve_image(host: Host, ref: str, card: str | None = None) -> ImageSource:
+def resolve_image(host: Host, ref: str, bus_id: str | None = None) -> ImageSource:
     """Return the image named by ``ref``: a file the user names on this machine, or ``BOARD/VERSION`` (cache).
 
-    ``card`` is the bus ID the image is for (named in the hint when a catalog image is refused).
+    ``bus_id`` is the card the image is for (named in the hint when a catalog image is refused).
     A file is read through the user-file door (relative to the real working directory, never under
     ``--root``). Raises MissingError when the file or cached image is absent, UsageError for an unknown catalog
     entry, ParseError when a file is not a VBIOS image.
@@ -123,7 +123,7 @@ def resolve_image(host: Host, ref: str, card: str | None = None) -> ImageSource:
         source = ImageSource(label=user_path(ref), data=data)
         return _with_entry(source, find_entry_for_rom(catalog, parse_rom(data)))
     if "/" in ref and ":" in ref.split("/", 1)[0]:
-        return cached_image(host, catalog.entry(ref), card)
+        return cached_image(host, catalog.entry(ref), bus_id)
     raise MissingError(
         f"no such image file: {ref}", hint="give a file path or BOARD/VERSION (3842:3987/94.02.42.80.27)"
     )

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fwman.app.change import Change, plan_or_apply
+from fwman.app.change import ChangeResult, plan_or_apply
 from fwman.app.text import Line
 from fwman.core.errors import BlockedError
 from fwman.host.actions import WriteFile
@@ -17,7 +17,7 @@ def _refuse() -> None:
     raise BlockedError("needs root")
 
 
-def _text(change: Change) -> list[str]:
+def _text(change: ChangeResult) -> list[str]:
     return [item.plain for item in change.text() if isinstance(item, Line)]
 
 

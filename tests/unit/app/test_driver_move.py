@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fwman.driver import move
+from fwman.driver.move.keep import KeepFiles, kept_paths
+from fwman.driver.move.record import COMMITTED, MoveRecord, WriteRecord
 from fwman.host.actions import apply_all
 from fwman.host.live import LiveHost
 from tests.support.env import FwmanEnv
@@ -22,9 +23,9 @@ def _committed(tmp_path: Path) -> Path:
     (root / "var/lib/fwman/modules").mkdir(parents=True)
     (root / "var/lib/fwman/modules/source.json").write_text('{"fork": "story", "branch": "570.86.16-p2p"}\n')
     host = LiveHost(str(root))
-    apply_all(host, [move.KeepFiles(move.kept_paths(host, [KVER]))])
-    record = move.MoveRecord("570.86.16", "575.51.02", move.COMMITTED, [KVER], "570.86.16-p2p", "575.51.02-p2p")
-    apply_all(host, [move.WriteRecord(record)])
+    apply_all(host, [KeepFiles(kept_paths(host, [KVER]))])
+    record = MoveRecord("570.86.16", "575.51.02", COMMITTED, [KVER], "570.86.16-p2p", "575.51.02-p2p")
+    apply_all(host, [WriteRecord(record)])
     # what the commit wrote: modules where there were none, a new manifest, the source record at the new branch
     (root / f"lib/modules/{KVER}/updates/fwman").mkdir(parents=True)
     (root / f"lib/modules/{KVER}/updates/fwman/nvidia.ko").write_bytes(b"575")

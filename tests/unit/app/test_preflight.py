@@ -37,7 +37,7 @@ def _record(root: Path, verdicts: dict[str, str]) -> None:
     for kver, status in verdicts.items():
         n = kver.split("-")[1]
         key = pf.verdict_key(kver, f"6.1.192-{n}", source.source_id, [], compiler)
-        verdict = pf.Verdict(kver, status, "recorded", key, at="2026-12-01T00:00:00+00:00")
+        verdict = pf.KernelVerdict(kver, status, "recorded", key, at="2026-12-01T00:00:00+00:00")
         if status == pf.BROKEN:
             verdict.file, verdict.line, verdict.error = "kernel-open/nvidia/nv-pci.c", 42, '#error "no"'
         state.kernels[kver] = verdict

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fwman.core import paths
-from fwman.host.hostlock import Holder, LockHeld, exclusive, holder_now, parse_record
+from fwman.host.hostlock import LockHeld, LockHolder, exclusive, holder_now, parse_record
 from fwman.host.live import LiveHost
 from fwman.host.snapshot import SnapshotHost
 from tests.support.env import EXAMPLE_HOST
@@ -36,7 +36,7 @@ def test_a_record_whose_holder_is_gone_is_taken_over_with_a_line(tmp_path: Path)
     host = LiveHost(str(tmp_path))
     lock = tmp_path / paths.FLASH_LOCK_FILE.lstrip("/")
     lock.parent.mkdir(parents=True)
-    gone = Holder(2**22 + 12345, "fwman restore --card 41:00.0", "2026-12-01T10:00:00Z", None)  # past pid_max
+    gone = LockHolder(2**22 + 12345, "fwman restore --card 41:00.0", "2026-12-01T10:00:00Z", None)  # past pid_max
     lock.write_text(json.dumps(gone.to_dict()))
     said: list[str] = []
     with exclusive(host, "fwman flash", say=said.append):

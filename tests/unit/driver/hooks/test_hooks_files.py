@@ -158,23 +158,23 @@ def test_boot_fast_path_runs_the_full_catchup_after_a_change(tmp_path: Path, cha
         (root / "lib/modules/6.1.0-53-amd64/updates/fwman/nvidia.ko").unlink()
     elif change == "pin":
         (root / "var/lib/fwman/boot-pin.json").write_text("{}")
-    else:  # the full catch-up says whether the moved module is the one loaded (fwman.driver.move.boot_note)
-        from fwman.driver import move
+    else:  # the full catch-up says whether the moved module is the one loaded (fwman.driver.move.record.boot_note)
+        from fwman.driver.move.record import COMMITTED, RECORD, MoveRecord
 
-        record = move.MoveRecord("565.77", "570.86.16", move.COMMITTED, ["6.1.0-50-amd64"])
-        LiveHost(str(root)).write_bytes(move.RECORD, record.to_json())
+        record = MoveRecord("565.77", "570.86.16", COMMITTED, ["6.1.0-50-amd64"])
+        LiveHost(str(root)).write_bytes(RECORD, record.to_json())
     assert _run(script, root).returncode == 0
     assert started.exists()
 
 
 def test_boot_fast_path_is_kept_after_a_finished_or_rolled_back_move(tmp_path: Path) -> None:
-    from fwman.driver import move
+    from fwman.driver.move.record import FINISHED, RECORD, ROLLED_BACK, MoveRecord
 
     root, script, started = _fast_path_root(tmp_path)
     _stamp(root)
-    for stage in (move.FINISHED, move.ROLLED_BACK):
-        record = move.MoveRecord("565.77", "570.86.16", stage, ["6.1.0-50-amd64"])
-        LiveHost(str(root)).write_bytes(move.RECORD, record.to_json())
+    for stage in (FINISHED, ROLLED_BACK):
+        record = MoveRecord("565.77", "570.86.16", stage, ["6.1.0-50-amd64"])
+        LiveHost(str(root)).write_bytes(RECORD, record.to_json())
         assert _run(script, root).returncode == 0 and not started.exists()
 
 

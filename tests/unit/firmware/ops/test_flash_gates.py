@@ -8,7 +8,7 @@ import pytest
 
 from fixtures.nvflash.rig import LAUNCH_3987, REBAR_3987, image
 from fwman.core.findings import Severity
-from fwman.firmware.nvflash.gates import Holder, driver_gate
+from fwman.firmware.nvflash.gates import DeviceHolder, driver_gate
 from fwman.firmware.ops.backup import BackupEntry
 from fwman.firmware.ops.flash_gates import (
     NO_BACKUP_BIOS_FLAG,
@@ -65,13 +65,13 @@ def ids(findings: list) -> list[tuple[str, str]]:  # type: ignore[type-arg]
 # -- host gates ------------------------------------------------------------------------------------------------
 def test_not_root_is_the_only_finding() -> None:
     # a non-root run reads nothing else: whatever the other facts say, the root gate alone answers
-    found = host_gates(HostFacts(1000, (Holder(7, "python3", "/dev/nvidia0"),), ("nvidia",), ("5.590.0", "/x")))
+    found = host_gates(HostFacts(1000, (DeviceHolder(7, "python3", "/dev/nvidia0"),), ("nvidia",), ("5.590.0", "/x")))
     assert ids(found) == [("flash.root", "block")]
     assert found[0].fix == "run with sudo"
 
 
 def test_a_held_device_blocks_with_the_command_that_frees_it_and_nvflash_is_not_reached() -> None:
-    holders = (Holder(4242, "nvidia-persiste", "/dev/nvidiactl"), Holder(777, "python3", "/dev/nvidia0"))
+    holders = (DeviceHolder(4242, "nvidia-persiste", "/dev/nvidiactl"), DeviceHolder(777, "python3", "/dev/nvidia0"))
     found = host_gates(HostFacts(0, holders, ("nvidia_uvm", "nvidia"), ("5.590.0", "/usr/bin/nvflash")))
     assert ids(found) == [("flash.root", "ok"), ("flash.device-busy", "block"), ("flash.driver-loaded", "block")]
     assert found[1].fix == "systemctl stop nvidia-persistenced; kill 777  # python3"

@@ -11,6 +11,7 @@ from typing import Any
 
 from fwman.app.text import Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsonout import OMIT, encode, meta
 from fwman.driver import dkms, nova_core
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
@@ -31,9 +32,15 @@ from fwman.gpu.inventory import nvidia_functions
 from fwman.host.base import Host
 
 
+def _initramfs_json(state: InitramfsState) -> dict[str, object] | None:
+    """Return the initramfs as a kernel's ``initramfs`` shows it (None when the kernel has no image)."""
+    return state.to_dict() if state.path else None
+
+
 @dataclass
 class KernelStatus:
-    """One installed kernel as ``fwman modules status`` shows it."""
+    """One installed kernel as ``fwman modules status`` shows it (its fields are a ``kernels[]`` entry of
+    ``fwman.modules-status/1``)."""
 
     kernel: str
     headers: bool
@@ -48,39 +55,16 @@ class KernelStatus:
     why: str
     next_boot: bool
     headers_package: str | None = None  # the exact package for this kernel and distribution
-    initramfs: InitramfsState | None = None
+    initramfs: InitramfsState | None = field(default=None, metadata=meta(via=_initramfs_json))
     #: the patches of /etc/fwman/patches.d the installed modules were built with ({name, sha256, kernels})
     patches: list[dict[str, str | None]] = field(default_factory=list)
     #: a donor-patch fork's build ({tag, sha256, patch}: the manifest's), and the fork it was built from
     donor_patch: dict[str, str] | None = None
-    fork: str | None = None
+    fork: str | None = field(default=None, metadata=OMIT)
     #: the kernel's own nova_core: {config, module, built_in, blacklisted_by, problem}; None when it has none
     nova_core: dict[str, Any] | None = None
     #: the owner's P2P fork, installed by DKMS for this kernel too ("M/V: state"; fwman's copy is what loads)
     dkms_fork: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
-        return {
-            "kernel": self.kernel,
-            "headers": self.headers,
-            "modules": self.modules,
-            "branch": self.branch,
-            "commit": self.commit,
-            "built_at": self.built_at,
-            "dkms_conflict": self.dkms_conflict,
-            "pending": self.pending,
-            "failed": self.failed,
-            "safe_to_boot": self.safe_to_boot,
-            "why": self.why,
-            "next_boot": self.next_boot,
-            "headers_package": self.headers_package,
-            "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
-            "patches": self.patches,
-            "donor_patch": self.donor_patch,
-            "nova_core": self.nova_core,
-            "dkms_fork": self.dkms_fork,
-        }
 
 
 @dataclass
@@ -124,29 +108,18 @@ class ModulesStatus(Result):
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
-        pin, spec, default = self.pin, self.source, self.next_boot
-        pin_doc = (
-            None
-            if pin is None
-            else {
-                "kernel": pin.kernel,
-                "avoided": pin.avoided,
-                "reason": pin.reason,
-                "method": pin.method,
-                "at": pin.at,
-            }
-        )
+        spec = self.source
         return {
-            "kernels": [row.to_json() for row in self.kernels],
-            "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
-            "pin": pin_doc,
+            "kernels": encode(self.kernels),
+            "next_boot": encode(self.next_boot),
+            "pin": encode(self.pin),
             "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
             "dkms_error": self.dkms_error,
             "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
             "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
-            "driver_settings": self.settings.to_json() if self.settings else None,
+            "driver_settings": encode(self.settings),
             "preflight": self.preflight,
-            "nova_core": self.nova_running.to_json() if self.nova_running else None,
+            "nova_core": encode(self.nova_running),
         }
 
     def text(self, verbose: int = 0) -> Out:

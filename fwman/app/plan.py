@@ -402,7 +402,7 @@ class Check(Result):
             "at_target": self.ready,
             "target": self.plan.target.to_json(),
             "parts": encode([*self.plan.todo, *self.plan.unknown]),
-            "findings": [f.model_dump(mode="json") for f in [*self.blockers, *self.warnings]],
+            "findings": encode([*self.blockers, *self.warnings]),
             "doctor_error": self.plan.doctor_error,
         }
 

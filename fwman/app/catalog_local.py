@@ -10,6 +10,7 @@ from typing import Any
 from fwman.app.text import Out, Result, document, say
 from fwman.core.clock import timestamp
 from fwman.core.errors import UsageError
+from fwman.core.jsonout import encode
 from fwman.firmware.ops.local_entry import MadeEntry
 from fwman.host.base import Host
 
@@ -31,7 +32,7 @@ class LocalAdded(Result):
             "path": self.path,
             "pci_key": board.key,
             "board": board.board.model_dump(mode="json"),
-            "images": [i.model_dump(mode="json") for i in board.images],
+            "images": encode(board.images),
             "local": self.made.entry.info.model_dump(),
             "image_from": self.made.image_origin,
             "export": self.export,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.app.change import ChangeResult, free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
+from fwman.core.jsonout import meta
 from fwman.driver import dkms
 from fwman.host.base import Host
 
@@ -18,7 +18,7 @@ from fwman.host.base import Host
 class DkmsUnblock(Result):
     """What ``dkms unblock`` did (or, in a dry run, would do)."""
 
-    dry_run: bool
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     blocked: bool  # False: fwman had not blocked DKMS (no block record), nothing to undo
     actions: list[str] = field(default_factory=list)  # done, or to do in a dry run; "skip M/V: ..." lines too
 
@@ -26,10 +26,6 @@ class DkmsUnblock(Result):
     def changed(self) -> bool:
         """Return True when the host was changed (never in a dry run; an unblock removes the record at least)."""
         return self.blocked and not self.dry_run
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.dkms-unblock/1`` (without the schema key)."""
-        return {"dry_run": self.dry_run, "changed": self.changed, "blocked": self.blocked, "actions": self.actions}
 
     def text(self, verbose: int = 0) -> Out:
         """Return that there was nothing to undo, the plan, or that DKMS builds the stock modules again."""

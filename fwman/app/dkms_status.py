@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.text import Out, Result, say, table
+from fwman.core.jsonout import encode
 from fwman.driver import dkms
 from fwman.host.base import Host
 
@@ -38,17 +39,7 @@ class DkmsStatus(Result):
         """Return the payload of ``fwman.dkms-status/1`` (without the schema key)."""
         record = self.block
         return {
-            "modules": [
-                {
-                    "module": e.module,
-                    "version": e.version,
-                    "kernel": e.kernel,
-                    "arch": e.arch,
-                    "state": e.state,
-                    **self._source(e),
-                }
-                for e in self.entries
-            ],
+            "modules": [{**encode(e), **encode(self._source(e))} for e in self.entries],
             "builders": self.builders(),
             "blocked": record is not None,
             "apt_pin": record.apt_pin if record else None,
@@ -56,9 +47,9 @@ class DkmsStatus(Result):
             "dkms_installed": self.dkms_installed,
         }
 
-    def _source(self, e: dkms.DkmsEntry) -> dict[str, object]:
-        src = self.sources.get((e.module, e.version))
-        return src.to_json() if src else {"kind": dkms.STOCK, "fork_evidence": [], "tree_version": None}
+    def _source(self, e: dkms.DkmsEntry) -> dkms.DkmsSource:
+        """Return what ``e``'s tree is (NVIDIA's stock module when it was not classified)."""
+        return self.sources.get((e.module, e.version)) or dkms.DkmsSource(e.module, e.version, dkms.STOCK, ())
 
     def text(self, verbose: int = 0) -> Out:
         """Return the registered modules and whether fwman blocks DKMS."""

@@ -15,6 +15,7 @@ from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
 from fwman.core.errors import FwmanError, MissingError, PartialError
+from fwman.core.jsonout import encode
 from fwman.driver.families import PLAIN, CardMemory, describe, host_family
 from fwman.driver.forks.config import configured_forks
 from fwman.driver.forks.forge import api_base
@@ -47,8 +48,8 @@ class BranchesResult(Result):
                 "age_seconds": f.age_seconds(now),
                 "error": f.error,
                 "p2p_versions": [str(v) for v in f.p2p_versions()],
-                "revisions": {str(v): [r.model_dump(mode="json") for r in f.revisions_of(v)] for v in f.p2p_versions()},
-                "donor": f.donor.to_json() if f.donor is not None else None,
+                "revisions": {str(v): encode(f.revisions_of(v)) for v in f.p2p_versions()},
+                "donor": encode(f.donor),
                 "default_branches": self.chosen(f),
             }
             for f in self.report.forks

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
+from fwman.core.jsonout import meta
 from fwman.driver.kmod.secureboot import SecureBootState
 from fwman.host.base import Host
 
@@ -17,26 +17,19 @@ from fwman.host.base import Host
 class Keygen(Result):
     """The key made or adopted (None in a dry run), what was (or would be) done, and where Secure Boot stands."""
 
-    dry_run: bool
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     actions: list[str] = field(default_factory=list)
     key: str | None = None
     cert: str | None = None
     origin: str | None = None  # "fwman" (made here) | "dkms" (DKMS's adopted)
-    secure_boot: SecureBootState | None = None
-    steps: list[str] = field(default_factory=list)  # how to enroll the certificate ([]: enrolled already)
+    secure_boot: SecureBootState | None = field(default=None, metadata=meta(via=SecureBootState.to_dict))
+    #: how to enroll the certificate ([]: enrolled already)
+    steps: list[str] = field(default_factory=list, metadata=meta(key="enrollment_steps"))
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-keygen/1`` (without the schema key)."""
-        return {
-            "dry_run": self.dry_run,
-            "changed": not self.dry_run,
-            "actions": self.actions,
-            "key": self.key,
-            "cert": self.cert,
-            "origin": self.origin,
-            "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
-            "enrollment_steps": self.steps,
-        }
+    @property
+    def changed(self) -> bool:
+        """Return True unless this is a dry run (a key is made or adopted every time)."""
+        return not self.dry_run
 
     def text(self, verbose: int = 0) -> Out:
         """Return the key, the certificate, Secure Boot's state and the enrollment steps."""

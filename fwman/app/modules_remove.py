@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import UsageError
+from fwman.core.jsonout import meta
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import UnpinBoot, read_pin
 from fwman.driver.build.lock import module_lock
@@ -36,10 +36,10 @@ class RemoveRequest:
 
 @dataclass
 class RemoveResult(Result):
-    """What was (or, in a dry run, would be) done."""
+    """What was (or, in a dry run, would be) done; its fields are ``fwman.modules-remove/1``."""
 
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     kernels: list[str]
-    dry_run: bool
     actions: list[str] = field(default_factory=list)  # descriptions: done, or to do in a dry run
     removed: list[str] = field(default_factory=list)  # the paths removed
     next_boot: str | None = None
@@ -49,18 +49,6 @@ class RemoveResult(Result):
     def changed(self) -> bool:
         """Return True when the host was changed (never in a dry run)."""
         return bool(self.actions) and not self.dry_run
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-remove/1`` (without the schema key)."""
-        return {
-            "dry_run": self.dry_run,
-            "changed": self.changed,
-            "kernels": self.kernels,
-            "actions": self.actions,
-            "removed": self.removed,
-            "next_boot": self.next_boot,
-            "next_boot_lost": self.next_boot_lost,
-        }
 
     def text(self, verbose: int = 0) -> Out:
         """Return the plan, or the paths removed and whether the next boot lost its patched modules."""
@@ -101,7 +89,7 @@ def remove_modules(
             hint="`fwman modules status` lists the kernels and their modules",
         )
     kernels = kernels_with_modules(host) if request.all_kernels else list(dict.fromkeys(request.kernels))
-    result = RemoveResult(kernels, request.dry_run)
+    result = RemoveResult(request.dry_run, kernels)
     if request.dry_run:
         result.actions = [a.describe() for a in pending(host, _plan(host, kernels, request.all_kernels))]
         return result

@@ -1,7 +1,7 @@
 """``fwman modules status``: per installed kernel, headers, fwman's modules, DKMS conflicts, safe to boot.
 
 Typed arguments in (a Host), a result model out; no click. The CLI renders :class:`ModulesStatus` as a table
-or, through :meth:`ModulesStatus.to_json`, as the ``fwman.modules-status/1`` document.
+or, through its fields (fwman.core.jsonout), as the ``fwman.modules-status/1`` document.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from fwman.app.text import Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsonout import OMIT, meta
 from fwman.driver import dkms, nova_core
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.initramfs import inspect as inspect_initramfs
@@ -31,9 +32,20 @@ from fwman.gpu.inventory import nvidia_functions
 from fwman.host.base import Host
 
 
+def _initramfs_json(state: InitramfsState) -> dict[str, object] | None:
+    """Return the initramfs as a kernel's ``initramfs`` shows it (None when the kernel has no image)."""
+    return state.to_dict() if state.path else None
+
+
+def _source_json(spec: SourceSpec) -> dict[str, str | None]:
+    """Return the configured module source as ``{"fork", "branch", "source"}``."""
+    return {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir}
+
+
 @dataclass
 class KernelStatus:
-    """One installed kernel as ``fwman modules status`` shows it."""
+    """One installed kernel as ``fwman modules status`` shows it (its fields are a ``kernels[]`` entry of
+    ``fwman.modules-status/1``)."""
 
     kernel: str
     headers: bool
@@ -48,57 +60,36 @@ class KernelStatus:
     why: str
     next_boot: bool
     headers_package: str | None = None  # the exact package for this kernel and distribution
-    initramfs: InitramfsState | None = None
+    initramfs: InitramfsState | None = field(default=None, metadata=meta(via=_initramfs_json))
     #: the patches of /etc/fwman/patches.d the installed modules were built with ({name, sha256, kernels})
     patches: list[dict[str, str | None]] = field(default_factory=list)
     #: a donor-patch fork's build ({tag, sha256, patch}: the manifest's), and the fork it was built from
     donor_patch: dict[str, str] | None = None
-    fork: str | None = None
+    fork: str | None = field(default=None, metadata=OMIT)
     #: the kernel's own nova_core: {config, module, built_in, blacklisted_by, problem}; None when it has none
     nova_core: dict[str, Any] | None = None
     #: the owner's P2P fork, installed by DKMS for this kernel too ("M/V: state"; fwman's copy is what loads)
     dkms_fork: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the row as the ``kernels[]`` entry of ``fwman.modules-status/1`` (key order kept)."""
-        return {
-            "kernel": self.kernel,
-            "headers": self.headers,
-            "modules": self.modules,
-            "branch": self.branch,
-            "commit": self.commit,
-            "built_at": self.built_at,
-            "dkms_conflict": self.dkms_conflict,
-            "pending": self.pending,
-            "failed": self.failed,
-            "safe_to_boot": self.safe_to_boot,
-            "why": self.why,
-            "next_boot": self.next_boot,
-            "headers_package": self.headers_package,
-            "initramfs": self.initramfs.to_dict() if self.initramfs and self.initramfs.path else None,
-            "patches": self.patches,
-            "donor_patch": self.donor_patch,
-            "nova_core": self.nova_core,
-            "dkms_fork": self.dkms_fork,
-        }
-
 
 @dataclass
 class ModulesStatus(Result):
-    """Every kernel's row, the next boot, fwman's boot pin, the configured source, a failed ``dkms status``."""
+    """Every kernel's row, the next boot, fwman's boot pin, the configured source, a failed ``dkms status``; its
+    fields are the payload of ``fwman.modules-status/1``."""
 
     kernels: list[KernelStatus]
     next_boot: BootDefault
     pin: PinRecord | None = None
-    source: SourceSpec | None = None
+    source: SourceSpec | None = field(default=None, metadata=meta(via=_source_json))
     dkms_error: str | None = None
-    secure_boot: SecureBootState | None = None
-    userspace_hold: HoldStatus | None = None
-    settings: SettingsReport | None = None  # the NVreg_* options P2P depends on (`fwman driver settings`)
+    secure_boot: SecureBootState | None = field(default=None, metadata=meta(via=SecureBootState.to_dict))
+    userspace_hold: HoldStatus | None = field(default=None, metadata=meta(via=HoldStatus.to_dict))
+    #: the NVreg_* options P2P depends on (`fwman driver settings`)
+    settings: SettingsReport | None = field(default=None, metadata=meta(key="driver_settings"))
     #: the last `fwman modules preflight` (app.preflight.last_preflight), None when none ran
     preflight: dict[str, Any] | None = None
     #: nova_core on the running system (loaded, the NVIDIA functions bound to it)
-    nova_running: NovaRunning | None = None
+    nova_running: NovaRunning | None = field(default=None, metadata=meta(key="nova_core"))
 
     def preflight_lines(self) -> list[str]:
         """Return the lines of the last pre-flight for the text status: one per kernel, and fwman's holds."""
@@ -121,33 +112,6 @@ class ModulesStatus(Result):
         if not lines and doc.get("at"):
             lines.append(f"pre-flight {doc.get('at')}: apt offered no new kernel")
         return lines
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-status/1`` (without the schema key)."""
-        pin, spec, default = self.pin, self.source, self.next_boot
-        pin_doc = (
-            None
-            if pin is None
-            else {
-                "kernel": pin.kernel,
-                "avoided": pin.avoided,
-                "reason": pin.reason,
-                "method": pin.method,
-                "at": pin.at,
-            }
-        )
-        return {
-            "kernels": [row.to_json() for row in self.kernels],
-            "next_boot": {"kernel": default.kver, "loader": default.loader, "how": default.how},
-            "pin": pin_doc,
-            "source": None if spec is None else {"fork": spec.fork, "branch": spec.branch, "source": spec.source_dir},
-            "dkms_error": self.dkms_error,
-            "secure_boot": self.secure_boot.to_dict() if self.secure_boot else None,
-            "userspace_hold": self.userspace_hold.to_dict() if self.userspace_hold else None,
-            "driver_settings": self.settings.to_json() if self.settings else None,
-            "preflight": self.preflight,
-            "nova_core": self.nova_running.to_json() if self.nova_running else None,
-        }
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table of kernels, the next boot, the pin and every note a person needs to act on."""

@@ -8,6 +8,7 @@ from typing import Any
 
 from fwman.app.change import free
 from fwman.app.text import Out, Result, say
+from fwman.core.jsonout import encode
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import PinRecord, UnpinBoot, read_pin
 from fwman.driver.boot.safety import Safety, kernel_safety
@@ -36,8 +37,7 @@ class UnpinResult(Result):
             "changed": self.changed,
             "pin": None if pin is None else {"kernel": pin.kernel, "avoided": pin.avoided, "method": pin.method,
                                              "at": pin.at, "reason": pin.reason},
-            "next_boot": None if self.next_boot is None else {
-                "kernel": self.next_boot.kver, "safe": self.next_boot.safe, "reason": self.next_boot.reason},
+            "next_boot": encode(self.next_boot),
         }  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:

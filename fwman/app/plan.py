@@ -20,6 +20,7 @@ from fwman.app.target import Target, resolve_target
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import FwmanError, NotRecordedError, PartialError, VerificationError
 from fwman.core.findings import Finding, Severity
+from fwman.core.jsonout import OMIT, encode, meta
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
@@ -44,26 +45,22 @@ class Subject:
     """One subject's part of the plan: what it brings about, the steps its planner still needs, and how to run it.
 
     ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it
-    is) and returns the steps it took; ``command``: the fwman command that does this part alone.
+    is) and returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form
+    is a ``parts[]`` entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``.
     """
 
-    name: str
+    name: str = field(metadata=meta(key="part"))
     goal: str
     command: str
     steps: list[str]
-    run: Callable[[Report], list[str]] = field(repr=False, compare=False)
+    run: Callable[[Report], list[str]] = field(repr=False, compare=False, metadata=OMIT)
     #: why the part could not be planned (a replay that lacks what it reads); None: planned
-    unknown: str | None = None
+    unknown: str | None = field(default=None, metadata=meta(key="not_recorded"))
 
     @property
     def needed(self) -> bool:
         """Return True when the planner listed a step."""
         return bool(self.steps)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``{"part", "goal", "command", "steps", "not_recorded"}``."""
-        return {"part": self.name, "goal": self.goal, "command": self.command, "steps": self.steps,
-                "not_recorded": self.unknown}  # fmt: skip
 
 
 def _unless_unrecorded(
@@ -83,19 +80,15 @@ def _refuse(report: Report) -> list[str]:
 
 @dataclass(frozen=True)
 class Manual:
-    """A step fwman cannot take: what, why (the finding), and the exact command or setting."""
+    """A step fwman cannot take: what, why (the finding), and the exact command or setting. Its JSON form, an
+    ``owner_steps[]`` entry, uses a finding's names for the same things: ``message``, ``fix``, ``before_apply``."""
 
     id: str
-    what: str
-    how: str
+    what: str = field(metadata=meta(key="message"))
+    how: str = field(metadata=meta(key="fix"))
     severity: str = "block"
     #: needed before fwman's part can be complete (headers, a module source): said first, and `apply` again after
-    first: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``{"id", "message", "fix", "severity", "before_apply"}`` (a finding's names for the same things)."""
-        return {"id": self.id, "message": self.what, "fix": self.how, "severity": self.severity,
-                "before_apply": self.first}  # fmt: skip
+    first: bool = field(default=False, metadata=meta(key="before_apply"))
 
 
 def _manual_from(findings: list[Finding]) -> list[Manual]:
@@ -252,9 +245,9 @@ class Plan(Result):
             "dry_run": self.dry_run,
             "changed": self.changed,
             "target": self.target.to_json(),
-            "parts": [s.to_json() for s in self.subjects if s.needed or s.unknown],
+            "parts": encode([s for s in self.subjects if s.needed or s.unknown]),
             "applied": self.done,
-            "owner_steps": [m.to_json() for m in self.manual],
+            "owner_steps": encode(self.manual),
             "doctor_error": self.doctor_error,
             "stopped": None if error is None else {"part": self.stopped_at, "message": error.message},
             "not_needed": self.not_needed,
@@ -408,8 +401,8 @@ class Check(Result):
             "host": self.plan.host,
             "at_target": self.ready,
             "target": self.plan.target.to_json(),
-            "parts": [s.to_json() for s in [*self.plan.todo, *self.plan.unknown]],
-            "findings": [f.model_dump(mode="json") for f in [*self.blockers, *self.warnings]],
+            "parts": encode([*self.plan.todo, *self.plan.unknown]),
+            "findings": encode([*self.blockers, *self.warnings]),
             "doctor_error": self.plan.doctor_error,
         }
 

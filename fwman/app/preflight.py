@@ -13,6 +13,7 @@ from typing import Any
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
+from fwman.core.jsonout import encode
 from fwman.driver import kernel_hold
 from fwman.driver import preflight as pf
 from fwman.driver.build.kbuild import compiler_version
@@ -104,7 +105,7 @@ class PreflightResult(Result):
                 "fork": source.fork,
                 "branch": source.branch,
             },
-            "kernels": [k.to_json() for k in self.kernels],
+            "kernels": encode(self.kernels),
             "held_kernels": self.held,
             "newly_held": self.newly_held,
             "released_kernels": self.released,

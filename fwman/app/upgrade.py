@@ -14,6 +14,7 @@ from typing import Any
 from fwman.app.flash import Operator, flash_json
 from fwman.app.text import Cell, Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
+from fwman.core.jsonout import meta
 from fwman.firmware.ops.flash import FlashOptions
 from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
 from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
@@ -241,15 +242,10 @@ def apply_plan(
 
 @dataclass
 class Checked(Result):
-    """Each card after the reboot: its running firmware and BAR1 against its last flash."""
+    """Each card after the reboot: its running firmware and BAR1 against its last flash (``fwman.upgrade-check/2``:
+    the rows are its ``gpus``)."""
 
-    rows: list[CheckRow]
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.upgrade-check/2``: each GPU's ``bus_id`` and running ``vbios_version``."""
-        return {"gpus": [{"bus_id": r.bus_id, "vbios_version": r.running, "expected": r.expected,
-                          "bar1_bytes": r.bar1_bytes, "vram_bytes": r.vram_bytes, "result": r.result,
-                          "message": r.message} for r in self.rows]}  # fmt: skip
+    rows: list[CheckRow] = field(metadata=meta(key="gpus"))
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table: each card, its result and the detail."""

@@ -26,6 +26,7 @@ from fwman.core import paths
 from fwman.core.aptprefs import Pin as AptPin
 from fwman.core.aptprefs import render as render_apt_preferences
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core.jsonout import OMIT, meta
 from fwman.core.jsontext import parse_json
 from fwman.driver.localfs import root_prefix
 from fwman.host.base import Host
@@ -167,17 +168,14 @@ def is_template(text: str) -> bool:
 
 @dataclass(frozen=True)
 class DkmsSource:
-    """What one registered module's tree is: the owner's P2P fork or NVIDIA's stock module, and why."""
+    """What one registered module's tree is: the owner's P2P fork or NVIDIA's stock module, and why. Its JSON
+    form (added to a module of ``fwman.dkms-status/1``) is ``{"kind", "fork_evidence", "tree_version"}``."""
 
-    module: str
-    version: str
+    module: str = field(metadata=OMIT)
+    version: str = field(metadata=OMIT)
     kind: str  # FORK | STOCK
-    evidence: tuple[str, ...]  # why it is the fork (empty for stock)
+    evidence: tuple[str, ...] = field(metadata=meta(key="fork_evidence"))  # why it is the fork (empty for stock)
     tree_version: str | None = None  # the NVIDIA_VERSION of its version.mk, when the tree has one
-
-    def to_json(self) -> dict[str, object]:
-        """Return ``{"kind", "fork_evidence", "tree_version"}``."""
-        return {"kind": self.kind, "fork_evidence": list(self.evidence), "tree_version": self.tree_version}
 
 
 def _read(host: Host, path: str) -> str | None:

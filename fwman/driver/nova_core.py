@@ -26,10 +26,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError
+from fwman.core.jsonout import meta
 from fwman.host.base import Host
 
 MODULE = "nova_core"
@@ -227,14 +227,12 @@ def initramfs_problem(kver: str, members: Iterable[tuple[str, bytes]]) -> str | 
 
 @dataclass
 class NovaRunning:
-    """nova_core on the running system: loaded, and the NVIDIA functions bound to it."""
+    """nova_core on the running system: loaded, and the NVIDIA functions bound to it. Its JSON form is
+    ``{"module_loaded", "bound_to"}`` (``loaded`` names the nvidia module's object elsewhere)."""
 
-    loaded: bool = False
-    bound: list[str] = field(default_factory=list)  # bus ids whose driver is nova_core
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``{"module_loaded", "bound_to"}`` (``loaded`` names the nvidia module's object elsewhere)."""
-        return {"module_loaded": self.loaded, "bound_to": list(self.bound)}
+    loaded: bool = field(default=False, metadata=meta(key="module_loaded"))
+    #: bus ids whose driver is nova_core
+    bound: list[str] = field(default_factory=list, metadata=meta(key="bound_to"))
 
 
 def loaded_from_proc_modules(text: str) -> bool:

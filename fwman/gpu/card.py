@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.core.jsonout import OMIT, meta
+
 
 @dataclass(frozen=True)
 class LinkState:
@@ -19,7 +21,7 @@ class LinkState:
     current_speed_gts: float | None = None
     max_speed_gts: float | None = None
     current_width: int | None = None
-    max_width: int | None = None
+    max_width: int | None = field(default=None, metadata=meta(then=("downtrained",)))
 
     @property
     def narrow(self) -> bool | None:
@@ -48,14 +50,16 @@ class LinkState:
 
 @dataclass(frozen=True)
 class Card:
-    """One NVIDIA GPU. IDs are lower-case 4-digit hex strings (``"10de"``, ``"2204"``)."""
+    """One NVIDIA GPU. IDs are lower-case 4-digit hex strings (``"10de"``, ``"2204"``). Its JSON form
+    (``fwman scan --json``, fwman.core.jsonout) is its fields but those marked ``OMIT``, with the derived
+    ``bar1_covers_vram`` and ``max_rebar_bytes`` after the fields they come from."""
 
     bus_id: str  # sysfs form, e.g. "0000:41:00.0"
     vendor_id: str
     device_id: str
     subsystem_vendor_id: str
     subsystem_device_id: str
-    pci_class: str | None = None  # "0x030000"
+    pci_class: str | None = field(default=None, metadata=OMIT)  # "0x030000"
     name: str | None = None
     vbios_version: str | None = None  # upper-case, as nvidia-smi and nvflash print it: "94.02.26.48.15"
     # The VBIOS board ID that nvflash checks ("0x0240"): known only from nvflash (or the catalog), never from
@@ -63,22 +67,23 @@ class Card:
     board_id: str | None = None
     driver_board_id: str | None = None  # nvidia-smi's <board_id>, for display only
     vram_bytes: int | None = None
-    bar1_bytes: int | None = None
-    rebar_sizes_bytes: list[int] = field(default_factory=list)  # sizes the card offers for BAR1
-    rebar_current_bytes: int | None = None
+    bar1_bytes: int | None = field(default=None, metadata=meta(then=("bar1_covers_vram",)))
+    # sizes the card offers for BAR1
+    rebar_sizes_bytes: list[int] = field(default_factory=list, metadata=meta(then=("max_rebar_bytes",)))
+    rebar_current_bytes: int | None = field(default=None, metadata=OMIT)
     link: LinkState = field(default_factory=LinkState)
     power_limit_w: float | None = None
     default_power_limit_w: float | None = None
     #: nvidia-smi's persistence mode (True: Enabled); None when nvidia-smi did not say
-    persistence_mode: bool | None = None
+    persistence_mode: bool | None = field(default=None, metadata=OMIT)
     driver: str | None = None  # bound kernel driver name ("nvidia", "vfio-pci", None)
     driver_version: str | None = None
     driver_flavour: str | None = None  # "open" | "proprietary"
     numa_node: int | None = None
     iommu_group: int | None = None
-    uuid: str | None = None
+    uuid: str | None = field(default=None, metadata=OMIT)
     #: nvidia-smi's index (``nvidia-smi -i N``); None when nvidia-smi could not be read (the driver unloaded)
-    smi_index: int | None = None
+    smi_index: int | None = field(default=None, metadata=OMIT)
     unreadable: list[str] = field(default_factory=list)  # what could not be read, for the user
 
     def model_copy(self, *, update: dict[str, Any] | None = None) -> Card:

@@ -42,6 +42,7 @@ from typing import Any
 from fwman.core import paths
 from fwman.core.clock import monotonic
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsonout import encode
 from fwman.host.base import Host
 
 XID = "xid"
@@ -77,10 +78,6 @@ class KernelEvent:
     device: str
     code: int | None
     line: str
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the event as JSON."""
-        return {"kind": self.kind, "device": self.device, "code": self.code, "line": self.line}
 
 
 def parse_kernel_events(text: str) -> list[KernelEvent]:
@@ -247,10 +244,6 @@ class SoakFinding:
     evidence: str | None = None  # the first log line of this kind (a fault storm is one finding, counted)
     count: int = 1  # how many new log lines of this kind
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the finding as JSON."""
-        return {"gpu": self.gpu, "what": self.what, "evidence": self.evidence, "count": self.count}
-
 
 def compare(before: Health, after: Health, devices: list[tuple[str, str]]) -> list[SoakFinding]:
     """Return every new kind of kernel event (with its count and first line) and every AER counter that grew,
@@ -328,7 +321,7 @@ class SoakReport:
             "rounds": self.rounds,
             "seconds": round(self.seconds, 3),
             "failed_rounds": list(self.failed_rounds),
-            "findings": [f.to_json() for f in self.findings],
+            "findings": encode(self.findings),
             "unread": list(self.unread),
             "watched": [{"device": d, "gpu": g} for d, g in self.devices],
             "ok": self.ok,

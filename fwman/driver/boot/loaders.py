@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import ParseError
+from fwman.core.jsonout import meta
 from fwman.driver.kernels import installed_kernels
 from fwman.host.base import Host
 
@@ -195,7 +196,7 @@ def detect_bootloader(host: Host) -> str:
 class BootDefault:
     """The kernel the machine boots next, and how fwman knows."""
 
-    kver: str | None
+    kver: str | None = field(metadata=meta(key="kernel"))
     loader: str
     how: str
 

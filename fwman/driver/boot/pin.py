@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from fwman.core import names, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.core.jsonout import OMIT
 from fwman.core.jsontext import parse_json
 from fwman.driver.boot.loaders import (
     BootDefault,
@@ -49,15 +50,16 @@ from fwman.host.base import Host, is_this_machine
 # -- pinning -------------------------------------------------------------------------------------------------
 @dataclass
 class PinRecord:
-    """What fwman pinned, why, and what to restore."""
+    """What fwman pinned, why, and what to restore (the pin file holds every field; the ``pin`` of
+    ``fwman.modules-status/1`` all but ``previous`` and ``warning``)."""
 
     kernel: str  # the safe kernel the box is pinned to
     avoided: str  # the kernel it must not boot
     reason: str
     method: str  # "proxmox" | "grub-saved" | "grub-next" | "systemd-boot"
     at: str = field(default_factory=now_iso)
-    previous: dict[str, str] = field(default_factory=dict)
-    warning: str | None = None
+    previous: dict[str, str] = field(default_factory=dict, metadata=OMIT)
+    warning: str | None = field(default=None, metadata=OMIT)
 
 
 def read_pin(host: Host) -> PinRecord | None:

@@ -9,9 +9,10 @@ What to do about an unsafe next boot (pin another kernel) is :mod:`fwman.driver.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
+from fwman.core.jsonout import meta
 from fwman.driver import nova_core
 from fwman.driver.build.install import check_installed
 from fwman.driver.build.manifest import failed_path, load_manifest, pending_path, read_marker
@@ -22,7 +23,7 @@ from fwman.host.base import Host
 class Safety:
     """Whether a kernel boots with working patched modules, and why (one line)."""
 
-    kver: str
+    kver: str = field(metadata=meta(key="kernel"))
     safe: bool
     reason: str
 

@@ -31,6 +31,7 @@ from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
+from fwman.core.jsonout import meta
 from fwman.firmware.catalog.schema import Board, parse_subject
 from fwman.firmware.ops.unpack import scratch_dir
 from fwman.host.base import Host
@@ -174,7 +175,7 @@ class SignedPackage:
     #: the signing certificate's subject, RFC 4514 (``CN=...,O=...,C=US``)
     subject: str
     issuer: str
-    serial: str
+    serial: str = field(metadata=meta(key="certificate_serial"))  # JSON (``signed_package`` of fwman.fetch/2)
     #: the SHA-256 of the package bytes that were verified
     package_sha256: str
 
@@ -182,16 +183,6 @@ class SignedPackage:
     def provenance(self) -> str:
         """Return the words every output and the history use: ``extracted from a package signed by <maker>``."""
         return f"extracted from a package signed by {self.maker} ({self.subject})"
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the JSON form (the ``signed_package`` of ``fwman.fetch/2``)."""
-        return {
-            "maker": self.maker,
-            "subject": self.subject,
-            "issuer": self.issuer,
-            "certificate_serial": self.serial,
-            "package_sha256": self.package_sha256,
-        }
 
 
 def trusted_roots(host: Host) -> tuple[str, bytes]:

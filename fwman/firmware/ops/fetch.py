@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Topic, blocking
+from fwman.core.jsonout import encode
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
@@ -155,8 +156,8 @@ class FetchResult:
             "verified_by": self.verified_by,
             "cached_before": self.cached_before,
             "override_recorded": self.override_recorded,
-            "findings": [f.model_dump(mode="json") for f in self.findings],
-            "signed_package": self.signed.to_json() if self.signed is not None else None,
+            "findings": encode(self.findings),
+            "signed_package": encode(self.signed),
         }
 
 
@@ -270,7 +271,7 @@ def fetch_image(
         "fetched_at": stamp,
     }
     if signed is not None:
-        record["signed_package"] = signed.to_json()
+        record["signed_package"] = encode(signed)
     host.write_bytes(final + ".json", (json.dumps(record, indent=2) + "\n").encode())
     host.unlink(part)
     recorded = False

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.findings import blocking
+from fwman.core.jsonout import meta
 from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
 from fwman.firmware.ops.flash_gates import NO_BACKUP_BIOS_FLAG
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
@@ -195,10 +196,11 @@ def _apply_targets(
 
 @dataclass
 class CheckRow:
-    """One card after the reboot."""
+    """One card after the reboot (a ``gpus[]`` entry of ``fwman.upgrade-check/2``: ``running`` is its
+    ``vbios_version``)."""
 
     bus_id: str
-    running: str | None
+    running: str | None = field(metadata=meta(key="vbios_version"))
     expected: str | None
     bar1_bytes: int | None
     vram_bytes: int | None

@@ -7,6 +7,7 @@ from typing import Any
 
 from fwman.core.errors import FwmanError, MissingError
 from fwman.core.findings import Finding, Severity, Topic
+from fwman.core.jsonout import encode
 from fwman.host.base import Host
 from fwman.reports.doctor.checks import CHECKS, Check
 from fwman.reports.doctor.checks.platform import adjust_for_guest, is_guest
@@ -74,7 +75,7 @@ class DoctorReport:
                 {
                     "id": s.check.id,
                     "title": s.check.title,
-                    "findings": [f.model_dump(mode="json") for f in s.findings],
+                    "findings": encode(s.findings),
                 }
                 for s in self.steps
             ],

@@ -16,20 +16,24 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
-from fwman.core.findings import Finding, Topic, blocking
+from fwman.core.findings import Finding, Severity, Topic, blocking
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
+from fwman.firmware.ops.authenticode import SignedPackage, verify_package
+from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
+from fwman.firmware.rom.model import RomKind
+from fwman.firmware.rom.package import select_image
+from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
+from fwman.host.live import LiveHost
 from fwman.host.userfiles import read_user_file, user_path
-
-if TYPE_CHECKING:
-    from fwman.firmware.ops.authenticode import SignedPackage
 
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
@@ -117,9 +121,6 @@ def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> 
     :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
     bytes are not a VBIOS image.
     """
-    from fwman.firmware.rom.parse import parse_rom
-    from fwman.firmware.verify.compatible import check_compatible
-
     return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
@@ -337,8 +338,6 @@ def _package_hash_finding(finding: Finding, origin: str, signed: str | None = No
 
     Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
     """
-    from fwman.core.findings import Severity
-
     if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
         return finding
     message = (
@@ -367,10 +366,6 @@ def _from_file(
     trusted roots read through ``host``), before it is unpacked. Raises MissingError, VerificationError,
     BlockedError.
     """
-    from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
-    from fwman.firmware.rom.package import select_image
-    from fwman.host.live import LiveHost
-
     try:
         raw = read_user_file(path, max_bytes=max(cap, MAX_PACKAGE))
     except MissingError as e:
@@ -385,8 +380,6 @@ def _from_file(
     if not expected.any:
         # nothing published to compare with: only the maker's signature can vouch, and it is checked before the
         # package is unpacked or searched (a plain ROM carries no signature and is refused here too)
-        from fwman.firmware.ops.authenticode import verify_package
-
         if not raw.startswith(b"MZ"):
             raise _unverified(entry)
         signed = verify_package(host, runner, raw, entry.board, f"file {path}")
@@ -414,9 +407,6 @@ def _refuse_truncated(path: str, raw: bytes) -> None:
     Said as ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut
     file as an image, so without this the owner heard about unpackers instead. Returns None for anything else.
     """
-    from fwman.firmware.rom.model import RomKind
-    from fwman.firmware.rom.parse import parse_rom
-
     try:
         rom = parse_rom(raw)
     except VerificationError:

@@ -29,8 +29,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from cryptography.hazmat.primitives.serialization import pkcs7
-
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.firmware.catalog.schema import Board, parse_subject
@@ -301,6 +299,9 @@ def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
     second one with the same serial could be a planted look-alike: refused). Raises VerificationError when the
     signature cannot be read or the certificate is not there exactly once.
     """
+    # cryptography is heavy: `upgrade --dry-run` loads this module (through fetch) and never checks a signature
+    from cryptography.hazmat.primitives.serialization import pkcs7
+
     try:
         certs = pkcs7.load_der_pkcs7_certificates(pkcs7_der)
     except ValueError as e:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
@@ -24,16 +24,15 @@ from fwman.core.findings import Finding, Severity, Topic, blocking
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
-from fwman.firmware.ops.authenticode import SignedPackage, verify_package
-from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
 from fwman.firmware.rom.model import RomKind
-from fwman.firmware.rom.package import select_image
 from fwman.firmware.rom.parse import parse_rom
 from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
-from fwman.host.live import LiveHost
 from fwman.host.userfiles import read_user_file, user_path
+
+if TYPE_CHECKING:
+    from fwman.firmware.ops.authenticode import SignedPackage
 
 #: cap for an image whose size the catalog does not know (the largest NVIDIA images are ~2 MB)
 DEFAULT_IMAGE_CAP = 4 * 1024 * 1024
@@ -366,6 +365,13 @@ def _from_file(
     trusted roots read through ``host``), before it is unpacked. Raises MissingError, VerificationError,
     BlockedError.
     """
+    # a package's unpacking and signature check (7zz, cryptography) stay here: `upgrade --dry-run` loads this
+    # module for the cache's paths and never opens a package
+    from fwman.firmware.ops.authenticode import verify_package
+    from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
+    from fwman.firmware.rom.package import select_image
+    from fwman.host.live import LiveHost
+
     try:
         raw = read_user_file(path, max_bytes=max(cap, MAX_PACKAGE))
     except MissingError as e:

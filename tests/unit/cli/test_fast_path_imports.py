@@ -1,11 +1,11 @@
 """The fast paths import no more than they do today (issue 34).
 
-``fwman --version``, ``scan --json``, ``doctor`` and ``audit`` are the commands whose start is benchmarked
-(bench/startup.py, bench/containers.py). Start-up is kept fast by keeping those paths in small modules, so a
-module-level import added anywhere they pass pulls its whole subtree into every run. Each run here is a fresh
-interpreter on a recorded host; it counts the fwman modules loaded and names the third-party packages. A ceiling
-that fails means a fast path grew: move the new import off the path (or into the one function that needs it,
-with a comment saying why), or raise the ceiling on purpose and say so in the commit.
+``fwman --version``, ``scan --json``, ``doctor``, ``audit`` and ``upgrade --dry-run`` are the commands whose start
+is benchmarked (bench/startup.py, bench/containers.py, bench/catalog.py). Start-up is kept fast by keeping those
+paths in small modules, so a module-level import added anywhere they pass pulls its whole subtree into every run.
+Each run here is a fresh interpreter on a recorded host; it counts the fwman modules loaded and names the
+third-party packages. A ceiling that fails means a fast path grew: move the new import off the path (or into the
+one function that needs it, with a comment saying why), or raise the ceiling on purpose and say so in the commit.
 """
 
 from __future__ import annotations
@@ -56,8 +56,10 @@ def loaded(argv: list[str]) -> tuple[int, set[str], set[str]]:
         (["--snapshot", str(HOSTS / "rig-4x3090"), "audit", "--json"], 0, 74, {"click", "elftools"}),
         (["--snapshot", str(HOSTS / "h200-1gpu"), "doctor", "--json"], 0, 128, {"click"} | PYDANTIC),
         (["--snapshot", str(HOSTS / "rig-4x3090"), "doctor", "--json"], 4, 141, {"click", "elftools"} | PYDANTIC),
+        # bench/catalog.py: the plan reads the catalog, never opens a package nor checks a signature
+        (["--snapshot", str(HOSTS / "rig-4x3090"), "upgrade", "--dry-run"], 0, 78, {"click"} | PYDANTIC),
     ],
-    ids=["version", "scan-h200", "scan-rig", "audit-h200", "audit-rig", "doctor-h200", "doctor-rig"],
+    ids=["version", "scan-h200", "scan-rig", "audit-h200", "audit-rig", "doctor-h200", "doctor-rig", "upgrade-plan"],
 )
 def test_fast_path_imports_do_not_grow(argv: list[str], rc: int, ceiling: int, third_party: set[str]) -> None:
     # the command ran to its own answer (the rig's doctor finds a blocker: 4), never an unexpected error

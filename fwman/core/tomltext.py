@@ -8,10 +8,11 @@ refuses nesting deeper than the same :data:`~fwman.core.jsontext.MAX_DEPTH`.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from typing import Any
 
-from fwman.core.errors import ParseError
+from fwman.core.errors import ParseError, UsageError
 from fwman.core.jsontext import MAX_DEPTH, deeper_than
 
 
@@ -40,10 +41,6 @@ def toml_value(value: object) -> str:
     UsageError for text that is not Unicode (a lone surrogate: a non-UTF-8 argument or file name), which no TOML
     file can hold.
     """
-    import json
-
-    from fwman.core.errors import UsageError
-
     if isinstance(value, str):
         if any(0xD800 <= ord(c) <= 0xDFFF for c in value):
             raise UsageError(

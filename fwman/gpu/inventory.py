@@ -256,7 +256,7 @@ def normalise_bus(text: str) -> str:
 
     Raises UsageError when it is not a bus id.
     """
-    from fwman.core.names import bus_id
+    from fwman.core.names import bus_id  # `scan --json` loads this module and never needs core.names
 
     return bus_id(text)
 

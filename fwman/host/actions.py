@@ -189,7 +189,7 @@ def command_of(action: Action, host: Host) -> Sequence[str] | None:
 def check_door(host: Host, actions: Sequence[Action]) -> None:
     """Raise RootDoorError when one of ``actions`` runs a command that would act on this machine from under a root
     (fwman.host.machine), before any of them is applied or listed: the dry run and the run refuse alike."""
-    from fwman.host.machine import check_reachable
+    from fwman.host.machine import check_reachable  # doctor loads this module for the types, never applies
 
     for action in actions:
         argv = command_of(action, host)

@@ -32,6 +32,7 @@ from fwman.host.base import (
     removable_path,
     resolve_links,
 )
+from fwman.host.machine import door
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -250,8 +251,6 @@ class LiveHost(JournalMixin):
         Raises RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a
         root with no stand-in for that tool among ``machine_tools``.
         """
-        from fwman.host.machine import door
-
         standin = door(self.root, self.machine_tools, argv)
         if standin is not None:
             return standin
@@ -367,7 +366,7 @@ class LiveHost(JournalMixin):
     ) -> PtyResult:
         """Run ``argv`` on a pseudo-terminal with this host's environment (see fwman.host.pty). Raises
         RootDoorError for a command that would act on this machine from under a root."""
-        from fwman.host.pty import run_in_pty
+        from fwman.host.pty import run_in_pty  # pty, termios, signal, threading: only nvflash's prompts need them
 
         exe = self._executable(argv)
         if exe is not None and exe != argv[0]:

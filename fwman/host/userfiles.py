@@ -50,7 +50,7 @@ def write_user_file(path: str, data: bytes, *, mode: int = 0o644) -> None:
     For a file the user names as output (``fwman modules export -o FILE``). Raises UsageError when the
     directory does not exist or the file cannot be written.
     """
-    from fwman.host.live import write_atomically
+    from fwman.host.live import write_atomically  # the process door: doctor and audit read user files only
 
     directory = os.path.dirname(path) or "."
     if not os.path.isdir(directory):

@@ -7,10 +7,13 @@ can never disagree on how a field is read. Raises NotRecordedError on a snapshot
 from __future__ import annotations
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, ParseError
+from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.driver.build.manifest import load_manifest
+from fwman.driver.settings import P2P_KEYS, parse_params
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 from fwman.p2p.history import CardPrint, Fingerprint
+from fwman.platform.userspace import KEY_LIBS, scan_userspace
 
 
 def _first_line(host: Host, path: str) -> str | None:
@@ -27,8 +30,6 @@ def _manifest(host: Host, kernel: str | None) -> str | None:
     """Return "fork branch @ commit" of fwman's install manifest for ``kernel``, None when fwman built nothing."""
     if not kernel:
         return None
-    from fwman.driver.build.manifest import load_manifest
-
     try:
         manifest = load_manifest(host, kernel)
     except ParseError:
@@ -40,8 +41,6 @@ def _manifest(host: Host, kernel: str | None) -> str | None:
 
 def _userspace(host: Host) -> str | None:
     """Return the version(s) of the host's libcuda / libnvidia-ml (compat copies excluded), None when none."""
-    from fwman.platform.userspace import KEY_LIBS, scan_userspace
-
     space = scan_userspace(host, "/", run_smi=False)
     versions = sorted({lib.version for lib in space.libs if lib.name in KEY_LIBS})
     return ", ".join(versions) or None
@@ -49,9 +48,6 @@ def _userspace(host: Host) -> str | None:
 
 def _module_options(host: Host) -> tuple[tuple[str, str], ...] | None:
     """Return the loaded module's P2P-relevant options, None when /proc/driver/nvidia/params is not readable."""
-    from fwman.core.errors import FwmanError
-    from fwman.driver.settings import P2P_KEYS, parse_params
-
     try:
         if not host.exists(paths.PROC_DRIVER_PARAMS):
             return None

@@ -43,7 +43,9 @@ from fwman.core import paths
 from fwman.core.clock import monotonic
 from fwman.core.errors import FwmanError, ParseError
 from fwman.core.jsonout import encode
+from fwman.gpu.pci_path import upstream_bridge
 from fwman.host.base import Host
+from fwman.p2p.kmsg import kernel_lines, parse_kmsg
 
 XID = "xid"
 IO_PAGE_FAULT = "amd-vi"
@@ -156,8 +158,6 @@ def _bdf(bus_id: str) -> str:
 
 def watched_devices(host: Host, bus_ids: list[str]) -> list[tuple[str, str]]:
     """Return ``(device, gpu)`` for each GPU and the port directly above it (``gpu`` is the GPU's bus id)."""
-    from fwman.gpu.pci_path import upstream_bridge
-
     out: list[tuple[str, str]] = []
     for bus in bus_ids:
         bdf = _bdf(bus)
@@ -189,8 +189,6 @@ def _read_journal(host: Host, health: Health) -> None:
 
 def _read_kmsg(host: Host, health: Health, since_usec: int) -> str | None:
     """Fill ``health``'s log from ``/dev/kmsg`` (records from ``since_usec`` on); return why not, or None."""
-    from fwman.p2p.kmsg import kernel_lines, parse_kmsg
-
     try:
         records = parse_kmsg(host.read_records(paths.KMSG), paths.KMSG)
     except ParseError as e:

@@ -18,13 +18,29 @@ import contextlib
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from fwman.core import paths, unitfile
 from fwman.core.clock import now_utc
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError
+from fwman.core.resources import read_data
 from fwman.core.termtext import visible
+from fwman.driver.boot.loaders import default_boot_kernel
+from fwman.driver.boot.safety import kernel_safety
+from fwman.driver.build.manifest import failed_path, manifest_path, read_marker
+from fwman.driver.forks.config import configured_forks
+from fwman.driver.hooks.files import python_for_hooks, templates_dir
+from fwman.driver.kernel_hold import read_record
+from fwman.driver.kernels import installed_kernels
+from fwman.driver.preflight import BROKEN, SAFE, UNCHECKED, read_state
+from fwman.gpu.inventory import require_cards
+from fwman.host.actions import RemoveFile, Symlink, WriteFile
 from fwman.host.base import Host
+from fwman.p2p.fingerprint import read_fingerprint
+from fwman.p2p.history import changes, read_history
+from fwman.reports.audit.report import audit_host
 
 PREFIX = "fwman_"
 
@@ -162,8 +178,6 @@ def _bool(value: bool | None) -> float:
 
 def card_samples(host: Host) -> list[Sample]:
     """Return the per-card series. Raises FwmanError when the cards cannot be read (no NVIDIA GPU)."""
-    from fwman.gpu.inventory import require_cards
-
     out: list[Sample] = []
     for card in require_cards(host):
         bus = {"bus_id": card.bus_id}
@@ -202,11 +216,6 @@ def card_samples(host: Host) -> list[Sample]:
 
 def kernel_samples(host: Host) -> list[Sample]:
     """Return the per-kernel and next-boot series (the same verdicts as ``fwman modules status``)."""
-    from fwman.driver.boot.loaders import default_boot_kernel
-    from fwman.driver.boot.safety import kernel_safety
-    from fwman.driver.build.manifest import failed_path, manifest_path, read_marker
-    from fwman.driver.kernels import installed_kernels
-
     out: list[Sample] = []
     for kver in installed_kernels(host):
         k = {"kernel": kver}
@@ -222,10 +231,6 @@ def kernel_samples(host: Host) -> list[Sample]:
 
 def driver_samples(host: Host) -> list[Sample]:
     """Return the driver-consistency series from ``fwman audit`` (offline: a timer must not reach the network)."""
-    from fwman.core.config import load_config
-    from fwman.driver.forks.config import configured_forks
-    from fwman.reports.audit.report import audit_host
-
     report = audit_host(host, forks=configured_forks(load_config(host)), offline=True)
     out = [Sample(DRIVER_MATCHED, _bool(report.ok))]
     if report.reference:
@@ -243,12 +248,6 @@ def p2p_samples(host: Host) -> list[Sample]:
     fwman's build, user space, cards, VBIOS, BAR1) is the one now. The IOMMU mode is taken from the record, not
     derived again (that is the doctor's IOMMU step), so a change of the IOMMU mode alone is not seen here.
     """
-    from datetime import datetime
-
-    from fwman.gpu.inventory import require_cards
-    from fwman.p2p.fingerprint import read_fingerprint
-    from fwman.p2p.history import changes, read_history
-
     history = read_history(host)
     if not history:
         return []
@@ -273,11 +272,6 @@ def preflight_samples(host: Host) -> list[Sample]:
 
     Raises ParseError (its source then reads 0) when fwman's pre-flight record or hold record is damaged.
     """
-    from datetime import datetime
-
-    from fwman.driver.kernel_hold import read_record
-    from fwman.driver.preflight import BROKEN, SAFE, UNCHECKED, read_state
-
     state = read_state(host)
     held = read_record(host).kernels
     out: list[Sample] = []
@@ -331,10 +325,6 @@ def timer_actions(python: str | None = None) -> list[Any]:
     The unit runs ``PYTHON -m fwman metrics write`` with this interpreter (as the kernel hook does). Raises
     MissingError when the unit templates are not installed with fwman.
     """
-    from fwman.core.resources import read_data
-    from fwman.driver.hooks.files import python_for_hooks, templates_dir
-    from fwman.host.actions import Symlink, WriteFile
-
     directory = templates_dir()
     python = unitfile.exec_word(python or python_for_hooks(), "interpreter")  # the unit's ExecStart= word
     service = read_data(directory / paths.METRICS_UNIT_NAME).replace(b"@PYTHON@", python.encode())
@@ -348,6 +338,4 @@ def timer_actions(python: str | None = None) -> list[Any]:
 
 def timer_remove_actions() -> list[Any]:
     """Return the actions that remove what :func:`timer_actions` wrote."""
-    from fwman.host.actions import RemoveFile
-
     return [RemoveFile(paths.METRICS_TIMER_WANTS), RemoveFile(paths.METRICS_TIMER), RemoveFile(paths.METRICS_UNIT)]

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fwman.core import paths
+from fwman.core import clock, paths
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
 from fwman.core.resources import bundled, is_data_dir, is_data_file, list_data, read_data
+from fwman.firmware.catalog.local import load_local_entries
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides
 from fwman.firmware.catalog.schema import (
     BOARDS_DIR,
@@ -26,6 +27,7 @@ from fwman.firmware.catalog.schema import (
     CatalogIndex,
     parse_board,
     parse_index,
+    parse_timestamp,
 )
 from fwman.firmware.catalog.signing import KEYS_NAME, KEYS_SIG_NAME, MAX_KEYS_FILE, KeysDocument, RetiredKey, parse_keys
 from fwman.host.base import Host
@@ -269,9 +271,6 @@ def _note_expiry(catalog: Catalog) -> None:
     package, so refusing it would leave an offline host with no catalog at all. ``catalog update`` is where
     expired metadata is refused (docs/signing.md).
     """
-    from fwman.core import clock
-    from fwman.firmware.catalog.schema import parse_timestamp
-
     if catalog.expires is not None and clock.now_utc() >= parse_timestamp(catalog.expires):
         catalog.notes.append(
             f"the {catalog.source} catalog expired on {catalog.expires}: newer advice may exist; "
@@ -329,8 +328,6 @@ def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
 
 def _add_local_entries(host: Host, catalog: Catalog) -> None:
     """Add the host's local entries to ``catalog``, marked local; a curated board is never shadowed."""
-    from fwman.firmware.catalog.local import load_local_entries
-
     entries, notes = load_local_entries(host)
     catalog.notes.extend(notes)
     for entry in entries:

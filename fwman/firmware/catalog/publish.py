@@ -13,11 +13,21 @@ from datetime import timedelta
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from pydantic import ValidationError
 
 from fwman.core.clock import format_timestamp
 from fwman.core.errors import UsageError, VerificationError
 from fwman.core.signing import TrustedKey, key_id, raw_public, sign_document
-from fwman.firmware.catalog.schema import parse_timestamp
+from fwman.firmware.catalog.lint import lint_directory
+from fwman.firmware.catalog.schema import (
+    BOARDS_DIR,
+    INDEX_NAME,
+    CatalogIndex,
+    IndexFile,
+    first_error,
+    parse_index,
+    parse_timestamp,
+)
 from fwman.firmware.catalog.signing import (
     KEYS_NAME,
     KeysDocument,
@@ -50,9 +60,6 @@ def make_index(
     that does not grow or an expiry not after the date, VerificationError when a board file is invalid (a
     catalog that does not lint clean is never signed).
     """
-    from fwman.firmware.catalog.lint import lint_directory
-    from fwman.firmware.catalog.schema import BOARDS_DIR, INDEX_NAME, CatalogIndex, IndexFile, parse_index
-
     tree = bundled_tree(directory)
     previous = 0
     if tree.is_file(INDEX_NAME):
@@ -136,10 +143,6 @@ def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> Key
     a dropped key that is not named,
     a serial that does not grow, an expiry not after the date or an empty validity window.
     """
-    from pydantic import ValidationError
-
-    from fwman.firmware.catalog.schema import first_error
-
     prev_serial = previous.serial if previous is not None else 0
     serial = change.serial if change.serial is not None else prev_serial + 1
     if serial <= prev_serial:

@@ -218,7 +218,7 @@ def parse_subject(subject: str) -> Any:
 
     Raises ValueError when it is empty or not an RFC 4514 name.
     """
-    from cryptography import x509
+    from cryptography import x509  # heavy, and only signed packages need it: doctor reads this module
 
     if not subject.strip():
         raise ValueError("an empty certificate subject")

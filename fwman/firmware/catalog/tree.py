@@ -12,6 +12,10 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from fwman.core.errors import MissingError, UsageError
+from fwman.core.resources import is_data_dir, is_data_file, list_data, read_data
+from fwman.host.userfiles import is_user_dir, is_user_file, list_user_dir, read_user_file
+
 
 @dataclass(frozen=True)
 class CatalogTree:
@@ -28,46 +32,29 @@ class CatalogTree:
         """Return the bytes (at most ``limit``) of file ``rel`` of the tree. Raises MissingError when it cannot
         be read."""
         if self.user:
-            from fwman.core.errors import MissingError, UsageError
-            from fwman.host.userfiles import read_user_file
-
             try:
                 data = read_user_file(str(self.path / rel))
             except UsageError as e:  # a directory where a file belongs: as missing as bundled data says it
                 raise MissingError(e.message) from e
             return data if limit is None else data[:limit]
-        from fwman.core.resources import read_data
-
         return read_data(self.path / rel, limit)
 
     def is_file(self, rel: str) -> bool:
         """Return True when ``rel`` is a regular file of the tree."""
         if self.user:
-            from fwman.host.userfiles import is_user_file
-
             return is_user_file(str(self.path / rel))
-        from fwman.core.resources import is_data_file
-
         return is_data_file(self.path / rel)
 
     def is_dir(self, rel: str) -> bool:
         """Return True when ``rel`` is a directory of the tree."""
         if self.user:
-            from fwman.host.userfiles import is_user_dir
-
             return is_user_dir(str(self.path / rel))
-        from fwman.core.resources import is_data_dir
-
         return is_data_dir(self.path / rel)
 
     def names(self, rel: str, pattern: str = "*") -> list[str]:
         """Return the names in directory ``rel`` of the tree matching ``pattern``, sorted (empty: none)."""
         if self.user:
-            from fwman.host.userfiles import list_user_dir
-
             return [n for n in list_user_dir(str(self.path / rel)) if fnmatch.fnmatch(n, pattern)]
-        from fwman.core.resources import list_data
-
         return [p.name for p in list_data(self.path / rel, pattern)]
 
 

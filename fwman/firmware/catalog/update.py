@@ -43,9 +43,10 @@ from fwman.firmware.catalog.signing import (
     verify_catalog_index,
     verify_keys_document,
 )
-from fwman.firmware.catalog.tree import CatalogTree
+from fwman.firmware.catalog.tree import CatalogTree, bundled_tree, user_tree
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
+from fwman.host.userfiles import is_user_dir
 
 #: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
 MAX_INDEX = 1024 * 1024
@@ -152,9 +153,6 @@ def catalog_source(url: str | None, host: Host, options: HttpOptions) -> tuple[s
     the user names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the
     catalog bundled with fwman (the documented default: nothing to configure). Raises UsageError for anything
     else."""
-    from fwman.firmware.catalog.tree import bundled_tree, user_tree
-    from fwman.host.userfiles import is_user_dir
-
     if url is None:
         return tree_source(bundled_tree(BUNDLED_CATALOG))
     if url.startswith(("https://", "http://")):

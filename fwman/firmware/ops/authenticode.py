@@ -290,6 +290,7 @@ def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
     second one with the same serial could be a planted look-alike: refused). Raises VerificationError when the
     signature cannot be read or the certificate is not there exactly once.
     """
+    # cryptography is heavy: `upgrade --dry-run` loads this module (through fetch) and never checks a signature
     from cryptography.hazmat.primitives.serialization import pkcs7
 
     try:

@@ -34,6 +34,7 @@ from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, driver_findings, last_error
 from fwman.firmware.rom.model import RomImage, RomKind
 from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import IDENTITY_IDS, check_compatible
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
@@ -155,8 +156,6 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     Whether the dump is this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity
     checks; a backup adds that it is a full ``nvflash --save`` dump of exactly the running version.
     """
-    from fwman.firmware.verify.compatible import IDENTITY_IDS, check_compatible
-
     out = [
         f
         for f in check_compatible(rom, card, None, catalog=False)

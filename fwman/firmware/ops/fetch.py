@@ -20,11 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
-from fwman.core.findings import Finding, Topic, blocking
+from fwman.core.findings import Finding, Severity, Topic, blocking
 from fwman.core.jsonout import encode
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
+from fwman.firmware.rom.model import RomKind
+from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import check_compatible
 from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 from fwman.host.userfiles import read_user_file, user_path
@@ -118,9 +121,6 @@ def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> 
     :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
     bytes are not a VBIOS image.
     """
-    from fwman.firmware.rom.parse import parse_rom
-    from fwman.firmware.verify.compatible import check_compatible
-
     return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
@@ -338,8 +338,6 @@ def _package_hash_finding(finding: Finding, origin: str, signed: str | None = No
 
     Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
     """
-    from fwman.core.findings import Severity
-
     if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
         return finding
     message = (
@@ -368,6 +366,9 @@ def _from_file(
     trusted roots read through ``host``), before it is unpacked. Raises MissingError, VerificationError,
     BlockedError.
     """
+    # a package's unpacking and signature check (7zz, cryptography) stay here: `upgrade --dry-run` loads this
+    # module for the cache's paths and never opens a package
+    from fwman.firmware.ops.authenticode import verify_package
     from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
     from fwman.firmware.rom.package import select_image
     from fwman.host.live import LiveHost
@@ -386,8 +387,6 @@ def _from_file(
     if not expected.any:
         # nothing published to compare with: only the maker's signature can vouch, and it is checked before the
         # package is unpacked or searched (a plain ROM carries no signature and is refused here too)
-        from fwman.firmware.ops.authenticode import verify_package
-
         if not raw.startswith(b"MZ"):
             raise _unverified(entry)
         signed = verify_package(host, runner, raw, entry.board, f"file {path}")
@@ -415,9 +414,6 @@ def _refuse_truncated(path: str, raw: bytes) -> None:
     Said as ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut
     file as an image, so without this the owner heard about unpackers instead. Returns None for anything else.
     """
-    from fwman.firmware.rom.model import RomKind
-    from fwman.firmware.rom.parse import parse_rom
-
     try:
         rom = parse_rom(raw)
     except VerificationError:

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, MissingError, VerificationError
+from fwman.firmware.catalog.load import Catalog, CatalogEntry, find_entry_for_rom, load_catalog
 from fwman.firmware.ops.backup import BackupEntry, load_manifest
+from fwman.firmware.ops.fetch import cache_path, refuse_withdrawn
 from fwman.firmware.ops.journal import Operation
+from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 from fwman.host.userfiles import is_user_file, read_user_file, user_path
-
-if TYPE_CHECKING:
-    from fwman.firmware.catalog.load import Catalog, CatalogEntry
 
 
 @dataclass
@@ -73,8 +72,6 @@ def cached_image(host: Host, entry: CatalogEntry, bus_id: str | None = None) -> 
     Raises BlockedError when the image is withdrawn (it is never fetched, so "not downloaded" would send the
     owner to a fetch that refuses it), MissingError when it has not been fetched.
     """
-    from fwman.firmware.ops.fetch import cache_path, refuse_withdrawn
-
     refuse_withdrawn(entry, f"flash --card {bus_id}" if bus_id else "flash --card BUS")
     path = cache_path(entry)
     try:
@@ -90,8 +87,6 @@ def catalog_image(host: Host, ref: str, catalog: Catalog | None = None) -> Image
     ``catalog`` defaults to the host's (:func:`fwman.firmware.catalog.load.load_catalog`). Raises UsageError for
     an unknown entry, MissingError when it has not been fetched.
     """
-    from fwman.firmware.catalog.load import load_catalog
-
     return cached_image(host, (catalog or load_catalog(host)).entry(ref))
 
 
@@ -100,9 +95,6 @@ def with_catalog(host: Host, source: ImageSource) -> ImageSource:
 
     Raises MissingError when no catalog is installed, ParseError when the bytes are not a VBIOS image.
     """
-    from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
-    from fwman.firmware.rom.parse import parse_rom
-
     return _with_entry(source, find_entry_for_rom(load_catalog(host), parse_rom(source.data)))
 
 
@@ -114,9 +106,6 @@ def resolve_image(host: Host, ref: str, bus_id: str | None = None) -> ImageSourc
     ``--root``). Raises MissingError when the file or cached image is absent, UsageError for an unknown catalog
     entry, ParseError when a file is not a VBIOS image.
     """
-    from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
-    from fwman.firmware.rom.parse import parse_rom
-
     catalog = load_catalog(host)
     if is_user_file(ref):  # the user's file, not a host path: also with --root
         data = read_user_file(ref)
@@ -131,8 +120,6 @@ def resolve_image(host: Host, ref: str, bus_id: str | None = None) -> ImageSourc
 
 def dual_switch(host: Host, card: Card) -> bool | None:
     """Return whether the catalog says ``card``'s board has a second firmware chip (None when unknown)."""
-    from fwman.firmware.catalog.load import load_catalog
-
     try:
         board = load_catalog(host).board_for(
             card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id

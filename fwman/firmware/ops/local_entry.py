@@ -11,7 +11,11 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.core import names
 from fwman.core.errors import MissingError, NotRecordedError, UsageError, VerificationError
+from fwman.core.findings import Severity
+from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
+from fwman.firmware.catalog.load import load_catalog
 from fwman.firmware.catalog.local import (
     LOCAL_DIR,
     TOOL,
@@ -23,7 +27,12 @@ from fwman.firmware.catalog.local import (
     render_board,
 )
 from fwman.firmware.catalog.schema import MAX_BOARD_FILE
+from fwman.firmware.ops.backup import load_manifest, verify_entry
+from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
+from fwman.firmware.rom.package import select_image
+from fwman.firmware.rom.parse import parse_rom
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file
 
 
 @dataclass(frozen=True)
@@ -58,15 +67,6 @@ def make_local_entry(
     ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
     ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
     """
-    from fwman.core import names
-    from fwman.core.errors import UsageError
-    from fwman.core.findings import Severity
-    from fwman.firmware.ops.backup import load_manifest, verify_entry
-    from fwman.firmware.ops.unpack import MAX_PACKAGE, scan_package
-    from fwman.firmware.rom.package import select_image
-    from fwman.firmware.rom.parse import parse_rom
-    from fwman.host.userfiles import read_user_file
-
     # typed text lands in the TOML file and its header comment: one line each (a newline broke the file)
     for text, option in ((name, "--name"), (maker, "--maker"), (md5_source, "--md5-source")):
         if text is not None:
@@ -156,15 +156,12 @@ def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
     return target
 
 
-def lint_local_entries(host: Host) -> list[Any]:
+def lint_local_entries(host: Host) -> list[LintIssue]:
     """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first.
 
     Each file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass
     the curated board rules; a local entry for a board the curated catalog knows is a warning (never used).
     """
-    from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
-    from fwman.firmware.catalog.load import load_catalog
-
     issues: list[LintIssue] = []
     try:
         if not host.is_dir(LOCAL_DIR):

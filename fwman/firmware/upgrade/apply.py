@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.findings import blocking
 from fwman.core.jsonout import meta
+from fwman.firmware.catalog.load import load_catalog
 from fwman.firmware.ops.flash import Flasher, FlashOptions, FlashResult
 from fwman.firmware.ops.flash_gates import NO_BACKUP_BIOS_FLAG
 from fwman.firmware.ops.history import HistoryRecord, append_history, read_history
 from fwman.firmware.ops.images import catalog_image
 from fwman.firmware.ops.journal import Journal, OpState, now
 from fwman.firmware.upgrade.model import LEGACY_BAR1, UpgradePlan
+from fwman.firmware.upgrade.plan import build_upgrade_plan
 from fwman.gpu.card import Card
 from fwman.host.base import Host
 
@@ -91,9 +93,6 @@ def apply_upgrade(
     nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130 interrupted) after
     the cards before it were flashed and verified: the message names them and the cards left untouched.
     """
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.upgrade.plan import build_upgrade_plan
-
     flasher = Flasher(host, euid, cards, options, say=say, stream=stream, command=command)
     bad = blocking(flasher.base_gates())
     if bad:

@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from fwman.core.driver_version import DriverVersion
+from fwman.driver.forks.model import BranchReport, human_age
 from fwman.reports.audit.model import P2PBranch
-
-if TYPE_CHECKING:  # the fork listing is imported where it is used: `fwman audit` asks the engines before that
-    from fwman.driver.forks.model import BranchReport
 
 
 def p2p_status(version: str | None, report: BranchReport | None) -> P2PBranch:
@@ -50,8 +46,6 @@ def p2p_status(version: str | None, report: BranchReport | None) -> P2PBranch:
 
 def p2p_line(p2p: P2PBranch) -> str:
     """Return the one-line P2P branch answer for people."""
-    from fwman.driver.forks.model import human_age
-
     if p2p.version is None:
         return "P2P branch: unknown (no driver version found)"
     age = f", cached {human_age(p2p.oldest_age_seconds)} ago" if p2p.oldest_age_seconds is not None else ""

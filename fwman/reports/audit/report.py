@@ -23,7 +23,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from fwman.core.config import load_config
 from fwman.core.driver_version import DriverVersion
+from fwman.driver.forks.config import configured_forks
+from fwman.driver.forks.forge import DEFAULT_API
 from fwman.driver.forks.listing import list_branches
 from fwman.driver.forks.model import BranchReport, Fork
 from fwman.driver.userspace_hold import read_status as read_hold
@@ -109,10 +112,6 @@ def audit_host(
     reference, source = choose_reference(loaded, modules, running, host_us)
 
     if branch_report is None and reference is not None:
-        from fwman.core.config import load_config
-        from fwman.driver.forks.config import configured_forks
-        from fwman.driver.forks.forge import DEFAULT_API
-
         if forks is None:
             forks = configured_forks(load_config(host))
         branch_report = list_branches(

@@ -20,28 +20,35 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.driver import dkms, nova_core
+from fwman.driver.build.manifest import built_kernels
+from fwman.driver.dkms import DkmsEntry, DkmsSource
+from fwman.driver.kernels import installed_kernels
+from fwman.driver.nova_core import NovaKernel, NovaRunning
+from fwman.driver.power import read_unit
+from fwman.driver.settings_host import SettingsReport, inspect_settings
+from fwman.gpu.bridges import AcsFacts, SlotFacts, gather_acs, gather_slots
 from fwman.gpu.card import Card
-from fwman.gpu.inventory import Inventory, scan_inventory
+from fwman.gpu.inventory import Inventory, nvidia_functions, scan_inventory
 from fwman.gpu.topo import TopoMatrix, parse_p2p_matrix, parse_topo_matrix
+from fwman.gpu.windows import BridgeWindow, gather_windows
 from fwman.host.base import Host
 from fwman.host.optional import read_text_if_exists
+from fwman.p2p.fingerprint import read_fingerprint
+from fwman.p2p.history import Fingerprint, P2PRecord, read_history
 from fwman.platform import nccl, proxmox
 from fwman.platform.envfile import parse_env_file, uncommented
 from fwman.platform.systemd import parse_unit_environment
+from fwman.platform.virt import VirtVerdict, judge
+from fwman.platform.virt import gather as gather_virt
+from fwman.reports.audit.model import AuditReport
+from fwman.reports.audit.report import audit_host
 from fwman.reports.doctor.cmdline import BootCmdline, read_boot_cmdline
 from fwman.reports.doctor.parsers import parse_cmdline
+from fwman.reports.doctor.vllm_caches import HostVllmCache, find_caches
 
 if TYPE_CHECKING:
-    from fwman.driver.dkms import DkmsEntry, DkmsSource
-    from fwman.driver.nova_core import NovaKernel, NovaRunning
-    from fwman.driver.settings_host import SettingsReport
     from fwman.firmware.catalog.load import Catalog
-    from fwman.gpu.bridges import AcsFacts, SlotFacts
-    from fwman.gpu.windows import BridgeWindow
-    from fwman.p2p.history import Fingerprint, P2PRecord
-    from fwman.platform.virt import VirtVerdict
-    from fwman.reports.audit.model import AuditReport
-    from fwman.reports.doctor.vllm_caches import HostVllmCache
 
 T = TypeVar("T")
 TOPO_M = ("nvidia-smi", "topo", "-m")
@@ -237,10 +244,6 @@ class NovaFacts:
 
 def _nova_core(host: Host) -> NovaFacts:
     """Return what :class:`NovaFacts` holds (:mod:`fwman.driver.nova_core` reads it)."""
-    from fwman.driver import nova_core
-    from fwman.driver.kernels import installed_kernels
-    from fwman.gpu.inventory import nvidia_functions
-
     blacklist = nova_core.blacklist_files(host)
     kernels = [k for k in (nova_core.inspect_kernel(host, kver) for kver in installed_kernels(host)) if k.present]
     return NovaFacts(
@@ -262,25 +265,18 @@ class DkmsFacts:
 
 def _dkms(host: Host) -> DkmsFacts:
     """Return what :class:`DkmsFacts` holds (DKMS's tree and the sources, :mod:`fwman.driver.dkms`)."""
-    from fwman.driver import dkms
-    from fwman.driver.build.manifest import built_kernels
-
     entries = dkms.read_tree(host)  # DKMS's tree, without running dkms (as the audit reads it)
     return DkmsFacts(entries, dkms.sources(host, entries), built_kernels(host))
 
 
 def _power_unit(host: Host) -> bytes | None:
     """Return fwman's power unit (``fwman driver power``), None when absent."""
-    from fwman.driver.power import read_unit
-
     return read_unit(host)
 
 
 def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], list[str]]:
     """Return vLLM's P2P cache files on the host and what could not be read: the directories the model
     servers' units and environment files (``sources``) set, root's and each /home user's cache."""
-    from fwman.reports.doctor.vllm_caches import find_caches
-
     environments: list[tuple[str, dict[str, str]]] = []
     problems: list[str] = []
     for path in sources.env_files:
@@ -297,51 +293,36 @@ def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], lis
 
 def _driver_settings(host: Host) -> SettingsReport:
     """Return the module options' report (`fwman driver settings`)."""
-    from fwman.driver.settings_host import inspect_settings
-
     return inspect_settings(host)
 
 
 def _windows(host: Host, inventory: Fact[Inventory]) -> list[BridgeWindow]:
     """Return the prefetchable bridge window above each card."""
-    from fwman.gpu.windows import gather_windows
-
     return gather_windows(host, inventory.get().cards)
 
 
 def _virt(host: Host) -> VirtVerdict:
     """Return whether ``host`` is a VM guest (CPU flag, DMI, /sys/hypervisor, systemd-detect-virt, virtio)."""
-    from fwman.platform.virt import gather as gather_virt
-    from fwman.platform.virt import judge
-
     return judge(gather_virt(host))
 
 
 def _acs(host: Host, inventory: Fact[Inventory]) -> AcsFacts:
     """Return the bridges between every GPU pair and each one's ACS reading."""
-    from fwman.gpu.bridges import gather_acs
-
     return gather_acs(host, inventory.get().cards)
 
 
 def _slots(host: Host, inventory: Fact[Inventory]) -> list[SlotFacts]:
     """Return the link capability of the port above each card whose link is below its maximum."""
-    from fwman.gpu.bridges import gather_slots
-
     return gather_slots(host, inventory.get().cards)
 
 
 def _p2p_history(host: Host) -> list[P2PRecord]:
     """Return the P2P verification history (empty when there is none). Raises NotRecordedError."""
-    from fwman.p2p.history import read_history
-
     return read_history(host)
 
 
 def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
     """Return the fingerprint of the configuration now. The IOMMU mode is decided as the IOMMU step decides it."""
-    from fwman.p2p.fingerprint import read_fingerprint
-
     cards = inventory.get().cards
     return read_fingerprint(host, cards, iommu_mode(_iommu(host, inventory))[0])
 
@@ -368,13 +349,12 @@ def _listing(host: Host, path: str) -> list[str] | None:
 
 def _audit(host: Host) -> AuditReport:
     """Return ``fwman audit`` of ``host``, offline (cached fork branches only)."""
-    from fwman.reports.audit.report import audit_host
-
     return audit_host(host, offline=True)
 
 
 def _catalog(host: Host) -> Catalog:
     """Return the VBIOS catalog in use (local copy or bundled). Raises what loading it raises."""
+    # the catalog (board models, keys, local entries) is read only when a card's firmware is judged
     from fwman.firmware.catalog.load import load_catalog
 
     return load_catalog(host)

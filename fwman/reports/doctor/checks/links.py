@@ -5,6 +5,7 @@ from __future__ import annotations
 from fwman.core import paths
 from fwman.core.errors import FwmanError
 from fwman.core.findings import Finding, Topic
+from fwman.driver.power import unit_limits
 from fwman.reports.doctor.checks.common import buses
 from fwman.reports.doctor.facts import Facts
 
@@ -59,8 +60,6 @@ def check_power(facts: Facts) -> list[Finding]:
     """Return the cards whose power limit is below their default (ok when fwman's unit sets that limit: it is
     on purpose and survives a reboot)."""
     t = Topic("power.limit")
-    from fwman.driver.power import unit_limits
-
     out = []
     good, unknown = [], []
     lowered = any(c.power_limit_w < c.default_power_limit_w for c in facts.cards

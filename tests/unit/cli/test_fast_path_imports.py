@@ -51,8 +51,8 @@ def loaded(argv: list[str]) -> tuple[int, set[str], set[str]]:
     # the --json commands load core/jsonout (the one encoder of the payloads: small, standard library only)
     [
         (["--version"], 0, 9, {"click"}),
-        (["--snapshot", str(HOSTS / "h200-1gpu"), "scan", "--json"], 0, 29, {"click"}),
-        (["--snapshot", str(HOSTS / "rig-4x3090"), "scan", "--json"], 0, 29, {"click"}),
+        (["--snapshot", str(HOSTS / "h200-1gpu"), "scan", "--json"], 0, 30, {"click"}),
+        (["--snapshot", str(HOSTS / "rig-4x3090"), "scan", "--json"], 0, 30, {"click"}),
         (["--snapshot", str(HOSTS / "h200-1gpu"), "audit", "--json"], 0, 75, {"click"}),
         (["--snapshot", str(HOSTS / "rig-4x3090"), "audit", "--json"], 0, 75, {"click", "elftools"}),
         (["--snapshot", str(HOSTS / "h200-1gpu"), "doctor", "--json"], 0, 129, {"click"} | PYDANTIC),

@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from fwman.core import clock, names, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.core.jsontext import parse_json
+from fwman.host.actions import Action, RemoveFile
 from fwman.host.base import Host
 
 INSTALL_SUBDIR = "updates/fwman"
@@ -369,3 +370,27 @@ def write_marker(host: Host, path: str, marker: Marker) -> None:
     if existing is not None and existing.at and replace(marker, at=existing.at) == existing:
         return
     host.write_bytes(path, marker.to_json())
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """The one owner of a kernel's state record: its manifest (fwman's modules are installed and in effect), its
+    pending marker (a build that could not run yet) and its failed marker (the last build failed). The build,
+    the bundle import and the lifecycle's plan (:mod:`fwman.driver.lifecycle`) write them only through here, so
+    the three always agree: a manifest written clears both markers, a failure clears the pending one."""
+
+    kver: str
+
+    def pending(self, host: Host, marker: Marker) -> None:
+        """Mark the kernel pending for ``marker.reason`` (unchanged when the marker says the same)."""
+        write_marker(host, pending_path(self.kver), marker)
+
+    def failed(self, host: Host, marker: Marker) -> None:
+        """Mark the kernel's build failed for ``marker.reason``; it is no longer pending."""
+        write_marker(host, failed_path(self.kver), marker)
+        host.unlink(pending_path(self.kver))
+
+    def installed(self, manifest: Manifest) -> list[Action]:
+        """Return the actions that record ``manifest`` as the kernel's installed modules: the manifest written
+        (when it says something new), the failed and pending markers cleared."""
+        return [WriteManifest(manifest), RemoveFile(failed_path(self.kver)), RemoveFile(pending_path(self.kver))]

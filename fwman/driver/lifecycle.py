@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fwman.core import paths
 from fwman.driver.kernels import headers_present, installed_kernels, version_key
-from fwman.host.actions import Action, Report, silent
+from fwman.host.actions import Action, Report, Tracked, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
@@ -231,15 +231,14 @@ class MarkNoSource:
     summary: RunSummary
     said: str
     report: Report = silent
-    done: bool = False
 
     def describe(self) -> str:
         """Return the marker and the way out."""
         return f"mark {self.kver} pending: no module source configured (run `fwman modules build` once)"
 
     def is_needed(self, host: Host) -> bool:
-        """Return True until it ran (the summary must say ``no_source`` each run)."""
-        return not self.done
+        """Return True: the summary must say ``no_source`` each run (the marker is written only when new)."""
+        return True
 
     def apply(self, host: Host) -> None:
         """Write the pending marker and say so."""
@@ -247,7 +246,6 @@ class MarkNoSource:
 
         KernelRecord(self.kver).pending(host, Marker(self.kver, "no module source configured"))
         self.summary.no_source = True
-        self.done = True
         self.report(self.said)
 
 
@@ -300,7 +298,7 @@ class EnsureSafeBoot:
     (:func:`~fwman.driver.boot.pin.ensure_safe_boot`). Needed when a step before it changes a kernel, or the
     boot is not settled (:func:`~fwman.driver.boot.pin.boot_settled`)."""
 
-    before: Sequence[Action]
+    before: Sequence[Tracked]
     summary: RunSummary
     situation: Situation
     report: Report = silent
@@ -315,7 +313,7 @@ class EnsureSafeBoot:
 
         if self.summary.boot is not None:
             return False
-        if self.summary.applied or any(a.is_needed(host) for a in self.before):
+        if any(a.applied or a.is_needed(host) for a in self.before):
             return True
         return not boot_settled(host, self.situation.hash_files)
 
@@ -375,27 +373,6 @@ class RecordStamp:
             host.unlink(paths.MODULES_STAMP)
         else:
             host.write_bytes(paths.MODULES_STAMP, want)
-
-
-@dataclass
-class Applied:
-    """Wrap a lifecycle action so that applying it is recorded in the summary (what the run reports)."""
-
-    action: Action
-    summary: RunSummary
-
-    def describe(self) -> str:
-        """Return the wrapped action's description."""
-        return self.action.describe()
-
-    def is_needed(self, host: Host) -> bool:
-        """Return what the wrapped action says."""
-        return self.action.is_needed(host)
-
-    def apply(self, host: Host) -> None:
-        """Apply it and record its description."""
-        self.action.apply(host)
-        self.summary.applied.append(self.action.describe())
 
 
 # -- the one decision ----------------------------------------------------------------------------------------
@@ -528,6 +505,10 @@ def plan(
         if refresh:
             refreshes.append(RefreshInitramfs(step, summary, report))
 
+    def finish(after: list[Action]) -> Plan:
+        steps = [Tracked(a) for a in actions]  # the boot check follows a step that was (or would be) applied
+        return Plan([*steps, EnsureSafeBoot(steps, summary, s, report), *after], summary, report)
+
     if s.origin == IMPORT:  # a bundle's modules installed the way a build installs them
         assert install is not None
         actions += [install, RefreshInitramfs(install, summary, report)]
@@ -536,8 +517,7 @@ def plan(
         for kver in s.kernels:
             kernel(kver, s.force)
     if s.origin in (IMPORT, BUILD):
-        actions.append(EnsureSafeBoot(list(actions), summary, s, report))
-        return Plan([Applied(a, summary) for a in actions], summary, report)
+        return finish([])
 
     kernels = installed_kernels(host)
     replaced = replaced_modules(host, kernels)
@@ -590,10 +570,7 @@ def plan(
             else:
                 kernel(kver, s.force or kver in summary.broken, intro=broken_intro(kver))
     actions += refreshes
-    actions.append(EnsureSafeBoot(list(actions), summary, s, report))
-    if s.origin == CATCHUP:
-        actions.append(RecordStamp(kernels))
-    return Plan([Applied(a, summary) for a in actions], summary, report)
+    return finish([RecordStamp(kernels)] if s.origin == CATCHUP else [])
 
 
 def dry_run(host: Host, plan: Plan) -> list[str]:
@@ -610,9 +587,8 @@ def converge(host: Host, plan: Plan) -> RunSummary:
     an action raises (the actions before it stay applied; running again continues)."""
     from fwman.host.actions import apply_all
 
-    apply_all(host, plan.actions)
-    boot = next((a.action for a in plan.actions if isinstance(a, Applied) and isinstance(a.action, EnsureSafeBoot)),
-                None)  # fmt: skip
+    plan.summary.applied = apply_all(host, plan.actions)
+    boot = next((a for a in plan.actions if isinstance(a, EnsureSafeBoot)), None)
     if boot is not None and plan.summary.boot is None:
         boot.apply(host)
     return plan.summary

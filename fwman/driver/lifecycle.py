@@ -119,7 +119,6 @@ class Plan:
 
     actions: list[Action]
     summary: RunSummary
-    report: Report = silent
 
 
 # -- the actions -------------------------------------------------------------------------------------------
@@ -507,7 +506,7 @@ def plan(
 
     def finish(after: list[Action]) -> Plan:
         steps = [Tracked(a) for a in actions]  # the boot check follows a step that was (or would be) applied
-        return Plan([*steps, EnsureSafeBoot(steps, summary, s, report), *after], summary, report)
+        return Plan([*steps, EnsureSafeBoot(steps, summary, s, report), *after], summary)
 
     if s.origin == IMPORT:  # a bundle's modules installed the way a build installs them
         assert install is not None

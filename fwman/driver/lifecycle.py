@@ -312,9 +312,7 @@ class EnsureSafeBoot:
 
         if self.summary.boot is not None:
             return False
-        if any(a.applied or a.is_needed(host) for a in self.before):
-            return True
-        return not boot_settled(host, self.situation.hash_files)
+        return stepped(self.before, host) or not boot_settled(host, self.situation.hash_files)
 
     def apply(self, host: Host) -> None:
         """Run the boot check and keep it in the summary (never raises for a pin that cannot be made)."""
@@ -330,6 +328,7 @@ class RecordStamp:
     remove it otherwise (the next boot runs the whole catch-up)."""
 
     kernels: list[str]
+    before: Sequence[Tracked] = ()
 
     def describe(self) -> str:
         """Return the stamp."""
@@ -354,9 +353,12 @@ class RecordStamp:
         return ("\n".join(lines) + "\n").encode("utf-8", "surrogateescape")
 
     def is_needed(self, host: Host) -> bool:
-        """Return True when the stamp differs from what it should be (absent, other bytes, or one too many)."""
+        """Return True when a kernel step before it was (or would be) applied, or the stamp differs from what it
+        should be (absent, other bytes, or one too many)."""
         from fwman.core.errors import MissingError
 
+        if stepped(self.before, host):
+            return True
         want = self.wanted(host)
         if want is None:
             return host.exists(paths.MODULES_STAMP)
@@ -372,6 +374,12 @@ class RecordStamp:
             host.unlink(paths.MODULES_STAMP)
         else:
             host.write_bytes(paths.MODULES_STAMP, want)
+
+
+def stepped(before: Sequence[Tracked], host: Host) -> bool:
+    """Return True when one of the kernel steps ``before`` was applied, or (a dry run) would be: what follows
+    them (the boot check, the stamp) is then judged again on the kernels as they turned out."""
+    return any(a.applied or a.is_needed(host) for a in before)
 
 
 # -- the one decision ----------------------------------------------------------------------------------------
@@ -504,8 +512,9 @@ def plan(
         if refresh:
             refreshes.append(RefreshInitramfs(step, summary, report))
 
-    def finish(after: list[Action]) -> Plan:
+    def finish(stamp: bool = False) -> Plan:
         steps = [Tracked(a) for a in actions]  # the boot check follows a step that was (or would be) applied
+        after: list[Action] = [RecordStamp(kernels, steps)] if stamp else []
         return Plan([*steps, EnsureSafeBoot(steps, summary, s, report), *after], summary)
 
     if s.origin == IMPORT:  # a bundle's modules installed the way a build installs them
@@ -515,10 +524,10 @@ def plan(
         assert spec is not None
         for kver in s.kernels:
             kernel(kver, s.force)
-    if s.origin in (IMPORT, BUILD):
-        return finish([])
-
     kernels = installed_kernels(host)
+    if s.origin in (IMPORT, BUILD):
+        return finish()
+
     replaced = replaced_modules(host, kernels)
     repairable = [k for k, m, _ in replaced if stored_copy(host, m) is not None]
     summary.broken = {k for k, _, _ in replaced if k not in repairable}
@@ -569,7 +578,7 @@ def plan(
             else:
                 kernel(kver, s.force or kver in summary.broken, intro=broken_intro(kver))
     actions += refreshes
-    return finish([RecordStamp(kernels)] if s.origin == CATCHUP else [])
+    return finish(stamp=s.origin == CATCHUP)
 
 
 def dry_run(host: Host, plan: Plan) -> list[str]:

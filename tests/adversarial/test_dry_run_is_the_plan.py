@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from fixtures.hostgen.materialize import materialize
+from fwman.core import paths
 from fwman.driver import move
 from fwman.driver.build.toolchain import BUILD_TOOLS
 from fwman.host.actions import apply_all
@@ -203,3 +204,21 @@ def test_the_kernel_lifecycle_plan_is_what_the_dry_runs_of_its_commands_print() 
         source = inspect.getsource(module)
         assert "lifecycle" in source, module.__name__
         assert "def build_plan" not in source and "def planned_build" not in source, module.__name__
+
+
+@needs_depmod
+def test_the_catchup_s_dry_run_is_its_run_and_a_second_run_takes_the_fast_path(tmp_path: Path) -> None:
+    """A kernel whose modules DKMS replaced: the catch-up puts them back, checks the boot and writes the boot fast
+    path's stamp, as its dry run said; then every kernel is current and the next catch-up does nothing."""
+    from tests.support.boot import install_safe_modules
+
+    root, kver = tmp_path / "root", "6.1.0-50-amd64"
+    install_safe_modules(LiveHost(str(root)), root, kver)
+    (root / f"lib/modules/{kver}/updates/fwman/nvidia.ko").write_bytes(b"DKMS's nvidia.ko")
+    dry, run, again = _docs(FwmanEnv(), root, ("modules", "catchup"))
+    assert check(dry, run, again) == []
+    assert _steps(run, False) == [
+        f"reinstall fwman's stored modules for {kver} (DKMS or a package replaced them)",
+        "check that the next boot has working patched modules",
+        f"record the kernels and fwman's module files for the boot fast path ({paths.MODULES_STAMP})",
+    ]

@@ -11,17 +11,12 @@ from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import BuildRecord
 from fwman.driver.bundle.format import Bundle, verify_contents
 from fwman.driver.kmod.secureboot import secure_boot_enabled
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.manifest import Manifest
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 @dataclass
@@ -137,7 +132,7 @@ class ImportModules:
     bundle: Bundle
     origin: str
     outcome: ImportOutcome
-    report: Report = _nothing
+    report: Report = silent
     done: bool = False
 
     @property
@@ -197,7 +192,7 @@ class ImportModules:
 
 
 def import_bundle(
-    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = _nothing
+    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = silent
 ) -> ImportOutcome:
     """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
 

@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must 
     from fwman.driver.build.progress import ProgressSink
     from fwman.driver.build.source import Source, SourceSpec
 
-#: who runs the lifecycle: the kernel hooks (their ``--origin``), the boot-time catch-up, ``modules build``
+#: who runs the lifecycle: the kernel hooks (their ``--origin``), the boot-time catch-up, ``modules build``, an
+#: import of a bundle
 HOOK_ORIGINS = ("postinst", "header_postinst", "kernel-install", "manual")
 CATCHUP = "catchup"
 BUILD = "build"
@@ -45,10 +46,10 @@ CHECK_BOOT = "check that the next boot has working patched modules"
 @dataclass(frozen=True)
 class Situation:
     """What the lifecycle is asked to converge: ``kernels`` (the hook's kernel, the catch-up's every installed
-    kernel, the kernels ``modules build`` names), who runs it (``origin``: a hook origin, :data:`CATCHUP`,
-    :data:`BUILD`), ``force`` (rebuild what is current or failed before), ``defer`` (inside an apt run: a next
-    boot nothing can make safe is left to apt's check) and ``hash_files`` (False: sizes and depmod's
-    resolution, at boot)."""
+    kernel, the kernels ``modules build`` names, a bundle's kernel), who runs it (``origin``: a hook origin,
+    :data:`CATCHUP`, :data:`BUILD`, :data:`IMPORT`), ``force`` (rebuild what is current or failed before),
+    ``defer`` (inside an apt run: a next boot nothing can make safe is left to apt's check) and ``hash_files``
+    (False: sizes and depmod's resolution, at boot)."""
 
     kernels: tuple[str, ...]
     origin: str

@@ -333,7 +333,7 @@ class RecordStamp:
 
     def describe(self) -> str:
         """Return the stamp."""
-        return f"record the kernels and fwman's module files for the boot fast path ({paths.MODULES_STAMP})"
+        return f"update the boot fast path's record of the kernels and fwman's module files ({paths.MODULES_STAMP})"
 
     def wanted(self, host: Host) -> bytes | None:
         """Return the stamp's bytes as they should be now, None when there should be none."""

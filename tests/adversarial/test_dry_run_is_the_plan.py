@@ -220,5 +220,5 @@ def test_the_catchup_s_dry_run_is_its_run_and_a_second_run_takes_the_fast_path(t
     assert _steps(run, False) == [
         f"reinstall fwman's stored modules for {kver} (DKMS or a package replaced them)",
         "check that the next boot has working patched modules",
-        f"record the kernels and fwman's module files for the boot fast path ({paths.MODULES_STAMP})",
+        f"update the boot fast path's record of the kernels and fwman's module files ({paths.MODULES_STAMP})",
     ]

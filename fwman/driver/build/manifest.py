@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwman.core import clock, names, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.core.jsontext import parse_json
-from fwman.host.actions import Action, RemoveFile
 from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.host.actions import Action
 
 INSTALL_SUBDIR = "updates/fwman"
 #: the five modules of the open driver, in load order
@@ -393,4 +395,6 @@ class KernelRecord:
     def installed(self, manifest: Manifest) -> list[Action]:
         """Return the actions that record ``manifest`` as the kernel's installed modules: the manifest written
         (when it says something new), the failed and pending markers cleared."""
+        from fwman.host.actions import RemoveFile  # the readers of manifests (audit, the boot fast path) skip it
+
         return [WriteManifest(manifest), RemoveFile(failed_path(self.kver)), RemoveFile(pending_path(self.kver))]

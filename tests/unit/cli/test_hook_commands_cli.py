@@ -32,11 +32,13 @@ def test_catchup_dry_run_says_what_it_would_do_and_writes_nothing(tmp_path: Path
     want = [
         f"would mark {KVER} pending: no module source configured (run `fwman modules build` once)",
         "would check that the next boot has working patched modules",  # the run checks it after a kernel changed
+        "would update the boot fast path's record of the kernels and fwman's module files "
+        "(/var/lib/fwman/modules/current.stamp)",
     ]
     assert r.stdout.strip().splitlines() == want
     doc = run("modules", "catchup", "--dry-run", "--json", "--root", str(root)).json()
     assert doc["schema"] == "fwman.modules-catchup/2"
-    assert (doc["dry_run"], doc["changed"], len(doc["actions"])) == (True, False, 2)
+    assert (doc["dry_run"], doc["changed"], len(doc["actions"])) == (True, False, 3)
     assert not (root / "var/lib/fwman").exists()
 
 

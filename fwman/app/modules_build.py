@@ -13,13 +13,13 @@ from typing import IO, Any
 from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
-from fwman.driver.boot.initramfs import InitramfsState, refresh_initramfs
-from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
+from fwman.driver.boot.initramfs import InitramfsState
+from fwman.driver.boot.pin import BootCheck
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record, update_kernel
+from fwman.driver.build.pipeline import KernelOutcome, donor_record
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -34,6 +34,7 @@ from fwman.driver.build.source import (
 )
 from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
+from fwman.driver.lifecycle import BUILD, BuildOptions, RunSummary, Situation, converge, dry_run, kernel_step, plan
 from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
@@ -294,48 +295,42 @@ def build_modules(
     except ParseError:
         patching = True  # a patch that is not one fails each kernel's build, naming it (below); patch is needed
 
+    situation = Situation(tuple(targets), BUILD, force=request.force)
+    options = BuildOptions(fetch=True, jobs=request.jobs, progress=request.progress, headline=True)
     if request.dry_run:
         missing = missing_tools(host.which, patching)
         if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
             return BuildResult([], None, [f"refuse: {missing_error(missing).message} ({install_line(missing)})"])
-        plan = [planned_step(host, kver, spec, request.force) for kver in targets]
-        return BuildResult([], None, [*plan, "check that the next boot has working patched modules"])
+        return BuildResult([], None, dry_run(host, plan(host, situation, spec=spec, options=options)))
     check_toolchain(host, patching)
     builds: list[KernelBuild] = []
+
+    def built(outcome: KernelOutcome) -> None:
+        newer = newer_branches(host, outcome.source) if outcome.status == "failed" and outcome.source else []
+        builds.append(KernelBuild(outcome, newer))
+        if on_outcome is not None:
+            on_outcome(builds[-1])
+
+    options.on_outcome = built
     with module_lock(host):
-        resolved: Source | FwmanError | None = None
         if request.source_dir or request.fork or request.driver_version:
-            resolved = remember_if_resolved(host, spec, report)
+            options.resolved = remember_if_resolved(host, spec, report)
         elif deferred:
-            resolved = resolve_or_error(host, spec, report)
-        if spec.fork is not None and resolved is None:
-            resolved = resolve_or_error(host, spec, report)
+            options.resolved = resolve_or_error(host, spec, report)
+        if spec.fork is not None and options.resolved is None:
+            options.resolved = resolve_or_error(host, spec, report)
+        resolved = options.resolved
         tree_version = source_version(host, resolved) if isinstance(resolved, Source) else None
         # the name is a hint: a tree that builds another version than its name says is gated on the tree's
         if isinstance(resolved, Source) and (deferred or (tree_version is not None and tree_version != target)):
             warning = refuse_unless_forced(gather(host, tree_version), request.force)
             if warning:
                 report(warning)
-        for kver in targets:
-            report(f"== {kver}")
-            outcome = update_kernel(
-                host,
-                kver,
-                spec,
-                force=request.force,
-                report=report,
-                jobs=request.jobs,
-                progress=request.progress,
-                resolved=resolved,
-            )
-            newer = newer_branches(host, outcome.source) if outcome.status == "failed" and outcome.source else []
-            initrd = refresh_initramfs(host, kver, report) if outcome.status == "built" else None
-            builds.append(KernelBuild(outcome, newer, initrd))
-            if on_outcome is not None:
-                on_outcome(builds[-1])
-        check = ensure_safe_boot(host, report)
+        summary = converge(host, plan(host, situation, spec=spec, options=options, report=report))
+    for build in builds:
+        build.initramfs = summary.initramfs.get(build.outcome.kver)
     stale = stale_cdi_specs(host) if any(b.outcome.status == "built" for b in builds) else []
-    return BuildResult(builds, check, cdi=stale)
+    return BuildResult(builds, summary.boot, cdi=stale)
 
 
 def stale_cdi_specs(host: Host) -> list[str]:
@@ -360,30 +355,9 @@ def stale_cdi_specs(host: Host) -> list[str]:
 
 
 def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
-    """Return what a build of ``kver`` would do (a dry run): wait for headers, leave modules that are current
-    (the run's own test, :func:`~fwman.driver.build.pipeline.current_manifest`, at the source's cached commit),
-    or build."""
-    from fwman.driver.build.pipeline import current_manifest
-    from fwman.driver.build.source import cached_source_id
-
-    if not headers_present(host, kver):
-        return f"mark {kver} pending until its headers are installed"
-    source_id = None if force else cached_source_id(host, spec)
-    if source_id is not None:
-        # a local tree is read as the run reads it; a fork branch at its cached commit (a donor fork's build is
-        # not judged without its verified patch: the dry run says build, the run may find it current)
-        source: Source | None = None
-        try:
-            if spec.source_dir:
-                source = resolve_source(host, spec, fetch=False)
-            elif "+patch:" not in source_id:
-                source = Source("", source_id, source_id, spec.fork, spec.branch, "")
-            patches = kernel_patches(host, kver)
-        except FwmanError:  # the run says what is wrong with the tree or a patch
-            source = None
-        if source is not None and current_manifest(host, kver, source, patches) is not None:
-            return f"leave {kver} as it is: its patched modules are current (--force rebuilds)"
-    return f"build the patched modules for {kver} from {spec.describe()}"
+    """Return what a build of ``kver`` would do (``fwman plan``'s modules part): the step of the lifecycle's plan
+    (:func:`fwman.driver.lifecycle.kernel_step`) that ``modules build`` applies."""
+    return kernel_step(host, kver, spec, force, RunSummary(), BuildOptions(), current=True).describe()
 
 
 def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:

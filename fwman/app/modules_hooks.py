@@ -63,17 +63,18 @@ class KernelRun(Result):
 
     @property
     def actions(self) -> list[str]:
-        """Return what the run changed, or (dry run) would do."""
-        return self.plan if self.dry_run else self.summary.changed
+        """Return the steps of the lifecycle's plan the run applied, or (dry run) would apply: the same list."""
+        return self.plan if self.dry_run else self.summary.applied
 
     def to_json(self) -> dict[str, Any]:
-        """Return the part of the payload a hook run and a catch-up share (without the schema key)."""
+        """Return the part of the payload a hook run and a catch-up share (without the schema key); ``changed``:
+        the host was changed (a repair, an install, a boot pin made or released)."""
         from fwman.app.modules_build import outcome_json
 
         s = self.summary
         return {
             "dry_run": self.dry_run,
-            "changed": bool(self.actions) and not self.dry_run,
+            "changed": bool(s.changed) and not self.dry_run,
             "actions": self.actions,
             "kernels": [outcome_json(o, self.newer.get(o.kver)) for o in s.outcomes],
             "repaired": s.repaired,
@@ -157,12 +158,12 @@ def catchup(
 ) -> Catchup:
     """Build for every installed kernel with headers that lacks working modules, and keep the boot safe; with
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
-    from fwman.driver.hooks.run import build_plan
     from fwman.driver.hooks.run import catchup as run_catchup
-    from fwman.driver.kernels import installed_kernels
+    from fwman.driver.hooks.run import catchup_plan
+    from fwman.driver.lifecycle import dry_run as plan_of
 
     if dry_run:
-        return Catchup(True, plan=build_plan(host, installed_kernels(host), force))
+        return Catchup(True, plan=plan_of(host, catchup_plan(host, force=force)))
     from fwman.driver.move.record import boot_note
 
     permit()
@@ -230,12 +231,14 @@ def hook(
     """Do what the kernel hook does for ``kver`` (build unless current, repair, keep the boot safe); with
     ``dry_run`` return what it would do. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
     from fwman.driver.build.source import strict_mode
-    from fwman.driver.hooks.run import build_plan, run_hook
+    from fwman.driver.hooks.run import hook_plan, run_hook
+    from fwman.driver.lifecycle import dry_run as plan_of
 
+    defer = under_apt and origin != "manual"
     if dry_run:
-        return HookRun(True, plan=build_plan(host, [kver]), kver=kver, origin=origin)
+        return HookRun(True, plan=plan_of(host, hook_plan(host, kver, origin, defer=defer)), kver=kver, origin=origin)
     permit()
-    summary = run_hook(host, kver, origin, report, defer=under_apt and origin != "manual")
+    summary = run_hook(host, kver, origin, report, defer=defer)
     run = HookRun(False, summary, newer=_newer(host, summary), kver=kver, origin=origin)
     run.strict = not run.in_place and strict_mode(host)
     return run

@@ -23,6 +23,8 @@ from typing import Any
 import pytest
 
 from fixtures.hostgen.materialize import materialize
+from fwman.core import paths
+from fwman.driver.build.toolchain import BUILD_TOOLS
 from fwman.driver.move.keep import KeepFiles, kept_paths
 from fwman.driver.move.record import COMMITTED, MoveRecord, WriteRecord
 from fwman.host.actions import apply_all
@@ -30,6 +32,10 @@ from fwman.host.live import LiveHost
 from tests.support.env import EXAMPLE_HOST, FwmanEnv, Result
 from tests.support.settings_rig import KVER, initramfs_generator, settings_host, write_params
 from tests.support.smi import settable_nvidia_smi
+from tests.support.tools import needs_tool, tools_path
+
+BUILD = tuple(t.command for t in BUILD_TOOLS)
+needs_depmod = needs_tool("depmod", "kmod")
 
 #: each walk: (command, its arguments for a change); run in this order on one root
 WALK: list[tuple[str, ...]] = [
@@ -159,3 +165,71 @@ def test_the_walk_catches_a_dry_run_that_omits_a_step() -> None:
     assert check(dry, run, again) and "!= run" in check(dry, run, again)[0]
     assert check(run | {"dry_run": True}, run, again) == []
     assert "nothing to do" in check(again, again, again)[0]
+
+
+@needs_depmod
+def test_the_kernel_hook_s_dry_run_lists_the_repair_and_the_rebuild_its_run_does(
+    prepared: tuple[FwmanEnv, Path], tmp_path: Path
+) -> None:
+    """Issue 34, row 2: ``modules hook --dry-run`` planned only the kernel it names, while the run also put back
+    the modules DKMS replaced for every kernel with a manifest and rebuilt those whose stored copy is gone."""
+    from fwman.driver.build.manifest import store_dir
+    from tests.support.boot import install_safe_modules
+
+    _, root = prepared
+    host = LiveHost(str(root))
+    named, repaired, broken = "6.8.12-4-pve", "6.8.12-2-pve", "6.8.12-3-pve"  # named: no headers, no manifest
+    for kver in (repaired, broken):
+        install_safe_modules(host, root, kver)
+        (root / f"lib/modules/{kver}/updates/fwman/nvidia.ko").write_bytes(b"DKMS's nvidia.ko")  # replaced
+    (root / store_dir(broken).lstrip("/") / "nvidia.ko").unlink()  # and fwman's stored copy of one is gone
+    (root / "usr/src/h/include").mkdir(parents=True)
+    (root / f"lib/modules/{broken}/build").symlink_to("/usr/src/h")  # its headers: it is rebuilt
+    (root / "var/lib/fwman/modules/source.json").write_text('{"source": "/src/none"}\n')  # a build cannot succeed
+    env = FwmanEnv(path_prepend=[tools_path(tmp_path / "build-tools", BUILD)])
+    dry, run, again = _docs(env, root, ("modules", "hook", "--kernel", named, "--origin", "postinst"))
+    assert _steps(dry, True) == [
+        f"reinstall fwman's stored modules for {repaired} (DKMS or a package replaced them)",
+        f"mark {named} pending until its headers are installed",
+        f"build the patched modules for {broken} from local tree /src/none",
+        f"refresh the initramfs of {broken} where it carries other NVIDIA modules",
+        "check that the next boot has working patched modules",
+    ]
+    assert _steps(run, False) == _steps(dry, True)
+    assert run["repaired"] == [repaired] and run["changed"] is True
+    assert {k["kernel"]: k["status"] for k in run["kernels"]} == {named: "pending", broken: "pending"}
+    # the repair held; the kernel without a stored copy is rebuilt again (its source cannot be had)
+    assert _steps(again, False) == [s for s in _steps(dry, True) if repaired not in s]
+
+
+def test_the_kernel_lifecycle_plan_is_what_the_dry_runs_of_its_commands_print() -> None:
+    """The hook, the catch-up, ``modules build`` and bundle import plan through one function, and the dry runs
+    print that plan's descriptions: no second planner is left to drift."""
+    import inspect
+
+    from fwman.app import modules_build, modules_hooks
+    from fwman.driver.bundle import install
+    from fwman.driver.hooks import run
+
+    for module in (run, modules_hooks, modules_build, install):
+        source = inspect.getsource(module)
+        assert "lifecycle" in source, module.__name__
+        assert "def build_plan" not in source and "def planned_build" not in source, module.__name__
+
+
+@needs_depmod
+def test_the_catchup_s_dry_run_is_its_run_and_a_second_run_takes_the_fast_path(tmp_path: Path) -> None:
+    """A kernel whose modules DKMS replaced: the catch-up puts them back, checks the boot and writes the boot fast
+    path's stamp, as its dry run said; then every kernel is current and the next catch-up does nothing."""
+    from tests.support.boot import install_safe_modules
+
+    root, kver = tmp_path / "root", "6.1.0-50-amd64"
+    install_safe_modules(LiveHost(str(root)), root, kver)
+    (root / f"lib/modules/{kver}/updates/fwman/nvidia.ko").write_bytes(b"DKMS's nvidia.ko")
+    dry, run, again = _docs(FwmanEnv(), root, ("modules", "catchup"))
+    assert check(dry, run, again) == []
+    assert _steps(run, False) == [
+        f"reinstall fwman's stored modules for {kver} (DKMS or a package replaced them)",
+        "check that the next boot has working patched modules",
+        f"update the boot fast path's record of the kernels and fwman's module files ({paths.MODULES_STAMP})",
+    ]

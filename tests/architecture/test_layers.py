@@ -81,9 +81,10 @@ SUBLAYERS: dict[str, dict[str, int]] = {
         "dkms": 3,
         "preflight": 3,
         "move": 3,
-        "hooks": 4,
-        "bundle": 4,
         "settings_host": 4,
+        "lifecycle": 4,
+        "hooks": 5,
+        "bundle": 5,
     },
     "reports": {"": 0, "audit": 0, "doctor": 1, "metrics": 2},
 }

@@ -399,6 +399,26 @@ def _next_boot(host: Host, gone: frozenset[str]) -> BootDefault:
     return BootDefault(newest, default.loader, f"{default.how} names {default.kver}, being removed: the newest other")
 
 
+def boot_settled(host: Host, hash_files: bool = True) -> bool:
+    """Return True when :func:`ensure_safe_boot` would change and report nothing now: no pin whose reason is gone,
+    and a next boot that is safe with no stale warning left (the lifecycle's plan lists the check only
+    otherwise). Never raises."""
+    try:
+        current = read_pin(host)
+    except ParseError:
+        return True  # the check changes nothing then (it says so): a person has to look
+    if current is not None and (
+        current.avoided not in installed_kernels(host) or kernel_safety(host, current.avoided, hash_files).safe
+    ):
+        return False
+    kver = _next_boot(host, frozenset()).kver
+    if kver is None:
+        return True
+    if not kernel_safety(host, kver, hash_files).safe:
+        return False
+    return current is not None or not ClearBootWarning(kver).is_needed(host)
+
+
 def ensure_safe_boot(
     host: Host,
     report: Report = silent,

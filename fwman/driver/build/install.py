@@ -293,23 +293,31 @@ def verify_or_raise(host: Host, manifest: Manifest) -> None:
         )
 
 
+def stored_copy(host: Host, manifest: Manifest) -> dict[str, bytes] | None:
+    """Return fwman's stored copy of ``manifest``'s modules (name -> bytes), None when the store is missing a
+    module or a stored copy does not match the manifest (then only a rebuild brings them back)."""
+    kver = manifest.kernel
+    built: dict[str, bytes] = {}
+    for name, entry in manifest.modules.items():
+        try:
+            data = host.read_bytes(f"{store_dir(kver)}/{name}.ko")
+        except MissingError:
+            return None
+        if sha256_hex(data) != entry.sha256:
+            return None
+        built[name] = data
+    return built
+
+
 def repair_from_store(host: Host, manifest: Manifest) -> bool:
     """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod.
 
     Used when DKMS moved our modules away (into its ``original_module`` directory) and installed its own.
-    Returns False (changing nothing) when the store is missing a module or a stored copy does not match the
-    manifest; the caller then rebuilds.
+    Returns False (changing nothing) when there is no usable stored copy (:func:`stored_copy`); the caller then
+    rebuilds.
     """
-    kver = manifest.kernel
-    built: dict[str, bytes] = {}
-    for name, entry in manifest.modules.items():
-        path = f"{store_dir(kver)}/{name}.ko"
-        try:
-            data = host.read_bytes(path)
-        except MissingError:
-            return False
-        if sha256_hex(data) != entry.sha256:
-            return False
-        built[name] = data
-    install_modules(host, kver, built)
+    built = stored_copy(host, manifest)
+    if built is None:
+        return False
+    install_modules(host, manifest.kernel, built)
     return True

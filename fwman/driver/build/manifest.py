@@ -22,12 +22,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fwman.core import clock, names, paths
 from fwman.core.errors import MissingError, ParseError
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
+
+if TYPE_CHECKING:
+    from fwman.host.actions import Action
 
 INSTALL_SUBDIR = "updates/fwman"
 #: the five modules of the open driver, in load order
@@ -369,3 +372,29 @@ def write_marker(host: Host, path: str, marker: Marker) -> None:
     if existing is not None and existing.at and replace(marker, at=existing.at) == existing:
         return
     host.write_bytes(path, marker.to_json())
+
+
+@dataclass(frozen=True)
+class KernelRecord:
+    """The one owner of a kernel's state record: its manifest (fwman's modules are installed and in effect), its
+    pending marker (a build that could not run yet) and its failed marker (the last build failed). The build,
+    the bundle import and the lifecycle's plan (:mod:`fwman.driver.lifecycle`) write them only through here, so
+    the three always agree: a manifest written clears both markers, a failure clears the pending one."""
+
+    kver: str
+
+    def pending(self, host: Host, marker: Marker) -> None:
+        """Mark the kernel pending for ``marker.reason`` (unchanged when the marker says the same)."""
+        write_marker(host, pending_path(self.kver), marker)
+
+    def failed(self, host: Host, marker: Marker) -> None:
+        """Mark the kernel's build failed for ``marker.reason``; it is no longer pending."""
+        write_marker(host, failed_path(self.kver), marker)
+        host.unlink(pending_path(self.kver))
+
+    def installed(self, manifest: Manifest) -> list[Action]:
+        """Return the actions that record ``manifest`` as the kernel's installed modules: the manifest written
+        (when it says something new), the failed and pending markers cleared."""
+        from fwman.host.actions import RemoveFile  # the readers of manifests (audit, the boot fast path) skip it
+
+        return [WriteManifest(manifest), RemoveFile(failed_path(self.kver)), RemoveFile(pending_path(self.kver))]

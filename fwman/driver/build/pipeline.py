@@ -15,12 +15,12 @@ from fwman.driver.build.attempt import Attempt, headers_fingerprint, retry_reaso
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.failure import BuildFailure
 from fwman.driver.build.kbuild import compile_for_kernel, kernel_patches
-from fwman.driver.build.manifest import Manifest, Marker, build_log_path
+from fwman.driver.build.manifest import KernelRecord, Manifest, Marker, build_log_path
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, ProgressSink
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
-from fwman.host.actions import RemoveFile, Report, apply_all, silent
+from fwman.host.actions import Report, apply_all, silent
 from fwman.host.base import Host
 
 
@@ -163,17 +163,11 @@ def update_kernel(
     permissions).
     """
     from fwman.driver.build import install
-    from fwman.driver.build.manifest import (
-        WriteManifest,
-        failed_path,
-        now_iso,
-        pending_path,
-        read_marker,
-        write_marker,
-    )
+    from fwman.driver.build.manifest import failed_path, now_iso, read_marker
     from fwman.driver.kmod import sign
     from fwman.driver.kmod.kofile import read_module
 
+    record = KernelRecord(kver)  # the kernel's manifest and markers: written only through it
     if not headers_present(host, kver):
         from fwman.driver.headers import advise_host
 
@@ -182,7 +176,7 @@ def update_kernel(
             f"no headers for {kver} yet ({paths.modules_dir(kver)}/build/include missing): marked pending; "
             f"install them: {advice.install_hint()}"
         )
-        write_marker(host, pending_path(kver), Marker(kver, "no headers", detail={"package": advice.package}))
+        record.pending(host, Marker(kver, "no headers", detail={"package": advice.package}))
         return KernelOutcome(kver, "pending", message)
     began = clock.monotonic()
     try:
@@ -196,14 +190,14 @@ def update_kernel(
         if isinstance(e, SourceError):
             marker.fork, marker.branch = e.fork, e.branch
             marker.detail = {"url": e.url, "git_stderr": e.git_stderr}
-        write_marker(host, pending_path(kver), marker)
+        record.pending(host, marker)
         message = f"{kver}: marked pending, the source cannot be had: {e.message}"
         return KernelOutcome(kver, "pending", message, source_error=e)
     try:
         patches = kernel_patches(host, kver, report=report)
     except ParseError as e:
         marker = Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch)
-        write_marker(host, failed_path(kver), marker)
+        record.failed(host, marker)
         return KernelOutcome(
             kver, "failed", f"build for {kver} FAILED: {e}", source, failure=BuildFailure(None, None, str(e))
         )
@@ -222,10 +216,8 @@ def update_kernel(
         # the host, not the tree: pending (the catch-up builds once the tools are there), never a failure
         error = toolchain.missing_error(missing)
         tools = " ".join(t.command for t in missing)
-        write_marker(
-            host,
-            pending_path(kver),
-            Marker(kver, f"build tools missing: {tools}", detail={"install": toolchain.install_line(missing)}),
+        record.pending(
+            host, Marker(kver, f"build tools missing: {tools}", detail={"install": toolchain.install_line(missing)})
         )
         message = f"{kver}: marked pending, {error.message}; {error.hint}"
         return KernelOutcome(kver, "pending", message, source, tool_error=error)
@@ -256,8 +248,7 @@ def update_kernel(
             detail["phase"] = failure.phase
         marker = Marker(kver, failure.message, commit=source.source_id, fork=source.fork, branch=source.branch)
         marker.detail = detail
-        write_marker(host, failed_path(kver), marker)
-        host.unlink(pending_path(kver))
+        record.failed(host, marker)
         outcome.failure = failure
         where = (
             (f"{failure.file}:{failure.line}: " if failure.line is not None else f"{failure.file}: ")
@@ -300,7 +291,7 @@ def update_kernel(
     if bad:
         return fail(BuildFailure(None, None, f"installed but not in effect: {bad[0].name}: {bad[0].problem}"))
     # the manifest is rewritten only when it says something new (built_at alone is not a change)
-    changed += apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
+    changed += apply_all(host, record.installed(manifest))
     outcome.changed = changed
     outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
     prune_tree(host, result.tree, source, kver, report)

@@ -11,17 +11,12 @@ from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import BuildRecord
 from fwman.driver.bundle.format import Bundle, verify_contents
 from fwman.driver.kmod.secureboot import secure_boot_enabled
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.manifest import Manifest
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 @dataclass
@@ -127,32 +122,46 @@ def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callab
     return ImportOutcome(doc.kernel, "would-import", message, signature, doc.signed, bundle.sha256, checks=checks)
 
 
-def import_bundle(
-    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = _nothing
-) -> ImportOutcome:
-    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
+@dataclass
+class ImportModules:
+    """Install ``bundle``'s modules the way a build does (an action of the lifecycle's plan, see
+    :func:`fwman.driver.lifecycle.plan`): sign with this host's key when one is configured, stage and swap them
+    in (depmod runs), verify that every name resolves to the new file with the recorded hash, and record the
+    kernel's state (the manifest, the markers cleared: :class:`~fwman.driver.build.manifest.KernelRecord`)."""
 
-    After :func:`plan_import`'s checks: signs with the host's key when one is configured (as a build does),
-    stages and swaps the modules in (:func:`~fwman.driver.build.install.install_modules`, which runs depmod),
-    checks that every name resolves to the new file with the recorded hash, writes the manifest (source
-    ``imported from ORIGIN``), clears the failed/pending markers and makes sure the next boot is safe. Raises as
-    :func:`plan_import`, and VerificationError when the installed modules are not in effect (the manifest is
-    then not written).
-    """
-    from fwman.driver.boot.pin import ensure_safe_boot
-    from fwman.driver.build import install
-    from fwman.driver.build.lock import module_lock
-    from fwman.driver.build.manifest import Manifest, WriteManifest, failed_path, pending_path
-    from fwman.driver.kmod import sign
-    from fwman.driver.kmod.kofile import split_signature
-    from fwman.host.actions import RemoveFile, apply_all
+    bundle: Bundle
+    origin: str
+    outcome: ImportOutcome
+    report: Report = silent
+    done: bool = False
 
-    with module_lock(host):
-        outcome = plan_import(host, bundle, origin, check_signature)
-        if outcome.status == "current":
-            outcome.boot = ensure_safe_boot(host, report)
-            return outcome
-        doc = bundle.doc
+    @property
+    def kver(self) -> str:
+        """Return the bundle's kernel."""
+        return self.bundle.doc.kernel
+
+    def describe(self) -> str:
+        """Return what is installed from where."""
+        return f"install the bundle's modules for {self.kver} from {self.origin}"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True until it ran, unless the bundle's modules are already in place (``current``)."""
+        return not self.done and self.outcome.status != "current"
+
+    def installed(self) -> bool:
+        """Return True when it ran."""
+        return self.done
+
+    def apply(self, host: Host) -> None:
+        """Install and verify. Raises VerificationError when the modules are not in effect (the manifest is then
+        not written)."""
+        from fwman.driver.build import install
+        from fwman.driver.build.manifest import KernelRecord, Manifest
+        from fwman.driver.kmod import sign
+        from fwman.driver.kmod.kofile import split_signature
+        from fwman.host.actions import apply_all
+
+        bundle, doc = self.bundle, self.bundle.doc
         files = dict(bundle.files)
         signed = doc.signed
         key = sign.configured_key(host)
@@ -160,11 +169,11 @@ def import_bundle(
             # this host's key, as a build here would sign; the builder's signature (if any) is replaced
             unsigned = {name: split_signature(data)[0] for name, data in files.items()}
             files, signed = sign.sign_for_kernel(host, doc.kernel, unsigned, key)
-            report(f"signed the modules with {key.cert} ({signed})")
+            self.report(f"signed the modules with {key.cert} ({signed})")
         entries, _changed = install.install_modules(host, doc.kernel, files)  # staged files, override, depmod
         built_from = doc.source or (f"fork {doc.fork} branch {doc.branch}" if doc.fork else "unknown source")
         imported = (
-            f"imported from {origin} (bundle {bundle.sha256[:16]}, built on {doc.exported_from} from {built_from})"
+            f"imported from {self.origin} (bundle {bundle.sha256[:16]}, built on {doc.exported_from} from {built_from})"
         )
         manifest = Manifest.from_record(
             doc.kernel, entries, replace(BuildRecord.of(doc), source=imported, signed=signed)
@@ -175,11 +184,29 @@ def import_bundle(
                 f"imported but not in effect for {doc.kernel}: {bad[0].name}: {bad[0].problem}",
                 hint="run `fwman modules status`; the previous manifest was kept",
             )
-        # the same actions a build ends with: the manifest, and the failed/pending markers cleared
-        kver = doc.kernel
-        apply_all(host, [WriteManifest(manifest), RemoveFile(failed_path(kver)), RemoveFile(pending_path(kver))])
-        outcome.status = "imported"
-        outcome.signed = signed
-        outcome.message = f"imported and verified for {doc.kernel} from {origin}"
-        outcome.boot = ensure_safe_boot(host, report)
+        apply_all(host, KernelRecord(doc.kernel).installed(manifest))  # as a build ends
+        self.done = True
+        self.outcome.status = "imported"
+        self.outcome.signed = signed
+        self.outcome.message = f"imported and verified for {doc.kernel} from {self.origin}"
+
+
+def import_bundle(
+    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = silent
+) -> ImportOutcome:
+    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
+
+    Under the module lock, after :func:`plan_import`'s checks, applies the lifecycle's plan of an import
+    (:func:`fwman.driver.lifecycle.plan`): :class:`ImportModules`, the initramfs refreshed, the next boot kept
+    safe. Raises as :func:`plan_import`, and VerificationError when the installed modules are not in effect (the
+    manifest is then not written).
+    """
+    from fwman.driver import lifecycle
+    from fwman.driver.build.lock import module_lock
+
+    with module_lock(host):
+        outcome = plan_import(host, bundle, origin, check_signature)
+        install = ImportModules(bundle, origin, outcome, report)
+        situation = lifecycle.Situation((bundle.doc.kernel,), lifecycle.IMPORT)
+        outcome.boot = lifecycle.converge(host, lifecycle.plan(host, situation, install=install, report=report)).boot
         return outcome

@@ -24,13 +24,8 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
+from fwman.host.actions import Report, silent
 from fwman.host.base import Host
-
-Report = Callable[[str], None]
-
-
-def _nothing(_: str) -> None:
-    return None
 
 
 @dataclass
@@ -88,7 +83,7 @@ def forget_plan(host: Host, kver: str) -> list[str]:
     return todo
 
 
-def forget_kernel(host: Host, kver: str, report: Report = _nothing) -> RemovalSummary:
+def forget_kernel(host: Host, kver: str, report: Report = silent) -> RemovalSummary:
     """Drop fwman's state for removed kernel ``kver`` and re-check the boot; never raises for a host problem."""
     from fwman.driver.build import objcache
 

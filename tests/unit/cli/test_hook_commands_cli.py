@@ -29,11 +29,16 @@ def test_catchup_dry_run_says_what_it_would_do_and_writes_nothing(tmp_path: Path
     run = FwmanEnv(euid=1000)  # a dry run needs no root
     r = run("modules", "catchup", "--dry-run", "--root", str(root))
     assert r.code == 0, r.stderr
-    want = f"would mark {KVER} pending: no module source configured (run `fwman modules build` once)"
-    assert r.stdout.strip() == want
+    want = [
+        f"would mark {KVER} pending: no module source configured (run `fwman modules build` once)",
+        "would check that the next boot has working patched modules",  # the run checks it after a kernel changed
+        "would update the boot fast path's record of the kernels and fwman's module files "
+        "(/var/lib/fwman/modules/current.stamp)",
+    ]
+    assert r.stdout.strip().splitlines() == want
     doc = run("modules", "catchup", "--dry-run", "--json", "--root", str(root)).json()
     assert doc["schema"] == "fwman.modules-catchup/2"
-    assert (doc["dry_run"], doc["changed"], len(doc["actions"])) == (True, False, 1)
+    assert (doc["dry_run"], doc["changed"], len(doc["actions"])) == (True, False, 3)
     assert not (root / "var/lib/fwman").exists()
 
 
@@ -45,6 +50,8 @@ def test_catchup_json_reports_the_change(tmp_path: Path) -> None:
     assert doc["schema"] == "fwman.modules-catchup/2" and doc["no_source"] is True
     assert doc["dry_run"] is False and doc["boot"]["kernel"] == KVER and doc["boot"]["safe"] is False
     assert (root / f"var/lib/fwman/modules/{KVER}.pending").exists()
+    dry = FwmanEnv()("modules", "catchup", "--dry-run", "--json", "--root", str(root)).json()
+    assert doc["actions"] == dry["actions"]  # what the run applied is what its dry run lists
 
 
 def test_forget_dry_run_then_json_and_the_deprecated_from(tmp_path: Path) -> None:
@@ -155,9 +162,11 @@ def test_build_dry_run_names_kernels_and_source_and_changes_nothing(tmp_path: Pa
     assert r.code == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0] == f"would build the patched modules for {KVER} from local tree /src/fork"
-    assert lines[1] == "would mark 6.1.0-53-amd64 pending until its headers are installed"
+    assert lines[1] == f"would refresh the initramfs of {KVER} where it carries other NVIDIA modules"
+    assert lines[2] == "would mark 6.1.0-53-amd64 pending until its headers are installed"
+    assert lines[3] == "would check that the next boot has working patched modules"
     doc = run(*argv, "--dry-run", "--json", "--root", str(root)).json()
-    assert (doc["dry_run"], doc["changed"], doc["kernels"], len(doc["actions"])) == (True, False, [], 3)
+    assert (doc["dry_run"], doc["changed"], doc["kernels"], len(doc["actions"])) == (True, False, [], 4)
     assert not (root / "var").exists()
     assert run(*argv, "--root", str(root)).code == 3  # without --dry-run it needs root
 

@@ -111,7 +111,7 @@ def _hooks(host: Host, permit: Callable[[], None]) -> Subject:
 
 
 def _dkms(host: Host, permit: Callable[[], None]) -> Subject:
-    from fwman.app.dkms import block_dkms
+    from fwman.app.dkms.change import block_dkms
 
     planned = block_dkms(host, dry_run=True).actions
     steps = [s for s in planned if not s.startswith("leave ")]  # "leave the fork registered": nothing to do
@@ -121,7 +121,7 @@ def _dkms(host: Host, permit: Callable[[], None]) -> Subject:
 
 def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Subject | None, list[Manual]]:
     """Return the modules subject (None without a source) and the owner's steps it needs (headers, a source)."""
-    from fwman.app.modules_build import BuildRequest, build_modules, planned_step
+    from fwman.app.modules.build import BuildRequest, build_modules, planned_step
     from fwman.driver.headers import advise_host
     from fwman.driver.kernels import headers_present, installed_kernels
 
@@ -167,7 +167,7 @@ def _source_options(target: Target) -> str:
 
 
 def _settings(host: Host, permit: Callable[[], None]) -> Subject:
-    from fwman.app.driver_settings import driver_settings
+    from fwman.app.driver.settings import driver_settings
 
     planned = driver_settings(host, apply=True, dry_run=True).applied
     steps = planned.actions if planned is not None else []

@@ -1,7 +1,8 @@
 """``fwman catalog``: list, show, lint, sign and update the curated VBIOS catalog.
 
-Options and rendering only: the use cases are in :mod:`fwman.app.catalog` (``keys``: :mod:`fwman.cli.catalog_keys`,
-``add-local``: :mod:`fwman.cli.catalog_local`, ``propose``: :mod:`fwman.cli.catalog_propose`).
+Options and rendering only: the use cases are in :mod:`fwman.app.catalog.commands` (``keys``:
+:mod:`fwman.cli.catalog_keys`, ``add-local``: :mod:`fwman.cli.catalog_local`, ``propose``:
+:mod:`fwman.cli.catalog_propose`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
-    from fwman.app.catalog import list_catalog
+    from fwman.app.catalog.commands import list_catalog
     from fwman.cli.render import finish
 
     finish(app, "catalog-list", list_catalog(app.host), as_json)
@@ -67,7 +68,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 3842:3987
       fwman catalog show 10de:2204:3842:3982 --json
     """
-    from fwman.app.catalog import show_board
+    from fwman.app.catalog.commands import show_board
     from fwman.cli.render import finish
 
     finish(app, "catalog-board", show_board(app.host, board), as_json)
@@ -95,7 +96,7 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
       fwman catalog lint --dir ./catalog --json
       fwman catalog lint --local
     """
-    from fwman.app.catalog import lint as lint_catalog
+    from fwman.app.catalog.commands import lint as lint_catalog
     from fwman.cli.render import finish
 
     result = lint_catalog(app.host, None if directory is None else str(directory), local_only=local_only)
@@ -141,7 +142,7 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem --dir ./catalog --serial 7 --expires 2027-06-01
       fwman catalog sign --key ~/fwman-catalog.pem --dry-run --json
     """
-    from fwman.app.catalog import sign as sign_catalog
+    from fwman.app.catalog.commands import sign as sign_catalog
     from fwman.cli.render import finish
 
     where = None if directory is None else str(directory)
@@ -174,7 +175,7 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update --url /srv/fwman/catalog     # a git checkout of the signed catalog
       fwman catalog update            # /etc/fwman/catalog-url, else the bundled catalog
     """
-    from fwman.app.catalog import update as update_catalog
+    from fwman.app.catalog.commands import update as update_catalog
     from fwman.cli.render import finish
 
     app.require_change("fwman catalog update")

@@ -1,6 +1,6 @@
 """``fwman catalog keys``: the catalog's keys document (which keys may sign the index, which are retired).
 
-Options and rendering only: the use cases are in :mod:`fwman.app.catalog_keys`.
+Options and rendering only: the use cases are in :mod:`fwman.app.catalog.keys`.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     The signature is checked against the root keys (fwman/keys/ and /etc/fwman/root-keys.d/); a document that
     does not verify is shown with the reason, and the command exits 4.
     """
-    from fwman.app.catalog_keys import show_keys
+    from fwman.app.catalog.keys import show_keys
     from fwman.cli.render import finish
 
     finish(app, "catalog-keys", show_keys(app.host, None if directory is None else str(directory)), as_json)
@@ -121,7 +121,7 @@ def sign(
           --reason "replaced by the 2027 key"
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
-    from fwman.app.catalog_keys import KeysRequest, sign_keys
+    from fwman.app.catalog.keys import KeysRequest, sign_keys
     from fwman.cli.render import finish
 
     request = KeysRequest(tuple(str(p) for p in add), not_before, not_after, note, retire, drop, reason, expires,

@@ -1,6 +1,6 @@
 """``fwman catalog add-local``: a local catalog entry for a card the curated catalog does not know.
 
-Options and rendering only: the use case is :func:`fwman.app.catalog_local.add_local`.
+Options and rendering only: the use case is :func:`fwman.app.catalog.local.add_local`.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def add_local(
           --expect-md5 <MD5 from the vendor page> --md5-source https://vendor.example/download
       fwman catalog add-local --card 41:00.0 --image FILE --expect-md5 HEX --md5-source URL --export
     """
-    from fwman.app.catalog_local import add_local as add
+    from fwman.app.catalog.local import add_local as add
     from fwman.cli.render import finish
 
     app.require_change("fwman catalog add-local")

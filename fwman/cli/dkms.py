@@ -34,7 +34,7 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman dkms status
       fwman dkms status --json
     """
-    from fwman.app.dkms_status import dkms_status
+    from fwman.app.dkms.status import dkms_status
 
     finish(app, "dkms-status", dkms_status(app.host), as_json)
 
@@ -59,7 +59,7 @@ def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
       fwman dkms block
       fwman dkms block --json
     """
-    from fwman.app.dkms import block_dkms
+    from fwman.app.dkms.change import block_dkms
 
     # each step is said once, as it happens (a failure halfway leaves the steps done on screen): on stdout for
     # people, on stderr under --json (stdout is the document)
@@ -85,7 +85,7 @@ def unblock(app: AppContext, dry_run: bool, as_json: bool) -> None:
       fwman dkms unblock
       fwman dkms unblock --json
     """
-    from fwman.app.dkms import unblock_dkms
+    from fwman.app.dkms.change import unblock_dkms
 
     # each step once, as it happens: on stdout for people, on stderr under --json (stdout is the document)
     result = unblock_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json),

@@ -84,7 +84,7 @@ def branches(
 
     Exit status: 0 when every fork was listed (live or cached), 6 when some could not be, 5 when none could.
     """
-    from fwman.app.driver_branches import driver_branches
+    from fwman.app.driver.branches import driver_branches
 
     # a replay must not reach the network: it answers from the recorded cache
     answer = driver_branches(app.host, app.env.variables, version_text, fork_specs, offline or app.is_replay)
@@ -125,7 +125,7 @@ def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_jso
     \b
     Exit status: 0 done (or nothing to do); 3 --apply without root; 5 no initramfs generator.
     """
-    from fwman.app.driver_settings import driver_settings
+    from fwman.app.driver.settings import driver_settings
 
     if dry_run and not do_apply:
         raise UsageError("--dry-run goes with --apply", hint="fwman driver settings --apply --dry-run")
@@ -179,7 +179,7 @@ def power(
     Exit status: 0 done (or nothing to do); 2 a bad --limit; 3 --apply without root; 5 no nvidia-smi, or no
     GPU to apply a limit to.
     """
-    from fwman.app.driver_power import driver_power
+    from fwman.app.driver.power import driver_power
 
     if (dry_run or limits or persistence or off) and not do_apply:
         raise UsageError("--limit, --persistence, --off and --dry-run go with --apply",
@@ -269,7 +269,7 @@ def move(
     not build V, a package cannot be had), nothing changed; 5 no branch builds V.
     Docs: docs/move.md.
     """
-    from fwman.app import driver_move
+    from fwman.app.driver import move as driver_move
 
     chosen = [name for name, on in (("--to", to_version is not None), ("--rollback", rollback),
                                     ("--finish", finish_move), ("--status", show_status)) if on]  # fmt: skip

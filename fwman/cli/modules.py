@@ -152,7 +152,7 @@ def build(
     fork's branch cannot be had (the error names fork, URL and branch, with git's own message), 6 some kernels
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
-    from fwman.app.modules_build import BuildRequest, KernelBuild, build_modules, progress_sink
+    from fwman.app.modules.build import BuildRequest, KernelBuild, build_modules, progress_sink
     from fwman.core.names import kernel_release
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
@@ -188,7 +188,7 @@ def status(app: AppContext, as_json: bool) -> None:
       fwman modules status
       fwman modules status --json | jq '.kernels[] | select(.safe_to_boot | not)'
     """
-    from fwman.app.modules_status import modules_status
+    from fwman.app.modules.status import modules_status
 
     finish(app, "modules-status", modules_status(app.host), as_json)
 
@@ -215,7 +215,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
       fwman modules forget --kernel 6.1.0-47-amd64 --dry-run
       fwman modules forget --kernel 6.1.0-47-amd64
     """
-    from fwman.app.modules_hooks import forget as forget_kernel
+    from fwman.app.modules.hooks import forget as forget_kernel
     from fwman.core.names import kernel_release
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
@@ -250,7 +250,7 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
     Exit status: 0 (also when there was nothing to remove: "changed": false), 2 neither or both of --kernel
     and --all.
     """
-    from fwman.app.modules_remove import RemoveRequest, remove_modules
+    from fwman.app.modules.remove import RemoveRequest, remove_modules
     from fwman.core.names import kernel_release
 
     for kver in kernels:
@@ -283,7 +283,7 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
 
     Exit status: 0 (also when kernels without headers stay pending), 6 when a build failed.
     """
-    from fwman.app.modules_hooks import catchup as run_catchup
+    from fwman.app.modules.hooks import catchup as run_catchup
 
     result = run_catchup(app.host, force=force, dry_run=dry_run, permit=_permit(app, "fwman modules catchup"),
                          report=_say(app))  # fmt: skip
@@ -303,7 +303,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
     With --json: fwman.modules-catchup/2's keys plus "kernel", "origin" and "in_place" (schema
     fwman.modules-hook/2). --origin names the hook (the older --from still works and warns).
     """
-    from fwman.app.modules_hooks import hook as run_hook
+    from fwman.app.modules.hooks import hook as run_hook
     from fwman.core.names import kernel_release
 
     kernel_release(kver)
@@ -339,7 +339,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_jso
       fwman modules keygen
       fwman modules keygen --reuse-dkms
     """
-    from fwman.app.modules_keygen import keygen as make_key
+    from fwman.app.modules.keygen import keygen as make_key
 
     result = make_key(app.host, reuse_dkms=reuse_dkms, force=force, dry_run=dry_run,
                       permit=_permit(app, "fwman modules keygen"))  # fmt: skip
@@ -365,7 +365,7 @@ def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
       fwman modules unpin
       fwman modules unpin --json
     """
-    from fwman.app.modules_unpin import unpin_boot
+    from fwman.app.modules.unpin import unpin_boot
 
     finish(app, "modules-unpin", unpin_boot(app.host, dry_run=dry_run, permit=_permit(app, "fwman modules unpin")),
            as_json)  # fmt: skip
@@ -407,7 +407,7 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
 
     Exit status: 0 safe (after the pin, with --pin), 4 not safe (the reason is printed), 5 no kernel found.
     """
-    from fwman.app.check_boot import check_boot as run_check
+    from fwman.app.modules.check_boot import check_boot as run_check
     from fwman.core.names import kernel_release
 
     for kver in removed:

@@ -1,4 +1,4 @@
-"""``fwman modules export`` and ``fwman modules import``: build once per fleet (logic in fwman.app.bundle)."""
+"""``fwman modules export`` and ``fwman modules import``: build once per fleet (logic in fwman.app.modules.bundle)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_jso
 
     Exit status: 0 written, 4 the installed modules do not verify, 5 none installed for KVER.
     """
-    from fwman.app.bundle import export_file
+    from fwman.app.modules.bundle import export_file
 
     finish(app, "modules-export", export_file(app.host, kver, output, sign_key), as_json)
 
@@ -66,7 +66,7 @@ def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     Exit status: 0 imported or already current, 3 Secure Boot refuses unsigned modules, 4 a check failed,
     5 the bundle's kernel is not installed.
     """
-    from fwman.app.bundle import import_file
+    from fwman.app.modules.bundle import import_file
 
     result = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
                          permit=lambda: app.require_change("fwman modules import"))  # fmt: skip

@@ -1,4 +1,7 @@
-"""``fwman modules preflight``: build for the kernels apt installs next, before they land (fwman.app.preflight)."""
+"""``fwman modules preflight``: build for the kernels apt installs next, before they land.
+
+The use case is :mod:`fwman.app.modules.preflight`.
+"""
 
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ def preflight(app: AppContext, hold: bool, release: bool, dry_run: bool, jobs: i
     --hold), 5 one could not be checked (its headers could not be downloaded), or no apt-get or compiler;
     2 no module source configured, or --hold with --release.
     """
-    from fwman.app.preflight import PreflightRequest, phase_progress, run_preflight
+    from fwman.app.modules.preflight import PreflightRequest, phase_progress, run_preflight
     from fwman.cli.render import finish
 
     if not dry_run:

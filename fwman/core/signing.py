@@ -6,7 +6,7 @@ A signature file is a small JSON document: ``{"format": "fwman-signature", "vers
 key ("signed by an unknown key"), it is never what makes a signature trusted.
 
 Which keys are trusted for what is the caller's: the catalog's two levels (root keys, catalog keys:
-:mod:`fwman.firmware.catalog.signing`), a fleet's bundle keys (:mod:`fwman.app.bundle`). This module lives in
+:mod:`fwman.firmware.catalog.signing`), a fleet's bundle keys (:mod:`fwman.app.modules.bundle`). This module lives in
 ``core/`` so that both ``firmware/`` and ``driver/`` (siblings, which never import each other) may use it; it
 reads key directories through whatever has ``is_dir``/``listdir``/``read_bytes`` (any Host), without importing
 ``host/``. ``cryptography`` is imported inside functions: it costs startup time and only signing and

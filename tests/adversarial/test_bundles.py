@@ -171,7 +171,7 @@ def test_the_ansible_module_sees_a_signature_added_or_changed(tmp_path: Path) ->
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-    from fwman.app.bundle import bundle_json
+    from fwman.app.modules.bundle import bundle_json
     from fwman.core.signing import load_private_key, sign_document
 
     ansible = _ansible_module()

@@ -190,7 +190,7 @@ VERIFIERS = {"verify_keys_document", "verify_catalog_index", "verify_catalog_sig
 TRUST_REPORTERS = {
     "fwman/firmware/catalog/lint.py lint_signature": "`catalog lint` shows each failure as an error line and an "
     "expired document as one (exit 4); it installs and trusts nothing",
-    "fwman/app/catalog_keys.py show_keys": "`catalog keys show` shows the document's state, expired included "
+    "fwman/app/catalog/keys.py show_keys": "`catalog keys show` shows the document's state, expired included "
     "(exit 4); it installs and trusts nothing",
 }
 
@@ -220,7 +220,7 @@ def walk_trust(module: str, tree: ast.Module) -> list[str]:
 #: (d) outputs that keep their newlines: "module": why
 DOCUMENTS_ALLOWED = {
     "fwman/app/report.py": "`catalog propose` prints the board file it made (a whole TOML file) on stdout",
-    "fwman/app/catalog_local.py": "`catalog add-local --export` prints the curated form of the entry (a TOML file)",
+    "fwman/app/catalog/local.py": "`catalog add-local --export` prints the curated form of the entry (a TOML file)",
 }
 #: (d) the renderer of every use case's text: a line or a cell is written on one line (core/termtext.one_line)
 RENDERER = "fwman/cli/render.py"

@@ -640,7 +640,7 @@ PLANTED = [
     ("fwman.host.live", "import requests\n", "network"),  # requests only in host/http.py
     ("fwman.firmware.rom.package", "from fwman.host.base import Host\n", "impure"),  # rom/ stays pure
     ("fwman.firmware.rom.parse", "def f():\n    from fwman.host import live\n", "impure"),
-    ("fwman.app.bundle", "from fwman.firmware.catalog.signing import _parse_sig\n", "private import"),
+    ("fwman.app.modules.bundle", "from fwman.firmware.catalog.signing import _parse_sig\n", "private import"),
     ("fwman.driver.bundle.trust", "from fwman.core.signing import _x\n", "private import"),
     ("fwman.driver.hooks.removal", "def f(host, p):\n    host.run(['rm', '-rf', '--', p])\n", "rm -rf"),
     ("fwman.host.live", "def f(self, p):\n    self.run(['rm', '-r', p], timeout=9)\n", "rm -rf"),  # doors too

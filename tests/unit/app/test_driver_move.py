@@ -115,7 +115,7 @@ def test_the_installer_and_its_checksum_go_together_and_with_to(tmp_path: Path) 
 def test_images_with_their_own_libcuda_are_named_with_how_to_rebuild_them(tmp_path: Path) -> None:
     """A Docker host (tests/support/engines.py): `own`'s image carries libcuda 550.54.15; the others get the
     host's libraries injected (runtime hook, CDI) or use no GPU."""
-    from fwman.app.driver_move import image_notes
+    from fwman.app.driver.move import image_notes
     from fwman.host.snapshot import SnapshotHost
     from tests.support.engines import DRIVER, OLD_DRIVER, docker_snapshot
 

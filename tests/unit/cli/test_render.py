@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from fixtures.romgen.build import RomSpec, build_rom
 from fwman.app import text
-from fwman.app.catalog import wrapped
+from fwman.app.catalog.commands import wrapped
 from fwman.cli import render
 from tests.support.env import EXAMPLE_HOST, FwmanEnv
 

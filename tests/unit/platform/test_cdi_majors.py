@@ -90,7 +90,7 @@ def test_any_proc_devices_text_parses(text: str) -> None:
 
 def test_after_a_module_install_the_stale_spec_is_said_with_its_command(tmp_path: Path) -> None:
     """What ``modules build`` adds to its output after an install (the same rows as the audit's)."""
-    from fwman.app.modules_build import stale_cdi_specs
+    from fwman.app.modules.build import stale_cdi_specs
 
     root = _root(tmp_path, 510)
     assert stale_cdi_specs(LiveHost(str(root))) == [

@@ -34,19 +34,19 @@ def plan_text(todo: list[str], current: str) -> Out:
 
 
 def boot_text(check: BootCheck | None) -> Out:
-    """Return what a boot check did (:func:`fwman.app.modules_build.boot_text`, imported only when there is one)."""
+    """Return what a boot check did (:func:`fwman.app.modules.build.boot_text`, imported only when there is one)."""
     if check is None:
         return []
-    from fwman.app.modules_build import boot_text as text_of
+    from fwman.app.modules.build import boot_text as text_of
 
     return text_of(check)
 
 
 def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
-    """Return a boot check as JSON (:func:`fwman.app.modules_build.boot_json`, imported only when there is one)."""
+    """Return a boot check as JSON (:func:`fwman.app.modules.build.boot_json`, imported only when there is one)."""
     if check is None:
         return None
-    from fwman.app.modules_build import boot_json as json_of
+    from fwman.app.modules.build import boot_json as json_of
 
     return json_of(check)
 
@@ -69,7 +69,7 @@ class KernelRun(Result):
     def to_json(self) -> dict[str, Any]:
         """Return the part of the payload a hook run and a catch-up share (without the schema key); ``changed``:
         the host was changed (a repair, an install, a boot pin made or released)."""
-        from fwman.app.modules_build import outcome_json
+        from fwman.app.modules.build import outcome_json
 
         s = self.summary
         return {
@@ -86,7 +86,7 @@ class KernelRun(Result):
 
     def failures(self, *, err: bool) -> Out:
         """Return the failure report of every build that failed."""
-        from fwman.app.modules_build import failure_text
+        from fwman.app.modules.build import failure_text
 
         failed = [o for o in self.summary.outcomes if o.status == "failed"]
         return [ln for o in failed for ln in failure_text(o, self.newer.get(o.kver, []), err=err)]
@@ -193,7 +193,7 @@ class HookRun(KernelRun):
         boot check, and the note that the kernel install goes on."""
         if self.dry_run:
             return plan_text(self.plan, f"{self.kver}: patched modules already current")
-        from fwman.app.modules_build import failure_text
+        from fwman.app.modules.build import failure_text
 
         out: Out = []
         for o in self.summary.outcomes:

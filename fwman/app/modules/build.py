@@ -177,7 +177,7 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
     if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
-        from fwman.app.driver_branches import gpu_family
+        from fwman.app.driver.branches import gpu_family
         from fwman.driver.families import describe
         from fwman.driver.forks.listing import choose_revision
 

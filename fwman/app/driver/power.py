@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.change import ChangeResult, change, free
-from fwman.app.driver_settings import apply_json, apply_text
+from fwman.app.driver.settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, NotRecordedError, ParseError, UsageError

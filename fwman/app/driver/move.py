@@ -360,7 +360,7 @@ def plan_move(
     MissingError when no branch of the fork builds ``target``, no kernel is installed; MoveRefused when the
     user space cannot be had at ``target``.
     """
-    from fwman.app.modules_build import BuildRequest, newest_revision_spec
+    from fwman.app.modules.build import BuildRequest, newest_revision_spec
     from fwman.driver.build.source import load_source_spec
 
     version = str(names.driver_version(target, "--to"))

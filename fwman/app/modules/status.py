@@ -259,7 +259,7 @@ def modules_status(host: Host) -> ModulesStatus:
         options: SettingsReport | None = inspect_settings(host)
     except FwmanError:  # the options are a line of the status, never the reason it fails
         options = None
-    from fwman.app.preflight import last_preflight
+    from fwman.app.modules.preflight import last_preflight
 
     return ModulesStatus(
         rows,

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.signed_files import Written, write_files
+from fwman.app.catalog.signed_files import Written, write_files
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, VerificationError
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck
@@ -475,7 +475,7 @@ def sign(
 
     Raises UsageError for a bad date, serial or key, VerificationError when the catalog does not lint clean.
     """
-    from fwman.app.signed_files import metadata_time, today
+    from fwman.app.catalog.signed_files import metadata_time, today
     from fwman.core.names import iso_date
     from fwman.core.signing import load_private_key
     from fwman.firmware.catalog.load import BUNDLED_CATALOG

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from fwman.app.signed_files import Written, metadata_time, today, write_files
+from fwman.app.catalog.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Out, Result, say
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError

@@ -1,0 +1,1 @@
+"""``fwman catalog ...``: the use cases of the catalog group."""

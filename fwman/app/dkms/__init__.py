@@ -1,0 +1,1 @@
+"""``fwman dkms ...``: the use cases of the dkms group."""

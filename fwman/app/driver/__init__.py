@@ -1,0 +1,1 @@
+"""``fwman driver ...``: the use cases of the driver group."""

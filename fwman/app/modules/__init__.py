@@ -1,0 +1,1 @@
+"""``fwman modules ...``: the use cases of the modules group."""

@@ -65,11 +65,11 @@ class BackupRun(Result):
 
 
 def take_backups(
-    operator: Operator, bus: str | None, timeout: float, *, report: Callable[[str, bool], None] = lambda t, e: None
+    operator: Operator, bus: str | None, timeout: float, *, tell: Callable[[str, bool], None] = lambda t, e: None
 ) -> BackupRun:
     """Back up every card (or the one at ``bus``) with nvflash in one run; return what was saved and what failed.
 
-    ``report`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version
+    ``tell`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version
     before the first card, then each card's backup or failure. Raises UsageError on a snapshot or for an unknown
     card, BlockedError when not root or the driver is loaded, MissingError without nvflash, LockHeld while
     another flash or backup runs.
@@ -77,9 +77,9 @@ def take_backups(
 
     def on_card(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
         if entry is not None:
-            report(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…", False)
+            tell(f"{card.bus_id}  {entry.version}  {entry.path}  sha256 {entry.sha256[:16]}…", False)
         elif err is not None:
-            report(f"{card.bus_id}  FAILED: {err.message}", True)
+            tell(f"{card.bus_id}  FAILED: {err.message}", True)
 
     host = operator.host
     require_live(host, operator.is_replay, "fwman backup")
@@ -87,7 +87,7 @@ def take_backups(
     cards = require_cards(host)
     chosen: list[Card] = [find_card(cards, bus)] if bus else cards
     tool = find_nvflash(host, timeout)
-    report(f"backing up {len(chosen)} card(s) with nvflash {tool.version}", False)
+    tell(f"backing up {len(chosen)} card(s) with nvflash {tool.version}", False)
     # a backup during another process's flash would save the EEPROM being written: one at a time
     with exclusive(host, operator.command, what="flash or backup", say=operator.say):
         run, done, failed = backup_all(host, tool, chosen, on_card=on_card)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.text import Out, Result, say
-from fwman.host.actions import Action, Report, apply_all, pending, silent
+from fwman.host.actions import Action, Tell, apply_all, pending, silent
 from fwman.host.base import Host
 
 
@@ -76,7 +76,7 @@ def plan_or_apply(
     *,
     dry_run: bool,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
     nothing: str = "nothing to do",
     done: str = "done",
 ) -> ChangeResult:
@@ -85,7 +85,7 @@ def plan_or_apply(
     return change(
         dry_run,
         lambda: [a.describe() for a in pending(host, list(actions))],
-        lambda: apply_all(host, list(actions), report),
+        lambda: apply_all(host, list(actions), tell),
         permit=permit,
         nothing=nothing,
         done=done,

@@ -14,12 +14,12 @@ from fwman.driver.hooks.files import install as install_files
 from fwman.driver.hooks.files import remove as remove_files
 from fwman.driver.hooks.files import status as files_status
 from fwman.driver.hooks.ownership import PackageOwnership, package_ownership, refuse_changes
-from fwman.host.actions import Report, pending, silent
+from fwman.host.actions import Tell, pending, silent
 from fwman.host.base import Host
 
 
 def remove_hooks(
-    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> ChangeResult:
     """Remove the kernel hooks, the boot checks and the catch-up unit fwman installed; return what was done.
 
@@ -32,7 +32,7 @@ def remove_hooks(
     if owner is not None:
         refuse_changes(owner, "remove")  # raises for "remove"
     return change(
-        dry_run, lambda: [a.describe() for a in pending(host, remove_actions())], lambda: remove_files(host, report),
+        dry_run, lambda: [a.describe() for a in pending(host, remove_actions())], lambda: remove_files(host, tell),
         nothing="nothing to remove: the hooks and the service are not installed", done="removed",
     )  # fmt: skip
 
@@ -59,7 +59,7 @@ class HooksInstall(ChangeResult):
 
 
 def install_hooks(
-    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> HooksInstall:
     """Install the kernel hooks, the boot checks and the catch-up unit; return what changed (or would).
 
@@ -74,7 +74,7 @@ def install_hooks(
     skip = left_out(host)
     done = change(
         dry_run, lambda: [a.describe() for a in pending(host, install_actions(skip=skip))],
-        lambda: install_files(host, report, skip),
+        lambda: install_files(host, tell, skip),
         permit=permit, nothing="hook and service already installed and current", done="installed",
     )  # fmt: skip
     return HooksInstall(done.dry_run, done.actions, done.nothing, done.done, skipped=skip)

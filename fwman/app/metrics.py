@@ -14,7 +14,7 @@ from fwman.app.change import ChangeResult, change, free
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import HostChangeError, UsageError
-from fwman.host.actions import Report, apply_all, pending
+from fwman.host.actions import Tell, apply_all, pending
 from fwman.host.base import Host
 from fwman.platform.systemd import reload_running_systemd
 
@@ -110,7 +110,7 @@ def timer_plan(host: Host) -> list[str]:
     return [action.describe() for action in pending(host, timer_actions())]
 
 
-def install_timer(host: Host, report: Report) -> list[str]:
+def install_timer(host: Host, tell: Tell) -> list[str]:
     """Install and enable ``fwman-metrics.timer``; return what changed ([] when all was in place).
 
     A running systemd is reloaded and the timer started when something changed. Raises MissingError when the
@@ -118,27 +118,27 @@ def install_timer(host: Host, report: Report) -> list[str]:
     """
     from fwman.reports.metrics import timer_actions
 
-    done = apply_all(host, timer_actions(), report)
+    done = apply_all(host, timer_actions(), tell)
     if done:
         reload_running_systemd(host, start=paths.METRICS_TIMER_NAME)
     return done
 
 
-def remove_timer(host: Host, report: Report) -> list[str]:
+def remove_timer(host: Host, tell: Tell) -> list[str]:
     """Remove the timer and its service; return what was removed ([] when nothing was there).
 
     The ``.prom`` file stays: node_exporter's owner decides about it.
     """
     from fwman.reports.metrics import timer_remove_actions
 
-    done = apply_all(host, timer_remove_actions(), report)
+    done = apply_all(host, timer_remove_actions(), tell)
     if done:
         reload_running_systemd(host)
     return done
 
 
 def remove_metrics_timer(
-    host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
+    host: Host, *, dry_run: bool = False, tell: Tell, permit: Callable[[], None] = free
 ) -> ChangeResult:
     """Remove the timer and its service (``metrics remove``); with ``dry_run`` return what would go, change
     nothing. Raises what ``permit`` and :func:`remove_timer` raise."""
@@ -146,17 +146,17 @@ def remove_metrics_timer(
 
     return change(
         dry_run, lambda: [a.describe() for a in pending(host, timer_remove_actions())],
-        lambda: remove_timer(host, report), permit=permit,
+        lambda: remove_timer(host, tell), permit=permit,
         nothing="nothing to remove: the metrics timer is not installed", done="removed",
     )  # fmt: skip
 
 
 def install_metrics_timer(
-    host: Host, *, dry_run: bool = False, report: Report, permit: Callable[[], None] = free
+    host: Host, *, dry_run: bool = False, tell: Tell, permit: Callable[[], None] = free
 ) -> ChangeResult:
     """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
     nothing. Raises what ``permit`` and :func:`install_timer` raise."""
     return change(
-        dry_run, lambda: timer_plan(host), lambda: install_timer(host, report), permit=permit,
+        dry_run, lambda: timer_plan(host), lambda: install_timer(host, tell), permit=permit,
         nothing="metrics timer already installed and current", done="installed",
     )  # fmt: skip

@@ -282,16 +282,16 @@ def _bus_ids(host: Host) -> list[str]:
         return []
 
 
-def _record(host: Host, build: Callable[[Fingerprint, str], P2PRecord], report: Callable[[str], None]) -> None:
+def _record(host: Host, build: Callable[[Fingerprint, str], P2PRecord], tell: Callable[[str], None]) -> None:
     """Append the record ``build(fingerprint, time)`` returns to the P2P history; report so (or why not)."""
     from fwman.core.clock import now_utc
 
     try:
         record_result(host, build, now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"))
     except (FwmanError, OSError) as e:
-        report(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}")
+        tell(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}")
         return
-    report(f"recorded in {HISTORY} (`fwman doctor` reads it back)")
+    tell(f"recorded in {HISTORY} (`fwman doctor` reads it back)")
 
 
 def p2p_test(
@@ -301,12 +301,12 @@ def p2p_test(
     replay: bool = False,
     opener: Callable[[str | None], DeviceLayer] | None = None,
     library: str | None = None,
-    report: Callable[[str], None] = lambda _: None,
+    tell: Callable[[str], None] = lambda _: None,
 ) -> CopyResult | NcclResult:
     """Run the tier ``request`` asks for (the copy test, with ``soak`` repeated under load, or ``nccl``) on the
     GPUs ``opener(library)`` opens (None: libcuda through ctypes), record it unless asked not to, and return it.
 
-    ``report`` gets the lines said as the run goes (soak rounds, where the NCCL variables came from, the record).
+    ``tell`` gets the lines said as the run goes (soak rounds, where the NCCL variables came from, the record).
     Raises UsageError on a ``replay`` (the GPUs must be this machine's) or for a bad option, MissingError when
     no NCCL runner is there; a failed copy is in the result (:meth:`CopyResult.failure`).
     """
@@ -317,7 +317,7 @@ def p2p_test(
         )
     seconds = soak_seconds(request.soak, request.nccl)
     if request.nccl:
-        return _nccl_tier(host, request, report)
+        return _nccl_tier(host, request, tell)
     from fwman.p2p.copytest import MIB, run_isolated_copy_test
     from fwman.p2p.cuda import open_driver
 
@@ -341,17 +341,17 @@ def p2p_test(
     else:  # the last round's report is the failing one, if any
         from fwman.p2p.soak import run_soak
 
-        found = run_soak(host, run_round, seconds, report, [b for b in _bus_ids(host) if b])
+        found = run_soak(host, run_round, seconds, tell, [b for b in _bus_ids(host) if b])
         result = CopyResult(last[0], found)
     if request.record:
         from fwman.p2p.record import record_from_copy
 
         copy, found_soak = result.report, result.soak
-        _record(host, lambda fp, now: record_from_copy(copy, fp, now, found_soak), report)
+        _record(host, lambda fp, now: record_from_copy(copy, fp, now, found_soak), tell)
     return result
 
 
-def _nccl_tier(host: Host, request: P2PRequest, report: Callable[[str], None]) -> NcclResult:
+def _nccl_tier(host: Host, request: P2PRequest, tell: Callable[[str], None]) -> NcclResult:
     """Run the NCCL tier of ``request`` (and its control run) and record a result that says something."""
     import shlex
 
@@ -370,7 +370,7 @@ def _nccl_tier(host: Host, request: P2PRequest, report: Callable[[str], None]) -
     if not env:
         env, where = server_environment(host, argv_prefix)
         if where:
-            report(f"NCCL variables of the model server from {where}: " + " ".join(f"{k}={v}" for k, v in env.items()))
+            tell(f"NCCL variables of the model server from {where}: " + " ".join(f"{k}={v}" for k, v in env.items()))
     try:
         comparison = run_nccl_comparison(
             host, control=request.control, prefix=argv_prefix, runner=request.runner, env=env,
@@ -382,5 +382,5 @@ def _nccl_tier(host: Host, request: P2PRequest, report: Callable[[str], None]) -
     if request.record and (tested.wrong is not None or tested.hung):
         from fwman.p2p.record import record_from_nccl
 
-        _record(host, lambda fp, now: record_from_nccl(tested, fp, now, comparison), report)
+        _record(host, lambda fp, now: record_from_nccl(tested, fp, now, comparison), tell)
     return NcclResult(comparison)

@@ -21,7 +21,7 @@ from fwman.app.text import Out, Result, say
 from fwman.core.errors import FwmanError, NotRecordedError, PartialError, VerificationError
 from fwman.core.findings import Finding, Severity
 from fwman.core.jsonout import OMIT, encode, meta
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Subject:
     goal: str
     command: str
     steps: list[str]
-    run: Callable[[Report], list[str]] = field(repr=False, compare=False, metadata=OMIT)
+    run: Callable[[Tell], list[str]] = field(repr=False, compare=False, metadata=OMIT)
     #: why the part could not be planned (a replay that lacks what it reads); None: planned
     unknown: str | None = field(default=None, metadata=meta(key="not_recorded"))
 
@@ -74,7 +74,7 @@ def _unless_unrecorded(
         return Subject(name, "", "", [], _refuse, unknown=e.message), []
 
 
-def _refuse(report: Report) -> list[str]:
+def _refuse(tell: Tell) -> list[str]:
     raise FwmanError("a part this replay could not plan cannot run")  # apply never runs on a replay
 
 
@@ -107,7 +107,7 @@ def _hooks(host: Host, permit: Callable[[], None]) -> Subject:
     planned = install_hooks(host, dry_run=True)
     steps = [] if planned.package is not None else planned.actions  # the Debian package's files: dpkg's
     return Subject("hooks", "the kernel hooks, boot checks and catch-up service installed", "fwman hooks install",
-                   steps, lambda report: install_hooks(host, permit=permit, report=report).actions)  # fmt: skip
+                   steps, lambda tell: install_hooks(host, permit=permit, tell=tell).actions)  # fmt: skip
 
 
 def _dkms(host: Host, permit: Callable[[], None]) -> Subject:
@@ -116,7 +116,7 @@ def _dkms(host: Host, permit: Callable[[], None]) -> Subject:
     planned = block_dkms(host, dry_run=True).actions
     steps = [s for s in planned if not s.startswith("leave ")]  # "leave the fork registered": nothing to do
     return Subject("dkms", "NVIDIA's stock DKMS modules kept from replacing the patched ones", "fwman dkms block",
-                   steps, lambda report: block_dkms(host, permit=permit, report=report).actions)  # fmt: skip
+                   steps, lambda tell: block_dkms(host, permit=permit, tell=tell).actions)  # fmt: skip
 
 
 def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Subject | None, list[Manual]]:
@@ -144,9 +144,9 @@ def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Su
     request = BuildRequest(kernels=tuple(kernels), fork=spec.fork, branch=spec.branch, source_dir=spec.source_dir)
     steps = [f"build the patched modules for {k} from {spec.describe()}" for k in kernels]
 
-    def run(report: Report) -> list[str]:
+    def run(tell: Tell) -> list[str]:
         permit()
-        result = build_modules(host, request, report)
+        result = build_modules(host, request, tell)
         result.raise_for_failures()
         # said as the plan said it: the dry run is the plan (a kernel found current by then did not change)
         built = {b.outcome.kver for b in result.builds if b.outcome.changed}
@@ -172,8 +172,8 @@ def _settings(host: Host, permit: Callable[[], None]) -> Subject:
     planned = driver_settings(host, apply=True, dry_run=True).applied
     steps = planned.actions if planned is not None else []
 
-    def run(report: Report) -> list[str]:
-        done = driver_settings(host, apply=True, permit=permit, report=report).applied
+    def run(tell: Tell) -> list[str]:
+        done = driver_settings(host, apply=True, permit=permit, tell=tell).applied
         return done.actions if done is not None else []
 
     return Subject("settings", "the module options these GPUs need, nova_core kept off, the initramfs current",
@@ -189,7 +189,7 @@ def _hold(host: Host, permit: Callable[[], None]) -> tuple[Subject | None, list[
     except MissingError as e:  # no NVIDIA user-space package to hold (NVIDIA's .run installer, or none yet)
         return None, [Manual("userspace.hold", f"user-space hold: {e.message}", e.hint or "", "info")]
     subject = Subject("userspace", "the NVIDIA user-space packages held at their version", "fwman userspace hold",
-                      planned.actions, lambda report: hold_packages(host, permit=permit).actions)  # fmt: skip
+                      planned.actions, lambda tell: hold_packages(host, permit=permit).actions)  # fmt: skip
     return subject, []
 
 
@@ -363,7 +363,7 @@ def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
     return None
 
 
-def apply_plan(plan: Plan, *, permit: Callable[[], None], report: Report = silent) -> Plan:
+def apply_plan(plan: Plan, *, permit: Callable[[], None], tell: Tell = silent) -> Plan:
     """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done.
 
     Stops at the first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before
@@ -372,9 +372,9 @@ def apply_plan(plan: Plan, *, permit: Callable[[], None], report: Report = silen
     permit()
     plan.dry_run = False
     for subject in plan.todo:
-        report(f"== {subject.name}: {subject.goal}")
+        tell(f"== {subject.name}: {subject.goal}")
         try:
-            plan.done += subject.run(report)
+            plan.done += subject.run(tell)
         except FwmanError as e:
             plan.error, plan.stopped_at = e, subject.name
             break

@@ -44,7 +44,7 @@ def backup(
     from fwman.cli.render import finish
 
     report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
-    result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, report=report)
+    result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, tell=report)
     finish(app, "backup", result, as_json)
 
 

@@ -63,7 +63,7 @@ def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
     # each step is said once, as it happens (a failure halfway leaves the steps done on screen): on stdout for
     # people, on stderr under --json (stdout is the document)
-    result = block_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json),
+    result = block_dkms(app.host, dry_run=dry_run, tell=lambda t: app.echo(t, err=as_json),
                         permit=lambda: app.require_change("fwman dkms block"))  # fmt: skip
     finish(app, "dkms-block", result, as_json)
 
@@ -88,6 +88,6 @@ def unblock(app: AppContext, dry_run: bool, as_json: bool) -> None:
     from fwman.app.dkms.change import unblock_dkms
 
     # each step once, as it happens: on stdout for people, on stderr under --json (stdout is the document)
-    result = unblock_dkms(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=as_json),
+    result = unblock_dkms(app.host, dry_run=dry_run, tell=lambda t: app.echo(t, err=as_json),
                           permit=lambda: app.require_change("fwman dkms unblock"))  # fmt: skip
     finish(app, "dkms-unblock", result, as_json)

@@ -129,7 +129,7 @@ def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_jso
 
     if dry_run and not do_apply:
         raise UsageError("--dry-run goes with --apply", hint="fwman driver settings --apply --dry-run")
-    result = driver_settings(app.host, rebar=rebar, apply=do_apply, dry_run=dry_run, report=_steps(app, as_json),
+    result = driver_settings(app.host, rebar=rebar, apply=do_apply, dry_run=dry_run, tell=_steps(app, as_json),
                              permit=lambda: app.require_change("fwman driver settings --apply"))  # fmt: skip
     finish(app, "driver-settings", result, as_json)
 
@@ -189,7 +189,7 @@ def power(
     if off and (limits or persistence):
         raise UsageError("--off removes the unit: it does not go with --limit or --persistence")
     result = driver_power(app.host, limits=list(limits), persistence=persistence, off=off, apply=do_apply,
-                          dry_run=dry_run, report=_steps(app, as_json),
+                          dry_run=dry_run, tell=_steps(app, as_json),
                           permit=lambda: app.require_change("fwman driver power --apply"))  # fmt: skip
     finish(app, "driver-power", result, as_json)
 
@@ -287,15 +287,15 @@ def move(
     steps = _steps(app, as_json)
     if to_version is not None:
         permit = lambda: app.require_change(f"fwman driver move --to {to_version}")  # noqa: E731
-        result: Any = driver_move.move_to(app.host, to_version, dry_run=dry_run, permit=permit, report=steps,
+        result: Any = driver_move.move_to(app.host, to_version, dry_run=dry_run, permit=permit, tell=steps,
                                           variables=app.env.variables, container_roots=container_roots,
                                           run=run)  # fmt: skip
     elif rollback:
         permit = lambda: app.require_change("fwman driver move --rollback")  # noqa: E731
-        result = driver_move.rollback(app.host, dry_run=dry_run, permit=permit, report=steps)
+        result = driver_move.rollback(app.host, dry_run=dry_run, permit=permit, tell=steps)
     elif finish_move:
         permit = lambda: app.require_change("fwman driver move --finish")  # noqa: E731
-        result = driver_move.finish(app.host, dry_run=dry_run, permit=permit, report=steps)
+        result = driver_move.finish(app.host, dry_run=dry_run, permit=permit, tell=steps)
     else:
         result = driver_move.move_status(app.host)
     finish(app, "driver-move", result, as_json)

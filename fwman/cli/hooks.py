@@ -50,7 +50,7 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     from fwman.app.hooks import install_hooks
 
     result = install_hooks(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman hooks install"),
-                           report=lambda t: app.echo(t, err=True))  # fmt: skip
+                           tell=lambda t: app.echo(t, err=True))  # fmt: skip
     finish(app, "hooks-install", result, as_json)
 
 
@@ -76,7 +76,7 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
     # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
     result = remove_hooks(app.host, dry_run=dry_run, permit=lambda: app.require_change("fwman hooks remove"),
-                          report=lambda t: app.echo(t, err=True))  # fmt: skip
+                          tell=lambda t: app.echo(t, err=True))  # fmt: skip
     finish(app, "hooks-remove", result, as_json)
 
 

@@ -92,7 +92,7 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.metrics import install_metrics_timer
 
-    result = install_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+    result = install_metrics_timer(app.host, dry_run=dry_run, tell=lambda t: app.echo(t, err=True),
                                    permit=lambda: app.require_change("fwman metrics install"))  # fmt: skip
     finish(app, "metrics-install", result, as_json)
 
@@ -117,6 +117,6 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     from fwman.app.metrics import remove_metrics_timer
 
     # the steps go to stderr as they happen, so that stdout is the answer alone (the JSON document)
-    result = remove_metrics_timer(app.host, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+    result = remove_metrics_timer(app.host, dry_run=dry_run, tell=lambda t: app.echo(t, err=True),
                                   permit=lambda: app.require_change("fwman metrics remove"))  # fmt: skip
     finish(app, "metrics-remove", result, as_json)

@@ -159,7 +159,7 @@ def build(
         kernel_release(kver)
     if not dry_run:
         app.require_change("fwman modules build")
-    progress = progress_sink(app.env.stderr, as_json=as_json, live=app.env.stderr_isatty, report=_say(app))
+    progress = progress_sink(app.env.stderr, as_json=as_json, live=app.env.stderr_isatty, tell=_say(app))
     request = BuildRequest(kernels, all_kernels, fork, branch, source_dir, force, jobs, progress,
                            driver_version=driver_version, variables=app.env.variables, dry_run=dry_run)  # fmt: skip
 
@@ -220,7 +220,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
     result = forget_kernel(app.host, kver, dry_run=dry_run, permit=_permit(app, "fwman modules forget"),
-                           report=_say(app))  # fmt: skip
+                           tell=_say(app))  # fmt: skip
     finish(app, "modules-forget", result, as_json)
 
 
@@ -286,7 +286,7 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
     from fwman.app.modules.hooks import catchup as run_catchup
 
     result = run_catchup(app.host, force=force, dry_run=dry_run, permit=_permit(app, "fwman modules catchup"),
-                         report=_say(app))  # fmt: skip
+                         tell=_say(app))  # fmt: skip
     finish(app, "modules-catchup", result, as_json)
 
 
@@ -308,7 +308,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
 
     kernel_release(kver)
     result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
-                      report=_say(app), under_apt="DPKG_FRONTEND_LOCKED" in app.env.variables)  # fmt: skip
+                      tell=_say(app), under_apt="DPKG_FRONTEND_LOCKED" in app.env.variables)  # fmt: skip
     finish(app, "modules-hook", result, as_json)
 
 

@@ -68,6 +68,6 @@ def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     """
     from fwman.app.modules.bundle import import_file
 
-    result = import_file(app.host, file, dry_run=dry_run, report=lambda t: app.echo(t, err=True),
+    result = import_file(app.host, file, dry_run=dry_run, tell=lambda t: app.echo(t, err=True),
                          permit=lambda: app.require_change("fwman modules import"))  # fmt: skip
     finish(app, "modules-import", result, as_json)

@@ -152,5 +152,5 @@ def p2p(
                          not no_control, soak_for, not no_record)  # fmt: skip
     library = app.env.variables.get(LIBCUDA_VARIABLE) or None
     result = p2p_test(app.host, request, replay=app.is_replay, opener=app.env.cuda_driver, library=library,
-                      report=lambda t: app.echo(t, err=True))  # fmt: skip
+                      tell=lambda t: app.echo(t, err=True))  # fmt: skip
     finish(app, "p2p-nccl" if nccl else "p2p-test", result, as_json)

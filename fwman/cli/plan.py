@@ -76,4 +76,4 @@ def apply(app: AppContext, dry_run: bool, verify: bool, as_json: bool) -> None:
     if dry_run:
         finish(app, "plan", planned, as_json)
         return
-    finish(app, "plan", apply_plan(planned, permit=permit, report=lambda t: app.echo(t, err=True)), as_json)
+    finish(app, "plan", apply_plan(planned, permit=permit, tell=lambda t: app.echo(t, err=True)), as_json)

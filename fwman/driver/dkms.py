@@ -417,7 +417,7 @@ def read_block(host: Host) -> BlockRecord | None:
         ) from e
 
 
-def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | None = None) -> list[str]:
+def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None = None) -> list[str]:
     """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done.
 
     Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
@@ -431,9 +431,9 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
     # the owner's P2P fork registered in DKMS is theirs: the block removes NVIDIA's stock module only
     pairs = sorted(k for k, src in kinds.items() if src.kind == STOCK)
     left = [src for src in kinds.values() if src.kind == FORK]
-    if report is not None and not dry_run:
+    if tell is not None and not dry_run:
         for src in left:
-            report(f"left alone: {src.module}/{src.version}, the P2P fork ({'; '.join(src.evidence)})")
+            tell(f"left alone: {src.module}/{src.version}, the P2P fork ({'; '.join(src.evidence)})")
     record = read_block(host) or BlockRecord()
     known = {(r["module"], r["version"]) for r in record.removed}
 
@@ -462,12 +462,12 @@ def block(host: Host, dry_run: bool = False, report: Callable[[str], None] | Non
         record.apt_pin = paths.APT_DKMS_PIN
         record.at = now_iso()
         host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
-    return apply_all(host, actions, report)
+    return apply_all(host, actions, tell)
 
 
-def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run: bool = False) -> list[str] | None:
+def unblock(host: Host, tell: Callable[[str], None] | None = None, *, dry_run: bool = False) -> list[str] | None:
     """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
-    in ``/usr/src``). Returns what was done (each line also said through ``report`` as it happens), or None when
+    in ``/usr/src``). Returns what was done (each line also said through ``tell`` as it happens), or None when
     DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). With
     ``dry_run`` nothing changes and the steps that would run are returned (the modules that could not be added
     back as ``skip ...`` lines). Raises VerificationError for a damaged record."""
@@ -481,10 +481,10 @@ def unblock(host: Host, report: Callable[[str], None] | None = None, *, dry_run:
     left = [f"skip {s}" for s in skipped]
     if dry_run:
         return [*(a.describe() for a in pending(host, actions)), *left]
-    done = apply_all(host, actions, report)
-    if report is not None:
+    done = apply_all(host, actions, tell)
+    if tell is not None:
         for line in left:
-            report(line)
+            tell(line)
     return done + left
 
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from fwman.core import paths
 from fwman.driver.kernels import headers_present, installed_kernels, version_key
-from fwman.host.actions import Action, Report, Tracked, silent
+from fwman.host.actions import Action, Tell, Tracked, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
@@ -132,7 +132,7 @@ class RepairModules:
     manifest: Manifest
     problem: str
     summary: RunSummary
-    report: Report = silent
+    tell: Tell = silent
 
     def describe(self) -> str:
         """Return what is put back."""
@@ -146,14 +146,12 @@ class RepairModules:
         """Reinstall the stored copy (depmod runs) and verify it (hashing); else mark the kernel broken."""
         from fwman.driver.build.install import check_installed, repair_from_store
 
-        self.report(
-            f"WARNING: {self.kver}: {self.problem} (DKMS or a package replaced it): reinstalling fwman's modules"
-        )
+        self.tell(f"WARNING: {self.kver}: {self.problem} (DKMS or a package replaced it): reinstalling fwman's modules")
         if repair_from_store(host, self.manifest) and all(c.ok for c in check_installed(host, self.manifest)):
             self.summary.repaired.append(self.kver)
-            self.report(f"{self.kver}: fwman's modules are back in place and verified")
+            self.tell(f"{self.kver}: fwman's modules are back in place and verified")
             return
-        self.report(f"{self.kver}: fwman's stored copy is missing or differs from the manifest: rebuilding")
+        self.tell(f"{self.kver}: fwman's stored copy is missing or differs from the manifest: rebuilding")
         self.summary.broken.add(self.kver)
 
 
@@ -172,7 +170,7 @@ class BuildKernel:
     if_broken: bool = False
     #: said before the build (the hook's "building the patched NVIDIA modules for ...")
     intro: tuple[str, ...] = ()
-    report: Report = silent
+    tell: Tell = silent
     done: bool = False
 
     def describe(self) -> str:
@@ -194,17 +192,17 @@ class BuildKernel:
         from fwman.driver.build.pipeline import update_kernel
 
         if self.options.headline:
-            self.report(f"== {self.kver}")
+            self.tell(f"== {self.kver}")
         for line in self.intro:
-            self.report(line)
+            self.tell(line)
         o = self.options
         force = self.force or self.kver in self.summary.broken
-        outcome = update_kernel(host, self.kver, self.spec, force=force, fetch=o.fetch, report=self.report,
+        outcome = update_kernel(host, self.kver, self.spec, force=force, fetch=o.fetch, tell=self.tell,
                                 jobs=o.jobs, progress=o.progress, resolved=o.resolved)  # fmt: skip
         self.done = True
         self.summary.outcomes.append(outcome)
         if o.say_outcome:
-            self.report(outcome.message)
+            self.tell(outcome.message)
         if o.on_outcome is not None:
             o.on_outcome(outcome)
 
@@ -230,7 +228,7 @@ class MarkNoSource:
     kver: str
     summary: RunSummary
     said: str
-    report: Report = silent
+    tell: Tell = silent
 
     def describe(self) -> str:
         """Return the marker and the way out."""
@@ -246,7 +244,7 @@ class MarkNoSource:
 
         KernelRecord(self.kver).pending(host, Marker(self.kver, "no module source configured"))
         self.summary.no_source = True
-        self.report(self.said)
+        self.tell(self.said)
 
 
 class Install(Action, Protocol):
@@ -271,7 +269,7 @@ class RefreshInitramfs:
 
     build: Install
     summary: RunSummary
-    report: Report = silent
+    tell: Tell = silent
     done: bool = False
 
     def describe(self) -> str:
@@ -289,7 +287,7 @@ class RefreshInitramfs:
 
         self.done = True
         if self.build.installed():
-            self.summary.initramfs[self.build.kver] = refresh_initramfs(host, self.build.kver, self.report)
+            self.summary.initramfs[self.build.kver] = refresh_initramfs(host, self.build.kver, self.tell)
 
 
 @dataclass
@@ -301,7 +299,7 @@ class EnsureSafeBoot:
     before: Sequence[Tracked]
     summary: RunSummary
     situation: Situation
-    report: Report = silent
+    tell: Tell = silent
 
     def describe(self) -> str:
         """Return what is checked."""
@@ -320,7 +318,7 @@ class EnsureSafeBoot:
         from fwman.driver.boot.pin import ensure_safe_boot
 
         s = self.situation
-        self.summary.boot = ensure_safe_boot(host, self.report, hash_files=s.hash_files, defer=s.defer)
+        self.summary.boot = ensure_safe_boot(host, self.tell, hash_files=s.hash_files, defer=s.defer)
 
 
 @dataclass
@@ -407,7 +405,7 @@ def replaced_modules(host: Host, kernels: Sequence[str]) -> list[tuple[str, Mani
 
 def kernel_step(
     host: Host, kver: str, spec: SourceSpec, force: bool, summary: RunSummary, options: BuildOptions,
-    *, current: bool = False, report: Report = silent, intro: tuple[str, ...] = (),
+    *, current: bool = False, tell: Tell = silent, intro: tuple[str, ...] = (),
 ) -> BuildKernel:  # fmt: skip
     """Return the action for ``kver`` (headers or not): build it; or, as the build's own checks will find, mark
     it pending (no headers, build tools missing), leave it because its last build failed and nothing it
@@ -422,7 +420,7 @@ def kernel_step(
     from fwman.driver.build.source import Source, cached_source_id, resolve_source
 
     def step(kind: type[BuildKernel], text: str) -> BuildKernel:
-        return kind(kver, spec, text, summary, options, force, intro=intro, report=report)
+        return kind(kver, spec, text, summary, options, force, intro=intro, tell=tell)
 
     build = f"build the patched modules for {kver} from {spec.describe()}"
     if not headers_present(host, kver):
@@ -475,7 +473,7 @@ def plan(
     spec: SourceSpec | None = None,
     options: BuildOptions | None = None,
     install: Install | None = None,
-    report: Report = silent,
+    tell: Tell = silent,
 ) -> Plan:
     """Return the actions that converge ``situation``'s kernels, in order, with the summary they fill.
 
@@ -500,27 +498,27 @@ def plan(
 
     def kernel(kver: str, force: bool, *, refresh: bool = True, intro: tuple[str, ...] = ()) -> None:
         assert spec is not None
-        step = kernel_step(host, kver, spec, force, summary, opts, current=s.origin == BUILD, report=report,
+        step = kernel_step(host, kver, spec, force, summary, opts, current=s.origin == BUILD, tell=tell,
                            intro=intro)  # fmt: skip
         actions.append(step)
         if refresh and type(step) is BuildKernel:
-            (actions if s.origin == BUILD else refreshes).append(RefreshInitramfs(step, summary, report))
+            (actions if s.origin == BUILD else refreshes).append(RefreshInitramfs(step, summary, tell))
 
     def rebuild_if_broken(kver: str, *, refresh: bool = True) -> None:
         assert spec is not None
-        step = BuildKernel(kver, spec, build_text(kver, spec), summary, opts, True, True, report=report)
+        step = BuildKernel(kver, spec, build_text(kver, spec), summary, opts, True, True, tell=tell)
         actions.append(step)
         if refresh:
-            refreshes.append(RefreshInitramfs(step, summary, report))
+            refreshes.append(RefreshInitramfs(step, summary, tell))
 
     def finish(stamp: bool = False) -> Plan:
         steps = [Tracked(a) for a in actions]  # the boot check follows a step that was (or would be) applied
         after: list[Action] = [RecordStamp(kernels, steps)] if stamp else []
-        return Plan([*steps, EnsureSafeBoot(steps, summary, s, report), *after], summary)
+        return Plan([*steps, EnsureSafeBoot(steps, summary, s, tell), *after], summary)
 
     if s.origin == IMPORT:  # a bundle's modules installed the way a build installs them
         assert install is not None
-        actions += [install, RefreshInitramfs(install, summary, report)]
+        actions += [install, RefreshInitramfs(install, summary, tell)]
     elif s.origin == BUILD:
         assert spec is not None
         for kver in s.kernels:
@@ -534,7 +532,7 @@ def plan(
     summary.broken = {k for k, _, _ in replaced if k not in repairable}
     for kver, manifest, problem in replaced:
         if kver in repairable:
-            actions.append(RepairModules(kver, manifest, problem, summary, report))
+            actions.append(RepairModules(kver, manifest, problem, summary, tell))
     problems = {k: p for k, _, p in replaced}
 
     def broken_intro(kver: str) -> tuple[str, ...]:
@@ -548,7 +546,7 @@ def plan(
         spec = load_source_spec(host)
         if spec is None:
             said = f"no module source configured: {named} marked pending (run `fwman modules build` once)"
-            actions.append(MarkNoSource(named, summary, said, report))
+            actions.append(MarkNoSource(named, summary, said, tell))
         elif (manifest_is_current(host, named) or named in repairable) and named not in summary.broken:
             from fwman.driver.build.pipeline import KernelOutcome
 
@@ -575,7 +573,7 @@ def plan(
                     rebuild_if_broken(kver)
             elif spec is None:
                 said = f"{kver}: no module source configured (run `fwman modules build` once): pending"
-                actions.append(MarkNoSource(kver, summary, said, report))
+                actions.append(MarkNoSource(kver, summary, said, tell))
             else:
                 kernel(kver, s.force or kver in summary.broken, intro=broken_intro(kver))
     actions += refreshes

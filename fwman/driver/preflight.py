@@ -44,7 +44,7 @@ from fwman.driver.build.source import Source
 from fwman.driver.headers import advise_host
 from fwman.driver.kernels import installed_kernels, version_key
 from fwman.driver.localfs import local_dir, root_prefix
-from fwman.host.actions import Report, WriteFile, silent
+from fwman.host.actions import Tell, WriteFile, silent
 from fwman.host.base import Host
 from fwman.host.capped import MAX_RECORD, MAX_TEXT_FILE, read_capped, read_text_capped
 from fwman.host.confine import inside_target, links_leaving, resolve_in_root
@@ -315,9 +315,7 @@ def _deb_fields(host: Host, deb: str) -> dict[str, str]:
     return aptsim.parse_control(result.stdout)
 
 
-def download_headers(
-    host: Host, package: str, version: str | None, debs: str, report: Report = silent
-) -> dict[str, str]:
+def download_headers(host: Host, package: str, version: str | None, debs: str, tell: Tell = silent) -> dict[str, str]:
     """Download ``package`` (at ``version``, else its candidate) and the build dependencies of its tree into
     ``debs``; return {package: version} of what is there.
 
@@ -337,7 +335,7 @@ def download_headers(
         if len(got) >= MAX_PACKAGES:
             raise FwmanError(f"the headers of {package} need more than {MAX_PACKAGES} packages: not a header tree")
         spec = f"{name}={ver}" if ver else name
-        report(f"downloading {spec}")
+        tell(f"downloading {spec}")
         before = set(host.listdir(debs))
         argv = ["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root"]
         result = host.run(
@@ -480,7 +478,7 @@ def check_kernel(
     patches: Sequence[KernelPatch],
     compiler: str,
     key: str,
-    report: Report = silent,
+    tell: Tell = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
 ) -> KernelVerdict:
@@ -500,7 +498,7 @@ def check_kernel(
     package, version = offer.headers(host)
     try:
         try:
-            verdict.headers = download_headers(host, package, version, f"{scratch}/debs", report)
+            verdict.headers = download_headers(host, package, version, f"{scratch}/debs", tell)
             tree = unpack_headers(host, kver, f"{scratch}/debs", f"{scratch}/root", f"{scratch}/build", log_path(kver))
         except FwmanError as e:
             verdict.message = e.message
@@ -508,10 +506,10 @@ def check_kernel(
         verdict.nova_config = headers_nova_config(host, tree.build)
         # fwman's compat patches by what these headers declare, after the owner's (who wins: compat.select)
         roots = [r for r in (tree.source, tree.build) if r]
-        patches = [*patches, *compat.select(host, kver, patches, roots, kpatches.masked_names(host), report)]
+        patches = [*patches, *compat.select(host, kver, patches, roots, kpatches.masked_names(host), tell)]
         verdict.patches = [p.name for p in patches]
-        report(f"building {source.label} against the headers of {kver} (not installed)")
-        result = compile_for_kernel(host, source, kver, report, jobs, progress, patches, headers=tree)
+        tell(f"building {source.label} against the headers of {kver} (not installed)")
+        result = compile_for_kernel(host, source, kver, tell, jobs, progress, patches, headers=tree)
         verdict.log, verdict.object_cache_hit = result.log_path, result.cache_hit
         if not result.ok:
             failure = result.failure

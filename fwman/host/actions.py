@@ -15,12 +15,13 @@ from typing import Protocol
 from fwman.core.errors import FwmanError, MissingError
 from fwman.host.base import CommandResult, Host
 
-#: where progress lines go (the CLI passes one that writes to stderr)
-Report = Callable[[str], None]
+#: where progress lines go, one line a call (the CLI passes one that writes to stderr). Named ``tell``/``Tell``
+#: everywhere, so that ``report`` means a report (the doctor's, the audit's, the owner report) and nothing else
+Tell = Callable[[str], None]
 
 
 def silent(_: str) -> None:
-    """Report nothing (the default ``report`` of the driver's long-running operations)."""
+    """Tell nothing (the default ``tell`` of the driver's long-running operations)."""
     return None
 
 
@@ -204,7 +205,7 @@ def pending(host: Host, actions: Sequence[Action]) -> list[Action]:
     return needed
 
 
-def apply_all(host: Host, actions: Sequence[Action], report: Report | None = None) -> list[str]:
+def apply_all(host: Host, actions: Sequence[Action], tell: Tell | None = None) -> list[str]:
     """Apply every needed action in order and return their descriptions.
 
     Stops at the first failure: the action's FwmanError propagates, its hint saying what was done before it and
@@ -217,8 +218,8 @@ def apply_all(host: Host, actions: Sequence[Action], report: Report | None = Non
     for index, action in enumerate(actions):
         if not action.is_needed(host):
             continue
-        if report is not None:
-            report(action.describe())
+        if tell is not None:
+            tell(action.describe())
         try:
             action.apply(host)
         except FwmanError as e:  # the action's own error (type, exit status, message): its hint says where it stopped

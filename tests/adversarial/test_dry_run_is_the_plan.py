@@ -207,7 +207,8 @@ def test_the_kernel_lifecycle_plan_is_what_the_dry_runs_of_its_commands_print() 
     print that plan's descriptions: no second planner is left to drift."""
     import inspect
 
-    from fwman.app import modules_build, modules_hooks
+    from fwman.app.modules import build as modules_build
+    from fwman.app.modules import hooks as modules_hooks
     from fwman.driver.bundle import install
     from fwman.driver.hooks import run
 

@@ -40,7 +40,7 @@ def unblock_dkms(
     host: Host,
     *,
     dry_run: bool = False,
-    report: Callable[[str], None] | None = None,
+    tell: Callable[[str], None] | None = None,
     permit: Callable[[], None] = free,
 ) -> DkmsUnblock:
     """Undo ``fwman dkms block`` (the apt pin goes, the removed modules are registered again); return what was done.
@@ -49,7 +49,7 @@ def unblock_dkms(
     """
     if not dry_run:
         permit()
-    done = dkms.unblock(host, report=None if dry_run else report, dry_run=dry_run)
+    done = dkms.unblock(host, tell=None if dry_run else tell, dry_run=dry_run)
     return DkmsUnblock(dry_run, done is not None, done or [])
 
 
@@ -57,7 +57,7 @@ def block_dkms(
     host: Host,
     *,
     dry_run: bool = False,
-    report: Callable[[str], None] | None = None,
+    tell: Callable[[str], None] | None = None,
     permit: Callable[[], None] = free,
 ) -> ChangeResult:
     """Remove NVIDIA's DKMS modules, pin their packages away and record it (``fwman.dkms-block/1``); return what
@@ -65,5 +65,5 @@ def block_dkms(
     FwmanError when dkms fails."""
     if not dry_run:
         permit()
-    done = dkms.block(host, dry_run=dry_run, report=None if dry_run else report)
+    done = dkms.block(host, dry_run=dry_run, tell=None if dry_run else tell)
     return ChangeResult(dry_run, done, "DKMS already blocked: nothing to do", "")

@@ -44,7 +44,7 @@ from fwman.driver.move.record import (
 from fwman.driver.move.rollback import rollback_actions
 from fwman.driver.move.runfile import InstallRunInContainer, StageRun, container_owned, run_name
 from fwman.driver.move.stage import SourceOnce, StageModules
-from fwman.host.actions import Action, Report, WriteFile, apply_all, pending, silent
+from fwman.host.actions import Action, Tell, WriteFile, apply_all, pending, silent
 from fwman.host.base import Host
 
 
@@ -350,7 +350,7 @@ def plan_move(
     target: str,
     *,
     variables: Mapping[str, str] | None = None,
-    report: Report = silent,
+    tell: Tell = silent,
     container_roots: tuple[str, ...] = (),
     run: RunInstaller | None = None,
 ) -> MovePlan | MoveRecord:
@@ -384,7 +384,7 @@ def plan_move(
         raise UsageError(f"every kernel's patched modules are already at {version}: nothing to move")
     remembered = load_source_spec(host)
     request = BuildRequest(driver_version=version, variables=dict(variables or {}))
-    spec = newest_revision_spec(host, request, report)
+    spec = newest_revision_spec(host, request, tell)
     _check_config(host, spec, version)
     packages, notes = _user_space(host, version)
     containers = _containers(host, container_roots, version, run)
@@ -398,8 +398,8 @@ def plan_move(
     if resume is not None:
         new = replace(resume, to_branch=spec.branch, fork=spec.fork)
         packages, containers = new.packages, new.containers
-    once = SourceOnce(spec, lambda: resolve_source(host, spec, report))
-    staging: list[Action] = [StageModules(k, version, once, report) for k in kernels]
+    once = SourceOnce(spec, lambda: resolve_source(host, spec, tell))
+    staging: list[Action] = [StageModules(k, version, once, tell) for k in kernels]
     if packages:
         staging += [
             DownloadDebs(STAGED_DEBS, {p.name: p.target for p in packages}, f"the {version} user space"),
@@ -447,7 +447,7 @@ def move_to(
     *,
     dry_run: bool = False,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
     variables: Mapping[str, str] | None = None,
     container_roots: tuple[str, ...] = (),
     run: RunInstaller | None = None,
@@ -460,7 +460,7 @@ def move_to(
     """
     from fwman.driver.build.lock import module_lock
 
-    plan = plan_move(host, target, variables=variables, report=report, container_roots=container_roots, run=run)
+    plan = plan_move(host, target, variables=variables, tell=tell, container_roots=container_roots, run=run)
     if isinstance(plan, MoveRecord):
         return MoveResult(dry_run, [], f"the move to {plan.to_version} is already {plan.stage}", record=plan)
     if dry_run:
@@ -471,12 +471,12 @@ def move_to(
     began = clock.monotonic()
     with module_lock(host):
         try:
-            done = apply_all(host, plan.staging, report)
+            done = apply_all(host, plan.staging, tell)
         except FwmanError:
             if not was_moving:
                 host.remove_tree(WORK)  # the refusal changes nothing: what was staged goes
             raise
-        done += apply_all(host, plan.commit, report)
+        done += apply_all(host, plan.commit, tell)
     return MoveResult(False, done, record=replace(plan.record, stage=COMMITTED), notes=plan.notes,
                       done=f"moved to {plan.record.to_version}",
                       phases=phases(plan.actions, clock.monotonic() - began))  # fmt: skip
@@ -490,7 +490,7 @@ def _recorded(host: Host, what: str) -> MoveRecord:
 
 
 def rollback(
-    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> MoveResult:
     """Put back the modules, user space and hold kept before the last move (or, ``dry_run``, say how).
 
@@ -515,13 +515,11 @@ def rollback(
     from fwman.driver.build.lock import module_lock
 
     with module_lock(host):
-        done = apply_all(host, actions, report)
+        done = apply_all(host, actions, tell)
     return MoveResult(False, done, record=after, notes=notes, done=f"rolled back to {record.from_version}")
 
 
-def finish(
-    host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
-) -> MoveResult:
+def finish(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent) -> MoveResult:
     """End a committed move whose new module is the one loaded: the kept set goes (or, ``dry_run``, say so).
 
     Raises UsageError when no move is committed, BlockedError when the loaded module is not the new version.
@@ -544,4 +542,4 @@ def finish(
     if dry_run:
         return MoveResult(True, [a.describe() for a in pending(host, actions)], record=after)
     permit()
-    return MoveResult(False, apply_all(host, actions, report), record=after, done="move finished")
+    return MoveResult(False, apply_all(host, actions, tell), record=after, done="move finished")

@@ -14,7 +14,7 @@ from fwman.core import paths
 from fwman.core.errors import FwmanError, NotRecordedError, ParseError, UsageError
 from fwman.driver.power import GpuPower, PowerPlan, parse_limits, power_actions, read_unit
 from fwman.driver.settings_host import NOT_RECORDED
-from fwman.host.actions import Action, Report, apply_all, pending, silent
+from fwman.host.actions import Action, Tell, apply_all, pending, silent
 from fwman.host.base import Host
 from fwman.host.machine import reachable
 
@@ -77,7 +77,7 @@ def driver_power(
     apply: bool = False,
     dry_run: bool = False,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
 ) -> DriverPower:
     """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that
     persists ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done).
@@ -96,7 +96,7 @@ def driver_power(
         raise UsageError(e.message, hint="--limit 280, or --limit 0000:01:00.0=280") from e
 
     def act() -> list[str]:
-        done = apply_all(host, actions, report)
+        done = apply_all(host, actions, tell)
         if any(paths.POWER_UNIT in c for c in done):
             from fwman.platform.systemd import reload_running_systemd
 

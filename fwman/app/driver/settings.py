@@ -13,7 +13,7 @@ from fwman.app.change import ChangeResult, change, free, plan_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.driver.settings_host import SettingsReport, inspect_settings, settings_actions
-from fwman.host.actions import Report, apply_all, pending, silent
+from fwman.host.actions import Tell, apply_all, pending, silent
 from fwman.host.base import Host
 
 __all__ = ["DriverSettings", "SettingsReport", "driver_settings", "inspect_settings", "settings_actions"]
@@ -82,7 +82,7 @@ def driver_settings(
     apply: bool = False,
     dry_run: bool = False,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
 ) -> DriverSettings:
     """Return the settings report; with ``apply`` write (or remove) fwman's modprobe file and regenerate the
     initramfs first (``dry_run``: say what would be done). Raises what ``permit`` raises, MissingError when no
@@ -92,7 +92,7 @@ def driver_settings(
         return result
     actions = settings_actions(host, result.report)
     result.applied = change(
-        dry_run, lambda: [a.describe() for a in pending(host, actions)], lambda: apply_all(host, actions, report),
+        dry_run, lambda: [a.describe() for a in pending(host, actions)], lambda: apply_all(host, actions, tell),
         permit=permit,
     )  # fmt: skip
     if not dry_run:

@@ -35,7 +35,7 @@ from fwman.driver.build.source import (
 from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.lifecycle import BUILD, BuildOptions, RunSummary, Situation, converge, dry_run, kernel_step, plan
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 
@@ -50,7 +50,7 @@ class BuildRequest:
     source_dir: str | None = None
     force: bool = False
     jobs: int | None = None
-    #: the build progress sink (a live line on a terminal); None: phase lines and a heartbeat via ``report``
+    #: the build progress sink (a live line on a terminal); None: phase lines and a heartbeat via ``tell``
     progress: ProgressSink | None = None
     #: ``--driver-version``: build the newest revision (branch) of the fork whose tree builds this version
     driver_version: str | None = None
@@ -138,7 +138,7 @@ class BuildResult(Result):
         raise VerificationError(first.message, hint="see the report above and the build log")
 
 
-def newest_revision_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
+def newest_revision_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> SourceSpec:
     """Return the fork branch to build for ``request.driver_version``: of the fork's branches whose tree builds
     that version (``fwman driver branches``), the one with the newest commit.
 
@@ -198,13 +198,13 @@ def newest_revision_spec(host: Host, request: BuildRequest, report: Report = sil
         revisions = mine
     newest = revisions[0]
     if fork.donor is not None:  # a donor-patch fork: NVIDIA's tag of the version, with the pinned patch
-        report(
+        tell(
             f"driver {version}: building fork {fork.name}: upstream tag {newest.branch} of {fork.url} + patch "
             f"{fork.donor.location} (sha256 {fork.donor.sha256[:12]})"
         )
         return SourceSpec(None, fork_text, names.branch_name(newest.branch))
     others = ", ".join(r.branch for r in revisions[1:])
-    report(
+    tell(
         f"driver {version}: building {newest.branch} of {fork.name}, the newest of its revisions ({newest.family}) "
         f"(committed {newest.date or 'at an unknown date'}{'; older: ' + others if others else ''})"
     )
@@ -228,7 +228,7 @@ def configured_driver_version(host: Host) -> tuple[str | None, str] | None:
     return config.get_str("modules", "fork"), version
 
 
-def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> SourceSpec:
+def source_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> SourceSpec:
     """Return the source to build from: the one the request names, else the remembered one.
 
     The fork is kept as named (``aikitoria``, ``NAME=URL``, a URL) and resolved where it is used. Raises
@@ -236,12 +236,12 @@ def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> S
     is remembered.
     """
     if request.driver_version is not None:
-        return newest_revision_spec(host, request, report)
+        return newest_revision_spec(host, request, tell)
     if not (request.source_dir or request.fork or request.branch):
         configured = configured_driver_version(host)
         if configured is not None:  # [modules] driver-version: as --driver-version, of [modules] fork
             fork, version = configured
-            return newest_revision_spec(host, replace(request, fork=fork, driver_version=version), report)
+            return newest_revision_spec(host, replace(request, fork=fork, driver_version=version), tell)
     if request.source_dir or request.fork or request.branch:
         check_source_options(request.source_dir, request.fork, request.branch)
         if request.branch is not None:
@@ -260,7 +260,7 @@ def source_spec(host: Host, request: BuildRequest, report: Report = silent) -> S
 def build_modules(
     host: Host,
     request: BuildRequest,
-    report: Report = silent,
+    tell: Tell = silent,
     on_outcome: Callable[[KernelBuild], None] | None = None,
 ) -> BuildResult:
     """Build for every kernel of ``request`` under the module lock, then keep the next boot safe.
@@ -270,7 +270,7 @@ def build_modules(
     without kernels or source or with a ``--source`` that is not a module tree, LockTimeout when another build
     holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
     """
-    spec = source_spec(host, request, report)
+    spec = source_spec(host, request, tell)
     try:
         fork_url = resolve_fork_of(host, spec).url if spec.fork else None
     except FwmanError:
@@ -283,7 +283,7 @@ def build_modules(
     if not deferred:
         warning = refuse_unless_forced(gather(host, target), request.force)
         if warning:
-            report(warning)
+            tell(warning)
     targets = list(request.kernels)
     if request.all_kernels:
         targets += [k for k in installed_kernels(host) if headers_present(host, k) and k not in targets]
@@ -314,19 +314,19 @@ def build_modules(
     options.on_outcome = built
     with module_lock(host):
         if request.source_dir or request.fork or request.driver_version:
-            options.resolved = remember_if_resolved(host, spec, report)
+            options.resolved = remember_if_resolved(host, spec, tell)
         elif deferred:
-            options.resolved = resolve_or_error(host, spec, report)
+            options.resolved = resolve_or_error(host, spec, tell)
         if spec.fork is not None and options.resolved is None:
-            options.resolved = resolve_or_error(host, spec, report)
+            options.resolved = resolve_or_error(host, spec, tell)
         resolved = options.resolved
         tree_version = source_version(host, resolved) if isinstance(resolved, Source) else None
         # the name is a hint: a tree that builds another version than its name says is gated on the tree's
         if isinstance(resolved, Source) and (deferred or (tree_version is not None and tree_version != target)):
             warning = refuse_unless_forced(gather(host, tree_version), request.force)
             if warning:
-                report(warning)
-        summary = converge(host, plan(host, situation, spec=spec, options=options, report=report))
+                tell(warning)
+        summary = converge(host, plan(host, situation, spec=spec, options=options, tell=tell))
     for build in builds:
         build.initramfs = summary.initramfs.get(build.outcome.kver)
     stale = stale_cdi_specs(host) if any(b.outcome.status == "built" for b in builds) else []
@@ -360,20 +360,20 @@ def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
     return kernel_step(host, kver, spec, force, RunSummary(), BuildOptions(), current=True).describe()
 
 
-def resolve_or_error(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
+def resolve_or_error(host: Host, spec: SourceSpec, tell: Tell = silent) -> Source | FwmanError:
     """Return the Source of ``spec``, or the error resolving it raised (each kernel is then pending with it).
 
     Raises UsageError for a fork name that is not known.
     """
     try:
-        return resolve_source(host, spec, report)
+        return resolve_source(host, spec, tell)
     except UsageError:
         raise
     except FwmanError as e:
         return e
 
 
-def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) -> Source | FwmanError:
+def remember_if_resolved(host: Host, spec: SourceSpec, tell: Tell = silent) -> Source | FwmanError:
     """Resolve the source the user named and remember it for the hook and the catch-up; return it.
 
     Only a source that resolved is remembered: a typo must not replace the working source the next automatic
@@ -382,13 +382,13 @@ def remember_if_resolved(host: Host, spec: SourceSpec, report: Report = silent) 
     open-gpu-kernel-modules tree or the fork name is not known.
     """
     try:
-        source = resolve_source(host, spec, report)
+        source = resolve_source(host, spec, tell)
     except UsageError:
         raise
     except FwmanError as e:
         if spec.source_dir:
             raise UsageError(f"--source {e.message}", hint=e.hint) from e
-        report(f"warning: {spec.describe()} cannot be had, so it is not remembered as the source of later builds")
+        tell(f"warning: {spec.describe()} cannot be had, so it is not remembered as the source of later builds")
         return e
     save_source_spec(host, spec)
     return source
@@ -509,16 +509,16 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
     return [say(text, "red" if text.startswith("FAILED") and not err else "", err=err) for text in lines]
 
 
-def progress_sink(stream: IO[str], *, as_json: bool, live: bool, report: Report) -> ProgressSink:
+def progress_sink(stream: IO[str], *, as_json: bool, live: bool, tell: Tell) -> ProgressSink:
     """Return the build progress sink: a live line on ``stream`` when it is a terminal (``live``), whole lines
-    through ``report`` otherwise (a hook, the boot service, a redirected stderr), nothing under ``--json``."""
+    through ``tell`` otherwise (a hook, the boot service, a redirected stderr), nothing under ``--json``."""
     from fwman.core.termtext import visible
     from fwman.driver.build.pipeline import phase_lines
 
     if as_json:
         return lambda state, elapsed, started: None
     if not live:
-        return phase_lines(report)
+        return phase_lines(tell)
 
     def draw(state: Any, elapsed: float, started: str | None) -> None:
         try:

@@ -112,7 +112,7 @@ def read_bundle(path: str) -> Bundle:
 
 
 def import_file(
-    host: Host, path: str, *, dry_run: bool, report: Callable[[str], None], permit: Callable[[], None] = free
+    host: Host, path: str, *, dry_run: bool, tell: Callable[[str], None], permit: Callable[[], None] = free
 ) -> Import:
     """Check (``dry_run``) or import the bundle in the user file ``path`` on ``host``; return it and the outcome.
 
@@ -124,4 +124,4 @@ def import_file(
     check = signature_check(host)
     if dry_run:
         return Import(bundle, plan_import(host, bundle, path, check))
-    return Import(bundle, import_bundle(host, bundle, path, check, report))
+    return Import(bundle, import_bundle(host, bundle, path, check, tell))

@@ -17,7 +17,7 @@ from fwman.core.errors import FwmanError, MissingError, VerificationError
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
 from fwman.driver.boot.pin import PinRecord
 from fwman.driver.boot.safety import kernel_safety
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 
@@ -90,7 +90,7 @@ def check_boot(
     pin: bool = False,
     origin: str = "manual",
     removed: frozenset[str] = frozenset(),
-    report: Report = silent,
+    tell: Tell = silent,
     permit: Callable[[], None] = free,
     under_apt: bool = False,
 ) -> CheckBootResult:
@@ -108,7 +108,7 @@ def check_boot(
     from fwman.driver.boot.guard import final_check
 
     permit()
-    check = final_check(host, origin, removed, report, under_apt=under_apt)
+    check = final_check(host, origin, removed, tell, under_apt=under_apt)
     if check.default.kver is None:
         raise MissingError("no installed kernel found under /lib/modules")
     safety = check.safety if check.safety is not None else kernel_safety(host, check.default.kver)

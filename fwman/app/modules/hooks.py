@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import BlockedError, FwmanError, PartialError
 from fwman.driver.hooks.run import RunSummary
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # the boot-time catch-up's fast path must not load the build (pydantic, the pipeline)
@@ -154,7 +154,7 @@ def catchup(
     force: bool = False,
     dry_run: bool = False,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
 ) -> Catchup:
     """Build for every installed kernel with headers that lacks working modules, and keep the boot safe; with
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
@@ -167,7 +167,7 @@ def catchup(
     from fwman.driver.move.record import boot_note
 
     permit()
-    summary = run_catchup(host, report, force=force)
+    summary = run_catchup(host, tell, force=force)
     return Catchup(False, summary, newer=_newer(host, summary), move_note=boot_note(host))
 
 
@@ -225,7 +225,7 @@ def hook(
     *,
     dry_run: bool = False,
     permit: Callable[[], None] = free,
-    report: Report = silent,
+    tell: Tell = silent,
     under_apt: bool = False,
 ) -> HookRun:
     """Do what the kernel hook does for ``kver`` (build unless current, repair, keep the boot safe); with
@@ -238,7 +238,7 @@ def hook(
     if dry_run:
         return HookRun(True, plan=plan_of(host, hook_plan(host, kver, origin, defer=defer)), kver=kver, origin=origin)
     permit()
-    summary = run_hook(host, kver, origin, report, defer=defer)
+    summary = run_hook(host, kver, origin, tell, defer=defer)
     run = HookRun(False, summary, newer=_newer(host, summary), kver=kver, origin=origin)
     run.strict = not run.in_place and strict_mode(host)
     return run
@@ -276,7 +276,7 @@ class Forget(Result):
 
 
 def forget(
-    host: Host, kver: str, *, dry_run: bool = False, permit: Callable[[], None] = free, report: Report = silent
+    host: Host, kver: str, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> Forget:
     """Drop fwman's state for the removed kernel ``kver`` and keep the next boot safe; with ``dry_run`` return
     what would go. Never raises for a host problem (a kernel removal must not fail over it): the result's
@@ -287,6 +287,6 @@ def forget(
     if dry_run:
         return Forget(kver, True, forget_plan(host, kver))
     permit()
-    s = forget_kernel(host, kver, report)
+    s = forget_kernel(host, kver, tell)
     boot = s.boot if isinstance(s.boot, BootCheck) else None
     return Forget(kver, False, [f"dropped {what}" for what in s.removed], s.problems, s.pin_released, boot)

@@ -22,7 +22,7 @@ from fwman.driver.build.manifest import now_iso
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import Source, load_source_spec, resolve_source
 from fwman.driver.kernels import version_key
-from fwman.host.actions import Report, apply_all, pending, silent
+from fwman.host.actions import Tell, apply_all, pending, silent
 from fwman.host.base import Host
 
 
@@ -34,16 +34,16 @@ class PreflightRequest:
     release: bool = False  #: only lift fwman's holds
     dry_run: bool = False
     jobs: int | None = None
-    #: the build progress sink; None: phase lines through ``report``
+    #: the build progress sink; None: phase lines through ``tell``
     progress: ProgressSink | None = None
 
 
-def phase_progress(report: Report) -> ProgressSink:
-    """Return the build progress sink that says each build phase as a line through ``report`` (the CLI's
+def phase_progress(tell: Tell) -> ProgressSink:
+    """Return the build progress sink that says each build phase as a line through ``tell`` (the CLI's
     stderr); a pre-flight's builds are short, so no live line."""
     from fwman.driver.build.pipeline import phase_lines
 
-    return phase_lines(report)
+    return phase_lines(tell)
 
 
 @dataclass
@@ -184,7 +184,7 @@ class PreflightResult(Result):
         return out
 
 
-def release_holds(host: Host, dry_run: bool, report: Report = silent) -> PreflightResult:
+def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightResult:
     """Lift every hold fwman placed (its pin file and record); return what changed. Nothing else is touched.
 
     Raises ParseError when fwman's hold record is damaged (the pin file is then removed all the same).
@@ -193,16 +193,16 @@ def release_holds(host: Host, dry_run: bool, report: Report = silent) -> Preflig
     try:
         result.released = sorted(kernel_hold.read_record(host).kernels, key=version_key)
     except ParseError as e:
-        report(f"warning: {e.message}: removing fwman's pin all the same")
+        tell(f"warning: {e.message}: removing fwman's pin all the same")
     actions = kernel_hold.hold_actions(kernel_hold.HoldRecord())
     if dry_run:
         result.actions = [a.describe() for a in pending(host, actions)]
     else:
-        result.actions = apply_all(host, actions, report)
+        result.actions = apply_all(host, actions, tell)
     return result
 
 
-def run_preflight(host: Host, request: PreflightRequest, report: Report = silent) -> PreflightResult:
+def run_preflight(host: Host, request: PreflightRequest, tell: Tell = silent) -> PreflightResult:
     """Pre-flight every kernel a simulated upgrade would install (and every kernel fwman holds back).
 
     Builds what is not recorded yet (under the module lock), records the verdicts, and updates fwman's hold: a
@@ -215,7 +215,7 @@ def run_preflight(host: Host, request: PreflightRequest, report: Report = silent
     if request.release:
         if request.hold:
             raise UsageError("--hold and --release ask for opposite things: give one")
-        return release_holds(host, request.dry_run, report)
+        return release_holds(host, request.dry_run, tell)
     result = PreflightResult(request.dry_run)
     offers, sim = pf.offered_kernels(host)
     result.kept_back = sim.kept_back
@@ -228,10 +228,10 @@ def run_preflight(host: Host, request: PreflightRequest, report: Report = silent
     try:
         state = pf.read_state(host)
     except ParseError as e:
-        report(f"warning: {e.message}: starting a new pre-flight record")
+        tell(f"warning: {e.message}: starting a new pre-flight record")
         state = pf.State()
     if not offers:  # nothing to build: no source needed (a host that uses fwman for firmware only)
-        report("apt offers no kernel that is not installed (`apt-get -s dist-upgrade`)")
+        tell("apt offers no kernel that is not installed (`apt-get -s dist-upgrade`)")
         if not request.dry_run:
             state.last_at, state.last_kernels = now_iso(), []
             apply_all(host, [pf.state_action(state)])
@@ -245,11 +245,11 @@ def run_preflight(host: Host, request: PreflightRequest, report: Report = silent
             "[modules] in /etc/fwman/config.toml)",
         )
     with module_lock(host):
-        source = resolve_source(host, spec, report, fetch=False)  # the commit the kernel hook would build
+        source = resolve_source(host, spec, tell, fetch=False)  # the commit the kernel hook would build
         result.source = source
         compiler = compiler_version(host)
         for offer in offers:
-            result.kernels.append(_check(host, request, offer, source, compiler, state, report))
+            result.kernels.append(_check(host, request, offer, source, compiler, state, tell))
         if not request.dry_run:
             state.last_at = now_iso()
             state.last_kernels = [k.offer.kernel for k in result.kernels]
@@ -265,7 +265,7 @@ def _check(
     source: Source,
     compiler: str,
     state: pf.State,
-    report: Report,
+    tell: Tell,
 ) -> KernelCheck:
     """Return the check of one kernel: its recorded verdict when it still holds, else (not in a dry run) a build."""
     kver = offer.kernel
@@ -284,17 +284,17 @@ def _check(
     cached = pf.cached_verdict(state, key, kver)
     if cached is not None:
         pf.judge_nova_core(host, cached)
-        report(f"{kver}: {cached.line_text()} (recorded {cached.at}; same headers, commit and patches)")
+        tell(f"{kver}: {cached.line_text()} (recorded {cached.at}; same headers, commit and patches)")
         return KernelCheck(offer, cached)
     if request.dry_run:
         plan = f"download {package}{'=' + version if version else ''} and build {source.label} against it"
         return KernelCheck(offer, None, plan=plan)
-    report(f"== {kver}: pre-flight of {package}{' ' + version if version else ''}")
-    verdict = pf.check_kernel(host, offer, source, patches, compiler, key, report, request.jobs, request.progress)
+    tell(f"== {kver}: pre-flight of {package}{' ' + version if version else ''}")
+    verdict = pf.check_kernel(host, offer, source, patches, compiler, key, tell, request.jobs, request.progress)
     if verdict.status != pf.UNCHECKED or kver not in state.kernels:
         state.kernels[kver] = verdict  # a download that failed does not replace a verdict
     pf.judge_nova_core(host, verdict)
-    report(f"{kver}: {verdict.line_text()}")
+    tell(f"{kver}: {verdict.line_text()}")
     return KernelCheck(offer, verdict)
 
 

@@ -21,7 +21,7 @@ from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import UnpinBoot, read_pin
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.uninstall import RemoveKernelModules, kernels_with_modules, remove_actions
-from fwman.host.actions import Action, Report, Tracked, apply_all, pending, silent
+from fwman.host.actions import Action, Tell, Tracked, apply_all, pending, silent
 from fwman.host.base import Host
 
 
@@ -73,7 +73,7 @@ def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
 
 
 def remove_modules(
-    host: Host, request: RemoveRequest, report: Report = silent, permit: Callable[[], None] = free
+    host: Host, request: RemoveRequest, tell: Tell = silent, permit: Callable[[], None] = free
 ) -> RemoveResult:
     """Remove (or, with ``dry_run``, list) what the request names and return the result.
 
@@ -95,7 +95,7 @@ def remove_modules(
         return result
     with module_lock(host):
         actions = _plan(host, kernels, request.all_kernels)
-        result.actions = apply_all(host, actions, report)
+        result.actions = apply_all(host, actions, tell)
     for action in actions:
         inner = action.action if isinstance(action, Tracked) else action
         if isinstance(inner, RemoveKernelModules):

@@ -23,7 +23,7 @@ from __future__ import annotations
 from fwman.core import paths
 from fwman.driver.boot.pin import BootCheck, ensure_safe_boot
 from fwman.driver.build.lock import module_lock
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 #: the callers that run inside a kernel package's (or kernel-install's) hooks: apt may run more after them
@@ -41,7 +41,7 @@ def final_check(
     host: Host,
     origin: str,
     removed: frozenset[str] = frozenset(),
-    report: Report = silent,
+    tell: Tell = silent,
     lock_timeout: float = 300.0,
     under_apt: bool = False,
 ) -> BootCheck:
@@ -56,7 +56,7 @@ def final_check(
         # inside an apt run a kernel hook leaves an unpinnable next boot to apt's check, and apt's check says it
         # in its one line (CheckBootResult): so once per apt run, at its end
         defer = origin == "apt" or (under_apt and origin in KERNEL_HOOKS)
-        check = ensure_safe_boot(host, report, gone=removed, defer=defer)
+        check = ensure_safe_boot(host, tell, gone=removed, defer=defer)
         if origin in KERNEL_HOOKS:
             request_recheck(host)
         elif origin == "apt" and host.exists(paths.BOOT_CHECK_PENDING):

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
 from fwman.driver import nova_core
-from fwman.host.actions import Report, apply_all, silent
+from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
 
 WHAT = "initramfs"
@@ -398,18 +398,18 @@ class RegenerateInitramfs:
             )
 
 
-def refresh_initramfs(host: Host, kver: str, report: Report = silent) -> InitramfsState:
+def refresh_initramfs(host: Host, kver: str, tell: Tell = silent) -> InitramfsState:
     """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones.
 
     Returns the image's state afterwards (as read after the generator ran, else as read when nothing was
     needed or the generator failed). A generator that fails or leaves the image stale is reported through
-    ``report`` and shows in the state (the kernel then counts as not safe to boot); never raises: the modules
+    ``tell`` and shows in the state (the kernel then counts as not safe to boot); never raises: the modules
     themselves are installed, and a kernel hook must not fail over the initramfs.
     """
     action = RegenerateInitramfs(kver)
     try:
-        if apply_all(host, [action], report):
-            report(f"{kver}: initramfs regenerated; it now carries fwman's modules")
+        if apply_all(host, [action], tell):
+            tell(f"{kver}: initramfs regenerated; it now carries fwman's modules")
     except FwmanError as e:
-        report(f"WARNING: {kver}: {e.message}")
+        tell(f"WARNING: {kver}: {e.message}")
     return action.after or action.before or inspect(host, kver)

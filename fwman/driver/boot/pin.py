@@ -43,7 +43,7 @@ from fwman.driver.boot.safety import Safety, kernel_safety
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
-from fwman.host.actions import Report, apply_all, silent
+from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host, is_this_machine
 
 
@@ -421,7 +421,7 @@ def boot_settled(host: Host, hash_files: bool = True) -> bool:
 
 def ensure_safe_boot(
     host: Host,
-    report: Report = silent,
+    tell: Tell = silent,
     hash_files: bool = True,
     gone: frozenset[str] = frozenset(),
     defer: bool = False,
@@ -430,7 +430,7 @@ def ensure_safe_boot(
 
     A pin's reason is gone when the kernel it avoids has working modules or is no longer installed (or is in
     ``gone``: the kernels a removal hook is dropping, which the loader still lists). Every action is reported
-    loudly (``report``, the motd and the journal). Never raises for a pin that cannot be made: the problem is
+    loudly (``tell``, the motd and the journal). Never raises for a pin that cannot be made: the problem is
     reported and returned (a kernel install must not fail over it). ``hash_files=False`` checks sizes and
     depmod's resolution instead of hashing (the boot-time path). ``defer``: a next boot that is not safe and
     that no pin can make safe is not reported (``deferred`` set): a kernel hook inside an apt run, whose
@@ -441,7 +441,7 @@ def ensure_safe_boot(
         current = read_pin(host)
     except ParseError as e:  # what the pin replaced is unknown: change nothing, say so loudly
         check.problem = e.message
-        report(f"WARNING: {e.message}")
+        tell(f"WARNING: {e.message}")
         return check
     if current is not None:
         removed = current.avoided in gone or current.avoided not in installed_kernels(host)
@@ -451,10 +451,10 @@ def ensure_safe_boot(
                 release = UnpinBoot()
                 check.changed += apply_all(host, [release])
                 check.released = release.record
-                report(f"{current.avoided} {why}: boot pin to {current.kernel} released")
+                tell(f"{current.avoided} {why}: boot pin to {current.kernel} released")
                 _journal(host, f"boot pin released: {current.avoided} {why}")
             except FwmanError as e:
-                report(f"could not release the boot pin: {e.message}")
+                tell(f"could not release the boot pin: {e.message}")
             check.default = _next_boot(host, gone)
     kver = check.default.kver
     if kver is None:
@@ -468,7 +468,7 @@ def ensure_safe_boot(
             cleared = apply_all(host, [clear])
             check.changed += cleared
             for line in cleared:
-                report(line)
+                tell(line)
         return check
     candidates = [
         k
@@ -480,7 +480,7 @@ def ensure_safe_boot(
         check.fix = fix_command(host, kver)
         check.deferred = defer
         if not defer:
-            report(f"WARNING: {check.problem}: {check.safety.reason}; fix: {check.fix}")
+            tell(f"WARNING: {check.problem}: {check.safety.reason}; fix: {check.fix}")
         return check
     safe = candidates[0]
     reason = f"{kver}: {check.safety.reason}"
@@ -490,7 +490,7 @@ def ensure_safe_boot(
         check.changed += apply_all(host, [action])
     except FwmanError as e:
         check.problem = f"could not pin {safe}: {e.message}"
-        report(f"WARNING: the next boot ({kver}) has no working patched modules, and {check.problem}")
+        tell(f"WARNING: the next boot ({kver}) has no working patched modules, and {check.problem}")
         announce(host, [f"the next boot ({kver}) has NO working patched NVIDIA modules: {reason}", check.problem])
         return check
     record = action.record
@@ -503,7 +503,7 @@ def ensure_safe_boot(
     if record.warning:
         lines.append(record.warning)
     for line in lines:
-        report(f"WARNING: {line}")
+        tell(f"WARNING: {line}")
     announce(host, lines)
     check.default = default_boot_kernel(host)
     check.safety = kernel_safety(host, check.default.kver) if check.default.kver else None

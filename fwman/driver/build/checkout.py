@@ -24,7 +24,7 @@ from fwman.core.errors import MissingError
 from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text, git_target, stderr_tail
 from fwman.driver.localfs import local_dir
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import CommandResult, Host
 
 FETCH_TIMEOUT = 1800.0  # a depth-1 fetch of the real fork is ~100 MB
@@ -181,7 +181,7 @@ def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str
 
 
 def ensure_checkout(
-    host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True, tag: bool = False
+    host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True, tag: bool = False
 ) -> Checkout:
     """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed.
 
@@ -207,7 +207,7 @@ def ensure_checkout(
     if host.exists(cache) or host.is_link(cache):
         problem = verify(host, cache, target)
         if problem is not None:
-            report(f"source cache {cache} is not a complete checkout ({problem}): removed, fetching {branch} again")
+            tell(f"source cache {cache} is not a complete checkout ({problem}): removed, fetching {branch} again")
             host.remove_tree(cache)
     present = host.exists(cache)
     cached = _rev(host, cache, refs(branch, tag)[1]) if present else None
@@ -219,20 +219,20 @@ def ensure_checkout(
         except SourceError as e:
             if cached is None:
                 raise
-            report(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
+            tell(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
     if present and wanted is not None and wanted == head:
         return Checkout(cache, wanted)
     seed = local_dir(host, cache) if present and wanted is not None and wanted == cached else None
     try:
-        return _swap_in(host, fork, branch, target, cache, seed, report, present, tag)
+        return _swap_in(host, fork, branch, target, cache, seed, tell, present, tag)
     except SourceError as e:
         if seed is not None or cached is None:
             raise
         # the branch moved, but fetching it failed: build the commit fetched before, as when it cannot be listed
-        report(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
+        tell(f"warning: {e.message}\nbuilding the cached {branch} ({cached[:12]})")
         if head == cached:
             return Checkout(cache, cached)
-        return _swap_in(host, fork, branch, target, cache, local_dir(host, cache), report, present, tag)
+        return _swap_in(host, fork, branch, target, cache, local_dir(host, cache), tell, present, tag)
 
 
 def _swap_in(
@@ -242,7 +242,7 @@ def _swap_in(
     target: str,
     cache: str,
     seed: str | None,
-    report: Report,
+    tell: Tell,
     present: bool,
     tag: bool = False,
 ) -> Checkout:
@@ -252,7 +252,7 @@ def _swap_in(
     """
     scratch, old = f"{cache}.partial", f"{cache}.old"
     try:
-        commit = _make_scratch(host, fork, branch, target, scratch, seed, report, tag)
+        commit = _make_scratch(host, fork, branch, target, scratch, seed, tell, tag)
         problem = verify(host, scratch, target, commit)
         if problem is not None:
             raise SourceError(
@@ -274,7 +274,7 @@ def _swap_in(
 
 
 def _make_scratch(
-    host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, report: Report, tag: bool = False
+    host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, tell: Tell, tag: bool = False
 ) -> str:
     """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out.
 
@@ -300,10 +300,10 @@ def _make_scratch(
         if not result.ok:
             raise fail("set up a checkout for", result)
     if seed is not None:
-        report(f"checking out the cached {branch} of {fork.name}")
+        tell(f"checking out the cached {branch} of {fork.name}")
         refspec = [seed, f"+{remote_ref}:{remote_ref}"]
     else:
-        report(f"fetching {branch} from {fork.url}")
+        tell(f"fetching {branch} from {fork.url}")
         refspec = ["origin", f"+{upstream_ref}:{remote_ref}"]
     result = _git(host, ["fetch", "-q", "--depth=1", "--", *refspec], cwd=local, timeout=FETCH_TIMEOUT)
     if not result.ok:

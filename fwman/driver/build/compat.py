@@ -33,7 +33,7 @@ from dataclasses import replace
 from fwman.core import resources
 from fwman.core.errors import FwmanError, ParseError
 from fwman.driver.build.patches import MAX_PATCH_BYTES, Declaration, KernelPatch, parse_patch
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 _DECLARES = re.compile(
@@ -145,7 +145,7 @@ def select(
     owner: Sequence[KernelPatch],
     include_roots: Sequence[str],
     masked: Sequence[str] = (),
-    report: Report = silent,
+    tell: Tell = silent,
 ) -> list[KernelPatch]:
     """Return fwman's compat patches for ``kver``: those whose declaration the kernel's headers (under
     ``include_roots``) make, less those the owner overrides.
@@ -162,14 +162,14 @@ def select(
         if not headers_declare(host, patch.declaration, include_roots):
             continue
         if patch.name in masked:
-            report(f"fwman's compat patch {patch.name} left out: turned off by /etc/fwman/patches.d/{patch.name}")
+            tell(f"fwman's compat patch {patch.name} left out: turned off by /etc/fwman/patches.d/{patch.name}")
             continue
         if patch.name in owner_names:
-            report(f"fwman's compat patch {patch.name} left out: /etc/fwman/patches.d/{patch.name} replaces it")
+            tell(f"fwman's compat patch {patch.name} left out: /etc/fwman/patches.d/{patch.name} replaces it")
             continue
         clash = next((f for f in patch.files if f in owner_files), None)
         if clash is not None:
-            report(
+            tell(
                 f"fwman's compat patch {patch.name} left out: the owner's patches.d/{owner_files[clash]} changes "
                 f"{clash} for {kver}"
             )

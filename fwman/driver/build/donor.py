@@ -17,12 +17,12 @@ from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.patches import MAX_PATCH_BYTES, KernelPatch, parse_patch
 from fwman.driver.forks.model import DonorPatch, Fork
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 from fwman.host.capped import read_capped
 
 
-def _read(host: Host, fork: Fork, donor: DonorPatch, report: Report) -> bytes:
+def _read(host: Host, fork: Fork, donor: DonorPatch, tell: Tell) -> bytes:
     """Return the patch's bytes from its URL (the HTTP door, capped) or its host file (capped).
 
     Raises DownloadError/MissingError when it cannot be had, VerificationError when it is over the cap.
@@ -30,7 +30,7 @@ def _read(host: Host, fork: Fork, donor: DonorPatch, report: Report) -> bytes:
     if donor.is_url:
         from fwman.host.http import HttpOptions, http_get  # the door imports requests, which is slow to import
 
-        report(f"downloading the donor patch of fork {fork.name}: {donor.location}")
+        tell(f"downloading the donor patch of fork {fork.name}: {donor.location}")
         return http_get(host, donor.location, cap=MAX_PATCH_BYTES, options=HttpOptions())
     if not host.exists(donor.location):
         raise MissingError(
@@ -40,7 +40,7 @@ def _read(host: Host, fork: Fork, donor: DonorPatch, report: Report) -> bytes:
     return read_capped(host, donor.location, MAX_PATCH_BYTES, f"donor patch of fork {fork.name}")
 
 
-def donor_patch(host: Host, fork: Fork, report: Report = silent) -> KernelPatch:
+def donor_patch(host: Host, fork: Fork, tell: Tell = silent) -> KernelPatch:
     """Return the verified patch of donor fork ``fork``, as the pipeline applies it (at its cache path).
 
     The cached copy is used when its digest is still the pinned one; otherwise the patch is read again from its
@@ -56,7 +56,7 @@ def donor_patch(host: Host, fork: Fork, report: Report = silent) -> KernelPatch:
         if hashlib.sha256(kept).hexdigest() == donor.sha256:
             data = kept
     if data is None:
-        data = _read(host, fork, donor, report)
+        data = _read(host, fork, donor, tell)
         digest = hashlib.sha256(data).hexdigest()
         if digest != donor.sha256:
             raise VerificationError(

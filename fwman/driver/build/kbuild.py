@@ -32,7 +32,7 @@ from fwman.driver.build.source import Source
 from fwman.driver.kernels import headers_present
 from fwman.driver.localfs import local_dir
 from fwman.gpu.kernel_modules import MODULE_NAMES
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import CommandResult, Host
 from fwman.host.local import cpu_count
 
@@ -135,14 +135,12 @@ def include_roots(host: Host, kver: str, headers: KernelTree | None = None) -> l
     return [f"{paths.modules_dir(kver)}/source", f"{paths.modules_dir(kver)}/build"]
 
 
-def kernel_patches(
-    host: Host, kver: str, headers: KernelTree | None = None, report: Report = silent
-) -> list[KernelPatch]:
+def kernel_patches(host: Host, kver: str, headers: KernelTree | None = None, tell: Tell = silent) -> list[KernelPatch]:
     """Return the patches a build for ``kver`` applies: the owner's of ``/etc/fwman/patches.d`` that match the
     release, then fwman's compat patches for what the kernel's headers declare (:mod:`.compat`; the owner's
     win). Raises ParseError for a patch that cannot be read as one."""
     owner = [p for p in kpatches.load_patches(host) if p.applies_to(kver)]
-    shipped = compat.select(host, kver, owner, include_roots(host, kver, headers), kpatches.masked_names(host), report)
+    shipped = compat.select(host, kver, owner, include_roots(host, kver, headers), kpatches.masked_names(host), tell)
     return owner + shipped
 
 
@@ -233,7 +231,7 @@ def compile_for_kernel(
     host: Host,
     source: Source,
     kver: str,
-    report: Report = silent,
+    tell: Tell = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     patches: Sequence[KernelPatch] = (),
@@ -273,7 +271,7 @@ def compile_for_kernel(
         phases[name] = now - since
         return now
 
-    report(f"preparing the build tree for {kver} from {source.label}")
+    tell(f"preparing the build tree for {kver} from {source.label}")
     tree = prepare_tree(host, source, kver, headers.workdir if headers is not None else None)
     mark = lap("copy_tree", started)
     # a donor-patch fork's patch first (the upstream tag becomes the fork's tree), then patches.d's for kver,
@@ -282,7 +280,7 @@ def compile_for_kernel(
     transcript: list[str] = []  # patch's output: the build log's first part (make's follows)
     todo = [source.donor_patch, *patches] if source.donor_patch is not None else list(patches)
     if todo:
-        refused, applied = apply_patches(host, tree, todo, log_path, report, transcript)
+        refused, applied = apply_patches(host, tree, todo, log_path, tell, transcript)
         if refused is not None:
             failed = CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases)
             failed.failure = refused
@@ -291,11 +289,11 @@ def compile_for_kernel(
     applied = [p for p in applied if p is not source.donor_patch]
     hit = objcache.has_entry(host, key)
     if hit:
-        report("kernel-independent objects: from the object cache (kernel-open only)")
+        tell("kernel-independent objects: from the object cache (kernel-open only)")
         objcache.restore(host, key, tree)
         mark = lap("restore_objects", mark)
     else:
-        report("kernel-independent objects: not cached, building them (the long part)")
+        tell("kernel-independent objects: not cached, building them (the long part)")
     if host.which("make") is None:
         raise MissingError("make not found", hint="install make and gcc (apt install make gcc)")
     jobs = jobs or cpu_count()
@@ -303,16 +301,16 @@ def compile_for_kernel(
     # which it prints around every block) and as soon as that target is done, so progress can be followed
     skip = objcache.assume_made() if hit else []  # the restored objects: make does not enter their sub-makes
     argv = ["make", f"-j{jobs}", "--output-sync=target", *skip, "modules", *kernel_tree_args(host, kver, headers)]
-    report(f"running {' '.join(argv)}")
+    tell(f"running {' '.join(argv)}")
     header = "".join(f"{t}\n" for t in transcript) + f"$ {' '.join(argv)}\n# in {tree}, {source.label}\n"
     result, output, phase = _run_make(host, argv, local_dir(host, tree), log_path, header, kver, started, progress)
     mark = lap("make", mark)
     seconds = clock.monotonic() - started
     if hit and objcache.rebuilt_anyway(output):
-        report("warning: make built the kernel-independent objects again (the fork's Makefile names them otherwise)")
+        tell("warning: make built the kernel-independent objects again (the fork's Makefile names them otherwise)")
         hit = False
     if not hit and objcache.store(host, key, tree):
-        report("kernel-independent objects stored in the object cache")
+        tell("kernel-independent objects stored in the object cache")
         lap("store_objects", mark)
     built = {name: f"{tree}/kernel-open/{name}.ko" for name in MODULE_NAMES}
     missing = [name for name, path in built.items() if not host.exists(path)]
@@ -334,7 +332,7 @@ def apply_patches(
     tree: str,
     patches: Sequence[KernelPatch],
     log_path: str,
-    report: Report = silent,
+    tell: Tell = silent,
     transcript: list[str] | None = None,
 ) -> tuple[BuildFailure | None, list[KernelPatch]]:
     """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return (None, the patches applied), or (the
@@ -362,7 +360,7 @@ def apply_patches(
         trial = host.run([*argv, "--dry-run"], cwd=local, timeout=120)
         log.append(f"$ {' '.join(argv)} --dry-run\n{trial.stdout}{trial.stderr}")
         if not trial.ok and p.declaration is not None:
-            report(f"{p.title} does not apply to this tree (it may carry the change already): left out")
+            tell(f"{p.title} does not apply to this tree (it may carry the change already): left out")
             log.append(f"# {p.title} left out: it does not apply to this tree")
             continue
         if not trial.ok:
@@ -389,7 +387,7 @@ def apply_patches(
             failure = BuildFailure(p.files[0], None, f"{p.title} failed: {said[-300:]}", phase="patch", cause="patch")
             return failure, applied
         kind = "compat" if p.declaration is not None else ("donor" if p.origin else "kernel")
-        report(f"applied {kind} patch {p.name} ({', '.join(p.files)})")
+        tell(f"applied {kind} patch {p.name} ({', '.join(p.files)})")
         applied.append(p)
     if transcript is None:
         host.write_bytes(log_path, "\n".join(log).encode())

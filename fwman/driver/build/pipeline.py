@@ -20,13 +20,13 @@ from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, ProgressSink
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
-from fwman.host.actions import Report, apply_all, silent
+from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
 
 
-def phase_lines(report: Report) -> ProgressSink:
-    """Return the progress sink of hooks and the boot service: whole lines through ``report`` (:class:`PhaseLog`)."""
-    return PhaseLog(report)
+def phase_lines(tell: Tell) -> ProgressSink:
+    """Return the progress sink of hooks and the boot service: whole lines through ``tell`` (:class:`PhaseLog`)."""
+    return PhaseLog(tell)
 
 
 def donor_record(source: Source) -> dict[str, str] | None:
@@ -81,7 +81,7 @@ def disk_usage(host: Host, paths_: Sequence[str]) -> int | None:
     return int(first) if first.isdigit() else None
 
 
-def prune_tree(host: Host, tree: str, source: Source, kver: str, report: Report = silent) -> None:
+def prune_tree(host: Host, tree: str, source: Source, kver: str, tell: Tell = silent) -> None:
     """Remove the build tree of a successful build and say what it took and what is kept.
 
     Kept: the installed modules and fwman's copy of them, the object cache entry the next kernel builds from, the
@@ -96,11 +96,11 @@ def prune_tree(host: Host, tree: str, source: Source, kver: str, report: Report 
     try:
         host.remove_tree(tree)
     except FwmanError as e:
-        report(f"warning: could not remove the build tree {tree}: {e.message}")
+        tell(f"warning: could not remove the build tree {tree}: {e.message}")
         return
     took = f" ({size / 1e6:.0f} MB{' of build products' if linked else ''})" if size is not None else ""
     kept = disk_usage(host, [store_dir(kver)])
-    report(
+    tell(
         f"removed the build tree {tree}{took}; kept: the installed modules and their copy in {store_dir(kver)}"
         f"{f' ({kept / 1e6:.1f} MB)' if kept is not None else ''}, the object cache, the build log "
         f"{build_log_path(kver)}"
@@ -145,7 +145,7 @@ def update_kernel(
     *,
     force: bool = False,
     fetch: bool = True,
-    report: Report = silent,
+    tell: Tell = silent,
     jobs: int | None = None,
     progress: ProgressSink | None = None,
     resolved: Source | FwmanError | None = None,
@@ -182,7 +182,7 @@ def update_kernel(
     try:
         if isinstance(resolved, FwmanError):
             raise resolved
-        source = resolved if resolved is not None else resolve_source(host, spec, report, fetch=fetch)
+        source = resolved if resolved is not None else resolve_source(host, spec, tell, fetch=fetch)
     except FwmanError as e:
         # the source is the problem, not the headers: the outcome carries the error (fork, URL, branch, git's
         # stderr) so that the caller's message and hint say so
@@ -194,7 +194,7 @@ def update_kernel(
         message = f"{kver}: marked pending, the source cannot be had: {e.message}"
         return KernelOutcome(kver, "pending", message, source_error=e)
     try:
-        patches = kernel_patches(host, kver, report=report)
+        patches = kernel_patches(host, kver, tell=tell)
     except ParseError as e:
         marker = Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch)
         record.failed(host, marker)
@@ -227,9 +227,9 @@ def update_kernel(
         why = retry_reason(failed, attempt, lambda tool: host.which(tool) is not None)
         if why is None:
             return KernelOutcome(kver, "skipped", not_retried(failed, source.label, kver), source)
-        report(f"{kver}: the last build failed ({failed.reason}); trying again: {why}")
+        tell(f"{kver}: the last build failed ({failed.reason}); trying again: {why}")
     resolved_at = clock.monotonic()
-    result = compile_for_kernel(host, source, kver, report, jobs, progress or phase_lines(report), patches)
+    result = compile_for_kernel(host, source, kver, tell, jobs, progress or phase_lines(tell), patches)
     outcome = KernelOutcome(
         kver, "failed", "", source, log_path=result.log_path, cache_hit=result.cache_hit, seconds=result.seconds
     )
@@ -271,7 +271,7 @@ def update_kernel(
     key = sign.configured_key(host)
     if key is not None:
         built, signed = sign.sign_for_kernel(host, kver, built, key)
-        report(f"signed the modules with {key.cert} ({signed})")
+        tell(f"signed the modules with {key.cert} ({signed})")
     entries, changed = install.install_modules(host, kver, built)
     manifest = Manifest(
         kernel=kver,
@@ -294,7 +294,7 @@ def update_kernel(
     changed += apply_all(host, record.installed(manifest))
     outcome.changed = changed
     outcome.phases["install"] = clock.monotonic() - installing  # sign, install, depmod, verify, manifest
-    prune_tree(host, result.tree, source, kver, report)
+    prune_tree(host, result.tree, source, kver, tell)
     outcome.status = "built"
     hit = "object cache hit" if result.cache_hit else "full build"
     outcome.message = f"built and installed for {kver} from {source.label} ({hit}, {result.seconds:.1f}s)"

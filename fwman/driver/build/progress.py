@@ -147,8 +147,8 @@ class PhaseLog:
     follow several builds in turn (a new :class:`Progress` starts over).
     """
 
-    def __init__(self, report: Callable[[str], None], interval: float = HEARTBEAT_SECONDS) -> None:
-        self._report = report
+    def __init__(self, tell: Callable[[str], None], interval: float = HEARTBEAT_SECONDS) -> None:
+        self._report = tell
         self._interval = interval
         self._state: Progress | None = None
         self._last = 0.0  # elapsed seconds of the last line said

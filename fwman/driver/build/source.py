@@ -22,7 +22,7 @@ from fwman.driver.forks.config import resolve_fork
 from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 #: directories and files that are build products or VCS data, never part of a source identity
@@ -117,7 +117,7 @@ def local_source(host: Host, directory: str) -> Source:
     return Source(directory, source_id, commit, None, None, directory)
 
 
-def fork_source(host: Host, fork: Fork, branch: str, report: Report = silent, fetch: bool = True) -> Source:
+def fork_source(host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True) -> Source:
     """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed).
 
     The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the
@@ -128,12 +128,12 @@ def fork_source(host: Host, fork: Fork, branch: str, report: Report = silent, fe
     """
     if fork.donor is not None:
         # the patch first: one that does not verify stops here, before the upstream tag is fetched
-        patch = donor_patch(host, fork, report)
-        checkout = ensure_checkout(host, fork, branch, report, fetch=fetch, tag=True)
+        patch = donor_patch(host, fork, tell)
+        checkout = ensure_checkout(host, fork, branch, tell, fetch=fetch, tag=True)
         # the patch's digest is part of the identity: the object cache and the failure markers key on it
         source_id = f"{checkout.commit}+patch:{patch.sha256}"
         return Source(checkout.directory, source_id, checkout.commit, fork.name, branch, fork.url, patch)
-    checkout = ensure_checkout(host, fork, branch, report, fetch=fetch)
+    checkout = ensure_checkout(host, fork, branch, tell, fetch=fetch)
     return Source(checkout.directory, checkout.commit, checkout.commit, fork.name, branch, fork.url)
 
 
@@ -244,7 +244,7 @@ def resolve_fork_of(host: Host, spec: SourceSpec) -> Fork:
     return resolve_fork(load_config(host), spec.fork, spec.origin)
 
 
-def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch: bool = True) -> Source:
+def resolve_source(host: Host, spec: SourceSpec, tell: Tell = silent, fetch: bool = True) -> Source:
     """Return the buildable Source for ``spec``.
 
     With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
@@ -255,7 +255,7 @@ def resolve_source(host: Host, spec: SourceSpec, report: Report = silent, fetch:
     if spec.source_dir:
         return local_source(host, spec.source_dir)
     assert spec.fork and spec.branch
-    return fork_source(host, resolve_fork_of(host, spec), spec.branch, report, fetch=fetch)
+    return fork_source(host, resolve_fork_of(host, spec), spec.branch, tell, fetch=fetch)
 
 
 def cached_source_id(host: Host, spec: SourceSpec) -> str | None:

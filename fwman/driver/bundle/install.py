@@ -11,7 +11,7 @@ from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build.manifest import BuildRecord
 from fwman.driver.bundle.format import Bundle, verify_contents
 from fwman.driver.kmod.secureboot import secure_boot_enabled
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -132,7 +132,7 @@ class ImportModules:
     bundle: Bundle
     origin: str
     outcome: ImportOutcome
-    report: Report = silent
+    tell: Tell = silent
     done: bool = False
 
     @property
@@ -169,7 +169,7 @@ class ImportModules:
             # this host's key, as a build here would sign; the builder's signature (if any) is replaced
             unsigned = {name: split_signature(data)[0] for name, data in files.items()}
             files, signed = sign.sign_for_kernel(host, doc.kernel, unsigned, key)
-            self.report(f"signed the modules with {key.cert} ({signed})")
+            self.tell(f"signed the modules with {key.cert} ({signed})")
         entries, _changed = install.install_modules(host, doc.kernel, files)  # staged files, override, depmod
         built_from = doc.source or (f"fork {doc.fork} branch {doc.branch}" if doc.fork else "unknown source")
         imported = (
@@ -192,7 +192,7 @@ class ImportModules:
 
 
 def import_bundle(
-    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], report: Report = silent
+    host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], tell: Tell = silent
 ) -> ImportOutcome:
     """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
 
@@ -206,7 +206,7 @@ def import_bundle(
 
     with module_lock(host):
         outcome = plan_import(host, bundle, origin, check_signature)
-        install = ImportModules(bundle, origin, outcome, report)
+        install = ImportModules(bundle, origin, outcome, tell)
         situation = lifecycle.Situation((bundle.doc.kernel,), lifecycle.IMPORT)
-        outcome.boot = lifecycle.converge(host, lifecycle.plan(host, situation, install=install, report=report)).boot
+        outcome.boot = lifecycle.converge(host, lifecycle.plan(host, situation, install=install, tell=tell)).boot
         return outcome

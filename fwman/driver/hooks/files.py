@@ -31,7 +31,7 @@ from typing import Any
 from fwman.core import paths, unitfile
 from fwman.core.errors import MissingError, NotRecordedError
 from fwman.core.resources import bundled, is_data_file, read_data
-from fwman.host.actions import Action, RemoveFile, Report, Symlink, WriteFile, apply_all, silent
+from fwman.host.actions import Action, RemoveFile, Symlink, Tell, WriteFile, apply_all, silent
 from fwman.host.base import Host, is_this_machine
 from fwman.platform.systemd import reload_running_systemd
 
@@ -133,23 +133,23 @@ def remove_actions() -> list[Action]:
     return [RemoveFile(paths.CATCHUP_UNIT_WANTS), *(RemoveFile(path) for path, _ in reversed(INSTALLED))]
 
 
-def install(host: Host, report: Report = silent, skip: Mapping[str, str] | None = None) -> list[str]:
+def install(host: Host, tell: Tell = silent, skip: Mapping[str, str] | None = None) -> list[str]:
     """Install the hook and the unit, but not the files in ``skip`` (default: :func:`left_out`); return what
     changed ([] when all was in place)."""
-    done = apply_all(host, install_actions(skip=left_out(host) if skip is None else skip), report)
+    done = apply_all(host, install_actions(skip=left_out(host) if skip is None else skip), tell)
     if any(paths.CATCHUP_UNIT in d for d in done):
         reload_running_systemd(host)
     from fwman.driver.headers import metapackage_missing
 
     missing = metapackage_missing(host)
     if missing is not None:
-        report(f"recommended: apt install {missing.package} ({missing.why})")
+        tell(f"recommended: apt install {missing.package} ({missing.why})")
     return done
 
 
-def remove(host: Host, report: Report = silent) -> list[str]:
+def remove(host: Host, tell: Tell = silent) -> list[str]:
     """Remove the hook and the unit; return what was removed."""
-    done = apply_all(host, remove_actions(), report)
+    done = apply_all(host, remove_actions(), tell)
     if done:
         reload_running_systemd(host)
     return done

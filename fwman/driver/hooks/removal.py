@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 
@@ -83,7 +83,7 @@ def forget_plan(host: Host, kver: str) -> list[str]:
     return todo
 
 
-def forget_kernel(host: Host, kver: str, report: Report = silent) -> RemovalSummary:
+def forget_kernel(host: Host, kver: str, tell: Tell = silent) -> RemovalSummary:
     """Drop fwman's state for removed kernel ``kver`` and re-check the boot; never raises for a host problem."""
     from fwman.driver.build import objcache
 
@@ -99,7 +99,7 @@ def forget_kernel(host: Host, kver: str, report: Report = silent) -> RemovalSumm
             summary.removed.append(what)
         except FwmanError as e:
             summary.problems.append(f"{what}: {e.message}")
-            report(f"WARNING: could not remove {what}: {e.message}")
+            tell(f"WARNING: could not remove {what}: {e.message}")
 
     files, dirs = _state_paths(kver)
     for path in files:
@@ -116,9 +116,9 @@ def forget_kernel(host: Host, kver: str, report: Report = silent) -> RemovalSumm
             attempt(objcache.entry_dir(key), lambda: host.remove_tree(objcache.entry_dir(key)))
     if host.exists(paths.MODULES_STAMP):
         host.unlink(paths.MODULES_STAMP)  # the kernel set changed: the boot fast path must look again
-    _repin(host, kver, summary, report)
+    _repin(host, kver, summary, tell)
     for what in summary.removed:
-        report(f"{kver} removed: dropped {what}")
+        tell(f"{kver} removed: dropped {what}")
     return summary
 
 
@@ -130,7 +130,7 @@ def _prune_empty(host: Host, directory: str) -> None:
     host.run(["find", local, "-depth", "-type", "d", "-empty", "-delete"], timeout=60)
 
 
-def _repin(host: Host, kver: str, summary: RemovalSummary, report: Report) -> None:
+def _repin(host: Host, kver: str, summary: RemovalSummary, tell: Tell) -> None:
     from fwman.driver.boot import pin as boot
 
     try:
@@ -139,17 +139,17 @@ def _repin(host: Host, kver: str, summary: RemovalSummary, report: Report) -> No
             try:
                 boot.unpin(host)
             except FwmanError as e:  # the loader entry may be gone with the kernel: the record goes anyway
-                report(f"WARNING: undoing the boot pin to {record.kernel} failed ({e.message}); record dropped")
+                tell(f"WARNING: undoing the boot pin to {record.kernel} failed ({e.message}); record dropped")
                 host.unlink(paths.BOOT_PIN_STATE)
             summary.pin_released = True
             role = "pinned kernel" if record.kernel == kver else "kernel the pin avoided"
-            report(f"{kver} was the {role}: boot pin to {record.kernel} released")
-        check = boot.ensure_safe_boot(host, report, gone=frozenset({kver}))
+            tell(f"{kver} was the {role}: boot pin to {record.kernel} released")
+        check = boot.ensure_safe_boot(host, tell, gone=frozenset({kver}))
         summary.boot = check
         if check.problem:
             summary.problems.append(check.problem)
-            report(f"WARNING: after removing {kver}: {check.problem}")
+            tell(f"WARNING: after removing {kver}: {check.problem}")
             boot.announce(host, [f"kernel {kver} was removed; {check.problem}"])
     except FwmanError as e:
         summary.problems.append(f"boot check: {e.message}")
-        report(f"WARNING: after removing {kver}, the boot check failed: {e.message}")
+        tell(f"WARNING: after removing {kver}, the boot check failed: {e.message}")

@@ -16,29 +16,29 @@ from fwman.core import paths
 from fwman.driver import lifecycle
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.lifecycle import Plan, RecordStamp, RunSummary, Situation
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 __all__ = ["RunSummary", "catchup", "catchup_plan", "fast_summary", "hook_plan", "run_hook"]
 
 
 # -- what runs: one kernel (hook), every kernel (catch-up); both planned by fwman.driver.lifecycle ----------
-def hook_plan(host: Host, kver: str, origin: str, report: Report = silent, defer: bool = False) -> Plan:
+def hook_plan(host: Host, kver: str, origin: str, tell: Tell = silent, defer: bool = False) -> Plan:
     """Return the plan of the kernel hook for ``kver`` (:func:`fwman.driver.lifecycle.plan`): what
     :func:`run_hook` applies, and what ``modules hook --dry-run`` lists."""
-    return lifecycle.plan(host, Situation((kver,), origin, defer=defer), report=report)
+    return lifecycle.plan(host, Situation((kver,), origin, defer=defer), tell=tell)
 
 
-def catchup_plan(host: Host, report: Report = silent, force: bool = False) -> Plan:
+def catchup_plan(host: Host, tell: Tell = silent, force: bool = False) -> Plan:
     """Return the plan of the catch-up over every installed kernel: what :func:`catchup` applies after its fast
     path, and what ``modules catchup --dry-run`` lists. At boot the modules are checked by size and depmod's
     resolution, no hashing (they were verified when installed)."""
     kernels = tuple(installed_kernels(host))
-    return lifecycle.plan(host, Situation(kernels, lifecycle.CATCHUP, force=force, hash_files=False), report=report)
+    return lifecycle.plan(host, Situation(kernels, lifecycle.CATCHUP, force=force, hash_files=False), tell=tell)
 
 
 def run_hook(
-    host: Host, kver: str, origin: str, report: Report = silent, lock_timeout: float = 900.0, defer: bool = False
+    host: Host, kver: str, origin: str, tell: Tell = silent, lock_timeout: float = 900.0, defer: bool = False
 ) -> RunSummary:
     """Do what the kernel hook does for ``kver`` (:func:`hook_plan`, applied under the module lock) and return
     the summary (the CLI decides the exit status).
@@ -50,7 +50,7 @@ def run_hook(
     from fwman.driver.build.lock import module_lock
 
     with module_lock(host, lock_timeout):
-        summary = lifecycle.converge(host, hook_plan(host, kver, origin, report, defer))
+        summary = lifecycle.converge(host, hook_plan(host, kver, origin, tell, defer))
         # judged on the menu as it is now; the final check (zzz-fwman, 99-zz-fwman.install) judges it again after
         # the boot loader's hook, and apt's Post-Invoke hook after dpkg returns (fwman.driver.boot.guard)
         if origin != "manual":
@@ -60,7 +60,7 @@ def run_hook(
     return summary
 
 
-def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeout: float = 900.0) -> RunSummary:
+def catchup(host: Host, tell: Tell = silent, force: bool = False, lock_timeout: float = 900.0) -> RunSummary:
     """Build for every installed kernel with headers that lacks a current manifest; keep the boot safe.
 
     Fast path (nothing to do): per kernel, one manifest read and a ``stat`` per module, no lock, no hashing, no
@@ -84,7 +84,7 @@ def catchup(host: Host, report: Report = silent, force: bool = False, lock_timeo
     from fwman.driver.build.lock import module_lock
 
     with module_lock(host, lock_timeout):
-        return lifecycle.converge(host, catchup_plan(host, report, force))
+        return lifecycle.converge(host, catchup_plan(host, tell, force))
 
 
 def fast_summary(host: Host, waiting: list[str]) -> RunSummary:

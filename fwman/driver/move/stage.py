@@ -14,7 +14,7 @@ from fwman.core.jsontext import parse_json
 from fwman.driver.build.source import Source, SourceSpec
 from fwman.driver.move.record import STAGED, MoveRefused
 from fwman.gpu.kernel_modules import MODULE_NAMES
-from fwman.host.actions import Report, silent
+from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class StageModules:
     kver: str
     target: str
     source: SourceOnce
-    report: Report = silent
+    tell: Tell = silent
     #: wall seconds of the build (the tree, the patches, make), once applied: not the move's own time
     seconds: float = 0.0
 
@@ -113,9 +113,9 @@ class StageModules:
         if version != self.target:
             raise MoveRefused(f"{source.label} builds driver {version or 'unknown'}, not {self.target}")
         tree = move_tree(host, self.kver)
-        patches = kernel_patches(host, self.kver, report=self.report)
+        patches = kernel_patches(host, self.kver, tell=self.tell)
         result = compile_for_kernel(
-            host, source, self.kver, self.report, progress=phase_lines(self.report), patches=patches, headers=tree
+            host, source, self.kver, self.tell, progress=phase_lines(self.tell), patches=patches, headers=tree
         )
         self.seconds = result.seconds
         if not result.ok:

@@ -148,7 +148,7 @@ def test_the_owners_patches_d_wins(tmp_path: Path) -> None:
     patches_d.mkdir(parents=True)
     said: list[str] = []
     (patches_d / "10-mine.patch").write_text(OWNER.format(file=NV_PCI))  # the owner's fix of the same file
-    assert [p.name for p in kernel_patches(host, "6.1.0-57-amd64", report=said.append)] == ["10-mine.patch"]
+    assert [p.name for p in kernel_patches(host, "6.1.0-57-amd64", tell=said.append)] == ["10-mine.patch"]
     assert said == [
         f"fwman's compat patch {SHIPPED} left out: the owner's patches.d/10-mine.patch changes {NV_PCI} for "
         "6.1.0-57-amd64"

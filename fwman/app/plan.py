@@ -132,6 +132,7 @@ def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Su
         return None, [Manual("modules.source", problem.message, how, first=True)]
     manual: list[Manual] = []
     kernels: list[str] = []
+    steps: list[str] = []
     for kver in installed_kernels(host):
         if not headers_present(host, kver):
             package = advise_host(host, kver).package
@@ -139,10 +140,14 @@ def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Su
             what = f"kernel {kver} has no headers: its modules cannot be built"
             then = f"{how}, then `fwman apply` again (or the kernel hook builds them)"
             manual.append(Manual("modules.headers", what, then, first=True))
-        elif planned_step(host, kver, spec, False).startswith("build "):
-            kernels.append(kver)
+        else:
+            step = planned_step(host, kver, spec, False)
+            # a build, or a kernel whose build failed and that the same source cannot build yet: the part is not
+            # in place for it, so apply runs it too and stops there, naming the kernel and the cause
+            if step.startswith("build ") or ": its build failed before" in step:
+                kernels.append(kver)
+                steps.append(step)
     request = BuildRequest(kernels=tuple(kernels), fork=spec.fork, branch=spec.branch, source_dir=spec.source_dir)
-    steps = [f"build the patched modules for {k} from {spec.describe()}" for k in kernels]
 
     def run(tell: Tell) -> list[str]:
         permit()

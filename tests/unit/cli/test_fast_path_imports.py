@@ -10,6 +10,7 @@ one function that needs it, with a comment saying why), or raise the ceiling on 
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -34,6 +35,15 @@ PYDANTIC = {"pydantic", "pydantic_core", "annotated_types", "typing_extensions",
 HEAVY = {"cryptography", "requests", "urllib3", "yaml"}
 
 
+@functools.cache
+def interpreter_start() -> frozenset[str]:
+    """Return the top-level modules a bare interpreter here loads before any code runs: ``site``'s hooks (Debian's
+    python3 loads ``sitecustomize`` from /etc/python3.X), which no fwman import brings and no command can avoid."""
+    probe = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    return frozenset(m.split(".")[0] for m in json.loads(out.stdout))
+
+
 def loaded(argv: list[str]) -> tuple[int, set[str], set[str]]:
     """Return (exit code, fwman modules, third-party top-level packages) of ``fwman ARGV`` in a fresh Python."""
     out = subprocess.run(
@@ -43,6 +53,7 @@ def loaded(argv: list[str]) -> tuple[int, set[str], set[str]]:
     own = {m for m in modules if m == "fwman" or m.startswith("fwman.")}
     tops = {m.split(".")[0] for m in modules}
     third = {t for t in tops if t not in sys.stdlib_module_names and not t.startswith("_") and t != "fwman"}
+    third -= interpreter_start()
     return rc, own, third
 
 

@@ -289,28 +289,31 @@ class LiveHost(JournalMixin):
         full_env = {**os.environ, **self.env, **(env or {})}
         full_env.setdefault("LC_ALL", "C")
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 [exe, *argv[1:]],
-                capture_output=True,
-                timeout=timeout,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
                 env=full_env,
                 cwd=cwd,
-                input=input_text.encode() if input_text is not None else None,
-                stdin=subprocess.DEVNULL if input_text is None else None,
-                check=False,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
             )
         except FileNotFoundError:
             return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
-        except subprocess.TimeoutExpired as e:
-            raise FwmanError(
-                f"command timed out after {timeout:g}s: {' '.join(argv)}",
-                hint="the tool hung; check it by hand",
-            ) from e
+        with proc:
+            try:
+                stdout, stderr = proc.communicate(input_text.encode() if input_text is not None else None, timeout)
+            except subprocess.TimeoutExpired as e:
+                kill_tree(proc)
+                proc.communicate()
+                raise FwmanError(
+                    f"command timed out after {timeout:g}s: {' '.join(argv)}",
+                    hint="the tool hung; check it by hand",
+                ) from e
         return CommandResult(
             tuple(argv),
             proc.returncode,
-            proc.stdout.decode("utf-8", errors="replace"),
-            proc.stderr.decode("utf-8", errors="replace"),
+            stdout.decode("utf-8", errors="replace"),
+            stderr.decode("utf-8", errors="replace"),
         )
 
     def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:
@@ -340,7 +343,7 @@ class LiveHost(JournalMixin):
             try:
                 rc = _wait_exit(proc, timeout)
             except subprocess.TimeoutExpired as e:
-                proc.kill()
+                kill_tree(proc)
                 proc.wait()
                 raise FwmanError(
                     f"command timed out after {timeout:g}s: {' '.join(argv)}",
@@ -443,6 +446,38 @@ class LiveHost(JournalMixin):
             os.symlink(target, tmp)
             os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def _children(pid: int) -> list[int]:
+    """Return the pids of every process below ``pid`` (its children, theirs, ...), read from /proc. Never raises:
+    a process that exits while it is read is left out."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                # the fields after the command, whose name may hold spaces and parentheses: state, then ppid (a
+                # stat line is a few hundred bytes; 4096 holds it whole)
+                ppid = int(f.read(4096).rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """Kill ``proc`` and every process it started (a ``sh -c`` whose command hangs, a container entry's own
+    children): killing only ``proc`` would leave them running after fwman gave up on it. The tree is read before
+    any is killed, since a killed parent's children are handed to init. Never raises."""
+    for pid in [*_children(proc.pid), proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, 9)
 
 
 def _wait_exit(proc: subprocess.Popen[bytes], timeout: float | None) -> int:

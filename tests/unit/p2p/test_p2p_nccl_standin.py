@@ -11,7 +11,9 @@ runner's output with the measured seconds in it (``_measured``), as fwman reads 
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from pathlib import Path
 
 from fwman.core import clock as clocks
@@ -54,10 +56,18 @@ def test_a_runner_that_never_returns_at_all_is_killed_by_fwman(tmp_path: Path) -
     # the prefix stands for a container entry that itself hangs: the runner's own deadline never starts
     host = standin_host(tmp_path)
     start = clocks.monotonic()
-    report = run_nccl_test(host, prefix=["sh", "-c", "sleep 60", "-"], runner="torch", timeout=0.5, margin=0.5)
+    hang = f"sleep 60.{os.getpid()}"  # a command line no other process has
+    report = run_nccl_test(host, prefix=["sh", "-c", f"{hang}; true", "-"], runner="torch", timeout=0.5, margin=0.5)
     assert clocks.monotonic() - start < 10
     assert report.hung == "the NCCL runner (torch.distributed) did not return within 1 s (killed)"
     assert report.verdict().startswith("BLOCK:") and not report.ok
+    # the whole tree is killed, not only the shell: its hanging child does not go on running
+    alive = []
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").strip() == hang.encode():
+                alive.append(pid)
+    assert alive == [], f"left running: {hang} ({alive})"
 
 
 def _runner_output(seconds: dict[int, float], via: tuple[str, str], environment: dict[str, str]) -> str:

@@ -309,6 +309,9 @@ class LiveHost(JournalMixin):
                     f"command timed out after {timeout:g}s: {' '.join(argv)}",
                     hint="the tool hung; check it by hand",
                 ) from e
+            except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman (as subprocess.run)
+                kill_tree(proc)
+                raise
         return CommandResult(
             tuple(argv),
             proc.returncode,

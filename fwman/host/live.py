@@ -305,10 +305,7 @@ class LiveHost(JournalMixin):
             except subprocess.TimeoutExpired as e:
                 kill_tree(proc)
                 proc.communicate()
-                raise FwmanError(
-                    f"command timed out after {timeout:g}s: {' '.join(argv)}",
-                    hint="the tool hung; check it by hand",
-                ) from e
+                raise _timed_out(argv, timeout) from e
             except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman (as subprocess.run)
                 kill_tree(proc)
                 raise
@@ -348,10 +345,7 @@ class LiveHost(JournalMixin):
             except subprocess.TimeoutExpired as e:
                 kill_tree(proc)
                 proc.wait()
-                raise FwmanError(
-                    f"command timed out after {timeout:g}s: {' '.join(argv)}",
-                    hint="the tool hung; check it by hand",
-                ) from e
+                raise _timed_out(argv, timeout) from e
             finally:
                 texts = []
                 for f in (out, err):
@@ -449,6 +443,11 @@ class LiveHost(JournalMixin):
             os.symlink(target, tmp)
             os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def _timed_out(argv: Sequence[str], timeout: float | None) -> FwmanError:
+    """Return the error of a command fwman gave up on after ``timeout`` seconds (its tree already killed)."""
+    return FwmanError(f"command timed out after {timeout:g}s: {' '.join(argv)}", hint="the tool hung; check it by hand")
 
 
 def _children(pid: int) -> list[int]:

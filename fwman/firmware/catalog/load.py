@@ -84,13 +84,9 @@ class Catalog:
         """Return True when ``board`` comes from a local entry, not the curated catalog."""
         return board.key in self.local_files
 
-    def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
-        override = find_override(self.overrides, board.key, image.version)
-        return CatalogEntry(board, image, override, self.is_local(board))
-
     def entry_for(self, board: Board, image: CatalogImage) -> CatalogEntry:
         """Return the entry for ``image`` of ``board`` (with its override and local mark)."""
-        return self._entry(board, image)
+        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version), self.is_local(board))
 
     def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
         """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
@@ -123,11 +119,11 @@ class Catalog:
         if image is None:
             versions = ", ".join(i.version for i in board.images_newest_first()) or "none"
             raise UsageError(f"{board.subsystem} has no image {version}", hint=f"known versions: {versions}")
-        return self._entry(board, image)
+        return self.entry_for(board, image)
 
     def board_entries(self, board: Board) -> list[CatalogEntry]:
         """Return ``board``'s images as entries (with the host's recorded vendor MD5s), newest first."""
-        return [self._entry(board, i) for i in board.images_newest_first()]
+        return [self.entry_for(board, i) for i in board.images_newest_first()]
 
     def entries(self) -> list[CatalogEntry]:
         """Return every (board, image) pair, boards in key order, images newest first."""
@@ -142,14 +138,8 @@ class Catalog:
 
     def summary(self) -> dict[str, Any]:
         """Return the JSON form of where this catalog came from."""
-        return {
-            "source": self.source,
-            "location": self.location,
-            "serial": self.serial,
-            "date": self.date,
-            "expires": self.expires,
-            "notes": list(self.notes),
-        }
+        keys = ("source", "location", "serial", "date", "expires")
+        return {**{k: getattr(self, k) for k in keys}, "notes": list(self.notes)}
 
 
 class _Reader(Protocol):
@@ -201,8 +191,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
         return read_data(path / relpath, limit)
 
     def names() -> list[str]:
-        boards = path / BOARDS_DIR
-        return [p.name for p in list_data(boards, "*.toml")]
+        return [p.name for p in list_data(path / BOARDS_DIR, "*.toml")]
 
     index, boards = _load_tree(read, names, str(path))
     if index is None:
@@ -248,15 +237,11 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
     packaged = load_directory(bundled, "bundled") if is_data_dir(bundled) else None
     if local is None and packaged is None:
         raise MissingError("no VBIOS catalog installed", hint="install one with `fwman catalog update --url URL`")
-    chosen: Catalog
-    if local is None:
-        assert packaged is not None
-        chosen = packaged
-    elif packaged is not None and (packaged.serial or 0) > (local.serial or 0):
+    chosen = local or packaged
+    assert chosen is not None
+    if local is not None and packaged is not None and (packaged.serial or 0) > (local.serial or 0):
         notes.append(f"local copy at {local.location} (serial {local.serial}) is older: not used")
         chosen = packaged
-    else:
-        chosen = local
     chosen.notes.extend(notes)
     _note_expiry(chosen)
     chosen.overrides = load_overrides(host)
@@ -316,14 +301,8 @@ def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
         return InstalledKeys(None, None, "none", retired=[])
     # the local copy wins a tie (it is listed first)
     doc, data, origin, pair = max(found, key=lambda f: (f[0].serial, f[3] is not None))
-    return InstalledKeys(
-        doc,
-        data,
-        origin,
-        paths.LOCAL_CATALOG_DIR if pair else None,
-        pair,
-        sorted(retired.values(), key=lambda r: r.key_id),
-    )
+    in_force = paths.LOCAL_CATALOG_DIR if pair else None
+    return InstalledKeys(doc, data, origin, in_force, pair, sorted(retired.values(), key=lambda r: r.key_id))
 
 
 def _add_local_entries(host: Host, catalog: Catalog) -> None:
@@ -367,9 +346,7 @@ class RomLike(Protocol):
     def subsystem(self) -> str | None: ...
 
 
-def find_entry_for_rom(
-    catalog: Catalog, image: RomLike, vendor: str = "10de", device: str | None = None
-) -> CatalogEntry | None:
+def find_entry_for_rom(catalog: Catalog, image: RomLike, device: str | None = None) -> CatalogEntry | None:
     """Return the catalog entry ``image`` is, or None.
 
     A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins; otherwise subsystem plus version (the

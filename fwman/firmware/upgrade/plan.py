@@ -78,21 +78,12 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
             return "keep", None, f"runs {current}, newer than the catalog knows: left alone", status
         if order is Order.SAME_BASE:
             # the fifth field is the board maker's build code: without a catalog entry nothing says which is newer
-            return (
-                "keep",
-                None,
-                f"runs {current}, not in the catalog; it differs from {target.version} only in the build code: "
-                "left alone",
-                status,
-            )
+            same = f"runs {current}, not in the catalog; it differs from {target.version} only in the build code"
+            return "keep", None, f"{same}: left alone", status
         return "flash", target.version, f"{current} is not in the catalog; {target.version} is recommended", status
     if running.status is ImageStatus.WITHDRAWN:
-        return (
-            "flash",
-            target.version,
-            f"{current} was withdrawn ({running.status_reason or 'no reason given'})",
-            status,
-        )
+        why = running.status_reason or "no reason given"
+        return "flash", target.version, f"{current} was withdrawn ({why})", status
     if running.status is ImageStatus.SUPERSEDED:
         return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
     if catalog_newer(target, running, board.images):
@@ -198,15 +189,12 @@ def build_upgrade_plan(
                 )
             )
 
-    images = [
-        _supply(host, catalog, key, version, buses, overrides, findings) for (key, version), buses in targets.items()
-    ]
-    plans = card_plans
-    steps = _steps(plans, images, catalog, findings)
+    images = [_supply(host, catalog, key, ver, buses, overrides, findings) for (key, ver), buses in targets.items()]
+    steps = _steps(card_plans, images, catalog, findings)
     return UpgradePlan(
         host=host.description,
         catalog=catalog.summary(),
-        cards=plans,
+        cards=card_plans,
         images=images,
         steps=steps,
         findings=findings,
@@ -222,24 +210,17 @@ def _supply(
     overrides: list[HashOverride],
     findings: list[Finding],
 ) -> ImageSupply:
+    """Return where the image ``version`` of board ``board_key`` comes from for ``buses``; appends to ``findings``
+    what blocks its flash (no known hash, not cached with no URL)."""
     board = catalog.find_board(board_key)
     image = board.image(version)
     assert image is not None
     entry = catalog.entry_for(board, image)
     override = find_override(overrides, board.key, version)
-    origin = (
-        entry.hash_origin
-        if image.has_hash
-        else (
-            (
-                override.provenance(board.board.maker)
-                if override.signed_package
-                else f"local override ({override.source})"
-            )
-            if override
-            else ""
-        )
-    )
+    origin = entry.hash_origin if image.has_hash else ""
+    if not image.has_hash and override:
+        signed = override.signed_package
+        origin = override.provenance(board.board.maker) if signed else f"local override ({override.source})"
     path = cache_path(entry)
     cached = _cached(host, path)
     supply = ImageSupply(
@@ -353,14 +334,8 @@ def _steps(
             md5 = "" if img.hash_known else " --expect-md5 HEX"
             src = "" if img.urls else " --image FILE"
             commands.append(f"fwman fetch {img.ref}{src}{md5}")
-        add(
-            "image",
-            f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}",
-            "you" if commands else "fwman",
-            details,
-            commands,
-            img.cards,
-        )
+        title = f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}"
+        add("image", title, "you" if commands else "fwman", details, commands, img.cards)
     add(
         "unload",
         "Stop GPU users and unload the NVIDIA kernel modules",

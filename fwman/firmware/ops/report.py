@@ -167,11 +167,9 @@ def _label(label: str | None) -> str | None:
 
 
 def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: str) -> OwnerReport:
-    """Return the report of ``card``'s newest successful flash or restore and the last check after it.
-
-    Raises MissingError when fwman recorded no successful flash of the card (nothing to report), and
-    VerificationError when the history is damaged.
-    """
+    """Return the report of ``card``'s newest successful flash or restore and the last check after it. Raises
+    MissingError when fwman recorded no successful flash of the card (nothing to report), and VerificationError when the
+    history is damaged."""
     records = read_history(host)
     flashes = [
         (n, r)

@@ -28,13 +28,7 @@ from fwman.firmware.catalog.schema import (
     parse_index,
     parse_timestamp,
 )
-from fwman.firmware.catalog.signing import (
-    KEYS_NAME,
-    KeysDocument,
-    RetiredKey,
-    catalog_key_entry,
-    parse_keys,
-)
+from fwman.firmware.catalog.signing import KEYS_NAME, KeysDocument, RetiredKey, catalog_key_entry, parse_keys
 from fwman.firmware.catalog.tree import CatalogTree, bundled_tree
 
 #: how long a newly signed index stays valid unless ``--expires`` says otherwise (docs/signing.md)

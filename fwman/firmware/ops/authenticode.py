@@ -105,9 +105,7 @@ def parse_verify_output(text: str) -> VerifyReport:
     signers: list[SignerCert] = []
     errors: list[str] = []
     verifications: list[str] = []
-    mismatch = False
-    unsigned = False
-    in_signer_section = False
+    mismatch = unsigned = in_signer_section = False
     block: dict[str, str] | None = None
 
     def close() -> None:
@@ -132,11 +130,7 @@ def parse_verify_output(text: str) -> VerifyReport:
         if (m := _FIELD.match(line)) and block is not None:
             block.setdefault(m.group(1), m.group(2).strip())
             continue
-        if (
-            stripped.startswith("Certificate expiration date")
-            or stripped.startswith("notBefore")
-            or (stripped.startswith("notAfter") or stripped.startswith("---"))
-        ):
+        if stripped.startswith(("Certificate expiration date", "notBefore", "notAfter", "---")):
             continue
         # any other line ends a block, and a blank line or a new heading ends the signer section
         close()
@@ -154,14 +148,7 @@ def parse_verify_output(text: str) -> VerifyReport:
     close()
     last = next((s.strip() for s in reversed(lines) if s.strip()), "")
     succeeded = last == "Succeeded" and bool(verifications) and all(v == "ok" for v in verifications)
-    return VerifyReport(
-        succeeded=succeeded,
-        signers=tuple(signers),
-        digest_mismatch=mismatch,
-        unsigned=unsigned,
-        chain_errors=tuple(errors),
-        verifications=tuple(verifications),
-    )
+    return VerifyReport(succeeded, tuple(signers), mismatch, unsigned, tuple(errors), tuple(verifications))
 
 
 @dataclass(frozen=True)
@@ -217,36 +204,31 @@ def pe_signature(data: bytes) -> bytes:
     or several entries (fwman would not know which one osslsigncode checked). Never another exception."""
     what = "PE signature"
 
-    def u16(off: int, field: str) -> int:
-        if off < 0 or off + 2 > len(data):
+    def uint(off: int, field: str, size: int = 4) -> int:
+        if off < 0 or off + size > len(data):
             raise ParseError(what, field, "outside the file", off)
-        return int.from_bytes(data[off : off + 2], "little")
-
-    def u32(off: int, field: str) -> int:
-        if off < 0 or off + 4 > len(data):
-            raise ParseError(what, field, "outside the file", off)
-        return int.from_bytes(data[off : off + 4], "little")
+        return int.from_bytes(data[off : off + size], "little")
 
     if data[:2] != b"MZ":
         raise ParseError(what, "dos_header", "not a PE file (no MZ)", 0)
-    pe = u32(0x3C, "e_lfanew")
+    pe = uint(0x3C, "e_lfanew")
     if data[pe : pe + 4] != b"PE\0\0":
         raise ParseError(what, "pe_signature", "no PE\\0\\0 where e_lfanew points", pe)
     optional = pe + 24
-    magic = u16(optional, "optional_header.magic")
+    magic = uint(optional, "optional_header.magic", 2)
     if magic not in _PE_MAGIC_DIRECTORIES:
         raise ParseError(what, "optional_header.magic", f"0x{magic:X} is neither PE32 nor PE32+", optional)
-    count = u32(optional + _PE_MAGIC_DIRECTORIES[magic] - 4, "optional_header.number_of_rva_and_sizes")
+    count = uint(optional + _PE_MAGIC_DIRECTORIES[magic] - 4, "optional_header.number_of_rva_and_sizes")
     if count <= _SECURITY_DIRECTORY:
         raise ParseError(what, "data_directory[4]", "the file has no certificate table entry", optional)
     entry = optional + _PE_MAGIC_DIRECTORIES[magic] + 8 * _SECURITY_DIRECTORY
-    table, size = u32(entry, "certificate_table.offset"), u32(entry + 4, "certificate_table.size")
+    table, size = uint(entry, "certificate_table.offset"), uint(entry + 4, "certificate_table.size")
     if table == 0 or size == 0:
         raise ParseError(what, "certificate_table", "the file is not signed (no certificate table)", entry)
     if table + size > len(data) or size < _WIN_CERTIFICATE_HEADER:
         raise ParseError(what, "certificate_table", f"{size} bytes at 0x{table:X} run past the file", entry)
-    length = u32(table, "win_certificate.dwLength")
-    kind = u16(table + 6, "win_certificate.wCertificateType")
+    length = uint(table, "win_certificate.dwLength")
+    kind = uint(table + 6, "win_certificate.wCertificateType", 2)
     if kind != _WIN_CERT_TYPE_PKCS_SIGNED_DATA:
         raise ParseError(what, "win_certificate.wCertificateType", f"0x{kind:04X}, not PKCS#7 SignedData", table)
     if length < _WIN_CERTIFICATE_HEADER or length > size:
@@ -360,10 +342,4 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
             f"({board.subsystem}: {known})",
             hint="this is not the board maker's update program for this card; nothing was kept",
         )
-    return SignedPackage(
-        maker=board.board.maker,
-        subject=recorded,
-        issuer=primary.issuer,
-        serial=primary.serial,
-        package_sha256=hashlib.sha256(raw).hexdigest(),
-    )
+    return SignedPackage(board.board.maker, recorded, primary.issuer, primary.serial, hashlib.sha256(raw).hexdigest())

@@ -150,11 +150,8 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
     """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card. Whether the dump is
     this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity checks; a backup adds that it
     is a full ``nvflash --save`` dump of exactly the running version."""
-    out = [
-        f
-        for f in check_compatible(rom, card, None, catalog=False)
-        if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK
-    ]
+    identity = check_compatible(rom, card, None, catalog=False)
+    out = [f for f in identity if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK]
 
     def bad(fid: str, message: str) -> None:
         out.append(Topic(fid).block(message))
@@ -268,11 +265,8 @@ def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> li
         return [Topic(fid).block(f"backup missing: {entry.path}")]
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry.sha256:
-        return [
-            Topic(fid, {"manifest sha256": entry.sha256, "file sha256": digest}).block(
-                f"backup changed on disk: {entry.path}"
-            )
-        ]
+        evidence = {"manifest sha256": entry.sha256, "file sha256": digest}
+        return [Topic(fid, evidence).block(f"backup changed on disk: {entry.path}")]
     try:
         rom = parse_rom(data)
     except ParseError as e:
@@ -330,18 +324,15 @@ def backup_all(
     done: dict[str, BackupEntry] = {}
     failed: dict[str, FwmanError] = {}
     for card in cards:
+        entry, error = None, None
         try:
-            entry = take_backup(host, tool, card, run)
+            entry = done[card.bus_id] = take_backup(host, tool, card, run)
         except BlockedError:
             raise
         except FwmanError as e:
-            failed[card.bus_id] = e
-            if on_card:
-                on_card(card, None, e)
-            continue
-        done[card.bus_id] = entry
+            error = failed[card.bus_id] = e
         if on_card:
-            on_card(card, entry, None)
+            on_card(card, entry, error)
     return run, done, failed
 
 

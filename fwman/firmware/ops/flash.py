@@ -22,13 +22,7 @@ from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
 from fwman.core.findings import Finding
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.runner import (
-    NvflashTool,
-    device_holders,
-    find_nvflash,
-    last_error,
-    loaded_nvidia_modules,
-)
+from fwman.firmware.nvflash.runner import NvflashTool, device_holders, find_nvflash, last_error, loaded_nvidia_modules
 from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.flash_gates import (
     Adapter,

@@ -42,7 +42,6 @@ class MadeEntry:
     entry: LocalEntry
     text: str
     image_origin: str  # the file, or "<package>: <member>" for an image unpacked from a package
-    package_images: int  # images found in the file (1 for a plain ROM)
 
 
 def make_local_entry(
@@ -137,7 +136,7 @@ def make_local_entry(
     text = render_board(board, info, header)
     entry = parse_local(text.encode(), path)  # what is written must read back as the same entry
     origin = image_path if is_file else f"{image_path}: {hit.describe()}"
-    return MadeEntry(entry, text, origin, len(scan.images))
+    return MadeEntry(entry, text, origin)
 
 
 def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
@@ -180,12 +179,6 @@ def lint_local_entries(host: Host) -> list[LintIssue]:
             if issue.where != "format" and not issue.where.endswith("sources"):
                 issues.append(issue)
         if entry.board.key in curated:
-            issues.append(
-                LintIssue(
-                    level="warning",
-                    file=where,
-                    where="pci",
-                    message=f"the curated catalog knows {entry.board.key}: this local entry is not used",
-                )
-            )
+            unused = f"the curated catalog knows {entry.board.key}: this local entry is not used"
+            issues.append(LintIssue(level="warning", file=where, where="pci", message=unused))
     return sorted(issues, key=lambda i: (i.level != "error", i.file, i.where))

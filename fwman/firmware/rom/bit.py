@@ -6,7 +6,7 @@ import re
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import BIT_HEADER, BIT_INFO, BIT_STRING, BIT_TOKEN
-from fwman.firmware.rom.model import BitToken, ChainImage, RomNote
+from fwman.firmware.rom.model import BitToken, ChainImage, RomNote, add_note
 from fwman.firmware.rom.reader import WHAT, Reader
 
 BIT_SIGNATURE = b"\xff\xb8BIT\x00"
@@ -48,7 +48,7 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
     x_end = x86.offset + x86.length
     bit = r.data.find(BIT_SIGNATURE, x86.offset, x_end)
     if bit < 0:
-        notes.append(RomNote(id="bit_missing", message="no BIT table in the x86 image", offset=x86.offset))
+        add_note(notes, "bit_missing", "no BIT table in the x86 image", x86.offset)
         return ident
     ident.bit_offset = bit
     offsets["bit"] = bit
@@ -91,7 +91,7 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
         ident.version = f"{five[3]:02X}.{five[2]:02X}.{five[1]:02X}.{five[0]:02X}.{five[4]:02X}"
         offsets["version"] = tok.offset
     else:
-        notes.append(RomNote(id="token_missing", message="BIT token B (version) is missing", offset=bit))
+        add_note(notes, "token_missing", "BIT token B (version) is missing", bit)
     if "i" in found:
         tok, _ = found["i"]
         if (
@@ -99,20 +99,14 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
             and tok.size >= BIT_INFO.width("version")
             and BIT_INFO.raw(r, tok.offset, "version") != five
         ):
-            notes.append(
-                RomNote(id="version_disagree", message="BIT tokens B and i hold different versions", offset=tok.offset)
-            )
+            add_note(notes, "version_disagree", "BIT tokens B and i hold different versions", tok.offset)
         if tok.size >= BIT_INFO.size:
             raw = BIT_INFO.raw(r, tok.offset, "build_date")
             date_at = BIT_INFO.at(tok.offset, "build_date")
             ident.build_date = date_text(raw)
             offsets["build_date"] = date_at
             if ident.build_date is None:
-                notes.append(
-                    RomNote(
-                        id="build_date_format", message=f"build date bytes {raw!r} are not MM/DD/YY", offset=date_at
-                    )
-                )
+                add_note(notes, "build_date_format", f"build date bytes {raw!r} are not MM/DD/YY", date_at)
     if "S" in found:
         tok, entry = found["S"]
         if tok.size >= BIT_STRING.size:

@@ -85,6 +85,11 @@ class RomNote(BaseModel):
     offset: int | None = None
 
 
+def add_note(notes: list[RomNote], note_id: str, message: str, offset: int | None = None) -> None:
+    """Append to ``notes`` the note ``note_id`` saying ``message`` (about the bytes at ``offset``)."""
+    notes.append(RomNote(id=note_id, message=message, offset=offset))
+
+
 class RomImage(BaseModel):
     """Everything fwman reads from a VBIOS file. Produced only by :func:`fwman.firmware.rom.parse.parse_rom`."""
 

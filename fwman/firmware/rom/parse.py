@@ -17,7 +17,7 @@ from fwman.core.errors import ParseError
 from fwman.firmware.rom.bit import Identity, date_text, read_bit
 from fwman.firmware.rom.chain import BLOCK, Walk, find_chain, walk
 from fwman.firmware.rom.layout import EFI, HWINFO, HWINFO_OFFSET, HWINFO_SIGNATURE, HWINFO_SUM_START, NPDE, PCIR, X86
-from fwman.firmware.rom.model import ChainImage, RomImage, RomKind, RomNote
+from fwman.firmware.rom.model import ChainImage, RomImage, RomKind, RomNote, add_note
 from fwman.firmware.rom.prefix import Prefix, find_rfrd, read_prefix, read_rfrd
 from fwman.firmware.rom.reader import WHAT, Reader, hex4
 
@@ -71,9 +71,7 @@ def _hwinfo_subsystem(
     base = x86.offset + HWINFO_OFFSET
     block_end = base + HWINFO.size
     if block_end > min(x86.offset + x86.length, r.n):
-        notes.append(
-            RomNote(id="subsystem_not_in_file", message="no NPDE subsystem, and the x86 image is too short for HWINFO")
-        )
+        add_note(notes, "subsystem_not_in_file", "no NPDE subsystem, and the x86 image is too short for HWINFO")
         return None
     sig = HWINFO.read(r, base, "signature", "image[0].hwinfo.signature")
     total = sum(r.data[base + HWINFO_SUM_START : block_end]) & 0xFF
@@ -81,25 +79,19 @@ def _hwinfo_subsystem(
         why = (
             f"signature 0x{sig:02X} at +0x6A" if sig != HWINFO_SIGNATURE else f"bytes +0x58..+0x6B sum to 0x{total:02X}"
         )
-        notes.append(
-            RomNote(
-                id="subsystem_not_in_file",
-                message=f"no NPDE subsystem, and the HWINFO block at +0x54 does not check ({why}); a full dump "
-                "(nvflash --save) carries the subsystem in its IFR header (NVGI +0x0C)",
-                offset=HWINFO.at(base, "signature"),
-            )
+        add_note(
+            notes,
+            "subsystem_not_in_file",
+            f"no NPDE subsystem, and the HWINFO block at +0x54 does not check ({why}); a full dump "
+            "(nvflash --save) carries the subsystem in its IFR header (NVGI +0x0C)",
+            HWINFO.at(base, "signature"),
         )
         return None
     vendor = HWINFO.read(r, base, "subsystem_vendor", "image[0].hwinfo.subsystem_vendor")
     device = HWINFO.read(r, base, "subsystem_device", "image[0].hwinfo.subsystem_device")
     if vendor in (0x0000, 0xFFFF):
-        notes.append(
-            RomNote(
-                id="strap_subsystem_unset",
-                message=f"the subsystem word at +0x54 is {vendor:04x}:{device:04x}: no vendor programmed",
-                offset=base,
-            )
-        )
+        why = f"the subsystem word at +0x54 is {vendor:04x}:{device:04x}: no vendor programmed"
+        add_note(notes, "strap_subsystem_unset", why, base)
         return None
     offsets["subsystem_vendor_id"] = HWINFO.at(base, "subsystem_vendor")
     offsets["subsystem_device_id"] = HWINFO.at(base, "subsystem_device")
@@ -123,13 +115,12 @@ def _chain_start(r: Reader, pre: Prefix, offsets: dict[str, int], notes: list[Ro
             )
         raise ParseError(WHAT, "chain", "no 55 AA image with a PCIR on any 512-byte boundary from here", BLOCK)
     if pre.container_head is not None:
-        notes.append(
-            RomNote(
-                id="container_prefix",
-                message=f"starts with {pre.container_head}, a prefix no public source documents: the PCI images "
-                f"were found by their 55 AA signature on a 512-byte boundary, at 0x{start:X}",
-                offset=0,
-            )
+        add_note(
+            notes,
+            "container_prefix",
+            f"starts with {pre.container_head}, a prefix no public source documents: the PCI images "
+            f"were found by their 55 AA signature on a 512-byte boundary, at 0x{start:X}",
+            0,
         )
         rfrd = find_rfrd(r, start)
         if rfrd is not None:
@@ -153,14 +144,13 @@ def _x86_image(images: list[ChainImage], notes: list[RomNote]) -> ChainImage:
         )
     if x86.index != 0:
         opener = images[0]
-        notes.append(
-            RomNote(
-                id="x86_not_first",
-                message=f"the chain opens with a {opener.code_type_name} image (code type 0x{opener.code_type:02X}); "
-                f"the x86 image is image[{x86.index}] at 0x{x86.offset:X}, found by its code type: no public source "
-                "documents this order, so the file is read but never a flash source",
-                offset=opener.offset,
-            )
+        add_note(
+            notes,
+            "x86_not_first",
+            f"the chain opens with a {opener.code_type_name} image (code type 0x{opener.code_type:02X}); "
+            f"the x86 image is image[{x86.index}] at 0x{x86.offset:X}, found by its code type: no public source "
+            "documents this order, so the file is read but never a flash source",
+            opener.offset,
         )
     return x86
 
@@ -190,7 +180,7 @@ def _identity(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[R
     except ParseError as e:
         if not cut:
             raise
-        notes.append(RomNote(id="bit_unreadable", message=f"BIT table not read: {e.detail}", offset=e.offset))
+        add_note(notes, "bit_unreadable", f"BIT table not read: {e.detail}", e.offset)
         return Identity()
 
 
@@ -202,13 +192,7 @@ def _uefi_version(r: Reader, images: list[ChainImage], offsets: dict[str, int], 
         return None
     offsets["uefi_version"] = PCIR.at(efi.pcir_offset, "code_revision")
     if EFI.read(r, efi.offset, "efi_signature", f"image[{efi.index}].efi_signature") != EFI_SIGNATURE:
-        notes.append(
-            RomNote(
-                id="efi_signature",
-                message="EFI image lacks the 0x0EF1 signature",
-                offset=EFI.at(efi.offset, "efi_signature"),
-            )
-        )
+        add_note(notes, "efi_signature", "EFI image lacks the 0x0EF1 signature", EFI.at(efi.offset, "efi_signature"))
     return f"0x{efi.code_revision:04X}"
 
 
@@ -220,34 +204,19 @@ def _kind(
     stops at the end of the file."""
     chain_length = chain_end - start
     if walked.declared_end is not None:
-        notes.append(
-            RomNote(
-                id="truncated",
-                message=f"truncated: the header says {walked.declared_end:,} bytes, the file has {len(data):,}",
-                offset=chain_end,
-            )
-        )
+        why = f"truncated: the header says {walked.declared_end:,} bytes, the file has {len(data):,}"
+        add_note(notes, "truncated", why, chain_end)
         return RomKind.TRUNCATED
     if pre.is_nvgi or pre.container_head is not None:
         if walked.sysfs_cut:
             raise ParseError(WHAT, "chain", "an NVGI dump whose chain stops at the end of the file", chain_end)
         rfrd_off, rfrd_len = pre.rfrd_chain_offset, pre.rfrd_chain_length
         if rfrd_off is not None and rfrd_off != start:
-            notes.append(
-                RomNote(
-                    id="rfrd_offset_disagree",
-                    offset=offsets.get("rfrd"),
-                    message=f"RFRD says the chain is at 0x{rfrd_off:X}, found at 0x{start:X}",
-                )
-            )
+            why = f"RFRD says the chain is at 0x{rfrd_off:X}, found at 0x{start:X}"
+            add_note(notes, "rfrd_offset_disagree", why, offsets.get("rfrd"))
         if rfrd_len is not None and rfrd_len != chain_length:
-            notes.append(
-                RomNote(
-                    id="rfrd_length_disagree",
-                    offset=offsets.get("rfrd"),
-                    message=f"RFRD says the chain is {rfrd_len} bytes, walked {chain_length}",
-                )
-            )
+            why = f"RFRD says the chain is {rfrd_len} bytes, walked {chain_length}"
+            add_note(notes, "rfrd_length_disagree", why, offsets.get("rfrd"))
         return RomKind.NVGI_DUMP if pre.is_nvgi else RomKind.CONTAINER
     if walked.sysfs_cut:
         return RomKind.SYSFS_TRUNCATED
@@ -294,13 +263,8 @@ def parse_rom(data: bytes) -> RomImage:
     nvgi_subsystem = pre.nvgi_subsystem
     subsystem = f"{sub_v}:{sub_d}" if sub_v is not None else None
     if nvgi_subsystem is not None and subsystem is not None and nvgi_subsystem != subsystem:
-        notes.append(
-            RomNote(
-                id="subsystem_disagree",
-                offset=offsets.get("nvgi_subsystem"),
-                message=f"NVGI says {nvgi_subsystem}, the x86 image's NPDE says {subsystem}",
-            )
-        )
+        why = f"NVGI says {nvgi_subsystem}, the x86 image's NPDE says {subsystem}"
+        add_note(notes, "subsystem_disagree", why, offsets.get("nvgi_subsystem"))
     md5, sha256, chain_sha256 = _hashes(data, start, chain_end)
     return RomImage(
         kind=kind,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import NVGI, RFRD
-from fwman.firmware.rom.model import RomNote
+from fwman.firmware.rom.model import RomNote, add_note
 from fwman.firmware.rom.reader import WHAT, Reader
 
 NVGI_COPY_OFFSET = 0x2000
@@ -71,17 +71,13 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
         pre.nvgi_offsets.append(NVGI_COPY_OFFSET)
         ids = NVGI.at(0, "subsystem_vendor")
         if r.tag(NVGI_COPY_OFFSET + ids, 4) != r.tag(ids, 4):
-            notes.append(
-                RomNote(
-                    id="nvgi_copy_disagree",
-                    message="the NVGI copy at 0x2000 has another subsystem",
-                    offset=NVGI_COPY_OFFSET + ids,
-                )
+            add_note(
+                notes, "nvgi_copy_disagree", "the NVGI copy at 0x2000 has another subsystem", NVGI_COPY_OFFSET + ids
             )
     for rfrd in RFRD_OFFSETS:
         if RFRD.raw(r, rfrd, "signature") == b"RFRD":
             read_rfrd(r, rfrd, pre, offsets)
             break
     else:
-        notes.append(RomNote(id="rfrd_missing", message="no RFRD block at 0x5000 or 0x4000"))
+        add_note(notes, "rfrd_missing", "no RFRD block at 0x5000 or 0x4000")
     return pre

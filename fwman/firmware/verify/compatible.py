@@ -32,9 +32,8 @@ IDENTITY_IDS = frozenset({"rom.device", "rom.subsystem", "rom.nvgi_npde"})
 
 def _ids(image: RomImage, card: Card) -> Finding:
     ids, card_ids = f"{image.vendor_id}:{image.device_id}", f"{card.vendor_id}:{card.device_id}"
-    t = Topic(
-        "rom.device", {"image": ids, "card": card_ids, "image_offset": f"0x{image.offsets.get('device_id', 0):X}"}
-    )
+    offset = f"0x{image.offsets.get('device_id', 0):X}"
+    t = Topic("rom.device", {"image": ids, "card": card_ids, "image_offset": offset})
     if (image.vendor_id, image.device_id) != (card.vendor_id.lower(), card.device_id.lower()):
         return t.block(f"image is for PCI device {ids}, the card is {card_ids}", "use an image made for this GPU model")
     return t.ok(f"PCI device {card_ids} matches")
@@ -147,14 +146,10 @@ def _agreement(image: RomImage) -> list[Finding]:
     else:
         first = t.info("no NVGI header to cross-check (option-ROM file)")
     out = [first]
-    for note in image.notes:
-        if note.id in _DISAGREE_NOTES:
-            where = {"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"}
-            out.append(
-                Topic(f"rom.{note.id}", where).warn(
-                    note.message, "compare the file with a fresh download or dump before flashing"
-                )
-            )
+    for note in (n for n in image.notes if n.id in _DISAGREE_NOTES):
+        where = {"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"}
+        fix = "compare the file with a fresh download or dump before flashing"
+        out.append(Topic(f"rom.{note.id}", where).warn(note.message, fix))
     return out
 
 
@@ -174,9 +169,8 @@ def _version(image: RomImage, card: Card) -> Finding:
             override=DOWNGRADE_FLAG,
         )
     if order in (Order.SAME, Order.SAME_BASE):
-        what = (
-            "the card's version" if order is Order.SAME else f"the card's {card.vbios_version} apart from the OEM field"
-        )
+        same = order is Order.SAME
+        what = "the card's version" if same else f"the card's {card.vbios_version} apart from the OEM field"
         return t.info(f"image {image.version} is {what} (identity is the chain hash, not the string)")
     return t.ok(f"image {image.version} is newer than the card's {card.vbios_version}")
 
@@ -233,12 +227,8 @@ def _catalog_findings(
     withdrawn image (listed first, its fix naming the board's recommended image and the commands for ``card_bus``)."""
     if entry is None:
         t = Topic("catalog.entry", {"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"})
-        return [
-            t.warn(
-                "image not in the VBIOS catalog: its hash cannot be checked against a published one",
-                "compare its MD5 with the one the card maker publishes",
-            )
-        ]
+        why = "image not in the VBIOS catalog: its hash cannot be checked against a published one"
+        return [t.warn(why, "compare its MD5 with the one the card maker publishes")]
     board, cat = entry.board, entry.image
     if override_md5 is None and entry.override is not None:
         override_md5 = entry.override.md5

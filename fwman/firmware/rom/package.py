@@ -192,16 +192,12 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
 def dedupe_images(images: Iterable[EmbeddedImage]) -> list[EmbeddedImage]:
     """Return one image per option-ROM chain, the surest extent first (file, then structure, then unknown)."""
     rank = {"file": 0, "structure": 1, "unknown": 2}
-    best: dict[str, EmbeddedImage] = {}
-    order: list[str] = []
+    best: dict[str, EmbeddedImage] = {}  # a replaced value keeps its key's place: first-seen order
     for image in images:
         key = image.rom.chain_sha256
-        if key not in best:
-            order.append(key)
+        if key not in best or rank[image.extent] < rank[best[key].extent]:
             best[key] = image
-        elif rank[image.extent] < rank[best[key].extent]:
-            best[key] = image
-    return [best[k] for k in order]
+    return list(best.values())
 
 
 def matches(image: EmbeddedImage, subsystem: str, device: str | None = None, version: str | None = None) -> bool:

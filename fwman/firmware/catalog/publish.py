@@ -78,11 +78,7 @@ def make_index(
 
 
 def sign_directory(
-    tree: CatalogTree,
-    key: Ed25519PrivateKey,
-    date: str,
-    serial: int | None = None,
-    expires: str | None = None,
+    tree: CatalogTree, key: Ed25519PrivateKey, date: str, serial: int | None = None, expires: str | None = None
 ) -> tuple[bytes, bytes]:
     """Return a new ``index.json`` (:func:`make_index`) for catalog ``tree`` and its signature; nothing is written (the
     caller writes them, through the door the directory came from). When the directory has a keys document, ``key`` must

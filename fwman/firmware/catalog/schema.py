@@ -41,7 +41,7 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
-def _valid(test: Callable[[str], object], message: str, *, empty_ok: bool = True) -> Callable[[str], str]:
+def check_with(test: Callable[[str], object], message: str, *, empty_ok: bool = True) -> Callable[[str], str]:
     """Return a pydantic field validator that returns the value when ``test`` accepts it (or, ``empty_ok``, when it is
     empty: unknown) and raises ValueError(``message``) otherwise."""
 
@@ -116,17 +116,19 @@ class CatalogImage(BaseModel):
     sources: list[str] = Field(default_factory=list)
 
     _version = field_validator("version")(
-        _valid(_VERSION.match, "must be five upper-case two-digit hex groups, e.g. 94.02.42.80.27", empty_ok=False)
+        check_with(_VERSION.match, "must be five upper-case two-digit hex groups, e.g. 94.02.42.80.27", empty_ok=False)
     )
-    _superseded_by = field_validator("superseded_by")(_valid(_VERSION.match, "must be a version like 94.02.42.80.27"))
+    _superseded_by = field_validator("superseded_by")(
+        check_with(_VERSION.match, "must be a version like 94.02.42.80.27")
+    )
     _date = field_validator("status_date", "release_date")(
-        _valid(names.is_partial_date, "must be YYYY, YYYY-MM or YYYY-MM-DD (empty when unknown)")
+        check_with(names.is_partial_date, "must be YYYY, YYYY-MM or YYYY-MM-DD (empty when unknown)")
     )
     _md5 = field_validator("md5")(
-        _valid(_MD5.match, "malformed MD5: must be 32 lower-case hex digits (empty when unknown)")
+        check_with(_MD5.match, "malformed MD5: must be 32 lower-case hex digits (empty when unknown)")
     )
     _sha256 = field_validator("sha256", "chain_sha256")(
-        _valid(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits (empty when unknown)")
+        check_with(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits (empty when unknown)")
     )
 
     @field_validator("file")
@@ -145,7 +147,7 @@ class CatalogImage(BaseModel):
             raise ValueError("; ".join(bad))
         return v
 
-    _driver = field_validator("min_driver")(_valid(_DRIVER.match, "must be a driver version like 465.89"))
+    _driver = field_validator("min_driver")(check_with(_DRIVER.match, "must be a driver version like 465.89"))
 
     @property
     def has_hash(self) -> bool:
@@ -174,7 +176,7 @@ class PciIds(BaseModel):
     subsystem_device: str
 
     _hex = field_validator("vendor", "device", "subsystem_vendor", "subsystem_device")(
-        _valid(_HEX4.match, "must be 4 lower-case hex digits, e.g. 3842", empty_ok=False)
+        check_with(_HEX4.match, "must be 4 lower-case hex digits, e.g. 3842", empty_ok=False)
     )
 
     @property
@@ -320,7 +322,7 @@ class IndexFile(BaseModel):
         return v
 
     _sha = field_validator("sha256")(
-        _valid(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits", empty_ok=False)
+        check_with(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits", empty_ok=False)
     )
 
 

@@ -37,14 +37,20 @@ from fwman.core.signing import (
     signature_key_id,
     verify_signature,
 )
-from fwman.firmware.catalog.schema import SIG_NAME, check_iso_date, check_timestamp, first_error, parse_timestamp
+from fwman.firmware.catalog.schema import (
+    SIG_NAME,
+    check_iso_date,
+    check_timestamp,
+    check_with,
+    first_error,
+    parse_timestamp,
+)
 from fwman.host.base import Host
 
 #: the root keys that ship with fwman (they sign the keys document, never an index)
 BUNDLED_KEYS = bundled_keys()
 KEYS_NAME = "keys.json"
 KEYS_SIG_NAME = "keys.json.sig"
-KEYS_FORMAT = "fwman-catalog-keys"
 #: a keys document or its signature larger than this is not one (also the download cap in ``catalog update``)
 MAX_KEYS_FILE = 64 * 1024
 _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -102,13 +108,7 @@ class RetiredKey(BaseModel):
     retired: str  # YYYY-MM-DD
     reason: str = Field(min_length=1)
 
-    @field_validator("key_id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not _KEY_ID.match(v):
-            raise ValueError("must be 16 lower-case hex digits")
-        return v
-
+    _id = field_validator("key_id")(check_with(_KEY_ID.match, "must be 16 lower-case hex digits", empty_ok=False))
     _check_retired = field_validator("retired")(check_iso_date)
 
 
@@ -126,7 +126,6 @@ class KeysDocument(BaseModel):
     retired: list[RetiredKey] = Field(default_factory=list)
 
     _check_expires = field_validator("expires")(check_timestamp)
-
     _check_date = field_validator("date")(check_iso_date)
 
     @model_validator(mode="after")
@@ -191,11 +190,7 @@ def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datet
 
 
 def verify_keys_document(
-    keys_bytes: bytes,
-    sig_bytes: bytes,
-    roots: list[TrustedKey],
-    now: datetime | None,
-    where: str = KEYS_NAME,
+    keys_bytes: bytes, sig_bytes: bytes, roots: list[TrustedKey], now: datetime | None, where: str = KEYS_NAME
 ) -> tuple[KeysDocument, TrustedKey]:
     """Return (the keys document, the root key that signed it) after checking signature and expiry. ``now`` None skips
     the expiry check (lint and ``keys show`` report an expired document as such, after the signature). Raises

@@ -62,8 +62,7 @@ def find_nvflash(host: Host, timeout: float = DEFAULT_TIMEOUT) -> NvflashTool:
     path = host.which(nvflash.TOOL)
     if path is None:
         raise ToolMissingError(
-            "nvflash",
-            hint="download NVIDIA's nvflash for Linux, put it in /usr/local/sbin, then run this again",
+            "nvflash", hint="download NVIDIA's nvflash for Linux, put it in /usr/local/sbin, then run this again"
         )
     tool = NvflashTool(host, path, "unknown", timeout=timeout)
     result = tool.run(nvflash.list_argv(path))

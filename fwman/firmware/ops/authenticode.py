@@ -319,8 +319,7 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
             runner.write_bytes(bundle, roots, mode=0o600)
         offline = [IGNORE_CDP] if offers_ignore_cdp(runner, exe) else []
         result = runner.run(
-            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, *offline, "-in", package],
-            timeout=VERIFY_TIMEOUT,
+            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, *offline, "-in", package], timeout=VERIFY_TIMEOUT
         )
         report = parse_verify_output((result.stdout + "\n" + result.stderr)[-_MAX_OUTPUT:])
         why = report.failure() or (None if result.ok else f"osslsigncode verify exited {result.rc}")

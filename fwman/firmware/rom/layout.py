@@ -48,11 +48,7 @@ class Layout:
 
 
 #: every image of the chain: signature, (x86) init size, pointer to the PCI data structure
-IMAGE = Layout(
-    "image header",
-    0x1A,
-    {"signature": (0x00, 2), "init_size": (0x02, "B"), "pcir_pointer": (0x18, "H")},
-)
+IMAGE = Layout("image header", 0x1A, {"signature": (0x00, 2), "init_size": (0x02, "B"), "pcir_pointer": (0x18, "H")})
 #: the x86 (code type 0x00) image's own fields
 X86 = Layout(
     "x86 image",

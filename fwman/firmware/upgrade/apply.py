@@ -45,14 +45,8 @@ def with_nvflash_identity(flasher: Flasher) -> list[Card]:
     cards = []
     for card in flasher.cards:
         block = flasher.adapter_block(card)
-        cards.append(
-            card.model_copy(
-                update={
-                    "vbios_version": block.version or card.vbios_version,
-                    "board_id": block.board_id or card.board_id,
-                }
-            )
-        )
+        read = {"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
+        cards.append(card.model_copy(update=read))
     flasher.cards = cards
     return cards
 
@@ -115,12 +109,7 @@ def apply_upgrade(
 
 
 def _apply_targets(
-    host: Host,
-    flasher: Flasher,
-    plan: UpgradePlan,
-    live_cards: list[Card],
-    result: ApplyResult,
-    selected: list[str],
+    host: Host, flasher: Flasher, plan: UpgradePlan, live_cards: list[Card], result: ApplyResult, selected: list[str]
 ) -> ApplyResult:
     """Back up every card, then flash the plan's targets in order (under the flash lock); return the result."""
     targets = plan.flash_cards
@@ -153,10 +142,8 @@ def _apply_targets(
                 # once the cause is dealt with (or the named flag accepts the warning)
                 cause = e.hint or "fix the cause"
                 if again.endswith(NO_BACKUP_BIOS_FLAG):  # the finding's fix says "pass the flag": the command has it
-                    cause = (
-                        "only if you can recover the card without a second firmware chip "
-                        "(another GPU for display, a programmer)"
-                    )
+                    cause = "only if you can recover the card without a second firmware chip "
+                    cause += "(another GPU for display, a programmer)"
                 op.next_steps = [
                     f"flashed and verified before the gate: {flashed}",
                     f"left untouched: {', '.join(result.untouched) or 'none'} (and {target.bus_id}: nothing written)",
@@ -208,29 +195,14 @@ def check_upgrade(host: Host, cards: list[Card]) -> list[CheckRow]:
     records = read_history(host)
     rows: list[CheckRow] = []
     for card in cards:
-        last = next(
-            (
-                r
-                for r in reversed(records)
-                if r.card == card.bus_id and r.kind in ("flash", "restore") and r.result == "success"
-            ),
-            None,
-        )
+        flashes = (r for r in reversed(records) if r.card == card.bus_id and r.kind in ("flash", "restore"))
+        last = next((r for r in flashes if r.result == "success"), None)
         running = card.vbios_version.upper() if card.vbios_version else None
         bar1 = card.bar1_bytes
         bar_text = f"BAR1 {bar1 // (1024 * 1024)} MiB" if bar1 else "BAR1 unknown"
         if last is None:
-            rows.append(
-                CheckRow(
-                    card.bus_id,
-                    running,
-                    None,
-                    bar1,
-                    card.vram_bytes,
-                    "not flashed",
-                    f"{running or 'firmware version unknown'}, {bar_text}",
-                )
-            )
+            found = f"{running or 'firmware version unknown'}, {bar_text}"
+            rows.append(CheckRow(card.bus_id, running, None, bar1, card.vram_bytes, "not flashed", found))
             continue
         expected = last.after_version
         if running is None:

@@ -96,11 +96,7 @@ def catalog_newer(a: Dated, b: Dated, images: Sequence[Dated]) -> bool | None:
     if dated:
         return dated > 0
     order = compare(a.version, b.version)
-    if order is Order.NEWER:
-        return True
-    if order is Order.OLDER:
-        return False
-    return None
+    return order is Order.NEWER if order in (Order.NEWER, Order.OLDER) else None
 
 
 def newest_first(images: Sequence[_T]) -> list[_T]:

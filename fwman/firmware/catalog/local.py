@@ -114,10 +114,6 @@ def load_local_entries(host: Host) -> tuple[list[LocalEntry], list[str]]:
 # -- building one ------------------------------------------------------------------------------------------
 
 
-def _max_bar(sizes: list[int]) -> int | None:
-    return max(sizes) if sizes else None
-
-
 def build_local_board(
     *,
     vendor: str,
@@ -144,7 +140,7 @@ def build_local_board(
         raise VerificationError("both the running firmware and the vendor image must carry a version")
     if running.version == new.version:
         raise VerificationError(f"the card already runs {new.version}: there is nothing to describe an upgrade to")
-    offered = _max_bar(rebar_sizes)
+    offered = max(rebar_sizes) if rebar_sizes else None
     running_image = CatalogImage(
         version=running.version,
         status=ImageStatus.SUPERSEDED,
@@ -179,13 +175,9 @@ def build_local_board(
     )
 
 
-def _value(v: Any) -> str:
-    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
-    return toml_value(v)
-
-
 def _table(data: dict[str, Any]) -> list[str]:
-    return [f"{k} = {_value(v)}" for k, v in data.items() if v not in (None, "", [])]
+    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
+    return [f"{k} = {toml_value(v)}" for k, v in data.items() if v not in (None, "", [])]
 
 
 def render_board(board: Board, info: LocalInfo | None = None, header: str = "") -> str:

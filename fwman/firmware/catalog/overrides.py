@@ -33,9 +33,6 @@ from fwman.core.names import lower_hex
 from fwman.core.tomltext import parse_toml, toml_value
 from fwman.host.base import Host
 
-#: written by fwman
-#: kept by the administrator (read only)
-
 _HEADER = (
     "# Vendor-published hashes supplied on this host with `fwman fetch --expect-md5`.\n"
     "# Written by fwman; local to this host, never part of the curated catalog.\n"
@@ -113,11 +110,6 @@ def find_override(overrides: list[HashOverride], board: str, version: str) -> Ha
     return found[0] if found else None
 
 
-def _toml_value(v: object) -> str:
-    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
-    return toml_value(v)
-
-
 def record_override(host: Host, override: HashOverride) -> None:
     """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced). Raises
     VerificationError when the file holds a different MD5 for the same image."""
@@ -130,6 +122,7 @@ def record_override(host: Host, override: HashOverride) -> None:
         for key, value in o.model_dump(exclude_none=True).items():
             if value == "" and key in ("sha256", "recorded_at", "signer", "package_sha256"):
                 continue
-            parts.append(f"{key} = {_toml_value(value)}\n")
+            # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, TOML refuses
+            parts.append(f"{key} = {toml_value(value)}\n")
     host.mkdir(paths.STATE_DIR)
     host.write_bytes(paths.CATALOG_STATE_OVERRIDES, "".join(parts).encode())

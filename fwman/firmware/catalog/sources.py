@@ -42,14 +42,8 @@ def source_issues(board: Any, rel: str) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     if board.format < SOURCES_FROM_FORMAT:
         if not board.board.sources and not any(i.sources for i in board.images):
-            out.append(
-                (
-                    "warning",
-                    "format",
-                    "format 1: no fact in this file cites a public source (format 2 requires one per board and "
-                    "per image)",
-                )
-            )
+            why = "format 1: no fact in this file cites a public source (format 2 requires one per board and "
+            out.append(("warning", "format", why + "per image)"))
         return out
     if not board.board.sources:
         facts = ", ".join(["pci", "name", "maker", *_stated(board.board, BOARD_FACTS)])

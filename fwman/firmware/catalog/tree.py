@@ -41,15 +41,11 @@ class CatalogTree:
 
     def is_file(self, rel: str) -> bool:
         """Return True when ``rel`` is a regular file of the tree."""
-        if self.user:
-            return is_user_file(str(self.path / rel))
-        return is_data_file(self.path / rel)
+        return is_user_file(str(self.path / rel)) if self.user else is_data_file(self.path / rel)
 
     def is_dir(self, rel: str) -> bool:
         """Return True when ``rel`` is a directory of the tree."""
-        if self.user:
-            return is_user_dir(str(self.path / rel))
-        return is_data_dir(self.path / rel)
+        return is_user_dir(str(self.path / rel)) if self.user else is_data_dir(self.path / rel)
 
     def names(self, rel: str, pattern: str = "*") -> list[str]:
         """Return the names in directory ``rel`` of the tree matching ``pattern``, sorted (empty: none)."""

@@ -19,7 +19,6 @@ from fwman.gpu.kernel_modules import UNLOAD_ORDER, is_driver_module
 from fwman.host.base import CommandResult, Host
 
 DEFAULT_TIMEOUT = 300.0
-#: unload order: users of nvidia first (the order nvflash's own error message gives)
 
 
 @dataclass
@@ -81,9 +80,7 @@ def last_error(text: str) -> str:
     """Return the last ``ERROR:`` line of nvflash output, else its last non-empty line, else 'no output'."""
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("ERROR")]
-    if errors:
-        return errors[-1]
-    return lines[-1] if lines else "no output"
+    return errors[-1] if errors else (lines[-1] if lines else "no output")
 
 
 def loaded_nvidia_modules(host: Host) -> list[str]:

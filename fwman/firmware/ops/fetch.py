@@ -326,13 +326,10 @@ def _package_hash_finding(finding: Finding, origin: str, signed: str | None = No
     block is replaced: a mismatch with a hash the catalog does know stays a block."""
     if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
         return finding
-    message = (
-        signed
-        if signed is not None
-        else "unpacked from an update package whose MD5 matches the vendor's "
-        f"({origin.removesuffix(' of the package')})"
+    vendor_md5 = (
+        f"unpacked from an update package whose MD5 matches the vendor's ({origin.removesuffix(' of the package')})"
     )
-    return Topic("catalog.hash", finding.evidence).ok(message)
+    return Topic("catalog.hash", finding.evidence).ok(signed if signed is not None else vendor_md5)
 
 
 def _from_file(

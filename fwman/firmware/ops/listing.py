@@ -109,23 +109,18 @@ def check_listing(path: str, members: list[ListedMember], max_unpacked: int = MA
     if len(members) > MAX_MEMBERS:
         raise VerificationError(f"{path}: more than {MAX_MEMBERS} members: not an update package")
     for member in members:
-        shown = member.name[:80]
+        why = None
         if member.kind not in _SAFE_KINDS:
-            what = _KIND_NAMES.get(member.kind, f"of type {member.kind!r}")
-            raise VerificationError(
-                f"{path}: member {shown!r} is {what}, not a file: refusing to unpack it",
-                hint="an update package holds files and directories only",
-            )
-        if member.kind in "lh" and not member.targets:
+            why = f"is {_KIND_NAMES.get(member.kind, f'of type {member.kind!r}')}, not a file"
+        elif member.kind in "lh" and not member.targets:
             # 7-Zip lists some formats' links by their mode alone, without a "Symbolic Link" line: a target
             # fwman cannot see is one it cannot check (all() of nothing would have passed it)
+            why = "is a link whose target the listing does not show"
+        elif member.kind in "lh" and not all(_in_tree(t) for t in member.targets):
+            why = "links outside the archive"
+        if why is not None:
             raise VerificationError(
-                f"{path}: member {shown!r} is a link whose target the listing does not show: refusing to unpack it",
-                hint="an update package holds files and directories only",
-            )
-        if member.kind in "lh" and not all(_in_tree(t) for t in member.targets):
-            raise VerificationError(
-                f"{path}: member {shown!r} links outside the archive: refusing to unpack it",
+                f"{path}: member {member.name[:80]!r} {why}: refusing to unpack it",
                 hint="an update package holds files and directories only",
             )
     total = sum(m.size for m in members)

@@ -92,11 +92,9 @@ def walk(r: Reader, start: int) -> Walk:
             npde_rev = NPDE.read(r, npde, "revision", f"{base}.npde.revision")
             npde_blocks = NPDE.read(r, npde, "blocks", f"{base}.npde.blocks")
             npde_last = bool(NPDE.read(r, npde, "indicator", f"{base}.npde.indicator") & 0x80)
-            length_field, blocks = NPDE.at(npde, "blocks"), npde_blocks
-            last = npde_last
+            length_field, blocks, last = NPDE.at(npde, "blocks"), npde_blocks, npde_last
         else:
-            length_field, blocks = PCIR.at(pcir, "blocks"), pcir_blocks
-            last = pcir_last
+            length_field, blocks, last = PCIR.at(pcir, "blocks"), pcir_blocks, pcir_last
         if blocks == 0:
             raise ParseError(WHAT, f"{base}.length", "image length is 0 (a chain that points at itself)", length_field)
         end = off + blocks * BLOCK

@@ -1,13 +1,12 @@
 """VBIOS version order: the one place that says which of two versions (or catalog images) is newer.
 
-A VBIOS version is five two-digit hex fields, ``94.02.42.80.27``. The first four are NVIDIA's and grow with
-each release, so they compare as numbers. The fifth is the board maker's build code: it is *not* ordered
-(EVGA replaced 94.02.42.80.AD by 94.02.42.80.27), so two versions that differ only there are neither older
-nor newer. Which of two catalog images is newer is the catalog's word (``superseded_by``, release dates),
-the first four fields only where the catalog says nothing, and never the fifth.
+A VBIOS version is five two-digit hex fields, ``94.02.42.80.27``. The first four are NVIDIA's and grow with each
+release, so they compare as numbers. The fifth is the board maker's build code: it is *not* ordered (EVGA replaced
+94.02.42.80.AD by 94.02.42.80.27), so two versions that differ only there are neither older nor newer. Which of two
+catalog images is newer is the catalog's word (``superseded_by``, release dates), the first four fields only where the
+catalog says nothing, and never the fifth.
 
-Standard library only; no I/O.
-"""
+Standard library only; no I/O."""
 
 from __future__ import annotations
 

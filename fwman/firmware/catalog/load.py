@@ -1,9 +1,8 @@
 """Loading the VBIOS catalog in use, and finding entries in it.
 
-Two copies can exist: the one bundled with fwman (the ``catalog/`` directory next to the package; trusted as
-installed) and the local copy that ``fwman catalog update`` installs under ``/var/lib/fwman/catalog/`` (its
-signature was verified when it was installed). The copy with the higher serial is used; the local one wins a tie.
-"""
+Two copies can exist: the one bundled with fwman (the ``catalog/`` directory next to the package; trusted as installed)
+and the local copy that ``fwman catalog update`` installs under ``/var/lib/fwman/catalog/`` (its signature was verified
+when it was installed). The copy with the higher serial is used; the local one wins a tie."""
 
 from __future__ import annotations
 

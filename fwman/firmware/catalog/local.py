@@ -1,13 +1,12 @@
 """Local catalog entries: a board the curated catalog does not know, described by its owner on one host.
 
-``fwman catalog add-local`` writes ``/etc/fwman/catalog.d/<vendor>-<device>-<subvendor>-<subdevice>.toml``
-from what the machine and the owner know: the card's live PCI IDs, its running firmware read back from a
-verified backup, and the vendor image the owner downloaded, checked against the MD5 the vendor published.
-The file is the curated board format plus a ``[local]`` table saying where each fact came from; it is
-unsigned and never part of ``catalog/``. ``load_catalog`` adds these boards to the catalog in use, marked
-local, so ``upgrade``, ``fetch`` and ``rom verify`` apply every gate to them and say "local entry" wherever
-they cite one. A local file never shadows a curated board: the curated one wins and a note says so.
-"""
+``fwman catalog add-local`` writes ``/etc/fwman/catalog.d/<vendor>-<device>-<subvendor>-<subdevice>.toml`` from what the
+machine and the owner know: the card's live PCI IDs, its running firmware read back from a verified backup, and the
+vendor image the owner downloaded, checked against the MD5 the vendor published. The file is the curated board format
+plus a ``[local]`` table saying where each fact came from; it is unsigned and never part of ``catalog/``.
+``load_catalog`` adds these boards to the catalog in use, marked local, so ``upgrade``, ``fetch`` and ``rom verify``
+apply every gate to them and say "local entry" wherever they cite one. A local file never shadows a curated board: the
+curated one wins and a note says so."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Publishing the catalog: a new ``index.json`` for a catalog directory that lints clean, signed by a catalog key,
-and a new ``keys.json`` (the catalog keys and the retired ones) signed by a root key.
+"""Publishing the catalog: a new ``index.json`` for a catalog directory that lints clean, signed by a catalog key, and a
+new ``keys.json`` (the catalog keys and the retired ones) signed by a root key.
 
-Kept apart from :mod:`fwman.firmware.catalog.signing` (keys, signatures, verification) because publishing needs
-the lint and lint needs signature verification: one direction each, no circle.
-"""
+Kept apart from :mod:`fwman.firmware.catalog.signing` (keys, signatures, verification) because publishing needs the lint
+and lint needs signature verification: one direction each, no circle."""
 
 from __future__ import annotations
 

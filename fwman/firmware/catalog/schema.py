@@ -1,13 +1,12 @@
 """The VBIOS catalog's schema: board files, images, the signed index, and their parsers.
 
-One TOML file per board in ``catalog/boards/``, keyed by PCI IDs (vendor, device, subsystem vendor, subsystem
-device); ``catalog/index.json`` lists every file with its SHA-256 plus a serial number, a date and an expiry, and
+One TOML file per board in ``catalog/boards/``, keyed by PCI IDs (vendor, device, subsystem vendor, subsystem device);
+``catalog/index.json`` lists every file with its SHA-256 plus a serial number, a date and an expiry, and
 ``index.json.sig`` signs it (see :mod:`fwman.firmware.catalog.signing`). ``docs/catalog-format.md`` documents the
 format. Loading a catalog is :mod:`fwman.firmware.catalog.load`; lint is :mod:`fwman.firmware.catalog.lint`.
 
 Nothing here invents a fact: a hash, URL or date that is not known is empty, and an image without a hash is
-``unverified``.
-"""
+``unverified``."""
 
 from __future__ import annotations
 

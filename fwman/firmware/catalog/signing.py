@@ -11,9 +11,8 @@ Trust has two levels, after TUF's root and targets roles (docs/signing.md):
   now, or a key an administrator trusts directly on one host (``/etc/fwman/keys.d/*.pub``). A retired key id is
   refused wherever it comes from.
 
-The signature format, keys and the Ed25519 operations themselves are :mod:`fwman.core.signing` (shared with
-module bundles); this module is the catalog's trust policy over them.
-"""
+The signature format, keys and the Ed25519 operations themselves are :mod:`fwman.core.signing` (shared with module
+bundles); this module is the catalog's trust policy over them."""
 
 from __future__ import annotations
 

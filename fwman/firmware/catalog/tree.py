@@ -1,10 +1,9 @@
 """A catalog directory and the door it is read through.
 
-The catalog bundled with fwman is fwman's own data (``fwman.core.resources``); a maintainer's copy named with
-``--dir`` is a file the user names (``fwman.host.userfiles``: relative to the real working directory, never
-mapped under ``--root``). Lint, index and keys code reads both through one :class:`CatalogTree`, so the door is
-chosen once, by whoever knows where the directory came from.
-"""
+The catalog bundled with fwman is fwman's own data (``fwman.core.resources``); a maintainer's copy named with ``--dir``
+is a file the user names (``fwman.host.userfiles``: relative to the real working directory, never mapped under
+``--root``). Lint, index and keys code reads both through one :class:`CatalogTree`, so the door is chosen once, by
+whoever knows where the directory came from."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """nvflash: command lines and output parsers (pure: no I/O).
 
-Facts from the design notes' docs/vbios.md (section 4; not in this tree): every run opens with
-``NVIDIA Firmware Update Utility (Version 5.867.0)``;
-``--list`` prints ``<1> GeForce RTX 3080     (10DE,2206,1043,87B0) S:00,B:0F,D:00,F:00`` per adapter;
-``--save``/``--version`` print a ``Key : Value`` block; a flash succeeds only when it prints
-``A reboot is required for the update to take effect.`` Exit codes are undocumented, so outcomes are judged
-from the text (and, for a flash, by a read-back done elsewhere).
-"""
+Facts from the design notes' docs/vbios.md (section 4; not in this tree): every run opens with ``NVIDIA Firmware Update
+Utility (Version 5.867.0)``; ``--list`` prints ``<1> GeForce RTX 3080     (10DE,2206,1043,87B0) S:00,B:0F,D:00,F:00``
+per adapter; ``--save``/``--version`` print a ``Key : Value`` block; a flash succeeds only when it prints ``A reboot is
+required for the update to take effect.`` Exit codes are undocumented, so outcomes are judged from the text (and, for a
+flash, by a read-back done elsewhere)."""
 
 from __future__ import annotations
 

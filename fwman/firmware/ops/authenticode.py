@@ -1,26 +1,25 @@
 """A board maker's signed Windows update program as the provenance of the image inside it.
 
-Most board makers publish no hash of their firmware, but their update programs are PE files with an
-Authenticode signature. fwman has Debian's ``osslsigncode`` check that signature (``osslsigncode verify``: the
-PE digest, the PKCS#7 signature, the certificate chain up to the roots this host trusts, the timestamp when
-there is one), then compares the signing certificate's subject with the subjects the catalog records for the
-board (``[board] package_signers``). Only a package that passes both vouches for the image found inside it.
+Most board makers publish no hash of their firmware, but their update programs are PE files with an Authenticode
+signature. fwman has Debian's ``osslsigncode`` check that signature (``osslsigncode verify``: the PE digest, the PKCS#7
+signature, the certificate chain up to the roots this host trusts, the timestamp when there is one), then compares the
+signing certificate's subject with the subjects the catalog records for the board (``[board] package_signers``). Only a
+package that passes both vouches for the image found inside it.
 
-Why ``osslsigncode`` and not a Python library: it is a Debian package (security updates come with the
-distribution), it implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain
-through OpenSSL), and the one Python library that does (``signify``) is not among fwman's dependencies. Its
-text output is read by :func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial
-number osslsigncode names, from the PKCS#7 in the PE's certificate table (:func:`pe_signature`, pure: the one
-entry osslsigncode verified), and compared as an X.509 name (``cryptography``), never as text.
+Why ``osslsigncode`` and not a Python library: it is a Debian package (security updates come with the distribution), it
+implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain through OpenSSL), and the
+one Python library that does (``signify``) is not among fwman's dependencies. Its text output is read by
+:func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial number osslsigncode names, from
+the PKCS#7 in the PE's certificate table (:func:`pe_signature`, pure: the one entry osslsigncode verified), and compared
+as an X.509 name (``cryptography``), never as text.
 
-The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the
-unpacker gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem``
-when an administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host:
-under ``--root`` the test root's). CRLs are not fetched where osslsigncode can be told so (``-ignore-cdp``,
-osslsigncode 2.8 and later, NEWS.md): fwman makes no network request the owner did not ask for; revocation is
-therefore not checked (docs/fetch.md says so). Debian 12 ships osslsigncode 2.5, which has no such option (its
-``verify`` help lists none): fwman asks the tool's help and passes the option only where it is offered.
-"""
+The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the unpacker
+gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem`` when an
+administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host: under ``--root``
+the test root's). CRLs are not fetched where osslsigncode can be told so (``-ignore-cdp``, osslsigncode 2.8 and later,
+NEWS.md): fwman makes no network request the owner did not ask for; revocation is therefore not checked (docs/fetch.md
+says so). Debian 12 ships osslsigncode 2.5, which has no such option (its ``verify`` help lists none): fwman asks the
+tool's help and passes the option only where it is offered."""
 
 from __future__ import annotations
 

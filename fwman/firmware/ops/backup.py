@@ -1,15 +1,14 @@
 """Backups of every card's firmware: taken with ``nvflash --save``, checked, hashed into a manifest, never overwritten.
 
-Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` where ``<subsystem>`` is
-``3842-3987``, ``<card-id>`` the PCI location (``0000-41-00.0``) and ``<run>`` the UTC time of the backup run
-(``20261129T083000Z``): every card backed up in one run shares it, which is what ``--reuse-backups-from`` names.
-``manifest.json`` next to the subsystem folders records each file's hashes and identity.
+Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` where ``<subsystem>`` is ``3842-3987``,
+``<card-id>`` the PCI location (``0000-41-00.0``) and ``<run>`` the UTC time of the backup run (``20261129T083000Z``):
+every card backed up in one run shares it, which is what ``--reuse-backups-from`` names. ``manifest.json`` next to the
+subsystem folders records each file's hashes and identity.
 
-A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``; or, for an RTX 50 card, the
-whole EEPROM in the container layout seen on Blackwell: :data:`BACKUP_KINDS`), its subsystem
-and device equal the card's, its version equals what nvflash printed for the adapter (and the inventory's, when
-known), and the stored file reads back with the same SHA-256.
-"""
+A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``; or, for an RTX 50 card, the whole
+EEPROM in the container layout seen on Blackwell: :data:`BACKUP_KINDS`), its subsystem and device equal the card's, its
+version equals what nvflash printed for the adapter (and the inventory's, when known), and the stored file reads back
+with the same SHA-256."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The flash history: one record per flash, restore or post-reboot check, kept forever.
 
-Stored as JSON lines in ``/var/lib/fwman/history.jsonl`` (rewritten atomically with the new record appended,
-so a crash never leaves half a line). ``fwman flash history`` prints it.
-"""
+Stored as JSON lines in ``/var/lib/fwman/history.jsonl`` (rewritten atomically with the new record appended, so a crash
+never leaves half a line). ``fwman flash history`` prints it."""
 
 from __future__ import annotations
 

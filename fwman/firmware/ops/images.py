@@ -1,9 +1,8 @@
 """Which image a flash writes: resolving ``--image FILE|BOARD/VERSION``, a catalog entry's cached image, a backup.
 
-The one owner of turning what the user (or the upgrade plan) names into an :class:`ImageSource` with its
-catalog facts (entry, the owner's recorded vendor MD5, the board's second firmware chip). ``fwman flash``,
-``fwman flash resume``, ``fwman restore`` and ``fwman upgrade --apply`` all come here.
-"""
+The one owner of turning what the user (or the upgrade plan) names into an :class:`ImageSource` with its catalog facts
+(entry, the owner's recorded vendor MD5, the board's second firmware chip). ``fwman flash``, ``fwman flash resume``,
+``fwman restore`` and ``fwman upgrade --apply`` all come here."""
 
 from __future__ import annotations
 

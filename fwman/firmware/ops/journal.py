@@ -1,9 +1,8 @@
 """The operation journal: every step of a flash, restore or upgrade, written before and after it runs.
 
-One JSON file per operation in ``/var/lib/fwman/journal/<id>.json``, rewritten atomically (through
-``Host.write_bytes``) at every step change, so a killed fwman leaves the exact step it was in. ``fwman flash
-status`` reads these files; ``fwman flash resume`` continues the newest unfinished one.
-"""
+One JSON file per operation in ``/var/lib/fwman/journal/<id>.json``, rewritten atomically (through ``Host.write_bytes``)
+at every step change, so a killed fwman leaves the exact step it was in. ``fwman flash status`` reads these files;
+``fwman flash resume`` continues the newest unfinished one."""
 
 from __future__ import annotations
 

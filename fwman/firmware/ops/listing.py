@@ -1,13 +1,12 @@
-"""What an unpacker lists of an archive (``7zz l -slt -ba``, ``bsdtar -tvf``), and the check made on that
-listing before anything is unpacked.
+"""What an unpacker lists of an archive (``7zz l -slt -ba``, ``bsdtar -tvf``), and the check made on that listing before
+anything is unpacked.
 
-Pure: text in, members out, never an exception for any text (the parsers are lenient; a line they do not know
-is skipped). :func:`check_listing` refuses what no update package holds: FIFOs, device nodes, sockets, links
-out of the tree, too many members, a stated total over the limit. The unpacker itself is run by
-:mod:`fwman.firmware.ops.unpack`. The formats: 7-Zip's technical listing (``-slt``) is blocks of
-``Key = value`` lines, each opening with ``Path``; bsdtar's verbose listing is ``ls -l`` lines (libarchive's
-``bsdtar(1)``: ``-v`` "produce output similar to that of ls(1)").
-"""
+Pure: text in, members out, never an exception for any text (the parsers are lenient; a line they do not know is
+skipped). :func:`check_listing` refuses what no update package holds: FIFOs, device nodes, sockets, links out of the
+tree, too many members, a stated total over the limit. The unpacker itself is run by :mod:`fwman.firmware.ops.unpack`.
+The formats: 7-Zip's technical listing (``-slt``) is blocks of ``Key = value`` lines, each opening with ``Path``;
+bsdtar's verbose listing is ``ls -l`` lines (libarchive's ``bsdtar(1)``: ``-v`` "produce output similar to that of
+ls(1)")."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """Making a local catalog entry (``fwman catalog add-local``) and linting the host's local entries.
 
-An operation over the catalog, the card's verified backup and the owner's vendor file, so it lives with the
-other firmware operations: :mod:`fwman.firmware.catalog.local` only reads and writes the entry format (and the
-catalog loader uses it), which keeps the loader free of backups and packages.
-"""
+An operation over the catalog, the card's verified backup and the owner's vendor file, so it lives with the other
+firmware operations: :mod:`fwman.firmware.catalog.local` only reads and writes the entry format (and the catalog loader
+uses it), which keeps the loader free of backups and packages."""
 
 from __future__ import annotations
 

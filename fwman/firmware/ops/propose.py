@@ -1,12 +1,11 @@
 """``fwman catalog propose``: a local entry plus owner reports become a format-2 board file for the catalog.
 
 Pure: a :class:`~fwman.firmware.catalog.local.LocalEntry` and parsed :class:`~fwman.firmware.ops.report.OwnerReport`
-objects in, the board file's text out. Each report is cited by the public URL where the owner published it
-(an issue, say): that URL is the ``sources`` entry of every fact the report states. A report states the
-board's PCI IDs and board ID, the versions and chain hashes the card ran before and after, and the BAR1 it
-offered and the power limits after the reboot. It does not state the board's name or maker (the local entry's
-owner typed or defaulted those): the notes say so, for the maintainer who reviews the proposal.
-"""
+objects in, the board file's text out. Each report is cited by the public URL where the owner published it (an issue,
+say): that URL is the ``sources`` entry of every fact the report states. A report states the board's PCI IDs and board
+ID, the versions and chain hashes the card ran before and after, and the BAR1 it offered and the power limits after the
+reboot. It does not state the board's name or maker (the local entry's owner typed or defaulted those): the notes say
+so, for the maintainer who reviews the proposal."""
 
 from __future__ import annotations
 

@@ -1,12 +1,11 @@
 """Owner reports: what one flash did to one card, from fwman's own records, to attach to an issue.
 
-``fwman flash report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash
-or restore of the card (versions, image and chain hashes, the card's BAR1, BAR1 offers and power limits as
-they were before) and the ``upgrade --check`` that followed it (the same, after the reboot). Nothing is read
-that could identify the owner: no GPU UUID, serial number, host name or file path is copied into a report,
-and free text that fwman copies (a check's message, an image label) is passed through :func:`redact_text`.
-``fwman catalog propose`` reads reports back with :func:`parse_report`.
-"""
+``fwman flash report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash or
+restore of the card (versions, image and chain hashes, the card's BAR1, BAR1 offers and power limits as they were
+before) and the ``upgrade --check`` that followed it (the same, after the reboot). Nothing is read that could identify
+the owner: no GPU UUID, serial number, host name or file path is copied into a report, and free text that fwman copies
+(a check's message, an image label) is passed through :func:`redact_text`. ``fwman catalog propose`` reads reports back
+with :func:`parse_report`."""
 
 from __future__ import annotations
 

@@ -4,13 +4,11 @@ fwman never runs the package. It unpacks archives with a well-kept unpacker (7-Z
 ``bsdtar``) run through the Host as a command, then looks for images by structure
 (:func:`fwman.firmware.rom.package.scan_blob`, pure) in every unpacked file and in the package bytes themselves.
 
-An archive is never trusted about itself. The unpacker gets a private copy of the bytes fwman read (and its
-caller hashed), never the file again; its listing is checked first (:mod:`fwman.firmware.ops.listing`: no FIFO,
-device node, socket or link out of the tree; at most MAX_MEMBERS members); and the size limit is the kernel's
-(``ulimit -f``): one unpack into a single size-limited file measures the real total, then the real unpack runs
-under the same per-file limit. The scratch directory is removed through the Host (``remove_tree``) whatever
-happens.
-"""
+An archive is never trusted about itself. The unpacker gets a private copy of the bytes fwman read (and its caller
+hashed), never the file again; its listing is checked first (:mod:`fwman.firmware.ops.listing`: no FIFO, device node,
+socket or link out of the tree; at most MAX_MEMBERS members); and the size limit is the kernel's (``ulimit -f``): one
+unpack into a single size-limited file measures the real total, then the real unpack runs under the same per-file limit.
+The scratch directory is removed through the Host (``remove_tree``) whatever happens."""
 
 from __future__ import annotations
 

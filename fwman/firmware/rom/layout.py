@@ -1,9 +1,8 @@
 """The VBIOS structures fwman reads, as named layouts: one table per structure instead of offsets in the code.
 
-Each offset is relative to the structure's start, little-endian, from ``shared/docs/vbios.md`` (sections 1-3)
-and the sources cited beside the field. Code reads ``PCIR.read(r, base, "length", label)`` and reports
-``PCIR.at(base, "length")`` as the offset of a bad value, so an error and ``rom inspect`` name the same place.
-"""
+Each offset is relative to the structure's start, little-endian, from ``shared/docs/vbios.md`` (sections 1-3) and the
+sources cited beside the field. Code reads ``PCIR.read(r, base, "length", label)`` and reports ``PCIR.at(base,
+"length")`` as the offset of a bad value, so an error and ``rom inspect`` name the same place."""
 
 from __future__ import annotations
 

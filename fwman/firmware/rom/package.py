@@ -1,9 +1,9 @@
 """VBIOS images inside vendor update packages, found by structure in bytes, and the one for a card.
 
-Card makers ship Resizable BAR firmware inside Windows update programs (a PE file with the images as
-resources, a self-extracting 7-Zip or ZIP archive), not as ``.rom`` files. This module is pure: it looks for
-images by structure in bytes it is given (the package itself, or a file unpacked from it by
-:mod:`fwman.firmware.ops.unpack`, which owns running the unpacker):
+Card makers ship Resizable BAR firmware inside Windows update programs (a PE file with the images as resources, a
+self-extracting 7-Zip or ZIP archive), not as ``.rom`` files. This module is pure: it looks for images by structure in
+bytes it is given (the package itself, or a file unpacked from it by :mod:`fwman.firmware.ops.unpack`, which owns
+running the unpacker):
 
 * a file that parses as a whole is one image, extent = the file (a stripped or truncated file stays what it
   is: never taken, never cut down to a chain);
@@ -15,11 +15,9 @@ images by structure in bytes it is given (the package itself, or a file unpacked
 * an ``NVGI`` header inside a blob starts a full dump whose end nothing in the bytes states: it is listed, but
   never taken (the bytes after its chain could be anything).
 
-Images with the same option-ROM chain are one image (an archive member and the same bytes found again in the
-package); the one with the surest extent is kept (:func:`dedupe_images`). :func:`select_image` takes the
-single image whose subsystem (and device, version where given) match the target card, refusing none or more
-than one.
-"""
+Images with the same option-ROM chain are one image (an archive member and the same bytes found again in the package);
+the one with the surest extent is kept (:func:`dedupe_images`). :func:`select_image` takes the single image whose
+subsystem (and device, version where given) match the target card, refusing none or more than one."""
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
 """Pure VBIOS parser: bytes in, :class:`RomImage` out, or a :class:`ParseError` naming the field and offset.
 
 The layout is in ``shared/docs/vbios.md`` (sections 1-3) and ``docs/rom.md``; its tables are
-:mod:`fwman.firmware.rom.layout`. The parser does no I/O and is linear in the file size: the chain walk moves
-strictly forward and reads a bounded number of images, every read is bounds-checked first, and the only
-whole-range passes are the hashes (MD5 on a second thread), the x86 checksum, the search for the chain and the
-BIT header, and the padding check after the chain (each C-speed).
-"""
+:mod:`fwman.firmware.rom.layout`. The parser does no I/O and is linear in the file size: the chain walk moves strictly
+forward and reads a bounded number of images, every read is bounds-checked first, and the only whole-range passes are
+the hashes (MD5 on a second thread), the x86 checksum, the search for the chain and the BIT header, and the padding
+check after the chain (each C-speed)."""
 
 from __future__ import annotations
 

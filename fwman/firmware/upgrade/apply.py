@@ -1,12 +1,10 @@
 """``fwman upgrade --apply`` and ``--check``: run the catalog's upgrade plan with the flash safety rails.
 
-Apply: host gates (root, driver unloaded, nvflash, every card mapped) → the running version and board ID of
-every card read with nvflash (nvidia-smi is gone with the driver) → the plan → verified backups of *every*
-card in one run → the targets flashed one at a time, each with its own gates and read-back → stop at the first
-failure, leaving the remaining cards untouched → the steps left to the owner (firmware setup, reboot).
-Check (after the reboot, driver loaded): each card's running version and BAR1 size against the last flash
-recorded for it, written to the history.
-"""
+Apply: host gates (root, driver unloaded, nvflash, every card mapped) → the running version and board ID of every card
+read with nvflash (nvidia-smi is gone with the driver) → the plan → verified backups of *every* card in one run → the
+targets flashed one at a time, each with its own gates and read-back → stop at the first failure, leaving the remaining
+cards untouched → the steps left to the owner (firmware setup, reboot). Check (after the reboot, driver loaded): each
+card's running version and BAR1 size against the last flash recorded for it, written to the history."""
 
 from __future__ import annotations
 

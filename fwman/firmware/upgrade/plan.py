@@ -1,14 +1,13 @@
 """The firmware upgrade plan: which card gets which image, and every step around the flash.
 
-:func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the
-Host; it changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade.apply)
-executes the steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
+:func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the Host; it
+changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade.apply) executes the
+steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
 
-Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the
-recommended image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped
-with their reason, however high their version sorts); an image without a known hash is planned but blocks the
-flash until the owner supplies the vendor MD5.
-"""
+Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the recommended
+image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped with their reason,
+however high their version sorts); an image without a known hash is planned but blocks the flash until the owner
+supplies the vendor MD5."""
 
 from __future__ import annotations
 

@@ -1,14 +1,13 @@
 """Is this VBIOS file right for this card? :func:`check_compatible`, the one gate every caller uses (no I/O).
 
-Every check reports, pass or fail, so the user sees what was checked. Blocks protect hardware and cannot be
-overridden: wrong vendor/device, wrong subsystem, wrong board ID, an image kind that is not a flash source, a
-broken x86 checksum, NVGI and NPDE disagreeing, an unreadable version. A version older than the card's is a
-``warn`` that ``--allow-downgrade`` accepts.
+Every check reports, pass or fail, so the user sees what was checked. Blocks protect hardware and cannot be overridden:
+wrong vendor/device, wrong subsystem, wrong board ID, an image kind that is not a flash source, a broken x86 checksum,
+NVGI and NPDE disagreeing, an unreadable version. A version older than the card's is a ``warn`` that
+``--allow-downgrade`` accepts.
 
-With a catalog entry, the catalog's checks follow (board, version string, hash match, status: a hash that
-differs, no published hash, a withdrawn image block). Callers: ``fwman rom verify``, the flash gates, ``fwman
-fetch`` (no card: the image and catalog checks only) and the backup check (the identity checks).
-"""
+With a catalog entry, the catalog's checks follow (board, version string, hash match, status: a hash that differs, no
+published hash, a withdrawn image block). Callers: ``fwman rom verify``, the flash gates, ``fwman fetch`` (no card: the
+image and catalog checks only) and the backup check (the identity checks)."""
 
 from __future__ import annotations
 

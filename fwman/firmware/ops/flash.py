@@ -548,14 +548,9 @@ class Flasher:
             if older.card == card.bus_id and older.id != op.id and older.kind in ("flash", "restore"):
                 older.extra["resolved"] = f"settled by {op.id}"
                 self.journal.save(older)
-        self.journal.close(
-            op,
-            OpState.DONE,
-            f"{card.bus_id}: {before} -> {rom.version}, read-back verified" if changed else "already on this firmware",
-            ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
-            if changed
-            else [],
-        )
+        done = f"{card.bus_id}: {before} -> {rom.version}, read-back verified"
+        then = ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
+        self.journal.close(op, OpState.DONE, done if changed else "already on this firmware", then if changed else [])
         return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log, verified_by=source.verified_by)
 
     def record(

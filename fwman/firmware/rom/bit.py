@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import BIT_HEADER, BIT_INFO, BIT_STRING, BIT_TOKEN
@@ -30,16 +31,16 @@ def _string(r: Reader, x86: ChainImage, entry: int, field: str) -> tuple[str | N
     return (text or None), x86.offset + ptr
 
 
+@dataclass
 class Identity:
     """Fields read from the x86 image's BIT table (all optional: a missing token leaves them None)."""
 
-    def __init__(self) -> None:
-        self.version: str | None = None
-        self.build_date: str | None = None
-        self.sign_on: str | None = None
-        self.version_string: str | None = None
-        self.bit_offset: int | None = None
-        self.tokens: list[BitToken] = []
+    version: str | None = None
+    build_date: str | None = None
+    sign_on: str | None = None
+    version_string: str | None = None
+    bit_offset: int | None = None
+    tokens: list[BitToken] = field(default_factory=list)
 
 
 def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[RomNote]) -> Identity:
@@ -94,11 +95,8 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
         add_note(notes, "token_missing", "BIT token B (version) is missing", bit)
     if "i" in found:
         tok, _ = found["i"]
-        if (
-            five is not None
-            and tok.size >= BIT_INFO.width("version")
-            and BIT_INFO.raw(r, tok.offset, "version") != five
-        ):
+        agree = tok.size < BIT_INFO.width("version") or BIT_INFO.raw(r, tok.offset, "version") == five
+        if five is not None and not agree:
             add_note(notes, "version_disagree", "BIT tokens B and i hold different versions", tok.offset)
         if tok.size >= BIT_INFO.size:
             raw = BIT_INFO.raw(r, tok.offset, "build_date")

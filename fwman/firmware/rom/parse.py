@@ -265,20 +265,20 @@ def parse_rom(data: bytes) -> RomImage:
         why = f"NVGI says {nvgi_subsystem}, the x86 image's NPDE says {subsystem}"
         add_note(notes, "subsystem_disagree", why, offsets.get("nvgi_subsystem"))
     md5, sha256, chain_sha256 = _hashes(data, start, chain_end)
+    # the prefix's and the BIT table's facts, under the names the model gives them too
+    prefix = {name: value for name, value in vars(pre).items() if name != "is_nvgi"}
+    bit = {name: value for name, value in vars(ident).items() if name != "tokens"}
     return RomImage(
+        **prefix,
+        **bit,
         kind=kind,
         size=len(data),
-        version=ident.version,
         vendor_id=x86.vendor_id,
         device_id=x86.device_id,
         subsystem_vendor_id=sub_v,
         subsystem_device_id=sub_d,
         subsystem_origin=origin,
-        nvgi_subsystem=nvgi_subsystem,
-        build_date=ident.build_date,
         modification_date=modification_date,
-        sign_on=ident.sign_on,
-        version_string=ident.version_string,
         uefi_version=uefi_version,
         images=images,
         x86_checksum_ok=None if checksum is None else checksum == 0,
@@ -286,16 +286,10 @@ def parse_rom(data: bytes) -> RomImage:
         chain_offset=start,
         chain_length=chain_end - start,
         declared_size=walked.declared_end,
-        container_head=pre.container_head,
         x86_index=x86.index,
         md5=md5,
         sha256=sha256,
         chain_sha256=chain_sha256,
-        nvgi_offsets=pre.nvgi_offsets,
-        rfrd_offset=pre.rfrd_offset,
-        rfrd_chain_offset=pre.rfrd_chain_offset,
-        rfrd_chain_length=pre.rfrd_chain_length,
-        bit_offset=ident.bit_offset,
         bit_tokens=ident.tokens,
         offsets=offsets,
         notes=notes,

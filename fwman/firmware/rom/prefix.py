@@ -59,9 +59,8 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
     if head != b"NVGI":
         if len(head) < 4:
             shown = head.hex(" ").upper() or "nothing"
-            raise ParseError(
-                WHAT, "signature", f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)", 0
-            )
+            why = f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)"
+            raise ParseError(WHAT, "signature", why, 0)
         return Prefix(container_head=head.hex(" ").upper())
     sv = NVGI.read(r, 0, "subsystem_vendor", "nvgi.subsystem_vendor")
     sd = NVGI.read(r, 0, "subsystem_device", "nvgi.subsystem_device")
@@ -71,9 +70,8 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
         pre.nvgi_offsets.append(NVGI_COPY_OFFSET)
         ids = NVGI.at(0, "subsystem_vendor")
         if r.tag(NVGI_COPY_OFFSET + ids, 4) != r.tag(ids, 4):
-            add_note(
-                notes, "nvgi_copy_disagree", "the NVGI copy at 0x2000 has another subsystem", NVGI_COPY_OFFSET + ids
-            )
+            why = "the NVGI copy at 0x2000 has another subsystem"
+            add_note(notes, "nvgi_copy_disagree", why, NVGI_COPY_OFFSET + ids)
     for rfrd in RFRD_OFFSETS:
         if RFRD.raw(r, rfrd, "signature") == b"RFRD":
             read_rfrd(r, rfrd, pre, offsets)

@@ -301,20 +301,6 @@ def _add_local_entries(host: Host, catalog: Catalog) -> None:
         catalog.local_files[entry.board.key] = entry.path
 
 
-def installed_serial(host: Host, bundled: Path | None = None) -> int:
-    """Return the highest serial installed (local copy or bundled), 0 when none."""
-    bundled = bundled or BUNDLED_CATALOG
-    serials = [0]
-    try:
-        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
-            serials.append(parse_index(host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")).serial)
-    except NotRecordedError:
-        pass
-    if is_data_file(bundled / INDEX_NAME):
-        serials.append(parse_index(read_data(bundled / INDEX_NAME)).serial)
-    return max(serials)
-
-
 class RomLike(Protocol):
     """The parts of a parsed ROM (``fwman.firmware.rom.parse.RomImage``) the catalog checks look at."""
 

@@ -238,11 +238,8 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
         device_id=card.device_id,
         version=rom.version,
         board_id=block.board_id,
-        size=rom.size,
-        sha256=rom.sha256,
-        md5=rom.md5,
-        chain_sha256=rom.chain_sha256,
         nvflash_version=tool.version,
+        **rom.model_dump(include={"size", "sha256", "md5", "chain_sha256"}),
     )
     try:
         manifest = load_manifest(host)

@@ -142,8 +142,7 @@ class Journal:
         s.state, s.started, s.finished = StepState.RUNNING, now(), None
         if detail:
             s.detail = detail
-        op.state = OpState.RUNNING
-        op.pid = os.getpid()
+        op.state, op.pid = OpState.RUNNING, os.getpid()
         self.save(op)
 
     def finish(self, op: Operation, name: str, detail: str = "") -> None:
@@ -158,8 +157,7 @@ class Journal:
         """Mark step ``name`` failed and the operation ``state``."""
         s = op.step(name)
         s.state, s.finished, s.detail = StepState.FAILED, now(), detail
-        op.state = state
-        op.message = detail
+        op.state, op.message = state, detail
         self.save(op)
 
     def close(self, op: Operation, state: OpState, message: str = "", next_steps: list[str] | None = None) -> None:

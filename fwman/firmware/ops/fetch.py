@@ -248,16 +248,9 @@ def fetch_image(
     stamp = clock.format_timestamp(now or clock.now_utc())
     host.mkdir(final.rsplit("/", 1)[0])
     host.write_bytes(final, data)
-    record = {
-        "board": entry.board.key,
-        "version": image.version,
-        "size": len(data),
-        "md5": md5,
-        "sha256": sha256,
-        "source": source,
-        "verified_by": expected.origin,
-        "fetched_at": stamp,
-    }
+    ids: dict[str, Any] = {"board": entry.board.key, "version": image.version}
+    own: dict[str, Any] = {"size": len(data), "md5": md5, "sha256": sha256}  # the image's own hashes
+    record = {**ids, **own, "source": source, "verified_by": expected.origin, "fetched_at": stamp}
     if signed is not None:
         record["signed_package"] = encode(signed)
     host.write_bytes(final + ".json", (json.dumps(record, indent=2) + "\n").encode())
@@ -266,37 +259,16 @@ def fetch_image(
     if expected.origin.startswith("--expect-md5"):
         packaged = expected.origin.endswith("of the package")
         # from a package, the vendor MD5 is of the package: recorded as such (the image's hashes are in the record)
-        record_override(
-            host,
-            HashOverride(
-                board=entry.board.key,
-                version=image.version,
-                md5=(expect_md5 or "").lower() if packaged else md5,
-                sha256="" if packaged else sha256,
-                size=None if packaged else len(data),
-                source=(md5_source or "typed by the owner (fwman fetch --expect-md5)")
-                + (" (MD5 of the update package)" if packaged else ""),
-                recorded_at=stamp,
-            ),
-        )
+        hashes = {"md5": (expect_md5 or "").lower(), "sha256": "", "size": None} if packaged else own
+        typed = md5_source or "typed by the owner (fwman fetch --expect-md5)"
+        typed += " (MD5 of the update package)" if packaged else ""
+        record_override(host, HashOverride(**ids, **hashes, source=typed, recorded_at=stamp))
         recorded = True
     if signed is not None:
         # the image's own hashes, vouched for by the verified signature: a later flash (or fetch) checks the image
         # against them, and `fwman flash report` carries them so the catalog can learn them
-        record_override(
-            host,
-            HashOverride(
-                board=entry.board.key,
-                version=image.version,
-                md5=md5,
-                sha256=sha256,
-                size=len(data),
-                source=signed.provenance,
-                recorded_at=stamp,
-                signer=signed.subject,
-                package_sha256=signed.package_sha256,
-            ),
-        )
+        signer = {"signer": signed.subject, "package_sha256": signed.package_sha256}
+        record_override(host, HashOverride(**ids, **own, **signer, source=signed.provenance, recorded_at=stamp))
         recorded = True
     return FetchResult(entry, final, len(data), md5, sha256, source, expected.origin, False, recorded, findings, signed)
 

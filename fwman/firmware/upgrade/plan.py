@@ -134,15 +134,14 @@ def build_upgrade_plan(
                     reason=f"no catalog board for {pci_key}: fwman never guesses a firmware",
                 )
             )
+            bus = short_bus(card.bus_id)
+            ev = {"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"}
             findings.append(
-                Topic(
-                    "upgrade.unknown-board",
-                    {"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
-                ).info(
-                    f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
+                Topic("upgrade.unknown-board", ev).info(
+                    f"{bus}: no catalog entry for {pci_key}; backed up, not flashed",
                     "describe it with a local entry (docs/catalog-local.md) from the card maker's file: "
-                    f"fwman backup --card {short_bus(card.bus_id)}, then fwman catalog add-local --card "
-                    f"{short_bus(card.bus_id)} --image FILE --expect-md5 HEX --md5-source URL",
+                    f"fwman backup --card {bus}, then fwman catalog add-local --card "
+                    f"{bus} --image FILE --expect-md5 HEX --md5-source URL",
                 )
             )
             continue
@@ -171,16 +170,11 @@ def build_upgrade_plan(
 
     for card in cards:
         plan = next(p for p in card_plans if p.bus_id == card.bus_id)
-        image = _target_image(catalog, plan)
-        if (
-            image is not None
-            and image.min_driver
-            and card.driver_version
-            and _driver_key(card.driver_version) < _driver_key(image.min_driver)
-        ):
+        image, driver = _target_image(catalog, plan), card.driver_version
+        if image is not None and image.min_driver and driver and _driver_key(driver) < _driver_key(image.min_driver):
             findings.append(
-                Topic("upgrade.driver", {"bus_id": card.bus_id, "driver": card.driver_version}).info(
-                    f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
+                Topic("upgrade.driver", {"bus_id": card.bus_id, "driver": driver}).info(
+                    f"{short_bus(card.bus_id)}: driver {driver} is older than {image.min_driver}, "
                     f"which {image.version} needs for what it is for",
                     f"install driver {image.min_driver} or later",
                 )

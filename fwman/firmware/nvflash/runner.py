@@ -1,8 +1,7 @@
 """Running nvflash on a Host: find it, read its version and adapters, map fwman's cards to nvflash indexes.
 
-Plain (non-interactive) runs go through ``Host.run``; the interactive flash goes through the pseudo-terminal
-driver in :mod:`fwman.host.pty` (through ``Host.run_interactive``).
-Parsing is in :mod:`fwman.firmware.nvflash.protocol` (pure).
+Plain (non-interactive) runs go through ``Host.run``; the interactive flash goes through the pseudo-terminal driver in
+:mod:`fwman.host.pty` (through ``Host.run_interactive``). Parsing is in :mod:`fwman.firmware.nvflash.protocol` (pure).
 """
 
 from __future__ import annotations

@@ -1,22 +1,21 @@
-"""Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal,
-success judged by the success line *and* a read-back, every step journaled.
+"""Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal, success
+judged by the success line *and* a read-back, every step journaled.
 
-The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the
-:class:`Flasher` gathers the facts, asks the gates, and runs nvflash only when their verdict allows it.
+The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the :class:`Flasher` gathers
+the facts, asks the gates, and runs nvflash only when their verdict allows it.
 
 Steps of one operation (``/var/lib/fwman/journal/<id>.json``), a list run by one loop with one failure path
-(:meth:`Flasher.steps`, :meth:`Flasher.stop`): ``gates`` (the image staged) → ``backups`` → ``size`` (journaled
-when it blocks) → what the card holds now → ``protectoff`` → ``write`` → ``readback`` → ``record``: after fwupd's
-detach / write / verify / attach. A resumed operation re-runs the gates, reuses the
-backups of its run, and reads the card back before writing, so it never writes twice what is already there.
-"""
+(:meth:`Flasher.steps`, :meth:`Flasher.stop`): ``gates`` (the image staged) → ``backups`` → ``size`` (journaled when it
+blocks) → what the card holds now → ``protectoff`` → ``write`` → ``readback`` → ``record``: after fwupd's detach / write
+/ verify / attach. A resumed operation re-runs the gates, reuses the backups of its run, and reads the card back before
+writing, so it never writes twice what is already there."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
@@ -98,26 +97,23 @@ class FlashRun:
     interrupted: bool = False  #: a Ctrl-C came during the write (deferred until it finished)
 
 
+@dataclass(eq=False)  # an exception compares and hashes by identity
 class StepFailed(Exception):
     """A flash step's failure, for the one failure path (:meth:`Flasher.stop`): the error the flash ends with,
     the journal's detail and the operation's state, whether nothing was written (the staged copy goes: nothing
     to resume), the history record's result (and the chain read back), and the next steps to say."""
 
-    def __init__(
-        self,
-        error: FwmanError,
-        detail: str,
-        state: OpState = OpState.FAILED,
-        *,
-        nothing_written: bool = False,
-        history: str | None = None,
-        chain: str | None = None,
-        next_steps: list[str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.error, self.detail, self.state = error, detail, state
-        self.nothing_written, self.history, self.chain = nothing_written, history, chain
-        self.next_steps = next_steps or []
+    error: FwmanError
+    detail: str
+    state: OpState = OpState.FAILED
+    _: KW_ONLY
+    nothing_written: bool = False
+    history: str | None = None
+    chain: str | None = None
+    next_steps: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.detail)
 
 
 @dataclass(frozen=True)

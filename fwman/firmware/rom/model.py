@@ -1,8 +1,7 @@
 """The models a parsed VBIOS file becomes: :class:`RomImage` and its :class:`ChainImage` entries.
 
-Kept apart from the parser so that readers (verify, flash, catalog) import the vocabulary without the parsing
-code. IDs are lower-case 4-digit hex strings, as in :class:`fwman.gpu.card.Card`; offsets are absolute byte
-offsets in the file.
+Kept apart from the parser so that readers (verify, flash, catalog) import the vocabulary without the parsing code. IDs
+are lower-case 4-digit hex strings, as in :class:`fwman.gpu.card.Card`; offsets are absolute byte offsets in the file.
 """
 
 from __future__ import annotations

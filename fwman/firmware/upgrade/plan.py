@@ -46,16 +46,8 @@ def image_options(board: Board) -> list[ImageOption]:
     for image in board.images_newest_first():
         is_chosen = chosen is not None and image.version == chosen.version
         why = "newest image that is neither withdrawn nor superseded" if is_chosen else _why_not(image, chosen)
-        out.append(
-            ImageOption(
-                version=image.version,
-                status=image.status,
-                chosen=is_chosen,
-                why=why,
-                rebar=image.rebar,
-                power_limit_w=image.power_limit_w,
-            )
-        )
+        facts = image.model_dump(include={"version", "status", "rebar", "power_limit_w"})
+        out.append(ImageOption(chosen=is_chosen, why=why, **facts))
     return out
 
 

@@ -286,16 +286,12 @@ def _steps(
         )
 
     everyone = [c.bus_id for c in cards]
-    add(
-        "backup",
-        f"Back up every card's firmware ({len(cards)} card{'s' if len(cards) != 1 else ''})",
-        "fwman",
-        [
-            "each card is saved with nvflash --save, read back and parsed before anything is flashed",
-            "cards that are not flashed are backed up too: a backup is the only way back after a bad flash",
-        ],
-        card_ids=everyone,
-    )
+    saved = [
+        "each card is saved with nvflash --save, read back and parsed before anything is flashed",
+        "cards that are not flashed are backed up too: a backup is the only way back after a bad flash",
+    ]
+    title = f"Back up every card's firmware ({len(cards)} card{'s' if len(cards) != 1 else ''})"
+    add("backup", title, "fwman", saved, card_ids=everyone)
     if not flash:
         return steps
     for img in images:
@@ -319,15 +315,11 @@ def _steps(
             commands.append(f"fwman fetch {img.ref}{src}{md5}")
         title = f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}"
         add("image", title, "you" if commands else "fwman", details, commands, img.cards)
-    add(
-        "unload",
-        "Stop GPU users and unload the NVIDIA kernel modules",
-        "fwman",
-        [
-            "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
-            "modules, in order: " + " ".join(UNLOAD_ORDER),
-        ],
-    )
+    unload = [
+        "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
+        "modules, in order: " + " ".join(UNLOAD_ORDER),
+    ]
+    add("unload", "Stop GPU users and unload the NVIDIA kernel modules", "fwman", unload)
     left = [c for c in cards if c not in flash]
     for n, c in enumerate(flash):
         details = [f"{c.current_version} -> {c.target_version} ({c.board}, {c.subsystem})"]
@@ -342,26 +334,17 @@ def _steps(
         add("flash", f"Flash {short_bus(c.bus_id)} with {c.target_version}", "fwman", details, card_ids=[c.bus_id])
     rebar = any((o.rebar is True) for c in flash for o in c.options if o.version == c.target_version)
     if rebar:
+        to_setup = "systemctl reboot --firmware-setup"
         setup = [
-            "reboot into the firmware setup: systemctl reboot --firmware-setup",
+            f"reboot into the firmware setup: {to_setup}",
             "enable Above 4G Decoding",
             "enable Re-Size BAR Support",
             "save and exit (the names vary by board maker: look under PCI or Advanced settings)",
+            *_bar_evidence(cards),
         ]
-        setup += _bar_evidence(cards)
-        add(
-            "firmware-setup",
-            "Turn on Resizable BAR in the firmware setup",
-            "you",
-            setup,
-            ["systemctl reboot --firmware-setup"],
-        )
-        add(
-            "reboot",
-            "Boot Linux",
-            "you",
-            ["the new firmware takes effect on this boot (nvflash: a reboot is required)"],
-        )
+        add("firmware-setup", "Turn on Resizable BAR in the firmware setup", "you", setup, [to_setup])
+        boot = "the new firmware takes effect on this boot (nvflash: a reboot is required)"
+        add("reboot", "Boot Linux", "you", [boot])
     else:
         add("reboot", "Reboot", "you", ["the new firmware takes effect after a reboot"], ["systemctl reboot"])
     checks: list[str] = []

@@ -26,8 +26,7 @@ from fwman.firmware.catalog.schema import (
     CatalogImage,
     ImageStatus,
     PciIds,
-    error_location,
-    error_text,
+    first_error,
     load_toml,
 )
 from fwman.firmware.rom.model import RomImage
@@ -82,8 +81,7 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
         board = Board.model_validate(raw)
         info = LocalInfo.model_validate(info_raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise VerificationError(f"{where}: {error_location(err['loc']) or 'document'}: {error_text(err)}") from e
+        raise VerificationError(f"{where}: {first_error(e)}") from e
     stem = where.rsplit("/", 1)[-1].removesuffix(".toml")
     if stem != board.pci.file_stem:
         raise VerificationError(f"{where}: must be named {board.pci.file_stem}.toml (its PCI IDs)")

@@ -342,7 +342,7 @@ class Flasher:
         if failed.nothing_written:
             self.host.unlink(run.staged)
         if failed.history is not None:
-            self.record(op, run.card, run.source, run.rom, failed.history, failed.chain, failed.detail)
+            self.record(run, failed.history, failed.chain, failed.detail)
 
     # -- the steps (each returns its journal line, or the flash's result) -------------------------------------
     def check_gates(self, run: FlashRun) -> str:
@@ -410,7 +410,7 @@ class Flasher:
             self.journal.save(op)
         if current == run.rom.chain_sha256:
             self.say(f"[{card.bus_id}] already holds this firmware ({run.rom.version}): nothing to write")
-            return self.finish(op, card, run.source, run.rom, op.before_version, current, changed=False)
+            return self.finish(run, current, changed=False)
         return ""
 
     def detach(self, run: FlashRun) -> str:
@@ -486,7 +486,7 @@ class Flasher:
         after a reboot); return the result. Raises Interrupted when a Ctrl-C came during the write (deferred,
         honoured now that the write is verified)."""
         op = run.op
-        result = self.finish(op, run.card, run.source, run.rom, op.before_version, run.after_chain, changed=True)
+        result = self.finish(run, run.after_chain, changed=True)
         if run.interrupted:
             self.journal.close(op, OpState.DONE, "Ctrl-C received during the write: deferred, honoured after it")
             raise Interrupted(
@@ -522,20 +522,11 @@ class Flasher:
         self.journal.finish(op, "readback", f"chain sha256 {held.chain_sha256 if held is not None else None}")
         return held
 
-    def finish(
-        self,
-        op: Operation,
-        card: Card,
-        source: ImageSource,
-        rom: RomImage,
-        before: str | None,
-        chain: str | None,
-        *,
-        changed: bool,
-    ) -> FlashResult:
-        """Record a verified outcome (history, journal) and return it."""
+    def finish(self, run: FlashRun, chain: str | None, *, changed: bool) -> FlashResult:
+        """Record ``run``'s verified outcome (history, journal; ``chain``: the card's chain hash now) and return it."""
+        op, card, source, rom, before = run.op, run.card, run.source, run.rom, run.op.before_version
         self.journal.begin(op, "record")
-        self.record(op, card, source, rom, "success" if changed else "unchanged", chain, "")
+        self.record(run, "success" if changed else "unchanged", chain, "")
         self.journal.finish(op, "record")
         self.host.unlink(f"{paths.FLASH_STAGING_DIR}/{op.id}.rom")
         for older in self.journal.unfinished():
@@ -549,17 +540,9 @@ class Flasher:
         self.journal.close(op, OpState.DONE, done if changed else "already on this firmware", then if changed else [])
         return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log, verified_by=source.verified_by)
 
-    def record(
-        self,
-        op: Operation,
-        card: Card,
-        source: ImageSource,
-        rom: RomImage,
-        result: str,
-        chain: str | None,
-        message: str,
-    ) -> None:
-        """Append one history record for this operation."""
+    def record(self, run: FlashRun, result: str, chain: str | None, message: str) -> None:
+        """Append one history record for ``run``'s operation."""
+        op, card, source, rom = run.op, run.card, run.source, run.rom
         append_history(
             self.host,
             HistoryRecord(

@@ -340,11 +340,9 @@ def reuse_backups(host: Host, cards: list[Card], run: str) -> tuple[dict[str, Ba
     for card in cards:
         match = [b for b in manifest.for_card(card.bus_id) if b.run == run]
         if not match:
+            fix = "run `fwman backup --all` (or flash without --reuse-backups-from to back up now)"
             findings.append(
-                Topic(f"backup.verify.{card.bus_id}").block(
-                    f"no backup of {card.bus_id} from run {run}",
-                    "run `fwman backup --all` (or flash without --reuse-backups-from to back up now)",
-                )
+                Topic(f"backup.verify.{card.bus_id}").block(f"no backup of {card.bus_id} from run {run}", fix)
             )
             continue
         entries[card.bus_id] = match[0]

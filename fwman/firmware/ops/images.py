@@ -111,11 +111,10 @@ def resolve_image(host: Host, ref: str, bus_id: str | None = None) -> ImageSourc
 def dual_switch(host: Host, card: Card) -> bool | None:
     """Return whether the catalog says ``card``'s board has a second firmware chip (None when unknown)."""
     try:
-        board = load_catalog(host).board_for(
-            card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id
-        )
+        catalog = load_catalog(host)
     except MissingError:
         return None
+    board = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)
     return board.board.dual_firmware_switch if board else None
 
 

@@ -1,13 +1,12 @@
 """VBIOS version order: the one place that says which of two versions (or catalog images) is newer.
 
-A VBIOS version is five two-digit hex fields, ``94.02.42.80.27``. The first four are NVIDIA's and grow with
-each release, so they compare as numbers. The fifth is the board maker's build code: it is *not* ordered
-(EVGA replaced 94.02.42.80.AD by 94.02.42.80.27), so two versions that differ only there are neither older
-nor newer. Which of two catalog images is newer is the catalog's word (``superseded_by``, release dates),
-the first four fields only where the catalog says nothing, and never the fifth.
+A VBIOS version is five two-digit hex fields, ``94.02.42.80.27``. The first four are NVIDIA's and grow with each
+release, so they compare as numbers. The fifth is the board maker's build code: it is *not* ordered (EVGA replaced
+94.02.42.80.AD by 94.02.42.80.27), so two versions that differ only there are neither older nor newer. Which of two
+catalog images is newer is the catalog's word (``superseded_by``, release dates), the first four fields only where the
+catalog says nothing, and never the fifth.
 
-Standard library only; no I/O.
-"""
+Standard library only; no I/O."""
 
 from __future__ import annotations
 
@@ -39,10 +38,8 @@ def base_key(version: str) -> tuple[int, int, int, int] | None:
 
 
 def compare(version: str, other: str) -> Order | None:
-    """Return how ``version`` relates to ``other`` by their first four fields; None when either is malformed.
-
-    Case does not matter. Two versions that differ only in the fifth field are :attr:`Order.SAME_BASE`.
-    """
+    """Return how ``version`` relates to ``other`` by their first four fields; None when either is malformed. Case does
+    not matter. Two versions that differ only in the fifth field are :attr:`Order.SAME_BASE`."""
     mine, theirs = base_key(version), base_key(other)
     if mine is None or theirs is None:
         return None
@@ -86,12 +83,9 @@ def _date_order(a: str, b: str) -> int:
 
 
 def catalog_newer(a: Dated, b: Dated, images: Sequence[Dated]) -> bool | None:
-    """Return True when the catalog makes ``a`` newer than ``b``, False when older, None when it cannot tell.
-
-    In this order: one supersedes the other (directly or through a chain), their release dates differ, their
-    first four version fields differ. Images that differ only in the build code and carry no such fact are
-    unordered.
-    """
+    """Return True when the catalog makes ``a`` newer than ``b``, False when older, None when it cannot tell. In this
+    order: one supersedes the other (directly or through a chain), their release dates differ, their first four version
+    fields differ. Images that differ only in the build code and carry no such fact are unordered."""
     by_version = {i.version.upper(): i for i in images}
     if a.version.upper() in _replaced_by(b, by_version):
         return True
@@ -101,19 +95,13 @@ def catalog_newer(a: Dated, b: Dated, images: Sequence[Dated]) -> bool | None:
     if dated:
         return dated > 0
     order = compare(a.version, b.version)
-    if order is Order.NEWER:
-        return True
-    if order is Order.OLDER:
-        return False
-    return None
+    return order is Order.NEWER if order in (Order.NEWER, Order.OLDER) else None
 
 
 def newest_first(images: Sequence[_T]) -> list[_T]:
-    """Return ``images`` newest first by :func:`catalog_newer`; unordered ones keep the catalog file's order.
-
-    Each step takes the first remaining image (in file order) that no remaining image is newer than; should the
-    facts contradict each other (a cycle), the first remaining image is taken.
-    """
+    """Return ``images`` newest first by :func:`catalog_newer`; unordered ones keep the catalog file's order. Each step
+    takes the first remaining image (in file order) that no remaining image is newer than; should the facts contradict
+    each other (a cycle), the first remaining image is taken."""
     remaining = list(images)
     out: list[_T] = []
     while remaining:

@@ -50,22 +50,30 @@ class LintIssue(BaseModel):
     message: str
 
 
-def lint_directory(path: Path | CatalogTree) -> list[LintIssue]:
-    """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first.
+def _error(file: str, where: str, message: str) -> LintIssue:
+    """Return an ``error`` issue in ``file`` at key path ``where``."""
+    return LintIssue(level="error", file=file, where=where, message=message)
 
-    ``path`` is a :class:`CatalogTree` (a bare Path: fwman's bundled data). Never raises for a bad catalog:
-    everything wrong is an issue. The signature is checked by :func:`lint_signature` (it needs the trusted keys).
-    """
+
+def _warning(file: str, where: str, message: str) -> LintIssue:
+    """Return a ``warning`` issue in ``file`` at key path ``where``."""
+    return LintIssue(level="warning", file=file, where=where, message=message)
+
+
+def lint_directory(path: Path | CatalogTree) -> list[LintIssue]:
+    """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first. ``path`` is a
+    :class:`CatalogTree` (a bare Path: fwman's bundled data). Never raises for a bad catalog: everything wrong is an
+    issue. The signature is checked by :func:`lint_signature` (it needs the trusted keys)."""
     tree = bundled_tree(path)
     issues: list[LintIssue] = []
     if not tree.is_dir(BOARDS_DIR):
-        return [LintIssue(level="error", file=str(tree.path), where="", message=f"no {BOARDS_DIR}/ directory")]
+        return [_error(str(tree.path), "", f"no {BOARDS_DIR}/ directory")]
     names = tree.names(BOARDS_DIR)
     loaded: dict[str, Board] = {}
     for name in names:
         rel = f"{BOARDS_DIR}/{name}"
         if not name.endswith(".toml"):
-            issues.append(LintIssue(level="warning", file=rel, where="", message="not a .toml file: ignored"))
+            issues.append(_warning(rel, "", "not a .toml file: ignored"))
             continue
         board = _lint_board_file(tree.read(rel), rel, issues)
         if board is not None:
@@ -86,10 +94,10 @@ def lint_board_bytes(data: bytes, rel: str) -> list[LintIssue]:
 
 def _lint_board_file(data: bytes, rel: str, issues: list[LintIssue]) -> Board | None:
     def err(where: str, message: str) -> None:
-        issues.append(LintIssue(level="error", file=rel, where=where, message=message))
+        issues.append(_error(rel, where, message))
 
     def warn(where: str, message: str) -> None:
-        issues.append(LintIssue(level="warning", file=rel, where=where, message=message))
+        issues.append(_warning(rel, where, message))
 
     if len(data) > MAX_BOARD_FILE:
         err("", f"larger than {MAX_BOARD_FILE} bytes")
@@ -136,14 +144,7 @@ def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
     by_key: dict[str, str] = {}
     for rel, board in loaded.items():
         if board.key in by_key:
-            issues.append(
-                LintIssue(
-                    level="error",
-                    file=rel,
-                    where="pci",
-                    message=f"duplicate board {board.key} (also in {by_key[board.key]})",
-                )
-            )
+            issues.append(_error(rel, "pci", f"duplicate board {board.key} (also in {by_key[board.key]})"))
         by_key.setdefault(board.key, rel)
     seen_hashes: dict[str, str] = {}
     for rel, board in loaded.items():
@@ -152,12 +153,7 @@ def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
             where = f"images[{n}]"
             if image.file_name in names:
                 issues.append(
-                    LintIssue(
-                        level="error",
-                        file=rel,
-                        where=f"{where}.file",
-                        message=f"file name {image.file_name} is used by {names[image.file_name]} too",
-                    )
+                    _error(rel, f"{where}.file", f"file name {image.file_name} is used by {names[image.file_name]} too")
                 )
             names[image.file_name] = image.version
             for kind, value in (("md5", image.md5), ("sha256", image.sha256)):
@@ -167,53 +163,32 @@ def _lint_across(loaded: dict[str, Board], issues: list[LintIssue]) -> None:
                 other = seen_hashes.get(value)
                 if other is not None and other != label:
                     issues.append(
-                        LintIssue(
-                            level="error",
-                            file=rel,
-                            where=f"{where}.{kind}",
-                            message=f"duplicate hash: {label} has the same {kind} as {other}",
-                        )
+                        _error(rel, f"{where}.{kind}", f"duplicate hash: {label} has the same {kind} as {other}")
                     )
                 seen_hashes[value] = label
 
 
 def _lint_index(tree: CatalogTree, names: list[str], issues: list[LintIssue]) -> None:
     if not tree.is_file(INDEX_NAME):
-        issues.append(
-            LintIssue(
-                # an error (docs/catalog-format.md): an unsigned catalog is never installed, so lint must not pass it
-                level="error",
-                file=INDEX_NAME,
-                where="",
-                message="no index: run `fwman catalog sign --key FILE`",
-            )
-        )
+        # an error (docs/catalog-format.md): an unsigned catalog is never installed, so lint must not pass it
+        issues.append(_error(INDEX_NAME, "", "no index: run `fwman catalog sign --key FILE`"))
         return
     try:
         index = parse_index(tree.read(INDEX_NAME))
     except VerificationError as e:
-        issues.append(LintIssue(level="error", file=INDEX_NAME, where="", message=e.message))
+        issues.append(_error(INDEX_NAME, "", e.message))
         return
     _lint_expiry(INDEX_NAME, "the index", index.expires, index.expires_at, issues)
     listed = {f.path: f for f in index.files}
     present = {f"{BOARDS_DIR}/{name}" for name in names if name.endswith(".toml")}
     for rel in sorted(present - listed.keys()):
-        issues.append(
-            LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is not in the index: re-sign")
-        )
+        issues.append(_error(INDEX_NAME, "files", f"{rel} is not in the index: re-sign"))
     for rel in sorted(listed.keys() - present):
-        issues.append(LintIssue(level="error", file=INDEX_NAME, where="files", message=f"{rel} is listed but missing"))
+        issues.append(_error(INDEX_NAME, "files", f"{rel} is listed but missing"))
     for rel in sorted(present & listed.keys()):
         data = tree.read(rel)
         if hashlib.sha256(data).hexdigest() != listed[rel].sha256 or len(data) != listed[rel].size:
-            issues.append(
-                LintIssue(
-                    level="error",
-                    file=INDEX_NAME,
-                    where="files",
-                    message=f"{rel} changed since the index was signed: re-sign",
-                )
-            )
+            issues.append(_error(INDEX_NAME, "files", f"{rel} changed since the index was signed: re-sign"))
 
 
 #: an expiry closer than this is a warning: the maintainers should re-sign before it passes
@@ -222,26 +197,13 @@ EXPIRY_WARNING = timedelta(days=30)
 
 def _lint_expiry(file: str, what: str, expires: str | None, at: datetime | None, issues: list[LintIssue]) -> None:
     if expires is None or at is None:
-        issues.append(
-            LintIssue(
-                level="error",
-                file=file,
-                where="expires",
-                message=f"{what} has no expiry (version 1): re-sign with `fwman catalog sign`",
-            )
-        )
+        issues.append(_error(file, "expires", f"{what} has no expiry (version 1): re-sign with `fwman catalog sign`"))
         return
     now = clock.now_utc()
     if now >= at:
-        issues.append(
-            LintIssue(level="error", file=file, where="expires", message=f"{what} expired on {expires}: re-sign it")
-        )
+        issues.append(_error(file, "expires", f"{what} expired on {expires}: re-sign it"))
     elif at - now < EXPIRY_WARNING:
-        issues.append(
-            LintIssue(
-                level="warning", file=file, where="expires", message=f"{what} expires on {expires}: re-sign it soon"
-            )
-        )
+        issues.append(_warning(file, "expires", f"{what} expires on {expires}: re-sign it soon"))
 
 
 @dataclass
@@ -256,12 +218,10 @@ class TrustCheck:
 
 def lint_signature(path: Path | CatalogTree, roots: list[TrustedKey], admin: list[TrustedKey]) -> TrustCheck:
     """Return the trust problems of the catalog directory ``path``, checked as ``catalog update`` checks them.
-
     ``keys.json`` (when present) must be signed by one of ``roots`` and not expired (a warning within 30 days);
-    ``index.json.sig`` must verify with a catalog key it names that is valid now, or with one of ``admin``; a
-    retired key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it).
-    Never raises for a bad catalog.
-    """
+    ``index.json.sig`` must verify with a catalog key it names that is valid now, or with one of ``admin``; a retired
+    key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it). Never raises for
+    a bad catalog."""
     tree = bundled_tree(path)
     check = TrustCheck([])
     now = clock.now_utc()
@@ -270,11 +230,7 @@ def lint_signature(path: Path | CatalogTree, roots: list[TrustedKey], admin: lis
             data = tree.read(KEYS_NAME, MAX_KEYS_FILE)
             if not tree.is_file(KEYS_SIG_NAME):
                 check.keys = parse_keys(data)
-                check.issues.append(
-                    LintIssue(
-                        level="error", file=KEYS_SIG_NAME, where="", message="missing: run `fwman catalog keys sign`"
-                    )
-                )
+                check.issues.append(_error(KEYS_SIG_NAME, "", "missing: run `fwman catalog keys sign`"))
             else:
                 # an expired document is reported below, as lint reports an expired index
                 check.keys, check.root = verify_keys_document(
@@ -282,19 +238,17 @@ def lint_signature(path: Path | CatalogTree, roots: list[TrustedKey], admin: lis
                 )
             _lint_expiry(KEYS_NAME, "the keys document", check.keys.expires, check.keys.expires_at, check.issues)
         except (VerificationError, MissingError) as e:
-            check.issues.append(LintIssue(level="error", file=KEYS_SIG_NAME, where="", message=e.message))
+            check.issues.append(_error(KEYS_SIG_NAME, "", e.message))
             check.keys = None
     if not tree.is_file(INDEX_NAME):
         return check
     if not tree.is_file(SIG_NAME):
-        check.issues.append(
-            LintIssue(level="error", file=SIG_NAME, where="", message="missing: run `fwman catalog sign`")
-        )
+        check.issues.append(_error(SIG_NAME, "", "missing: run `fwman catalog sign`"))
         return check
     try:
         check.key = verify_catalog_index(
             tree.read(INDEX_NAME), tree.read(SIG_NAME), check.keys, admin, now, doc_origin=str(tree / KEYS_NAME)
         )
     except (VerificationError, MissingError) as e:
-        check.issues.append(LintIssue(level="error", file=SIG_NAME, where="", message=e.message))
+        check.issues.append(_error(SIG_NAME, "", e.message))
     return check

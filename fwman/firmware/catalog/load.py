@@ -1,9 +1,8 @@
 """Loading the VBIOS catalog in use, and finding entries in it.
 
-Two copies can exist: the one bundled with fwman (the ``catalog/`` directory next to the package; trusted as
-installed) and the local copy that ``fwman catalog update`` installs under ``/var/lib/fwman/catalog/`` (its
-signature was verified when it was installed). The copy with the higher serial is used; the local one wins a tie.
-"""
+Two copies can exist: the one bundled with fwman (the ``catalog/`` directory next to the package; trusted as installed)
+and the local copy that ``fwman catalog update`` installs under ``/var/lib/fwman/catalog/`` (its signature was verified
+when it was installed). The copy with the higher serial is used; the local one wins a tie."""
 
 from __future__ import annotations
 
@@ -84,13 +83,9 @@ class Catalog:
         """Return True when ``board`` comes from a local entry, not the curated catalog."""
         return board.key in self.local_files
 
-    def _entry(self, board: Board, image: CatalogImage) -> CatalogEntry:
-        override = find_override(self.overrides, board.key, image.version)
-        return CatalogEntry(board, image, override, self.is_local(board))
-
     def entry_for(self, board: Board, image: CatalogImage) -> CatalogEntry:
         """Return the entry for ``image`` of ``board`` (with its override and local mark)."""
-        return self._entry(board, image)
+        return CatalogEntry(board, image, find_override(self.overrides, board.key, image.version), self.is_local(board))
 
     def board_for(self, vendor: str, device: str, subsystem_vendor: str, subsystem_device: str) -> Board | None:
         """Return the board with exactly these PCI IDs (lower-case hex), or None. Never a near match."""
@@ -98,10 +93,8 @@ class Catalog:
         return next((b for b in self.boards if b.key == key), None)
 
     def find_board(self, ref: str) -> Board:
-        """Return the board named by ``ref``: ``3842:3987``, ``10de:2204:3842:3987`` or ``10de-2204-3842-3987``.
-
-        Raises UsageError when none (or, for a bare subsystem, more than one) matches.
-        """
+        """Return the board named by ``ref``: ``3842:3987``, ``10de:2204:3842:3987`` or ``10de-2204-3842-3987``. Raises
+        UsageError when none (or, for a bare subsystem, more than one) matches."""
         wanted = ref.strip().lower().replace("-", ":")
         matches = [b for b in self.boards if wanted in (b.key, b.subsystem)]
         if len(matches) == 1:
@@ -123,11 +116,11 @@ class Catalog:
         if image is None:
             versions = ", ".join(i.version for i in board.images_newest_first()) or "none"
             raise UsageError(f"{board.subsystem} has no image {version}", hint=f"known versions: {versions}")
-        return self._entry(board, image)
+        return self.entry_for(board, image)
 
     def board_entries(self, board: Board) -> list[CatalogEntry]:
         """Return ``board``'s images as entries (with the host's recorded vendor MD5s), newest first."""
-        return [self._entry(board, i) for i in board.images_newest_first()]
+        return [self.entry_for(board, i) for i in board.images_newest_first()]
 
     def entries(self) -> list[CatalogEntry]:
         """Return every (board, image) pair, boards in key order, images newest first."""
@@ -142,14 +135,8 @@ class Catalog:
 
     def summary(self) -> dict[str, Any]:
         """Return the JSON form of where this catalog came from."""
-        return {
-            "source": self.source,
-            "location": self.location,
-            "serial": self.serial,
-            "date": self.date,
-            "expires": self.expires,
-            "notes": list(self.notes),
-        }
+        keys = ("source", "location", "serial", "date", "expires")
+        return {**{k: getattr(self, k) for k in keys}, "notes": list(self.notes)}
 
 
 class _Reader(Protocol):
@@ -157,10 +144,8 @@ class _Reader(Protocol):
 
 
 def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tuple[CatalogIndex | None, list[Board]]:
-    """Load an index (if any) and the boards it lists, checking each file against its hash in the index.
-
-    Without an index (a maintainer's working directory), every ``boards/*.toml`` is loaded.
-    """
+    """Load an index (if any) and the boards it lists, checking each file against its hash in the index. Without an
+    index (a maintainer's working directory), every ``boards/*.toml`` is loaded."""
     try:
         index_bytes: bytes | None = read(INDEX_NAME, 1024 * 1024)
     except MissingError:
@@ -189,11 +174,9 @@ def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tup
 
 
 def load_directory(path: Path, source: str = "directory") -> Catalog:
-    """Return the catalog in a plain directory (the bundled one, or a maintainer's working copy).
-
-    Package data and maintainer checkouts are fwman's own files, not host state, so they are read directly.
-    Raises MissingError when the directory is absent, VerificationError when a file is invalid.
-    """
+    """Return the catalog in a plain directory (the bundled one, or a maintainer's working copy). Package data and
+    maintainer checkouts are fwman's own files, not host state, so they are read directly. Raises MissingError when the
+    directory is absent, VerificationError when a file is invalid."""
     if not is_data_dir(path):
         raise MissingError(f"no catalog directory at {path}")
 
@@ -201,8 +184,7 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
         return read_data(path / relpath, limit)
 
     def names() -> list[str]:
-        boards = path / BOARDS_DIR
-        return [p.name for p in list_data(boards, "*.toml")]
+        return [p.name for p in list_data(path / BOARDS_DIR, "*.toml")]
 
     index, boards = _load_tree(read, names, str(path))
     if index is None:
@@ -211,10 +193,8 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
 
 
 def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalog | None:
-    """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded).
-
-    Raises VerificationError when an installed file does not match the index.
-    """
+    """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded). Raises
+    VerificationError when an installed file does not match the index."""
     try:
         if not host.exists(f"{path}/{INDEX_NAME}"):
             return None
@@ -230,12 +210,10 @@ def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalo
 
 
 def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
-    """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial.
-
-    The host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record
-    ``/var/lib/fwman`` the bundled catalog is used and a note says so. Raises MissingError when neither copy
-    exists, VerificationError when the chosen one is damaged or the overrides contradict each other.
-    """
+    """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial. The
+    host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record ``/var/lib/fwman``
+    the bundled catalog is used and a note says so. Raises MissingError when neither copy exists, VerificationError when
+    the chosen one is damaged or the overrides contradict each other."""
     bundled = bundled or BUNDLED_CATALOG
     notes = []
     try:
@@ -248,15 +226,11 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
     packaged = load_directory(bundled, "bundled") if is_data_dir(bundled) else None
     if local is None and packaged is None:
         raise MissingError("no VBIOS catalog installed", hint="install one with `fwman catalog update --url URL`")
-    chosen: Catalog
-    if local is None:
-        assert packaged is not None
-        chosen = packaged
-    elif packaged is not None and (packaged.serial or 0) > (local.serial or 0):
+    chosen = local or packaged
+    assert chosen is not None
+    if local is not None and packaged is not None and (packaged.serial or 0) > (local.serial or 0):
         notes.append(f"local copy at {local.location} (serial {local.serial}) is older: not used")
         chosen = packaged
-    else:
-        chosen = local
     chosen.notes.extend(notes)
     _note_expiry(chosen)
     chosen.overrides = load_overrides(host)
@@ -265,12 +239,9 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
 
 
 def _note_expiry(catalog: Catalog) -> None:
-    """Add a note when the catalog in use has expired.
-
-    A note, not a refusal: the installed copy was verified when it arrived, and the bundled one ships with the
-    package, so refusing it would leave an offline host with no catalog at all. ``catalog update`` is where
-    expired metadata is refused (docs/signing.md).
-    """
+    """Add a note when the catalog in use has expired. A note, not a refusal: the installed copy was verified when it
+    arrived, and the bundled one ships with the package, so refusing it would leave an offline host with no catalog at
+    all. ``catalog update`` is where expired metadata is refused (docs/signing.md)."""
     if catalog.expires is not None and clock.now_utc() >= parse_timestamp(catalog.expires):
         catalog.notes.append(
             f"the {catalog.source} catalog expired on {catalog.expires}: newer advice may exist; "
@@ -294,10 +265,8 @@ class InstalledKeys:
 
 
 def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
-    """Return the keys document in force on ``host`` (both copies were verified when they were installed).
-
-    Raises VerificationError when an installed keys document is malformed.
-    """
+    """Return the keys document in force on ``host`` (both copies were verified when they were installed). Raises
+    VerificationError when an installed keys document is malformed."""
     bundled = bundled or BUNDLED_CATALOG
     found: list[tuple[KeysDocument, bytes, str, tuple[bytes, bytes] | None]] = []
     local = f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}"
@@ -316,14 +285,8 @@ def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
         return InstalledKeys(None, None, "none", retired=[])
     # the local copy wins a tie (it is listed first)
     doc, data, origin, pair = max(found, key=lambda f: (f[0].serial, f[3] is not None))
-    return InstalledKeys(
-        doc,
-        data,
-        origin,
-        paths.LOCAL_CATALOG_DIR if pair else None,
-        pair,
-        sorted(retired.values(), key=lambda r: r.key_id),
-    )
+    in_force = paths.LOCAL_CATALOG_DIR if pair else None
+    return InstalledKeys(doc, data, origin, in_force, pair, sorted(retired.values(), key=lambda r: r.key_id))
 
 
 def _add_local_entries(host: Host, catalog: Catalog) -> None:
@@ -336,20 +299,6 @@ def _add_local_entries(host: Host, catalog: Catalog) -> None:
             continue
         catalog.boards.append(entry.board)
         catalog.local_files[entry.board.key] = entry.path
-
-
-def installed_serial(host: Host, bundled: Path | None = None) -> int:
-    """Return the highest serial installed (local copy or bundled), 0 when none."""
-    bundled = bundled or BUNDLED_CATALOG
-    serials = [0]
-    try:
-        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
-            serials.append(parse_index(host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")).serial)
-    except NotRecordedError:
-        pass
-    if is_data_file(bundled / INDEX_NAME):
-        serials.append(parse_index(read_data(bundled / INDEX_NAME)).serial)
-    return max(serials)
 
 
 class RomLike(Protocol):
@@ -367,14 +316,10 @@ class RomLike(Protocol):
     def subsystem(self) -> str | None: ...
 
 
-def find_entry_for_rom(
-    catalog: Catalog, image: RomLike, vendor: str = "10de", device: str | None = None
-) -> CatalogEntry | None:
-    """Return the catalog entry ``image`` is, or None.
-
-    A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins; otherwise subsystem plus version (the
-    version string alone never identifies an image, but it finds the entry whose hash is then compared).
-    """
+def find_entry_for_rom(catalog: Catalog, image: RomLike, device: str | None = None) -> CatalogEntry | None:
+    """Return the catalog entry ``image`` is, or None. A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins;
+    otherwise subsystem plus version (the version string alone never identifies an image, but it finds the entry whose
+    hash is then compared)."""
     for entry in catalog.entries():
         i = entry.image
         if (

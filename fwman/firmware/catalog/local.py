@@ -1,13 +1,12 @@
 """Local catalog entries: a board the curated catalog does not know, described by its owner on one host.
 
-``fwman catalog add-local`` writes ``/etc/fwman/catalog.d/<vendor>-<device>-<subvendor>-<subdevice>.toml``
-from what the machine and the owner know: the card's live PCI IDs, its running firmware read back from a
-verified backup, and the vendor image the owner downloaded, checked against the MD5 the vendor published.
-The file is the curated board format plus a ``[local]`` table saying where each fact came from; it is
-unsigned and never part of ``catalog/``. ``load_catalog`` adds these boards to the catalog in use, marked
-local, so ``upgrade``, ``fetch`` and ``rom verify`` apply every gate to them and say "local entry" wherever
-they cite one. A local file never shadows a curated board: the curated one wins and a note says so.
-"""
+``fwman catalog add-local`` writes ``/etc/fwman/catalog.d/<vendor>-<device>-<subvendor>-<subdevice>.toml`` from what the
+machine and the owner know: the card's live PCI IDs, its running firmware read back from a verified backup, and the
+vendor image the owner downloaded, checked against the MD5 the vendor published. The file is the curated board format
+plus a ``[local]`` table saying where each fact came from; it is unsigned and never part of ``catalog/``.
+``load_catalog`` adds these boards to the catalog in use, marked local, so ``upgrade``, ``fetch`` and ``rom verify``
+apply every gate to them and say "local entry" wherever they cite one. A local file never shadows a curated board: the
+curated one wins and a note says so."""
 
 from __future__ import annotations
 
@@ -27,8 +26,7 @@ from fwman.firmware.catalog.schema import (
     CatalogImage,
     ImageStatus,
     PciIds,
-    error_location,
-    error_text,
+    first_error,
     load_toml,
 )
 from fwman.firmware.rom.model import RomImage
@@ -83,8 +81,7 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
         board = Board.model_validate(raw)
         info = LocalInfo.model_validate(info_raw)
     except ValidationError as e:
-        err = e.errors()[0]
-        raise VerificationError(f"{where}: {error_location(err['loc']) or 'document'}: {error_text(err)}") from e
+        raise VerificationError(f"{where}: {first_error(e)}") from e
     stem = where.rsplit("/", 1)[-1].removesuffix(".toml")
     if stem != board.pci.file_stem:
         raise VerificationError(f"{where}: must be named {board.pci.file_stem}.toml (its PCI IDs)")
@@ -92,10 +89,8 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
 
 
 def load_local_entries(host: Host) -> tuple[list[LocalEntry], list[str]]:
-    """Return (entries, notes): every valid local entry on ``host``; each unreadable file is a note, not a board.
-
-    A file that does not parse is left out (its card then stays "not in catalog": left alone, never guessed).
-    """
+    """Return (entries, notes): every valid local entry on ``host``; each unreadable file is a note, not a board. A file
+    that does not parse is left out (its card then stays "not in catalog": left alone, never guessed)."""
     try:
         if not host.is_dir(LOCAL_DIR):
             return [], []
@@ -116,10 +111,6 @@ def load_local_entries(host: Host) -> tuple[list[LocalEntry], list[str]]:
 # -- building one ------------------------------------------------------------------------------------------
 
 
-def _max_bar(sizes: list[int]) -> int | None:
-    return max(sizes) if sizes else None
-
-
 def build_local_board(
     *,
     vendor: str,
@@ -138,17 +129,15 @@ def build_local_board(
     package_name: str,
 ) -> Board:
     """Return the board a local entry describes: the running firmware (superseded) and the vendor image (current).
-
-    ``rebar_sizes`` are the BAR1 sizes the card offers on its running firmware (config space). The vendor
-    image's MD5 is recorded only when the vendor's MD5 is of that file itself (``new_is_the_file``); for an
-    image unpacked from a package the SHA-256 of the image is recorded and the notes say which package MD5
-    vouched for it. Raises VerificationError when the two images have the same version.
-    """
+    ``rebar_sizes`` are the BAR1 sizes the card offers on its running firmware (config space). The vendor image's MD5 is
+    recorded only when the vendor's MD5 is of that file itself (``new_is_the_file``); for an image unpacked from a
+    package the SHA-256 of the image is recorded and the notes say which package MD5 vouched for it. Raises
+    VerificationError when the two images have the same version."""
     if running.version is None or new.version is None:
         raise VerificationError("both the running firmware and the vendor image must carry a version")
     if running.version == new.version:
         raise VerificationError(f"the card already runs {new.version}: there is nothing to describe an upgrade to")
-    offered = _max_bar(rebar_sizes)
+    offered = max(rebar_sizes) if rebar_sizes else None
     running_image = CatalogImage(
         version=running.version,
         status=ImageStatus.SUPERSEDED,
@@ -183,13 +172,9 @@ def build_local_board(
     )
 
 
-def _value(v: Any) -> str:
-    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
-    return toml_value(v)
-
-
 def _table(data: dict[str, Any]) -> list[str]:
-    return [f"{k} = {_value(v)}" for k, v in data.items() if v not in (None, "", [])]
+    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
+    return [f"{k} = {toml_value(v)}" for k, v in data.items() if v not in (None, "", [])]
 
 
 def render_board(board: Board, info: LocalInfo | None = None, header: str = "") -> str:
@@ -206,10 +191,8 @@ def render_board(board: Board, info: LocalInfo | None = None, header: str = "") 
 
 
 def export_curated(entry: LocalEntry) -> str:
-    """Return ``entry`` in the curated format for contributing upstream (no ``[local]`` table).
-
-    The header says what a maintainer still needs: public sources for each fact, and a signature.
-    """
+    """Return ``entry`` in the curated format for contributing upstream (no ``[local]`` table). The header says what a
+    maintainer still needs: public sources for each fact, and a signature."""
     header = (
         f"# {entry.board.board.name}: exported from the local entry {entry.path} ({TOOL}).\n"
         f"# Before this goes into catalog/boards/: add the public pages that state each fact as `sources`\n"

@@ -33,9 +33,6 @@ from fwman.core.names import lower_hex
 from fwman.core.tomltext import parse_toml, toml_value
 from fwman.host.base import Host
 
-#: written by fwman
-#: kept by the administrator (read only)
-
 _HEADER = (
     "# Vendor-published hashes supplied on this host with `fwman fetch --expect-md5`.\n"
     "# Written by fwman; local to this host, never part of the curated catalog.\n"
@@ -102,11 +99,8 @@ def load_overrides(host: Host) -> list[HashOverride]:
 
 
 def find_override(overrides: list[HashOverride], board: str, version: str) -> HashOverride | None:
-    """Return the override for ``board``/``version``, or None.
-
-    Raises VerificationError when two overrides give different MD5s for the same image (one of them is wrong,
-    and fwman cannot tell which).
-    """
+    """Return the override for ``board``/``version``, or None. Raises VerificationError when two overrides give
+    different MD5s for the same image (one of them is wrong, and fwman cannot tell which)."""
     found = [o for o in overrides if o.board == board and o.version == version]
     if len({o.md5 for o in found}) > 1:
         raise VerificationError(
@@ -116,16 +110,9 @@ def find_override(overrides: list[HashOverride], board: str, version: str) -> Ha
     return found[0] if found else None
 
 
-def _toml_value(v: object) -> str:
-    # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, which TOML refuses
-    return toml_value(v)
-
-
 def record_override(host: Host, override: HashOverride) -> None:
-    """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced).
-
-    Raises VerificationError when the file holds a different MD5 for the same image.
-    """
+    """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced). Raises
+    VerificationError when the file holds a different MD5 for the same image."""
     existing = _read(host, paths.CATALOG_STATE_OVERRIDES)
     find_override([*existing, override], override.board, override.version)
     kept = [o for o in existing if not (o.board == override.board and o.version == override.version)]
@@ -135,6 +122,7 @@ def record_override(host: Host, override: HashOverride) -> None:
         for key, value in o.model_dump(exclude_none=True).items():
             if value == "" and key in ("sha256", "recorded_at", "signer", "package_sha256"):
                 continue
-            parts.append(f"{key} = {_toml_value(value)}\n")
+            # TOML's own escaping (core/tomltext): json.dumps wrote surrogate-pair escapes and raw DEL, TOML refuses
+            parts.append(f"{key} = {toml_value(value)}\n")
     host.mkdir(paths.STATE_DIR)
     host.write_bytes(paths.CATALOG_STATE_OVERRIDES, "".join(parts).encode())

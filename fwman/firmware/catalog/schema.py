@@ -1,19 +1,18 @@
 """The VBIOS catalog's schema: board files, images, the signed index, and their parsers.
 
-One TOML file per board in ``catalog/boards/``, keyed by PCI IDs (vendor, device, subsystem vendor, subsystem
-device); ``catalog/index.json`` lists every file with its SHA-256 plus a serial number, a date and an expiry, and
+One TOML file per board in ``catalog/boards/``, keyed by PCI IDs (vendor, device, subsystem vendor, subsystem device);
+``catalog/index.json`` lists every file with its SHA-256 plus a serial number, a date and an expiry, and
 ``index.json.sig`` signs it (see :mod:`fwman.firmware.catalog.signing`). ``docs/catalog-format.md`` documents the
 format. Loading a catalog is :mod:`fwman.firmware.catalog.load`; lint is :mod:`fwman.firmware.catalog.lint`.
 
 Nothing here invents a fact: a hash, URL or date that is not known is empty, and an image without a hash is
-``unverified``.
-"""
+``unverified``."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
@@ -30,7 +29,6 @@ from fwman.firmware.versions import newest_first
 INDEX_NAME = "index.json"
 SIG_NAME = "index.json.sig"
 BOARDS_DIR = "boards"
-INDEX_FORMAT = "fwman-catalog-index"
 #: a board file larger than this is not a board file (also the download cap in ``catalog update``)
 MAX_BOARD_FILE = 256 * 1024
 
@@ -40,6 +38,18 @@ _TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$")
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _DRIVER = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+def check_with(test: Callable[[str], object], message: str, *, empty_ok: bool = True) -> Callable[[str], str]:
+    """Return a pydantic field validator that returns the value when ``test`` accepts it (or, ``empty_ok``, when it is
+    empty: unknown) and raises ValueError(``message``) otherwise."""
+
+    def check(v: str) -> str:
+        if (v or not empty_ok) and not test(v):
+            raise ValueError(message)
+        return v
+
+    return check
 
 
 class ImageStatus(StrEnum):
@@ -104,40 +114,21 @@ class CatalogImage(BaseModel):
     #: public pages that state this image's facts (https); required from board format 2 on
     sources: list[str] = Field(default_factory=list)
 
-    @field_validator("version")
-    @classmethod
-    def _version(cls, v: str) -> str:
-        if not _VERSION.match(v):
-            raise ValueError("must be five upper-case two-digit hex groups, e.g. 94.02.42.80.27")
-        return v
-
-    @field_validator("superseded_by")
-    @classmethod
-    def _superseded_by(cls, v: str) -> str:
-        if v and not _VERSION.match(v):
-            raise ValueError("must be a version like 94.02.42.80.27")
-        return v
-
-    @field_validator("status_date", "release_date")
-    @classmethod
-    def _date(cls, v: str) -> str:
-        if v and not names.is_partial_date(v):
-            raise ValueError("must be YYYY, YYYY-MM or YYYY-MM-DD (empty when unknown)")
-        return v
-
-    @field_validator("md5")
-    @classmethod
-    def _md5(cls, v: str) -> str:
-        if v and not _MD5.match(v):
-            raise ValueError("malformed MD5: must be 32 lower-case hex digits (empty when unknown)")
-        return v
-
-    @field_validator("sha256", "chain_sha256")
-    @classmethod
-    def _sha256(cls, v: str) -> str:
-        if v and not _SHA256.match(v):
-            raise ValueError("malformed SHA-256: must be 64 lower-case hex digits (empty when unknown)")
-        return v
+    _version = field_validator("version")(
+        check_with(_VERSION.match, "must be five upper-case two-digit hex groups, e.g. 94.02.42.80.27", empty_ok=False)
+    )
+    _superseded_by = field_validator("superseded_by")(
+        check_with(_VERSION.match, "must be a version like 94.02.42.80.27")
+    )
+    _date = field_validator("status_date", "release_date")(
+        check_with(names.is_partial_date, "must be YYYY, YYYY-MM or YYYY-MM-DD (empty when unknown)")
+    )
+    _md5 = field_validator("md5")(
+        check_with(_MD5.match, "malformed MD5: must be 32 lower-case hex digits (empty when unknown)")
+    )
+    _sha256 = field_validator("sha256", "chain_sha256")(
+        check_with(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits (empty when unknown)")
+    )
 
     @field_validator("file")
     @classmethod
@@ -155,12 +146,7 @@ class CatalogImage(BaseModel):
             raise ValueError("; ".join(bad))
         return v
 
-    @field_validator("min_driver")
-    @classmethod
-    def _driver(cls, v: str) -> str:
-        if v and not _DRIVER.match(v):
-            raise ValueError("must be a driver version like 465.89")
-        return v
+    _driver = field_validator("min_driver")(check_with(_DRIVER.match, "must be a driver version like 465.89"))
 
     @property
     def has_hash(self) -> bool:
@@ -188,12 +174,9 @@ class PciIds(BaseModel):
     subsystem_vendor: str
     subsystem_device: str
 
-    @field_validator("vendor", "device", "subsystem_vendor", "subsystem_device")
-    @classmethod
-    def _hex(cls, v: str) -> str:
-        if not _HEX4.match(v):
-            raise ValueError("must be 4 lower-case hex digits, e.g. 3842")
-        return v
+    _hex = field_validator("vendor", "device", "subsystem_vendor", "subsystem_device")(
+        check_with(_HEX4.match, "must be 4 lower-case hex digits, e.g. 3842", empty_ok=False)
+    )
 
     @property
     def key(self) -> str:
@@ -213,11 +196,8 @@ class PciIds(BaseModel):
 
 def parse_subject(subject: str) -> Any:
     """Return ``subject`` (an RFC 4514 distinguished name, ``CN=EVGA Corporation,O=EVGA Corporation,C=US``) as a
-    ``cryptography.x509.Name``, compared attribute by attribute (never as text: OpenSSL and RFC 4514 print names
-    in different orders and escapes).
-
-    Raises ValueError when it is empty or not an RFC 4514 name.
-    """
+    ``cryptography.x509.Name``, compared attribute by attribute (never as text: OpenSSL and RFC 4514 print names in
+    different orders and escapes). Raises ValueError when it is empty or not an RFC 4514 name."""
     from cryptography import x509  # heavy, and only signed packages need it: doctor reads this module
 
     if not subject.strip():
@@ -311,17 +291,13 @@ class Board(BaseModel):
 
     def images_newest_first(self) -> list[CatalogImage]:
         """Return the images newest first, in the catalog's order (:func:`fwman.firmware.versions.newest_first`).
-
-        Supersession and release dates decide before the version's first four fields; the fifth (the board
-        maker's build code) never does: 94.02.42.80.27 replaced 94.02.42.80.AD and comes first.
-        """
+        Supersession and release dates decide before the version's first four fields; the fifth (the board maker's build
+        code) never does: 94.02.42.80.27 replaced 94.02.42.80.AD and comes first."""
         return newest_first(self.images)
 
     def recommended(self) -> CatalogImage | None:
         """Return the newest image (catalog order) that may be recommended (``current`` or ``unverified``), or None.
-
-        Withdrawn and superseded images are never recommended, wherever they sort.
-        """
+        Withdrawn and superseded images are never recommended, wherever they sort."""
         return next((i for i in self.images_newest_first() if i.recommendable), None)
 
 
@@ -344,12 +320,9 @@ class IndexFile(BaseModel):
             raise ValueError(f"file name {why}")
         return v
 
-    @field_validator("sha256")
-    @classmethod
-    def _sha(cls, v: str) -> str:
-        if not _SHA256.match(v):
-            raise ValueError("malformed SHA-256: must be 64 lower-case hex digits")
-        return v
+    _sha = field_validator("sha256")(
+        check_with(_SHA256.match, "malformed SHA-256: must be 64 lower-case hex digits", empty_ok=False)
+    )
 
 
 def parse_timestamp(value: str) -> datetime:
@@ -374,11 +347,9 @@ def check_iso_date(v: str) -> str:
 
 
 class CatalogIndex(BaseModel):
-    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry.
-
-    Version 1 (the first catalogs) had no expiry; version 2 must carry one (``expires``): ``catalog update``
-    installs only version 2, so a frozen mirror cannot keep serving an old index for ever.
-    """
+    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry. Version
+    1 (the first catalogs) had no expiry; version 2 must carry one (``expires``): ``catalog update`` installs only
+    version 2, so a frozen mirror cannot keep serving an old index for ever."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -11,9 +11,8 @@ Trust has two levels, after TUF's root and targets roles (docs/signing.md):
   now, or a key an administrator trusts directly on one host (``/etc/fwman/keys.d/*.pub``). A retired key id is
   refused wherever it comes from.
 
-The signature format, keys and the Ed25519 operations themselves are :mod:`fwman.core.signing` (shared with
-module bundles); this module is the catalog's trust policy over them.
-"""
+The signature format, keys and the Ed25519 operations themselves are :mod:`fwman.core.signing` (shared with module
+bundles); this module is the catalog's trust policy over them."""
 
 from __future__ import annotations
 
@@ -37,14 +36,20 @@ from fwman.core.signing import (
     signature_key_id,
     verify_signature,
 )
-from fwman.firmware.catalog.schema import SIG_NAME, check_iso_date, check_timestamp, first_error, parse_timestamp
+from fwman.firmware.catalog.schema import (
+    SIG_NAME,
+    check_iso_date,
+    check_timestamp,
+    check_with,
+    first_error,
+    parse_timestamp,
+)
 from fwman.host.base import Host
 
 #: the root keys that ship with fwman (they sign the keys document, never an index)
 BUNDLED_KEYS = bundled_keys()
 KEYS_NAME = "keys.json"
 KEYS_SIG_NAME = "keys.json.sig"
-KEYS_FORMAT = "fwman-catalog-keys"
 #: a keys document or its signature larger than this is not one (also the download cap in ``catalog update``)
 MAX_KEYS_FILE = 64 * 1024
 _KEY_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -52,20 +57,16 @@ _RAW_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 def root_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
-    """Return the root keys: the bundled ``fwman/keys/*.pub`` plus ``/etc/fwman/root-keys.d/*.pub`` on ``host``.
-
-    Raises VerificationError when one of those files is not an Ed25519 public key.
-    """
+    """Return the root keys: the bundled ``fwman/keys/*.pub`` plus ``/etc/fwman/root-keys.d/*.pub`` on ``host``. Raises
+    VerificationError when one of those files is not an Ed25519 public key."""
     bundled = bundled or BUNDLED_KEYS
     keys = [load_public_key(read_data(p), str(p)) for p in list_data(bundled, "*.pub")]
     return keys + keys_in_directory(host, paths.CATALOG_ROOT_KEYS_DIR)
 
 
 def admin_keys(host: Host) -> list[TrustedKey]:
-    """Return the catalog keys an administrator trusts directly on ``host`` (``/etc/fwman/keys.d/*.pub``).
-
-    Raises VerificationError when one of those files is not an Ed25519 public key.
-    """
+    """Return the catalog keys an administrator trusts directly on ``host`` (``/etc/fwman/keys.d/*.pub``). Raises
+    VerificationError when one of those files is not an Ed25519 public key."""
     return keys_in_directory(host, paths.CATALOG_KEYS_DIR)
 
 
@@ -106,13 +107,7 @@ class RetiredKey(BaseModel):
     retired: str  # YYYY-MM-DD
     reason: str = Field(min_length=1)
 
-    @field_validator("key_id")
-    @classmethod
-    def _id(cls, v: str) -> str:
-        if not _KEY_ID.match(v):
-            raise ValueError("must be 16 lower-case hex digits")
-        return v
-
+    _id = field_validator("key_id")(check_with(_KEY_ID.match, "must be 16 lower-case hex digits", empty_ok=False))
     _check_retired = field_validator("retired")(check_iso_date)
 
 
@@ -130,7 +125,6 @@ class KeysDocument(BaseModel):
     retired: list[RetiredKey] = Field(default_factory=list)
 
     _check_expires = field_validator("expires")(check_timestamp)
-
     _check_date = field_validator("date")(check_iso_date)
 
     @model_validator(mode="after")
@@ -181,9 +175,7 @@ def parse_keys(data: bytes, where: str = KEYS_NAME) -> KeysDocument:
 
 def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datetime, note: str = "") -> CatalogKey:
     """Return the keys-document entry naming ``public`` as a catalog key valid from ``not_before`` to ``not_after``.
-
-    Raises VerificationError when the window is empty.
-    """
+    Raises VerificationError when the window is empty."""
     try:
         return CatalogKey(
             key_id=public.key_id,
@@ -197,19 +189,13 @@ def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datet
 
 
 def verify_keys_document(
-    keys_bytes: bytes,
-    sig_bytes: bytes,
-    roots: list[TrustedKey],
-    now: datetime | None,
-    where: str = KEYS_NAME,
+    keys_bytes: bytes, sig_bytes: bytes, roots: list[TrustedKey], now: datetime | None, where: str = KEYS_NAME
 ) -> tuple[KeysDocument, TrustedKey]:
-    """Return (the keys document, the root key that signed it) after checking signature and expiry.
-
-    ``now`` None skips the expiry check (lint and ``keys show`` report an expired document as such, after the
-    signature). Raises VerificationError: the signature is not a root key's (a catalog key signing a keys
-    document is refused like any other key: only a root may name catalog keys), does not verify, the document
-    is malformed, or it has expired (TUF's freeze-attack check).
-    """
+    """Return (the keys document, the root key that signed it) after checking signature and expiry. ``now`` None skips
+    the expiry check (lint and ``keys show`` report an expired document as such, after the signature). Raises
+    VerificationError: the signature is not a root key's (a catalog key signing a keys document is refused like any
+    other key: only a root may name catalog keys), does not verify, the document is malformed, or it has expired (TUF's
+    freeze-attack check)."""
     claimed = signature_key_id(sig_bytes, KEYS_SIG_NAME)
     if not any(k.key_id == claimed for k in roots):
         trusted = ", ".join(sorted({k.key_id for k in roots})) or "none"
@@ -237,13 +223,10 @@ def verify_catalog_index(
     retired: list[RetiredKey] | None = None,
     doc_origin: str = KEYS_NAME,
 ) -> TrustedKey:
-    """Return the catalog key whose signature over ``index_bytes`` is in ``sig_bytes``.
-
-    Trusted are the keys ``doc`` names that are valid at ``now`` and the administrator's ``admin`` keys. A key id
-    listed in ``retired`` (plus ``doc``'s own list) is refused first, with its retirement; a named key outside
-    its window is refused with its window. Raises VerificationError for those, an unknown key, or a signature
-    that does not verify.
-    """
+    """Return the catalog key whose signature over ``index_bytes`` is in ``sig_bytes``. Trusted are the keys ``doc``
+    names that are valid at ``now`` and the administrator's ``admin`` keys. A key id listed in ``retired`` (plus
+    ``doc``'s own list) is refused first, with its retirement; a named key outside its window is refused with its
+    window. Raises VerificationError for those, an unknown key, or a signature that does not verify."""
     claimed = signature_key_id(sig_bytes, SIG_NAME)
     gone = list(retired or []) + (list(doc.retired) if doc is not None else [])
     record = next((r for r in gone if r.key_id == claimed), None)

@@ -1,13 +1,12 @@
 """Sources for catalog facts: every board and every image of a ``format = 2`` board file cites public pages.
 
-A fact nobody can check is not a fact. From board format 2 on, ``[board] sources`` lists the public pages that
-state the board's identity (its PCI IDs, name, maker, board IDs, part numbers, dual firmware switch) and each
-``[[images]] sources`` the pages that state that image's version, dates, hashes, status and its reason.
-:func:`source_issues` returns what ``fwman catalog lint`` reports: in a format 2 file a fact without a
-source is an error; a format 1 file (written before sources existed, signed as it is) gets one warning per
-board saying its facts cite no public page. Local entries are not checked here: their provenance is the
-``[local]`` table (what the machine read and what the owner typed), see :mod:`fwman.firmware.catalog.local`.
-"""
+A fact nobody can check is not a fact. From board format 2 on, ``[board] sources`` lists the public pages that state the
+board's identity (its PCI IDs, name, maker, board IDs, part numbers, dual firmware switch) and each ``[[images]]
+sources`` the pages that state that image's version, dates, hashes, status and its reason. :func:`source_issues` returns
+what ``fwman catalog lint`` reports: in a format 2 file a fact without a source is an error; a format 1 file (written
+before sources existed, signed as it is) gets one warning per board saying its facts cite no public page. Local entries
+are not checked here: their provenance is the ``[local]`` table (what the machine read and what the owner typed), see
+:mod:`fwman.firmware.catalog.local`."""
 
 from __future__ import annotations
 
@@ -42,14 +41,8 @@ def source_issues(board: Any, rel: str) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     if board.format < SOURCES_FROM_FORMAT:
         if not board.board.sources and not any(i.sources for i in board.images):
-            out.append(
-                (
-                    "warning",
-                    "format",
-                    "format 1: no fact in this file cites a public source (format 2 requires one per board and "
-                    "per image)",
-                )
-            )
+            why = "format 1: no fact in this file cites a public source (format 2 requires one per board and "
+            out.append(("warning", "format", why + "per image)"))
         return out
     if not board.board.sources:
         facts = ", ".join(["pci", "name", "maker", *_stated(board.board, BOARD_FACTS)])

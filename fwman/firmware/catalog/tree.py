@@ -1,10 +1,9 @@
 """A catalog directory and the door it is read through.
 
-The catalog bundled with fwman is fwman's own data (``fwman.core.resources``); a maintainer's copy named with
-``--dir`` is a file the user names (``fwman.host.userfiles``: relative to the real working directory, never
-mapped under ``--root``). Lint, index and keys code reads both through one :class:`CatalogTree`, so the door is
-chosen once, by whoever knows where the directory came from.
-"""
+The catalog bundled with fwman is fwman's own data (``fwman.core.resources``); a maintainer's copy named with ``--dir``
+is a file the user names (``fwman.host.userfiles``: relative to the real working directory, never mapped under
+``--root``). Lint, index and keys code reads both through one :class:`CatalogTree`, so the door is chosen once, by
+whoever knows where the directory came from."""
 
 from __future__ import annotations
 
@@ -41,15 +40,11 @@ class CatalogTree:
 
     def is_file(self, rel: str) -> bool:
         """Return True when ``rel`` is a regular file of the tree."""
-        if self.user:
-            return is_user_file(str(self.path / rel))
-        return is_data_file(self.path / rel)
+        return is_user_file(str(self.path / rel)) if self.user else is_data_file(self.path / rel)
 
     def is_dir(self, rel: str) -> bool:
         """Return True when ``rel`` is a directory of the tree."""
-        if self.user:
-            return is_user_dir(str(self.path / rel))
-        return is_data_dir(self.path / rel)
+        return is_user_dir(str(self.path / rel)) if self.user else is_data_dir(self.path / rel)
 
     def names(self, rel: str, pattern: str = "*") -> list[str]:
         """Return the names in directory ``rel`` of the tree matching ``pattern``, sorted (empty: none)."""

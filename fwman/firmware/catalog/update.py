@@ -48,7 +48,6 @@ from fwman.host.base import Host
 from fwman.host.http import DownloadError, HttpOptions, Progress, http_get
 from fwman.host.userfiles import is_user_dir
 
-#: a one-line file naming the default catalog URL (there is no built-in default: fwman invents no URL)
 MAX_INDEX = 1024 * 1024
 MAX_SIG = 16 * 1024
 
@@ -100,17 +99,16 @@ def configured_url(host: Host) -> str | None:
 def _installed_index(host: Host, bundled: Path) -> tuple[int, bytes | None]:
     """Return (highest installed serial, the index bytes that carry it)."""
     best: tuple[int, bytes | None] = (0, None)
+    local = f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"
     try:
-        if host.exists(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}"):
-            data = host.read_bytes(f"{paths.LOCAL_CATALOG_DIR}/{INDEX_NAME}")
+        if host.exists(local):
+            data = host.read_bytes(local)
             best = (parse_index(data, paths.LOCAL_CATALOG_DIR).serial, data)
     except MissingError:  # not recorded on a snapshot: nothing installed there
         pass
     if is_data_file(bundled / INDEX_NAME):
         data = read_data(bundled / INDEX_NAME)
-        serial = parse_index(data, str(bundled)).serial
-        if serial > best[0]:
-            best = (serial, data)
+        best = max(best, (parse_index(data, str(bundled)).serial, data), key=lambda b: b[0])
     return best
 
 
@@ -149,10 +147,9 @@ DEFAULT_SOURCE = "the catalog bundled with fwman"
 
 
 def catalog_source(url: str | None, host: Host, options: HttpOptions) -> tuple[str, Fetch]:
-    """Return (where, reader) of the catalog ``catalog update`` reads: ``url`` when it is http(s), a directory
-    the user names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the
-    catalog bundled with fwman (the documented default: nothing to configure). Raises UsageError for anything
-    else."""
+    """Return (where, reader) of the catalog ``catalog update`` reads: ``url`` when it is http(s), a directory the user
+    names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the catalog bundled with
+    fwman (the documented default: nothing to configure). Raises UsageError for anything else."""
     if url is None:
         return tree_source(bundled_tree(BUNDLED_CATALOG))
     if url.startswith(("https://", "http://")):
@@ -175,13 +172,11 @@ def update_catalog(
     progress: Progress | None = None,
     source: tuple[str, Fetch] | None = None,
 ) -> UpdateResult:
-    """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring.
-
-    ``source`` (a :func:`tree_source`: a catalog directory) replaces the download from ``url``; every check is
-    the same. Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a
-    root; expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, a
-    missing file), UsageError (bad URL). On any error the installed catalog is untouched.
-    """
+    """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring. ``source`` (a
+    :func:`tree_source`: a catalog directory) replaces the download from ``url``; every check is the same. Raises
+    VerificationError (bad, unknown, retired or expired key; a keys document not signed by a root; expired or
+    rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, a missing file), UsageError
+    (bad URL). On any error the installed catalog is untouched."""
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
     base, fetch = source or http_source(host, url, options)
@@ -325,9 +320,10 @@ def _check_expiry(base: str, index: CatalogIndex, now: datetime) -> None:
 
 
 def _download_files(fetch: Fetch, base: str, index: CatalogIndex, progress: Progress | None) -> dict[str, bytes]:
+    """Return every file ``index`` lists, read through ``fetch``, by path. Raises VerificationError when one does not
+    match the signed index or does not lint, DownloadError when one cannot be read."""
     files: dict[str, bytes] = {}
-    total = sum(f.size for f in index.files)
-    done = 0
+    total, done = sum(f.size for f in index.files), 0
     for item in index.files:
         data = fetch(item.path, min(item.size, MAX_BOARD_FILE))
         if len(data) != item.size or hashlib.sha256(data).hexdigest() != item.sha256:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from fwman.core import paths
-from fwman.core.findings import Finding, Severity
+from fwman.core.findings import Finding, Topic
 
 
 @dataclass(frozen=True)
@@ -30,26 +30,14 @@ def driver_gate(holders: Sequence[DeviceHolder], modules: Sequence[str]) -> list
             else f"kill {h.pid}  # {h.comm}"
             for h in holders
         ]
+        held = ", ".join(f"{h.comm} (pid {h.pid})" for h in holders)
+        busy = Topic("flash.device-busy", {str(h.pid): h.device for h in holders})
         findings.append(
-            Finding(
-                id="flash.device-busy",
-                severity=Severity.BLOCK,
-                message=f"{len(holders)} process(es) hold /dev/nvidia*: "
-                + ", ".join(f"{h.comm} (pid {h.pid})" for h in holders),
-                evidence={str(h.pid): h.device for h in holders},
-                fix="; ".join(dict.fromkeys(stop)),
-            )
+            busy.block(f"{len(holders)} process(es) hold /dev/nvidia*: {held}", "; ".join(dict.fromkeys(stop)))
         )
     if modules:
+        loaded = Topic("flash.driver-loaded", {"file": paths.PROC_MODULES})
         findings.append(
-            Finding(
-                id="flash.driver-loaded",
-                severity=Severity.BLOCK,
-                message="NVIDIA kernel modules are loaded: " + ", ".join(modules),
-                evidence={"file": paths.PROC_MODULES},
-                fix="rmmod " + " ".join(modules),
-            )
+            loaded.block("NVIDIA kernel modules are loaded: " + ", ".join(modules), "rmmod " + " ".join(modules))
         )
-    if not findings:
-        findings.append(Finding(id="flash.driver", severity=Severity.OK, message="no nvidia module loaded"))
-    return findings
+    return findings or [Topic("flash.driver").ok("no nvidia module loaded")]

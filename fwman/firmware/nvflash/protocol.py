@@ -1,12 +1,10 @@
 """nvflash: command lines and output parsers (pure: no I/O).
 
-Facts from the design notes' docs/vbios.md (section 4; not in this tree): every run opens with
-``NVIDIA Firmware Update Utility (Version 5.867.0)``;
-``--list`` prints ``<1> GeForce RTX 3080     (10DE,2206,1043,87B0) S:00,B:0F,D:00,F:00`` per adapter;
-``--save``/``--version`` print a ``Key : Value`` block; a flash succeeds only when it prints
-``A reboot is required for the update to take effect.`` Exit codes are undocumented, so outcomes are judged
-from the text (and, for a flash, by a read-back done elsewhere).
-"""
+Facts from the design notes' docs/vbios.md (section 4; not in this tree): every run opens with ``NVIDIA Firmware Update
+Utility (Version 5.867.0)``; ``--list`` prints ``<1> GeForce RTX 3080     (10DE,2206,1043,87B0) S:00,B:0F,D:00,F:00``
+per adapter; ``--save``/``--version`` print a ``Key : Value`` block; a flash succeeds only when it prints ``A reboot is
+required for the update to take effect.`` Exit codes are undocumented, so outcomes are judged from the text (and, for a
+flash, by a read-back done elsewhere)."""
 
 from __future__ import annotations
 
@@ -22,10 +20,8 @@ BANNER_PREFIX = "NVIDIA Firmware Update Utility"
 SUCCESS_LINE = "A reboot is required for the update to take effect."
 NOTHING_CHANGED = "Nothing changed!"
 DRIVER_LOADED_MARK = "necessary to unload the NVIDIA kernel driver first"
-READING_EEPROM = "Reading EEPROM"
 PROTECTION_DONE = "Setting EEPROM protection complete."
 CONFIRM_PROMPT = "Press 'y' to confirm"
-OVERRIDE_PROMPT_MARK = "YES"
 
 _BANNER_RE = re.compile(r"NVIDIA Firmware Update Utility \(Version (?P<v>\d+(?:\.\d+)+)\)")
 # An adapter line is ``<index> NAME (VVVV,DDDD,SSSS,SSSS) S:..,B:..,D:..,F:..``, read in two parts (see
@@ -60,10 +56,8 @@ def save_argv(index: int, path: str, tool: str = TOOL) -> list[str]:
 
 
 def version_argv(*, index: int | None = None, file: str | None = None, tool: str = TOOL) -> list[str]:
-    """Return the argv printing the identity block of adapter ``index`` or of image ``file``.
-
-    Raises ValueError when neither or both are given (a programming error, not a user one).
-    """
+    """Return the argv printing the identity block of adapter ``index`` or of image ``file``. Raises ValueError when
+    neither or both are given (a programming error, not a user one)."""
     if (index is None) == (file is None):
         raise ValueError("version_argv needs exactly one of index or file")
     if file is not None:
@@ -166,17 +160,12 @@ class FlashTranscript(BaseModel):
 # -- parsers ---------------------------------------------------------------------------------------------------
 def _clean_lines(text: str) -> list[str]:
     """Split output into lines, dropping carriage-return progress redraws (keeps the last redraw)."""
-    lines = []
-    for raw in text.replace("\r\n", "\n").split("\n"):
-        lines.append(raw.rsplit("\r", 1)[-1].rstrip())
-    return lines
+    return [raw.rsplit("\r", 1)[-1].rstrip() for raw in text.replace("\r\n", "\n").split("\n")]
 
 
 def parse_tool_version(text: str) -> str:
-    """Return nvflash's version from its banner line (``5.867.0``).
-
-    Raises ParseError when no banner is present (the program is not nvflash, or it crashed at once).
-    """
+    """Return nvflash's version from its banner line (``5.867.0``). Raises ParseError when no banner is present (the
+    program is not nvflash, or it crashed at once)."""
     for line in _clean_lines(text)[:5]:
         m = _BANNER_RE.search(line)
         if m:
@@ -206,11 +195,9 @@ def _adapter_line(line: str) -> tuple[str, str, re.Match[str]] | None:
 
 
 def _key_value(line: str) -> tuple[str, str] | None:
-    """Return (key, value) of a ``Key : Value`` line (value as after ``: ``, not stripped), or None.
-
-    The key is the text before the first ``:`` without its trailing blanks; the colon must be followed by a
-    blank. Linear: a partition and one pattern with a single quantifier.
-    """
+    """Return (key, value) of a ``Key : Value`` line (value as after ``: ``, not stripped), or None. The key is the text
+    before the first ``:`` without its trailing blanks; the colon must be followed by a blank. Linear: a partition and
+    one pattern with a single quantifier."""
     key, colon, rest = line.partition(":")
     if not colon or not rest[:1].isspace():
         return None
@@ -219,11 +206,8 @@ def _key_value(line: str) -> tuple[str, str] | None:
 
 
 def parse_list(text: str) -> list[Adapter]:
-    """Return the adapters of ``nvflash --list`` output, in index order.
-
-    Raises ParseError when a line starting with ``<n>`` does not have the documented shape, or when two
-    lines share an index.
-    """
+    """Return the adapters of ``nvflash --list`` output, in index order. Raises ParseError when a line starting with
+    ``<n>`` does not have the documented shape, or when two lines share an index."""
     adapters: list[Adapter] = []
     seen: set[int] = set()
     for n, line in enumerate(_clean_lines(text), start=1):
@@ -238,17 +222,9 @@ def parse_list(text: str) -> list[Adapter]:
             raise ParseError("nvflash --list", "index", f"index {index} listed twice", n)
         seen.add(index)
         bus = f"{int(m.group('s'), 16):04x}:{m.group('b').lower()}:{m.group('dev').lower()}.{int(m.group('f'), 16):x}"
-        adapters.append(
-            Adapter(
-                index=index,
-                name=name,
-                vendor_id=m.group("v").lower(),
-                device_id=m.group("d").lower(),
-                subsystem_vendor_id=m.group("sv").lower(),
-                subsystem_device_id=m.group("sd").lower(),
-                bus_id=bus,
-            )
-        )
+        v, d, sv, sd = _ids(m).split(":")
+        ids = {"vendor_id": v, "device_id": d, "subsystem_vendor_id": sv, "subsystem_device_id": sd}
+        adapters.append(Adapter(index=index, name=name, bus_id=bus, **ids))
     return sorted(adapters, key=lambda a: a.index)
 
 
@@ -262,10 +238,8 @@ def _hex4(value: str, what: str, line: int) -> str:
 
 
 def parse_block(text: str) -> FirmwareBlock:
-    """Return the ``Key : Value`` block of ``--save`` or ``--version`` output.
-
-    Raises ParseError when no ``Version`` key is present or an ID field is not hexadecimal.
-    """
+    """Return the ``Key : Value`` block of ``--save`` or ``--version`` output. Raises ParseError when no ``Version`` key
+    is present or an ID field is not hexadecimal."""
     fields: dict[str, str] = {}
     lines: dict[str, int] = {}
     for n, line in enumerate(_clean_lines(text), start=1):
@@ -289,26 +263,18 @@ def parse_block(text: str) -> FirmwareBlock:
         sdid = _hex4(fields["Subsystem ID"], "Subsystem ID", lines["Subsystem ID"])
     ifr = get("IFR Subsystem ID")
     if ifr is not None:
-        parts = re.split(r"[-:.]", ifr)
+        parts, at = re.split(r"[-:.]", ifr), lines["IFR Subsystem ID"]
         if len(parts) != 2:
-            raise ParseError(
-                "nvflash block", "IFR Subsystem ID", f"expected VVVV-DDDD: {ifr[:40]!r}", lines["IFR Subsystem ID"]
-            )
-        ifr_v = _hex4(parts[0], "IFR Subsystem ID", lines["IFR Subsystem ID"])
-        ifr_d = _hex4(parts[1], "IFR Subsystem ID", lines["IFR Subsystem ID"])
+            raise ParseError("nvflash block", "IFR Subsystem ID", f"expected VVVV-DDDD: {ifr[:40]!r}", at)
+        ifr_v, ifr_d = (_hex4(part, "IFR Subsystem ID", at) for part in parts)
         if svid is None:
             svid, sdid = ifr_v, ifr_d
         elif (svid, sdid) != (ifr_v, ifr_d):
             raise ParseError(
-                "nvflash block",
-                "IFR Subsystem ID",
-                f"{ifr} disagrees with Subsystem ID {svid}:{sdid}",
-                lines["IFR Subsystem ID"],
+                "nvflash block", "IFR Subsystem ID", f"{ifr} disagrees with Subsystem ID {svid}:{sdid}", at
             )
     board = get("Board ID")
-    board_id = None
-    if board is not None:
-        board_id = "0x" + _hex4(board.split()[0], "Board ID", lines["Board ID"])
+    board_id = "0x" + _hex4(board.split()[0], "Board ID", lines["Board ID"]) if board is not None else None
     device = get("Device ID")
     device_id = None
     if device is not None:
@@ -341,42 +307,30 @@ def _version_ids(s: str, version: str | None, ids: str | None) -> tuple[str | No
 
 
 def parse_flash(text: str) -> FlashTranscript:
-    """Return what a flash run's output says happened. Never raises: unknown output is ``INCOMPLETE``.
-
-    The success line decides ``SUCCESS`` only when no error line follows it; a refusal (``Nothing changed!``
-    or the driver-loaded error) is classified by the warning that preceded it.
-    """
-    lines = _clean_lines(text)
-    tool_version = None
-    current_version = replace_version = current_ids = replace_ids = None
-    adapter_board = image_board = None
-    image_sub = adapter_sub = None
+    """Return what a flash run's output says happened. Never raises: unknown output is ``INCOMPLETE``. The success line
+    decides ``SUCCESS`` only when no error line follows it; a refusal (``Nothing changed!`` or the driver-loaded error)
+    is classified by the warning that preceded it."""
+    found: dict[str, str | None] = {}  # the transcript's facts, by field name, as the lines give them
     errors: list[str] = []
     warnings: list[str] = []
     prompted = success = nothing = board_mismatch = sub_mismatch = False
-    for line in lines:
+    for line in _clean_lines(text):
         s = line.strip()
         m = _BANNER_RE.search(s)
-        if m and tool_version is None:
-            tool_version = m.group("v")
-        if s.startswith("Current") and "-" in s:
-            current_version, current_ids = _version_ids(s, current_version, current_ids)
-        elif s.startswith("Replace with"):
-            replace_version, replace_ids = _version_ids(s, replace_version, replace_ids)
+        if m:
+            found.setdefault("tool_version", m.group("v"))
+        which = "current" if s.startswith("Current") and "-" in s else "replace" if s.startswith("Replace with") else ""
+        if which:
+            version, ids = _version_ids(s, found.get(f"{which}_version"), found.get(f"{which}_ids"))
+            found[f"{which}_version"], found[f"{which}_ids"] = version, ids
         bm = _BOARD_RE.search(s)
         if bm:
             value = f"0x{int(bm.group('id'), 16):04x}" if len(bm.group("id")) <= 8 else None
-            if bm.group("who") == "Adapter":
-                adapter_board = value
-            else:
-                image_board = value
+            found["adapter_board_id" if bm.group("who") == "Adapter" else "image_board_id"] = value
         sm = _SUBSYS_RE.search(s)
-        if sm:
+        if sm and ("Firmware image" in s or "adapter" in s):
             sub = f"{sm.group('sv').lower()}:{sm.group('sd').lower()}"
-            if "Firmware image" in s:
-                image_sub = sub
-            elif "adapter" in s:
-                adapter_sub = sub
+            found["image_subsystem" if "Firmware image" in s else "adapter_subsystem"] = sub
         if s.startswith("WARNING:"):
             warnings.append(s)
             if "Board ID" in s:
@@ -402,29 +356,13 @@ def parse_flash(text: str) -> FlashTranscript:
         outcome = FlashOutcome.REFUSED
     else:
         outcome = FlashOutcome.INCOMPLETE
-    return FlashTranscript(
-        outcome=outcome,
-        tool_version=tool_version,
-        current_version=current_version,
-        replace_version=replace_version,
-        current_ids=current_ids,
-        replace_ids=replace_ids,
-        adapter_board_id=adapter_board,
-        image_board_id=image_board,
-        image_subsystem=image_sub,
-        adapter_subsystem=adapter_sub,
-        prompted=prompted,
-        errors=errors,
-        warnings=warnings,
-    )
+    return FlashTranscript(outcome=outcome, prompted=prompted, errors=errors, warnings=warnings, **found)
 
 
 def match_adapter(adapters: list[Adapter], bus_id: str, vendor_id: str, device_id: str, subsystem: str) -> Adapter:
-    """Return the adapter at PCI location ``bus_id`` whose IDs equal the card's.
-
-    Raises ParseError when no adapter sits at that bus location, or when the one there reports other IDs
-    (the inventory and nvflash disagree: flashing would target the wrong card).
-    """
+    """Return the adapter at PCI location ``bus_id`` whose IDs equal the card's. Raises ParseError when no adapter sits
+    at that bus location, or when the one there reports other IDs (the inventory and nvflash disagree: flashing would
+    target the wrong card)."""
     wanted = bus_id.lower()
     if wanted.count(":") == 1:
         wanted = "0000:" + wanted

@@ -1,8 +1,7 @@
 """Running nvflash on a Host: find it, read its version and adapters, map fwman's cards to nvflash indexes.
 
-Plain (non-interactive) runs go through ``Host.run``; the interactive flash goes through the pseudo-terminal
-driver in :mod:`fwman.host.pty` (through ``Host.run_interactive``).
-Parsing is in :mod:`fwman.firmware.nvflash.protocol` (pure).
+Plain (non-interactive) runs go through ``Host.run``; the interactive flash goes through the pseudo-terminal driver in
+:mod:`fwman.host.pty` (through ``Host.run_interactive``). Parsing is in :mod:`fwman.firmware.nvflash.protocol` (pure).
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from fwman.gpu.kernel_modules import UNLOAD_ORDER, is_driver_module
 from fwman.host.base import CommandResult, Host
 
 DEFAULT_TIMEOUT = 300.0
-#: unload order: users of nvidia first (the order nvflash's own error message gives)
 
 
 @dataclass
@@ -45,10 +43,8 @@ class NvflashTool:
         return result
 
     def adapter_for(self, card: Card) -> nvflash.Adapter:
-        """Return the nvflash adapter that is ``card`` (same bus location and IDs).
-
-        Raises BlockedError when nvflash does not list it or lists other IDs there.
-        """
+        """Return the nvflash adapter that is ``card`` (same bus location and IDs). Raises BlockedError when nvflash
+        does not list it or lists other IDs there."""
         try:
             return nvflash.match_adapter(self.adapters, card.bus_id, card.vendor_id, card.device_id, card.subsystem)
         except ParseError as e:
@@ -59,16 +55,12 @@ class NvflashTool:
 
 
 def find_nvflash(host: Host, timeout: float = DEFAULT_TIMEOUT) -> NvflashTool:
-    """Return nvflash on ``host`` with its version and adapter list (``nvflash --list``).
-
-    Raises ToolMissingError when it is not installed, BlockedError when it refuses (driver loaded),
-    FwmanError when its output is not nvflash's.
-    """
+    """Return nvflash on ``host`` with its version and adapter list (``nvflash --list``). Raises ToolMissingError when
+    it is not installed, BlockedError when it refuses (driver loaded), FwmanError when its output is not nvflash's."""
     path = host.which(nvflash.TOOL)
     if path is None:
         raise ToolMissingError(
-            "nvflash",
-            hint="download NVIDIA's nvflash for Linux, put it in /usr/local/sbin, then run this again",
+            "nvflash", hint="download NVIDIA's nvflash for Linux, put it in /usr/local/sbin, then run this again"
         )
     tool = NvflashTool(host, path, "unknown", timeout=timeout)
     result = tool.run(nvflash.list_argv(path))
@@ -87,9 +79,7 @@ def last_error(text: str) -> str:
     """Return the last ``ERROR:`` line of nvflash output, else its last non-empty line, else 'no output'."""
     lines = [ln.strip() for ln in text.replace("\r", "\n").splitlines() if ln.strip()]
     errors = [ln for ln in lines if ln.startswith("ERROR")]
-    if errors:
-        return errors[-1]
-    return lines[-1] if lines else "no output"
+    return errors[-1] if errors else (lines[-1] if lines else "no output")
 
 
 def loaded_nvidia_modules(host: Host) -> list[str]:

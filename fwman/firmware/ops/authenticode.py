@@ -1,26 +1,25 @@
 """A board maker's signed Windows update program as the provenance of the image inside it.
 
-Most board makers publish no hash of their firmware, but their update programs are PE files with an
-Authenticode signature. fwman has Debian's ``osslsigncode`` check that signature (``osslsigncode verify``: the
-PE digest, the PKCS#7 signature, the certificate chain up to the roots this host trusts, the timestamp when
-there is one), then compares the signing certificate's subject with the subjects the catalog records for the
-board (``[board] package_signers``). Only a package that passes both vouches for the image found inside it.
+Most board makers publish no hash of their firmware, but their update programs are PE files with an Authenticode
+signature. fwman has Debian's ``osslsigncode`` check that signature (``osslsigncode verify``: the PE digest, the PKCS#7
+signature, the certificate chain up to the roots this host trusts, the timestamp when there is one), then compares the
+signing certificate's subject with the subjects the catalog records for the board (``[board] package_signers``). Only a
+package that passes both vouches for the image found inside it.
 
-Why ``osslsigncode`` and not a Python library: it is a Debian package (security updates come with the
-distribution), it implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain
-through OpenSSL), and the one Python library that does (``signify``) is not among fwman's dependencies. Its
-text output is read by :func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial
-number osslsigncode names, from the PKCS#7 in the PE's certificate table (:func:`pe_signature`, pure: the one
-entry osslsigncode verified), and compared as an X.509 name (``cryptography``), never as text.
+Why ``osslsigncode`` and not a Python library: it is a Debian package (security updates come with the distribution), it
+implements the whole of Authenticode (page hashes, nested signatures, timestamps, the chain through OpenSSL), and the
+one Python library that does (``signify``) is not among fwman's dependencies. Its text output is read by
+:func:`parse_verify_output` (pure); the signer's certificate is then read, by the serial number osslsigncode names, from
+the PKCS#7 in the PE's certificate table (:func:`pe_signature`, pure: the one entry osslsigncode verified), and compared
+as an X.509 name (``cryptography``), never as text.
 
-The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the
-unpacker gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem``
-when an administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host:
-under ``--root`` the test root's). CRLs are not fetched where osslsigncode can be told so (``-ignore-cdp``,
-osslsigncode 2.8 and later, NEWS.md): fwman makes no network request the owner did not ask for; revocation is
-therefore not checked (docs/fetch.md says so). Debian 12 ships osslsigncode 2.5, which has no such option (its
-``verify`` help lists none): fwman asks the tool's help and passes the option only where it is offered.
-"""
+The package bytes fwman read (and hashed) are what is verified: a private copy in a scratch directory, as the unpacker
+gets (:mod:`fwman.firmware.ops.unpack`). The trusted roots are ``/etc/fwman/authenticode-roots.pem`` when an
+administrator keeps one, else Debian's ``/etc/ssl/certs/ca-certificates.crt`` (read through the Host: under ``--root``
+the test root's). CRLs are not fetched where osslsigncode can be told so (``-ignore-cdp``, osslsigncode 2.8 and later,
+NEWS.md): fwman makes no network request the owner did not ask for; revocation is therefore not checked (docs/fetch.md
+says so). Debian 12 ships osslsigncode 2.5, which has no such option (its ``verify`` help lists none): fwman asks the
+tool's help and passes the option only where it is offered."""
 
 from __future__ import annotations
 
@@ -97,20 +96,15 @@ class VerifyReport:
 
 
 def parse_verify_output(text: str) -> VerifyReport:
-    """Return what ``osslsigncode verify`` (2.x) printed in ``text`` (its stdout and stderr together).
-
-    Reads only lines osslsigncode prints in every 2.x release seen (``Signer's certificate:`` blocks, ``Error:``
-    lines, ``MISMATCH``, ``Signature verification:``, the final ``Succeeded``/``Failed``); anything else is
-    ignored. Raises ParseError when a ``Signer #N`` block lacks its subject, issuer or serial (a cut or unknown
-    output), never another exception.
-    """
+    """Return what ``osslsigncode verify`` (2.x) printed in ``text`` (its stdout and stderr together). Reads only lines
+    osslsigncode prints in every 2.x release seen (``Signer's certificate:`` blocks, ``Error:`` lines, ``MISMATCH``,
+    ``Signature verification:``, the final ``Succeeded``/``Failed``); anything else is ignored. Raises ParseError when a
+    ``Signer #N`` block lacks its subject, issuer or serial (a cut or unknown output), never another exception."""
     lines = text.splitlines()
     signers: list[SignerCert] = []
     errors: list[str] = []
     verifications: list[str] = []
-    mismatch = False
-    unsigned = False
-    in_signer_section = False
+    mismatch = unsigned = in_signer_section = False
     block: dict[str, str] | None = None
 
     def close() -> None:
@@ -135,11 +129,7 @@ def parse_verify_output(text: str) -> VerifyReport:
         if (m := _FIELD.match(line)) and block is not None:
             block.setdefault(m.group(1), m.group(2).strip())
             continue
-        if (
-            stripped.startswith("Certificate expiration date")
-            or stripped.startswith("notBefore")
-            or (stripped.startswith("notAfter") or stripped.startswith("---"))
-        ):
+        if stripped.startswith(("Certificate expiration date", "notBefore", "notAfter", "---")):
             continue
         # any other line ends a block, and a blank line or a new heading ends the signer section
         close()
@@ -157,14 +147,7 @@ def parse_verify_output(text: str) -> VerifyReport:
     close()
     last = next((s.strip() for s in reversed(lines) if s.strip()), "")
     succeeded = last == "Succeeded" and bool(verifications) and all(v == "ok" for v in verifications)
-    return VerifyReport(
-        succeeded=succeeded,
-        signers=tuple(signers),
-        digest_mismatch=mismatch,
-        unsigned=unsigned,
-        chain_errors=tuple(errors),
-        verifications=tuple(verifications),
-    )
+    return VerifyReport(succeeded, tuple(signers), mismatch, unsigned, tuple(errors), tuple(verifications))
 
 
 @dataclass(frozen=True)
@@ -187,10 +170,8 @@ class SignedPackage:
 
 def trusted_roots(host: Host) -> tuple[str, bytes]:
     """Return (path, PEM bytes) of the roots a signed package must chain to on ``host``.
-
     ``/etc/fwman/authenticode-roots.pem`` when it exists (an administrator's choice), else Debian's
-    ``/etc/ssl/certs/ca-certificates.crt``. Raises MissingError (exit 5) when neither exists.
-    """
+    ``/etc/ssl/certs/ca-certificates.crt``. Raises MissingError (exit 5) when neither exists."""
     for path in (paths.AUTHENTICODE_ROOTS, paths.SYSTEM_CA_BUNDLE):
         try:
             if host.exists(path):
@@ -216,45 +197,37 @@ _WIN_CERTIFICATE_HEADER = 8
 
 
 def pe_signature(data: bytes) -> bytes:
-    """Return the PKCS#7 SignedData (DER) of the PE file ``data``: the one WIN_CERTIFICATE of its attribute
-    certificate table, which is what ``osslsigncode verify`` verifies.
-
-    Raises ParseError (naming the field) when ``data`` is not a PE with exactly one PKCS#7 certificate entry: none,
-    a pointer or length outside the file, another certificate type, or several entries (fwman would not know which
-    one osslsigncode checked). Never another exception.
-    """
+    """Return the PKCS#7 SignedData (DER) of the PE file ``data``: the one WIN_CERTIFICATE of its attribute certificate
+    table, which is what ``osslsigncode verify`` verifies. Raises ParseError (naming the field) when ``data`` is not a
+    PE with exactly one PKCS#7 certificate entry: none, a pointer or length outside the file, another certificate type,
+    or several entries (fwman would not know which one osslsigncode checked). Never another exception."""
     what = "PE signature"
 
-    def u16(off: int, field: str) -> int:
-        if off < 0 or off + 2 > len(data):
+    def uint(off: int, field: str, size: int = 4) -> int:
+        if off < 0 or off + size > len(data):
             raise ParseError(what, field, "outside the file", off)
-        return int.from_bytes(data[off : off + 2], "little")
-
-    def u32(off: int, field: str) -> int:
-        if off < 0 or off + 4 > len(data):
-            raise ParseError(what, field, "outside the file", off)
-        return int.from_bytes(data[off : off + 4], "little")
+        return int.from_bytes(data[off : off + size], "little")
 
     if data[:2] != b"MZ":
         raise ParseError(what, "dos_header", "not a PE file (no MZ)", 0)
-    pe = u32(0x3C, "e_lfanew")
+    pe = uint(0x3C, "e_lfanew")
     if data[pe : pe + 4] != b"PE\0\0":
         raise ParseError(what, "pe_signature", "no PE\\0\\0 where e_lfanew points", pe)
     optional = pe + 24
-    magic = u16(optional, "optional_header.magic")
+    magic = uint(optional, "optional_header.magic", 2)
     if magic not in _PE_MAGIC_DIRECTORIES:
         raise ParseError(what, "optional_header.magic", f"0x{magic:X} is neither PE32 nor PE32+", optional)
-    count = u32(optional + _PE_MAGIC_DIRECTORIES[magic] - 4, "optional_header.number_of_rva_and_sizes")
+    count = uint(optional + _PE_MAGIC_DIRECTORIES[magic] - 4, "optional_header.number_of_rva_and_sizes")
     if count <= _SECURITY_DIRECTORY:
         raise ParseError(what, "data_directory[4]", "the file has no certificate table entry", optional)
     entry = optional + _PE_MAGIC_DIRECTORIES[magic] + 8 * _SECURITY_DIRECTORY
-    table, size = u32(entry, "certificate_table.offset"), u32(entry + 4, "certificate_table.size")
+    table, size = uint(entry, "certificate_table.offset"), uint(entry + 4, "certificate_table.size")
     if table == 0 or size == 0:
         raise ParseError(what, "certificate_table", "the file is not signed (no certificate table)", entry)
     if table + size > len(data) or size < _WIN_CERTIFICATE_HEADER:
         raise ParseError(what, "certificate_table", f"{size} bytes at 0x{table:X} run past the file", entry)
-    length = u32(table, "win_certificate.dwLength")
-    kind = u16(table + 6, "win_certificate.wCertificateType")
+    length = uint(table, "win_certificate.dwLength")
+    kind = uint(table + 6, "win_certificate.wCertificateType", 2)
     if kind != _WIN_CERT_TYPE_PKCS_SIGNED_DATA:
         raise ParseError(what, "win_certificate.wCertificateType", f"0x{kind:04X}, not PKCS#7 SignedData", table)
     if length < _WIN_CERTIFICATE_HEADER or length > size:
@@ -284,12 +257,10 @@ def _der_length(body: bytes, offset: int) -> int:
 
 
 def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
-    """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names.
-
-    The certificate is found by its serial number; exactly one certificate of the signature may carry it (a
-    second one with the same serial could be a planted look-alike: refused). Raises VerificationError when the
-    signature cannot be read or the certificate is not there exactly once.
-    """
+    """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names. The
+    certificate is found by its serial number; exactly one certificate of the signature may carry it (a second one with
+    the same serial could be a planted look-alike: refused). Raises VerificationError when the signature cannot be read
+    or the certificate is not there exactly once."""
     # cryptography is heavy: `upgrade --dry-run` loads this module (through fetch) and never checks a signature
     from cryptography.hazmat.primitives.serialization import pkcs7
 
@@ -325,15 +296,12 @@ def offers_ignore_cdp(runner: Host, exe: str) -> bool:
 
 
 def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: str) -> SignedPackage:
-    """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the
-    catalog records for ``board``.
-
-    ``host`` is the Host the trusted roots are read from (under ``--root``, the test root's); ``runner`` runs
-    ``osslsigncode`` on this machine (the package is a file the user has here). ``label`` names the file in
-    messages. Raises MissingError (exit 5) when osslsigncode or the roots are missing, VerificationError (exit
-    4) when the signature does not hold (a changed byte, an untrusted or expired chain, no signature) or the
-    signer is not one the catalog records; nothing is written outside the scratch directory.
-    """
+    """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the catalog
+    records for ``board``. ``host`` is the Host the trusted roots are read from (under ``--root``, the test root's);
+    ``runner`` runs ``osslsigncode`` on this machine (the package is a file the user has here). ``label`` names the file
+    in messages. Raises MissingError (exit 5) when osslsigncode or the roots are missing, VerificationError (exit 4)
+    when the signature does not hold (a changed byte, an untrusted or expired chain, no signature) or the signer is not
+    one the catalog records; nothing is written outside the scratch directory."""
     exe = runner.which("osslsigncode")
     if exe is None:
         raise MissingError(
@@ -350,8 +318,7 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
             runner.write_bytes(bundle, roots, mode=0o600)
         offline = [IGNORE_CDP] if offers_ignore_cdp(runner, exe) else []
         result = runner.run(
-            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, *offline, "-in", package],
-            timeout=VERIFY_TIMEOUT,
+            [exe, "verify", "-CAfile", bundle, "-TSA-CAfile", bundle, *offline, "-in", package], timeout=VERIFY_TIMEOUT
         )
         report = parse_verify_output((result.stdout + "\n" + result.stderr)[-_MAX_OUTPUT:])
         why = report.failure() or (None if result.ok else f"osslsigncode verify exited {result.rc}")
@@ -373,10 +340,4 @@ def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: st
             f"({board.subsystem}: {known})",
             hint="this is not the board maker's update program for this card; nothing was kept",
         )
-    return SignedPackage(
-        maker=board.board.maker,
-        subject=recorded,
-        issuer=primary.issuer,
-        serial=primary.serial,
-        package_sha256=hashlib.sha256(raw).hexdigest(),
-    )
+    return SignedPackage(board.board.maker, recorded, primary.issuer, primary.serial, hashlib.sha256(raw).hexdigest())

@@ -1,15 +1,14 @@
 """Backups of every card's firmware: taken with ``nvflash --save``, checked, hashed into a manifest, never overwritten.
 
-Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` where ``<subsystem>`` is
-``3842-3987``, ``<card-id>`` the PCI location (``0000-41-00.0``) and ``<run>`` the UTC time of the backup run
-(``20261129T083000Z``): every card backed up in one run shares it, which is what ``--reuse-backups-from`` names.
-``manifest.json`` next to the subsystem folders records each file's hashes and identity.
+Layout: ``/var/lib/fwman/backups/<subsystem>/<card-id>/<run>-<version>.rom`` where ``<subsystem>`` is ``3842-3987``,
+``<card-id>`` the PCI location (``0000-41-00.0``) and ``<run>`` the UTC time of the backup run (``20261129T083000Z``):
+every card backed up in one run shares it, which is what ``--reuse-backups-from`` names. ``manifest.json`` next to the
+subsystem folders records each file's hashes and identity.
 
-A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``; or, for an RTX 50 card, the
-whole EEPROM in the container layout seen on Blackwell: :data:`BACKUP_KINDS`), its subsystem
-and device equal the card's, its version equals what nvflash printed for the adapter (and the inventory's, when
-known), and the stored file reads back with the same SHA-256.
-"""
+A backup counts only when: nvflash said it saved, the file is a full dump (``NVGI``; or, for an RTX 50 card, the whole
+EEPROM in the container layout seen on Blackwell: :data:`BACKUP_KINDS`), its subsystem and device equal the card's, its
+version equals what nvflash printed for the adapter (and the inventory's, when known), and the stored file reads back
+with the same SHA-256."""
 
 from __future__ import annotations
 
@@ -87,11 +86,9 @@ class Manifest(BaseModel):
 
 
 def run_stamp(taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """Return a new backup run id: the UTC second (``20261129T083000Z``), ``-2``, ``-3``... when ``taken`` has it.
-
-    Two runs started in the same second would otherwise share an id, and ``--reuse-backups-from`` could not
-    tell them apart.
-    """
+    """Return a new backup run id: the UTC second (``20261129T083000Z``), ``-2``, ``-3``... when ``taken`` has it. Two
+    runs started in the same second would otherwise share an id, and ``--reuse-backups-from`` could not tell them
+    apart."""
     stamp = clock.now_utc().strftime("%Y%m%dT%H%M%SZ")
     run, n = stamp, 1
     while run in taken:
@@ -122,12 +119,10 @@ def load_manifest(host: Host) -> Manifest:
 
 
 def reported_board_id(host: Host, card: Card) -> str | None:
-    """Return the board ID nvflash reported for ``card`` when its newest backup was taken, or None.
-
-    sysfs and nvidia-smi do not carry the VBIOS board ID (see ``Card.board_id``); nvflash does, and ``fwman
-    backup`` records it. None when no backup of this card recorded one, or a replay did not record the manifest.
-    Raises ParseError when the manifest exists but is unreadable (evidence is never skipped).
-    """
+    """Return the board ID nvflash reported for ``card`` when its newest backup was taken, or None. sysfs and nvidia-smi
+    do not carry the VBIOS board ID (see ``Card.board_id``); nvflash does, and ``fwman backup`` records it. None when no
+    backup of this card recorded one, or a replay did not record the manifest. Raises ParseError when the manifest
+    exists but is unreadable (evidence is never skipped)."""
     try:
         manifest = load_manifest(host)
     except NotRecordedError:
@@ -151,16 +146,11 @@ BACKUP_KINDS = (RomKind.NVGI_DUMP, RomKind.CONTAINER)
 
 
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
-    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card.
-
-    Whether the dump is this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity
-    checks; a backup adds that it is a full ``nvflash --save`` dump of exactly the running version.
-    """
-    out = [
-        f
-        for f in check_compatible(rom, card, None, catalog=False)
-        if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK
-    ]
+    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card. Whether the dump is
+    this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity checks; a backup adds that it
+    is a full ``nvflash --save`` dump of exactly the running version."""
+    identity = check_compatible(rom, card, None, catalog=False)
+    out = [f for f in identity if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK]
 
     def bad(fid: str, message: str) -> None:
         out.append(Topic(fid).block(message))
@@ -177,10 +167,8 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
 
 
 def require_backup_host(host: Host, euid: int) -> None:
-    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded.
-
-    Raises BlockedError naming what is in the way.
-    """
+    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded. Raises BlockedError
+    naming what is in the way."""
     if euid != 0:
         raise BlockedError("fwman backup needs root (nvflash reads the EEPROM as root)", hint="run with sudo")
     bad = blocking(driver_findings(host))
@@ -189,11 +177,9 @@ def require_backup_host(host: Host, euid: int) -> None:
 
 
 def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEntry:
-    """Save ``card``'s EEPROM with nvflash, check it, store it under a new name and record it in the manifest.
-
-    Returns the manifest entry. Raises BlockedError when nvflash refuses (driver loaded), BackupError when the
-    save fails, the dump does not check out, or the file cannot be stored (disk full).
-    """
+    """Save ``card``'s EEPROM with nvflash, check it, store it under a new name and record it in the manifest. Returns
+    the manifest entry. Raises BlockedError when nvflash refuses (driver loaded), BackupError when the save fails, the
+    dump does not check out, or the file cannot be stored (disk full)."""
     adapter = tool.adapter_for(card)
     folder = card_dir(card)
     tmp = f"{folder}/.fwman-save-{run}.rom"
@@ -252,11 +238,8 @@ def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEn
         device_id=card.device_id,
         version=rom.version,
         board_id=block.board_id,
-        size=rom.size,
-        sha256=rom.sha256,
-        md5=rom.md5,
-        chain_sha256=rom.chain_sha256,
         nvflash_version=tool.version,
+        **rom.model_dump(include={"size", "sha256", "md5", "chain_sha256"}),
     )
     try:
         manifest = load_manifest(host)
@@ -278,11 +261,8 @@ def verify_entry(host: Host, entry: BackupEntry, card: Card | None = None) -> li
         return [Topic(fid).block(f"backup missing: {entry.path}")]
     digest = hashlib.sha256(data).hexdigest()
     if digest != entry.sha256:
-        return [
-            Topic(fid, {"manifest sha256": entry.sha256, "file sha256": digest}).block(
-                f"backup changed on disk: {entry.path}"
-            )
-        ]
+        evidence = {"manifest sha256": entry.sha256, "file sha256": digest}
+        return [Topic(fid, evidence).block(f"backup changed on disk: {entry.path}")]
     try:
         rom = parse_rom(data)
     except ParseError as e:
@@ -340,18 +320,15 @@ def backup_all(
     done: dict[str, BackupEntry] = {}
     failed: dict[str, FwmanError] = {}
     for card in cards:
+        entry, error = None, None
         try:
-            entry = take_backup(host, tool, card, run)
+            entry = done[card.bus_id] = take_backup(host, tool, card, run)
         except BlockedError:
             raise
         except FwmanError as e:
-            failed[card.bus_id] = e
-            if on_card:
-                on_card(card, None, e)
-            continue
-        done[card.bus_id] = entry
+            error = failed[card.bus_id] = e
         if on_card:
-            on_card(card, entry, None)
+            on_card(card, entry, error)
     return run, done, failed
 
 
@@ -363,11 +340,9 @@ def reuse_backups(host: Host, cards: list[Card], run: str) -> tuple[dict[str, Ba
     for card in cards:
         match = [b for b in manifest.for_card(card.bus_id) if b.run == run]
         if not match:
+            fix = "run `fwman backup --all` (or flash without --reuse-backups-from to back up now)"
             findings.append(
-                Topic(f"backup.verify.{card.bus_id}").block(
-                    f"no backup of {card.bus_id} from run {run}",
-                    "run `fwman backup --all` (or flash without --reuse-backups-from to back up now)",
-                )
+                Topic(f"backup.verify.{card.bus_id}").block(f"no backup of {card.bus_id} from run {run}", fix)
             )
             continue
         entries[card.bus_id] = match[0]

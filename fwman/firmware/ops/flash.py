@@ -1,34 +1,27 @@
-"""Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal,
-success judged by the success line *and* a read-back, every step journaled.
+"""Flashing a card: every gate before any write, verified backups of all cards, nvflash through a terminal, success
+judged by the success line *and* a read-back, every step journaled.
 
-The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the
-:class:`Flasher` gathers the facts, asks the gates, and runs nvflash only when their verdict allows it.
+The gates themselves are pure functions over facts (:mod:`fwman.firmware.ops.flash_gates`); the :class:`Flasher` gathers
+the facts, asks the gates, and runs nvflash only when their verdict allows it.
 
 Steps of one operation (``/var/lib/fwman/journal/<id>.json``), a list run by one loop with one failure path
-(:meth:`Flasher.steps`, :meth:`Flasher.stop`): ``gates`` (the image staged) → ``backups`` → ``size`` (journaled
-when it blocks) → what the card holds now → ``protectoff`` → ``write`` → ``readback`` → ``record``: after fwupd's
-detach / write / verify / attach. A resumed operation re-runs the gates, reuses the
-backups of its run, and reads the card back before writing, so it never writes twice what is already there.
-"""
+(:meth:`Flasher.steps`, :meth:`Flasher.stop`): ``gates`` (the image staged) → ``backups`` → ``size`` (journaled when it
+blocks) → what the card holds now → ``protectoff`` → ``write`` → ``readback`` → ``record``: after fwupd's detach / write
+/ verify / attach. A resumed operation re-runs the gates, reuses the backups of its run, and reads the card back before
+writing, so it never writes twice what is already there."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
 from fwman.core.findings import Finding
 from fwman.firmware.nvflash import protocol as nvflash
-from fwman.firmware.nvflash.runner import (
-    NvflashTool,
-    device_holders,
-    find_nvflash,
-    last_error,
-    loaded_nvidia_modules,
-)
+from fwman.firmware.nvflash.runner import NvflashTool, device_holders, find_nvflash, last_error, loaded_nvidia_modules
 from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
 from fwman.firmware.ops.flash_gates import (
     Adapter,
@@ -104,26 +97,23 @@ class FlashRun:
     interrupted: bool = False  #: a Ctrl-C came during the write (deferred until it finished)
 
 
+@dataclass(eq=False)  # an exception compares and hashes by identity
 class StepFailed(Exception):
     """A flash step's failure, for the one failure path (:meth:`Flasher.stop`): the error the flash ends with,
     the journal's detail and the operation's state, whether nothing was written (the staged copy goes: nothing
     to resume), the history record's result (and the chain read back), and the next steps to say."""
 
-    def __init__(
-        self,
-        error: FwmanError,
-        detail: str,
-        state: OpState = OpState.FAILED,
-        *,
-        nothing_written: bool = False,
-        history: str | None = None,
-        chain: str | None = None,
-        next_steps: list[str] | None = None,
-    ) -> None:
-        super().__init__(detail)
-        self.error, self.detail, self.state = error, detail, state
-        self.nothing_written, self.history, self.chain = nothing_written, history, chain
-        self.next_steps = next_steps or []
+    error: FwmanError
+    detail: str
+    state: OpState = OpState.FAILED
+    _: KW_ONLY
+    nothing_written: bool = False
+    history: str | None = None
+    chain: str | None = None
+    next_steps: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        super().__init__(self.detail)
 
 
 @dataclass(frozen=True)
@@ -163,11 +153,9 @@ class Flasher:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher).
-
-        Raises hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade
-        runs; a stale lock is taken over with a line through ``say``.
-        """
+        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher). Raises
+        hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade runs; a stale lock
+        is taken over with a line through ``say``."""
         if self._lock_depth:
             self._lock_depth += 1
             try:
@@ -229,11 +217,9 @@ class Flasher:
     def image_facts(
         self, card: Card, source: ImageSource, rom: RomImage, staged: str, block: nvflash.FirmwareBlock
     ) -> ImageFacts:
-        """Return what the image gates look at for writing ``source`` (staged at ``staged``) onto ``card``.
-
-        ``block`` is nvflash's identity of the card, read now (:meth:`adapter_block`): its version and board ID
-        win over the inventory's.
-        """
+        """Return what the image gates look at for writing ``source`` (staged at ``staged``) onto ``card``. ``block`` is
+        nvflash's identity of the card, read now (:meth:`adapter_block`): its version and board ID win over the
+        inventory's."""
         live = card.model_copy(
             update={"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
         )
@@ -269,12 +255,10 @@ class Flasher:
 
     # -- the operation -------------------------------------------------------------------------------------
     def flash(self, card: Card, source: ImageSource, op: Operation | None = None, kind: str = "flash") -> FlashResult:
-        """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome.
-
-        Raises BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash,
-        FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
-        a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
-        """
+        """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome. Raises
+        BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash, FlashFailed
+        (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write; a Ctrl-C between steps
+        marks the operation ``interrupted`` (resumable) and propagates."""
         with self.locked():
             return self._flash_locked(card, source, op, kind)
 
@@ -358,7 +342,7 @@ class Flasher:
         if failed.nothing_written:
             self.host.unlink(run.staged)
         if failed.history is not None:
-            self.record(op, run.card, run.source, run.rom, failed.history, failed.chain, failed.detail)
+            self.record(run, failed.history, failed.chain, failed.detail)
 
     # -- the steps (each returns its journal line, or the flash's result) -------------------------------------
     def check_gates(self, run: FlashRun) -> str:
@@ -389,8 +373,7 @@ class Flasher:
         return f"{len(findings)} checks passed"
 
     def take_backups(self, run: FlashRun) -> str:
-        """Back up every card (or reuse a run). Raises FwmanError (blocked) unless every card has a verified
-        backup."""
+        """Back up every card (or reuse a run). Raises FwmanError (blocked) unless every card has a verified backup."""
         self.ensure_backups(run.op)
         run.op.backup_run = self.backup_run
         run.own = self.backups[run.card.bus_id]
@@ -427,7 +410,7 @@ class Flasher:
             self.journal.save(op)
         if current == run.rom.chain_sha256:
             self.say(f"[{card.bus_id}] already holds this firmware ({run.rom.version}): nothing to write")
-            return self.finish(op, card, run.source, run.rom, op.before_version, current, changed=False)
+            return self.finish(run, current, changed=False)
         return ""
 
     def detach(self, run: FlashRun) -> str:
@@ -503,7 +486,7 @@ class Flasher:
         after a reboot); return the result. Raises Interrupted when a Ctrl-C came during the write (deferred,
         honoured now that the write is verified)."""
         op = run.op
-        result = self.finish(op, run.card, run.source, run.rom, op.before_version, run.after_chain, changed=True)
+        result = self.finish(run, run.after_chain, changed=True)
         if run.interrupted:
             self.journal.close(op, OpState.DONE, "Ctrl-C received during the write: deferred, honoured after it")
             raise Interrupted(
@@ -539,20 +522,11 @@ class Flasher:
         self.journal.finish(op, "readback", f"chain sha256 {held.chain_sha256 if held is not None else None}")
         return held
 
-    def finish(
-        self,
-        op: Operation,
-        card: Card,
-        source: ImageSource,
-        rom: RomImage,
-        before: str | None,
-        chain: str | None,
-        *,
-        changed: bool,
-    ) -> FlashResult:
-        """Record a verified outcome (history, journal) and return it."""
+    def finish(self, run: FlashRun, chain: str | None, *, changed: bool) -> FlashResult:
+        """Record ``run``'s verified outcome (history, journal; ``chain``: the card's chain hash now) and return it."""
+        op, card, source, rom, before = run.op, run.card, run.source, run.rom, run.op.before_version
         self.journal.begin(op, "record")
-        self.record(op, card, source, rom, "success" if changed else "unchanged", chain, "")
+        self.record(run, "success" if changed else "unchanged", chain, "")
         self.journal.finish(op, "record")
         self.host.unlink(f"{paths.FLASH_STAGING_DIR}/{op.id}.rom")
         for older in self.journal.unfinished():
@@ -561,27 +535,14 @@ class Flasher:
             if older.card == card.bus_id and older.id != op.id and older.kind in ("flash", "restore"):
                 older.extra["resolved"] = f"settled by {op.id}"
                 self.journal.save(older)
-        self.journal.close(
-            op,
-            OpState.DONE,
-            f"{card.bus_id}: {before} -> {rom.version}, read-back verified" if changed else "already on this firmware",
-            ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
-            if changed
-            else [],
-        )
+        done = f"{card.bus_id}: {before} -> {rom.version}, read-back verified"
+        then = ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
+        self.journal.close(op, OpState.DONE, done if changed else "already on this firmware", then if changed else [])
         return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log, verified_by=source.verified_by)
 
-    def record(
-        self,
-        op: Operation,
-        card: Card,
-        source: ImageSource,
-        rom: RomImage,
-        result: str,
-        chain: str | None,
-        message: str,
-    ) -> None:
-        """Append one history record for this operation."""
+    def record(self, run: FlashRun, result: str, chain: str | None, message: str) -> None:
+        """Append one history record for ``run``'s operation."""
+        op, card, source, rom = run.op, run.card, run.source, run.rom
         append_history(
             self.host,
             HistoryRecord(

@@ -1,9 +1,8 @@
 """The flash gates: pure functions over facts, as doctor's checks are, and the verdict they add up to.
 
-A gate looks only at the facts it is given, never at the host: :class:`~fwman.firmware.ops.flash.Flasher`
-gathers them (euid, who holds the device, nvflash and its adapters, nvflash's identity of the card and of the
-image, the backups), calls the gates, and runs nvflash only when the verdict allows it. The gates, in the
-order a flash meets them:
+A gate looks only at the facts it is given, never at the host: :class:`~fwman.firmware.ops.flash.Flasher` gathers them
+(euid, who holds the device, nvflash and its adapters, nvflash's identity of the card and of the image, the backups),
+calls the gates, and runs nvflash only when the verdict allows it. The gates, in the order a flash meets them:
 
 1. :func:`host_gates` (``flash.root``; ``flash.driver``/``flash.device-busy``/``flash.driver-loaded``, from
    :func:`fwman.firmware.nvflash.gates.driver_gate`; ``flash.nvflash``; ``flash.adapter.<bus>``) over
@@ -14,9 +13,8 @@ order a flash meets them:
 3. the backups: :func:`reused_backups_verdict` or :func:`taken_backups_verdict`;
 4. :func:`size_verdict`: a full dump shorter than the card's own (cut short) is no flash source.
 
-Test a gate with facts built by hand (tests/unit/firmware/ops/test_flash_gates.py); the Flasher's reading and
-nvflash are tested on the stand-in rig (tests/unit/firmware/ops/test_flash.py).
-"""
+Test a gate with facts built by hand (tests/unit/firmware/ops/test_flash_gates.py); the Flasher's reading and nvflash
+are tested on the stand-in rig (tests/unit/firmware/ops/test_flash.py)."""
 
 from __future__ import annotations
 
@@ -69,11 +67,9 @@ class ImageFacts:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """What a gate decided: allowed (``message`` None), or blocked with the reasons.
-
-    ``message`` and ``hint`` are the refusal as the user reads it, ``detail`` the line the journal records,
-    ``findings`` what the refusal carries (for ``--json``).
-    """
+    """What a gate decided: allowed (``message`` None), or blocked with the reasons. ``message`` and ``hint`` are the
+    refusal as the user reads it, ``detail`` the line the journal records, ``findings`` what the refusal carries (for
+    ``--json``)."""
 
     message: str | None = None
     hint: str | None = None

@@ -1,13 +1,12 @@
-"""What an unpacker lists of an archive (``7zz l -slt -ba``, ``bsdtar -tvf``), and the check made on that
-listing before anything is unpacked.
+"""What an unpacker lists of an archive (``7zz l -slt -ba``, ``bsdtar -tvf``), and the check made on that listing before
+anything is unpacked.
 
-Pure: text in, members out, never an exception for any text (the parsers are lenient; a line they do not know
-is skipped). :func:`check_listing` refuses what no update package holds: FIFOs, device nodes, sockets, links
-out of the tree, too many members, a stated total over the limit. The unpacker itself is run by
-:mod:`fwman.firmware.ops.unpack`. The formats: 7-Zip's technical listing (``-slt``) is blocks of
-``Key = value`` lines, each opening with ``Path``; bsdtar's verbose listing is ``ls -l`` lines (libarchive's
-``bsdtar(1)``: ``-v`` "produce output similar to that of ls(1)").
-"""
+Pure: text in, members out, never an exception for any text (the parsers are lenient; a line they do not know is
+skipped). :func:`check_listing` refuses what no update package holds: FIFOs, device nodes, sockets, links out of the
+tree, too many members, a stated total over the limit. The unpacker itself is run by :mod:`fwman.firmware.ops.unpack`.
+The formats: 7-Zip's technical listing (``-slt``) is blocks of ``Key = value`` lines, each opening with ``Path``;
+bsdtar's verbose listing is ``ls -l`` lines (libarchive's ``bsdtar(1)``: ``-v`` "produce output similar to that of
+ls(1)")."""
 
 from __future__ import annotations
 
@@ -42,10 +41,8 @@ class ListedMember:
 
 
 def parse_7zz_listing(text: str) -> list[ListedMember]:
-    """Return the members of ``7zz l -slt -ba`` output (blocks of ``Key = value`` lines, each from ``Path``).
-
-    Pure and lenient: a line it does not know is skipped, so any text gives a list (never raises).
-    """
+    """Return the members of ``7zz l -slt -ba`` output (blocks of ``Key = value`` lines, each from ``Path``). Pure and
+    lenient: a line it does not know is skipped, so any text gives a list (never raises)."""
     members: list[ListedMember] = []
     fields: dict[str, str] = {}
 
@@ -79,11 +76,9 @@ def parse_7zz_listing(text: str) -> list[ListedMember]:
 
 
 def parse_bsdtar_listing(text: str) -> list[ListedMember]:
-    """Return the members of ``bsdtar -tvf`` output (``ls -l`` lines; bsdtar escapes control characters).
-
-    A line whose name holds `` -> `` (symbolic link) or `` link to `` (hard link) lists every target the line
-    could mean, since a name may hold the same words. Pure and lenient: never raises.
-    """
+    """Return the members of ``bsdtar -tvf`` output (``ls -l`` lines; bsdtar escapes control characters). A line whose
+    name holds `` -> `` (symbolic link) or `` link to `` (hard link) lists every target the line could mean, since a
+    name may hold the same words. Pure and lenient: never raises."""
     members: list[ListedMember] = []
     for line in text.splitlines():
         parts = line.split(None, 8)
@@ -106,32 +101,25 @@ def _in_tree(target: str) -> bool:
 
 
 def check_listing(path: str, members: list[ListedMember], max_unpacked: int = MAX_UNPACKED) -> None:
-    """Refuse, before anything is unpacked, what no update package holds.
-
-    Raises VerificationError for more than MAX_MEMBERS members, a FIFO, device node or socket (an unpacker
-    running as root would create it, and reading it could hang or read a disk), a link whose target leaves the
-    tree, or a stated total over ``max_unpacked`` (the real total is enforced while unpacking as well).
-    """
+    """Refuse, before anything is unpacked, what no update package holds. Raises VerificationError for more than
+    MAX_MEMBERS members, a FIFO, device node or socket (an unpacker running as root would create it, and reading it
+    could hang or read a disk), a link whose target leaves the tree, or a stated total over ``max_unpacked`` (the real
+    total is enforced while unpacking as well)."""
     if len(members) > MAX_MEMBERS:
         raise VerificationError(f"{path}: more than {MAX_MEMBERS} members: not an update package")
     for member in members:
-        shown = member.name[:80]
+        why = None
         if member.kind not in _SAFE_KINDS:
-            what = _KIND_NAMES.get(member.kind, f"of type {member.kind!r}")
-            raise VerificationError(
-                f"{path}: member {shown!r} is {what}, not a file: refusing to unpack it",
-                hint="an update package holds files and directories only",
-            )
-        if member.kind in "lh" and not member.targets:
+            why = f"is {_KIND_NAMES.get(member.kind, f'of type {member.kind!r}')}, not a file"
+        elif member.kind in "lh" and not member.targets:
             # 7-Zip lists some formats' links by their mode alone, without a "Symbolic Link" line: a target
             # fwman cannot see is one it cannot check (all() of nothing would have passed it)
+            why = "is a link whose target the listing does not show"
+        elif member.kind in "lh" and not all(_in_tree(t) for t in member.targets):
+            why = "links outside the archive"
+        if why is not None:
             raise VerificationError(
-                f"{path}: member {shown!r} is a link whose target the listing does not show: refusing to unpack it",
-                hint="an update package holds files and directories only",
-            )
-        if member.kind in "lh" and not all(_in_tree(t) for t in member.targets):
-            raise VerificationError(
-                f"{path}: member {shown!r} links outside the archive: refusing to unpack it",
+                f"{path}: member {member.name[:80]!r} {why}: refusing to unpack it",
                 hint="an update package holds files and directories only",
             )
     total = sum(m.size for m in members)

@@ -1,9 +1,8 @@
 """Making a local catalog entry (``fwman catalog add-local``) and linting the host's local entries.
 
-An operation over the catalog, the card's verified backup and the owner's vendor file, so it lives with the
-other firmware operations: :mod:`fwman.firmware.catalog.local` only reads and writes the entry format (and the
-catalog loader uses it), which keeps the loader free of backups and packages.
-"""
+An operation over the catalog, the card's verified backup and the owner's vendor file, so it lives with the other
+firmware operations: :mod:`fwman.firmware.catalog.local` only reads and writes the entry format (and the catalog loader
+uses it), which keeps the loader free of backups and packages."""
 
 from __future__ import annotations
 
@@ -42,7 +41,6 @@ class MadeEntry:
     entry: LocalEntry
     text: str
     image_origin: str  # the file, or "<package>: <member>" for an image unpacked from a package
-    package_images: int  # images found in the file (1 for a plain ROM)
 
 
 def make_local_entry(
@@ -59,14 +57,12 @@ def make_local_entry(
     maker: str | None = None,
     now: str,
 ) -> MadeEntry:
-    """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written.
-
-    The running firmware is read from ``card``'s newest stored backup (or ``backup_path``), which must verify
-    (hash as recorded, a full dump of this card). The vendor file ``image_path`` is the user's (read through
-    the user-file door) and must have the MD5 ``expect_md5`` the vendor published; a package is unpacked on
-    ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
-    ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
-    """
+    """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written. The running firmware is
+    read from ``card``'s newest stored backup (or ``backup_path``), which must verify (hash as recorded, a full dump of
+    this card). The vendor file ``image_path`` is the user's (read through the user-file door) and must have the MD5
+    ``expect_md5`` the vendor published; a package is unpacked on ``unpack_host`` (the machine the file is on) and
+    searched for the one image whose subsystem, device (and ``version``) are the card's. Raises UsageError,
+    VerificationError, BlockedError, MissingError."""
     # typed text lands in the TOML file and its header comment: one line each (a newline broke the file)
     for text, option in ((name, "--name"), (maker, "--maker"), (md5_source, "--md5-source")):
         if text is not None:
@@ -139,15 +135,13 @@ def make_local_entry(
     text = render_board(board, info, header)
     entry = parse_local(text.encode(), path)  # what is written must read back as the same entry
     origin = image_path if is_file else f"{image_path}: {hit.describe()}"
-    return MadeEntry(entry, text, origin, len(scan.images))
+    return MadeEntry(entry, text, origin)
 
 
 def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
-    """Write ``made`` to its file under the local catalog directory and return that host path.
-
-    Raises UsageError when the file exists and ``replace`` is False (an owner's entry is never overwritten
-    silently), and what the host raises on a failed write.
-    """
+    """Write ``made`` to its file under the local catalog directory and return that host path. Raises UsageError when
+    the file exists and ``replace`` is False (an owner's entry is never overwritten silently), and what the host raises
+    on a failed write."""
     target = made.entry.path
     if host.exists(target) and not replace:
         raise UsageError(f"{target} exists", hint="--replace writes the new entry over it")
@@ -157,11 +151,9 @@ def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
 
 
 def lint_local_entries(host: Host) -> list[LintIssue]:
-    """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first.
-
-    Each file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass
-    the curated board rules; a local entry for a board the curated catalog knows is a warning (never used).
-    """
+    """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first. Each
+    file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass the curated
+    board rules; a local entry for a board the curated catalog knows is a warning (never used)."""
     issues: list[LintIssue] = []
     try:
         if not host.is_dir(LOCAL_DIR):
@@ -186,12 +178,6 @@ def lint_local_entries(host: Host) -> list[LintIssue]:
             if issue.where != "format" and not issue.where.endswith("sources"):
                 issues.append(issue)
         if entry.board.key in curated:
-            issues.append(
-                LintIssue(
-                    level="warning",
-                    file=where,
-                    where="pci",
-                    message=f"the curated catalog knows {entry.board.key}: this local entry is not used",
-                )
-            )
+            unused = f"the curated catalog knows {entry.board.key}: this local entry is not used"
+            issues.append(LintIssue(level="warning", file=where, where="pci", message=unused))
     return sorted(issues, key=lambda i: (i.level != "error", i.file, i.where))

@@ -1,12 +1,11 @@
 """``fwman catalog propose``: a local entry plus owner reports become a format-2 board file for the catalog.
 
 Pure: a :class:`~fwman.firmware.catalog.local.LocalEntry` and parsed :class:`~fwman.firmware.ops.report.OwnerReport`
-objects in, the board file's text out. Each report is cited by the public URL where the owner published it
-(an issue, say): that URL is the ``sources`` entry of every fact the report states. A report states the
-board's PCI IDs and board ID, the versions and chain hashes the card ran before and after, and the BAR1 it
-offered and the power limits after the reboot. It does not state the board's name or maker (the local entry's
-owner typed or defaulted those): the notes say so, for the maintainer who reviews the proposal.
-"""
+objects in, the board file's text out. Each report is cited by the public URL where the owner published it (an issue,
+say): that URL is the ``sources`` entry of every fact the report states. A report states the board's PCI IDs and board
+ID, the versions and chain hashes the card ran before and after, and the BAR1 it offered and the power limits after the
+reboot. It does not state the board's name or maker (the local entry's owner typed or defaulted those): the notes say
+so, for the maintainer who reviews the proposal."""
 
 from __future__ import annotations
 
@@ -99,12 +98,10 @@ def _image(
 
 
 def propose_board(entry: LocalEntry, reports: list[tuple[OwnerReport, str]]) -> Proposal:
-    """Return the format-2 board file that ``reports`` (each with its public URL) make of ``entry``.
-
-    Images that no report ran are left out (nothing but the owner's own file would source them). Raises
-    UsageError (no report, a bad or repeated URL) and VerificationError (a report of another board, one whose
-    flash the check did not confirm, or one whose images are not the entry's).
-    """
+    """Return the format-2 board file that ``reports`` (each with its public URL) make of ``entry``. Images that no
+    report ran are left out (nothing but the owner's own file would source them). Raises UsageError (no report, a bad or
+    repeated URL) and VerificationError (a report of another board, one whose flash the check did not confirm, or one
+    whose images are not the entry's)."""
     if not reports:
         raise UsageError("a proposal needs at least one owner report")
     _check_reports(entry, reports)

@@ -1,12 +1,11 @@
 """Owner reports: what one flash did to one card, from fwman's own records, to attach to an issue.
 
-``fwman flash report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash
-or restore of the card (versions, image and chain hashes, the card's BAR1, BAR1 offers and power limits as
-they were before) and the ``upgrade --check`` that followed it (the same, after the reboot). Nothing is read
-that could identify the owner: no GPU UUID, serial number, host name or file path is copied into a report,
-and free text that fwman copies (a check's message, an image label) is passed through :func:`redact_text`.
-``fwman catalog propose`` reads reports back with :func:`parse_report`.
-"""
+``fwman flash report --card BUS`` builds an :class:`OwnerReport` from the flash history: the newest successful flash or
+restore of the card (versions, image and chain hashes, the card's BAR1, BAR1 offers and power limits as they were
+before) and the ``upgrade --check`` that followed it (the same, after the reboot). Nothing is read that could identify
+the owner: no GPU UUID, serial number, host name or file path is copied into a report, and free text that fwman copies
+(a check's message, an image label) is passed through :func:`redact_text`. ``fwman catalog propose`` reads reports back
+with :func:`parse_report`."""
 
 from __future__ import annotations
 
@@ -146,17 +145,13 @@ def parse_report(data: bytes, where: str) -> OwnerReport:
         raise VerificationError(f"{where}: {loc}: {err['msg']}") from e
 
 
+#: what a card state copies from the history record that saw it, under the same names
+_STATE_FIELDS = ("bar1_bytes", "bar1_offers_bytes", "power_limit_w", "default_power_limit_w")
+
+
 def _state(record: HistoryRecord, version: str | None, chain: str | None) -> CardState:
-    return CardState(
-        version=version,
-        chain_sha256=chain,
-        bar1_bytes=record.bar1_bytes,
-        bar1_offers_bytes=record.bar1_offers_bytes,
-        power_limit_w=record.power_limit_w,
-        default_power_limit_w=record.default_power_limit_w,
-        recorded_at=record.time,
-        recorded_by=record.kind,
-    )
+    seen = {name: getattr(record, name) for name in _STATE_FIELDS}
+    return CardState(version=version, chain_sha256=chain, recorded_at=record.time, recorded_by=record.kind, **seen)
 
 
 def _label(label: str | None) -> str | None:
@@ -166,18 +161,18 @@ def _label(label: str | None) -> str | None:
     return redact_text(label.rsplit("/", 1)[-1])
 
 
-def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: str) -> OwnerReport:
-    """Return the report of ``card``'s newest successful flash or restore and the last check after it.
+#: what a report copies from the card, and from the history record of the flash, under the same names
+_CARD_IDS = ("vendor_id", "device_id", "subsystem_vendor_id", "subsystem_device_id")
+_FLASH_FIELDS = ("time", "kind", "result", "operation", "image_sha256", "image_chain_sha256")
 
-    Raises MissingError when fwman recorded no successful flash of the card (nothing to report), and
-    VerificationError when the history is damaged.
-    """
+
+def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: str) -> OwnerReport:
+    """Return the report of ``card``'s newest successful flash or restore and the last check after it. Raises
+    MissingError when fwman recorded no successful flash of the card (nothing to report), and VerificationError when the
+    history is damaged."""
     records = read_history(host)
-    flashes = [
-        (n, r)
-        for n, r in enumerate(records)
-        if r.card == card.bus_id and r.kind in ("flash", "restore") and r.result == "success"
-    ]
+    ours = [(n, r) for n, r in enumerate(records) if r.card == card.bus_id]
+    flashes = [(n, r) for n, r in ours if r.kind in ("flash", "restore") and r.result == "success"]
     if not flashes:
         raise MissingError(
             f"no successful flash of {card.bus_id} is recorded: nothing to report",
@@ -194,23 +189,12 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
     # same firmware the flash replaced
     before = _state(flash, flash.before_version, flash.before_chain_sha256)
     if before.power_limit_w is None and before.default_power_limit_w is None:
-        earlier = next(
-            (
-                r
-                for r in reversed(records[:at])
-                if r.card == card.bus_id
-                and r.kind == "check"
-                and (r.after_version or "").upper() == (flash.before_version or "").upper()
-            ),
-            None,
-        )
+        checks = (r for r in reversed(records[:at]) if r.card == card.bus_id and r.kind == "check")
+        replaced = (flash.before_version or "").upper()
+        earlier = next((r for r in checks if (r.after_version or "").upper() == replaced), None)
         if earlier is not None and (earlier.power_limit_w is not None or earlier.default_power_limit_w is not None):
-            before = before.model_copy(
-                update={
-                    "power_limit_w": earlier.power_limit_w,
-                    "default_power_limit_w": earlier.default_power_limit_w,
-                }
-            )
+            limits = {"power_limit_w": earlier.power_limit_w, "default_power_limit_w": earlier.default_power_limit_w}
+            before = before.model_copy(update=limits)
             notes.append(f"power limits before: from the check of {earlier.time} (the same firmware)")
         else:
             notes.append(
@@ -231,21 +215,13 @@ def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: st
         generated_at=generated_at,
         fwman_version=fwman_version,
         card=ReportCard(
-            vendor_id=card.vendor_id,
-            device_id=card.device_id,
-            subsystem_vendor_id=card.subsystem_vendor_id,
-            subsystem_device_id=card.subsystem_device_id,
+            **{name: getattr(card, name) for name in _CARD_IDS},
             board_id=board_id,
             name=redact_text(card.name) if card.name else None,
         ),
         flash=ReportFlash(
-            time=flash.time,
-            kind=flash.kind,
-            result=flash.result,
-            operation=flash.operation,
+            **{name: getattr(flash, name) for name in _FLASH_FIELDS},
             image=_label(flash.image),
-            image_sha256=flash.image_sha256,
-            image_chain_sha256=flash.image_chain_sha256,
             verified_by=redact_text(flash.verified_by) if flash.verified_by else None,
         ),
         before=before,

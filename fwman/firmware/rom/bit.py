@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import BIT_HEADER, BIT_INFO, BIT_STRING, BIT_TOKEN
-from fwman.firmware.rom.model import BitToken, ChainImage, RomNote
+from fwman.firmware.rom.model import BitToken, ChainImage, RomNote, add_note
 from fwman.firmware.rom.reader import WHAT, Reader
 
 BIT_SIGNATURE = b"\xff\xb8BIT\x00"
@@ -30,16 +31,16 @@ def _string(r: Reader, x86: ChainImage, entry: int, field: str) -> tuple[str | N
     return (text or None), x86.offset + ptr
 
 
+@dataclass
 class Identity:
     """Fields read from the x86 image's BIT table (all optional: a missing token leaves them None)."""
 
-    def __init__(self) -> None:
-        self.version: str | None = None
-        self.build_date: str | None = None
-        self.sign_on: str | None = None
-        self.version_string: str | None = None
-        self.bit_offset: int | None = None
-        self.tokens: list[BitToken] = []
+    version: str | None = None
+    build_date: str | None = None
+    sign_on: str | None = None
+    version_string: str | None = None
+    bit_offset: int | None = None
+    tokens: list[BitToken] = field(default_factory=list)
 
 
 def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[RomNote]) -> Identity:
@@ -48,7 +49,7 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
     x_end = x86.offset + x86.length
     bit = r.data.find(BIT_SIGNATURE, x86.offset, x_end)
     if bit < 0:
-        notes.append(RomNote(id="bit_missing", message="no BIT table in the x86 image", offset=x86.offset))
+        add_note(notes, "bit_missing", "no BIT table in the x86 image", x86.offset)
         return ident
     ident.bit_offset = bit
     offsets["bit"] = bit
@@ -91,28 +92,19 @@ def read_bit(r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[Ro
         ident.version = f"{five[3]:02X}.{five[2]:02X}.{five[1]:02X}.{five[0]:02X}.{five[4]:02X}"
         offsets["version"] = tok.offset
     else:
-        notes.append(RomNote(id="token_missing", message="BIT token B (version) is missing", offset=bit))
+        add_note(notes, "token_missing", "BIT token B (version) is missing", bit)
     if "i" in found:
         tok, _ = found["i"]
-        if (
-            five is not None
-            and tok.size >= BIT_INFO.width("version")
-            and BIT_INFO.raw(r, tok.offset, "version") != five
-        ):
-            notes.append(
-                RomNote(id="version_disagree", message="BIT tokens B and i hold different versions", offset=tok.offset)
-            )
+        agree = tok.size < BIT_INFO.width("version") or BIT_INFO.raw(r, tok.offset, "version") == five
+        if five is not None and not agree:
+            add_note(notes, "version_disagree", "BIT tokens B and i hold different versions", tok.offset)
         if tok.size >= BIT_INFO.size:
             raw = BIT_INFO.raw(r, tok.offset, "build_date")
             date_at = BIT_INFO.at(tok.offset, "build_date")
             ident.build_date = date_text(raw)
             offsets["build_date"] = date_at
             if ident.build_date is None:
-                notes.append(
-                    RomNote(
-                        id="build_date_format", message=f"build date bytes {raw!r} are not MM/DD/YY", offset=date_at
-                    )
-                )
+                add_note(notes, "build_date_format", f"build date bytes {raw!r} are not MM/DD/YY", date_at)
     if "S" in found:
         tok, entry = found["S"]
         if tok.size >= BIT_STRING.size:

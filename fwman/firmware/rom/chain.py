@@ -19,10 +19,8 @@ PCIR_SIGNATURES = (b"PCIR", b"NPDS", b"RGIS")
 
 
 def find_chain(r: Reader, start: int) -> int | None:
-    """Return the first 512-aligned offset >= ``start`` holding ``55 AA`` whose +0x18 points at a PCIR.
-
-    The documented way to find the chain. ``bytes.find`` jumps between candidates, so the scan is linear.
-    """
+    """Return the first 512-aligned offset >= ``start`` holding ``55 AA`` whose +0x18 points at a PCIR. The documented
+    way to find the chain. ``bytes.find`` jumps between candidates, so the scan is linear."""
     pos = start
     while True:
         pos = r.data.find(b"\x55\xaa", pos)
@@ -47,13 +45,11 @@ class Walk:
 
 
 def walk(r: Reader, start: int) -> Walk:
-    """Walk the chain from ``start`` with the NPDE rules (section 2).
-
-    An image whose header and PCIR (and NPDE) are in the file but whose length runs past its end ends the
-    walk as a truncated file (``declared_end``): the fields before the cut can still be read. Raises
-    ParseError on any bad signature or pointer, a zero length, a first image of another vendor than NVIDIA, a
-    file that ends where more images should follow, or a chain of more than MAX_IMAGES images.
-    """
+    """Walk the chain from ``start`` with the NPDE rules (section 2). An image whose header and PCIR (and NPDE) are in
+    the file but whose length runs past its end ends the walk as a truncated file (``declared_end``): the fields before
+    the cut can still be read. Raises ParseError on any bad signature or pointer, a zero length, a first image of
+    another vendor than NVIDIA, a file that ends where more images should follow, or a chain of more than MAX_IMAGES
+    images."""
     images: list[ChainImage] = []
     off = start
     for index in range(MAX_IMAGES):
@@ -96,11 +92,9 @@ def walk(r: Reader, start: int) -> Walk:
             npde_rev = NPDE.read(r, npde, "revision", f"{base}.npde.revision")
             npde_blocks = NPDE.read(r, npde, "blocks", f"{base}.npde.blocks")
             npde_last = bool(NPDE.read(r, npde, "indicator", f"{base}.npde.indicator") & 0x80)
-            length_field, blocks = NPDE.at(npde, "blocks"), npde_blocks
-            last = npde_last
+            length_field, blocks, last = NPDE.at(npde, "blocks"), npde_blocks, npde_last
         else:
-            length_field, blocks = PCIR.at(pcir, "blocks"), pcir_blocks
-            last = pcir_last
+            length_field, blocks, last = PCIR.at(pcir, "blocks"), pcir_blocks, pcir_last
         if blocks == 0:
             raise ParseError(WHAT, f"{base}.length", "image length is 0 (a chain that points at itself)", length_field)
         end = off + blocks * BLOCK

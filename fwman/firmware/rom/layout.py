@@ -1,9 +1,8 @@
 """The VBIOS structures fwman reads, as named layouts: one table per structure instead of offsets in the code.
 
-Each offset is relative to the structure's start, little-endian, from ``shared/docs/vbios.md`` (sections 1-3)
-and the sources cited beside the field. Code reads ``PCIR.read(r, base, "length", label)`` and reports
-``PCIR.at(base, "length")`` as the offset of a bad value, so an error and ``rom inspect`` name the same place.
-"""
+Each offset is relative to the structure's start, little-endian, from ``shared/docs/vbios.md`` (sections 1-3) and the
+sources cited beside the field. Code reads ``PCIR.read(r, base, "length", label)`` and reports ``PCIR.at(base,
+"length")`` as the offset of a bad value, so an error and ``rom inspect`` name the same place."""
 
 from __future__ import annotations
 
@@ -17,10 +16,8 @@ _SIZES = {"B": 1, "H": 2, "I": 4}
 
 @dataclass(frozen=True)
 class Layout:
-    """One structure: its name (for messages), its fixed size, and its fields as name -> (offset, format).
-
-    A format is a struct letter (``B`` u8, ``H`` u16, ``I`` u32) or a byte count for raw bytes.
-    """
+    """One structure: its name (for messages), its fixed size, and its fields as name -> (offset, format). A format is a
+    struct letter (``B`` u8, ``H`` u16, ``I`` u32) or a byte count for raw bytes."""
 
     name: str
     size: int
@@ -36,10 +33,8 @@ class Layout:
         return fmt if isinstance(fmt, int) else _SIZES[fmt]
 
     def read(self, r: Reader, base: int, field: str, label: str) -> int:
-        """Return the integer ``field`` of the structure at ``base``, bounds-checked.
-
-        Raises ParseError naming ``label`` when the field lies outside the file; TypeError for a bytes field.
-        """
+        """Return the integer ``field`` of the structure at ``base``, bounds-checked. Raises ParseError naming ``label``
+        when the field lies outside the file; TypeError for a bytes field."""
         offset, fmt = self.fields[field]
         if isinstance(fmt, int):
             raise TypeError(f"{self.name}.{field} is {fmt} raw bytes, not an integer")
@@ -52,11 +47,7 @@ class Layout:
 
 
 #: every image of the chain: signature, (x86) init size, pointer to the PCI data structure
-IMAGE = Layout(
-    "image header",
-    0x1A,
-    {"signature": (0x00, 2), "init_size": (0x02, "B"), "pcir_pointer": (0x18, "H")},
-)
+IMAGE = Layout("image header", 0x1A, {"signature": (0x00, 2), "init_size": (0x02, "B"), "pcir_pointer": (0x18, "H")})
 #: the x86 (code type 0x00) image's own fields
 X86 = Layout(
     "x86 image",

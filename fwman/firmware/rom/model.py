@@ -1,8 +1,7 @@
 """The models a parsed VBIOS file becomes: :class:`RomImage` and its :class:`ChainImage` entries.
 
-Kept apart from the parser so that readers (verify, flash, catalog) import the vocabulary without the parsing
-code. IDs are lower-case 4-digit hex strings, as in :class:`fwman.gpu.card.Card`; offsets are absolute byte
-offsets in the file.
+Kept apart from the parser so that readers (verify, flash, catalog) import the vocabulary without the parsing code. IDs
+are lower-case 4-digit hex strings, as in :class:`fwman.gpu.card.Card`; offsets are absolute byte offsets in the file.
 """
 
 from __future__ import annotations
@@ -85,6 +84,11 @@ class RomNote(BaseModel):
     offset: int | None = None
 
 
+def add_note(notes: list[RomNote], note_id: str, message: str, offset: int | None = None) -> None:
+    """Append to ``notes`` the note ``note_id`` saying ``message`` (about the bytes at ``offset``)."""
+    notes.append(RomNote(id=note_id, message=message, offset=offset))
+
+
 class RomImage(BaseModel):
     """Everything fwman reads from a VBIOS file. Produced only by :func:`fwman.firmware.rom.parse.parse_rom`."""
 
@@ -133,11 +137,9 @@ class RomImage(BaseModel):
 
     @property
     def subsystem(self) -> str | None:
-        """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none.
-
-        It is the NPDE's, or the x86 image's +0x54 word where its HWINFO block checks; never the NVGI header's alone
-        (only seen on dumps, so a cross-check, never the gate).
-        """
+        """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none. It is the
+        NPDE's, or the x86 image's +0x54 word where its HWINFO block checks; never the NVGI header's alone (only seen on
+        dumps, so a cross-check, never the gate)."""
         if self.subsystem_vendor_id is None or self.subsystem_device_id is None:
             return None
         return f"{self.subsystem_vendor_id}:{self.subsystem_device_id}"

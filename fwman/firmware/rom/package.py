@@ -1,9 +1,9 @@
 """VBIOS images inside vendor update packages, found by structure in bytes, and the one for a card.
 
-Card makers ship Resizable BAR firmware inside Windows update programs (a PE file with the images as
-resources, a self-extracting 7-Zip or ZIP archive), not as ``.rom`` files. This module is pure: it looks for
-images by structure in bytes it is given (the package itself, or a file unpacked from it by
-:mod:`fwman.firmware.ops.unpack`, which owns running the unpacker):
+Card makers ship Resizable BAR firmware inside Windows update programs (a PE file with the images as resources, a
+self-extracting 7-Zip or ZIP archive), not as ``.rom`` files. This module is pure: it looks for images by structure in
+bytes it is given (the package itself, or a file unpacked from it by :mod:`fwman.firmware.ops.unpack`, which owns
+running the unpacker):
 
 * a file that parses as a whole is one image, extent = the file (a stripped or truncated file stays what it
   is: never taken, never cut down to a chain);
@@ -15,11 +15,9 @@ images by structure in bytes it is given (the package itself, or a file unpacked
 * an ``NVGI`` header inside a blob starts a full dump whose end nothing in the bytes states: it is listed, but
   never taken (the bytes after its chain could be anything).
 
-Images with the same option-ROM chain are one image (an archive member and the same bytes found again in the
-package); the one with the surest extent is kept (:func:`dedupe_images`). :func:`select_image` takes the
-single image whose subsystem (and device, version where given) match the target card, refusing none or more
-than one.
-"""
+Images with the same option-ROM chain are one image (an archive member and the same bytes found again in the package);
+the one with the surest extent is kept (:func:`dedupe_images`). :func:`select_image` takes the single image whose
+subsystem (and device, version where given) match the target card, refusing none or more than one."""
 
 from __future__ import annotations
 
@@ -116,13 +114,11 @@ def _x86_start(data: bytes, off: int) -> bool:
 def _candidates(
     data: bytes, marker: bytes, keep: Callable[[bytes, int], bool] | None = None, limit: int = MAX_CANDIDATES
 ) -> tuple[list[int], int | None]:
-    """Return (the offsets of ``marker`` in ``data`` that ``keep`` accepts, where the search stopped or None).
-
-    At most ``limit`` offsets are kept; the search stops at the next accepted one past them, or after
-    MAX_MARKER_HITS raw hits (filler such as ``55 AA 55 AA ...``), and returns where: a search is never cut
-    silently (it was: rejected filler counted toward the limit, and a real image further on was never seen,
-    with no note). Only accepted offsets count toward ``limit``; the bounded work is the parse of each.
-    """
+    """Return (the offsets of ``marker`` in ``data`` that ``keep`` accepts, where the search stopped or None). At most
+    ``limit`` offsets are kept; the search stops at the next accepted one past them, or after MAX_MARKER_HITS raw hits
+    (filler such as ``55 AA 55 AA ...``), and returns where: a search is never cut silently (it was: rejected filler
+    counted toward the limit, and a real image further on was never seen, with no note). Only accepted offsets count
+    toward ``limit``; the bounded work is the parse of each."""
     out: list[int] = []
     at, hits = data.find(marker), 0
     while at != -1:
@@ -138,10 +134,8 @@ def _candidates(
 
 
 def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]:
-    """Return (images, notes): every VBIOS image found by structure in ``data`` (see the module doc).
-
-    Never raises for bad input: bytes that do not parse are simply not an image.
-    """
+    """Return (images, notes): every VBIOS image found by structure in ``data`` (see the module doc). Never raises for
+    bad input: bytes that do not parse are simply not an image."""
     notes: list[str] = []
     whole = _file_image(data)  # an archive whose member is a ROM parses as a container: look inside it instead
     if whole is not None:
@@ -196,16 +190,12 @@ def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]
 def dedupe_images(images: Iterable[EmbeddedImage]) -> list[EmbeddedImage]:
     """Return one image per option-ROM chain, the surest extent first (file, then structure, then unknown)."""
     rank = {"file": 0, "structure": 1, "unknown": 2}
-    best: dict[str, EmbeddedImage] = {}
-    order: list[str] = []
+    best: dict[str, EmbeddedImage] = {}  # a replaced value keeps its key's place: first-seen order
     for image in images:
         key = image.rom.chain_sha256
-        if key not in best:
-            order.append(key)
+        if key not in best or rank[image.extent] < rank[best[key].extent]:
             best[key] = image
-        elif rank[image.extent] < rank[best[key].extent]:
-            best[key] = image
-    return [best[k] for k in order]
+    return list(best.values())
 
 
 def matches(image: EmbeddedImage, subsystem: str, device: str | None = None, version: str | None = None) -> bool:
@@ -221,11 +211,9 @@ def matches(image: EmbeddedImage, subsystem: str, device: str | None = None, ver
 def select_image(
     scan: PackageScan, subsystem: str, device: str | None = None, version: str | None = None
 ) -> EmbeddedImage:
-    """Return the one image in ``scan`` for the card (``subsystem``, and ``device``/``version`` when given).
-
-    Raises VerificationError when the file holds no VBIOS image or none for the card; BlockedError when more
-    than one matches (fwman does not pick) or the one that matches cannot be taken (end unknown, not flashable).
-    """
+    """Return the one image in ``scan`` for the card (``subsystem``, and ``device``/``version`` when given). Raises
+    VerificationError when the file holds no VBIOS image or none for the card; BlockedError when more than one matches
+    (fwman does not pick) or the one that matches cannot be taken (end unknown, not flashable)."""
     if not scan.images:
         raise VerificationError(
             f"{scan.path}: no VBIOS image found in it"

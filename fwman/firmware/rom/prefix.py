@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
 from fwman.firmware.rom.layout import NVGI, RFRD
-from fwman.firmware.rom.model import RomNote
+from fwman.firmware.rom.model import RomNote, add_note
 from fwman.firmware.rom.reader import WHAT, Reader
 
 NVGI_COPY_OFFSET = 0x2000
@@ -29,13 +29,11 @@ class Prefix:
 
 
 def find_rfrd(r: Reader, before: int) -> int | None:
-    """Return the 512-byte boundary nearest below ``before`` that holds the RFRD signature, or None.
-
-    For a file whose prefix fwman does not know: nova-core finds the ROM directory through the IFR header,
-    which such a file lacks, so the directory is looked for by its signature, as a cross-check only. The nearest
-    one to the chain is taken (in the Blackwell file the issue describes it sits just before the chain, at 0x35200
-    for a chain at 0x35400): the same four bytes earlier in the file are more likely data than a second directory.
-    """
+    """Return the 512-byte boundary nearest below ``before`` that holds the RFRD signature, or None. For a file whose
+    prefix fwman does not know: nova-core finds the ROM directory through the IFR header, which such a file lacks, so
+    the directory is looked for by its signature, as a cross-check only. The nearest one to the chain is taken (in the
+    Blackwell file the issue describes it sits just before the chain, at 0x35200 for a chain at 0x35400): the same four
+    bytes earlier in the file are more likely data than a second directory."""
     pos = r.data.rfind(b"RFRD", 0, before)
     while pos >= 0:
         if pos % 0x200 == 0:
@@ -53,19 +51,16 @@ def read_rfrd(r: Reader, rfrd: int, pre: Prefix, offsets: dict[str, int]) -> Non
 
 
 def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Prefix:
-    """Read the NVGI prefix when present; name an unknown one (``container_head``) for the caller to search.
-
-    Raises ParseError only for an empty file: whether an unknown start holds a chain is the caller's search.
-    """
+    """Read the NVGI prefix when present; name an unknown one (``container_head``) for the caller to search. Raises
+    ParseError only for an empty file: whether an unknown start holds a chain is the caller's search."""
     head = r.tag(0, 4)
     if head[:2] == b"\x55\xaa":
         return Prefix()
     if head != b"NVGI":
         if len(head) < 4:
             shown = head.hex(" ").upper() or "nothing"
-            raise ParseError(
-                WHAT, "signature", f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)", 0
-            )
+            why = f"starts with {shown}: neither NVGI (a dump) nor 55 AA (an option ROM)"
+            raise ParseError(WHAT, "signature", why, 0)
         return Prefix(container_head=head.hex(" ").upper())
     sv = NVGI.read(r, 0, "subsystem_vendor", "nvgi.subsystem_vendor")
     sd = NVGI.read(r, 0, "subsystem_device", "nvgi.subsystem_device")
@@ -75,17 +70,12 @@ def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Pre
         pre.nvgi_offsets.append(NVGI_COPY_OFFSET)
         ids = NVGI.at(0, "subsystem_vendor")
         if r.tag(NVGI_COPY_OFFSET + ids, 4) != r.tag(ids, 4):
-            notes.append(
-                RomNote(
-                    id="nvgi_copy_disagree",
-                    message="the NVGI copy at 0x2000 has another subsystem",
-                    offset=NVGI_COPY_OFFSET + ids,
-                )
-            )
+            why = "the NVGI copy at 0x2000 has another subsystem"
+            add_note(notes, "nvgi_copy_disagree", why, NVGI_COPY_OFFSET + ids)
     for rfrd in RFRD_OFFSETS:
         if RFRD.raw(r, rfrd, "signature") == b"RFRD":
             read_rfrd(r, rfrd, pre, offsets)
             break
     else:
-        notes.append(RomNote(id="rfrd_missing", message="no RFRD block at 0x5000 or 0x4000"))
+        add_note(notes, "rfrd_missing", "no RFRD block at 0x5000 or 0x4000")
     return pre

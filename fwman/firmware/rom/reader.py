@@ -1,8 +1,7 @@
-"""Bounds-checked little-endian reads over a VBIOS file: every failure a ParseError naming field and offset."""
+"""Bounds-checked reads over a VBIOS file (the integers through :class:`fwman.firmware.rom.layout.Layout`): every
+failure a ParseError naming field and offset."""
 
 from __future__ import annotations
-
-import struct
 
 from fwman.core.errors import ParseError
 
@@ -10,7 +9,7 @@ WHAT = "VBIOS image"
 
 
 class Reader:
-    """Bounds-checked little-endian reads from ``data``; every failure is a ParseError naming field and offset."""
+    """Bounds checks and signature probes over ``data``; every failure is a ParseError naming field and offset."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -21,21 +20,6 @@ class Reader:
         end = self.n if limit is None else min(limit, self.n)
         if off < 0 or off + size > end:
             raise ParseError(WHAT, field, f"needs {size} bytes but the {within} ends at 0x{end:X}", off)
-
-    def u8(self, off: int, field: str) -> int:
-        """Return the byte at ``off``."""
-        self.need(off, 1, field)
-        return self.data[off]
-
-    def u16(self, off: int, field: str) -> int:
-        """Return the little-endian u16 at ``off``."""
-        self.need(off, 2, field)
-        return int(struct.unpack_from("<H", self.data, off)[0])
-
-    def u32(self, off: int, field: str) -> int:
-        """Return the little-endian u32 at ``off``."""
-        self.need(off, 4, field)
-        return int(struct.unpack_from("<I", self.data, off)[0])
 
     def tag(self, off: int, size: int) -> bytes:
         """Return up to ``size`` bytes at ``off`` (fewer at the end of the file); for signature probes."""

@@ -1,12 +1,10 @@
 """``fwman upgrade --apply`` and ``--check``: run the catalog's upgrade plan with the flash safety rails.
 
-Apply: host gates (root, driver unloaded, nvflash, every card mapped) → the running version and board ID of
-every card read with nvflash (nvidia-smi is gone with the driver) → the plan → verified backups of *every*
-card in one run → the targets flashed one at a time, each with its own gates and read-back → stop at the first
-failure, leaving the remaining cards untouched → the steps left to the owner (firmware setup, reboot).
-Check (after the reboot, driver loaded): each card's running version and BAR1 size against the last flash
-recorded for it, written to the history.
-"""
+Apply: host gates (root, driver unloaded, nvflash, every card mapped) → the running version and board ID of every card
+read with nvflash (nvidia-smi is gone with the driver) → the plan → verified backups of *every* card in one run → the
+targets flashed one at a time, each with its own gates and read-back → stop at the first failure, leaving the remaining
+cards untouched → the steps left to the owner (firmware setup, reboot). Check (after the reboot, driver loaded): each
+card's running version and BAR1 size against the last flash recorded for it, written to the history."""
 
 from __future__ import annotations
 
@@ -45,24 +43,16 @@ def with_nvflash_identity(flasher: Flasher) -> list[Card]:
     cards = []
     for card in flasher.cards:
         block = flasher.adapter_block(card)
-        cards.append(
-            card.model_copy(
-                update={
-                    "vbios_version": block.version or card.vbios_version,
-                    "board_id": block.board_id or card.board_id,
-                }
-            )
-        )
+        read = {"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
+        cards.append(card.model_copy(update=read))
     flasher.cards = cards
     return cards
 
 
 def rerun_command(run: str | None, selected: list[str], error: FwmanError) -> str:
-    """Return the ``fwman upgrade --apply`` command that runs the rest of a stopped upgrade.
-
-    It reuses backup run ``run``, keeps the ``--card`` selection, and carries the flag that accepts the warning
-    which stopped it, when that flag is one ``upgrade --apply`` takes (the dual-firmware one).
-    """
+    """Return the ``fwman upgrade --apply`` command that runs the rest of a stopped upgrade. It reuses backup run
+    ``run``, keeps the ``--card`` selection, and carries the flag that accepts the warning which stopped it, when that
+    flag is one ``upgrade --apply`` takes (the dual-firmware one)."""
     argv = ["fwman", "upgrade", "--apply"]
     argv += [arg for bus in selected for arg in ("--card", bus)]
     if run:
@@ -84,15 +74,12 @@ def apply_upgrade(
     command: str = "fwman upgrade --apply",
     confirm: Callable[[str], bool] | None = None,
 ) -> ApplyResult:
-    """Run the upgrade plan on a live host; return what was flashed.
-
-    ``confirm`` is asked once, with the cards to flash, after the plan and before the lock, any backup or write;
-    a "no" raises BlockedError (nothing changed). None (``--yes``, or no terminal) asks nothing.
-
-    Raises BlockedError (3) when a gate or the plan blocks (nothing written), ToolMissingError (5) without
-    nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130 interrupted) after
-    the cards before it were flashed and verified: the message names them and the cards left untouched.
-    """
+    """Run the upgrade plan on a live host; return what was flashed. ``confirm`` is asked once, with the cards to flash,
+    after the plan and before the lock, any backup or write; a "no" raises BlockedError (nothing changed). None
+    (``--yes``, or no terminal) asks nothing. Raises BlockedError (3) when a gate or the plan blocks (nothing written),
+    ToolMissingError (5) without nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130
+    interrupted) after the cards before it were flashed and verified: the message names them and the cards left
+    untouched."""
     flasher = Flasher(host, euid, cards, options, say=say, stream=stream, command=command)
     bad = blocking(flasher.base_gates())
     if bad:
@@ -120,12 +107,7 @@ def apply_upgrade(
 
 
 def _apply_targets(
-    host: Host,
-    flasher: Flasher,
-    plan: UpgradePlan,
-    live_cards: list[Card],
-    result: ApplyResult,
-    selected: list[str],
+    host: Host, flasher: Flasher, plan: UpgradePlan, live_cards: list[Card], result: ApplyResult, selected: list[str]
 ) -> ApplyResult:
     """Back up every card, then flash the plan's targets in order (under the flash lock); return the result."""
     targets = plan.flash_cards
@@ -158,10 +140,8 @@ def _apply_targets(
                 # once the cause is dealt with (or the named flag accepts the warning)
                 cause = e.hint or "fix the cause"
                 if again.endswith(NO_BACKUP_BIOS_FLAG):  # the finding's fix says "pass the flag": the command has it
-                    cause = (
-                        "only if you can recover the card without a second firmware chip "
-                        "(another GPU for display, a programmer)"
-                    )
+                    cause = "only if you can recover the card without a second firmware chip "
+                    cause += "(another GPU for display, a programmer)"
                 op.next_steps = [
                     f"flashed and verified before the gate: {flashed}",
                     f"left untouched: {', '.join(result.untouched) or 'none'} (and {target.bus_id}: nothing written)",
@@ -208,36 +188,19 @@ class CheckRow:
 
 
 def check_upgrade(host: Host, cards: list[Card]) -> list[CheckRow]:
-    """Compare each card's running firmware and BAR1 with its last successful flash; record the outcome.
-
-    Returns one row per card. Cards fwman never flashed are reported, not recorded.
-    """
+    """Compare each card's running firmware and BAR1 with its last successful flash; record the outcome. Returns one row
+    per card. Cards fwman never flashed are reported, not recorded."""
     records = read_history(host)
     rows: list[CheckRow] = []
     for card in cards:
-        last = next(
-            (
-                r
-                for r in reversed(records)
-                if r.card == card.bus_id and r.kind in ("flash", "restore") and r.result == "success"
-            ),
-            None,
-        )
+        flashes = (r for r in reversed(records) if r.card == card.bus_id and r.kind in ("flash", "restore"))
+        last = next((r for r in flashes if r.result == "success"), None)
         running = card.vbios_version.upper() if card.vbios_version else None
         bar1 = card.bar1_bytes
         bar_text = f"BAR1 {bar1 // (1024 * 1024)} MiB" if bar1 else "BAR1 unknown"
         if last is None:
-            rows.append(
-                CheckRow(
-                    card.bus_id,
-                    running,
-                    None,
-                    bar1,
-                    card.vram_bytes,
-                    "not flashed",
-                    f"{running or 'firmware version unknown'}, {bar_text}",
-                )
-            )
+            found = f"{running or 'firmware version unknown'}, {bar_text}"
+            rows.append(CheckRow(card.bus_id, running, None, bar1, card.vram_bytes, "not flashed", found))
             continue
         expected = last.after_version
         if running is None:

@@ -1,14 +1,13 @@
 """The firmware upgrade plan: which card gets which image, and every step around the flash.
 
-:func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the
-Host; it changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade.apply)
-executes the steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
+:func:`build_upgrade_plan` is pure apart from reading the image cache and the local hash overrides through the Host; it
+changes nothing. ``fwman upgrade --dry-run`` prints the plan; ``--apply`` (fwman.firmware.upgrade.apply) executes the
+steps whose ``by`` is ``fwman`` and stops on any ``block`` finding.
 
-Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the
-recommended image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped
-with their reason, however high their version sorts); an image without a known hash is planned but blocks the
-flash until the owner supplies the vendor MD5.
-"""
+Rules: a card whose exact PCI IDs are not in the catalog is reported, never matched to a near board; the recommended
+image is the newest ``current`` or ``unverified`` one (withdrawn and superseded images are skipped with their reason,
+however high their version sorts); an image without a known hash is planned but blocks the flash until the owner
+supplies the vendor MD5."""
 
 from __future__ import annotations
 
@@ -47,16 +46,8 @@ def image_options(board: Board) -> list[ImageOption]:
     for image in board.images_newest_first():
         is_chosen = chosen is not None and image.version == chosen.version
         why = "newest image that is neither withdrawn nor superseded" if is_chosen else _why_not(image, chosen)
-        out.append(
-            ImageOption(
-                version=image.version,
-                status=image.status,
-                chosen=is_chosen,
-                why=why,
-                rebar=image.rebar,
-                power_limit_w=image.power_limit_w,
-            )
-        )
+        facts = image.model_dump(include={"version", "status", "rebar", "power_limit_w"})
+        out.append(ImageOption(chosen=is_chosen, why=why, **facts))
     return out
 
 
@@ -78,21 +69,12 @@ def _decide(card: Card, board: Board) -> tuple[Action, str | None, str, str]:
             return "keep", None, f"runs {current}, newer than the catalog knows: left alone", status
         if order is Order.SAME_BASE:
             # the fifth field is the board maker's build code: without a catalog entry nothing says which is newer
-            return (
-                "keep",
-                None,
-                f"runs {current}, not in the catalog; it differs from {target.version} only in the build code: "
-                "left alone",
-                status,
-            )
+            same = f"runs {current}, not in the catalog; it differs from {target.version} only in the build code"
+            return "keep", None, f"{same}: left alone", status
         return "flash", target.version, f"{current} is not in the catalog; {target.version} is recommended", status
     if running.status is ImageStatus.WITHDRAWN:
-        return (
-            "flash",
-            target.version,
-            f"{current} was withdrawn ({running.status_reason or 'no reason given'})",
-            status,
-        )
+        why = running.status_reason or "no reason given"
+        return "flash", target.version, f"{current} was withdrawn ({why})", status
     if running.status is ImageStatus.SUPERSEDED:
         return "flash", target.version, f"{current} is superseded: {target.version} is recommended", status
     if catalog_newer(target, running, board.images):
@@ -111,11 +93,9 @@ def _cached(host: Host, path: str) -> bool | None:
 def build_upgrade_plan(
     host: Host, cards: Sequence[Card], catalog: Catalog, selected: Sequence[str] = ()
 ) -> UpgradePlan:
-    """Return the upgrade plan for ``cards`` on ``host`` from ``catalog``. Changes nothing.
-
-    ``selected`` limits which cards are flashed (sysfs bus ids; empty: every card); every card is still backed
-    up. Raises VerificationError when the local hash overrides contradict each other.
-    """
+    """Return the upgrade plan for ``cards`` on ``host`` from ``catalog``. Changes nothing. ``selected`` limits which
+    cards are flashed (sysfs bus ids; empty: every card); every card is still backed up. Raises VerificationError when
+    the local hash overrides contradict each other."""
     chosen = set(selected)
     overrides = load_overrides(host)
     card_plans: list[CardPlan] = []
@@ -146,15 +126,14 @@ def build_upgrade_plan(
                     reason=f"no catalog board for {pci_key}: fwman never guesses a firmware",
                 )
             )
+            bus = short_bus(card.bus_id)
+            ev = {"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"}
             findings.append(
-                Topic(
-                    "upgrade.unknown-board",
-                    {"bus_id": card.bus_id, "pci": pci_key, "vbios": card.vbios_version or "unknown"},
-                ).info(
-                    f"{short_bus(card.bus_id)}: no catalog entry for {pci_key}; backed up, not flashed",
+                Topic("upgrade.unknown-board", ev).info(
+                    f"{bus}: no catalog entry for {pci_key}; backed up, not flashed",
                     "describe it with a local entry (docs/catalog-local.md) from the card maker's file: "
-                    f"fwman backup --card {short_bus(card.bus_id)}, then fwman catalog add-local --card "
-                    f"{short_bus(card.bus_id)} --image FILE --expect-md5 HEX --md5-source URL",
+                    f"fwman backup --card {bus}, then fwman catalog add-local --card "
+                    f"{bus} --image FILE --expect-md5 HEX --md5-source URL",
                 )
             )
             continue
@@ -183,30 +162,22 @@ def build_upgrade_plan(
 
     for card in cards:
         plan = next(p for p in card_plans if p.bus_id == card.bus_id)
-        image = _target_image(catalog, plan)
-        if (
-            image is not None
-            and image.min_driver
-            and card.driver_version
-            and _driver_key(card.driver_version) < _driver_key(image.min_driver)
-        ):
+        image, driver = _target_image(catalog, plan), card.driver_version
+        if image is not None and image.min_driver and driver and _driver_key(driver) < _driver_key(image.min_driver):
             findings.append(
-                Topic("upgrade.driver", {"bus_id": card.bus_id, "driver": card.driver_version}).info(
-                    f"{short_bus(card.bus_id)}: driver {card.driver_version} is older than {image.min_driver}, "
+                Topic("upgrade.driver", {"bus_id": card.bus_id, "driver": driver}).info(
+                    f"{short_bus(card.bus_id)}: driver {driver} is older than {image.min_driver}, "
                     f"which {image.version} needs for what it is for",
                     f"install driver {image.min_driver} or later",
                 )
             )
 
-    images = [
-        _supply(host, catalog, key, version, buses, overrides, findings) for (key, version), buses in targets.items()
-    ]
-    plans = card_plans
-    steps = _steps(plans, images, catalog, findings)
+    images = [_supply(host, catalog, key, ver, buses, overrides, findings) for (key, ver), buses in targets.items()]
+    steps = _steps(card_plans, images, catalog, findings)
     return UpgradePlan(
         host=host.description,
         catalog=catalog.summary(),
-        cards=plans,
+        cards=card_plans,
         images=images,
         steps=steps,
         findings=findings,
@@ -222,24 +193,17 @@ def _supply(
     overrides: list[HashOverride],
     findings: list[Finding],
 ) -> ImageSupply:
+    """Return where the image ``version`` of board ``board_key`` comes from for ``buses``; appends to ``findings``
+    what blocks its flash (no known hash, not cached with no URL)."""
     board = catalog.find_board(board_key)
     image = board.image(version)
     assert image is not None
     entry = catalog.entry_for(board, image)
     override = find_override(overrides, board.key, version)
-    origin = (
-        entry.hash_origin
-        if image.has_hash
-        else (
-            (
-                override.provenance(board.board.maker)
-                if override.signed_package
-                else f"local override ({override.source})"
-            )
-            if override
-            else ""
-        )
-    )
+    origin = entry.hash_origin if image.has_hash else ""
+    if not image.has_hash and override:
+        signed = override.signed_package
+        origin = override.provenance(board.board.maker) if signed else f"local override ({override.source})"
     path = cache_path(entry)
     cached = _cached(host, path)
     supply = ImageSupply(
@@ -322,16 +286,12 @@ def _steps(
         )
 
     everyone = [c.bus_id for c in cards]
-    add(
-        "backup",
-        f"Back up every card's firmware ({len(cards)} card{'s' if len(cards) != 1 else ''})",
-        "fwman",
-        [
-            "each card is saved with nvflash --save, read back and parsed before anything is flashed",
-            "cards that are not flashed are backed up too: a backup is the only way back after a bad flash",
-        ],
-        card_ids=everyone,
-    )
+    saved = [
+        "each card is saved with nvflash --save, read back and parsed before anything is flashed",
+        "cards that are not flashed are backed up too: a backup is the only way back after a bad flash",
+    ]
+    title = f"Back up every card's firmware ({len(cards)} card{'s' if len(cards) != 1 else ''})"
+    add("backup", title, "fwman", saved, card_ids=everyone)
     if not flash:
         return steps
     for img in images:
@@ -353,23 +313,13 @@ def _steps(
             md5 = "" if img.hash_known else " --expect-md5 HEX"
             src = "" if img.urls else " --image FILE"
             commands.append(f"fwman fetch {img.ref}{src}{md5}")
-        add(
-            "image",
-            f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}",
-            "you" if commands else "fwman",
-            details,
-            commands,
-            img.cards,
-        )
-    add(
-        "unload",
-        "Stop GPU users and unload the NVIDIA kernel modules",
-        "fwman",
-        [
-            "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
-            "modules, in order: " + " ".join(UNLOAD_ORDER),
-        ],
-    )
+        title = f"Get {img.version} for {', '.join(short_bus(b) for b in img.cards)}"
+        add("image", title, "you" if commands else "fwman", details, commands, img.cards)
+    unload = [
+        "nvflash refuses to run while the driver is loaded; containers and services using the GPUs stop first",
+        "modules, in order: " + " ".join(UNLOAD_ORDER),
+    ]
+    add("unload", "Stop GPU users and unload the NVIDIA kernel modules", "fwman", unload)
     left = [c for c in cards if c not in flash]
     for n, c in enumerate(flash):
         details = [f"{c.current_version} -> {c.target_version} ({c.board}, {c.subsystem})"]
@@ -384,26 +334,17 @@ def _steps(
         add("flash", f"Flash {short_bus(c.bus_id)} with {c.target_version}", "fwman", details, card_ids=[c.bus_id])
     rebar = any((o.rebar is True) for c in flash for o in c.options if o.version == c.target_version)
     if rebar:
+        to_setup = "systemctl reboot --firmware-setup"
         setup = [
-            "reboot into the firmware setup: systemctl reboot --firmware-setup",
+            f"reboot into the firmware setup: {to_setup}",
             "enable Above 4G Decoding",
             "enable Re-Size BAR Support",
             "save and exit (the names vary by board maker: look under PCI or Advanced settings)",
+            *_bar_evidence(cards),
         ]
-        setup += _bar_evidence(cards)
-        add(
-            "firmware-setup",
-            "Turn on Resizable BAR in the firmware setup",
-            "you",
-            setup,
-            ["systemctl reboot --firmware-setup"],
-        )
-        add(
-            "reboot",
-            "Boot Linux",
-            "you",
-            ["the new firmware takes effect on this boot (nvflash: a reboot is required)"],
-        )
+        add("firmware-setup", "Turn on Resizable BAR in the firmware setup", "you", setup, [to_setup])
+        boot = "the new firmware takes effect on this boot (nvflash: a reboot is required)"
+        add("reboot", "Boot Linux", "you", [boot])
     else:
         add("reboot", "Reboot", "you", ["the new firmware takes effect after a reboot"], ["systemctl reboot"])
     checks: list[str] = []

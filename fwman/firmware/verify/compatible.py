@@ -1,14 +1,13 @@
 """Is this VBIOS file right for this card? :func:`check_compatible`, the one gate every caller uses (no I/O).
 
-Every check reports, pass or fail, so the user sees what was checked. Blocks protect hardware and cannot be
-overridden: wrong vendor/device, wrong subsystem, wrong board ID, an image kind that is not a flash source, a
-broken x86 checksum, NVGI and NPDE disagreeing, an unreadable version. A version older than the card's is a
-``warn`` that ``--allow-downgrade`` accepts.
+Every check reports, pass or fail, so the user sees what was checked. Blocks protect hardware and cannot be overridden:
+wrong vendor/device, wrong subsystem, wrong board ID, an image kind that is not a flash source, a broken x86 checksum,
+NVGI and NPDE disagreeing, an unreadable version. A version older than the card's is a ``warn`` that
+``--allow-downgrade`` accepts.
 
-With a catalog entry, the catalog's checks follow (board, version string, hash match, status: a hash that
-differs, no published hash, a withdrawn image block). Callers: ``fwman rom verify``, the flash gates, ``fwman
-fetch`` (no card: the image and catalog checks only) and the backup check (the identity checks).
-"""
+With a catalog entry, the catalog's checks follow (board, version string, hash match, status: a hash that differs, no
+published hash, a withdrawn image block). Callers: ``fwman rom verify``, the flash gates, ``fwman fetch`` (no card: the
+image and catalog checks only) and the backup check (the identity checks)."""
 
 from __future__ import annotations
 
@@ -32,9 +31,8 @@ IDENTITY_IDS = frozenset({"rom.device", "rom.subsystem", "rom.nvgi_npde"})
 
 def _ids(image: RomImage, card: Card) -> Finding:
     ids, card_ids = f"{image.vendor_id}:{image.device_id}", f"{card.vendor_id}:{card.device_id}"
-    t = Topic(
-        "rom.device", {"image": ids, "card": card_ids, "image_offset": f"0x{image.offsets.get('device_id', 0):X}"}
-    )
+    offset = f"0x{image.offsets.get('device_id', 0):X}"
+    t = Topic("rom.device", {"image": ids, "card": card_ids, "image_offset": offset})
     if (image.vendor_id, image.device_id) != (card.vendor_id.lower(), card.device_id.lower()):
         return t.block(f"image is for PCI device {ids}, the card is {card_ids}", "use an image made for this GPU model")
     return t.ok(f"PCI device {card_ids} matches")
@@ -147,14 +145,10 @@ def _agreement(image: RomImage) -> list[Finding]:
     else:
         first = t.info("no NVGI header to cross-check (option-ROM file)")
     out = [first]
-    for note in image.notes:
-        if note.id in _DISAGREE_NOTES:
-            where = {"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"}
-            out.append(
-                Topic(f"rom.{note.id}", where).warn(
-                    note.message, "compare the file with a fresh download or dump before flashing"
-                )
-            )
+    for note in (n for n in image.notes if n.id in _DISAGREE_NOTES):
+        where = {"offset": f"0x{note.offset:X}" if note.offset is not None else "unknown"}
+        fix = "compare the file with a fresh download or dump before flashing"
+        out.append(Topic(f"rom.{note.id}", where).warn(note.message, fix))
     return out
 
 
@@ -174,9 +168,8 @@ def _version(image: RomImage, card: Card) -> Finding:
             override=DOWNGRADE_FLAG,
         )
     if order in (Order.SAME, Order.SAME_BASE):
-        what = (
-            "the card's version" if order is Order.SAME else f"the card's {card.vbios_version} apart from the OEM field"
-        )
+        same = order is Order.SAME
+        what = "the card's version" if same else f"the card's {card.vbios_version} apart from the OEM field"
         return t.info(f"image {image.version} is {what} (identity is the chain hash, not the string)")
     return t.ok(f"image {image.version} is newer than the card's {card.vbios_version}")
 
@@ -190,16 +183,14 @@ def check_compatible(
     override_md5: str | None = None,
     catalog: bool = True,
 ) -> list[Finding]:
-    """Return the findings for putting ``image`` onto ``card`` (every check, passed or not). Raises nothing.
-
-    ``card`` None (``fwman fetch``: no card yet) checks only the image kind. ``board_id`` is the image's board ID
-    where known (``nvflash --version FILE``): compared with ``card.board_id``; without it the catalog entry's
-    compatible board IDs are used. ``entry`` is the catalog entry the image claims to be
-    (:func:`fwman.firmware.catalog.load.find_entry_for_rom`): its checks (board, version string, hash, status)
-    follow, or one ``warn`` that the image is not in the catalog when ``entry`` is None. ``catalog`` False
-    leaves every catalog finding out (a restore of the card's own backup, the backup check). ``override_md5``:
-    see :func:`_catalog_findings`.
-    """
+    """Return the findings for putting ``image`` onto ``card`` (every check, passed or not). Raises nothing. ``card``
+    None (``fwman fetch``: no card yet) checks only the image kind. ``board_id`` is the image's board ID where known
+    (``nvflash --version FILE``): compared with ``card.board_id``; without it the catalog entry's compatible board IDs
+    are used. ``entry`` is the catalog entry the image claims to be
+    (:func:`fwman.firmware.catalog.load.find_entry_for_rom`): its checks (board, version string, hash, status) follow,
+    or one ``warn`` that the image is not in the catalog when ``entry`` is None. ``catalog`` False leaves every catalog
+    finding out (a restore of the card's own backup, the backup check). ``override_md5``: see
+    :func:`_catalog_findings`."""
     findings = [_kind(image)]
     if card is not None:
         if board_id is not None:
@@ -227,24 +218,16 @@ def check_compatible(
 def _catalog_findings(
     image: RomLike, entry: CatalogEntry | None, override_md5: str | None = None, card_bus: str | None = None
 ) -> list[Finding]:
-    """Return what the catalog says about a parsed ROM: board match, hash known and matching, status.
-
-    ``entry`` is the catalog entry the image claims to be (see
-    :func:`fwman.firmware.catalog.load.find_entry_for_rom`); None gives one ``warn`` (not in the catalog).
-    ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch --expect-md5``) for an entry whose
-    catalog hash is unknown; by default the one attached to ``entry`` by
-    :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash,
-    a withdrawn image (listed first, its fix naming the board's recommended image and the commands for
-    ``card_bus``).
-    """
+    """Return what the catalog says about a parsed ROM: board match, hash known and matching, status. ``entry`` is the
+    catalog entry the image claims to be (see :func:`fwman.firmware.catalog.load.find_entry_for_rom`); None gives one
+    ``warn`` (not in the catalog). ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch
+    --expect-md5``) for an entry whose catalog hash is unknown; by default the one attached to ``entry`` by
+    :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash, a
+    withdrawn image (listed first, its fix naming the board's recommended image and the commands for ``card_bus``)."""
     if entry is None:
         t = Topic("catalog.entry", {"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"})
-        return [
-            t.warn(
-                "image not in the VBIOS catalog: its hash cannot be checked against a published one",
-                "compare its MD5 with the one the card maker publishes",
-            )
-        ]
+        why = "image not in the VBIOS catalog: its hash cannot be checked against a published one"
+        return [t.warn(why, "compare its MD5 with the one the card maker publishes")]
     board, cat = entry.board, entry.image
     if override_md5 is None and entry.override is not None:
         override_md5 = entry.override.md5

@@ -8,10 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.text import Cell, Out, Result, Span, say, table
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, UsageError, VerificationError
+from fwman.driver.forks.config import configured_forks
+from fwman.driver.forks.forge import api_base
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
+from fwman.platform.containers import start_engine_reads
 from fwman.reports.audit.model import AuditReport, Row
+from fwman.reports.audit.p2p import p2p_line
+from fwman.reports.audit.report import audit_host
 
 
 @dataclass(frozen=True)
@@ -25,14 +31,9 @@ class AuditRequest:
 
 
 def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> AuditReport:
-    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only.
-
-    Raises UsageError when a container root is not a directory, and what the configuration loader raises for a
-    bad /etc/fwman/config.toml or fork spec.
-    """
-    from fwman.core.config import load_config
-    from fwman.platform.containers import start_engine_reads
-
+    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only. Raises
+    UsageError when a container root is not a directory, and what the configuration loader raises for a bad
+    /etc/fwman/config.toml or fork spec."""
     roots = []
     for given in request.container_roots:
         # a relative DIR means the current directory on this machine (host paths are absolute)
@@ -44,10 +45,6 @@ def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *
     # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
     # imported and the host is read: asked first, they are the longest wait of an audit
     engine_reads = start_engine_reads(host)
-    from fwman.driver.forks.config import configured_forks
-    from fwman.driver.forks.forge import api_base
-    from fwman.reports.audit.report import audit_host
-
     # a replay must not reach the network: the forks are looked up in the recorded cache only
     return audit_host(
         host,
@@ -123,11 +120,9 @@ _KERNEL = re.compile(r"\(([^()\s]+)\)$")  # a row of one kernel ends with it: "n
 
 
 def fix_groups(rows: list[Row]) -> list[FixGroup]:
-    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone.
-
-    Fixes that differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and
-    "`--kernel A --kernel B`" (the modules build command takes the option once per kernel).
-    """
+    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone. Fixes that
+    differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and "`--kernel A
+    --kernel B`" (the modules build command takes the option once per kernel)."""
     groups: dict[str, tuple[list[Row], list[str]]] = {}
     out: list[FixGroup | str] = []
     for r in rows:
@@ -171,8 +166,6 @@ class Audit(Result):
     def text(self, verbose: int = 0) -> Out:
         """Return the reference version, one row per component, the details and fixes, P2P and the counts
         (what could not be read with ``verbose``)."""
-        from fwman.reports.audit.p2p import p2p_line
-
         report = self.report
         out: Out = [say(f"Reference version: {report.reference or 'unknown'} ({report.reference_source})")]
         rows: list[list[Cell]] = [

@@ -1,14 +1,12 @@
-"""``fwman plan`` and ``fwman apply``: the box brought to its P2P target in one command.
-
-The plan has two halves. **What fwman does**: each subject's own planner (the kernel hooks, the DKMS block, the
-patched modules of every installed kernel, the module options with nova_core kept off, the user-space hold), in
-that order, each listing the steps it still needs: the same planners ``fwman hooks install``, ``fwman dkms
-block``, ``fwman modules build``, ``fwman driver settings --apply`` and ``fwman userspace hold`` run, so
-``fwman plan`` (``fwman apply --dry-run``) prints exactly what ``fwman apply`` then does, and a second ``apply``
-does nothing. **What the owner does**: every step fwman cannot take, from doctor's chain (firmware, the firmware
-setup, the kernel command line, ACS, NCCL in a named container), each with the exact command, file and line doctor
-names; then the reboot and ``fwman apply --check``, which verifies (doctor's verdict, the P2P record).
-"""
+"""``fwman plan`` and ``fwman apply``: the box brought to its P2P target in one command. The plan has two halves. **What
+fwman does**: each subject's own planner (the kernel hooks, the DKMS block, the patched modules of every installed
+kernel, the module options with nova_core kept off, the user-space hold), in that order, each listing the steps it still
+needs: the same planners ``fwman hooks install``, ``fwman dkms block``, ``fwman modules build``, ``fwman driver settings
+--apply`` and ``fwman userspace hold`` run, so ``fwman plan`` (``fwman apply --dry-run``) prints exactly what ``fwman
+apply`` then does, and a second ``apply`` does nothing. **What the owner does**: every step fwman cannot take, from
+doctor's chain (firmware, the firmware setup, the kernel command line, ACS, NCCL in a named container), each with the
+exact command, file and line doctor names; then the reboot and ``fwman apply --check``, which verifies (doctor's
+verdict, the P2P record)."""
 
 from __future__ import annotations
 
@@ -43,11 +41,9 @@ ANSWERED = {
 @dataclass
 class Subject:
     """One subject's part of the plan: what it brings about, the steps its planner still needs, and how to run it.
-
-    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it
-    is) and returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form
-    is a ``parts[]`` entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``.
-    """
+    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it is) and
+    returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form is a ``parts[]``
+    entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``."""
 
     name: str = field(metadata=meta(key="part"))
     goal: str
@@ -312,12 +308,10 @@ class Plan(Result):
 
 
 def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
-    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain.
-
-    ``permit``: what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host
-    it cannot read (UsageError for an invalid config.toml, RootDoorError for a step that would act on this
-    machine from under --root); the doctor's own failure (no GPU) is kept as ``doctor_error``.
-    """
+    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain. ``permit``:
+    what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host it cannot read
+    (UsageError for an invalid config.toml, RootDoorError for a step that would act on this machine from under --root);
+    the doctor's own failure (no GPU) is kept as ``doctor_error``."""
     from fwman.reports.doctor import run_doctor
     from fwman.reports.doctor.facts import gather
 
@@ -369,11 +363,9 @@ def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
 
 
 def apply_plan(plan: Plan, *, permit: Callable[[], None], tell: Tell = silent) -> Plan:
-    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done.
-
-    Stops at the first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before
-    (it stays done; running ``apply`` again continues). Raises what ``permit`` raises before anything is done.
-    """
+    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done. Stops at the
+    first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before (it stays done;
+    running ``apply`` again continues). Raises what ``permit`` raises before anything is done."""
     permit()
     plan.dry_run = False
     for subject in plan.todo:

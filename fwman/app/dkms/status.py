@@ -1,7 +1,5 @@
-"""``fwman dkms status``: the NVIDIA modules registered with DKMS, and whether fwman blocks DKMS.
-
-Typed arguments in (a Host), a result model out; no click.
-"""
+"""``fwman dkms status``: the NVIDIA modules registered with DKMS, and whether fwman blocks DKMS. Typed arguments in (a
+Host), a result model out; no click."""
 
 from __future__ import annotations
 

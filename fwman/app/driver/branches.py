@@ -1,8 +1,6 @@
-"""``fwman driver branches``: which driver versions the P2P forks carry, or who carries one version.
-
-Typed arguments in, a result model out; no click. The CLI renders :class:`BranchesResult` as a table or, through
-:meth:`BranchesResult.to_json`, as ``fwman.driver-branches/1``.
-"""
+"""``fwman driver branches``: which driver versions the P2P forks carry, or who carries one version. Typed arguments in,
+a result model out; no click. The CLI renders :class:`BranchesResult` as a table or, through
+:meth:`BranchesResult.to_json`, as ``fwman.driver-branches/1``."""
 
 from __future__ import annotations
 
@@ -154,11 +152,9 @@ def driver_branches(
     fork_specs: Sequence[str] = (),
     offline: bool = False,
 ) -> BranchesResult:
-    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache.
-
-    ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
-    UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
-    """
+    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache. ``offline`` answers from
+    the cache only (a replay must pass it: it must not reach the network). Raises UsageError for a bad version, fork
+    option or configuration; a fork that cannot be listed is in the report."""
     target = names.driver_version(version_text, "--driver-version") if version_text is not None else None
     config = load_config(host)
     forks = configured_forks(config, fork_specs)

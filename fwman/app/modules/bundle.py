@@ -1,8 +1,6 @@
 """``fwman modules export`` / ``import`` as use cases: the bundle file (a user file) and its signing key.
-
 :mod:`fwman.driver.bundle` makes, checks and installs bundles (its :mod:`~fwman.driver.bundle.trust` says which
-signatures a host accepts); this module reads and writes the files the user names.
-"""
+signatures a host accepts); this module reads and writes the files the user names."""
 
 from __future__ import annotations
 
@@ -95,11 +93,9 @@ def export_file(host: Host, kver: str, output: str, sign_key: str | None = None)
 
 
 def export_to_file(host: Host, kver: str, output: str, sign_key: str | None = None) -> tuple[int, Bundle]:
-    """Export the modules of ``kver`` into the user file ``output``; return (its size, the bundle).
-
-    ``sign_key`` names an Ed25519 private key (PEM, a user file). Raises as
-    :func:`fwman.driver.bundle.export.export_bundle`, UsageError for a bad key or an unwritable output.
-    """
+    """Export the modules of ``kver`` into the user file ``output``; return (its size, the bundle). ``sign_key`` names
+    an Ed25519 private key (PEM, a user file). Raises as :func:`fwman.driver.bundle.export.export_bundle`, UsageError
+    for a bad key or an unwritable output."""
     sign = signer(load_private_key(read_user_file(sign_key, max_bytes=64 * 1024), sign_key)) if sign_key else None
     data, bundle = export_bundle(host, kver, sign)
     write_user_file(output, data)
@@ -114,10 +110,8 @@ def read_bundle(path: str) -> Bundle:
 def import_file(
     host: Host, path: str, *, dry_run: bool, tell: Callable[[str], None], permit: Callable[[], None] = free
 ) -> Import:
-    """Check (``dry_run``) or import the bundle in the user file ``path`` on ``host``; return it and the outcome.
-
-    Raises what ``permit`` raises (first, unless a dry run), then as :func:`fwman.driver.bundle.import_bundle`.
-    """
+    """Check (``dry_run``) or import the bundle in the user file ``path`` on ``host``; return it and the outcome. Raises
+    what ``permit`` raises (first, unless a dry run), then as :func:`fwman.driver.bundle.import_bundle`."""
     if not dry_run:
         permit()
     bundle = read_bundle(path)

@@ -1,12 +1,7 @@
-"""What the kernel hooks and the boot service run, as use cases: ``modules hook`` (one kernel was installed),
-``modules catchup`` (every kernel, at boot) and ``modules forget`` (a kernel was removed).
-
-The work is :mod:`fwman.driver.hooks.run` and :mod:`fwman.driver.hooks.removal`; this module decides what a
-run tells (its text and its ``fwman.modules-hook/2``, ``fwman.modules-catchup/2`` and ``fwman.modules-forget/2``
-documents) and how it ends: the hook never fails a kernel install unless ``strict = true``, the catch-up ends
-partial when a build failed, ``forget`` always succeeds. Each takes ``dry_run``: what would be done, nothing
-written.
-"""
+"""What the kernel hooks and the boot service run: ``modules hook`` (one kernel was installed), ``modules catchup``
+(every kernel, at boot) and ``modules forget`` (a kernel was removed). The work is :mod:`fwman.driver.hooks`';
+this module decides what a run tells and how it ends: the hook never fails a kernel install unless ``strict =
+true``, the catch-up ends partial when a build failed, ``forget`` always succeeds."""
 
 from __future__ import annotations
 

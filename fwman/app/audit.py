@@ -30,32 +30,6 @@ class AuditRequest:
     offline: bool = False
 
 
-def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> AuditReport:
-    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only. Raises
-    UsageError when a container root is not a directory, and what the configuration loader raises for a bad
-    /etc/fwman/config.toml or fork spec."""
-    roots = []
-    for given in request.container_roots:
-        # a relative DIR means the current directory on this machine (host paths are absolute)
-        path = given if given.startswith("/") else user_path(given)
-        if not host.is_dir(path):
-            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
-        roots.append(path)
-    config = load_config(host)
-    # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
-    # imported and the host is read: asked first, they are the longest wait of an audit
-    engine_reads = start_engine_reads(host)
-    # a replay must not reach the network: the forks are looked up in the recorded cache only
-    return audit_host(
-        host,
-        container_roots=roots,
-        forks=configured_forks(config, request.fork_specs),
-        offline=request.offline or replay,
-        api=api_base(config, variables),
-        engine_reads=engine_reads,
-    )
-
-
 ENGINE_KINDS = ("docker", "podman")
 #: ContainerAudit fields that only a Docker/Podman container has
 ENGINE_ONLY_FIELDS = (
@@ -75,36 +49,6 @@ ENGINE_ONLY_FIELDS = (
     "vllm_cache_path",
     "vllm_cache_host_path",
 )
-
-
-def audit_json(report: AuditReport) -> dict[str, Any]:
-    """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
-    payload: dict[str, Any] = report.model_dump(mode="json")
-    if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
-        payload.pop("userspace_hold", None)
-    # no CDI spec, no engine asked, no prebuilt module package: nothing to say (and the keys of a host without
-    # them stay as they were)
-    for key in ("cdi_specs", "engine_problems", "prebuilt_modules"):
-        if not payload.get(key):
-            payload.pop(key, None)
-    for container in payload.get("containers", []):
-        if container.get("kind") not in ENGINE_KINDS:  # LXC and --container-root: the engine fields do not apply
-            for key in ENGINE_ONLY_FIELDS:
-                container.pop(key, None)
-    payload["ok"] = report.ok
-    payload["counts"] = report.counts()
-    return payload
-
-
-def audit_failure(report: AuditReport) -> VerificationError | None:
-    """Return the error ``fwman audit`` ends with when something does not match or is unknown, else None."""
-    if report.ok:
-        return None
-    counts = report.counts()
-    return VerificationError(
-        f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
-        hint="the lines after the table say what to fix; --json has every detail",
-    )
 
 
 @dataclass
@@ -139,15 +83,14 @@ def fix_groups(rows: list[Row]) -> list[FixGroup]:
         members.append(r)
         if kernel is not None and kernel not in kernels:
             kernels.append(kernel)
-    result: list[FixGroup] = []
-    for item in out:
-        if isinstance(item, FixGroup):
-            result.append(item)
-            continue
-        members, kernels = groups[item]
-        fix = item.replace("\0", " ".join(f"--kernel {k}" for k in kernels)).replace("\1", ", ".join(kernels))
-        result.append(FixGroup(members, fix))
-    return result
+
+    def merged(key: str) -> FixGroup:
+        members, kernels = groups[key]
+        return FixGroup(
+            members, key.replace("\0", " ".join(f"--kernel {k}" for k in kernels)).replace("\1", ", ".join(kernels))
+        )
+
+    return [item if isinstance(item, FixGroup) else merged(item) for item in out]
 
 
 _COLOUR = {"match": "green", "mismatch": "red", "unknown": "yellow", "info": ""}
@@ -160,8 +103,23 @@ class Audit(Result):
     report: AuditReport
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.audit/1`` (:func:`audit_json`)."""
-        return audit_json(self.report)
+        """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
+        report = self.report
+        payload: dict[str, Any] = report.model_dump(mode="json")
+        if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
+            payload.pop("userspace_hold", None)
+        # no CDI spec, no engine asked, no prebuilt module package: nothing to say (and the keys of a host without
+        # them stay as they were)
+        for key in ("cdi_specs", "engine_problems", "prebuilt_modules"):
+            if not payload.get(key):
+                payload.pop(key, None)
+        for container in payload.get("containers", []):
+            if container.get("kind") not in ENGINE_KINDS:  # LXC and --container-root: the engine fields do not apply
+                for key in ENGINE_ONLY_FIELDS:
+                    container.pop(key, None)
+        payload["ok"] = report.ok
+        payload["counts"] = report.counts()
+        return payload
 
     def text(self, verbose: int = 0) -> Out:
         """Return the reference version, one row per component, the details and fixes, P2P and the counts
@@ -187,9 +145,39 @@ class Audit(Result):
 
     def failure(self) -> FwmanError | None:
         """Return VerificationError (exit 4) when something does not match or is unknown."""
-        return audit_failure(self.report)
+        report = self.report
+        if report.ok:
+            return None
+        counts = report.counts()
+        return VerificationError(
+            f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
+            hint="the lines after the table say what to fix; --json has every detail",
+        )
 
 
 def audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> Audit:
-    """Return the audit of ``host`` (:func:`run_audit`, which says what it raises)."""
-    return Audit(run_audit(host, request, variables, replay=replay))
+    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only. Raises
+    UsageError when a container root is not a directory, and what the configuration loader raises for a bad
+    /etc/fwman/config.toml or fork spec."""
+    roots = []
+    for given in request.container_roots:
+        # a relative DIR means the current directory on this machine (host paths are absolute)
+        path = given if given.startswith("/") else user_path(given)
+        if not host.is_dir(path):
+            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
+        roots.append(path)
+    config = load_config(host)
+    # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
+    # imported and the host is read: asked first, they are the longest wait of an audit
+    engine_reads = start_engine_reads(host)
+    # a replay must not reach the network: the forks are looked up in the recorded cache only
+    return Audit(
+        audit_host(
+            host,
+            container_roots=roots,
+            forks=configured_forks(config, request.fork_specs),
+            offline=request.offline or replay,
+            api=api_base(config, variables),
+            engine_reads=engine_reads,
+        )
+    )

@@ -1,6 +1,5 @@
-"""Writing the man pages (``python -m fwman.cli.manpage DIR``, the Debian package build): the CLI renders them
-from the commands' own ``--help`` (click's); this writes them where the packager says, through the user-file
-door."""
+"""Writing the man pages (``python -m fwman.cli.manpage DIR``, the Debian package build): the CLI renders them from the
+commands' own ``--help`` (click's); this writes them where the packager says, through the user-file door."""
 
 from __future__ import annotations
 

@@ -12,18 +12,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fwman.app.target import Target, resolve_target
 from fwman.app.text import Out, Result, say
-from fwman.core.errors import FwmanError, NotRecordedError, PartialError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, PartialError, VerificationError
 from fwman.core.findings import Finding, Severity
 from fwman.core.jsonout import OMIT, encode, meta
+from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
-
-if TYPE_CHECKING:
-    from fwman.reports.doctor.facts import Facts
+from fwman.reports.doctor import run_doctor
+from fwman.reports.doctor.checks.common import gpu_pairs
+from fwman.reports.doctor.facts import Facts, gather
 
 #: doctor's findings that fwman's own steps answer (the rest, blocking or warned with a fix, are the owner's)
 ANSWERED = {
@@ -119,7 +120,6 @@ def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Su
     """Return the modules subject (None without a source) and the owner's steps it needs (headers, a source)."""
     from fwman.app.modules.build import BuildRequest, build_modules, planned_step
     from fwman.driver.headers import advise_host
-    from fwman.driver.kernels import headers_present, installed_kernels
 
     spec = target.spec
     if spec is None:
@@ -183,7 +183,6 @@ def _settings(host: Host, permit: Callable[[], None]) -> Subject:
 
 def _hold(host: Host, permit: Callable[[], None]) -> tuple[Subject | None, list[Manual]]:
     from fwman.app.userspace import hold_packages
-    from fwman.core.errors import MissingError
 
     try:
         planned = hold_packages(host, dry_run=True)
@@ -312,9 +311,6 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
     what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host it cannot read
     (UsageError for an invalid config.toml, RootDoorError for a step that would act on this machine from under --root);
     the doctor's own failure (no GPU) is kept as ``doctor_error``."""
-    from fwman.reports.doctor import run_doctor
-    from fwman.reports.doctor.facts import gather
-
     allow = permit if permit is not None else (lambda: None)
     audit = None
     doctor_error = None
@@ -345,8 +341,6 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
 def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
     """Return why this box needs none of fwman's P2P parts (one GPU; peer-to-peer that already works with a driver
     fwman did not install), None when it does or that cannot be told."""
-    from fwman.reports.doctor.checks.common import gpu_pairs
-
     if gpus < 2:
         return "one GPU: peer-to-peer between GPUs does not apply, so the P2P fork is not needed"
     try:

@@ -238,9 +238,8 @@ class RomVerdict(Result):
         }
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the text lines: the image, the card, then each check with its severity (and the fix of a
-        warning or a block); when nothing blocks, the verdict: the worst severity, and that the file may be
-        flashed."""
+        """Return the text lines: the image, the card, then each check with its severity (and the fix of a warning or a
+        block); when nothing blocks, the verdict: the worst severity, and that the file may be flashed."""
         image, card = self.image, self.card
         out: Out = [
             say(f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "

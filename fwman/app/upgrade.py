@@ -203,10 +203,7 @@ class Applied(Result):
 
 
 def apply_plan(
-    operator: Operator,
-    selected: tuple[str, ...],
-    options: FlashOptions,
-    confirm: Callable[[str], bool] | None = None,
+    operator: Operator, selected: tuple[str, ...], options: FlashOptions, confirm: Callable[[str], bool] | None = None
 ) -> Applied:
     """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with ``options``
     (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's question; None: ``--yes``

@@ -9,6 +9,7 @@ from typing import Any
 from fwman.app.text import Out, Result, say, table
 from fwman.core.jsonout import encode
 from fwman.driver import dkms
+from fwman.driver.build.manifest import built_kernels
 from fwman.host.base import Host
 
 
@@ -74,8 +75,6 @@ class DkmsStatus(Result):
 
 def dkms_status(host: Host) -> DkmsStatus:
     """Return the DKMS status of ``host``. Raises FwmanError when ``dkms status`` fails."""
-    from fwman.driver.build.manifest import built_kernels
-
     entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
     built = built_kernels(host)
     return DkmsStatus(

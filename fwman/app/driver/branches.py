@@ -59,14 +59,11 @@ class BranchesResult(Result):
 
     def chosen(self, fork: ForkBranches) -> dict[str, str]:
         """Return {version: the branch ``modules build --driver-version`` builds for this host's GPUs}."""
-        if self.gpu_family is None:
+        family = self.gpu_family
+        if family is None:
             return {}
-        out = {}
-        for v in fork.p2p_versions():
-            picks = choose_revision(fork.revisions_of(v), self.gpu_family)
-            if picks:
-                out[str(v)] = picks[0].branch
-        return out
+        picks = {str(v): choose_revision(fork.revisions_of(v), family) for v in fork.p2p_versions()}
+        return {v: p[0].branch for v, p in picks.items() if p}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the forks and their versions, every revision, the listing notes and the version's answer."""

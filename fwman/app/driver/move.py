@@ -432,10 +432,9 @@ def move_to(
     container_roots: tuple[str, ...] = (),
     run: RunInstaller | None = None,
 ) -> MoveResult:
-    """Move the modules of every kernel and the user space to driver ``target`` (or, ``dry_run``, say how).
-    Raises as :func:`plan_move`, what ``permit`` raises, MoveRefused (exit 3) when a build fails for a kernel or a
-    package cannot be downloaded (what was staged is removed, nothing else changed), LockTimeout when a build
-    holds the module lock."""
+    """Move the modules of every kernel and the user space to driver ``target`` (or, ``dry_run``, say how). Raises as
+    :func:`plan_move`, what ``permit`` raises, MoveRefused (exit 3) when a build fails for a kernel or a package cannot
+    be downloaded (what was staged is removed, nothing else changed), LockTimeout when a build holds the module lock."""
     plan = plan_move(host, target, variables=variables, tell=tell, container_roots=container_roots, run=run)
     if isinstance(plan, MoveRecord):
         return MoveResult(dry_run, [], f"the move to {plan.to_version} is already {plan.stage}", record=plan)

@@ -18,8 +18,7 @@ from fwman.gpu.inventory import scan_cards
 from fwman.host.actions import Action, Tell, apply_all, pending, silent
 from fwman.host.base import Host
 from fwman.host.machine import reachable
-
-__all__ = ["DriverPower", "PowerStatus", "driver_power", "plan_actions", "power_status"]
+from fwman.platform.systemd import reload_running_systemd
 
 
 @dataclass
@@ -97,8 +96,6 @@ def driver_power(
     def act() -> list[str]:
         done = apply_all(host, actions, tell)
         if any(paths.POWER_UNIT in c for c in done):
-            from fwman.platform.systemd import reload_running_systemd
-
             reload_running_systemd(host)
         return done
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+from fwman.app.driver.branches import gpu_family
 from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.config import load_config
@@ -173,8 +174,6 @@ def newest_revision_spec(host: Host, request: BuildRequest, tell: Tell = silent)
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
     if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
-        from fwman.app.driver.branches import gpu_family
-
         family = gpu_family(host)
         if family is None:
             raise UsageError(
@@ -246,10 +245,7 @@ def source_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> Sourc
 
 
 def build_modules(
-    host: Host,
-    request: BuildRequest,
-    tell: Tell = silent,
-    on_outcome: Callable[[KernelBuild], None] | None = None,
+    host: Host, request: BuildRequest, tell: Tell = silent, on_outcome: Callable[[KernelBuild], None] | None = None
 ) -> BuildResult:
     """Build for every kernel of ``request`` under the module lock (``on_outcome`` after each), remember a named
     source once it resolved, then keep the next boot safe; return the builds. Raises UsageError without kernels
@@ -356,15 +352,12 @@ def remember_if_resolved(host: Host, spec: SourceSpec, tell: Tell = silent) -> S
     """Resolve the source the user named and remember it for the hook and the catch-up; return it, or the error
     of a fork branch that cannot be had now (not remembered: a typo must not replace the working source).
     Raises UsageError when ``--source`` is no open-gpu-kernel-modules tree or the fork name is not known."""
-    try:
-        source = resolve_source(host, spec, tell)
-    except UsageError:
-        raise
-    except FwmanError as e:
+    source = resolve_or_error(host, spec, tell)
+    if isinstance(source, FwmanError):
         if spec.source_dir:
-            raise UsageError(f"--source {e.message}", hint=e.hint) from e
+            raise UsageError(f"--source {source.message}", hint=source.hint) from source
         tell(f"warning: {spec.describe()} cannot be had, so it is not remembered as the source of later builds")
-        return e
+        return source
     save_source_spec(host, spec)
     return source
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import BlockedError, FwmanError, PartialError
 from fwman.driver.hooks.run import RunSummary
@@ -17,15 +18,6 @@ from fwman.host.base import Host
 
 if TYPE_CHECKING:  # the boot-time catch-up's fast path must not load the build (pydantic, the pipeline)
     from fwman.driver.boot.pin import BootCheck
-
-
-def free() -> None:
-    """Permit a change (the default ``permit``; :func:`fwman.app.change.free`, without importing the actions)."""
-
-
-def plan_text(todo: list[str], current: str) -> Out:
-    """Return what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
-    return [say(f"would {step}") for step in todo] or [say(current)]
 
 
 def boot_text(check: BootCheck | None) -> Out:
@@ -144,12 +136,7 @@ class Catchup(KernelRun):
 
 
 def catchup(
-    host: Host,
-    *,
-    force: bool = False,
-    dry_run: bool = False,
-    permit: Callable[[], None] = free,
-    tell: Tell = silent,
+    host: Host, *, force: bool = False, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> Catchup:
     """Build for every installed kernel with headers that lacks working modules, and keep the boot safe; with
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""

@@ -191,12 +191,11 @@ def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightRe
 
 
 def run_preflight(host: Host, request: PreflightRequest, tell: Tell = silent) -> PreflightResult:
-    """Pre-flight every kernel a simulated upgrade would install (and every kernel fwman holds back): build what
-    is not recorded yet (under the module lock), record the verdicts, release a kernel that now builds and, with
-    ``request.hold``, hold one that will not; a dry run builds and writes nothing. Returns the verdicts (a
-    kernel's failure is its verdict, :meth:`PreflightResult.failure`). Raises UsageError with no module source,
-    MissingError without apt-get or a compiler, SourceError when the source cannot be had, FwmanError when
-    apt-get fails."""
+    """Pre-flight every kernel a simulated upgrade would install (and every kernel fwman holds back): build what is not
+    recorded yet (under the module lock), record the verdicts, release a kernel that now builds and, with
+    ``request.hold``, hold one that will not; a dry run builds and writes nothing. Returns the verdicts (a kernel's
+    failure is its verdict, :meth:`PreflightResult.failure`). Raises UsageError with no module source, MissingError
+    without apt-get or a compiler, SourceError when the source cannot be had, FwmanError when apt-get fails."""
     if request.release:
         if request.hold:
             raise UsageError("--hold and --release ask for opposite things: give one")

@@ -172,12 +172,8 @@ class ModulesStatus(Result):
             text = f"module option {setting.option}: {state}{shown}"
             out.append(say(text) if state == "in effect" else say(text + " (`fwman driver settings`)", "yellow"))
         if self.source is None:
-            out.append(
-                say(
-                    "no module source configured yet: `fwman plan` names the fork and branch for this box, "
-                    "and `sudo fwman apply` builds them"
-                )
-            )
+            plan = "`fwman plan` names the fork and branch for this box, and `sudo fwman apply` builds them"
+            out.append(say(f"no module source configured yet: {plan}"))
         if self.dkms_error:
             out.append(say(f"note: dkms status failed: {self.dkms_error}", err=True))
         return out

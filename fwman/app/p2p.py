@@ -30,14 +30,6 @@ if TYPE_CHECKING:
     from fwman.p2p.soak import SoakReport
 
 
-def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], now: str) -> P2PRecord:
-    """Append ``build(fingerprint of host, now)`` to the P2P history and return it. Raises the FwmanError reading
-    the fingerprint met (NotRecordedError, MissingError), OSError when the history cannot be written."""
-    record = build(gather(host).fingerprint.get(), now)
-    append_record(host, record)
-    return record
-
-
 HISTORY = paths.P2P_HISTORY_FILE
 
 
@@ -270,9 +262,10 @@ def _bus_ids(host: Host) -> list[str]:
 
 
 def _record(host: Host, build: Callable[[Fingerprint, str], P2PRecord], tell: Callable[[str], None]) -> None:
-    """Append the record ``build(fingerprint, time)`` returns to the P2P history; report so (or why not)."""
+    """Append the record ``build(fingerprint, time)`` returns to the P2P history; report so, or why not (the
+    fingerprint could not be read, the history not written)."""
     try:
-        record_result(host, build, now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        append_record(host, build(gather(host).fingerprint.get(), now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")))
     except (FwmanError, OSError) as e:
         tell(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}")
         return

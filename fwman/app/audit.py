@@ -8,10 +8,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.text import Cell, Out, Result, Span, say, table
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, UsageError, VerificationError
+from fwman.driver.forks.config import configured_forks
+from fwman.driver.forks.forge import api_base
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
+from fwman.platform.containers import start_engine_reads
 from fwman.reports.audit.model import AuditReport, Row
+from fwman.reports.audit.p2p import p2p_line
+from fwman.reports.audit.report import audit_host
 
 
 @dataclass(frozen=True)
@@ -22,41 +28,6 @@ class AuditRequest:
     container_roots: tuple[str, ...] = ()
     fork_specs: tuple[str, ...] = ()
     offline: bool = False
-
-
-def run_audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> AuditReport:
-    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only.
-
-    Raises UsageError when a container root is not a directory, and what the configuration loader raises for a
-    bad /etc/fwman/config.toml or fork spec.
-    """
-    from fwman.core.config import load_config
-    from fwman.platform.containers import start_engine_reads
-
-    roots = []
-    for given in request.container_roots:
-        # a relative DIR means the current directory on this machine (host paths are absolute)
-        path = given if given.startswith("/") else user_path(given)
-        if not host.is_dir(path):
-            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
-        roots.append(path)
-    config = load_config(host)
-    # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
-    # imported and the host is read: asked first, they are the longest wait of an audit
-    engine_reads = start_engine_reads(host)
-    from fwman.driver.forks.config import configured_forks
-    from fwman.driver.forks.forge import api_base
-    from fwman.reports.audit.report import audit_host
-
-    # a replay must not reach the network: the forks are looked up in the recorded cache only
-    return audit_host(
-        host,
-        container_roots=roots,
-        forks=configured_forks(config, request.fork_specs),
-        offline=request.offline or replay,
-        api=api_base(config, variables),
-        engine_reads=engine_reads,
-    )
 
 
 ENGINE_KINDS = ("docker", "podman")
@@ -80,36 +51,6 @@ ENGINE_ONLY_FIELDS = (
 )
 
 
-def audit_json(report: AuditReport) -> dict[str, Any]:
-    """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
-    payload: dict[str, Any] = report.model_dump(mode="json")
-    if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
-        payload.pop("userspace_hold", None)
-    # no CDI spec, no engine asked, no prebuilt module package: nothing to say (and the keys of a host without
-    # them stay as they were)
-    for key in ("cdi_specs", "engine_problems", "prebuilt_modules"):
-        if not payload.get(key):
-            payload.pop(key, None)
-    for container in payload.get("containers", []):
-        if container.get("kind") not in ENGINE_KINDS:  # LXC and --container-root: the engine fields do not apply
-            for key in ENGINE_ONLY_FIELDS:
-                container.pop(key, None)
-    payload["ok"] = report.ok
-    payload["counts"] = report.counts()
-    return payload
-
-
-def audit_failure(report: AuditReport) -> VerificationError | None:
-    """Return the error ``fwman audit`` ends with when something does not match or is unknown, else None."""
-    if report.ok:
-        return None
-    counts = report.counts()
-    return VerificationError(
-        f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
-        hint="the lines after the table say what to fix; --json has every detail",
-    )
-
-
 @dataclass
 class FixGroup:
     """Rows that one fix repairs (the five module files of a kernel; the same module on several kernels), with that
@@ -123,11 +64,9 @@ _KERNEL = re.compile(r"\(([^()\s]+)\)$")  # a row of one kernel ends with it: "n
 
 
 def fix_groups(rows: list[Row]) -> list[FixGroup]:
-    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone.
-
-    Fixes that differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and
-    "`--kernel A --kernel B`" (the modules build command takes the option once per kernel).
-    """
+    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone. Fixes that
+    differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and "`--kernel A
+    --kernel B`" (the modules build command takes the option once per kernel)."""
     groups: dict[str, tuple[list[Row], list[str]]] = {}
     out: list[FixGroup | str] = []
     for r in rows:
@@ -144,15 +83,14 @@ def fix_groups(rows: list[Row]) -> list[FixGroup]:
         members.append(r)
         if kernel is not None and kernel not in kernels:
             kernels.append(kernel)
-    result: list[FixGroup] = []
-    for item in out:
-        if isinstance(item, FixGroup):
-            result.append(item)
-            continue
-        members, kernels = groups[item]
-        fix = item.replace("\0", " ".join(f"--kernel {k}" for k in kernels)).replace("\1", ", ".join(kernels))
-        result.append(FixGroup(members, fix))
-    return result
+
+    def merged(key: str) -> FixGroup:
+        members, kernels = groups[key]
+        return FixGroup(
+            members, key.replace("\0", " ".join(f"--kernel {k}" for k in kernels)).replace("\1", ", ".join(kernels))
+        )
+
+    return [item if isinstance(item, FixGroup) else merged(item) for item in out]
 
 
 _COLOUR = {"match": "green", "mismatch": "red", "unknown": "yellow", "info": ""}
@@ -165,14 +103,27 @@ class Audit(Result):
     report: AuditReport
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.audit/1`` (:func:`audit_json`)."""
-        return audit_json(self.report)
+        """Return the payload of ``fwman audit --json`` (schema fwman.audit/1): the report, ``ok`` and ``counts``."""
+        report = self.report
+        payload: dict[str, Any] = report.model_dump(mode="json")
+        if payload.get("userspace_hold") is None:  # no NVIDIA package, no hold, no .run installer: nothing to say
+            payload.pop("userspace_hold", None)
+        # no CDI spec, no engine asked, no prebuilt module package: nothing to say (and the keys of a host without
+        # them stay as they were)
+        for key in ("cdi_specs", "engine_problems", "prebuilt_modules"):
+            if not payload.get(key):
+                payload.pop(key, None)
+        for container in payload.get("containers", []):
+            if container.get("kind") not in ENGINE_KINDS:  # LXC and --container-root: the engine fields do not apply
+                for key in ENGINE_ONLY_FIELDS:
+                    container.pop(key, None)
+        payload["ok"] = report.ok
+        payload["counts"] = report.counts()
+        return payload
 
     def text(self, verbose: int = 0) -> Out:
         """Return the reference version, one row per component, the details and fixes, P2P and the counts
         (what could not be read with ``verbose``)."""
-        from fwman.reports.audit.p2p import p2p_line
-
         report = self.report
         out: Out = [say(f"Reference version: {report.reference or 'unknown'} ({report.reference_source})")]
         rows: list[list[Cell]] = [
@@ -194,9 +145,39 @@ class Audit(Result):
 
     def failure(self) -> FwmanError | None:
         """Return VerificationError (exit 4) when something does not match or is unknown."""
-        return audit_failure(self.report)
+        report = self.report
+        if report.ok:
+            return None
+        counts = report.counts()
+        return VerificationError(
+            f"audit: {counts['mismatch']} mismatch(es), {counts['unknown']} unknown",
+            hint="the lines after the table say what to fix; --json has every detail",
+        )
 
 
 def audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, replay: bool) -> Audit:
-    """Return the audit of ``host`` (:func:`run_audit`, which says what it raises)."""
-    return Audit(run_audit(host, request, variables, replay=replay))
+    """Return the audit of ``host``. A replay (``replay``) lists fork branches from the recorded cache only. Raises
+    UsageError when a container root is not a directory, and what the configuration loader raises for a bad
+    /etc/fwman/config.toml or fork spec."""
+    roots = []
+    for given in request.container_roots:
+        # a relative DIR means the current directory on this machine (host paths are absolute)
+        path = given if given.startswith("/") else user_path(given)
+        if not host.is_dir(path):
+            raise UsageError(f"--container-root {given}: not a directory", hint="give a mounted root filesystem")
+        roots.append(path)
+    config = load_config(host)
+    # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
+    # imported and the host is read: asked first, they are the longest wait of an audit
+    engine_reads = start_engine_reads(host)
+    # a replay must not reach the network: the forks are looked up in the recorded cache only
+    return Audit(
+        audit_host(
+            host,
+            container_roots=roots,
+            forks=configured_forks(config, request.fork_specs),
+            offline=request.offline or replay,
+            api=api_base(config, variables),
+            engine_reads=engine_reads,
+        )
+    )

@@ -1,9 +1,7 @@
-"""``fwman capture``: a read-only recording of an NVIDIA host into a snapshot directory.
-
-The fixed list from ../shared/docs/host-state.md is read through a RecordingHost, then fwman's own read-only
-commands (scan, audit, doctor, modules/hooks/dkms status, upgrade --dry-run) run against it: so a replay of
-those commands finds everything it needs.
-"""
+"""``fwman capture``: a read-only recording of an NVIDIA host into a snapshot directory. The fixed list from
+../shared/docs/host-state.md is read through a RecordingHost, then fwman's own read-only commands (scan, audit,
+doctor, modules/hooks/dkms status, upgrade --dry-run) run against it: so a replay of those commands finds everything
+it needs."""
 
 from __future__ import annotations
 
@@ -20,6 +18,7 @@ from fwman.gpu.inventory import nvidia_functions, scan_cards
 from fwman.host.base import Host
 from fwman.host.capped import MAX_TEXT_FILE, read_capped
 from fwman.host.recording import RecordingHost, SnapshotWriter
+from fwman.host.snapshot_check import SnapshotFormatError, check_snapshot
 from fwman.platform.cdi import MAX_PROC_DEVICES
 
 #: sysfs attributes recorded for every NVIDIA function and every bridge above it
@@ -196,11 +195,9 @@ def capture(
     run_fwman: Callable[[Host, list[str]], str | None],
     progress: Callable[[str], None] = lambda s: None,
 ) -> CaptureReport:
-    """Record ``host`` into ``writer`` and return a report. Never writes to the host.
-
-    ``run_fwman(host, argv)`` runs one fwman command against the recording (the CLI passes its in-process
-    runner: this layer does not import the CLI) and returns None, or what broke it unexpectedly.
-    """
+    """Record ``host`` into ``writer`` and return a report. Never writes to the host. ``run_fwman(host, argv)`` runs one
+    fwman command against the recording (the CLI passes its in-process runner: this layer does not import the CLI) and
+    returns None, or what broke it unexpectedly."""
     rec = RecordingHost(host, writer)
     report = CaptureReport()
     progress("GPU inventory")
@@ -326,10 +323,8 @@ def capture_into(
     replay: bool = False,
     as_root: bool = True,
 ) -> Captured:
-    """Record ``host`` (read-only) into the snapshot directory ``directory`` and return what was recorded.
-
-    Raises UsageError on a ``replay`` (a capture records a live host) and what writing the directory raises.
-    """
+    """Record ``host`` (read-only) into the snapshot directory ``directory`` and return what was recorded. Raises
+    UsageError on a ``replay`` (a capture records a live host) and what writing the directory raises."""
     if replay:
         raise UsageError("capture records a live host; it cannot read from --snapshot")
     writer = SnapshotWriter(redact=redact)
@@ -360,8 +355,6 @@ class SnapshotCheck(Result):
 
     def failure(self) -> FwmanError | None:
         """Return SnapshotFormatError (exit 2) when the snapshot has a problem."""
-        from fwman.host.snapshot_check import SnapshotFormatError
-
         if not self.problems:
             return None
         count = f"{len(self.problems)} problem(s)"
@@ -373,8 +366,6 @@ class SnapshotCheck(Result):
 
 def check_directory(directory: str) -> SnapshotCheck:
     """Check the snapshot at the user path ``directory`` (nothing else is read) and return its problems."""
-    from fwman.host.snapshot_check import check_snapshot
-
     meta, problems = check_snapshot(directory)
     counts = None
     if not problems and meta is not None:

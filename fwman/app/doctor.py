@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from fwman.app.plan import ANSWERED
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core.errors import FwmanError, VerificationError
 from fwman.host.base import Host
@@ -25,17 +26,10 @@ def _absolute(given: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p if p.startswith("/") else user_path(p) for p in given)
 
 
-def run_doctor_command(host: Host, request: DoctorRequest) -> DoctorReport:
-    """Return the doctor's report for ``host``. Raises MissingError when it has no NVIDIA GPU (see run_doctor)."""
-    return run_doctor(host, Sources(_absolute(request.env_files), _absolute(request.unit_files)))
-
-
 def next_command(report: DoctorReport) -> str | None:
     """Return the one next step for the owner: ``sudo fwman apply`` when fwman's own part of ``fwman plan``
     answers the first blocker (the patched modules, the options, the DKMS block), else that blocker's fix; None
     when nothing blocks."""
-    from fwman.app.plan import ANSWERED
-
     if report.ready:
         return None
     first = report.blockers[0]
@@ -93,5 +87,5 @@ class Doctor(Result):
 
 
 def doctor(host: Host, request: DoctorRequest) -> Doctor:
-    """Return the doctor's findings for ``host`` (:func:`run_doctor_command`, which says what it raises)."""
-    return Doctor(run_doctor_command(host, request))
+    """Return the doctor's findings for ``host``. Raises MissingError when it has no NVIDIA GPU (see run_doctor)."""
+    return Doctor(run_doctor(host, Sources(_absolute(request.env_files), _absolute(request.unit_files))))

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core.errors import UsageError
-from fwman.firmware.ops.fetch import FetchResult
+from fwman.firmware.catalog.load import load_catalog
+from fwman.firmware.ops.fetch import FetchResult, fetch_image
 from fwman.host.base import Host
-from fwman.host.http import Progress
+from fwman.host.http import HttpOptions, Progress
+from fwman.host.userfiles import user_path
 
 
 @dataclass
@@ -88,18 +90,11 @@ def fetch(
     note: Callable[[str], None] = lambda text: None,
     progress: Callable[[str], Progress | None] = lambda label: None,
 ) -> Fetched:
-    """Put catalog image ``image_ref`` (BOARD/VERSION) into the verified cache, from ``from_file`` (a file the
-    user names), ``urls`` or the catalog's URLs; return what was stored.
-
-    ``note`` is told of plain-http URLs, ``progress`` builds the download's progress callback from a label.
-    Raises UsageError for a bad combination or an unknown image, BlockedError (withdrawn, no known hash),
-    VerificationError (a hash or ROM header mismatch: nothing is left behind), MissingError.
-    """
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.ops.fetch import fetch_image
-    from fwman.host.http import HttpOptions
-    from fwman.host.userfiles import user_path
-
+    """Put catalog image ``image_ref`` (BOARD/VERSION) into the verified cache, from ``from_file`` (a file the user
+    names), ``urls`` or the catalog's URLs; return what was stored. ``note`` is told of plain-http URLs, ``progress``
+    builds the download's progress callback from a label. Raises UsageError for a bad combination or an unknown image,
+    BlockedError (withdrawn, no known hash), VerificationError (a hash or ROM header mismatch: nothing is left behind),
+    MissingError."""
     if from_file and urls:
         raise UsageError("--image and --url cannot be combined", hint="--image imports a file you already have")
     if md5_source and not expect_md5:

@@ -1,9 +1,7 @@
-"""``fwman flash``, ``flash resume``, ``restore``, ``flash status`` and ``history``: the use cases.
-
-Each returns a result that owns its JSON shape (``fwman.flash/2``, ``fwman.flash-resume/1``,
-``fwman.flash-status/2``, ``fwman.history/2``) and the lines the CLI prints. The flash itself is
-:class:`fwman.firmware.ops.flash.Flasher`'s; this module picks the card and the image and hands them over.
-"""
+"""``fwman flash``, ``flash resume``, ``restore``, ``flash status`` and ``history``: the use cases. Each returns a
+result that owns its JSON shape (``fwman.flash/2``, ``fwman.flash-resume/1``, ``fwman.flash-status/2``,
+``fwman.history/2``) and the lines the CLI prints. The flash itself is :class:`fwman.firmware.ops.flash.Flasher`'s; this
+module picks the card and the image and hands them over."""
 
 from __future__ import annotations
 
@@ -13,12 +11,14 @@ from typing import Any
 
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import FwmanError
+from fwman.core.names import count as at_least_one
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import Flasher, FlashResult
 from fwman.firmware.ops.flash import FlashOptions as FlashOptions  # the choices a flash takes, for the CLI
 from fwman.firmware.ops.history import HistoryRecord, history_error, read_history_checked
 from fwman.firmware.ops.images import backup_image, resolve_image, resume_source
 from fwman.firmware.ops.journal import Journal, Operation, OpState
+from fwman.firmware.rom.parse import parse_rom
 from fwman.gpu.card import Card
 from fwman.gpu.inventory import find_card, normalise_bus, require_cards
 from fwman.host.base import Host
@@ -37,10 +37,8 @@ class Operator:
     stream: Callable[[str], None] | None = None  # nvflash's own output (its progress bar), on a terminal only
 
     def flasher(self, options: FlashOptions, what: str) -> tuple[Flasher, list[Card]]:
-        """Return a Flasher over every card of the live host, and the cards.
-
-        Raises UsageError on a snapshot, MissingError when there is no NVIDIA card.
-        """
+        """Return a Flasher over every card of the live host, and the cards. Raises UsageError on a snapshot,
+        MissingError when there is no NVIDIA card."""
         require_live(self.host, self.is_replay, what)
         cards = require_cards(self.host)
         flasher = Flasher(self.host, self.euid, cards, options, say=self.say, command=self.command)
@@ -100,11 +98,9 @@ class Flashed:
 
 
 def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) -> Flashed:
-    """Flash ``image`` (a file or BOARD/VERSION) onto the card at ``bus`` with every gate; return what was done.
-
-    Raises UsageError (snapshot, unknown card or image), BlockedError (a gate), VerificationError (the write or
-    read-back failed), MissingError (nvflash or the image missing).
-    """
+    """Flash ``image`` (a file or BOARD/VERSION) onto the card at ``bus`` with every gate; return what was done. Raises
+    UsageError (snapshot, unknown card or image), BlockedError (a gate), VerificationError (the write or read-back
+    failed), MissingError (nvflash or the image missing)."""
     flasher, cards = operator.flasher(options, "fwman flash")
     card = find_card(cards, bus, operator.say)
     source = resolve_image(operator.host, image, bus_id=bus)
@@ -112,10 +108,8 @@ def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) 
 
 
 def resume_flash(operator: Operator, options: FlashOptions) -> Flashed:
-    """Continue the newest unfinished flash or restore (its backups reused unless ``options`` names a run).
-
-    Returns ``resumed`` None when every journaled operation finished. Raises as :func:`flash_card`.
-    """
+    """Continue the newest unfinished flash or restore (its backups reused unless ``options`` names a run). Returns
+    ``resumed`` None when every journaled operation finished. Raises as :func:`flash_card`."""
     journal = Journal(operator.host)
     pending = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
     if not pending:
@@ -136,12 +130,8 @@ def resume_flash(operator: Operator, options: FlashOptions) -> Flashed:
 
 
 def restore_card(operator: Operator, bus: str, backup_path: str, options: FlashOptions) -> Flashed:
-    """Put the card's own backup ``backup_path`` back, with the gates of a flash; return what was done.
-
-    Raises as :func:`flash_card`; UsageError for a backup that is not this card's.
-    """
-    from fwman.firmware.rom.parse import parse_rom
-
+    """Put the card's own backup ``backup_path`` back, with the gates of a flash; return what was done. Raises as
+    :func:`flash_card`; UsageError for a backup that is not this card's."""
     flasher, cards = operator.flasher(options, "fwman restore")
     card = find_card(cards, bus, operator.say)
     source = backup_image(operator.host, card, backup_path)
@@ -216,8 +206,6 @@ class FlashStatus(Result):
 
 def flash_status(host: Host, count: int) -> FlashStatus:
     """Return the last ``count`` operations of the journal. Raises UsageError when ``count`` is below one."""
-    from fwman.core.names import count as at_least_one
-
     at_least_one(count)
     journal = Journal(host)
     return FlashStatus(journal, journal.all()[-count:], journal.unreadable or [], holder_now(host))

@@ -1,13 +1,11 @@
-"""``fwman metrics write|install|remove`` as use cases: the node_exporter textfile and its systemd timer.
-
-The samples and their text format are :mod:`fwman.reports.metrics`; this module writes them and installs or
-removes the timer through actions. Typed arguments in (a Host), results out; no click.
-"""
+"""``fwman metrics write|install|remove`` as use cases: the node_exporter textfile and its systemd timer. The samples
+and their text format are :mod:`fwman.reports.metrics`; this module writes them and installs or removes the timer
+through actions. Typed arguments in (a Host), results out; no click."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from fwman.app.change import ChangeResult, change, free
@@ -17,6 +15,7 @@ from fwman.core.errors import HostChangeError, UsageError
 from fwman.host.actions import Tell, apply_all, pending
 from fwman.host.base import Host
 from fwman.platform.systemd import reload_running_systemd
+from fwman.reports.metrics import collect, render, timer_actions, timer_remove_actions
 
 
 @dataclass
@@ -35,7 +34,6 @@ class MetricsWrite(Result):
     metrics: MetricsText
     output: str | None
     dry_run: bool = False
-    problems: dict[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -75,20 +73,16 @@ def metrics_write(
 
 def render_metrics(host: Host) -> MetricsText:
     """Return the metrics of ``host`` in the Prometheus text format. Never raises for an unreadable source."""
-    from fwman.reports.metrics import collect, render
-
     samples, problems = collect(host)
     return MetricsText(render(samples), len(samples), problems)
 
 
 def write_metrics(host: Host, output: str, *, named_by: str | None = None) -> MetricsText:
-    """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them.
-
-    ``named_by`` is the option the user typed ``output`` with (``-o``), None for the default path. Raises
-    UsageError (exit 2) naming that option when the path the user typed cannot be written (a directory, below a
-    file, not permitted): the command line asked for something that cannot be. The default path's failure is
-    the host's and stays the HostChangeError ``host.write_bytes`` raises.
-    """
+    """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them. ``named_by``
+    is the option the user typed ``output`` with (``-o``), None for the default path. Raises UsageError (exit 2) naming
+    that option when the path the user typed cannot be written (a directory, below a file, not permitted): the command
+    line asked for something that cannot be. The default path's failure is the host's and stays the HostChangeError
+    ``host.write_bytes`` raises."""
     metrics = render_metrics(host)
     try:
         host.write_bytes(output, metrics.text.encode(), mode=0o644)
@@ -103,60 +97,39 @@ def write_metrics(host: Host, output: str, *, named_by: str | None = None) -> Me
     return metrics
 
 
-def timer_plan(host: Host) -> list[str]:
-    """Return what ``fwman metrics install`` would do on ``host`` ([] when the timer is installed and current)."""
-    from fwman.reports.metrics import timer_actions
+def install_metrics_timer(
+    host: Host, *, dry_run: bool = False, tell: Tell, permit: Callable[[], None] = free
+) -> ChangeResult:
+    """Install and enable ``fwman-metrics.timer`` (``metrics install``; a running systemd is reloaded and the timer
+    started when something changed); with ``dry_run`` return what would be written, change nothing. Raises what
+    ``permit`` raises, MissingError when the unit templates are not installed with fwman, and what the host raises on a
+    failed write or systemctl."""
 
-    return [action.describe() for action in pending(host, timer_actions())]
+    def install() -> list[str]:
+        done = apply_all(host, timer_actions(), tell)
+        if done:
+            reload_running_systemd(host, start=paths.METRICS_TIMER_NAME)
+        return done
 
-
-def install_timer(host: Host, tell: Tell) -> list[str]:
-    """Install and enable ``fwman-metrics.timer``; return what changed ([] when all was in place).
-
-    A running systemd is reloaded and the timer started when something changed. Raises MissingError when the
-    unit templates are not installed with fwman, and what the host raises on a failed write or systemctl.
-    """
-    from fwman.reports.metrics import timer_actions
-
-    done = apply_all(host, timer_actions(), tell)
-    if done:
-        reload_running_systemd(host, start=paths.METRICS_TIMER_NAME)
-    return done
-
-
-def remove_timer(host: Host, tell: Tell) -> list[str]:
-    """Remove the timer and its service; return what was removed ([] when nothing was there).
-
-    The ``.prom`` file stays: node_exporter's owner decides about it.
-    """
-    from fwman.reports.metrics import timer_remove_actions
-
-    done = apply_all(host, timer_remove_actions(), tell)
-    if done:
-        reload_running_systemd(host)
-    return done
+    return change(
+        dry_run, lambda: [a.describe() for a in pending(host, timer_actions())], install, permit=permit,
+        nothing="metrics timer already installed and current", done="installed",
+    )  # fmt: skip
 
 
 def remove_metrics_timer(
     host: Host, *, dry_run: bool = False, tell: Tell, permit: Callable[[], None] = free
 ) -> ChangeResult:
-    """Remove the timer and its service (``metrics remove``); with ``dry_run`` return what would go, change
-    nothing. Raises what ``permit`` and :func:`remove_timer` raise."""
-    from fwman.reports.metrics import timer_remove_actions
+    """Remove the timer and its service (``metrics remove``; the ``.prom`` file stays: node_exporter's owner decides
+    about it); with ``dry_run`` return what would go, change nothing. Raises what ``permit`` and the host raise."""
+
+    def remove() -> list[str]:
+        done = apply_all(host, timer_remove_actions(), tell)
+        if done:
+            reload_running_systemd(host)
+        return done
 
     return change(
-        dry_run, lambda: [a.describe() for a in pending(host, timer_remove_actions())],
-        lambda: remove_timer(host, tell), permit=permit,
+        dry_run, lambda: [a.describe() for a in pending(host, timer_remove_actions())], remove, permit=permit,
         nothing="nothing to remove: the metrics timer is not installed", done="removed",
-    )  # fmt: skip
-
-
-def install_metrics_timer(
-    host: Host, *, dry_run: bool = False, tell: Tell, permit: Callable[[], None] = free
-) -> ChangeResult:
-    """Install and enable the timer (``metrics install``); with ``dry_run`` return what would be written, change
-    nothing. Raises what ``permit`` and :func:`install_timer` raise."""
-    return change(
-        dry_run, lambda: timer_plan(host), lambda: install_timer(host, tell), permit=permit,
-        nothing="metrics timer already installed and current", done="installed",
     )  # fmt: skip

@@ -1,20 +1,27 @@
-"""``fwman p2p`` as a use case: run a tier, then record its result against the configuration it ran on.
-
-The CLI parses options and prints; this module decides what a record holds (:mod:`fwman.p2p.record`) and reads
-the fingerprint with the doctor's own reader, so ``fwman doctor`` compares like with like.
-"""
+"""``fwman p2p`` as a use case: run a tier, then record its result against the configuration it ran on (the
+fingerprint read with the doctor's own reader, so ``fwman doctor`` compares like with like)."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
+from fwman.core.clock import now_utc
 from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
+from fwman.gpu.inventory import scan_cards
 from fwman.host.base import Host
+from fwman.p2p.copytest import LATENCY_BYTES, LATENCY_REPEATS, MIB, run_isolated_copy_test
+from fwman.p2p.cuda import open_driver
 from fwman.p2p.history import Fingerprint, P2PRecord, append_record
+from fwman.p2p.nccl import RunnerMissing, run_nccl_comparison
+from fwman.p2p.record import record_from_copy, record_from_nccl
+from fwman.p2p.soak import parse_duration, run_soak
+from fwman.platform.proxmox import lxc_config_path
+from fwman.reports.doctor.facts import gather
 
 if TYPE_CHECKING:
     from fwman.p2p.copytest import CopyReport
@@ -23,33 +30,13 @@ if TYPE_CHECKING:
     from fwman.p2p.soak import SoakReport
 
 
-def record_result(host: Host, build: Callable[[Fingerprint, str], P2PRecord], now: str) -> P2PRecord:
-    """Read the fingerprint of ``host``, build the record with ``build(fingerprint, now)`` and append it to the
-    history at :data:`~fwman.core.paths.P2P_HISTORY_FILE`. Returns the record.
-
-    Raises the FwmanError reading the fingerprint met (NotRecordedError, MissingError), OSError when the history
-    cannot be written (not root).
-    """
-    from fwman.reports.doctor.facts import gather
-
-    record = build(gather(host).fingerprint.get(), now)
-    append_record(host, record)
-    return record
-
-
 HISTORY = paths.P2P_HISTORY_FILE
 
 
 def server_environment(host: Host, prefix: list[str]) -> tuple[dict[str, str], str | None]:
     """Return the ``NCCL_*`` variables the model server gets in the container ``prefix`` enters, and where they
-    are set; ``({}, None)`` when the prefix is not ``pct exec <id>`` or that container sets none.
-
-    ``pct exec`` does not pass the container's ``lxc.environment`` to the command it runs, so the NCCL tier passes
-    them itself: the test then runs under the environment the server will have. Never raises.
-    """
-    from fwman.platform.proxmox import lxc_config_path
-    from fwman.reports.doctor.facts import gather
-
+    are set; ``({}, None)`` when the prefix is not ``pct exec <id>`` or that container sets none. Never raises.
+    (``pct exec`` does not pass the container's ``lxc.environment``, so the NCCL tier passes them itself.)"""
     if len(prefix) < 3 or prefix[:2] != ["pct", "exec"] or not prefix[2].isdigit():
         return {}, None
     where = lxc_config_path(prefix[2])
@@ -79,8 +66,6 @@ class CopyResult(Result):
 
     def text(self, verbose: int = 0) -> Out:
         """Return the GPUs, the bandwidth and latency matrices, every bad pair, the verdict, then the soak's."""
-        from fwman.p2p.copytest import LATENCY_BYTES, LATENCY_REPEATS, MIB
-
         report = self.report
         n, warm = len(report.gpus), report.pairs[0].warmup if report.pairs else 0
         cuda = f", CUDA driver API {report.driver_version}" if report.driver_version else ""
@@ -162,8 +147,6 @@ class NcclResult(Result):
 
     def text(self, verbose: int = 0) -> Out:
         """Return the runner, NCCL's version and variables, bandwidth, transports, per-size times and verdict."""
-        import shlex
-
         comparison = self.comparison
         report = comparison.p2p
         where = f" inside `{shlex.join(report.prefix)}`" if report.prefix else ""
@@ -252,8 +235,6 @@ def soak_seconds(text: str | None, nccl: bool) -> float | None:
         return None
     if nccl:
         raise UsageError("--soak repeats the copy test; it does not apply to --nccl", hint="drop --nccl or --soak")
-    from fwman.p2p.soak import parse_duration
-
     try:
         return parse_duration(text)
     except ParseError as e:
@@ -274,8 +255,6 @@ def message_sizes(text: str) -> list[int]:
 
 def _bus_ids(host: Host) -> list[str]:
     """Return the bus ids of the host's NVIDIA GPUs from sysfs ([] when they cannot be listed)."""
-    from fwman.gpu.inventory import scan_cards
-
     try:
         return [str(getattr(c, "bus_id", "")) for c in scan_cards(host, use_smi=False)]
     except FwmanError:
@@ -283,11 +262,10 @@ def _bus_ids(host: Host) -> list[str]:
 
 
 def _record(host: Host, build: Callable[[Fingerprint, str], P2PRecord], tell: Callable[[str], None]) -> None:
-    """Append the record ``build(fingerprint, time)`` returns to the P2P history; report so (or why not)."""
-    from fwman.core.clock import now_utc
-
+    """Append the record ``build(fingerprint, time)`` returns to the P2P history; report so, or why not (the
+    fingerprint could not be read, the history not written)."""
     try:
-        record_result(host, build, now_utc().strftime("%Y-%m-%dT%H:%M:%SZ"))
+        append_record(host, build(gather(host).fingerprint.get(), now_utc().strftime("%Y-%m-%dT%H:%M:%SZ")))
     except (FwmanError, OSError) as e:
         tell(f"fwman: result not recorded in {HISTORY}: {getattr(e, 'message', e)}")
         return
@@ -303,13 +281,10 @@ def p2p_test(
     library: str | None = None,
     tell: Callable[[str], None] = lambda _: None,
 ) -> CopyResult | NcclResult:
-    """Run the tier ``request`` asks for (the copy test, with ``soak`` repeated under load, or ``nccl``) on the
-    GPUs ``opener(library)`` opens (None: libcuda through ctypes), record it unless asked not to, and return it.
-
-    ``tell`` gets the lines said as the run goes (soak rounds, where the NCCL variables came from, the record).
-    Raises UsageError on a ``replay`` (the GPUs must be this machine's) or for a bad option, MissingError when
-    no NCCL runner is there; a failed copy is in the result (:meth:`CopyResult.failure`).
-    """
+    """Run the tier ``request`` asks for (the copy test, ``soak`` repeated under load, or ``nccl``) on the GPUs
+    ``opener(library)`` opens (None: libcuda), record it unless asked not to, return it; ``tell`` gets the lines
+    said as it goes. Raises UsageError on a ``replay`` or for a bad option, MissingError when no NCCL runner is
+    there; a failed copy is in the result (:meth:`CopyResult.failure`)."""
     if replay:
         raise UsageError(
             "fwman p2p copies between this machine's GPUs: --snapshot does not apply",
@@ -318,9 +293,6 @@ def p2p_test(
     seconds = soak_seconds(request.soak, request.nccl)
     if request.nccl:
         return _nccl_tier(host, request, tell)
-    from fwman.p2p.copytest import MIB, run_isolated_copy_test
-    from fwman.p2p.cuda import open_driver
-
     open_gpus = opener or open_driver
 
     def one_round() -> CopyReport:
@@ -339,13 +311,9 @@ def p2p_test(
     if seconds is None:
         result = CopyResult(one_round())
     else:  # the last round's report is the failing one, if any
-        from fwman.p2p.soak import run_soak
-
         found = run_soak(host, run_round, seconds, tell, [b for b in _bus_ids(host) if b])
         result = CopyResult(last[0], found)
     if request.record:
-        from fwman.p2p.record import record_from_copy
-
         copy, found_soak = result.report, result.soak
         _record(host, lambda fp, now: record_from_copy(copy, fp, now, found_soak), tell)
     return result
@@ -353,10 +321,6 @@ def p2p_test(
 
 def _nccl_tier(host: Host, request: P2PRequest, tell: Callable[[str], None]) -> NcclResult:
     """Run the NCCL tier of ``request`` (and its control run) and record a result that says something."""
-    import shlex
-
-    from fwman.p2p.nccl import RunnerMissing, run_nccl_comparison
-
     env: dict[str, str] = {}
     for item in request.nccl_env:
         name, sep, value = item.partition("=")
@@ -380,7 +344,5 @@ def _nccl_tier(host: Host, request: P2PRequest, tell: Callable[[str], None]) -> 
         raise MissingError(e.message, hint=e.hint) from e
     tested = comparison.p2p
     if request.record and (tested.wrong is not None or tested.hung):
-        from fwman.p2p.record import record_from_nccl
-
         _record(host, lambda fp, now: record_from_nccl(tested, fp, now, comparison), tell)
     return NcclResult(comparison)

@@ -1,31 +1,30 @@
-"""``fwman plan`` and ``fwman apply``: the box brought to its P2P target in one command.
-
-The plan has two halves. **What fwman does**: each subject's own planner (the kernel hooks, the DKMS block, the
-patched modules of every installed kernel, the module options with nova_core kept off, the user-space hold), in
-that order, each listing the steps it still needs: the same planners ``fwman hooks install``, ``fwman dkms
-block``, ``fwman modules build``, ``fwman driver settings --apply`` and ``fwman userspace hold`` run, so
-``fwman plan`` (``fwman apply --dry-run``) prints exactly what ``fwman apply`` then does, and a second ``apply``
-does nothing. **What the owner does**: every step fwman cannot take, from doctor's chain (firmware, the firmware
-setup, the kernel command line, ACS, NCCL in a named container), each with the exact command, file and line doctor
-names; then the reboot and ``fwman apply --check``, which verifies (doctor's verdict, the P2P record).
-"""
+"""``fwman plan`` and ``fwman apply``: the box brought to its P2P target in one command. The plan has two halves. **What
+fwman does**: each subject's own planner (the kernel hooks, the DKMS block, the patched modules of every installed
+kernel, the module options with nova_core kept off, the user-space hold), in that order, each listing the steps it still
+needs: the same planners ``fwman hooks install``, ``fwman dkms block``, ``fwman modules build``, ``fwman driver settings
+--apply`` and ``fwman userspace hold`` run, so ``fwman plan`` (``fwman apply --dry-run``) prints exactly what ``fwman
+apply`` then does, and a second ``apply`` does nothing. **What the owner does**: every step fwman cannot take, from
+doctor's chain (firmware, the firmware setup, the kernel command line, ACS, NCCL in a named container), each with the
+exact command, file and line doctor names; then the reboot and ``fwman apply --check``, which verifies (doctor's
+verdict, the P2P record)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fwman.app.target import Target, resolve_target
 from fwman.app.text import Out, Result, say
-from fwman.core.errors import FwmanError, NotRecordedError, PartialError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, PartialError, VerificationError
 from fwman.core.findings import Finding, Severity
 from fwman.core.jsonout import OMIT, encode, meta
+from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
-
-if TYPE_CHECKING:
-    from fwman.reports.doctor.facts import Facts
+from fwman.reports.doctor import run_doctor
+from fwman.reports.doctor.checks.common import gpu_pairs
+from fwman.reports.doctor.facts import Facts, gather
 
 #: doctor's findings that fwman's own steps answer (the rest, blocking or warned with a fix, are the owner's)
 ANSWERED = {
@@ -43,11 +42,9 @@ ANSWERED = {
 @dataclass
 class Subject:
     """One subject's part of the plan: what it brings about, the steps its planner still needs, and how to run it.
-
-    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it
-    is) and returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form
-    is a ``parts[]`` entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``.
-    """
+    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it is) and
+    returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form is a ``parts[]``
+    entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``."""
 
     name: str = field(metadata=meta(key="part"))
     goal: str
@@ -123,7 +120,6 @@ def _modules(host: Host, target: Target, permit: Callable[[], None]) -> tuple[Su
     """Return the modules subject (None without a source) and the owner's steps it needs (headers, a source)."""
     from fwman.app.modules.build import BuildRequest, build_modules, planned_step
     from fwman.driver.headers import advise_host
-    from fwman.driver.kernels import headers_present, installed_kernels
 
     spec = target.spec
     if spec is None:
@@ -187,7 +183,6 @@ def _settings(host: Host, permit: Callable[[], None]) -> Subject:
 
 def _hold(host: Host, permit: Callable[[], None]) -> tuple[Subject | None, list[Manual]]:
     from fwman.app.userspace import hold_packages
-    from fwman.core.errors import MissingError
 
     try:
         planned = hold_packages(host, dry_run=True)
@@ -312,15 +307,10 @@ class Plan(Result):
 
 
 def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
-    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain.
-
-    ``permit``: what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host
-    it cannot read (UsageError for an invalid config.toml, RootDoorError for a step that would act on this
-    machine from under --root); the doctor's own failure (no GPU) is kept as ``doctor_error``.
-    """
-    from fwman.reports.doctor import run_doctor
-    from fwman.reports.doctor.facts import gather
-
+    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain. ``permit``:
+    what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host it cannot read
+    (UsageError for an invalid config.toml, RootDoorError for a step that would act on this machine from under --root);
+    the doctor's own failure (no GPU) is kept as ``doctor_error``."""
     allow = permit if permit is not None else (lambda: None)
     audit = None
     doctor_error = None
@@ -351,8 +341,6 @@ def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
 def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
     """Return why this box needs none of fwman's P2P parts (one GPU; peer-to-peer that already works with a driver
     fwman did not install), None when it does or that cannot be told."""
-    from fwman.reports.doctor.checks.common import gpu_pairs
-
     if gpus < 2:
         return "one GPU: peer-to-peer between GPUs does not apply, so the P2P fork is not needed"
     try:
@@ -369,11 +357,9 @@ def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
 
 
 def apply_plan(plan: Plan, *, permit: Callable[[], None], tell: Tell = silent) -> Plan:
-    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done.
-
-    Stops at the first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before
-    (it stays done; running ``apply`` again continues). Raises what ``permit`` raises before anything is done.
-    """
+    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done. Stops at the
+    first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before (it stays done;
+    running ``apply`` again continues). Raises what ``permit`` raises before anything is done."""
     permit()
     plan.dry_run = False
     for subject in plan.todo:

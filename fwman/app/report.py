@@ -1,13 +1,11 @@
 """``fwman flash report`` and ``fwman catalog propose`` as use cases: owner reports out, a proposed board file out.
-
-``owner_report`` reads the card and fwman's flash history (no change to the host); ``propose_from_reports``
-reads the local entry of the host and the reports the owner names, and returns the proposed board file with
-what ``catalog lint`` says of it.
-"""
+``owner_report`` reads the card and fwman's flash history (no change to the host); ``propose_from_reports`` reads the
+local entry of the host and the reports the owner names, and returns the proposed board file with what ``catalog lint``
+says of it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fwman import __version__
@@ -17,16 +15,15 @@ from fwman.core.errors import FwmanError, MissingError, UsageError, Verification
 from fwman.firmware.catalog.lint import LintIssue, lint_board_bytes
 from fwman.firmware.catalog.local import LocalEntry, load_local_entries
 from fwman.firmware.ops.propose import Proposal, propose_board
-from fwman.firmware.ops.report import OwnerReport, build_report, parse_report
+from fwman.firmware.ops.report import MAX_REPORT_BYTES, OwnerReport, build_report, parse_report
 from fwman.gpu.inventory import find_card, require_cards
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file, write_user_file
 
 
 def owner_report(host: Host, bus: str) -> OwnerReport:
-    """Return the owner report of the card at ``bus``.
-
-    Raises UsageError for an unknown card, MissingError when no successful flash of it is recorded.
-    """
+    """Return the owner report of the card at ``bus``. Raises UsageError for an unknown card, MissingError when no
+    successful flash of it is recorded."""
     card = find_card(require_cards(host), bus)
     return build_report(host, card, generated_at=timestamp(), fwman_version=__version__)
 
@@ -80,10 +77,8 @@ class ProposalResult(Result):
 
 
 def find_local_entry(host: Host, board: str) -> LocalEntry:
-    """Return the host's local entry for ``board`` (``vvvv:dddd`` subsystem or the four-part key).
-
-    Raises MissingError when the host has no such entry (the notes of unreadable entries in the hint).
-    """
+    """Return the host's local entry for ``board`` (``vvvv:dddd`` subsystem or the four-part key). Raises MissingError
+    when the host has no such entry (the notes of unreadable entries in the hint)."""
     entries, notes = load_local_entries(host)
     wanted = board.lower()
     for entry in entries:
@@ -97,12 +92,10 @@ def find_local_entry(host: Host, board: str) -> LocalEntry:
 
 
 def propose_from_reports(host: Host, board: str, reports: list[tuple[bytes, str, str]]) -> ProposalResult:
-    """Return the format-2 board file for ``board``'s local entry, sourced by ``reports``.
-
-    ``reports`` holds (file bytes, file name, public https URL where the report is published). Raises
-    MissingError (no local entry), UsageError (no report, a bad URL), VerificationError (a report that is not
-    one, or that does not back the entry: another board, a flash not confirmed, another image).
-    """
+    """Return the format-2 board file for ``board``'s local entry, sourced by ``reports``. ``reports`` holds (file
+    bytes, file name, public https URL where the report is published). Raises MissingError (no local entry), UsageError
+    (no report, a bad URL), VerificationError (a report that is not one, or that does not back the entry: another board,
+    a flash not confirmed, another image)."""
     if not reports:
         raise UsageError("name at least one report: --report FILE URL")
     entry = find_local_entry(host, board)
@@ -116,11 +109,6 @@ def propose_to_file(host: Host, board: str, reports: tuple[tuple[str, str], ...]
     """Return the proposed board file for ``board`` from ``reports`` ((report file, public URL) pairs, files the
     user names), written to ``out`` (a file the user names) when given, even when it does not lint clean (the
     maintainer reviews it). Raises as :func:`propose_from_reports`, UsageError when ``out`` cannot be written."""
-    from dataclasses import replace
-
-    from fwman.firmware.ops.report import MAX_REPORT_BYTES
-    from fwman.host.userfiles import read_user_file, write_user_file
-
     loaded = [(read_user_file(path, max_bytes=MAX_REPORT_BYTES + 1), path, url) for path, url in reports]
     result = propose_from_reports(host, board, loaded)
     if out:

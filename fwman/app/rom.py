@@ -9,9 +9,14 @@ from typing import TYPE_CHECKING, Any
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
+from fwman.core.names import board_id as valid_board_id
+from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
+from fwman.firmware.ops.backup import reported_board_id
 from fwman.firmware.rom.model import RomImage
 from fwman.firmware.rom.parse import parse_rom
+from fwman.firmware.verify.compatible import check_compatible
 from fwman.gpu.card import Card
+from fwman.gpu.inventory import find_card, require_cards
 from fwman.host.base import Host
 from fwman.host.userfiles import read_user_file
 
@@ -173,8 +178,6 @@ def inspect_rom(file: str) -> Inspection:
 
 def _catalog_entry(host: Host, image: RomImage, device: str) -> tuple[CatalogEntry | None, Finding | None]:
     """Return (the catalog entry ``image`` is, or None) and, when no catalog is installed, the finding saying so."""
-    from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
-
     try:
         catalog = load_catalog(host)
     except MissingError as e:
@@ -235,9 +238,8 @@ class RomVerdict(Result):
         }
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the text lines: the image, the card, then each check with its severity (and the fix of a
-        warning or a block); when nothing blocks, the verdict: the worst severity, and that the file may be
-        flashed."""
+        """Return the text lines: the image, the card, then each check with its severity (and the fix of a warning or a
+        block); when nothing blocks, the verdict: the worst severity, and that the file may be flashed."""
         image, card = self.image, self.card
         out: Out = [
             say(f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
@@ -268,16 +270,9 @@ class RomVerdict(Result):
 
 
 def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> RomVerdict:
-    """Judge whether VBIOS ``file`` may be flashed onto the card at ``bus``; return every check.
-
-    ``board_id`` is the image's board ID (from ``nvflash --version FILE``) to compare with the card's. Raises
-    UsageError (unknown card, bad board ID), VerificationError (not a readable VBIOS), MissingError.
-    """
-    from fwman.core.names import board_id as valid_board_id
-    from fwman.firmware.ops.backup import reported_board_id
-    from fwman.firmware.verify.compatible import check_compatible
-    from fwman.gpu.inventory import find_card, require_cards
-
+    """Judge whether VBIOS ``file`` may be flashed onto the card at ``bus``; return every check. ``board_id`` is the
+    image's board ID (from ``nvflash --version FILE``) to compare with the card's. Raises UsageError (unknown card, bad
+    board ID), VerificationError (not a readable VBIOS), MissingError."""
     if board_id is not None:
         board_id = valid_board_id(board_id)
     image = read_image(file)

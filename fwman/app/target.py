@@ -18,8 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError
-from fwman.driver.build.source import SourceSpec
+from fwman.driver.build.source import SourceSpec, load_source_spec
+from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
 from fwman.reports.audit.model import AuditReport
 
@@ -56,21 +58,15 @@ class Target:
 
 def _version_of(spec: SourceSpec) -> str | None:
     """Return the driver version a branch name says it builds (``570.86.16-p2p-v2``: 570.86.16), None if none."""
-    from fwman.driver.versions import parse_p2p_branch
-
     parsed = parse_p2p_branch(spec.branch) if spec.branch else None
     return None if parsed is None else str(parsed)
 
 
 def resolve_target(host: Host, audit: AuditReport | None) -> Target:
-    """Return the module source the box should build from (see the module docstring for the order).
-
-    ``audit``: the host's audit (its loaded module and the forks that carry its version), None where it could
-    not be read. Never raises: a source that cannot be resolved is the target's ``problem``.
-    """
+    """Return the module source the box should build from (see the module docstring for the order). ``audit``: the
+    host's audit (its loaded module and the forks that carry its version), None where it could not be read. Never
+    raises: a source that cannot be resolved is the target's ``problem``."""
     from fwman.app.modules.build import BuildRequest, configured_driver_version, source_spec
-    from fwman.core.config import load_config
-    from fwman.driver.build.source import load_source_spec
 
     try:
         configured = configured_driver_version(host)

@@ -1,15 +1,13 @@
-"""What a command tells people, as data: lines of styled spans and tables, made by the use cases' results.
-
-A result of ``fwman/app/`` owns both its shapes: ``to_json()`` (the ``--json`` document's payload) and
-``text()`` (what a person reads). The payload is the result type itself, encoded by ``fwman.core.jsonout``: a
-dataclass result needs no ``to_json`` of its own, its fields are the document's keys in declaration order (field
-metadata, ``jsonout.meta``, names the few exceptions: a JSON name that differs, a field left out, a property
-written after a field); a result overrides ``to_json`` only where its document is more than its fields (keys
-renamed or derived, a record flattened). docs/json.md lists every key, and ``tests/unit/cli/test_json_vocabulary``
-checks each document against it. Styles are names (:data:`STYLES`), not escapes: the CLI (``cli/render.py``)
-turns them into colour on a terminal and drops them elsewhere, so this module knows nothing of click or
-terminals. ``failure()`` is the error the command ends with once it has shown the result (None: exit 0).
-"""
+"""What a command tells people, as data: lines of styled spans and tables, made by the use cases' results. A result of
+``fwman/app/`` owns both its shapes: ``to_json()`` (the ``--json`` document's payload) and ``text()`` (what a person
+reads). The payload is the result type itself, encoded by ``fwman.core.jsonout``: a dataclass result needs no
+``to_json`` of its own, its fields are the document's keys in declaration order (field metadata, ``jsonout.meta``, names
+the few exceptions: a JSON name that differs, a field left out, a property written after a field); a result overrides
+``to_json`` only where its document is more than its fields (keys renamed or derived, a record flattened). docs/json.md
+lists every key, and ``tests/unit/cli/test_json_vocabulary`` checks each document against it. Styles are names
+(:data:`STYLES`), not escapes: the CLI (``cli/render.py``) turns them into colour on a terminal and drops them
+elsewhere, so this module knows nothing of click or terminals. ``failure()`` is the error the command ends with once it
+has shown the result (None: exit 0)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """``fwman upgrade --dry-run``, ``--apply`` and ``--check``: the use cases, whose results own their JSON shapes
-(``fwman.upgrade-plan/2``, ``fwman.upgrade-apply/2``, ``fwman.upgrade-check/2``).
-
-The plan is :func:`fwman.firmware.upgrade.plan.build_upgrade_plan`'s and its execution
-:func:`fwman.firmware.upgrade.apply.apply_upgrade`'s; this module picks the cards and says what came of it.
-"""
+(``fwman.upgrade-plan/2``, ``fwman.upgrade-apply/2``, ``fwman.upgrade-check/2``). The plan is
+:func:`fwman.firmware.upgrade.plan.build_upgrade_plan`'s and its execution
+:func:`fwman.firmware.upgrade.apply.apply_upgrade`'s; this module picks the cards and says what came of it."""
 
 from __future__ import annotations
 
@@ -14,19 +12,22 @@ from typing import Any
 from fwman.app.flash import Operator, flash_json
 from fwman.app.text import Cell, Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
+from fwman.core.findings import Severity
 from fwman.core.jsonout import meta
+from fwman.core.units import human_bytes
+from fwman.firmware.catalog.load import load_catalog
+from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import FlashOptions
-from fwman.firmware.upgrade.apply import ApplyResult, CheckRow
+from fwman.firmware.upgrade.apply import ApplyResult, CheckRow, apply_upgrade, check_upgrade
 from fwman.firmware.upgrade.model import CardPlan, UpgradePlan
+from fwman.firmware.upgrade.plan import build_upgrade_plan, short_bus
+from fwman.gpu.inventory import find_card, require_cards, scan_cards
 from fwman.host.base import Host
 
 
 def choose_mode(dry_run: bool, apply: bool, check: bool) -> str:
-    """Return ``"dry-run"``, ``"apply"`` or ``"check"``: the one mode the flags ask for.
-
-    Raises UsageError for none, or for two at once (a dry run never flashes; a reboot goes between apply and
-    check).
-    """
+    """Return ``"dry-run"``, ``"apply"`` or ``"check"``: the one mode the flags ask for. Raises UsageError for none, or
+    for two at once (a dry run never flashes; a reboot goes between apply and check)."""
     if dry_run and (apply or check):  # a dry run never flashes or records anything: refuse the mix outright
         raise UsageError(
             f"--dry-run and {'--apply' if apply else '--check'} contradict each other: nothing was done",
@@ -61,8 +62,6 @@ class PlanResult(Result):
     @property
     def unreadable(self) -> list[str]:
         """Return the short bus ids of the cards the plan cannot decide for (firmware version unread)."""
-        from fwman.firmware.upgrade.plan import short_bus
-
         return [short_bus(c.bus_id) for c in self.plan.cards if c.action == "check"]
 
     def to_json(self) -> dict[str, Any]:
@@ -102,9 +101,6 @@ class PlanResult(Result):
     def rows(self) -> list[list[Cell]]:
         """Return the table rows: bus, subsystem, firmware (and its catalog status), BAR1 (and what it offers),
         the plan for the card."""
-        from fwman.core.units import human_bytes
-        from fwman.firmware.upgrade.plan import short_bus
-
         rows: list[list[Cell]] = []
         for c in self.plan.cards:
             bar1 = human_bytes(c.bar1_bytes) if c.bar1_bytes else "?"
@@ -118,9 +114,6 @@ class PlanResult(Result):
     def body(self) -> list[Line]:
         """Return the lines below the table: the images of each board (used, skipped and why), the numbered
         steps (who does each), the findings (blocking first), then an empty line."""
-        from fwman.core.findings import Severity
-        from fwman.firmware.upgrade.plan import short_bus
-
         plan, out, seen = self.plan, list[Line](), set[str]()
         for c in plan.cards:
             if c.board is None or c.pci_key in seen or not c.options:
@@ -151,8 +144,6 @@ class PlanResult(Result):
 
     def verdict(self) -> str:
         """Return the last line: nothing to flash, not ready (how many gates block), or ready."""
-        from fwman.core.findings import Severity
-
         n = sum(1 for f in self.plan.findings if f.severity is Severity.BLOCK)
         if not self.plan.flash_cards:
             return "Nothing to flash: every card the catalog knows already runs its recommended image."
@@ -175,10 +166,6 @@ class PlanResult(Result):
 def plan_upgrade(host: Host, selected: tuple[str, ...] = ()) -> PlanResult:
     """Return the plan for ``host`` (cards from the inventory, the catalog in use), flashing ``selected`` only
     when given. Raises UsageError for an unknown card, MissingError when there is no NVIDIA GPU or no catalog."""
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.upgrade.plan import build_upgrade_plan
-    from fwman.gpu.inventory import find_card, scan_cards
-
     found = scan_cards(host)
     if not found:
         raise MissingError("no NVIDIA GPU found", hint="fwman scan shows what fwman sees")
@@ -216,21 +203,12 @@ class Applied(Result):
 
 
 def apply_plan(
-    operator: Operator,
-    selected: tuple[str, ...],
-    options: FlashOptions,
-    confirm: Callable[[str], bool] | None = None,
+    operator: Operator, selected: tuple[str, ...], options: FlashOptions, confirm: Callable[[str], bool] | None = None
 ) -> Applied:
-    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with
-    ``options`` (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's
-    question; None: ``--yes`` or a script) is asked once, after the plan and before any backup or write.
-
-    Raises UsageError on a snapshot or for an unknown card, and what the flash raises (docs/flash.md).
-    """
-    from fwman.firmware.nvflash.runner import require_live
-    from fwman.firmware.upgrade.apply import apply_upgrade
-    from fwman.gpu.inventory import find_card, require_cards
-
+    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with ``options``
+    (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's question; None: ``--yes``
+    or a script) is asked once, after the plan and before any backup or write. Raises UsageError on a snapshot or for an
+    unknown card, and what the flash raises (docs/flash.md)."""
     host = operator.host
     require_live(host, operator.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)
@@ -267,11 +245,6 @@ class Checked(Result):
 
 
 def check_flashed(host: Host) -> Checked:
-    """Compare each card's running firmware and BAR1 with its last flash and record the outcome; return each.
-
-    Raises MissingError when there is no NVIDIA card.
-    """
-    from fwman.firmware.upgrade.apply import check_upgrade
-    from fwman.gpu.inventory import require_cards
-
+    """Compare each card's running firmware and BAR1 with its last flash and record the outcome; return each. Raises
+    MissingError when there is no NVIDIA card."""
     return Checked(check_upgrade(host, require_cards(host)))

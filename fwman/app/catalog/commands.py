@@ -1,26 +1,31 @@
-"""``fwman catalog list``, ``show``, ``update``, ``lint`` and ``sign``: the use cases, whose results own their
-JSON shapes (``fwman.catalog-list/2``, ``catalog-board/2``, ``catalog-update/1``, ``catalog-lint/1``,
-``catalog-sign/1``) and the facts the CLI prints.
-
-``catalog lint --dir`` and ``catalog sign`` work on a maintainer's copy of the catalog named on the command line:
-it is read and written through the user-file door (``fwman.firmware.catalog.tree.user_tree``), never mapped under
-``--root``; without ``--dir`` they work on the catalog bundled with fwman.
-"""
+"""``fwman catalog list``, ``show``, ``update``, ``lint`` and ``sign``. ``lint --dir`` and ``sign`` work on a
+maintainer's copy named on the command line, through the user-file door (never mapped under ``--root``);
+without ``--dir``, on the catalog bundled with fwman."""
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fwman.app.catalog.signed_files import Written, write_files
+from fwman.app.catalog.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Line, Out, Result, Span, line, say, table
-from fwman.core.errors import FwmanError, VerificationError
-from fwman.firmware.catalog.lint import LintIssue, TrustCheck
-from fwman.firmware.catalog.load import Catalog, CatalogEntry
-from fwman.firmware.catalog.schema import Board, CatalogImage, CatalogIndex
-from fwman.firmware.catalog.update import UpdateResult
+from fwman.core.errors import FwmanError, UsageError, VerificationError
+from fwman.core.names import iso_date
+from fwman.core.signing import load_private_key
+from fwman.firmware.catalog.lint import LintIssue, TrustCheck, lint_directory, lint_signature
+from fwman.firmware.catalog.load import BUNDLED_CATALOG, Catalog, CatalogEntry, load_catalog
+from fwman.firmware.catalog.local import LOCAL_DIR
+from fwman.firmware.catalog.publish import sign_directory
+from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME, Board, CatalogImage, CatalogIndex, parse_index
+from fwman.firmware.catalog.signing import admin_keys, root_keys
+from fwman.firmware.catalog.tree import bundled_tree, user_tree
+from fwman.firmware.catalog.update import DEFAULT_SOURCE, UpdateResult, catalog_source, configured_url, update_catalog
+from fwman.firmware.ops.local_entry import lint_local_entries
 from fwman.host.base import Host
+from fwman.host.http import HttpOptions
+from fwman.host.userfiles import read_user_file, user_path
 
 YES_NO = {True: "yes", False: "no", None: "unknown"}
 #: how an image's status stands out in text (fwman.app.text.STYLES); superseded is plain
@@ -38,7 +43,6 @@ def wrapped(text: str, width: int, indent: str) -> str:
     """Return ``text`` wrapped to ``width`` columns, each line starting with ``indent``, as ``click.wrap_text``
     wraps one paragraph (what ``catalog show`` printed before its text moved here): tabs expanded, whitespace
     kept inside a line, a word longer than a line cut where the line ends (never at a hyphen before it)."""
-    import textwrap
 
     class Wrapper(textwrap.TextWrapper):
         def _handle_long_word(self, chunks: list[str], line: list[str], length: int, room: int) -> None:
@@ -123,11 +127,8 @@ class Listing(Result):
 
 
 def board_facts(board: Board) -> tuple[list[str], list[str]]:
-    """Return (known, unknown): the facts the catalog states for ``board`` and those it leaves empty, in words.
-
-    Unknown is what a maintainer could still source: part numbers, board IDs, the dual firmware switch, memory,
-    the update programs' signer, images and their published hashes, and public sources for a format 1 file.
-    """
+    """Return (known, unknown): the facts the catalog states for ``board`` and those it leaves empty (what a
+    maintainer could still source), in words."""
     info = board.board
     known = [f"PCI IDs {board.key}", f"maker {info.maker}"]
     unknown: list[str] = []
@@ -162,8 +163,6 @@ def board_facts(board: Board) -> tuple[list[str], list[str]]:
 
 def list_catalog(host: Host) -> Listing:
     """Return the catalog in use on ``host``. Raises MissingError when there is none."""
-    from fwman.firmware.catalog.load import load_catalog
-
     return Listing(load_catalog(host))
 
 
@@ -260,8 +259,6 @@ class BoardView(Result):
 def show_board(host: Host, board: str) -> BoardView:
     """Return the catalog's board ``board`` (a subsystem or the four PCI IDs). Raises UsageError when unknown,
     MissingError when there is no catalog."""
-    from fwman.firmware.catalog.load import load_catalog
-
     cat = load_catalog(host)
     b = cat.find_board(board)
     return BoardView(cat, b, cat.board_entries(b))
@@ -317,17 +314,10 @@ class Updated(Result):
 def update(
     host: Host, url: str | None, *, timeout: float, retries: int, note: Callable[[str], None] = lambda t: None
 ) -> Updated:
-    """Read the catalog published at ``url`` (http(s), or a catalog directory such as a git checkout; default:
-    /etc/fwman/catalog-url, else the catalog bundled with fwman), verify it completely and install it
-    atomically; return what was installed (or that it already is). ``note`` is told when the URL is plain http
-    and when the bundled default is used.
-
-    Raises UsageError for a URL that is neither, VerificationError for anything that does not verify (nothing
-    installed), DownloadError when it cannot be read.
-    """
-    from fwman.firmware.catalog.update import DEFAULT_SOURCE, catalog_source, configured_url, update_catalog
-    from fwman.host.http import HttpOptions
-
+    """Read the catalog published at ``url`` (http(s) or a catalog directory; default: /etc/fwman/catalog-url,
+    else the bundled one), verify it completely and install it atomically; return what was installed (or that it
+    already is); ``note`` is told of plain http and of the default. Raises UsageError for a URL that is neither,
+    VerificationError for anything that does not verify (nothing installed), DownloadError when unreadable."""
     url = url or configured_url(host)
     if url is None:
         note(f"note: no catalog URL configured: checking {DEFAULT_SOURCE} (docs/catalog.md says how to follow the "
@@ -413,19 +403,8 @@ class LintReport(Result):
 
 
 def lint(host: Host, directory: str | None = None, *, local_only: bool = False) -> LintReport:
-    """Lint the catalog ``directory`` (a directory the user names; None: the bundled catalog plus the host's
-    local entries), or with ``local_only`` the host's local entries alone; return every issue.
-
-    Raises UsageError for ``local_only`` with a directory. Never raises for a bad catalog: that is an issue.
-    """
-    from fwman.core.errors import UsageError
-    from fwman.firmware.catalog.lint import lint_directory, lint_signature
-    from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.local import LOCAL_DIR
-    from fwman.firmware.catalog.signing import admin_keys, root_keys
-    from fwman.firmware.catalog.tree import bundled_tree, user_tree
-    from fwman.firmware.ops.local_entry import lint_local_entries
-
+    """Return every issue of the catalog ``directory`` (None: the bundled one plus the host's local entries; with
+    ``local_only`` those alone). Raises UsageError for ``local_only`` with a directory, never for a bad catalog."""
     if local_only and directory is not None:
         raise UsageError("--local and --dir cannot be combined")
     tree = user_tree(directory) if directory is not None else bundled_tree(BUNDLED_CATALOG)
@@ -469,21 +448,10 @@ def sign(
     expires: str | None = None,
     dry_run: bool = False,
 ) -> Signed:
-    """Write ``index.json`` (every board file's SHA-256, a new serial, the date, an expiry) and its signature
-    into the catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the
-    private key in ``key_file``; with ``dry_run`` only check and say what would be written.
-
-    Raises UsageError for a bad date, serial or key, VerificationError when the catalog does not lint clean.
-    """
-    from fwman.app.catalog.signed_files import metadata_time, today
-    from fwman.core.names import iso_date
-    from fwman.core.signing import load_private_key
-    from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.publish import sign_directory
-    from fwman.firmware.catalog.schema import INDEX_NAME, SIG_NAME, parse_index
-    from fwman.firmware.catalog.tree import user_tree
-    from fwman.host.userfiles import read_user_file, user_path
-
+    """Write ``index.json`` (every board file's SHA-256, a new serial, the date, an expiry) and its signature,
+    signed with the key in ``key_file``, into ``directory`` (None: the bundled catalog); ``dry_run``: only say
+    so. Returns what was written. Raises UsageError for a bad date, serial or key, VerificationError when the
+    catalog does not lint clean."""
     path = user_path(directory or str(BUNDLED_CATALOG))
     stamp = iso_date(date) if date is not None else today()
     until = metadata_time(expires, "--expires") if expires is not None else None

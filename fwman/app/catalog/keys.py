@@ -5,15 +5,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from fwman.app.catalog.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Out, Result, say
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
-from fwman.core.signing import TrustedKey
-from fwman.firmware.catalog.signing import KeysDocument
+from fwman.core.names import iso_date
+from fwman.core.resources import is_data_file, read_data
+from fwman.core.signing import TrustedKey, load_private_key, load_public_key
+from fwman.firmware.catalog.load import BUNDLED_CATALOG, installed_keys
+from fwman.firmware.catalog.publish import KeysChange, sign_keys_directory
+from fwman.firmware.catalog.signing import (
+    KEYS_NAME,
+    KEYS_SIG_NAME,
+    MAX_KEYS_FILE,
+    KeysDocument,
+    parse_keys,
+    root_keys,
+    verify_keys_document,
+)
+from fwman.firmware.catalog.tree import user_tree
 from fwman.host.base import Host
+from fwman.host.userfiles import is_user_file, read_user_file, user_path
 
 
 def key_state(key: TrustedKey, now: datetime) -> str:
@@ -80,26 +95,10 @@ class KeysView(Result):
 
 
 def show_keys(host: Host, directory: str | None = None) -> KeysView:
-    """Return the keys document in force on ``host`` (installed or bundled), or the one in ``directory`` (a
-    maintainer's copy named on the command line), checked against the root keys.
-
-    Raises MissingError when none is installed, VerificationError when it cannot be parsed. A signature that
-    does not verify is returned as ``problem`` (the CLI shows it, then ends with :meth:`KeysView.failure`).
-    """
-    from pathlib import Path
-
-    from fwman.core.resources import is_data_file, read_data
-    from fwman.firmware.catalog.load import installed_keys
-    from fwman.firmware.catalog.signing import (
-        KEYS_NAME,
-        KEYS_SIG_NAME,
-        MAX_KEYS_FILE,
-        parse_keys,
-        root_keys,
-        verify_keys_document,
-    )
-    from fwman.host.userfiles import is_user_file, read_user_file
-
+    """Return the keys document in force on ``host`` (installed or bundled), or the one in ``directory`` (a maintainer's
+    copy named on the command line), checked against the root keys. Raises MissingError when none is installed,
+    VerificationError when it cannot be parsed. A signature that does not verify is returned as ``problem`` (the CLI
+    shows it, then ends with :meth:`KeysView.failure`)."""
     now = clock.now_utc()
     if directory is None:
         current = installed_keys(host)
@@ -173,21 +172,10 @@ class KeysRequest:
 
 def sign_keys(host: Host, key_file: str, directory: str | None, request: KeysRequest, *,
               dry_run: bool = False) -> KeysSigned:  # fmt: skip
-    """Write ``keys.json`` (the catalog keys and retired key ids, a new serial, an expiry) and its signature
-    into the catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the
-    root key in ``key_file``; with ``dry_run`` only check and say what would be written.
-
-    Raises UsageError for a bad key id, date or key (one that is not a root key of ``host``), VerificationError
-    when the current keys.json is malformed.
-    """
-    from fwman.core.names import iso_date
-    from fwman.core.signing import load_private_key, load_public_key
-    from fwman.firmware.catalog.load import BUNDLED_CATALOG
-    from fwman.firmware.catalog.publish import KeysChange, sign_keys_directory
-    from fwman.firmware.catalog.signing import KEYS_NAME, KEYS_SIG_NAME, root_keys
-    from fwman.firmware.catalog.tree import user_tree
-    from fwman.host.userfiles import read_user_file, user_path
-
+    """Write ``keys.json`` (the catalog keys and retired key ids, a new serial, an expiry) and its signature into the
+    catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the root key in
+    ``key_file``; with ``dry_run`` only check and say what would be written. Raises UsageError for a bad key id, date or
+    key (one that is not a root key of ``host``), VerificationError when the current keys.json is malformed."""
     r = request
     path = user_path(directory or str(BUNDLED_CATALOG))
     stamp = iso_date(r.date) if r.date is not None else today()

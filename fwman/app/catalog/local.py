@@ -11,8 +11,13 @@ from fwman.app.text import Out, Result, document, say
 from fwman.core.clock import timestamp
 from fwman.core.errors import UsageError
 from fwman.core.jsonout import encode
-from fwman.firmware.ops.local_entry import MadeEntry
+from fwman.firmware.catalog.load import load_catalog
+from fwman.firmware.catalog.local import export_curated
+from fwman.firmware.ops.local_entry import MadeEntry, make_local_entry, write_local_entry
+from fwman.gpu.inventory import find_card, require_cards
 from fwman.host.base import Host
+from fwman.host.live import LiveHost
+from fwman.host.userfiles import user_path
 
 
 @dataclass
@@ -69,19 +74,10 @@ def add_local(
     replace: bool = False,
     export: bool = False,
 ) -> LocalAdded:
-    """Write the local catalog entry of the card at ``bus`` from its backup and the vendor file ``image_file``
-    (a file the user names: a ROM, or an update program or archive unpacked with 7zz); return what was written.
-
-    Raises UsageError for a board the curated catalog knows or an existing entry without ``replace``,
-    VerificationError when the file's MD5 is not ``expect_md5`` or no image fits the card, MissingError.
-    """
-    from fwman.firmware.catalog.load import load_catalog
-    from fwman.firmware.catalog.local import export_curated
-    from fwman.firmware.ops.local_entry import make_local_entry, write_local_entry
-    from fwman.gpu.inventory import find_card, require_cards
-    from fwman.host.live import LiveHost
-    from fwman.host.userfiles import user_path
-
+    """Write the local catalog entry of the card at ``bus`` from its backup and the vendor file ``image_file`` (a file
+    the user names: a ROM, or an update program or archive unpacked with 7zz); return what was written. Raises
+    UsageError for a board the curated catalog knows or an existing entry without ``replace``, VerificationError when
+    the file's MD5 is not ``expect_md5`` or no image fits the card, MissingError."""
     card = find_card(require_cards(host), bus)
     catalog = load_catalog(host)
     known = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)

@@ -8,6 +8,9 @@ from typing import Any
 
 from fwman.core import clock
 from fwman.core.errors import UsageError
+from fwman.core.names import iso_date
+from fwman.firmware.catalog.schema import parse_timestamp
+from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
 
 
 @dataclass
@@ -31,8 +34,6 @@ class Written:
 def write_files(directory: str, files: dict[str, bytes], dry_run: bool) -> Written:
     """Write ``files`` (name -> bytes) into the user-named ``directory`` unless ``dry_run``; return what
     changed. Raises UsageError when a file cannot be written."""
-    from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
-
     written = Written(dry_run)
     for name, data in files.items():
         path = f"{directory}/{name}"
@@ -49,9 +50,6 @@ def today() -> str:
 
 def metadata_time(value: str, option: str) -> str:
     """Return ``value`` (YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ) as a metadata timestamp. Raises UsageError."""
-    from fwman.core.names import iso_date
-    from fwman.firmware.catalog.schema import parse_timestamp
-
     stamp = value if "T" in value else f"{iso_date(value, option)}T00:00:00Z"
     try:
         parse_timestamp(stamp)

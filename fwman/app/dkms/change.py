@@ -37,16 +37,10 @@ class DkmsUnblock(Result):
 
 
 def unblock_dkms(
-    host: Host,
-    *,
-    dry_run: bool = False,
-    tell: Callable[[str], None] | None = None,
-    permit: Callable[[], None] = free,
+    host: Host, *, dry_run: bool = False, tell: Callable[[str], None] | None = None, permit: Callable[[], None] = free
 ) -> DkmsUnblock:
     """Undo ``fwman dkms block`` (the apt pin goes, the removed modules are registered again); return what was done.
-
-    Raises what ``permit`` raises, VerificationError for a damaged block record, FwmanError when dkms fails.
-    """
+    Raises what ``permit`` raises, VerificationError for a damaged block record, FwmanError when dkms fails."""
     if not dry_run:
         permit()
     done = dkms.unblock(host, tell=None if dry_run else tell, dry_run=dry_run)
@@ -54,11 +48,7 @@ def unblock_dkms(
 
 
 def block_dkms(
-    host: Host,
-    *,
-    dry_run: bool = False,
-    tell: Callable[[str], None] | None = None,
-    permit: Callable[[], None] = free,
+    host: Host, *, dry_run: bool = False, tell: Callable[[str], None] | None = None, permit: Callable[[], None] = free
 ) -> ChangeResult:
     """Remove NVIDIA's DKMS modules, pin their packages away and record it (``fwman.dkms-block/1``); return what
     was done (or, in a dry run, would be; each step was reported as it was done). Raises what ``permit`` raises,

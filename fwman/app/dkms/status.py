@@ -1,7 +1,5 @@
-"""``fwman dkms status``: the NVIDIA modules registered with DKMS, and whether fwman blocks DKMS.
-
-Typed arguments in (a Host), a result model out; no click.
-"""
+"""``fwman dkms status``: the NVIDIA modules registered with DKMS, and whether fwman blocks DKMS. Typed arguments in (a
+Host), a result model out; no click."""
 
 from __future__ import annotations
 
@@ -11,6 +9,7 @@ from typing import Any
 from fwman.app.text import Out, Result, say, table
 from fwman.core.jsonout import encode
 from fwman.driver import dkms
+from fwman.driver.build.manifest import built_kernels
 from fwman.host.base import Host
 
 
@@ -76,8 +75,6 @@ class DkmsStatus(Result):
 
 def dkms_status(host: Host) -> DkmsStatus:
     """Return the DKMS status of ``host``. Raises FwmanError when ``dkms status`` fails."""
-    from fwman.driver.build.manifest import built_kernels
-
     entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
     built = built_kernels(host)
     return DkmsStatus(

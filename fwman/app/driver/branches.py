@@ -1,8 +1,6 @@
-"""``fwman driver branches``: which driver versions the P2P forks carry, or who carries one version.
-
-Typed arguments in, a result model out; no click. The CLI renders :class:`BranchesResult` as a table or, through
-:meth:`BranchesResult.to_json`, as ``fwman.driver-branches/1``.
-"""
+"""``fwman driver branches``: which driver versions the P2P forks carry, or who carries one version. Typed arguments in,
+a result model out; no click. The CLI renders :class:`BranchesResult` as a table or, through
+:meth:`BranchesResult.to_json`, as ``fwman.driver-branches/1``."""
 
 from __future__ import annotations
 
@@ -61,14 +59,11 @@ class BranchesResult(Result):
 
     def chosen(self, fork: ForkBranches) -> dict[str, str]:
         """Return {version: the branch ``modules build --driver-version`` builds for this host's GPUs}."""
-        if self.gpu_family is None:
+        family = self.gpu_family
+        if family is None:
             return {}
-        out = {}
-        for v in fork.p2p_versions():
-            picks = choose_revision(fork.revisions_of(v), self.gpu_family)
-            if picks:
-                out[str(v)] = picks[0].branch
-        return out
+        picks = {str(v): choose_revision(fork.revisions_of(v), family) for v in fork.p2p_versions()}
+        return {v: p[0].branch for v, p in picks.items() if p}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the forks and their versions, every revision, the listing notes and the version's answer."""
@@ -154,11 +149,9 @@ def driver_branches(
     fork_specs: Sequence[str] = (),
     offline: bool = False,
 ) -> BranchesResult:
-    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache.
-
-    ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
-    UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
-    """
+    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache. ``offline`` answers from
+    the cache only (a replay must pass it: it must not reach the network). Raises UsageError for a bad version, fork
+    option or configuration; a fork that cannot be listed is in the report."""
     target = names.driver_version(version_text, "--driver-version") if version_text is not None else None
     config = load_config(host)
     forks = configured_forks(config, fork_specs)

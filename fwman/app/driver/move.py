@@ -1,6 +1,5 @@
 """``fwman driver move``: move the patched modules and the NVIDIA user space to another driver version together
-(``--to V``), go back (``--rollback``), end the move once the new set is verified (``--finish``), or show where
-the last move stands (no option, ``--status``). The actions and the record are :mod:`fwman.driver.move`'s."""
+(``--to V``), go back (``--rollback``), end the move (``--finish``), or show where the last move stands."""
 
 from __future__ import annotations
 
@@ -9,14 +8,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fwman.app.change import ChangeResult, free
+from fwman.app.modules.build import BuildRequest, newest_revision_spec
 from fwman.app.text import Out, Result, say
 from fwman.core import clock, names, paths
-from fwman.core.errors import FwmanError, MissingError, UsageError
+from fwman.core.config import load_config
+from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError
 from fwman.core.tomltext import toml_value
 from fwman.driver import userspace_hold
 from fwman.driver.aptsim import apt_root_options
+from fwman.driver.boot.initramfs import RegenerateInitramfs, inspect
+from fwman.driver.build.lock import module_lock
 from fwman.driver.build.manifest import now_iso, sha256_hex
-from fwman.driver.build.source import SourceSpec, resolve_source
+from fwman.driver.build.source import SourceSpec, load_source_spec, resolve_source
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import root_prefix
 from fwman.driver.move.commit import InstallStaged, RemoveTree, phases
@@ -46,6 +49,9 @@ from fwman.driver.move.runfile import InstallRunInContainer, StageRun, container
 from fwman.driver.move.stage import SourceOnce, StageModules
 from fwman.host.actions import Action, Tell, WriteFile, apply_all, pending, silent
 from fwman.host.base import Host
+from fwman.host.userfiles import read_user_file
+from fwman.platform.containers import read_cdi_specs, read_containers, read_engine_containers
+from fwman.platform.userspace import scan_userspace
 
 
 @dataclass
@@ -86,20 +92,14 @@ class RefreshInitramfs:
 
     def is_needed(self, host: Host) -> bool:
         """Return True when the kernel's initramfs carries an NVIDIA module."""
-        from fwman.driver.boot.initramfs import inspect
-
         return bool(inspect(host, self.kver).modules)
 
     def command(self, host: Host) -> list[str]:
         """Return the generator's command (for the door's check)."""
-        from fwman.driver.boot.initramfs import RegenerateInitramfs
-
         return RegenerateInitramfs(self.kver).command(host)
 
     def apply(self, host: Host) -> None:
         """Regenerate and check. Raises what :class:`RegenerateInitramfs` raises."""
-        from fwman.driver.boot.initramfs import RegenerateInitramfs
-
         RegenerateInitramfs(self.kver).apply(host)
 
 
@@ -122,8 +122,6 @@ class RegenerateCdiSpec:
 
     def is_needed(self, host: Host) -> bool:
         """Return True when the spec mounts libraries of another version than the target (or cannot be read)."""
-        from fwman.platform.containers import read_cdi_specs
-
         specs = [s for s in read_cdi_specs(host, []) if s.path == self.path]
         return not specs or specs[0].error is not None or set(specs[0].libs) != {self.target}
 
@@ -144,8 +142,6 @@ class RegenerateCdiSpec:
 def cdi_specs(host: Host) -> list[str]:
     """Return the NVIDIA CDI specs a move regenerates: those in /etc/cdi that mount NVIDIA libraries (the ones
     in /var/run/cdi are written at boot by nvidia-cdi-refresh). Never raises."""
-    from fwman.platform.containers import read_cdi_specs
-
     try:
         specs = read_cdi_specs(host, [])
     except FwmanError:
@@ -157,8 +153,6 @@ def image_notes(host: Host, target: str) -> list[str]:
     """Return one line per Docker or Podman container whose image carries NVIDIA's libraries of another version
     than ``target`` (they shadow what the toolkit or a CDI spec injects), with how to rebuild it. Never raises:
     an engine that cannot be asked is left out (``fwman audit`` names it)."""
-    from fwman.platform.containers import read_engine_containers
-
     try:
         found = read_engine_containers(host, [], [])
     except FwmanError:
@@ -239,8 +233,6 @@ def _kernels(host: Host) -> list[str]:
 def _check_config(host: Host, spec: SourceSpec, target: str) -> None:
     """Raise UsageError when /etc/fwman/config.toml pins another branch or version than the move's: the
     configuration wins over the source record, so a later kernel's hook would build the old version."""
-    from fwman.core.config import load_config
-
     config = load_config(host)
     branch, version = config.get_str("modules", "branch"), config.get_str("modules", "driver-version")
     if (branch and branch != spec.branch) or (version and version != target):
@@ -312,8 +304,6 @@ class RunInstaller:
 
 def container_versions(host: Host, root: str) -> set[str]:
     """Return the driver versions of the libraries a container root carries."""
-    from fwman.platform.userspace import scan_userspace
-
     return set(scan_userspace(host, root, run_smi=False).versions())
 
 
@@ -321,9 +311,6 @@ def _containers(host: Host, roots: tuple[str, ...], target: str, run: RunInstall
     """Return the roots of the containers whose own user space must move (Proxmox LXC roots that are mounted, and
     ``roots``). Raises MoveRefused when one does and no installer is given, or the installer is not the one the
     checksum names."""
-    from fwman.host.userfiles import read_user_file
-    from fwman.platform.containers import read_containers
-
     moving = []
     for audit, us in read_containers(host, list(roots), []):
         if audit.state == "read" and audit.root and us is not None and set(us.versions()) - {target}:
@@ -355,14 +342,9 @@ def plan_move(
     run: RunInstaller | None = None,
 ) -> MovePlan | MoveRecord:
     """Return the plan of a move to ``target``, or the record when the move to ``target`` is already committed.
-
     Raises UsageError for a bad version, a move not finished, a configuration that pins another branch;
-    MissingError when no branch of the fork builds ``target``, no kernel is installed; MoveRefused when the
-    user space cannot be had at ``target``.
-    """
-    from fwman.app.modules.build import BuildRequest, newest_revision_spec
-    from fwman.driver.build.source import load_source_spec
-
+    MissingError when no branch of the fork builds ``target`` or no kernel is installed; MoveRefused when the
+    user space cannot be had at ``target``."""
     version = str(names.driver_version(target, "--to"))
     record = read_record(host)
     if record is not None and record.stage in (STAGED_STAGE, COMMITTED):
@@ -408,8 +390,6 @@ def plan_move(
             ),
         ]
     if containers:
-        from fwman.host.userfiles import read_user_file
-
         assert run is not None
         path = run.path
         staging.append(StageRun(lambda: read_user_file(path), run.sha256.lower(), version))
@@ -452,14 +432,9 @@ def move_to(
     container_roots: tuple[str, ...] = (),
     run: RunInstaller | None = None,
 ) -> MoveResult:
-    """Move the modules of every kernel and the user space to driver ``target`` (or, ``dry_run``, say how).
-
-    Raises as :func:`plan_move`, what ``permit`` raises, MoveRefused (exit 3) when a build fails for a kernel or a
-    package cannot be downloaded: what was staged is removed and nothing else was changed; LockTimeout when a
-    build holds the module lock.
-    """
-    from fwman.driver.build.lock import module_lock
-
+    """Move the modules of every kernel and the user space to driver ``target`` (or, ``dry_run``, say how). Raises as
+    :func:`plan_move`, what ``permit`` raises, MoveRefused (exit 3) when a build fails for a kernel or a package cannot
+    be downloaded (what was staged is removed, nothing else changed), LockTimeout when a build holds the module lock."""
     plan = plan_move(host, target, variables=variables, tell=tell, container_roots=container_roots, run=run)
     if isinstance(plan, MoveRecord):
         return MoveResult(dry_run, [], f"the move to {plan.to_version} is already {plan.stage}", record=plan)
@@ -493,10 +468,8 @@ def rollback(
     host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> MoveResult:
     """Put back the modules, user space and hold kept before the last move (or, ``dry_run``, say how).
-
     Raises UsageError when no move was made or it was finished, MissingError when the kept set is gone,
-    ParseError for a damaged record or index, what ``permit`` and the actions raise.
-    """
+    ParseError for a damaged record or index, what ``permit`` and the actions raise."""
     record = _recorded(host, "roll back")
     if record.stage == ROLLED_BACK:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already rolled back", record=record)
@@ -512,8 +485,6 @@ def rollback(
     if dry_run:
         return MoveResult(True, [a.describe() for a in pending(host, actions)], record=after, notes=notes)
     permit()
-    from fwman.driver.build.lock import module_lock
-
     with module_lock(host):
         done = apply_all(host, actions, tell)
     return MoveResult(False, done, record=after, notes=notes, done=f"rolled back to {record.from_version}")
@@ -521,11 +492,7 @@ def rollback(
 
 def finish(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent) -> MoveResult:
     """End a committed move whose new module is the one loaded: the kept set goes (or, ``dry_run``, say so).
-
-    Raises UsageError when no move is committed, BlockedError when the loaded module is not the new version.
-    """
-    from fwman.core.errors import BlockedError
-
+    Raises UsageError when no move is committed, BlockedError when the loaded module is not the new version."""
     record = _recorded(host, "finish")
     if record.stage == FINISHED:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already finished", record=record)

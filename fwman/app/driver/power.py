@@ -11,14 +11,14 @@ from fwman.app.change import ChangeResult, change, free
 from fwman.app.driver.settings import apply_json, apply_text
 from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
-from fwman.core.errors import FwmanError, NotRecordedError, ParseError, UsageError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError
 from fwman.driver.power import GpuPower, PowerPlan, parse_limits, power_actions, read_unit
 from fwman.driver.settings_host import NOT_RECORDED
+from fwman.gpu.inventory import scan_cards
 from fwman.host.actions import Action, Tell, apply_all, pending, silent
 from fwman.host.base import Host
 from fwman.host.machine import reachable
-
-__all__ = ["DriverPower", "PowerStatus", "driver_power", "plan_actions", "power_status"]
+from fwman.platform.systemd import reload_running_systemd
 
 
 @dataclass
@@ -79,12 +79,10 @@ def driver_power(
     permit: Callable[[], None] = free,
     tell: Tell = silent,
 ) -> DriverPower:
-    """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that
-    persists ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done).
-
-    Raises UsageError for a bad ``--limit`` or no GPU to apply it to, MissingError without nvidia-smi, what
-    ``permit`` raises, what an action raises.
-    """
+    """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that persists
+    ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done). Raises UsageError for a
+    bad ``--limit`` or no GPU to apply it to, MissingError without nvidia-smi, what ``permit`` raises, what an action
+    raises."""
     result = DriverPower(power_status(host))
     if not apply:
         return result
@@ -98,8 +96,6 @@ def driver_power(
     def act() -> list[str]:
         done = apply_all(host, actions, tell)
         if any(paths.POWER_UNIT in c for c in done):
-            from fwman.platform.systemd import reload_running_systemd
-
             reload_running_systemd(host)
         return done
 
@@ -112,8 +108,6 @@ def driver_power(
 def power_status(host: Host) -> PowerStatus:
     """Return the GPUs and fwman's unit. Never raises: GPUs that cannot be listed are an empty list; a unit a
     replay did not record is unknown (``unit_recorded`` False)."""
-    from fwman.gpu.inventory import scan_cards
-
     try:
         cards = scan_cards(host)
     except FwmanError:
@@ -129,13 +123,9 @@ def power_status(host: Host) -> PowerStatus:
 def plan_actions(
     host: Host, status: PowerStatus, limits: list[str], persistence: bool, off: bool, now: bool
 ) -> tuple[PowerPlan, list[Action]]:
-    """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions.
-
-    Raises ParseError for a bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi
-    is not installed (the unit runs it).
-    """
-    from fwman.core.errors import MissingError
-
+    """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions. Raises ParseError for a
+    bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi is not installed (the unit
+    runs it)."""
     plan = PowerPlan((), False) if off else PowerPlan(
         tuple(sorted(parse_limits(limits, status.buses).items())), persistence
     )  # fmt: skip

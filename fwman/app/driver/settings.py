@@ -1,7 +1,5 @@
-"""``fwman driver settings`` as a use case: read what the host has, and (``--apply``) make it match.
-
-The reading and the actions are :mod:`fwman.driver.settings_host` (``fwman doctor`` reads the same report).
-"""
+"""``fwman driver settings`` as a use case: read what the host has, and (``--apply``) make it match. The reading and the
+actions are :mod:`fwman.driver.settings_host` (``fwman doctor`` reads the same report)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
 """``fwman modules build``: build, sign, install and verify the patched modules for the kernels asked for.
-
-Typed arguments in (:class:`BuildRequest`), a result model out (:class:`BuildResult`); no click. The CLI
-prints each kernel's outcome as it comes (``on_outcome``) and the JSON document from :meth:`BuildResult.to_json`.
-"""
+A :class:`BuildRequest` in, a :class:`BuildResult` out (each kernel's outcome told as it comes); no click."""
 
 from __future__ import annotations
 
@@ -10,16 +7,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
+from fwman.app.driver.branches import gpu_family
 from fwman.app.text import Out, Result, say
 from fwman.core import names
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
+from fwman.core.termtext import visible
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.pin import BootCheck
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.kbuild import kernel_patches
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.lockstep import build_target, gather, refuse_unless_forced
-from fwman.driver.build.pipeline import KernelOutcome, donor_record
+from fwman.driver.build.pipeline import KernelOutcome, donor_record, phase_lines
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import (
     Source,
@@ -33,10 +33,16 @@ from fwman.driver.build.source import (
     source_version,
 )
 from fwman.driver.build.toolchain import check_toolchain, install_line, missing_error, missing_tools
+from fwman.driver.families import describe
+from fwman.driver.forks.forge import api_base
+from fwman.driver.forks.listing import choose_revision, list_branches
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.lifecycle import BUILD, BuildOptions, RunSummary, Situation, converge, dry_run, kernel_step, plan
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
+from fwman.platform.containers import read_cdi_specs
+from fwman.platform.userspace import scan_userspace
+from fwman.reports.audit.cdi_rows import cdi_spec_rows
 
 
 @dataclass(frozen=True)
@@ -93,8 +99,7 @@ class BuildResult(Result):
     cdi: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-build/2`` (without the schema key; ``dry_run`` and ``actions``
-        only in a dry run)."""
+        """Return the payload of ``fwman.modules-build/2`` (``dry_run`` and ``actions`` only in a dry run)."""
         doc = {"kernels": [b.to_json() for b in self.builds], "boot": boot_json(self.boot), "changed": self.changed}
         return doc if self.plan is None else {**doc, "dry_run": True, "actions": self.plan}
 
@@ -139,17 +144,9 @@ class BuildResult(Result):
 
 
 def newest_revision_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> SourceSpec:
-    """Return the fork branch to build for ``request.driver_version``: of the fork's branches whose tree builds
-    that version (``fwman driver branches``), the one with the newest commit.
-
-    The fork is ``--fork``, else the remembered or configured one. Raises UsageError for ``--branch`` or
-    ``--source`` with it, a bad version, or no fork; MissingError when the fork cannot be listed or no branch
-    of it builds the version (the message lists the versions it does carry).
-    """
-    from fwman.core.config import load_config
-    from fwman.driver.forks.forge import api_base
-    from fwman.driver.forks.listing import list_branches
-
+    """Return the branch of the fork (``--fork``, else the remembered one) with the newest commit of those whose
+    tree builds ``request.driver_version``. Raises UsageError for ``--branch`` or ``--source`` with it, a bad
+    version, or no fork; MissingError when the fork cannot be listed or no branch of it builds the version."""
     assert request.driver_version is not None
     version = names.driver_version(request.driver_version, "--driver-version")
     if request.branch or request.source_dir:
@@ -177,10 +174,6 @@ def newest_revision_spec(host: Host, request: BuildRequest, tell: Tell = silent)
             hint=f"see `fwman driver branches --fork {fork_text} --version {version}`",
         )
     if fork.donor is None:  # a branch fork: the family this host's GPUs need (a 48 GB 4090: -p2p-48g, only it)
-        from fwman.app.driver.branches import gpu_family
-        from fwman.driver.families import describe
-        from fwman.driver.forks.listing import choose_revision
-
         family = gpu_family(host)
         if family is None:
             raise UsageError(
@@ -214,8 +207,6 @@ def newest_revision_spec(host: Host, request: BuildRequest, tell: Tell = silent)
 def configured_driver_version(host: Host) -> tuple[str | None, str] | None:
     """Return ([modules] fork or None, [modules] driver-version) of /etc/fwman/config.toml, None without a
     driver-version. Raises UsageError when it is given with ``branch`` or ``source`` (it picks the branch)."""
-    from fwman.core.config import load_config
-
     config = load_config(host)
     version = config.get_str("modules", "driver-version")
     if version is None:
@@ -229,12 +220,8 @@ def configured_driver_version(host: Host) -> tuple[str | None, str] | None:
 
 
 def source_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> SourceSpec:
-    """Return the source to build from: the one the request names, else the remembered one.
-
-    The fork is kept as named (``aikitoria``, ``NAME=URL``, a URL) and resolved where it is used. Raises
-    UsageError when the request names an incomplete source or a fork that is not known, or names none and none
-    is remembered.
-    """
+    """Return the source to build from: the one the request names (its fork kept as named), else the remembered
+    one. Raises UsageError for an incomplete source, an unknown fork, or none named and none remembered."""
     if request.driver_version is not None:
         return newest_revision_spec(host, request, tell)
     if not (request.source_dir or request.fork or request.branch):
@@ -258,18 +245,12 @@ def source_spec(host: Host, request: BuildRequest, tell: Tell = silent) -> Sourc
 
 
 def build_modules(
-    host: Host,
-    request: BuildRequest,
-    tell: Tell = silent,
-    on_outcome: Callable[[KernelBuild], None] | None = None,
+    host: Host, request: BuildRequest, tell: Tell = silent, on_outcome: Callable[[KernelBuild], None] | None = None
 ) -> BuildResult:
-    """Build for every kernel of ``request`` under the module lock, then keep the next boot safe.
-
-    A source named in the request is remembered for the hook and the catch-up once it resolved (a tree that is
-    there, a branch that was fetched). Calls ``on_outcome`` after each kernel. Raises UsageError for a request
-    without kernels or source or with a ``--source`` that is not a module tree, LockTimeout when another build
-    holds the lock; a failed build is an outcome, not an exception (see :meth:`BuildResult.raise_for_failures`).
-    """
+    """Build for every kernel of ``request`` under the module lock (``on_outcome`` after each), remember a named
+    source once it resolved, then keep the next boot safe; return the builds. Raises UsageError without kernels
+    or source or for a ``--source`` that is no module tree, LockTimeout when another build holds the lock; a
+    failed build is an outcome (:meth:`BuildResult.raise_for_failures`)."""
     spec = source_spec(host, request, tell)
     try:
         fork_url = resolve_fork_of(host, spec).url if spec.fork else None
@@ -337,10 +318,6 @@ def stale_cdi_specs(host: Host) -> list[str]:
     """Return one line per NVIDIA CDI spec that no longer matches this host (libraries of another driver than the
     host's user space, host paths gone, device major numbers drifted), with the command that rewrites it: checked
     after every module install (docs/audit.md, "CDI specs"). Never raises."""
-    from fwman.platform.containers import read_cdi_specs
-    from fwman.platform.userspace import scan_userspace
-    from fwman.reports.audit.cdi_rows import cdi_spec_rows
-
     try:
         specs = read_cdi_specs(host, [])
         versions = list(scan_userspace(host, run_smi=False).versions()) if specs else []
@@ -362,9 +339,7 @@ def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
 
 def resolve_or_error(host: Host, spec: SourceSpec, tell: Tell = silent) -> Source | FwmanError:
     """Return the Source of ``spec``, or the error resolving it raised (each kernel is then pending with it).
-
-    Raises UsageError for a fork name that is not known.
-    """
+    Raises UsageError for a fork name that is not known."""
     try:
         return resolve_source(host, spec, tell)
     except UsageError:
@@ -374,22 +349,15 @@ def resolve_or_error(host: Host, spec: SourceSpec, tell: Tell = silent) -> Sourc
 
 
 def remember_if_resolved(host: Host, spec: SourceSpec, tell: Tell = silent) -> Source | FwmanError:
-    """Resolve the source the user named and remember it for the hook and the catch-up; return it.
-
-    Only a source that resolved is remembered: a typo must not replace the working source the next automatic
-    builds use. A fork branch that cannot be had now is not remembered and its error is returned (each kernel is
-    then marked pending with it, without asking git again). Raises UsageError when ``--source`` is not an
-    open-gpu-kernel-modules tree or the fork name is not known.
-    """
-    try:
-        source = resolve_source(host, spec, tell)
-    except UsageError:
-        raise
-    except FwmanError as e:
+    """Resolve the source the user named and remember it for the hook and the catch-up; return it, or the error
+    of a fork branch that cannot be had now (not remembered: a typo must not replace the working source).
+    Raises UsageError when ``--source`` is no open-gpu-kernel-modules tree or the fork name is not known."""
+    source = resolve_or_error(host, spec, tell)
+    if isinstance(source, FwmanError):
         if spec.source_dir:
-            raise UsageError(f"--source {e.message}", hint=e.hint) from e
+            raise UsageError(f"--source {source.message}", hint=source.hint) from source
         tell(f"warning: {spec.describe()} cannot be had, so it is not remembered as the source of later builds")
-        return e
+        return source
     save_source_spec(host, spec)
     return source
 
@@ -473,10 +441,7 @@ def boot_text(check: BootCheck | None) -> Out:
 
 
 def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False) -> Out:
-    """Return the lines that explain a failed build: phase, file, first error, source, log, newer branches.
-
-    ``newer`` is the list of newer cached P2P branches (:func:`~fwman.driver.build.source.newer_branches`).
-    """
+    """Return the lines that explain a failed build: phase, file, first error, source, log, ``newer`` branches."""
     lines = [f"FAILED: patched modules for {outcome.kver} did not build"]
     f = outcome.failure
     if f is not None:
@@ -512,9 +477,6 @@ def failure_text(outcome: KernelOutcome, newer: list[str], *, err: bool = False)
 def progress_sink(stream: IO[str], *, as_json: bool, live: bool, tell: Tell) -> ProgressSink:
     """Return the build progress sink: a live line on ``stream`` when it is a terminal (``live``), whole lines
     through ``tell`` otherwise (a hook, the boot service, a redirected stderr), nothing under ``--json``."""
-    from fwman.core.termtext import visible
-    from fwman.driver.build.pipeline import phase_lines
-
     if as_json:
         return lambda state, elapsed, started: None
     if not live:

@@ -1,8 +1,6 @@
 """``fwman modules export`` / ``import`` as use cases: the bundle file (a user file) and its signing key.
-
 :mod:`fwman.driver.bundle` makes, checks and installs bundles (its :mod:`~fwman.driver.bundle.trust` says which
-signatures a host accepts); this module reads and writes the files the user names.
-"""
+signatures a host accepts); this module reads and writes the files the user names."""
 
 from __future__ import annotations
 
@@ -88,39 +86,24 @@ class Import(Result):
 
 
 def export_file(host: Host, kver: str, output: str, sign_key: str | None = None) -> Export:
-    """Export the modules of ``kver`` into the user file ``output``; return what was written. Raises as
-    :func:`export_to_file`."""
-    size, bundle = export_to_file(host, kver, output, sign_key)
-    return Export(output, size, bundle)
-
-
-def export_to_file(host: Host, kver: str, output: str, sign_key: str | None = None) -> tuple[int, Bundle]:
-    """Export the modules of ``kver`` into the user file ``output``; return (its size, the bundle).
-
-    ``sign_key`` names an Ed25519 private key (PEM, a user file). Raises as
-    :func:`fwman.driver.bundle.export.export_bundle`, UsageError for a bad key or an unwritable output.
-    """
+    """Export the modules of ``kver`` into the user file ``output``; return what was written. ``sign_key`` names an
+    Ed25519 private key (PEM, a user file). Raises as :func:`fwman.driver.bundle.export.export_bundle`, UsageError for
+    a bad key or an unwritable output."""
     sign = signer(load_private_key(read_user_file(sign_key, max_bytes=64 * 1024), sign_key)) if sign_key else None
     data, bundle = export_bundle(host, kver, sign)
     write_user_file(output, data)
-    return len(data), bundle
-
-
-def read_bundle(path: str) -> Bundle:
-    """Return the bundle in the user file ``path``. Raises MissingError when absent, ParseError when not one."""
-    return unpack(read_user_file(path, max_bytes=MAX_BUNDLE_BYTES))
+    return Export(output, len(data), bundle)
 
 
 def import_file(
     host: Host, path: str, *, dry_run: bool, tell: Callable[[str], None], permit: Callable[[], None] = free
 ) -> Import:
-    """Check (``dry_run``) or import the bundle in the user file ``path`` on ``host``; return it and the outcome.
-
-    Raises what ``permit`` raises (first, unless a dry run), then as :func:`fwman.driver.bundle.import_bundle`.
-    """
+    """Check (``dry_run``) or import the bundle in the user file ``path`` on ``host``; return it and the outcome. Raises
+    what ``permit`` raises (first, unless a dry run), MissingError when the file is absent, ParseError when it is not a
+    bundle, then as :func:`fwman.driver.bundle.import_bundle`."""
     if not dry_run:
         permit()
-    bundle = read_bundle(path)
+    bundle = unpack(read_user_file(path, max_bytes=MAX_BUNDLE_BYTES))
     check = signature_check(host)
     if dry_run:
         return Import(bundle, plan_import(host, bundle, path, check))

@@ -1,9 +1,7 @@
-"""``fwman modules check-boot``: is the kernel that boots next safe, and (``--pin``) make it so.
-
-Typed arguments in, a result model out; no click. Without ``pin`` it only reads. With ``pin`` it is the final
-boot check the hooks run after the boot loader's own hook (:mod:`fwman.driver.boot.guard`): a kernel whose
-modules failed is pinned away from, a pin whose reason is gone is released.
-"""
+"""``fwman modules check-boot``: is the kernel that boots next safe, and (``--pin``) make it so. Typed arguments in, a
+result model out; no click. Without ``pin`` it only reads. With ``pin`` it is the final boot check the hooks run after
+the boot loader's own hook (:mod:`fwman.driver.boot.guard`): a kernel whose modules failed is pinned away from, a pin
+whose reason is gone is released."""
 
 from __future__ import annotations
 
@@ -14,6 +12,7 @@ from typing import Any
 from fwman.app.change import free
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core.errors import FwmanError, MissingError, VerificationError
+from fwman.driver.boot.guard import final_check
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
 from fwman.driver.boot.pin import PinRecord
 from fwman.driver.boot.safety import kernel_safety
@@ -94,19 +93,14 @@ def check_boot(
     permit: Callable[[], None] = free,
     under_apt: bool = False,
 ) -> CheckBootResult:
-    """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not.
-
-    Raises MissingError (exit 5) when no kernel is installed; LockTimeout (with ``pin``) when a build holds
-    the module lock.
-    """
+    """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not. Raises
+    MissingError (exit 5) when no kernel is installed; LockTimeout (with ``pin``) when a build holds the module lock."""
     if not pin:
         default = default_boot_kernel(host)
         if default.kver is None:
             raise MissingError("no installed kernel found under /lib/modules")
         safety = kernel_safety(host, default.kver)
         return CheckBootResult(default, safety.safe, safety.reason)
-    from fwman.driver.boot.guard import final_check
-
     permit()
     check = final_check(host, origin, removed, tell, under_apt=under_apt)
     if check.default.kver is None:

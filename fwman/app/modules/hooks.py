@@ -1,12 +1,7 @@
-"""What the kernel hooks and the boot service run, as use cases: ``modules hook`` (one kernel was installed),
-``modules catchup`` (every kernel, at boot) and ``modules forget`` (a kernel was removed).
-
-The work is :mod:`fwman.driver.hooks.run` and :mod:`fwman.driver.hooks.removal`; this module decides what a
-run tells (its text and its ``fwman.modules-hook/2``, ``fwman.modules-catchup/2`` and ``fwman.modules-forget/2``
-documents) and how it ends: the hook never fails a kernel install unless ``strict = true``, the catch-up ends
-partial when a build failed, ``forget`` always succeeds. Each takes ``dry_run``: what would be done, nothing
-written.
-"""
+"""What the kernel hooks and the boot service run: ``modules hook`` (one kernel was installed), ``modules catchup``
+(every kernel, at boot) and ``modules forget`` (a kernel was removed). The work is :mod:`fwman.driver.hooks`';
+this module decides what a run tells and how it ends: the hook never fails a kernel install unless ``strict =
+true``, the catch-up ends partial when a build failed, ``forget`` always succeeds."""
 
 from __future__ import annotations
 
@@ -14,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import BlockedError, FwmanError, PartialError
 from fwman.driver.hooks.run import RunSummary
@@ -22,15 +18,6 @@ from fwman.host.base import Host
 
 if TYPE_CHECKING:  # the boot-time catch-up's fast path must not load the build (pydantic, the pipeline)
     from fwman.driver.boot.pin import BootCheck
-
-
-def free() -> None:
-    """Permit a change (the default ``permit``; :func:`fwman.app.change.free`, without importing the actions)."""
-
-
-def plan_text(todo: list[str], current: str) -> Out:
-    """Return what a ``--dry-run`` would do, one ``would ...`` line each, or ``current`` when nothing."""
-    return [say(f"would {step}") for step in todo] or [say(current)]
 
 
 def boot_text(check: BootCheck | None) -> Out:
@@ -149,12 +136,7 @@ class Catchup(KernelRun):
 
 
 def catchup(
-    host: Host,
-    *,
-    force: bool = False,
-    dry_run: bool = False,
-    permit: Callable[[], None] = free,
-    tell: Tell = silent,
+    host: Host, *, force: bool = False, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> Catchup:
     """Build for every installed kernel with headers that lacks working modules, and keep the boot safe; with
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""

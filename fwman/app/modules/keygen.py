@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core.jsonout import meta
-from fwman.driver.kmod.secureboot import SecureBootState
+from fwman.driver.kmod.secureboot import SecureBootState, enrollment_steps, read_state
+from fwman.driver.kmod.sign import keygen as make_key
+from fwman.driver.kmod.sign import keygen_plan
 from fwman.host.base import Host
 
 
@@ -54,10 +56,6 @@ def keygen(
     """Create (or adopt DKMS's) signing key and return it with the enrollment steps; with ``dry_run`` return what
     would be written. Raises UsageError when a key is configured and not ``force``, MissingError when
     ``reuse_dkms`` finds no DKMS key, and what ``permit`` raises."""
-    from fwman.driver.kmod.secureboot import enrollment_steps, read_state
-    from fwman.driver.kmod.sign import keygen as make_key
-    from fwman.driver.kmod.sign import keygen_plan
-
     if not dry_run:
         permit()  # before anything is read: a user who may not change the host is told that first
     plan = keygen_plan(host, reuse_dkms=reuse_dkms, force=force)

@@ -1,9 +1,7 @@
-"""``fwman modules preflight``: will the patched modules build for the kernels apt installs next?
-
-Typed arguments in (:class:`PreflightRequest`), a result model out (:class:`PreflightResult`, which owns the
-``fwman.modules-preflight/1`` document); no click. The work is :mod:`fwman.driver.preflight` (download, unpack,
-build, record) and :mod:`fwman.driver.kernel_hold` (fwman's apt pin).
-"""
+"""``fwman modules preflight``: will the patched modules build for the kernels apt installs next? Typed arguments in
+(:class:`PreflightRequest`), a result model out (:class:`PreflightResult`, which owns the ``fwman.modules-preflight/1``
+document); no click. The work is :mod:`fwman.driver.preflight` (download, unpack, build, record) and
+:mod:`fwman.driver.kernel_hold` (fwman's apt pin)."""
 
 from __future__ import annotations
 
@@ -19,11 +17,17 @@ from fwman.driver import preflight as pf
 from fwman.driver.build.kbuild import compiler_version
 from fwman.driver.build.lock import module_lock
 from fwman.driver.build.manifest import now_iso
+from fwman.driver.build.pipeline import phase_lines
 from fwman.driver.build.progress import ProgressSink
 from fwman.driver.build.source import Source, load_source_spec, resolve_source
 from fwman.driver.kernels import version_key
 from fwman.host.actions import Tell, apply_all, pending, silent
 from fwman.host.base import Host
+
+
+def phase_progress(tell: Tell) -> ProgressSink:
+    """Return the progress sink of a pre-flight's (short) builds: each phase a line through ``tell``."""
+    return phase_lines(tell)
 
 
 @dataclass(frozen=True)
@@ -36,14 +40,6 @@ class PreflightRequest:
     jobs: int | None = None
     #: the build progress sink; None: phase lines through ``tell``
     progress: ProgressSink | None = None
-
-
-def phase_progress(tell: Tell) -> ProgressSink:
-    """Return the build progress sink that says each build phase as a line through ``tell`` (the CLI's
-    stderr); a pre-flight's builds are short, so no live line."""
-    from fwman.driver.build.pipeline import phase_lines
-
-    return phase_lines(tell)
 
 
 @dataclass
@@ -144,12 +140,6 @@ class PreflightResult(Result):
             )
         return None
 
-    def raise_for_verdicts(self) -> None:
-        """Return when every kernel is safe to install; raise :meth:`failure`'s error otherwise."""
-        error = self.failure()
-        if error is not None:
-            raise error
-
     def text(self, verbose: int = 0) -> Out:
         """Return one line per kernel (its verdict, recorded or new, and whether it is held), then what happened
         to fwman's hold; for ``--release``, only the hold."""
@@ -185,10 +175,8 @@ class PreflightResult(Result):
 
 
 def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightResult:
-    """Lift every hold fwman placed (its pin file and record); return what changed. Nothing else is touched.
-
-    Raises ParseError when fwman's hold record is damaged (the pin file is then removed all the same).
-    """
+    """Lift every hold fwman placed (its pin file and record); return what changed. Nothing else is touched. Raises
+    ParseError when fwman's hold record is damaged (the pin file is then removed all the same)."""
     result = PreflightResult(dry_run, release_only=True)
     try:
         result.released = sorted(kernel_hold.read_record(host).kernels, key=version_key)
@@ -203,15 +191,11 @@ def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightRe
 
 
 def run_preflight(host: Host, request: PreflightRequest, tell: Tell = silent) -> PreflightResult:
-    """Pre-flight every kernel a simulated upgrade would install (and every kernel fwman holds back).
-
-    Builds what is not recorded yet (under the module lock), records the verdicts, and updates fwman's hold: a
-    kernel that now builds is released; with ``request.hold`` one that will not build is held. A dry run lists
-    the kernels and the recorded verdicts and downloads, builds and writes nothing. Raises UsageError with no
-    module source configured, MissingError without apt-get or a compiler, SourceError when the source cannot be
-    had, FwmanError when apt-get fails; a kernel's own failure is its verdict
-    (:meth:`PreflightResult.raise_for_verdicts`).
-    """
+    """Pre-flight every kernel a simulated upgrade would install (and every kernel fwman holds back): build what is not
+    recorded yet (under the module lock), record the verdicts, release a kernel that now builds and, with
+    ``request.hold``, hold one that will not; a dry run builds and writes nothing. Returns the verdicts (a kernel's
+    failure is its verdict, :meth:`PreflightResult.failure`). Raises UsageError with no module source, MissingError
+    without apt-get or a compiler, SourceError when the source cannot be had, FwmanError when apt-get fails."""
     if request.release:
         if request.hold:
             raise UsageError("--hold and --release ask for opposite things: give one")

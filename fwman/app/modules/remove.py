@@ -1,11 +1,6 @@
-"""``fwman modules remove``: take fwman's installed patched modules off the host, for some kernels or all.
-
-Typed arguments in (:class:`RemoveRequest`), a result model out (:class:`RemoveResult`); no click. The plan is
-:func:`fwman.driver.build.uninstall.remove_actions`, plus undoing fwman's boot pin when the pinned kernel loses
-its modules (or with ``--all``): a pin to a kernel without patched modules protects nothing. The kernel hooks
-and the boot-time catch-up build the modules again while fwman is installed and a module source is configured:
-the result says so.
-"""
+"""``fwman modules remove``: take fwman's installed patched modules off the host, for some kernels or all, and
+undo fwman's boot pin when the pinned kernel loses its modules (or with ``--all``): a pin to a kernel without
+patched modules protects nothing. The result says when the hooks would build the modules again."""
 
 from __future__ import annotations
 
@@ -75,12 +70,10 @@ def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
 def remove_modules(
     host: Host, request: RemoveRequest, tell: Tell = silent, permit: Callable[[], None] = free
 ) -> RemoveResult:
-    """Remove (or, with ``dry_run``, list) what the request names and return the result.
-
-    Raises UsageError when neither or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an
-    action that fails (what was applied stays applied; running it again continues); LockTimeout when a build
-    holds the module lock; what ``permit`` raises (called first, unless a dry run).
-    """
+    """Remove (or, with ``dry_run``, list) what the request names and return the result. Raises UsageError when neither
+    or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an action that fails (what was applied stays
+    applied; running it again continues); LockTimeout when a build holds the module lock; what ``permit`` raises (called
+    first, unless a dry run)."""
     if not request.dry_run:
         permit()
     if bool(request.kernels) == request.all_kernels:

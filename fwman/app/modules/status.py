@@ -1,14 +1,13 @@
-"""``fwman modules status``: per installed kernel, headers, fwman's modules, DKMS conflicts, safe to boot.
-
-Typed arguments in (a Host), a result model out; no click. The CLI renders :class:`ModulesStatus` as a table
-or, through its fields (fwman.core.jsonout), as the ``fwman.modules-status/1`` document.
-"""
+"""``fwman modules status``: per installed kernel, headers, fwman's modules, DKMS conflicts, safe to boot. Typed
+arguments in (a Host), a result model out; no click. The CLI renders :class:`ModulesStatus` as a table or, through its
+fields (fwman.core.jsonout), as the ``fwman.modules-status/1`` document."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.modules.preflight import last_preflight
 from fwman.app.text import Out, Result, Span, say, table
 from fwman.core.errors import FwmanError, ParseError
 from fwman.core.jsonout import OMIT, meta
@@ -173,12 +172,8 @@ class ModulesStatus(Result):
             text = f"module option {setting.option}: {state}{shown}"
             out.append(say(text) if state == "in effect" else say(text + " (`fwman driver settings`)", "yellow"))
         if self.source is None:
-            out.append(
-                say(
-                    "no module source configured yet: `fwman plan` names the fork and branch for this box, "
-                    "and `sudo fwman apply` builds them"
-                )
-            )
+            plan = "`fwman plan` names the fork and branch for this box, and `sudo fwman apply` builds them"
+            out.append(say(f"no module source configured yet: {plan}"))
         if self.dkms_error:
             out.append(say(f"note: dkms status failed: {self.dkms_error}", err=True))
         return out
@@ -197,11 +192,9 @@ def secure_boot_text(sb: dict[str, Any]) -> Out:
 
 
 def modules_status(host: Host) -> ModulesStatus:
-    """Return the modules status of ``host``.
-
-    A failing ``dkms status`` is not an error here: it is reported in ``dkms_error`` and the rows show no
-    conflict. Raises UsageError when ``/etc/fwman/config.toml`` is invalid (the configured source is read).
-    """
+    """Return the modules status of ``host``. A failing ``dkms status`` is not an error here: it is reported in
+    ``dkms_error`` and the rows show no conflict. Raises UsageError when ``/etc/fwman/config.toml`` is invalid (the
+    configured source is read)."""
     default = default_boot_kernel(host)
     try:
         dkms_entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]
@@ -259,8 +252,6 @@ def modules_status(host: Host) -> ModulesStatus:
         options: SettingsReport | None = inspect_settings(host)
     except FwmanError:  # the options are a line of the status, never the reason it fails
         options = None
-    from fwman.app.modules.preflight import last_preflight
-
     return ModulesStatus(
         rows,
         default,

@@ -21,7 +21,6 @@ report a change only when one was made. What was done, and what to restore, is r
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -40,7 +39,8 @@ from fwman.driver.boot.loaders import (
     loader_entries,
 )
 from fwman.driver.boot.safety import Safety, kernel_safety
-from fwman.driver.build.manifest import now_iso
+from fwman.driver.build.manifest import failed_path, now_iso, pending_path, read_marker, sha256_hex
+from fwman.driver.build.toolchain import package_of
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Tell, apply_all, silent
@@ -118,10 +118,6 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _with_default(text: str, value: str | None) -> str:
     """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
 
@@ -145,14 +141,14 @@ def _with_default(text: str, value: str | None) -> str:
 def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     """Make ``host`` boot ``safe`` instead of ``avoided`` and record it. Raises FwmanError when it cannot."""
     loader = detect_bootloader(host)
-    record: PinRecord
+    warning = None
     if loader == "proxmox":
         if root_prefix(host) is not None:
             raise FwmanError("proxmox-boot-tool can only pin the running system, not a temp root")
         previous = {"pin": host.read_text(paths.PVE_BOOT_PIN).strip()} if host.exists(paths.PVE_BOOT_PIN) else {}
         _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", safe])
         _proxmox_refresh(host)
-        record = PinRecord(safe, avoided, reason, "proxmox", previous=previous)
+        method = "proxmox"
     elif loader == "grub":
         menu, env = grub_state(host)
         if menu is None:
@@ -163,22 +159,15 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
                 f"{paths.GRUB_CFG} has no entry for {safe}", hint="run update-grub, then fwman modules catchup"
             )
         previous = {k: env[k] for k in ("saved_entry", "next_entry") if k in env}
-        if menu.default == "${saved_entry}":
-            _run_tool(host, ["grub-set-default", *_grub_tool_args(host), entry])
-            record = PinRecord(safe, avoided, reason, "grub-saved", previous=previous)
-        else:
-            _run_tool(host, ["grub-reboot", *_grub_tool_args(host), entry])
-            record = PinRecord(
-                safe,
-                avoided,
-                reason,
-                "grub-next",
-                previous=previous,
-                warning=(
-                    f"GRUB's default is {menu.default!r}, not the saved entry: only the NEXT boot is pinned "
-                    "(fwman pins again at every boot); set GRUB_DEFAULT=saved in /etc/default/grub and run "
-                    "update-grub for a lasting pin"
-                ),
+        method = "grub-saved" if menu.default == "${saved_entry}" else "grub-next"
+        _run_tool(
+            host, ["grub-set-default" if method == "grub-saved" else "grub-reboot", *_grub_tool_args(host), entry]
+        )
+        if method == "grub-next":
+            warning = (
+                f"GRUB's default is {menu.default!r}, not the saved entry: only the NEXT boot is pinned "
+                "(fwman pins again at every boot); set GRUB_DEFAULT=saved in /etc/default/grub and run "
+                "update-grub for a lasting pin"
             )
     elif loader == "systemd-boot":
         directory = loader_dir(host)
@@ -194,14 +183,18 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         host.write_bytes(conf_path, written.encode())
         # the owner's whole file, so unpin gives it back byte for byte (spacing, a second default line, the
         # last newline) unless it was edited since: then only the default line is put back
-        previous = {"default": old} if old else {}
-        record = PinRecord(safe, avoided, reason, "systemd-boot", previous={**previous, "loader.conf": text})
-        record.previous["written_sha256"] = _sha256(written)
+        previous = {
+            **({"default": old} if old else {}),
+            "loader.conf": text,
+            "written_sha256": sha256_hex(written.encode()),
+        }
+        method = "systemd-boot"
     else:
         raise FwmanError(
             "boot loader not recognised (no proxmox-boot-tool, GRUB or systemd-boot): cannot pin a kernel",
             hint=f"choose {safe} in the boot menu by hand, or remove {avoided}",
         )
+    record = PinRecord(safe, avoided, reason, method, previous=previous, warning=warning)
     earlier = read_pin(host)
     if earlier is not None:  # pinned again: what to restore in the end is what was there before fwman's first pin
         written_now = record.previous.get("written_sha256")
@@ -236,7 +229,7 @@ def unpin(host: Host) -> PinRecord | None:
             conf_path = f"{directory}/loader.conf"
             text = host.read_text(conf_path)
             original = record.previous.get("loader.conf")
-            if original is not None and _sha256(text) == record.previous.get("written_sha256"):
+            if original is not None and sha256_hex(text.encode()) == record.previous.get("written_sha256"):
                 host.write_bytes(conf_path, original.encode())  # untouched since the pin: the owner's file
             else:
                 host.write_bytes(conf_path, _with_default(text, record.previous.get("default")).encode())
@@ -368,9 +361,6 @@ class BootCheck:
 def fix_command(host: Host, kver: str) -> str:
     """Return what makes ``kver`` have working modules, from its markers: the missing tools' ``apt install``
     and the build, or the forced build once the cause is fixed. Never raises."""
-    from fwman.driver.build.manifest import failed_path, pending_path, read_marker
-    from fwman.driver.build.toolchain import package_of
-
     build = f"fwman modules build --kernel {kver}"
     pending = read_marker(host, pending_path(kver))
     if pending is not None and (pending.detail or {}).get("install"):
@@ -378,8 +368,7 @@ def fix_command(host: Host, kver: str) -> str:
     failed = read_marker(host, failed_path(kver))
     tool = (failed.detail or {}).get("missing_tool") if failed is not None else None
     if tool:
-        package = package_of(tool) or tool
-        return f"apt install {package}, then {build}"
+        return f"apt install {package_of(tool) or tool}, then {build}"
     if failed is not None:
         return f"fix the cause (`fwman modules status`), then {build} --force"
     return f"`fwman modules status`, then {build}"
@@ -464,8 +453,7 @@ def ensure_safe_boot(
         # safe with no pin of fwman's in place (none, or just released): a warning left from an unsafe boot
         # that got fixed some other way is stale; with a pin still in place the warning still tells about it
         if current is None or check.released is not None:
-            clear = ClearBootWarning(kver)
-            cleared = apply_all(host, [clear])
+            cleared = apply_all(host, [ClearBootWarning(kver)])
             check.changed += cleared
             for line in cleared:
                 tell(line)

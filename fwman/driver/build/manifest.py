@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from fwman.host.actions import Action
 
 INSTALL_SUBDIR = "updates/fwman"
-#: the five modules of the open driver, in load order
-
 WHAT = "module manifest"
 _R = TypeVar("_R", bound="BuildRecord")
 
@@ -140,34 +138,17 @@ class Manifest:
     #: with the patch of that sha256 applied (docs/driver-branches.md); None for a branch or a local tree
     donor_patch: dict[str, str] | None = None
 
-    @property
-    def source_text(self) -> str:
-        """Return what the modules were built from, for people: ``tag V + patch SHA`` or ``branch B``."""
-        if self.donor_patch is not None:
-            return f"upstream tag {self.donor_patch.get('tag', '?')} + patch {self.donor_patch.get('sha256', '?')[:12]}"
-        return f"branch {self.branch or '?'}"
-
     @classmethod
     def from_record(cls, kernel: str, modules: dict[str, ModuleEntry], record: BuildRecord) -> Manifest:
         """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at``
         defaults to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other
         way)."""
-        return cls(
-            kernel=kernel,
-            fork=record.fork,
-            branch=record.branch,
-            commit=record.commit,
-            modules=modules,
-            built_at=record.built_at or now_iso(),
-            source=record.source,
-            compiler=record.compiler,
-            signed=record.signed,
-        )
+        fields_of = {f.name: getattr(record, f.name) for f in fields(BuildRecord)}
+        return cls(kernel=kernel, modules=modules, **{**fields_of, "built_at": record.built_at or now_iso()})
 
     def to_json(self) -> bytes:
         """Return the manifest as UTF-8 JSON bytes (stable key order)."""
-        doc = asdict(self)
-        return (json.dumps(doc, indent=2) + "\n").encode()
+        return (json.dumps(asdict(self), indent=2) + "\n").encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
@@ -209,14 +190,9 @@ class Manifest:
             raise ParseError(WHAT, "donor_patch", "not a {tag, sha256, patch} object of strings")
         return cls(
             kernel=kernel or "",
-            fork=_str(doc, "fork"),
-            branch=_str(doc, "branch"),
-            commit=_str(doc, "commit"),
             modules=modules,
             built_at=_str(doc, "built_at") or "",
-            source=_str(doc, "source"),
-            compiler=_str(doc, "compiler"),
-            signed=_str(doc, "signed"),
+            **{key: _str(doc, key) for key in ("fork", "branch", "commit", "source", "compiler", "signed")},
             object_cache_hit=bool(hit) if isinstance(hit, bool) else False,
             patches=[{str(k): v for k, v in p.items()} for p in raw_patches],
             donor_patch={str(k): str(v) for k, v in donor.items()} if donor is not None else None,
@@ -238,14 +214,13 @@ def built_kernels(host: Host) -> list[str]:
     from fwman.core.errors import FwmanError
     from fwman.driver.kernels import installed_kernels
 
-    built = []
-    for kver in installed_kernels(host):
+    def readable(kver: str) -> bool:
         try:
-            if load_manifest(host, kver) is not None:
-                built.append(kver)
+            return load_manifest(host, kver) is not None
         except FwmanError:
-            continue
-    return built
+            return False
+
+    return [kver for kver in installed_kernels(host) if readable(kver)]
 
 
 def load_manifest(host: Host, kver: str) -> Manifest | None:
@@ -339,9 +314,7 @@ class Marker:
             kernel=doc["kernel"],
             reason=str(doc.get("reason", "")),
             at=str(doc.get("at", "")),
-            commit=doc.get("commit") if isinstance(doc.get("commit"), str) else None,
-            fork=doc.get("fork") if isinstance(doc.get("fork"), str) else None,
-            branch=doc.get("branch") if isinstance(doc.get("branch"), str) else None,
+            **{key: doc.get(key) if isinstance(doc.get(key), str) else None for key in ("commit", "fork", "branch")},
             detail={str(k): str(v) for k, v in (detail or {}).items()},
         )
 

@@ -54,14 +54,14 @@ class SourceError(MissingError):
 
     def to_json(self) -> dict[str, str]:
         """Return the ``source_error`` object of ``fwman.modules-build/2``."""
-        return {
-            "message": self.message,
-            "fork": self.fork,
-            "url": self.url,
-            "branch": self.branch,
-            "git_stderr": self.git_stderr,
-            "hint": self.hint or "",
+        return {k: getattr(self, k) for k in ("message", "fork", "url", "branch", "git_stderr")} | {
+            "hint": self.hint or ""
         }
+
+
+def _source_error(fork: Fork, branch: str, message: str, git_stderr: str = "") -> SourceError:
+    """Return the SourceError ``message`` about ``branch`` of ``fork``."""
+    return SourceError(message, fork=fork.name, url=fork.url, branch=branch, git_stderr=git_stderr)
 
 
 def source_hint(fork: str, branch: str, kver: str | None = None) -> str:
@@ -156,13 +156,12 @@ def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str
     asked = [ref, f"{ref}^{{}}"] if tag else [ref]  # an annotated tag's commit is listed only when asked for
     result = _git(host, ["ls-remote", kind, "--", git_target(host, fork.url), *asked], timeout=LIST_TIMEOUT)
     if not result.ok:
-        raise SourceError(
+        raise _source_error(
+            fork,
+            branch,
             f"cannot reach fork {fork.name} ({fork.url}) for branch {branch}: "
             + failure_text("git ls-remote", result.rc, result.stderr),
-            fork=fork.name,
-            url=fork.url,
-            branch=branch,
-            git_stderr=stderr_tail(result.stderr),
+            stderr_tail(result.stderr),
         )
     found: dict[str, str] = {}
     for line in result.stdout.splitlines():
@@ -172,12 +171,7 @@ def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str
     if found:  # an annotated tag's ^{} line is its commit
         return found.get(ref + "^{}", found.get(ref, ""))
     what = f"tag {branch}" if tag else f"branch {branch} (a tag of that name does not count)"
-    raise SourceError(
-        f"fork {fork.name} ({fork.url}) has no {what}",
-        fork=fork.name,
-        url=fork.url,
-        branch=branch,
-    )
+    raise _source_error(fork, branch, f"fork {fork.name} ({fork.url}) has no {what}")
 
 
 def ensure_checkout(
@@ -255,11 +249,8 @@ def _swap_in(
         commit = _make_scratch(host, fork, branch, target, scratch, seed, tell, tag)
         problem = verify(host, scratch, target, commit)
         if problem is not None:
-            raise SourceError(
-                f"the checkout of {branch} of fork {fork.name} ({fork.url}) does not verify: {problem}",
-                fork=fork.name,
-                url=fork.url,
-                branch=branch,
+            raise _source_error(
+                fork, branch, f"the checkout of {branch} of fork {fork.name} ({fork.url}) does not verify: {problem}"
             )
         if present:
             host.rename(cache, old)
@@ -286,13 +277,10 @@ def _make_scratch(
     upstream_ref, remote_ref = refs(branch, tag)
 
     def fail(what: str, result: CommandResult) -> SourceError:
-        return SourceError(
-            f"cannot {what} branch {branch} of fork {fork.name} ({fork.url}): "
-            + failure_text(f"git {result.argv[1] if len(result.argv) > 1 else ''}".strip(), result.rc, result.stderr),
-            fork=fork.name,
-            url=fork.url,
-            branch=branch,
-            git_stderr=stderr_tail(result.stderr),
+        git = f"git {result.argv[1] if len(result.argv) > 1 else ''}".strip()
+        message = f"cannot {what} branch {branch} of fork {fork.name} ({fork.url}): "
+        return _source_error(
+            fork, branch, message + failure_text(git, result.rc, result.stderr), stderr_tail(result.stderr)
         )
 
     for args in (["init", "-q", "--", local], ["remote", "add", "--", "origin", target]):

@@ -99,6 +99,7 @@ _CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
 _LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
 _ENTERING = re.compile(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '([^']+)'")
 _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: \*\*\* (?P<msg>.+)$")
+_CONFTEST_LINE = re.compile(r"^(?P<msg>conftest:.*)$")
 #: make's line for the target a missing command failed: ``make[2]: *** [Makefile:219: _out/x/dp_auxretry.o] Error 127``
 _MAKE_TARGET = re.compile(r"^make(?:\[\d+\])?: \*\*\* \[(?:[^\]]*?:\d+: )?(?P<target>[^\]]+)\] Error 127")
 
@@ -176,23 +177,17 @@ def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
                 _phase_at(lines, i),
                 "missing-header" if header else "compile-error",
             )
-    weaker = ((_CMDLINE_ERROR, "compile-error"), (_LD_ERROR, "link-error"))
-    for pattern, cause in weaker:
+    # each kind in turn over the whole log: (pattern, cause, excerpt lines before and after the cause's line)
+    weaker = [(_CMDLINE_ERROR, "compile-error", 0, 4), (_LD_ERROR, "link-error", 0, 4)]
+    weaker += [(_CONFTEST_LINE, "conftest", 3, 1), (_MAKE_ERROR, "make", 3, 1)]
+    for pattern, cause, before, after in weaker:
         for i, line in enumerate(lines):
             m = pattern.match(line)
             if m:
                 message = m.group("msg").strip()
                 if cause == "compile-error" and _MISSING_FILE.search(message):
                     cause = "missing-header"
-                return BuildFailure(None, None, message, lines[i : i + 4], _phase_at(lines, i), cause)
-    for i, line in enumerate(lines):
-        if line.startswith("conftest:"):
-            return BuildFailure(None, None, line.strip(), lines[max(0, i - 3) : i + 1], _phase_at(lines, i), "conftest")
-    for i, line in enumerate(lines):
-        m = _MAKE_ERROR.match(line)
-        if m:
-            return BuildFailure(
-                None, None, m.group("msg").strip(), lines[max(0, i - 3) : i + 1], _phase_at(lines, i), "make"
-            )
+                excerpt = lines[max(0, i - before) : i + after]
+                return BuildFailure(None, None, message, excerpt, _phase_at(lines, i), cause)
     tail = [ln for ln in lines if ln.strip()][-1:] or ["the build failed without output"]
     return BuildFailure(None, None, tail[0].strip(), tail, _phase_at(lines, len(lines)))

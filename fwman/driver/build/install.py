@@ -15,14 +15,7 @@ from dataclasses import dataclass
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
-from fwman.driver.build.manifest import (
-    INSTALL_SUBDIR,
-    Manifest,
-    ModuleEntry,
-    install_dir,
-    sha256_hex,
-    store_dir,
-)
+from fwman.driver.build.manifest import INSTALL_SUBDIR, Manifest, ModuleEntry, install_dir, sha256_hex, store_dir
 from fwman.driver.kmod.kofile import module_stem, read_module
 from fwman.driver.localfs import root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
@@ -252,34 +245,29 @@ def check_installed(
             resolution = depmod_resolution(host, kver)
         except ParseError as e:
             return [ModuleCheck(name, False, f"modules.dep unreadable: {e.message}") for name in manifest.modules]
+
+    def problem_of(name: str, entry: ModuleEntry, resolved: str | None) -> str | None:
+        if resolved != entry.path:
+            return f"depmod resolves {name} to {resolved or 'nothing'}, not to ours"
+        try:
+            if not hash_files:
+                same = entry.size is None or host.stat_size(entry.path) == entry.size
+                return None if same else "file size differs from the manifest"
+            data = host.read_bytes(entry.path)
+            if sha256_hex(data) != entry.sha256:
+                return "file differs from the manifest (sha256)"
+            release = read_module(data).kernel_release
+            return None if release == kver else f"vermagic names {release or 'no kernel'}, not {kver}"
+        except MissingError:
+            return f"{entry.path} is missing"
+        except ParseError as e:
+            return f"not a readable module: {e.message}"
+
     checks: list[ModuleCheck] = []
     for name, entry in manifest.modules.items():
         resolved = resolution.get(name.replace("-", "_"))
-        if resolved != entry.path:
-            where = resolved or "nothing"
-            checks.append(ModuleCheck(name, False, f"depmod resolves {name} to {where}, not to ours", resolved))
-            continue
-        try:
-            if hash_files:
-                data = host.read_bytes(entry.path)
-                if sha256_hex(data) != entry.sha256:
-                    checks.append(ModuleCheck(name, False, "file differs from the manifest (sha256)", resolved))
-                    continue
-                info = read_module(data)
-                if info.kernel_release != kver:
-                    problem = f"vermagic names {info.kernel_release or 'no kernel'}, not {kver}"
-                    checks.append(ModuleCheck(name, False, problem, resolved))
-                    continue
-            elif entry.size is not None and host.stat_size(entry.path) != entry.size:
-                checks.append(ModuleCheck(name, False, "file size differs from the manifest", resolved))
-                continue
-        except MissingError:
-            checks.append(ModuleCheck(name, False, f"{entry.path} is missing", resolved))
-            continue
-        except ParseError as e:
-            checks.append(ModuleCheck(name, False, f"not a readable module: {e.message}", resolved))
-            continue
-        checks.append(ModuleCheck(name, True, None, resolved))
+        problem = problem_of(name, entry, resolved)
+        checks.append(ModuleCheck(name, problem is None, problem, resolved))
     return checks
 
 

@@ -144,12 +144,6 @@ def kernel_patches(host: Host, kver: str, headers: KernelTree | None = None, tel
     return owner + shipped
 
 
-def _headers_package(host: Host, kver: str) -> str:
-    from fwman.driver.headers import advise_host
-
-    return advise_host(host, kver).package
-
-
 def _run_make(
     host: Host,
     argv: list[str],
@@ -253,9 +247,11 @@ def compile_for_kernel(
         if not host.is_dir(f"{headers.build}/include"):
             raise MissingError(f"no headers for kernel {kver} in {headers.build} (its include/ is missing)")
     elif not headers_present(host, kver):
+        from fwman.driver.headers import advise_host
+
         raise MissingError(
             f"no headers for kernel {kver} ({paths.modules_dir(kver)}/build/include is missing)",
-            hint=f"install the headers: apt install {_headers_package(host, kver)}",
+            hint=f"install the headers: apt install {advise_host(host, kver).package}",
         )
     log_path = headers.log if headers is not None else build_log_path(kver)
     toolchain.check_toolchain(host, patching=bool(patches) or source.donor_patch is not None)
@@ -282,9 +278,7 @@ def compile_for_kernel(
     if todo:
         refused, applied = apply_patches(host, tree, todo, log_path, tell, transcript)
         if refused is not None:
-            failed = CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases)
-            failed.failure = refused
-            return failed
+            return CompileResult(kver, False, tree, log_path, key, False, compiler, 0.0, phases=phases, failure=refused)
         mark = lap("patch", mark)
     applied = [p for p in applied if p is not source.donor_patch]
     hit = objcache.has_entry(host, key)

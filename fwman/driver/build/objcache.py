@@ -25,10 +25,7 @@ from fwman.host.base import Host
 
 #: the two objects the cache entry holds, relative to the source tree; also the names the fork's top-level
 #: Makefile gives their targets (``src/nvidia/$(OUTPUTDIR)/nv-kernel.o``, OUTPUTDIR ``_out/Linux_x86_64``)
-OBJECT_FILES = (
-    "src/nvidia/_out/Linux_x86_64/nv-kernel.o",
-    "src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o",
-)
+OBJECT_FILES = ("src/nvidia/_out/Linux_x86_64/nv-kernel.o", "src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o")
 
 
 def cache_key(source_id: str, compiler: str) -> str:

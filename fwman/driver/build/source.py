@@ -8,20 +8,24 @@ of the files) the object cache and the failure markers key on. Building it is :m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
 from fwman.core import paths
+from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
-from fwman.driver.build.checkout import ensure_checkout
+from fwman.driver.build.checkout import cached_commit, ensure_checkout
 from fwman.driver.build.donor import donor_patch
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.forks.config import resolve_fork
 from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
+from fwman.driver.versions import parse_p2p_branch, revisions
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
@@ -107,12 +111,9 @@ def local_source(host: Host, directory: str) -> Source:
     commit = None
     if host.exists(f"{directory}/.git"):
         cwd = local_dir(host, directory)
-        try:
+        with contextlib.suppress(FwmanError):
             head = _git(host, ["rev-parse", "HEAD"], cwd=cwd)
-            dirty = _git(host, ["status", "--porcelain", "--untracked-files=no"], cwd=cwd)
-            commit = head if not dirty else None
-        except FwmanError:
-            commit = None
+            commit = head if not _git(host, ["status", "--porcelain", "--untracked-files=no"], cwd=cwd) else None
     source_id = commit or f"tree:{tree_hash(host, directory)}"
     return Source(directory, source_id, commit, None, None, directory)
 
@@ -169,8 +170,6 @@ class SourceSpec:
 
     def to_json(self) -> bytes:
         """Return the spec as JSON bytes."""
-        import json
-
         doc = {"source": self.source_dir, "fork": self.fork, "branch": self.branch}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
@@ -182,9 +181,6 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
     UsageError when the configuration file is invalid, VerificationError when the record is unreadable.
     """
-
-    from fwman.core.config import load_config
-
     config = load_config(host)
     fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
     source_dir = config.get_str("modules", "source")
@@ -223,8 +219,6 @@ def load_source_spec(host: Host) -> SourceSpec | None:
 
 def strict_mode(host: Host) -> bool:
     """Return ``[modules] strict`` from the configuration: a failed hook build then fails the kernel install."""
-    from fwman.core.config import load_config
-
     return load_config(host).get_bool("modules", "strict", False)
 
 
@@ -238,8 +232,6 @@ def resolve_fork_of(host: Host, spec: SourceSpec) -> Fork:
 
     Raises UsageError for a bad configuration or a name that is not a known fork.
     """
-    from fwman.core.config import load_config
-
     assert spec.fork
     return resolve_fork(load_config(host), spec.fork, spec.origin)
 
@@ -269,8 +261,6 @@ def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
     except FwmanError:
         return None
     assert spec.branch
-    from fwman.driver.build.checkout import cached_commit
-
     commit = cached_commit(host, fork.url, spec.branch, tag=fork.donor is not None)
     if commit is None or fork.donor is None:
         return commit
@@ -280,8 +270,6 @@ def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
 def source_version(host: Host, source: Source) -> str | None:
     """Return the driver version a source builds (from its tree's ``version.mk``, else its branch name, a hint),
     or None."""
-    from fwman.driver.versions import parse_p2p_branch
-
     for rel in ("version.mk", "utils.mk"):
         path = f"{source.tree}/{rel}"
         if host.exists(path):
@@ -300,7 +288,6 @@ def newer_branches(host: Host, source: Source) -> list[str]:
     """
     from fwman.core.driver_version import DriverVersion
     from fwman.driver.forks.cache import load_cache, load_trees
-    from fwman.driver.versions import revisions
 
     text = source_version(host, source)
     if text is None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core.jsonout import OMIT, fields_of, meta
 from fwman.driver import nova_core
 from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
@@ -170,20 +171,20 @@ class InitramfsModule:
     path: str  # inside the image
     sha256: str
     version: str | None  # the module's version= tag (None when it could not be read)
-    matches_manifest: bool
+    matches_manifest: bool = field(metadata=meta(key="ours"))
 
 
 @dataclass
 class InitramfsState:
     """What one kernel's initramfs carries of the NVIDIA modules (the ``initramfs`` key of status JSON)."""
 
-    kver: str
+    kver: str = field(metadata=OMIT)
     path: str | None  # the image, None when the kernel has none
     generator: str  # "initramfs-tools" | "dracut" | "unknown"
+    error: str | None = field(default=None, metadata=meta(then=("problem",)))  # why the image could not be read
     modules: list[InitramfsModule] = field(default_factory=list)
-    error: str | None = None  # why the image could not be read
     #: the image carries nova_core without a blacklist (fwman.driver.nova_core.initramfs_problem), else None
-    nova_core: str | None = None
+    nova_core: str | None = field(default=None, metadata=OMIT)
 
     @property
     def stale(self) -> list[InitramfsModule]:
@@ -213,17 +214,7 @@ class InitramfsState:
 
     def to_dict(self) -> dict[str, object]:
         """Return the JSON form (key ``initramfs``, schema version in :data:`SCHEMA`)."""
-        return {
-            "schema": SCHEMA,
-            "path": self.path,
-            "generator": self.generator,
-            "error": self.error,
-            "problem": self.problem,
-            "modules": [
-                {"name": m.name, "path": m.path, "sha256": m.sha256, "version": m.version, "ours": m.matches_manifest}
-                for m in self.modules
-            ],
-        }
+        return {"schema": SCHEMA, **fields_of(self)}
 
 
 SCHEMA = "fwman.initramfs/1"

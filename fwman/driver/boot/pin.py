@@ -409,11 +409,7 @@ def boot_settled(host: Host, hash_files: bool = True) -> bool:
 
 
 def ensure_safe_boot(
-    host: Host,
-    tell: Tell = silent,
-    hash_files: bool = True,
-    gone: frozenset[str] = frozenset(),
-    defer: bool = False,
+    host: Host, tell: Tell = silent, hash_files: bool = True, gone: frozenset[str] = frozenset(), defer: bool = False
 ) -> BootCheck:
     """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
 

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.paths import EFI_GLOBAL_GUID, EFIVARS_DIR, SECUREBOOT_VAR, SETUPMODE_VAR
 from fwman.driver.kmod.mok import cert_fingerprint, key_enrollment, mokutil
 from fwman.host.base import Host
@@ -62,12 +63,14 @@ class SecureBootState:
     """Secure Boot as the next boot will see it, and where fwman's certificate stands (status JSON key)."""
 
     enabled: bool | None  # None: unknown (no EFI variable readable, no mokutil)
-    source: str  # "efivars" | "mokutil" | "bios" | "unknown"
+    source: str = field(metadata=meta(then=("enforcing",)))  # "efivars" | "mokutil" | "bios" | "unknown"
     shim_validation: bool | None = None  # False when shim's validation is off ("disabled in shim")
     sig_enforce: bool | None = None  # module.sig_enforce=1 (signatures required even without Secure Boot)
     cert: str | None = None  # fwman's signing certificate (host path), None when fwman signs nothing
     cert_fingerprint: str | None = None
-    key_state: str = "none"  # "enrolled" | "pending" | "not-enrolled" | "unknown" | "none" (no key)
+    key_state: str = field(
+        default="none", metadata=meta(key="key")
+    )  # "enrolled" | "pending" | "not-enrolled" | "unknown" | "none" (no key)
     note: str | None = None
 
     @property
@@ -77,18 +80,7 @@ class SecureBootState:
 
     def to_dict(self) -> dict[str, object]:
         """Return the JSON form (schema in :data:`SCHEMA`)."""
-        return {
-            "schema": SCHEMA,
-            "enabled": self.enabled,
-            "source": self.source,
-            "enforcing": self.enforcing,
-            "shim_validation": self.shim_validation,
-            "sig_enforce": self.sig_enforce,
-            "cert": self.cert,
-            "cert_fingerprint": self.cert_fingerprint,
-            "key": self.key_state,
-            "note": self.note,
-        }
+        return {"schema": SCHEMA, **fields_of(self)}
 
 
 def efi_secure_boot(host: Host) -> bool | None:

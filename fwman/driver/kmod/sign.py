@@ -93,16 +93,10 @@ def generate_key(common_name: str = "fwman module signing key", days: int = 3650
 def _hash(name: str) -> object:
     from cryptography.hazmat.primitives import hashes
 
-    table = {
-        "sha1": hashes.SHA1(),
-        "sha224": hashes.SHA224(),
-        "sha256": hashes.SHA256(),
-        "sha384": hashes.SHA384(),
-        "sha512": hashes.SHA512(),
-    }
-    if name not in table:
+    if name not in HASHES:
         raise UsageError(f"unsupported module signature hash {name!r}", hint=f"one of {', '.join(HASHES)}")
-    return table[name]
+    algorithm: object = getattr(hashes, name.upper())()  # hashes.SHA1() ... hashes.SHA512()
+    return algorithm
 
 
 def signature_blob(body: bytes, key_pem: bytes, cert_der: bytes, hash_name: str) -> bytes:
@@ -127,13 +121,8 @@ def signature_blob(body: bytes, key_pem: bytes, cert_der: bytes, hash_name: str)
             raise ParseError("signing certificate", "DER", str(e)) from e
     algorithm = _hash(hash_name)
     builder = pkcs7.PKCS7SignatureBuilder().set_data(body).add_signer(cert, key, algorithm)  # type: ignore[arg-type]
-    options = [
-        pkcs7.PKCS7Options.DetachedSignature,
-        pkcs7.PKCS7Options.NoCerts,
-        pkcs7.PKCS7Options.NoAttributes,
-        pkcs7.PKCS7Options.Binary,
-    ]
-    return builder.sign(serialization.Encoding.DER, options)
+    opt = pkcs7.PKCS7Options
+    return builder.sign(serialization.Encoding.DER, [opt.DetachedSignature, opt.NoCerts, opt.NoAttributes, opt.Binary])
 
 
 def trailer(sig_len: int) -> bytes:

@@ -28,8 +28,6 @@ from fwman.host.base import Host
 
 #: the callers that run inside a kernel package's (or kernel-install's) hooks: apt may run more after them
 KERNEL_HOOKS = ("postinst", "postrm", "kernel-install")
-#: where ``--origin`` may name: the kernel hooks, apt's Post-Invoke hook, or a person
-ORIGINS = (*KERNEL_HOOKS, "apt", "manual")
 
 
 def request_recheck(host: Host) -> None:

@@ -67,15 +67,11 @@ def rebuilt_anyway(output: str) -> bool:
     """Return True when make's ``output`` shows it entered a kernel-independent sub-make after all (a fork whose
     Makefile names those targets differently from :data:`OBJECT_FILES`): the objects were then built again."""
     subdirs = {rel.split("/_out/", 1)[0] for rel in OBJECT_FILES}  # src/nvidia, src/nvidia-modeset
-    for line in output.splitlines():
-        words = line.split()  # the recipe make echoes: `make -C src/nvidia`
-        if (
-            words
-            and words[0].startswith("make")
-            and any(a == "-C" and b.rstrip("/") in subdirs for a, b in pairwise(words))
-        ):
-            return True
-    return False
+    recipes = [words for words in (line.split() for line in output.splitlines()) if words]
+    # the recipe make echoes: `make -C src/nvidia`
+    return any(
+        w[0].startswith("make") and any(a == "-C" and b.rstrip("/") in subdirs for a, b in pairwise(w)) for w in recipes
+    )
 
 
 def store(host: Host, key: str, tree: str) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.config import load_config
-from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
 from fwman.driver.build.checkout import cached_commit, ensure_checkout
 from fwman.driver.build.donor import donor_patch
@@ -267,15 +267,27 @@ def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
     return f"{commit}+patch:{fork.donor.sha256}"
 
 
+def tree_version(host: Host, tree: str) -> str | None:
+    """Return the ``NVIDIA_VERSION`` the tree's ``version.mk`` (else ``utils.mk``) sets, or None. Never raises for
+    a file that is missing or not recorded."""
+    for rel in ("version.mk", "utils.mk"):
+        try:
+            m = re.search(
+                r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(f"{tree.rstrip('/')}/{rel}"), re.MULTILINE
+            )
+        except (MissingError, NotRecordedError):
+            continue
+        if m:
+            return m.group(1)
+    return None
+
+
 def source_version(host: Host, source: Source) -> str | None:
     """Return the driver version a source builds (from its tree's ``version.mk``, else its branch name, a hint),
     or None."""
-    for rel in ("version.mk", "utils.mk"):
-        path = f"{source.tree}/{rel}"
-        if host.exists(path):
-            m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
-            if m:
-                return m.group(1)
+    found = tree_version(host, source.tree)
+    if found is not None:
+        return found
     parsed = parse_p2p_branch(source.branch) if source.branch else None
     return str(parsed) if parsed is not None else None
 

@@ -87,8 +87,4 @@ def signature_check(host: Host) -> Callable[[Bundle], str]:
 def signer(key: Ed25519PrivateKey) -> Callable[[bytes], bytes]:
     """Return the signer :func:`fwman.driver.bundle.export.export_bundle` takes: ``bundle.json`` bytes in, the
     ``bundle.json.sig`` document out, signed with ``key``."""
-
-    def sign(doc: bytes) -> bytes:
-        return sign_document(doc, key)
-
-    return sign
+    return lambda doc: sign_document(doc, key)

@@ -49,11 +49,6 @@ class DepmodConfig:
     #: the files read, in order (for --verbose and docs)
     files: list[str] = field(default_factory=list)
 
-    @property
-    def effective_searches(self) -> list[str]:
-        """Return the search list depmod uses: the configured one, or ``updates`` (then built-in) by default."""
-        return self.searches if self.searches else ["updates", BUILTIN]
-
 
 def parse_config_text(text: str, kver: str, config: DepmodConfig) -> None:
     """Add the ``search``, ``override`` and ``exclude`` lines of one depmod.d file to ``config``.
@@ -188,11 +183,8 @@ def _old_stays(config: DepmodConfig, old_rel: str, new_rel: str) -> bool:
             newprio = i
         elif _matches(old_rel, entry):
             oldprio = i
-    if newprio < 0:
-        newprio = bprio
-    if oldprio < 0:
-        oldprio = bprio
-    return newprio <= oldprio
+    # a path no named entry matched takes built-in's index
+    return (newprio if newprio >= 0 else bprio) <= (oldprio if oldprio >= 0 else bprio)
 
 
 def resolve_all(host: Host, kver: str, config: DepmodConfig | None = None) -> dict[str, str]:

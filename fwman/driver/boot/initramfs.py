@@ -284,16 +284,8 @@ def nvidia_members(members: list[CpioMember], kver: str) -> list[tuple[str, Cpio
     """Return (module name, member) for each NVIDIA module of kernel ``kver`` in ``members``."""
     found = []
     for member in members:
-        rel = member.name
-        for prefix in ("usr/lib/modules/", "lib/modules/"):
-            if rel.startswith(prefix):
-                rel = rel[len(prefix) :]
-                break
-        else:
-            continue
-        if not rel.startswith(f"{kver}/"):
-            continue
-        m = _NVIDIA_KO.search(rel)
+        rel = member.name.removeprefix("usr/")  # usr/lib/modules/KVER/... or lib/modules/KVER/...
+        m = _NVIDIA_KO.search(rel) if rel.startswith(f"lib/modules/{kver}/") else None
         if m:
             found.append((m.group(1), member))
     return found

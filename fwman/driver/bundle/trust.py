@@ -21,10 +21,8 @@ if TYPE_CHECKING:
 
 
 def trusted_bundle_keys(host: Host) -> list[TrustedKey]:
-    """Return the keys bundles are accepted from ([] when the host trusts none).
-
-    Raises VerificationError for a key file that is not an Ed25519 public key (a broken trust store is reported).
-    """
+    """Return the keys bundles are accepted from ([] when the host trusts none). Raises VerificationError for a key file
+    that is not an Ed25519 public key (a broken trust store is reported)."""
     return keys_in_directory(host, paths.BUNDLE_KEYS_DIR)
 
 
@@ -39,11 +37,9 @@ def signature_key(bundle: Bundle) -> str | None:
 
 
 def signature_check(host: Host) -> Callable[[Bundle], str]:
-    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``.
-
-    The check returns how the signature was checked (one line), and raises VerificationError for an unsigned
-    bundle when keys are trusted, a signature by an unknown key, or one that does not verify.
-    """
+    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``. The
+    check returns how the signature was checked (one line), and raises VerificationError for an unsigned bundle when
+    keys are trusted, a signature by an unknown key, or one that does not verify."""
     keys = trusted_bundle_keys(host)
 
     def check(bundle: Bundle) -> str:

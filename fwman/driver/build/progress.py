@@ -37,6 +37,9 @@ _KBUILD_CC = re.compile(r"^\s+CC \[M\]\s+\S")
 _KBUILD_MOD_O = re.compile(r"^\s+CC \[M\]\s+\S*\.mod\.o\s*$")
 _KBUILD_LD_O = re.compile(r"^\s+LD \[M\]\s+\S*\.o\s*$")
 _KBUILD_LINK = re.compile(r"^\s+(LD \[M\]|BTF \[M\]|MODPOST)\s+\S")
+#: the first pattern that matches a line says its phase (a module's .mod.o is linking, other CC [M] kernel-open)
+_CLASSES = [(_CONFTEST, "conftest"), (_NV_QUIET, "kernel-independent objects"), (_KBUILD_MOD_O, "linking")]
+_CLASSES += [(_KBUILD_CC, "kernel-open"), (_KBUILD_LD_O, "kernel-open"), (_KBUILD_LINK, "linking")]
 
 #: the seconds between two lines of a :class:`PhaseLog` at most while make runs (a heartbeat fills the gap)
 HEARTBEAT_SECONDS = 30.0
@@ -47,17 +50,7 @@ _END = re.compile(r"^# make exited (?P<rc>-?\d+) after \S+$")
 
 def classify(line: str) -> str | None:
     """Return the phase a make output line is of (one of :data:`PHASES`), or None for any other line."""
-    if _CONFTEST.match(line):
-        return "conftest"
-    if _NV_QUIET.match(line):
-        return "kernel-independent objects"
-    if _KBUILD_MOD_O.match(line):
-        return "linking"
-    if _KBUILD_CC.match(line) or _KBUILD_LD_O.match(line):
-        return "kernel-open"
-    if _KBUILD_LINK.match(line):
-        return "linking"
-    return None
+    return next((phase for pattern, phase in _CLASSES if pattern.match(line)), None)
 
 
 def end_line(rc: int, seconds: float) -> str:

@@ -144,20 +144,17 @@ def _check_elf_header(elf: bytes, size: int) -> int:
     endian = {1: "<", 2: ">"}.get(elf[5])
     if endian is None:
         raise ParseError(WHAT, "EI_DATA", f"invalid data encoding {elf[5]}", 5)
-    header_size = 64 if elf_class == 64 else 52
+    # (header size, e_shoff's offset and format, e_shentsize's offset, the smallest section header)
+    header_size, shoff_at, shoff_format, counts_at, min_entsize = (
+        (64, 0x28, "Q", 0x3A, 64) if elf_class == 64 else (52, 0x20, "I", 0x2E, 40)
+    )
     if size < header_size:
         raise ParseError(WHAT, "ELF header", f"truncated: {size} of {header_size} bytes", size)
     (e_type,) = struct.unpack_from(endian + "H", elf, 16)
     if e_type != 1:
         raise ParseError(WHAT, "e_type", f"type {e_type} is not ET_REL (a kernel module is relocatable)", 16)
-    if elf_class == 64:
-        (e_shoff,) = struct.unpack_from(endian + "Q", elf, 0x28)
-        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(endian + "HHH", elf, 0x3A)
-        shoff_at, min_entsize = 0x28, 64
-    else:
-        (e_shoff,) = struct.unpack_from(endian + "I", elf, 0x20)
-        e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(endian + "HHH", elf, 0x2E)
-        shoff_at, min_entsize = 0x20, 40
+    (e_shoff,) = struct.unpack_from(endian + shoff_format, elf, shoff_at)
+    e_shentsize, e_shnum, e_shstrndx = struct.unpack_from(endian + "HHH", elf, counts_at)
     if e_shnum == 0 or e_shoff == 0:
         raise ParseError(WHAT, "section header table", "module has no section headers", shoff_at)
     if e_shentsize < min_entsize:

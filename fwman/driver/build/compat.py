@@ -112,11 +112,8 @@ def parse_compat_patch(name: str, path: str, data: bytes) -> KernelPatch:
 def shipped_patches() -> list[KernelPatch]:
     """Return the compat patches fwman ships, in file-name order. Raises ParseError for one that is not valid (a
     packaging error: fwman's own tests read every one)."""
-    found = []
-    for path in resources.list_data(resources.bundled_compat_patches(), "*.patch"):
-        data = resources.read_data(path, limit=MAX_PATCH_BYTES)
-        found.append(parse_compat_patch(path.name, str(path), data))
-    return found
+    found = resources.list_data(resources.bundled_compat_patches(), "*.patch")
+    return [parse_compat_patch(p.name, str(p), resources.read_data(p, limit=MAX_PATCH_BYTES)) for p in found]
 
 
 def headers_declare(host: Host, decl: Declaration, include_roots: Sequence[str]) -> bool:

@@ -58,13 +58,6 @@ def end_line(rc: int, seconds: float) -> str:
     return f"# make exited {rc} after {format_elapsed(seconds)}"
 
 
-def finished_ok(text: str) -> bool:
-    """Return whether a build log ends with make's exit status 0 (:func:`end_line`)."""
-    lines = text.rstrip("\n").rsplit("\n", 1)
-    m = _END.match(lines[-1]) if lines else None
-    return m is not None and m.group("rc") == "0"
-
-
 def count_phases(text: str) -> dict[str, int]:
     """Return {phase: lines} over a whole build log, counted as :class:`Progress` counts them while it runs."""
     state = Progress("")
@@ -75,7 +68,9 @@ def count_phases(text: str) -> dict[str, int]:
 
 def expected_from_log(text: str) -> dict[str, int]:
     """Return the expected counts for the next build from the previous log: {} unless that build finished ok."""
-    return count_phases(text) if finished_ok(text) else {}
+    lines = text.rstrip("\n").rsplit("\n", 1)
+    m = _END.match(lines[-1]) if lines else None  # the log ends with make's exit status (:func:`end_line`)
+    return count_phases(text) if m is not None and m.group("rc") == "0" else {}
 
 
 def format_elapsed(seconds: float) -> str:

@@ -171,9 +171,9 @@ def load_source_spec(host: Host) -> SourceSpec | None:
     config = load_config(host)
     fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
     source_dir = config.get_str("modules", "source")
-    if source_dir or (fork and branch):
-        if source_dir:
-            return SourceSpec(source_dir, None, None, origin=f"{config.path}: [modules] source")
+    if source_dir:
+        return SourceSpec(source_dir, None, None, origin=f"{config.path}: [modules] source")
+    if fork and branch:
         return SourceSpec(None, fork, branch, origin=f"{config.path}: [modules] fork")
     if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None

@@ -176,11 +176,8 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         host.write_bytes(conf_path, written.encode())
         # the owner's whole file, so unpin gives it back byte for byte (spacing, a second default line, the
         # last newline) unless it was edited since: then only the default line is put back
-        previous = {
-            **({"default": old} if old else {}),
-            "loader.conf": text,
-            "written_sha256": sha256_hex(written.encode()),
-        }
+        previous = {"default": old} if old else {}
+        previous |= {"loader.conf": text, "written_sha256": sha256_hex(written.encode())}
         method = "systemd-boot"
     else:
         raise FwmanError(

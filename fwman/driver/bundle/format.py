@@ -126,13 +126,11 @@ class BundleDoc(BuildRecord):
             fork=text("fork", check=_fork),
             branch=text("branch", check=names.branch_name),
             commit=text("commit", check=_commit),
-            source=text("source"),
-            compiler=text("compiler"),
-            signed=text("signed"),
-            signer=text("signer"),
-            built_at=text("built_at"),
-            exported_at=text("exported_at"),
-            exported_from=text("exported_from"),
+            **{
+                k: text(k)
+                for k in ("source", "compiler", "signed", "signer", "built_at", "exported_at", "exported_from")
+            },
+            schema=SCHEMA,
         )
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import bounded, paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, VerificationError
+from fwman.core.jsonout import OMIT, fields_of, meta
 from fwman.driver import nova_core
 from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
@@ -79,10 +80,8 @@ def _clean(name: str) -> str:
 
 def parse_cpio(data: bytes, offset: int = 0) -> tuple[list[CpioMember], int]:
     """Return the regular files of the newc archive starting at ``offset`` and the offset after its trailer.
-
-    Directories, links and device nodes are skipped (a module is always a regular file). Raises ParseError
-    for a bad magic, a non-hex field or a member running past the end of ``data``.
-    """
+    Directories, links and device nodes are skipped (a module is always a regular file). Raises ParseError for a bad
+    magic, a non-hex field or a member running past the end of ``data``."""
     members: list[CpioMember] = []
     pos = offset
     while True:
@@ -122,23 +121,17 @@ Decompressor = Callable[[str, bytes], bytes]
 
 def stdlib_decompress(kind: str, data: bytes) -> bytes:
     """Return ``data`` decompressed with Python's own decoders (gzip, xz, lzma, bzip2), within
-    :data:`fwman.core.bounded.INITRAMFS` (concatenated gzip members are legal: all are read).
-
-    Raises OverLimit (a ParseError) past a limit, ParseError for corrupt data, MissingError for zstd/lz4
-    (they need the host's tool).
-    """
+    :data:`fwman.core.bounded.INITRAMFS` (concatenated gzip members are legal: all are read). Raises OverLimit (a
+    ParseError) past a limit, ParseError for corrupt data, MissingError for zstd/lz4 (they need the host's tool)."""
     if kind in ("gzip", "xz", "lzma", "bzip2"):
         return bounded.decompress(kind, data, bounded.INITRAMFS, WHAT)
     raise MissingError(f"a {kind} initramfs needs the {kind} tool to read")
 
 
 def read_archives(data: bytes, decompress: Decompressor = stdlib_decompress, depth: int = 0) -> list[CpioMember]:
-    """Return every regular file of an initramfs image: its uncompressed archives, then the compressed one.
-
-    Raises ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; OverLimit
-    (a ParseError) for streams nested deeper than the limits allow; the decompressor's MissingError when it
-    cannot decode the stream.
-    """
+    """Return every regular file of an initramfs image: its uncompressed archives, then the compressed one. Raises
+    ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; OverLimit (a ParseError) for
+    streams nested deeper than the limits allow; the decompressor's MissingError when it cannot decode the stream."""
     members: list[CpioMember] = []
     pos = 0
     while pos < len(data):
@@ -170,20 +163,20 @@ class InitramfsModule:
     path: str  # inside the image
     sha256: str
     version: str | None  # the module's version= tag (None when it could not be read)
-    matches_manifest: bool
+    matches_manifest: bool = field(metadata=meta(key="ours"))
 
 
 @dataclass
 class InitramfsState:
     """What one kernel's initramfs carries of the NVIDIA modules (the ``initramfs`` key of status JSON)."""
 
-    kver: str
+    kver: str = field(metadata=OMIT)
     path: str | None  # the image, None when the kernel has none
     generator: str  # "initramfs-tools" | "dracut" | "unknown"
+    error: str | None = field(default=None, metadata=meta(then=("problem",)))  # why the image could not be read
     modules: list[InitramfsModule] = field(default_factory=list)
-    error: str | None = None  # why the image could not be read
     #: the image carries nova_core without a blacklist (fwman.driver.nova_core.initramfs_problem), else None
-    nova_core: str | None = None
+    nova_core: str | None = field(default=None, metadata=OMIT)
 
     @property
     def stale(self) -> list[InitramfsModule]:
@@ -213,17 +206,7 @@ class InitramfsState:
 
     def to_dict(self) -> dict[str, object]:
         """Return the JSON form (key ``initramfs``, schema version in :data:`SCHEMA`)."""
-        return {
-            "schema": SCHEMA,
-            "path": self.path,
-            "generator": self.generator,
-            "error": self.error,
-            "problem": self.problem,
-            "modules": [
-                {"name": m.name, "path": m.path, "sha256": m.sha256, "version": m.version, "ours": m.matches_manifest}
-                for m in self.modules
-            ],
-        }
+        return {"schema": SCHEMA, **fields_of(self)}
 
 
 SCHEMA = "fwman.initramfs/1"
@@ -293,16 +276,8 @@ def nvidia_members(members: list[CpioMember], kver: str) -> list[tuple[str, Cpio
     """Return (module name, member) for each NVIDIA module of kernel ``kver`` in ``members``."""
     found = []
     for member in members:
-        rel = member.name
-        for prefix in ("usr/lib/modules/", "lib/modules/"):
-            if rel.startswith(prefix):
-                rel = rel[len(prefix) :]
-                break
-        else:
-            continue
-        if not rel.startswith(f"{kver}/"):
-            continue
-        m = _NVIDIA_KO.search(rel)
+        rel = member.name.removeprefix("usr/")  # usr/lib/modules/KVER/... or lib/modules/KVER/...
+        m = _NVIDIA_KO.search(rel) if rel.startswith(f"lib/modules/{kver}/") else None
         if m:
             found.append((m.group(1), member))
     return found
@@ -399,13 +374,11 @@ class RegenerateInitramfs:
 
 
 def refresh_initramfs(host: Host, kver: str, tell: Tell = silent) -> InitramfsState:
-    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones.
-
-    Returns the image's state afterwards (as read after the generator ran, else as read when nothing was
-    needed or the generator failed). A generator that fails or leaves the image stale is reported through
-    ``tell`` and shows in the state (the kernel then counts as not safe to boot); never raises: the modules
-    themselves are installed, and a kernel hook must not fail over the initramfs.
-    """
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones. Returns
+    the image's state afterwards (as read after the generator ran, else as read when nothing was needed or the generator
+    failed). A generator that fails or leaves the image stale is reported through ``tell`` and shows in the state (the
+    kernel then counts as not safe to boot); never raises: the modules themselves are installed, and a kernel hook must
+    not fail over the initramfs."""
     action = RegenerateInitramfs(kver)
     try:
         if apply_all(host, [action], tell):

@@ -7,6 +7,7 @@ changes the host; pinning lives in :mod:`fwman.driver.boot.pin`.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import re
 from dataclasses import dataclass, field
@@ -137,10 +138,8 @@ def grub_state(host: Host) -> tuple[GrubMenu | None, dict[str, str]]:
     menu = parse_grub_cfg(host.read_text(paths.GRUB_CFG)) if host.exists(paths.GRUB_CFG) else None
     env: dict[str, str] = {}
     if host.exists(paths.GRUBENV):
-        try:
+        with contextlib.suppress(ParseError):
             env = parse_grubenv(host.read_bytes(paths.GRUBENV))
-        except ParseError:
-            env = {}
     return menu, env
 
 
@@ -166,16 +165,12 @@ def parse_loader_entry(text: str) -> str | None:
 
 def loader_entries(host: Host, loader: str) -> dict[str, str]:
     """Return {entry id: kernel release} of the systemd-boot entries under ``loader``."""
-    found: dict[str, str] = {}
     directory = f"{loader}/entries"
     if not host.is_dir(directory):
-        return found
-    for name in host.listdir(directory):
-        if name.endswith(".conf"):
-            kver = parse_loader_entry(host.read_text(f"{directory}/{name}"))
-            if kver:
-                found[name[: -len(".conf")]] = kver
-    return found
+        return {}
+    confs = [name for name in host.listdir(directory) if name.endswith(".conf")]
+    found = {name[: -len(".conf")]: parse_loader_entry(host.read_text(f"{directory}/{name}")) for name in confs}
+    return {entry: kver for entry, kver in found.items() if kver}
 
 
 # -- which loader, which kernel boots next -------------------------------------------------------------------

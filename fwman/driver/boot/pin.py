@@ -21,7 +21,6 @@ report a change only when one was made. What was done, and what to restore, is r
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
@@ -40,7 +39,8 @@ from fwman.driver.boot.loaders import (
     loader_entries,
 )
 from fwman.driver.boot.safety import Safety, kernel_safety
-from fwman.driver.build.manifest import now_iso
+from fwman.driver.build.manifest import failed_path, now_iso, pending_path, read_marker, sha256_hex
+from fwman.driver.build.toolchain import package_of
 from fwman.driver.kernels import installed_kernels
 from fwman.driver.localfs import local_dir, root_prefix
 from fwman.host.actions import Tell, apply_all, silent
@@ -63,11 +63,9 @@ class PinRecord:
 
 
 def read_pin(host: Host) -> PinRecord | None:
-    """Return the current pin record, or None when fwman pinned nothing.
-
-    Raises ParseError (exit 4) when the record exists but cannot be read: it is the only note of what the
-    boot loader's default was before fwman's pin, so "no pin" would be a guess that loses it.
-    """
+    """Return the current pin record, or None when fwman pinned nothing. Raises ParseError (exit 4) when the record
+    exists but cannot be read: it is the only note of what the boot loader's default was before fwman's pin, so "no pin"
+    would be a guess that loses it."""
     if not host.exists(paths.BOOT_PIN_STATE):
         return None
     try:
@@ -102,13 +100,10 @@ def _run_tool(host: Host, argv: list[str]) -> None:
 
 
 def _proxmox_refresh(host: Host) -> None:
-    """Write a pin change to the ESPs proxmox-boot-tool keeps in sync (none: ``kernel pin`` ran update-grub).
-
-    With ESPs configured, ``kernel pin`` and ``kernel unpin`` only write ``/etc/kernel/proxmox-boot-pin`` and,
-    without a terminal, say "Use the 'refresh' command to update the ESPs": the loader entries change only at
-    the next ``refresh``. Run from the final boot check, after ``zz-proxmox-boot`` has refreshed, nothing would
-    apply the pin before the reboot.
-    """
+    """Write a pin change to the ESPs proxmox-boot-tool keeps in sync (none: ``kernel pin`` ran update-grub). With ESPs
+    configured, ``kernel pin`` and ``kernel unpin`` only write ``/etc/kernel/proxmox-boot-pin`` and, without a terminal,
+    say "Use the 'refresh' command to update the ESPs": the loader entries change only at the next ``refresh``. Run from
+    the final boot check, after ``zz-proxmox-boot`` has refreshed, nothing would apply the pin before the reboot."""
     if host.exists(paths.PVE_BOOT_UUIDS):
         _run_tool(host, ["proxmox-boot-tool", "refresh"])
 
@@ -118,16 +113,10 @@ def _grub_tool_args(host: Host) -> list[str]:
     return [f"--boot-directory={prefix}/boot"] if prefix is not None else []
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
 def _with_default(text: str, value: str | None) -> str:
-    """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
-
-    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and
-    comments survive; with no such line, the new one goes first.
-    """
+    """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None). The first ``default``
+    line is replaced where it stands and any later one dropped, so the owner's order and comments survive; with no such
+    line, the new one goes first."""
     out: list[str] = []
     placed = value is None
     for line in text.splitlines():
@@ -145,14 +134,14 @@ def _with_default(text: str, value: str | None) -> str:
 def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
     """Make ``host`` boot ``safe`` instead of ``avoided`` and record it. Raises FwmanError when it cannot."""
     loader = detect_bootloader(host)
-    record: PinRecord
+    warning = None
     if loader == "proxmox":
         if root_prefix(host) is not None:
             raise FwmanError("proxmox-boot-tool can only pin the running system, not a temp root")
         previous = {"pin": host.read_text(paths.PVE_BOOT_PIN).strip()} if host.exists(paths.PVE_BOOT_PIN) else {}
         _run_tool(host, ["proxmox-boot-tool", "kernel", "pin", safe])
         _proxmox_refresh(host)
-        record = PinRecord(safe, avoided, reason, "proxmox", previous=previous)
+        method = "proxmox"
     elif loader == "grub":
         menu, env = grub_state(host)
         if menu is None:
@@ -163,22 +152,15 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
                 f"{paths.GRUB_CFG} has no entry for {safe}", hint="run update-grub, then fwman modules catchup"
             )
         previous = {k: env[k] for k in ("saved_entry", "next_entry") if k in env}
-        if menu.default == "${saved_entry}":
-            _run_tool(host, ["grub-set-default", *_grub_tool_args(host), entry])
-            record = PinRecord(safe, avoided, reason, "grub-saved", previous=previous)
-        else:
-            _run_tool(host, ["grub-reboot", *_grub_tool_args(host), entry])
-            record = PinRecord(
-                safe,
-                avoided,
-                reason,
-                "grub-next",
-                previous=previous,
-                warning=(
-                    f"GRUB's default is {menu.default!r}, not the saved entry: only the NEXT boot is pinned "
-                    "(fwman pins again at every boot); set GRUB_DEFAULT=saved in /etc/default/grub and run "
-                    "update-grub for a lasting pin"
-                ),
+        method = "grub-saved" if menu.default == "${saved_entry}" else "grub-next"
+        _run_tool(
+            host, ["grub-set-default" if method == "grub-saved" else "grub-reboot", *_grub_tool_args(host), entry]
+        )
+        if method == "grub-next":
+            warning = (
+                f"GRUB's default is {menu.default!r}, not the saved entry: only the NEXT boot is pinned "
+                "(fwman pins again at every boot); set GRUB_DEFAULT=saved in /etc/default/grub and run "
+                "update-grub for a lasting pin"
             )
     elif loader == "systemd-boot":
         directory = loader_dir(host)
@@ -195,13 +177,14 @@ def pin(host: Host, safe: str, avoided: str, reason: str) -> PinRecord:
         # the owner's whole file, so unpin gives it back byte for byte (spacing, a second default line, the
         # last newline) unless it was edited since: then only the default line is put back
         previous = {"default": old} if old else {}
-        record = PinRecord(safe, avoided, reason, "systemd-boot", previous={**previous, "loader.conf": text})
-        record.previous["written_sha256"] = _sha256(written)
+        previous |= {"loader.conf": text, "written_sha256": sha256_hex(written.encode())}
+        method = "systemd-boot"
     else:
         raise FwmanError(
             "boot loader not recognised (no proxmox-boot-tool, GRUB or systemd-boot): cannot pin a kernel",
             hint=f"choose {safe} in the boot menu by hand, or remove {avoided}",
         )
+    record = PinRecord(safe, avoided, reason, method, previous=previous, warning=warning)
     earlier = read_pin(host)
     if earlier is not None:  # pinned again: what to restore in the end is what was there before fwman's first pin
         written_now = record.previous.get("written_sha256")
@@ -236,7 +219,7 @@ def unpin(host: Host) -> PinRecord | None:
             conf_path = f"{directory}/loader.conf"
             text = host.read_text(conf_path)
             original = record.previous.get("loader.conf")
-            if original is not None and _sha256(text) == record.previous.get("written_sha256"):
+            if original is not None and sha256_hex(text.encode()) == record.previous.get("written_sha256"):
                 host.write_bytes(conf_path, original.encode())  # untouched since the pin: the owner's file
             else:
                 host.write_bytes(conf_path, _with_default(text, record.previous.get("default")).encode())
@@ -259,10 +242,8 @@ class PinBoot:
         return f"pin the boot default to {self.safe} instead of {self.avoided}"
 
     def is_needed(self, host: Host) -> bool:
-        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next.
-
-        A one-shot GRUB pin (``next_entry``) is consumed by the boot: it is needed again afterwards.
-        """
+        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next. A one-shot GRUB pin
+        (``next_entry``) is consumed by the boot: it is needed again afterwards."""
         current = read_pin(host)
         if current is None or (current.kernel, current.avoided) != (self.safe, self.avoided):
             return True
@@ -307,13 +288,10 @@ def announce(host: Host, lines: list[str]) -> None:
 @dataclass
 class ClearBootWarning:
     """Remove fwman's message of the day once the next boot is safe again (an action, see fwman.host.actions).
-
-    :func:`announce` writes it when the next boot is unsafe; a pin's release removes it, but the boot can also
-    become safe without a pin to release (the modules get built for that kernel later, a pin that could not be
-    made, the owner fixed the loader by hand): then the warning is stale and would mislead at every login.
-    Only fwman's own file is removed, and only while it holds nothing but fwman's lines: an owner's text
-    written into it is left alone.
-    """
+    :func:`announce` writes it when the next boot is unsafe; a pin's release removes it, but the boot can also become
+    safe without a pin to release (the modules get built for that kernel later, a pin that could not be made, the owner
+    fixed the loader by hand): then the warning is stale and would mislead at every login. Only fwman's own file is
+    removed, and only while it holds nothing but fwman's lines: an owner's text written into it is left alone."""
 
     kver: str  # the kernel that boots next, now safe
 
@@ -337,11 +315,8 @@ class ClearBootWarning:
 
 
 def _journal(host: Host, line: str, warning: bool = False) -> None:
-    """Log ``line`` to the journal with ``logger``, on the real root only.
-
-    A temp root (``--root``) is another machine's tree: its messages belong to it (the motd under the root),
-    not to the journal of the machine fwman runs on.
-    """
+    """Log ``line`` to the journal with ``logger``, on the real root only. A temp root (``--root``) is another machine's
+    tree: its messages belong to it (the motd under the root), not to the journal of the machine fwman runs on."""
     if not is_this_machine(host) or not host.which("logger"):
         return
     argv = ["logger", "-t", "fwman", *(["-p", "user.warning"] if warning else []), line]
@@ -368,9 +343,6 @@ class BootCheck:
 def fix_command(host: Host, kver: str) -> str:
     """Return what makes ``kver`` have working modules, from its markers: the missing tools' ``apt install``
     and the build, or the forced build once the cause is fixed. Never raises."""
-    from fwman.driver.build.manifest import failed_path, pending_path, read_marker
-    from fwman.driver.build.toolchain import package_of
-
     build = f"fwman modules build --kernel {kver}"
     pending = read_marker(host, pending_path(kver))
     if pending is not None and (pending.detail or {}).get("install"):
@@ -378,19 +350,16 @@ def fix_command(host: Host, kver: str) -> str:
     failed = read_marker(host, failed_path(kver))
     tool = (failed.detail or {}).get("missing_tool") if failed is not None else None
     if tool:
-        package = package_of(tool) or tool
-        return f"apt install {package}, then {build}"
+        return f"apt install {package_of(tool) or tool}, then {build}"
     if failed is not None:
         return f"fix the cause (`fwman modules status`), then {build} --force"
     return f"`fwman modules status`, then {build}"
 
 
 def _next_boot(host: Host, gone: frozenset[str]) -> BootDefault:
-    """Return the kernel ``host`` boots next, leaving out the kernels in ``gone`` (being removed).
-
-    A removal hook runs before the loader's own hook (``zz-update-grub``, ``90-loaderentry``) drops the entry:
-    a default that names a removed kernel is the newest remaining one, as the loader will have it.
-    """
+    """Return the kernel ``host`` boots next, leaving out the kernels in ``gone`` (being removed). A removal hook runs
+    before the loader's own hook (``zz-update-grub``, ``90-loaderentry``) drops the entry: a default that names a
+    removed kernel is the newest remaining one, as the loader will have it."""
     default = default_boot_kernel(host)
     if default.kver is None or default.kver not in gone:
         return default
@@ -420,22 +389,16 @@ def boot_settled(host: Host, hash_files: bool = True) -> bool:
 
 
 def ensure_safe_boot(
-    host: Host,
-    tell: Tell = silent,
-    hash_files: bool = True,
-    gone: frozenset[str] = frozenset(),
-    defer: bool = False,
+    host: Host, tell: Tell = silent, hash_files: bool = True, gone: frozenset[str] = frozenset(), defer: bool = False
 ) -> BootCheck:
-    """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
-
-    A pin's reason is gone when the kernel it avoids has working modules or is no longer installed (or is in
-    ``gone``: the kernels a removal hook is dropping, which the loader still lists). Every action is reported
-    loudly (``tell``, the motd and the journal). Never raises for a pin that cannot be made: the problem is
-    reported and returned (a kernel install must not fail over it). ``hash_files=False`` checks sizes and
-    depmod's resolution instead of hashing (the boot-time path). ``defer``: a next boot that is not safe and
-    that no pin can make safe is not reported (``deferred`` set): a kernel hook inside an apt run, whose
-    Post-Invoke check says it once, at the end (issue 39, row 7: the same WARNING three or four times).
-    """
+    """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe. A pin's reason
+    is gone when the kernel it avoids has working modules or is no longer installed (or is in ``gone``: the kernels a
+    removal hook is dropping, which the loader still lists). Every action is reported loudly (``tell``, the motd and the
+    journal). Never raises for a pin that cannot be made: the problem is reported and returned (a kernel install must
+    not fail over it). ``hash_files=False`` checks sizes and depmod's resolution instead of hashing (the boot-time
+    path). ``defer``: a next boot that is not safe and that no pin can make safe is not reported (``deferred`` set): a
+    kernel hook inside an apt run, whose Post-Invoke check says it once, at the end (issue 39, row 7: the same WARNING
+    three or four times)."""
     check = BootCheck(_next_boot(host, gone), None)
     try:
         current = read_pin(host)
@@ -464,8 +427,7 @@ def ensure_safe_boot(
         # safe with no pin of fwman's in place (none, or just released): a warning left from an unsafe boot
         # that got fixed some other way is stale; with a pin still in place the warning still tells about it
         if current is None or check.released is not None:
-            clear = ClearBootWarning(kver)
-            cleared = apply_all(host, [clear])
+            cleared = apply_all(host, [ClearBootWarning(kver)])
             check.changed += cleared
             for line in cleared:
                 tell(line)

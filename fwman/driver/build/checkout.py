@@ -32,12 +32,9 @@ LIST_TIMEOUT = 60.0
 
 
 class SourceError(MissingError):
-    """The fork's source cannot be had: the remote cannot be reached, it has no such branch, or what was fetched
-    does not verify. Not a missing-headers problem: it names the fork, the URL, the branch and git's reason.
-
-    ``git_stderr`` is the end of git's stderr (bounded: :func:`fwman.driver.git.stderr_tail`), "" when git was
-    not the problem.
-    """
+    """The fork's source cannot be had: the remote cannot be reached, it has no such branch, or what was fetched does
+    not verify. Not a missing-headers problem: it names the fork, the URL, the branch and git's reason. ``git_stderr``
+    is the end of git's stderr (bounded: :func:`fwman.driver.git.stderr_tail`), "" when git was not the problem."""
 
     def __init__(self, message: str, *, fork: str, url: str, branch: str, git_stderr: str = "") -> None:
         super().__init__(message, source_hint(fork, branch))
@@ -54,14 +51,14 @@ class SourceError(MissingError):
 
     def to_json(self) -> dict[str, str]:
         """Return the ``source_error`` object of ``fwman.modules-build/2``."""
-        return {
-            "message": self.message,
-            "fork": self.fork,
-            "url": self.url,
-            "branch": self.branch,
-            "git_stderr": self.git_stderr,
-            "hint": self.hint or "",
+        return {k: getattr(self, k) for k in ("message", "fork", "url", "branch", "git_stderr")} | {
+            "hint": self.hint or ""
         }
+
+
+def _source_error(fork: Fork, branch: str, message: str, git_stderr: str = "") -> SourceError:
+    """Return the SourceError ``message`` about ``branch`` of ``fork``."""
+    return SourceError(message, fork=fork.name, url=fork.url, branch=branch, git_stderr=git_stderr)
 
 
 def source_hint(fork: str, branch: str, kver: str | None = None) -> str:
@@ -97,11 +94,9 @@ def _git(host: Host, args: Sequence[str], cwd: str | None = None, timeout: float
 
 
 def verify(host: Host, directory: str, target: str, commit: str | None = None) -> str | None:
-    """Return why ``directory`` is not a complete checkout of ``target`` (at ``commit`` when given), or None.
-
-    Complete: a git repository whose ``origin`` is ``target``, with a commit checked out, every tracked file
-    present and unchanged (``git status``), and the module tree's ``Makefile`` and ``kernel-open/``.
-    """
+    """Return why ``directory`` is not a complete checkout of ``target`` (at ``commit`` when given), or None. Complete:
+    a git repository whose ``origin`` is ``target``, with a commit checked out, every tracked file present and unchanged
+    (``git status``), and the module tree's ``Makefile`` and ``kernel-open/``."""
     if not host.is_dir(f"{directory}/.git"):
         return "no .git directory"
     local = local_dir(host, directory)
@@ -146,23 +141,20 @@ def refs(branch: str, tag: bool = False) -> tuple[str, str]:
 
 
 def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str:
-    """Return the commit ``refs/heads/<branch>`` (``refs/tags/<branch>`` with ``tag``: an annotated tag's commit)
-    of ``fork`` points at now (``git ls-remote``; no download).
-
-    Raises SourceError when the remote cannot be listed or has no such branch (tag).
-    """
+    """Return the commit ``refs/heads/<branch>`` (``refs/tags/<branch>`` with ``tag``: an annotated tag's commit) of
+    ``fork`` points at now (``git ls-remote``; no download). Raises SourceError when the remote cannot be listed or has
+    no such branch (tag)."""
     ref = refs(branch, tag)[0]
     kind = "--tags" if tag else "--heads"
     asked = [ref, f"{ref}^{{}}"] if tag else [ref]  # an annotated tag's commit is listed only when asked for
     result = _git(host, ["ls-remote", kind, "--", git_target(host, fork.url), *asked], timeout=LIST_TIMEOUT)
     if not result.ok:
-        raise SourceError(
+        raise _source_error(
+            fork,
+            branch,
             f"cannot reach fork {fork.name} ({fork.url}) for branch {branch}: "
             + failure_text("git ls-remote", result.rc, result.stderr),
-            fork=fork.name,
-            url=fork.url,
-            branch=branch,
-            git_stderr=stderr_tail(result.stderr),
+            stderr_tail(result.stderr),
         )
     found: dict[str, str] = {}
     for line in result.stdout.splitlines():
@@ -172,27 +164,20 @@ def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str
     if found:  # an annotated tag's ^{} line is its commit
         return found.get(ref + "^{}", found.get(ref, ""))
     what = f"tag {branch}" if tag else f"branch {branch} (a tag of that name does not count)"
-    raise SourceError(
-        f"fork {fork.name} ({fork.url}) has no {what}",
-        fork=fork.name,
-        url=fork.url,
-        branch=branch,
-    )
+    raise _source_error(fork, branch, f"fork {fork.name} ({fork.url}) has no {what}")
 
 
 def ensure_checkout(
     host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True, tag: bool = False
 ) -> Checkout:
-    """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed.
-
-    With ``fetch`` the remote is asked (``git ls-remote``) which commit the branch is at, and that commit is
-    checked out; when the remote cannot be reached but the branch is cached, the cached commit is used with a
-    warning. Without ``fetch`` (the hook and the boot-time catch-up: a kernel install must not wait on the
-    network) the cached commit of the branch is used, and only a branch never fetched is fetched. A cached
-    checkout that does not verify is removed and made again (one report line). With ``tag``, ``branch`` is a tag
-    (a donor-patch fork's upstream release), fetched and checked out the same way. Raises SourceError when the
-    branch cannot be had, UsageError for a URL git must not be handed, MissingError without git.
-    """
+    """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed. With ``fetch``
+    the remote is asked (``git ls-remote``) which commit the branch is at, and that commit is checked out; when the
+    remote cannot be reached but the branch is cached, the cached commit is used with a warning. Without ``fetch`` (the
+    hook and the boot-time catch-up: a kernel install must not wait on the network) the cached commit of the branch is
+    used, and only a branch never fetched is fetched. A cached checkout that does not verify is removed and made again
+    (one report line). With ``tag``, ``branch`` is a tag (a donor-patch fork's upstream release), fetched and checked
+    out the same way. Raises SourceError when the branch cannot be had, UsageError for a URL git must not be handed,
+    MissingError without git."""
     names.branch_name(branch)
     cache = cache_dir(fork.url)
     target = git_target(host, fork.url)
@@ -246,20 +231,15 @@ def _swap_in(
     present: bool,
     tag: bool = False,
 ) -> Checkout:
-    """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first).
-
-    Raises SourceError when it cannot be made or does not verify; the scratch directory is gone either way.
-    """
+    """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first). Raises
+    SourceError when it cannot be made or does not verify; the scratch directory is gone either way."""
     scratch, old = f"{cache}.partial", f"{cache}.old"
     try:
         commit = _make_scratch(host, fork, branch, target, scratch, seed, tell, tag)
         problem = verify(host, scratch, target, commit)
         if problem is not None:
-            raise SourceError(
-                f"the checkout of {branch} of fork {fork.name} ({fork.url}) does not verify: {problem}",
-                fork=fork.name,
-                url=fork.url,
-                branch=branch,
+            raise _source_error(
+                fork, branch, f"the checkout of {branch} of fork {fork.name} ({fork.url}) does not verify: {problem}"
             )
         if present:
             host.rename(cache, old)
@@ -276,23 +256,18 @@ def _swap_in(
 def _make_scratch(
     host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, tell: Tell, tag: bool = False
 ) -> str:
-    """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out.
-
-    ``seed`` is the local path of the current checkout when it already holds the commit wanted (a switch back to
-    a cached branch: no network), else None (fetched from ``target``). Raises SourceError when git fails.
-    """
+    """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out. ``seed``
+    is the local path of the current checkout when it already holds the commit wanted (a switch back to a cached branch:
+    no network), else None (fetched from ``target``). Raises SourceError when git fails."""
     host.mkdir(scratch)
     local = local_dir(host, scratch)
     upstream_ref, remote_ref = refs(branch, tag)
 
     def fail(what: str, result: CommandResult) -> SourceError:
-        return SourceError(
-            f"cannot {what} branch {branch} of fork {fork.name} ({fork.url}): "
-            + failure_text(f"git {result.argv[1] if len(result.argv) > 1 else ''}".strip(), result.rc, result.stderr),
-            fork=fork.name,
-            url=fork.url,
-            branch=branch,
-            git_stderr=stderr_tail(result.stderr),
+        git = f"git {result.argv[1] if len(result.argv) > 1 else ''}".strip()
+        message = f"cannot {what} branch {branch} of fork {fork.name} ({fork.url}): "
+        return _source_error(
+            fork, branch, message + failure_text(git, result.rc, result.stderr), stderr_tail(result.stderr)
         )
 
     for args in (["init", "-q", "--", local], ["remote", "add", "--", "origin", target]):

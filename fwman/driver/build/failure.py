@@ -99,6 +99,7 @@ _CMDLINE_ERROR = re.compile(r"^<command-line>: (?:fatal )?error: (?P<msg>.+)$")
 _LD_ERROR = re.compile(r"^(?:ld|.*/ld|ERROR): (?P<msg>.+)$")
 _ENTERING = re.compile(r"^make(?:\[\d+\])?: (Entering|Leaving) directory '([^']+)'")
 _MAKE_ERROR = re.compile(r"^make(?:\[\d+\])?: \*\*\* (?P<msg>.+)$")
+_CONFTEST_LINE = re.compile(r"^(?P<msg>conftest:.*)$")
 #: make's line for the target a missing command failed: ``make[2]: *** [Makefile:219: _out/x/dp_auxretry.o] Error 127``
 _MAKE_TARGET = re.compile(r"^make(?:\[\d+\])?: \*\*\* \[(?:[^\]]*?:\d+: )?(?P<target>[^\]]+)\] Error 127")
 
@@ -143,56 +144,33 @@ def parse_build_failure(log: str, tree: str | None = None) -> BuildFailure:
                 leaving = next((m for ln in lines[at + 1 : at + 4] if (m := _ENTERING.match(ln))), None)
                 directory = leaving.group(2) if leaving and leaving.group(1) == "Leaving" else here
                 making = f" (making {rel(target.group('target'), directory)})" if target else ""
+            excerpt = lines[max(0, i - 2) : i + 4]
             return BuildFailure(
-                None,
-                None,
-                f"{tool}: command not found{making}",
-                lines[max(0, i - 2) : i + 4],
-                _phase_at(lines, i),
-                "missing-tool",
-                tool,
+                None, None, f"{tool}: command not found{making}", excerpt, _phase_at(lines, i), "missing-tool", tool
             )
         library = _NO_LIBRARY.match(line)
         if library:
-            program = library.group("program").rsplit("/", 1)[-1]
-            return BuildFailure(
-                None,
-                None,
-                f"{program} cannot run: {library.group('library')} is not installed",
-                lines[max(0, i - 2) : i + 3],
-                _phase_at(lines, i),
-                "missing-library",
-                library=library.group("library"),
-            )
+            program, name = library.group("program").rsplit("/", 1)[-1], library.group("library")
+            message, excerpt = f"{program} cannot run: {name} is not installed", lines[max(0, i - 2) : i + 3]
+            return BuildFailure(None, None, message, excerpt, _phase_at(lines, i), "missing-library", library=name)
         m = _GCC_ERROR.match(line)
         if m:
             message = m.group("msg").strip()
             header = bool(m.group("fatal")) and _MISSING_FILE.search(message) is not None
-            return BuildFailure(
-                rel(m.group("file"), here),
-                int(m.group("line")),
-                message,
-                lines[i : i + 6],
-                _phase_at(lines, i),
-                "missing-header" if header else "compile-error",
-            )
-    weaker = ((_CMDLINE_ERROR, "compile-error"), (_LD_ERROR, "link-error"))
-    for pattern, cause in weaker:
+            cause = "missing-header" if header else "compile-error"
+            where = rel(m.group("file"), here)
+            return BuildFailure(where, int(m.group("line")), message, lines[i : i + 6], _phase_at(lines, i), cause)
+    # each kind in turn over the whole log: (pattern, cause, excerpt lines before and after the cause's line)
+    weaker = [(_CMDLINE_ERROR, "compile-error", 0, 4), (_LD_ERROR, "link-error", 0, 4)]
+    weaker += [(_CONFTEST_LINE, "conftest", 3, 1), (_MAKE_ERROR, "make", 3, 1)]
+    for pattern, cause, before, after in weaker:
         for i, line in enumerate(lines):
             m = pattern.match(line)
             if m:
                 message = m.group("msg").strip()
                 if cause == "compile-error" and _MISSING_FILE.search(message):
                     cause = "missing-header"
-                return BuildFailure(None, None, message, lines[i : i + 4], _phase_at(lines, i), cause)
-    for i, line in enumerate(lines):
-        if line.startswith("conftest:"):
-            return BuildFailure(None, None, line.strip(), lines[max(0, i - 3) : i + 1], _phase_at(lines, i), "conftest")
-    for i, line in enumerate(lines):
-        m = _MAKE_ERROR.match(line)
-        if m:
-            return BuildFailure(
-                None, None, m.group("msg").strip(), lines[max(0, i - 3) : i + 1], _phase_at(lines, i), "make"
-            )
+                excerpt = lines[max(0, i - before) : i + after]
+                return BuildFailure(None, None, message, excerpt, _phase_at(lines, i), cause)
     tail = [ln for ln in lines if ln.strip()][-1:] or ["the build failed without output"]
     return BuildFailure(None, None, tail[0].strip(), tail, _phase_at(lines, len(lines)))

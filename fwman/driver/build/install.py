@@ -15,14 +15,7 @@ from dataclasses import dataclass
 
 from fwman.core import paths
 from fwman.core.errors import MissingError, ParseError, VerificationError
-from fwman.driver.build.manifest import (
-    INSTALL_SUBDIR,
-    Manifest,
-    ModuleEntry,
-    install_dir,
-    sha256_hex,
-    store_dir,
-)
+from fwman.driver.build.manifest import INSTALL_SUBDIR, Manifest, ModuleEntry, install_dir, sha256_hex, store_dir
 from fwman.driver.kmod.kofile import module_stem, read_module
 from fwman.driver.localfs import root_prefix
 from fwman.gpu.kernel_modules import MODULE_NAMES
@@ -53,11 +46,9 @@ def _holds(host: Host, path: str, digest: str) -> bool:
 
 @dataclass
 class InstallModules:
-    """Make ``updates/fwman/`` of ``kver`` (and fwman's store copy) hold exactly ``built``.
-
-    ``built`` maps module names to file bytes. The new set is written to ``updates/.fwman-new/`` and swapped in
-    by two renames, so modprobe sees the old set or the new one, never a mix.
-    """
+    """Make ``updates/fwman/`` of ``kver`` (and fwman's store copy) hold exactly ``built``. ``built`` maps module names
+    to file bytes. The new set is written to ``updates/.fwman-new/`` and swapped in by two renames, so modprobe sees the
+    old set or the new one, never a mix."""
 
     kver: str
     built: Mapping[str, bytes]
@@ -138,12 +129,10 @@ class RunDepmod:
 
 
 def install_actions(kver: str, built: Mapping[str, bytes]) -> tuple[list[Action], dict[str, ModuleEntry]]:
-    """Return (the actions that install ``built`` for ``kver``, the manifest entries of those modules).
-
-    The actions: the module files (staged, with the store copy), the depmod override
-    (``/etc/depmod.d/fwman.conf``), then depmod, which runs when either of the first two changed something or
-    when the names do not resolve to fwman's files. Applying them twice changes nothing the second time.
-    """
+    """Return (the actions that install ``built`` for ``kver``, the manifest entries of those modules). The actions: the
+    module files (staged, with the store copy), the depmod override (``/etc/depmod.d/fwman.conf``), then depmod, which
+    runs when either of the first two changed something or when the names do not resolve to fwman's files. Applying them
+    twice changes nothing the second time."""
     files = InstallModules(kver, built)
     entries = files.entries()
     tracked_files = Tracked(files)
@@ -153,11 +142,9 @@ def install_actions(kver: str, built: Mapping[str, bytes]) -> tuple[list[Action]
 
 
 def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> tuple[dict[str, ModuleEntry], list[str]]:
-    """Install ``built`` ({module name: file bytes}) for ``kver`` and run depmod where needed.
-
-    Returns (the manifest entries, the descriptions of what changed: [] when all was in place). Raises as
-    :class:`InstallModules` and :func:`run_depmod` do.
-    """
+    """Install ``built`` ({module name: file bytes}) for ``kver`` and run depmod where needed. Returns (the manifest
+    entries, the descriptions of what changed: [] when all was in place). Raises as :class:`InstallModules` and
+    :func:`run_depmod` do."""
     actions, entries = install_actions(kver, built)
     return entries, apply_all(host, actions)
 
@@ -169,12 +156,10 @@ def remove_modules(host: Host, kver: str) -> None:
 
 
 def run_depmod(host: Host, kver: str) -> None:
-    """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one).
-
-    Raises ToolMissing-style MissingError when depmod is absent, VerificationError when it fails: the modules
-    are then in place but not in effect (not indexed), as when they do not resolve afterwards, and the manifest
-    is not written; running the build or import again reruns depmod.
-    """
+    """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one). Raises
+    ToolMissing-style MissingError when depmod is absent, VerificationError when it fails: the modules are then in place
+    but not in effect (not indexed), as when they do not resolve afterwards, and the manifest is not written; running
+    the build or import again reruns depmod."""
     argv = ["depmod", "-a"]
     prefix = root_prefix(host)
     if prefix is not None:
@@ -196,11 +181,9 @@ def run_depmod(host: Host, kver: str) -> None:
 
 
 def parse_modules_dep(text: str) -> dict[str, str]:
-    """Return {module name with ``_``: path relative to the kernel's module dir} from ``modules.dep`` text.
-
-    Each line is ``path: dependency...``. Raises ParseError (with the line number) for a line without the
-    colon or with a path that is not a module file.
-    """
+    """Return {module name with ``_``: path relative to the kernel's module dir} from ``modules.dep`` text. Each line is
+    ``path: dependency...``. Raises ParseError (with the line number) for a line without the colon or with a path that
+    is not a module file."""
     result: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -217,10 +200,8 @@ def parse_modules_dep(text: str) -> dict[str, str]:
 
 
 def depmod_resolution(host: Host, kver: str) -> dict[str, str]:
-    """Return {module name with ``_``: absolute host path} as the last depmod run for ``kver`` resolved them.
-
-    Returns {} when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep.
-    """
+    """Return {module name with ``_``: absolute host path} as the last depmod run for ``kver`` resolved them. Returns {}
+    when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep."""
     path = f"{paths.modules_dir(kver)}/modules.dep"
     if not host.exists(path):
         return {}
@@ -240,46 +221,39 @@ class ModuleCheck:
 def check_installed(
     host: Host, manifest: Manifest, *, resolution: Mapping[str, str] | None = None, hash_files: bool = True
 ) -> list[ModuleCheck]:
-    """Check every module of ``manifest`` on ``host`` and return one verdict per module.
-
-    A module is ok when depmod resolves its name to the manifest's path, the file has the recorded SHA-256
-    (or size, with ``hash_files=False``) and its ``vermagic`` names the manifest's kernel. Never raises for a
-    missing or unreadable file: that is a failed check.
-    """
+    """Check every module of ``manifest`` on ``host`` and return one verdict per module. A module is ok when depmod
+    resolves its name to the manifest's path, the file has the recorded SHA-256 (or size, with ``hash_files=False``) and
+    its ``vermagic`` names the manifest's kernel. Never raises for a missing or unreadable file: that is a failed
+    check."""
     kver = manifest.kernel
     if resolution is None:
         try:
             resolution = depmod_resolution(host, kver)
         except ParseError as e:
             return [ModuleCheck(name, False, f"modules.dep unreadable: {e.message}") for name in manifest.modules]
+
+    def problem_of(name: str, entry: ModuleEntry, resolved: str | None) -> str | None:
+        if resolved != entry.path:
+            return f"depmod resolves {name} to {resolved or 'nothing'}, not to ours"
+        try:
+            if not hash_files:
+                same = entry.size is None or host.stat_size(entry.path) == entry.size
+                return None if same else "file size differs from the manifest"
+            data = host.read_bytes(entry.path)
+            if sha256_hex(data) != entry.sha256:
+                return "file differs from the manifest (sha256)"
+            release = read_module(data).kernel_release
+            return None if release == kver else f"vermagic names {release or 'no kernel'}, not {kver}"
+        except MissingError:
+            return f"{entry.path} is missing"
+        except ParseError as e:
+            return f"not a readable module: {e.message}"
+
     checks: list[ModuleCheck] = []
     for name, entry in manifest.modules.items():
         resolved = resolution.get(name.replace("-", "_"))
-        if resolved != entry.path:
-            where = resolved or "nothing"
-            checks.append(ModuleCheck(name, False, f"depmod resolves {name} to {where}, not to ours", resolved))
-            continue
-        try:
-            if hash_files:
-                data = host.read_bytes(entry.path)
-                if sha256_hex(data) != entry.sha256:
-                    checks.append(ModuleCheck(name, False, "file differs from the manifest (sha256)", resolved))
-                    continue
-                info = read_module(data)
-                if info.kernel_release != kver:
-                    problem = f"vermagic names {info.kernel_release or 'no kernel'}, not {kver}"
-                    checks.append(ModuleCheck(name, False, problem, resolved))
-                    continue
-            elif entry.size is not None and host.stat_size(entry.path) != entry.size:
-                checks.append(ModuleCheck(name, False, "file size differs from the manifest", resolved))
-                continue
-        except MissingError:
-            checks.append(ModuleCheck(name, False, f"{entry.path} is missing", resolved))
-            continue
-        except ParseError as e:
-            checks.append(ModuleCheck(name, False, f"not a readable module: {e.message}", resolved))
-            continue
-        checks.append(ModuleCheck(name, True, None, resolved))
+        problem = problem_of(name, entry, resolved)
+        checks.append(ModuleCheck(name, problem is None, problem, resolved))
     return checks
 
 
@@ -310,12 +284,9 @@ def stored_copy(host: Host, manifest: Manifest) -> dict[str, bytes] | None:
 
 
 def repair_from_store(host: Host, manifest: Manifest) -> bool:
-    """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod.
-
-    Used when DKMS moved our modules away (into its ``original_module`` directory) and installed its own.
-    Returns False (changing nothing) when there is no usable stored copy (:func:`stored_copy`); the caller then
-    rebuilds.
-    """
+    """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod. Used when DKMS moved our
+    modules away (into its ``original_module`` directory) and installed its own. Returns False (changing nothing) when
+    there is no usable stored copy (:func:`stored_copy`); the caller then rebuilds."""
     built = stored_copy(host, manifest)
     if built is None:
         return False

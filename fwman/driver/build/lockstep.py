@@ -11,10 +11,10 @@ and container readers of :mod:`fwman.platform` (the same ones ``fwman audit`` re
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
-from fwman.core.errors import BlockedError, FwmanError, MissingError, NotRecordedError
+from fwman.core.errors import BlockedError, FwmanError
+from fwman.driver.build.source import tree_version
 from fwman.driver.forks.cache import load_cache, load_trees
 from fwman.driver.versions import parse_p2p_branch
 from fwman.host.base import Host
@@ -79,23 +79,14 @@ class Target:
 
 
 def build_target(host: Host, branch: str | None, source_dir: str | None, fork_url: str | None = None) -> Target:
-    """Return the driver version a build produces, read from the tree wherever it can be, as `driver branches` does.
-
-    A local tree: its ``version.mk`` (or ``utils.mk``). A fork branch: the version its tree builds, from the
-    branch cache of `fwman driver branches` (the branch's commit in the fork's listing, that commit's tree read);
-    only when that tree is not known, the branch name's version (``V-p2p``, ``V-p2p-vN``), a hint
-    (``from_tree`` False), and None for a name that says none (``bar1-p2p``). Never raises.
-    """
+    """Return the driver version a build produces, read from the tree wherever it can be, as `driver branches` does. A
+    local tree: its ``version.mk`` (or ``utils.mk``). A fork branch: the version its tree builds, from the branch cache
+    of `fwman driver branches` (the branch's commit in the fork's listing, that commit's tree read); only when that tree
+    is not known, the branch name's version (``V-p2p``, ``V-p2p-vN``), a hint (``from_tree`` False), and None for a name
+    that says none (``bar1-p2p``). Never raises."""
     if source_dir:
-        for rel in ("version.mk", "utils.mk"):
-            path = f"{source_dir.rstrip('/')}/{rel}"
-            try:
-                m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
-            except (MissingError, NotRecordedError):
-                continue
-            if m:
-                return Target(m.group(1), True)
-        return Target(None, False)
+        version = tree_version(host, source_dir)
+        return Target(version, version is not None)
     if branch is None:
         return Target(None, False)
     if fork_url is not None:
@@ -108,11 +99,6 @@ def build_target(host: Host, branch: str | None, source_dir: str | None, fork_ur
             return Target(version, True)
     hint = parse_p2p_branch(branch)
     return Target(str(hint) if hint is not None else None, False)
-
-
-def target_version(host: Host, branch: str | None, source_dir: str | None, fork_url: str | None = None) -> str | None:
-    """Return the driver version a build produces (:func:`build_target`: the tree's, else the name's), or None."""
-    return build_target(host, branch, source_dir, fork_url).version
 
 
 def gather(host: Host, target: str | None) -> Lockstep:

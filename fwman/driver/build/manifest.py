@@ -33,8 +33,6 @@ if TYPE_CHECKING:
     from fwman.host.actions import Action
 
 INSTALL_SUBDIR = "updates/fwman"
-#: the five modules of the open driver, in load order
-
 WHAT = "module manifest"
 _R = TypeVar("_R", bound="BuildRecord")
 
@@ -140,34 +138,16 @@ class Manifest:
     #: with the patch of that sha256 applied (docs/driver-branches.md); None for a branch or a local tree
     donor_patch: dict[str, str] | None = None
 
-    @property
-    def source_text(self) -> str:
-        """Return what the modules were built from, for people: ``tag V + patch SHA`` or ``branch B``."""
-        if self.donor_patch is not None:
-            return f"upstream tag {self.donor_patch.get('tag', '?')} + patch {self.donor_patch.get('sha256', '?')[:12]}"
-        return f"branch {self.branch or '?'}"
-
     @classmethod
     def from_record(cls, kernel: str, modules: dict[str, ModuleEntry], record: BuildRecord) -> Manifest:
-        """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at``
-        defaults to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other
-        way)."""
-        return cls(
-            kernel=kernel,
-            fork=record.fork,
-            branch=record.branch,
-            commit=record.commit,
-            modules=modules,
-            built_at=record.built_at or now_iso(),
-            source=record.source,
-            compiler=record.compiler,
-            signed=record.signed,
-        )
+        """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at`` defaults
+        to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other way)."""
+        fields_of = {f.name: getattr(record, f.name) for f in fields(BuildRecord)}
+        return cls(kernel=kernel, modules=modules, **{**fields_of, "built_at": record.built_at or now_iso()})
 
     def to_json(self) -> bytes:
         """Return the manifest as UTF-8 JSON bytes (stable key order)."""
-        doc = asdict(self)
-        return (json.dumps(doc, indent=2) + "\n").encode()
+        return (json.dumps(asdict(self), indent=2) + "\n").encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
@@ -209,14 +189,9 @@ class Manifest:
             raise ParseError(WHAT, "donor_patch", "not a {tag, sha256, patch} object of strings")
         return cls(
             kernel=kernel or "",
-            fork=_str(doc, "fork"),
-            branch=_str(doc, "branch"),
-            commit=_str(doc, "commit"),
             modules=modules,
             built_at=_str(doc, "built_at") or "",
-            source=_str(doc, "source"),
-            compiler=_str(doc, "compiler"),
-            signed=_str(doc, "signed"),
+            **{key: _str(doc, key) for key in ("fork", "branch", "commit", "source", "compiler", "signed")},
             object_cache_hit=bool(hit) if isinstance(hit, bool) else False,
             patches=[{str(k): v for k, v in p.items()} for p in raw_patches],
             donor_patch={str(k): str(v) for k, v in donor.items()} if donor is not None else None,
@@ -238,14 +213,13 @@ def built_kernels(host: Host) -> list[str]:
     from fwman.core.errors import FwmanError
     from fwman.driver.kernels import installed_kernels
 
-    built = []
-    for kver in installed_kernels(host):
+    def readable(kver: str) -> bool:
         try:
-            if load_manifest(host, kver) is not None:
-                built.append(kver)
+            return load_manifest(host, kver) is not None
         except FwmanError:
-            continue
-    return built
+            return False
+
+    return [kver for kver in installed_kernels(host) if readable(kver)]
 
 
 def load_manifest(host: Host, kver: str) -> Manifest | None:
@@ -263,11 +237,9 @@ def write_manifest(host: Host, manifest: Manifest) -> None:
 
 @dataclass
 class WriteManifest:
-    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.host.actions).
-
-    ``built_at`` and ``object_cache_hit`` describe the build that produced the files: when only they differ,
-    the same modules were rebuilt, and the manifest (with the first build's record) is left as it was.
-    """
+    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.host.actions). ``built_at`` and
+    ``object_cache_hit`` describe the build that produced the files: when only they differ, the same modules were
+    rebuilt, and the manifest (with the first build's record) is left as it was."""
 
     manifest: Manifest
 
@@ -292,11 +264,9 @@ class WriteManifest:
 
 
 def manifest_is_current(host: Host, kver: str) -> bool:
-    """Return True when ``kver`` has a readable manifest whose module files all exist with the recorded size.
-
-    The boot-time fast path: one small read and a ``stat`` per module, no hashing (``fwman modules status``
-    hashes). Never raises: a corrupt manifest or a missing file is simply "not current".
-    """
+    """Return True when ``kver`` has a readable manifest whose module files all exist with the recorded size. The
+    boot-time fast path: one small read and a ``stat`` per module, no hashing (``fwman modules status`` hashes). Never
+    raises: a corrupt manifest or a missing file is simply "not current"."""
     try:
         manifest = load_manifest(host, kver)
         if manifest is None:
@@ -339,19 +309,15 @@ class Marker:
             kernel=doc["kernel"],
             reason=str(doc.get("reason", "")),
             at=str(doc.get("at", "")),
-            commit=doc.get("commit") if isinstance(doc.get("commit"), str) else None,
-            fork=doc.get("fork") if isinstance(doc.get("fork"), str) else None,
-            branch=doc.get("branch") if isinstance(doc.get("branch"), str) else None,
+            **{key: doc.get(key) if isinstance(doc.get(key), str) else None for key in ("commit", "fork", "branch")},
             detail={str(k): str(v) for k, v in (detail or {}).items()},
         )
 
 
 def read_marker(host: Host, path: str) -> Marker | None:
-    """Return the marker at ``path``, or None when absent.
-
-    A marker that cannot be read is never taken as none: it comes back as a marker whose reason says so (the
-    kernel then counts as failed or pending, never as safe, and ``modules status`` shows the file and the fix).
-    """
+    """Return the marker at ``path``, or None when absent. A marker that cannot be read is never taken as none: it comes
+    back as a marker whose reason says so (the kernel then counts as failed or pending, never as safe, and ``modules
+    status`` shows the file and the fix)."""
     if not host.exists(path):
         return None
     try:
@@ -363,11 +329,9 @@ def read_marker(host: Host, path: str) -> Marker | None:
 
 
 def write_marker(host: Host, path: str, marker: Marker) -> None:
-    """Write ``marker`` atomically to ``path``, unless the marker there says the same (then nothing is written).
-
-    "The same" leaves the date out: a kernel still pending for the same reason keeps the date it first was,
-    so the boot-time catch-up does not rewrite the file at every boot.
-    """
+    """Write ``marker`` atomically to ``path``, unless the marker there says the same (then nothing is written). "The
+    same" leaves the date out: a kernel still pending for the same reason keeps the date it first was, so the boot-time
+    catch-up does not rewrite the file at every boot."""
     existing = read_marker(host, path)
     if existing is not None and existing.at and replace(marker, at=existing.at) == existing:
         return

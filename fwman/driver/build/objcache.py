@@ -25,10 +25,7 @@ from fwman.host.base import Host
 
 #: the two objects the cache entry holds, relative to the source tree; also the names the fork's top-level
 #: Makefile gives their targets (``src/nvidia/$(OUTPUTDIR)/nv-kernel.o``, OUTPUTDIR ``_out/Linux_x86_64``)
-OBJECT_FILES = (
-    "src/nvidia/_out/Linux_x86_64/nv-kernel.o",
-    "src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o",
-)
+OBJECT_FILES = ("src/nvidia/_out/Linux_x86_64/nv-kernel.o", "src/nvidia-modeset/_out/Linux_x86_64/nv-modeset-kernel.o")
 
 
 def cache_key(source_id: str, compiler: str) -> str:
@@ -47,11 +44,9 @@ def has_entry(host: Host, key: str) -> bool:
 
 
 def restore(host: Host, key: str, tree: str) -> None:
-    """Copy the two objects of cache entry ``key`` into build tree ``tree`` (a host path), dated now.
-
-    The timestamp is newer than the sources' (a fresh checkout gives them the checkout time, which can be later
-    than when the cache was filled), for a make that looks at them anyway. Raises FwmanError when a copy fails.
-    """
+    """Copy the two objects of cache entry ``key`` into build tree ``tree`` (a host path), dated now. The timestamp is
+    newer than the sources' (a fresh checkout gives them the checkout time, which can be later than when the cache was
+    filled), for a make that looks at them anyway. Raises FwmanError when a copy fails."""
     stamp = clock.now_utc().timestamp()
     for rel in OBJECT_FILES:
         dst = f"{tree}/{rel}"
@@ -70,23 +65,17 @@ def rebuilt_anyway(output: str) -> bool:
     """Return True when make's ``output`` shows it entered a kernel-independent sub-make after all (a fork whose
     Makefile names those targets differently from :data:`OBJECT_FILES`): the objects were then built again."""
     subdirs = {rel.split("/_out/", 1)[0] for rel in OBJECT_FILES}  # src/nvidia, src/nvidia-modeset
-    for line in output.splitlines():
-        words = line.split()  # the recipe make echoes: `make -C src/nvidia`
-        if (
-            words
-            and words[0].startswith("make")
-            and any(a == "-C" and b.rstrip("/") in subdirs for a, b in pairwise(words))
-        ):
-            return True
-    return False
+    recipes = [words for words in (line.split() for line in output.splitlines()) if words]
+    # the recipe make echoes: `make -C src/nvidia`
+    return any(
+        w[0].startswith("make") and any(a == "-C" and b.rstrip("/") in subdirs for a, b in pairwise(w)) for w in recipes
+    )
 
 
 def store(host: Host, key: str, tree: str) -> bool:
-    """Save the two kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored.
-
-    Nothing is stored unless both objects exist (a build that failed inside the object step leaves no usable
-    entry). The entry is assembled in a temp directory and renamed into place, so a reader never sees half.
-    """
+    """Save the two kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored. Nothing
+    is stored unless both objects exist (a build that failed inside the object step leaves no usable entry). The entry
+    is assembled in a temp directory and renamed into place, so a reader never sees half."""
     if not all(host.exists(f"{tree}/{rel}") for rel in OBJECT_FILES):
         return False
     final = entry_dir(key)

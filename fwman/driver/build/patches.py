@@ -110,35 +110,25 @@ def parse_patch(name: str, path: str, data: bytes) -> KernelPatch:
 
 
 def load_patches(host: Host) -> list[KernelPatch]:
-    """Return every patch of ``/etc/fwman/patches.d`` (``*.patch``, name order); [] when there is none.
-
-    An empty file is not a patch: it turns off fwman's compat patch of that name (:func:`masked_names`).
-    Raises ParseError for a patch that cannot be read as one (a build must not go on without it).
-    """
-    found = []
-    for name in _patch_files(host):
-        path = f"{paths.KERNEL_PATCHES_DIR}/{name}"
-        data = host.read_bytes(path, limit=MAX_PATCH_BYTES)
-        if data.strip():
-            found.append(parse_patch(name, path, data))
-    return found
+    """Return every patch of ``/etc/fwman/patches.d`` (``*.patch``, name order); [] when there is none. An empty file is
+    not a patch: it turns off fwman's compat patch of that name (:func:`masked_names`). Raises ParseError for a patch
+    that cannot be read as one (a build must not go on without it)."""
+    return [parse_patch(name, path, data) for name, path, data in _patch_files(host) if data.strip()]
 
 
 def masked_names(host: Host) -> list[str]:
     """Return the names of the empty ``*.patch`` files of ``/etc/fwman/patches.d`` (a link to /dev/null too):
     each turns off fwman's compat patch of that name, as an empty unit file masks one in systemd."""
-    masked = []
-    for name in _patch_files(host):
-        path = f"{paths.KERNEL_PATCHES_DIR}/{name}"
-        if not host.read_bytes(path, limit=MAX_PATCH_BYTES).strip():
-            masked.append(name)
-    return masked
+    return [name for name, _path, data in _patch_files(host) if not data.strip()]
 
 
-def _patch_files(host: Host) -> list[str]:
+def _patch_files(host: Host) -> list[tuple[str, str, bytes]]:
+    """Return (name, host path, content) of each ``*.patch`` of patches.d, in name order."""
     if not host.is_dir(paths.KERNEL_PATCHES_DIR):
         return []
-    return [name for name in sorted(host.listdir(paths.KERNEL_PATCHES_DIR)) if name.endswith(".patch")]
+    names = [name for name in sorted(host.listdir(paths.KERNEL_PATCHES_DIR)) if name.endswith(".patch")]
+    found = [(name, f"{paths.KERNEL_PATCHES_DIR}/{name}") for name in names]
+    return [(name, path, host.read_bytes(path, limit=MAX_PATCH_BYTES)) for name, path in found]
 
 
 def cache_salt(patches: list[KernelPatch]) -> str:

@@ -10,16 +10,18 @@ from dataclasses import dataclass, field
 
 from fwman.core import clock, paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.driver.build import toolchain
+from fwman.driver.build import install, toolchain
 from fwman.driver.build.attempt import Attempt, headers_fingerprint, retry_reason
 from fwman.driver.build.checkout import SourceError
 from fwman.driver.build.failure import BuildFailure
 from fwman.driver.build.kbuild import compile_for_kernel, kernel_patches
-from fwman.driver.build.manifest import KernelRecord, Manifest, Marker, build_log_path
+from fwman.driver.build.manifest import KernelRecord, Manifest, Marker, build_log_path, store_dir
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.build.progress import PhaseLog, ProgressSink
 from fwman.driver.build.source import Source, SourceSpec, resolve_source
 from fwman.driver.kernels import headers_present
+from fwman.driver.kmod import sign
+from fwman.driver.kmod.kofile import read_module
 from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
 
@@ -82,15 +84,10 @@ def disk_usage(host: Host, paths_: Sequence[str]) -> int | None:
 
 
 def prune_tree(host: Host, tree: str, source: Source, kver: str, tell: Tell = silent) -> None:
-    """Remove the build tree of a successful build and say what it took and what is kept.
-
-    Kept: the installed modules and fwman's copy of them, the object cache entry the next kernel builds from, the
-    build log; a fork's checkout stays in the source cache (the tree's files were hard links into it, so what
-    the tree took is its build products only). A failed build's tree stays, to be looked at. Never raises: a tree
-    left behind costs disk, not correctness.
-    """
-    from fwman.driver.build.manifest import store_dir
-
+    """Remove the build tree of a successful build and say what it took and what is kept. Kept: the installed modules
+    and fwman's copy of them, the object cache entry the next kernel builds from, the build log; a fork's checkout stays
+    in the source cache (the tree's files were hard links into it, so what the tree took is its build products only). A
+    failed build's tree stays, to be looked at. Never raises: a tree left behind costs disk, not correctness."""
     linked = source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/")
     size = disk_usage(host, [source.tree, tree] if linked else [tree])
     try:
@@ -150,22 +147,16 @@ def update_kernel(
     progress: ProgressSink | None = None,
     resolved: Source | FwmanError | None = None,
 ) -> KernelOutcome:
-    """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
-
-    ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
-    build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
-    so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
-    marker and leaves the previous modules in place; the next attempt is skipped unless ``force`` while the
-    source, toolchain, patches and headers are the same (:func:`~fwman.driver.build.attempt.retry_reason`). Modules
-    that are current (:func:`current_manifest`) are left alone unless ``force``; missing build tools leave the
-    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree.
-    Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person (disk,
-    permissions).
-    """
-    from fwman.driver.build import install
+    """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result. ``resolved`` is
+    ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a build), or the error its
+    resolution raised; None resolves it here. Missing headers mark the kernel pending; so does a source that cannot be
+    had, its error kept in ``source_error``. A failed build writes the failure marker and leaves the previous modules in
+    place; the next attempt is skipped unless ``force`` while the source, toolchain, patches and headers are the same
+    (:func:`~fwman.driver.build.attempt.retry_reason`). Modules that are current (:func:`current_manifest`) are left
+    alone unless ``force``; missing build tools leave the kernel pending (``tool_error``). Success writes the manifest,
+    clears both markers and removes the build tree. Never raises for a build problem (the outcome says it); raises
+    FwmanError for what needs a person (disk, permissions)."""
     from fwman.driver.build.manifest import failed_path, now_iso, read_marker
-    from fwman.driver.kmod import sign
-    from fwman.driver.kmod.kofile import read_module
 
     record = KernelRecord(kver)  # the kernel's manifest and markers: written only through it
     if not headers_present(host, kver):
@@ -196,21 +187,18 @@ def update_kernel(
     try:
         patches = kernel_patches(host, kver, tell=tell)
     except ParseError as e:
-        marker = Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch)
-        record.failed(host, marker)
+        record.failed(host, Marker(kver, str(e), commit=source.source_id, fork=source.fork, branch=source.branch))
         return KernelOutcome(
             kver, "failed", f"build for {kver} FAILED: {e}", source, failure=BuildFailure(None, None, str(e))
         )
     if not force:
         current = current_manifest(host, kver, source, patches)
         if current is not None:
-            return KernelOutcome(
-                kver,
-                "current",
-                f"{kver}: the patched modules installed are current (built {current.built_at} from {source.label}); "
-                "nothing to do (--force rebuilds)",
-                source,
+            built_from = f"built {current.built_at} from {source.label}"
+            message = (
+                f"{kver}: the patched modules installed are current ({built_from}); nothing to do (--force rebuilds)"
             )
+            return KernelOutcome(kver, "current", message, source)
     missing = toolchain.missing_tools(host.which, patching=bool(patches) or source.donor_patch is not None)
     if missing:
         # the host, not the tree: pending (the catch-up builds once the tools are there), never a failure
@@ -238,23 +226,21 @@ def update_kernel(
 
     def fail(failure: BuildFailure) -> KernelOutcome:
         detail = {"log": result.log_path, "message": failure.message, "cause": failure.cause, **attempt.detail()}
-        if failure.tool:
-            detail["missing_tool"] = failure.tool
-        if failure.file:
-            detail["file"] = failure.file
-        if failure.line is not None:
-            detail["line"] = str(failure.line)
-        if failure.phase is not None:
-            detail["phase"] = failure.phase
+        line = str(failure.line) if failure.line is not None else None
+        known = {
+            "missing_tool": failure.tool or None,
+            "file": failure.file or None,
+            "line": line,
+            "phase": failure.phase,
+        }
+        detail |= {k: v for k, v in known.items() if v is not None}
         marker = Marker(kver, failure.message, commit=source.source_id, fork=source.fork, branch=source.branch)
         marker.detail = detail
         record.failed(host, marker)
         outcome.failure = failure
-        where = (
-            (f"{failure.file}:{failure.line}: " if failure.line is not None else f"{failure.file}: ")
-            if failure.file
-            else ""
-        )
+        where = f"{failure.file}: " if failure.file else ""
+        if failure.file and line is not None:
+            where = f"{failure.file}:{line}: "
         phase = f" in the {failure.phase} phase" if failure.phase else ""
         outcome.message = f"build for {kver} FAILED{phase}: {where}{failure.message}"
         return outcome

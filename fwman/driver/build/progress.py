@@ -37,6 +37,9 @@ _KBUILD_CC = re.compile(r"^\s+CC \[M\]\s+\S")
 _KBUILD_MOD_O = re.compile(r"^\s+CC \[M\]\s+\S*\.mod\.o\s*$")
 _KBUILD_LD_O = re.compile(r"^\s+LD \[M\]\s+\S*\.o\s*$")
 _KBUILD_LINK = re.compile(r"^\s+(LD \[M\]|BTF \[M\]|MODPOST)\s+\S")
+#: the first pattern that matches a line says its phase (a module's .mod.o is linking, other CC [M] kernel-open)
+_CLASSES = [(_CONFTEST, "conftest"), (_NV_QUIET, "kernel-independent objects"), (_KBUILD_MOD_O, "linking")]
+_CLASSES += [(_KBUILD_CC, "kernel-open"), (_KBUILD_LD_O, "kernel-open"), (_KBUILD_LINK, "linking")]
 
 #: the seconds between two lines of a :class:`PhaseLog` at most while make runs (a heartbeat fills the gap)
 HEARTBEAT_SECONDS = 30.0
@@ -47,29 +50,12 @@ _END = re.compile(r"^# make exited (?P<rc>-?\d+) after \S+$")
 
 def classify(line: str) -> str | None:
     """Return the phase a make output line is of (one of :data:`PHASES`), or None for any other line."""
-    if _CONFTEST.match(line):
-        return "conftest"
-    if _NV_QUIET.match(line):
-        return "kernel-independent objects"
-    if _KBUILD_MOD_O.match(line):
-        return "linking"
-    if _KBUILD_CC.match(line) or _KBUILD_LD_O.match(line):
-        return "kernel-open"
-    if _KBUILD_LINK.match(line):
-        return "linking"
-    return None
+    return next((phase for pattern, phase in _CLASSES if pattern.match(line)), None)
 
 
 def end_line(rc: int, seconds: float) -> str:
     """Return the line that closes a build log: make's exit status and the build's wall time."""
     return f"# make exited {rc} after {format_elapsed(seconds)}"
-
-
-def finished_ok(text: str) -> bool:
-    """Return whether a build log ends with make's exit status 0 (:func:`end_line`)."""
-    lines = text.rstrip("\n").rsplit("\n", 1)
-    m = _END.match(lines[-1]) if lines else None
-    return m is not None and m.group("rc") == "0"
 
 
 def count_phases(text: str) -> dict[str, int]:
@@ -82,7 +68,9 @@ def count_phases(text: str) -> dict[str, int]:
 
 def expected_from_log(text: str) -> dict[str, int]:
     """Return the expected counts for the next build from the previous log: {} unless that build finished ok."""
-    return count_phases(text) if finished_ok(text) else {}
+    lines = text.rstrip("\n").rsplit("\n", 1)
+    m = _END.match(lines[-1]) if lines else None  # the log ends with make's exit status (:func:`end_line`)
+    return count_phases(text) if m is not None and m.group("rc") == "0" else {}
 
 
 def format_elapsed(seconds: float) -> str:
@@ -93,11 +81,9 @@ def format_elapsed(seconds: float) -> str:
 
 @dataclass
 class Progress:
-    """The running state of one build: the current phase, objects done per phase, and what to expect.
-
-    ``started_at`` holds the elapsed seconds at which each phase started (for the end lines); ``rc`` is make's
-    exit status once it has exited (None while it runs).
-    """
+    """The running state of one build: the current phase, objects done per phase, and what to expect. ``started_at``
+    holds the elapsed seconds at which each phase started (for the end lines); ``rc`` is make's exit status once it has
+    exited (None while it runs)."""
 
     kver: str
     expected: dict[str, int] = field(default_factory=dict)
@@ -106,10 +92,8 @@ class Progress:
     rc: int | None = None
 
     def feed(self, line: str) -> str | None:
-        """Count ``line``; return the phase it starts when it starts a new one (phases only move forward).
-
-        A line of the phase in progress or of an earlier one counts for the phase in progress.
-        """
+        """Count ``line``; return the phase it starts when it starts a new one (phases only move forward). A line of the
+        phase in progress or of an earlier one counts for the phase in progress."""
         kind = classify(line)
         if kind is None:
             return None
@@ -139,13 +123,11 @@ ProgressSink = Callable[[Progress, float, str | None], None]
 
 
 class PhaseLog:
-    """The progress sink without a terminal (hooks, the boot service, a redirected stderr): whole lines only.
-
-    It says when each phase starts and ends (with its count and time), a heartbeat when
-    nothing was said for ``interval`` seconds, and how make ended: in which phase a failure happened, never an
-    expected count (a log reader wants facts, and the previous build's size is not one). One instance may
-    follow several builds in turn (a new :class:`Progress` starts over).
-    """
+    """The progress sink without a terminal (hooks, the boot service, a redirected stderr): whole lines only. It says
+    when each phase starts and ends (with its count and time), a heartbeat when nothing was said for ``interval``
+    seconds, and how make ended: in which phase a failure happened, never an expected count (a log reader wants facts,
+    and the previous build's size is not one). One instance may follow several builds in turn (a new :class:`Progress`
+    starts over)."""
 
     def __init__(self, tell: Callable[[str], None], interval: float = HEARTBEAT_SECONDS) -> None:
         self._report = tell

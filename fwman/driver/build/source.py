@@ -8,20 +8,24 @@ of the files) the object cache and the failure markers key on. Building it is :m
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 
 from fwman.core import paths
-from fwman.core.errors import FwmanError, MissingError, ParseError, UsageError, VerificationError
+from fwman.core.config import load_config
+from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
 from fwman.core.jsontext import parse_json
-from fwman.driver.build.checkout import ensure_checkout
+from fwman.driver.build.checkout import cached_commit, ensure_checkout
 from fwman.driver.build.donor import donor_patch
 from fwman.driver.build.patches import KernelPatch
 from fwman.driver.forks.config import resolve_fork
 from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
+from fwman.driver.versions import parse_p2p_branch, revisions
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
@@ -59,9 +63,7 @@ class Source:
 
 def tree_hash(host: Host, tree: str) -> str:
     """Return the SHA-256 over every source file of ``tree`` (relative path and content), build products excluded.
-
-    Raises MissingError when ``tree`` is not a readable directory.
-    """
+    Raises MissingError when ``tree`` is not a readable directory."""
     digest = hashlib.sha256()
 
     def walk(rel: str) -> None:
@@ -93,11 +95,8 @@ def _git(host: Host, args: list[str], cwd: str | None = None, timeout: float = 6
 
 
 def local_source(host: Host, directory: str) -> Source:
-    """Return the Source for a local tree (``--source DIR``, a host path).
-
-    A clean git checkout is identified by its commit; anything else by a hash of its files. Raises
-    MissingError when the directory has no top-level Makefile.
-    """
+    """Return the Source for a local tree (``--source DIR``, a host path). A clean git checkout is identified by its
+    commit; anything else by a hash of its files. Raises MissingError when the directory has no top-level Makefile."""
     directory = directory.rstrip("/") or "/"
     if not host.exists(f"{directory}/Makefile") or not host.is_dir(f"{directory}/kernel-open"):
         raise MissingError(
@@ -107,25 +106,19 @@ def local_source(host: Host, directory: str) -> Source:
     commit = None
     if host.exists(f"{directory}/.git"):
         cwd = local_dir(host, directory)
-        try:
+        with contextlib.suppress(FwmanError):
             head = _git(host, ["rev-parse", "HEAD"], cwd=cwd)
-            dirty = _git(host, ["status", "--porcelain", "--untracked-files=no"], cwd=cwd)
-            commit = head if not dirty else None
-        except FwmanError:
-            commit = None
+            commit = head if not _git(host, ["status", "--porcelain", "--untracked-files=no"], cwd=cwd) else None
     source_id = commit or f"tree:{tree_hash(host, directory)}"
     return Source(directory, source_id, commit, None, None, directory)
 
 
 def fork_source(host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True) -> Source:
-    """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed).
-
-    The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the
-    upstream tag ``refs/tags/<branch>``, and the fork's pinned patch is had and verified first (VerificationError
-    on a sha256 mismatch: nothing is fetched or built). See
-    :func:`fwman.driver.build.checkout.ensure_checkout` for when the network is used and how a damaged cache is
-    repaired. Raises SourceError when the branch cannot be had.
-    """
+    """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed). The
+    branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the upstream tag
+    ``refs/tags/<branch>``, and the fork's pinned patch is had and verified first (VerificationError on a sha256
+    mismatch: nothing is fetched or built). See :func:`fwman.driver.build.checkout.ensure_checkout` for when the network
+    is used and how a damaged cache is repaired. Raises SourceError when the branch cannot be had."""
     if fork.donor is not None:
         # the patch first: one that does not verify stops here, before the upstream tag is fetched
         patch = donor_patch(host, fork, tell)
@@ -151,12 +144,9 @@ def check_source_options(source_dir: str | None, fork: str | None, branch: str |
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """What to build from: a local tree, or a fork branch.
-
-    ``fork`` is the text that named the fork (a known name, ``NAME=URL`` or a URL), resolved by
-    :func:`fwman.driver.forks.config.resolve_fork` each time it is used, so a name follows ``[forks]``; ``origin`` says
-    where that text came from, for messages (not recorded).
-    """
+    """What to build from: a local tree, or a fork branch. ``fork`` is the text that named the fork (a known name,
+    ``NAME=URL`` or a URL), resolved by :func:`fwman.driver.forks.config.resolve_fork` each time it is used, so a name
+    follows ``[forks]``; ``origin`` says where that text came from, for messages (not recorded)."""
 
     source_dir: str | None = None
     fork: str | None = None
@@ -169,28 +159,21 @@ class SourceSpec:
 
     def to_json(self) -> bytes:
         """Return the spec as JSON bytes."""
-        import json
-
         doc = {"source": self.source_dir, "fork": self.fork, "branch": self.branch}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
 
 def load_source_spec(host: Host) -> SourceSpec | None:
-    """Return the source the kernel hook and catch-up build from, or None when none is configured.
-
-    ``[modules]`` in ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the
-    source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
-    UsageError when the configuration file is invalid, VerificationError when the record is unreadable.
-    """
-
-    from fwman.core.config import load_config
-
+    """Return the source the kernel hook and catch-up build from, or None when none is configured. ``[modules]`` in
+    ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the source of the last ``fwman
+    modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises UsageError when the configuration file
+    is invalid, VerificationError when the record is unreadable."""
     config = load_config(host)
     fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
     source_dir = config.get_str("modules", "source")
-    if source_dir or (fork and branch):
-        if source_dir:
-            return SourceSpec(source_dir, None, None, origin=f"{config.path}: [modules] source")
+    if source_dir:
+        return SourceSpec(source_dir, None, None, origin=f"{config.path}: [modules] source")
+    if fork and branch:
         return SourceSpec(None, fork, branch, origin=f"{config.path}: [modules] fork")
     if not host.exists(paths.MODULES_SOURCE_RECORD):
         return None
@@ -223,8 +206,6 @@ def load_source_spec(host: Host) -> SourceSpec | None:
 
 def strict_mode(host: Host) -> bool:
     """Return ``[modules] strict`` from the configuration: a failed hook build then fails the kernel install."""
-    from fwman.core.config import load_config
-
     return load_config(host).get_bool("modules", "strict", False)
 
 
@@ -234,24 +215,17 @@ def save_source_spec(host: Host, spec: SourceSpec) -> None:
 
 
 def resolve_fork_of(host: Host, spec: SourceSpec) -> Fork:
-    """Return the fork ``spec`` names, resolved against the configuration (the one resolver).
-
-    Raises UsageError for a bad configuration or a name that is not a known fork.
-    """
-    from fwman.core.config import load_config
-
+    """Return the fork ``spec`` names, resolved against the configuration (the one resolver). Raises UsageError for a
+    bad configuration or a name that is not a known fork."""
     assert spec.fork
     return resolve_fork(load_config(host), spec.fork, spec.origin)
 
 
 def resolve_source(host: Host, spec: SourceSpec, tell: Tell = silent, fetch: bool = True) -> Source:
-    """Return the buildable Source for ``spec``.
-
-    With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
-    branch already in the source cache is built at its cached commit; only a branch never fetched is fetched.
-    Raises UsageError for a fork name that is not known, SourceError when the branch cannot be had,
-    MissingError when ``--source`` is not a module tree.
-    """
+    """Return the buildable Source for ``spec``. With ``fetch=False`` (the hook and the boot-time catch-up: a kernel
+    install must not wait on the network) a branch already in the source cache is built at its cached commit; only a
+    branch never fetched is fetched. Raises UsageError for a fork name that is not known, SourceError when the branch
+    cannot be had, MissingError when ``--source`` is not a module tree."""
     if spec.source_dir:
         return local_source(host, spec.source_dir)
     assert spec.fork and spec.branch
@@ -269,38 +243,43 @@ def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
     except FwmanError:
         return None
     assert spec.branch
-    from fwman.driver.build.checkout import cached_commit
-
     commit = cached_commit(host, fork.url, spec.branch, tag=fork.donor is not None)
     if commit is None or fork.donor is None:
         return commit
     return f"{commit}+patch:{fork.donor.sha256}"
 
 
+def tree_version(host: Host, tree: str) -> str | None:
+    """Return the ``NVIDIA_VERSION`` the tree's ``version.mk`` (else ``utils.mk``) sets, or None. Never raises for
+    a file that is missing or not recorded."""
+    for rel in ("version.mk", "utils.mk"):
+        try:
+            m = re.search(
+                r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(f"{tree.rstrip('/')}/{rel}"), re.MULTILINE
+            )
+        except (MissingError, NotRecordedError):
+            continue
+        if m:
+            return m.group(1)
+    return None
+
+
 def source_version(host: Host, source: Source) -> str | None:
     """Return the driver version a source builds (from its tree's ``version.mk``, else its branch name, a hint),
     or None."""
-    from fwman.driver.versions import parse_p2p_branch
-
-    for rel in ("version.mk", "utils.mk"):
-        path = f"{source.tree}/{rel}"
-        if host.exists(path):
-            m = re.search(r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(path), re.MULTILINE)
-            if m:
-                return m.group(1)
+    found = tree_version(host, source.tree)
+    if found is not None:
+        return found
     parsed = parse_p2p_branch(source.branch) if source.branch else None
     return str(parsed) if parsed is not None else None
 
 
 def newer_branches(host: Host, source: Source) -> list[str]:
-    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network).
-
-    Uses the branch cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the
-    version or the cache is unknown.
-    """
+    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network). Uses the branch
+    cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the version or the cache is
+    unknown."""
     from fwman.core.driver_version import DriverVersion
     from fwman.driver.forks.cache import load_cache, load_trees
-    from fwman.driver.versions import revisions
 
     text = source_version(host, source)
     if text is None:

@@ -7,8 +7,10 @@ from collections.abc import Callable
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError
-from fwman.driver.build.manifest import BuildRecord
+from fwman.driver.build.install import verify_or_raise
+from fwman.driver.build.manifest import BuildRecord, load_manifest, now_iso
 from fwman.driver.bundle.format import Bundle, BundleDoc, BundleModule, pack
+from fwman.driver.kmod.kofile import read_module, split_signature
 from fwman.host.base import Host
 
 #: returns the bundle.json.sig document for the bytes of bundle.json (fwman's Ed25519 signature format)
@@ -17,8 +19,6 @@ Signer = Callable[[bytes], bytes]
 
 def _signature_state(files: dict[str, bytes]) -> str | None:
     """Return the signer of the modules (issuer CN), or None when unsigned."""
-    from fwman.driver.kmod.kofile import split_signature
-
     for data in files.values():
         _body, sig = split_signature(data)
         if sig is not None:
@@ -27,10 +27,8 @@ def _signature_state(files: dict[str, bytes]) -> str | None:
 
 
 def host_name(host: Host) -> str:
-    """Return ``host``'s name (the kernel's, else ``/etc/hostname``), or "an unnamed host" when neither says one.
-
-    What a bundle records as the host it was built on (docs/fleet.md). Never raises.
-    """
+    """Return ``host``'s name (the kernel's, else ``/etc/hostname``), or "an unnamed host" when neither says one. What a
+    bundle records as the host it was built on (docs/fleet.md). Never raises."""
     for path in (paths.KERNEL_HOSTNAME, paths.HOSTNAME_FILE):
         try:
             name = host.read_text(path).strip().splitlines()
@@ -51,10 +49,6 @@ def export_bundle(host: Host, kver: str, sign: Signer | None = None) -> tuple[by
     ``fwman modules status`` (depmod resolution, SHA-256, vermagic). Raises MissingError when ``kver`` has no
     manifest, VerificationError when its modules do not verify.
     """
-    from fwman.driver.build.install import verify_or_raise
-    from fwman.driver.build.manifest import load_manifest, now_iso
-    from fwman.driver.kmod.kofile import read_module
-
     manifest = load_manifest(host, kver)
     if manifest is None:
         raise MissingError(

@@ -7,16 +7,18 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from fwman.core import paths
-from fwman.core.errors import MissingError, ParseError, VerificationError
-from fwman.driver.build.manifest import BuildRecord
+from fwman.core.errors import BlockedError, MissingError, ParseError, VerificationError
+from fwman.driver.build import install
+from fwman.driver.build.manifest import BuildRecord, KernelRecord, Manifest, load_manifest
 from fwman.driver.bundle.format import Bundle, verify_contents
+from fwman.driver.kmod import sign
+from fwman.driver.kmod.kofile import split_signature
 from fwman.driver.kmod.secureboot import secure_boot_enabled
-from fwman.host.actions import Tell, silent
+from fwman.host.actions import Tell, apply_all, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
     from fwman.driver.boot.pin import BootCheck
-    from fwman.driver.build.manifest import Manifest
 
 
 @dataclass
@@ -36,7 +38,6 @@ class ImportOutcome:
 def _same_modules(host: Host, manifest: Manifest | None, bundle: Bundle) -> bool:
     """Return True when the modules in place are the bundle's (compared without any appended signature)."""
     from fwman.driver.boot.safety import kernel_safety
-    from fwman.driver.kmod.kofile import split_signature
 
     if manifest is None or set(manifest.modules) != set(bundle.files):
         return False
@@ -67,16 +68,10 @@ def _older(bundle_built: str | None, in_place_built: str) -> bool | None:
 
 
 def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str]) -> ImportOutcome:
-    """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``.
-
-    Checks: hashes and vermagic, the kernel is installed here, the signature (``check_signature`` returns how it
-    was checked, or raises VerificationError), Secure Boot. Raises VerificationError, MissingError or
-    BlockedError for the first check that fails.
-    """
-    from fwman.core.errors import BlockedError
-    from fwman.driver.build.manifest import load_manifest
-    from fwman.driver.kmod import sign
-
+    """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``. Checks:
+    hashes and vermagic, the kernel is installed here, the signature (``check_signature`` returns how it was checked, or
+    raises VerificationError), Secure Boot. Raises VerificationError, MissingError or BlockedError for the first check
+    that fails."""
     doc = bundle.doc
     verify_contents(bundle)
     checks = [f"{len(doc.modules)} modules match bundle.json (SHA-256, vermagic {doc.kernel})"]
@@ -155,12 +150,6 @@ class ImportModules:
     def apply(self, host: Host) -> None:
         """Install and verify. Raises VerificationError when the modules are not in effect (the manifest is then
         not written)."""
-        from fwman.driver.build import install
-        from fwman.driver.build.manifest import KernelRecord, Manifest
-        from fwman.driver.kmod import sign
-        from fwman.driver.kmod.kofile import split_signature
-        from fwman.host.actions import apply_all
-
         bundle, doc = self.bundle, self.bundle.doc
         files = dict(bundle.files)
         signed = doc.signed
@@ -194,19 +183,17 @@ class ImportModules:
 def import_bundle(
     host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], tell: Tell = silent
 ) -> ImportOutcome:
-    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
-
-    Under the module lock, after :func:`plan_import`'s checks, applies the lifecycle's plan of an import
-    (:func:`fwman.driver.lifecycle.plan`): :class:`ImportModules`, the initramfs refreshed, the next boot kept
-    safe. Raises as :func:`plan_import`, and VerificationError when the installed modules are not in effect (the
-    manifest is then not written).
-    """
+    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened. Under the module
+    lock, after :func:`plan_import`'s checks, applies the lifecycle's plan of an import
+    (:func:`fwman.driver.lifecycle.plan`): :class:`ImportModules`, the initramfs refreshed, the next boot kept safe.
+    Raises as :func:`plan_import`, and VerificationError when the installed modules are not in effect (the manifest is
+    then not written)."""
     from fwman.driver import lifecycle
     from fwman.driver.build.lock import module_lock
 
     with module_lock(host):
         outcome = plan_import(host, bundle, origin, check_signature)
-        install = ImportModules(bundle, origin, outcome, tell)
+        action = ImportModules(bundle, origin, outcome, tell)
         situation = lifecycle.Situation((bundle.doc.kernel,), lifecycle.IMPORT)
-        outcome.boot = lifecycle.converge(host, lifecycle.plan(host, situation, install=install, tell=tell)).boot
+        outcome.boot = lifecycle.converge(host, lifecycle.plan(host, situation, install=action, tell=tell)).boot
         return outcome

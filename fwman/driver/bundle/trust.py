@@ -12,20 +12,12 @@ from typing import TYPE_CHECKING
 
 from fwman.core import paths
 from fwman.core.errors import VerificationError
-from fwman.core.signing import TrustedKey, keys_in_directory, sign_document, signature_key_id, verify_signature
+from fwman.core.signing import keys_in_directory, sign_document, signature_key_id, verify_signature
 from fwman.driver.bundle.format import SIG_NAME, Bundle
 from fwman.host.base import Host
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-
-def trusted_bundle_keys(host: Host) -> list[TrustedKey]:
-    """Return the keys bundles are accepted from ([] when the host trusts none).
-
-    Raises VerificationError for a key file that is not an Ed25519 public key (a broken trust store is reported).
-    """
-    return keys_in_directory(host, paths.BUNDLE_KEYS_DIR)
 
 
 def signature_key(bundle: Bundle) -> str | None:
@@ -39,12 +31,11 @@ def signature_key(bundle: Bundle) -> str | None:
 
 
 def signature_check(host: Host) -> Callable[[Bundle], str]:
-    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``.
-
-    The check returns how the signature was checked (one line), and raises VerificationError for an unsigned
-    bundle when keys are trusted, a signature by an unknown key, or one that does not verify.
-    """
-    keys = trusted_bundle_keys(host)
+    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``. The
+    check returns how the signature was checked (one line), and raises VerificationError for an unsigned bundle when
+    keys are trusted, a signature by an unknown key, or one that does not verify. Raises VerificationError for a key
+    file of the host's that is not an Ed25519 public key (a broken trust store is reported)."""
+    keys = keys_in_directory(host, paths.BUNDLE_KEYS_DIR)  # the keys bundles are accepted from ([]: none trusted)
 
     def check(bundle: Bundle) -> str:
         if not keys:
@@ -87,8 +78,4 @@ def signature_check(host: Host) -> Callable[[Bundle], str]:
 def signer(key: Ed25519PrivateKey) -> Callable[[bytes], bytes]:
     """Return the signer :func:`fwman.driver.bundle.export.export_bundle` takes: ``bundle.json`` bytes in, the
     ``bundle.json.sig`` document out, signed with ``key``."""
-
-    def sign(doc: bytes) -> bytes:
-        return sign_document(doc, key)
-
-    return sign
+    return lambda doc: sign_document(doc, key)

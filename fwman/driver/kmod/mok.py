@@ -52,11 +52,8 @@ def key_enrollment(host: Host, cert: str, fingerprint: str) -> str:
     tested = mokutil(host, "--test-key", local)
     verdict = parse_test_key(tested) if tested is not None else None
     new = mokutil(host, "--list-new")
-    pending = new is not None and fingerprint in parse_fingerprints(new)
-    if pending:
+    if new is not None and fingerprint in parse_fingerprints(new):
         return "pending"
-    if verdict is True:
-        return "enrolled"
-    if verdict is False:
-        return "not-enrolled"
-    return "unknown"
+    if verdict is None:
+        return "unknown"
+    return "enrolled" if verdict else "not-enrolled"

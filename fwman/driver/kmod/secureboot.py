@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import contextlib
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.paths import EFI_GLOBAL_GUID, EFIVARS_DIR, SECUREBOOT_VAR, SETUPMODE_VAR
 from fwman.driver.kmod.mok import cert_fingerprint, key_enrollment, mokutil
 from fwman.host.base import Host
@@ -34,10 +35,8 @@ WHAT = "Secure Boot state"
 
 
 def parse_efi_bool(data: bytes, name: str = "SecureBoot") -> bool:
-    """Return the value of a one-byte boolean EFI variable as efivarfs shows it (4 attribute bytes + 1 byte).
-
-    Raises ParseError when the file is not 5 bytes or the value is neither 0 nor 1.
-    """
+    """Return the value of a one-byte boolean EFI variable as efivarfs shows it (4 attribute bytes + 1 byte). Raises
+    ParseError when the file is not 5 bytes or the value is neither 0 nor 1."""
     if len(data) != 5:
         raise ParseError(WHAT, name, f"expected 4 attribute bytes and 1 data byte, got {len(data)} bytes", 0)
     (attributes,) = struct.unpack_from("<I", data, 0)
@@ -62,12 +61,14 @@ class SecureBootState:
     """Secure Boot as the next boot will see it, and where fwman's certificate stands (status JSON key)."""
 
     enabled: bool | None  # None: unknown (no EFI variable readable, no mokutil)
-    source: str  # "efivars" | "mokutil" | "bios" | "unknown"
+    source: str = field(metadata=meta(then=("enforcing",)))  # "efivars" | "mokutil" | "bios" | "unknown"
     shim_validation: bool | None = None  # False when shim's validation is off ("disabled in shim")
     sig_enforce: bool | None = None  # module.sig_enforce=1 (signatures required even without Secure Boot)
     cert: str | None = None  # fwman's signing certificate (host path), None when fwman signs nothing
     cert_fingerprint: str | None = None
-    key_state: str = "none"  # "enrolled" | "pending" | "not-enrolled" | "unknown" | "none" (no key)
+    key_state: str = field(
+        default="none", metadata=meta(key="key")
+    )  # "enrolled" | "pending" | "not-enrolled" | "unknown" | "none" (no key)
     note: str | None = None
 
     @property
@@ -77,27 +78,13 @@ class SecureBootState:
 
     def to_dict(self) -> dict[str, object]:
         """Return the JSON form (schema in :data:`SCHEMA`)."""
-        return {
-            "schema": SCHEMA,
-            "enabled": self.enabled,
-            "source": self.source,
-            "enforcing": self.enforcing,
-            "shim_validation": self.shim_validation,
-            "sig_enforce": self.sig_enforce,
-            "cert": self.cert,
-            "cert_fingerprint": self.cert_fingerprint,
-            "key": self.key_state,
-            "note": self.note,
-        }
+        return {"schema": SCHEMA, **fields_of(self)}
 
 
 def efi_secure_boot(host: Host) -> bool | None:
-    """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable
-    (a BIOS boot, no efivarfs).
-
-    Raises ParseError when the variable is malformed, MissingError when it cannot be read, NotRecordedError on a
-    replay that did not record it.
-    """
+    """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable (a
+    BIOS boot, no efivarfs). Raises ParseError when the variable is malformed, MissingError when it cannot be read,
+    NotRecordedError on a replay that did not record it."""
     if not host.exists(SECUREBOOT_VAR):
         return None
     return parse_efi_bool(host.read_bytes(SECUREBOOT_VAR, limit=64))
@@ -163,10 +150,8 @@ def read_state(host: Host) -> SecureBootState:
 
 
 def module_load_verdict(state: SecureBootState, signed: str | None) -> str | None:
-    """Return why modules signed with ``signed`` (a hash name, None when unsigned) will NOT load, or None.
-
-    Unknown states give None (not counted against the kernel) but :func:`read_state` says so in ``note``.
-    """
+    """Return why modules signed with ``signed`` (a hash name, None when unsigned) will NOT load, or None. Unknown
+    states give None (not counted against the kernel) but :func:`read_state` says so in ``note``."""
     if not state.enforcing:
         return None
     if signed is None:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 from fwman.core import paths
-from fwman.driver.build.lockstep import Target, build_target, target_version
+from fwman.driver.build.lockstep import Target, build_target
 from fwman.host.live import LiveHost
 
 URL = "git://127.0.0.1/fork.git"
@@ -31,7 +31,6 @@ def test_a_branch_goes_by_the_version_its_tree_builds_not_its_name(tmp_path: Pat
     _cache(tmp_path, {COMMIT: {"version": BUILT, "date": "2026-06-01T10:00:00+00:00", "error": None}})
     host = LiveHost(str(tmp_path))
     assert build_target(host, f"{NAMED}-p2p", None, URL) == Target(BUILT, True)
-    assert target_version(host, f"{NAMED}-p2p", None, URL) == BUILT
     # another fork's listing says nothing of this one's branch: the name is the only hint left
     assert build_target(host, f"{NAMED}-p2p", None, "git://elsewhere/fork.git") == Target(NAMED, False)
 

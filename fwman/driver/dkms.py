@@ -16,6 +16,7 @@ and told ``--no-depmod`` (its depmod would run on this machine's /lib/modules); 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -55,16 +56,11 @@ def _fork_exempt() -> AptPin:
     Priorities"; a glob counts as the names it matches: "Matching packages in the Package field"), so this record
     goes before the glob's.
     """
-    return AptPin(
-        FORK_DKMS_PACKAGES,
-        "release",
-        "*",
-        FORK_DKMS_PRIORITY,
-        comment=(
-            "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
-            "This record comes first because apt uses the first record that names a package.",
-        ),
+    why = (
+        "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
+        "This record comes first because apt uses the first record that names a package.",
     )
+    return AptPin(FORK_DKMS_PACKAGES, "release", "*", FORK_DKMS_PRIORITY, comment=why)
 
 
 APT_PIN_TEXT = render_apt_preferences(
@@ -245,10 +241,8 @@ def classify(host: Host, module: str, version: str, entries: list[DkmsEntry] | N
     mk = _read(host, f"{tree}/version.mk")
     tree_version = None
     if mk is not None:
-        try:
+        with contextlib.suppress(ParseError):
             tree_version = str(parse_version_mk(mk))
-        except ParseError:
-            tree_version = None
     conf = _read(host, f"{tree}/dkms.conf")
     checkout = tree_version is not None and host_is_dir(host, f"{tree}/kernel-open")
     if checkout and conf is not None and not is_template(conf):
@@ -322,16 +316,13 @@ def builders(entries: list[DkmsEntry], kinds: dict[tuple[str, str], DkmsSource],
         src = kinds.get((e.module, e.version))
         if e.kernel is None or not e.installed or src is None or src.kind != FORK:
             continue
-        if e.kernel in fwman_kernels:
-            out.append(
-                f"{e.kernel}: built twice, by DKMS ({e.module}/{e.version}, the fork) and by fwman; "
-                "modprobe loads fwman's copy (its depmod override), the one the boot check verifies"
-            )
-        else:
-            out.append(
-                f"{e.kernel}: built by DKMS only ({e.module}/{e.version}, the fork): fwman's boot check "
-                f"does not know it (`fwman modules build --kernel {e.kernel}` to verify and pin)"
-            )
+        out.append(
+            f"{e.kernel}: built twice, by DKMS ({e.module}/{e.version}, the fork) and by fwman; "
+            "modprobe loads fwman's copy (its depmod override), the one the boot check verifies"
+            if e.kernel in fwman_kernels
+            else f"{e.kernel}: built by DKMS only ({e.module}/{e.version}, the fork): fwman's boot check "
+            f"does not know it (`fwman modules build --kernel {e.kernel}` to verify and pin)"
+        )
     return out
 
 
@@ -504,13 +495,8 @@ def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[s
         if not host.exists(f"/usr/src/{m}-{v}/dkms.conf"):
             skipped.append(f"{m}/{v}: its source /usr/src/{m}-{v} is gone, reinstall its package to get it back")
             continue
-        actions.append(
-            RunCommand(
-                dkms_argv(host, "add", f"{m}/{v}"),
-                _not_in(registered, (m, v)),
-                reason="register it with DKMS again",
-            )
-        )
+        add = dkms_argv(host, "add", f"{m}/{v}")
+        actions.append(RunCommand(add, _not_in(registered, (m, v)), reason="register it with DKMS again"))
     actions.append(RemoveFile(paths.DKMS_BLOCK_STATE, "the block record"))
     return actions, skipped
 

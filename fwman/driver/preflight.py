@@ -91,10 +91,8 @@ def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
     Raises MissingError without apt-get, FwmanError when apt-get fails (its error), ParseError when its output
     has an operation line that cannot be read.
     """
-    if host.which("apt-get") is None:
-        raise MissingError("apt-get not found: the pre-flight asks apt which kernels it would install")
-    result = host.run(simulate_argv(host), timeout=300)
-    if result.missing:
+    result = host.run(simulate_argv(host), timeout=300) if host.which("apt-get") is not None else None
+    if result is None or result.missing:
         raise MissingError("apt-get not found: the pre-flight asks apt which kernels it would install")
     if not result.ok:
         raise FwmanError(
@@ -201,6 +199,7 @@ class KernelVerdict:
         seconds = doc.get("seconds")
         nova = doc.get("nova_core")
         nova_config = nova.get("config") if isinstance(nova, dict) else None
+
         return cls(
             kernel=str(doc["kernel"]),
             status=str(status),
@@ -390,18 +389,15 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
         if not result.ok:
             raise FwmanError(f"`dpkg-deb -x {name}` failed: {result.stderr.strip()[-300:]}")
     _confine_links(host, kver, root)
-    build = source = None
+    found: dict[str, str] = {}
     for base in ("/lib/modules", "/usr/lib/modules"):
         for slot in ("build", "source"):
             # the links are followed inside the scratch root (an absolute target is the package's path, never
             # this machine's), so the verdict is about these headers and nothing installed is touched
-            found = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
-            if not host.is_dir(found):
-                continue
-            if slot == "build" and build is None:
-                build = found
-            elif slot == "source" and source is None:
-                source = found
+            path = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
+            if host.is_dir(path):
+                found.setdefault(slot, path)
+    build, source = found.get("build"), found.get("source")
     if build is None or not host.is_dir(resolve_in_root(host, root, f"{build.removeprefix(root)}/include")):
         raise MissingError(f"the header packages of {kver} hold no lib/modules/{kver}/build with an include/ directory")
     _follow_makefile_includes(host, root, build)
@@ -515,18 +511,13 @@ def check_kernel(
             failure = result.failure
             if failure is not None and machine_lacks(failure):
                 # this machine lacks what the build runs: no verdict on the kernel (and never a reason to hold it)
-                verdict.message = f"the build cannot run here: {failure.message}" + (
-                    f"; {failure.hint}" if failure.hint else ""
-                )
+                hint = f"; {failure.hint}" if failure.hint else ""
+                verdict.message = f"the build cannot run here: {failure.message}{hint}"
                 return verdict
             verdict.status = BROKEN
             if failure is not None:
-                verdict.file, verdict.line, verdict.error, verdict.phase = (
-                    failure.file,
-                    failure.line,
-                    failure.message,
-                    failure.phase,
-                )
+                verdict.file, verdict.line = failure.file, failure.line
+                verdict.error, verdict.phase = failure.message, failure.phase
             verdict.message = f"the patched modules do not build for {kver}"
             return verdict
         for name, path in result.modules.items():

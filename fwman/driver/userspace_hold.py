@@ -63,23 +63,14 @@ def parse_dpkg_query(text: str) -> dict[str, str]:
 
     Lines that are not three tab-separated fields, or whose status is not "installed", are skipped.
     """
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) != 3 or parts[2].strip() != "installed" or not parts[0] or not parts[1]:
-            continue
-        out[parts[0]] = parts[1]
-    return out
+    rows = [line.split("\t") for line in text.splitlines()]
+    return {p[0]: p[1] for p in rows if len(p) == 3 and p[2].strip() == "installed" and p[0] and p[1]}
 
 
 def parse_simulated_upgrade(text: str) -> dict[str, tuple[str, str]]:
     """Return {package: (installed, new)} from ``apt-get -s`` output ("Inst" lines with an installed version)."""
-    out: dict[str, tuple[str, str]] = {}
-    for line in text.splitlines():
-        m = _INST.match(line)
-        if m:
-            out[m.group(1).split(":", 1)[0]] = (m.group(2), m.group(3))
-    return out
+    found = (_INST.match(line) for line in text.splitlines())
+    return {m.group(1).split(":", 1)[0]: (m.group(2), m.group(3)) for m in found if m}
 
 
 def render_pin(packages: dict[str, str]) -> bytes:
@@ -102,9 +93,9 @@ def render_blacklist(packages: dict[str, str]) -> bytes:
         "// written by `fwman userspace hold` (undo: `fwman userspace release`).",
         "// unattended-upgrades must not move the NVIDIA user space away from the patched module's version.",
         "Unattended-Upgrade::Package-Blacklist {",
+        *(f'    "^{re.escape(name)}$";' for name in sorted(packages)),
+        "};",
     ]
-    lines += [f'    "^{re.escape(name)}$";' for name in sorted(packages)]
-    lines.append("};")
     return ("\n".join(lines) + "\n").encode()
 
 

@@ -149,13 +149,9 @@ def advise(kver: str, dist: Distribution) -> HeadersAdvice:
         if not is_pve_kernel(kver):  # a Debian kernel on a Proxmox host has its own headers package
             return HeadersAdvice(kver, "proxmox", f"linux-headers-{kver}", meta)
         m = _PVE_KVER.fullmatch(kver)
-        return HeadersAdvice(
-            kver,
-            "proxmox",
-            f"{'pve' if old else 'proxmox'}-headers-{kver}",
-            meta,
-            series_metapackage=f"proxmox-headers-{m.group('series')}" if m is not None and not old else None,
-        )
+        series = f"proxmox-headers-{m.group('series')}" if m is not None and not old else None
+        package = f"{'pve' if old else 'proxmox'}-headers-{kver}"
+        return HeadersAdvice(kver, "proxmox", package, meta, series_metapackage=series)
     if dist.name == "ubuntu":
         return _advise_ubuntu(kver, dist)
     flavour = next((f for f in _DEBIAN_FLAVOURS if kver.endswith(f"-{f}")), None)
@@ -188,19 +184,17 @@ def metapackage_missing(host: Host) -> MissingMetapackage | None:
     try:
         dist = read_distribution(host)
         if dist.proxmox and dist.codename not in OLD_PVE_CODENAMES:
-            package, why = (
-                "proxmox-default-headers",
+            package = "proxmox-default-headers"
+            why = (
                 "headers that follow the default Proxmox kernel, so the hook can build for each new kernel; "
-                "linux-headers-amd64 would pull in a Debian kernel",
+                "linux-headers-amd64 would pull in a Debian kernel"
             )
         elif dist.ubuntu and host.exists(paths.KERNEL_RELEASE):
             advice = advise(host.read_text(paths.KERNEL_RELEASE).strip(), dist)
             if advice.metapackage is None:
                 return None
-            package, why = (
-                advice.metapackage,
-                f"headers that follow each new kernel like {advice.kver}, so the hook can build for it",
-            )
+            package = advice.metapackage
+            why = f"headers that follow each new kernel like {advice.kver}, so the hook can build for it"
         else:
             return None
         installed = installed_names(host)

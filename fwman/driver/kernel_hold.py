@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import aptprefs, names, paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.jsontext import parse_json
 from fwman.host.actions import Action, RemoveFile, WriteFile
 from fwman.host.base import Host
@@ -34,20 +35,10 @@ class HeldKernel:
     """One kernel release fwman holds back: its packages (name: version apt offered) and why."""
 
     kernel: str
-    packages: dict[str, str]
+    packages: dict[str, str] = field(metadata=meta(via=lambda p: dict(sorted(p.items()))))
     reason: str
     at: str
     commit: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        """Return the record's entry for this kernel."""
-        return {
-            "kernel": self.kernel,
-            "packages": dict(sorted(self.packages.items())),
-            "reason": self.reason,
-            "at": self.at,
-            "commit": self.commit,
-        }
 
 
 @dataclass
@@ -58,7 +49,7 @@ class HoldRecord:
 
     def to_bytes(self) -> bytes:
         """Return the record file's bytes."""
-        doc = {"schema": SCHEMA, "kernels": {k: self.kernels[k].to_dict() for k in sorted(self.kernels)}}
+        doc = {"schema": SCHEMA, "kernels": {k: fields_of(self.kernels[k]) for k in sorted(self.kernels)}}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
 
@@ -110,12 +101,9 @@ def render_pin(record: HoldRecord) -> bytes:
     Raises ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it).
     """
     pins = [
+        # the explanation is one line: the serializer makes it so
         aptprefs.Pin(
-            tuple(sorted(held.packages)),
-            "version",
-            "*",
-            -1,
-            explanation=f"fwman {held.at}: {kver}: {held.reason}",  # one line: the serializer makes it so
+            tuple(sorted(held.packages)), "version", "*", -1, explanation=f"fwman {held.at}: {kver}: {held.reason}"
         )
         for kver, held in sorted(record.kernels.items())
     ]

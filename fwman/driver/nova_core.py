@@ -157,16 +157,11 @@ class NovaKernel:
 
 def inspect_kernel(host: Host, kver: str) -> NovaKernel:
     """Return whether ``kver`` has nova_core (its ``/boot/config-KVER``, its module tree). Never raises."""
-    config: str | None = None
-    config_path: str | None = paths.kernel_config(kver)
+    config_path = paths.kernel_config(kver)
     try:
-        text = host.read_text(paths.kernel_config(kver)) if host.exists(paths.kernel_config(kver)) else None
+        text = host.read_text(config_path) if host.exists(config_path) else None
     except (FwmanError, OSError):
         text = None
-    if text is None:
-        config_path = None
-    else:
-        config = parse_config_symbol(text)
     module = None
     base = f"{paths.modules_dir(kver)}/{MODULE_SUBDIR}/{MODULE}.ko"
     for suffix in MODULE_SUFFIXES:
@@ -176,7 +171,9 @@ def inspect_kernel(host: Host, kver: str) -> NovaKernel:
                 break
         except (FwmanError, OSError):
             break
-    return NovaKernel(kver, config, config_path, module)
+    if text is None:
+        return NovaKernel(kver, None, None, module)
+    return NovaKernel(kver, parse_config_symbol(text), config_path, module)
 
 
 def problem(kernel: NovaKernel, blacklist: list[str]) -> str | None:

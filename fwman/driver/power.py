@@ -93,23 +93,11 @@ def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
     """
     service = [("Type", "oneshot"), ("RemainAfterExit", "yes")]
     service += [("ExecStart", unitfile.exec_line(argv)) for argv in smi_commands(plan, buses, smi)]
-    return unitfile.render(
-        [
-            (
-                "Unit",
-                [
-                    (
-                        "Description",
-                        "fwman: GPU persistence mode and power limits (reset at every boot and driver reload)",
-                    ),
-                    ("After", "systemd-modules-load.service"),
-                ],
-            ),
-            ("Service", service),
-            ("Install", [("WantedBy", "multi-user.target")]),
-        ],
-        comments=("Written by `fwman driver power --apply`; `fwman driver power --apply --off` removes it.",),
-    )
+    what = "fwman: GPU persistence mode and power limits (reset at every boot and driver reload)"
+    unit = [("Description", what), ("After", "systemd-modules-load.service")]
+    sections = [("Unit", unit), ("Service", service), ("Install", [("WantedBy", "multi-user.target")])]
+    written = "Written by `fwman driver power --apply`; `fwman driver power --apply --off` removes it."
+    return unitfile.render(sections, comments=(written,))
 
 
 def power_actions(
@@ -160,9 +148,5 @@ _EXEC_LIMIT = re.compile(r"ExecStart=\S*nvidia-smi -i (\S+) -pl (\d+(?:\.\d+)?)"
 
 def unit_limits(text: str) -> dict[str, float]:
     """Return bus id -> watts of the ``-pl`` lines in fwman's unit (``{}`` for any other text). Never raises."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _EXEC_LIMIT.fullmatch(line.strip())
-        if m:
-            out[m.group(1).lower()] = float(m.group(2))
-    return out
+    found = (_EXEC_LIMIT.fullmatch(line.strip()) for line in text.splitlines())
+    return {m.group(1).lower(): float(m.group(2)) for m in found if m}

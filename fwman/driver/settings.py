@@ -49,6 +49,8 @@ class Setting:
         return f"NVreg_{self.key}={self.value}"
 
 
+#: the source of the Blackwell options: the fix that made 2x RTX 5090 P2P boot
+CLUB_3090_FIX = "github.com/noonghunna/club-3090 issue 873, PR 875"
 #: per generation: the options recommended for P2P, each with its source. An empty list means the sources name
 #: none for that generation (see SILENT).
 RECOMMENDED: dict[str, list[Setting]] = {
@@ -57,14 +59,9 @@ RECOMMENDED: dict[str, list[Setting]] = {
             "RMForceStaticBar1",
             "1",
             'on 2x RTX 5090 with a full BAR1 "every vLLM boot still hung inside NCCL init" until it was set',
-            "github.com/noonghunna/club-3090 issue 873, PR 875",
+            CLUB_3090_FIX,
         ),
-        Setting(
-            "PeerMappingOverride",
-            "1",
-            "set together with RMForceStaticBar1 in the same fix",
-            "github.com/noonghunna/club-3090 issue 873, PR 875",
-        ),
+        Setting("PeerMappingOverride", "1", "set together with RMForceStaticBar1 in the same fix", CLUB_3090_FIX),
     ],
     AMPERE: [],
     ADA: [],

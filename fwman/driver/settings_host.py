@@ -16,6 +16,7 @@ from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of
 from fwman.driver import nova_core
 from fwman.driver import settings as nv
 from fwman.driver.boot import initramfs
@@ -79,23 +80,14 @@ class SettingsReport:
             "file_ok": self.file_ok,
             "generations": self.generations,
             "settings": [
-                {
-                    "option": s.option,
-                    "key": s.key,
-                    "value": s.value,
-                    "why": s.why,
-                    "source": s.source,
-                    "state": st,
-                    "loaded": loaded,
-                }
-                for s, st, loaded in self.states()
+                {"option": s.option, **fields_of(s), "state": st, "loaded": loaded} for s, st, loaded in self.states()
             ],
             "sources_silent": self.silent(),
             "params": paths.PROC_DRIVER_PARAMS,
             "params_error": self.params_error,
             "file_error": self.file_error,
             "initramfs": {"image": self.image, "state": self.initramfs},
-            "blacklist": [{"module": b.module, "why": b.why, "source": b.source} for b in self.blacklist],
+            "blacklist": [fields_of(b) for b in self.blacklist],
             "nova_core_kernels": [
                 {"kernel": k.kver, "config": k.config, "module": k.module, "built_in": k.built_in}
                 for k in self.nova_kernels

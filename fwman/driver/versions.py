@@ -112,25 +112,25 @@ def revisions(
 ) -> list[Revision]:
     """Return the P2P revisions among ``branches``: the tree's version where ``trees`` has the branch's commit,
     else the name's (``V-p2p``, ``V-p2p-vN``) as a hint. Never raises."""
-    result = []
-    for branch in branches:
-        if not is_p2p_name(branch):
-            continue
-        commit = commits.get(branch)
-        tree = trees.get(commit) if commit else None
-        hint = parse_p2p_branch(branch)
-        version = tree.get("version") if tree else None
-        result.append(
-            Revision(
-                branch=branch,
-                commit=commit,
-                version=str(version) if version else (str(hint) if hint else None),
-                from_tree=bool(version),
-                date=str(tree["date"]) if tree and tree.get("date") else None,
-                error=str(tree["error"]) if tree and tree.get("error") else None,
-            )
-        )
-    return result
+    return [tree_revision(b, commits.get(b), trees, parse_p2p_branch(b)) for b in branches if is_p2p_name(b)]
+
+
+def tree_revision(
+    branch: str, commit: str | None, trees: Mapping[str, Any], hint: object, patch_sha256: str | None = None
+) -> Revision:
+    """Return the revision of ``branch`` at ``commit``: the version its tree says where ``trees`` has the commit
+    (with the date, or why the tree could not be read), else ``hint`` as text (None: unknown). Never raises."""
+    tree = trees.get(commit) if commit else None
+    version = tree.get("version") if tree else None
+    return Revision(
+        branch=branch,
+        commit=commit,
+        version=str(version) if version else (str(hint) if hint else None),
+        from_tree=bool(version),
+        date=str(tree["date"]) if tree and tree.get("date") else None,
+        error=str(tree["error"]) if tree and tree.get("error") else None,
+        patch_sha256=patch_sha256,
+    )
 
 
 def newest_first(revs: list[Revision]) -> list[Revision]:

@@ -16,7 +16,7 @@ from fwman.driver.forks.forge import DEFAULT_API, forge_repo, list_via_api
 from fwman.driver.forks.lsremote import list_tags, list_via_git
 from fwman.driver.forks.model import BranchReport, DonorPatch, Fork, ForkBranches
 from fwman.driver.forks.trees import read_trees
-from fwman.driver.versions import Revision, is_p2p_name, newest_first, revisions
+from fwman.driver.versions import Revision, is_p2p_name, newest_first, revisions, tree_revision
 from fwman.host.base import Host
 
 
@@ -33,6 +33,14 @@ def usable_branches(found: Sequence[str]) -> list[str]:
         except UsageError:
             continue
     return usable
+
+
+def _live(fork: Fork, found: Mapping[str, str | None], source: str, now: datetime) -> ForkBranches:
+    """Return the live listing of ``fork`` from ``found`` ({branch: commit, None where unknown}): its usable
+    branch names and their known commits."""
+    kept = usable_branches(list(found))
+    commits = {b: c for b in kept if (c := found[b])}
+    return ForkBranches(fork=fork.name, url=fork.url, branches=kept, commits=commits, source=source, fetched_at=now)
 
 
 def _from_cache(
@@ -111,31 +119,13 @@ def list_branches(
             continue
         if has_git:
             try:
-                heads = list_via_git(host, fork.url, timeout)
-                kept = usable_branches(list(heads))
-                listing = ForkBranches(
-                    fork=fork.name,
-                    url=fork.url,
-                    branches=kept,
-                    commits={b: heads[b] for b in kept},
-                    source="git",
-                    fetched_at=now,
-                )
+                listing = _live(fork, list_via_git(host, fork.url, timeout), "git", now)
             except (FwmanError, ParseError) as e:
                 errors.append(e.message if isinstance(e, FwmanError) else str(e))
         repo = forge_repo(fork.url)
         if listing is None and repo is not None:
             try:
-                found = list_via_api(host, api, *repo, timeout=timeout)
-                kept = usable_branches(list(found))
-                listing = ForkBranches(
-                    fork=fork.name,
-                    url=fork.url,
-                    branches=kept,
-                    commits={b: found[b] for b in kept if found[b]},
-                    source="api",
-                    fetched_at=now,
-                )
+                listing = _live(fork, list_via_api(host, api, *repo, timeout=timeout), "api", now)
             except FwmanError as e:
                 errors.append(e.message)
         if listing is None and repo is None and not has_git:
@@ -195,25 +185,7 @@ def donor_revisions(
 ) -> list[Revision]:
     """Return one revision per upstream tag of ``donor.versions`` that ``tags`` has: the version its tree's
     ``version.mk`` says where ``trees`` has its commit, else the tag's (a hint). Never raises."""
-    found = []
-    for tag in donor.versions:
-        if tag not in tags:
-            continue
-        commit = commits.get(tag)
-        tree = trees.get(commit) if commit else None
-        version = tree.get("version") if tree else None
-        found.append(
-            Revision(
-                branch=tag,
-                commit=commit,
-                version=str(version) if version else tag,
-                from_tree=bool(version),
-                date=str(tree["date"]) if tree and tree.get("date") else None,
-                error=str(tree["error"]) if tree and tree.get("error") else None,
-                patch_sha256=donor.sha256,
-            )
-        )
-    return found
+    return [tree_revision(t, commits.get(t), trees, t, donor.sha256) for t in donor.versions if t in tags]
 
 
 def _list_donor(

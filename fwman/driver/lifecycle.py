@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.kernels import headers_present, installed_kernels, version_key
-from fwman.host.actions import Action, Tell, Tracked, silent
+from fwman.host.actions import Action, Tell, Tracked, apply_all, pending, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
-    from fwman.core.errors import FwmanError
     from fwman.driver.boot.initramfs import InitramfsState
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.manifest import Manifest
@@ -354,8 +354,6 @@ class RecordStamp:
     def is_needed(self, host: Host) -> bool:
         """Return True when a kernel step before it was (or would be) applied, or the stamp differs from what it
         should be (absent, other bytes, or one too many)."""
-        from fwman.core.errors import MissingError
-
         if stepped(self.before, host):
             return True
         want = self.wanted(host)
@@ -385,7 +383,6 @@ def stepped(before: Sequence[Tracked], host: Host) -> bool:
 def replaced_modules(host: Host, kernels: Sequence[str]) -> list[tuple[str, Manifest, str]]:
     """Return (kernel, manifest, first problem) for each of ``kernels`` whose installed modules depmod no longer
     resolves to fwman's (DKMS replaced them): sizes and resolution only, no hashing. Never raises."""
-    from fwman.core.errors import ParseError
     from fwman.driver.build.install import check_installed
     from fwman.driver.build.manifest import load_manifest
 
@@ -411,7 +408,6 @@ def kernel_step(
     it pending (no headers, build tools missing), leave it because its last build failed and nothing it
     depended on changed, or (``current``: ``modules build``) leave it because its modules are current. Asked
     without fetching or building (:func:`~fwman.driver.build.attempt.retry_reason`, ``current_manifest``)."""
-    from fwman.core.errors import FwmanError, ParseError
     from fwman.driver.build import toolchain
     from fwman.driver.build.attempt import retry_reason
     from fwman.driver.build.kbuild import kernel_patches
@@ -422,7 +418,7 @@ def kernel_step(
     def step(kind: type[BuildKernel], text: str) -> BuildKernel:
         return kind(kver, spec, text, summary, options, force, intro=intro, tell=tell)
 
-    build = f"build the patched modules for {kver} from {spec.describe()}"
+    build = build_text(kver, spec)
     if not headers_present(host, kver):
         return step(MarkPending, f"mark {kver} pending until its headers are installed")
     try:
@@ -583,8 +579,6 @@ def plan(
 def dry_run(host: Host, plan: Plan) -> list[str]:
     """Return the descriptions of the plan's actions the host still needs: what its run would apply (the same
     objects). Raises RootDoorError (:func:`fwman.host.actions.pending`)."""
-    from fwman.host.actions import pending
-
     return [a.describe() for a in pending(host, plan.actions)]
 
 
@@ -592,8 +586,6 @@ def converge(host: Host, plan: Plan) -> RunSummary:
     """Apply the plan's actions in order and return the summary (``applied``: what a dry run listed). The boot
     check is read even when nothing needed it (it then changes nothing), for the summary's ``boot``. Raises what
     an action raises (the actions before it stay applied; running again continues)."""
-    from fwman.host.actions import apply_all
-
     plan.summary.applied = apply_all(host, plan.actions)
     boot = next((a for a in plan.actions if isinstance(a, EnsureSafeBoot)), None)
     if boot is not None and plan.summary.boot is None:

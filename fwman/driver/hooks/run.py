@@ -13,6 +13,7 @@ ones (pydantic through the configuration) are imported once there is something t
 from __future__ import annotations
 
 from fwman.core import paths
+from fwman.core.errors import FwmanError
 from fwman.driver import lifecycle
 from fwman.driver.kernels import headers_present, installed_kernels
 from fwman.driver.lifecycle import Plan, RecordStamp, RunSummary, Situation
@@ -97,7 +98,6 @@ def fast_summary(host: Host, waiting: list[str]) -> RunSummary:
     summary = RunSummary(fast_path=True)
     if not waiting:
         return summary
-    from fwman.core.errors import FwmanError
     from fwman.driver.build.manifest import pending_path, read_marker
     from fwman.driver.build.source import load_source_spec
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, VerificationError
 from fwman.driver.build import install
 from fwman.driver.build.manifest import install_dir, sha256_hex
 from fwman.driver.move.commit import RemoveTree
@@ -55,8 +55,6 @@ class RestoreKept:
 
     def apply(self, host: Host) -> None:
         """Restore. Raises VerificationError when a kept copy no longer hashes as kept."""
-        from fwman.core.errors import VerificationError
-
         for path in self._extra(host):
             host.unlink(path)
         for path, entry in self.kept.files.items():

@@ -66,12 +66,7 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> dict[str, str]:
 
     Raises FwmanError when git fails, its message ending with git's stderr (the last 40 lines, 4 KiB at most).
     """
-    result = host.run(["git", "ls-remote", "--heads", "--", git_target(host, url)], timeout=timeout, env=GIT_ENV)
-    if result.missing:
-        raise MissingError("git is not installed")
-    if not result.ok:  # git's whole reason (bounded): its last line alone can say the opposite of the truth
-        raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
-    return parse_ls_remote_commits(result.stdout)
+    return parse_ls_remote_commits(_ls_remote(host, url, "--heads", [], timeout))
 
 
 def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) -> dict[str, str]:
@@ -83,9 +78,16 @@ def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) 
     """
     # the peeled line is listed only when asked for by name: an annotated tag's own sha is not a commit
     refs = [ref for t in tags for ref in (f"refs/tags/{t}", f"refs/tags/{t}^{{}}")]
-    result = host.run(["git", "ls-remote", "--tags", "--", git_target(host, url), *refs], timeout=timeout, env=GIT_ENV)
+    return parse_ls_remote_tags(_ls_remote(host, url, "--tags", refs, timeout), tags)
+
+
+def _ls_remote(host: Host, url: str, kind: str, refs: Sequence[str], timeout: float) -> str:
+    """Return the output of ``git ls-remote KIND -- URL REFS``. Raises MissingError without git, FwmanError when
+    git fails."""
+    argv = ["git", "ls-remote", kind, "--", git_target(host, url), *refs]
+    result = host.run(argv, timeout=timeout, env=GIT_ENV)
     if result.missing:
         raise MissingError("git is not installed")
-    if not result.ok:
+    if not result.ok:  # git's whole reason (bounded): its last line alone can say the opposite of the truth
         raise FwmanError(failure_text(f"git ls-remote {url}", result.rc, result.stderr))
-    return parse_ls_remote_tags(result.stdout, tags)
+    return result.stdout

@@ -142,21 +142,6 @@ FORK, STOCK = "fork", "stock"
 TEMPLATE_MARKS = ("__VERSION_STRING", "__DKMS_MODULES", "__JOBS", "__EXCLUDE_MODULES")
 
 
-def parse_dkms_conf(text: str) -> dict[str, str]:
-    """Return the ``KEY=value`` assignments of a dkms.conf (a shell fragment: quotes removed, ``MAKE[0]`` kept as
-    the key); lines that are not assignments (comments, a template's ``__DKMS_MODULES``) are skipped. Never
-    raises."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?)=(.*)$", line)
-        if m:
-            value = m.group(2).strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            out[m.group(1)] = value
-    return out
-
-
 def is_template(text: str) -> bool:
     """Return True when a dkms.conf is NVIDIA's installer template (its placeholders not filled in)."""
     return any(mark in text for mark in TEMPLATE_MARKS)

@@ -168,10 +168,8 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
 
 
 def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
-    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish.
-
-    The regeneration is needed when the file changes or the image does not carry it as it will be.
-    """
+    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish. The
+    regeneration is needed when the file changes or the image does not carry it as it will be."""
     file_action: Action = (
         WriteFile(paths.MODPROBE_OPTIONS_FILE, report.wanted)
         if report.wanted

@@ -62,7 +62,11 @@ def _from_cache(
         url=fork.url,
         branches=branches,
         commits=commits,
-        revisions=with_families(_revisions_of(fork, branches, commits, trees or {})),
+        revisions=with_families(
+            revisions(branches, commits, trees or {})
+            if fork.donor is None
+            else donor_revisions(fork.donor, branches, commits, trees or {})
+        ),
         source="cache",
         donor=fork.donor,
         fetched_at=fetched,
@@ -164,15 +168,6 @@ def choose_revision(revs: Sequence[Revision], family: str) -> list[Revision]:
     by_date = newest_first(mine)
     order = {id(r): i for i, r in enumerate(by_date)}
     return sorted(by_date, key=lambda r: (-(r.revision or 0), order[id(r)]))
-
-
-def _revisions_of(
-    fork: Fork, branches: list[str], commits: Mapping[str, str], trees: Mapping[str, Any]
-) -> list[Revision]:
-    """Return the revisions of a listing: a branch fork's P2P branches, or a donor fork's upstream tags."""
-    if fork.donor is None:
-        return revisions(branches, commits, trees)
-    return donor_revisions(fork.donor, branches, commits, trees)
 
 
 def donor_revisions(

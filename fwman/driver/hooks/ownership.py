@@ -104,11 +104,6 @@ def parse_md5sums(text: str) -> dict[str, str]:
     return sums
 
 
-def is_hook_path(path: str) -> bool:
-    """Return True for a package path that belongs to the hooks (see HOOK_PREFIXES)."""
-    return path.startswith(HOOK_PREFIXES)
-
-
 def _read(host: Host, path: str) -> str | None:
     try:
         return host.read_text(path) if host.exists(path) else None
@@ -129,7 +124,7 @@ def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | 
     sums = parse_md5sums(md5sums)
     files: list[PackagedFile] = []
     for path in parse_dpkg_list(listing):
-        if not is_hook_path(path) or host.is_dir(path):
+        if not path.startswith(HOOK_PREFIXES) or host.is_dir(path):
             continue
         present = host.exists(path)
         modified: bool | None = None

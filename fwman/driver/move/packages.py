@@ -56,21 +56,6 @@ def apt_argv(host: Host, *args: str) -> list[str]:
     return ["apt-get", *apt_root_options(root_prefix(host)), *args]
 
 
-def staged_debs(host: Host, directory: str, packages: Mapping[str, str]) -> dict[str, str] | None:
-    """Return {package: host path of its downloaded .deb} in ``directory``, None when one is missing."""
-    try:
-        files = host.listdir(directory) if host.is_dir(directory) else []
-    except MissingError:
-        files = []
-    out: dict[str, str] = {}
-    for name, version in packages.items():
-        found = [f for f in files if f.startswith(deb_file_prefix(name, version)) and f.endswith(".deb")]
-        if not found:
-            return None
-        out[name] = f"{directory}/{sorted(found)[0]}"
-    return out
-
-
 def last_line(result: CommandResult, default: str) -> str:
     """Return the last line of what a command printed (stderr, or stdout when stderr is empty), ``default`` when
     it printed nothing: what a failure message quotes."""
@@ -94,8 +79,18 @@ class AptPackages:
         return ", ".join(f"{n} {v}" for n, v in sorted(self.packages.items()))
 
     def debs(self, host: Host) -> dict[str, str] | None:
-        """Return {package: host path of its .deb} in the directory, None when one is missing."""
-        return staged_debs(host, self.directory, self.packages)
+        """Return {package: host path of its downloaded .deb} in the directory, None when one is missing."""
+        try:
+            files = host.listdir(self.directory) if host.is_dir(self.directory) else []
+        except MissingError:
+            files = []
+        out: dict[str, str] = {}
+        for name, version in self.packages.items():
+            found = [f for f in files if f.startswith(deb_file_prefix(name, version)) and f.endswith(".deb")]
+            if not found:
+                return None
+            out[name] = f"{self.directory}/{sorted(found)[0]}"
+        return out
 
     def timed(
         self, host: Host, argv: list[str], env: Mapping[str, str] | None = None, cwd: str | None = None

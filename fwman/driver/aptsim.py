@@ -51,7 +51,6 @@ _KERNEL_PACKAGE = re.compile(
     r"^(?:(?P<img>linux-image-(?:unsigned-)?|proxmox-kernel-|pve-kernel-)|(?P<hdr>linux-headers-|proxmox-headers-|pve-headers-))"
     r"(?P<kver>[0-9]+\.[0-9]+\.[0-9]+(?:\+[a-z0-9.~]+)?-[a-z0-9+.~-]*[a-z0-9])$"
 )
-_IMAGE_SUFFIXES = ("-unsigned", "-signed")
 #: the packages a header tree needs besides the headers: the common headers, kbuild's scripts and tools
 _BUILD_DEPENDENCY = re.compile(r"^(?:linux-headers-|linux-kbuild-|proxmox-headers-|pve-headers-)[a-z0-9+.-]+$")
 
@@ -134,10 +133,7 @@ def kernel_of_package(name: str) -> tuple[str, str] | None:
     if kver.endswith(("-common", "-common-rt")):  # Debian's common headers of an ABI: no kernel of that name
         return None
     if m.group("img"):
-        for suffix in _IMAGE_SUFFIXES:
-            if kver.endswith(suffix):
-                kver = kver[: -len(suffix)]
-        return ("image", kver)
+        return ("image", kver.removesuffix("-unsigned").removesuffix("-signed"))
     return ("headers", kver)
 
 

@@ -88,8 +88,7 @@ class RunSummary:
     def changed(self) -> list[str]:
         """Return what the run changed on the host: repairs, installs, a boot pin made or released ([]: none)."""
         done = [f"reinstalled fwman's stored modules for {kver}" for kver in self.repaired]
-        for outcome in self.outcomes:
-            done += outcome.changed
+        done += [line for outcome in self.outcomes for line in outcome.changed]
         return done + (self.boot.changed if self.boot is not None else [])
 
     def outcome(self, kver: str) -> KernelOutcome | None:

@@ -65,11 +65,8 @@ class KernelOffer:
 
     def headers(self, host: Host) -> tuple[str, str | None]:
         """Return (the headers package of this kernel, the version apt offers of it, None: its candidate)."""
-        for name, version in self.packages.items():
-            kind = aptsim.kernel_of_package(name)
-            if kind == ("headers", self.kernel):
-                return name, version
-        return advise_host(host, self.kernel).package, None
+        mine = ((n, v) for n, v in self.packages.items() if aptsim.kernel_of_package(n) == ("headers", self.kernel))
+        return next(mine, None) or (advise_host(host, self.kernel).package, None)
 
 
 def simulate_argv(host: Host) -> list[str]:

@@ -138,10 +138,8 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
     except FwmanError:
         kernels = []
     report.nova_kernels = [k for k in (nova_core.inspect_kernel(host, kver) for kver in kernels) if k.present]
-    for k in report.nova_kernels:
-        image = initramfs.image_path(host, k.kver)
-        if image:
-            report.nova_images[k.kver] = image
+    images = {k.kver: initramfs.image_path(host, k.kver) for k in report.nova_kernels}
+    report.nova_images = {kver: image for kver, image in images.items() if image}
     blacklist = report.blacklist
     report.wanted = nv.render(report.settings, blacklist) if report.settings or blacklist else b""
     try:
@@ -170,12 +168,8 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
 def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
     """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish. The
     regeneration is needed when the file changes or the image does not carry it as it will be."""
-    file_action: Action = (
-        WriteFile(paths.MODPROBE_OPTIONS_FILE, report.wanted)
-        if report.wanted
-        else RemoveFile(paths.MODPROBE_OPTIONS_FILE)
-    )
-    actions: list[Action] = [file_action]
+    options = paths.MODPROBE_OPTIONS_FILE
+    actions: list[Action] = [WriteFile(options, report.wanted) if report.wanted else RemoveFile(options)]
     images: dict[str, tuple[str, str]] = {}  # kernel -> (image, why it must carry the file)
     if report.kernel and report.image:
         images[report.kernel] = (report.image, f"the initramfs of {report.kernel} must carry the options")

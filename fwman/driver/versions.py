@@ -29,8 +29,7 @@ def parse_p2p_branch(name: str) -> DriverVersion | None:
     """Return the driver version a ``<version>-p2p`` (or ``<version>-p2p-vN``) branch name says, or None for any other
     branch name. A name is a hint only: the branch's tree says what it builds (:mod:`fwman.driver.revisions`).
     ``refs/heads/`` in front is accepted. Never raises."""
-    if name.startswith("refs/heads/"):
-        name = name[len("refs/heads/") :]
+    name = name.removeprefix("refs/heads/")
     name = re.sub(r"-v[0-9]+$", "", name) if re.search(r"-p2p-v[0-9]+$", name) else name
     if not name.endswith(P2P_SUFFIX):
         return None

@@ -88,11 +88,7 @@ def parse_donor(name: str, table: Mapping[str, Any], where: str) -> Fork:
 
 def donor_forks(config: Config) -> dict[str, Fork]:
     """Return {name: Fork} of the donor-patch forks of ``[forks]`` (its tables). Raises UsageError on a bad one."""
-    found: dict[str, Fork] = {}
-    for name, value in config.section("forks").items():
-        if isinstance(value, Mapping):
-            found[name] = parse_donor(name, value, config.path)
-    return found
+    return {n: parse_donor(n, v, config.path) for n, v in config.section("forks").items() if isinstance(v, Mapping)}
 
 
 def clonable_url(location: str) -> str:

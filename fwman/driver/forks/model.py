@@ -76,8 +76,7 @@ class ForkBranches:
 
     def p2p_versions(self) -> list[DriverVersion]:
         """Return the driver versions this fork's P2P branches build (their trees', else their names'), ascending."""
-        found = {v for v in (r.driver_version() for r in self.revisions) if v is not None}
-        return sorted(found)
+        return sorted({v for v in (r.driver_version() for r in self.revisions) if v is not None})
 
     def revisions_of(self, version: DriverVersion) -> list[Revision]:
         """Return the P2P branches that build exactly ``version``, newest commit first."""

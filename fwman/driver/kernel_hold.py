@@ -67,10 +67,7 @@ def read_record(host: Host) -> HoldRecord:
     kernels = doc.get("kernels") if isinstance(doc, dict) else None
     if not isinstance(kernels, dict):
         raise ParseError(STATE_FILE, "kernels", "not a table of kernel releases")
-    record = HoldRecord()
-    for kver, entry in kernels.items():
-        record.kernels[kver] = _held_kernel(kver, entry)
-    return record
+    return HoldRecord({kver: _held_kernel(kver, entry) for kver, entry in kernels.items()})
 
 
 def _held_kernel(kver: str, entry: object) -> HeldKernel:

@@ -242,9 +242,8 @@ def read_state(host: Host) -> State:
     if not host.exists(paths.PREFLIGHT_STATE):
         return State()
     try:
-        doc = parse_json(
-            read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record"), paths.PREFLIGHT_STATE
-        )
+        data = read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record")
+        doc = parse_json(data, paths.PREFLIGHT_STATE)
     except MissingError as e:
         raise ParseError(paths.PREFLIGHT_STATE, "file", e.message) from e
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict):

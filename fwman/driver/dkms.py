@@ -16,6 +16,7 @@ and told ``--no-depmod`` (its depmod would run on this machine's /lib/modules); 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable
@@ -49,22 +50,14 @@ FORK_DKMS_PRIORITY = 500
 
 
 def _fork_exempt() -> AptPin:
-    """Return the record that keeps the fork's DKMS packages out of the ``*nvidia*dkms*`` hold.
-
-    apt takes the first specific record that matches a package (apt_preferences(5), "How APT Interprets
-    Priorities"; a glob counts as the names it matches: "Matching packages in the Package field"), so this record
-    goes before the glob's.
-    """
-    return AptPin(
-        FORK_DKMS_PACKAGES,
-        "release",
-        "*",
-        FORK_DKMS_PRIORITY,
-        comment=(
-            "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
-            "This record comes first because apt uses the first record that names a package.",
-        ),
+    """Return the record that keeps the fork's DKMS packages out of the ``*nvidia*dkms*`` hold. apt takes the first
+    specific record that matches a package (apt_preferences(5), "How APT Interprets Priorities"; a glob counts as the
+    names it matches: "Matching packages in the Package field"), so this record goes before the glob's."""
+    why = (
+        "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
+        "This record comes first because apt uses the first record that names a package.",
     )
+    return AptPin(FORK_DKMS_PACKAGES, "release", "*", FORK_DKMS_PRIORITY, comment=why)
 
 
 APT_PIN_TEXT = render_apt_preferences(
@@ -112,11 +105,8 @@ class DkmsEntry:
 
 
 def parse_status(text: str) -> list[DkmsEntry]:
-    """Return the entries of ``dkms status`` output (2.x and 3.x formats).
-
-    Warning/error lines dkms mixes in are skipped. Raises ParseError (with the line number) for any other line
-    that is not a status line.
-    """
+    """Return the entries of ``dkms status`` output (2.x and 3.x formats). Warning/error lines dkms mixes in are
+    skipped. Raises ParseError (with the line number) for any other line that is not a status line."""
     entries: list[DkmsEntry] = []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
@@ -144,21 +134,6 @@ def is_nvidia(entry: DkmsEntry) -> bool:
 FORK, STOCK = "fork", "stock"
 #: placeholders of NVIDIA's installer template of dkms.conf (filled in by nvidia-installer)
 TEMPLATE_MARKS = ("__VERSION_STRING", "__DKMS_MODULES", "__JOBS", "__EXCLUDE_MODULES")
-
-
-def parse_dkms_conf(text: str) -> dict[str, str]:
-    """Return the ``KEY=value`` assignments of a dkms.conf (a shell fragment: quotes removed, ``MAKE[0]`` kept as
-    the key); lines that are not assignments (comments, a template's ``__DKMS_MODULES``) are skipped. Never
-    raises."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        m = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*(?:\[[0-9]+\])?)=(.*)$", line)
-        if m:
-            value = m.group(2).strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            out[m.group(1)] = value
-    return out
 
 
 def is_template(text: str) -> bool:
@@ -226,14 +201,12 @@ def fwman_srcversion(host: Host, kver: str) -> str | None:
 
 
 def classify(host: Host, module: str, version: str, entries: list[DkmsEntry] | None = None) -> DkmsSource:
-    """Return whether registered module ``module/version`` is the owner's P2P fork or NVIDIA's stock module.
-
-    The fork when any of: its name says p2p; its tree (``/usr/src/M-V``) has ``dkms-setup.sh`` (what the fork's
-    2026 trees are reported to ship) or the fork's ``version.mk`` at its root beside ``kernel-open/`` (a git tree
-    of the open modules, not NVIDIA's package layout), with a dkms.conf that is not the installer template; a
-    nvidia.ko DKMS built from it (``entries``: its ``dkms status`` lines) whose srcversion is the one of fwman's
-    build for that kernel (the same patched source). Else stock. Never raises.
-    """
+    """Return whether registered module ``module/version`` is the owner's P2P fork or NVIDIA's stock module. The fork
+    when any of: its name says p2p; its tree (``/usr/src/M-V``) has ``dkms-setup.sh`` (what the fork's 2026 trees are
+    reported to ship) or the fork's ``version.mk`` at its root beside ``kernel-open/`` (a git tree of the open modules,
+    not NVIDIA's package layout), with a dkms.conf that is not the installer template; a nvidia.ko DKMS built from it
+    (``entries``: its ``dkms status`` lines) whose srcversion is the one of fwman's build for that kernel (the same
+    patched source). Else stock. Never raises."""
     from fwman.driver.versions import parse_version_mk
 
     tree = f"/usr/src/{module}-{version}"
@@ -245,10 +218,8 @@ def classify(host: Host, module: str, version: str, entries: list[DkmsEntry] | N
     mk = _read(host, f"{tree}/version.mk")
     tree_version = None
     if mk is not None:
-        try:
+        with contextlib.suppress(ParseError):
             tree_version = str(parse_version_mk(mk))
-        except ParseError:
-            tree_version = None
     conf = _read(host, f"{tree}/dkms.conf")
     checkout = tree_version is not None and host_is_dir(host, f"{tree}/kernel-open")
     if checkout and conf is not None and not is_template(conf):
@@ -322,25 +293,20 @@ def builders(entries: list[DkmsEntry], kinds: dict[tuple[str, str], DkmsSource],
         src = kinds.get((e.module, e.version))
         if e.kernel is None or not e.installed or src is None or src.kind != FORK:
             continue
-        if e.kernel in fwman_kernels:
-            out.append(
-                f"{e.kernel}: built twice, by DKMS ({e.module}/{e.version}, the fork) and by fwman; "
-                "modprobe loads fwman's copy (its depmod override), the one the boot check verifies"
-            )
-        else:
-            out.append(
-                f"{e.kernel}: built by DKMS only ({e.module}/{e.version}, the fork): fwman's boot check "
-                f"does not know it (`fwman modules build --kernel {e.kernel}` to verify and pin)"
-            )
+        out.append(
+            f"{e.kernel}: built twice, by DKMS ({e.module}/{e.version}, the fork) and by fwman; "
+            "modprobe loads fwman's copy (its depmod override), the one the boot check verifies"
+            if e.kernel in fwman_kernels
+            else f"{e.kernel}: built by DKMS only ({e.module}/{e.version}, the fork): fwman's boot check "
+            f"does not know it (`fwman modules build --kernel {e.kernel}` to verify and pin)"
+        )
     return out
 
 
 def dkms_argv(host: Host, *args: str) -> list[str]:
-    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root).
-
-    On a replay (no local filesystem) the plain command line, as ``fwman capture`` recorded it: a read such as
-    ``dkms status`` replays; a change never gets here (the CLI refuses it on a snapshot first).
-    """
+    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root). On a replay (no
+    local filesystem) the plain command line, as ``fwman capture`` recorded it: a read such as ``dkms status`` replays;
+    a change never gets here (the CLI refuses it on a snapshot first)."""
     argv = ["dkms", *args]
     if host.local_path("/") is None:
         return argv
@@ -365,10 +331,8 @@ def pin_current(host: Host) -> bool:
 
 
 def status(host: Host) -> list[DkmsEntry]:
-    """Return every registered DKMS module of ``host`` ([] when dkms is not installed).
-
-    Raises FwmanError when dkms fails, ParseError when its output is not understood.
-    """
+    """Return every registered DKMS module of ``host`` ([] when dkms is not installed). Raises FwmanError when dkms
+    fails, ParseError when its output is not understood."""
     if host.which("dkms") is None:
         return []
     result = host.run(dkms_argv(host, "status"), timeout=120)
@@ -389,11 +353,9 @@ class BlockRecord:
 
 
 def read_block(host: Host) -> BlockRecord | None:
-    """Return the block record, or None when DKMS is not blocked by fwman.
-
-    Raises VerificationError (exit 4) when the record exists but cannot be read: it is the only note of which
-    modules ``block`` removed, so "not blocked" would be a guess (and ``unblock`` could not undo it).
-    """
+    """Return the block record, or None when DKMS is not blocked by fwman. Raises VerificationError (exit 4) when the
+    record exists but cannot be read: it is the only note of which modules ``block`` removed, so "not blocked" would be
+    a guess (and ``unblock`` could not undo it)."""
     if not host.exists(paths.DKMS_BLOCK_STATE):
         return None
     try:
@@ -418,11 +380,9 @@ def read_block(host: Host) -> BlockRecord | None:
 
 
 def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None = None) -> list[str]:
-    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done.
-
-    Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
-    the steps that would run are returned. Raises FwmanError when dkms fails.
-    """
+    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done. Re-running
+    is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and the steps that would
+    run are returned. Raises FwmanError when dkms fails."""
     from fwman.driver.build.manifest import now_iso
     from fwman.host.actions import RunCommand, WriteFile, apply_all
 
@@ -504,13 +464,8 @@ def _unblock_plan(host: Host, record: BlockRecord) -> tuple[list[Action], list[s
         if not host.exists(f"/usr/src/{m}-{v}/dkms.conf"):
             skipped.append(f"{m}/{v}: its source /usr/src/{m}-{v} is gone, reinstall its package to get it back")
             continue
-        actions.append(
-            RunCommand(
-                dkms_argv(host, "add", f"{m}/{v}"),
-                _not_in(registered, (m, v)),
-                reason="register it with DKMS again",
-            )
-        )
+        add = dkms_argv(host, "add", f"{m}/{v}")
+        actions.append(RunCommand(add, _not_in(registered, (m, v)), reason="register it with DKMS again"))
     actions.append(RemoveFile(paths.DKMS_BLOCK_STATE, "the block record"))
     return actions, skipped
 

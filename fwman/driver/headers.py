@@ -92,12 +92,10 @@ def is_pve_kernel(kver: str) -> bool:
 
 def kernel_release_of_package(name: str) -> str | None:
     """Return the kernel release a kernel image package installs, or None for any other package.
-
     ``proxmox-kernel-6.17.13-4-pve-signed`` and ``proxmox-kernel-6.17.13-4-pve`` -> ``6.17.13-4-pve``;
     ``linux-image-6.8.0-31-generic``, ``linux-image-unsigned-6.8.0-31-generic`` -> ``6.8.0-31-generic``;
     ``linux-image-6.1.0-50-amd64-unsigned`` -> ``6.1.0-50-amd64``. Metapackages (``proxmox-kernel-6.17``,
-    ``linux-image-amd64``, ``linux-image-generic-hwe-22.04``) and debug packages give None. Never raises.
-    """
+    ``linux-image-amd64``, ``linux-image-generic-hwe-22.04``) and debug packages give None. Never raises."""
     if name.endswith(("-dbg", "-dbgsym")):
         return None
     for pattern in _KERNEL_PACKAGES:
@@ -149,13 +147,9 @@ def advise(kver: str, dist: Distribution) -> HeadersAdvice:
         if not is_pve_kernel(kver):  # a Debian kernel on a Proxmox host has its own headers package
             return HeadersAdvice(kver, "proxmox", f"linux-headers-{kver}", meta)
         m = _PVE_KVER.fullmatch(kver)
-        return HeadersAdvice(
-            kver,
-            "proxmox",
-            f"{'pve' if old else 'proxmox'}-headers-{kver}",
-            meta,
-            series_metapackage=f"proxmox-headers-{m.group('series')}" if m is not None and not old else None,
-        )
+        series = f"proxmox-headers-{m.group('series')}" if m is not None and not old else None
+        package = f"{'pve' if old else 'proxmox'}-headers-{kver}"
+        return HeadersAdvice(kver, "proxmox", package, meta, series_metapackage=series)
     if dist.name == "ubuntu":
         return _advise_ubuntu(kver, dist)
     flavour = next((f for f in _DEBIAN_FLAVOURS if kver.endswith(f"-{f}")), None)
@@ -176,31 +170,27 @@ class MissingMetapackage:
 
 
 def metapackage_missing(host: Host) -> MissingMetapackage | None:
-    """Return the headers metapackage the host lacks for the hook to build for each new kernel, or None.
-
-    Proxmox VE 8 and later: ``proxmox-default-headers``. Ubuntu: the metapackage of the running kernel's kind
-    (``linux-headers-generic-hwe-22.04`` for 22.04's HWE 6.8), when fwman knows it. Read from dpkg's database
-    through the Host (``--root`` answers for that root); None when it cannot be read or there is nothing to say.
-    """
+    """Return the headers metapackage the host lacks for the hook to build for each new kernel, or None. Proxmox VE 8
+    and later: ``proxmox-default-headers``. Ubuntu: the metapackage of the running kernel's kind
+    (``linux-headers-generic-hwe-22.04`` for 22.04's HWE 6.8), when fwman knows it. Read from dpkg's database through
+    the Host (``--root`` answers for that root); None when it cannot be read or there is nothing to say."""
     from fwman.core import paths
     from fwman.platform.dpkg import installed_names
 
     try:
         dist = read_distribution(host)
         if dist.proxmox and dist.codename not in OLD_PVE_CODENAMES:
-            package, why = (
-                "proxmox-default-headers",
+            package = "proxmox-default-headers"
+            why = (
                 "headers that follow the default Proxmox kernel, so the hook can build for each new kernel; "
-                "linux-headers-amd64 would pull in a Debian kernel",
+                "linux-headers-amd64 would pull in a Debian kernel"
             )
         elif dist.ubuntu and host.exists(paths.KERNEL_RELEASE):
             advice = advise(host.read_text(paths.KERNEL_RELEASE).strip(), dist)
             if advice.metapackage is None:
                 return None
-            package, why = (
-                advice.metapackage,
-                f"headers that follow each new kernel like {advice.kver}, so the hook can build for it",
-            )
+            package = advice.metapackage
+            why = f"headers that follow each new kernel like {advice.kver}, so the hook can build for it"
         else:
             return None
         installed = installed_names(host)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import aptprefs, names, paths
 from fwman.core.errors import MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.jsontext import parse_json
 from fwman.host.actions import Action, RemoveFile, WriteFile
 from fwman.host.base import Host
@@ -34,20 +35,10 @@ class HeldKernel:
     """One kernel release fwman holds back: its packages (name: version apt offered) and why."""
 
     kernel: str
-    packages: dict[str, str]
+    packages: dict[str, str] = field(metadata=meta(via=lambda p: dict(sorted(p.items()))))
     reason: str
     at: str
     commit: str | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        """Return the record's entry for this kernel."""
-        return {
-            "kernel": self.kernel,
-            "packages": dict(sorted(self.packages.items())),
-            "reason": self.reason,
-            "at": self.at,
-            "commit": self.commit,
-        }
 
 
 @dataclass
@@ -58,16 +49,13 @@ class HoldRecord:
 
     def to_bytes(self) -> bytes:
         """Return the record file's bytes."""
-        doc = {"schema": SCHEMA, "kernels": {k: self.kernels[k].to_dict() for k in sorted(self.kernels)}}
+        doc = {"schema": SCHEMA, "kernels": {k: fields_of(self.kernels[k]) for k in sorted(self.kernels)}}
         return (json.dumps(doc, indent=2) + "\n").encode()
 
 
 def read_record(host: Host) -> HoldRecord:
-    """Return fwman's kernel hold record (empty when there is none).
-
-    Raises ParseError naming the file when it is there but damaged: a damaged record is evidence of a hold (the
-    pin may well be in place), never "nothing held".
-    """
+    """Return fwman's kernel hold record (empty when there is none). Raises ParseError naming the file when it is there
+    but damaged: a damaged record is evidence of a hold (the pin may well be in place), never "nothing held"."""
     try:
         if not host.exists(STATE_FILE):
             return HoldRecord()
@@ -79,10 +67,7 @@ def read_record(host: Host) -> HoldRecord:
     kernels = doc.get("kernels") if isinstance(doc, dict) else None
     if not isinstance(kernels, dict):
         raise ParseError(STATE_FILE, "kernels", "not a table of kernel releases")
-    record = HoldRecord()
-    for kver, entry in kernels.items():
-        record.kernels[kver] = _held_kernel(kver, entry)
-    return record
+    return HoldRecord({kver: _held_kernel(kver, entry) for kver, entry in kernels.items()})
 
 
 def _held_kernel(kver: str, entry: object) -> HeldKernel:
@@ -105,17 +90,12 @@ def _held_kernel(kver: str, entry: object) -> HeldKernel:
 
 
 def render_pin(record: HoldRecord) -> bytes:
-    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1).
-
-    Raises ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it).
-    """
+    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1). Raises
+    ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it)."""
     pins = [
+        # the explanation is one line: the serializer makes it so
         aptprefs.Pin(
-            tuple(sorted(held.packages)),
-            "version",
-            "*",
-            -1,
-            explanation=f"fwman {held.at}: {kver}: {held.reason}",  # one line: the serializer makes it so
+            tuple(sorted(held.packages)), "version", "*", -1, explanation=f"fwman {held.at}: {kver}: {held.reason}"
         )
         for kver, held in sorted(record.kernels.items())
     ]

@@ -20,12 +20,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from fwman.core import paths
+from fwman.core.errors import FwmanError, MissingError, ParseError
 from fwman.driver.kernels import headers_present, installed_kernels, version_key
-from fwman.host.actions import Action, Tell, Tracked, silent
+from fwman.host.actions import Action, Tell, Tracked, apply_all, pending, silent
 from fwman.host.base import Host
 
 if TYPE_CHECKING:  # imported for the annotations only: the boot fast path must not load them
-    from fwman.core.errors import FwmanError
     from fwman.driver.boot.initramfs import InitramfsState
     from fwman.driver.boot.pin import BootCheck
     from fwman.driver.build.manifest import Manifest
@@ -88,8 +88,7 @@ class RunSummary:
     def changed(self) -> list[str]:
         """Return what the run changed on the host: repairs, installs, a boot pin made or released ([]: none)."""
         done = [f"reinstalled fwman's stored modules for {kver}" for kver in self.repaired]
-        for outcome in self.outcomes:
-            done += outcome.changed
+        done += [line for outcome in self.outcomes for line in outcome.changed]
         return done + (self.boot.changed if self.boot is not None else [])
 
     def outcome(self, kver: str) -> KernelOutcome | None:
@@ -354,8 +353,6 @@ class RecordStamp:
     def is_needed(self, host: Host) -> bool:
         """Return True when a kernel step before it was (or would be) applied, or the stamp differs from what it
         should be (absent, other bytes, or one too many)."""
-        from fwman.core.errors import MissingError
-
         if stepped(self.before, host):
             return True
         want = self.wanted(host)
@@ -385,7 +382,6 @@ def stepped(before: Sequence[Tracked], host: Host) -> bool:
 def replaced_modules(host: Host, kernels: Sequence[str]) -> list[tuple[str, Manifest, str]]:
     """Return (kernel, manifest, first problem) for each of ``kernels`` whose installed modules depmod no longer
     resolves to fwman's (DKMS replaced them): sizes and resolution only, no hashing. Never raises."""
-    from fwman.core.errors import ParseError
     from fwman.driver.build.install import check_installed
     from fwman.driver.build.manifest import load_manifest
 
@@ -411,7 +407,6 @@ def kernel_step(
     it pending (no headers, build tools missing), leave it because its last build failed and nothing it
     depended on changed, or (``current``: ``modules build``) leave it because its modules are current. Asked
     without fetching or building (:func:`~fwman.driver.build.attempt.retry_reason`, ``current_manifest``)."""
-    from fwman.core.errors import FwmanError, ParseError
     from fwman.driver.build import toolchain
     from fwman.driver.build.attempt import retry_reason
     from fwman.driver.build.kbuild import kernel_patches
@@ -422,7 +417,7 @@ def kernel_step(
     def step(kind: type[BuildKernel], text: str) -> BuildKernel:
         return kind(kver, spec, text, summary, options, force, intro=intro, tell=tell)
 
-    build = f"build the patched modules for {kver} from {spec.describe()}"
+    build = build_text(kver, spec)
     if not headers_present(host, kver):
         return step(MarkPending, f"mark {kver} pending until its headers are installed")
     try:
@@ -475,17 +470,15 @@ def plan(
     install: Install | None = None,
     tell: Tell = silent,
 ) -> Plan:
-    """Return the actions that converge ``situation``'s kernels, in order, with the summary they fill.
-
-    A hook (``origin`` in :data:`HOOK_ORIGINS`): put back what DKMS replaced for any kernel, build the hook's
-    kernel unless current (pending without a source), rebuild the kernels whose stored copy is unusable,
-    refresh their initramfs (not the hook's own kernel from ``postinst``: initramfs-tools runs after it), keep
-    the boot safe. The catch-up (:data:`CATCHUP`): the same for every kernel without current modules, then the
-    stamp. ``modules build`` (:data:`BUILD`, ``spec`` given): each kernel built unless current, its initramfs
-    refreshed, the boot kept safe. A bundle import (:data:`IMPORT`): its ``install``, the initramfs refreshed,
-    the boot kept safe. Reads the host (no hashing but the stored copies of replaced modules);
-    changes nothing. Raises FwmanError for a module source record that cannot be read.
-    """
+    """Return the actions that converge ``situation``'s kernels, in order, with the summary they fill. A hook
+    (``origin`` in :data:`HOOK_ORIGINS`): put back what DKMS replaced for any kernel, build the hook's kernel unless
+    current (pending without a source), rebuild the kernels whose stored copy is unusable, refresh their initramfs (not
+    the hook's own kernel from ``postinst``: initramfs-tools runs after it), keep the boot safe. The catch-up
+    (:data:`CATCHUP`): the same for every kernel without current modules, then the stamp. ``modules build``
+    (:data:`BUILD`, ``spec`` given): each kernel built unless current, its initramfs refreshed, the boot kept safe. A
+    bundle import (:data:`IMPORT`): its ``install``, the initramfs refreshed, the boot kept safe. Reads the host (no
+    hashing but the stored copies of replaced modules); changes nothing. Raises FwmanError for a module source record
+    that cannot be read."""
     from fwman.driver.build.install import stored_copy
     from fwman.driver.build.manifest import manifest_is_current
     from fwman.driver.build.source import load_source_spec
@@ -583,8 +576,6 @@ def plan(
 def dry_run(host: Host, plan: Plan) -> list[str]:
     """Return the descriptions of the plan's actions the host still needs: what its run would apply (the same
     objects). Raises RootDoorError (:func:`fwman.host.actions.pending`)."""
-    from fwman.host.actions import pending
-
     return [a.describe() for a in pending(host, plan.actions)]
 
 
@@ -592,8 +583,6 @@ def converge(host: Host, plan: Plan) -> RunSummary:
     """Apply the plan's actions in order and return the summary (``applied``: what a dry run listed). The boot
     check is read even when nothing needed it (it then changes nothing), for the summary's ``boot``. Raises what
     an action raises (the actions before it stay applied; running again continues)."""
-    from fwman.host.actions import apply_all
-
     plan.summary.applied = apply_all(host, plan.actions)
     boot = next((a for a in plan.actions if isinstance(a, EnsureSafeBoot)), None)
     if boot is not None and plan.summary.boot is None:

@@ -53,10 +53,8 @@ def _name(module: str) -> str:
 
 
 def parse_config_symbol(text: str, symbol: str = CONFIG_SYMBOL) -> str | None:
-    """Return the value of ``symbol`` in a kernel ``.config`` text (``"y"``, ``"m"``, ...), None when unset.
-
-    ``# CONFIG_X is not set`` and a missing line both return None. Never raises.
-    """
+    """Return the value of ``symbol`` in a kernel ``.config`` text (``"y"``, ``"m"``, ...), None when unset. ``#
+    CONFIG_X is not set`` and a missing line both return None. Never raises."""
     found: str | None = None
     prefix = symbol + "="
     for line in text.splitlines():
@@ -69,12 +67,10 @@ def parse_config_symbol(text: str, symbol: str = CONFIG_SYMBOL) -> str | None:
 
 
 def parse_blacklist(text: str) -> set[str]:
-    """Return the modules a modprobe.d file keeps from loading by alias: ``blacklist M`` lines, and ``install M``
-    lines whose command is ``/bin/false`` or ``/bin/true`` (the other idiom owners use).
-
-    Names are returned as modprobe compares them (``-`` as ``_``). Comments (``#``) and continued lines
-    (a trailing backslash) are handled as modprobe.d(5) describes. Never raises.
-    """
+    """Return the modules a modprobe.d file keeps from loading by alias: ``blacklist M`` lines, and ``install M`` lines
+    whose command is ``/bin/false`` or ``/bin/true`` (the other idiom owners use). Names are returned as modprobe
+    compares them (``-`` as ``_``). Comments (``#``) and continued lines (a trailing backslash) are handled as
+    modprobe.d(5) describes. Never raises."""
     out: set[str] = set()
     logical: list[str] = []
     pending = ""
@@ -157,16 +153,11 @@ class NovaKernel:
 
 def inspect_kernel(host: Host, kver: str) -> NovaKernel:
     """Return whether ``kver`` has nova_core (its ``/boot/config-KVER``, its module tree). Never raises."""
-    config: str | None = None
-    config_path: str | None = paths.kernel_config(kver)
+    config_path = paths.kernel_config(kver)
     try:
-        text = host.read_text(paths.kernel_config(kver)) if host.exists(paths.kernel_config(kver)) else None
+        text = host.read_text(config_path) if host.exists(config_path) else None
     except (FwmanError, OSError):
         text = None
-    if text is None:
-        config_path = None
-    else:
-        config = parse_config_symbol(text)
     module = None
     base = f"{paths.modules_dir(kver)}/{MODULE_SUBDIR}/{MODULE}.ko"
     for suffix in MODULE_SUFFIXES:
@@ -176,14 +167,14 @@ def inspect_kernel(host: Host, kver: str) -> NovaKernel:
                 break
         except (FwmanError, OSError):
             break
-    return NovaKernel(kver, config, config_path, module)
+    if text is None:
+        return NovaKernel(kver, None, None, module)
+    return NovaKernel(kver, parse_config_symbol(text), config_path, module)
 
 
 def problem(kernel: NovaKernel, blacklist: list[str]) -> str | None:
-    """Return why nova_core will take the GPU when ``kernel`` boots, or None when it will not.
-
-    ``blacklist`` is :func:`blacklist_files`' answer for the host.
-    """
+    """Return why nova_core will take the GPU when ``kernel`` boots, or None when it will not. ``blacklist`` is
+    :func:`blacklist_files`' answer for the host."""
     if not kernel.present:
         return None
     if kernel.built_in:
@@ -201,10 +192,8 @@ def problem(kernel: NovaKernel, blacklist: list[str]) -> str | None:
 
 def initramfs_problem(kver: str, members: Iterable[tuple[str, bytes]]) -> str | None:
     """Return why an initramfs of ``kver`` would let nova_core take the GPU before the root filesystem mounts.
-
-    ``members`` are (name without leading ``/``, content) of the image's files. The image is a problem when it
-    carries the nova_core module of ``kver`` and none of its modprobe files blacklists it. Never raises.
-    """
+    ``members`` are (name without leading ``/``, content) of the image's files. The image is a problem when it carries
+    the nova_core module of ``kver`` and none of its modprobe files blacklists it. Never raises."""
     items = list(members)
     module = None
     for name, _ in items:
@@ -241,10 +230,8 @@ def loaded_from_proc_modules(text: str) -> bool:
 
 
 def read_running(host: Host, functions: Iterable[str]) -> NovaRunning:
-    """Return whether nova_core is loaded and which of ``functions`` (PCI bus ids) it is bound to. Never raises.
-
-    Loaded: ``/sys/module/nova_core`` or a line of ``/proc/modules``; bound: the device's ``driver`` link.
-    """
+    """Return whether nova_core is loaded and which of ``functions`` (PCI bus ids) it is bound to. Never raises. Loaded:
+    ``/sys/module/nova_core`` or a line of ``/proc/modules``; bound: the device's ``driver`` link."""
     running = NovaRunning()
     try:
         running.loaded = host.exists(f"{paths.SYS_MODULE_DIR}/{MODULE}")

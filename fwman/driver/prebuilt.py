@@ -41,6 +41,7 @@ _MODULES = re.compile(rf"linux-modules-nvidia-{_BRANCH}-{_UBUNTU_KVER}")
 _META = re.compile(rf"linux-modules-nvidia-{_BRANCH}-(?P<flavour>[a-z][a-z0-9.-]*)")
 _OBJECTS = re.compile(rf"linux-objects-nvidia-{_BRANCH}-{_UBUNTU_KVER}")
 _SIGNATURES = re.compile(rf"linux-signatures-nvidia-{_UBUNTU_KVER}")
+_KINDS = (("modules", _MODULES), ("objects", _OBJECTS), ("signatures", _SIGNATURES), ("metapackage", _META))
 _MODULE_DIR = re.compile(r"(?P<dir>/(?:usr/)?lib/modules/[^/]+/kernel/nvidia[^/]*)/")
 
 
@@ -59,24 +60,14 @@ def classify(name: str) -> PrebuiltName | None:
     """Return what the package name ``name`` says, or None for a package that is not Ubuntu's prebuilt NVIDIA
     modules. Never raises."""
     bare = name.split(":", 1)[0]
-    m = _MODULES.fullmatch(bare)
-    if m is not None:
-        return PrebuiltName("modules", m["branch"], bool(m["open"]), m["kernel"], _flavour(m["kernel"]))
-    m = _OBJECTS.fullmatch(bare)
-    if m is not None:
-        return PrebuiltName("objects", m["branch"], bool(m["open"]), m["kernel"], _flavour(m["kernel"]))
-    m = _SIGNATURES.fullmatch(bare)
-    if m is not None:
-        return PrebuiltName("signatures", None, False, m["kernel"], _flavour(m["kernel"]))
-    m = _META.fullmatch(bare)
-    if m is not None:
-        return PrebuiltName("metapackage", m["branch"], bool(m["open"]), None, m["flavour"])
+    for kind, pattern in _KINDS:
+        m = pattern.fullmatch(bare)
+        if m is not None:
+            g = m.groupdict()
+            # a kernel's flavour: "6.8.0-149-generic" -> "generic"; "6.8.0-149-generic-64k" -> "generic-64k"
+            flavour = g["kernel"].split("-", 2)[2] if g.get("kernel") else g["flavour"]
+            return PrebuiltName(kind, g.get("branch"), bool(g.get("open")), g.get("kernel"), flavour)
     return None
-
-
-def _flavour(kernel: str) -> str:
-    # "6.8.0-149-generic" -> "generic"; "6.8.0-149-generic-64k" -> "generic-64k"
-    return kernel.split("-", 2)[2]
 
 
 @dataclass
@@ -100,20 +91,13 @@ def module_dirs(listed: list[str]) -> list[str]:
     """Return the NVIDIA module directories under ``/lib/modules/<kver>/kernel/`` that the paths of a dpkg file
     list lie in (``.../kernel/nvidia-580-open`` for its ``.ko`` files, ``.../kernel/nvidia-550`` for the
     ``bits/`` the postinst links from), in first-seen order. Never raises."""
-    found: list[str] = []
-    for path in listed:
-        m = _MODULE_DIR.match(path)
-        if m is not None and m["dir"] not in found:
-            found.append(m["dir"])
-    return found
+    return list(dict.fromkeys(m["dir"] for path in listed if (m := _MODULE_DIR.match(path)) is not None))
 
 
 def read_prebuilt(host: Host) -> list[PrebuiltPackage] | None:
-    """Return the installed prebuilt-NVIDIA packages of ``host`` (name order), each with its module directories
-    and the ``.ko`` files in them now; None when the host has no dpkg database.
-
-    Raises ParseError for a dpkg status file not in dpkg's format, MissingError when it cannot be read.
-    """
+    """Return the installed prebuilt-NVIDIA packages of ``host`` (name order), each with its module directories and the
+    ``.ko`` files in them now; None when the host has no dpkg database. Raises ParseError for a dpkg status file not in
+    dpkg's format, MissingError when it cannot be read."""
     status = read_status(host)
     if status is None:
         return None

@@ -65,11 +65,8 @@ class KernelOffer:
 
     def headers(self, host: Host) -> tuple[str, str | None]:
         """Return (the headers package of this kernel, the version apt offers of it, None: its candidate)."""
-        for name, version in self.packages.items():
-            kind = aptsim.kernel_of_package(name)
-            if kind == ("headers", self.kernel):
-                return name, version
-        return advise_host(host, self.kernel).package, None
+        mine = ((n, v) for n, v in self.packages.items() if aptsim.kernel_of_package(n) == ("headers", self.kernel))
+        return next(mine, None) or (advise_host(host, self.kernel).package, None)
 
 
 def simulate_argv(host: Host) -> list[str]:
@@ -85,16 +82,11 @@ def _apt_error(result_stderr: str, result_stdout: str, rc: int) -> str:
 
 
 def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
-    """Return the kernel releases the simulated upgrade would install that are not installed, oldest first, and
-    the simulation itself.
-
-    Raises MissingError without apt-get, FwmanError when apt-get fails (its error), ParseError when its output
-    has an operation line that cannot be read.
-    """
-    if host.which("apt-get") is None:
-        raise MissingError("apt-get not found: the pre-flight asks apt which kernels it would install")
-    result = host.run(simulate_argv(host), timeout=300)
-    if result.missing:
+    """Return the kernel releases the simulated upgrade would install that are not installed, oldest first, and the
+    simulation itself. Raises MissingError without apt-get, FwmanError when apt-get fails (its error), ParseError when
+    its output has an operation line that cannot be read."""
+    result = host.run(simulate_argv(host), timeout=300) if host.which("apt-get") is not None else None
+    if result is None or result.missing:
         raise MissingError("apt-get not found: the pre-flight asks apt which kernels it would install")
     if not result.ok:
         raise FwmanError(
@@ -201,6 +193,7 @@ class KernelVerdict:
         seconds = doc.get("seconds")
         nova = doc.get("nova_core")
         nova_config = nova.get("config") if isinstance(nova, dict) else None
+
         return cls(
             kernel=str(doc["kernel"]),
             status=str(status),
@@ -249,9 +242,8 @@ def read_state(host: Host) -> State:
     if not host.exists(paths.PREFLIGHT_STATE):
         return State()
     try:
-        doc = parse_json(
-            read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record"), paths.PREFLIGHT_STATE
-        )
+        data = read_capped(host, paths.PREFLIGHT_STATE, MAX_RECORD, "pre-flight record")
+        doc = parse_json(data, paths.PREFLIGHT_STATE)
     except MissingError as e:
         raise ParseError(paths.PREFLIGHT_STATE, "file", e.message) from e
     if not isinstance(doc, dict) or not isinstance(doc.get("kernels"), dict):
@@ -316,11 +308,9 @@ def _deb_fields(host: Host, deb: str) -> dict[str, str]:
 
 
 def download_headers(host: Host, package: str, version: str | None, debs: str, tell: Tell = silent) -> dict[str, str]:
-    """Download ``package`` (at ``version``, else its candidate) and the build dependencies of its tree into
-    ``debs``; return {package: version} of what is there.
-
-    Raises MissingError without apt-get or dpkg-deb, FwmanError when apt cannot download one (its error).
-    """
+    """Download ``package`` (at ``version``, else its candidate) and the build dependencies of its tree into ``debs``;
+    return {package: version} of what is there. Raises MissingError without apt-get or dpkg-deb, FwmanError when apt
+    cannot download one (its error)."""
     for tool in ("apt-get", "dpkg-deb"):
         if host.which(tool) is None:
             raise MissingError(f"{tool} not found: the pre-flight downloads and unpacks header packages with it")
@@ -376,11 +366,9 @@ def judge_nova_core(host: Host, verdict: KernelVerdict) -> None:
 
 
 def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, log: str) -> KernelTree:
-    """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in.
-
-    Raises MissingError when the packages hold no ``lib/modules/KVER/build`` with an ``include/`` directory,
-    FwmanError when dpkg-deb fails.
-    """
+    """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in. Raises
+    MissingError when the packages hold no ``lib/modules/KVER/build`` with an ``include/`` directory, FwmanError when
+    dpkg-deb fails."""
     host.remove_tree(root)
     host.mkdir(root)
     for name in sorted(host.listdir(debs)):
@@ -390,18 +378,15 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
         if not result.ok:
             raise FwmanError(f"`dpkg-deb -x {name}` failed: {result.stderr.strip()[-300:]}")
     _confine_links(host, kver, root)
-    build = source = None
+    found: dict[str, str] = {}
     for base in ("/lib/modules", "/usr/lib/modules"):
         for slot in ("build", "source"):
             # the links are followed inside the scratch root (an absolute target is the package's path, never
             # this machine's), so the verdict is about these headers and nothing installed is touched
-            found = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
-            if not host.is_dir(found):
-                continue
-            if slot == "build" and build is None:
-                build = found
-            elif slot == "source" and source is None:
-                source = found
+            path = resolve_in_root(host, root, f"{base}/{kver}/{slot}")
+            if host.is_dir(path):
+                found.setdefault(slot, path)
+    build, source = found.get("build"), found.get("source")
     if build is None or not host.is_dir(resolve_in_root(host, root, f"{build.removeprefix(root)}/include")):
         raise MissingError(f"the header packages of {kver} hold no lib/modules/{kver}/build with an include/ directory")
     _follow_makefile_includes(host, root, build)
@@ -409,11 +394,9 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
 
 
 def _confine_links(host: Host, kver: str, root: str) -> None:
-    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``)
-    is pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused.
-
-    Raises FwmanError naming the link (the kernel is then "could not check": such packages are not headers).
-    """
+    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``) is
+    pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused. Raises
+    FwmanError naming the link (the kernel is then "could not check": such packages are not headers)."""
     for link, target in links_leaving(host, root, root):
         if not target.startswith("/"):
             raise FwmanError(
@@ -451,9 +434,8 @@ MACHINE_CAUSES = ("missing-tool", "missing-library")
 
 
 def machine_lacks(failure: BuildFailure | None) -> bool:
-    """Return True when ``failure`` says this machine lacks what the build runs (a command not found, a program
-    without its shared library): the pre-flight then could not check the kernel, which is not "will not build".
-    Pure."""
+    """Return True when ``failure`` says this machine lacks what the build runs (a command not found, a program without
+    its shared library): the pre-flight then could not check the kernel, which is not "will not build". Pure."""
     return failure is not None and failure.cause in MACHINE_CAUSES
 
 
@@ -483,10 +465,8 @@ def check_kernel(
     progress: ProgressSink | None = None,
 ) -> KernelVerdict:
     """Download, unpack and build for ``offer``'s kernel; return the verdict (never raises for the kernel's own
-    problems: a download that fails is "could not check", a build that fails "will not build").
-
-    Raises FwmanError for what needs a person (disk, permissions, no compiler).
-    """
+    problems: a download that fails is "could not check", a build that fails "will not build"). Raises FwmanError for
+    what needs a person (disk, permissions, no compiler)."""
     from fwman.driver.kmod.kofile import read_module
 
     kver = offer.kernel
@@ -515,18 +495,13 @@ def check_kernel(
             failure = result.failure
             if failure is not None and machine_lacks(failure):
                 # this machine lacks what the build runs: no verdict on the kernel (and never a reason to hold it)
-                verdict.message = f"the build cannot run here: {failure.message}" + (
-                    f"; {failure.hint}" if failure.hint else ""
-                )
+                hint = f"; {failure.hint}" if failure.hint else ""
+                verdict.message = f"the build cannot run here: {failure.message}{hint}"
                 return verdict
             verdict.status = BROKEN
             if failure is not None:
-                verdict.file, verdict.line, verdict.error, verdict.phase = (
-                    failure.file,
-                    failure.line,
-                    failure.message,
-                    failure.phase,
-                )
+                verdict.file, verdict.line = failure.file, failure.line
+                verdict.error, verdict.phase = failure.message, failure.phase
             verdict.message = f"the patched modules do not build for {kver}"
             return verdict
         for name, path in result.modules.items():

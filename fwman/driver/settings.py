@@ -49,6 +49,8 @@ class Setting:
         return f"NVreg_{self.key}={self.value}"
 
 
+#: the source of the Blackwell options: the fix that made 2x RTX 5090 P2P boot
+CLUB_3090_FIX = "github.com/noonghunna/club-3090 issue 873, PR 875"
 #: per generation: the options recommended for P2P, each with its source. An empty list means the sources name
 #: none for that generation (see SILENT).
 RECOMMENDED: dict[str, list[Setting]] = {
@@ -57,14 +59,9 @@ RECOMMENDED: dict[str, list[Setting]] = {
             "RMForceStaticBar1",
             "1",
             'on 2x RTX 5090 with a full BAR1 "every vLLM boot still hung inside NCCL init" until it was set',
-            "github.com/noonghunna/club-3090 issue 873, PR 875",
+            CLUB_3090_FIX,
         ),
-        Setting(
-            "PeerMappingOverride",
-            "1",
-            "set together with RMForceStaticBar1 in the same fix",
-            "github.com/noonghunna/club-3090 issue 873, PR 875",
-        ),
+        Setting("PeerMappingOverride", "1", "set together with RMForceStaticBar1 in the same fix", CLUB_3090_FIX),
     ],
     AMPERE: [],
     ADA: [],
@@ -130,11 +127,9 @@ class Blacklist:
 
 
 def render(settings: list[Setting], blacklist: list[Blacklist] | None = None) -> bytes:
-    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then
-    one ``blacklist`` line (after its reason and source) per module of ``blacklist``.
-
-    Raises ParseError for an option or a line the format cannot hold (core/modprobeconf refuses it).
-    """
+    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then one
+    ``blacklist`` line (after its reason and source) per module of ``blacklist``. Raises ParseError for an option or a
+    line the format cannot hold (core/modprobeconf refuses it)."""
     comments = [HEADER.removeprefix("# ").removesuffix("\n")]
     comments += [f"NVreg_{s.key}={s.value}: {s.why} ({s.source})" for s in settings]
     listed = [(b.module, f"{b.module}: {b.why} ({b.source})") for b in blacklist or []]
@@ -145,10 +140,8 @@ _PARAM = re.compile(r"^([A-Za-z][A-Za-z0-9_]*): (.*)$")
 
 
 def parse_params(text: str) -> dict[str, str]:
-    """Return ``{option: value}`` from ``/proc/driver/nvidia/params`` (quotes of string values removed).
-
-    Raises ParseError for a line that is not ``Name: value``.
-    """
+    """Return ``{option: value}`` from ``/proc/driver/nvidia/params`` (quotes of string values removed). Raises
+    ParseError for a line that is not ``Name: value``."""
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -170,10 +163,8 @@ NOT_LOADED = "module not loaded"
 
 
 def state(setting: Setting, params: dict[str, str] | None) -> tuple[str, str | None]:
-    """Return (state, the loaded value) of ``setting`` given the loaded module's params (None: not loaded).
-
-    Numbers compare as numbers (``0x1`` is ``1``).
-    """
+    """Return (state, the loaded value) of ``setting`` given the loaded module's params (None: not loaded). Numbers
+    compare as numbers (``0x1`` is ``1``)."""
     if params is None:
         return NOT_LOADED, None
     if setting.key not in params:

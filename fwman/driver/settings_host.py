@@ -16,6 +16,7 @@ from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
+from fwman.core.jsonout import fields_of
 from fwman.driver import nova_core
 from fwman.driver import settings as nv
 from fwman.driver.boot import initramfs
@@ -79,23 +80,14 @@ class SettingsReport:
             "file_ok": self.file_ok,
             "generations": self.generations,
             "settings": [
-                {
-                    "option": s.option,
-                    "key": s.key,
-                    "value": s.value,
-                    "why": s.why,
-                    "source": s.source,
-                    "state": st,
-                    "loaded": loaded,
-                }
-                for s, st, loaded in self.states()
+                {"option": s.option, **fields_of(s), "state": st, "loaded": loaded} for s, st, loaded in self.states()
             ],
             "sources_silent": self.silent(),
             "params": paths.PROC_DRIVER_PARAMS,
             "params_error": self.params_error,
             "file_error": self.file_error,
             "initramfs": {"image": self.image, "state": self.initramfs},
-            "blacklist": [{"module": b.module, "why": b.why, "source": b.source} for b in self.blacklist],
+            "blacklist": [fields_of(b) for b in self.blacklist],
             "nova_core_kernels": [
                 {"kernel": k.kver, "config": k.config, "module": k.module, "built_in": k.built_in}
                 for k in self.nova_kernels
@@ -146,10 +138,8 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
     except FwmanError:
         kernels = []
     report.nova_kernels = [k for k in (nova_core.inspect_kernel(host, kver) for kver in kernels) if k.present]
-    for k in report.nova_kernels:
-        image = initramfs.image_path(host, k.kver)
-        if image:
-            report.nova_images[k.kver] = image
+    images = {k.kver: initramfs.image_path(host, k.kver) for k in report.nova_kernels}
+    report.nova_images = {kver: image for kver, image in images.items() if image}
     blacklist = report.blacklist
     report.wanted = nv.render(report.settings, blacklist) if report.settings or blacklist else b""
     try:
@@ -176,16 +166,10 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
 
 
 def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
-    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish.
-
-    The regeneration is needed when the file changes or the image does not carry it as it will be.
-    """
-    file_action: Action = (
-        WriteFile(paths.MODPROBE_OPTIONS_FILE, report.wanted)
-        if report.wanted
-        else RemoveFile(paths.MODPROBE_OPTIONS_FILE)
-    )
-    actions: list[Action] = [file_action]
+    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish. The
+    regeneration is needed when the file changes or the image does not carry it as it will be."""
+    options = paths.MODPROBE_OPTIONS_FILE
+    actions: list[Action] = [WriteFile(options, report.wanted) if report.wanted else RemoveFile(options)]
     images: dict[str, tuple[str, str]] = {}  # kernel -> (image, why it must carry the file)
     if report.kernel and report.image:
         images[report.kernel] = (report.image, f"the initramfs of {report.kernel} must carry the options")

@@ -59,34 +59,21 @@ def is_userspace_package(name: str) -> bool:
 
 
 def parse_dpkg_query(text: str) -> dict[str, str]:
-    """Return {package: version} of installed packages from ``dpkg-query -W`` (package, version, status; tabs).
-
-    Lines that are not three tab-separated fields, or whose status is not "installed", are skipped.
-    """
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) != 3 or parts[2].strip() != "installed" or not parts[0] or not parts[1]:
-            continue
-        out[parts[0]] = parts[1]
-    return out
+    """Return {package: version} of installed packages from ``dpkg-query -W`` (package, version, status; tabs). Lines
+    that are not three tab-separated fields, or whose status is not "installed", are skipped."""
+    rows = [line.split("\t") for line in text.splitlines()]
+    return {p[0]: p[1] for p in rows if len(p) == 3 and p[2].strip() == "installed" and p[0] and p[1]}
 
 
 def parse_simulated_upgrade(text: str) -> dict[str, tuple[str, str]]:
     """Return {package: (installed, new)} from ``apt-get -s`` output ("Inst" lines with an installed version)."""
-    out: dict[str, tuple[str, str]] = {}
-    for line in text.splitlines():
-        m = _INST.match(line)
-        if m:
-            out[m.group(1).split(":", 1)[0]] = (m.group(2), m.group(3))
-    return out
+    found = (_INST.match(line) for line in text.splitlines())
+    return {m.group(1).split(":", 1)[0]: (m.group(2), m.group(3)) for m in found if m}
 
 
 def render_pin(packages: dict[str, str]) -> bytes:
-    """Return the apt preferences file pinning each package to its version.
-
-    Raises ParseError for a name or version apt preferences cannot hold (it came from dpkg: never written).
-    """
+    """Return the apt preferences file pinning each package to its version. Raises ParseError for a name or version apt
+    preferences cannot hold (it came from dpkg: never written)."""
     return aptprefs.render(
         [aptprefs.Pin((name,), "version", version, 1001) for name, version in sorted(packages.items())],
         header=(
@@ -102,9 +89,9 @@ def render_blacklist(packages: dict[str, str]) -> bytes:
         "// written by `fwman userspace hold` (undo: `fwman userspace release`).",
         "// unattended-upgrades must not move the NVIDIA user space away from the patched module's version.",
         "Unattended-Upgrade::Package-Blacklist {",
+        *(f'    "^{re.escape(name)}$";' for name in sorted(packages)),
+        "};",
     ]
-    lines += [f'    "^{re.escape(name)}$";' for name in sorted(packages)]
-    lines.append("};")
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -122,11 +109,8 @@ class HoldRecord:
 
 
 def read_record_checked(host: Host) -> HoldRecord | None:
-    """Return the hold record, or None when there is none.
-
-    Raises ParseError naming the file when it is there but unreadable: a damaged record is evidence of a
-    hold (its pin may well be in place), never "no hold".
-    """
+    """Return the hold record, or None when there is none. Raises ParseError naming the file when it is there but
+    unreadable: a damaged record is evidence of a hold (its pin may well be in place), never "no hold"."""
     try:
         if not host.exists(STATE_FILE):
             return None
@@ -204,10 +188,8 @@ def installed_packages(host: Host) -> dict[str, str] | None:
 
 
 def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
-    """Return {package: (installed, new)} for NVIDIA user-space upgrades apt would make now, changing nothing.
-
-    Runs ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there.
-    """
+    """Return {package: (installed, new)} for NVIDIA user-space upgrades apt would make now, changing nothing. Runs
+    ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there."""
     if _which(host, "apt-get") is None:
         return None
     try:
@@ -340,10 +322,8 @@ def release_actions() -> list[Action]:
 
 
 def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
-    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`.
-
-    A hold of the same packages keeps its date, so a second hold (and its dry run) changes nothing.
-    """
+    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`. A hold of the same packages
+    keeps its date, so a second hold (and its dry run) changes nothing."""
     packages = installed_packages(host)
     if packages is None:
         raise MissingError("dpkg-query not found: `fwman userspace hold` pins Debian packages through apt")
@@ -367,11 +347,9 @@ def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
 
 
 def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
-    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
-
-    Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
-    NVIDIA's .run installer is the reason).
-    """
+    """Pin every installed NVIDIA user-space package; return (packages held, what changed). Raises MissingError without
+    dpkg, and when no NVIDIA user-space package is installed (the message says when NVIDIA's .run installer is the
+    reason)."""
     from fwman.host.actions import apply_all
 
     packages, actions = _hold_plan(host, at)

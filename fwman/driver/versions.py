@@ -26,13 +26,10 @@ _VERSION_LINE = re.compile(r"^NVIDIA_VERSION[ \t]*[:?]?=[ \t]*(\S*)[ \t]*$", re.
 
 
 def parse_p2p_branch(name: str) -> DriverVersion | None:
-    """Return the driver version a ``<version>-p2p`` (or ``<version>-p2p-vN``) branch name says, or None for any
-    other branch name. A name is a hint only: the branch's tree says what it builds (:mod:`fwman.driver.revisions`).
-
-    ``refs/heads/`` in front is accepted. Never raises.
-    """
-    if name.startswith("refs/heads/"):
-        name = name[len("refs/heads/") :]
+    """Return the driver version a ``<version>-p2p`` (or ``<version>-p2p-vN``) branch name says, or None for any other
+    branch name. A name is a hint only: the branch's tree says what it builds (:mod:`fwman.driver.revisions`).
+    ``refs/heads/`` in front is accepted. Never raises."""
+    name = name.removeprefix("refs/heads/")
     name = re.sub(r"-v[0-9]+$", "", name) if re.search(r"-p2p-v[0-9]+$", name) else name
     if not name.endswith(P2P_SUFFIX):
         return None
@@ -55,11 +52,9 @@ def nearest(target: DriverVersion, available: list[DriverVersion]) -> tuple[Driv
 
 @dataclass(kw_only=True)
 class Revision:
-    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed.
-
-    A dataclass (not pydantic): built by :func:`revisions` from values it has already turned into strings, and
-    ``fwman audit`` reads it on its fast path (bench/containers.py).
-    """
+    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed. A dataclass (not
+    pydantic): built by :func:`revisions` from values it has already turned into strings, and ``fwman audit`` reads it
+    on its fast path (bench/containers.py)."""
 
     branch: str
     commit: str | None = None
@@ -94,10 +89,8 @@ def is_p2p_name(branch: str) -> bool:
 
 
 def parse_version_mk(text: str) -> DriverVersion:
-    """Return the driver version of a ``version.mk`` (its ``NVIDIA_VERSION = X`` line).
-
-    Raises ParseError when there is no such line or its value is not a driver version.
-    """
+    """Return the driver version of a ``version.mk`` (its ``NVIDIA_VERSION = X`` line). Raises ParseError when there is
+    no such line or its value is not a driver version."""
     m = _VERSION_LINE.search(text)
     if m is None:
         raise ParseError(VERSION_FILE, "NVIDIA_VERSION", "no 'NVIDIA_VERSION = X' line")
@@ -112,25 +105,25 @@ def revisions(
 ) -> list[Revision]:
     """Return the P2P revisions among ``branches``: the tree's version where ``trees`` has the branch's commit,
     else the name's (``V-p2p``, ``V-p2p-vN``) as a hint. Never raises."""
-    result = []
-    for branch in branches:
-        if not is_p2p_name(branch):
-            continue
-        commit = commits.get(branch)
-        tree = trees.get(commit) if commit else None
-        hint = parse_p2p_branch(branch)
-        version = tree.get("version") if tree else None
-        result.append(
-            Revision(
-                branch=branch,
-                commit=commit,
-                version=str(version) if version else (str(hint) if hint else None),
-                from_tree=bool(version),
-                date=str(tree["date"]) if tree and tree.get("date") else None,
-                error=str(tree["error"]) if tree and tree.get("error") else None,
-            )
-        )
-    return result
+    return [tree_revision(b, commits.get(b), trees, parse_p2p_branch(b)) for b in branches if is_p2p_name(b)]
+
+
+def tree_revision(
+    branch: str, commit: str | None, trees: Mapping[str, Any], hint: object, patch_sha256: str | None = None
+) -> Revision:
+    """Return the revision of ``branch`` at ``commit``: the version its tree says where ``trees`` has the commit
+    (with the date, or why the tree could not be read), else ``hint`` as text (None: unknown). Never raises."""
+    tree = trees.get(commit) if commit else None
+    version = tree.get("version") if tree else None
+    return Revision(
+        branch=branch,
+        commit=commit,
+        version=str(version) if version else (str(hint) if hint else None),
+        from_tree=bool(version),
+        date=str(tree["date"]) if tree and tree.get("date") else None,
+        error=str(tree["error"]) if tree and tree.get("error") else None,
+        patch_sha256=patch_sha256,
+    )
 
 
 def newest_first(revs: list[Revision]) -> list[Revision]:

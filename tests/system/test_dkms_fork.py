@@ -15,9 +15,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from fwman.driver import dkms
 from fwman.driver.dkms import DkmsEntry
 from fwman.host.live import LiveHost
@@ -136,16 +133,5 @@ def test_nvidias_installer_template_is_not_a_usable_dkms_conf() -> None:
     # the shape of kernel-open/dkms.conf in the March 2025 tree (aikitoria/open-gpu-kernel-modules 570.86.16-p2p)
     template = 'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="__VERSION_STRING"\nAUTOINSTALL="yes"\n__DKMS_MODULES\n'
     assert dkms.is_template(template)
-    assert dkms.parse_dkms_conf(template) == {
-        "PACKAGE_NAME": "nvidia", "PACKAGE_VERSION": "__VERSION_STRING", "AUTOINSTALL": "yes",
-    }  # fmt: skip
     real = (STOCK_DKMS / "dkms.conf").read_text()
-    assert not dkms.is_template(real) and dkms.parse_dkms_conf(real)["BUILT_MODULE_NAME[0]"] == "nvidia"
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text(max_size=300))
-def test_any_dkms_conf_text_parses(text: str) -> None:
-    out = dkms.parse_dkms_conf(text)
-    assert isinstance(out, dict) and all(isinstance(v, str) for v in out.values())
-    assert isinstance(dkms.is_template(text), bool)
+    assert not dkms.is_template(real)

@@ -16,16 +16,14 @@ from fwman.driver.forks.forge import DEFAULT_API, forge_repo, list_via_api
 from fwman.driver.forks.lsremote import list_tags, list_via_git
 from fwman.driver.forks.model import BranchReport, DonorPatch, Fork, ForkBranches
 from fwman.driver.forks.trees import read_trees
-from fwman.driver.versions import Revision, is_p2p_name, newest_first, revisions
+from fwman.driver.versions import Revision, is_p2p_name, newest_first, revisions, tree_revision
 from fwman.host.base import Host
 
 
 def usable_branches(found: Sequence[str]) -> list[str]:
-    """Return the names in ``found`` that are branch names fwman accepts (``names.branch_name``), in order.
-
-    A forge or a remote may list names fwman refuses as ``--branch`` (whitespace, ``..``, thousands of
-    characters): no build can use them, so they are neither shown nor written to the cache.
-    """
+    """Return the names in ``found`` that are branch names fwman accepts (``names.branch_name``), in order. A forge or a
+    remote may list names fwman refuses as ``--branch`` (whitespace, ``..``, thousands of characters): no build can use
+    them, so they are neither shown nor written to the cache."""
     usable = []
     for name in found:
         try:
@@ -33,6 +31,14 @@ def usable_branches(found: Sequence[str]) -> list[str]:
         except UsageError:
             continue
     return usable
+
+
+def _live(fork: Fork, found: Mapping[str, str | None], source: str, now: datetime) -> ForkBranches:
+    """Return the live listing of ``fork`` from ``found`` ({branch: commit, None where unknown}): its usable
+    branch names and their known commits."""
+    kept = usable_branches(list(found))
+    commits = {b: c for b in kept if (c := found[b])}
+    return ForkBranches(fork=fork.name, url=fork.url, branches=kept, commits=commits, source=source, fetched_at=now)
 
 
 def _from_cache(
@@ -56,7 +62,11 @@ def _from_cache(
         url=fork.url,
         branches=branches,
         commits=commits,
-        revisions=with_families(_revisions_of(fork, branches, commits, trees or {})),
+        revisions=with_families(
+            revisions(branches, commits, trees or {})
+            if fork.donor is None
+            else donor_revisions(fork.donor, branches, commits, trees or {})
+        ),
         source="cache",
         donor=fork.donor,
         fetched_at=fetched,
@@ -74,12 +84,9 @@ def list_branches(
     timeout: float = 20.0,
     max_cache_age: float | None = None,
 ) -> BranchReport:
-    """Return the branches of every fork: live where possible (then cached), else from the cache.
-
-    ``offline`` skips the network entirely; ``max_cache_age`` (seconds) uses a cached list younger than that
-    without listing live. Never raises for a fork that cannot be listed: its entry says why (``error``) and has
-    ``source`` "cache" or "none".
-    """
+    """Return the branches of every fork: live where possible (then cached), else from the cache. ``offline`` skips the
+    network entirely; ``max_cache_age`` (seconds) uses a cached list younger than that without listing live. Never
+    raises for a fork that cannot be listed: its entry says why (``error``) and has ``source`` "cache" or "none"."""
     now = now or clock.now_utc()
     cache = load_cache(host)
     trees = load_trees(host)
@@ -111,31 +118,13 @@ def list_branches(
             continue
         if has_git:
             try:
-                heads = list_via_git(host, fork.url, timeout)
-                kept = usable_branches(list(heads))
-                listing = ForkBranches(
-                    fork=fork.name,
-                    url=fork.url,
-                    branches=kept,
-                    commits={b: heads[b] for b in kept},
-                    source="git",
-                    fetched_at=now,
-                )
+                listing = _live(fork, list_via_git(host, fork.url, timeout), "git", now)
             except (FwmanError, ParseError) as e:
                 errors.append(e.message if isinstance(e, FwmanError) else str(e))
         repo = forge_repo(fork.url)
         if listing is None and repo is not None:
             try:
-                found = list_via_api(host, api, *repo, timeout=timeout)
-                kept = usable_branches(list(found))
-                listing = ForkBranches(
-                    fork=fork.name,
-                    url=fork.url,
-                    branches=kept,
-                    commits={b: found[b] for b in kept if found[b]},
-                    source="api",
-                    fetched_at=now,
-                )
+                listing = _live(fork, list_via_api(host, api, *repo, timeout=timeout), "api", now)
             except FwmanError as e:
                 errors.append(e.message)
         if listing is None and repo is None and not has_git:
@@ -181,39 +170,12 @@ def choose_revision(revs: Sequence[Revision], family: str) -> list[Revision]:
     return sorted(by_date, key=lambda r: (-(r.revision or 0), order[id(r)]))
 
 
-def _revisions_of(
-    fork: Fork, branches: list[str], commits: Mapping[str, str], trees: Mapping[str, Any]
-) -> list[Revision]:
-    """Return the revisions of a listing: a branch fork's P2P branches, or a donor fork's upstream tags."""
-    if fork.donor is None:
-        return revisions(branches, commits, trees)
-    return donor_revisions(fork.donor, branches, commits, trees)
-
-
 def donor_revisions(
     donor: DonorPatch, tags: list[str], commits: Mapping[str, str], trees: Mapping[str, Any]
 ) -> list[Revision]:
     """Return one revision per upstream tag of ``donor.versions`` that ``tags`` has: the version its tree's
     ``version.mk`` says where ``trees`` has its commit, else the tag's (a hint). Never raises."""
-    found = []
-    for tag in donor.versions:
-        if tag not in tags:
-            continue
-        commit = commits.get(tag)
-        tree = trees.get(commit) if commit else None
-        version = tree.get("version") if tree else None
-        found.append(
-            Revision(
-                branch=tag,
-                commit=commit,
-                version=str(version) if version else tag,
-                from_tree=bool(version),
-                date=str(tree["date"]) if tree and tree.get("date") else None,
-                error=str(tree["error"]) if tree and tree.get("error") else None,
-                patch_sha256=donor.sha256,
-            )
-        )
-    return found
+    return [tree_revision(t, commits.get(t), trees, t, donor.sha256) for t in donor.versions if t in tags]
 
 
 def _list_donor(

@@ -64,51 +64,35 @@ def rendered(python: str | None = None) -> dict[str, bytes]:
     directory = templates_dir()
     # written into shell hooks and a unit's ExecStart=: one plain word, or systemd and sh would read it otherwise
     python = unitfile.exec_word(python or python_for_hooks(), "interpreter")
-
-    def template(name: str) -> bytes:
-        return read_data(directory / name).decode().replace("@PYTHON@", python).encode()
-
-    hook = template("kernel-postinst")
-    check = template("kernel-bootcheck")
     return {
-        paths.POSTINST_HOOK: hook,
-        paths.HEADER_POSTINST_HOOK: hook,
-        paths.POSTRM_HOOK: template("kernel-postrm"),
-        paths.KERNEL_INSTALL_PLUGIN: template("kernel-install-plugin"),
-        paths.POSTINST_BOOT_CHECK: check,
-        paths.POSTRM_BOOT_CHECK: check,
-        paths.KERNEL_INSTALL_BOOT_CHECK: check,
-        paths.APT_BOOT_CHECK: template("apt-boot-check"),
-        paths.CATCHUP_UNIT: template(paths.CATCHUP_UNIT_NAME),
-        paths.CATCHUP_SCRIPT: template("fwman-catchup"),
+        path: read_data(directory / name).decode().replace("@PYTHON@", python).encode() for path, name, _ in INSTALLED
     }
 
 
-#: every file ``fwman hooks install`` writes and its mode, in install order (``hooks status`` reports them all)
-INSTALLED: tuple[tuple[str, int], ...] = (
-    (paths.POSTINST_HOOK, 0o755),
-    (paths.HEADER_POSTINST_HOOK, 0o755),
-    (paths.POSTRM_HOOK, 0o755),
-    (paths.KERNEL_INSTALL_PLUGIN, 0o755),
-    (paths.POSTINST_BOOT_CHECK, 0o755),
-    (paths.POSTRM_BOOT_CHECK, 0o755),
-    (paths.KERNEL_INSTALL_BOOT_CHECK, 0o755),
-    (paths.APT_BOOT_CHECK, 0o644),
-    (paths.CATCHUP_SCRIPT, 0o755),
-    (paths.CATCHUP_UNIT, 0o644),
+#: every file ``fwman hooks install`` writes: its path, its template in ``hooks/`` and its mode, in install order
+#: (``hooks status`` reports them all)
+INSTALLED: tuple[tuple[str, str, int], ...] = (
+    (paths.POSTINST_HOOK, "kernel-postinst", 0o755),
+    (paths.HEADER_POSTINST_HOOK, "kernel-postinst", 0o755),
+    (paths.POSTRM_HOOK, "kernel-postrm", 0o755),
+    (paths.KERNEL_INSTALL_PLUGIN, "kernel-install-plugin", 0o755),
+    (paths.POSTINST_BOOT_CHECK, "kernel-bootcheck", 0o755),
+    (paths.POSTRM_BOOT_CHECK, "kernel-bootcheck", 0o755),
+    (paths.KERNEL_INSTALL_BOOT_CHECK, "kernel-bootcheck", 0o755),
+    (paths.APT_BOOT_CHECK, "apt-boot-check", 0o644),
+    (paths.CATCHUP_SCRIPT, "fwman-catchup", 0o755),
+    (paths.CATCHUP_UNIT, paths.CATCHUP_UNIT_NAME, 0o644),
 )
 
 
 def left_out(host: Host) -> dict[str, str]:
-    """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of.
-
-    apt's ``DPkg::Post-Invoke`` file is for apt: on a host without it (no ``apt-get``, no apt sources: a tree
-    under ``--root`` without them, a system with another package manager) writing it would only create
-    ``/etc/apt`` for nothing. ``/etc/apt`` itself does not count: fwman writes its own pins there (``dkms
-    block``, ``modules preflight --hold``), which would make a second ``hooks install`` differ from the first.
-    ``apt-get`` is looked up on PATH on the real root only (under ``--root`` PATH is this machine's, not the
-    tree's). A replay that did not record these paths counts as having apt (as before).
-    """
+    """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of. apt's ``DPkg::Post-Invoke``
+    file is for apt: on a host without it (no ``apt-get``, no apt sources: a tree under ``--root`` without them, a
+    system with another package manager) writing it would only create ``/etc/apt`` for nothing. ``/etc/apt`` itself does
+    not count: fwman writes its own pins there (``dkms block``, ``modules preflight --hold``), which would make a second
+    ``hooks install`` differ from the first. ``apt-get`` is looked up on PATH on the real root only (under ``--root``
+    PATH is this machine's, not the tree's). A replay that did not record these paths counts as having apt (as
+    before)."""
     try:
         if host.exists(paths.APT_GET) or any(host.exists(p) for p in paths.APT_SOURCES):
             return {}
@@ -123,14 +107,14 @@ def install_actions(python: str | None = None, skip: Collection[str] = ()) -> li
     """Return the actions that install the hooks, the boot checks and the unit (idempotent), leaving out the
     files in ``skip`` (see :func:`left_out`)."""
     files = rendered(python)
-    actions: list[Action] = [WriteFile(path, files[path], mode) for path, mode in INSTALLED if path not in skip]
+    actions: list[Action] = [WriteFile(path, files[path], mode) for path, _, mode in INSTALLED if path not in skip]
     actions.append(Symlink(paths.CATCHUP_UNIT_WANTS, paths.CATCHUP_UNIT))
     return actions
 
 
 def remove_actions() -> list[Action]:
     """Return the actions that remove everything :func:`install_actions` wrote (the unit's link first)."""
-    return [RemoveFile(paths.CATCHUP_UNIT_WANTS), *(RemoveFile(path) for path, _ in reversed(INSTALLED))]
+    return [RemoveFile(paths.CATCHUP_UNIT_WANTS), *(RemoveFile(path) for path, _, _ in reversed(INSTALLED))]
 
 
 def install(host: Host, tell: Tell = silent, skip: Mapping[str, str] | None = None) -> list[str]:
@@ -198,7 +182,7 @@ def status(host: Host) -> HooksStatus:
     except MissingError:
         expected = {}
     skipped = left_out(host)
-    for path, _mode in INSTALLED:
+    for path, _, _ in INSTALLED:
         if path in skipped and not host.exists(path):  # not for this host: its absence is what install leaves
             result.files.append(HookFileState(path, False, True, f"skipped: {skipped[path]}"))
             continue

@@ -104,11 +104,6 @@ def parse_md5sums(text: str) -> dict[str, str]:
     return sums
 
 
-def is_hook_path(path: str) -> bool:
-    """Return True for a package path that belongs to the hooks (see HOOK_PREFIXES)."""
-    return path.startswith(HOOK_PREFIXES)
-
-
 def _read(host: Host, path: str) -> str | None:
     try:
         return host.read_text(path) if host.exists(path) else None
@@ -117,12 +112,10 @@ def _read(host: Host, path: str) -> str | None:
 
 
 def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | None:
-    """Return the package's hook files on ``host``, or None when no installed package ships fwman's hooks.
-
-    A package removed but not purged ships nothing any more (dpkg then lists only its conffiles, and its
-    md5sums are gone): that counts as not owning, so a pip-installed fwman can install its own hooks again.
-    Raises ParseError when dpkg's files are not in the documented format.
-    """
+    """Return the package's hook files on ``host``, or None when no installed package ships fwman's hooks. A package
+    removed but not purged ships nothing any more (dpkg then lists only its conffiles, and its md5sums are gone): that
+    counts as not owning, so a pip-installed fwman can install its own hooks again. Raises ParseError when dpkg's files
+    are not in the documented format."""
     info = f"{paths.DPKG_INFO_DIR}/{package}"
     listing = _read(host, f"{info}.list")
     md5sums = _read(host, f"{info}.md5sums")
@@ -131,7 +124,7 @@ def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | 
     sums = parse_md5sums(md5sums)
     files: list[PackagedFile] = []
     for path in parse_dpkg_list(listing):
-        if not is_hook_path(path) or host.is_dir(path):
+        if not path.startswith(HOOK_PREFIXES) or host.is_dir(path):
             continue
         present = host.exists(path)
         modified: bool | None = None
@@ -147,11 +140,9 @@ def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | 
 
 
 def refuse_changes(owner: PackageOwnership, verb: str) -> str:
-    """Return what ``fwman hooks install`` says when the package owns the hooks (nothing is written).
-
-    Raises BlockedError for ``remove`` (dpkg removes package files), and for ``install`` when a package file is
-    missing or changed (reinstalling the package restores it; fwman does not write over package files).
-    """
+    """Return what ``fwman hooks install`` says when the package owns the hooks (nothing is written). Raises
+    BlockedError for ``remove`` (dpkg removes package files), and for ``install`` when a package file is missing or
+    changed (reinstalling the package restores it; fwman does not write over package files)."""
     where = ", ".join(f.path for f in owner.files)
     if verb == "remove":
         raise BlockedError(

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from fwman.core.errors import MissingError, ParseError
+from fwman.core.errors import MissingError, ParseError, VerificationError
 from fwman.driver.build import install
 from fwman.driver.build.manifest import (
     Manifest,
@@ -53,8 +53,6 @@ class InstallStaged:
 
     def apply(self, host: Host) -> None:
         """Install. Raises MissingError when nothing is staged, VerificationError when the set is not in effect."""
-        from fwman.core.errors import VerificationError
-
         stamp = staged_build(host, self.kver)
         if stamp is None:
             raise MissingError(f"nothing staged for {self.kver} in {staged_dir(self.kver)}")
@@ -100,9 +98,5 @@ def phases(actions: Sequence[Action], total: float) -> dict[str, float]:
     downloads and installs), ``own`` (the rest: staging, keeping, installing the modules, depmod, the records)."""
     builds = sum(a.seconds for a in actions if isinstance(a, StageModules))
     packages = sum(a.seconds for a in actions if isinstance(a, AptPackages))
-    return {
-        "builds": round(builds, 3),
-        "packages": round(packages, 3),
-        "own": round(total - builds - packages, 3),
-        "total": round(total, 3),
-    }
+    parts = {"builds": builds, "packages": packages, "own": total - builds - packages, "total": total}
+    return {k: round(v, 3) for k, v in parts.items()}

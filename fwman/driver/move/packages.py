@@ -41,8 +41,7 @@ def parse_madison(text: str) -> dict[str, list[str]]:
 
 
 def version_for(versions: Sequence[str], target: str) -> str | None:
-    """Return the first of ``versions`` (apt lists the preferred first) whose upstream part is ``target``, or
-    None."""
+    """Return the first of ``versions`` (apt lists the preferred first) whose upstream part is ``target``, or None."""
     return next((v for v in versions if upstream_version(v) == target), None)
 
 
@@ -55,21 +54,6 @@ def deb_file_prefix(name: str, version: str) -> str:
 def apt_argv(host: Host, *args: str) -> list[str]:
     """Return ``apt-get ARGS`` pointed at a temp root's configuration and lists (none for ``/``)."""
     return ["apt-get", *apt_root_options(root_prefix(host)), *args]
-
-
-def staged_debs(host: Host, directory: str, packages: Mapping[str, str]) -> dict[str, str] | None:
-    """Return {package: host path of its downloaded .deb} in ``directory``, None when one is missing."""
-    try:
-        files = host.listdir(directory) if host.is_dir(directory) else []
-    except MissingError:
-        files = []
-    out: dict[str, str] = {}
-    for name, version in packages.items():
-        found = [f for f in files if f.startswith(deb_file_prefix(name, version)) and f.endswith(".deb")]
-        if not found:
-            return None
-        out[name] = f"{directory}/{sorted(found)[0]}"
-    return out
 
 
 def last_line(result: CommandResult, default: str) -> str:
@@ -95,8 +79,18 @@ class AptPackages:
         return ", ".join(f"{n} {v}" for n, v in sorted(self.packages.items()))
 
     def debs(self, host: Host) -> dict[str, str] | None:
-        """Return {package: host path of its .deb} in the directory, None when one is missing."""
-        return staged_debs(host, self.directory, self.packages)
+        """Return {package: host path of its downloaded .deb} in the directory, None when one is missing."""
+        try:
+            files = host.listdir(self.directory) if host.is_dir(self.directory) else []
+        except MissingError:
+            files = []
+        out: dict[str, str] = {}
+        for name, version in self.packages.items():
+            found = [f for f in files if f.startswith(deb_file_prefix(name, version)) and f.endswith(".deb")]
+            if not found:
+                return None
+            out[name] = f"{self.directory}/{sorted(found)[0]}"
+        return out
 
     def timed(
         self, host: Host, argv: list[str], env: Mapping[str, str] | None = None, cwd: str | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fwman.core.errors import MissingError
+from fwman.core.errors import MissingError, VerificationError
 from fwman.driver.build import install
 from fwman.driver.build.manifest import install_dir, sha256_hex
 from fwman.driver.move.commit import RemoveTree
@@ -55,8 +55,6 @@ class RestoreKept:
 
     def apply(self, host: Host) -> None:
         """Restore. Raises VerificationError when a kept copy no longer hashes as kept."""
-        from fwman.core.errors import VerificationError
-
         for path in self._extra(host):
             host.unlink(path)
         for path, entry in self.kept.files.items():
@@ -88,9 +86,8 @@ class DepmodAfterRestore(install.RunDepmod):
 
 
 def rollback_actions(host: Host, record: MoveRecord, at: str) -> list[Action]:
-    """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept
-    files, depmod for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged
-    index."""
+    """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept files, depmod
+    for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged index."""
     kept = read_kept(host)
     actions: list[Action] = []
     previous = {p.name: p.installed for p in record.packages}

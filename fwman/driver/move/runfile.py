@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from fwman.core.errors import FwmanError, MissingError
+from fwman.core.errors import FwmanError, MissingError, VerificationError
 from fwman.driver.build.manifest import sha256_hex
 from fwman.driver.localfs import local_dir
 from fwman.driver.move.packages import last_line
@@ -92,8 +92,6 @@ class InstallRunInContainer:
     def apply(self, host: Host) -> None:
         """Copy the staged installer into the container, run it, remove the copy. Raises FwmanError when it fails or
         the container's libraries are not all of the target version afterwards."""
-        from fwman.core.errors import VerificationError
-
         inside = f"{self.root.rstrip('/')}/tmp/{run_name(self.target)}"
         host.write_bytes(inside, host.read_bytes(f"{STAGED}/{run_name(self.target)}"), 0o755)
         try:

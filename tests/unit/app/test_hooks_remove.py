@@ -22,7 +22,7 @@ def test_dry_run_lists_every_installed_file_and_removes_none(tmp_path: Path) -> 
     r = run("--root", str(tmp_path), "hooks", "remove", "--dry-run")
     assert r.code == 0, r.stderr
     listed = [line.removeprefix("would remove ") for line in r.stdout.splitlines()]
-    assert sorted(listed) == sorted([paths.CATCHUP_UNIT_WANTS, *(path for path, _ in INSTALLED)])
+    assert sorted(listed) == sorted([paths.CATCHUP_UNIT_WANTS, *(path for path, *_ in INSTALLED)])
     assert _files(tmp_path) == before  # nothing removed
     doc = run("--root", str(tmp_path), "hooks", "remove", "--dry-run", "--json").json()
     assert doc["schema"] == "fwman.hooks-remove/1" and doc["dry_run"] is True and doc["changed"] is False
@@ -38,7 +38,7 @@ def test_json_says_changed_once_then_not(tmp_path: Path) -> None:
     assert first.code == 0, first.stderr
     doc = first.json()
     assert doc["changed"] is True and doc["dry_run"] is False and len(doc["actions"]) == len(INSTALLED) + 1
-    assert not any((tmp_path / path.lstrip("/")).exists() for path, _ in INSTALLED)
+    assert not any((tmp_path / path.lstrip("/")).exists() for path, *_ in INSTALLED)
     assert first.stderr  # the steps went to stderr, stdout is the document alone
     again = run("--root", str(tmp_path), "hooks", "remove", "--json").json()
     assert again == {"schema": "fwman.hooks-remove/1", "dry_run": False, "changed": False, "actions": []}
@@ -55,7 +55,7 @@ def test_install_json_says_changed_once_then_not(tmp_path: Path) -> None:
     assert _files(tmp_path) == {}
     first = run("--root", str(tmp_path), "hooks", "install", "--json").json()
     assert first["changed"] is True and sorted(first["actions"]) == sorted(dry["actions"])
-    assert all((tmp_path / path.lstrip("/")).is_file() for path, _ in INSTALLED)
+    assert all((tmp_path / path.lstrip("/")).is_file() for path, *_ in INSTALLED)
     again = run("--root", str(tmp_path), "hooks", "install", "--json").json()
     assert again == {"schema": "fwman.hooks-install/1", "dry_run": False, "changed": False, "actions": [],
                      "package": None, "skipped": []}  # fmt: skip

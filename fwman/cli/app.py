@@ -172,11 +172,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
         # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
-        with (
-            _using_clock(env),
-            contextlib.redirect_stdout(env.stdout),
-            contextlib.redirect_stderr(env.stderr),
-        ):
+        with _using_clock(env), contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
             rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv

@@ -18,11 +18,7 @@ from fwman.cli.render import finish
 )
 @click.option("--offline", is_flag=True, help="Do not list fork branches live: use the cache (its age is shown).")
 @click.option(
-    "--fork",
-    "fork_specs",
-    multiple=True,
-    metavar="FORK",
-    help=f"Also look in this fork (repeatable): {FORK_FORMS}.",
+    "--fork", "fork_specs", multiple=True, metavar="FORK", help=f"Also look in this fork (repeatable): {FORK_FORMS}."
 )
 @json_option
 @common_options

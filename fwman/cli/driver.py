@@ -150,13 +150,7 @@ def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_jso
 @common_options
 @pass_app
 def power(
-    app: AppContext,
-    limits: tuple[str, ...],
-    persistence: bool,
-    off: bool,
-    do_apply: bool,
-    dry_run: bool,
-    as_json: bool,
+    app: AppContext, limits: tuple[str, ...], persistence: bool, off: bool, do_apply: bool, dry_run: bool, as_json: bool
 ) -> None:
     """Persistence mode and power limits, persisted: the NVIDIA driver resets both at every boot.
 

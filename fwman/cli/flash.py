@@ -92,12 +92,7 @@ def flash_options(*, downgrade: bool = True) -> Callable[[F], F]:
 @pass_app
 @click.pass_context
 def flash(
-    ctx: click.Context,
-    app: AppContext,
-    bus: str | None,
-    image: str | None,
-    flash_opts: FlashOptions,
-    as_json: bool,
+    ctx: click.Context, app: AppContext, bus: str | None, image: str | None, flash_opts: FlashOptions, as_json: bool
 ) -> None:
     """Flash one card with every safety rail: gates, backups of ALL cards, nvflash, read-back.
 
@@ -176,13 +171,7 @@ def flash_resume(app: AppContext, flash_opts: FlashOptions, as_json: bool) -> No
 @json_option
 @common_options
 @pass_app
-def restore(
-    app: AppContext,
-    bus: str,
-    backup_path: str,
-    flash_opts: FlashOptions,
-    as_json: bool,
-) -> None:
+def restore(app: AppContext, bus: str, backup_path: str, flash_opts: FlashOptions, as_json: bool) -> None:
     """Put a card's own backup back, with the same gates as a flash.
 
     Only a backup recorded in the manifest for this very card (same PCI location and subsystem) is

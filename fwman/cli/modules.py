@@ -72,11 +72,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
 @modules.command()
 @click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="Kernel release to build for (repeatable).")
 @click.option("--all", "all_kernels", is_flag=True, help="Every installed kernel with headers.")
-@click.option(
-    "--fork",
-    metavar="FORK",
-    help=f"The fork to build from: {FORK_FORMS}.",
-)
+@click.option("--fork", metavar="FORK", help=f"The fork to build from: {FORK_FORMS}.")
 @click.option(
     "--branch",
     metavar="B",

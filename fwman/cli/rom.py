@@ -53,9 +53,7 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--card", "bus", required=True, metavar="BUS", help="The target card's PCI bus id (see `fwman scan`).")
 @click.option(
-    "--board-id",
-    metavar="HEX",
-    help="The image's board ID (from `nvflash --version FILE`) to compare with the card's.",
+    "--board-id", metavar="HEX", help="The image's board ID (from `nvflash --version FILE`) to compare with the card's."
 )
 @json_option
 @common_options

@@ -24,7 +24,6 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
             rows.append(
                 Row(
                     component="CDI spec",
-                    version=None,
                     where=spec.path,
                     status="unknown",
                     fix=f"write it again: {regenerate}",
@@ -36,7 +35,6 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
             rows.append(
                 Row(
                     component=f"CDI spec {spec.kind}",
-                    version=None,
                     where=spec.path,
                     status="info",
                     detail=f"cdiVersion {spec.version}: not NVIDIA's, not compared",

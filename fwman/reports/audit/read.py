@@ -81,12 +81,7 @@ def _manifest(host: Host, kver: str) -> tuple[Manifest | None, str | None]:
 
 
 def _read_one(
-    host: Host,
-    kver: str,
-    name: str,
-    path: str,
-    manifest: Manifest | None,
-    manifest_error: str | None,
+    host: Host, kver: str, name: str, path: str, manifest: Manifest | None, manifest_error: str | None
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
     try:

@@ -82,7 +82,6 @@ def loaded_rows(loaded: LoadedModule | None, ref: str | None, running_kernel: st
         return [
             Row(
                 component="loaded kernel module",
-                version=None,
                 where="/proc/driver/nvidia",
                 status="info",
                 detail="no NVIDIA module loaded",
@@ -182,7 +181,6 @@ def bare_kernel_row(kver: str, ref: str | None, fork: str | None = None) -> Row:
     """Return the row of an installed kernel that has no NVIDIA module at all (its fix as :func:`module_row`'s)."""
     return Row(
         component=f"nvidia.ko ({kver})",
-        version=None,
         where=paths.modules_dir(kver),
         status="mismatch" if ref else "unknown",
         fix=f"build and install the {ref} kernel module for {kver}: {build_command(kver, ref, fork)}" if ref else None,
@@ -193,13 +191,7 @@ def bare_kernel_row(kver: str, ref: str | None, fork: str | None = None) -> Row:
 def unreadable_module_rows(unreadable: Sequence[str]) -> list[Row]:
     """Return an "unknown" row for every module directory that could not be read."""
     return [
-        Row(
-            component="kernel modules",
-            version=None,
-            where=where.split(" ", 1)[0],
-            status="unknown",
-            detail=f"not readable: {where}",
-        )
+        Row(component="kernel modules", where=where.split(" ", 1)[0], status="unknown", detail=f"not readable: {where}")
         for where in unreadable
         if where.startswith("/lib/modules")
     ]
@@ -214,7 +206,6 @@ def host_userspace_rows(host_us: UserSpace, ref: str | None) -> list[Row]:
         rows.append(
             Row(
                 component="driver libraries",
-                version=None,
                 where="host library directories",
                 status="mismatch" if proven else "unknown",
                 fix=_userspace_fix(ref, HOST),
@@ -277,7 +268,6 @@ def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> 
         return [
             Row(
                 component=f"container {c.name}",
-                version=None,
                 where=proxmox.lxc_config_path(c.name),
                 status="info",
                 detail="no NVIDIA device in its config: not audited",
@@ -297,7 +287,6 @@ def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> 
         return [
             Row(
                 component=f"container {c.name}",
-                version=None,
                 where=c.root or "",
                 status="unknown",
                 fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
@@ -313,7 +302,6 @@ def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> 
         rows.append(
             Row(
                 component=f"{label}driver libraries",
-                version=None,
                 where=c.root or "",
                 status="mismatch" if (c.kind == "lxc" and ref) else "unknown",
                 fix=_userspace_fix(ref, where_fix),
@@ -402,7 +390,6 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
         rows.append(
             Row(
                 component="user-space apt hold",
-                version=None,
                 where=f"{len(hold.installed)} NVIDIA packages, {held}",
                 status="info",
                 fix=None if hold.held else "fwman userspace hold",
@@ -413,7 +400,6 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
         rows.append(
             Row(
                 component="user-space apt hold",
-                version=None,
                 where="NVIDIA .run installer: nothing to pin",
                 status="info",
                 detail=hold.warnings()[-1] if hold.warnings() else None,
@@ -431,7 +417,6 @@ def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
             rows.append(
                 Row(
                     component=f"container engine {engine}",
-                    version=None,
                     where=f"`{engine}` on PATH",
                     status="info",
                     detail="not installed: no containers of its own to audit",
@@ -441,7 +426,6 @@ def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
         rows.append(
             Row(
                 component=f"container engine {engine}",
-                version=None,
                 where=f"{engine} ps -a / inspect",
                 status="unknown",
                 fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
@@ -468,7 +452,6 @@ def engine_container_rows(
         return [
             Row(
                 component=component,
-                version=None,
                 where=where,
                 status="info",
                 detail="no GPU request (no nvidia runtime, --gpus, CDI device or /dev/nvidia*): not audited",
@@ -478,7 +461,6 @@ def engine_container_rows(
         return [
             Row(
                 component=component,
-                version=None,
                 where=c.root or where,
                 status="unknown",
                 fix=f"its filesystem is gone: `{c.kind} rm {c.name}` and create it again from {c.image or 'its image'}",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
+from fwman.cli.render import finish
 
 
 @click.group(invoke_without_command=True)
@@ -41,7 +42,6 @@ def backup(
         return
     from fwman.app.backup import take_backups
     from fwman.cli.flash import operator
-    from fwman.cli.render import finish
 
     report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
     result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, tell=report)
@@ -60,7 +60,6 @@ def backup_list(app: AppContext, as_json: bool) -> None:
       fwman backup list --json
     """
     from fwman.app.backup import list_backups
-    from fwman.cli.render import finish
 
     finish(app, "backup-list", list_backups(app.host), as_json)
 
@@ -77,6 +76,5 @@ def backup_verify(app: AppContext, as_json: bool) -> None:
       fwman backup verify        exit 0 when all verify, 4 when any does not
     """
     from fwman.app.backup import verify_backups
-    from fwman.cli.render import finish
 
     finish(app, "backup-verify", verify_backups(app.host), as_json)

@@ -15,6 +15,7 @@ from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, sign
 from fwman.cli.catalog_local import add_local
 from fwman.cli.catalog_propose import propose
 from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.render import finish
 
 
 @click.group("catalog")
@@ -48,7 +49,6 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
     from fwman.app.catalog.commands import list_catalog
-    from fwman.cli.render import finish
 
     finish(app, "catalog-list", list_catalog(app.host), as_json)
 
@@ -69,7 +69,6 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 10de:2204:3842:3982 --json
     """
     from fwman.app.catalog.commands import show_board
-    from fwman.cli.render import finish
 
     finish(app, "catalog-board", show_board(app.host, board), as_json)
 
@@ -97,7 +96,6 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
       fwman catalog lint --local
     """
     from fwman.app.catalog.commands import lint as lint_catalog
-    from fwman.cli.render import finish
 
     result = lint_catalog(app.host, None if directory is None else str(directory), local_only=local_only)
     finish(app, "catalog-lint", result, as_json)
@@ -143,7 +141,6 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem --dry-run --json
     """
     from fwman.app.catalog.commands import sign as sign_catalog
-    from fwman.cli.render import finish
 
     where = None if directory is None else str(directory)
     result = sign_catalog(str(key_file), where, serial=serial, date=date, expires=expires, dry_run=dry_run)
@@ -176,7 +173,6 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update            # /etc/fwman/catalog-url, else the bundled catalog
     """
     from fwman.app.catalog.commands import update as update_catalog
-    from fwman.cli.render import finish
 
     app.require_change("fwman catalog update")
     note = (lambda text: None) if as_json else (lambda text: app.echo(text, err=True))

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from fwman.cli.context import AppContext, F, common_options, json_option, pass_app
+from fwman.cli.render import finish
 
 
 def catalog_dir_option(help: str) -> Callable[[F], F]:
@@ -61,7 +62,6 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     does not verify is shown with the reason, and the command exits 4.
     """
     from fwman.app.catalog.keys import show_keys
-    from fwman.cli.render import finish
 
     finish(app, "catalog-keys", show_keys(app.host, None if directory is None else str(directory)), as_json)
 
@@ -122,7 +122,6 @@ def sign(
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
     from fwman.app.catalog.keys import KeysRequest, sign_keys
-    from fwman.cli.render import finish
 
     request = KeysRequest(tuple(str(p) for p in add), not_before, not_after, note, retire, drop, reason, expires,
                           serial, date)  # fmt: skip

@@ -36,24 +36,17 @@ def driver() -> None:
     """
 
 
-def _fork_options(f: Any) -> Any:
-    f = click.option(
-        "--offline", is_flag=True, help="Do not touch the network: use the cached lists (their age is shown)."
-    )(f)
-    f = click.option(
-        "--fork",
-        "fork_specs",
-        multiple=True,
-        metavar="FORK",
-        help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
-    )(f)
-    return f
-
-
 @driver.command()
 @click.option("--driver-version", "version_text", metavar="V", help="The exact driver version to look for (570.86.16).")
 @renamed_option("--version", "--driver-version", "version_text")
-@_fork_options
+@click.option(
+    "--fork",
+    "fork_specs",
+    multiple=True,
+    metavar="FORK",
+    help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
+)
+@click.option("--offline", is_flag=True, help="Do not touch the network: use the cached lists (their age is shown).")
 @json_option
 @common_options
 @pass_app

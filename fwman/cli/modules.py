@@ -9,8 +9,8 @@ import click
 
 from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
 from fwman.cli.render import finish, render
-from fwman.cli.vocabulary import RenamedOption
-from fwman.core.termtext import visible
+from fwman.cli.vocabulary import RenamedOption, deprecation_line, warn
+from fwman.core.names import kernel_release
 
 F = TypeVar("F", bound=Callable[..., Any])
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
@@ -51,12 +51,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
     def old(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
         if value is not None:
             ctx.meta["fwman.origin"] = value
-            warning = f"fwman: warning: --from is deprecated here, and goes in a later release: use --origin {value}"
-            app = ctx.find_object(AppContext)
-            if app is not None:
-                app.echo(warning, err=True)
-            else:  # run outside fwman's entry point (click's own test runner): click's stderr
-                click.echo(visible(warning), err=True)
+            warn(deprecation_line("--from", "--origin", value))
 
     def new(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
         return value or ctx.meta.get("fwman.origin") or "manual"
@@ -149,7 +144,6 @@ def build(
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
     from fwman.app.modules.build import BuildRequest, KernelBuild, build_modules, progress_sink
-    from fwman.core.names import kernel_release
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
@@ -212,7 +206,6 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
       fwman modules forget --kernel 6.1.0-47-amd64
     """
     from fwman.app.modules.hooks import forget as forget_kernel
-    from fwman.core.names import kernel_release
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
     result = forget_kernel(app.host, kver, dry_run=dry_run, permit=_permit(app, "fwman modules forget"),
@@ -247,7 +240,6 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
     and --all.
     """
     from fwman.app.modules.remove import RemoveRequest, remove_modules
-    from fwman.core.names import kernel_release
 
     for kver in kernels:
         kernel_release(kver)
@@ -300,7 +292,6 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
     fwman.modules-hook/2). --origin names the hook (the older --from still works and warns).
     """
     from fwman.app.modules.hooks import hook as run_hook
-    from fwman.core.names import kernel_release
 
     kernel_release(kver)
     result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
@@ -404,7 +395,6 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
     Exit status: 0 safe (after the pin, with --pin), 4 not safe (the reason is printed), 5 no kernel found.
     """
     from fwman.app.modules.check_boot import check_boot as run_check
-    from fwman.core.names import kernel_release
 
     for kver in removed:
         kernel_release(kver)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import click
 
 from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.render import finish
 
 
 @click.group()
@@ -44,7 +45,6 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
     Exit 4 when FILE is not a VBIOS image fwman can read (the error names the field and offset).
     """
     from fwman.app.rom import inspect_rom
-    from fwman.cli.render import finish
 
     finish(app, "rom.inspect", inspect_rom(file), as_json)
 
@@ -78,6 +78,5 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     unknown card.
     """
     from fwman.app.rom import verify_rom
-    from fwman.cli.render import finish
 
     finish(app, "rom.verify", verify_rom(app.host, file, bus, board_id), as_json)

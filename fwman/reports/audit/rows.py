@@ -264,35 +264,28 @@ def firmware_rows(host_us: UserSpace, ref: str | None, *, local_modules: bool) -
 
 def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> list[Row]:
     """Return the rows of one container or root: its state when not read, else its libraries."""
-    if c.state == "no-gpu":
-        return [
-            Row(
-                component=f"container {c.name}",
-                where=proxmox.lxc_config_path(c.name),
-                status="info",
-                detail="no NVIDIA device in its config: not audited",
-            )
-        ]
-    if c.state == "hook":
-        return [
-            Row(
-                component=f"container {c.name}",
-                version=ref,
-                where=proxmox.lxc_config_path(c.name),
-                status="info",
-                detail="libraries injected from the host by the NVIDIA hook at start",
-            )
-        ]
-    if c.state == "not-mounted":
-        return [
-            Row(
-                component=f"container {c.name}",
-                where=c.root or "",
-                status="unknown",
-                fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
-                detail="root filesystem not mounted",
-            )
-        ]
+    name, config = f"container {c.name}", proxmox.lxc_config_path(c.name)
+    not_read = {
+        "no-gpu": Row(
+            component=name, where=config, status="info", detail="no NVIDIA device in its config: not audited"
+        ),
+        "hook": Row(
+            component=name,
+            version=ref,
+            where=config,
+            status="info",
+            detail="libraries injected from the host by the NVIDIA hook at start",
+        ),
+        "not-mounted": Row(
+            component=name,
+            where=c.root or "",
+            status="unknown",
+            fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
+            detail="root filesystem not mounted",
+        ),
+    }
+    if c.state in not_read:
+        return [not_read[c.state]]
     if us is None:
         return []
     label = f"container {c.name}: " if c.kind == "lxc" else f"root {c.name}: "

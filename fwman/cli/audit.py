@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -20,9 +20,7 @@ from fwman.cli.render import finish
 @click.option(
     "--fork", "fork_specs", multiple=True, metavar="FORK", help=f"Also look in this fork (repeatable): {FORK_FORMS}."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def audit(
     app: AppContext, container_roots: tuple[str, ...], offline: bool, fork_specs: tuple[str, ...], as_json: bool
 ) -> None:

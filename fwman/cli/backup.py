@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
+from fwman.cli.context import (
+    AppContext,
+    leaf_options,
+    runs_subcommand,
+    timeout_option,
+)
 from fwman.cli.render import finish
 
 
@@ -15,9 +20,7 @@ from fwman.cli.render import finish
 @click.option("--card", "bus", metavar="BUS", help="Back up only this card: bus id (41:00.0) or nvidia-smi index (2).")
 @click.option("--all", "all_cards", is_flag=True, help="Back up every NVIDIA card (the default).")
 @timeout_option(300.0, "Seconds before nvflash is given up on.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 @click.pass_context
 def backup(
     ctx: click.Context, app: AppContext, bus: str | None, all_cards: bool, timeout: float, as_json: bool
@@ -49,9 +52,7 @@ def backup(
 
 
 @backup.command("list")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def backup_list(app: AppContext, as_json: bool) -> None:
     """List stored backups, newest first.
 
@@ -65,9 +66,7 @@ def backup_list(app: AppContext, as_json: bool) -> None:
 
 
 @backup.command("verify")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def backup_verify(app: AppContext, as_json: bool) -> None:
     """Re-check every stored backup: file present, SHA-256 as recorded, a full dump of the recorded card.
 

@@ -14,7 +14,7 @@ import click
 from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, signing_dry_run_option, signing_key_option
 from fwman.cli.catalog_local import add_local
 from fwman.cli.catalog_propose import propose
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, leaf_options, timeout_option
 from fwman.cli.render import finish
 
 
@@ -37,9 +37,7 @@ def catalog() -> None:
 
 
 @catalog.command("list")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def list_(app: AppContext, as_json: bool) -> None:
     """List every board and image in the catalog in use.
 
@@ -55,9 +53,7 @@ def list_(app: AppContext, as_json: bool) -> None:
 
 @catalog.command("show")
 @click.argument("board")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def show(app: AppContext, board: str, as_json: bool) -> None:
     """Show one board: what it is, every image with its status, reason, hashes and sources.
 
@@ -80,9 +76,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
 @click.option(
     "--local", "local_only", is_flag=True, help="Check only this host's local entries (/etc/fwman/catalog.d)."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: bool) -> None:
     """Check catalog files: schema, unknown keys, duplicates, hashes, sources, URLs, file names, index, signature.
 
@@ -114,9 +108,7 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     "(default: 365 days after --date).",
 )
 @signing_dry_run_option
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def sign(
     app: AppContext,
     key_file: Path,
@@ -151,9 +143,7 @@ def sign(
 @click.option("--url", help="Where the catalog is published (the directory holding index.json).")
 @timeout_option(30.0, "Seconds without data before a download attempt is given up.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per file.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def update(app: AppContext, url: str | None, timeout: float, retries: int, as_json: bool) -> None:
     """Download a newer catalog, verify it completely, then install it atomically.
 

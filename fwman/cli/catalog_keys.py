@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from fwman.cli.context import AppContext, F, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, F, leaf_options
 from fwman.cli.render import finish
 
 
@@ -52,9 +52,7 @@ def keys() -> None:
 
 @keys.command("show")
 @catalog_dir_option("A catalog directory (default: the keys document in force on this host: installed or bundled).")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     """Show the keys document: each catalog key with its window and state, the retired keys, who signed it.
 
@@ -88,9 +86,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 @serial_option
 @click.option("--date", "date", help="Document date YYYY-MM-DD (default: today, UTC).")
 @signing_dry_run_option
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def sign(
     app: AppContext,
     key_file: Path,

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, leaf_options
 from fwman.cli.render import finish, render
 from fwman.cli.vocabulary import RenamedOption, deprecation_line, warn
 from fwman.core.names import kernel_release
@@ -88,9 +88,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
 )
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
 @click.option("--dry-run", is_flag=True, help="Say which kernels would be built from which source; change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def build(
     app: AppContext,
     kernels: tuple[str, ...],
@@ -163,9 +161,7 @@ def build(
 
 
 @modules.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def status(app: AppContext, as_json: bool) -> None:
     """Show, per installed kernel: headers, patched modules, DKMS conflict, pending/failed, safe to boot.
 
@@ -187,9 +183,7 @@ def status(app: AppContext, as_json: bool) -> None:
 @click.option("--kernel", "kver", required=True, metavar="KVER", help="The kernel release that was removed.")
 @_origin(["postrm", "kernel-install", "manual"], "Who runs it (the removal hooks say).")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """Drop fwman's state for a removed kernel and keep the next boot safe (what the removal hooks run).
 
@@ -217,9 +211,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
 @click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="A kernel whose modules go (repeatable).")
 @click.option("--all", "all_kernels", is_flag=True, help="Every kernel fwman installed modules for.")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run: bool, as_json: bool) -> None:
     """Remove the patched modules fwman installed: the files, fwman's stored copy and the manifest, then depmod.
 
@@ -251,9 +243,7 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
 @modules.command()
 @click.option("--force", is_flag=True, help="Rebuild every kernel, and retry failed (commit, kernel) pairs.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
     """Build for every installed kernel with headers that lacks working patched modules (boot-time service).
 
@@ -282,9 +272,7 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
 @click.option("--kernel", "kver", required=True, metavar="KVER")
 @_origin(["postinst", "header_postinst", "kernel-install", "manual"], "Which hook runs it.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3.
 
@@ -308,9 +296,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
 )
 @click.option("--force", is_flag=True, help="Replace a key fwman already uses.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     """Create the Secure Boot signing key for the modules (or adopt DKMS's), and say how to enroll it.
 
@@ -335,9 +321,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_jso
 
 @modules.command()
 @click.option("--dry-run", is_flag=True, help="Print the pin that would be undone, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo the boot pin fwman made (restore the previous default kernel).
 
@@ -375,9 +359,7 @@ def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     metavar="KVER",
     help="A kernel being removed: never the next boot, never pinned (the removal hooks pass it; repeatable).",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...], as_json: bool) -> None:
     """Exit non-zero when the kernel that boots next has no working patched modules (before a reboot).
 

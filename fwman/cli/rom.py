@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -24,9 +24,7 @@ def rom() -> None:
 
 @rom.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def inspect(app: AppContext, file: str, as_json: bool) -> None:
     """Show every identity field of a VBIOS FILE with the offset it was read from, and the image chain.
 
@@ -55,9 +53,7 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
 @click.option(
     "--board-id", metavar="HEX", help="The image's board ID (from `nvflash --version FILE`) to compare with the card's."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: bool) -> None:
     """Check whether FILE may be flashed onto the card at BUS; print every check and its result.
 

@@ -60,8 +60,7 @@ def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, 
     rows = loaded_rows(report.loaded, ref, report.running_kernel)
     # the fork that carries the reference's P2P branch: the build command of a fix names it (it runs as printed)
     fork = report.p2p.forks[0] if report.p2p.version == ref and report.p2p.forks else None
-    for m in report.modules:
-        rows.append(module_row(m, ref, fork))
+    rows += [module_row(m, ref, fork) for m in report.modules]
     rows += [bare_kernel_row(kver, ref, fork) for kver in report.kernels_without_module]
     rows += unreadable_module_rows(report.unreadable)
     rows += host_userspace_rows(host_us, ref)
@@ -248,18 +247,17 @@ def firmware_rows(host_us: UserSpace, ref: str | None, *, local_modules: bool) -
                 + ("" if local_modules else " (no nvidia module on this filesystem either: loaded from outside?)"),
             )
         )
-    for version in host_us.firmware:
-        if version != ref:
-            rows.append(
-                Row(
-                    component="GSP firmware (other version)",
-                    version=version,
-                    where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
-                    status="info",
-                    detail="left from another driver version; not used by this one",
-                )
-            )
-    return rows
+    return rows + [
+        Row(
+            component="GSP firmware (other version)",
+            version=version,
+            where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
+            status="info",
+            detail="left from another driver version; not used by this one",
+        )
+        for version in host_us.firmware
+        if version != ref
+    ]
 
 
 def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> list[Row]:
@@ -344,18 +342,17 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
                 detail=", ".join(sorted({lib.name for lib in others}))[:200],
             )
         )
-    for lib in us.compat:
-        rows.append(
-            Row(
-                component=f"{scope}CUDA compat {lib.name}.so",
-                version=lib.version,
-                where=lib.path,
-                status="info",
-                detail="CUDA forward-compatibility library, not the driver: used only by programs that put its "
-                "directory on their library path",
-            )
+    return rows + [
+        Row(
+            component=f"{scope}CUDA compat {lib.name}.so",
+            version=lib.version,
+            where=lib.path,
+            status="info",
+            detail="CUDA forward-compatibility library, not the driver: used only by programs that put its "
+            "directory on their library path",
         )
-    return rows
+        for lib in us.compat
+    ]
 
 
 def _common_dir(libs: Sequence[DriverLib]) -> str:
@@ -366,18 +363,17 @@ def _common_dir(libs: Sequence[DriverLib]) -> str:
 def hold_rows(hold: HoldStatus) -> list[Row]:
     """Return the rows of fwman's user-space hold: one per pending NVIDIA user-space upgrade (a warning that
     an unattended upgrade would break NVML), and one saying whether the hold is in place."""
-    rows: list[Row] = []
-    for name, (installed, new) in sorted((hold.pending or {}).items()):
-        rows.append(
-            Row(
-                component=f"apt upgrade pending: {name}",
-                version=new,
-                where=f"installed {installed}",
-                status="info",
-                fix=None if hold.held else "fwman userspace hold",
-                detail="WARNING: upgrading the user space alone breaks NVML (Driver/library version mismatch)",
-            )
+    rows = [
+        Row(
+            component=f"apt upgrade pending: {name}",
+            version=new,
+            where=f"installed {installed}",
+            status="info",
+            fix=None if hold.held else "fwman userspace hold",
+            detail="WARNING: upgrading the user space alone breaks NVML (Driver/library version mismatch)",
         )
+        for name, (installed, new) in sorted((hold.pending or {}).items())
+    ]
     if hold.installed:
         held = f"held since {hold.record.at}" if hold.record else "not held"
         rows.append(

@@ -72,8 +72,7 @@ def vocabulary(chains: list[list[tuple[str, click.Command]]]) -> str:
     out.append("| command | old | use |\n|---|---|---|\n")
     for old, new in RENAMED_COMMANDS.items():
         out.append(f"| `fwman {' '.join(old)}` | (the command) | `fwman {' '.join(new)}` |\n")
-    for path, old_name, new_name in sorted(renamed):
-        out.append(f"| `{path}` | `{old_name}` | `{new_name}` |\n")
+    out += [f"| `{path}` | `{old_name}` | `{new_name}` |\n" for path, old_name, new_name in sorted(renamed)]
     return "".join(out)
 
 

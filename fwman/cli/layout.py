@@ -59,8 +59,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int 
             else textwrap.wrap(row[i], widths[i], break_long_words=False, break_on_hyphens=False) or [""]
             for i in range(n)
         ]  # fmt: skip
-        for k in range(max(len(p) for p in parts)):
-            lines.append([p[k] if k < len(p) else "" for p in parts])
+        lines += [[p[k] if k < len(p) else "" for p in parts] for k in range(max(len(p) for p in parts))]
         if number == 0:
             header = len(lines)
     return Fitted(lines, header)

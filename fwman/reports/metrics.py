@@ -275,8 +275,7 @@ def preflight_samples(host: Host) -> list[Sample]:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
         if verdict.status in (SAFE, BROKEN):
             out.append(Sample(PREFLIGHT_BUILDS, _bool(verdict.status == SAFE), {"kernel": verdict.kernel}))
-    for kver in sorted(held):
-        out.append(Sample(PREFLIGHT_HELD, 1, {"kernel": kver}))
+    out += [Sample(PREFLIGHT_HELD, 1, {"kernel": kver}) for kver in sorted(held)]
     if state.last_at is None:
         return out
     out += [Sample(PREFLIGHT_KERNELS, n, {"result": status}) for status, n in counts.items()]

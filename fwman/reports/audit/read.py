@@ -59,8 +59,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelM
         names = sorted(n for n in resolved if is_driver_module(n))
         if not names and _kernel_installed(host, kver):
             bare.append(kver)
-        for name in names:
-            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error))
+        out += [_read_one(host, kver, name, resolved[name], manifest, manifest_error) for name in names]
     return out, bare
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -272,16 +272,9 @@ def _dkms(host: Host) -> DkmsFacts:
 def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], list[str]]:
     """Return vLLM's P2P cache files on the host and what could not be read: the directories the model
     servers' units and environment files (``sources``) set, root's and each /home user's cache."""
-    environments: list[tuple[str, dict[str, str]]] = []
     problems: list[str] = []
-    for path in sources.env_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            environments.append((path, parse_env_file(text)))
-    for path in sources.unit_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            environments.append((path, parse_unit_environment(text)[0]))
+    environments = [(p, parse_env_file(t)) for p, t in _user_files(host, sources.env_files, problems)]
+    environments += [(p, parse_unit_environment(t)[0]) for p, t in _user_files(host, sources.unit_files, problems)]
     found, unreadable = find_caches(host, environments)
     return found, problems + unreadable
 
@@ -353,13 +346,16 @@ def _passthrough(host: Host) -> Passthrough:
     return Passthrough(vfio, hostpci, unreadable)
 
 
-def _user_file(host: Host, path: str, problems: list[str]) -> str | None:
-    """Return the text of a file the user named, None (and a line in ``problems``) when it cannot be read."""
-    try:
-        return host.read_text(path)
-    except FwmanError as e:
-        problems.append(f"{path}: {describe_error(e)}")
-        return None
+def _user_files(host: Host, paths: Sequence[str], problems: list[str]) -> Iterator[tuple[str, str]]:
+    """Yield (path, text) of each file the user named, in order; one that cannot be read adds its line to
+    ``problems`` instead (as it is reached: the lines keep the order of the files)."""
+    for path in paths:
+        try:
+            text = host.read_text(path)
+        except FwmanError as e:
+            problems.append(f"{path}: {describe_error(e)}")
+        else:
+            yield path, text
 
 
 def _workloads(host: Host, sources: Sources, audit: Fact[AuditReport] | None = None) -> Workloads:
@@ -370,16 +366,12 @@ def _workloads(host: Host, sources: Sources, audit: Fact[AuditReport] | None = N
 
     Raises MissingError when /etc/pve/lxc exists but cannot be listed.
     """
-    out: list[EnvSource] = []
     problems: list[str] = []
-    for path in sources.env_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            out.append(EnvSource("env-file", path, parse_env_file(text), uncommented(text)))
-    for path in sources.unit_files:
-        text = _user_file(host, path, problems)
-        if text is None:
-            continue
+    out = [
+        EnvSource("env-file", path, parse_env_file(text), uncommented(text))
+        for path, text in _user_files(host, sources.env_files, problems)
+    ]
+    for path, text in _user_files(host, sources.unit_files, problems):
         env, files, _ = parse_unit_environment(text)
         for f in files:
             try:

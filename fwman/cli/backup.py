@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import (
-    AppContext,
-    leaf_options,
-    runs_subcommand,
-    timeout_option,
-)
+from fwman.cli.context import AppContext, leaf_options, runs_subcommand, timeout_option
 from fwman.cli.render import finish
 
 

@@ -12,12 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from fwman.cli.context import (
-    AppContext,
-    leaf_options,
-    runs_subcommand,
-    timeout_option,
-)
+from fwman.cli.context import AppContext, leaf_options, runs_subcommand, timeout_option
 from fwman.core.errors import UsageError
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
 from fwman.platform.cdi import REGENERATE
 from fwman.platform.containers import CdiSpecAudit, ContainerAudit
-from fwman.platform.userspace import KEY_LIBS, DriverLib, UserSpace
+from fwman.platform.userspace import KEY_LIBS, UserSpace
 from fwman.reports.audit.cdi_rows import cdi_spec_rows
 from fwman.reports.audit.model import (
     AuditReport,
@@ -47,11 +47,6 @@ def nccl_tuple(version: str) -> tuple[int, ...] | None:
         return tuple(int(p) for p in version.split("."))
     except ValueError:
         return None
-
-
-def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
-    """Return the key driver libraries (libcuda, libnvidia-ml) a container's own filesystem carries."""
-    return [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]
 
 
 def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, UserSpace | None]) -> list[Row]:
@@ -336,7 +331,7 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
             Row(
                 component=f"{scope}other driver libraries ({len(others)})",
                 version=version,
-                where=_common_dir(others),
+                where=", ".join(sorted({lib.path.rsplit("/", 1)[0] for lib in others})),
                 status=status,
                 fix=_userspace_fix(reference, fix_where) if status == "mismatch" else None,
                 detail=", ".join(sorted({lib.name for lib in others}))[:200],
@@ -353,11 +348,6 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
         )
         for lib in us.compat
     ]
-
-
-def _common_dir(libs: Sequence[DriverLib]) -> str:
-    dirs = sorted({lib.path.rsplit("/", 1)[0] for lib in libs})
-    return dirs[0] if len(dirs) == 1 else ", ".join(dirs)
 
 
 def hold_rows(hold: HoldStatus) -> list[Row]:
@@ -400,34 +390,23 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
 def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
     """Return one row per container engine that could not be asked (not installed, not running, bad answer)."""
     rows: list[Row] = []
-    for line in problems:
-        engine, _, why = line.partition(": ")
+    for engine, _, why in (line.partition(": ") for line in problems):
+        component = f"container engine {engine}"
         if why == "not installed":
+            detail = "not installed: no containers of its own to audit"
+            rows.append(Row(component=component, where=f"`{engine}` on PATH", status="info", detail=detail))
+        else:
             rows.append(
                 Row(
-                    component=f"container engine {engine}",
-                    where=f"`{engine}` on PATH",
-                    status="info",
-                    detail="not installed: no containers of its own to audit",
+                    component=component,
+                    where=f"{engine} ps -a / inspect",
+                    status="unknown",
+                    fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
+                    f"reach its socket, and run fwman audit again",
+                    detail=f"its containers could not be read: {why}",
                 )
             )
-            continue
-        rows.append(
-            Row(
-                component=f"container engine {engine}",
-                where=f"{engine} ps -a / inspect",
-                status="unknown",
-                fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
-                f"reach its socket, and run fwman audit again",
-                detail=f"its containers could not be read: {why}",
-            )
-        )
     return rows
-
-
-def _nccl_old(version: str) -> bool:
-    parsed = nccl_tuple(version)
-    return parsed is not None and parsed < NCCL_MINIMUM
 
 
 def engine_container_rows(
@@ -489,7 +468,7 @@ def engine_container_rows(
         notes.append("NVIDIA's runtime hook mounts the host's libraries at start")
         if ref is not None:
             versions.add(ref)
-    for lib in image_libcuda(us):
+    for lib in [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]:  # the image's own libcuda, NVML
         versions.add(lib.version)
         if ref is not None and lib.version != ref:
             problems.append(
@@ -500,7 +479,7 @@ def engine_container_rows(
                 )
             )
     for version, where_nccl in sorted(c.nccl.items()):
-        if _nccl_old(version):
+        if (parsed := nccl_tuple(version)) is not None and parsed < NCCL_MINIMUM:
             minimum = ".".join(str(p) for p in NCCL_MINIMUM)
             problems.append(
                 (

@@ -90,11 +90,9 @@ class LazyGroup(click.Group):
             old, new = old_new
             line = (f"fwman: warning: `fwman {' '.join(old)}` is deprecated, and goes in a later release: "
                     f"use `fwman {' '.join(new)}`")  # fmt: skip
-            app = ctx.find_object(AppContext)
-            if app is not None:
-                app.echo(line, err=True)
-            else:  # run outside fwman's entry point (click's own test runner): click's stderr
-                click.echo(one_line(line), err=True)
+            from fwman.cli.vocabulary import warn  # only when an old name is used: not on every start
+
+            warn(line)
             args = [*new, *args[len(old) :]]
         name = args[0] if args else None
         if name and not name.startswith("-") and name not in self.lazy_commands and not ctx.resilient_parsing:
@@ -172,19 +170,12 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         # standalone_mode=False: click returns the Exit code of --help/--version instead of exiting, and
         # lets every other exception through to the mapping below.
         # click prints help, version and usage errors to sys.stdout/sys.stderr: point those at env's streams.
-        with (
-            _using_clock(env),
-            contextlib.redirect_stdout(env.stdout),
-            contextlib.redirect_stderr(env.stderr),
-        ):
+        with _using_clock(env), contextlib.redirect_stdout(env.stdout), contextlib.redirect_stderr(env.stderr):
             rv = cli.main(args=list(argv), prog_name="fwman", obj=app, standalone_mode=False)
         if isinstance(rv, int) and not isinstance(rv, bool):
             return rv
     except click.exceptions.Exit as e:
         return int(e.exit_code)
-    except click.Abort:
-        _error(env, "interrupted")
-        return ExitCode.INTERRUPTED
     except click.UsageError as e:  # in fwman's one error style: the message, then what to try
         message, hint = usage_text(e.format_message(), e.ctx.command_path if e.ctx else "fwman")
         _error(env, message, hint)
@@ -193,7 +184,7 @@ def run(argv: Sequence[str], env: Environment | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):  # a closed stderr loses the text, not the code
             e.show(file=env.stderr)
         return e.exit_code
-    except KeyboardInterrupt:
+    except (click.Abort, KeyboardInterrupt):
         _error(env, "interrupted")
         return ExitCode.INTERRUPTED
     except FwmanError as e:
@@ -245,18 +236,15 @@ def _error(env: Environment, message: str, hint: str | None = None) -> None:
     """Write the error line (and its hint), each one line (wrapped at words to the width), control characters
     made visible; a closed stderr loses the text, never the exit code."""
     from fwman.cli.layout import wrap_pieces
-    from fwman.core.termtext import one_line
 
     # one line each: a message that quotes a tool or a file cannot add lines that read as fwman's own
     lines = [f"fwman: error: {one_line(message)}", *([f"  hint: {one_line(hint)}"] if hint else [])]
     text = "".join(
         "".join(t for t, _ in wrapped) + "\n" for ln in lines for wrapped in wrap_pieces([(ln, "")], env.width)
     )
-    try:
+    with contextlib.suppress(OSError, ValueError):  # closed (ValueError) or broken: the code still counts
         env.stderr.write(text)
         env.stderr.flush()
-    except (OSError, ValueError):  # closed (ValueError: I/O on a closed file) or broken: the code still counts
-        pass
 
 
 def main() -> None:

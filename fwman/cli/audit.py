@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -18,15 +18,9 @@ from fwman.cli.render import finish
 )
 @click.option("--offline", is_flag=True, help="Do not list fork branches live: use the cache (its age is shown).")
 @click.option(
-    "--fork",
-    "fork_specs",
-    multiple=True,
-    metavar="FORK",
-    help=f"Also look in this fork (repeatable): {FORK_FORMS}.",
+    "--fork", "fork_specs", multiple=True, metavar="FORK", help=f"Also look in this fork (repeatable): {FORK_FORMS}."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def audit(
     app: AppContext, container_roots: tuple[str, ...], offline: bool, fork_specs: tuple[str, ...], as_json: bool
 ) -> None:

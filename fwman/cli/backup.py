@@ -7,16 +7,15 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
+from fwman.cli.context import AppContext, leaf_options, runs_subcommand, timeout_option
+from fwman.cli.render import finish
 
 
 @click.group(invoke_without_command=True)
 @click.option("--card", "bus", metavar="BUS", help="Back up only this card: bus id (41:00.0) or nvidia-smi index (2).")
 @click.option("--all", "all_cards", is_flag=True, help="Back up every NVIDIA card (the default).")
 @timeout_option(300.0, "Seconds before nvflash is given up on.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 @click.pass_context
 def backup(
     ctx: click.Context, app: AppContext, bus: str | None, all_cards: bool, timeout: float, as_json: bool
@@ -41,7 +40,6 @@ def backup(
         return
     from fwman.app.backup import take_backups
     from fwman.cli.flash import operator
-    from fwman.cli.render import finish
 
     report = (lambda line, failed: None) if as_json else (lambda line, failed: app.echo(line, err=failed))
     result = take_backups(operator(app, "fwman backup"), None if all_cards else bus, timeout, tell=report)
@@ -49,9 +47,7 @@ def backup(
 
 
 @backup.command("list")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def backup_list(app: AppContext, as_json: bool) -> None:
     """List stored backups, newest first.
 
@@ -60,15 +56,12 @@ def backup_list(app: AppContext, as_json: bool) -> None:
       fwman backup list --json
     """
     from fwman.app.backup import list_backups
-    from fwman.cli.render import finish
 
     finish(app, "backup-list", list_backups(app.host), as_json)
 
 
 @backup.command("verify")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def backup_verify(app: AppContext, as_json: bool) -> None:
     """Re-check every stored backup: file present, SHA-256 as recorded, a full dump of the recorded card.
 
@@ -77,6 +70,5 @@ def backup_verify(app: AppContext, as_json: bool) -> None:
       fwman backup verify        exit 0 when all verify, 4 when any does not
     """
     from fwman.app.backup import verify_backups
-    from fwman.cli.render import finish
 
     finish(app, "backup-verify", verify_backups(app.host), as_json)

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fwman.cli.context import AppContext, Environment, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, Environment, leaf_options
 from fwman.cli.render import finish
 from fwman.core.errors import FwmanError
 
@@ -22,9 +22,7 @@ if TYPE_CHECKING:
     is_flag=True,
     help="Do not capture: check that DIRECTORY is a well-formed snapshot that stays inside itself.",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def capture(app: AppContext, directory: str, no_redact: bool, check: bool, as_json: bool) -> None:
     """Record this host into DIRECTORY (read-only), for replay with --snapshot.
 

@@ -14,7 +14,8 @@ import click
 from fwman.cli.catalog_keys import catalog_dir_option, keys, serial_option, signing_dry_run_option, signing_key_option
 from fwman.cli.catalog_local import add_local
 from fwman.cli.catalog_propose import propose
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, leaf_options, timeout_option
+from fwman.cli.render import finish
 
 
 @click.group("catalog")
@@ -36,9 +37,7 @@ def catalog() -> None:
 
 
 @catalog.command("list")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def list_(app: AppContext, as_json: bool) -> None:
     """List every board and image in the catalog in use.
 
@@ -48,16 +47,13 @@ def list_(app: AppContext, as_json: bool) -> None:
       fwman catalog list --json | jq '.boards[].images[] | select(.status=="current")'
     """
     from fwman.app.catalog.commands import list_catalog
-    from fwman.cli.render import finish
 
     finish(app, "catalog-list", list_catalog(app.host), as_json)
 
 
 @catalog.command("show")
 @click.argument("board")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def show(app: AppContext, board: str, as_json: bool) -> None:
     """Show one board: what it is, every image with its status, reason, hashes and sources.
 
@@ -69,7 +65,6 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
       fwman catalog show 10de:2204:3842:3982 --json
     """
     from fwman.app.catalog.commands import show_board
-    from fwman.cli.render import finish
 
     finish(app, "catalog-board", show_board(app.host, board), as_json)
 
@@ -81,9 +76,7 @@ def show(app: AppContext, board: str, as_json: bool) -> None:
 @click.option(
     "--local", "local_only", is_flag=True, help="Check only this host's local entries (/etc/fwman/catalog.d)."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: bool) -> None:
     """Check catalog files: schema, unknown keys, duplicates, hashes, sources, URLs, file names, index, signature.
 
@@ -97,7 +90,6 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
       fwman catalog lint --local
     """
     from fwman.app.catalog.commands import lint as lint_catalog
-    from fwman.cli.render import finish
 
     result = lint_catalog(app.host, None if directory is None else str(directory), local_only=local_only)
     finish(app, "catalog-lint", result, as_json)
@@ -116,9 +108,7 @@ def lint(app: AppContext, directory: Path | None, local_only: bool, as_json: boo
     "(default: 365 days after --date).",
 )
 @signing_dry_run_option
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def sign(
     app: AppContext,
     key_file: Path,
@@ -143,7 +133,6 @@ def sign(
       fwman catalog sign --key ~/fwman-catalog.pem --dry-run --json
     """
     from fwman.app.catalog.commands import sign as sign_catalog
-    from fwman.cli.render import finish
 
     where = None if directory is None else str(directory)
     result = sign_catalog(str(key_file), where, serial=serial, date=date, expires=expires, dry_run=dry_run)
@@ -154,9 +143,7 @@ def sign(
 @click.option("--url", help="Where the catalog is published (the directory holding index.json).")
 @timeout_option(30.0, "Seconds without data before a download attempt is given up.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per file.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def update(app: AppContext, url: str | None, timeout: float, retries: int, as_json: bool) -> None:
     """Download a newer catalog, verify it completely, then install it atomically.
 
@@ -176,7 +163,6 @@ def update(app: AppContext, url: str | None, timeout: float, retries: int, as_js
       fwman catalog update            # /etc/fwman/catalog-url, else the bundled catalog
     """
     from fwman.app.catalog.commands import update as update_catalog
-    from fwman.cli.render import finish
 
     app.require_change("fwman catalog update")
     note = (lambda text: None) if as_json else (lambda text: app.echo(text, err=True))

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import click
 
-from fwman.cli.context import AppContext, F, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, F, leaf_options
+from fwman.cli.render import finish
 
 
 def catalog_dir_option(help: str) -> Callable[[F], F]:
@@ -51,9 +52,7 @@ def keys() -> None:
 
 @keys.command("show")
 @catalog_dir_option("A catalog directory (default: the keys document in force on this host: installed or bundled).")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     """Show the keys document: each catalog key with its window and state, the retired keys, who signed it.
 
@@ -61,7 +60,6 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
     does not verify is shown with the reason, and the command exits 4.
     """
     from fwman.app.catalog.keys import show_keys
-    from fwman.cli.render import finish
 
     finish(app, "catalog-keys", show_keys(app.host, None if directory is None else str(directory)), as_json)
 
@@ -88,9 +86,7 @@ def show(app: AppContext, directory: Path | None, as_json: bool) -> None:
 @serial_option
 @click.option("--date", "date", help="Document date YYYY-MM-DD (default: today, UTC).")
 @signing_dry_run_option
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def sign(
     app: AppContext,
     key_file: Path,
@@ -122,7 +118,6 @@ def sign(
       fwman catalog keys sign --key ~/root.pem --add ~/catalog-2027.pub --drop ROOTKEYID
     """
     from fwman.app.catalog.keys import KeysRequest, sign_keys
-    from fwman.cli.render import finish
 
     request = KeysRequest(tuple(str(p) for p in add), not_before, not_after, note, retire, drop, reason, expires,
                           serial, date)  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.vocabulary import renamed_option
 
 
@@ -34,9 +34,7 @@ from fwman.cli.vocabulary import renamed_option
 @click.option("--maker", metavar="TEXT", help="Board maker (default: unknown).")
 @click.option("--replace", is_flag=True, help="Replace an existing local entry for this board.")
 @click.option("--export", "export", is_flag=True, help="Also print the entry in the curated format (for upstream).")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def add_local(
     app: AppContext,
     bus: str,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.vocabulary import renamed_option
 
 
@@ -25,9 +25,7 @@ from fwman.cli.vocabulary import renamed_option
     "-o", "--output", "out", type=click.Path(dir_okay=False), metavar="FILE", help="Write the board file to FILE."
 )
 @renamed_option("--out", "--output", "out", type=click.Path(dir_okay=False))
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def propose(app: AppContext, board: str, reports: tuple[tuple[str, str], ...], out: str | None, as_json: bool) -> None:
     """Turn BOARD's local entry and owner reports into a board file whose sources are those reports.
 

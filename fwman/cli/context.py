@@ -371,3 +371,8 @@ def runs_subcommand(ctx: click.Context, app: AppContext) -> bool:
 FORK_FORMS = "a known name (aikitoria, a [forks] name), NAME=URL, owner/name on GitHub, or a git URL or path"
 
 pass_app = click.make_pass_decorator(AppContext)
+
+
+def leaf_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add what every leaf command takes: ``--json``, the global options after its name, and the AppContext."""
+    return json_option(common_options(pass_app(f)))

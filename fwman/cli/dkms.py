@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -23,9 +23,7 @@ def dkms() -> None:
 
 
 @dkms.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def status(app: AppContext, as_json: bool) -> None:
     """List registered NVIDIA DKMS modules, per kernel, and whether fwman blocks DKMS.
 
@@ -41,9 +39,7 @@ def status(app: AppContext, as_json: bool) -> None:
 
 @dkms.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove NVIDIA's DKMS modules for all kernels and pin the *nvidia*dkms* packages away.
 
@@ -70,9 +66,7 @@ def block(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
 @dkms.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be undone, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def unblock(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo `fwman dkms block`: remove the apt pin and register the removed modules with DKMS again.
 

@@ -34,6 +34,20 @@ def _walk(chain: list[tuple[str, click.Command]]) -> list[list[tuple[str, click.
     return found
 
 
+def help_text(chain: list[tuple[str, click.Command]], width: int) -> str:
+    """Return ``--help`` of the last command of ``chain`` as a user sees it, wrapped to ``width``."""
+    ctx: click.Context | None = None
+    for name, command in chain:
+        # the root context carries the group's settings (-h as well as --help), as a real invocation does;
+        # click caches the help option per command, so a context without them would depend on test order
+        settings = dict(cli.context_settings) if ctx is None else {}
+        ctx = click.Context(
+            command, info_name=name, parent=ctx, terminal_width=width, max_content_width=width, **settings
+        )
+    assert ctx is not None
+    return ctx.command.get_help(ctx)
+
+
 def vocabulary(chains: list[list[tuple[str, click.Command]]]) -> str:
     """Return the option vocabulary as Markdown: each option name with its one meaning and the commands that take
     it (global options: every command), then the old spellings that still work for a release."""
@@ -58,8 +72,7 @@ def vocabulary(chains: list[list[tuple[str, click.Command]]]) -> str:
     out.append("| command | old | use |\n|---|---|---|\n")
     for old, new in RENAMED_COMMANDS.items():
         out.append(f"| `fwman {' '.join(old)}` | (the command) | `fwman {' '.join(new)}` |\n")
-    for path, old_name, new_name in sorted(renamed):
-        out.append(f"| `{path}` | `{old_name}` | `{new_name}` |\n")
+    out += [f"| `{path}` | `{old_name}` | `{new_name}` |\n" for path, old_name, new_name in sorted(renamed)]
     return "".join(out)
 
 
@@ -69,20 +82,11 @@ def render() -> str:
     chains = _walk([("fwman", cli)])
     out.append(vocabulary(chains))
     for chain in chains:
-        ctx: click.Context | None = None
-        for name, command in chain:
-            # the root context carries the group's settings (-h as well as --help), as a real invocation does;
-            # click caches the help option per command, so a context without them would depend on test order
-            settings = dict(cli.context_settings) if ctx is None else {}
-            ctx = click.Context(
-                command, info_name=name, parent=ctx, terminal_width=100, max_content_width=100, **settings
-            )
-        assert ctx is not None
         names = [name for name, _ in chain]
         out.append(f"\n## `{' '.join(names)}`\n\n")
         if len(names) == 2 and names[1] in COMMANDS:
             out.append(f"{COMMANDS[names[1]][1]}\n\n")
-        out.append("```\n" + ctx.command.get_help(ctx).rstrip() + "\n```\n")
+        out.append("```\n" + help_text(chain, 100).rstrip() + "\n```\n")
     return "".join(out)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -23,9 +23,7 @@ from fwman.cli.render import finish
     metavar="FILE",
     help="A systemd unit (or drop-in) that runs your GPU workload: Environment=, EnvironmentFile=, ExecStart=.",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def doctor(app: AppContext, env_files: tuple[str, ...], unit_files: tuple[str, ...], as_json: bool) -> None:
     """Walk the chain that blocks GPU peer-to-peer and say what to fix first.
 

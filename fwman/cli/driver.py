@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from fwman.cli.app import LazyGroup
-from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, leaf_options
 from fwman.cli.render import finish
 from fwman.cli.vocabulary import renamed_option
 from fwman.core.errors import UsageError
@@ -36,27 +36,18 @@ def driver() -> None:
     """
 
 
-def _fork_options(f: Any) -> Any:
-    f = click.option(
-        "--offline", is_flag=True, help="Do not touch the network: use the cached lists (their age is shown)."
-    )(f)
-    f = click.option(
-        "--fork",
-        "fork_specs",
-        multiple=True,
-        metavar="FORK",
-        help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
-    )(f)
-    return f
-
-
 @driver.command()
 @click.option("--driver-version", "version_text", metavar="V", help="The exact driver version to look for (570.86.16).")
 @renamed_option("--version", "--driver-version", "version_text")
-@_fork_options
-@json_option
-@common_options
-@pass_app
+@click.option(
+    "--fork",
+    "fork_specs",
+    multiple=True,
+    metavar="FORK",
+    help=f"Also list this fork for this run (repeatable): {FORK_FORMS}.",
+)
+@click.option("--offline", is_flag=True, help="Do not touch the network: use the cached lists (their age is shown).")
+@leaf_options
 def branches(
     app: AppContext, version_text: str | None, fork_specs: tuple[str, ...], offline: bool, as_json: bool
 ) -> None:
@@ -100,9 +91,7 @@ def branches(
     help="Also NVreg_EnableResizableBar=1: for boards without a Resizable BAR switch in their firmware "
     "(xCuri0/ReBarUEFI issues 67, PR 388).",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_json: bool) -> None:
     """The NVIDIA module options P2P depends on: recommended per GPU generation, written, in effect?
 
@@ -146,17 +135,9 @@ def settings(app: AppContext, do_apply: bool, dry_run: bool, rebar: bool, as_jso
 @click.option("--off", is_flag=True, help="With --apply: remove fwman's unit (the settings stay until reboot).")
 @click.option("--apply", "do_apply", is_flag=True, help="Write and enable fwman's unit, and apply it now.")
 @click.option("--dry-run", is_flag=True, help="With --apply: print what would be done, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def power(
-    app: AppContext,
-    limits: tuple[str, ...],
-    persistence: bool,
-    off: bool,
-    do_apply: bool,
-    dry_run: bool,
-    as_json: bool,
+    app: AppContext, limits: tuple[str, ...], persistence: bool, off: bool, do_apply: bool, dry_run: bool, as_json: bool
 ) -> None:
     """Persistence mode and power limits, persisted: the NVIDIA driver resets both at every boot.
 
@@ -216,9 +197,7 @@ def _steps(app: AppContext, as_json: bool) -> Any:
 )
 @click.option("--run-sha256", metavar="HEX", help="The SHA-256 of --run, as published where you downloaded it.")
 @click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def move(
     app: AppContext,
     to_version: str | None,

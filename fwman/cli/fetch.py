@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, leaf_options, timeout_option
 from fwman.cli.vocabulary import renamed_option
 from fwman.core.termtext import visible
 
@@ -57,9 +57,7 @@ def _progress(app: AppContext, label: str) -> Callable[[int, int | None], None] 
 @click.option("--md5-source", metavar="TEXT", help="Where the MD5 was published (URL or page), kept with it.")
 @timeout_option(30.0, "Seconds without data before a download attempt is given up.")
 @click.option("--retries", type=click.IntRange(min=0), default=3, show_default=True, help="Retries per URL.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def fetch(
     app: AppContext,
     image_ref: str,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, runs_subcommand, timeout_option
+from fwman.cli.context import AppContext, leaf_options, runs_subcommand, timeout_option
 from fwman.core.errors import UsageError
 
 if TYPE_CHECKING:
@@ -87,17 +87,10 @@ def flash_options(*, downgrade: bool = True) -> Callable[[F], F]:
     "--image", metavar="FILE|BOARD/VERSION", help="The image: a file, or a catalog image fetched with `fwman fetch`."
 )
 @flash_options()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 @click.pass_context
 def flash(
-    ctx: click.Context,
-    app: AppContext,
-    bus: str | None,
-    image: str | None,
-    flash_opts: FlashOptions,
-    as_json: bool,
+    ctx: click.Context, app: AppContext, bus: str | None, image: str | None, flash_opts: FlashOptions, as_json: bool
 ) -> None:
     """Flash one card with every safety rail: gates, backups of ALL cards, nvflash, read-back.
 
@@ -131,9 +124,7 @@ def flash(
 
 @flash.command("status")
 @click.option("-n", "--count", "count", type=int, default=5, show_default=True, help="How many operations to show.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def flash_status(app: AppContext, count: int, as_json: bool) -> None:
     """Show the last flash/restore/upgrade operations and the step each stopped at.
 
@@ -149,9 +140,7 @@ def flash_status(app: AppContext, count: int, as_json: bool) -> None:
 
 @flash.command("resume")
 @flash_options()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def flash_resume(app: AppContext, flash_opts: FlashOptions, as_json: bool) -> None:
     """Continue the newest unfinished flash or restore from where it stopped.
 
@@ -173,16 +162,8 @@ def flash_resume(app: AppContext, flash_opts: FlashOptions, as_json: bool) -> No
     "--backup", "backup_path", required=True, metavar="FILE", help="One of this card's backups (fwman backup list)."
 )
 @flash_options()
-@json_option
-@common_options
-@pass_app
-def restore(
-    app: AppContext,
-    bus: str,
-    backup_path: str,
-    flash_opts: FlashOptions,
-    as_json: bool,
-) -> None:
+@leaf_options
+def restore(app: AppContext, bus: str, backup_path: str, flash_opts: FlashOptions, as_json: bool) -> None:
     """Put a card's own backup back, with the same gates as a flash.
 
     Only a backup recorded in the manifest for this very card (same PCI location and subsystem) is
@@ -203,9 +184,7 @@ def restore(
 
 @flash.command("history")
 @click.option("--card", "bus", metavar="BUS", help="Only this card.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def history(app: AppContext, bus: str | None, as_json: bool) -> None:
     """Show every flash, restore and post-reboot check fwman made on this host.
 

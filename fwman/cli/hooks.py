@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -24,9 +24,7 @@ def hooks() -> None:
 
 @hooks.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Install the kernel hooks, the final boot checks and fwman-catchup.service (enabled).
 
@@ -56,9 +54,7 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
 @hooks.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove the kernel hook and the catch-up service (installed modules and manifests stay).
 
@@ -81,9 +77,7 @@ def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
 
 @hooks.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def status(app: AppContext, as_json: bool) -> None:
     """Show whether the hook files and the unit are installed, current and enabled, and the hook order.
 

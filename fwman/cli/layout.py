@@ -19,10 +19,6 @@ GAP = 2  # spaces between columns
 Piece = tuple[str, str]  # (text, style name; "" plain)
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
-
-
 @dataclass(frozen=True)
 class Fitted:
     """A table fitted to a width: ``lines`` of cells (one list a printed line), the first ``header`` of them the
@@ -44,7 +40,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int 
     if width is None or sum(natural) + GAP * (n - 1) <= width:
         return Fitted(cells, 1)
     # the narrowest each column can be: its longest word (styled cells are never wrapped: they stay whole)
-    least = [max(max((len(w) for w in _words(row[i])), default=0) if measure(row[i]) == len(row[i])
+    least = [max(max((len(w) for w in row[i].split()), default=0) if measure(row[i]) == len(row[i])
                  else measure(row[i]) for row in cells) for i in range(n)]  # fmt: skip
     room = width - GAP * (n - 1)
     if sum(least) > room:
@@ -63,8 +59,7 @@ def fit_table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int 
             else textwrap.wrap(row[i], widths[i], break_long_words=False, break_on_hyphens=False) or [""]
             for i in range(n)
         ]  # fmt: skip
-        for k in range(max(len(p) for p in parts)):
-            lines.append([p[k] if k < len(p) else "" for p in parts])
+        lines += [[p[k] if k < len(p) else "" for p in parts] for k in range(max(len(p) for p in parts))]
         if number == 0:
             header = len(lines)
     return Fitted(lines, header)
@@ -88,7 +83,7 @@ def _records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int,
             if measure(cell) != len(cell):  # styled: whole
                 lines.append([lead + cell])
                 continue
-            if len(lead) + max((len(w) for w in _words(cell)), default=0) > width:
+            if len(lead) + max((len(w) for w in cell.split()), default=0) > width:
                 # a word (a long path) that does not fit after the header: the value goes below it, indented
                 # less, so that the word stays whole and inside the width where it can
                 lines.append([lead.rstrip()])

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import sys
 
-import click
-
 from fwman import __version__
 from fwman.cli.app import COMMANDS, cli
-from fwman.cli.docgen import _walk
+from fwman.cli.docgen import _walk, help_text
 
 #: the width click wraps --help to: man indents the block by 7 columns, and 72 + 7 fits an 80-column
 #: terminal (the ``\\b`` example blocks keep their own lines, as in --help)
@@ -31,18 +29,6 @@ def roff_escape(text: str) -> str:
             line = "\\&" + line
         out.append(line if line else ".sp")
     return "\n".join(out)
-
-
-def _help(chain: list[tuple[str, click.Command]]) -> str:
-    """Return ``--help`` of the last command of ``chain`` as a user sees it (the same contexts as docgen)."""
-    ctx: click.Context | None = None
-    for name, command in chain:
-        settings = dict(cli.context_settings) if ctx is None else {}
-        ctx = click.Context(
-            command, info_name=name, parent=ctx, terminal_width=WIDTH, max_content_width=WIDTH, **settings
-        )
-    assert ctx is not None
-    return ctx.command.get_help(ctx)
 
 
 def _page(name: str, summary: str, sections: list[tuple[str, str]], see_also: list[str]) -> str:
@@ -68,7 +54,7 @@ def pages() -> dict[str, str]:
         "fwman.1": _page(
             "fwman",
             "firmware and patched-driver lifecycle manager for multi-GPU NVIDIA hosts",
-            [("DESCRIPTION", _help(chains[0]))],
+            [("DESCRIPTION", help_text(chains[0], WIDTH))],
             [f"fwman-{c[1][0]}" for c in top],
         )
     }
@@ -76,8 +62,8 @@ def pages() -> dict[str, str]:
         name = chain[1][0]
         below = [c for c in chains if len(c) > 2 and c[1][0] == name]
         summary = COMMANDS[name][1] if name in COMMANDS else chain[1][1].get_short_help_str(limit=70)
-        sections = [("DESCRIPTION", _help(chain))]
-        sections += [(" ".join(n for n, _ in c).upper(), _help(c)) for c in below]
+        sections = [("DESCRIPTION", help_text(chain, WIDTH))]
+        sections += [(" ".join(n for n, _ in c).upper(), help_text(c, WIDTH)) for c in below]
         result[f"fwman-{name}.1"] = _page(f"fwman-{name}", summary.rstrip("."), sections, ["fwman"])
     return result
 

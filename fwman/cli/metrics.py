@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from click.core import ParameterSource
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 from fwman.core import names, paths
 
@@ -35,9 +35,7 @@ def metrics() -> None:
 )
 @click.option("--stdout", "to_stdout", is_flag=True, help="Print the metrics instead of writing the file.")
 @click.option("--dry-run", is_flag=True, help="Collect the metrics and say where they would go; write nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def write(app: AppContext, output: str, to_stdout: bool, dry_run: bool, as_json: bool) -> None:
     """Write what fwman knows about this host as Prometheus gauges, atomically, for node_exporter.
 
@@ -74,9 +72,7 @@ def write(app: AppContext, output: str, to_stdout: bool, dry_run: bool, as_json:
 
 @metrics.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Install and enable fwman-metrics.timer, which runs `fwman metrics write` every minute.
 
@@ -99,9 +95,7 @@ def install(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
 @metrics.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def remove(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Remove fwman-metrics.timer and its service (the .prom file stays until node_exporter's owner removes it).
 

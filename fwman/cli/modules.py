@@ -7,10 +7,10 @@ from typing import Any, TypeVar
 
 import click
 
-from fwman.cli.context import FORK_FORMS, AppContext, common_options, json_option, pass_app
+from fwman.cli.context import FORK_FORMS, AppContext, leaf_options
 from fwman.cli.render import finish, render
-from fwman.cli.vocabulary import RenamedOption
-from fwman.core.termtext import visible
+from fwman.cli.vocabulary import RenamedOption, deprecation_line, warn
+from fwman.core.names import kernel_release
 
 F = TypeVar("F", bound=Callable[..., Any])
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Print what would be done, change nothing.")
@@ -51,12 +51,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
     def old(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
         if value is not None:
             ctx.meta["fwman.origin"] = value
-            warning = f"fwman: warning: --from is deprecated here, and goes in a later release: use --origin {value}"
-            app = ctx.find_object(AppContext)
-            if app is not None:
-                app.echo(warning, err=True)
-            else:  # run outside fwman's entry point (click's own test runner): click's stderr
-                click.echo(visible(warning), err=True)
+            warn(deprecation_line("--from", "--origin", value))
 
     def new(ctx: click.Context, param: click.Parameter, value: str | None) -> str:
         return value or ctx.meta.get("fwman.origin") or "manual"
@@ -72,11 +67,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
 @modules.command()
 @click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="Kernel release to build for (repeatable).")
 @click.option("--all", "all_kernels", is_flag=True, help="Every installed kernel with headers.")
-@click.option(
-    "--fork",
-    metavar="FORK",
-    help=f"The fork to build from: {FORK_FORMS}.",
-)
+@click.option("--fork", metavar="FORK", help=f"The fork to build from: {FORK_FORMS}.")
 @click.option(
     "--branch",
     metavar="B",
@@ -97,9 +88,7 @@ def _origin(choices: list[str], help: str) -> Callable[[F], F]:
 )
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
 @click.option("--dry-run", is_flag=True, help="Say which kernels would be built from which source; change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def build(
     app: AppContext,
     kernels: tuple[str, ...],
@@ -153,7 +142,6 @@ def build(
     built and some did not, 3 the user space does not match (without --force), 2 a fork name that is not known.
     """
     from fwman.app.modules.build import BuildRequest, KernelBuild, build_modules, progress_sink
-    from fwman.core.names import kernel_release
 
     for kver in kernels:  # before anything else: a kernel release becomes a path (/lib/modules/KVER, .pending)
         kernel_release(kver)
@@ -173,9 +161,7 @@ def build(
 
 
 @modules.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def status(app: AppContext, as_json: bool) -> None:
     """Show, per installed kernel: headers, patched modules, DKMS conflict, pending/failed, safe to boot.
 
@@ -197,9 +183,7 @@ def status(app: AppContext, as_json: bool) -> None:
 @click.option("--kernel", "kver", required=True, metavar="KVER", help="The kernel release that was removed.")
 @_origin(["postrm", "kernel-install", "manual"], "Who runs it (the removal hooks say).")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """Drop fwman's state for a removed kernel and keep the next boot safe (what the removal hooks run).
 
@@ -216,7 +200,6 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
       fwman modules forget --kernel 6.1.0-47-amd64
     """
     from fwman.app.modules.hooks import forget as forget_kernel
-    from fwman.core.names import kernel_release
 
     kernel_release(kver)  # the release becomes paths below /var/lib/fwman and /lib/modules
     result = forget_kernel(app.host, kver, dry_run=dry_run, permit=_permit(app, "fwman modules forget"),
@@ -228,9 +211,7 @@ def forget(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool
 @click.option("--kernel", "kernels", multiple=True, metavar="KVER", help="A kernel whose modules go (repeatable).")
 @click.option("--all", "all_kernels", is_flag=True, help="Every kernel fwman installed modules for.")
 @click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run: bool, as_json: bool) -> None:
     """Remove the patched modules fwman installed: the files, fwman's stored copy and the manifest, then depmod.
 
@@ -251,7 +232,6 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
     and --all.
     """
     from fwman.app.modules.remove import RemoveRequest, remove_modules
-    from fwman.core.names import kernel_release
 
     for kver in kernels:
         kernel_release(kver)
@@ -263,9 +243,7 @@ def remove(app: AppContext, kernels: tuple[str, ...], all_kernels: bool, dry_run
 @modules.command()
 @click.option("--force", is_flag=True, help="Rebuild every kernel, and retry failed (commit, kernel) pairs.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
     """Build for every installed kernel with headers that lacks working patched modules (boot-time service).
 
@@ -294,9 +272,7 @@ def catchup(app: AppContext, force: bool, dry_run: bool, as_json: bool) -> None:
 @click.option("--kernel", "kver", required=True, metavar="KVER")
 @_origin(["postinst", "header_postinst", "kernel-install", "manual"], "Which hook runs it.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) -> None:
     """What the kernel hook runs (/etc/kernel/postinst.d/fwman). Exit 0 unless `strict = true`, then 3.
 
@@ -304,7 +280,6 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
     fwman.modules-hook/2). --origin names the hook (the older --from still works and warns).
     """
     from fwman.app.modules.hooks import hook as run_hook
-    from fwman.core.names import kernel_release
 
     kernel_release(kver)
     result = run_hook(app.host, kver, origin, dry_run=dry_run, permit=_permit(app, "fwman modules hook"),
@@ -321,9 +296,7 @@ def hook(app: AppContext, kver: str, origin: str, dry_run: bool, as_json: bool) 
 )
 @click.option("--force", is_flag=True, help="Replace a key fwman already uses.")
 @DRY_RUN
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_json: bool) -> None:
     """Create the Secure Boot signing key for the modules (or adopt DKMS's), and say how to enroll it.
 
@@ -348,9 +321,7 @@ def keygen(app: AppContext, reuse_dkms: bool, force: bool, dry_run: bool, as_jso
 
 @modules.command()
 @click.option("--dry-run", is_flag=True, help="Print the pin that would be undone, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo the boot pin fwman made (restore the previous default kernel).
 
@@ -388,9 +359,7 @@ def unpin(app: AppContext, dry_run: bool, as_json: bool) -> None:
     metavar="KVER",
     help="A kernel being removed: never the next boot, never pinned (the removal hooks pass it; repeatable).",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...], as_json: bool) -> None:
     """Exit non-zero when the kernel that boots next has no working patched modules (before a reboot).
 
@@ -408,7 +377,6 @@ def check_boot(app: AppContext, pin: bool, origin: str, removed: tuple[str, ...]
     Exit status: 0 safe (after the pin, with --pin), 4 not safe (the reason is printed), 5 no kernel found.
     """
     from fwman.app.modules.check_boot import check_boot as run_check
-    from fwman.core.names import kernel_release
 
     for kver in removed:
         kernel_release(kver)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 from fwman.cli.vocabulary import renamed_option
 
@@ -19,9 +19,7 @@ from fwman.cli.vocabulary import renamed_option
     help="Ed25519 private key (PEM) to sign the bundle with (openssl genpkey -algorithm ed25519).",
 )
 @renamed_option("--sign-key", "--key", "sign_key", type=click.Path(dir_okay=False))
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_json: bool) -> None:
     """Write the verified patched modules of a kernel to a bundle file, for `fwman modules import` elsewhere.
 
@@ -45,9 +43,7 @@ def export(app: AppContext, kver: str, output: str, sign_key: str | None, as_jso
 @click.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--dry-run", is_flag=True, help="Check the bundle against this host and say what would change.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def import_(app: AppContext, file: str, dry_run: bool, as_json: bool) -> None:
     """Install the modules of a bundle made by `fwman modules export`, after checking everything.
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 
 
 @click.command("preflight")
@@ -17,9 +17,7 @@ from fwman.cli.context import AppContext, common_options, json_option, pass_app
     "--dry-run", is_flag=True, help="List the kernels and recorded verdicts; download, build, change nothing."
 )
 @click.option("-j", "--jobs", type=int, metavar="N", help="Parallel make jobs (default: all CPUs).")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def preflight(app: AppContext, hold: bool, release: bool, dry_run: bool, jobs: int | None, as_json: bool) -> None:
     """Say, for each kernel apt would install next, whether the patched modules build for it: before it lands.
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app, timeout_option
+from fwman.cli.context import AppContext, leaf_options, timeout_option
 from fwman.cli.render import finish
 
 
@@ -91,9 +91,7 @@ from fwman.cli.render import finish
     "and its upstream port's PCIe AER counters before and after: anything new fails the test.",
 )
 @click.option("--no-record", is_flag=True, help="Do not append the result to the P2P history.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def p2p(
     app: AppContext,
     size_mb: int,

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
 @click.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def plan(app: AppContext, as_json: bool) -> None:
     """Show the whole way to peer-to-peer on this box: what `fwman apply` does, then what you do.
 
@@ -45,9 +43,7 @@ def plan(app: AppContext, as_json: bool) -> None:
     is_flag=True,
     help="After the reboot: say what is still missing (fwman's steps, doctor's blockers); change nothing.",
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def apply(app: AppContext, dry_run: bool, verify: bool, as_json: bool) -> None:
     """Bring the box to its P2P target: every step of `fwman plan` that fwman can take, in order.
 

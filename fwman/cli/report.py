@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 from fwman.cli.vocabulary import renamed_option
 
@@ -20,9 +20,7 @@ from fwman.cli.vocabulary import renamed_option
     help="Also write the report as JSON (fwman.report/1) to FILE, to attach to an issue.",
 )
 @renamed_option("--out", "--output", "out", type=click.Path(dir_okay=False))
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def report(app: AppContext, bus: str, out: str | None, as_json: bool) -> None:
     """Report what the last flash did to one card: IDs, versions, hashes, BAR1, power, the check.
 

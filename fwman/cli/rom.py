@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
+from fwman.cli.render import finish
 
 
 @click.group()
@@ -23,9 +24,7 @@ def rom() -> None:
 
 @rom.command()
 @click.argument("file", type=click.Path(dir_okay=False))
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def inspect(app: AppContext, file: str, as_json: bool) -> None:
     """Show every identity field of a VBIOS FILE with the offset it was read from, and the image chain.
 
@@ -44,7 +43,6 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
     Exit 4 when FILE is not a VBIOS image fwman can read (the error names the field and offset).
     """
     from fwman.app.rom import inspect_rom
-    from fwman.cli.render import finish
 
     finish(app, "rom.inspect", inspect_rom(file), as_json)
 
@@ -53,13 +51,9 @@ def inspect(app: AppContext, file: str, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.option("--card", "bus", required=True, metavar="BUS", help="The target card's PCI bus id (see `fwman scan`).")
 @click.option(
-    "--board-id",
-    metavar="HEX",
-    help="The image's board ID (from `nvflash --version FILE`) to compare with the card's.",
+    "--board-id", metavar="HEX", help="The image's board ID (from `nvflash --version FILE`) to compare with the card's."
 )
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: bool) -> None:
     """Check whether FILE may be flashed onto the card at BUS; print every check and its result.
 
@@ -80,6 +74,5 @@ def verify(app: AppContext, file: str, bus: str, board_id: str | None, as_json: 
     unknown card.
     """
     from fwman.app.rom import verify_rom
-    from fwman.cli.render import finish
 
     finish(app, "rom.verify", verify_rom(app.host, file, bus, board_id), as_json)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
 @click.command()
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def scan(app: AppContext, as_json: bool) -> None:
     """List every NVIDIA GPU: PCI IDs, firmware, BAR1, Resizable BAR, links, power, driver.
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.flash import flash_options
 
 if TYPE_CHECKING:
@@ -27,9 +27,7 @@ if TYPE_CHECKING:
     "--yes", is_flag=True, help="--apply: do not ask (scripts, Ansible); on a terminal --apply asks once first."
 )
 @flash_options(downgrade=False)
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def upgrade(
     app: AppContext,
     dry_run: bool,

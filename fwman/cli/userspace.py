@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from fwman.cli.context import AppContext, common_options, json_option, pass_app
+from fwman.cli.context import AppContext, leaf_options
 from fwman.cli.render import finish
 
 
@@ -29,9 +29,7 @@ def userspace() -> None:
 
 @userspace.command()
 @click.option("--no-simulate", is_flag=True, help="Do not ask apt (apt-get -s) which upgrades are pending.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
     """Show the installed NVIDIA user-space packages, fwman's hold, and upgrades apt would make now.
 
@@ -49,9 +47,7 @@ def status(app: AppContext, no_simulate: bool, as_json: bool) -> None:
 
 @userspace.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be written, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def hold(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Pin every installed NVIDIA user-space package to its version and blacklist it for unattended-upgrades.
 
@@ -75,9 +71,7 @@ def hold(app: AppContext, dry_run: bool, as_json: bool) -> None:
 
 @userspace.command()
 @click.option("--dry-run", is_flag=True, help="Print what would be removed, change nothing.")
-@json_option
-@common_options
-@pass_app
+@leaf_options
 def release(app: AppContext, dry_run: bool, as_json: bool) -> None:
     """Undo `fwman userspace hold`: remove its apt pin, its blacklist entries and its record.
 

@@ -194,23 +194,18 @@ def card_samples(host: Host) -> list[Sample]:
                 },
             )
         )
-        if card.bar1_bytes is not None:
-            out.append(Sample(GPU_BAR1, card.bar1_bytes, bus))
-        if card.vram_bytes is not None:
-            out.append(Sample(GPU_VRAM, card.vram_bytes, bus))
-        covers = card.bar1_covers_vram
-        if covers is not None:
-            out.append(Sample(GPU_BAR1_COVERS, _bool(covers), bus))
-        link = card.link
-        if link.current_width is not None:
-            out.append(Sample(GPU_LINK_WIDTH, link.current_width, bus))
-        if link.max_width is not None:
-            out.append(Sample(GPU_LINK_MAX_WIDTH, link.max_width, bus))
-        # sysfs says "16.0 GT/s": giga-transfers per second, written here in the base unit
-        if link.current_speed_gts is not None:
-            out.append(Sample(GPU_LINK_SPEED, link.current_speed_gts * 1e9, bus))
-        if link.max_speed_gts is not None:
-            out.append(Sample(GPU_LINK_MAX_SPEED, link.max_speed_gts * 1e9, bus))
+        covers, link = card.bar1_covers_vram, card.link
+        values = [
+            (GPU_BAR1, card.bar1_bytes),
+            (GPU_VRAM, card.vram_bytes),
+            (GPU_BAR1_COVERS, None if covers is None else _bool(covers)),
+            (GPU_LINK_WIDTH, link.current_width),
+            (GPU_LINK_MAX_WIDTH, link.max_width),
+            # sysfs says "16.0 GT/s": giga-transfers per second, written here in the base unit
+            (GPU_LINK_SPEED, None if link.current_speed_gts is None else link.current_speed_gts * 1e9),
+            (GPU_LINK_MAX_SPEED, None if link.max_speed_gts is None else link.max_speed_gts * 1e9),
+        ]
+        out += [Sample(family, value, bus) for family, value in values if value is not None]
     return out
 
 
@@ -280,8 +275,7 @@ def preflight_samples(host: Host) -> list[Sample]:
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
         if verdict.status in (SAFE, BROKEN):
             out.append(Sample(PREFLIGHT_BUILDS, _bool(verdict.status == SAFE), {"kernel": verdict.kernel}))
-    for kver in sorted(held):
-        out.append(Sample(PREFLIGHT_HELD, 1, {"kernel": kver}))
+    out += [Sample(PREFLIGHT_HELD, 1, {"kernel": kver}) for kver in sorted(held)]
     if state.last_at is None:
         return out
     out += [Sample(PREFLIGHT_KERNELS, n, {"result": status}) for status, n in counts.items()]

@@ -10,10 +10,6 @@ from fwman.platform.containers import CdiSpecAudit
 from fwman.reports.audit.model import Row, Status, status_against, version_sort_key
 
 
-def _is_nvidia_kind(kind: str | None) -> bool:
-    return bool(kind) and str(kind).startswith("nvidia.com/")
-
-
 def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
     """Return one row per CDI spec: its library versions against the driver, and host paths it names that are
     gone; a spec that is not one is unknown. The fix is NVIDIA's command that writes the spec again."""
@@ -24,7 +20,6 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
             rows.append(
                 Row(
                     component="CDI spec",
-                    version=None,
                     where=spec.path,
                     status="unknown",
                     fix=f"write it again: {regenerate}",
@@ -32,11 +27,10 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
                 )
             )
             continue
-        if not _is_nvidia_kind(spec.kind):
+        if not (spec.kind or "").startswith("nvidia.com/"):
             rows.append(
                 Row(
                     component=f"CDI spec {spec.kind}",
-                    version=None,
                     where=spec.path,
                     status="info",
                     detail=f"cdiVersion {spec.version}: not NVIDIA's, not compared",
@@ -52,12 +46,10 @@ def cdi_spec_rows(specs: Sequence[CdiSpecAudit], ref: str | None) -> list[Row]:
             # where the kernel gave 509: nvidia-container-toolkit issue 1934)
             nodes = ", ".join(f"{node} major {was} (now {now})" for node, was, now in spec.stale_majors)
             details.insert(0, f"device numbers drifted: {nodes}: cuInit fails in its containers")
-        if spec.stale_majors and not stale and not spec.missing:
-            status = "mismatch"
-        elif stale:
+        if stale:
             status = "mismatch"
             details.insert(0, f"mounts the {', '.join(stale)} libraries: written for another driver than {ref}")
-        elif spec.missing:
+        elif spec.missing or spec.stale_majors:
             status = "mismatch"
         elif not versions:
             status = "unknown"

@@ -28,7 +28,7 @@ class Row:
     """One line of the verdict table."""
 
     component: str
-    version: str | None
+    version: str | None = None
     where: str
     status: Status
     fix: str | None = None

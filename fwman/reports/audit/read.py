@@ -59,8 +59,7 @@ def read_kernel_modules(host: Host, unreadable: list[str]) -> tuple[list[KernelM
         names = sorted(n for n in resolved if is_driver_module(n))
         if not names and _kernel_installed(host, kver):
             bare.append(kver)
-        for name in names:
-            out.append(_read_one(host, kver, name, resolved[name], manifest, manifest_error))
+        out += [_read_one(host, kver, name, resolved[name], manifest, manifest_error) for name in names]
     return out, bare
 
 
@@ -81,12 +80,7 @@ def _manifest(host: Host, kver: str) -> tuple[Manifest | None, str | None]:
 
 
 def _read_one(
-    host: Host,
-    kver: str,
-    name: str,
-    path: str,
-    manifest: Manifest | None,
-    manifest_error: str | None,
+    host: Host, kver: str, name: str, path: str, manifest: Manifest | None, manifest_error: str | None
 ) -> KernelModule:
     entry = KernelModule(kernel=kver, name=name, path=path)
     try:

@@ -20,7 +20,7 @@ from fwman.gpu.proc_version import parse_proc_version
 from fwman.platform import proxmox
 from fwman.platform.cdi import REGENERATE
 from fwman.platform.containers import CdiSpecAudit, ContainerAudit
-from fwman.platform.userspace import KEY_LIBS, DriverLib, UserSpace
+from fwman.platform.userspace import KEY_LIBS, UserSpace
 from fwman.reports.audit.cdi_rows import cdi_spec_rows
 from fwman.reports.audit.model import (
     AuditReport,
@@ -49,19 +49,13 @@ def nccl_tuple(version: str) -> tuple[int, ...] | None:
         return None
 
 
-def image_libcuda(us: UserSpace | None) -> list[DriverLib]:
-    """Return the key driver libraries (libcuda, libnvidia-ml) a container's own filesystem carries."""
-    return [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]
-
-
 def build_rows(report: AuditReport, host_us: UserSpace, container_us: dict[str, UserSpace | None]) -> list[Row]:
     """Return the verdict rows of ``report`` (reference already chosen), in table order."""
     ref = report.reference
     rows = loaded_rows(report.loaded, ref, report.running_kernel)
     # the fork that carries the reference's P2P branch: the build command of a fix names it (it runs as printed)
     fork = report.p2p.forks[0] if report.p2p.version == ref and report.p2p.forks else None
-    for m in report.modules:
-        rows.append(module_row(m, ref, fork))
+    rows += [module_row(m, ref, fork) for m in report.modules]
     rows += [bare_kernel_row(kver, ref, fork) for kver in report.kernels_without_module]
     rows += unreadable_module_rows(report.unreadable)
     rows += host_userspace_rows(host_us, ref)
@@ -82,7 +76,6 @@ def loaded_rows(loaded: LoadedModule | None, ref: str | None, running_kernel: st
         return [
             Row(
                 component="loaded kernel module",
-                version=None,
                 where="/proc/driver/nvidia",
                 status="info",
                 detail="no NVIDIA module loaded",
@@ -182,7 +175,6 @@ def bare_kernel_row(kver: str, ref: str | None, fork: str | None = None) -> Row:
     """Return the row of an installed kernel that has no NVIDIA module at all (its fix as :func:`module_row`'s)."""
     return Row(
         component=f"nvidia.ko ({kver})",
-        version=None,
         where=paths.modules_dir(kver),
         status="mismatch" if ref else "unknown",
         fix=f"build and install the {ref} kernel module for {kver}: {build_command(kver, ref, fork)}" if ref else None,
@@ -193,13 +185,7 @@ def bare_kernel_row(kver: str, ref: str | None, fork: str | None = None) -> Row:
 def unreadable_module_rows(unreadable: Sequence[str]) -> list[Row]:
     """Return an "unknown" row for every module directory that could not be read."""
     return [
-        Row(
-            component="kernel modules",
-            version=None,
-            where=where.split(" ", 1)[0],
-            status="unknown",
-            detail=f"not readable: {where}",
-        )
+        Row(component="kernel modules", where=where.split(" ", 1)[0], status="unknown", detail=f"not readable: {where}")
         for where in unreadable
         if where.startswith("/lib/modules")
     ]
@@ -214,7 +200,6 @@ def host_userspace_rows(host_us: UserSpace, ref: str | None) -> list[Row]:
         rows.append(
             Row(
                 component="driver libraries",
-                version=None,
                 where="host library directories",
                 status="mismatch" if proven else "unknown",
                 fix=_userspace_fix(ref, HOST),
@@ -257,53 +242,43 @@ def firmware_rows(host_us: UserSpace, ref: str | None, *, local_modules: bool) -
                 + ("" if local_modules else " (no nvidia module on this filesystem either: loaded from outside?)"),
             )
         )
-    for version in host_us.firmware:
-        if version != ref:
-            rows.append(
-                Row(
-                    component="GSP firmware (other version)",
-                    version=version,
-                    where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
-                    status="info",
-                    detail="left from another driver version; not used by this one",
-                )
-            )
-    return rows
+    return rows + [
+        Row(
+            component="GSP firmware (other version)",
+            version=version,
+            where=host_us.firmware_dirs.get(version, f"/lib/firmware/nvidia/{version}"),
+            status="info",
+            detail="left from another driver version; not used by this one",
+        )
+        for version in host_us.firmware
+        if version != ref
+    ]
 
 
 def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> list[Row]:
     """Return the rows of one container or root: its state when not read, else its libraries."""
-    if c.state == "no-gpu":
-        return [
-            Row(
-                component=f"container {c.name}",
-                version=None,
-                where=proxmox.lxc_config_path(c.name),
-                status="info",
-                detail="no NVIDIA device in its config: not audited",
-            )
-        ]
-    if c.state == "hook":
-        return [
-            Row(
-                component=f"container {c.name}",
-                version=ref,
-                where=proxmox.lxc_config_path(c.name),
-                status="info",
-                detail="libraries injected from the host by the NVIDIA hook at start",
-            )
-        ]
-    if c.state == "not-mounted":
-        return [
-            Row(
-                component=f"container {c.name}",
-                version=None,
-                where=c.root or "",
-                status="unknown",
-                fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
-                detail="root filesystem not mounted",
-            )
-        ]
+    name, config = f"container {c.name}", proxmox.lxc_config_path(c.name)
+    not_read = {
+        "no-gpu": Row(
+            component=name, where=config, status="info", detail="no NVIDIA device in its config: not audited"
+        ),
+        "hook": Row(
+            component=name,
+            version=ref,
+            where=config,
+            status="info",
+            detail="libraries injected from the host by the NVIDIA hook at start",
+        ),
+        "not-mounted": Row(
+            component=name,
+            where=c.root or "",
+            status="unknown",
+            fix=f"start container {c.name} (or `pct mount {c.name}`) and run fwman audit again",
+            detail="root filesystem not mounted",
+        ),
+    }
+    if c.state in not_read:
+        return [not_read[c.state]]
     if us is None:
         return []
     label = f"container {c.name}: " if c.kind == "lxc" else f"root {c.name}: "
@@ -313,7 +288,6 @@ def container_rows(c: ContainerAudit, us: UserSpace | None, ref: str | None) -> 
         rows.append(
             Row(
                 component=f"{label}driver libraries",
-                version=None,
                 where=c.root or "",
                 status="mismatch" if (c.kind == "lxc" and ref) else "unknown",
                 fix=_userspace_fix(ref, where_fix),
@@ -357,52 +331,44 @@ def _lib_rows(us: UserSpace, reference: str | None, scope: str, fix_where: str) 
             Row(
                 component=f"{scope}other driver libraries ({len(others)})",
                 version=version,
-                where=_common_dir(others),
+                where=", ".join(sorted({lib.path.rsplit("/", 1)[0] for lib in others})),
                 status=status,
                 fix=_userspace_fix(reference, fix_where) if status == "mismatch" else None,
                 detail=", ".join(sorted({lib.name for lib in others}))[:200],
             )
         )
-    for lib in us.compat:
-        rows.append(
-            Row(
-                component=f"{scope}CUDA compat {lib.name}.so",
-                version=lib.version,
-                where=lib.path,
-                status="info",
-                detail="CUDA forward-compatibility library, not the driver: used only by programs that put its "
-                "directory on their library path",
-            )
+    return rows + [
+        Row(
+            component=f"{scope}CUDA compat {lib.name}.so",
+            version=lib.version,
+            where=lib.path,
+            status="info",
+            detail="CUDA forward-compatibility library, not the driver: used only by programs that put its "
+            "directory on their library path",
         )
-    return rows
-
-
-def _common_dir(libs: Sequence[DriverLib]) -> str:
-    dirs = sorted({lib.path.rsplit("/", 1)[0] for lib in libs})
-    return dirs[0] if len(dirs) == 1 else ", ".join(dirs)
+        for lib in us.compat
+    ]
 
 
 def hold_rows(hold: HoldStatus) -> list[Row]:
     """Return the rows of fwman's user-space hold: one per pending NVIDIA user-space upgrade (a warning that
     an unattended upgrade would break NVML), and one saying whether the hold is in place."""
-    rows: list[Row] = []
-    for name, (installed, new) in sorted((hold.pending or {}).items()):
-        rows.append(
-            Row(
-                component=f"apt upgrade pending: {name}",
-                version=new,
-                where=f"installed {installed}",
-                status="info",
-                fix=None if hold.held else "fwman userspace hold",
-                detail="WARNING: upgrading the user space alone breaks NVML (Driver/library version mismatch)",
-            )
+    rows = [
+        Row(
+            component=f"apt upgrade pending: {name}",
+            version=new,
+            where=f"installed {installed}",
+            status="info",
+            fix=None if hold.held else "fwman userspace hold",
+            detail="WARNING: upgrading the user space alone breaks NVML (Driver/library version mismatch)",
         )
+        for name, (installed, new) in sorted((hold.pending or {}).items())
+    ]
     if hold.installed:
         held = f"held since {hold.record.at}" if hold.record else "not held"
         rows.append(
             Row(
                 component="user-space apt hold",
-                version=None,
                 where=f"{len(hold.installed)} NVIDIA packages, {held}",
                 status="info",
                 fix=None if hold.held else "fwman userspace hold",
@@ -413,7 +379,6 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
         rows.append(
             Row(
                 component="user-space apt hold",
-                version=None,
                 where="NVIDIA .run installer: nothing to pin",
                 status="info",
                 detail=hold.warnings()[-1] if hold.warnings() else None,
@@ -425,36 +390,23 @@ def hold_rows(hold: HoldStatus) -> list[Row]:
 def engine_problem_rows(problems: Sequence[str]) -> list[Row]:
     """Return one row per container engine that could not be asked (not installed, not running, bad answer)."""
     rows: list[Row] = []
-    for line in problems:
-        engine, _, why = line.partition(": ")
+    for engine, _, why in (line.partition(": ") for line in problems):
+        component = f"container engine {engine}"
         if why == "not installed":
+            detail = "not installed: no containers of its own to audit"
+            rows.append(Row(component=component, where=f"`{engine}` on PATH", status="info", detail=detail))
+        else:
             rows.append(
                 Row(
-                    component=f"container engine {engine}",
-                    version=None,
-                    where=f"`{engine}` on PATH",
-                    status="info",
-                    detail="not installed: no containers of its own to audit",
+                    component=component,
+                    where=f"{engine} ps -a / inspect",
+                    status="unknown",
+                    fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
+                    f"reach its socket, and run fwman audit again",
+                    detail=f"its containers could not be read: {why}",
                 )
             )
-            continue
-        rows.append(
-            Row(
-                component=f"container engine {engine}",
-                version=None,
-                where=f"{engine} ps -a / inspect",
-                status="unknown",
-                fix=f"start the {engine} service (`systemctl start {engine}`), or run fwman as a user that may "
-                f"reach its socket, and run fwman audit again",
-                detail=f"its containers could not be read: {why}",
-            )
-        )
     return rows
-
-
-def _nccl_old(version: str) -> bool:
-    parsed = nccl_tuple(version)
-    return parsed is not None and parsed < NCCL_MINIMUM
 
 
 def engine_container_rows(
@@ -468,7 +420,6 @@ def engine_container_rows(
         return [
             Row(
                 component=component,
-                version=None,
                 where=where,
                 status="info",
                 detail="no GPU request (no nvidia runtime, --gpus, CDI device or /dev/nvidia*): not audited",
@@ -478,7 +429,6 @@ def engine_container_rows(
         return [
             Row(
                 component=component,
-                version=None,
                 where=c.root or where,
                 status="unknown",
                 fix=f"its filesystem is gone: `{c.kind} rm {c.name}` and create it again from {c.image or 'its image'}",
@@ -518,7 +468,7 @@ def engine_container_rows(
         notes.append("NVIDIA's runtime hook mounts the host's libraries at start")
         if ref is not None:
             versions.add(ref)
-    for lib in image_libcuda(us):
+    for lib in [lib for lib in (us.libs if us else []) if lib.name in KEY_LIBS]:  # the image's own libcuda, NVML
         versions.add(lib.version)
         if ref is not None and lib.version != ref:
             problems.append(
@@ -529,7 +479,7 @@ def engine_container_rows(
                 )
             )
     for version, where_nccl in sorted(c.nccl.items()):
-        if _nccl_old(version):
+        if (parsed := nccl_tuple(version)) is not None and parsed < NCCL_MINIMUM:
             minimum = ".".join(str(p) for p in NCCL_MINIMUM)
             problems.append(
                 (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -207,7 +207,7 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
     Never raises: what a reader meets is raised by that fact's ``get()``.
     """
     inventory = Fact(lambda: scan_inventory(host))
-    audit: Fact[AuditReport] = Fact(lambda: _audit(host))
+    audit: Fact[AuditReport] = Fact(lambda: audit_host(host, offline=True))  # offline: cached fork branches only
     return Facts(
         inventory=inventory,
         topo=Fact(lambda: parse_topo_matrix(_command(host, TOPO_M))),
@@ -217,15 +217,15 @@ def gather(host: Host, sources: Sources | None = None) -> Facts:
         iommu=Fact(lambda: _iommu(host, inventory)),
         passthrough=Fact(lambda: _passthrough(host)),
         workloads=Fact(lambda: _workloads(host, sources or Sources(), audit)),
-        virt=Fact(lambda: _virt(host)),
-        acs=Fact(lambda: _acs(host, inventory)),
-        slots=Fact(lambda: _slots(host, inventory)),
-        p2p_history=Fact(lambda: _p2p_history(host)),
+        virt=Fact(lambda: judge(gather_virt(host))),
+        acs=Fact(lambda: gather_acs(host, inventory.get().cards)),
+        slots=Fact(lambda: gather_slots(host, inventory.get().cards)),
+        p2p_history=Fact(lambda: read_history(host)),
         fingerprint=Fact(lambda: _fingerprint(host, inventory)),
-        driver_settings=Fact(lambda: _driver_settings(host)),
-        windows=Fact(lambda: _windows(host, inventory)),
+        driver_settings=Fact(lambda: inspect_settings(host)),
+        windows=Fact(lambda: gather_windows(host, inventory.get().cards)),
         vllm_caches=Fact(lambda: _vllm_caches(host, sources or Sources())),
-        power_unit=Fact(lambda: _power_unit(host)),
+        power_unit=Fact(lambda: read_unit(host)),
         nova_core=Fact(lambda: _nova_core(host)),
         dkms=Fact(lambda: _dkms(host)),
         boot_cmdline=Fact(lambda: read_boot_cmdline(host)),
@@ -269,56 +269,14 @@ def _dkms(host: Host) -> DkmsFacts:
     return DkmsFacts(entries, dkms.sources(host, entries), built_kernels(host))
 
 
-def _power_unit(host: Host) -> bytes | None:
-    """Return fwman's power unit (``fwman driver power``), None when absent."""
-    return read_unit(host)
-
-
 def _vllm_caches(host: Host, sources: Sources) -> tuple[list[HostVllmCache], list[str]]:
     """Return vLLM's P2P cache files on the host and what could not be read: the directories the model
     servers' units and environment files (``sources``) set, root's and each /home user's cache."""
-    environments: list[tuple[str, dict[str, str]]] = []
     problems: list[str] = []
-    for path in sources.env_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            environments.append((path, parse_env_file(text)))
-    for path in sources.unit_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            environments.append((path, parse_unit_environment(text)[0]))
+    environments = [(p, parse_env_file(t)) for p, t in _user_files(host, sources.env_files, problems)]
+    environments += [(p, parse_unit_environment(t)[0]) for p, t in _user_files(host, sources.unit_files, problems)]
     found, unreadable = find_caches(host, environments)
     return found, problems + unreadable
-
-
-def _driver_settings(host: Host) -> SettingsReport:
-    """Return the module options' report (`fwman driver settings`)."""
-    return inspect_settings(host)
-
-
-def _windows(host: Host, inventory: Fact[Inventory]) -> list[BridgeWindow]:
-    """Return the prefetchable bridge window above each card."""
-    return gather_windows(host, inventory.get().cards)
-
-
-def _virt(host: Host) -> VirtVerdict:
-    """Return whether ``host`` is a VM guest (CPU flag, DMI, /sys/hypervisor, systemd-detect-virt, virtio)."""
-    return judge(gather_virt(host))
-
-
-def _acs(host: Host, inventory: Fact[Inventory]) -> AcsFacts:
-    """Return the bridges between every GPU pair and each one's ACS reading."""
-    return gather_acs(host, inventory.get().cards)
-
-
-def _slots(host: Host, inventory: Fact[Inventory]) -> list[SlotFacts]:
-    """Return the link capability of the port above each card whose link is below its maximum."""
-    return gather_slots(host, inventory.get().cards)
-
-
-def _p2p_history(host: Host) -> list[P2PRecord]:
-    """Return the P2P verification history (empty when there is none). Raises NotRecordedError."""
-    return read_history(host)
 
 
 def _fingerprint(host: Host, inventory: Fact[Inventory]) -> Fingerprint:
@@ -345,11 +303,6 @@ def _listing(host: Host, path: str) -> list[str] | None:
     if not host.is_dir(path):
         return None
     return host.listdir(path)
-
-
-def _audit(host: Host) -> AuditReport:
-    """Return ``fwman audit`` of ``host``, offline (cached fork branches only)."""
-    return audit_host(host, offline=True)
 
 
 def _catalog(host: Host) -> Catalog:
@@ -393,13 +346,16 @@ def _passthrough(host: Host) -> Passthrough:
     return Passthrough(vfio, hostpci, unreadable)
 
 
-def _user_file(host: Host, path: str, problems: list[str]) -> str | None:
-    """Return the text of a file the user named, None (and a line in ``problems``) when it cannot be read."""
-    try:
-        return host.read_text(path)
-    except FwmanError as e:
-        problems.append(f"{path}: {describe_error(e)}")
-        return None
+def _user_files(host: Host, paths: Sequence[str], problems: list[str]) -> Iterator[tuple[str, str]]:
+    """Yield (path, text) of each file the user named, in order; one that cannot be read adds its line to
+    ``problems`` instead (as it is reached: the lines keep the order of the files)."""
+    for path in paths:
+        try:
+            text = host.read_text(path)
+        except FwmanError as e:
+            problems.append(f"{path}: {describe_error(e)}")
+        else:
+            yield path, text
 
 
 def _workloads(host: Host, sources: Sources, audit: Fact[AuditReport] | None = None) -> Workloads:
@@ -410,16 +366,12 @@ def _workloads(host: Host, sources: Sources, audit: Fact[AuditReport] | None = N
 
     Raises MissingError when /etc/pve/lxc exists but cannot be listed.
     """
-    out: list[EnvSource] = []
     problems: list[str] = []
-    for path in sources.env_files:
-        text = _user_file(host, path, problems)
-        if text is not None:
-            out.append(EnvSource("env-file", path, parse_env_file(text), uncommented(text)))
-    for path in sources.unit_files:
-        text = _user_file(host, path, problems)
-        if text is None:
-            continue
+    out = [
+        EnvSource("env-file", path, parse_env_file(text), uncommented(text))
+        for path, text in _user_files(host, sources.env_files, problems)
+    ]
+    for path, text in _user_files(host, sources.unit_files, problems):
         env, files, _ = parse_unit_environment(text)
         for f in files:
             try:

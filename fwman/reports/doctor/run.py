@@ -71,14 +71,7 @@ class DoctorReport:
         return {
             "host": self.host,
             "gpu_count": self.gpus,
-            "steps": [
-                {
-                    "id": s.check.id,
-                    "title": s.check.title,
-                    "findings": encode(s.findings),
-                }
-                for s in self.steps
-            ],
+            "steps": [{"id": s.check.id, "title": s.check.title, "findings": encode(s.findings)} for s in self.steps],
             "verdict": {
                 "ready": self.ready,
                 "line": self.verdict(),

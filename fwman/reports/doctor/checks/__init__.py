@@ -38,13 +38,7 @@ from dataclasses import dataclass
 
 from fwman.core.findings import Finding
 from fwman.reports.doctor.checks.containers import check_containers, check_host_vllm_caches
-from fwman.reports.doctor.checks.driver import (
-    check_display,
-    check_dkms,
-    check_driver,
-    check_nova_core,
-    check_p2p_topo,
-)
+from fwman.reports.doctor.checks.driver import check_display, check_dkms, check_driver, check_nova_core, check_p2p_topo
 from fwman.reports.doctor.checks.firmware import check_bar1, check_firmware, check_gpus
 from fwman.reports.doctor.checks.iommu import check_iommu, check_vm_isolation
 from fwman.reports.doctor.checks.links import check_links, check_power

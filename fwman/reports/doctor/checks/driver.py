@@ -34,21 +34,21 @@ def check_driver(facts: Facts) -> list[Finding]:
     """Return whether the loaded module is the P2P fork, whether user space matches it, whether a branch exists."""
     audit = facts.audit.get()
     loaded = audit.loaded
-    out: list[Finding] = []
     cells = _p2p_cells(facts)
     all_ok = bool(cells) and all(c == "OK" for c in cells or [])
     cns = sum(1 for c in cells or [] if c == "CNS")
     p2p_note = f" (topo -p2p r: CNS for {cns} of {len(cells or [])} pairs)" if cns else ""
     if loaded is None or not loaded.version:
-        out.append(
+        return [
             Topic("driver.fork").block(
                 "no NVIDIA kernel module is loaded",
                 "load the patched fork's module (modprobe nvidia) or install it for this kernel",
             )
-        )
-        return out
+        ]
     version = loaded.version
-    evidence = {"version": version, "flavour": loaded.flavour or "unknown", "proc": loaded.proc_version or ""}
+    fork = Topic(
+        "driver.fork", {"version": version, "flavour": loaded.flavour or "unknown", "proc": loaded.proc_version or ""}
+    )
     fork_fix = (
         f"install the P2P fork's open kernel module at exactly {version} (branch {version}-p2p; "
         f"`fwman driver branches --driver-version {version}` lists who carries it), or move host and every container "
@@ -57,37 +57,29 @@ def check_driver(facts: Facts) -> list[Finding]:
     running = [m for m in audit.modules if m.kernel == audit.running_kernel and m.name == "nvidia"]
     origin = running[0].origin if running else "unknown"
     if loaded.flavour == "proprietary":
-        out.append(
-            Topic("driver.fork", evidence).block(
-                f"stock proprietary driver {version}: the P2P forks patch NVIDIA's open kernel module" + p2p_note,
-                fork_fix,
-            )
+        found = fork.block(
+            f"stock proprietary driver {version}: the P2P forks patch NVIDIA's open kernel module" + p2p_note, fork_fix
         )
     elif origin == "patched":
-        out.append(
-            Topic("driver.fork", evidence).ok(f"patched fork module {version} (fwman's install manifest matches)")
-        )
+        found = fork.ok(f"patched fork module {version} (fwman's install manifest matches)")
     elif all_ok:
-        out.append(
-            Topic("driver.fork", evidence).ok(
-                f"open kernel module {version}; topo -p2p r reads OK for every pair (fwman did not install "
-                "it, so which build it is stays unknown)"
-            )
+        found = fork.ok(
+            f"open kernel module {version}; topo -p2p r reads OK for every pair (fwman did not install "
+            "it, so which build it is stays unknown)"
         )
     else:
-        out.append(
-            Topic("driver.fork", evidence).say(
-                Severity.BLOCK if cns else Severity.WARN,
-                f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
-                + (
-                    "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
-                    if origin == "not-fwman"
-                    else "(no fwman manifest)"
-                )
-                + p2p_note,
-                fork_fix,
+        found = fork.say(
+            Severity.BLOCK if cns else Severity.WARN,
+            f"{loaded.flavour or 'unknown'} kernel module {version} is not known to be the P2P fork "
+            + (
+                "(its hash differs from fwman's install manifest: something, DKMS for one, replaced it)"
+                if origin == "not-fwman"
+                else "(no fwman manifest)"
             )
+            + p2p_note,
+            fork_fix,
         )
+    out = [found]
     mismatches = [r for r in audit.rows if r.status == "mismatch"]
     if mismatches:
         first = mismatches[0]

@@ -68,8 +68,7 @@ def acs_findings(acs: AcsFacts, guest: bool = False) -> list[Finding]:
                 evidence={"ports": ", ".join(unreadable)},
             )
         )
-    for name, why in sorted(acs.problems.items()):
-        out.append(t.info(f"could not read the PCI path of {name}: {why}"))
+    out += [t.info(f"could not read the PCI path of {name}: {why}") for name, why in sorted(acs.problems.items())]
     direct = sorted(pair for pair, bridges in acs.pairs.items() if not bridges)
     clear = sorted(
         b for b in users if (r := acs.readings.get(b)) is not None and r.state is not AcsState.UNREADABLE

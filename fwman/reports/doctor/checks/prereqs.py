@@ -47,8 +47,7 @@ def check_settings(facts: Facts) -> list[Finding]:
                 ),
             )
         )
-    for gen, note in report.silent().items():
-        out.append(Topic("driver.settings").info(f"{gen}: {note}"))
+    out += [Topic("driver.settings").info(f"{gen}: {note}") for gen, note in report.silent().items()]
     if report.settings and report.image and report.initramfs != "carries fwman's file as written":
         out.append(
             Topic("driver.settings.initramfs").warn(

@@ -126,8 +126,7 @@ def check_nccl(facts: Facts) -> list[Finding]:
                 ".env), `--unit FILE` (systemd unit); GPU containers in /etc/pve/lxc are checked by themselves",
             )
         )
-    for p in problems:
-        out.append(t.info(f"could not check {p}"))
+    out += [t.info(f"could not check {p}") for p in problems]
     return out
 
 

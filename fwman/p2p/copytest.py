@@ -187,28 +187,23 @@ class CopyReport:
             first = self.blocked[0]
             others = len(self.pairs) - len(self.blocked)
             return (
-                f"BLOCK: {len(self.blocked)} cop{'ies' if len(self.blocked) > 1 else 'y'} hung (first: {first.label} "
-                f"in {first.hung}, killed after {self.timeout or 0:g} s); {others} other pair(s) measured"
+                f"BLOCK: {_copies(self.blocked)} hung (first: {first.label} in {first.hung}, killed after "
+                f"{self.timeout or 0:g} s); {others} other pair(s) measured"
             )
         if self.ok:
             staged = [p for p in self.pairs if not p.direct]
             note = f"; {len(staged)} staged through host memory (no direct peer access)" if staged else ""
-            copies = f"{len(self.pairs)} cop{'ies' if len(self.pairs) != 1 else 'y'}"
-            return f"every byte verified: {copies} of {_size(self.size_bytes)}{note}"
+            return f"every byte verified: {_copies(self.pairs)} of {_size(self.size_bytes)}{note}"
         problems = []
         if self.corrupted:
             first = self.corrupted[0]
             problems.append(
-                f"{len(self.corrupted)} cop{'ies' if len(self.corrupted) > 1 else 'y'} corrupted data "
-                f"(first: {first.label}, {first.corrupted_bytes} bytes wrong from offset "
-                f"0x{first.first_bad_offset or 0:x})"
+                f"{_copies(self.corrupted)} corrupted data (first: {first.label}, {first.corrupted_bytes} bytes "
+                f"wrong from offset 0x{first.first_bad_offset or 0:x})"
             )
         if self.failed:
             first = self.failed[0]
-            problems.append(
-                f"{len(self.failed)} cop{'ies' if len(self.failed) > 1 else 'y'} failed (first: {first.label}: "
-                f"{first.error})"
-            )
+            problems.append(f"{_copies(self.failed)} failed (first: {first.label}: {first.error})")
         return "FAILED: " + "; ".join(problems)
 
     def to_json(self) -> dict[str, Any]:
@@ -227,6 +222,10 @@ class CopyReport:
             "ok": self.ok,
             "verdict": self.verdict(),
         }
+
+
+def _copies(pairs: list[PairResult]) -> str:
+    return f"{len(pairs)} cop{'ies' if len(pairs) != 1 else 'y'}"
 
 
 def _size(n: int) -> str:
@@ -357,8 +356,7 @@ def run_copy_test(
     report = CopyReport(gpus=gpus, size_bytes=size, repeats=repeats, driver_version=layer.driver_version)
     for src in range(len(gpus)):
         for dst in range(len(gpus)):
-            seed = (src << 16) | (dst << 8) | 0xA5
-            report.pairs.append(_copy_pair(layer, src, dst, size, repeats, seed, clock, warmup=warmup))
+            report.pairs.append(_copy_pair(layer, src, dst, size, repeats, _seed(src, dst), clock, warmup=warmup))
             progress(1)
     return report
 

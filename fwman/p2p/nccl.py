@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsonout import encode
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 from fwman.p2p.nccl_log import MEANING, NET, P2P, SHM, NcclLog, PerfReport, parse_all_reduce_perf, parse_nccl_log
@@ -235,16 +236,7 @@ class NcclReport:
                 for c in self.log.channels
             ],
             "nccl_warnings": self.log.warnings,
-            "sizes": [
-                {
-                    "size_bytes": r.size_bytes,
-                    "wrong": r.wrong,
-                    "seconds": r.seconds,
-                    "algbw_gbps": r.algbw_gbps,
-                    "busbw_gbps": r.busbw_gbps,
-                }
-                for r in self.sizes
-            ],
+            "sizes": encode(self.sizes),
             "hung": self.hung,
             "ok": self.ok,
             "verdict": self.verdict(),
@@ -271,22 +263,8 @@ def nccl_tests_argv(
     prefix: Sequence[str], env: Mapping[str, str], gpus: int, binary: str = "all_reduce_perf"
 ) -> list[str]:
     """Return the command line of the nccl-tests runner (1 MiB to 64 MiB, one process driving ``gpus`` GPUs)."""
-    return [
-        *prefix,
-        "env",
-        *(f"{k}={v}" for k, v in env.items()),
-        binary,
-        "-b",
-        "1M",
-        "-e",
-        "64M",
-        "-f",
-        "4",
-        "-g",
-        str(max(gpus, 1)),
-        "-c",
-        "1",
-    ]
+    sizes = ["-b", "1M", "-e", "64M", "-f", "4"]
+    return [*prefix, "env", *(f"{k}={v}" for k, v in env.items()), binary, *sizes, "-g", str(max(gpus, 1)), "-c", "1"]
 
 
 def parse_torch_output(text: str) -> dict[str, Any] | None:
@@ -327,20 +305,15 @@ def _hung(output: str) -> str | None:
 
 def _sizes(doc: Mapping[str, Any]) -> list[SizeResult]:
     rows = doc.get("sizes")
-    out = []
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and isinstance(row.get("bytes"), int):
-            wrong = row.get("wrong")
-            out.append(
-                SizeResult(
-                    int(row["bytes"]),
-                    wrong if isinstance(wrong, int) and not isinstance(wrong, bool) else None,
-                    _num(row, "seconds"),
-                    _num(row, "algbw_gbps"),
-                    _num(row, "busbw_gbps"),
-                )
-            )
-    return out
+    return [
+        SizeResult(
+            int(row["bytes"]),
+            w if isinstance(w := row.get("wrong"), int) and not isinstance(w, bool) else None,
+            *(_num(row, key) for key in ("seconds", "algbw_gbps", "busbw_gbps")),
+        )
+        for row in (rows if isinstance(rows, list) else [])
+        if isinstance(row, dict) and isinstance(row.get("bytes"), int)
+    ]
 
 
 def report_from_torch(prefix: Sequence[str], argv: Sequence[str], rc: int, output: str) -> NcclReport:

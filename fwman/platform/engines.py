@@ -27,8 +27,7 @@ and one ``<engine> inspect ID...`` of all of them. The shapes:
   releases show it elsewhere in inspect is not known here), as that CDI request; a container made by a release
   where the option did nothing cannot be told apart from inspect.
 
-The parsers are pure (text in, model or ParseError out); :func:`start_engine` (and :func:`read_engine`, which waits
-for it) is the one reader and goes through
+The parsers are pure (text in, model or ParseError out); :func:`start_engine` is the one reader and goes through
 the Host.
 """
 
@@ -294,7 +293,6 @@ class EngineRead:
     installed: bool
     containers: list[EngineContainer] = field(default_factory=list)
     problem: str | None = None  # the engine is not running, or answered something fwman cannot read
-    mounted: dict[str, str] = field(default_factory=dict)  # container id -> `podman mount` directory
 
 
 @dataclass
@@ -308,7 +306,7 @@ class EngineReading:
 
     def advance(self, block: bool = True) -> None:
         """Once ``ps`` has answered, parse it and start ``inspect`` of its containers (``block``: wait for ``ps``;
-        without it, do nothing while ``ps`` runs). Raises NotRecordedError as :func:`read_engine`."""
+        without it, do nothing while ``ps`` runs). Raises NotRecordedError on a replay that did not record it."""
         if self.ps is None or (not block and not self.ps.done()):
             return
         ps = self.ps.result()  # what it raises is raised again by result()
@@ -326,7 +324,9 @@ class EngineReading:
             self.inspect = self.host.start([engine, "inspect", *ids], timeout=ENGINE_TIMEOUT)
 
     def result(self) -> EngineRead:
-        """Wait for both commands and return what the engine answered. Raises as :func:`read_engine`."""
+        """Wait for both commands and return what the engine answered: never raises for the engine's own failures
+        (not installed, daemon not running, malformed answer), which are the result's ``problem``. Raises
+        NotRecordedError on a replay that did not record the commands."""
         self.advance()
         if self.inspect is not None:
             inspect = self.inspect.result()
@@ -351,15 +351,6 @@ def start_engine(host: Host, engine: str) -> EngineReading:
         return EngineReading(host, EngineRead(engine, installed=False))
     ps = host.start(ps_argv(engine), timeout=ENGINE_TIMEOUT)
     return EngineReading(host, EngineRead(engine, installed=True), ps=ps)
-
-
-def read_engine(host: Host, engine: str) -> EngineRead:
-    """Return ``engine``'s containers: ``ps -a`` as JSON (:func:`ps_argv`), then one ``inspect`` of all of them.
-
-    Never raises for the engine's own failures (not installed, daemon not running, malformed answer): they are
-    the ``problem`` of the result. Raises NotRecordedError on a replay that did not record the commands.
-    """
-    return start_engine(host, engine).result()
 
 
 def podman_mount(host: Host, container_id: str) -> str | None:

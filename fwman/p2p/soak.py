@@ -88,20 +88,13 @@ def parse_kernel_events(text: str) -> list[KernelEvent]:
     out: list[KernelEvent] = []
     for raw in text.splitlines():
         line = raw.strip()
-        m = _XID.search(line)
-        if m:
+        if m := _XID.search(line):
             out.append(KernelEvent(XID, m.group(1).lower(), int(m.group(2)[:9]), line))
-            continue
-        m = _AMDVI.search(line)
-        if m:
+        elif m := _AMDVI.search(line):
             out.append(KernelEvent(IO_PAGE_FAULT, (m.group(1) or m.group(2) or "unknown").lower(), None, line))
-            continue
-        m = _AMDVI_SPLIT.search(line)
-        if m:
+        elif m := _AMDVI_SPLIT.search(line):
             out.append(KernelEvent(IO_PAGE_FAULT, m.group(1).lower(), None, line))
-            continue
-        m = _DMAR.search(line)
-        if m:
+        elif m := _DMAR.search(line):
             out.append(KernelEvent(DMAR, f"{m.group(1)}:{m.group(2)}.{m.group(3)}".lower(), None, line))
     return out
 
@@ -329,13 +322,10 @@ class SoakReport:
 
 def unread_of(before: Health, after: Health) -> list[str]:
     """Return what the soak could not compare: the kernel log, devices without AER statistics."""
-    out: list[str] = []
     error = before.log_error or after.log_error
-    if error:
-        out.append(f"kernel log: {error}")
-    for dev in sorted(set(before.aer_missing) | set(after.aer_missing)):
-        out.append(f"{dev}: no AER statistics in sysfs (aer_dev_*)")
-    return out
+    missing = sorted(set(before.aer_missing) | set(after.aer_missing))
+    lines = [f"{dev}: no AER statistics in sysfs (aer_dev_*)" for dev in missing]
+    return [f"kernel log: {error}", *lines] if error else lines
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?")

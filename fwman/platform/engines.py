@@ -247,9 +247,8 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
     for n, m in enumerate(_list(obj.get("Mounts"), what, "Mounts")):
         mo = _obj(m, what, f"Mounts[{n}]")
         source, destination = _str(mo.get("Source"), what, "Mounts.Source"), _str(mo.get("Destination"), what, "")
-        if (
-            source.startswith("/") and destination.startswith("/") and "\0" not in source + destination
-        ):  # a tmpfs has no source: nothing on disk
+        # a tmpfs has no source: nothing on disk
+        if source.startswith("/") and destination.startswith("/") and "\0" not in source + destination:
             mounts.append(Mount(source, destination))
     graph = _obj(obj.get("GraphDriver"), what, "GraphDriver")
     data = _obj(graph.get("Data"), what, "GraphDriver.Data")

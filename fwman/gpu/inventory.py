@@ -79,12 +79,7 @@ def _proc_information(host: Host, bus: str) -> dict[str, str]:
         text = host.read_text(f"/proc/driver/nvidia/gpus/{bus}/information")
     except MissingError:
         return {}
-    info = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            info[key.strip()] = value.strip()
-    return info
+    return {key.strip(): value.strip() for key, sep, value in (ln.partition(":") for ln in text.splitlines()) if sep}
 
 
 def _link_basename(host: Host, path: str) -> str | None:
@@ -139,12 +134,7 @@ def _read_card(host: Host, bus: str, smi: SmiGpu | None, driver: tuple[str | Non
         max_width=_opt(lambda: _width(attr("max_link_width"))),
     )
     if link.current_speed_gts is None and config is not None:
-        link = LinkState(
-            current_speed_gts=config.link_speed_gts,
-            max_speed_gts=config.link_max_speed_gts,
-            current_width=config.link_width,
-            max_width=config.link_max_width,
-        )
+        link = LinkState(config.link_speed_gts, config.link_max_speed_gts, config.link_width, config.link_max_width)
     numa_text = attr("numa_node")
     numa = parse_int(numa_text, "numa_node") if numa_text else None
     group = _link_basename(host, f"{base}/iommu_group")

@@ -286,15 +286,12 @@ def _copy_pair(
         seconds = clock() - start
         step("read back and compare")
         wrong, first = compare(expected, layer.download(dst, b, size))
+        small_wrong: str | None = None  # the latency copies' bytes came back wrong: that is the pair's error
         if not wrong:
             step("latency copies")
             latency, small_wrong = _latency(layer, src, dst, seed, clock, buffers)
-            if small_wrong:
-                return PairResult(
-                    src, dst, size, repeats, seconds, peer_access, direct, error=small_wrong, warmup=warmup
-                )
-        return PairResult(src, dst, size, repeats, seconds, peer_access, direct, wrong, first, warmup=warmup,
-                          latency_us=latency)  # fmt: skip
+        return PairResult(src, dst, size, repeats, seconds, peer_access, direct, wrong, first, small_wrong, warmup,
+                          None if small_wrong else latency)  # fmt: skip
     except FwmanError as e:
         return PairResult(src, dst, size, repeats, None, peer_access, direct, error=e.message, warmup=warmup)
     finally:

@@ -166,11 +166,8 @@ def _o(value: Any, path: str, where: str) -> dict[str, Any]:
 
 def _edits(value: Any, path: str, where: str) -> CdiEdits:
     obj = _o(value, path, where)
-    env: dict[str, str] = {}
-    for v in _l(obj.get("env"), path, f"{where}.env"):
-        name, sep, val = _s(v, path, f"{where}.env").partition("=")
-        if sep and name:
-            env[name] = val
+    parts = (_s(v, path, f"{where}.env").partition("=") for v in _l(obj.get("env"), path, f"{where}.env"))
+    env = {name: val for name, sep, val in parts if sep and name}
     nodes: list[str] = []
     majors: list[tuple[str, int]] = []
     for n, node in enumerate(_l(obj.get("deviceNodes"), path, f"{where}.deviceNodes")):

@@ -139,12 +139,8 @@ def parse_ps(text: str, engine: str) -> list[str]:
 
 
 def _env(values: list[Any], what: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for v in values:
-        name, sep, value = _str(v, what, "Config.Env").partition("=")
-        if sep and name:
-            env[name] = value
-    return env
+    parts = (_str(v, what, "Config.Env").partition("=") for v in values)
+    return {name: value for name, sep, value in parts if sep and name}
 
 
 def _create_command_values(argv: list[Any], option: str) -> list[str]:

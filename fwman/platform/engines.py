@@ -186,7 +186,6 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         # Docker prints a list (or null); an old engine may print one string
         items = value if isinstance(value, list) else [value] if value else []
         words += [_str(w, what, f"Config.{key}") for w in items]
-    command = tuple(words)
     runtime = _str(host_config.get("Runtime"), what, "HostConfig.Runtime") or None
     if runtime in (None, "oci"):  # Podman says "oci" there and names the runtime in OCIRuntime
         runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
@@ -263,7 +262,7 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         cdi_devices=tuple(cdi),
         devices=tuple(devices),
         env=env,
-        command=command,
+        command=tuple(words),
         mounts=tuple(mounts),
         graph_driver=_str(graph.get("Name"), what, "GraphDriver.Name") or None,
         merged_dir=_str(data.get("MergedDir"), what, "GraphDriver.Data.MergedDir") or None,

@@ -12,6 +12,7 @@ import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import takewhile
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError
@@ -37,13 +38,7 @@ _HOSTPCI = re.compile(r"^hostpci\d+\s*:")
 # -- pure parsers -------------------------------------------------------------------------------------------
 def _current(text: str) -> list[str]:
     """Return the stripped lines of the current section (up to the first ``[snapshot]`` line)."""
-    out = []
-    for raw in text.splitlines():
-        line = raw.strip()
-        if line.startswith("["):
-            break
-        out.append(line)
-    return out
+    return list(takewhile(lambda line: not line.startswith("["), (raw.strip() for raw in text.splitlines())))
 
 
 def lxc_uses_gpu(conf: str) -> tuple[bool, bool]:

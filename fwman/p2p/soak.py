@@ -42,7 +42,7 @@ from typing import Any
 from fwman.core import paths
 from fwman.core.clock import monotonic
 from fwman.core.errors import FwmanError, ParseError
-from fwman.core.jsonout import encode
+from fwman.core.jsonout import fields_of, meta
 from fwman.gpu.pci_path import upstream_bridge
 from fwman.host.base import Host
 from fwman.p2p.kmsg import kernel_lines, parse_kmsg
@@ -270,18 +270,23 @@ def compare(before: Health, after: Health, devices: list[tuple[str, str]]) -> li
     return out
 
 
+def _watched(devices: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"device": d, "gpu": g} for d, g in devices]
+
+
 @dataclass
 class SoakReport:
     """The soak's outcome: rounds run, seconds, the rounds' verdicts that failed, the findings, and what could
     not be read (a soak that could not read the log says so; it is not silently clean)."""
 
-    duration: float
+    duration: float = field(metadata=meta(key="duration_s"))
     rounds: int = 0
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=meta(via=lambda s: round(s, 3)))
     failed_rounds: list[str] = field(default_factory=list)
     findings: list[SoakFinding] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
-    devices: list[tuple[str, str]] = field(default_factory=list)
+    #: (device read, the GPU it belongs to): the GPUs and the port above each
+    devices: list[tuple[str, str]] = field(default_factory=list, metadata=meta(key="watched", via=_watched))
 
     @property
     def ok(self) -> bool:
@@ -304,17 +309,7 @@ class SoakReport:
 
     def to_json(self) -> dict[str, Any]:
         """Return the soak as JSON (``soak`` of ``p2p --json`` and of the record)."""
-        return {
-            "duration_s": self.duration,
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 3),
-            "failed_rounds": list(self.failed_rounds),
-            "findings": encode(self.findings),
-            "unread": list(self.unread),
-            "watched": [{"device": d, "gpu": g} for d, g in self.devices],
-            "ok": self.ok,
-            "verdict": self.verdict(),
-        }
+        return {**fields_of(self), "ok": self.ok, "verdict": self.verdict()}
 
 
 def unread_of(before: Health, after: Health) -> list[str]:

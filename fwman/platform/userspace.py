@@ -102,9 +102,7 @@ def _join(root: str, path: str) -> str:
 
 def _listdir(host: Host, path: str, unreadable: list[str]) -> list[str]:
     try:
-        if not host.is_dir(path):
-            return []
-        return host.listdir(path)
+        return host.listdir(path) if host.is_dir(path) else []
     except NotRecordedError:
         unreadable.append(f"{path} (not recorded)")
     except MissingError:

@@ -117,11 +117,10 @@ def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
                 spec = cdi.parse_spec(read_capped(host, path, MAX_TEXT_FILE, "CDI spec"), path)
             except ParseError as e:
                 out.append(CdiSpecAudit(path=path, error=e.detail))
-                continue
             except (MissingError, NotRecordedError) as e:
                 out.append(CdiSpecAudit(path=path, error=f"unreadable: {e.message}"))
-                continue
-            out.append(_spec_audit(host, spec))
+            else:
+                out.append(_spec_audit(host, spec))
     return out
 
 

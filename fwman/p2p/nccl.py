@@ -403,7 +403,8 @@ def run_nccl_test(
         no_torch = result.missing or (result.rc == NO_TORCH_RC and "FWMAN_NO_TORCH" in output)
         if not no_torch:
             return report_from_torch(prefix, argv, result.rc, output)
-        why.append(f"torch: {_first(output, 'FWMAN_NO_TORCH') or 'python3 not found'}")
+        said = next((ln.strip() for ln in output.splitlines() if "FWMAN_NO_TORCH" in ln), None)
+        why.append(f"torch: {said or 'python3 not found'}")
         if runner == "torch":
             raise RunnerMissing(f"the torch NCCL runner cannot run here ({why[-1]})", hint=_HINT)
     argv = nccl_tests_argv(prefix, variables, gpus)
@@ -422,9 +423,8 @@ def _outer_hang(
     runner: str, prefix: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
 ) -> NcclReport:
     """Return the BLOCK report of a runner fwman had to kill itself (its own deadline did not fire)."""
-    report = NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env))
-    report.hung = f"the NCCL runner ({runner}) did not return within {timeout:g} s (killed)"
-    return report
+    hung = f"the NCCL runner ({runner}) did not return within {timeout:g} s (killed)"
+    return NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env), hung=hung)
 
 
 @dataclass
@@ -524,7 +524,3 @@ _HINT = (
     "run it where the model server's NCCL is (`--prefix 'pct exec 101 --'` or `--prefix 'docker exec NAME'`): "
     "PyTorch there, or nccl-tests' all_reduce_perf on PATH"
 )
-
-
-def _first(text: str, tag: str) -> str | None:
-    return next((ln.strip() for ln in text.splitlines() if tag in ln), None)

@@ -88,8 +88,7 @@ def gather_slots(host: Host, cards: list[Card]) -> list[SlotFacts]:
     """Return, for each card below its link maximum, the link capability of the port above it. Never raises."""
     out = []
     for c in cards:
-        link = c.link
-        if not link.downtrained:
+        if not c.link.downtrained:
             continue
         try:
             path = device_path(host, c.bus_id)

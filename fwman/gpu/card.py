@@ -43,9 +43,7 @@ class LinkState:
         """Return True when speed or width is below the maximum (:attr:`narrow` or :attr:`slow`), None when
         neither is known."""
         known = [v for v in (self.slow, self.narrow) if v is not None]
-        if not known:
-            return None
-        return any(known)
+        return any(known) if known else None
 
 
 @dataclass(frozen=True)

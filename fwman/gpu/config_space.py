@@ -38,8 +38,6 @@ class ConfigSpace:
     device_id: str
     subsystem_vendor_id: str | None = None
     subsystem_device_id: str | None = None
-    capability_ids: list[int] = field(default_factory=list)
-    extended_capability_ids: list[int] = field(default_factory=list)
     link_max_speed_gts: float | None = None
     link_max_width: int | None = None
     link_speed_gts: float | None = None
@@ -71,8 +69,7 @@ def _u32(data: bytes, off: int, field: str) -> int:
 def parse_config_space(data: bytes) -> ConfigSpace:
     """Return the parsed configuration space ``data`` (64, 256 or 4096 bytes).
 
-    Raises ParseError for a header shorter than 64 bytes or a pointer outside the data.
-    """
+    Raises ParseError for a header shorter than 64 bytes or a pointer outside the data."""
     if len(data) < 0x40:
         raise ParseError(_WHAT, "header", f"only {len(data)} bytes; a PCI header has 64", 0)
     vendor = _u16(data, 0x00, "vendor id")
@@ -83,7 +80,6 @@ def parse_config_space(data: bytes) -> ConfigSpace:
     if header_type == 0:
         svid = f"{_u16(data, 0x2C, 'subsystem vendor id'):04x}"
         sdid = f"{_u16(data, 0x2E, 'subsystem id'):04x}"
-    cap_ids: list[int] = []
     max_speed = max_width = speed = width = None
     # Non-root readers get only the 64-byte header: the capability list lies beyond it.
     if status & 0x10 and len(data) > 0x40:
@@ -95,9 +91,7 @@ def parse_config_space(data: bytes) -> ConfigSpace:
             seen.add(ptr)
             if ptr < 0x40 or ptr + 2 > min(len(data), 0x100):
                 raise ParseError(_WHAT, "capability pointer", "points outside the capability area", ptr)
-            cap_id = data[ptr]
-            cap_ids.append(cap_id)
-            if cap_id == CAP_PCIE and ptr + 0x14 <= len(data):
+            if data[ptr] == CAP_PCIE and ptr + 0x14 <= len(data):
                 lnkcap = _u32(data, ptr + 0x0C, "PCIe link capabilities")
                 lnksta = _u16(data, ptr + 0x12, "PCIe link status")
                 max_speed = LINK_SPEEDS.get(lnkcap & 0xF)
@@ -105,7 +99,6 @@ def parse_config_space(data: bytes) -> ConfigSpace:
                 speed = LINK_SPEEDS.get(lnksta & 0xF)
                 width = (lnksta >> 4) & 0x3F or None
             ptr = data[ptr + 1] & 0xFC
-    ext_ids: list[int] = []
     rebar: list[RebarEntry] = []
     extended_visible = len(data) > 0x100
     if extended_visible:
@@ -120,9 +113,7 @@ def parse_config_space(data: bytes) -> ConfigSpace:
             header = _u32(data, off, "extended capability header")
             if header in (0, 0xFFFFFFFF):
                 break  # none, or hidden by a hypervisor
-            cap_id = header & 0xFFFF
-            ext_ids.append(cap_id)
-            if cap_id == EXT_CAP_REBAR:
+            if header & 0xFFFF == EXT_CAP_REBAR:
                 rebar = _parse_rebar(data, off)
             off = (header >> 20) & 0xFFC
     return ConfigSpace(
@@ -131,8 +122,6 @@ def parse_config_space(data: bytes) -> ConfigSpace:
         device_id=f"{device:04x}",
         subsystem_vendor_id=svid,
         subsystem_device_id=sdid,
-        capability_ids=cap_ids,
-        extended_capability_ids=ext_ids,
         rebar=rebar,
         extended_visible=extended_visible,
         link_max_speed_gts=max_speed,

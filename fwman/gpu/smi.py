@@ -15,6 +15,8 @@ from fwman.core.errors import ParseError
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 _SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(B|KiB|MiB|GiB|TiB)\s*$")
 _WATTS = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*W\s*$")
+#: what nvidia-smi prints (bare or in brackets) for a value it does not have
+_NO_VALUE = ("N/A", "Unknown Error", "Not Supported", "Requested functionality has been deprecated")
 _BUS = re.compile(r"^([0-9a-fA-F]{4,8}):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
 
 
@@ -27,7 +29,6 @@ class SmiGpu:
     index: int | None = None
     name: str | None = None
     uuid: str | None = None
-    serial: str | None = None
     vbios_version: str | None = None
     board_id: str | None = None
     device_id: str | None = None  # "2204"
@@ -37,8 +38,6 @@ class SmiGpu:
     vram_bytes: int | None = None
     bar1_bytes: int | None = None
     pcie_gen_max: int | None = None
-    pcie_gen_current: int | None = None
-    link_width_max: int | None = None
     link_width_current: int | None = None
     power_limit_w: float | None = None
     default_power_limit_w: float | None = None
@@ -58,10 +57,8 @@ class SmiLog:
 
 
 def normalise_bus_id(text: str) -> str:
-    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from nvidia-smi's ``00000000:41:00.0``.
-
-    Raises ParseError when it is not a bus id.
-    """
+    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from nvidia-smi's ``00000000:41:00.0``. Raises ParseError
+    when it is not a bus id."""
     m = _BUS.match(text.strip())
     if not m:
         raise ParseError("bus id", "bus id", f"expected DDDD:BB:DD.F, got {text.strip()[:40]!r}")
@@ -76,34 +73,23 @@ def _text(el: ET.Element | None, path: str) -> str | None:
     if found is None or found.text is None:
         return None
     value = found.text.strip()
-    if not value or value.strip("[]") in (
-        "N/A",
-        "Unknown Error",
-        "Not Supported",
-        "Requested functionality has been deprecated",
-    ):
+    if not value or value.strip("[]") in _NO_VALUE:
         return None
     return value
 
 
 def _size(value: str | None) -> int | None:
-    if value is None:
-        return None
-    m = _SIZE.match(value)
+    m = _SIZE.match(value or "")
     return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else None
 
 
 def _watts(value: str | None) -> float | None:
-    if value is None:
-        return None
-    m = _WATTS.match(value)
+    m = _WATTS.match(value or "")
     return float(m.group(1)) if m else None
 
 
 def _int(value: str | None) -> int | None:
-    if value is None:
-        return None
-    m = re.match(r"^\s*([0-9]+)x?\s*$", value)
+    m = re.match(r"^\s*([0-9]+)x?\s*$", value or "")
     return int(m.group(1)) if m else None
 
 
@@ -145,7 +131,6 @@ def parse_smi_xml(text: str) -> SmiLog:
                 index=index,
                 name=_text(gpu, "product_name"),
                 uuid=_text(gpu, "uuid"),
-                serial=_text(gpu, "serial"),
                 vbios_version=vbios.upper() if vbios else None,
                 board_id=_text(gpu, "board_id"),
                 vendor_id=vendor,
@@ -155,8 +140,6 @@ def parse_smi_xml(text: str) -> SmiLog:
                 vram_bytes=_size(_text(gpu, "fb_memory_usage/total")),
                 bar1_bytes=_size(_text(gpu, "bar1_memory_usage/total")),
                 pcie_gen_max=_int(_text(pci, "pci_gpu_link_info/pcie_gen/max_link_gen")),
-                pcie_gen_current=_int(_text(pci, "pci_gpu_link_info/pcie_gen/current_link_gen")),
-                link_width_max=_int(_text(pci, "pci_gpu_link_info/link_widths/max_link_width")),
                 link_width_current=_int(_text(pci, "pci_gpu_link_info/link_widths/current_link_width")),
                 power_limit_w=_watts(_text(power, "current_power_limit") or _text(power, "power_limit")),
                 default_power_limit_w=_watts(_text(power, "default_power_limit")),

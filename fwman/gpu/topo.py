@@ -53,14 +53,9 @@ def _parse(text: str, what: str, cell_re: re.Pattern[str]) -> TopoMatrix:
         raise ParseError(what, "header", "no header row naming GPU0")
     text_header = lines[header_idx]
     # the per-device extras have spaces in their names; a space-padded copy (no tabs) still names them
-    m = _EXTRAS.search(text_header)
-    device_part = text_header[: m.start()] if m else text_header
-    devices = device_part.split()
-    if m:
-        tail = text_header[m.start() :]
-        extra_cols = [h.strip() for h in tail.split("\t") if h.strip()] if "\t" in tail else _EXTRAS.findall(tail)
-    else:
-        extra_cols = []
+    at = m.start() if (m := _EXTRAS.search(text_header)) else len(text_header)
+    devices, tail = text_header[:at].split(), text_header[at:]
+    extra_cols = [h.strip() for h in tail.split("\t") if h.strip()] if "\t" in tail else _EXTRAS.findall(tail)
     bad = next((d for d in devices if not _DEVICE.match(d)), None)
     if bad is not None:
         raise ParseError(what, "header", f"unexpected column name {bad[:20]!r}", header_idx + 1)

@@ -45,13 +45,8 @@ class BridgeWindow:
 
 def prefetch_window(bars: list[Bar]) -> Bar | None:
     """Return the largest memory+prefetchable window of a bridge's ``resource`` lines, None when it has none."""
-    windows = [
-        b
-        for b in bars
-        if b.index >= FIRST_WINDOW_LINE
-        and b.size
-        and (b.flags & (IORESOURCE_MEM | IORESOURCE_PREFETCH)) == (IORESOURCE_MEM | IORESOURCE_PREFETCH)
-    ]
+    both = IORESOURCE_MEM | IORESOURCE_PREFETCH
+    windows = [b for b in bars if b.index >= FIRST_WINDOW_LINE and b.size and b.flags & both == both]
     return max(windows, key=lambda b: b.size, default=None)
 
 

@@ -165,9 +165,8 @@ class CopyReport:
     def matrix(self) -> list[list[str]]:
         """Return the bandwidth matrix as text cells (row: from, column: to).
 
-        ``24.6`` GB/s over direct peer access; ``24.6*`` staged through host memory; ``BAD`` corrupted bytes;
-        ``HUNG`` the pair's child passed its deadline; ``ERR`` a CUDA call failed; ``-`` not run.
-        """
+        ``24.6`` GB/s over direct peer access; ``24.6*`` staged through host memory; ``BAD`` corrupted bytes; ``HUNG``
+        the pair's child passed its deadline; ``ERR`` a CUDA call failed; ``-`` not run."""
         return self._cells(_bandwidth_cell)
 
     def latency_matrix(self) -> list[list[str]]:
@@ -187,28 +186,23 @@ class CopyReport:
             first = self.blocked[0]
             others = len(self.pairs) - len(self.blocked)
             return (
-                f"BLOCK: {len(self.blocked)} cop{'ies' if len(self.blocked) > 1 else 'y'} hung (first: {first.label} "
-                f"in {first.hung}, killed after {self.timeout or 0:g} s); {others} other pair(s) measured"
+                f"BLOCK: {_copies(self.blocked)} hung (first: {first.label} in {first.hung}, killed after "
+                f"{self.timeout or 0:g} s); {others} other pair(s) measured"
             )
         if self.ok:
             staged = [p for p in self.pairs if not p.direct]
             note = f"; {len(staged)} staged through host memory (no direct peer access)" if staged else ""
-            copies = f"{len(self.pairs)} cop{'ies' if len(self.pairs) != 1 else 'y'}"
-            return f"every byte verified: {copies} of {_size(self.size_bytes)}{note}"
+            return f"every byte verified: {_copies(self.pairs)} of {_size(self.size_bytes)}{note}"
         problems = []
         if self.corrupted:
             first = self.corrupted[0]
             problems.append(
-                f"{len(self.corrupted)} cop{'ies' if len(self.corrupted) > 1 else 'y'} corrupted data "
-                f"(first: {first.label}, {first.corrupted_bytes} bytes wrong from offset "
-                f"0x{first.first_bad_offset or 0:x})"
+                f"{_copies(self.corrupted)} corrupted data (first: {first.label}, {first.corrupted_bytes} bytes "
+                f"wrong from offset 0x{first.first_bad_offset or 0:x})"
             )
         if self.failed:
             first = self.failed[0]
-            problems.append(
-                f"{len(self.failed)} cop{'ies' if len(self.failed) > 1 else 'y'} failed (first: {first.label}: "
-                f"{first.error})"
-            )
+            problems.append(f"{_copies(self.failed)} failed (first: {first.label}: {first.error})")
         return "FAILED: " + "; ".join(problems)
 
     def to_json(self) -> dict[str, Any]:
@@ -227,6 +221,10 @@ class CopyReport:
             "ok": self.ok,
             "verdict": self.verdict(),
         }
+
+
+def _copies(pairs: list[PairResult]) -> str:
+    return f"{len(pairs)} cop{'ies' if len(pairs) != 1 else 'y'}"
 
 
 def _size(n: int) -> str:
@@ -251,8 +249,7 @@ def _copy_pair(
 ) -> PairResult:
     """Run one copy and return its result; a CUDA error becomes the result's ``error``.
 
-    ``step(name)`` is called before each call that may block, so a parent watching the child knows where it hung.
-    """
+    ``step(name)`` is called before each call that may block, so a parent watching the child knows where it hung."""
     peer_access: bool | None = None
     direct = src == dst
     buffers: list[tuple[int, int]] = []
@@ -289,15 +286,12 @@ def _copy_pair(
         seconds = clock() - start
         step("read back and compare")
         wrong, first = compare(expected, layer.download(dst, b, size))
+        small_wrong: str | None = None  # the latency copies' bytes came back wrong: that is the pair's error
         if not wrong:
             step("latency copies")
             latency, small_wrong = _latency(layer, src, dst, seed, clock, buffers)
-            if small_wrong:
-                return PairResult(
-                    src, dst, size, repeats, seconds, peer_access, direct, error=small_wrong, warmup=warmup
-                )
-        return PairResult(src, dst, size, repeats, seconds, peer_access, direct, wrong, first, warmup=warmup,
-                          latency_us=latency)  # fmt: skip
+        return PairResult(src, dst, size, repeats, seconds, peer_access, direct, wrong, first, small_wrong, warmup,
+                          None if small_wrong else latency)  # fmt: skip
     except FwmanError as e:
         return PairResult(src, dst, size, repeats, None, peer_access, direct, error=e.message, warmup=warmup)
     finally:
@@ -317,8 +311,7 @@ def _latency(
 ) -> tuple[float, str | None]:
     """Return (mean microseconds of one synchronous LATENCY_BYTES copy, an error when its bytes came back wrong).
 
-    The buffers it allocates are appended to ``buffers`` (the caller frees them).
-    """
+    The buffers it allocates are appended to ``buffers`` (the caller frees them)."""
     expected = pattern(LATENCY_BYTES, seed ^ 0x1234)
     a = layer.alloc(src, LATENCY_BYTES)
     buffers.append((src, a))
@@ -350,15 +343,13 @@ def run_copy_test(
 ) -> CopyReport:
     """Copy ``size`` bytes for every ordered pair of GPUs on ``layer`` (diagonal included) and verify each.
 
-    ``progress(1)`` is called after each pair. A CUDA error in one pair is recorded and the next pair runs.
-    Never raises for a pair's failure; the caller decides the exit status from the report.
-    """
+    ``progress(1)`` is called after each pair. A CUDA error in one pair is recorded and the next pair runs. Never raises
+    for a pair's failure; the caller decides the exit status from the report."""
     gpus = layer.gpus()
     report = CopyReport(gpus=gpus, size_bytes=size, repeats=repeats, driver_version=layer.driver_version)
     for src in range(len(gpus)):
         for dst in range(len(gpus)):
-            seed = (src << 16) | (dst << 8) | 0xA5
-            report.pairs.append(_copy_pair(layer, src, dst, size, repeats, seed, clock, warmup=warmup))
+            report.pairs.append(_copy_pair(layer, src, dst, size, repeats, _seed(src, dst), clock, warmup=warmup))
             progress(1)
     return report
 
@@ -385,12 +376,11 @@ def run_isolated_copy_test(
 ) -> CopyReport:
     """Run the copy test with every CUDA step in a child process: one to list the GPUs, then one per pair.
 
-    ``open_layer()`` is called in each child (this process never initialises CUDA, so forking stays safe); each
-    child has ``timeout`` seconds (opening the driver, warm-up, copies, read-back, latency). A pair whose child
-    hangs is recorded with the step it hung in (BLOCK) and the next pair runs; one that crashes or raises is an
-    error of that pair. Raises MissingError when the driver or the GPUs are not usable (as the first child
-    found); never raises for a pair's failure.
-    """
+    ``open_layer()`` is called in each child (this process never initialises CUDA, so forking stays safe); each child
+    has ``timeout`` seconds (opening the driver, warm-up, copies, read-back, latency). A pair whose child hangs is
+    recorded with the step it hung in (BLOCK) and the next pair runs; one that crashes or raises is an error of that
+    pair. Raises MissingError when the driver or the GPUs are not usable (as the first child found); never raises for a
+    pair's failure."""
 
     def enumerate_gpus(step: Callable[[str], None]) -> tuple[list[Gpu], str | None]:
         step("cuInit and device enumeration")

@@ -11,7 +11,6 @@ Every call's CUresult is checked; a failure raises :class:`CudaError` naming the
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
 from typing import Any
 
 from fwman.core.errors import MissingError
@@ -64,8 +63,7 @@ SIGNATURES: dict[str, list[Any]] = {
 def load_library(path: str | None = None) -> ctypes.CDLL:
     """Return the loaded CUDA driver library (``path``, default ``libcuda.so.1`` from the loader's path).
 
-    Raises MissingError when it cannot be loaded or lacks the driver API.
-    """
+    Raises MissingError when it cannot be loaded or lacks the driver API."""
     name = path or DEFAULT_LIBRARY
     try:
         lib = ctypes.CDLL(name)
@@ -93,8 +91,7 @@ class CudaDriver:
     def __init__(self, lib: ctypes.CDLL, library: str = DEFAULT_LIBRARY) -> None:
         """Initialise the driver and retain every device's primary context.
 
-        Raises MissingError when the driver has no usable GPU, CudaError for any other failed call.
-        """
+        Raises MissingError when the driver has no usable GPU, CudaError for any other failed call."""
         self.lib = lib
         self.library = library
         self._contexts: list[ctypes.c_void_p] = []
@@ -104,7 +101,7 @@ class CudaDriver:
         self._current: int | None = None
         self._check_usable("cuInit", lib.cuInit(0))
         version = _i()
-        self._call("cuDriverGetVersion", lib.cuDriverGetVersion, ctypes.byref(version))
+        self._call("cuDriverGetVersion", ctypes.byref(version))
         self.driver_version: str | None = f"{version.value // 1000}.{version.value % 1000 // 10}"
         count = _i()
         self._check_usable("cuDeviceGetCount", lib.cuDeviceGetCount(ctypes.byref(count)))
@@ -113,13 +110,13 @@ class CudaDriver:
         try:
             for index in range(count.value):
                 dev = _i()
-                self._call("cuDeviceGet", lib.cuDeviceGet, ctypes.byref(dev), index)
+                self._call("cuDeviceGet", ctypes.byref(dev), index)
                 name = ctypes.create_string_buffer(256)
-                self._call("cuDeviceGetName", lib.cuDeviceGetName, name, 256, dev)
+                self._call("cuDeviceGetName", name, 256, dev)
                 bus = ctypes.create_string_buffer(64)
-                self._call("cuDeviceGetPCIBusId", lib.cuDeviceGetPCIBusId, bus, 64, dev)
+                self._call("cuDeviceGetPCIBusId", bus, 64, dev)
                 ctx = _p()
-                self._call("cuDevicePrimaryCtxRetain", lib.cuDevicePrimaryCtxRetain, ctypes.byref(ctx), dev)
+                self._call("cuDevicePrimaryCtxRetain", ctypes.byref(ctx), dev)
                 self._devices.append(dev.value)
                 self._contexts.append(ctx)
                 self._gpus.append(Gpu(index, name.value.decode(errors="replace"), _bus(bus.value.decode())))
@@ -135,8 +132,9 @@ class CudaDriver:
             return out.value.decode(errors="replace")
         return f"CUresult {code}"
 
-    def _call(self, name: str, fn: Callable[..., int], *args: Any) -> None:
-        code = fn(*args)
+    def _call(self, name: str, *args: Any) -> None:
+        """Call driver function ``name``. Raises CudaError when it does not return CUDA_SUCCESS."""
+        code = getattr(self.lib, name)(*args)
         if code != CUDA_SUCCESS:
             raise CudaError(name, code, self.error_name(code))
 
@@ -153,7 +151,7 @@ class CudaDriver:
 
     def _use(self, device: int) -> None:
         if self._current != device:
-            self._call("cuCtxSetCurrent", self.lib.cuCtxSetCurrent, self._contexts[device])
+            self._call("cuCtxSetCurrent", self._contexts[device])
             self._current = device
 
     # -- DeviceLayer ------------------------------------------------------------------------------------------------
@@ -164,13 +162,7 @@ class CudaDriver:
     def can_access_peer(self, device: int, peer: int) -> bool:
         """Return cuDeviceCanAccessPeer(device, peer)."""
         out = _i()
-        self._call(
-            "cuDeviceCanAccessPeer",
-            self.lib.cuDeviceCanAccessPeer,
-            ctypes.byref(out),
-            self._devices[device],
-            self._devices[peer],
-        )
+        self._call("cuDeviceCanAccessPeer", ctypes.byref(out), self._devices[device], self._devices[peer])
         return bool(out.value)
 
     def enable_peer_access(self, device: int, peer: int) -> None:
@@ -187,26 +179,26 @@ class CudaDriver:
         """Return a device pointer to ``size`` new bytes on ``device``."""
         self._use(device)
         ptr = _ptr()
-        self._call("cuMemAlloc_v2", self.lib.cuMemAlloc_v2, ctypes.byref(ptr), size)
+        self._call("cuMemAlloc_v2", ctypes.byref(ptr), size)
         return int(ptr.value)
 
     def free(self, device: int, ptr: int) -> None:
         """Free ``ptr`` on ``device``."""
         self._use(device)
-        self._call("cuMemFree_v2", self.lib.cuMemFree_v2, ptr)
+        self._call("cuMemFree_v2", ptr)
 
     def upload(self, device: int, ptr: int, data: bytes) -> None:
         """Copy ``data`` to ``ptr``."""
         self._use(device)
         src = ctypes.cast(ctypes.c_char_p(data), _p)
-        self._call("cuMemcpyHtoD_v2", self.lib.cuMemcpyHtoD_v2, ptr, src, len(data))
+        self._call("cuMemcpyHtoD_v2", ptr, src, len(data))
 
     def download(self, device: int, ptr: int, size: int) -> bytes:
         """Return ``size`` bytes read back from ``ptr``."""
         self._use(device)
         out = bytearray(size)
         buf = (ctypes.c_char * size).from_buffer(out)
-        self._call("cuMemcpyDtoH_v2", self.lib.cuMemcpyDtoH_v2, ctypes.cast(buf, _p), ptr, size)
+        self._call("cuMemcpyDtoH_v2", ctypes.cast(buf, _p), ptr, size)
         del buf  # release the export so the bytearray can be converted
         return bytes(out)
 
@@ -214,23 +206,15 @@ class CudaDriver:
         """Copy device to device: cuMemcpyDtoD_v2 on one GPU, cuMemcpyPeer between two."""
         if dst_device == src_device:
             self._use(src_device)
-            self._call("cuMemcpyDtoD_v2", self.lib.cuMemcpyDtoD_v2, dst, src, size)
+            self._call("cuMemcpyDtoD_v2", dst, src, size)
             return
         self._use(src_device)
-        self._call(
-            "cuMemcpyPeer",
-            self.lib.cuMemcpyPeer,
-            dst,
-            self._contexts[dst_device],
-            src,
-            self._contexts[src_device],
-            size,
-        )
+        self._call("cuMemcpyPeer", dst, self._contexts[dst_device], src, self._contexts[src_device], size)
 
     def synchronize(self, device: int) -> None:
         """cuCtxSynchronize in ``device``'s context."""
         self._use(device)
-        self._call("cuCtxSynchronize", self.lib.cuCtxSynchronize)
+        self._call("cuCtxSynchronize")
 
     def close(self) -> None:
         """Release every retained primary context (errors ignored: this runs on the way out)."""

@@ -73,13 +73,7 @@ def read_fingerprint(host: Host, cards: list[Card], iommu: str | None) -> Finger
         power_limits=tuple(sorted((c.bus_id, float(c.power_limit_w)) for c in cards if c.power_limit_w is not None))
         or None,
         gpus=tuple(
-            CardPrint(
-                bus_id=c.bus_id,
-                device=f"{c.vendor_id}:{c.device_id}",
-                subsystem=c.subsystem,
-                vbios=c.vbios_version,
-                bar1_bytes=c.bar1_bytes,
-            )
+            CardPrint(c.bus_id, f"{c.vendor_id}:{c.device_id}", c.subsystem, c.vbios_version, c.bar1_bytes)
             for c in sorted(cards, key=lambda c: c.bus_id)
         ),
     )

@@ -14,11 +14,12 @@ current one. Pure apart from :func:`read_history` / :func:`append_record`, which
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import VerificationError
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.units import human_bytes
 from fwman.host.base import Host
 from fwman.host.jsonl import append_json_line, read_json_lines
@@ -54,18 +55,14 @@ class Fingerprint:
     #: the loaded module's P2P-relevant options (``fwman driver settings``' keys) as /proc/driver/nvidia/params
     #: gives them, (name, value) sorted; absent ones are not listed. None: not recorded (a record older than the
     #: field, or a module that was not loaded): then it is not compared
-    module_options: tuple[tuple[str, str], ...] | None = None
+    module_options: tuple[tuple[str, str], ...] | None = field(default=None, metadata=meta(via=dict))
     #: each GPU's power limit in W as nvidia-smi reported it ((bus id, watts) sorted; `fwman driver power` sets
     #: them). None: not recorded (an older record, or nvidia-smi said none): then it is not compared
-    power_limits: tuple[tuple[str, float], ...] | None = None
+    power_limits: tuple[tuple[str, float], ...] | None = field(default=None, metadata=meta(via=dict))
 
     def to_json(self) -> dict[str, Any]:
-        """Return the fingerprint as a JSON object."""
-        doc = asdict(self)
-        doc["gpus"] = [asdict(g) for g in self.gpus]
-        doc["module_options"] = None if self.module_options is None else dict(self.module_options)
-        doc["power_limits"] = None if self.power_limits is None else dict(self.power_limits)
-        return doc
+        """Return the fingerprint as a JSON object (the options and power limits as objects)."""
+        return fields_of(self)
 
     @classmethod
     def from_json(cls, doc: Any) -> Fingerprint:
@@ -80,13 +77,10 @@ class Fingerprint:
             if not isinstance(g, dict) or not isinstance(g.get("bus_id"), str):
                 raise ValueError("fingerprint card without bus_id")
             bar1 = g.get("bar1_bytes")
+            bar1 = bar1 if isinstance(bar1, int) and not isinstance(bar1, bool) else None
             cards.append(
                 CardPrint(
-                    bus_id=g["bus_id"],
-                    device=str(g.get("device", "")),
-                    subsystem=str(g.get("subsystem", "")),
-                    vbios=_opt(g.get("vbios")),
-                    bar1_bytes=bar1 if isinstance(bar1, int) and not isinstance(bar1, bool) else None,
+                    g["bus_id"], str(g.get("device", "")), str(g.get("subsystem", "")), _opt(g.get("vbios")), bar1
                 )
             )
         return cls(
@@ -177,19 +171,13 @@ def changes(was: Fingerprint, now: Fingerprint) -> list[FingerprintChange]:
     if set(old) != set(new):
         out.append(FingerprintChange("GPU set", ", ".join(sorted(old)) or "none", ", ".join(sorted(new)) or "none"))
     for bus in sorted(set(old) & set(new)):
-        a_card, b_card = old[bus], new[bus]
-        if (a_card.device, a_card.subsystem) != (b_card.device, b_card.subsystem):
-            out.append(
-                FingerprintChange(
-                    f"card at {bus}", f"{a_card.device} {a_card.subsystem}", f"{b_card.device} {b_card.subsystem}"
-                )
-            )
-        if a_card.vbios != b_card.vbios:
-            out.append(FingerprintChange(f"VBIOS of {bus}", _text(a_card.vbios), _text(b_card.vbios)))
-        if a_card.bar1_bytes != b_card.bar1_bytes:
-            out.append(
-                FingerprintChange(f"BAR1 of {bus}", _text(a_card.bar1_bytes, True), _text(b_card.bar1_bytes, True))
-            )
+        x, y = old[bus], new[bus]
+        if (x.device, x.subsystem) != (y.device, y.subsystem):
+            out.append(FingerprintChange(f"card at {bus}", f"{x.device} {x.subsystem}", f"{y.device} {y.subsystem}"))
+        if x.vbios != y.vbios:
+            out.append(FingerprintChange(f"VBIOS of {bus}", _text(x.vbios), _text(y.vbios)))
+        if x.bar1_bytes != y.bar1_bytes:
+            out.append(FingerprintChange(f"BAR1 of {bus}", _text(x.bar1_bytes, True), _text(y.bar1_bytes, True)))
     return out
 
 
@@ -221,11 +209,7 @@ class P2PRecord:
 
     def to_json(self) -> dict[str, Any]:
         """Return the record as one JSON object (the line written to the history)."""
-        doc = asdict(self)
-        doc["format"] = FORMAT
-        doc["fingerprint"] = self.fingerprint.to_json()
-        doc["prefix"] = list(self.prefix)
-        return doc
+        return {**fields_of(self), "format": FORMAT}
 
     @classmethod
     def from_json(cls, doc: Any) -> P2PRecord:
@@ -271,8 +255,7 @@ def read_history(host: Host) -> list[P2PRecord]:
     """Return the records of the P2P history, oldest first; none when there is no history.
 
     Raises VerificationError naming the first damaged line (a verification record is evidence: never skipped),
-    NotRecordedError on a snapshot that did not record the file.
-    """
+    NotRecordedError on a snapshot that did not record the file."""
     records, damaged = read_json_lines(host, paths.P2P_HISTORY_FILE, P2PRecord.from_json)
     if damaged:
         more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
@@ -300,9 +283,8 @@ class Standing:
 def standing(records: list[P2PRecord], now: Fingerprint, kind: str = KIND_COPY) -> Standing:
     """Return how ``kind`` verification stands on configuration ``now`` given the history ``records``.
 
-    The newest record of ``kind`` taken on exactly this configuration decides (verified or failed); when none
-    was, the newest record of ``kind`` says what changed since; with no record at all the state is "never".
-    """
+    The newest record of ``kind`` taken on exactly this configuration decides (verified or failed); when none was, the
+    newest record of ``kind`` says what changed since; with no record at all the state is "never"."""
     of_kind = [r for r in records if r.kind == kind]
     if not of_kind:
         return Standing("never")

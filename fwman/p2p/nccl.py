@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.core.errors import FwmanError, ParseError
+from fwman.core.jsonout import encode
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 from fwman.p2p.nccl_log import MEANING, NET, P2P, SHM, NcclLog, PerfReport, parse_all_reduce_perf, parse_nccl_log
@@ -235,16 +236,7 @@ class NcclReport:
                 for c in self.log.channels
             ],
             "nccl_warnings": self.log.warnings,
-            "sizes": [
-                {
-                    "size_bytes": r.size_bytes,
-                    "wrong": r.wrong,
-                    "seconds": r.seconds,
-                    "algbw_gbps": r.algbw_gbps,
-                    "busbw_gbps": r.busbw_gbps,
-                }
-                for r in self.sizes
-            ],
+            "sizes": encode(self.sizes),
             "hung": self.hung,
             "ok": self.ok,
             "verdict": self.verdict(),
@@ -260,9 +252,8 @@ def torch_argv(
 ) -> list[str]:
     """Return the command line of the torch runner: ``prefix env K=V... python -c SCRIPT SIZES TIMEOUT``.
 
-    The variables go through ``env`` inside the prefix, so they reach a container (`pct exec` and `docker exec`
-    do not pass the caller's environment in).
-    """
+    The variables go through ``env`` inside the prefix, so they reach a container (`pct exec` and `docker exec` do not
+    pass the caller's environment in)."""
     argv = [*prefix, "env", *(f"{k}={v}" for k, v in env.items()), python, "-c", torch_script()]
     return [*argv, ",".join(str(n) for n in sizes), f"{timeout:g}"]
 
@@ -271,29 +262,14 @@ def nccl_tests_argv(
     prefix: Sequence[str], env: Mapping[str, str], gpus: int, binary: str = "all_reduce_perf"
 ) -> list[str]:
     """Return the command line of the nccl-tests runner (1 MiB to 64 MiB, one process driving ``gpus`` GPUs)."""
-    return [
-        *prefix,
-        "env",
-        *(f"{k}={v}" for k, v in env.items()),
-        binary,
-        "-b",
-        "1M",
-        "-e",
-        "64M",
-        "-f",
-        "4",
-        "-g",
-        str(max(gpus, 1)),
-        "-c",
-        "1",
-    ]
+    sizes = ["-b", "1M", "-e", "64M", "-f", "4"]
+    return [*prefix, "env", *(f"{k}={v}" for k, v in env.items()), binary, *sizes, "-g", str(max(gpus, 1)), "-c", "1"]
 
 
 def parse_torch_output(text: str) -> dict[str, Any] | None:
     """Return the torch runner's result object (the ``FWMAN_NCCL_RESULT`` line), None when it printed none.
 
-    Raises ParseError when the line is there but is not a JSON object.
-    """
+    Raises ParseError when the line is there but is not a JSON object."""
     for line in text.splitlines():
         if line.startswith(RESULT_TAG):
             doc = parse_json(line[len(RESULT_TAG) :], "torch NCCL runner", "result line")
@@ -327,20 +303,15 @@ def _hung(output: str) -> str | None:
 
 def _sizes(doc: Mapping[str, Any]) -> list[SizeResult]:
     rows = doc.get("sizes")
-    out = []
-    for row in rows if isinstance(rows, list) else []:
-        if isinstance(row, dict) and isinstance(row.get("bytes"), int):
-            wrong = row.get("wrong")
-            out.append(
-                SizeResult(
-                    int(row["bytes"]),
-                    wrong if isinstance(wrong, int) and not isinstance(wrong, bool) else None,
-                    _num(row, "seconds"),
-                    _num(row, "algbw_gbps"),
-                    _num(row, "busbw_gbps"),
-                )
-            )
-    return out
+    return [
+        SizeResult(
+            int(row["bytes"]),
+            w if isinstance(w := row.get("wrong"), int) and not isinstance(w, bool) else None,
+            *(_num(row, key) for key in ("seconds", "algbw_gbps", "busbw_gbps")),
+        )
+        for row in (rows if isinstance(rows, list) else [])
+        if isinstance(row, dict) and isinstance(row.get("bytes"), int)
+    ]
 
 
 def report_from_torch(prefix: Sequence[str], argv: Sequence[str], rc: int, output: str) -> NcclReport:
@@ -415,12 +386,11 @@ def run_nccl_test(
 ) -> NcclReport:
     """Run the NCCL tier on ``host`` (inside ``prefix``) and return its report.
 
-    ``runner`` is ``torch``, ``nccl-tests`` or ``auto`` (torch when importable there, else all_reduce_perf).
-    ``env`` adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. The torch runner kills a rank that has
-    not returned within ``timeout`` seconds and names it; fwman gives the runner ``margin`` seconds more
-    (:data:`OUTER_MARGIN`) before it kills the runner itself. Either way the report is BLOCK (``hung``), never a
-    hung fwman. Raises RunnerMissing when no runner is available.
-    """
+    ``runner`` is ``torch``, ``nccl-tests`` or ``auto`` (torch when importable there, else all_reduce_perf). ``env``
+    adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. The torch runner kills a rank that has not returned
+    within ``timeout`` seconds and names it; fwman gives the runner ``margin`` seconds more (:data:`OUTER_MARGIN`)
+    before it kills the runner itself. Either way the report is BLOCK (``hung``), never a hung fwman. Raises
+    RunnerMissing when no runner is available."""
     variables = {**DEBUG_ENV, **(env or {})}
     why: list[str] = []
     if runner in ("auto", "torch"):
@@ -433,7 +403,8 @@ def run_nccl_test(
         no_torch = result.missing or (result.rc == NO_TORCH_RC and "FWMAN_NO_TORCH" in output)
         if not no_torch:
             return report_from_torch(prefix, argv, result.rc, output)
-        why.append(f"torch: {_first(output, 'FWMAN_NO_TORCH') or 'python3 not found'}")
+        said = next((ln.strip() for ln in output.splitlines() if "FWMAN_NO_TORCH" in ln), None)
+        why.append(f"torch: {said or 'python3 not found'}")
         if runner == "torch":
             raise RunnerMissing(f"the torch NCCL runner cannot run here ({why[-1]})", hint=_HINT)
     argv = nccl_tests_argv(prefix, variables, gpus)
@@ -452,9 +423,8 @@ def _outer_hang(
     runner: str, prefix: Sequence[str], argv: Sequence[str], env: Mapping[str, str], timeout: float
 ) -> NcclReport:
     """Return the BLOCK report of a runner fwman had to kill itself (its own deadline did not fire)."""
-    report = NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env))
-    report.hung = f"the NCCL runner ({runner}) did not return within {timeout:g} s (killed)"
-    return report
+    hung = f"the NCCL runner ({runner}) did not return within {timeout:g} s (killed)"
+    return NcclReport(runner, tuple(prefix), tuple(argv), 124, environment=dict(env), hung=hung)
 
 
 @dataclass
@@ -540,9 +510,8 @@ def run_nccl_comparison(
 ) -> NcclComparison:
     """Run the NCCL tier as configured, then (``control``) again with ``NCCL_P2P_DISABLE=1``; return both.
 
-    Takes :func:`run_nccl_test`'s arguments; the control run uses the runner the first run used. Raises
-    RunnerMissing as it does.
-    """
+    Takes :func:`run_nccl_test`'s arguments; the control run uses the runner the first run used. Raises RunnerMissing as
+    it does."""
     first = run_nccl_test(host, env=env, **kwargs)
     if not control:
         return NcclComparison(first, None)
@@ -555,7 +524,3 @@ _HINT = (
     "run it where the model server's NCCL is (`--prefix 'pct exec 101 --'` or `--prefix 'docker exec NAME'`): "
     "PyTorch there, or nccl-tests' all_reduce_perf on PATH"
 )
-
-
-def _first(text: str, tag: str) -> str | None:
-    return next((ln.strip() for ln in text.splitlines() if tag in ln), None)

@@ -24,6 +24,7 @@ place and in place, ``time algbw busbw #wrong``; it ends with ``# Out of bounds 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from fwman.core.errors import ParseError
@@ -91,17 +92,11 @@ class NcclLog:
 
     def transports(self) -> dict[str, int]:
         """Return {transport as printed: number of connections}, sorted by transport."""
-        counts: dict[str, int] = {}
-        for c in self.channels:
-            counts[c.transport] = counts.get(c.transport, 0) + 1
-        return dict(sorted(counts.items()))
+        return dict(sorted(Counter(c.transport for c in self.channels).items()))
 
     def classes(self) -> dict[str, int]:
         """Return {P2P/SHM/NET/other: number of connections}."""
-        counts: dict[str, int] = {}
-        for c in self.channels:
-            counts[c.kind] = counts.get(c.kind, 0) + 1
-        return dict(sorted(counts.items()))
+        return dict(sorted(Counter(c.kind for c in self.channels).items()))
 
     def summary(self) -> str | None:
         """Return the transport classes used, ``P2P`` or ``P2P+SHM``; None when no connection was made."""
@@ -112,8 +107,7 @@ class NcclLog:
 def parse_nccl_log(text: str) -> NcclLog:
     """Return what ``text`` (any mix of program output and NCCL_DEBUG=INFO lines) says about NCCL.
 
-    Never raises: lines that are not NCCL's are ignored, so any output can be given.
-    """
+    Never raises: lines that are not NCCL's are ignored, so any output can be given."""
     log = NcclLog()
     for line in text.splitlines():
         if "NCCL" not in line:
@@ -126,13 +120,7 @@ def parse_nccl_log(text: str) -> NcclLog:
         m = _CHANNEL.search(line)
         if m:
             log.channels.append(
-                ChannelLine(
-                    channel=int(m.group("channel")),
-                    src=int(m.group("src")),
-                    dst=int(m.group("dst")),
-                    transport=m.group("transport").rstrip(),
-                    direction=m.group("dir"),
-                )
+                ChannelLine(int(m["channel"]), int(m["src"]), int(m["dst"]), m["transport"].rstrip(), m["dir"])
             )
             continue
         w = _WARN.search(line)
@@ -201,11 +189,15 @@ def _float(text: str, lineno: int) -> float:
         raise ParseError("all_reduce_perf", f"line {lineno}", f"not a number: {text[:12]!r}", lineno) from e
 
 
+def _half(cols: list[str], lineno: int) -> tuple[float, float, float, int | None]:
+    """Return ``time algbw busbw #wrong`` of one half (out of place, in place) of a data row. Raises ParseError."""
+    return _float(cols[0], lineno), _float(cols[1], lineno), _float(cols[2], lineno), _wrong(cols[3], lineno)
+
+
 def parse_all_reduce_perf(text: str) -> PerfReport:
     """Return the rows and summary of nccl-tests' ``all_reduce_perf`` output (NCCL_DEBUG lines may be mixed in).
 
-    Raises ParseError for a data row of the wrong shape, or output with neither a data row nor the summary.
-    """
+    Raises ParseError for a data row of the wrong shape, or output with neither a data row nor the summary."""
     report = PerfReport()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -228,20 +220,7 @@ def parse_all_reduce_perf(text: str) -> PerfReport:
         if not count.isdigit():
             raise ParseError("all_reduce_perf", f"line {lineno}", "element count is not a number", lineno)
         report.rows.append(
-            PerfRow(
-                size_bytes=size,
-                count=int(count),
-                dtype=fields[2],
-                redop=fields[3],
-                oop_time_us=_float(fields[5], lineno),
-                oop_algbw=_float(fields[6], lineno),
-                oop_busbw=_float(fields[7], lineno),
-                oop_wrong=_wrong(fields[8], lineno),
-                ip_time_us=_float(fields[9], lineno),
-                ip_algbw=_float(fields[10], lineno),
-                ip_busbw=_float(fields[11], lineno),
-                ip_wrong=_wrong(fields[12], lineno),
-            )
+            PerfRow(size, int(count), fields[2], fields[3], *_half(fields[5:9], lineno), *_half(fields[9:13], lineno))
         )
     if not report.rows and report.avg_busbw is None:
         raise ParseError("all_reduce_perf", "output", "no result rows and no 'Avg bus bandwidth' line")

@@ -42,7 +42,7 @@ from typing import Any
 from fwman.core import paths
 from fwman.core.clock import monotonic
 from fwman.core.errors import FwmanError, ParseError
-from fwman.core.jsonout import encode
+from fwman.core.jsonout import fields_of, meta
 from fwman.gpu.pci_path import upstream_bridge
 from fwman.host.base import Host
 from fwman.p2p.kmsg import kernel_lines, parse_kmsg
@@ -88,20 +88,13 @@ def parse_kernel_events(text: str) -> list[KernelEvent]:
     out: list[KernelEvent] = []
     for raw in text.splitlines():
         line = raw.strip()
-        m = _XID.search(line)
-        if m:
+        if m := _XID.search(line):
             out.append(KernelEvent(XID, m.group(1).lower(), int(m.group(2)[:9]), line))
-            continue
-        m = _AMDVI.search(line)
-        if m:
+        elif m := _AMDVI.search(line):
             out.append(KernelEvent(IO_PAGE_FAULT, (m.group(1) or m.group(2) or "unknown").lower(), None, line))
-            continue
-        m = _AMDVI_SPLIT.search(line)
-        if m:
+        elif m := _AMDVI_SPLIT.search(line):
             out.append(KernelEvent(IO_PAGE_FAULT, m.group(1).lower(), None, line))
-            continue
-        m = _DMAR.search(line)
-        if m:
+        elif m := _DMAR.search(line):
             out.append(KernelEvent(DMAR, f"{m.group(1)}:{m.group(2)}.{m.group(3)}".lower(), None, line))
     return out
 
@@ -109,8 +102,7 @@ def parse_kernel_events(text: str) -> list[KernelEvent]:
 def parse_aer_counters(text: str, path: str) -> dict[str, int]:
     """Return the counters of one ``aer_dev_*`` file (``{"Receiver Error": 2, ..., "TOTAL_ERR_COR": 2}``).
 
-    Raises ParseError naming the line when a line is not ``<name> <count>``.
-    """
+    Raises ParseError naming the line when a line is not ``<name> <count>``."""
     out: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -125,8 +117,7 @@ def parse_aer_counters(text: str, path: str) -> dict[str, int]:
 def same_device(event_device: str, bus_id: str) -> bool:
     """Return True when the device a kernel line names is the PCI function ``bus_id`` (``0000:01:00.0``).
 
-    An Xid names the device without its function, AMD-Vi's older form and DMAR without its domain.
-    """
+    An Xid names the device without its function, AMD-Vi's older form and DMAR without its domain."""
     bus = bus_id.lower()
     dev = event_device.lower()
     if dev.count(":") == 2 and "." not in dev:  # Xid: domain:bus:device, 8-digit domains from CUDA too
@@ -204,12 +195,11 @@ def _read_kmsg(host: Host, health: Health, since_usec: int) -> str | None:
 
 
 def read_health(host: Host, devices: list[str], start: Health | None = None) -> Health:
-    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises:
-    what cannot be read is said in the snapshot.
+    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises: what
+    cannot be read is said in the snapshot.
 
-    ``start`` is the snapshot taken before the soak: this one reads the log from the source that one did, and
-    from /dev/kmsg only the records stamped from its newest record on.
-    """
+    ``start`` is the snapshot taken before the soak: this one reads the log from the source that one did, and from
+    /dev/kmsg only the records stamped from its newest record on."""
     health = Health()
     if start is None or start.log_source != paths.KMSG:
         _read_journal(host, health)
@@ -280,18 +270,23 @@ def compare(before: Health, after: Health, devices: list[tuple[str, str]]) -> li
     return out
 
 
+def _watched(devices: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"device": d, "gpu": g} for d, g in devices]
+
+
 @dataclass
 class SoakReport:
     """The soak's outcome: rounds run, seconds, the rounds' verdicts that failed, the findings, and what could
     not be read (a soak that could not read the log says so; it is not silently clean)."""
 
-    duration: float
+    duration: float = field(metadata=meta(key="duration_s"))
     rounds: int = 0
-    seconds: float = 0.0
+    seconds: float = field(default=0.0, metadata=meta(via=lambda s: round(s, 3)))
     failed_rounds: list[str] = field(default_factory=list)
     findings: list[SoakFinding] = field(default_factory=list)
     unread: list[str] = field(default_factory=list)
-    devices: list[tuple[str, str]] = field(default_factory=list)
+    #: (device read, the GPU it belongs to): the GPUs and the port above each
+    devices: list[tuple[str, str]] = field(default_factory=list, metadata=meta(key="watched", via=_watched))
 
     @property
     def ok(self) -> bool:
@@ -314,28 +309,15 @@ class SoakReport:
 
     def to_json(self) -> dict[str, Any]:
         """Return the soak as JSON (``soak`` of ``p2p --json`` and of the record)."""
-        return {
-            "duration_s": self.duration,
-            "rounds": self.rounds,
-            "seconds": round(self.seconds, 3),
-            "failed_rounds": list(self.failed_rounds),
-            "findings": encode(self.findings),
-            "unread": list(self.unread),
-            "watched": [{"device": d, "gpu": g} for d, g in self.devices],
-            "ok": self.ok,
-            "verdict": self.verdict(),
-        }
+        return {**fields_of(self), "ok": self.ok, "verdict": self.verdict()}
 
 
 def unread_of(before: Health, after: Health) -> list[str]:
     """Return what the soak could not compare: the kernel log, devices without AER statistics."""
-    out: list[str] = []
     error = before.log_error or after.log_error
-    if error:
-        out.append(f"kernel log: {error}")
-    for dev in sorted(set(before.aer_missing) | set(after.aer_missing)):
-        out.append(f"{dev}: no AER statistics in sysfs (aer_dev_*)")
-    return out
+    missing = sorted(set(before.aer_missing) | set(after.aer_missing))
+    lines = [f"{dev}: no AER statistics in sysfs (aer_dev_*)" for dev in missing]
+    return [f"kernel log: {error}", *lines] if error else lines
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(s|sec|m|min|h)?")
@@ -345,8 +327,7 @@ _UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3
 def parse_duration(text: str) -> float:
     """Return the seconds of ``--soak`` (``60``, ``60s``, ``10m``, ``1.5h``).
 
-    Raises ParseError when it is not a number with an optional unit, or not from 1 s to a day.
-    """
+    Raises ParseError when it is not a number with an optional unit, or not from 1 s to a day."""
     m = _DURATION.fullmatch(text.strip().lower())
     if not m:
         raise ParseError("--soak", text[:40], "give a duration such as 60s, 10m or 1h")
@@ -363,14 +344,13 @@ def run_soak(
     progress: Callable[[str], None],
     bus_ids: list[str],
 ) -> SoakReport:
-    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for
-    ``duration`` seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from
-    sysfs; when empty, the GPUs the first round listed, read after it) and the port above each.
+    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for ``duration``
+    seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from sysfs; when empty, the
+    GPUs the first round listed, read after it) and the port above each.
 
-    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each
-    retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
-    for what it could not read (the report's ``unread`` says it).
-    """
+    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each retry costs
+    its whole deadline). ``progress`` gets one line per round. Returns the report; never raises for what it could not
+    read (the report's ``unread`` says it)."""
     report = SoakReport(duration=duration)
     report.devices = watched_devices(host, bus_ids)
     before = read_health(host, [d for d, _ in report.devices])

@@ -104,8 +104,7 @@ def _count(value: Any, budget: list[int]) -> None:
 def load_document(data: bytes, path: str) -> Any:
     """Return the value of a spec file's text: JSON for ``.json``, YAML (safe loader) otherwise.
 
-    Raises ParseError for bytes that are not UTF-8, a document too large, or text that is not JSON/YAML.
-    """
+    Raises ParseError for bytes that are not UTF-8, a document too large, or text that is not JSON/YAML."""
     if len(data) > MAX_SPEC_BYTES:
         raise ParseError("CDI spec", path, f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a spec")
     if path.endswith(".json"):
@@ -167,11 +166,8 @@ def _o(value: Any, path: str, where: str) -> dict[str, Any]:
 
 def _edits(value: Any, path: str, where: str) -> CdiEdits:
     obj = _o(value, path, where)
-    env: dict[str, str] = {}
-    for v in _l(obj.get("env"), path, f"{where}.env"):
-        name, sep, val = _s(v, path, f"{where}.env").partition("=")
-        if sep and name:
-            env[name] = val
+    parts = (_s(v, path, f"{where}.env").partition("=") for v in _l(obj.get("env"), path, f"{where}.env"))
+    env = {name: val for name, sep, val in parts if sep and name}
     nodes: list[str] = []
     majors: list[tuple[str, int]] = []
     for n, node in enumerate(_l(obj.get("deviceNodes"), path, f"{where}.deviceNodes")):

@@ -5,7 +5,6 @@ and Docker and Podman containers. The facts only (:class:`ContainerAudit`, :clas
 here; ``problems`` and ``injected`` are written by the audit's rows, :mod:`fwman.reports.audit.rows`, which
 judge them); ``fwman audit`` and the module build's lockstep check both read them.
 
-
 A container's user-space driver comes from one of three places, and each is read where it lives:
 
 - **CDI** (``--device nvidia.com/gpu=all``): the runtime mounts what the CDI spec names, by host path; the spec
@@ -118,11 +117,10 @@ def read_cdi_specs(host: Host, unreadable: list[str]) -> list[CdiSpecAudit]:
                 spec = cdi.parse_spec(read_capped(host, path, MAX_TEXT_FILE, "CDI spec"), path)
             except ParseError as e:
                 out.append(CdiSpecAudit(path=path, error=e.detail))
-                continue
             except (MissingError, NotRecordedError) as e:
                 out.append(CdiSpecAudit(path=path, error=f"unreadable: {e.message}"))
-                continue
-            out.append(_spec_audit(host, spec))
+            else:
+                out.append(_spec_audit(host, spec))
     return out
 
 
@@ -130,8 +128,7 @@ def _spec_audit(host: Host, spec: cdi.CdiSpec) -> CdiSpecAudit:
     """Return a spec's library versions and the host paths it names that do not exist."""
     libs: dict[str, list[str]] = {}
     missing: list[str] = []
-    every = [spec.edits, *(d.edits for d in spec.devices)]
-    for edits in every:
+    for edits in (spec.edits, *(d.edits for d in spec.devices)):
         for m in edits.mounts:
             parsed = parse_lib_name(m.source.rsplit("/", 1)[-1])
             if parsed is not None:
@@ -149,16 +146,8 @@ def _spec_audit(host: Host, spec: cdi.CdiSpec) -> CdiSpecAudit:
         libs={v: sorted(set(p)) for v, p in libs.items()},
         missing=sorted(set(missing)),
         stale_majors=cdi.stale_majors(spec, _proc_devices(host)),
-        refresh_unit=any(_present(host, unit) for unit in paths.CDI_REFRESH_UNITS),
+        refresh_unit=any(_exists(host, unit, unrecorded=False) for unit in paths.CDI_REFRESH_UNITS),
     )
-
-
-def _present(host: Host, path: str) -> bool:
-    """Return True when ``path`` exists (False on a replay that did not record it: no unit to name)."""
-    try:
-        return host.exists(path)
-    except NotRecordedError:
-        return False
 
 
 def _proc_devices(host: Host) -> dict[str, int]:
@@ -169,11 +158,13 @@ def _proc_devices(host: Host) -> dict[str, int]:
         return {}
 
 
-def _exists(host: Host, path: str) -> bool:
+def _exists(host: Host, path: str, unrecorded: bool = True) -> bool:
+    """Return True when ``path`` exists; ``unrecorded`` on a replay that did not record it (True by default: a
+    replay that did not look is no proof of absence; False where there would be nothing to name)."""
     try:
         return host.exists(path)
     except NotRecordedError:
-        return True  # a replay that did not look is no proof of absence
+        return unrecorded
 
 
 def _layers(
@@ -359,11 +350,10 @@ def read_engine_containers(
 
 
 def engines_to_ask(host: Host) -> tuple[str, ...]:
-    """Return the engines to ask: ``[containers] engines`` of the configuration, else both on this machine and
-    on a replay, none under ``--root DIR`` (the engines running here are not that tree's).
+    """Return the engines to ask: ``[containers] engines`` of the configuration, else both on this machine and on a
+    replay, none under ``--root DIR`` (the engines running here are not that tree's).
 
-    Raises UsageError for a malformed configuration file (as every command reading it does).
-    """
+    Raises UsageError for a malformed configuration file (as every command reading it does)."""
     configured = load_config(host).section("containers").get("engines")
     if isinstance(configured, list):
         return tuple(e for e in engines.ENGINES if e in configured)
@@ -437,16 +427,12 @@ def _one(
             unreadable.extend(scanned.unreadable)
             layer_cache[layer] = (scanned, _nccl_versions(host, layer, scanned.listings))
         us, nccl_found = layer_cache[layer]
-        for lib in us.libs:
-            rel = _container_path(layer, lib.path.split(" -> ")[0])
-            if visible(index, rel):  # the top layer's file wins
-                seen.add(rel)
-                merged.libs.append(DriverLib(lib.name, lib.version, rel))
-        for lib in us.compat:
-            rel = _container_path(layer, lib.path)
-            if visible(index, rel):
-                seen.add(rel)
-                merged.compat.append(DriverLib(lib.name, lib.version, rel))
+        for found, into in ((us.libs, merged.libs), (us.compat, merged.compat)):
+            for lib in found:
+                rel = _container_path(layer, lib.path.split(" -> ")[0])
+                if visible(index, rel):  # the top layer's file wins
+                    seen.add(rel)
+                    into.append(DriverLib(lib.name, lib.version, rel))
         for version, path in nccl_found:
             if path not in audit.nccl.get(version, []) and visible(index, path.split(" -> ")[0]):
                 seen.add(path)

@@ -24,10 +24,8 @@ OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
 
 
 def parse_os_release(text: str) -> dict[str, str]:
-    """Return the KEY=value pairs of an os-release file (quotes removed; comments and junk lines skipped).
-
-    Never raises.
-    """
+    """Return the KEY=value pairs of an os-release file (quotes removed; comments and junk lines skipped). Never
+    raises."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()
@@ -104,8 +102,5 @@ def read_os_release(host: Host) -> str | None:
 def read_distribution(host: Host) -> Distribution:
     """Return the host's distribution; ``Distribution(None)`` fields when os-release cannot be read. Never raises
     for a missing or unrecorded file."""
-    text = read_os_release(host)
-    proxmox = host_is_proxmox(host)
-    if text is None:
-        return Distribution(None, proxmox=proxmox)
-    return distribution_from_os_release(text, proxmox=proxmox)
+    # an os-release that cannot be read reads as an empty one: no field known
+    return distribution_from_os_release(read_os_release(host) or "", proxmox=host_is_proxmox(host))

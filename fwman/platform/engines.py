@@ -27,8 +27,7 @@ and one ``<engine> inspect ID...`` of all of them. The shapes:
   releases show it elsewhere in inspect is not known here), as that CDI request; a container made by a release
   where the option did nothing cannot be told apart from inspect.
 
-The parsers are pure (text in, model or ParseError out); :func:`start_engine` (and :func:`read_engine`, which waits
-for it) is the one reader and goes through
+The parsers are pure (text in, model or ParseError out); :func:`start_engine` is the one reader and goes through
 the Host.
 """
 
@@ -118,9 +117,8 @@ def _absolute(path: str, what: str, where: str) -> None:
 def parse_ps(text: str, engine: str) -> list[str]:
     """Return the container ids ``<engine> ps -a`` printed as JSON (:func:`ps_argv`), in its order.
 
-    Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises
-    ParseError for anything else (an object without an id, text that is not JSON).
-    """
+    Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises ParseError for
+    anything else (an object without an id, text that is not JSON)."""
     what = " ".join(ps_argv(engine))
     stripped = text.strip()
     if not stripped:
@@ -141,12 +139,8 @@ def parse_ps(text: str, engine: str) -> list[str]:
 
 
 def _env(values: list[Any], what: str) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for v in values:
-        name, sep, value = _str(v, what, "Config.Env").partition("=")
-        if sep and name:
-            env[name] = value
-    return env
+    parts = (_str(v, what, "Config.Env").partition("=") for v in values)
+    return {name: value for name, sep, value in parts if sep and name}
 
 
 def _create_command_values(argv: list[Any], option: str) -> list[str]:
@@ -192,7 +186,6 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         # Docker prints a list (or null); an old engine may print one string
         items = value if isinstance(value, list) else [value] if value else []
         words += [_str(w, what, f"Config.{key}") for w in items]
-    command = tuple(words)
     runtime = _str(host_config.get("Runtime"), what, "HostConfig.Runtime") or None
     if runtime in (None, "oci"):  # Podman says "oci" there and names the runtime in OCIRuntime
         runtime = _str(obj.get("OCIRuntime"), what, "OCIRuntime") or runtime
@@ -248,9 +241,8 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
     for n, m in enumerate(_list(obj.get("Mounts"), what, "Mounts")):
         mo = _obj(m, what, f"Mounts[{n}]")
         source, destination = _str(mo.get("Source"), what, "Mounts.Source"), _str(mo.get("Destination"), what, "")
-        if (
-            source.startswith("/") and destination.startswith("/") and "\0" not in source + destination
-        ):  # a tmpfs has no source: nothing on disk
+        # a tmpfs has no source: nothing on disk
+        if source.startswith("/") and destination.startswith("/") and "\0" not in source + destination:
             mounts.append(Mount(source, destination))
     graph = _obj(obj.get("GraphDriver"), what, "GraphDriver")
     data = _obj(graph.get("Data"), what, "GraphDriver.Data")
@@ -270,7 +262,7 @@ def parse_container(doc: Any, engine: str) -> EngineContainer:
         cdi_devices=tuple(cdi),
         devices=tuple(devices),
         env=env,
-        command=command,
+        command=tuple(words),
         mounts=tuple(mounts),
         graph_driver=_str(graph.get("Name"), what, "GraphDriver.Name") or None,
         merged_dir=_str(data.get("MergedDir"), what, "GraphDriver.Data.MergedDir") or None,
@@ -294,7 +286,6 @@ class EngineRead:
     installed: bool
     containers: list[EngineContainer] = field(default_factory=list)
     problem: str | None = None  # the engine is not running, or answered something fwman cannot read
-    mounted: dict[str, str] = field(default_factory=dict)  # container id -> `podman mount` directory
 
 
 @dataclass
@@ -308,7 +299,7 @@ class EngineReading:
 
     def advance(self, block: bool = True) -> None:
         """Once ``ps`` has answered, parse it and start ``inspect`` of its containers (``block``: wait for ``ps``;
-        without it, do nothing while ``ps`` runs). Raises NotRecordedError as :func:`read_engine`."""
+        without it, do nothing while ``ps`` runs). Raises NotRecordedError on a replay that did not record it."""
         if self.ps is None or (not block and not self.ps.done()):
             return
         ps = self.ps.result()  # what it raises is raised again by result()
@@ -326,7 +317,9 @@ class EngineReading:
             self.inspect = self.host.start([engine, "inspect", *ids], timeout=ENGINE_TIMEOUT)
 
     def result(self) -> EngineRead:
-        """Wait for both commands and return what the engine answered. Raises as :func:`read_engine`."""
+        """Wait for both commands and return what the engine answered: never raises for the engine's own failures
+        (not installed, daemon not running, malformed answer), which are the result's ``problem``. Raises
+        NotRecordedError on a replay that did not record the commands."""
         self.advance()
         if self.inspect is not None:
             inspect = self.inspect.result()
@@ -353,20 +346,10 @@ def start_engine(host: Host, engine: str) -> EngineReading:
     return EngineReading(host, EngineRead(engine, installed=True), ps=ps)
 
 
-def read_engine(host: Host, engine: str) -> EngineRead:
-    """Return ``engine``'s containers: ``ps -a`` as JSON (:func:`ps_argv`), then one ``inspect`` of all of them.
-
-    Never raises for the engine's own failures (not installed, daemon not running, malformed answer): they are
-    the ``problem`` of the result. Raises NotRecordedError on a replay that did not record the commands.
-    """
-    return start_engine(host, engine).result()
-
-
 def podman_mount(host: Host, container_id: str) -> str | None:
     """Return the directory ``podman mount ID`` gives for a container whose driver reports no directory (vfs).
 
-    Returns None when podman refuses (rootless without ``podman unshare``, a removed container).
-    """
+    Returns None when podman refuses (rootless without ``podman unshare``, a removed container)."""
     try:
         res = host.run(["podman", "mount", container_id], timeout=ENGINE_TIMEOUT)
     except FwmanError:

@@ -20,10 +20,9 @@ def unquote(value: str) -> str:
 def _before_comment(value: str) -> str:
     r"""Return ``value`` up to its first ``#`` that follows whitespace (an inline comment), or all of it.
 
-    A scan with str.find, linear in the length: ``re.split(r"\s+#", ...)`` retried ``\s+`` from every
-    position of a run of blanks, so a 150 KB value in a container's config took doctor 41 s. str.isspace is
-    the set ``\s`` matches in a str pattern.
-    """
+    A scan with str.find, linear in the length: ``re.split(r"\s+#", ...)`` retried ``\s+`` from every position of a run
+    of blanks, so a 150 KB value in a container's config took doctor 41 s. str.isspace is the set ``\s`` matches in a
+    str pattern."""
     at = value.find("#", 1)
     while at != -1 and not value[at - 1].isspace():
         at = value.find("#", at + 1)
@@ -33,15 +32,8 @@ def _before_comment(value: str) -> str:
 def parse_env_file(text: str) -> dict[str, str]:
     """Return the ``KEY=VALUE`` assignments of an environment file (``.env``, ``docker --env-file``,
     ``/etc/environment``, ``/etc/nccl.conf``): ``export`` and quotes allowed, comments skipped. Never raises."""
-    out: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = _ASSIGN.match(line)
-        if m:
-            out[m.group(1)] = unquote(m.group(2))
-    return out
+    matches = (_ASSIGN.match(raw.strip()) for raw in text.splitlines() if not raw.strip().startswith("#"))
+    return {m.group(1): unquote(m.group(2)) for m in matches if m}
 
 
 def uncommented(text: str) -> str:

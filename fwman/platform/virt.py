@@ -91,37 +91,29 @@ def judge(ev: VirtEvidence) -> VirtVerdict:
     """Return the verdict over ``ev``: a guest when any evidence says so; bare metal only when something was
     read and none of it does (systemd-detect-virt's ``none`` counts as read)."""
     evidence: dict[str, str] = {}
-    kinds: list[str] = []
-    guest_signs = 0
+    kinds: list[str] = []  # the monitor each sign names (the first one is the verdict's kind)
     if ev.detect_virt is not None:
         evidence["systemd-detect-virt --vm"] = ev.detect_virt
         if ev.detect_virt not in ("none", ""):
-            guest_signs += 1
             kinds.append(ev.detect_virt)
-    for name in DMI_FIELDS:
-        value = ev.dmi.get(name)
-        if value is None:
-            continue
-        kind = dmi_monitor(value)
-        if kind:
+    for name, value in ((n, ev.dmi[n]) for n in DMI_FIELDS if n in ev.dmi):
+        if kind := dmi_monitor(value):
             evidence[f"dmi {name}"] = value
-            guest_signs += 1
             kinds.append(kind)
     if ev.hypervisor_type:
         evidence["/sys/hypervisor/type"] = ev.hypervisor_type
-        guest_signs += 1
         kinds.append(ev.hypervisor_type)
-    if ev.cpu_flags is not None and "hypervisor" in ev.cpu_flags:
+    # signs that name no monitor: the CPU flag, and virtio functions
+    anonymous = ev.cpu_flags is not None and "hypervisor" in ev.cpu_flags
+    if anonymous:
         evidence["cpu flag"] = "hypervisor (/proc/cpuinfo)"
-        guest_signs += 1
     if ev.virtio_functions:
         evidence["virtio PCI functions"] = ", ".join(ev.virtio_functions)
         # some hardware (SmartNICs emulating virtio) shows vendor 1af4 on bare metal too: only when the CPU flags
         # could not be read does it decide
-        if ev.cpu_flags is None:
-            guest_signs += 1
+        anonymous = anonymous or ev.cpu_flags is None
     read_something = ev.cpu_flags is not None or bool(ev.dmi) or ev.detect_virt is not None
-    if guest_signs:
+    if kinds or anonymous:
         return VirtVerdict(guest=True, kind=kinds[0] if kinds else None, evidence=evidence)
     if not read_something:
         if ev.unreadable:

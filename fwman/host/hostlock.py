@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, ParseError
+from fwman.core.jsonout import fields_of
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
@@ -45,14 +46,8 @@ class LockHolder:
         return f"pid {self.pid} ({self.command}) since {self.since}"
 
     def to_dict(self) -> dict[str, object]:
-        """Return the JSON form of the record."""
-        return {
-            "format": FORMAT,
-            "pid": self.pid,
-            "command": self.command,
-            "since": self.since,
-            "boot_id": self.boot_id,
-        }
+        """Return the JSON form of the record: its format, then its fields."""
+        return {"format": FORMAT, **fields_of(self)}
 
 
 class LockHeld(BlockedError):

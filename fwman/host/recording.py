@@ -21,8 +21,7 @@ from fwman import __version__
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.host.base import CommandResult, Host, PendingCommand, resolve_links
-from fwman.host.snapshot import FORMAT, VERSION
-from fwman.host.snapshot_check import MAX_RECORDED_FILE
+from fwman.host.snapshot_check import FORMAT, MAX_RECORDED_FILE, VERSION
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult

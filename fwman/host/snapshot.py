@@ -36,9 +36,6 @@ from fwman.host.snapshot_check import (
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
 
-FORMAT = "fwman-snapshot"
-VERSION = 1
-
 
 def _norm(path: str) -> str:
     return posixpath.normpath(path) if path != "/" else "/"

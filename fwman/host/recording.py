@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,13 +118,7 @@ class SnapshotWriter:
     def add_command(self, result: CommandResult) -> None:
         """Record a command's result."""
         if self.redactor:
-            result = CommandResult(
-                result.argv,
-                result.rc,
-                self.redactor.text(result.stdout),
-                self.redactor.text(result.stderr),
-                result.missing,
-            )
+            result = replace(result, stdout=self.redactor.text(result.stdout), stderr=self.redactor.text(result.stderr))
         self.commands[tuple(result.argv)] = result
 
     def write(self, directory: str | os.PathLike[str], *, captured_at: str | None = None) -> Path:

@@ -41,6 +41,13 @@ def _norm(path: str) -> str:
     return posixpath.normpath(path) if path != "/" else "/"
 
 
+def _refuse(what: str, problems: list[str], hint: str) -> None:
+    """Raise SnapshotFormatError naming the first of ``problems`` (and how many more) when there is one."""
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SnapshotFormatError(f"{what}: {problems[0]}{more}", hint=hint)
+
+
 class SnapshotHost(JournalMixin):
     """A recorded host replayed from a snapshot directory."""
 
@@ -65,23 +72,13 @@ class SnapshotHost(JournalMixin):
         except OSError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UsageError(f"unreadable snapshot {meta_path}: {first}") from e
-        problems = check_meta(meta)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise SnapshotFormatError(
-                f"malformed snapshot {self.directory}: {problems[0].removeprefix('snapshot.json: ')}{more}",
-                hint=f"`fwman capture --check {self.directory}` lists every problem",
-            )
+        check = f"`fwman capture --check {self.directory}` lists every problem"
+        problems = [p.removeprefix("snapshot.json: ") for p in check_meta(meta)]
+        _refuse(f"malformed snapshot {self.directory}", problems, check)
         # the whole tree on disk, up front (a few ms): a link or a missing output is refused whatever the command
         # reads, never degraded into "unreadable" by a command that tolerates one missing file
-        problems = check_tree(self.directory, meta)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise SnapshotFormatError(
-                f"unsafe snapshot {self.directory}: {problems[0]}{more}",
-                hint="a snapshot is data: it records links in snapshot.json, never as links on disk; "
-                f"`fwman capture --check {self.directory}` lists every problem",
-            )
+        data = "a snapshot is data: it records links in snapshot.json, never as links on disk; "
+        _refuse(f"unsafe snapshot {self.directory}", check_tree(self.directory, meta), data + check)
         self.meta = meta
         self.description = f"snapshot {self.directory}"
         self.links: dict[str, str] = {_norm(k): v for k, v in meta.get("links", {}).items()}

@@ -216,17 +216,21 @@ class RecordingHost:
 
         return resolve_links(path, read_link)
 
+    def _record_state(self, real: str) -> str:
+        """Record what ``real`` is (absent, a directory with its listing, a file by its size); return which:
+        "absent", "dir" or "file"."""
+        if not self.inner.exists(real):
+            self.writer.add_absent(real)
+            return "absent"
+        if self.inner.is_dir(real):
+            self._record_dir(real)
+            return "dir"
+        self._record_present_file(real)
+        return "file"
+
     def exists(self, path: str) -> bool:
         """Return and record whether ``path`` exists (a directory with its listing, a file by its size)."""
-        real = self.realpath(path)
-        found = self.inner.exists(real)
-        if not found:
-            self.writer.add_absent(real)
-        elif self.inner.is_dir(real):
-            self._record_dir(real)
-        else:
-            self._record_present_file(real)
-        return found
+        return self._record_state(self.realpath(path)) != "absent"
 
     def _record_dir(self, real: str) -> list[str]:
         names = self.inner.listdir(real)
@@ -250,15 +254,7 @@ class RecordingHost:
 
     def is_dir(self, path: str) -> bool:
         """Return and record whether ``path`` is a directory (a directory with its listing, a file by size)."""
-        real = self.realpath(path)
-        if self.inner.is_dir(real):
-            self._record_dir(real)
-            return True
-        if not self.inner.exists(real):
-            self.writer.add_absent(real)
-        else:
-            self._record_present_file(real)
-        return False
+        return self._record_state(self.realpath(path)) == "dir"
 
     def is_link(self, path: str) -> bool:
         """Return and record whether ``path`` is a link."""

@@ -96,11 +96,6 @@ class SnapshotHost(JournalMixin):
         """Return the file recording host path ``path``; raises SnapshotFormatError where a link on disk is met."""
         return confined(self.files_root, path, tree_checked=True)
 
-    def _recorded_file(self, path: str) -> bool:
-        if path in self.overlay:
-            return self.overlay[path] is not None
-        return self._file(path).is_file()
-
     def realpath(self, path: str) -> str:
         """Return ``path`` with recorded links resolved."""
         return resolve_links(path, self.links.get)
@@ -214,7 +209,7 @@ class SnapshotHost(JournalMixin):
             return self.links[key]
         if self._known_absent(key):
             raise MissingError(f"cannot read link {path}: not present on the recorded host")
-        if self._recorded_file(key) or key in self.dirs:
+        if key in self.dirs or (self.overlay[key] is not None if key in self.overlay else self._file(key).is_file()):
             raise MissingError(f"cannot read link {path}: not a link")
         raise NotRecordedError(f"snapshot {self.directory} did not record the link {path}")
 

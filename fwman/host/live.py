@@ -272,21 +272,6 @@ class LiveHost(JournalMixin):
             return _not_found(argv)
         self._plain_dirs.clear()  # a command may change the tree (the directories seen are forgotten after it too)
         try:
-            return self._run(exe, argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
-        finally:
-            self._plain_dirs.clear()
-
-    def _run(
-        self,
-        exe: str,
-        argv: Sequence[str],
-        *,
-        timeout: float | None,
-        env: Mapping[str, str] | None,
-        cwd: str | None,
-        input_text: str | None,
-    ) -> CommandResult:
-        try:
             proc = subprocess.Popen(
                 [exe, *argv[1:]],
                 stdout=subprocess.PIPE,
@@ -307,6 +292,8 @@ class LiveHost(JournalMixin):
             except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman (as subprocess.run)
                 kill_tree(proc)
                 raise
+            finally:
+                self._plain_dirs.clear()
         return CommandResult(
             tuple(argv),
             proc.returncode,

@@ -110,14 +110,6 @@ def _write_record(fd: int, holder: LockHolder | None) -> None:
     os.fsync(fd)
 
 
-def _open(host: Host, path: str) -> int | None:
-    local = host.local_path(path)
-    if local is None:
-        return None
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    return os.open(local, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-
-
 #: tries, and seconds between them, when the lock is held by someone with no record yet: `flash status`'s probe
 #: (a shared lock for microseconds) or a holder between its flock and its record; a holder with a record is
 #: refused at once
@@ -156,10 +148,12 @@ def exclusive(
     first one changed. Raises LockHeld (exit 3) naming the holder when another process holds it. A stale
     record (its holder gone, or another boot) is taken over, and ``say`` gets one line saying so.
     """
-    fd = _open(host, path)
-    if fd is None:
+    local = host.local_path(path)
+    if local is None:
         yield None
         return
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    fd = os.open(local, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         taken, holder = _take(fd)
         if not taken:

@@ -9,6 +9,7 @@ gpu/ (``/proc/driver/nvidia/version``) and driver/ (the fork branches) both read
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import total_ordering
 
 from fwman.core.errors import ParseError
@@ -20,23 +21,19 @@ P2P_SUFFIX = "-p2p"
 
 
 @total_ordering
+@dataclass(eq=False, repr=False, slots=True)
 class DriverVersion:
     """One NVIDIA driver version, ordered numerically, printed exactly as parsed."""
 
-    __slots__ = ("major", "minor", "patch", "text")
-
-    def __init__(self, major: int, minor: int, patch: int | None, text: str) -> None:
-        self.major = major
-        self.minor = minor
-        self.patch = patch
-        self.text = text
+    major: int
+    minor: int
+    patch: int | None
+    text: str
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
-        """Return the version in ``text`` (surrounding whitespace allowed).
-
-        Raises ParseError when ``text`` is not ``MAJOR.MINOR[.PATCH]`` made of digits.
-        """
+        """Return the version in ``text`` (surrounding whitespace allowed). Raises ParseError when ``text`` is not
+        ``MAJOR.MINOR[.PATCH]`` made of digits."""
         stripped = text.strip()
         m = _VERSION_RE.fullmatch(stripped)
         if m is None:

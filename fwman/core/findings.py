@@ -90,11 +90,7 @@ class Topic:
 
 def worst(findings: Iterable[Finding]) -> Severity:
     """Return the highest severity among ``findings`` (``ok`` for none)."""
-    result = Severity.OK
-    for f in findings:
-        if f.severity.rank > result.rank:
-            result = f.severity
-    return result
+    return max((f.severity for f in findings), key=lambda s: s.rank, default=Severity.OK)
 
 
 def blocking(findings: Iterable[Finding], overrides: Iterable[str] = ()) -> list[Finding]:

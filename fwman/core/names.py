@@ -26,8 +26,7 @@ _BUS = re.compile(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2}
 _FORK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 _BOARD_ID = re.compile(r"(?:0[xX])?[0-9a-fA-F]{1,4}")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_YEAR_MONTH = re.compile(r"\d{4}-(0[1-9]|1[0-2])")
-_YEAR = re.compile(r"\d{4}")
+_YEAR_OR_MONTH = re.compile(r"\d{4}(-(0[1-9]|1[0-2]))?")
 #: what a board ID looks like, for every message that refuses one
 BOARD_ID_HINT = "a board ID is hexadecimal, at most four digits, e.g. 0x0240 (from `nvflash --version FILE`)"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")  # C0, DEL, C1, bidi overrides
@@ -57,10 +56,8 @@ def kernel_release(value: str, option: str = "--kernel") -> str:
 
 
 def bus_id(value: str, option: str = "--card") -> str:
-    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from ``41:00.0`` and its variants.
-
-    Raises UsageError when it is not a bus id.
-    """
+    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from ``41:00.0`` and its variants. Raises UsageError when it
+    is not a bus id."""
     m = _BUS.fullmatch(value.strip()) if len(value) <= 32 else None
     if not m:
         raise UsageError(f"{option} {_shown(value)}: not a PCI bus id", hint="use the form 41:00.0 (see `fwman scan`)")
@@ -162,7 +159,7 @@ def is_iso_date(value: str) -> bool:
 
 def is_partial_date(value: str) -> bool:
     """Return True when ``value`` is ``YYYY``, ``YYYY-MM`` or a real ``YYYY-MM-DD`` (how precisely a date is known)."""
-    return bool(_YEAR.fullmatch(value) or _YEAR_MONTH.fullmatch(value)) or is_iso_date(value)
+    return bool(_YEAR_OR_MONTH.fullmatch(value)) or is_iso_date(value)
 
 
 def iso_date(value: str, option: str = "--date") -> str:

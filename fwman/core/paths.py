@@ -194,7 +194,6 @@ KERNEL_RELEASE = "/proc/sys/kernel/osrelease"
 #: changes at every boot: a lock record from another boot is stale whatever its pid says
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 DEPMOD_CONFIG_DIRS = ("/etc/depmod.d", "/run/depmod.d", "/usr/local/lib/depmod.d", "/usr/lib/depmod.d", "/lib/depmod.d")
-NVIDIA_FIRMWARE_DIR = "/lib/firmware/nvidia"
 FIRMWARE_SEARCH_DIRS = ("/lib/firmware/updates", "/lib/firmware")
 FIRMWARE_CLASS_PATH_PARAM = "/sys/module/firmware_class/parameters/path"
 VFIO_PCI_DRIVER_DIR = "/sys/bus/pci/drivers/vfio-pci"

@@ -76,8 +76,7 @@ class WriteFile:
 
 @dataclass
 class RemoveFile:
-    """Make sure ``path`` does not exist (a file or a link); ``what`` names it for people (e.g. "the block
-    record")."""
+    """Make sure ``path`` does not exist (a file or a link); ``what`` names it for people (e.g. "the block record")."""
 
     path: str
     what: str = ""
@@ -180,22 +179,16 @@ class Tracked:
         self.applied = True
 
 
-def command_of(action: Action, host: Host) -> Sequence[str] | None:
-    """Return the command line ``action`` runs on ``host`` (None: it runs none), for the door's check."""
-    inner = action.action if isinstance(action, Tracked) else action
-    command = getattr(inner, "command", None)
-    return command(host) if callable(command) else None
-
-
 def check_door(host: Host, actions: Sequence[Action]) -> None:
     """Raise RootDoorError when one of ``actions`` runs a command that would act on this machine from under a root
     (fwman.host.machine), before any of them is applied or listed: the dry run and the run refuse alike."""
     from fwman.host.machine import check_reachable  # doctor loads this module for the types, never applies
 
     for action in actions:
-        argv = command_of(action, host)
-        if argv is not None:
-            check_reachable(host, argv)
+        inner = action.action if isinstance(action, Tracked) else action
+        command = getattr(inner, "command", None)  # the command line it runs (RunCommand's and the like's)
+        if callable(command):
+            check_reachable(host, command(host))
 
 
 def pending(host: Host, actions: Sequence[Action]) -> list[Action]:

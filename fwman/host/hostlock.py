@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, ParseError
+from fwman.core.jsonout import fields_of
 from fwman.core.jsontext import parse_json
 from fwman.host.base import Host
 
@@ -45,14 +46,8 @@ class LockHolder:
         return f"pid {self.pid} ({self.command}) since {self.since}"
 
     def to_dict(self) -> dict[str, object]:
-        """Return the JSON form of the record."""
-        return {
-            "format": FORMAT,
-            "pid": self.pid,
-            "command": self.command,
-            "since": self.since,
-            "boot_id": self.boot_id,
-        }
+        """Return the JSON form of the record: its format, then its fields."""
+        return {"format": FORMAT, **fields_of(self)}
 
 
 class LockHeld(BlockedError):
@@ -115,14 +110,6 @@ def _write_record(fd: int, holder: LockHolder | None) -> None:
     os.fsync(fd)
 
 
-def _open(host: Host, path: str) -> int | None:
-    local = host.local_path(path)
-    if local is None:
-        return None
-    os.makedirs(os.path.dirname(local), exist_ok=True)
-    return os.open(local, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-
-
 #: tries, and seconds between them, when the lock is held by someone with no record yet: `flash status`'s probe
 #: (a shared lock for microseconds) or a holder between its flock and its record; a holder with a record is
 #: refused at once
@@ -161,10 +148,12 @@ def exclusive(
     first one changed. Raises LockHeld (exit 3) naming the holder when another process holds it. A stale
     record (its holder gone, or another boot) is taken over, and ``say`` gets one line saying so.
     """
-    fd = _open(host, path)
-    if fd is None:
+    local = host.local_path(path)
+    if local is None:
         yield None
         return
+    os.makedirs(os.path.dirname(local), exist_ok=True)
+    fd = os.open(local, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         taken, holder = _take(fd)
         if not taken:

@@ -32,14 +32,9 @@ MAX_JSON_ANSWER = 1 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
-def network_allowed(host: Host) -> bool:
-    """Return False for a host whose answers must not come from the network (a snapshot replay)."""
-    return bool(getattr(host, "network", True))
-
-
 def refuse_replay(host: Host, url: str) -> None:
-    """Raise UsageError (exit 2) when ``host`` does not reach the network; return None otherwise."""
-    if not network_allowed(host):
+    """Raise UsageError (exit 2) when ``host`` does not reach the network (a snapshot replay); return None otherwise."""
+    if not getattr(host, "network", True):
         raise UsageError(
             f"a replay does not reach the network: {url} ({host.description})",
             hint="run on the live host, or use --offline where the command has it",

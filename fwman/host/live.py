@@ -237,20 +237,20 @@ class LiveHost(JournalMixin):
         except OSError as e:
             raise MissingError(f"cannot stat {path}: {e.strerror}") from e
 
-    def _path_env(self) -> str:
-        return self.env.get("PATH", os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"))
-
     def which(self, tool: str) -> str | None:
         """Return the path of ``tool`` on this host's PATH (plus the sbin directories), or None."""
-        path = self._path_env() + ":/usr/local/sbin:/usr/sbin:/sbin"
-        return shutil.which(tool, path=path)
+        path = self.env.get("PATH", os.environ.get("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin"))
+        return shutil.which(tool, path=path + ":/usr/local/sbin:/usr/sbin:/sbin")
+
+    def _env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Return the environment of a command: fwman's, this host's ``env``, ``extra``; ``LC_ALL=C`` unless set
+        (fwman parses what tools print)."""
+        return {"LC_ALL": "C", **os.environ, **self.env, **(extra or {})}
 
     def _executable(self, argv: Sequence[str]) -> str | None:
-        """Return the executable to run for ``argv`` (None: not found), through the door under a root.
-
-        Raises RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a
-        root with no stand-in for that tool among ``machine_tools``.
-        """
+        """Return the executable to run for ``argv`` (None: not found), through the door under a root. Raises
+        RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a root with no
+        stand-in for that tool among ``machine_tools``."""
         standin = door(self.root, self.machine_tools, argv)
         if standin is not None:
             return standin
@@ -269,36 +269,19 @@ class LiveHost(JournalMixin):
         for a command that would act on this machine from under a root."""
         exe = self._executable(argv)
         if exe is None:
-            return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+            return _not_found(argv)
         self._plain_dirs.clear()  # a command may change the tree (the directories seen are forgotten after it too)
-        try:
-            return self._run(exe, argv, timeout=timeout, env=env, cwd=cwd, input_text=input_text)
-        finally:
-            self._plain_dirs.clear()
-
-    def _run(
-        self,
-        exe: str,
-        argv: Sequence[str],
-        *,
-        timeout: float | None,
-        env: Mapping[str, str] | None,
-        cwd: str | None,
-        input_text: str | None,
-    ) -> CommandResult:
-        full_env = {**os.environ, **self.env, **(env or {})}
-        full_env.setdefault("LC_ALL", "C")
         try:
             proc = subprocess.Popen(
                 [exe, *argv[1:]],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=full_env,
+                env=self._env(env),
                 cwd=cwd,
                 stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
             )
         except FileNotFoundError:
-            return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
+            return _not_found(argv)
         with proc:
             try:
                 stdout, stderr = proc.communicate(input_text.encode() if input_text is not None else None, timeout)
@@ -309,6 +292,8 @@ class LiveHost(JournalMixin):
             except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman (as subprocess.run)
                 kill_tree(proc)
                 raise
+            finally:
+                self._plain_dirs.clear()
         return CommandResult(
             tuple(argv),
             proc.returncode,
@@ -322,19 +307,16 @@ class LiveHost(JournalMixin):
         blocks the command while fwman is busy elsewhere. Raises FwmanError (from ``result``) on timeout,
         RootDoorError (at once) for a command that would act on this machine from under a root."""
         exe = self._executable(argv)
-        missing = CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
         if exe is None:
-            return PendingCommand.finished(missing)
-        full_env = {**os.environ, **self.env}
-        full_env.setdefault("LC_ALL", "C")
+            return PendingCommand.finished(_not_found(argv))
         # the files outlive this call: the waiter reads and closes them
         out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # noqa: SIM115
         try:
-            proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=full_env)
+            proc = subprocess.Popen([exe, *argv[1:]], stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=self._env())
         except FileNotFoundError:
             out.close()
             err.close()
-            return PendingCommand.finished(missing)
+            return PendingCommand.finished(_not_found(argv))
 
         self._plain_dirs.clear()
 
@@ -372,20 +354,16 @@ class LiveHost(JournalMixin):
         if exe is not None and exe != argv[0]:
             argv = [exe, *argv[1:]]
 
-        env = {**os.environ, **self.env}
-        env.setdefault("LC_ALL", "C")
         self._note("run", argv[0], " ".join(argv[1:]))
         try:
-            return run_in_pty(argv, env=env, answers=answers, on_output=on_output, timeout=timeout)
+            return run_in_pty(argv, env=self._env(), answers=answers, on_output=on_output, timeout=timeout)
         finally:
             self._plain_dirs.clear()
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory.
-
-        Raises FwmanError naming the host path when the filesystem refuses (a file where a directory should be,
-        permissions, a full disk).
+        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory. Raises FwmanError
+        naming the host path when the filesystem refuses (a file where a directory should be, permissions, a full disk).
         """
         target = self._target(path)
         with _changing("write", path):
@@ -443,6 +421,11 @@ class LiveHost(JournalMixin):
             os.symlink(target, tmp)
             os.replace(tmp, raw)
         self._note("symlink", path, target)
+
+
+def _not_found(argv: Sequence[str]) -> CommandResult:
+    """Return the result of a command whose executable is not there (``rc`` 127, as a shell says it)."""
+    return CommandResult(tuple(argv), 127, "", f"{argv[0]}: command not found", missing=True)
 
 
 def _timed_out(argv: Sequence[str], timeout: float | None) -> FwmanError:
@@ -550,13 +533,9 @@ def write_atomically(target: str, data: bytes, mode: int = 0o644, prefix: str = 
 
 def _fsync_dir(directory: str) -> None:
     """Flush a directory entry so a rename survives a crash (best effort on filesystems that refuse)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -56,27 +56,18 @@ MOKUTIL_READS = frozenset(
 DKMS_READS = frozenset({"status", "--version", "-V", "help"})
 #: tools that act on this machine whatever their arguments, and what they act on
 ALWAYS = {
-    "nvflash": "this machine's GPU firmware",
-    "nvflash64": "this machine's GPU firmware",
-    "modprobe": "this machine's running kernel",
-    "rmmod": "this machine's running kernel",
-    "insmod": "this machine's running kernel",
-    "update-initramfs": "this machine's /boot",
-    "dracut": "this machine's /boot",
-    "mkinitcpio": "this machine's /boot",
-    "update-grub": "this machine's boot menu",
-    "grub-mkconfig": "this machine's boot menu",
-    "kernel-install": "this machine's /boot",
-    "bootctl": "this machine's boot loader",
-    "proxmox-boot-tool": "this machine's boot loader",
-    "efibootmgr": "this machine's firmware boot entries",
-    "update-rc.d": "this machine's services",
-    "invoke-rc.d": "this machine's services",
-    "service": "this machine's services",
-    "deb-systemd-helper": "this machine's services",
-    "deb-systemd-invoke": "this machine's services",
-    "reboot": "this machine",
-    "shutdown": "this machine",
+    tool: what
+    for what, tools in {
+        "this machine's GPU firmware": "nvflash nvflash64",
+        "this machine's running kernel": "modprobe rmmod insmod",
+        "this machine's /boot": "update-initramfs dracut mkinitcpio kernel-install",
+        "this machine's boot menu": "update-grub grub-mkconfig",
+        "this machine's boot loader": "bootctl proxmox-boot-tool",
+        "this machine's firmware boot entries": "efibootmgr",
+        "this machine's services": "update-rc.d invoke-rc.d service deb-systemd-helper deb-systemd-invoke",
+        "this machine": "reboot shutdown",
+    }.items()
+    for tool in tools.split()
 }
 
 
@@ -136,11 +127,9 @@ def acts_on_machine(argv: Sequence[str]) -> str | None:
 
 
 def door(root: str, machine_tools: Sequence[str], argv: Sequence[str]) -> str | None:
-    """Return the stand-in executable to run for ``argv`` under ``root`` (from ``machine_tools``), or None when
-    ``argv`` may run as usual (``root`` is ``/``, or it does not act on the machine).
-
-    Raises RootDoorError when it acts on the machine, ``root`` is not ``/`` and no stand-in is named for it.
-    """
+    """Return the stand-in executable to run for ``argv`` under ``root`` (from ``machine_tools``), or None when ``argv``
+    may run as usual (``root`` is ``/``, or it does not act on the machine). Raises RootDoorError when it acts on the
+    machine, ``root`` is not ``/`` and no stand-in is named for it."""
     if root == "/" or (what := acts_on_machine(argv)) is None:
         return None
     tool = os.path.basename(argv[0])
@@ -158,11 +147,10 @@ def door(root: str, machine_tools: Sequence[str], argv: Sequence[str]) -> str | 
 def reachable(host: Host, argv: Sequence[str]) -> bool:
     """Return True when ``argv`` may run through ``host``: the machine itself, a command that does not act on the
     machine, or a root whose environment names a stand-in for the tool; False on a replay (no local files)."""
-    local = host.local_path("/")
-    if local is None:
+    if host.local_path("/") is None:
         return acts_on_machine(argv) is None
     try:
-        door(local.rstrip("/") or "/", getattr(host, "machine_tools", ()), argv)
+        check_reachable(host, argv)
     except RootDoorError:
         return False
     return True

@@ -104,10 +104,8 @@ def _run(
                 os.write(fd, reply.encode())
                 answered.append(prompt)
                 due = None
-            try:
-                ready, _, _ = select.select([fd], [], [], min(left, SETTLE if due is not None else 1.0))
-            except InterruptedError:
-                continue
+            # a signal (the deferred Ctrl-C) does not interrupt select, read or waitpid: Python retries them (PEP 475)
+            ready, _, _ = select.select([fd], [], [], min(left, SETTLE if due is not None else 1.0))
             if not ready:
                 continue
             try:
@@ -127,16 +125,8 @@ def _run(
             elif due is not None:
                 due = time.monotonic() + SETTLE  # still talking: wait for it to settle
     finally:
-        _, status = _wait(pid)
+        _, status = os.waitpid(pid, 0)
         os.close(fd)
     rc = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
     sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
     return PtyResult("".join(chunks), rc, sig, timed_out, interrupted.is_set(), tuple(answered))
-
-
-def _wait(pid: int) -> tuple[int, int]:
-    while True:
-        try:
-            return os.waitpid(pid, 0)
-        except InterruptedError:
-            continue

@@ -14,6 +14,7 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,8 +22,7 @@ from fwman import __version__
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError
 from fwman.host.base import CommandResult, Host, PendingCommand, resolve_links
-from fwman.host.snapshot import FORMAT, VERSION
-from fwman.host.snapshot_check import MAX_RECORDED_FILE
+from fwman.host.snapshot_check import FORMAT, MAX_RECORDED_FILE, VERSION
 
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
@@ -118,13 +118,7 @@ class SnapshotWriter:
     def add_command(self, result: CommandResult) -> None:
         """Record a command's result."""
         if self.redactor:
-            result = CommandResult(
-                result.argv,
-                result.rc,
-                self.redactor.text(result.stdout),
-                self.redactor.text(result.stderr),
-                result.missing,
-            )
+            result = replace(result, stdout=self.redactor.text(result.stdout), stderr=self.redactor.text(result.stderr))
         self.commands[tuple(result.argv)] = result
 
     def write(self, directory: str | os.PathLike[str], *, captured_at: str | None = None) -> Path:
@@ -222,17 +216,21 @@ class RecordingHost:
 
         return resolve_links(path, read_link)
 
+    def _record_state(self, real: str) -> str:
+        """Record what ``real`` is (absent, a directory with its listing, a file by its size); return which:
+        "absent", "dir" or "file"."""
+        if not self.inner.exists(real):
+            self.writer.add_absent(real)
+            return "absent"
+        if self.inner.is_dir(real):
+            self._record_dir(real)
+            return "dir"
+        self._record_present_file(real)
+        return "file"
+
     def exists(self, path: str) -> bool:
         """Return and record whether ``path`` exists (a directory with its listing, a file by its size)."""
-        real = self.realpath(path)
-        found = self.inner.exists(real)
-        if not found:
-            self.writer.add_absent(real)
-        elif self.inner.is_dir(real):
-            self._record_dir(real)
-        else:
-            self._record_present_file(real)
-        return found
+        return self._record_state(self.realpath(path)) != "absent"
 
     def _record_dir(self, real: str) -> list[str]:
         names = self.inner.listdir(real)
@@ -256,15 +254,7 @@ class RecordingHost:
 
     def is_dir(self, path: str) -> bool:
         """Return and record whether ``path`` is a directory (a directory with its listing, a file by size)."""
-        real = self.realpath(path)
-        if self.inner.is_dir(real):
-            self._record_dir(real)
-            return True
-        if not self.inner.exists(real):
-            self.writer.add_absent(real)
-        else:
-            self._record_present_file(real)
-        return False
+        return self._record_state(self.realpath(path)) == "dir"
 
     def is_link(self, path: str) -> bool:
         """Return and record whether ``path`` is a link."""

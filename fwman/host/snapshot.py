@@ -36,12 +36,16 @@ from fwman.host.snapshot_check import (
 if TYPE_CHECKING:
     from fwman.host.pty import PtyResult
 
-FORMAT = "fwman-snapshot"
-VERSION = 1
-
 
 def _norm(path: str) -> str:
     return posixpath.normpath(path) if path != "/" else "/"
+
+
+def _refuse(what: str, problems: list[str], hint: str) -> None:
+    """Raise SnapshotFormatError naming the first of ``problems`` (and how many more) when there is one."""
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SnapshotFormatError(f"{what}: {problems[0]}{more}", hint=hint)
 
 
 class SnapshotHost(JournalMixin):
@@ -68,23 +72,13 @@ class SnapshotHost(JournalMixin):
         except OSError as e:
             first = str(e).splitlines()[0] if str(e) else type(e).__name__
             raise UsageError(f"unreadable snapshot {meta_path}: {first}") from e
-        problems = check_meta(meta)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise SnapshotFormatError(
-                f"malformed snapshot {self.directory}: {problems[0].removeprefix('snapshot.json: ')}{more}",
-                hint=f"`fwman capture --check {self.directory}` lists every problem",
-            )
+        check = f"`fwman capture --check {self.directory}` lists every problem"
+        problems = [p.removeprefix("snapshot.json: ") for p in check_meta(meta)]
+        _refuse(f"malformed snapshot {self.directory}", problems, check)
         # the whole tree on disk, up front (a few ms): a link or a missing output is refused whatever the command
         # reads, never degraded into "unreadable" by a command that tolerates one missing file
-        problems = check_tree(self.directory, meta)
-        if problems:
-            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            raise SnapshotFormatError(
-                f"unsafe snapshot {self.directory}: {problems[0]}{more}",
-                hint="a snapshot is data: it records links in snapshot.json, never as links on disk; "
-                f"`fwman capture --check {self.directory}` lists every problem",
-            )
+        data = "a snapshot is data: it records links in snapshot.json, never as links on disk; "
+        _refuse(f"unsafe snapshot {self.directory}", check_tree(self.directory, meta), data + check)
         self.meta = meta
         self.description = f"snapshot {self.directory}"
         self.links: dict[str, str] = {_norm(k): v for k, v in meta.get("links", {}).items()}
@@ -101,11 +95,6 @@ class SnapshotHost(JournalMixin):
     def _file(self, path: str) -> Path:
         """Return the file recording host path ``path``; raises SnapshotFormatError where a link on disk is met."""
         return confined(self.files_root, path, tree_checked=True)
-
-    def _recorded_file(self, path: str) -> bool:
-        if path in self.overlay:
-            return self.overlay[path] is not None
-        return self._file(path).is_file()
 
     def realpath(self, path: str) -> str:
         """Return ``path`` with recorded links resolved."""
@@ -177,11 +166,9 @@ class SnapshotHost(JournalMixin):
         return sorted(names)
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """Return the recorded bytes of ``path`` (at most ``limit``).
-
-        Raises MissingError/NotRecordedError, and SnapshotFormatError for a file on disk larger than a capture
-        records (:data:`~fwman.host.snapshot_check.MAX_RECORDED_FILE`), which is never read.
-        """
+        """Return the recorded bytes of ``path`` (at most ``limit``). Raises MissingError/NotRecordedError, and
+        SnapshotFormatError for a file on disk larger than a capture records
+        (:data:`~fwman.host.snapshot_check.MAX_RECORDED_FILE`), which is never read."""
         real = self.realpath(path)
         if real in self.overlay:
             data = self.overlay[real]
@@ -220,7 +207,7 @@ class SnapshotHost(JournalMixin):
             return self.links[key]
         if self._known_absent(key):
             raise MissingError(f"cannot read link {path}: not present on the recorded host")
-        if self._recorded_file(key) or key in self.dirs:
+        if key in self.dirs or (self.overlay[key] is not None if key in self.overlay else self._file(key).is_file()):
             raise MissingError(f"cannot read link {path}: not a link")
         raise NotRecordedError(f"snapshot {self.directory} did not record the link {path}")
 
@@ -318,11 +305,9 @@ class SnapshotHost(JournalMixin):
         self._note("unlink", path)
 
     def remove_tree(self, path: str) -> None:
-        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay.
-
-        Raises UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`):
-        the same refusal as a live host, so a replayed command cannot pass where the live one would not.
-        """
+        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay. Raises
+        UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`): the same
+        refusal as a live host, so a replayed command cannot pass where the live one would not."""
         top = removable_path(path)
         recorded = self._file(top)
         on_disk = ["/" + str(f.relative_to(self.files_root)) for f in recorded.rglob("*")] if recorded.is_dir() else []

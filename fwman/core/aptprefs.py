@@ -102,7 +102,9 @@ def render_pin(pin: Pin) -> str:
 
 
 def render(pins: Sequence[Pin], header: Sequence[str] = ()) -> bytes:
-    """Return an apt preferences file: the ``header`` comment, then each record, a blank line between them. Raises
-    ParseError when a record holds what the format cannot (see :func:`render_pin`)."""
+    """Return an apt preferences file: the ``header`` comment, then each record, a blank line between them.
+
+    Raises ParseError when a record holds what the format cannot (see :func:`render_pin`).
+    """
     blocks = ([_comment(header)] if header else []) + [render_pin(p) for p in pins]
     return "\n".join(blocks).encode()

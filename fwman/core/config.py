@@ -223,8 +223,11 @@ def _check(data: dict[str, Any], text: str, path: str) -> None:
 
 
 def parse_config(text: str, path: str = paths.CONFIG_FILE) -> Config:
-    """Return the Config in TOML ``text``. Raises UsageError with the line and column when it is not valid TOML, and
-    with the line and the known keys when a section or key is unknown or a value has the wrong type."""
+    """Return the Config in TOML ``text``.
+
+    Raises UsageError with the line and column when it is not valid TOML, and with the line and the known keys
+    when a section or key is unknown or a value has the wrong type.
+    """
     try:
         data = parse_toml(text, path)
     except ParseError as e:

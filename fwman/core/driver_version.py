@@ -32,8 +32,10 @@ class DriverVersion:
 
     @classmethod
     def parse(cls, text: str) -> DriverVersion:
-        """Return the version in ``text`` (surrounding whitespace allowed). Raises ParseError when ``text`` is not
-        ``MAJOR.MINOR[.PATCH]`` made of digits."""
+        """Return the version in ``text`` (surrounding whitespace allowed).
+
+        Raises ParseError when ``text`` is not ``MAJOR.MINOR[.PATCH]`` made of digits.
+        """
         stripped = text.strip()
         m = _VERSION_RE.fullmatch(stripped)
         if m is None:

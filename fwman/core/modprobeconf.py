@@ -29,7 +29,9 @@ def render(
 ) -> bytes:
     """Return a modprobe.d file: ``comments`` as ``#`` lines, then one ``options MODULE ...`` line (none when
     ``options`` is empty), then for each (module, why) of ``blacklist`` a ``# why`` line and ``blacklist MODULE``.
-    Raises ParseError for a module, an option or a comment the format cannot hold."""
+
+    Raises ParseError for a module, an option or a comment the format cannot hold.
+    """
     for name, why in blacklist:
         if not _MODULE.fullmatch(name):
             raise ParseError(WHAT, "blacklist", f"{name!r} is not a module name")

@@ -56,8 +56,10 @@ def kernel_release(value: str, option: str = "--kernel") -> str:
 
 
 def bus_id(value: str, option: str = "--card") -> str:
-    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from ``41:00.0`` and its variants. Raises UsageError when it
-    is not a bus id."""
+    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from ``41:00.0`` and its variants.
+
+    Raises UsageError when it is not a bus id.
+    """
     m = _BUS.fullmatch(value.strip()) if len(value) <= 32 else None
     if not m:
         raise UsageError(f"{option} {_shown(value)}: not a PCI bus id", hint="use the form 41:00.0 (see `fwman scan`)")

@@ -43,8 +43,10 @@ def bundled_compat_patches() -> Path:
 
 
 def read_data(path: Path, limit: int | None = None) -> bytes:
-    """Return the bytes (at most ``limit``) of data file ``path``: bundled data or a maintainer's catalog copy. Raises
-    MissingError when the file does not exist or cannot be read."""
+    """Return the bytes (at most ``limit``) of data file ``path``: bundled data or a maintainer's catalog copy.
+
+    Raises MissingError when the file does not exist or cannot be read.
+    """
     try:
         with open(path, "rb") as f:
             return f.read() if limit is None else f.read(limit)
@@ -65,9 +67,11 @@ def is_data_dir(path: Path) -> bool:
 
 
 def list_data(directory: Path, pattern: str = "*") -> list[Path]:
-    """Return the entries of data directory ``directory`` whose names match ``pattern``, sorted by name. Returns an
-    empty list when ``directory`` is not a directory (callers that must tell "missing" from "empty" ask
-    :func:`is_data_dir` first)."""
+    """Return the entries of data directory ``directory`` whose names match ``pattern``, sorted by name.
+
+    Returns an empty list when ``directory`` is not a directory (callers that must tell "missing" from "empty"
+    ask :func:`is_data_dir` first).
+    """
     if not directory.is_dir():
         return []
     return sorted(directory.glob(pattern))

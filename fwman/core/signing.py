@@ -81,9 +81,12 @@ def load_public_key(data: bytes, origin: str) -> TrustedKey:
 
 
 def keys_in_directory(host: KeyDirectory, directory: str) -> list[TrustedKey]:
-    """Return the ``*.pub`` keys in ``directory`` on ``host``, by file name ([] when it is absent or was not recorded).
-    Raises VerificationError when a key file there is not an Ed25519 public key (a broken trust store is reported, not
-    skipped)."""
+    """Return the ``*.pub`` keys in ``directory`` on ``host``, by file name ([] when it is absent or was not
+    recorded).
+
+    Raises VerificationError when a key file there is not an Ed25519 public key (a broken trust store is
+    reported, not skipped).
+    """
     try:
         names = host.listdir(directory) if host.is_dir(directory) else []
     except (MissingError, NotRecordedError):
@@ -97,8 +100,10 @@ def keys_in_directory(host: KeyDirectory, directory: str) -> list[TrustedKey]:
 
 
 def load_private_key(data: bytes, origin: str) -> Ed25519PrivateKey:
-    """Return the Ed25519 private key in PEM ``data`` (``openssl genpkey -algorithm ed25519``). Raises UsageError when
-    it is not an unencrypted Ed25519 private key."""
+    """Return the Ed25519 private key in PEM ``data`` (``openssl genpkey -algorithm ed25519``).
+
+    Raises UsageError when it is not an unencrypted Ed25519 private key.
+    """
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -187,8 +192,10 @@ def verify_signature(
 
 
 def signature_key_id(sig_bytes: bytes, sig_name: str) -> str:
-    """Return the key id a signature document claims (to name the key in a refusal before verifying). Raises
-    VerificationError when ``sig_bytes`` is not an fwman Ed25519 signature document."""
+    """Return the key id a signature document claims (to name the key in a refusal before verifying).
+
+    Raises VerificationError when ``sig_bytes`` is not an fwman Ed25519 signature document.
+    """
     return str(parse_signature(sig_bytes, sig_name)["key_id"])
 
 

@@ -17,8 +17,11 @@ from fwman.core.jsontext import MAX_DEPTH, deeper_than
 
 
 def parse_toml(text: str, what: str, field: str = "document") -> dict[str, Any]:
-    """Return the table of the TOML ``text``. Raises ParseError whose ``detail`` is tomllib's message for a syntax error
-    (``Invalid value (at line 1, column 5)``), or ``nested deeper than 64 levels``; never RecursionError."""
+    """Return the table of the TOML ``text``.
+
+    Raises ParseError whose ``detail`` is tomllib's message for a syntax error (``Invalid value (at line 1,
+    column 5)``), or ``nested deeper than 64 levels``; never RecursionError.
+    """
     try:
         doc = tomllib.loads(text)
     except RecursionError as e:

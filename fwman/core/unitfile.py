@@ -39,9 +39,11 @@ def exec_line(argv: Sequence[str]) -> str:
 
 
 def render(sections: Sequence[Section], comments: Sequence[str] = ()) -> bytes:
-    """Return a unit file: ``comments`` as ``#`` lines, then each ``[section]`` with its ``Key=value`` lines, a blank
-    line between sections. Raises ParseError for a comment, section, key or value that is not one line of what the
-    format holds."""
+    """Return a unit file: ``comments`` as ``#`` lines, then each ``[section]`` with its ``Key=value`` lines, a
+    blank line between sections.
+
+    Raises ParseError for a comment, section, key or value that is not one line of what the format holds.
+    """
     for text in comments:
         if _CONTROL.search(text):
             raise ParseError(WHAT, "comment", f"{text[:60]!r} is not one line")

@@ -85,9 +85,11 @@ class Simulation:
 
 
 def parse_simulation(text: str) -> Simulation:
-    """Return the operations of an ``apt-get -s`` run and the packages it keeps back. Raises ParseError (naming the line
-    number) for an ``Inst``/``Conf``/``Remv`` line that is not in the form above; other lines are apt's text for people
-    and are skipped, except the kept-back list."""
+    """Return the operations of an ``apt-get -s`` run and the packages it keeps back.
+
+    Raises ParseError (naming the line number) for an ``Inst``/``Conf``/``Remv`` line that is not in the form
+    above; other lines are apt's text for people and are skipped, except the kept-back list.
+    """
     sim = Simulation()
     in_kept = False
     for number, line in enumerate(text.splitlines(), start=1):
@@ -121,8 +123,10 @@ def parse_simulation(text: str) -> Simulation:
 
 def kernel_of_package(name: str) -> tuple[str, str] | None:
     """Return ("image" | "headers", kernel release) for a kernel image or headers package name, else None.
+
     ``-unsigned``/``-signed`` variants of an image name the same release; debug-symbol packages (``-dbg``) and
-    metapackages (no ``MAJOR.MINOR.PATCH-`` release in the name) are not kernels."""
+    metapackages (no ``MAJOR.MINOR.PATCH-`` release in the name) are not kernels.
+    """
     bare = name.split(":", 1)[0]
     if bare.endswith("-dbg"):
         return None
@@ -160,7 +164,9 @@ _RELATION = re.compile(
 
 def parse_depends(text: str) -> list[list[Relation]]:
     """Return a ``Depends`` field as groups of alternatives (every group must be satisfied by one of its members).
-    Raises ParseError naming the group (1-based) that is not ``NAME [(OP VERSION)] [[ARCH]]``."""
+
+    Raises ParseError naming the group (1-based) that is not ``NAME [(OP VERSION)] [[ARCH]]``.
+    """
     groups: list[list[Relation]] = []
     text = " ".join(text.split())  # a field may be folded over lines
     if not text:
@@ -177,8 +183,10 @@ def parse_depends(text: str) -> list[list[Relation]]:
 
 
 def apt_root_options(prefix: str | None) -> list[str]:
-    """Return the apt options that point apt at a temp root's configuration, lists and dpkg status. ``prefix`` is the
-    directory the Host maps ``/`` to (None for the real ``/``: no options)."""
+    """Return the apt options that point apt at a temp root's configuration, lists and dpkg status.
+
+    ``prefix`` is the directory the Host maps ``/`` to (None for the real ``/``: no options).
+    """
     if not prefix:
         return []
     return ["-o", f"Dir={prefix}/", "-o", f"Dir::State::status={prefix}/var/lib/dpkg/status"]
@@ -188,9 +196,11 @@ _FIELD = re.compile(r"^(?P<key>[A-Za-z0-9][A-Za-z0-9-]*):(?P<value>.*)$")
 
 
 def parse_control(text: str) -> dict[str, str]:
-    """Return the fields of the first stanza of control data (``dpkg-deb -f``, ``apt-cache show``): deb822 ``Field:
-    value`` lines, continuation lines starting with a space or tab folded in. Raises ParseError (naming the line number)
-    for a line that is neither a field nor a continuation."""
+    """Return the fields of the first stanza of control data (``dpkg-deb -f``, ``apt-cache show``): deb822
+    ``Field: value`` lines, continuation lines starting with a space or tab folded in.
+
+    Raises ParseError (naming the line number) for a line that is neither a field nor a continuation.
+    """
     fields: dict[str, str] = {}
     last: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):

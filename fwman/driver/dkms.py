@@ -50,9 +50,12 @@ FORK_DKMS_PRIORITY = 500
 
 
 def _fork_exempt() -> AptPin:
-    """Return the record that keeps the fork's DKMS packages out of the ``*nvidia*dkms*`` hold. apt takes the first
-    specific record that matches a package (apt_preferences(5), "How APT Interprets Priorities"; a glob counts as the
-    names it matches: "Matching packages in the Package field"), so this record goes before the glob's."""
+    """Return the record that keeps the fork's DKMS packages out of the ``*nvidia*dkms*`` hold.
+
+    apt takes the first specific record that matches a package (apt_preferences(5), "How APT Interprets
+    Priorities"; a glob counts as the names it matches: "Matching packages in the Package field"), so this record
+    goes before the glob's.
+    """
     why = (
         "The owner's P2P fork packaged for DKMS is not NVIDIA's stock module: apt may install and upgrade it.",
         "This record comes first because apt uses the first record that names a package.",
@@ -105,8 +108,11 @@ class DkmsEntry:
 
 
 def parse_status(text: str) -> list[DkmsEntry]:
-    """Return the entries of ``dkms status`` output (2.x and 3.x formats). Warning/error lines dkms mixes in are
-    skipped. Raises ParseError (with the line number) for any other line that is not a status line."""
+    """Return the entries of ``dkms status`` output (2.x and 3.x formats).
+
+    Warning/error lines dkms mixes in are skipped. Raises ParseError (with the line number) for any other line
+    that is not a status line.
+    """
     entries: list[DkmsEntry] = []
     for number, line in enumerate(text.splitlines(), start=1):
         line = line.strip()
@@ -201,12 +207,14 @@ def fwman_srcversion(host: Host, kver: str) -> str | None:
 
 
 def classify(host: Host, module: str, version: str, entries: list[DkmsEntry] | None = None) -> DkmsSource:
-    """Return whether registered module ``module/version`` is the owner's P2P fork or NVIDIA's stock module. The fork
-    when any of: its name says p2p; its tree (``/usr/src/M-V``) has ``dkms-setup.sh`` (what the fork's 2026 trees are
-    reported to ship) or the fork's ``version.mk`` at its root beside ``kernel-open/`` (a git tree of the open modules,
-    not NVIDIA's package layout), with a dkms.conf that is not the installer template; a nvidia.ko DKMS built from it
-    (``entries``: its ``dkms status`` lines) whose srcversion is the one of fwman's build for that kernel (the same
-    patched source). Else stock. Never raises."""
+    """Return whether registered module ``module/version`` is the owner's P2P fork or NVIDIA's stock module.
+
+    The fork when any of: its name says p2p; its tree (``/usr/src/M-V``) has ``dkms-setup.sh`` (what the fork's
+    2026 trees are reported to ship) or the fork's ``version.mk`` at its root beside ``kernel-open/`` (a git tree
+    of the open modules, not NVIDIA's package layout), with a dkms.conf that is not the installer template; a
+    nvidia.ko DKMS built from it (``entries``: its ``dkms status`` lines) whose srcversion is the one of fwman's
+    build for that kernel (the same patched source). Else stock. Never raises.
+    """
     from fwman.driver.versions import parse_version_mk
 
     tree = f"/usr/src/{module}-{version}"
@@ -304,9 +312,11 @@ def builders(entries: list[DkmsEntry], kinds: dict[tuple[str, str], DkmsSource],
 
 
 def dkms_argv(host: Host, *args: str) -> list[str]:
-    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root). On a replay (no
-    local filesystem) the plain command line, as ``fwman capture`` recorded it: a read such as ``dkms status`` replays;
-    a change never gets here (the CLI refuses it on a snapshot first)."""
+    """Return a dkms command line acting on ``host`` (tree options and ``--no-depmod`` on a temp root).
+
+    On a replay (no local filesystem) the plain command line, as ``fwman capture`` recorded it: a read such as
+    ``dkms status`` replays; a change never gets here (the CLI refuses it on a snapshot first).
+    """
     argv = ["dkms", *args]
     if host.local_path("/") is None:
         return argv
@@ -331,8 +341,10 @@ def pin_current(host: Host) -> bool:
 
 
 def status(host: Host) -> list[DkmsEntry]:
-    """Return every registered DKMS module of ``host`` ([] when dkms is not installed). Raises FwmanError when dkms
-    fails, ParseError when its output is not understood."""
+    """Return every registered DKMS module of ``host`` ([] when dkms is not installed).
+
+    Raises FwmanError when dkms fails, ParseError when its output is not understood.
+    """
     if host.which("dkms") is None:
         return []
     result = host.run(dkms_argv(host, "status"), timeout=120)
@@ -353,9 +365,11 @@ class BlockRecord:
 
 
 def read_block(host: Host) -> BlockRecord | None:
-    """Return the block record, or None when DKMS is not blocked by fwman. Raises VerificationError (exit 4) when the
-    record exists but cannot be read: it is the only note of which modules ``block`` removed, so "not blocked" would be
-    a guess (and ``unblock`` could not undo it)."""
+    """Return the block record, or None when DKMS is not blocked by fwman.
+
+    Raises VerificationError (exit 4) when the record exists but cannot be read: it is the only note of which
+    modules ``block`` removed, so "not blocked" would be a guess (and ``unblock`` could not undo it).
+    """
     if not host.exists(paths.DKMS_BLOCK_STATE):
         return None
     try:
@@ -380,9 +394,11 @@ def read_block(host: Host) -> BlockRecord | None:
 
 
 def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None = None) -> list[str]:
-    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done. Re-running
-    is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and the steps that would
-    run are returned. Raises FwmanError when dkms fails."""
+    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done.
+
+    Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
+    the steps that would run are returned. Raises FwmanError when dkms fails.
+    """
     from fwman.driver.build.manifest import now_iso
     from fwman.host.actions import RunCommand, WriteFile, apply_all
 

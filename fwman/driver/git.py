@@ -44,10 +44,12 @@ def failure_text(what: str, rc: int, stderr: str) -> str:
 
 
 def git_target(host: Host, url: str) -> str:
-    """Return what git is handed for fork ``url``: a host path (``/srv/git/fork``) as the real path behind it (under
-    ``--root``, inside the root), anything else as given. Raises UsageError for a URL git must not see
-    (``names.fork_url``: an option, a remote helper), MissingError for a host path on a host without a local filesystem
-    (a snapshot)."""
+    """Return what git is handed for fork ``url``: a host path (``/srv/git/fork``) as the real path behind it
+    (under ``--root``, inside the root), anything else as given.
+
+    Raises UsageError for a URL git must not see (``names.fork_url``: an option, a remote helper), MissingError
+    for a host path on a host without a local filesystem (a snapshot).
+    """
     names.fork_url(url)  # never an option: checked where forks are parsed, and again here at the door to git
     if not url.startswith("/"):
         return url

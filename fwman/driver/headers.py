@@ -92,10 +92,12 @@ def is_pve_kernel(kver: str) -> bool:
 
 def kernel_release_of_package(name: str) -> str | None:
     """Return the kernel release a kernel image package installs, or None for any other package.
+
     ``proxmox-kernel-6.17.13-4-pve-signed`` and ``proxmox-kernel-6.17.13-4-pve`` -> ``6.17.13-4-pve``;
     ``linux-image-6.8.0-31-generic``, ``linux-image-unsigned-6.8.0-31-generic`` -> ``6.8.0-31-generic``;
     ``linux-image-6.1.0-50-amd64-unsigned`` -> ``6.1.0-50-amd64``. Metapackages (``proxmox-kernel-6.17``,
-    ``linux-image-amd64``, ``linux-image-generic-hwe-22.04``) and debug packages give None. Never raises."""
+    ``linux-image-amd64``, ``linux-image-generic-hwe-22.04``) and debug packages give None. Never raises.
+    """
     if name.endswith(("-dbg", "-dbgsym")):
         return None
     for pattern in _KERNEL_PACKAGES:
@@ -170,10 +172,12 @@ class MissingMetapackage:
 
 
 def metapackage_missing(host: Host) -> MissingMetapackage | None:
-    """Return the headers metapackage the host lacks for the hook to build for each new kernel, or None. Proxmox VE 8
-    and later: ``proxmox-default-headers``. Ubuntu: the metapackage of the running kernel's kind
-    (``linux-headers-generic-hwe-22.04`` for 22.04's HWE 6.8), when fwman knows it. Read from dpkg's database through
-    the Host (``--root`` answers for that root); None when it cannot be read or there is nothing to say."""
+    """Return the headers metapackage the host lacks for the hook to build for each new kernel, or None.
+
+    Proxmox VE 8 and later: ``proxmox-default-headers``. Ubuntu: the metapackage of the running kernel's kind
+    (``linux-headers-generic-hwe-22.04`` for 22.04's HWE 6.8), when fwman knows it. Read from dpkg's database
+    through the Host (``--root`` answers for that root); None when it cannot be read or there is nothing to say.
+    """
     from fwman.core import paths
     from fwman.platform.dpkg import installed_names
 

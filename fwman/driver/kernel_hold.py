@@ -54,8 +54,11 @@ class HoldRecord:
 
 
 def read_record(host: Host) -> HoldRecord:
-    """Return fwman's kernel hold record (empty when there is none). Raises ParseError naming the file when it is there
-    but damaged: a damaged record is evidence of a hold (the pin may well be in place), never "nothing held"."""
+    """Return fwman's kernel hold record (empty when there is none).
+
+    Raises ParseError naming the file when it is there but damaged: a damaged record is evidence of a hold (the
+    pin may well be in place), never "nothing held".
+    """
     try:
         if not host.exists(STATE_FILE):
             return HoldRecord()
@@ -90,8 +93,10 @@ def _held_kernel(kver: str, entry: object) -> HeldKernel:
 
 
 def render_pin(record: HoldRecord) -> bytes:
-    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1). Raises
-    ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it)."""
+    """Return the apt preferences file holding every package of every kernel in ``record`` (priority -1).
+
+    Raises ParseError for a package name the format cannot hold (:mod:`fwman.core.aptprefs` refuses it).
+    """
     pins = [
         # the explanation is one line: the serializer makes it so
         aptprefs.Pin(

@@ -24,10 +24,12 @@ def version_key(kver: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def installed_kernels(host: Host) -> list[str]:
-    """Return the kernel releases with a directory under ``/lib/modules``, oldest version first. A kernel with a module
-    directory is bootable in practice. Returns [] when ``/lib/modules`` is absent or unreadable; never raises
-    MissingError (a snapshot that did not record the directory raises its own NotRecordedError, which callers that read
-    snapshots handle)."""
+    """Return the kernel releases with a directory under ``/lib/modules``, oldest version first.
+
+    A kernel with a module directory is bootable in practice. Returns [] when ``/lib/modules`` is absent or
+    unreadable; never raises MissingError (a snapshot that did not record the directory raises its own
+    NotRecordedError, which callers that read snapshots handle).
+    """
     if not host.is_dir(MODULES_ROOT):
         return []
     try:

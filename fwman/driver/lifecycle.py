@@ -470,15 +470,17 @@ def plan(
     install: Install | None = None,
     tell: Tell = silent,
 ) -> Plan:
-    """Return the actions that converge ``situation``'s kernels, in order, with the summary they fill. A hook
-    (``origin`` in :data:`HOOK_ORIGINS`): put back what DKMS replaced for any kernel, build the hook's kernel unless
-    current (pending without a source), rebuild the kernels whose stored copy is unusable, refresh their initramfs (not
-    the hook's own kernel from ``postinst``: initramfs-tools runs after it), keep the boot safe. The catch-up
-    (:data:`CATCHUP`): the same for every kernel without current modules, then the stamp. ``modules build``
-    (:data:`BUILD`, ``spec`` given): each kernel built unless current, its initramfs refreshed, the boot kept safe. A
-    bundle import (:data:`IMPORT`): its ``install``, the initramfs refreshed, the boot kept safe. Reads the host (no
-    hashing but the stored copies of replaced modules); changes nothing. Raises FwmanError for a module source record
-    that cannot be read."""
+    """Return the actions that converge ``situation``'s kernels, in order, with the summary they fill.
+
+    A hook (``origin`` in :data:`HOOK_ORIGINS`): put back what DKMS replaced for any kernel, build the hook's
+    kernel unless current (pending without a source), rebuild the kernels whose stored copy is unusable,
+    refresh their initramfs (not the hook's own kernel from ``postinst``: initramfs-tools runs after it), keep
+    the boot safe. The catch-up (:data:`CATCHUP`): the same for every kernel without current modules, then the
+    stamp. ``modules build`` (:data:`BUILD`, ``spec`` given): each kernel built unless current, its initramfs
+    refreshed, the boot kept safe. A bundle import (:data:`IMPORT`): its ``install``, the initramfs refreshed,
+    the boot kept safe. Reads the host (no hashing but the stored copies of replaced modules);
+    changes nothing. Raises FwmanError for a module source record that cannot be read.
+    """
     from fwman.driver.build.install import stored_copy
     from fwman.driver.build.manifest import manifest_is_current
     from fwman.driver.build.source import load_source_spec

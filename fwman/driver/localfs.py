@@ -11,8 +11,10 @@ from fwman.host.base import Host
 
 
 def local_dir(host: Host, path: str, doing: str = "build on") -> str:
-    """Return the local filesystem path of host path ``path``. Raises FwmanError ("cannot <doing> <host>: ...") on a
-    host without one (a snapshot)."""
+    """Return the local filesystem path of host path ``path``.
+
+    Raises FwmanError ("cannot <doing> <host>: ...") on a host without one (a snapshot).
+    """
     local = host.local_path(path)
     if local is None:
         raise FwmanError(f"cannot {doing} {host.description}: no local filesystem path for {path}")
@@ -20,8 +22,10 @@ def local_dir(host: Host, path: str, doing: str = "build on") -> str:
 
 
 def root_prefix(host: Host) -> str | None:
-    """Return the filesystem directory the Host maps ``/`` to when it is not ``/`` itself, else None. Raises FwmanError
-    on a host without a local filesystem (a snapshot): nothing can be installed there."""
+    """Return the filesystem directory the Host maps ``/`` to when it is not ``/`` itself, else None.
+
+    Raises FwmanError on a host without a local filesystem (a snapshot): nothing can be installed there.
+    """
     local = host.local_path("/")
     if local is None:
         raise FwmanError(f"cannot change {host.description}: it has no local filesystem")

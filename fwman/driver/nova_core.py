@@ -53,8 +53,10 @@ def _name(module: str) -> str:
 
 
 def parse_config_symbol(text: str, symbol: str = CONFIG_SYMBOL) -> str | None:
-    """Return the value of ``symbol`` in a kernel ``.config`` text (``"y"``, ``"m"``, ...), None when unset. ``#
-    CONFIG_X is not set`` and a missing line both return None. Never raises."""
+    """Return the value of ``symbol`` in a kernel ``.config`` text (``"y"``, ``"m"``, ...), None when unset.
+
+    ``# CONFIG_X is not set`` and a missing line both return None. Never raises.
+    """
     found: str | None = None
     prefix = symbol + "="
     for line in text.splitlines():
@@ -67,10 +69,12 @@ def parse_config_symbol(text: str, symbol: str = CONFIG_SYMBOL) -> str | None:
 
 
 def parse_blacklist(text: str) -> set[str]:
-    """Return the modules a modprobe.d file keeps from loading by alias: ``blacklist M`` lines, and ``install M`` lines
-    whose command is ``/bin/false`` or ``/bin/true`` (the other idiom owners use). Names are returned as modprobe
-    compares them (``-`` as ``_``). Comments (``#``) and continued lines (a trailing backslash) are handled as
-    modprobe.d(5) describes. Never raises."""
+    """Return the modules a modprobe.d file keeps from loading by alias: ``blacklist M`` lines, and ``install M``
+    lines whose command is ``/bin/false`` or ``/bin/true`` (the other idiom owners use).
+
+    Names are returned as modprobe compares them (``-`` as ``_``). Comments (``#``) and continued lines
+    (a trailing backslash) are handled as modprobe.d(5) describes. Never raises.
+    """
     out: set[str] = set()
     logical: list[str] = []
     pending = ""
@@ -173,8 +177,10 @@ def inspect_kernel(host: Host, kver: str) -> NovaKernel:
 
 
 def problem(kernel: NovaKernel, blacklist: list[str]) -> str | None:
-    """Return why nova_core will take the GPU when ``kernel`` boots, or None when it will not. ``blacklist`` is
-    :func:`blacklist_files`' answer for the host."""
+    """Return why nova_core will take the GPU when ``kernel`` boots, or None when it will not.
+
+    ``blacklist`` is :func:`blacklist_files`' answer for the host.
+    """
     if not kernel.present:
         return None
     if kernel.built_in:
@@ -192,8 +198,10 @@ def problem(kernel: NovaKernel, blacklist: list[str]) -> str | None:
 
 def initramfs_problem(kver: str, members: Iterable[tuple[str, bytes]]) -> str | None:
     """Return why an initramfs of ``kver`` would let nova_core take the GPU before the root filesystem mounts.
-    ``members`` are (name without leading ``/``, content) of the image's files. The image is a problem when it carries
-    the nova_core module of ``kver`` and none of its modprobe files blacklists it. Never raises."""
+
+    ``members`` are (name without leading ``/``, content) of the image's files. The image is a problem when it
+    carries the nova_core module of ``kver`` and none of its modprobe files blacklists it. Never raises.
+    """
     items = list(members)
     module = None
     for name, _ in items:
@@ -230,8 +238,10 @@ def loaded_from_proc_modules(text: str) -> bool:
 
 
 def read_running(host: Host, functions: Iterable[str]) -> NovaRunning:
-    """Return whether nova_core is loaded and which of ``functions`` (PCI bus ids) it is bound to. Never raises. Loaded:
-    ``/sys/module/nova_core`` or a line of ``/proc/modules``; bound: the device's ``driver`` link."""
+    """Return whether nova_core is loaded and which of ``functions`` (PCI bus ids) it is bound to. Never raises.
+
+    Loaded: ``/sys/module/nova_core`` or a line of ``/proc/modules``; bound: the device's ``driver`` link.
+    """
     running = NovaRunning()
     try:
         running.loaded = host.exists(f"{paths.SYS_MODULE_DIR}/{MODULE}")

@@ -56,8 +56,10 @@ class PowerPlan:
 
 
 def parse_limits(items: list[str], buses: list[str]) -> dict[str, float]:
-    """Return bus id -> watts for ``--limit`` items: ``280`` (every GPU in ``buses``) or ``0000:01:00.0=280``. Raises
-    ParseError naming the item when it is neither, or the watts are outside 1 to 2000."""
+    """Return bus id -> watts for ``--limit`` items: ``280`` (every GPU in ``buses``) or ``0000:01:00.0=280``.
+
+    Raises ParseError naming the item when it is neither, or the watts are outside 1 to 2000.
+    """
     out: dict[str, float] = {}
     for item in items:
         m = _LIMIT.fullmatch(item.strip())
@@ -85,8 +87,10 @@ def smi_commands(plan: PowerPlan, buses: list[str], smi: str = "nvidia-smi") -> 
 
 
 def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
-    """Return fwman's unit for ``plan`` (``smi``: nvidia-smi's absolute path, as systemd wants). Raises ParseError when
-    a word of a command is not one systemd reads as it is (core/unitfile refuses it)."""
+    """Return fwman's unit for ``plan`` (``smi``: nvidia-smi's absolute path, as systemd wants).
+
+    Raises ParseError when a word of a command is not one systemd reads as it is (core/unitfile refuses it).
+    """
     service = [("Type", "oneshot"), ("RemainAfterExit", "yes")]
     service += [("ExecStart", unitfile.exec_line(argv)) for argv in smi_commands(plan, buses, smi)]
     what = "fwman: GPU persistence mode and power limits (reset at every boot and driver reload)"
@@ -99,10 +103,13 @@ def render_unit(plan: PowerPlan, buses: list[str], smi: str) -> bytes:
 def power_actions(
     host: Host, plan: PowerPlan, buses: list[str], smi: str, now: bool, held: Mapping[str, GpuPower]
 ) -> list[Action]:
-    """Return the actions that make the host match ``plan``: write and enable fwman's unit (or remove both when the plan
-    is empty), then, with ``now``, apply the settings at once (the unit would only at the next boot). ``held`` is each
-    GPU's state as read back before planning (bus id -> :class:`GpuPower`): a ``-pm`` or ``-pl`` command is needed only
-    where the GPU does not hold its value already (or nvidia-smi did not say), so a second run applies nothing."""
+    """Return the actions that make the host match ``plan``: write and enable fwman's unit (or remove both when
+    the plan is empty), then, with ``now``, apply the settings at once (the unit would only at the next boot).
+
+    ``held`` is each GPU's state as read back before planning (bus id -> :class:`GpuPower`): a ``-pm`` or ``-pl``
+    command is needed only where the GPU does not hold its value already (or nvidia-smi did not say), so a
+    second run applies nothing.
+    """
     if plan.empty:
         return [RemoveFile(paths.POWER_UNIT_WANTS), RemoveFile(paths.POWER_UNIT)]
     actions: list[Action] = [
@@ -124,8 +131,10 @@ def _unless(holds: bool) -> Callable[[Host], bool]:
 
 
 def read_unit(host: Host) -> bytes | None:
-    """Return fwman's unit as it is on ``host`` (None when absent or unreadable). Raises NotRecordedError on a replay
-    that did not record it: unknown, never "absent"."""
+    """Return fwman's unit as it is on ``host`` (None when absent or unreadable).
+
+    Raises NotRecordedError on a replay that did not record it: unknown, never "absent".
+    """
     try:
         return host.read_bytes(paths.POWER_UNIT) if host.exists(paths.POWER_UNIT) else None
     except NotRecordedError:

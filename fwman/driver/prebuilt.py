@@ -95,9 +95,11 @@ def module_dirs(listed: list[str]) -> list[str]:
 
 
 def read_prebuilt(host: Host) -> list[PrebuiltPackage] | None:
-    """Return the installed prebuilt-NVIDIA packages of ``host`` (name order), each with its module directories and the
-    ``.ko`` files in them now; None when the host has no dpkg database. Raises ParseError for a dpkg status file not in
-    dpkg's format, MissingError when it cannot be read."""
+    """Return the installed prebuilt-NVIDIA packages of ``host`` (name order), each with its module directories
+    and the ``.ko`` files in them now; None when the host has no dpkg database.
+
+    Raises ParseError for a dpkg status file not in dpkg's format, MissingError when it cannot be read.
+    """
     status = read_status(host)
     if status is None:
         return None

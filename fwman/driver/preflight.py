@@ -82,9 +82,12 @@ def _apt_error(result_stderr: str, result_stdout: str, rc: int) -> str:
 
 
 def offered_kernels(host: Host) -> tuple[list[KernelOffer], aptsim.Simulation]:
-    """Return the kernel releases the simulated upgrade would install that are not installed, oldest first, and the
-    simulation itself. Raises MissingError without apt-get, FwmanError when apt-get fails (its error), ParseError when
-    its output has an operation line that cannot be read."""
+    """Return the kernel releases the simulated upgrade would install that are not installed, oldest first, and
+    the simulation itself.
+
+    Raises MissingError without apt-get, FwmanError when apt-get fails (its error), ParseError when its output
+    has an operation line that cannot be read.
+    """
     result = host.run(simulate_argv(host), timeout=300) if host.which("apt-get") is not None else None
     if result is None or result.missing:
         raise MissingError("apt-get not found: the pre-flight asks apt which kernels it would install")
@@ -308,9 +311,11 @@ def _deb_fields(host: Host, deb: str) -> dict[str, str]:
 
 
 def download_headers(host: Host, package: str, version: str | None, debs: str, tell: Tell = silent) -> dict[str, str]:
-    """Download ``package`` (at ``version``, else its candidate) and the build dependencies of its tree into ``debs``;
-    return {package: version} of what is there. Raises MissingError without apt-get or dpkg-deb, FwmanError when apt
-    cannot download one (its error)."""
+    """Download ``package`` (at ``version``, else its candidate) and the build dependencies of its tree into
+    ``debs``; return {package: version} of what is there.
+
+    Raises MissingError without apt-get or dpkg-deb, FwmanError when apt cannot download one (its error).
+    """
     for tool in ("apt-get", "dpkg-deb"):
         if host.which(tool) is None:
             raise MissingError(f"{tool} not found: the pre-flight downloads and unpacks header packages with it")
@@ -366,9 +371,11 @@ def judge_nova_core(host: Host, verdict: KernelVerdict) -> None:
 
 
 def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, log: str) -> KernelTree:
-    """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in. Raises
-    MissingError when the packages hold no ``lib/modules/KVER/build`` with an ``include/`` directory, FwmanError when
-    dpkg-deb fails."""
+    """Unpack every package of ``debs`` into ``root`` (``dpkg-deb -x``) and return the kernel tree to build in.
+
+    Raises MissingError when the packages hold no ``lib/modules/KVER/build`` with an ``include/`` directory,
+    FwmanError when dpkg-deb fails.
+    """
     host.remove_tree(root)
     host.mkdir(root)
     for name in sorted(host.listdir(debs)):
@@ -394,9 +401,11 @@ def unpack_headers(host: Host, kver: str, debs: str, root: str, workdir: str, lo
 
 
 def _confine_links(host: Host, kver: str, root: str) -> None:
-    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``) is
-    pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused. Raises
-    FwmanError naming the link (the kernel is then "could not check": such packages are not headers)."""
+    """Keep the build inside the unpacked packages: an absolute link (``build -> /usr/src/linux-headers-KVER``)
+    is pointed at the same path inside ``root``; a relative one whose ``..`` climb out of ``root`` is refused.
+
+    Raises FwmanError naming the link (the kernel is then "could not check": such packages are not headers).
+    """
     for link, target in links_leaving(host, root, root):
         if not target.startswith("/"):
             raise FwmanError(
@@ -434,8 +443,9 @@ MACHINE_CAUSES = ("missing-tool", "missing-library")
 
 
 def machine_lacks(failure: BuildFailure | None) -> bool:
-    """Return True when ``failure`` says this machine lacks what the build runs (a command not found, a program without
-    its shared library): the pre-flight then could not check the kernel, which is not "will not build". Pure."""
+    """Return True when ``failure`` says this machine lacks what the build runs (a command not found, a program
+    without its shared library): the pre-flight then could not check the kernel, which is not "will not build".
+    Pure."""
     return failure is not None and failure.cause in MACHINE_CAUSES
 
 
@@ -465,8 +475,10 @@ def check_kernel(
     progress: ProgressSink | None = None,
 ) -> KernelVerdict:
     """Download, unpack and build for ``offer``'s kernel; return the verdict (never raises for the kernel's own
-    problems: a download that fails is "could not check", a build that fails "will not build"). Raises FwmanError for
-    what needs a person (disk, permissions, no compiler)."""
+    problems: a download that fails is "could not check", a build that fails "will not build").
+
+    Raises FwmanError for what needs a person (disk, permissions, no compiler).
+    """
     from fwman.driver.kmod.kofile import read_module
 
     kver = offer.kernel

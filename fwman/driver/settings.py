@@ -127,9 +127,11 @@ class Blacklist:
 
 
 def render(settings: list[Setting], blacklist: list[Blacklist] | None = None) -> bytes:
-    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then one
-    ``blacklist`` line (after its reason and source) per module of ``blacklist``. Raises ParseError for an option or a
-    line the format cannot hold (core/modprobeconf refuses it)."""
+    """Return fwman's modprobe file for ``settings``: a header, each option's source, one ``options`` line, then
+    one ``blacklist`` line (after its reason and source) per module of ``blacklist``.
+
+    Raises ParseError for an option or a line the format cannot hold (core/modprobeconf refuses it).
+    """
     comments = [HEADER.removeprefix("# ").removesuffix("\n")]
     comments += [f"NVreg_{s.key}={s.value}: {s.why} ({s.source})" for s in settings]
     listed = [(b.module, f"{b.module}: {b.why} ({b.source})") for b in blacklist or []]
@@ -140,8 +142,10 @@ _PARAM = re.compile(r"^([A-Za-z][A-Za-z0-9_]*): (.*)$")
 
 
 def parse_params(text: str) -> dict[str, str]:
-    """Return ``{option: value}`` from ``/proc/driver/nvidia/params`` (quotes of string values removed). Raises
-    ParseError for a line that is not ``Name: value``."""
+    """Return ``{option: value}`` from ``/proc/driver/nvidia/params`` (quotes of string values removed).
+
+    Raises ParseError for a line that is not ``Name: value``.
+    """
     out: dict[str, str] = {}
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -163,8 +167,10 @@ NOT_LOADED = "module not loaded"
 
 
 def state(setting: Setting, params: dict[str, str] | None) -> tuple[str, str | None]:
-    """Return (state, the loaded value) of ``setting`` given the loaded module's params (None: not loaded). Numbers
-    compare as numbers (``0x1`` is ``1``)."""
+    """Return (state, the loaded value) of ``setting`` given the loaded module's params (None: not loaded).
+
+    Numbers compare as numbers (``0x1`` is ``1``).
+    """
     if params is None:
         return NOT_LOADED, None
     if setting.key not in params:

@@ -166,8 +166,10 @@ def inspect_settings(host: Host, *, rebar: bool = False) -> SettingsReport:
 
 
 def settings_actions(host: Host, report: SettingsReport) -> list[Action]:
-    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish. The
-    regeneration is needed when the file changes or the image does not carry it as it will be."""
+    """Return the actions that make fwman's file and the running kernel's initramfs match ``report``'s wish.
+
+    The regeneration is needed when the file changes or the image does not carry it as it will be.
+    """
     options = paths.MODPROBE_OPTIONS_FILE
     actions: list[Action] = [WriteFile(options, report.wanted) if report.wanted else RemoveFile(options)]
     images: dict[str, tuple[str, str]] = {}  # kernel -> (image, why it must carry the file)

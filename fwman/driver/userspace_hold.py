@@ -59,8 +59,10 @@ def is_userspace_package(name: str) -> bool:
 
 
 def parse_dpkg_query(text: str) -> dict[str, str]:
-    """Return {package: version} of installed packages from ``dpkg-query -W`` (package, version, status; tabs). Lines
-    that are not three tab-separated fields, or whose status is not "installed", are skipped."""
+    """Return {package: version} of installed packages from ``dpkg-query -W`` (package, version, status; tabs).
+
+    Lines that are not three tab-separated fields, or whose status is not "installed", are skipped.
+    """
     rows = [line.split("\t") for line in text.splitlines()]
     return {p[0]: p[1] for p in rows if len(p) == 3 and p[2].strip() == "installed" and p[0] and p[1]}
 
@@ -72,8 +74,10 @@ def parse_simulated_upgrade(text: str) -> dict[str, tuple[str, str]]:
 
 
 def render_pin(packages: dict[str, str]) -> bytes:
-    """Return the apt preferences file pinning each package to its version. Raises ParseError for a name or version apt
-    preferences cannot hold (it came from dpkg: never written)."""
+    """Return the apt preferences file pinning each package to its version.
+
+    Raises ParseError for a name or version apt preferences cannot hold (it came from dpkg: never written).
+    """
     return aptprefs.render(
         [aptprefs.Pin((name,), "version", version, 1001) for name, version in sorted(packages.items())],
         header=(
@@ -109,8 +113,11 @@ class HoldRecord:
 
 
 def read_record_checked(host: Host) -> HoldRecord | None:
-    """Return the hold record, or None when there is none. Raises ParseError naming the file when it is there but
-    unreadable: a damaged record is evidence of a hold (its pin may well be in place), never "no hold"."""
+    """Return the hold record, or None when there is none.
+
+    Raises ParseError naming the file when it is there but unreadable: a damaged record is evidence of a
+    hold (its pin may well be in place), never "no hold".
+    """
     try:
         if not host.exists(STATE_FILE):
             return None
@@ -188,8 +195,10 @@ def installed_packages(host: Host) -> dict[str, str] | None:
 
 
 def pending_upgrades(host: Host) -> dict[str, tuple[str, str]] | None:
-    """Return {package: (installed, new)} for NVIDIA user-space upgrades apt would make now, changing nothing. Runs
-    ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there."""
+    """Return {package: (installed, new)} for NVIDIA user-space upgrades apt would make now, changing nothing.
+
+    Runs ``apt-get -s dist-upgrade`` (a simulation: no lock, no change). None when apt-get is not there.
+    """
     if _which(host, "apt-get") is None:
         return None
     try:
@@ -322,8 +331,10 @@ def release_actions() -> list[Action]:
 
 
 def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
-    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`. A hold of the same packages
-    keeps its date, so a second hold (and its dry run) changes nothing."""
+    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`.
+
+    A hold of the same packages keeps its date, so a second hold (and its dry run) changes nothing.
+    """
     packages = installed_packages(host)
     if packages is None:
         raise MissingError("dpkg-query not found: `fwman userspace hold` pins Debian packages through apt")
@@ -347,9 +358,11 @@ def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
 
 
 def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
-    """Pin every installed NVIDIA user-space package; return (packages held, what changed). Raises MissingError without
-    dpkg, and when no NVIDIA user-space package is installed (the message says when NVIDIA's .run installer is the
-    reason)."""
+    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
+
+    Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
+    NVIDIA's .run installer is the reason).
+    """
     from fwman.host.actions import apply_all
 
     packages, actions = _hold_plan(host, at)

@@ -26,9 +26,11 @@ _VERSION_LINE = re.compile(r"^NVIDIA_VERSION[ \t]*[:?]?=[ \t]*(\S*)[ \t]*$", re.
 
 
 def parse_p2p_branch(name: str) -> DriverVersion | None:
-    """Return the driver version a ``<version>-p2p`` (or ``<version>-p2p-vN``) branch name says, or None for any other
-    branch name. A name is a hint only: the branch's tree says what it builds (:mod:`fwman.driver.revisions`).
-    ``refs/heads/`` in front is accepted. Never raises."""
+    """Return the driver version a ``<version>-p2p`` (or ``<version>-p2p-vN``) branch name says, or None for any
+    other branch name. A name is a hint only: the branch's tree says what it builds (:mod:`fwman.driver.revisions`).
+
+    ``refs/heads/`` in front is accepted. Never raises.
+    """
     name = name.removeprefix("refs/heads/")
     name = re.sub(r"-v[0-9]+$", "", name) if re.search(r"-p2p-v[0-9]+$", name) else name
     if not name.endswith(P2P_SUFFIX):
@@ -52,9 +54,11 @@ def nearest(target: DriverVersion, available: list[DriverVersion]) -> tuple[Driv
 
 @dataclass(kw_only=True)
 class Revision:
-    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed. A dataclass (not
-    pydantic): built by :func:`revisions` from values it has already turned into strings, and ``fwman audit`` reads it
-    on its fast path (bench/containers.py)."""
+    """One P2P branch of a fork: its commit, the version its tree builds, and when it was committed.
+
+    A dataclass (not pydantic): built by :func:`revisions` from values it has already turned into strings, and
+    ``fwman audit`` reads it on its fast path (bench/containers.py).
+    """
 
     branch: str
     commit: str | None = None
@@ -89,8 +93,10 @@ def is_p2p_name(branch: str) -> bool:
 
 
 def parse_version_mk(text: str) -> DriverVersion:
-    """Return the driver version of a ``version.mk`` (its ``NVIDIA_VERSION = X`` line). Raises ParseError when there is
-    no such line or its value is not a driver version."""
+    """Return the driver version of a ``version.mk`` (its ``NVIDIA_VERSION = X`` line).
+
+    Raises ParseError when there is no such line or its value is not a driver version.
+    """
     m = _VERSION_LINE.search(text)
     if m is None:
         raise ParseError(VERSION_FILE, "NVIDIA_VERSION", "no 'NVIDIA_VERSION = X' line")

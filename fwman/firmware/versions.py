@@ -38,8 +38,10 @@ def base_key(version: str) -> tuple[int, int, int, int] | None:
 
 
 def compare(version: str, other: str) -> Order | None:
-    """Return how ``version`` relates to ``other`` by their first four fields; None when either is malformed. Case does
-    not matter. Two versions that differ only in the fifth field are :attr:`Order.SAME_BASE`."""
+    """Return how ``version`` relates to ``other`` by their first four fields; None when either is malformed.
+
+    Case does not matter. Two versions that differ only in the fifth field are :attr:`Order.SAME_BASE`.
+    """
     mine, theirs = base_key(version), base_key(other)
     if mine is None or theirs is None:
         return None
@@ -83,9 +85,12 @@ def _date_order(a: str, b: str) -> int:
 
 
 def catalog_newer(a: Dated, b: Dated, images: Sequence[Dated]) -> bool | None:
-    """Return True when the catalog makes ``a`` newer than ``b``, False when older, None when it cannot tell. In this
-    order: one supersedes the other (directly or through a chain), their release dates differ, their first four version
-    fields differ. Images that differ only in the build code and carry no such fact are unordered."""
+    """Return True when the catalog makes ``a`` newer than ``b``, False when older, None when it cannot tell.
+
+    In this order: one supersedes the other (directly or through a chain), their release dates differ, their
+    first four version fields differ. Images that differ only in the build code and carry no such fact are
+    unordered.
+    """
     by_version = {i.version.upper(): i for i in images}
     if a.version.upper() in _replaced_by(b, by_version):
         return True
@@ -99,9 +104,11 @@ def catalog_newer(a: Dated, b: Dated, images: Sequence[Dated]) -> bool | None:
 
 
 def newest_first(images: Sequence[_T]) -> list[_T]:
-    """Return ``images`` newest first by :func:`catalog_newer`; unordered ones keep the catalog file's order. Each step
-    takes the first remaining image (in file order) that no remaining image is newer than; should the facts contradict
-    each other (a cycle), the first remaining image is taken."""
+    """Return ``images`` newest first by :func:`catalog_newer`; unordered ones keep the catalog file's order.
+
+    Each step takes the first remaining image (in file order) that no remaining image is newer than; should the
+    facts contradict each other (a cycle), the first remaining image is taken.
+    """
     remaining = list(images)
     out: list[_T] = []
     while remaining:

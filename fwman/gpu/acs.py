@@ -82,9 +82,10 @@ def bit_meanings(value: int) -> list[str]:
 def find_extended_capability(data: bytes, cap_id: int) -> int | None:
     """Return the offset of extended capability ``cap_id`` in config space ``data``, None when the list has none.
 
-    The caller makes sure ``data`` holds the extended space (more than 256 bytes). A header of 0 or all ones ends the
-    list (none, or hidden by a hypervisor). Raises ParseError for a pointer outside ``data``, a pointer back into the
-    first 256 bytes, or a loop."""
+    The caller makes sure ``data`` holds the extended space (more than 256 bytes). A header of 0 or all ones
+    ends the list (none, or hidden by a hypervisor). Raises ParseError for a pointer outside ``data``, a
+    pointer back into the first 256 bytes, or a loop.
+    """
     off = EXTENDED_START
     seen: set[int] = set()
     while off:
@@ -105,8 +106,9 @@ def find_extended_capability(data: bytes, cap_id: int) -> int | None:
 def parse_acs(data: bytes) -> AcsReading:
     """Return the ACS capability of the port whose config space is ``data``.
 
-    64 or 256 bytes (what a non-root reader gets) give state UNREADABLE: the capability lives in the extended space.
-    Raises ParseError for fewer than 64 bytes or a broken extended capability list."""
+    64 or 256 bytes (what a non-root reader gets) give state UNREADABLE: the capability lives in the
+    extended space. Raises ParseError for fewer than 64 bytes or a broken extended capability list.
+    """
     if len(data) < 0x40:
         raise ParseError(_WHAT, "header", f"only {len(data)} bytes; a PCI header has 64", 0)
     if len(data) <= EXTENDED_START:

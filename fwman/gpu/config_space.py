@@ -69,7 +69,8 @@ def _u32(data: bytes, off: int, field: str) -> int:
 def parse_config_space(data: bytes) -> ConfigSpace:
     """Return the parsed configuration space ``data`` (64, 256 or 4096 bytes).
 
-    Raises ParseError for a header shorter than 64 bytes or a pointer outside the data."""
+    Raises ParseError for a header shorter than 64 bytes or a pointer outside the data.
+    """
     if len(data) < 0x40:
         raise ParseError(_WHAT, "header", f"only {len(data)} bytes; a PCI header has 64", 0)
     vendor = _u16(data, 0x00, "vendor id")

@@ -47,8 +47,9 @@ def nvidia_functions(host: Host) -> list[str]:
 def read_driver_version(host: Host) -> tuple[str | None, str | None]:
     """Return (version, flavour) of the loaded nvidia module from /proc/driver/nvidia/version; Nones if unloaded.
 
-    flavour is ``open`` for "Open Kernel Module", ``proprietary`` for "NVIDIA UNIX x86_64 Kernel Module". Raises
-    NotRecordedError on a snapshot that did not record the file."""
+    flavour is ``open`` for "Open Kernel Module", ``proprietary`` for "NVIDIA UNIX x86_64 Kernel Module".
+    Raises NotRecordedError on a snapshot that did not record the file.
+    """
     try:
         text = host.read_text(paths.PROC_DRIVER_VERSION)
     except MissingError:
@@ -199,7 +200,8 @@ class Inventory:
 def scan_inventory(host: Host, *, use_smi: bool = True) -> Inventory:
     """Return every NVIDIA GPU on ``host`` ordered by bus id (no cards when there is none), and the nvidia-smi state.
 
-    Raises ParseError only for sysfs files that are present but malformed in the essential fields (IDs, class)."""
+    Raises ParseError only for sysfs files that are present but malformed in the essential fields (IDs, class).
+    """
     functions = nvidia_functions(host)
     if not functions:
         return Inventory(cards=[])
@@ -240,8 +242,10 @@ def scan_cards(host: Host, *, use_smi: bool = True) -> list[Card]:
 
 
 def normalise_bus(text: str) -> str:
-    """Return a user's bus id (``41:00.0``, ``0000:41:00.0``, ``00000000:41:00.0``) in sysfs form. Raises UsageError
-    when it is not a bus id."""
+    """Return a user's bus id (``41:00.0``, ``0000:41:00.0``, ``00000000:41:00.0``) in sysfs form.
+
+    Raises UsageError when it is not a bus id.
+    """
     from fwman.core.names import bus_id  # `scan --json` loads this module and never needs core.names
 
     return bus_id(text)
@@ -251,9 +255,10 @@ def find_card(cards: list[Card], bus: str, note: Callable[[str], None] | None = 
     """Return the card at ``bus``: a bus id (``41:00.0``) or nvidia-smi's index (``2``, as ``nvidia-smi -i 2``).
 
     An index is told to ``note`` with the card it names (``--card 2 is nvidia-smi's GPU 2: 0000:61:00.0 ...``).
-    nvidia-smi's order is its own (NVIDIA does not promise it across boots), so an index is resolved only from what
-    nvidia-smi says now, never guessed from the bus order. Raises UsageError naming the cards there are when none
-    matches, and when an index is given but nvidia-smi could not be read (the driver unloaded)."""
+    nvidia-smi's order is its own (NVIDIA does not promise it across boots), so an index is resolved only from
+    what nvidia-smi says now, never guessed from the bus order. Raises UsageError naming the cards there are
+    when none matches, and when an index is given but nvidia-smi could not be read (the driver unloaded).
+    """
     text = bus.strip()
     if text.isdigit() and len(text) <= 3:
         return _by_index(cards, int(text), note)

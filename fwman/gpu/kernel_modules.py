@@ -27,8 +27,9 @@ NOT_THE_DRIVER = frozenset({"nvidiafb", "nvidia_wmi_ec_backlight"})
 def is_driver_module(name: str) -> bool:
     """Return True when module ``name`` (as loaded or normalised by depmod) is one of NVIDIA's driver modules.
 
-    By name, not by place: NVIDIA's installer puts its modules under ``kernel/drivers/video/``, DKMS and fwman under
-    ``updates/``, Debian's packages rename them (``nvidia-current``); only the in-tree drivers of ``NOT_THE_DRIVER``
-    share the prefix."""
+    By name, not by place: NVIDIA's installer puts its modules under ``kernel/drivers/video/``, DKMS and fwman
+    under ``updates/``, Debian's packages rename them (``nvidia-current``); only the in-tree drivers of
+    ``NOT_THE_DRIVER`` share the prefix.
+    """
     name = loaded_name(name)
     return (name == "nvidia" or name.startswith("nvidia_")) and name not in NOT_THE_DRIVER

@@ -20,14 +20,16 @@ _ROOT_BUS = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
 def device_path(host: Host, bus_id: str) -> str:
     """Return the real sysfs directory of function ``bus_id`` (``/sys/devices/pci.../<bus_id>``).
 
-    Raises MissingError when sysfs does not have it, NotRecordedError on a snapshot that did not record it."""
+    Raises MissingError when sysfs does not have it, NotRecordedError on a snapshot that did not record it.
+    """
     return host.realpath(f"{paths.PCI_DEVICES_DIR}/{bus_id}")
 
 
 def chain(path: str) -> list[str]:
     """Return the bus ids of the bridges above the function at sysfs ``path``, nearest first (root port last).
 
-    Components that are not function names (``pci0000:40``, virtual bus directories) are skipped."""
+    Components that are not function names (``pci0000:40``, virtual bus directories) are skipped.
+    """
     parts = [p for p in path.split("/") if p]
     names = [p for p in parts[:-1] if _FUNCTION.match(p)]
     return list(reversed(names))
@@ -41,9 +43,10 @@ def root_bus(path: str) -> str | None:
 def crossed_bridges(path_a: str, path_b: str) -> list[str]:
     """Return the bridges that traffic between the functions at ``path_a`` and ``path_b`` passes through.
 
-    That is every bridge above each function below the lowest one they share: where the two meet (a switch's upstream
-    port, or nothing when they sit under different root ports) the traffic turns, and every port it entered on the way
-    there is one whose ACS controls apply. Order: ``a``'s side nearest first, then ``b``'s."""
+    That is every bridge above each function below the lowest one they share: where the two meet (a switch's
+    upstream port, or nothing when they sit under different root ports) the traffic turns, and every port it
+    entered on the way there is one whose ACS controls apply. Order: ``a``'s side nearest first, then ``b``'s.
+    """
     a, b = chain(path_a), chain(path_b)
     shared = set(a) & set(b) if root_bus(path_a) == root_bus(path_b) else set()
     return [x for x in a if x not in shared] + [x for x in b if x not in shared and x not in a]

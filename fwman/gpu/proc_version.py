@@ -27,7 +27,8 @@ class ProcVersion:
 def parse_proc_version(text: str) -> ProcVersion:
     """Return the version, flavour and line of the ``NVRM version:`` line of ``/proc/driver/nvidia/version``.
 
-    Returns a ProcVersion of Nones for text without that line. Never raises."""
+    Returns a ProcVersion of Nones for text without that line. Never raises.
+    """
     for line in text.splitlines():
         if line.startswith(_NVRM):
             flavour = "open" if "Open Kernel Module" in line else "proprietary" if "Kernel Module" in line else None

@@ -57,8 +57,10 @@ class SmiLog:
 
 
 def normalise_bus_id(text: str) -> str:
-    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from nvidia-smi's ``00000000:41:00.0``. Raises ParseError
-    when it is not a bus id."""
+    """Return a PCI bus id in sysfs form (``0000:41:00.0``) from nvidia-smi's ``00000000:41:00.0``.
+
+    Raises ParseError when it is not a bus id.
+    """
     m = _BUS.match(text.strip())
     if not m:
         raise ParseError("bus id", "bus id", f"expected DDDD:BB:DD.F, got {text.strip()[:40]!r}")

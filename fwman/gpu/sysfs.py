@@ -47,7 +47,8 @@ def parse_class(text: str) -> str:
 def parse_resource(text: str) -> list[Bar]:
     """Return the BARs of a sysfs ``resource`` file (``start end flags`` in hex per line).
 
-    Raises ParseError naming the line for anything else (or an end before its start)."""
+    Raises ParseError naming the line for anything else (or an end before its start).
+    """
     bars: list[Bar] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -66,8 +67,10 @@ def parse_resource(text: str) -> list[Bar]:
 
 
 def parse_link_speed(text: str) -> float | None:
-    """Return a link speed in GT/s from ``16.0 GT/s PCIe``; None for ``Unknown`` or an empty value. Raises ParseError
-    for anything else."""
+    """Return a link speed in GT/s from ``16.0 GT/s PCIe``; None for ``Unknown`` or an empty value.
+
+    Raises ParseError for anything else.
+    """
     value = text.strip()
     if value in ("", "Unknown", "Unknown speed"):
         return None

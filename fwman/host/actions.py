@@ -76,7 +76,8 @@ class WriteFile:
 
 @dataclass
 class RemoveFile:
-    """Make sure ``path`` does not exist (a file or a link); ``what`` names it for people (e.g. "the block record")."""
+    """Make sure ``path`` does not exist (a file or a link); ``what`` names it for people (e.g. "the block
+    record")."""
 
     path: str
     what: str = ""

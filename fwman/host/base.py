@@ -161,8 +161,10 @@ class Host(Protocol):
         cwd: str | None = None,
         input_text: str | None = None,
     ) -> CommandResult:
-        """Run a command and return its result; a missing executable gives ``missing=True``, never raises. Raises
-        NotRecordedError on a snapshot that did not record this argv, FwmanError on a timeout."""
+        """Run a command and return its result; a missing executable gives ``missing=True``, never raises.
+
+        Raises NotRecordedError on a snapshot that did not record this argv, FwmanError on a timeout.
+        """
         ...
 
     def start(self, argv: Sequence[str], *, timeout: float | None = 60.0) -> PendingCommand:

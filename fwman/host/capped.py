@@ -20,9 +20,11 @@ MAX_TEXT_FILE = 4 * MiB
 
 
 def read_capped(host: Host, path: str, limit: int, what: str) -> bytes:
-    """Return the bytes of ``path``, which ``what`` names in an error (``vLLM P2P cache``). Raises OverLimit when the
-    file holds more than ``limit`` bytes (at most ``limit + 1`` are read), and MissingError / NotRecordedError as the
-    Host's ``read_bytes`` does."""
+    """Return the bytes of ``path``, which ``what`` names in an error (``vLLM P2P cache``).
+
+    Raises OverLimit when the file holds more than ``limit`` bytes (at most ``limit + 1`` are read), and
+    MissingError / NotRecordedError as the Host's ``read_bytes`` does.
+    """
     data = host.read_bytes(path, limit=limit + 1)
     if len(data) > limit:
         raise OverLimit(f"{what} {path}", "file size", size_text(limit))

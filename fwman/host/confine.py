@@ -24,9 +24,11 @@ MAX_ENTRIES = 200_000
 
 
 def resolve_in_root(host: Host, root: str, path: str) -> str:
-    """Return the host path that ``path`` (absolute, as seen inside the tree at host path ``root``) names, every link in
-    it followed inside ``root``. The result is ``root`` or under it, whatever the links say. Raises MissingError past
-    :data:`MAX_LINKS` links (a loop)."""
+    """Return the host path that ``path`` (absolute, as seen inside the tree at host path ``root``) names, every
+    link in it followed inside ``root``. The result is ``root`` or under it, whatever the links say.
+
+    Raises MissingError past :data:`MAX_LINKS` links (a loop).
+    """
     root = root.rstrip("/") or "/"
     base = "" if root == "/" else root
     todo = [p for p in path.split("/") if p]
@@ -71,9 +73,11 @@ def leaves(root: str, link: str, target: str) -> bool:
 
 
 def links_leaving(host: Host, root: str, top: str) -> list[tuple[str, str]]:
-    """Return ``(link, target)`` for each link under ``top`` (a directory under ``root``, or ``root``) that leads out of
-    ``root`` (:func:`leaves`), sorted; the walk does not follow links. Raises MissingError when the tree holds more than
-    :data:`MAX_ENTRIES` entries."""
+    """Return ``(link, target)`` for each link under ``top`` (a directory under ``root``, or ``root``) that leads
+    out of ``root`` (:func:`leaves`), sorted; the walk does not follow links.
+
+    Raises MissingError when the tree holds more than :data:`MAX_ENTRIES` entries.
+    """
     found: list[tuple[str, str]] = []
     todo = [top.rstrip("/")]
     seen = 0

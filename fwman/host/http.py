@@ -33,7 +33,8 @@ _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
 
 
 def refuse_replay(host: Host, url: str) -> None:
-    """Raise UsageError (exit 2) when ``host`` does not reach the network (a snapshot replay); return None otherwise."""
+    """Raise UsageError (exit 2) when ``host`` does not reach the network (a snapshot replay); return None
+    otherwise."""
     if not getattr(host, "network", True):
         raise UsageError(
             f"a replay does not reach the network: {url} ({host.description})",

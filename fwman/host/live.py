@@ -248,9 +248,11 @@ class LiveHost(JournalMixin):
         return {"LC_ALL": "C", **os.environ, **self.env, **(extra or {})}
 
     def _executable(self, argv: Sequence[str]) -> str | None:
-        """Return the executable to run for ``argv`` (None: not found), through the door under a root. Raises
-        RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a root with no
-        stand-in for that tool among ``machine_tools``."""
+        """Return the executable to run for ``argv`` (None: not found), through the door under a root.
+
+        Raises RootDoorError (fwman.host.machine) when ``argv`` acts on this machine itself and the host is a
+        root with no stand-in for that tool among ``machine_tools``.
+        """
         standin = door(self.root, self.machine_tools, argv)
         if standin is not None:
             return standin
@@ -362,8 +364,10 @@ class LiveHost(JournalMixin):
 
     # -- writes ------------------------------------------------------------------------------------------
     def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
-        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory. Raises FwmanError
-        naming the host path when the filesystem refuses (a file where a directory should be, permissions, a full disk).
+        """Write atomically: temp file in the target directory, fsync, rename, fsync the directory.
+
+        Raises FwmanError naming the host path when the filesystem refuses (a file where a directory should be,
+        permissions, a full disk).
         """
         target = self._target(path)
         with _changing("write", path):

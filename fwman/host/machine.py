@@ -127,9 +127,11 @@ def acts_on_machine(argv: Sequence[str]) -> str | None:
 
 
 def door(root: str, machine_tools: Sequence[str], argv: Sequence[str]) -> str | None:
-    """Return the stand-in executable to run for ``argv`` under ``root`` (from ``machine_tools``), or None when ``argv``
-    may run as usual (``root`` is ``/``, or it does not act on the machine). Raises RootDoorError when it acts on the
-    machine, ``root`` is not ``/`` and no stand-in is named for it."""
+    """Return the stand-in executable to run for ``argv`` under ``root`` (from ``machine_tools``), or None when
+    ``argv`` may run as usual (``root`` is ``/``, or it does not act on the machine).
+
+    Raises RootDoorError when it acts on the machine, ``root`` is not ``/`` and no stand-in is named for it.
+    """
     if root == "/" or (what := acts_on_machine(argv)) is None:
         return None
     tool = os.path.basename(argv[0])

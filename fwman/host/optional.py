@@ -7,8 +7,10 @@ from fwman.host.base import Host
 
 
 def read_text_if_exists(host: Host, path: str) -> str | None:
-    """Return the text of ``path``, None when it does not exist. Raises NotRecordedError on a snapshot that did not
-    record it, MissingError when it exists but cannot be read."""
+    """Return the text of ``path``, None when it does not exist.
+
+    Raises NotRecordedError on a snapshot that did not record it, MissingError when it exists but cannot be read.
+    """
     if not host.exists(path):
         return None
     return host.read_text(path)

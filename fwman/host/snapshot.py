@@ -166,9 +166,11 @@ class SnapshotHost(JournalMixin):
         return sorted(names)
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """Return the recorded bytes of ``path`` (at most ``limit``). Raises MissingError/NotRecordedError, and
-        SnapshotFormatError for a file on disk larger than a capture records
-        (:data:`~fwman.host.snapshot_check.MAX_RECORDED_FILE`), which is never read."""
+        """Return the recorded bytes of ``path`` (at most ``limit``).
+
+        Raises MissingError/NotRecordedError, and SnapshotFormatError for a file on disk larger than a capture
+        records (:data:`~fwman.host.snapshot_check.MAX_RECORDED_FILE`), which is never read.
+        """
         real = self.realpath(path)
         if real in self.overlay:
             data = self.overlay[real]
@@ -305,9 +307,11 @@ class SnapshotHost(JournalMixin):
         self._note("unlink", path)
 
     def remove_tree(self, path: str) -> None:
-        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay. Raises
-        UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`): the same
-        refusal as a live host, so a replayed command cannot pass where the live one would not."""
+        """Journal the removal; ``path`` and every recorded path under it read as absent in this replay.
+
+        Raises UnsafeRemovalError for ``/``, an empty or relative path (:func:`~fwman.host.base.removable_path`):
+        the same refusal as a live host, so a replayed command cannot pass where the live one would not.
+        """
         top = removable_path(path)
         recorded = self._file(top)
         on_disk = ["/" + str(f.relative_to(self.files_root)) for f in recorded.rglob("*")] if recorded.is_dir() else []

@@ -150,9 +150,11 @@ def _command_problems(i: int, cmd: object) -> list[str]:
 
 
 def _no_link_below(base: Path, relative: str) -> Path:
-    """Return ``base/relative`` when no component of ``relative`` (nor ``base``) is a symbolic link on disk. Raises
-    SnapshotFormatError naming the link. A component that does not exist ends the walk: the caller sees a path that does
-    not exist."""
+    """Return ``base/relative`` when no component of ``relative`` (nor ``base``) is a symbolic link on disk.
+
+    Raises SnapshotFormatError naming the link. A component that does not exist ends the walk: the caller sees
+    a path that does not exist.
+    """
     if base.is_symlink():
         raise SnapshotFormatError(f"snapshot {base.parent}: {base.name}/ is a symbolic link (a snapshot is data)")
     current = base

@@ -12,9 +12,11 @@ from fwman.core.errors import MissingError, UsageError
 
 
 def read_user_file(path: str, *, max_bytes: int | None = None) -> bytes:
-    """Return the bytes of the file at ``path`` (relative to the real cwd), at most ``max_bytes`` of them. Raises
-    MissingError when the file does not exist or cannot be read, UsageError when it is a directory or larger than
-    ``max_bytes``."""
+    """Return the bytes of the file at ``path`` (relative to the real cwd), at most ``max_bytes`` of them.
+
+    Raises MissingError when the file does not exist or cannot be read, UsageError when it is a directory or
+    larger than ``max_bytes``.
+    """
     if os.path.isdir(path):
         raise UsageError(f"{path} is a directory, not a file")
     try:

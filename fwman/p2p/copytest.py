@@ -165,8 +165,9 @@ class CopyReport:
     def matrix(self) -> list[list[str]]:
         """Return the bandwidth matrix as text cells (row: from, column: to).
 
-        ``24.6`` GB/s over direct peer access; ``24.6*`` staged through host memory; ``BAD`` corrupted bytes; ``HUNG``
-        the pair's child passed its deadline; ``ERR`` a CUDA call failed; ``-`` not run."""
+        ``24.6`` GB/s over direct peer access; ``24.6*`` staged through host memory; ``BAD`` corrupted bytes;
+        ``HUNG`` the pair's child passed its deadline; ``ERR`` a CUDA call failed; ``-`` not run.
+        """
         return self._cells(_bandwidth_cell)
 
     def latency_matrix(self) -> list[list[str]]:
@@ -249,7 +250,8 @@ def _copy_pair(
 ) -> PairResult:
     """Run one copy and return its result; a CUDA error becomes the result's ``error``.
 
-    ``step(name)`` is called before each call that may block, so a parent watching the child knows where it hung."""
+    ``step(name)`` is called before each call that may block, so a parent watching the child knows where it hung.
+    """
     peer_access: bool | None = None
     direct = src == dst
     buffers: list[tuple[int, int]] = []
@@ -311,7 +313,8 @@ def _latency(
 ) -> tuple[float, str | None]:
     """Return (mean microseconds of one synchronous LATENCY_BYTES copy, an error when its bytes came back wrong).
 
-    The buffers it allocates are appended to ``buffers`` (the caller frees them)."""
+    The buffers it allocates are appended to ``buffers`` (the caller frees them).
+    """
     expected = pattern(LATENCY_BYTES, seed ^ 0x1234)
     a = layer.alloc(src, LATENCY_BYTES)
     buffers.append((src, a))
@@ -343,8 +346,9 @@ def run_copy_test(
 ) -> CopyReport:
     """Copy ``size`` bytes for every ordered pair of GPUs on ``layer`` (diagonal included) and verify each.
 
-    ``progress(1)`` is called after each pair. A CUDA error in one pair is recorded and the next pair runs. Never raises
-    for a pair's failure; the caller decides the exit status from the report."""
+    ``progress(1)`` is called after each pair. A CUDA error in one pair is recorded and the next pair runs.
+    Never raises for a pair's failure; the caller decides the exit status from the report.
+    """
     gpus = layer.gpus()
     report = CopyReport(gpus=gpus, size_bytes=size, repeats=repeats, driver_version=layer.driver_version)
     for src in range(len(gpus)):
@@ -376,11 +380,12 @@ def run_isolated_copy_test(
 ) -> CopyReport:
     """Run the copy test with every CUDA step in a child process: one to list the GPUs, then one per pair.
 
-    ``open_layer()`` is called in each child (this process never initialises CUDA, so forking stays safe); each child
-    has ``timeout`` seconds (opening the driver, warm-up, copies, read-back, latency). A pair whose child hangs is
-    recorded with the step it hung in (BLOCK) and the next pair runs; one that crashes or raises is an error of that
-    pair. Raises MissingError when the driver or the GPUs are not usable (as the first child found); never raises for a
-    pair's failure."""
+    ``open_layer()`` is called in each child (this process never initialises CUDA, so forking stays safe); each
+    child has ``timeout`` seconds (opening the driver, warm-up, copies, read-back, latency). A pair whose child
+    hangs is recorded with the step it hung in (BLOCK) and the next pair runs; one that crashes or raises is an
+    error of that pair. Raises MissingError when the driver or the GPUs are not usable (as the first child
+    found); never raises for a pair's failure.
+    """
 
     def enumerate_gpus(step: Callable[[str], None]) -> tuple[list[Gpu], str | None]:
         step("cuInit and device enumeration")

@@ -63,7 +63,8 @@ SIGNATURES: dict[str, list[Any]] = {
 def load_library(path: str | None = None) -> ctypes.CDLL:
     """Return the loaded CUDA driver library (``path``, default ``libcuda.so.1`` from the loader's path).
 
-    Raises MissingError when it cannot be loaded or lacks the driver API."""
+    Raises MissingError when it cannot be loaded or lacks the driver API.
+    """
     name = path or DEFAULT_LIBRARY
     try:
         lib = ctypes.CDLL(name)
@@ -91,7 +92,8 @@ class CudaDriver:
     def __init__(self, lib: ctypes.CDLL, library: str = DEFAULT_LIBRARY) -> None:
         """Initialise the driver and retain every device's primary context.
 
-        Raises MissingError when the driver has no usable GPU, CudaError for any other failed call."""
+        Raises MissingError when the driver has no usable GPU, CudaError for any other failed call.
+        """
         self.lib = lib
         self.library = library
         self._contexts: list[ctypes.c_void_p] = []

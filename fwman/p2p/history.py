@@ -255,7 +255,8 @@ def read_history(host: Host) -> list[P2PRecord]:
     """Return the records of the P2P history, oldest first; none when there is no history.
 
     Raises VerificationError naming the first damaged line (a verification record is evidence: never skipped),
-    NotRecordedError on a snapshot that did not record the file."""
+    NotRecordedError on a snapshot that did not record the file.
+    """
     records, damaged = read_json_lines(host, paths.P2P_HISTORY_FILE, P2PRecord.from_json)
     if damaged:
         more = f" (and {len(damaged) - 1} more)" if len(damaged) > 1 else ""
@@ -283,8 +284,9 @@ class Standing:
 def standing(records: list[P2PRecord], now: Fingerprint, kind: str = KIND_COPY) -> Standing:
     """Return how ``kind`` verification stands on configuration ``now`` given the history ``records``.
 
-    The newest record of ``kind`` taken on exactly this configuration decides (verified or failed); when none was, the
-    newest record of ``kind`` says what changed since; with no record at all the state is "never"."""
+    The newest record of ``kind`` taken on exactly this configuration decides (verified or failed); when none
+    was, the newest record of ``kind`` says what changed since; with no record at all the state is "never".
+    """
     of_kind = [r for r in records if r.kind == kind]
     if not of_kind:
         return Standing("never")

@@ -57,7 +57,9 @@ class KmsgRecord:
 def parse_record(line: str, source: str = "/dev/kmsg", number: int = 1) -> KmsgRecord:
     """Return the record of one ``/dev/kmsg`` line (its prefix and text, without continuation lines).
 
-    Raises ParseError naming ``source`` and record ``number`` when the line has no ``prio,seq,usec,flags;`` prefix."""
+    Raises ParseError naming ``source`` and record ``number`` when the line has no ``prio,seq,usec,flags;``
+    prefix.
+    """
     m = _PREFIX.match(line)
     if not m:
         raise ParseError(
@@ -70,8 +72,9 @@ def parse_record(line: str, source: str = "/dev/kmsg", number: int = 1) -> KmsgR
 def parse_kmsg(data: bytes, source: str = "/dev/kmsg") -> list[KmsgRecord]:
     """Return the records of ``data`` (records as read from ``/dev/kmsg``, one after another), in order.
 
-    Raises ParseError naming the record when a line is neither a record nor a continuation of one (a continuation line
-    before any record, a line without the prefix). Empty data is no records."""
+    Raises ParseError naming the record when a line is neither a record nor a continuation of one (a
+    continuation line before any record, a line without the prefix). Empty data is no records.
+    """
     text = data.decode("utf-8", errors="replace")
     records: list[KmsgRecord] = []
     for line in text.split("\n"):

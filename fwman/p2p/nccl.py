@@ -252,8 +252,9 @@ def torch_argv(
 ) -> list[str]:
     """Return the command line of the torch runner: ``prefix env K=V... python -c SCRIPT SIZES TIMEOUT``.
 
-    The variables go through ``env`` inside the prefix, so they reach a container (`pct exec` and `docker exec` do not
-    pass the caller's environment in)."""
+    The variables go through ``env`` inside the prefix, so they reach a container (`pct exec` and `docker exec`
+    do not pass the caller's environment in).
+    """
     argv = [*prefix, "env", *(f"{k}={v}" for k, v in env.items()), python, "-c", torch_script()]
     return [*argv, ",".join(str(n) for n in sizes), f"{timeout:g}"]
 
@@ -269,7 +270,8 @@ def nccl_tests_argv(
 def parse_torch_output(text: str) -> dict[str, Any] | None:
     """Return the torch runner's result object (the ``FWMAN_NCCL_RESULT`` line), None when it printed none.
 
-    Raises ParseError when the line is there but is not a JSON object."""
+    Raises ParseError when the line is there but is not a JSON object.
+    """
     for line in text.splitlines():
         if line.startswith(RESULT_TAG):
             doc = parse_json(line[len(RESULT_TAG) :], "torch NCCL runner", "result line")
@@ -386,11 +388,12 @@ def run_nccl_test(
 ) -> NcclReport:
     """Run the NCCL tier on ``host`` (inside ``prefix``) and return its report.
 
-    ``runner`` is ``torch``, ``nccl-tests`` or ``auto`` (torch when importable there, else all_reduce_perf). ``env``
-    adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. The torch runner kills a rank that has not returned
-    within ``timeout`` seconds and names it; fwman gives the runner ``margin`` seconds more (:data:`OUTER_MARGIN`)
-    before it kills the runner itself. Either way the report is BLOCK (``hung``), never a hung fwman. Raises
-    RunnerMissing when no runner is available."""
+    ``runner`` is ``torch``, ``nccl-tests`` or ``auto`` (torch when importable there, else all_reduce_perf).
+    ``env`` adds variables (NCCL_P2P_LEVEL=SYS, say) to NCCL_DEBUG=INFO. The torch runner kills a rank that has
+    not returned within ``timeout`` seconds and names it; fwman gives the runner ``margin`` seconds more
+    (:data:`OUTER_MARGIN`) before it kills the runner itself. Either way the report is BLOCK (``hung``), never a
+    hung fwman. Raises RunnerMissing when no runner is available.
+    """
     variables = {**DEBUG_ENV, **(env or {})}
     why: list[str] = []
     if runner in ("auto", "torch"):
@@ -510,8 +513,9 @@ def run_nccl_comparison(
 ) -> NcclComparison:
     """Run the NCCL tier as configured, then (``control``) again with ``NCCL_P2P_DISABLE=1``; return both.
 
-    Takes :func:`run_nccl_test`'s arguments; the control run uses the runner the first run used. Raises RunnerMissing as
-    it does."""
+    Takes :func:`run_nccl_test`'s arguments; the control run uses the runner the first run used. Raises
+    RunnerMissing as it does.
+    """
     first = run_nccl_test(host, env=env, **kwargs)
     if not control:
         return NcclComparison(first, None)

@@ -107,7 +107,8 @@ class NcclLog:
 def parse_nccl_log(text: str) -> NcclLog:
     """Return what ``text`` (any mix of program output and NCCL_DEBUG=INFO lines) says about NCCL.
 
-    Never raises: lines that are not NCCL's are ignored, so any output can be given."""
+    Never raises: lines that are not NCCL's are ignored, so any output can be given.
+    """
     log = NcclLog()
     for line in text.splitlines():
         if "NCCL" not in line:
@@ -197,7 +198,8 @@ def _half(cols: list[str], lineno: int) -> tuple[float, float, float, int | None
 def parse_all_reduce_perf(text: str) -> PerfReport:
     """Return the rows and summary of nccl-tests' ``all_reduce_perf`` output (NCCL_DEBUG lines may be mixed in).
 
-    Raises ParseError for a data row of the wrong shape, or output with neither a data row nor the summary."""
+    Raises ParseError for a data row of the wrong shape, or output with neither a data row nor the summary.
+    """
     report = PerfReport()
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()

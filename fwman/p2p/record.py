@@ -11,10 +11,11 @@ from fwman.p2p.soak import SoakReport
 def record_from_copy(
     report: CopyReport, fingerprint: Fingerprint, time: str, soak: SoakReport | None = None
 ) -> P2PRecord:
-    """Return the history record of a :class:`~fwman.p2p.copytest.CopyReport` taken on ``fingerprint``; with the
-    ``soak`` it ended, the soak's JSON (a soak with findings fails the record).
+    """Return the history record of a :class:`~fwman.p2p.copytest.CopyReport` taken on ``fingerprint``; with
+    the ``soak`` it ended, the soak's JSON (a soak with findings fails the record).
 
-    The slowest pair is the slowest copy between two different GPUs; with one GPU, the on-device copy."""
+    The slowest pair is the slowest copy between two different GPUs; with one GPU, the on-device copy.
+    """
     between = [p for p in report.pairs if p.src != p.dst and p.gbps is not None]
     measured = between or [p for p in report.pairs if p.gbps is not None]
     slowest = min(measured, key=lambda p: p.gbps or 0.0) if measured else None

@@ -102,7 +102,8 @@ def parse_kernel_events(text: str) -> list[KernelEvent]:
 def parse_aer_counters(text: str, path: str) -> dict[str, int]:
     """Return the counters of one ``aer_dev_*`` file (``{"Receiver Error": 2, ..., "TOTAL_ERR_COR": 2}``).
 
-    Raises ParseError naming the line when a line is not ``<name> <count>``."""
+    Raises ParseError naming the line when a line is not ``<name> <count>``.
+    """
     out: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -117,7 +118,8 @@ def parse_aer_counters(text: str, path: str) -> dict[str, int]:
 def same_device(event_device: str, bus_id: str) -> bool:
     """Return True when the device a kernel line names is the PCI function ``bus_id`` (``0000:01:00.0``).
 
-    An Xid names the device without its function, AMD-Vi's older form and DMAR without its domain."""
+    An Xid names the device without its function, AMD-Vi's older form and DMAR without its domain.
+    """
     bus = bus_id.lower()
     dev = event_device.lower()
     if dev.count(":") == 2 and "." not in dev:  # Xid: domain:bus:device, 8-digit domains from CUDA too
@@ -195,11 +197,12 @@ def _read_kmsg(host: Host, health: Health, since_usec: int) -> str | None:
 
 
 def read_health(host: Host, devices: list[str], start: Health | None = None) -> Health:
-    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises: what
-    cannot be read is said in the snapshot.
+    """Return a :class:`Health` snapshot of the kernel log and the AER counters of ``devices``. Never raises:
+    what cannot be read is said in the snapshot.
 
-    ``start`` is the snapshot taken before the soak: this one reads the log from the source that one did, and from
-    /dev/kmsg only the records stamped from its newest record on."""
+    ``start`` is the snapshot taken before the soak: this one reads the log from the source that one did, and
+    from /dev/kmsg only the records stamped from its newest record on.
+    """
     health = Health()
     if start is None or start.log_source != paths.KMSG:
         _read_journal(host, health)
@@ -327,7 +330,8 @@ _UNIT_SECONDS = {None: 1.0, "s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3
 def parse_duration(text: str) -> float:
     """Return the seconds of ``--soak`` (``60``, ``60s``, ``10m``, ``1.5h``).
 
-    Raises ParseError when it is not a number with an optional unit, or not from 1 s to a day."""
+    Raises ParseError when it is not a number with an optional unit, or not from 1 s to a day.
+    """
     m = _DURATION.fullmatch(text.strip().lower())
     if not m:
         raise ParseError("--soak", text[:40], "give a duration such as 60s, 10m or 1h")
@@ -344,13 +348,14 @@ def run_soak(
     progress: Callable[[str], None],
     bus_ids: list[str],
 ) -> SoakReport:
-    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for ``duration``
-    seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from sysfs; when empty, the
-    GPUs the first round listed, read after it) and the port above each.
+    """Repeat ``run_round`` (one whole verification; returns ``(ok, verdict, the GPUs' bus ids)``) for
+    ``duration`` seconds, between two :class:`~fwman.p2p.soak.Health` snapshots of the GPUs ``bus_ids`` (from
+    sysfs; when empty, the GPUs the first round listed, read after it) and the port above each.
 
-    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each retry costs
-    its whole deadline). ``progress`` gets one line per round. Returns the report; never raises for what it could not
-    read (the report's ``unread`` says it)."""
+    At least one round runs; a round that fails ends the soak (a pair that hung once hangs again, and each
+    retry costs its whole deadline). ``progress`` gets one line per round. Returns the report; never raises
+    for what it could not read (the report's ``unread`` says it).
+    """
     report = SoakReport(duration=duration)
     report.devices = watched_devices(host, bus_ids)
     before = read_health(host, [d for d, _ in report.devices])

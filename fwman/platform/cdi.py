@@ -104,7 +104,8 @@ def _count(value: Any, budget: list[int]) -> None:
 def load_document(data: bytes, path: str) -> Any:
     """Return the value of a spec file's text: JSON for ``.json``, YAML (safe loader) otherwise.
 
-    Raises ParseError for bytes that are not UTF-8, a document too large, or text that is not JSON/YAML."""
+    Raises ParseError for bytes that are not UTF-8, a document too large, or text that is not JSON/YAML.
+    """
     if len(data) > MAX_SPEC_BYTES:
         raise ParseError("CDI spec", path, f"larger than {MAX_SPEC_BYTES >> 20} MiB: not a spec")
     if path.endswith(".json"):

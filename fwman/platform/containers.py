@@ -350,10 +350,11 @@ def read_engine_containers(
 
 
 def engines_to_ask(host: Host) -> tuple[str, ...]:
-    """Return the engines to ask: ``[containers] engines`` of the configuration, else both on this machine and on a
-    replay, none under ``--root DIR`` (the engines running here are not that tree's).
+    """Return the engines to ask: ``[containers] engines`` of the configuration, else both on this machine and
+    on a replay, none under ``--root DIR`` (the engines running here are not that tree's).
 
-    Raises UsageError for a malformed configuration file (as every command reading it does)."""
+    Raises UsageError for a malformed configuration file (as every command reading it does).
+    """
     configured = load_config(host).section("containers").get("engines")
     if isinstance(configured, list):
         return tuple(e for e in engines.ENGINES if e in configured)

@@ -24,8 +24,10 @@ OS_RELEASE_PATHS = ("/etc/os-release", "/usr/lib/os-release")
 
 
 def parse_os_release(text: str) -> dict[str, str]:
-    """Return the KEY=value pairs of an os-release file (quotes removed; comments and junk lines skipped). Never
-    raises."""
+    """Return the KEY=value pairs of an os-release file (quotes removed; comments and junk lines skipped).
+
+    Never raises.
+    """
     out: dict[str, str] = {}
     for line in text.splitlines():
         line = line.strip()

@@ -40,11 +40,12 @@ class DpkgPackage:
 
 
 def parse_dpkg_status(text: str) -> list[DpkgPackage]:
-    """Return the packages of a dpkg status file (deb822: ``Key: value`` lines, continuation lines starting with a space
-    or tab, paragraphs separated by blank lines).
+    """Return the packages of a dpkg status file (deb822: ``Key: value`` lines, continuation lines starting with
+    a space or tab, paragraphs separated by blank lines).
 
-    Raises ParseError (with the line number) for a line that is neither a field nor a continuation, a continuation with
-    no field before it, or a paragraph without ``Package``."""
+    Raises ParseError (with the line number) for a line that is neither a field nor a continuation, a
+    continuation with no field before it, or a paragraph without ``Package``.
+    """
     packages: list[DpkgPackage] = []
     fields: dict[str, str] = {}
     last: str | None = None
@@ -121,6 +122,7 @@ def file_list(host: Host, name: str) -> list[str] | None:
 def installed_names(host: Host) -> set[str] | None:
     """Return the names of the packages whose files are on disk, None when there is no dpkg database.
 
-    Raises ParseError for a status file not in dpkg's format, MissingError when it cannot be read."""
+    Raises ParseError for a status file not in dpkg's format, MissingError when it cannot be read.
+    """
     status = read_status(host)
     return None if status is None else {p.name for p in status if p.on_disk}

@@ -117,8 +117,9 @@ def _absolute(path: str, what: str, where: str) -> None:
 def parse_ps(text: str, engine: str) -> list[str]:
     """Return the container ids ``<engine> ps -a`` printed as JSON (:func:`ps_argv`), in its order.
 
-    Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises ParseError for
-    anything else (an object without an id, text that is not JSON)."""
+    Accepts Podman's JSON array and Docker's one object per line; empty output is no container. Raises
+    ParseError for anything else (an object without an id, text that is not JSON).
+    """
     what = " ".join(ps_argv(engine))
     stripped = text.strip()
     if not stripped:
@@ -349,7 +350,8 @@ def start_engine(host: Host, engine: str) -> EngineReading:
 def podman_mount(host: Host, container_id: str) -> str | None:
     """Return the directory ``podman mount ID`` gives for a container whose driver reports no directory (vfs).
 
-    Returns None when podman refuses (rootless without ``podman unshare``, a removed container)."""
+    Returns None when podman refuses (rootless without ``podman unshare``, a removed container).
+    """
     try:
         res = host.run(["podman", "mount", container_id], timeout=ENGINE_TIMEOUT)
     except FwmanError:

@@ -20,9 +20,10 @@ def unquote(value: str) -> str:
 def _before_comment(value: str) -> str:
     r"""Return ``value`` up to its first ``#`` that follows whitespace (an inline comment), or all of it.
 
-    A scan with str.find, linear in the length: ``re.split(r"\s+#", ...)`` retried ``\s+`` from every position of a run
-    of blanks, so a 150 KB value in a container's config took doctor 41 s. str.isspace is the set ``\s`` matches in a
-    str pattern."""
+    A scan with str.find, linear in the length: ``re.split(r"\s+#", ...)`` retried ``\s+`` from every
+    position of a run of blanks, so a 150 KB value in a container's config took doctor 41 s. str.isspace is
+    the set ``\s`` matches in a str pattern.
+    """
     at = value.find("#", 1)
     while at != -1 and not value[at - 1].isspace():
         at = value.find("#", at + 1)

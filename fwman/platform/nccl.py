@@ -12,7 +12,8 @@ CONF = paths.NCCL_CONF
 def read_nccl_conf(host: Host) -> tuple[str, dict[str, str]] | None:
     """Return (text, assignments) of ``/etc/nccl.conf``, None when there is none.
 
-    Raises NotRecordedError on a snapshot that did not record it, MissingError when it cannot be read."""
+    Raises NotRecordedError on a snapshot that did not record it, MissingError when it cannot be read.
+    """
     if not host.exists(CONF):
         return None
     text = host.read_text(CONF)

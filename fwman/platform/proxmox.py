@@ -42,7 +42,10 @@ def _current(text: str) -> list[str]:
 
 
 def lxc_uses_gpu(conf: str) -> tuple[bool, bool]:
-    """Return (has an NVIDIA device, has an NVIDIA hook) for a container config (current section only). Never raises."""
+    """Return (has an NVIDIA device, has an NVIDIA hook) for a container config (current section only).
+
+    Never raises.
+    """
     lines = _current(conf)
     return any(_GPU_LINE.match(line) for line in lines), any(_NVIDIA_HOOK.match(line) for line in lines)
 
@@ -90,14 +93,16 @@ def _config_names(host: Host, directory: str) -> list[str]:
 def lxc_config_names(host: Host) -> list[str]:
     """Return the container config file names (``101.conf``) in listing order; [] without /etc/pve/lxc.
 
-    Raises NotRecordedError (snapshot) or MissingError (unreadable directory)."""
+    Raises NotRecordedError (snapshot) or MissingError (unreadable directory).
+    """
     return _config_names(host, LXC_DIR)
 
 
 def qemu_config_names(host: Host) -> list[str]:
     """Return the VM config file names (``100.conf``) in listing order; [] without /etc/pve/qemu-server.
 
-    Raises NotRecordedError (snapshot) or MissingError (unreadable directory)."""
+    Raises NotRecordedError (snapshot) or MissingError (unreadable directory).
+    """
     return _config_names(host, QEMU_DIR)
 
 
@@ -132,5 +137,6 @@ def read_configs(host: Host, directory: str, names: Sequence[str]) -> list[Guest
 def read_config(host: Host, path: str) -> str | None:
     """Return the text of the guest config at ``path``, None when it does not exist.
 
-    Raises NotRecordedError (snapshot) or MissingError (unreadable file)."""
+    Raises NotRecordedError (snapshot) or MissingError (unreadable file).
+    """
     return read_text_if_exists(host, path)

@@ -10,11 +10,12 @@ from fwman.platform.envfile import NAME
 
 
 def reload_running_systemd(host: Host, start: str | None = None) -> bool:
-    """Run ``systemctl daemon-reload`` (then ``systemctl start START``) when ``host`` is the real root with a running
-    systemd; return whether it ran.
+    """Run ``systemctl daemon-reload`` (then ``systemctl start START``) when ``host`` is the real root with a
+    running systemd; return whether it ran.
 
-    A temp root (``--root``), a snapshot or a container without systemd gets the unit files only: systemd reads them at
-    its next start. Raises what ``host.run`` raises when systemctl fails."""
+    A temp root (``--root``), a snapshot or a container without systemd gets the unit files only: systemd reads
+    them at its next start. Raises what ``host.run`` raises when systemctl fails.
+    """
     if not is_this_machine(host) or not host.exists("/run/systemd/system") or not host.which("systemctl"):
         return False
     host.run(["systemctl", "daemon-reload"], timeout=60)

@@ -72,7 +72,8 @@ class UserSpace:
 def parse_lib_name(filename: str) -> tuple[str, str] | None:
     """Return (library, driver version) for a versioned driver library file name, None for anything else.
 
-    ``libcuda.so.1`` and ``libnvidia-ml.so`` (no driver version) give None. Never raises."""
+    ``libcuda.so.1`` and ``libnvidia-ml.so`` (no driver version) give None. Never raises.
+    """
     m = _LIB_RE.fullmatch(filename)
     if m is None:
         return None
@@ -84,8 +85,10 @@ def parse_lib_name(filename: str) -> tuple[str, str] | None:
 
 
 def parse_smi_version(text: str) -> str | None:
-    """Return the driver version from ``nvidia-smi --version`` (``DRIVER version : X``) or its banner table. Returns
-    None when there is none. Never raises."""
+    """Return the driver version from ``nvidia-smi --version`` (``DRIVER version : X``) or its banner table.
+
+    Returns None when there is none. Never raises.
+    """
     for pattern in (r"DRIVER version\s*:\s*(\S+)", r"Driver Version:\s*(\S+)"):
         m = re.search(pattern, text)
         if m:
@@ -113,8 +116,9 @@ def _listdir(host: Host, path: str, unreadable: list[str]) -> list[str]:
 def scan_userspace(host: Host, root: str = "/", run_smi: bool = True) -> UserSpace:
     """Return the driver libraries, CUDA compat libraries and GSP firmware versions under ``root``.
 
-    ``root`` "/" is the host itself (and ``nvidia-smi --version`` is run when ``run_smi``); another root is a container
-    or image, read only. Never raises for unreadable places: they are listed in ``unreadable``."""
+    ``root`` "/" is the host itself (and ``nvidia-smi --version`` is run when ``run_smi``); another root is a
+    container or image, read only. Never raises for unreadable places: they are listed in ``unreadable``.
+    """
     result = UserSpace(root=root)
     seen_dirs: set[str] = set()
     for libdir in LIB_DIRS:
@@ -182,8 +186,9 @@ def _link_version(
 ) -> DriverLib | None:
     """Return the driver library a ``<key>.so.1`` link leads to, when that is not a file of the same directory.
 
-    Links are followed one stored target at a time (at most 8), absolute targets taken inside ``root``, so a link in a
-    container root never leads into the host's own files."""
+    Links are followed one stored target at a time (at most 8), absolute targets taken inside ``root``, so a
+    link in a container root never leads into the host's own files.
+    """
     current = path
     target = ""
     try:

@@ -44,10 +44,12 @@ def final_check(
     under_apt: bool = False,
 ) -> BootCheck:
     """Pin the newest safe kernel if the kernel the loader boots next has no working modules; return the check.
-    ``under_apt``: dpkg runs under apt (``DPKG_FRONTEND_LOCKED`` in the environment), whose Post-Invoke check follows.
-    ``removed`` are kernels being removed (a removal hook names its kernel: its files may still be under /lib/modules).
-    From a kernel hook the Post-Invoke marker is left for apt; from apt it is consumed. Raises LockTimeout when a build
-    holds the module lock longer than ``lock_timeout``."""
+
+    ``under_apt``: dpkg runs under apt (``DPKG_FRONTEND_LOCKED`` in the environment), whose Post-Invoke check
+    follows. ``removed`` are kernels being removed (a removal hook names its kernel: its files may still be under
+    /lib/modules). From a kernel hook the Post-Invoke marker is left for apt; from apt it is consumed. Raises
+    LockTimeout when a build holds the module lock longer than ``lock_timeout``.
+    """
     with module_lock(host, lock_timeout):
         # inside an apt run a kernel hook leaves an unpinnable next boot to apt's check, and apt's check says it
         # in its one line (CheckBootResult): so once per apt run, at its end

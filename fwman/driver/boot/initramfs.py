@@ -80,8 +80,10 @@ def _clean(name: str) -> str:
 
 def parse_cpio(data: bytes, offset: int = 0) -> tuple[list[CpioMember], int]:
     """Return the regular files of the newc archive starting at ``offset`` and the offset after its trailer.
-    Directories, links and device nodes are skipped (a module is always a regular file). Raises ParseError for a bad
-    magic, a non-hex field or a member running past the end of ``data``."""
+
+    Directories, links and device nodes are skipped (a module is always a regular file). Raises ParseError
+    for a bad magic, a non-hex field or a member running past the end of ``data``.
+    """
     members: list[CpioMember] = []
     pos = offset
     while True:
@@ -121,17 +123,23 @@ Decompressor = Callable[[str, bytes], bytes]
 
 def stdlib_decompress(kind: str, data: bytes) -> bytes:
     """Return ``data`` decompressed with Python's own decoders (gzip, xz, lzma, bzip2), within
-    :data:`fwman.core.bounded.INITRAMFS` (concatenated gzip members are legal: all are read). Raises OverLimit (a
-    ParseError) past a limit, ParseError for corrupt data, MissingError for zstd/lz4 (they need the host's tool)."""
+    :data:`fwman.core.bounded.INITRAMFS` (concatenated gzip members are legal: all are read).
+
+    Raises OverLimit (a ParseError) past a limit, ParseError for corrupt data, MissingError for zstd/lz4
+    (they need the host's tool).
+    """
     if kind in ("gzip", "xz", "lzma", "bzip2"):
         return bounded.decompress(kind, data, bounded.INITRAMFS, WHAT)
     raise MissingError(f"a {kind} initramfs needs the {kind} tool to read")
 
 
 def read_archives(data: bytes, decompress: Decompressor = stdlib_decompress, depth: int = 0) -> list[CpioMember]:
-    """Return every regular file of an initramfs image: its uncompressed archives, then the compressed one. Raises
-    ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; OverLimit (a ParseError) for
-    streams nested deeper than the limits allow; the decompressor's MissingError when it cannot decode the stream."""
+    """Return every regular file of an initramfs image: its uncompressed archives, then the compressed one.
+
+    Raises ParseError when the image is neither cpio nor a known compressed stream, or is corrupt; OverLimit
+    (a ParseError) for streams nested deeper than the limits allow; the decompressor's MissingError when it
+    cannot decode the stream.
+    """
     members: list[CpioMember] = []
     pos = 0
     while pos < len(data):
@@ -374,11 +382,13 @@ class RegenerateInitramfs:
 
 
 def refresh_initramfs(host: Host, kver: str, tell: Tell = silent) -> InitramfsState:
-    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones. Returns
-    the image's state afterwards (as read after the generator ran, else as read when nothing was needed or the generator
-    failed). A generator that fails or leaves the image stale is reported through ``tell`` and shows in the state (the
-    kernel then counts as not safe to boot); never raises: the modules themselves are installed, and a kernel hook must
-    not fail over the initramfs."""
+    """Regenerate ``kver``'s initramfs when it carries NVIDIA modules other than fwman's just installed ones.
+
+    Returns the image's state afterwards (as read after the generator ran, else as read when nothing was
+    needed or the generator failed). A generator that fails or leaves the image stale is reported through
+    ``tell`` and shows in the state (the kernel then counts as not safe to boot); never raises: the modules
+    themselves are installed, and a kernel hook must not fail over the initramfs.
+    """
     action = RegenerateInitramfs(kver)
     try:
         if apply_all(host, [action], tell):

@@ -15,8 +15,10 @@ from fwman.host.base import Host
 
 
 def load_problem(host: Host, kver: str, manifest: Manifest, secure_boot: SecureBootState | None = None) -> str | None:
-    """Return why ``kver``'s verified modules will not be the ones running after boot, or None. ``secure_boot`` is read
-    once by callers that check many kernels; None reads it here. Never raises."""
+    """Return why ``kver``'s verified modules will not be the ones running after boot, or None.
+
+    ``secure_boot`` is read once by callers that check many kernels; None reads it here. Never raises.
+    """
     state = secure_boot if secure_boot is not None else read_state(host)
     verdict = module_load_verdict(state, manifest.signed)
     if verdict is not None:

@@ -63,9 +63,11 @@ class PinRecord:
 
 
 def read_pin(host: Host) -> PinRecord | None:
-    """Return the current pin record, or None when fwman pinned nothing. Raises ParseError (exit 4) when the record
-    exists but cannot be read: it is the only note of what the boot loader's default was before fwman's pin, so "no pin"
-    would be a guess that loses it."""
+    """Return the current pin record, or None when fwman pinned nothing.
+
+    Raises ParseError (exit 4) when the record exists but cannot be read: it is the only note of what the
+    boot loader's default was before fwman's pin, so "no pin" would be a guess that loses it.
+    """
     if not host.exists(paths.BOOT_PIN_STATE):
         return None
     try:
@@ -100,10 +102,13 @@ def _run_tool(host: Host, argv: list[str]) -> None:
 
 
 def _proxmox_refresh(host: Host) -> None:
-    """Write a pin change to the ESPs proxmox-boot-tool keeps in sync (none: ``kernel pin`` ran update-grub). With ESPs
-    configured, ``kernel pin`` and ``kernel unpin`` only write ``/etc/kernel/proxmox-boot-pin`` and, without a terminal,
-    say "Use the 'refresh' command to update the ESPs": the loader entries change only at the next ``refresh``. Run from
-    the final boot check, after ``zz-proxmox-boot`` has refreshed, nothing would apply the pin before the reboot."""
+    """Write a pin change to the ESPs proxmox-boot-tool keeps in sync (none: ``kernel pin`` ran update-grub).
+
+    With ESPs configured, ``kernel pin`` and ``kernel unpin`` only write ``/etc/kernel/proxmox-boot-pin`` and,
+    without a terminal, say "Use the 'refresh' command to update the ESPs": the loader entries change only at
+    the next ``refresh``. Run from the final boot check, after ``zz-proxmox-boot`` has refreshed, nothing would
+    apply the pin before the reboot.
+    """
     if host.exists(paths.PVE_BOOT_UUIDS):
         _run_tool(host, ["proxmox-boot-tool", "refresh"])
 
@@ -114,9 +119,11 @@ def _grub_tool_args(host: Host) -> list[str]:
 
 
 def _with_default(text: str, value: str | None) -> str:
-    """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None). The first ``default``
-    line is replaced where it stands and any later one dropped, so the owner's order and comments survive; with no such
-    line, the new one goes first."""
+    """Return ``loader.conf`` text whose ``default`` is ``value`` (no ``default`` line when None).
+
+    The first ``default`` line is replaced where it stands and any later one dropped, so the owner's order and
+    comments survive; with no such line, the new one goes first.
+    """
     out: list[str] = []
     placed = value is None
     for line in text.splitlines():
@@ -242,8 +249,10 @@ class PinBoot:
         return f"pin the boot default to {self.safe} instead of {self.avoided}"
 
     def is_needed(self, host: Host) -> bool:
-        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next. A one-shot GRUB pin
-        (``next_entry``) is consumed by the boot: it is needed again afterwards."""
+        """Return True unless fwman's pin names this pair and the loader still boots ``safe`` next.
+
+        A one-shot GRUB pin (``next_entry``) is consumed by the boot: it is needed again afterwards.
+        """
         current = read_pin(host)
         if current is None or (current.kernel, current.avoided) != (self.safe, self.avoided):
             return True
@@ -288,10 +297,13 @@ def announce(host: Host, lines: list[str]) -> None:
 @dataclass
 class ClearBootWarning:
     """Remove fwman's message of the day once the next boot is safe again (an action, see fwman.host.actions).
-    :func:`announce` writes it when the next boot is unsafe; a pin's release removes it, but the boot can also become
-    safe without a pin to release (the modules get built for that kernel later, a pin that could not be made, the owner
-    fixed the loader by hand): then the warning is stale and would mislead at every login. Only fwman's own file is
-    removed, and only while it holds nothing but fwman's lines: an owner's text written into it is left alone."""
+
+    :func:`announce` writes it when the next boot is unsafe; a pin's release removes it, but the boot can also
+    become safe without a pin to release (the modules get built for that kernel later, a pin that could not be
+    made, the owner fixed the loader by hand): then the warning is stale and would mislead at every login.
+    Only fwman's own file is removed, and only while it holds nothing but fwman's lines: an owner's text
+    written into it is left alone.
+    """
 
     kver: str  # the kernel that boots next, now safe
 
@@ -315,8 +327,11 @@ class ClearBootWarning:
 
 
 def _journal(host: Host, line: str, warning: bool = False) -> None:
-    """Log ``line`` to the journal with ``logger``, on the real root only. A temp root (``--root``) is another machine's
-    tree: its messages belong to it (the motd under the root), not to the journal of the machine fwman runs on."""
+    """Log ``line`` to the journal with ``logger``, on the real root only.
+
+    A temp root (``--root``) is another machine's tree: its messages belong to it (the motd under the root),
+    not to the journal of the machine fwman runs on.
+    """
     if not is_this_machine(host) or not host.which("logger"):
         return
     argv = ["logger", "-t", "fwman", *(["-p", "user.warning"] if warning else []), line]
@@ -357,9 +372,11 @@ def fix_command(host: Host, kver: str) -> str:
 
 
 def _next_boot(host: Host, gone: frozenset[str]) -> BootDefault:
-    """Return the kernel ``host`` boots next, leaving out the kernels in ``gone`` (being removed). A removal hook runs
-    before the loader's own hook (``zz-update-grub``, ``90-loaderentry``) drops the entry: a default that names a
-    removed kernel is the newest remaining one, as the loader will have it."""
+    """Return the kernel ``host`` boots next, leaving out the kernels in ``gone`` (being removed).
+
+    A removal hook runs before the loader's own hook (``zz-update-grub``, ``90-loaderentry``) drops the entry:
+    a default that names a removed kernel is the newest remaining one, as the loader will have it.
+    """
     default = default_boot_kernel(host)
     if default.kver is None or default.kver not in gone:
         return default
@@ -391,14 +408,16 @@ def boot_settled(host: Host, hash_files: bool = True) -> bool:
 def ensure_safe_boot(
     host: Host, tell: Tell = silent, hash_files: bool = True, gone: frozenset[str] = frozenset(), defer: bool = False
 ) -> BootCheck:
-    """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe. A pin's reason
-    is gone when the kernel it avoids has working modules or is no longer installed (or is in ``gone``: the kernels a
-    removal hook is dropping, which the loader still lists). Every action is reported loudly (``tell``, the motd and the
-    journal). Never raises for a pin that cannot be made: the problem is reported and returned (a kernel install must
-    not fail over it). ``hash_files=False`` checks sizes and depmod's resolution instead of hashing (the boot-time
-    path). ``defer``: a next boot that is not safe and that no pin can make safe is not reported (``deferred`` set): a
-    kernel hook inside an apt run, whose Post-Invoke check says it once, at the end (issue 39, row 7: the same WARNING
-    three or four times)."""
+    """Release a pin whose reason is gone, then pin the newest safe kernel if the next boot is not safe.
+
+    A pin's reason is gone when the kernel it avoids has working modules or is no longer installed (or is in
+    ``gone``: the kernels a removal hook is dropping, which the loader still lists). Every action is reported
+    loudly (``tell``, the motd and the journal). Never raises for a pin that cannot be made: the problem is
+    reported and returned (a kernel install must not fail over it). ``hash_files=False`` checks sizes and
+    depmod's resolution instead of hashing (the boot-time path). ``defer``: a next boot that is not safe and
+    that no pin can make safe is not reported (``deferred`` set): a kernel hook inside an apt run, whose
+    Post-Invoke check says it once, at the end (issue 39, row 7: the same WARNING three or four times).
+    """
     check = BootCheck(_next_boot(host, gone), None)
     try:
         current = read_pin(host)

@@ -42,10 +42,12 @@ class Attempt:
 
 
 def retry_reason(marker: Marker, attempt: Attempt, installed: Callable[[str], bool]) -> str | None:
-    """Return why the failure in ``marker`` does not hold for ``attempt`` (a retry is due), or None when the same build
-    would run again (skip it). ``installed(command)`` says whether a command is on the PATH now. A marker written before
-    fwman recorded a part of the attempt (no ``toolchain`` or ``headers`` key) is retried once: what it failed with is
-    not known."""
+    """Return why the failure in ``marker`` does not hold for ``attempt`` (a retry is due), or None when the same
+    build would run again (skip it).
+
+    ``installed(command)`` says whether a command is on the PATH now. A marker written before fwman recorded a
+    part of the attempt (no ``toolchain`` or ``headers`` key) is retried once: what it failed with is not known.
+    """
     detail = marker.detail or {}
     if marker.commit != attempt.source:
         return f"the source changed since the failed build ({(marker.commit or 'unknown')[:12]})"

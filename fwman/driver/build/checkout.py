@@ -32,9 +32,12 @@ LIST_TIMEOUT = 60.0
 
 
 class SourceError(MissingError):
-    """The fork's source cannot be had: the remote cannot be reached, it has no such branch, or what was fetched does
-    not verify. Not a missing-headers problem: it names the fork, the URL, the branch and git's reason. ``git_stderr``
-    is the end of git's stderr (bounded: :func:`fwman.driver.git.stderr_tail`), "" when git was not the problem."""
+    """The fork's source cannot be had: the remote cannot be reached, it has no such branch, or what was fetched
+    does not verify. Not a missing-headers problem: it names the fork, the URL, the branch and git's reason.
+
+    ``git_stderr`` is the end of git's stderr (bounded: :func:`fwman.driver.git.stderr_tail`), "" when git was
+    not the problem.
+    """
 
     def __init__(self, message: str, *, fork: str, url: str, branch: str, git_stderr: str = "") -> None:
         super().__init__(message, source_hint(fork, branch))
@@ -94,9 +97,11 @@ def _git(host: Host, args: Sequence[str], cwd: str | None = None, timeout: float
 
 
 def verify(host: Host, directory: str, target: str, commit: str | None = None) -> str | None:
-    """Return why ``directory`` is not a complete checkout of ``target`` (at ``commit`` when given), or None. Complete:
-    a git repository whose ``origin`` is ``target``, with a commit checked out, every tracked file present and unchanged
-    (``git status``), and the module tree's ``Makefile`` and ``kernel-open/``."""
+    """Return why ``directory`` is not a complete checkout of ``target`` (at ``commit`` when given), or None.
+
+    Complete: a git repository whose ``origin`` is ``target``, with a commit checked out, every tracked file
+    present and unchanged (``git status``), and the module tree's ``Makefile`` and ``kernel-open/``.
+    """
     if not host.is_dir(f"{directory}/.git"):
         return "no .git directory"
     local = local_dir(host, directory)
@@ -141,9 +146,11 @@ def refs(branch: str, tag: bool = False) -> tuple[str, str]:
 
 
 def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str:
-    """Return the commit ``refs/heads/<branch>`` (``refs/tags/<branch>`` with ``tag``: an annotated tag's commit) of
-    ``fork`` points at now (``git ls-remote``; no download). Raises SourceError when the remote cannot be listed or has
-    no such branch (tag)."""
+    """Return the commit ``refs/heads/<branch>`` (``refs/tags/<branch>`` with ``tag``: an annotated tag's commit)
+    of ``fork`` points at now (``git ls-remote``; no download).
+
+    Raises SourceError when the remote cannot be listed or has no such branch (tag).
+    """
     ref = refs(branch, tag)[0]
     kind = "--tags" if tag else "--heads"
     asked = [ref, f"{ref}^{{}}"] if tag else [ref]  # an annotated tag's commit is listed only when asked for
@@ -170,14 +177,16 @@ def remote_commit(host: Host, fork: Fork, branch: str, tag: bool = False) -> str
 def ensure_checkout(
     host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True, tag: bool = False
 ) -> Checkout:
-    """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed. With ``fetch``
-    the remote is asked (``git ls-remote``) which commit the branch is at, and that commit is checked out; when the
-    remote cannot be reached but the branch is cached, the cached commit is used with a warning. Without ``fetch`` (the
-    hook and the boot-time catch-up: a kernel install must not wait on the network) the cached commit of the branch is
-    used, and only a branch never fetched is fetched. A cached checkout that does not verify is removed and made again
-    (one report line). With ``tag``, ``branch`` is a tag (a donor-patch fork's upstream release), fetched and checked
-    out the same way. Raises SourceError when the branch cannot be had, UsageError for a URL git must not be handed,
-    MissingError without git."""
+    """Return a verified checkout of ``branch`` of ``fork`` in the source cache, making it when needed.
+
+    With ``fetch`` the remote is asked (``git ls-remote``) which commit the branch is at, and that commit is
+    checked out; when the remote cannot be reached but the branch is cached, the cached commit is used with a
+    warning. Without ``fetch`` (the hook and the boot-time catch-up: a kernel install must not wait on the
+    network) the cached commit of the branch is used, and only a branch never fetched is fetched. A cached
+    checkout that does not verify is removed and made again (one report line). With ``tag``, ``branch`` is a tag
+    (a donor-patch fork's upstream release), fetched and checked out the same way. Raises SourceError when the
+    branch cannot be had, UsageError for a URL git must not be handed, MissingError without git.
+    """
     names.branch_name(branch)
     cache = cache_dir(fork.url)
     target = git_target(host, fork.url)
@@ -231,8 +240,10 @@ def _swap_in(
     present: bool,
     tag: bool = False,
 ) -> Checkout:
-    """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first). Raises
-    SourceError when it cannot be made or does not verify; the scratch directory is gone either way."""
+    """Make the checkout in ``<cache>.partial``, verify it, and rename it into place (the old one aside first).
+
+    Raises SourceError when it cannot be made or does not verify; the scratch directory is gone either way.
+    """
     scratch, old = f"{cache}.partial", f"{cache}.old"
     try:
         commit = _make_scratch(host, fork, branch, target, scratch, seed, tell, tag)
@@ -256,9 +267,11 @@ def _swap_in(
 def _make_scratch(
     host: Host, fork: Fork, branch: str, target: str, scratch: str, seed: str | None, tell: Tell, tag: bool = False
 ) -> str:
-    """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out. ``seed``
-    is the local path of the current checkout when it already holds the commit wanted (a switch back to a cached branch:
-    no network), else None (fetched from ``target``). Raises SourceError when git fails."""
+    """Fetch ``branch`` into a new repository at ``scratch`` and check it out; return the commit checked out.
+
+    ``seed`` is the local path of the current checkout when it already holds the commit wanted (a switch back to
+    a cached branch: no network), else None (fetched from ``target``). Raises SourceError when git fails.
+    """
     host.mkdir(scratch)
     local = local_dir(host, scratch)
     upstream_ref, remote_ref = refs(branch, tag)

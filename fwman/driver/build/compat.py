@@ -62,11 +62,13 @@ def _split_arguments(text: str) -> list[str]:
 
 
 def declared_arguments(header: str, function: str) -> int | None:
-    """Return how many parameters ``header`` (C text) declares for ``function``, or None when it declares none. A
-    declaration or definition is the name after a return type (``int __must_check pci_resize_resource(...)``, ``static
-    inline int f(...) {``), its parameter list closed by ``)`` and followed by ``;``, ``{`` or an attribute; a call
-    inside another function (``return f(a, b);`` or ``x = f(a)``) is not. Comments are ignored; ``(void)`` is zero. The
-    first declaration counts. Never raises."""
+    """Return how many parameters ``header`` (C text) declares for ``function``, or None when it declares none.
+
+    A declaration or definition is the name after a return type (``int __must_check pci_resize_resource(...)``,
+    ``static inline int f(...) {``), its parameter list closed by ``)`` and followed by ``;``, ``{`` or an
+    attribute; a call inside another function (``return f(a, b);`` or ``x = f(a)``) is not. Comments are ignored;
+    ``(void)`` is zero. The first declaration counts. Never raises.
+    """
     text = _COMMENT.sub(" ", header)
     for m in re.finditer(rf"\b{re.escape(function)}\s*\(", text):
         before = text[max(0, m.start() - 200) : m.start()]
@@ -94,9 +96,11 @@ def declared_arguments(header: str, function: str) -> int | None:
 
 
 def parse_compat_patch(name: str, path: str, data: bytes) -> KernelPatch:
-    """Return the compat patch in ``data`` (a KernelPatch with its :class:`Declaration`). Raises ParseError when it has
-    no ``Declares: HEADER FUNCTION N`` line before the diff, or is not a ``-p1`` unified diff
-    (:func:`fwman.driver.build.patches.parse_patch`)."""
+    """Return the compat patch in ``data`` (a KernelPatch with its :class:`Declaration`).
+
+    Raises ParseError when it has no ``Declares: HEADER FUNCTION N`` line before the diff, or is not a ``-p1``
+    unified diff (:func:`fwman.driver.build.patches.parse_patch`).
+    """
     patch = parse_patch(name, path, data)
     preamble = data.decode("utf-8", errors="replace").split("\n--- ", 1)[0]
     m = _DECLARES.search(preamble)
@@ -141,10 +145,12 @@ def select(
     tell: Tell = silent,
 ) -> list[KernelPatch]:
     """Return fwman's compat patches for ``kver``: those whose declaration the kernel's headers (under
-    ``include_roots``) make, less those the owner overrides. ``owner`` are the patches.d patches applied for ``kver``;
-    ``masked`` the names of empty patches.d files. A compat patch named like an owner's patch or a masked name, or
-    changing a file an owner's patch changes, is left out (one report line). Raises ParseError for a shipped patch that
-    is not valid."""
+    ``include_roots``) make, less those the owner overrides.
+
+    ``owner`` are the patches.d patches applied for ``kver``; ``masked`` the names of empty patches.d files. A
+    compat patch named like an owner's patch or a masked name, or changing a file an owner's patch changes, is
+    left out (one report line). Raises ParseError for a shipped patch that is not valid.
+    """
     chosen = []
     owner_files = {f: p.name for p in owner for f in p.files}
     owner_names = {p.name for p in owner}

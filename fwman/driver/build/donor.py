@@ -23,8 +23,10 @@ from fwman.host.capped import read_capped
 
 
 def _read(host: Host, fork: Fork, donor: DonorPatch, tell: Tell) -> bytes:
-    """Return the patch's bytes from its URL (the HTTP door, capped) or its host file (capped). Raises
-    DownloadError/MissingError when it cannot be had, VerificationError when it is over the cap."""
+    """Return the patch's bytes from its URL (the HTTP door, capped) or its host file (capped).
+
+    Raises DownloadError/MissingError when it cannot be had, VerificationError when it is over the cap.
+    """
     if donor.is_url:
         from fwman.host.http import HttpOptions, http_get  # the door imports requests, which is slow to import
 
@@ -39,10 +41,12 @@ def _read(host: Host, fork: Fork, donor: DonorPatch, tell: Tell) -> bytes:
 
 
 def donor_patch(host: Host, fork: Fork, tell: Tell = silent) -> KernelPatch:
-    """Return the verified patch of donor fork ``fork``, as the pipeline applies it (at its cache path). The cached copy
-    is used when its digest is still the pinned one; otherwise the patch is read again from its location. Raises
-    VerificationError when its sha256 is not the pinned one (nothing kept) or it is too large, ParseError when it is not
-    a ``-p1`` unified diff, DownloadError/MissingError when it cannot be had."""
+    """Return the verified patch of donor fork ``fork``, as the pipeline applies it (at its cache path).
+
+    The cached copy is used when its digest is still the pinned one; otherwise the patch is read again from its
+    location. Raises VerificationError when its sha256 is not the pinned one (nothing kept) or it is too large,
+    ParseError when it is not a ``-p1`` unified diff, DownloadError/MissingError when it cannot be had.
+    """
     donor = fork.donor
     assert donor is not None
     cached = paths.donor_patch_file(donor.sha256)

@@ -46,9 +46,11 @@ def _holds(host: Host, path: str, digest: str) -> bool:
 
 @dataclass
 class InstallModules:
-    """Make ``updates/fwman/`` of ``kver`` (and fwman's store copy) hold exactly ``built``. ``built`` maps module names
-    to file bytes. The new set is written to ``updates/.fwman-new/`` and swapped in by two renames, so modprobe sees the
-    old set or the new one, never a mix."""
+    """Make ``updates/fwman/`` of ``kver`` (and fwman's store copy) hold exactly ``built``.
+
+    ``built`` maps module names to file bytes. The new set is written to ``updates/.fwman-new/`` and swapped in
+    by two renames, so modprobe sees the old set or the new one, never a mix.
+    """
 
     kver: str
     built: Mapping[str, bytes]
@@ -129,10 +131,12 @@ class RunDepmod:
 
 
 def install_actions(kver: str, built: Mapping[str, bytes]) -> tuple[list[Action], dict[str, ModuleEntry]]:
-    """Return (the actions that install ``built`` for ``kver``, the manifest entries of those modules). The actions: the
-    module files (staged, with the store copy), the depmod override (``/etc/depmod.d/fwman.conf``), then depmod, which
-    runs when either of the first two changed something or when the names do not resolve to fwman's files. Applying them
-    twice changes nothing the second time."""
+    """Return (the actions that install ``built`` for ``kver``, the manifest entries of those modules).
+
+    The actions: the module files (staged, with the store copy), the depmod override
+    (``/etc/depmod.d/fwman.conf``), then depmod, which runs when either of the first two changed something or
+    when the names do not resolve to fwman's files. Applying them twice changes nothing the second time.
+    """
     files = InstallModules(kver, built)
     entries = files.entries()
     tracked_files = Tracked(files)
@@ -142,9 +146,11 @@ def install_actions(kver: str, built: Mapping[str, bytes]) -> tuple[list[Action]
 
 
 def install_modules(host: Host, kver: str, built: Mapping[str, bytes]) -> tuple[dict[str, ModuleEntry], list[str]]:
-    """Install ``built`` ({module name: file bytes}) for ``kver`` and run depmod where needed. Returns (the manifest
-    entries, the descriptions of what changed: [] when all was in place). Raises as :class:`InstallModules` and
-    :func:`run_depmod` do."""
+    """Install ``built`` ({module name: file bytes}) for ``kver`` and run depmod where needed.
+
+    Returns (the manifest entries, the descriptions of what changed: [] when all was in place). Raises as
+    :class:`InstallModules` and :func:`run_depmod` do.
+    """
     actions, entries = install_actions(kver, built)
     return entries, apply_all(host, actions)
 
@@ -156,10 +162,12 @@ def remove_modules(host: Host, kver: str) -> None:
 
 
 def run_depmod(host: Host, kver: str) -> None:
-    """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one). Raises
-    ToolMissing-style MissingError when depmod is absent, VerificationError when it fails: the modules are then in place
-    but not in effect (not indexed), as when they do not resolve afterwards, and the manifest is not written; running
-    the build or import again reruns depmod."""
+    """Run the real ``depmod -a`` for ``kver`` (under the Host's root with ``-b`` and ``-C`` when it has one).
+
+    Raises ToolMissing-style MissingError when depmod is absent, VerificationError when it fails: the modules
+    are then in place but not in effect (not indexed), as when they do not resolve afterwards, and the manifest
+    is not written; running the build or import again reruns depmod.
+    """
     argv = ["depmod", "-a"]
     prefix = root_prefix(host)
     if prefix is not None:
@@ -181,9 +189,11 @@ def run_depmod(host: Host, kver: str) -> None:
 
 
 def parse_modules_dep(text: str) -> dict[str, str]:
-    """Return {module name with ``_``: path relative to the kernel's module dir} from ``modules.dep`` text. Each line is
-    ``path: dependency...``. Raises ParseError (with the line number) for a line without the colon or with a path that
-    is not a module file."""
+    """Return {module name with ``_``: path relative to the kernel's module dir} from ``modules.dep`` text.
+
+    Each line is ``path: dependency...``. Raises ParseError (with the line number) for a line without the
+    colon or with a path that is not a module file.
+    """
     result: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -200,8 +210,10 @@ def parse_modules_dep(text: str) -> dict[str, str]:
 
 
 def depmod_resolution(host: Host, kver: str) -> dict[str, str]:
-    """Return {module name with ``_``: absolute host path} as the last depmod run for ``kver`` resolved them. Returns {}
-    when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep."""
+    """Return {module name with ``_``: absolute host path} as the last depmod run for ``kver`` resolved them.
+
+    Returns {} when depmod never ran for that kernel. Raises ParseError for a corrupt modules.dep.
+    """
     path = f"{paths.modules_dir(kver)}/modules.dep"
     if not host.exists(path):
         return {}
@@ -221,10 +233,12 @@ class ModuleCheck:
 def check_installed(
     host: Host, manifest: Manifest, *, resolution: Mapping[str, str] | None = None, hash_files: bool = True
 ) -> list[ModuleCheck]:
-    """Check every module of ``manifest`` on ``host`` and return one verdict per module. A module is ok when depmod
-    resolves its name to the manifest's path, the file has the recorded SHA-256 (or size, with ``hash_files=False``) and
-    its ``vermagic`` names the manifest's kernel. Never raises for a missing or unreadable file: that is a failed
-    check."""
+    """Check every module of ``manifest`` on ``host`` and return one verdict per module.
+
+    A module is ok when depmod resolves its name to the manifest's path, the file has the recorded SHA-256
+    (or size, with ``hash_files=False``) and its ``vermagic`` names the manifest's kernel. Never raises for a
+    missing or unreadable file: that is a failed check.
+    """
     kver = manifest.kernel
     if resolution is None:
         try:
@@ -284,9 +298,12 @@ def stored_copy(host: Host, manifest: Manifest) -> dict[str, bytes] | None:
 
 
 def repair_from_store(host: Host, manifest: Manifest) -> bool:
-    """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod. Used when DKMS moved our
-    modules away (into its ``original_module`` directory) and installed its own. Returns False (changing nothing) when
-    there is no usable stored copy (:func:`stored_copy`); the caller then rebuilds."""
+    """Put fwman's stored copies of ``manifest``'s modules back in place and rerun depmod.
+
+    Used when DKMS moved our modules away (into its ``original_module`` directory) and installed its own.
+    Returns False (changing nothing) when there is no usable stored copy (:func:`stored_copy`); the caller then
+    rebuilds.
+    """
     built = stored_copy(host, manifest)
     if built is None:
         return False

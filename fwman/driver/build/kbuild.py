@@ -47,9 +47,11 @@ def compiler_version(host: Host) -> str:
 
 @dataclass(frozen=True)
 class KernelTree:
-    """Where a build finds a kernel's headers, and where it works, when that is not the installed kernel's. The
-    pre-flight (:mod:`fwman.driver.preflight`) builds against headers unpacked into a scratch root, in a build directory
-    and with a log of its own, so that nothing of an installed kernel's build state is touched."""
+    """Where a build finds a kernel's headers, and where it works, when that is not the installed kernel's.
+
+    The pre-flight (:mod:`fwman.driver.preflight`) builds against headers unpacked into a scratch root, in a
+    build directory and with a log of its own, so that nothing of an installed kernel's build state is touched.
+    """
 
     build: str  #: the headers' build directory (what ``/lib/modules/KVER/build`` points to): SYSOUT
     source: str | None  #: the common headers (``/lib/modules/KVER/source``) when split from ``build``: SYSSRC
@@ -58,8 +60,10 @@ class KernelTree:
 
 
 def kernel_tree_args(host: Host, kver: str, headers: KernelTree | None = None) -> list[str]:
-    """Return the make variables that name ``kver``'s headers (split Debian headers handled). ``headers`` names headers
-    outside ``/lib/modules/KVER`` (the pre-flight's scratch root)."""
+    """Return the make variables that name ``kver``'s headers (split Debian headers handled).
+
+    ``headers`` names headers outside ``/lib/modules/KVER`` (the pre-flight's scratch root).
+    """
     build = headers.build if headers is not None else f"{paths.modules_dir(kver)}/build"
     source = (headers.source or build) if headers is not None else f"{paths.modules_dir(kver)}/source"
     out = local_dir(host, build)
@@ -89,13 +93,16 @@ class CompileResult:
 
 
 def prepare_tree(host: Host, source: Source, kver: str, dest: str | None = None) -> str:
-    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products). A fork's
-    checkout in the source cache is linked, not copied (``cp -al``: new directories, hard links to the files; seconds
-    for a tree of tens of thousands of files, where a byte copy takes tens of seconds): builds only add files, and a
-    checkout whose files changed all the same fails its verification at the next use and is made again
-    (:mod:`fwman.driver.build.checkout`). A local ``--source`` tree is the user's, so it is copied (and where hard links
-    cannot be made, another filesystem, the checkout is too). ``dest`` replaces the kernel's directory under the build
-    cache (the pre-flight's own). Raises FwmanError when the tree cannot be set up."""
+    """Return a fresh build directory for ``kver`` holding a copy of ``source`` (no VCS data, no products).
+
+    A fork's checkout in the source cache is linked, not copied (``cp -al``: new directories, hard links to the
+    files; seconds for a tree of tens of thousands of files, where a byte copy takes tens of seconds): builds
+    only add files, and a checkout whose files changed all the same fails its verification at the next use and
+    is made again (:mod:`fwman.driver.build.checkout`). A local ``--source`` tree is the user's, so it is copied
+    (and where hard links cannot be made, another filesystem, the checkout is too). ``dest`` replaces the
+    kernel's directory under the build cache (the pre-flight's own). Raises FwmanError when the tree cannot be
+    set up.
+    """
     tree = dest or f"{paths.BUILD_DIR}/{kver}"
     local_tree = local_dir(host, tree)
     local_src = local_dir(host, source.tree)
@@ -322,15 +329,18 @@ def apply_patches(
     tell: Tell = silent,
     transcript: list[str] | None = None,
 ) -> tuple[BuildFailure | None, list[KernelPatch]]:
-    """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return (None, the patches applied), or (the failure
-    of the first that does not apply (its file and the hunks that failed; the tree is then left to the next build), the
-    patches applied before it). Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. A
-    compat patch fwman ships that does not apply is left out instead (the fork may carry the change already): one report
-    line, and the build goes on. The files a patch changes are unlinked and written back first: a fork's build tree is
-    hard links to the source cache (:func:`prepare_tree`), which a patch must never change. patch's output goes to
+    """Apply ``patches`` in ``tree`` with ``patch -p1``, in order; return (None, the patches applied), or (the
+    failure of the first that does not apply (its file and the hunks that failed; the tree is then left to the
+    next build), the patches applied before it).
+
+    Each is tried first (``--dry-run``), so a patch that does not apply changes nothing. A compat patch fwman
+    ships that does not apply is left out instead (the fork may carry the change already): one report line, and
+    the build goes on. The files a patch changes are unlinked and written back first: a fork's build tree is hard
+    links to the source cache (:func:`prepare_tree`), which a patch must never change. patch's output goes to
     ``transcript`` when the patches applied (the build log then starts with it: writing it here would replace the
     previous log, whose counts the build's progress expects), else to ``log_path``. Raises MissingError without
-    ``patch``."""
+    ``patch``.
+    """
     if host.which("patch") is None:
         raise toolchain.missing_error([toolchain.PATCH_TOOL])
     local = local_dir(host, tree)

@@ -27,8 +27,10 @@ class LockTimeout(BlockedError):
 
 @contextlib.contextmanager
 def module_lock(host: Host, timeout: float = DEFAULT_TIMEOUT, poll: float = 0.2) -> Iterator[None]:
-    """Hold the module lock for the ``with`` block. Raises LockTimeout when it cannot be taken within ``timeout``
-    seconds (0 means one try)."""
+    """Hold the module lock for the ``with`` block.
+
+    Raises LockTimeout when it cannot be taken within ``timeout`` seconds (0 means one try).
+    """
     local = host.local_path(paths.LOCK_FILE)
     if local is None:  # a snapshot: nothing runs, nothing to lock
         yield

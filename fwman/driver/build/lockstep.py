@@ -79,11 +79,13 @@ class Target:
 
 
 def build_target(host: Host, branch: str | None, source_dir: str | None, fork_url: str | None = None) -> Target:
-    """Return the driver version a build produces, read from the tree wherever it can be, as `driver branches` does. A
-    local tree: its ``version.mk`` (or ``utils.mk``). A fork branch: the version its tree builds, from the branch cache
-    of `fwman driver branches` (the branch's commit in the fork's listing, that commit's tree read); only when that tree
-    is not known, the branch name's version (``V-p2p``, ``V-p2p-vN``), a hint (``from_tree`` False), and None for a name
-    that says none (``bar1-p2p``). Never raises."""
+    """Return the driver version a build produces, read from the tree wherever it can be, as `driver branches` does.
+
+    A local tree: its ``version.mk`` (or ``utils.mk``). A fork branch: the version its tree builds, from the
+    branch cache of `fwman driver branches` (the branch's commit in the fork's listing, that commit's tree read);
+    only when that tree is not known, the branch name's version (``V-p2p``, ``V-p2p-vN``), a hint
+    (``from_tree`` False), and None for a name that says none (``bar1-p2p``). Never raises.
+    """
     if source_dir:
         version = tree_version(host, source_dir)
         return Target(version, version is not None)

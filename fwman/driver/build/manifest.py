@@ -140,8 +140,9 @@ class Manifest:
 
     @classmethod
     def from_record(cls, kernel: str, modules: dict[str, ModuleEntry], record: BuildRecord) -> Manifest:
-        """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at`` defaults
-        to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other way)."""
+        """Return the manifest of ``modules`` installed for ``kernel``, built as ``record`` says (``built_at``
+        defaults to now). The one place a build record becomes a manifest (:meth:`BuildRecord.of` is the other
+        way)."""
         fields_of = {f.name: getattr(record, f.name) for f in fields(BuildRecord)}
         return cls(kernel=kernel, modules=modules, **{**fields_of, "built_at": record.built_at or now_iso()})
 
@@ -237,9 +238,11 @@ def write_manifest(host: Host, manifest: Manifest) -> None:
 
 @dataclass
 class WriteManifest:
-    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.host.actions). ``built_at`` and
-    ``object_cache_hit`` describe the build that produced the files: when only they differ, the same modules were
-    rebuilt, and the manifest (with the first build's record) is left as it was."""
+    """Make the manifest of ``manifest.kernel`` say ``manifest`` (an action, see fwman.host.actions).
+
+    ``built_at`` and ``object_cache_hit`` describe the build that produced the files: when only they differ,
+    the same modules were rebuilt, and the manifest (with the first build's record) is left as it was.
+    """
 
     manifest: Manifest
 
@@ -264,9 +267,11 @@ class WriteManifest:
 
 
 def manifest_is_current(host: Host, kver: str) -> bool:
-    """Return True when ``kver`` has a readable manifest whose module files all exist with the recorded size. The
-    boot-time fast path: one small read and a ``stat`` per module, no hashing (``fwman modules status`` hashes). Never
-    raises: a corrupt manifest or a missing file is simply "not current"."""
+    """Return True when ``kver`` has a readable manifest whose module files all exist with the recorded size.
+
+    The boot-time fast path: one small read and a ``stat`` per module, no hashing (``fwman modules status``
+    hashes). Never raises: a corrupt manifest or a missing file is simply "not current".
+    """
     try:
         manifest = load_manifest(host, kver)
         if manifest is None:
@@ -315,9 +320,11 @@ class Marker:
 
 
 def read_marker(host: Host, path: str) -> Marker | None:
-    """Return the marker at ``path``, or None when absent. A marker that cannot be read is never taken as none: it comes
-    back as a marker whose reason says so (the kernel then counts as failed or pending, never as safe, and ``modules
-    status`` shows the file and the fix)."""
+    """Return the marker at ``path``, or None when absent.
+
+    A marker that cannot be read is never taken as none: it comes back as a marker whose reason says so (the
+    kernel then counts as failed or pending, never as safe, and ``modules status`` shows the file and the fix).
+    """
     if not host.exists(path):
         return None
     try:
@@ -329,9 +336,11 @@ def read_marker(host: Host, path: str) -> Marker | None:
 
 
 def write_marker(host: Host, path: str, marker: Marker) -> None:
-    """Write ``marker`` atomically to ``path``, unless the marker there says the same (then nothing is written). "The
-    same" leaves the date out: a kernel still pending for the same reason keeps the date it first was, so the boot-time
-    catch-up does not rewrite the file at every boot."""
+    """Write ``marker`` atomically to ``path``, unless the marker there says the same (then nothing is written).
+
+    "The same" leaves the date out: a kernel still pending for the same reason keeps the date it first was,
+    so the boot-time catch-up does not rewrite the file at every boot.
+    """
     existing = read_marker(host, path)
     if existing is not None and existing.at and replace(marker, at=existing.at) == existing:
         return

@@ -44,9 +44,11 @@ def has_entry(host: Host, key: str) -> bool:
 
 
 def restore(host: Host, key: str, tree: str) -> None:
-    """Copy the two objects of cache entry ``key`` into build tree ``tree`` (a host path), dated now. The timestamp is
-    newer than the sources' (a fresh checkout gives them the checkout time, which can be later than when the cache was
-    filled), for a make that looks at them anyway. Raises FwmanError when a copy fails."""
+    """Copy the two objects of cache entry ``key`` into build tree ``tree`` (a host path), dated now.
+
+    The timestamp is newer than the sources' (a fresh checkout gives them the checkout time, which can be later
+    than when the cache was filled), for a make that looks at them anyway. Raises FwmanError when a copy fails.
+    """
     stamp = clock.now_utc().timestamp()
     for rel in OBJECT_FILES:
         dst = f"{tree}/{rel}"
@@ -73,9 +75,11 @@ def rebuilt_anyway(output: str) -> bool:
 
 
 def store(host: Host, key: str, tree: str) -> bool:
-    """Save the two kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored. Nothing
-    is stored unless both objects exist (a build that failed inside the object step leaves no usable entry). The entry
-    is assembled in a temp directory and renamed into place, so a reader never sees half."""
+    """Save the two kernel-independent objects of build tree ``tree`` as entry ``key``; return True when stored.
+
+    Nothing is stored unless both objects exist (a build that failed inside the object step leaves no usable
+    entry). The entry is assembled in a temp directory and renamed into place, so a reader never sees half.
+    """
     if not all(host.exists(f"{tree}/{rel}") for rel in OBJECT_FILES):
         return False
     final = entry_dir(key)

@@ -110,9 +110,11 @@ def parse_patch(name: str, path: str, data: bytes) -> KernelPatch:
 
 
 def load_patches(host: Host) -> list[KernelPatch]:
-    """Return every patch of ``/etc/fwman/patches.d`` (``*.patch``, name order); [] when there is none. An empty file is
-    not a patch: it turns off fwman's compat patch of that name (:func:`masked_names`). Raises ParseError for a patch
-    that cannot be read as one (a build must not go on without it)."""
+    """Return every patch of ``/etc/fwman/patches.d`` (``*.patch``, name order); [] when there is none.
+
+    An empty file is not a patch: it turns off fwman's compat patch of that name (:func:`masked_names`).
+    Raises ParseError for a patch that cannot be read as one (a build must not go on without it).
+    """
     return [parse_patch(name, path, data) for name, path, data in _patch_files(host) if data.strip()]
 
 

@@ -84,10 +84,13 @@ def disk_usage(host: Host, paths_: Sequence[str]) -> int | None:
 
 
 def prune_tree(host: Host, tree: str, source: Source, kver: str, tell: Tell = silent) -> None:
-    """Remove the build tree of a successful build and say what it took and what is kept. Kept: the installed modules
-    and fwman's copy of them, the object cache entry the next kernel builds from, the build log; a fork's checkout stays
-    in the source cache (the tree's files were hard links into it, so what the tree took is its build products only). A
-    failed build's tree stays, to be looked at. Never raises: a tree left behind costs disk, not correctness."""
+    """Remove the build tree of a successful build and say what it took and what is kept.
+
+    Kept: the installed modules and fwman's copy of them, the object cache entry the next kernel builds from, the
+    build log; a fork's checkout stays in the source cache (the tree's files were hard links into it, so what
+    the tree took is its build products only). A failed build's tree stays, to be looked at. Never raises: a tree
+    left behind costs disk, not correctness.
+    """
     linked = source.fork is not None and source.tree.startswith(paths.SOURCE_CACHE_DIR + "/")
     size = disk_usage(host, [source.tree, tree] if linked else [tree])
     try:
@@ -147,15 +150,18 @@ def update_kernel(
     progress: ProgressSink | None = None,
     resolved: Source | FwmanError | None = None,
 ) -> KernelOutcome:
-    """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result. ``resolved`` is
-    ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a build), or the error its
-    resolution raised; None resolves it here. Missing headers mark the kernel pending; so does a source that cannot be
-    had, its error kept in ``source_error``. A failed build writes the failure marker and leaves the previous modules in
-    place; the next attempt is skipped unless ``force`` while the source, toolchain, patches and headers are the same
-    (:func:`~fwman.driver.build.attempt.retry_reason`). Modules that are current (:func:`current_manifest`) are left
-    alone unless ``force``; missing build tools leave the kernel pending (``tool_error``). Success writes the manifest,
-    clears both markers and removes the build tree. Never raises for a build problem (the outcome says it); raises
-    FwmanError for what needs a person (disk, permissions)."""
+    """Build, sign, install, depmod and verify the patched modules for ``kver``; record the result.
+
+    ``resolved`` is ``spec`` already resolved by the caller (one fetch or tree hash for every kernel of a
+    build), or the error its resolution raised; None resolves it here. Missing headers mark the kernel pending;
+    so does a source that cannot be had, its error kept in ``source_error``. A failed build writes the failure
+    marker and leaves the previous modules in place; the next attempt is skipped unless ``force`` while the
+    source, toolchain, patches and headers are the same (:func:`~fwman.driver.build.attempt.retry_reason`). Modules
+    that are current (:func:`current_manifest`) are left alone unless ``force``; missing build tools leave the
+    kernel pending (``tool_error``). Success writes the manifest, clears both markers and removes the build tree.
+    Never raises for a build problem (the outcome says it); raises FwmanError for what needs a person (disk,
+    permissions).
+    """
     from fwman.driver.build.manifest import failed_path, now_iso, read_marker
 
     record = KernelRecord(kver)  # the kernel's manifest and markers: written only through it

@@ -81,9 +81,11 @@ def format_elapsed(seconds: float) -> str:
 
 @dataclass
 class Progress:
-    """The running state of one build: the current phase, objects done per phase, and what to expect. ``started_at``
-    holds the elapsed seconds at which each phase started (for the end lines); ``rc`` is make's exit status once it has
-    exited (None while it runs)."""
+    """The running state of one build: the current phase, objects done per phase, and what to expect.
+
+    ``started_at`` holds the elapsed seconds at which each phase started (for the end lines); ``rc`` is make's
+    exit status once it has exited (None while it runs).
+    """
 
     kver: str
     expected: dict[str, int] = field(default_factory=dict)
@@ -92,8 +94,10 @@ class Progress:
     rc: int | None = None
 
     def feed(self, line: str) -> str | None:
-        """Count ``line``; return the phase it starts when it starts a new one (phases only move forward). A line of the
-        phase in progress or of an earlier one counts for the phase in progress."""
+        """Count ``line``; return the phase it starts when it starts a new one (phases only move forward).
+
+        A line of the phase in progress or of an earlier one counts for the phase in progress.
+        """
         kind = classify(line)
         if kind is None:
             return None
@@ -123,11 +127,13 @@ ProgressSink = Callable[[Progress, float, str | None], None]
 
 
 class PhaseLog:
-    """The progress sink without a terminal (hooks, the boot service, a redirected stderr): whole lines only. It says
-    when each phase starts and ends (with its count and time), a heartbeat when nothing was said for ``interval``
-    seconds, and how make ended: in which phase a failure happened, never an expected count (a log reader wants facts,
-    and the previous build's size is not one). One instance may follow several builds in turn (a new :class:`Progress`
-    starts over)."""
+    """The progress sink without a terminal (hooks, the boot service, a redirected stderr): whole lines only.
+
+    It says when each phase starts and ends (with its count and time), a heartbeat when
+    nothing was said for ``interval`` seconds, and how make ended: in which phase a failure happened, never an
+    expected count (a log reader wants facts, and the previous build's size is not one). One instance may
+    follow several builds in turn (a new :class:`Progress` starts over).
+    """
 
     def __init__(self, tell: Callable[[str], None], interval: float = HEARTBEAT_SECONDS) -> None:
         self._report = tell

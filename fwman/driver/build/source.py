@@ -63,7 +63,9 @@ class Source:
 
 def tree_hash(host: Host, tree: str) -> str:
     """Return the SHA-256 over every source file of ``tree`` (relative path and content), build products excluded.
-    Raises MissingError when ``tree`` is not a readable directory."""
+
+    Raises MissingError when ``tree`` is not a readable directory.
+    """
     digest = hashlib.sha256()
 
     def walk(rel: str) -> None:
@@ -95,8 +97,11 @@ def _git(host: Host, args: list[str], cwd: str | None = None, timeout: float = 6
 
 
 def local_source(host: Host, directory: str) -> Source:
-    """Return the Source for a local tree (``--source DIR``, a host path). A clean git checkout is identified by its
-    commit; anything else by a hash of its files. Raises MissingError when the directory has no top-level Makefile."""
+    """Return the Source for a local tree (``--source DIR``, a host path).
+
+    A clean git checkout is identified by its commit; anything else by a hash of its files. Raises
+    MissingError when the directory has no top-level Makefile.
+    """
     directory = directory.rstrip("/") or "/"
     if not host.exists(f"{directory}/Makefile") or not host.is_dir(f"{directory}/kernel-open"):
         raise MissingError(
@@ -114,11 +119,14 @@ def local_source(host: Host, directory: str) -> Source:
 
 
 def fork_source(host: Host, fork: Fork, branch: str, tell: Tell = silent, fetch: bool = True) -> Source:
-    """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed). The
-    branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the upstream tag
-    ``refs/tags/<branch>``, and the fork's pinned patch is had and verified first (VerificationError on a sha256
-    mismatch: nothing is fetched or built). See :func:`fwman.driver.build.checkout.ensure_checkout` for when the network
-    is used and how a damaged cache is repaired. Raises SourceError when the branch cannot be had."""
+    """Return the Source of ``branch`` of ``fork``: a verified checkout in the source cache (made when needed).
+
+    The branch is ``refs/heads/<branch>`` (some P2P names also exist as tags); for a donor-patch fork it is the
+    upstream tag ``refs/tags/<branch>``, and the fork's pinned patch is had and verified first (VerificationError
+    on a sha256 mismatch: nothing is fetched or built). See
+    :func:`fwman.driver.build.checkout.ensure_checkout` for when the network is used and how a damaged cache is
+    repaired. Raises SourceError when the branch cannot be had.
+    """
     if fork.donor is not None:
         # the patch first: one that does not verify stops here, before the upstream tag is fetched
         patch = donor_patch(host, fork, tell)
@@ -144,9 +152,12 @@ def check_source_options(source_dir: str | None, fork: str | None, branch: str |
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """What to build from: a local tree, or a fork branch. ``fork`` is the text that named the fork (a known name,
-    ``NAME=URL`` or a URL), resolved by :func:`fwman.driver.forks.config.resolve_fork` each time it is used, so a name
-    follows ``[forks]``; ``origin`` says where that text came from, for messages (not recorded)."""
+    """What to build from: a local tree, or a fork branch.
+
+    ``fork`` is the text that named the fork (a known name, ``NAME=URL`` or a URL), resolved by
+    :func:`fwman.driver.forks.config.resolve_fork` each time it is used, so a name follows ``[forks]``; ``origin`` says
+    where that text came from, for messages (not recorded).
+    """
 
     source_dir: str | None = None
     fork: str | None = None
@@ -164,10 +175,12 @@ class SourceSpec:
 
 
 def load_source_spec(host: Host) -> SourceSpec | None:
-    """Return the source the kernel hook and catch-up build from, or None when none is configured. ``[modules]`` in
-    ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the source of the last ``fwman
-    modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises UsageError when the configuration file
-    is invalid, VerificationError when the record is unreadable."""
+    """Return the source the kernel hook and catch-up build from, or None when none is configured.
+
+    ``[modules]`` in ``/etc/fwman/config.toml`` (``fork`` + ``branch``, or ``source``) wins; otherwise the
+    source of the last ``fwman modules build`` (recorded in ``/var/lib/fwman/modules/source.json``). Raises
+    UsageError when the configuration file is invalid, VerificationError when the record is unreadable.
+    """
     config = load_config(host)
     fork, branch = config.get_str("modules", "fork"), config.get_str("modules", "branch")
     source_dir = config.get_str("modules", "source")
@@ -215,17 +228,22 @@ def save_source_spec(host: Host, spec: SourceSpec) -> None:
 
 
 def resolve_fork_of(host: Host, spec: SourceSpec) -> Fork:
-    """Return the fork ``spec`` names, resolved against the configuration (the one resolver). Raises UsageError for a
-    bad configuration or a name that is not a known fork."""
+    """Return the fork ``spec`` names, resolved against the configuration (the one resolver).
+
+    Raises UsageError for a bad configuration or a name that is not a known fork.
+    """
     assert spec.fork
     return resolve_fork(load_config(host), spec.fork, spec.origin)
 
 
 def resolve_source(host: Host, spec: SourceSpec, tell: Tell = silent, fetch: bool = True) -> Source:
-    """Return the buildable Source for ``spec``. With ``fetch=False`` (the hook and the boot-time catch-up: a kernel
-    install must not wait on the network) a branch already in the source cache is built at its cached commit; only a
-    branch never fetched is fetched. Raises UsageError for a fork name that is not known, SourceError when the branch
-    cannot be had, MissingError when ``--source`` is not a module tree."""
+    """Return the buildable Source for ``spec``.
+
+    With ``fetch=False`` (the hook and the boot-time catch-up: a kernel install must not wait on the network) a
+    branch already in the source cache is built at its cached commit; only a branch never fetched is fetched.
+    Raises UsageError for a fork name that is not known, SourceError when the branch cannot be had,
+    MissingError when ``--source`` is not a module tree.
+    """
     if spec.source_dir:
         return local_source(host, spec.source_dir)
     assert spec.fork and spec.branch
@@ -275,9 +293,11 @@ def source_version(host: Host, source: Source) -> str | None:
 
 
 def newer_branches(host: Host, source: Source) -> list[str]:
-    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network). Uses the branch
-    cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the version or the cache is
-    unknown."""
+    """Return ``fork: branch`` for every cached P2P branch newer than ``source``'s version (no network).
+
+    Uses the branch cache of ``fwman driver branches`` (``/var/cache/fwman/branches.json``); [] when the
+    version or the cache is unknown.
+    """
     from fwman.core.driver_version import DriverVersion
     from fwman.driver.forks.cache import load_cache, load_trees
 

@@ -113,8 +113,11 @@ def missing_error(tools: list[Tool]) -> MissingError:
 
 
 def check_toolchain(host: Host, patching: bool = False) -> None:
-    """Return when every tool the build needs is on the host's PATH. Raises MissingError (exit 5) naming every missing
-    tool and the ``apt install`` line, before anything is fetched, copied or compiled."""
+    """Return when every tool the build needs is on the host's PATH.
+
+    Raises MissingError (exit 5) naming every missing tool and the ``apt install`` line, before anything is
+    fetched, copied or compiled.
+    """
     missing = missing_tools(host.which, patching)
     if missing:
         raise missing_error(missing)

@@ -27,8 +27,10 @@ def _signature_state(files: dict[str, bytes]) -> str | None:
 
 
 def host_name(host: Host) -> str:
-    """Return ``host``'s name (the kernel's, else ``/etc/hostname``), or "an unnamed host" when neither says one. What a
-    bundle records as the host it was built on (docs/fleet.md). Never raises."""
+    """Return ``host``'s name (the kernel's, else ``/etc/hostname``), or "an unnamed host" when neither says one.
+
+    What a bundle records as the host it was built on (docs/fleet.md). Never raises.
+    """
     for path in (paths.KERNEL_HOSTNAME, paths.HOSTNAME_FILE):
         try:
             name = host.read_text(path).strip().splitlines()

@@ -188,10 +188,12 @@ def pack(doc_bytes: bytes, files: dict[str, bytes], signature: bytes | None = No
 
 
 def _headers(tar: tarfile.TarFile, size: int) -> dict[str, tarfile.TarInfo]:
-    """Return {name: header} of every member of ``tar`` (``size`` bytes), reading headers only, never data. Raises
-    ParseError for a member that is not a regular file, a sparse member (its stated size is not what the file holds: a
-    few KB could expand to GiB), a name twice, more than MAX_MEMBERS members, a member over MAX_MEMBER bytes, or one
-    whose data runs past the end of the file."""
+    """Return {name: header} of every member of ``tar`` (``size`` bytes), reading headers only, never data.
+
+    Raises ParseError for a member that is not a regular file, a sparse member (its stated size is not what
+    the file holds: a few KB could expand to GiB), a name twice, more than MAX_MEMBERS members, a member over
+    MAX_MEMBER bytes, or one whose data runs past the end of the file.
+    """
     headers: dict[str, tarfile.TarInfo] = {}
     for info in tar:
         name = info.name[:60]
@@ -221,12 +223,15 @@ def _read(tar: tarfile.TarFile, info: tarfile.TarInfo) -> bytes:
 
 
 def unpack(data: bytes) -> Bundle:
-    """Return the bundle in ``data`` (the bytes of a bundle file). Checks the structure only (one ``bundle.json``,
-    regular files, a ``.ko`` per listed module and nothing else); :func:`verify_contents` checks the hashes. Everything
-    is checked before a module is read: every member's header (type, stated size, that its data is really in the file:
-    no sparse member), then ``bundle.json`` (at most MAX_DOC bytes), then that the members are exactly the ones it
-    lists, with the sizes it states. So a small hostile file (sparse members, a document naming other files) never makes
-    fwman read more than the file holds. Raises ParseError for anything that is not a bundle."""
+    """Return the bundle in ``data`` (the bytes of a bundle file).
+
+    Checks the structure only (one ``bundle.json``, regular files, a ``.ko`` per listed module and nothing
+    else); :func:`verify_contents` checks the hashes. Everything is checked before a module is read: every
+    member's header (type, stated size, that its data is really in the file: no sparse member), then
+    ``bundle.json`` (at most MAX_DOC bytes), then that the members are exactly the ones it lists, with the
+    sizes it states. So a small hostile file (sparse members, a document naming other files) never makes
+    fwman read more than the file holds. Raises ParseError for anything that is not a bundle.
+    """
     try:
         with tarfile.TarFile(fileobj=io.BytesIO(data), mode="r") as tar:
             headers = _headers(tar, len(data))
@@ -259,8 +264,10 @@ def unpack(data: bytes) -> Bundle:
 
 
 def verify_contents(bundle: Bundle) -> None:
-    """Check every module against ``bundle.json``: SHA-256, size, and a ``vermagic`` naming the bundle's kernel. Raises
-    VerificationError naming the first module that does not match."""
+    """Check every module against ``bundle.json``: SHA-256, size, and a ``vermagic`` naming the bundle's kernel.
+
+    Raises VerificationError naming the first module that does not match.
+    """
     from fwman.driver.kmod.kofile import read_module
 
     for name, entry in bundle.doc.modules.items():

@@ -68,10 +68,12 @@ def _older(bundle_built: str | None, in_place_built: str) -> bool | None:
 
 
 def plan_import(host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str]) -> ImportOutcome:
-    """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``. Checks:
-    hashes and vermagic, the kernel is installed here, the signature (``check_signature`` returns how it was checked, or
-    raises VerificationError), Secure Boot. Raises VerificationError, MissingError or BlockedError for the first check
-    that fails."""
+    """Check ``bundle`` against ``host`` without changing anything; return ``current`` or ``would-import``.
+
+    Checks: hashes and vermagic, the kernel is installed here, the signature (``check_signature`` returns how it
+    was checked, or raises VerificationError), Secure Boot. Raises VerificationError, MissingError or
+    BlockedError for the first check that fails.
+    """
     doc = bundle.doc
     verify_contents(bundle)
     checks = [f"{len(doc.modules)} modules match bundle.json (SHA-256, vermagic {doc.kernel})"]
@@ -183,11 +185,13 @@ class ImportModules:
 def import_bundle(
     host: Host, bundle: Bundle, origin: str, check_signature: Callable[[Bundle], str], tell: Tell = silent
 ) -> ImportOutcome:
-    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened. Under the module
-    lock, after :func:`plan_import`'s checks, applies the lifecycle's plan of an import
-    (:func:`fwman.driver.lifecycle.plan`): :class:`ImportModules`, the initramfs refreshed, the next boot kept safe.
-    Raises as :func:`plan_import`, and VerificationError when the installed modules are not in effect (the manifest is
-    then not written)."""
+    """Check ``bundle`` and install its modules on ``host`` the way a build does; return what happened.
+
+    Under the module lock, after :func:`plan_import`'s checks, applies the lifecycle's plan of an import
+    (:func:`fwman.driver.lifecycle.plan`): :class:`ImportModules`, the initramfs refreshed, the next boot kept
+    safe. Raises as :func:`plan_import`, and VerificationError when the installed modules are not in effect (the
+    manifest is then not written).
+    """
     from fwman.driver import lifecycle
     from fwman.driver.build.lock import module_lock
 

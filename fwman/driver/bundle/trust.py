@@ -31,10 +31,13 @@ def signature_key(bundle: Bundle) -> str | None:
 
 
 def signature_check(host: Host) -> Callable[[Bundle], str]:
-    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``. The
-    check returns how the signature was checked (one line), and raises VerificationError for an unsigned bundle when
-    keys are trusted, a signature by an unknown key, or one that does not verify. Raises VerificationError for a key
-    file of the host's that is not an Ed25519 public key (a broken trust store is reported)."""
+    """Return the check :func:`fwman.driver.bundle.install.plan_import` runs on a bundle's signature for ``host``.
+
+    The check returns how the signature was checked (one line), and raises VerificationError for an unsigned
+    bundle when keys are trusted, a signature by an unknown key, or one that does not verify. Raises
+    VerificationError for a key file of the host's that is not an Ed25519 public key (a broken trust store is
+    reported).
+    """
     keys = keys_in_directory(host, paths.BUNDLE_KEYS_DIR)  # the keys bundles are accepted from ([]: none trusted)
 
     def check(bundle: Bundle) -> str:

@@ -34,10 +34,12 @@ _VERSION_IN_NAME = re.compile(r"(?<![0-9.])(\d{3}\.\d{1,3}(?:\.\d{1,3})?)(?![0-9
 
 
 def parse_donor(name: str, table: Mapping[str, Any], where: str) -> Fork:
-    """Return the donor-patch fork of ``[forks.NAME]`` table ``table`` (``where`` names the file in messages). Raises
-    UsageError naming the key: an unknown key; ``patch`` missing or not an absolute path or ``https://`` URL; ``sha256``
-    missing (an unpinned patch is refused) or not 64 hex digits; ``upstream`` not a repository URL; ``versions`` not a
-    list of driver versions, or absent while the patch's name says no version."""
+    """Return the donor-patch fork of ``[forks.NAME]`` table ``table`` (``where`` names the file in messages).
+
+    Raises UsageError naming the key: an unknown key; ``patch`` missing or not an absolute path or ``https://``
+    URL; ``sha256`` missing (an unpinned patch is refused) or not 64 hex digits; ``upstream`` not a repository
+    URL; ``versions`` not a list of driver versions, or absent while the patch's name says no version.
+    """
     section = f"{where}: [forks.{name}]"
     hint = (
         f'[forks.{name}] patch = "https://.../p2p.patch" (or an absolute path), sha256 = "<sha256sum of it>", '
@@ -99,9 +101,11 @@ def clonable_url(location: str) -> str:
 
 
 def known_forks(config: Config) -> dict[str, str]:
-    """Return {name: URL} of every fork a name may stand for: the built-in three (unless ``[forks] defaults = false``),
-    then ``[forks]`` of the config (a configured name replaces a built-in URL). Raises UsageError on a bad ``[forks]``
-    entry."""
+    """Return {name: URL} of every fork a name may stand for: the built-in three (unless ``[forks] defaults =
+    false``), then ``[forks]`` of the config (a configured name replaces a built-in URL).
+
+    Raises UsageError on a bad ``[forks]`` entry.
+    """
     forks: dict[str, str] = dict(DEFAULT_FORKS) if config.get_bool("forks", "defaults", True) else {}
     for name, url in config.section("forks").items():
         if name in RESERVED_KEYS or isinstance(url, Mapping):  # a table is a donor-patch fork (donor_forks)
@@ -116,12 +120,15 @@ def known_forks(config: Config) -> dict[str, str]:
 
 
 def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
-    """Return the fork ``text`` names: the one resolver of a fork, for every place a fork is named. ``text`` is one of:
-    the name of a known fork (built-in or ``[forks]``: ``aikitoria``); ``NAME=URL`` (a fork for this run, named NAME);
-    or a location git can clone (``https://...``, ``git@host:path``, ``file://...``, an absolute path, ``owner/name`` on
-    GitHub), named by the text itself. ``option`` names where the text came from in messages (``--fork``,
-    ``/etc/fwman/config.toml: [modules] fork``). Raises UsageError for a bad ``[forks]`` table, a name that is not a
-    known fork (the message lists the known ones), or a location git must not be handed."""
+    """Return the fork ``text`` names: the one resolver of a fork, for every place a fork is named.
+
+    ``text`` is one of: the name of a known fork (built-in or ``[forks]``: ``aikitoria``); ``NAME=URL`` (a fork
+    for this run, named NAME); or a location git can clone (``https://...``, ``git@host:path``, ``file://...``,
+    an absolute path, ``owner/name`` on GitHub), named by the text itself. ``option`` names where the text came
+    from in messages (``--fork``, ``/etc/fwman/config.toml: [modules] fork``). Raises UsageError for a bad
+    ``[forks]`` table, a name that is not a known fork (the message lists the known ones), or a location git
+    must not be handed.
+    """
     text = text.strip()
     forks = known_forks(config)
     donors = donor_forks(config)
@@ -149,11 +156,14 @@ def resolve_fork(config: Config, text: str, option: str = "--fork") -> Fork:
 
 
 def configured_forks(config: Config, extra: Sequence[str] = ()) -> list[Fork]:
-    """Return the forks to list: each ``--fork`` value when there is one, else the known ones (:func:`known_forks`, then
-    the donor-patch forks). A ``--fork`` value is anything :func:`resolve_fork` takes (a known name, ``NAME=URL``, a
-    URL); a later entry with the same name replaces the earlier URL. Naming forks lists those alone: an owner asking
-    about one fork (a local mirror, with no network) must not wait on, or fail for, the others (issue 39, row 5). Raises
-    UsageError on a bad entry."""
+    """Return the forks to list: each ``--fork`` value when there is one, else the known ones
+    (:func:`known_forks`, then the donor-patch forks).
+
+    A ``--fork`` value is anything :func:`resolve_fork` takes (a known name, ``NAME=URL``, a URL); a later
+    entry with the same name replaces the earlier URL. Naming forks lists those alone: an owner asking about one
+    fork (a local mirror, with no network) must not wait on, or fail for, the others (issue 39, row 5). Raises
+    UsageError on a bad entry.
+    """
     chosen: dict[str, Fork] = {}
     if not extra:
         chosen = {n: Fork(n, u) for n, u in known_forks(config).items()}

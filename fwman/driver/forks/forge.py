@@ -41,11 +41,14 @@ def parse_link_next(header: str | None) -> str | None:
 
 
 def list_via_api(host: Host, api: str, owner: str, repo: str, timeout: float = 20.0) -> dict[str, str]:
-    """Return {branch: commit} of ``owner/repo`` from the forge's paginated branches API (commit "" where the answer has
-    none). Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
-    (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError), and each answer is read up to
-    the door's cap. Raises FwmanError on a network error, an HTTP error status, a malformed answer, an answer over the
-    cap (VerificationError) or a page of more names than asked for."""
+    """Return {branch: commit} of ``owner/repo`` from the forge's paginated branches API (commit "" where the
+    answer has none).
+
+    Follows ``Link: rel="next"``; without a Link header, asks for the next ``?page=`` while pages come back full
+    (100 names). Goes through the HTTP door, so a replay ``host`` refuses it (UsageError), and each answer is
+    read up to the door's cap. Raises FwmanError on a network error, an HTTP error status, a malformed answer,
+    an answer over the cap (VerificationError) or a page of more names than asked for.
+    """
     from fwman.host.http import HttpError, json_getter  # the door imports requests, which is slow to import
 
     per_page = 100

@@ -21,9 +21,11 @@ from fwman.host.base import Host
 
 
 def usable_branches(found: Sequence[str]) -> list[str]:
-    """Return the names in ``found`` that are branch names fwman accepts (``names.branch_name``), in order. A forge or a
-    remote may list names fwman refuses as ``--branch`` (whitespace, ``..``, thousands of characters): no build can use
-    them, so they are neither shown nor written to the cache."""
+    """Return the names in ``found`` that are branch names fwman accepts (``names.branch_name``), in order.
+
+    A forge or a remote may list names fwman refuses as ``--branch`` (whitespace, ``..``, thousands of
+    characters): no build can use them, so they are neither shown nor written to the cache.
+    """
     usable = []
     for name in found:
         try:
@@ -84,9 +86,12 @@ def list_branches(
     timeout: float = 20.0,
     max_cache_age: float | None = None,
 ) -> BranchReport:
-    """Return the branches of every fork: live where possible (then cached), else from the cache. ``offline`` skips the
-    network entirely; ``max_cache_age`` (seconds) uses a cached list younger than that without listing live. Never
-    raises for a fork that cannot be listed: its entry says why (``error``) and has ``source`` "cache" or "none"."""
+    """Return the branches of every fork: live where possible (then cached), else from the cache.
+
+    ``offline`` skips the network entirely; ``max_cache_age`` (seconds) uses a cached list younger than that
+    without listing live. Never raises for a fork that cannot be listed: its entry says why (``error``) and has
+    ``source`` "cache" or "none".
+    """
     now = now or clock.now_utc()
     cache = load_cache(host)
     trees = load_trees(host)

@@ -50,8 +50,10 @@ def parse_ls_remote_tags(text: str, tags: Sequence[str]) -> dict[str, str]:
 
 
 def list_via_git(host: Host, url: str, timeout: float = 30.0) -> dict[str, str]:
-    """Return {branch: commit} of ``url`` from ``git ls-remote --heads``. Raises FwmanError when git fails, its message
-    ending with git's stderr (the last 40 lines, 4 KiB at most)."""
+    """Return {branch: commit} of ``url`` from ``git ls-remote --heads``.
+
+    Raises FwmanError when git fails, its message ending with git's stderr (the last 40 lines, 4 KiB at most).
+    """
     return parse_ls_remote_commits(_ls_remote(host, url, "--heads", [], timeout))
 
 

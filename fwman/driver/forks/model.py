@@ -16,11 +16,13 @@ from fwman.driver.versions import Revision, nearest, newest_first
 @dataclass(frozen=True)
 class DonorPatch:
     """A P2P patch applied to NVIDIA's upstream tag of the same version: a fork that is a patch, not a branch.
+
     ``location`` is a host path (absolute) or an ``https://`` URL (``http://`` only to this machine's loopback);
-    ``sha256`` pins its content (a patch is code that is built into a kernel module loaded as root, so an unpinned one
-    is refused); ``versions`` are the upstream tags (bare driver versions) it is meant for, and ``versions_from`` says
-    whether they were configured (``"config"``) or read from the patch's file name (``"name"``, a hint). What a tag
-    builds is read from its tree's ``version.mk``, as for a branch."""
+    ``sha256`` pins its content (a patch is code that is built into a kernel module loaded as root, so an unpinned
+    one is refused); ``versions`` are the upstream tags (bare driver versions) it is meant for, and
+    ``versions_from`` says whether they were configured (``"config"``) or read from the patch's file name
+    (``"name"``, a hint). What a tag builds is read from its tree's ``version.mk``, as for a branch.
+    """
 
     location: str
     sha256: str
@@ -44,9 +46,11 @@ class DonorPatch:
 
 @dataclass(frozen=True)
 class Fork:
-    """A named fork and where to list its branches (a git URL or a local repository path on the host). A donor-patch
-    fork (``donor`` set) is NVIDIA's upstream (``url``) plus a pinned patch: its "branches" are the upstream tags the
-    patch is for."""
+    """A named fork and where to list its branches (a git URL or a local repository path on the host).
+
+    A donor-patch fork (``donor`` set) is NVIDIA's upstream (``url``) plus a pinned patch: its "branches" are the
+    upstream tags the patch is for.
+    """
 
     name: str
     url: str
@@ -127,8 +131,9 @@ class BranchReport:
 
 
 def utc_text(date: str | None) -> str:
-    """Return an ISO 8601 date (a committer's ``%cI``, in the committer's own offset) as UTC for a table: ``2025-01-30
-    11:00:00Z``; ``unknown`` for None, the text itself (19 characters) when it is not a date. Never raises."""
+    """Return an ISO 8601 date (a committer's ``%cI``, in the committer's own offset) as UTC for a table:
+    ``2025-01-30 11:00:00Z``; ``unknown`` for None, the text itself (19 characters) when it is not a date.
+    Never raises."""
     if not date:
         return "unknown"
     try:

@@ -31,13 +31,17 @@ def _probe_git(host: Host, args: list[str], cwd: str, timeout: float = 120.0) ->
 def read_trees(
     host: Host, url: str, heads: Mapping[str, str], kind: str = "heads"
 ) -> tuple[dict[str, dict[str, str | None]], str | None]:
-    """Fetch ``heads`` ({branch: commit}; with ``kind="tags"``, {tag: commit}) at depth 1 and read each commit's version
-    and date. One ``git fetch --depth=1`` of every branch asked for into a bare probe repository in the source cache
-    (:func:`probe_dir`): it works against ``git daemon``, ``file://``, a path and GitHub alike, where ``git archive
-    --remote`` is refused by GitHub and by a ``git daemon`` without ``upload-archive``. Then ``git show
-    COMMIT:version.mk`` and the committer date (``%cI``). The caller caches the answer per commit. Returns ({commit:
-    {"version": X or None, "date": D or None, "error": why or None}}, None), or ({}, why) when the fetch itself failed.
-    Never raises for git's failures (a missing git is a reason, too)."""
+    """Fetch ``heads`` ({branch: commit}; with ``kind="tags"``, {tag: commit}) at depth 1 and read each commit's
+    version and date.
+
+    One ``git fetch --depth=1`` of every branch asked for into a bare probe repository in the source cache
+    (:func:`probe_dir`): it works against ``git daemon``, ``file://``, a path and GitHub alike, where
+    ``git archive --remote`` is refused by GitHub and by a ``git daemon`` without ``upload-archive``. Then
+    ``git show COMMIT:version.mk`` and the committer date (``%cI``). The caller caches the answer per commit.
+
+    Returns ({commit: {"version": X or None, "date": D or None, "error": why or None}}, None), or ({}, why)
+    when the fetch itself failed. Never raises for git's failures (a missing git is a reason, too).
+    """
     if not heads:
         return {}, None
     directory = probe_dir(url)

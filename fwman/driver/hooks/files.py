@@ -86,13 +86,15 @@ INSTALLED: tuple[tuple[str, str, int], ...] = (
 
 
 def left_out(host: Host) -> dict[str, str]:
-    """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of. apt's ``DPkg::Post-Invoke``
-    file is for apt: on a host without it (no ``apt-get``, no apt sources: a tree under ``--root`` without them, a
-    system with another package manager) writing it would only create ``/etc/apt`` for nothing. ``/etc/apt`` itself does
-    not count: fwman writes its own pins there (``dkms block``, ``modules preflight --hold``), which would make a second
-    ``hooks install`` differ from the first. ``apt-get`` is looked up on PATH on the real root only (under ``--root``
-    PATH is this machine's, not the tree's). A replay that did not record these paths counts as having apt (as
-    before)."""
+    """Return ``{path: why}`` of the files of :data:`INSTALLED` that ``host`` gets none of.
+
+    apt's ``DPkg::Post-Invoke`` file is for apt: on a host without it (no ``apt-get``, no apt sources: a tree
+    under ``--root`` without them, a system with another package manager) writing it would only create
+    ``/etc/apt`` for nothing. ``/etc/apt`` itself does not count: fwman writes its own pins there (``dkms
+    block``, ``modules preflight --hold``), which would make a second ``hooks install`` differ from the first.
+    ``apt-get`` is looked up on PATH on the real root only (under ``--root`` PATH is this machine's, not the
+    tree's). A replay that did not record these paths counts as having apt (as before).
+    """
     try:
         if host.exists(paths.APT_GET) or any(host.exists(p) for p in paths.APT_SOURCES):
             return {}

@@ -112,10 +112,12 @@ def _read(host: Host, path: str) -> str | None:
 
 
 def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | None:
-    """Return the package's hook files on ``host``, or None when no installed package ships fwman's hooks. A package
-    removed but not purged ships nothing any more (dpkg then lists only its conffiles, and its md5sums are gone): that
-    counts as not owning, so a pip-installed fwman can install its own hooks again. Raises ParseError when dpkg's files
-    are not in the documented format."""
+    """Return the package's hook files on ``host``, or None when no installed package ships fwman's hooks.
+
+    A package removed but not purged ships nothing any more (dpkg then lists only its conffiles, and its
+    md5sums are gone): that counts as not owning, so a pip-installed fwman can install its own hooks again.
+    Raises ParseError when dpkg's files are not in the documented format.
+    """
     info = f"{paths.DPKG_INFO_DIR}/{package}"
     listing = _read(host, f"{info}.list")
     md5sums = _read(host, f"{info}.md5sums")
@@ -140,9 +142,11 @@ def package_ownership(host: Host, package: str = PACKAGE) -> PackageOwnership | 
 
 
 def refuse_changes(owner: PackageOwnership, verb: str) -> str:
-    """Return what ``fwman hooks install`` says when the package owns the hooks (nothing is written). Raises
-    BlockedError for ``remove`` (dpkg removes package files), and for ``install`` when a package file is missing or
-    changed (reinstalling the package restores it; fwman does not write over package files)."""
+    """Return what ``fwman hooks install`` says when the package owns the hooks (nothing is written).
+
+    Raises BlockedError for ``remove`` (dpkg removes package files), and for ``install`` when a package file is
+    missing or changed (reinstalling the package restores it; fwman does not write over package files).
+    """
     where = ", ".join(f.path for f in owner.files)
     if verb == "remove":
         raise BlockedError(

@@ -69,8 +69,10 @@ def _state_paths(kver: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def forget_plan(host: Host, kver: str) -> list[str]:
-    """Return what :func:`forget_kernel` would drop for ``kver`` (``modules forget --dry-run``); change nothing. The
-    object-cache entry and the boot check are decided only when it runs (they depend on what is left)."""
+    """Return what :func:`forget_kernel` would drop for ``kver`` (``modules forget --dry-run``); change nothing.
+
+    The object-cache entry and the boot check are decided only when it runs (they depend on what is left).
+    """
     from fwman.driver.boot.pin import read_pin
 
     files, dirs = _state_paths(kver)

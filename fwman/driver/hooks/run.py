@@ -41,11 +41,13 @@ def catchup_plan(host: Host, tell: Tell = silent, force: bool = False) -> Plan:
 def run_hook(
     host: Host, kver: str, origin: str, tell: Tell = silent, lock_timeout: float = 900.0, defer: bool = False
 ) -> RunSummary:
-    """Do what the kernel hook does for ``kver`` (:func:`hook_plan`, applied under the module lock) and return the
-    summary (the CLI decides the exit status). Builds unless the kernel's modules are current, repairs modules DKMS
-    replaced for any kernel, and keeps the next boot on a kernel with working modules (``defer``: inside an apt run, a
-    next boot nothing can make safe is left to apt's check at the end of the run). Raises LockTimeout when another build
-    holds the lock."""
+    """Do what the kernel hook does for ``kver`` (:func:`hook_plan`, applied under the module lock) and return
+    the summary (the CLI decides the exit status).
+
+    Builds unless the kernel's modules are current, repairs modules DKMS replaced for any kernel, and keeps the
+    next boot on a kernel with working modules (``defer``: inside an apt run, a next boot nothing can make safe
+    is left to apt's check at the end of the run). Raises LockTimeout when another build holds the lock.
+    """
     from fwman.driver.build.lock import module_lock
 
     with module_lock(host, lock_timeout):
@@ -60,10 +62,12 @@ def run_hook(
 
 
 def catchup(host: Host, tell: Tell = silent, force: bool = False, lock_timeout: float = 900.0) -> RunSummary:
-    """Build for every installed kernel with headers that lacks a current manifest; keep the boot safe. Fast path
-    (nothing to do): per kernel, one manifest read and a ``stat`` per module, no lock, no hashing, no source resolution.
-    Otherwise :func:`catchup_plan`, applied under the module lock. Raises LockTimeout when another build holds the
-    lock."""
+    """Build for every installed kernel with headers that lacks a current manifest; keep the boot safe.
+
+    Fast path (nothing to do): per kernel, one manifest read and a ``stat`` per module, no lock, no hashing, no
+    source resolution. Otherwise :func:`catchup_plan`, applied under the module lock. Raises LockTimeout when
+    another build holds the lock.
+    """
     from fwman.driver.build.manifest import manifest_is_current, pending_path
 
     kernels = installed_kernels(host)
@@ -85,10 +89,12 @@ def catchup(host: Host, tell: Tell = silent, force: bool = False, lock_timeout: 
 
 
 def fast_summary(host: Host, waiting: list[str]) -> RunSummary:
-    """Return the summary of a catch-up with nothing to build: which kernels still wait, and why. ``waiting`` are the
-    kernels without current modules (each marked pending, without headers). Only when there is one are its marker and
-    the module source record read (small files): the build its headers wait for needs that source, so a damaged record
-    is said now, not at the next kernel install."""
+    """Return the summary of a catch-up with nothing to build: which kernels still wait, and why.
+
+    ``waiting`` are the kernels without current modules (each marked pending, without headers). Only when there
+    is one are its marker and the module source record read (small files): the build its headers wait for needs
+    that source, so a damaged record is said now, not at the next kernel install.
+    """
     summary = RunSummary(fast_path=True)
     if not waiting:
         return summary

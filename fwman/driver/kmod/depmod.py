@@ -51,8 +51,10 @@ class DepmodConfig:
 
 
 def parse_config_text(text: str, kver: str, config: DepmodConfig) -> None:
-    """Add the ``search``, ``override`` and ``exclude`` lines of one depmod.d file to ``config``. Lines that kmod
-    ignores (unknown commands, overrides for other kernels, bad lines) are ignored. Never raises."""
+    """Add the ``search``, ``override`` and ``exclude`` lines of one depmod.d file to ``config``.
+
+    Lines that kmod ignores (unknown commands, overrides for other kernels, bad lines) are ignored. Never raises.
+    """
     for line in _logical_lines(text):
         words = line.split()
         if not words or words[0].startswith("#"):
@@ -121,8 +123,10 @@ def load_config(host: Host, kver: str) -> DepmodConfig:
 
 def modules_dir_entries(host: Host, kver: str, excludes: list[str] | None = None) -> list[str]:
     """Return every module file under ``/lib/modules/<kver>`` as paths relative to it, in depth-first name order.
-    ``build`` and ``source`` (and ``excludes`` directory names) are skipped, like depmod. Returns [] when the directory
-    does not exist."""
+
+    ``build`` and ``source`` (and ``excludes`` directory names) are skipped, like depmod. Returns [] when the
+    directory does not exist.
+    """
     base = paths.modules_dir(kver)
     skip = {"build", "source", *(excludes or [])}
     found: list[str] = []
@@ -156,11 +160,13 @@ def _matches(rel: str, entry: str) -> bool:
 
 
 def _old_stays(config: DepmodConfig, old_rel: str, new_rel: str) -> bool:
-    """Return True when file ``old_rel`` keeps the name against ``new_rel`` (kmod's is_higher_priority). Reproduced
-    literally, quirks included: kmod prepends every search entry (so the first one named ends last with the highest
-    index), takes built-in's index for an unmatched path (-1 when built-in is not listed), and checks the old path
-    against an entry only when the new one did not match it; on a tie of two files in one named directory the one found
-    later wins, in the built-in set the one found first."""
+    """Return True when file ``old_rel`` keeps the name against ``new_rel`` (kmod's is_higher_priority).
+
+    Reproduced literally, quirks included: kmod prepends every search entry (so the first one named ends last
+    with the highest index), takes built-in's index for an unmatched path (-1 when built-in is not listed),
+    and checks the old path against an entry only when the new one did not match it; on a tie of two files in
+    one named directory the one found later wins, in the built-in set the one found first.
+    """
     old_key, new_key = _without_ext(old_rel), _without_ext(new_rel)
     for modname, subdir in reversed(config.overrides):
         path = f"{subdir}/{modname}"
@@ -194,7 +200,9 @@ def resolve_all(host: Host, kver: str, config: DepmodConfig | None = None) -> di
 
 
 def resolve_module(host: Host, kver: str, name: str) -> str | None:
-    """Return the absolute host path of the file depmod would pick for module ``name`` on kernel ``kver``. ``name`` may
-    use ``-`` or ``_``. Returns None when no file carries that name. Never raises for a missing kernel directory
-    (None)."""
+    """Return the absolute host path of the file depmod would pick for module ``name`` on kernel ``kver``.
+
+    ``name`` may use ``-`` or ``_``. Returns None when no file carries that name. Never raises for a missing
+    kernel directory (None).
+    """
     return resolve_all(host, kver).get(normalize(name))

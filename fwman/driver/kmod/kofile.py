@@ -35,9 +35,11 @@ MODULE_SUFFIXES = (".ko", ".ko.xz", ".ko.gz", ".ko.zst")
 
 @dataclass(frozen=True, kw_only=True)
 class ModuleSignature:
-    """The appended signature of a module: format, hash, and who signed it (as ``modinfo`` shows them). Frozen
-    dataclasses (not pydantic): the reader below builds them from fields it has checked, and ``fwman audit`` reads every
-    nvidia*.ko on its fast path (bench/containers.py)."""
+    """The appended signature of a module: format, hash, and who signed it (as ``modinfo`` shows them).
+
+    Frozen dataclasses (not pydantic): the reader below builds them from fields it has checked, and ``fwman
+    audit`` reads every nvidia*.ko on its fast path (bench/containers.py).
+    """
 
     id_type: str  # "PKCS#7" for every kernel since 4.x; "PGP"/"X.509" from very old sign tools
     sig_len: int
@@ -66,8 +68,11 @@ class ModuleInfo:
 
 # -- the pure reader --------------------------------------------------------------------------------------
 def read_module(data: bytes) -> ModuleInfo:
-    """Return what the uncompressed module ``data`` carries. Raises ParseError (naming the field and offset) for a file
-    that is not an ELF relocatable, is truncated, has no readable ``.modinfo``, or has a malformed signature trailer."""
+    """Return what the uncompressed module ``data`` carries.
+
+    Raises ParseError (naming the field and offset) for a file that is not an ELF relocatable, is truncated,
+    has no readable ``.modinfo``, or has a malformed signature trailer.
+    """
     end, signature = _signature_trailer(data)
     # the ELF part is data[:end]; it is not sliced off (a copy of tens of MiB): readers get the bound instead
     elf_class = _check_elf_header(data, end)
@@ -95,8 +100,10 @@ def read_module(data: bytes) -> ModuleInfo:
 
 
 def split_signature(data: bytes) -> tuple[bytes, ModuleSignature | None]:
-    """Return (the ELF part of ``data``, its signature or None when no trailer is appended). Raises ParseError when the
-    trailer is there but its struct or PKCS#7 blob is malformed."""
+    """Return (the ELF part of ``data``, its signature or None when no trailer is appended).
+
+    Raises ParseError when the trailer is there but its struct or PKCS#7 blob is malformed.
+    """
     end, signature = _signature_trailer(data)
     return (data if end == len(data) else data[:end]), signature
 
@@ -201,8 +208,10 @@ def _modinfo_section(elf: bytes, size: int) -> tuple[bytes, int]:
 
 
 def parse_modinfo(section: bytes, base_offset: int = 0) -> dict[str, list[str]]:
-    """Return the ``tag=value`` strings of a ``.modinfo`` section as {tag: [values in order]}. Empty strings (alignment
-    padding) are skipped. Raises ParseError for an entry that is not ``tag=value``."""
+    """Return the ``tag=value`` strings of a ``.modinfo`` section as {tag: [values in order]}.
+
+    Empty strings (alignment padding) are skipped. Raises ParseError for an entry that is not ``tag=value``.
+    """
     tags: dict[str, list[str]] = {}
     pos = 0
     for raw in section.split(b"\0"):
@@ -378,9 +387,12 @@ def module_stem(filename: str) -> str | None:
 
 
 def decompress(data: bytes, filename: str) -> bytes:
-    """Return ``data`` decompressed according to ``filename``'s suffix (``.xz``, ``.gz``; ``.ko`` unchanged), within
-    :data:`fwman.core.bounded.MODULE`. Raises OverLimit (a ParseError) past a limit, ParseError on corrupt compressed
-    data, and for ``.zst`` (which needs :func:`module_bytes`)."""
+    """Return ``data`` decompressed according to ``filename``'s suffix (``.xz``, ``.gz``; ``.ko`` unchanged),
+    within :data:`fwman.core.bounded.MODULE`.
+
+    Raises OverLimit (a ParseError) past a limit, ParseError on corrupt compressed data, and for ``.zst``
+    (which needs :func:`module_bytes`).
+    """
     if filename.endswith(".xz"):
         return bounded.decompress("xz", data, bounded.MODULE, WHAT)
     if filename.endswith(".gz"):
@@ -391,9 +403,11 @@ def decompress(data: bytes, filename: str) -> bytes:
 
 
 def module_bytes(host: Host, path: str) -> bytes:
-    """Return the uncompressed bytes of the module file at host path ``path``. Raises MissingError when it cannot be
-    read, ToolMissingError when a ``.ko.zst`` needs ``zstd`` and the host has none, ParseError when the compressed data
-    is corrupt."""
+    """Return the uncompressed bytes of the module file at host path ``path``.
+
+    Raises MissingError when it cannot be read, ToolMissingError when a ``.ko.zst`` needs ``zstd`` and the host
+    has none, ParseError when the compressed data is corrupt.
+    """
     if not path.endswith(".zst"):
         return decompress(host.read_bytes(path), path)
     if host.which("zstd") is None:

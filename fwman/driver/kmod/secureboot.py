@@ -35,8 +35,10 @@ WHAT = "Secure Boot state"
 
 
 def parse_efi_bool(data: bytes, name: str = "SecureBoot") -> bool:
-    """Return the value of a one-byte boolean EFI variable as efivarfs shows it (4 attribute bytes + 1 byte). Raises
-    ParseError when the file is not 5 bytes or the value is neither 0 nor 1."""
+    """Return the value of a one-byte boolean EFI variable as efivarfs shows it (4 attribute bytes + 1 byte).
+
+    Raises ParseError when the file is not 5 bytes or the value is neither 0 nor 1.
+    """
     if len(data) != 5:
         raise ParseError(WHAT, name, f"expected 4 attribute bytes and 1 data byte, got {len(data)} bytes", 0)
     (attributes,) = struct.unpack_from("<I", data, 0)
@@ -82,9 +84,12 @@ class SecureBootState:
 
 
 def efi_secure_boot(host: Host) -> bool | None:
-    """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable (a
-    BIOS boot, no efivarfs). Raises ParseError when the variable is malformed, MissingError when it cannot be read,
-    NotRecordedError on a replay that did not record it."""
+    """Return the value of the SecureBoot EFI variable: the one reader of it; None when there is no such variable
+    (a BIOS boot, no efivarfs).
+
+    Raises ParseError when the variable is malformed, MissingError when it cannot be read, NotRecordedError on a
+    replay that did not record it.
+    """
     if not host.exists(SECUREBOOT_VAR):
         return None
     return parse_efi_bool(host.read_bytes(SECUREBOOT_VAR, limit=64))
@@ -150,8 +155,10 @@ def read_state(host: Host) -> SecureBootState:
 
 
 def module_load_verdict(state: SecureBootState, signed: str | None) -> str | None:
-    """Return why modules signed with ``signed`` (a hash name, None when unsigned) will NOT load, or None. Unknown
-    states give None (not counted against the kernel) but :func:`read_state` says so in ``note``."""
+    """Return why modules signed with ``signed`` (a hash name, None when unsigned) will NOT load, or None.
+
+    Unknown states give None (not counted against the kernel) but :func:`read_state` says so in ``note``.
+    """
     if not state.enforcing:
         return None
     if signed is None:

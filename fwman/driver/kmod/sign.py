@@ -100,8 +100,10 @@ def _hash(name: str) -> object:
 
 
 def signature_blob(body: bytes, key_pem: bytes, cert_der: bytes, hash_name: str) -> bytes:
-    """Return the detached DER PKCS#7 signature of ``body`` (no certificates, no signed attributes). Raises ParseError
-    when the key or certificate cannot be read, UsageError for an unknown hash."""
+    """Return the detached DER PKCS#7 signature of ``body`` (no certificates, no signed attributes).
+
+    Raises ParseError when the key or certificate cannot be read, UsageError for an unknown hash.
+    """
     from cryptography import x509
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.serialization import pkcs7
@@ -129,8 +131,10 @@ def trailer(sig_len: int) -> bytes:
 
 
 def sign_module(data: bytes, key_pem: bytes, cert_der: bytes, hash_name: str) -> bytes:
-    """Return ``data`` signed in the kernel's appended-signature format (an existing signature is replaced). Raises
-    ParseError when ``data`` carries a malformed signature trailer or the key cannot be read."""
+    """Return ``data`` signed in the kernel's appended-signature format (an existing signature is replaced).
+
+    Raises ParseError when ``data`` carries a malformed signature trailer or the key cannot be read.
+    """
     body, _old = split_signature(data)
     blob = signature_blob(body, key_pem, cert_der, hash_name)
     return body + blob + trailer(len(blob))
@@ -146,9 +150,11 @@ def parse_sig_hash(config_text: str) -> str | None:
 
 
 def kernel_sig_hash(host: Host, kver: str) -> str:
-    """Return the signature hash kernel ``kver`` expects (``/boot/config-KVER``, else the headers' ``.config``). Falls
-    back to ``sha256`` (and says nothing) when neither config file states one: every kernel with module signing since
-    4.x accepts sha256."""
+    """Return the signature hash kernel ``kver`` expects (``/boot/config-KVER``, else the headers' ``.config``).
+
+    Falls back to ``sha256`` (and says nothing) when neither config file states one: every kernel with module
+    signing since 4.x accepts sha256.
+    """
     for path in (f"/boot/config-{kver}", f"{paths.modules_dir(kver)}/build/.config"):
         if host.exists(path):
             try:
@@ -161,8 +167,10 @@ def kernel_sig_hash(host: Host, kver: str) -> str:
 
 
 def configured_key(host: Host) -> SigningKey | None:
-    """Return the key recorded by ``fwman modules keygen``, or None when module signing is not configured. Raises
-    ParseError when the record is corrupt, MissingError when it names files that are gone."""
+    """Return the key recorded by ``fwman modules keygen``, or None when module signing is not configured.
+
+    Raises ParseError when the record is corrupt, MissingError when it names files that are gone.
+    """
     if not host.exists(paths.SIGNING_CONFIG):
         return None
     try:
@@ -180,8 +188,11 @@ def configured_key(host: Host) -> SigningKey | None:
 
 
 def _framework_key(host: Host) -> SigningKey | None:
-    """Return the key DKMS's framework.conf (and framework.conf.d/*.conf, read after it) names, or None. A value with a
-    ``$`` (``$kernelver``: one key per kernel) or a ``pkcs11:`` URI is not a file fwman can sign with: None."""
+    """Return the key DKMS's framework.conf (and framework.conf.d/*.conf, read after it) names, or None.
+
+    A value with a ``$`` (``$kernelver``: one key per kernel) or a ``pkcs11:`` URI is not a file fwman can sign
+    with: None.
+    """
     from fwman.platform.envfile import parse_env_file
 
     files = [paths.DKMS_FRAMEWORK_CONF]
@@ -254,9 +265,11 @@ def reusable_key(host: Host) -> SigningKey | None:
 
 
 def keygen_plan(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> list[str]:
-    """Return what :func:`keygen` would write (``keygen --dry-run``); change nothing. Raises UsageError when a key is
-    already configured and ``force`` is not set, MissingError when ``reuse_dkms`` is asked but no key DKMS signs with
-    exists (:func:`existing_keys`)."""
+    """Return what :func:`keygen` would write (``keygen --dry-run``); change nothing.
+
+    Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
+    ``reuse_dkms`` is asked but no key DKMS signs with exists (:func:`existing_keys`).
+    """
     if host.exists(paths.SIGNING_CONFIG) and not force:
         raise UsageError(
             f"a signing key is already configured ({paths.SIGNING_CONFIG})",
@@ -281,9 +294,11 @@ def _reused(host: Host) -> SigningKey:
 
 
 def keygen(host: Host, *, reuse_dkms: bool = False, force: bool = False) -> SigningKey:
-    """Create (or adopt DKMS's) signing key, record it, and return it. Raises UsageError when a key is already
-    configured and ``force`` is not set, MissingError when ``reuse_dkms`` is asked but no key DKMS signs with exists
-    (:func:`existing_keys`)."""
+    """Create (or adopt DKMS's) signing key, record it, and return it.
+
+    Raises UsageError when a key is already configured and ``force`` is not set, MissingError when
+    ``reuse_dkms`` is asked but no key DKMS signs with exists (:func:`existing_keys`).
+    """
     keygen_plan(host, reuse_dkms=reuse_dkms, force=force)  # raises what refuses it
     if reuse_dkms:
         chosen = _reused(host)

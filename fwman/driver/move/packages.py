@@ -41,7 +41,8 @@ def parse_madison(text: str) -> dict[str, list[str]]:
 
 
 def version_for(versions: Sequence[str], target: str) -> str | None:
-    """Return the first of ``versions`` (apt lists the preferred first) whose upstream part is ``target``, or None."""
+    """Return the first of ``versions`` (apt lists the preferred first) whose upstream part is ``target``, or
+    None."""
     return next((v for v in versions if upstream_version(v) == target), None)
 
 

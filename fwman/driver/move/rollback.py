@@ -86,8 +86,9 @@ class DepmodAfterRestore(install.RunDepmod):
 
 
 def rollback_actions(host: Host, record: MoveRecord, at: str) -> list[Action]:
-    """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept files, depmod
-    for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged index."""
+    """Return the actions that put back the set kept before ``record``'s move: the kept packages, the kept
+    files, depmod for every kernel, the record. Raises MissingError without a kept set, ParseError for a damaged
+    index."""
     kept = read_kept(host)
     actions: list[Action] = []
     previous = {p.name: p.installed for p in record.packages}

@@ -43,7 +43,8 @@ def staged_build(host: Host, kver: str) -> dict[str, Any] | None:
 
 def move_tree(host: Host, kver: str) -> KernelTree:
     """Return where the move builds for ``kver``: the installed kernel's headers (the common ones when Debian splits
-    them), in a build directory and with a log of the move's own (the installed kernel's build state is not touched)."""
+    them), in a build directory and with a log of the move's own (the installed kernel's build state is not
+    touched)."""
     from fwman.driver.build.kbuild import KernelTree
 
     moddir = paths.modules_dir(kver)

@@ -61,9 +61,11 @@ def _warning(file: str, where: str, message: str) -> LintIssue:
 
 
 def lint_directory(path: Path | CatalogTree) -> list[LintIssue]:
-    """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first. ``path`` is a
-    :class:`CatalogTree` (a bare Path: fwman's bundled data). Never raises for a bad catalog: everything wrong is an
-    issue. The signature is checked by :func:`lint_signature` (it needs the trusted keys)."""
+    """Return every problem in the catalog directory ``path`` (boards, index, duplicates), errors first.
+
+    ``path`` is a :class:`CatalogTree` (a bare Path: fwman's bundled data). Never raises for a bad catalog:
+    everything wrong is an issue. The signature is checked by :func:`lint_signature` (it needs the trusted keys).
+    """
     tree = bundled_tree(path)
     issues: list[LintIssue] = []
     if not tree.is_dir(BOARDS_DIR):
@@ -218,10 +220,12 @@ class TrustCheck:
 
 def lint_signature(path: Path | CatalogTree, roots: list[TrustedKey], admin: list[TrustedKey]) -> TrustCheck:
     """Return the trust problems of the catalog directory ``path``, checked as ``catalog update`` checks them.
+
     ``keys.json`` (when present) must be signed by one of ``roots`` and not expired (a warning within 30 days);
-    ``index.json.sig`` must verify with a catalog key it names that is valid now, or with one of ``admin``; a retired
-    key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it). Never raises for
-    a bad catalog."""
+    ``index.json.sig`` must verify with a catalog key it names that is valid now, or with one of ``admin``; a
+    retired key is an error naming its retirement. No index: nothing to check (``lint_directory`` reports it).
+    Never raises for a bad catalog.
+    """
     tree = bundled_tree(path)
     check = TrustCheck([])
     now = clock.now_utc()

@@ -93,8 +93,10 @@ class Catalog:
         return next((b for b in self.boards if b.key == key), None)
 
     def find_board(self, ref: str) -> Board:
-        """Return the board named by ``ref``: ``3842:3987``, ``10de:2204:3842:3987`` or ``10de-2204-3842-3987``. Raises
-        UsageError when none (or, for a bare subsystem, more than one) matches."""
+        """Return the board named by ``ref``: ``3842:3987``, ``10de:2204:3842:3987`` or ``10de-2204-3842-3987``.
+
+        Raises UsageError when none (or, for a bare subsystem, more than one) matches.
+        """
         wanted = ref.strip().lower().replace("-", ":")
         matches = [b for b in self.boards if wanted in (b.key, b.subsystem)]
         if len(matches) == 1:
@@ -144,8 +146,10 @@ class _Reader(Protocol):
 
 
 def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tuple[CatalogIndex | None, list[Board]]:
-    """Load an index (if any) and the boards it lists, checking each file against its hash in the index. Without an
-    index (a maintainer's working directory), every ``boards/*.toml`` is loaded."""
+    """Load an index (if any) and the boards it lists, checking each file against its hash in the index.
+
+    Without an index (a maintainer's working directory), every ``boards/*.toml`` is loaded.
+    """
     try:
         index_bytes: bytes | None = read(INDEX_NAME, 1024 * 1024)
     except MissingError:
@@ -174,9 +178,11 @@ def _load_tree(read: _Reader, names: Callable[[], list[str]], where: str) -> tup
 
 
 def load_directory(path: Path, source: str = "directory") -> Catalog:
-    """Return the catalog in a plain directory (the bundled one, or a maintainer's working copy). Package data and
-    maintainer checkouts are fwman's own files, not host state, so they are read directly. Raises MissingError when the
-    directory is absent, VerificationError when a file is invalid."""
+    """Return the catalog in a plain directory (the bundled one, or a maintainer's working copy).
+
+    Package data and maintainer checkouts are fwman's own files, not host state, so they are read directly.
+    Raises MissingError when the directory is absent, VerificationError when a file is invalid.
+    """
     if not is_data_dir(path):
         raise MissingError(f"no catalog directory at {path}")
 
@@ -193,8 +199,10 @@ def load_directory(path: Path, source: str = "directory") -> Catalog:
 
 
 def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalog | None:
-    """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded). Raises
-    VerificationError when an installed file does not match the index."""
+    """Return the catalog installed at ``path`` on ``host``, or None when there is none (or it was not recorded).
+
+    Raises VerificationError when an installed file does not match the index.
+    """
     try:
         if not host.exists(f"{path}/{INDEX_NAME}"):
             return None
@@ -210,10 +218,12 @@ def load_host_catalog(host: Host, path: str = paths.LOCAL_CATALOG_DIR) -> Catalo
 
 
 def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
-    """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial. The
-    host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record ``/var/lib/fwman``
-    the bundled catalog is used and a note says so. Raises MissingError when neither copy exists, VerificationError when
-    the chosen one is damaged or the overrides contradict each other."""
+    """Return the catalog to use on ``host``: the local copy or the bundled one, whichever has the higher serial.
+
+    The host's hash overrides are attached (see :class:`CatalogEntry`). On a snapshot that did not record
+    ``/var/lib/fwman`` the bundled catalog is used and a note says so. Raises MissingError when neither copy
+    exists, VerificationError when the chosen one is damaged or the overrides contradict each other.
+    """
     bundled = bundled or BUNDLED_CATALOG
     notes = []
     try:
@@ -239,9 +249,12 @@ def load_catalog(host: Host, bundled: Path | None = None) -> Catalog:
 
 
 def _note_expiry(catalog: Catalog) -> None:
-    """Add a note when the catalog in use has expired. A note, not a refusal: the installed copy was verified when it
-    arrived, and the bundled one ships with the package, so refusing it would leave an offline host with no catalog at
-    all. ``catalog update`` is where expired metadata is refused (docs/signing.md)."""
+    """Add a note when the catalog in use has expired.
+
+    A note, not a refusal: the installed copy was verified when it arrived, and the bundled one ships with the
+    package, so refusing it would leave an offline host with no catalog at all. ``catalog update`` is where
+    expired metadata is refused (docs/signing.md).
+    """
     if catalog.expires is not None and clock.now_utc() >= parse_timestamp(catalog.expires):
         catalog.notes.append(
             f"the {catalog.source} catalog expired on {catalog.expires}: newer advice may exist; "
@@ -265,8 +278,10 @@ class InstalledKeys:
 
 
 def installed_keys(host: Host, bundled: Path | None = None) -> InstalledKeys:
-    """Return the keys document in force on ``host`` (both copies were verified when they were installed). Raises
-    VerificationError when an installed keys document is malformed."""
+    """Return the keys document in force on ``host`` (both copies were verified when they were installed).
+
+    Raises VerificationError when an installed keys document is malformed.
+    """
     bundled = bundled or BUNDLED_CATALOG
     found: list[tuple[KeysDocument, bytes, str, tuple[bytes, bytes] | None]] = []
     local = f"{paths.LOCAL_CATALOG_DIR}/{KEYS_NAME}"
@@ -317,9 +332,11 @@ class RomLike(Protocol):
 
 
 def find_entry_for_rom(catalog: Catalog, image: RomLike, device: str | None = None) -> CatalogEntry | None:
-    """Return the catalog entry ``image`` is, or None. A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins;
-    otherwise subsystem plus version (the version string alone never identifies an image, but it finds the entry whose
-    hash is then compared)."""
+    """Return the catalog entry ``image`` is, or None.
+
+    A hash match (file SHA-256, vendor MD5 or chain SHA-256) wins; otherwise subsystem plus version (the
+    version string alone never identifies an image, but it finds the entry whose hash is then compared).
+    """
     for entry in catalog.entries():
         i = entry.image
         if (

@@ -89,8 +89,10 @@ def parse_local(data: bytes, where: str) -> LocalEntry:
 
 
 def load_local_entries(host: Host) -> tuple[list[LocalEntry], list[str]]:
-    """Return (entries, notes): every valid local entry on ``host``; each unreadable file is a note, not a board. A file
-    that does not parse is left out (its card then stays "not in catalog": left alone, never guessed)."""
+    """Return (entries, notes): every valid local entry on ``host``; each unreadable file is a note, not a board.
+
+    A file that does not parse is left out (its card then stays "not in catalog": left alone, never guessed).
+    """
     try:
         if not host.is_dir(LOCAL_DIR):
             return [], []
@@ -129,10 +131,12 @@ def build_local_board(
     package_name: str,
 ) -> Board:
     """Return the board a local entry describes: the running firmware (superseded) and the vendor image (current).
-    ``rebar_sizes`` are the BAR1 sizes the card offers on its running firmware (config space). The vendor image's MD5 is
-    recorded only when the vendor's MD5 is of that file itself (``new_is_the_file``); for an image unpacked from a
-    package the SHA-256 of the image is recorded and the notes say which package MD5 vouched for it. Raises
-    VerificationError when the two images have the same version."""
+
+    ``rebar_sizes`` are the BAR1 sizes the card offers on its running firmware (config space). The vendor
+    image's MD5 is recorded only when the vendor's MD5 is of that file itself (``new_is_the_file``); for an
+    image unpacked from a package the SHA-256 of the image is recorded and the notes say which package MD5
+    vouched for it. Raises VerificationError when the two images have the same version.
+    """
     if running.version is None or new.version is None:
         raise VerificationError("both the running firmware and the vendor image must carry a version")
     if running.version == new.version:
@@ -191,8 +195,10 @@ def render_board(board: Board, info: LocalInfo | None = None, header: str = "") 
 
 
 def export_curated(entry: LocalEntry) -> str:
-    """Return ``entry`` in the curated format for contributing upstream (no ``[local]`` table). The header says what a
-    maintainer still needs: public sources for each fact, and a signature."""
+    """Return ``entry`` in the curated format for contributing upstream (no ``[local]`` table).
+
+    The header says what a maintainer still needs: public sources for each fact, and a signature.
+    """
     header = (
         f"# {entry.board.board.name}: exported from the local entry {entry.path} ({TOOL}).\n"
         f"# Before this goes into catalog/boards/: add the public pages that state each fact as `sources`\n"

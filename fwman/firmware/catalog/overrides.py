@@ -99,8 +99,11 @@ def load_overrides(host: Host) -> list[HashOverride]:
 
 
 def find_override(overrides: list[HashOverride], board: str, version: str) -> HashOverride | None:
-    """Return the override for ``board``/``version``, or None. Raises VerificationError when two overrides give
-    different MD5s for the same image (one of them is wrong, and fwman cannot tell which)."""
+    """Return the override for ``board``/``version``, or None.
+
+    Raises VerificationError when two overrides give different MD5s for the same image (one of them is wrong,
+    and fwman cannot tell which).
+    """
     found = [o for o in overrides if o.board == board and o.version == version]
     if len({o.md5 for o in found}) > 1:
         raise VerificationError(
@@ -111,8 +114,10 @@ def find_override(overrides: list[HashOverride], board: str, version: str) -> Ha
 
 
 def record_override(host: Host, override: HashOverride) -> None:
-    """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced). Raises
-    VerificationError when the file holds a different MD5 for the same image."""
+    """Add ``override`` to ``/var/lib/fwman/overrides.toml`` (atomic rewrite; an identical entry is replaced).
+
+    Raises VerificationError when the file holds a different MD5 for the same image.
+    """
     existing = _read(host, paths.CATALOG_STATE_OVERRIDES)
     find_override([*existing, override], override.board, override.version)
     kept = [o for o in existing if not (o.board == override.board and o.version == override.version)]

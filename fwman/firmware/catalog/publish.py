@@ -44,12 +44,15 @@ def default_expiry(date: str, validity: timedelta) -> str:
 def make_index(
     directory: Path | CatalogTree, date: str, serial: int | None = None, expires: str | None = None
 ) -> bytes:
-    """Return the bytes of a new ``index.json`` (version 2) for the catalog in ``directory``. ``directory`` is a
-    :class:`CatalogTree` (a bare Path: read as fwman's bundled data). Lists every ``boards/*.toml`` with its SHA-256 and
-    size. ``serial`` defaults to the previous index's serial plus one (1 for a first index); a given serial must be
-    higher than the previous one. ``expires`` (``YYYY-MM-DDTHH:MM:SSZ``) defaults to :data:`INDEX_VALIDITY` after
-    ``date``. Raises UsageError for a serial that does not grow or an expiry not after the date, VerificationError when
-    a board file is invalid (a catalog that does not lint clean is never signed)."""
+    """Return the bytes of a new ``index.json`` (version 2) for the catalog in ``directory``.
+
+    ``directory`` is a :class:`CatalogTree` (a bare Path: read as fwman's bundled data). Lists every
+    ``boards/*.toml`` with its SHA-256 and size. ``serial`` defaults to the previous index's serial
+    plus one (1 for a first index); a given serial must be higher than the previous one. ``expires``
+    (``YYYY-MM-DDTHH:MM:SSZ``) defaults to :data:`INDEX_VALIDITY` after ``date``. Raises UsageError for a serial
+    that does not grow or an expiry not after the date, VerificationError when a board file is invalid (a
+    catalog that does not lint clean is never signed).
+    """
     tree = bundled_tree(directory)
     previous = 0
     if tree.is_file(INDEX_NAME):
@@ -79,10 +82,13 @@ def make_index(
 def sign_directory(
     tree: CatalogTree, key: Ed25519PrivateKey, date: str, serial: int | None = None, expires: str | None = None
 ) -> tuple[bytes, bytes]:
-    """Return a new ``index.json`` (:func:`make_index`) for catalog ``tree`` and its signature; nothing is written (the
-    caller writes them, through the door the directory came from). When the directory has a keys document, ``key`` must
-    be a catalog key it names, valid on ``date`` (otherwise no fwman would accept the signature). Raises as
-    :func:`make_index`; UsageError for a key the keys document does not name, retired or outside its window."""
+    """Return a new ``index.json`` (:func:`make_index`) for catalog ``tree`` and its signature; nothing is written
+    (the caller writes them, through the door the directory came from).
+
+    When the directory has a keys document, ``key`` must be a catalog key it names, valid on ``date`` (otherwise
+    no fwman would accept the signature). Raises as :func:`make_index`; UsageError for a key the keys document
+    does not name, retired or outside its window.
+    """
     if tree.is_file(KEYS_NAME):
         _check_catalog_key(parse_keys(tree.read(KEYS_NAME)), key_id(raw_public(key)), date)
     index_bytes = make_index(tree, date, serial, expires)
@@ -120,9 +126,12 @@ class KeysChange:
 
 
 def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> KeysDocument:
-    """Return the keys document ``change`` makes of ``previous`` (None: the first one). Raises UsageError: no catalog
-    key would be left, a retirement without a reason, a retired key named again, a dropped key that is not named, a
-    serial that does not grow, an expiry not after the date or an empty validity window."""
+    """Return the keys document ``change`` makes of ``previous`` (None: the first one).
+
+    Raises UsageError: no catalog key would be left, a retirement without a reason, a retired key named again,
+    a dropped key that is not named,
+    a serial that does not grow, an expiry not after the date or an empty validity window.
+    """
     prev_serial = previous.serial if previous is not None else 0
     serial = change.serial if change.serial is not None else prev_serial + 1
     if serial <= prev_serial:
@@ -167,10 +176,13 @@ def make_keys_document(previous: KeysDocument | None, change: KeysChange) -> Key
 def sign_keys_directory(
     tree: CatalogTree, root: Ed25519PrivateKey, roots: list[TrustedKey], change: KeysChange
 ) -> tuple[KeysDocument, bytes, bytes]:
-    """Return a new keys document (:func:`make_keys_document` over the current ``keys.json`` of ``tree``), its bytes and
-    its signature (``keys.json.sig``); nothing is written (the caller writes them). ``root`` must be one of ``roots``
-    (the root keys fwman trusts), or nothing would accept the document. Raises UsageError for a key that is not a root
-    key and as :func:`make_keys_document`; VerificationError when the current ``keys.json`` is malformed."""
+    """Return a new keys document (:func:`make_keys_document` over the current ``keys.json`` of ``tree``), its
+    bytes and its signature (``keys.json.sig``); nothing is written (the caller writes them).
+
+    ``root`` must be one of ``roots`` (the root keys fwman trusts), or nothing would accept the document.
+    Raises UsageError for a key that is not a root key and as :func:`make_keys_document`; VerificationError
+    when the current ``keys.json`` is malformed.
+    """
     kid = key_id(raw_public(root))
     if not any(k.key_id == kid for k in roots):
         ids = ", ".join(sorted({k.key_id for k in roots})) or "none"

@@ -57,16 +57,20 @@ _RAW_HEX = re.compile(r"^[0-9a-f]{64}$")
 
 
 def root_keys(host: Host, bundled: Path | None = None) -> list[TrustedKey]:
-    """Return the root keys: the bundled ``fwman/keys/*.pub`` plus ``/etc/fwman/root-keys.d/*.pub`` on ``host``. Raises
-    VerificationError when one of those files is not an Ed25519 public key."""
+    """Return the root keys: the bundled ``fwman/keys/*.pub`` plus ``/etc/fwman/root-keys.d/*.pub`` on ``host``.
+
+    Raises VerificationError when one of those files is not an Ed25519 public key.
+    """
     bundled = bundled or BUNDLED_KEYS
     keys = [load_public_key(read_data(p), str(p)) for p in list_data(bundled, "*.pub")]
     return keys + keys_in_directory(host, paths.CATALOG_ROOT_KEYS_DIR)
 
 
 def admin_keys(host: Host) -> list[TrustedKey]:
-    """Return the catalog keys an administrator trusts directly on ``host`` (``/etc/fwman/keys.d/*.pub``). Raises
-    VerificationError when one of those files is not an Ed25519 public key."""
+    """Return the catalog keys an administrator trusts directly on ``host`` (``/etc/fwman/keys.d/*.pub``).
+
+    Raises VerificationError when one of those files is not an Ed25519 public key.
+    """
     return keys_in_directory(host, paths.CATALOG_KEYS_DIR)
 
 
@@ -175,7 +179,9 @@ def parse_keys(data: bytes, where: str = KEYS_NAME) -> KeysDocument:
 
 def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datetime, note: str = "") -> CatalogKey:
     """Return the keys-document entry naming ``public`` as a catalog key valid from ``not_before`` to ``not_after``.
-    Raises VerificationError when the window is empty."""
+
+    Raises VerificationError when the window is empty.
+    """
     try:
         return CatalogKey(
             key_id=public.key_id,
@@ -191,11 +197,13 @@ def catalog_key_entry(public: TrustedKey, not_before: datetime, not_after: datet
 def verify_keys_document(
     keys_bytes: bytes, sig_bytes: bytes, roots: list[TrustedKey], now: datetime | None, where: str = KEYS_NAME
 ) -> tuple[KeysDocument, TrustedKey]:
-    """Return (the keys document, the root key that signed it) after checking signature and expiry. ``now`` None skips
-    the expiry check (lint and ``keys show`` report an expired document as such, after the signature). Raises
-    VerificationError: the signature is not a root key's (a catalog key signing a keys document is refused like any
-    other key: only a root may name catalog keys), does not verify, the document is malformed, or it has expired (TUF's
-    freeze-attack check)."""
+    """Return (the keys document, the root key that signed it) after checking signature and expiry.
+
+    ``now`` None skips the expiry check (lint and ``keys show`` report an expired document as such, after the
+    signature). Raises VerificationError: the signature is not a root key's (a catalog key signing a keys
+    document is refused like any other key: only a root may name catalog keys), does not verify, the document
+    is malformed, or it has expired (TUF's freeze-attack check).
+    """
     claimed = signature_key_id(sig_bytes, KEYS_SIG_NAME)
     if not any(k.key_id == claimed for k in roots):
         trusted = ", ".join(sorted({k.key_id for k in roots})) or "none"
@@ -223,10 +231,13 @@ def verify_catalog_index(
     retired: list[RetiredKey] | None = None,
     doc_origin: str = KEYS_NAME,
 ) -> TrustedKey:
-    """Return the catalog key whose signature over ``index_bytes`` is in ``sig_bytes``. Trusted are the keys ``doc``
-    names that are valid at ``now`` and the administrator's ``admin`` keys. A key id listed in ``retired`` (plus
-    ``doc``'s own list) is refused first, with its retirement; a named key outside its window is refused with its
-    window. Raises VerificationError for those, an unknown key, or a signature that does not verify."""
+    """Return the catalog key whose signature over ``index_bytes`` is in ``sig_bytes``.
+
+    Trusted are the keys ``doc`` names that are valid at ``now`` and the administrator's ``admin`` keys. A key id
+    listed in ``retired`` (plus ``doc``'s own list) is refused first, with its retirement; a named key outside
+    its window is refused with its window. Raises VerificationError for those, an unknown key, or a signature
+    that does not verify.
+    """
     claimed = signature_key_id(sig_bytes, SIG_NAME)
     gone = list(retired or []) + (list(doc.retired) if doc is not None else [])
     record = next((r for r in gone if r.key_id == claimed), None)

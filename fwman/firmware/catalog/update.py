@@ -147,9 +147,10 @@ DEFAULT_SOURCE = "the catalog bundled with fwman"
 
 
 def catalog_source(url: str | None, host: Host, options: HttpOptions) -> tuple[str, Fetch]:
-    """Return (where, reader) of the catalog ``catalog update`` reads: ``url`` when it is http(s), a directory the user
-    names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the catalog bundled with
-    fwman (the documented default: nothing to configure). Raises UsageError for anything else."""
+    """Return (where, reader) of the catalog ``catalog update`` reads: ``url`` when it is http(s), a directory
+    the user names when it is one (or ``file://DIR``: a git checkout of the maintainers' catalog), else the
+    catalog bundled with fwman (the documented default: nothing to configure). Raises UsageError for anything
+    else."""
     if url is None:
         return tree_source(bundled_tree(BUNDLED_CATALOG))
     if url.startswith(("https://", "http://")):
@@ -172,11 +173,13 @@ def update_catalog(
     progress: Progress | None = None,
     source: tuple[str, Fetch] | None = None,
 ) -> UpdateResult:
-    """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring. ``source`` (a
-    :func:`tree_source`: a catalog directory) replaces the download from ``url``; every check is the same. Raises
-    VerificationError (bad, unknown, retired or expired key; a keys document not signed by a root; expired or
-    rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, a missing file), UsageError
-    (bad URL). On any error the installed catalog is untouched."""
+    """Install the catalog published at ``url`` on ``host`` after verifying it; see the module docstring.
+
+    ``source`` (a :func:`tree_source`: a catalog directory) replaces the download from ``url``; every check is
+    the same. Raises VerificationError (bad, unknown, retired or expired key; a keys document not signed by a
+    root; expired or rolled-back metadata; file hash mismatch; invalid board file), DownloadError (network, a
+    missing file), UsageError (bad URL). On any error the installed catalog is untouched.
+    """
     options = options or HttpOptions()
     bundled = bundled or BUNDLED_CATALOG
     base, fetch = source or http_source(host, url, options)

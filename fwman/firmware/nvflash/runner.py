@@ -43,8 +43,10 @@ class NvflashTool:
         return result
 
     def adapter_for(self, card: Card) -> nvflash.Adapter:
-        """Return the nvflash adapter that is ``card`` (same bus location and IDs). Raises BlockedError when nvflash
-        does not list it or lists other IDs there."""
+        """Return the nvflash adapter that is ``card`` (same bus location and IDs).
+
+        Raises BlockedError when nvflash does not list it or lists other IDs there.
+        """
         try:
             return nvflash.match_adapter(self.adapters, card.bus_id, card.vendor_id, card.device_id, card.subsystem)
         except ParseError as e:
@@ -55,8 +57,11 @@ class NvflashTool:
 
 
 def find_nvflash(host: Host, timeout: float = DEFAULT_TIMEOUT) -> NvflashTool:
-    """Return nvflash on ``host`` with its version and adapter list (``nvflash --list``). Raises ToolMissingError when
-    it is not installed, BlockedError when it refuses (driver loaded), FwmanError when its output is not nvflash's."""
+    """Return nvflash on ``host`` with its version and adapter list (``nvflash --list``).
+
+    Raises ToolMissingError when it is not installed, BlockedError when it refuses (driver loaded),
+    FwmanError when its output is not nvflash's.
+    """
     path = host.which(nvflash.TOOL)
     if path is None:
         raise ToolMissingError(

@@ -96,10 +96,13 @@ class VerifyReport:
 
 
 def parse_verify_output(text: str) -> VerifyReport:
-    """Return what ``osslsigncode verify`` (2.x) printed in ``text`` (its stdout and stderr together). Reads only lines
-    osslsigncode prints in every 2.x release seen (``Signer's certificate:`` blocks, ``Error:`` lines, ``MISMATCH``,
-    ``Signature verification:``, the final ``Succeeded``/``Failed``); anything else is ignored. Raises ParseError when a
-    ``Signer #N`` block lacks its subject, issuer or serial (a cut or unknown output), never another exception."""
+    """Return what ``osslsigncode verify`` (2.x) printed in ``text`` (its stdout and stderr together).
+
+    Reads only lines osslsigncode prints in every 2.x release seen (``Signer's certificate:`` blocks, ``Error:``
+    lines, ``MISMATCH``, ``Signature verification:``, the final ``Succeeded``/``Failed``); anything else is
+    ignored. Raises ParseError when a ``Signer #N`` block lacks its subject, issuer or serial (a cut or unknown
+    output), never another exception.
+    """
     lines = text.splitlines()
     signers: list[SignerCert] = []
     errors: list[str] = []
@@ -170,8 +173,10 @@ class SignedPackage:
 
 def trusted_roots(host: Host) -> tuple[str, bytes]:
     """Return (path, PEM bytes) of the roots a signed package must chain to on ``host``.
+
     ``/etc/fwman/authenticode-roots.pem`` when it exists (an administrator's choice), else Debian's
-    ``/etc/ssl/certs/ca-certificates.crt``. Raises MissingError (exit 5) when neither exists."""
+    ``/etc/ssl/certs/ca-certificates.crt``. Raises MissingError (exit 5) when neither exists.
+    """
     for path in (paths.AUTHENTICODE_ROOTS, paths.SYSTEM_CA_BUNDLE):
         try:
             if host.exists(path):
@@ -197,10 +202,13 @@ _WIN_CERTIFICATE_HEADER = 8
 
 
 def pe_signature(data: bytes) -> bytes:
-    """Return the PKCS#7 SignedData (DER) of the PE file ``data``: the one WIN_CERTIFICATE of its attribute certificate
-    table, which is what ``osslsigncode verify`` verifies. Raises ParseError (naming the field) when ``data`` is not a
-    PE with exactly one PKCS#7 certificate entry: none, a pointer or length outside the file, another certificate type,
-    or several entries (fwman would not know which one osslsigncode checked). Never another exception."""
+    """Return the PKCS#7 SignedData (DER) of the PE file ``data``: the one WIN_CERTIFICATE of its attribute
+    certificate table, which is what ``osslsigncode verify`` verifies.
+
+    Raises ParseError (naming the field) when ``data`` is not a PE with exactly one PKCS#7 certificate entry: none,
+    a pointer or length outside the file, another certificate type, or several entries (fwman would not know which
+    one osslsigncode checked). Never another exception.
+    """
     what = "PE signature"
 
     def uint(off: int, field: str, size: int = 4) -> int:
@@ -257,10 +265,12 @@ def _der_length(body: bytes, offset: int) -> int:
 
 
 def signer_certificate(pkcs7_der: bytes, signer: SignerCert) -> Any:
-    """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names. The
-    certificate is found by its serial number; exactly one certificate of the signature may carry it (a second one with
-    the same serial could be a planted look-alike: refused). Raises VerificationError when the signature cannot be read
-    or the certificate is not there exactly once."""
+    """Return the ``cryptography`` certificate in ``pkcs7_der`` (the extracted signature) that ``signer`` names.
+
+    The certificate is found by its serial number; exactly one certificate of the signature may carry it (a
+    second one with the same serial could be a planted look-alike: refused). Raises VerificationError when the
+    signature cannot be read or the certificate is not there exactly once.
+    """
     # cryptography is heavy: `upgrade --dry-run` loads this module (through fetch) and never checks a signature
     from cryptography.hazmat.primitives.serialization import pkcs7
 
@@ -296,12 +306,15 @@ def offers_ignore_cdp(runner: Host, exe: str) -> bool:
 
 
 def verify_package(host: Host, runner: Host, raw: bytes, board: Board, label: str) -> SignedPackage:
-    """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the catalog
-    records for ``board``. ``host`` is the Host the trusted roots are read from (under ``--root``, the test root's);
-    ``runner`` runs ``osslsigncode`` on this machine (the package is a file the user has here). ``label`` names the file
-    in messages. Raises MissingError (exit 5) when osslsigncode or the roots are missing, VerificationError (exit 4)
-    when the signature does not hold (a changed byte, an untrusted or expired chain, no signature) or the signer is not
-    one the catalog records; nothing is written outside the scratch directory."""
+    """Return the signer of update package ``raw`` when its Authenticode signature holds and names a signer the
+    catalog records for ``board``.
+
+    ``host`` is the Host the trusted roots are read from (under ``--root``, the test root's); ``runner`` runs
+    ``osslsigncode`` on this machine (the package is a file the user has here). ``label`` names the file in
+    messages. Raises MissingError (exit 5) when osslsigncode or the roots are missing, VerificationError (exit
+    4) when the signature does not hold (a changed byte, an untrusted or expired chain, no signature) or the
+    signer is not one the catalog records; nothing is written outside the scratch directory.
+    """
     exe = runner.which("osslsigncode")
     if exe is None:
         raise MissingError(

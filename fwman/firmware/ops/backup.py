@@ -86,9 +86,11 @@ class Manifest(BaseModel):
 
 
 def run_stamp(taken: set[str] | frozenset[str] = frozenset()) -> str:
-    """Return a new backup run id: the UTC second (``20261129T083000Z``), ``-2``, ``-3``... when ``taken`` has it. Two
-    runs started in the same second would otherwise share an id, and ``--reuse-backups-from`` could not tell them
-    apart."""
+    """Return a new backup run id: the UTC second (``20261129T083000Z``), ``-2``, ``-3``... when ``taken`` has it.
+
+    Two runs started in the same second would otherwise share an id, and ``--reuse-backups-from`` could not
+    tell them apart.
+    """
     stamp = clock.now_utc().strftime("%Y%m%dT%H%M%SZ")
     run, n = stamp, 1
     while run in taken:
@@ -119,10 +121,12 @@ def load_manifest(host: Host) -> Manifest:
 
 
 def reported_board_id(host: Host, card: Card) -> str | None:
-    """Return the board ID nvflash reported for ``card`` when its newest backup was taken, or None. sysfs and nvidia-smi
-    do not carry the VBIOS board ID (see ``Card.board_id``); nvflash does, and ``fwman backup`` records it. None when no
-    backup of this card recorded one, or a replay did not record the manifest. Raises ParseError when the manifest
-    exists but is unreadable (evidence is never skipped)."""
+    """Return the board ID nvflash reported for ``card`` when its newest backup was taken, or None.
+
+    sysfs and nvidia-smi do not carry the VBIOS board ID (see ``Card.board_id``); nvflash does, and ``fwman
+    backup`` records it. None when no backup of this card recorded one, or a replay did not record the manifest.
+    Raises ParseError when the manifest exists but is unreadable (evidence is never skipped).
+    """
     try:
         manifest = load_manifest(host)
     except NotRecordedError:
@@ -146,9 +150,11 @@ BACKUP_KINDS = (RomKind.NVGI_DUMP, RomKind.CONTAINER)
 
 
 def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[Finding]:
-    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card. Whether the dump is
-    this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity checks; a backup adds that it
-    is a full ``nvflash --save`` dump of exactly the running version."""
+    """Return the findings on a dump of ``card``: ``block`` when it is not a full dump of this card.
+
+    Whether the dump is this card's (device, subsystem, NVGI agreeing) is :func:`check_compatible`'s identity
+    checks; a backup adds that it is a full ``nvflash --save`` dump of exactly the running version.
+    """
     identity = check_compatible(rom, card, None, catalog=False)
     out = [f for f in identity if f.id in IDENTITY_IDS and f.severity is Severity.BLOCK]
 
@@ -167,8 +173,10 @@ def check_dump(rom: RomImage, card: Card, expected_version: str | None) -> list[
 
 
 def require_backup_host(host: Host, euid: int) -> None:
-    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded. Raises BlockedError
-    naming what is in the way."""
+    """Return when nvflash can save EEPROMs on ``host``: run as root, the NVIDIA driver unloaded.
+
+    Raises BlockedError naming what is in the way.
+    """
     if euid != 0:
         raise BlockedError("fwman backup needs root (nvflash reads the EEPROM as root)", hint="run with sudo")
     bad = blocking(driver_findings(host))
@@ -177,9 +185,11 @@ def require_backup_host(host: Host, euid: int) -> None:
 
 
 def take_backup(host: Host, tool: NvflashTool, card: Card, run: str) -> BackupEntry:
-    """Save ``card``'s EEPROM with nvflash, check it, store it under a new name and record it in the manifest. Returns
-    the manifest entry. Raises BlockedError when nvflash refuses (driver loaded), BackupError when the save fails, the
-    dump does not check out, or the file cannot be stored (disk full)."""
+    """Save ``card``'s EEPROM with nvflash, check it, store it under a new name and record it in the manifest.
+
+    Returns the manifest entry. Raises BlockedError when nvflash refuses (driver loaded), BackupError when the
+    save fails, the dump does not check out, or the file cannot be stored (disk full).
+    """
     adapter = tool.adapter_for(card)
     folder = card_dir(card)
     tmp = f"{folder}/.fwman-save-{run}.rom"

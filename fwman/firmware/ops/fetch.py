@@ -64,8 +64,10 @@ class Expected:
 
 def expected_hashes(entry: CatalogEntry, override: HashOverride | None, expect_md5: str | None) -> Expected:
     """Return the hashes ``entry``'s file must match: the catalog's, else a recorded override, else ``expect_md5``.
-    Raises UsageError for a malformed ``expect_md5``, VerificationError when it contradicts the catalog or a recorded
-    override (one of the two is wrong: fwman does not pick)."""
+
+    Raises UsageError for a malformed ``expect_md5``, VerificationError when it contradicts the catalog or a
+    recorded override (one of the two is wrong: fwman does not pick).
+    """
     image = entry.image
     given = expect_md5.lower() if expect_md5 else None
     if given is not None and not _MD5.match(given):
@@ -91,8 +93,10 @@ def expected_hashes(entry: CatalogEntry, override: HashOverride | None, expect_m
 
 
 def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
-    """Return (md5, sha256) of ``data`` after checking them and the size against ``expected``. Raises VerificationError
-    naming the first mismatch."""
+    """Return (md5, sha256) of ``data`` after checking them and the size against ``expected``.
+
+    Raises VerificationError naming the first mismatch.
+    """
     md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
     sha256 = hashlib.sha256(data).hexdigest()
     if expected.size is not None and len(data) != expected.size:
@@ -111,10 +115,12 @@ def check_hashes(data: bytes, expected: Expected, what: str) -> tuple[str, str]:
 
 
 def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> list[Finding]:
-    """Return the compatibility findings for ``data`` parsed as a ROM, before any card is known. The image kind, then
-    the catalog's checks (subsystem, version, hash, status): see
-    :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the bytes
-    are not a VBIOS image."""
+    """Return the compatibility findings for ``data`` parsed as a ROM, before any card is known.
+
+    The image kind, then the catalog's checks (subsystem, version, hash, status): see
+    :func:`fwman.firmware.verify.compatible.check_compatible`. Raises ParseError (a VerificationError) when the
+    bytes are not a VBIOS image.
+    """
     return check_compatible(parse_rom(data), None, entry, override_md5=override_md5)
 
 
@@ -156,10 +162,12 @@ class FetchResult:
 
 
 def refuse_withdrawn(entry: CatalogEntry, doing: str) -> None:
-    """Raise BlockedError when ``entry``'s image is withdrawn; the hint names the image to use instead. ``doing`` is the
-    command refused (``fetch``, ``flash --card 41:00.0``): the hint gives that command for the board's recommended image
-    (the newest neither withdrawn nor superseded), which is never refused for this reason. Returns None for any other
-    status."""
+    """Raise BlockedError when ``entry``'s image is withdrawn; the hint names the image to use instead.
+
+    ``doing`` is the command refused (``fetch``, ``flash --card 41:00.0``): the hint gives that command for the
+    board's recommended image (the newest neither withdrawn nor superseded), which is never refused for this
+    reason. Returns None for any other status.
+    """
     image = entry.image
     if image.status is not ImageStatus.WITHDRAWN:
         return
@@ -189,12 +197,16 @@ def fetch_image(
     now: datetime | None = None,
 ) -> FetchResult:
     """Download (from ``urls``, else the catalog's) or import (``from_file``) ``entry``'s image into the cache.
-    ``from_file`` is read through the user-file door (:func:`fwman.host.userfiles.read_user_file`): a hand-downloaded
-    file is on the machine the user sits at, relative to the real working directory, even with ``--root``. Order: gates
-    (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and SHA-256; the ROM
-    header and catalog findings; only then the atomic write into the cache, a ``<file>.json`` record beside it, and, for
-    ``--expect-md5``, the local override. Raises BlockedError (withdrawn, or no hash to check against),
-    VerificationError (mismatch; nothing is left behind), DownloadError, UsageError."""
+
+    ``from_file`` is read through the user-file door (:func:`fwman.host.userfiles.read_user_file`): a
+    hand-downloaded file is on the machine the user sits at, relative to the real working directory, even with
+    ``--root``.
+
+    Order: gates (withdrawn, no known hash) before any byte moves; the body into ``<file>.part``; size, MD5 and
+    SHA-256; the ROM header and catalog findings; only then the atomic write into the cache, a ``<file>.json``
+    record beside it, and, for ``--expect-md5``, the local override. Raises BlockedError (withdrawn, or no hash
+    to check against), VerificationError (mismatch; nothing is left behind), DownloadError, UsageError.
+    """
     image = entry.image
     refuse_withdrawn(entry, "fetch")
     override = find_override(load_overrides(host), entry.board.key, image.version)
@@ -293,9 +305,11 @@ def _unverified(entry: CatalogEntry) -> BlockedError:
 
 
 def _package_hash_finding(finding: Finding, origin: str, signed: str | None = None) -> Finding:
-    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's, or (``signed``: its
-    provenance words) whose Authenticode signature verified with a signer the catalog records. Only the "no hash known"
-    block is replaced: a mismatch with a hash the catalog does know stays a block."""
+    """Return the hash finding for an image unpacked from a package whose MD5 matched the vendor's, or (``signed``:
+    its provenance words) whose Authenticode signature verified with a signer the catalog records.
+
+    Only the "no hash known" block is replaced: a mismatch with a hash the catalog does know stays a block.
+    """
     if finding.severity is not Severity.BLOCK or "unverified" not in finding.message:
         return finding
     vendor_md5 = (
@@ -307,16 +321,20 @@ def _package_hash_finding(finding: Finding, origin: str, signed: str | None = No
 def _from_file(
     host: Host, path: str, entry: CatalogEntry, expected: Expected, cap: int
 ) -> tuple[bytes, Expected, str, SignedPackage | None]:
-    """Return (image bytes, what they must still match, the package member, the verified signer) for the hand-downloaded
-    ``path``. ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
-    also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its VBIOS images
-    are found by structure (:mod:`fwman.firmware.rom.package`; unpacked with 7zz on this machine by
-    :mod:`fwman.firmware.ops.unpack`) and the one for ``entry`` (subsystem, device, version) is taken, refusing none or
-    several. An MD5 typed by the owner (or recorded for them) is the vendor's MD5 of the file they downloaded, so it is
-    checked against the package; the catalog's (or local entry's) hashes are of the image and are checked against the
-    image. With no hash known at all, the package's Authenticode signature must verify with a signer the catalog records
-    for the board (:mod:`fwman.firmware.ops.authenticode`, trusted roots read through ``host``), before it is unpacked.
-    Raises MissingError, VerificationError, BlockedError."""
+    """Return (image bytes, what they must still match, the package member, the verified signer) for the
+    hand-downloaded ``path``.
+
+    ``path`` comes through the user-file door (a file on this machine, relative to the real working directory,
+    also with ``--root``). A plain ROM is the image. Anything else is taken as a vendor update package: its
+    VBIOS images are found by structure (:mod:`fwman.firmware.rom.package`; unpacked with 7zz on this machine
+    by :mod:`fwman.firmware.ops.unpack`) and the one for ``entry`` (subsystem, device, version) is taken,
+    refusing none or several. An MD5 typed by the owner (or recorded for them) is the vendor's MD5 of the file
+    they downloaded, so it is checked against the package; the catalog's (or local entry's) hashes are of the
+    image and are checked against the image. With no hash known at all, the package's Authenticode signature
+    must verify with a signer the catalog records for the board (:mod:`fwman.firmware.ops.authenticode`,
+    trusted roots read through ``host``), before it is unpacked. Raises MissingError, VerificationError,
+    BlockedError.
+    """
     # a package's unpacking and signature check (7zz, cryptography) stay here: `upgrade --dry-run` loads this
     # module for the cache's paths and never opens a package
     from fwman.firmware.ops.authenticode import verify_package
@@ -360,9 +378,11 @@ def _from_file(
 
 
 def _refuse_truncated(path: str, raw: bytes) -> None:
-    """Raise VerificationError when ``raw`` is a VBIOS image cut short (it starts as one, ends inside an image). Said as
-    ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut file as an image,
-    so without this the owner heard about unpackers instead. Returns None for anything else."""
+    """Raise VerificationError when ``raw`` is a VBIOS image cut short (it starts as one, ends inside an image).
+
+    Said as ``fwman rom inspect`` says it, never as "no image found": the package search does not take a cut
+    file as an image, so without this the owner heard about unpackers instead. Returns None for anything else.
+    """
     try:
         rom = parse_rom(raw)
     except VerificationError:

@@ -153,9 +153,11 @@ class Flasher:
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher). Raises
-        hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade runs; a stale lock
-        is taken over with a line through ``say``."""
+        """Hold the host-wide flash lock for the ``with`` block (re-entrant within this Flasher).
+
+        Raises hostlock.LockHeld (exit 3, naming the holder) when another flash, restore, backup or upgrade
+        runs; a stale lock is taken over with a line through ``say``.
+        """
         if self._lock_depth:
             self._lock_depth += 1
             try:
@@ -217,9 +219,11 @@ class Flasher:
     def image_facts(
         self, card: Card, source: ImageSource, rom: RomImage, staged: str, block: nvflash.FirmwareBlock
     ) -> ImageFacts:
-        """Return what the image gates look at for writing ``source`` (staged at ``staged``) onto ``card``. ``block`` is
-        nvflash's identity of the card, read now (:meth:`adapter_block`): its version and board ID win over the
-        inventory's."""
+        """Return what the image gates look at for writing ``source`` (staged at ``staged``) onto ``card``.
+
+        ``block`` is nvflash's identity of the card, read now (:meth:`adapter_block`): its version and board ID
+        win over the inventory's.
+        """
         live = card.model_copy(
             update={"vbios_version": block.version or card.vbios_version, "board_id": block.board_id or card.board_id}
         )
@@ -255,10 +259,12 @@ class Flasher:
 
     # -- the operation -------------------------------------------------------------------------------------
     def flash(self, card: Card, source: ImageSource, op: Operation | None = None, kind: str = "flash") -> FlashResult:
-        """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome. Raises
-        BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash, FlashFailed
-        (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write; a Ctrl-C between steps
-        marks the operation ``interrupted`` (resumable) and propagates."""
+        """Run (or resume, with ``op``) one flash of ``source`` onto ``card``; return the verified outcome.
+
+        Raises BlockedError (exit 3) when a gate stops it before any write, ToolMissingError (5) without nvflash,
+        FlashFailed (4) when the write or read-back fails, Interrupted (130) on a Ctrl-C after the write;
+        a Ctrl-C between steps marks the operation ``interrupted`` (resumable) and propagates.
+        """
         with self.locked():
             return self._flash_locked(card, source, op, kind)
 
@@ -373,7 +379,8 @@ class Flasher:
         return f"{len(findings)} checks passed"
 
     def take_backups(self, run: FlashRun) -> str:
-        """Back up every card (or reuse a run). Raises FwmanError (blocked) unless every card has a verified backup."""
+        """Back up every card (or reuse a run). Raises FwmanError (blocked) unless every card has a verified
+        backup."""
         self.ensure_backups(run.op)
         run.op.backup_run = self.backup_run
         run.own = self.backups[run.card.bus_id]

@@ -67,9 +67,11 @@ class ImageFacts:
 
 @dataclass(frozen=True)
 class GateVerdict:
-    """What a gate decided: allowed (``message`` None), or blocked with the reasons. ``message`` and ``hint`` are the
-    refusal as the user reads it, ``detail`` the line the journal records, ``findings`` what the refusal carries (for
-    ``--json``)."""
+    """What a gate decided: allowed (``message`` None), or blocked with the reasons.
+
+    ``message`` and ``hint`` are the refusal as the user reads it, ``detail`` the line the journal records,
+    ``findings`` what the refusal carries (for ``--json``).
+    """
 
     message: str | None = None
     hint: str | None = None

@@ -14,10 +14,13 @@ from fwman.host.jsonl import append_json_line, read_json_lines
 
 
 class HistoryRecord(BaseModel):
-    """One flash (``kind`` flash / restore) or one ``upgrade --check`` result (``kind`` check). ``board_id``,
-    ``bar1_bytes``, ``bar1_offers_bytes`` and the power limits are the card's state when the record was made: before the
-    new firmware ran for a flash, after the reboot for a check (``fwman flash report`` puts the two side by side). Each
-    is None where it could not be read (nvidia-smi needs the driver, which a flash unloads)."""
+    """One flash (``kind`` flash / restore) or one ``upgrade --check`` result (``kind`` check).
+
+    ``board_id``, ``bar1_bytes``, ``bar1_offers_bytes`` and the power limits are the card's state when the
+    record was made: before the new firmware ran for a flash, after the reboot for a check (``fwman flash report``
+    puts the two side by side). Each is None where it could not be read (nvidia-smi needs the driver, which a
+    flash unloads).
+    """
 
     time: str
     kind: str

@@ -64,10 +64,13 @@ def _with_entry(source: ImageSource, entry: CatalogEntry | None) -> ImageSource:
 
 
 def cached_image(host: Host, entry: CatalogEntry, bus_id: str | None = None) -> ImageSource:
-    """Return the fetched image of ``entry`` from the cache, with its catalog facts. ``bus_id`` (the card being flashed)
-    goes into the hint of a refusal, so it is a command that runs as given. Raises BlockedError when the image is
-    withdrawn (it is never fetched, so "not downloaded" would send the owner to a fetch that refuses it), MissingError
-    when it has not been fetched."""
+    """Return the fetched image of ``entry`` from the cache, with its catalog facts.
+
+    ``bus_id`` (the card being flashed) goes into the hint of a refusal, so it is a command that runs as given.
+
+    Raises BlockedError when the image is withdrawn (it is never fetched, so "not downloaded" would send the
+    owner to a fetch that refuses it), MissingError when it has not been fetched.
+    """
     refuse_withdrawn(entry, f"flash --card {bus_id}" if bus_id else "flash --card BUS")
     path = cache_path(entry)
     try:
@@ -79,23 +82,29 @@ def cached_image(host: Host, entry: CatalogEntry, bus_id: str | None = None) -> 
 
 def catalog_image(host: Host, ref: str, catalog: Catalog | None = None) -> ImageSource:
     """Return the fetched image of catalog entry ``ref`` (``3842:3987/94.02.42.80.27``) with its catalog facts.
-    ``catalog`` defaults to the host's (:func:`fwman.firmware.catalog.load.load_catalog`). Raises UsageError for an
-    unknown entry, MissingError when it has not been fetched."""
+
+    ``catalog`` defaults to the host's (:func:`fwman.firmware.catalog.load.load_catalog`). Raises UsageError for
+    an unknown entry, MissingError when it has not been fetched.
+    """
     return cached_image(host, (catalog or load_catalog(host)).entry(ref))
 
 
 def with_catalog(host: Host, source: ImageSource) -> ImageSource:
-    """Return ``source`` with the facts of the catalog entry its bytes are (by hash, else subsystem + version). Raises
-    MissingError when no catalog is installed, ParseError when the bytes are not a VBIOS image."""
+    """Return ``source`` with the facts of the catalog entry its bytes are (by hash, else subsystem + version).
+
+    Raises MissingError when no catalog is installed, ParseError when the bytes are not a VBIOS image.
+    """
     return _with_entry(source, find_entry_for_rom(load_catalog(host), parse_rom(source.data)))
 
 
 def resolve_image(host: Host, ref: str, bus_id: str | None = None) -> ImageSource:
     """Return the image named by ``ref``: a file the user names on this machine, or ``BOARD/VERSION`` (cache).
-    ``bus_id`` is the card the image is for (named in the hint when a catalog image is refused). A file is read through
-    the user-file door (relative to the real working directory, never under ``--root``). Raises MissingError when the
-    file or cached image is absent, UsageError for an unknown catalog entry, ParseError when a file is not a VBIOS
-    image."""
+
+    ``bus_id`` is the card the image is for (named in the hint when a catalog image is refused).
+    A file is read through the user-file door (relative to the real working directory, never under
+    ``--root``). Raises MissingError when the file or cached image is absent, UsageError for an unknown catalog
+    entry, ParseError when a file is not a VBIOS image.
+    """
     catalog = load_catalog(host)
     if is_user_file(ref):  # the user's file, not a host path: also with --root
         data = read_user_file(ref)
@@ -119,8 +128,10 @@ def dual_switch(host: Host, card: Card) -> bool | None:
 
 
 def backup_image(host: Host, card: Card, path: str) -> ImageSource:
-    """Return backup ``path`` as the image to put back onto ``card``: only a backup recorded for this very card. Raises
-    BlockedError when fwman did not record ``path`` or it belongs to another card."""
+    """Return backup ``path`` as the image to put back onto ``card``: only a backup recorded for this very card.
+
+    Raises BlockedError when fwman did not record ``path`` or it belongs to another card.
+    """
     entry = find_backup(host, path)
     if not entry.is_of(card):  # refused before any backup is taken; the flash gates check it again
         raise BlockedError(
@@ -133,8 +144,10 @@ def backup_image(host: Host, card: Card, path: str) -> ImageSource:
 
 
 def staged_source(host: Host, op: Operation) -> ImageSource:
-    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash). Raises
-    MissingError when the staged copy is gone, VerificationError when it changed."""
+    """Return the image of an unfinished operation from its staged copy (checked against the journaled hash).
+
+    Raises MissingError when the staged copy is gone, VerificationError when it changed.
+    """
     path = f"{paths.FLASH_STAGING_DIR}/{op.id}.rom"
     try:
         data = host.read_bytes(path)
@@ -157,10 +170,12 @@ def find_backup(host: Host, path: str) -> BackupEntry:
 
 
 def resume_source(host: Host, op: Operation, card: Card) -> ImageSource:
-    """Return the image an unfinished flash or restore ``op`` of ``card`` writes, with its facts again. A restore gets
-    its backup's manifest entry back (its gates accept only the card's own backup); a flash gets the catalog entry its
-    bytes are. Raises MissingError / VerificationError as :func:`staged_source`, BlockedError when a restore's backup is
-    no longer recorded."""
+    """Return the image an unfinished flash or restore ``op`` of ``card`` writes, with its facts again.
+
+    A restore gets its backup's manifest entry back (its gates accept only the card's own backup); a flash gets
+    the catalog entry its bytes are. Raises MissingError / VerificationError as :func:`staged_source`,
+    BlockedError when a restore's backup is no longer recorded.
+    """
     source = staged_source(host, op)
     if op.kind == "restore":
         source.restore_of = find_backup(host, op.extra.get("backup", ""))

@@ -175,9 +175,11 @@ class Journal:
         return parse_operation(self.host.read_text(path), path)
 
     def all(self) -> list[Operation]:
-        """Return every readable operation, oldest first. A journal file that cannot be read is never skipped silently:
-        it is kept in :attr:`unreadable` (``path: what is wrong``) for the caller to report, and
-        :meth:`require_readable` blocks on it."""
+        """Return every readable operation, oldest first.
+
+        A journal file that cannot be read is never skipped silently: it is kept in :attr:`unreadable`
+        (``path: what is wrong``) for the caller to report, and :meth:`require_readable` blocks on it.
+        """
         self.unreadable = []
         try:
             names = self.host.listdir(self.directory)
@@ -197,9 +199,11 @@ class Journal:
         return sorted(ops, key=lambda o: o.id)
 
     def require_readable(self) -> None:
-        """Raise BlockedError (exit 3) when a journal file is unreadable: it may record a half-finished flash. Call
-        after :meth:`all` (or :meth:`unfinished`). A flash or resume must not start while fwman cannot tell whether a
-        card was left half-written."""
+        """Raise BlockedError (exit 3) when a journal file is unreadable: it may record a half-finished flash.
+
+        Call after :meth:`all` (or :meth:`unfinished`). A flash or resume must not start while fwman cannot
+        tell whether a card was left half-written.
+        """
         if self.unreadable is None:
             self.all()
         if self.unreadable:
@@ -211,18 +215,23 @@ class Journal:
             )
 
     def alive(self, op: Operation) -> bool:
-        """Return True when the process that wrote a running ``op`` is still at work on it. A flash holds the host-wide
-        flash lock from its first backup to its last read-back, so the op is alive exactly when the lock is held by its
-        pid: this is right under ``--root`` too (where ``/proc/PID`` would be looked up in the tree), and after a reboot
-        (the kernel released the lock). A snapshot has no lock: there the recorded ``/proc`` answers."""
+        """Return True when the process that wrote a running ``op`` is still at work on it.
+
+        A flash holds the host-wide flash lock from its first backup to its last read-back, so the op is alive
+        exactly when the lock is held by its pid: this is right under ``--root`` too (where ``/proc/PID`` would
+        be looked up in the tree), and after a reboot (the kernel released the lock). A snapshot has no lock:
+        there the recorded ``/proc`` answers.
+        """
         if not hostlock.has_locks(self.host):
             return op.pid != os.getpid() and self.host.exists(f"/proc/{op.pid}") if op.pid else False
         held = hostlock.holder_now(self.host)
         return held is not None and held.pid == op.pid
 
     def unfinished(self) -> list[Operation]:
-        """Return operations that stopped without finishing (killed, failed or interrupted), oldest first. Raises
-        BlockedError when a journal file is unreadable (it could be the unfinished one)."""
+        """Return operations that stopped without finishing (killed, failed or interrupted), oldest first.
+
+        Raises BlockedError when a journal file is unreadable (it could be the unfinished one).
+        """
         ops = self.all()
         self.require_readable()
         return [

@@ -41,8 +41,10 @@ class ListedMember:
 
 
 def parse_7zz_listing(text: str) -> list[ListedMember]:
-    """Return the members of ``7zz l -slt -ba`` output (blocks of ``Key = value`` lines, each from ``Path``). Pure and
-    lenient: a line it does not know is skipped, so any text gives a list (never raises)."""
+    """Return the members of ``7zz l -slt -ba`` output (blocks of ``Key = value`` lines, each from ``Path``).
+
+    Pure and lenient: a line it does not know is skipped, so any text gives a list (never raises).
+    """
     members: list[ListedMember] = []
     fields: dict[str, str] = {}
 
@@ -76,9 +78,11 @@ def parse_7zz_listing(text: str) -> list[ListedMember]:
 
 
 def parse_bsdtar_listing(text: str) -> list[ListedMember]:
-    """Return the members of ``bsdtar -tvf`` output (``ls -l`` lines; bsdtar escapes control characters). A line whose
-    name holds `` -> `` (symbolic link) or `` link to `` (hard link) lists every target the line could mean, since a
-    name may hold the same words. Pure and lenient: never raises."""
+    """Return the members of ``bsdtar -tvf`` output (``ls -l`` lines; bsdtar escapes control characters).
+
+    A line whose name holds `` -> `` (symbolic link) or `` link to `` (hard link) lists every target the line
+    could mean, since a name may hold the same words. Pure and lenient: never raises.
+    """
     members: list[ListedMember] = []
     for line in text.splitlines():
         parts = line.split(None, 8)
@@ -101,10 +105,12 @@ def _in_tree(target: str) -> bool:
 
 
 def check_listing(path: str, members: list[ListedMember], max_unpacked: int = MAX_UNPACKED) -> None:
-    """Refuse, before anything is unpacked, what no update package holds. Raises VerificationError for more than
-    MAX_MEMBERS members, a FIFO, device node or socket (an unpacker running as root would create it, and reading it
-    could hang or read a disk), a link whose target leaves the tree, or a stated total over ``max_unpacked`` (the real
-    total is enforced while unpacking as well)."""
+    """Refuse, before anything is unpacked, what no update package holds.
+
+    Raises VerificationError for more than MAX_MEMBERS members, a FIFO, device node or socket (an unpacker
+    running as root would create it, and reading it could hang or read a disk), a link whose target leaves the
+    tree, or a stated total over ``max_unpacked`` (the real total is enforced while unpacking as well).
+    """
     if len(members) > MAX_MEMBERS:
         raise VerificationError(f"{path}: more than {MAX_MEMBERS} members: not an update package")
     for member in members:

@@ -57,12 +57,14 @@ def make_local_entry(
     maker: str | None = None,
     now: str,
 ) -> MadeEntry:
-    """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written. The running firmware is
-    read from ``card``'s newest stored backup (or ``backup_path``), which must verify (hash as recorded, a full dump of
-    this card). The vendor file ``image_path`` is the user's (read through the user-file door) and must have the MD5
-    ``expect_md5`` the vendor published; a package is unpacked on ``unpack_host`` (the machine the file is on) and
-    searched for the one image whose subsystem, device (and ``version``) are the card's. Raises UsageError,
-    VerificationError, BlockedError, MissingError."""
+    """Return the local entry for ``card`` (a :class:`fwman.gpu.card.Card`), not yet written.
+
+    The running firmware is read from ``card``'s newest stored backup (or ``backup_path``), which must verify
+    (hash as recorded, a full dump of this card). The vendor file ``image_path`` is the user's (read through
+    the user-file door) and must have the MD5 ``expect_md5`` the vendor published; a package is unpacked on
+    ``unpack_host`` (the machine the file is on) and searched for the one image whose subsystem, device (and
+    ``version``) are the card's. Raises UsageError, VerificationError, BlockedError, MissingError.
+    """
     # typed text lands in the TOML file and its header comment: one line each (a newline broke the file)
     for text, option in ((name, "--name"), (maker, "--maker"), (md5_source, "--md5-source")):
         if text is not None:
@@ -139,9 +141,11 @@ def make_local_entry(
 
 
 def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
-    """Write ``made`` to its file under the local catalog directory and return that host path. Raises UsageError when
-    the file exists and ``replace`` is False (an owner's entry is never overwritten silently), and what the host raises
-    on a failed write."""
+    """Write ``made`` to its file under the local catalog directory and return that host path.
+
+    Raises UsageError when the file exists and ``replace`` is False (an owner's entry is never overwritten
+    silently), and what the host raises on a failed write.
+    """
     target = made.entry.path
     if host.exists(target) and not replace:
         raise UsageError(f"{target} exists", hint="--replace writes the new entry over it")
@@ -151,9 +155,11 @@ def write_local_entry(host: Host, made: MadeEntry, *, replace: bool) -> str:
 
 
 def lint_local_entries(host: Host) -> list[LintIssue]:
-    """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first. Each
-    file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass the curated
-    board rules; a local entry for a board the curated catalog knows is a warning (never used)."""
+    """Return every problem in the host's local entries (``/etc/fwman/catalog.d``) as lint issues, errors first.
+
+    Each file must be a valid local entry (board schema, ``[local]`` provenance, named for its IDs) and pass
+    the curated board rules; a local entry for a board the curated catalog knows is a warning (never used).
+    """
     issues: list[LintIssue] = []
     try:
         if not host.is_dir(LOCAL_DIR):

@@ -98,10 +98,12 @@ def _image(
 
 
 def propose_board(entry: LocalEntry, reports: list[tuple[OwnerReport, str]]) -> Proposal:
-    """Return the format-2 board file that ``reports`` (each with its public URL) make of ``entry``. Images that no
-    report ran are left out (nothing but the owner's own file would source them). Raises UsageError (no report, a bad or
-    repeated URL) and VerificationError (a report of another board, one whose flash the check did not confirm, or one
-    whose images are not the entry's)."""
+    """Return the format-2 board file that ``reports`` (each with its public URL) make of ``entry``.
+
+    Images that no report ran are left out (nothing but the owner's own file would source them). Raises
+    UsageError (no report, a bad or repeated URL) and VerificationError (a report of another board, one whose
+    flash the check did not confirm, or one whose images are not the entry's).
+    """
     if not reports:
         raise UsageError("a proposal needs at least one owner report")
     _check_reports(entry, reports)

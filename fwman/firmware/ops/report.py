@@ -167,9 +167,11 @@ _FLASH_FIELDS = ("time", "kind", "result", "operation", "image_sha256", "image_c
 
 
 def build_report(host: Host, card: Card, *, generated_at: str, fwman_version: str) -> OwnerReport:
-    """Return the report of ``card``'s newest successful flash or restore and the last check after it. Raises
-    MissingError when fwman recorded no successful flash of the card (nothing to report), and VerificationError when the
-    history is damaged."""
+    """Return the report of ``card``'s newest successful flash or restore and the last check after it.
+
+    Raises MissingError when fwman recorded no successful flash of the card (nothing to report), and
+    VerificationError when the history is damaged.
+    """
     records = read_history(host)
     ours = [(n, r) for n, r in enumerate(records) if r.card == card.bus_id]
     flashes = [(n, r) for n, r in ours if r.kind in ("flash", "restore") and r.result == "success"]

@@ -46,8 +46,11 @@ _SIZE_LIMIT_FAILED = 125  # the status the wrapper exits with when it cannot set
 
 @contextmanager
 def scratch_dir(host: Host) -> Iterator[str]:
-    """Yield a fresh private directory (0700, unguessable name) on ``host``; remove it and its contents after. Made and
-    removed through the Host like every other file and command, so the package's contents never outlive the scan."""
+    """Yield a fresh private directory (0700, unguessable name) on ``host``; remove it and its contents after.
+
+    Made and removed through the Host like every other file and command, so the package's contents never
+    outlive the scan.
+    """
     path = f"{SCRATCH_PARENT}/fwman-unpack-{secrets.token_hex(8)}"
     if host.exists(path):  # pragma: no cover - 64 random bits
         raise FwmanError(f"{path} exists: refusing to unpack into a directory fwman did not make")
@@ -77,10 +80,12 @@ def _listing(host: Host, tool: str, exe: str, copy: str) -> list[ListedMember] |
 
 
 def _size_limited(limit: int, argv: list[str], stdout_to: str | None = None) -> list[str]:
-    """Return ``argv`` run under a file size limit (RLIMIT_FSIZE) of a little over ``limit`` bytes. The kernel stops
-    every write past the limit (the unpacker is killed by SIGXFSZ or fails with EFBIG), so no file it writes can grow
-    beyond it, whatever the archive claims. ``stdout_to`` sends its standard output to that file, under the same
-    limit."""
+    """Return ``argv`` run under a file size limit (RLIMIT_FSIZE) of a little over ``limit`` bytes.
+
+    The kernel stops every write past the limit (the unpacker is killed by SIGXFSZ or fails with EFBIG), so no
+    file it writes can grow beyond it, whatever the archive claims. ``stdout_to`` sends its standard output to
+    that file, under the same limit.
+    """
     blocks = str(limit // 512 + 1)  # POSIX ulimit -f counts 512-byte blocks; one more tells "over" from "at"
     redirect = ' > "$out"' if stdout_to is not None else ""
     script = f'ulimit -f "$1" || exit {_SIZE_LIMIT_FAILED}; out=$2; shift 2; exec "$@"{redirect}'
@@ -88,8 +93,10 @@ def _size_limited(limit: int, argv: list[str], stdout_to: str | None = None) -> 
 
 
 def _failed(tool: str, path: str, result: CommandResult) -> FwmanError:
-    """Return the error for an unpacker that could not unpack ``path``: a corrupt or hostile package (exit 4). Only a
-    shell that cannot set the size limit is fwman's own trouble (exit 1): nothing was unpacked then."""
+    """Return the error for an unpacker that could not unpack ``path``: a corrupt or hostile package (exit 4).
+
+    Only a shell that cannot set the size limit is fwman's own trouble (exit 1): nothing was unpacked then.
+    """
     if result.rc == _SIZE_LIMIT_FAILED:
         return FwmanError(f"cannot limit what {tool} may write: {result.stderr.strip() or 'ulimit -f failed'}")
     detail = (result.stderr or result.stdout).strip().splitlines()
@@ -100,11 +107,13 @@ def _failed(tool: str, path: str, result: CommandResult) -> FwmanError:
 
 
 def _measure(host: Host, tool: str, exe: str, copy: str, scratch: str, path: str, max_unpacked: int) -> None:
-    """Unpack ``copy`` once into a single size-limited file and refuse it when that is over ``max_unpacked``. Every
-    member's content goes to standard output (``7zz x -so``, ``bsdtar -xO``) and into one file under the kernel's file
-    size limit, so the real total is known without trusting the listing and without ever writing more than the limit.
-    The unpack that follows reads the same private bytes with the same tool. Raises VerificationError when it is over
-    the limit or the tool fails on the package."""
+    """Unpack ``copy`` once into a single size-limited file and refuse it when that is over ``max_unpacked``.
+
+    Every member's content goes to standard output (``7zz x -so``, ``bsdtar -xO``) and into one file under the
+    kernel's file size limit, so the real total is known without trusting the listing and without ever writing
+    more than the limit. The unpack that follows reads the same private bytes with the same tool. Raises
+    VerificationError when it is over the limit or the tool fails on the package.
+    """
     sink = f"{scratch}/measure"
     argv = [exe, "x", "-so", "-bd", "-bsp0", "--", copy] if tool == "7zz" else [exe, "-x", "-O", "-f", copy]
     result = host.run(_size_limited(max_unpacked, argv, sink), timeout=UNPACK_TIMEOUT)
@@ -124,8 +133,10 @@ def _measure(host: Host, tool: str, exe: str, copy: str, scratch: str, path: str
 
 
 def _unpack(host: Host, tool: str, exe: str, copy: str, into: str, path: str, max_unpacked: int) -> None:
-    """Unpack archive ``copy`` into directory ``into``, no file over ``max_unpacked`` bytes. Raises VerificationError
-    with the tool's message on failure (``path`` is the name the user knows)."""
+    """Unpack archive ``copy`` into directory ``into``, no file over ``max_unpacked`` bytes.
+
+    Raises VerificationError with the tool's message on failure (``path`` is the name the user knows).
+    """
     if tool == "7zz":
         # -snl- (the default) stores links as files; -y answers overwrite prompts; stdin is closed: an
         # encrypted archive fails instead of waiting for a password
@@ -155,23 +166,27 @@ def _members(host: Host, root: str) -> list[str]:
 
 
 def _copy_name(path: str) -> str:
-    """Return a file name for the private copy of ``path``: its base name, reduced to harmless characters. The name is
-    kept (an unpacker names a gzip's member after it, and may pick a format by its extension)."""
+    """Return a file name for the private copy of ``path``: its base name, reduced to harmless characters.
+
+    The name is kept (an unpacker names a gzip's member after it, and may pick a format by its extension).
+    """
     name = re.sub(r"[^A-Za-z0-9._+-]", "_", os.path.basename(path)).lstrip(".-")[-100:]
     return name or "package"
 
 
 def scan_package(host: Host, path: str, data: bytes | None = None, *, max_unpacked: int = MAX_UNPACKED) -> PackageScan:
     """Return every VBIOS image in the file ``path`` on ``host``: the file itself, its unpacked members, or both.
-    ``host`` is the machine the file is on and runs the unpacker (the CLI passes the local machine for a file the user
-    names); ``data`` is the file's content when the caller has read it already (through the user-file door, and checked
-    its hash), else it is read through ``host``. Only those bytes are searched and unpacked: the unpacker is given a
-    private copy fwman writes into its scratch directory, never ``path`` again, so a file rewritten after it was read
-    (and hashed) cannot put other images in. Nothing in the package is executed: archives are opened by ``7zz`` or
-    ``bsdtar``, under a file size limit (``max_unpacked``, enforced by the kernel while unpacking, not taken from the
-    listing). Raises MissingError when the file is absent, VerificationError when it or its unpacked contents are over
-    the size limits, when it lists a member that is not a file, directory or in-tree link, or when the unpacker fails on
-    a file it recognised as an archive."""
+
+    ``host`` is the machine the file is on and runs the unpacker (the CLI passes the local machine for a file the
+    user names); ``data`` is the file's content when the caller has read it already (through the user-file
+    door, and checked its hash), else it is read through ``host``. Only those bytes are searched and unpacked:
+    the unpacker is given a private copy fwman writes into its scratch directory, never ``path`` again, so a
+    file rewritten after it was read (and hashed) cannot put other images in. Nothing in the package is
+    executed: archives are opened by ``7zz`` or ``bsdtar``, under a file size limit (``max_unpacked``, enforced
+    by the kernel while unpacking, not taken from the listing). Raises MissingError when the file is absent,
+    VerificationError when it or its unpacked contents are over the size limits, when it lists a member that
+    is not a file, directory or in-tree link, or when the unpacker fails on a file it recognised as an archive.
+    """
     if data is None:
         data = host.read_bytes(path, limit=MAX_PACKAGE + 1)
     if len(data) > MAX_PACKAGE:
@@ -207,9 +222,11 @@ def scan_package(host: Host, path: str, data: bytes | None = None, *, max_unpack
 
 
 def _search_members(host: Host, into: str, path: str, scan: PackageScan, max_unpacked: int) -> list[EmbeddedImage]:
-    """Return the images in the files unpacked under ``into``; note the ones too large to search in ``scan``. Raises
-    VerificationError when the files add up to more than ``max_unpacked`` (never expected after the measured unpack;
-    checked again on what is really there)."""
+    """Return the images in the files unpacked under ``into``; note the ones too large to search in ``scan``.
+
+    Raises VerificationError when the files add up to more than ``max_unpacked`` (never expected after the
+    measured unpack; checked again on what is really there).
+    """
     members = _members(host, into)
     scan.members = len(members)
     sizes = {member: host.stat_size(member) for member in members}

@@ -19,8 +19,10 @@ PCIR_SIGNATURES = (b"PCIR", b"NPDS", b"RGIS")
 
 
 def find_chain(r: Reader, start: int) -> int | None:
-    """Return the first 512-aligned offset >= ``start`` holding ``55 AA`` whose +0x18 points at a PCIR. The documented
-    way to find the chain. ``bytes.find`` jumps between candidates, so the scan is linear."""
+    """Return the first 512-aligned offset >= ``start`` holding ``55 AA`` whose +0x18 points at a PCIR.
+
+    The documented way to find the chain. ``bytes.find`` jumps between candidates, so the scan is linear.
+    """
     pos = start
     while True:
         pos = r.data.find(b"\x55\xaa", pos)
@@ -45,11 +47,13 @@ class Walk:
 
 
 def walk(r: Reader, start: int) -> Walk:
-    """Walk the chain from ``start`` with the NPDE rules (section 2). An image whose header and PCIR (and NPDE) are in
-    the file but whose length runs past its end ends the walk as a truncated file (``declared_end``): the fields before
-    the cut can still be read. Raises ParseError on any bad signature or pointer, a zero length, a first image of
-    another vendor than NVIDIA, a file that ends where more images should follow, or a chain of more than MAX_IMAGES
-    images."""
+    """Walk the chain from ``start`` with the NPDE rules (section 2).
+
+    An image whose header and PCIR (and NPDE) are in the file but whose length runs past its end ends the
+    walk as a truncated file (``declared_end``): the fields before the cut can still be read. Raises
+    ParseError on any bad signature or pointer, a zero length, a first image of another vendor than NVIDIA, a
+    file that ends where more images should follow, or a chain of more than MAX_IMAGES images.
+    """
     images: list[ChainImage] = []
     off = start
     for index in range(MAX_IMAGES):

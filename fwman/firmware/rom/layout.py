@@ -16,8 +16,10 @@ _SIZES = {"B": 1, "H": 2, "I": 4}
 
 @dataclass(frozen=True)
 class Layout:
-    """One structure: its name (for messages), its fixed size, and its fields as name -> (offset, format). A format is a
-    struct letter (``B`` u8, ``H`` u16, ``I`` u32) or a byte count for raw bytes."""
+    """One structure: its name (for messages), its fixed size, and its fields as name -> (offset, format).
+
+    A format is a struct letter (``B`` u8, ``H`` u16, ``I`` u32) or a byte count for raw bytes.
+    """
 
     name: str
     size: int
@@ -33,8 +35,10 @@ class Layout:
         return fmt if isinstance(fmt, int) else _SIZES[fmt]
 
     def read(self, r: Reader, base: int, field: str, label: str) -> int:
-        """Return the integer ``field`` of the structure at ``base``, bounds-checked. Raises ParseError naming ``label``
-        when the field lies outside the file; TypeError for a bytes field."""
+        """Return the integer ``field`` of the structure at ``base``, bounds-checked.
+
+        Raises ParseError naming ``label`` when the field lies outside the file; TypeError for a bytes field.
+        """
         offset, fmt = self.fields[field]
         if isinstance(fmt, int):
             raise TypeError(f"{self.name}.{field} is {fmt} raw bytes, not an integer")

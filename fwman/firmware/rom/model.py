@@ -137,9 +137,11 @@ class RomImage(BaseModel):
 
     @property
     def subsystem(self) -> str | None:
-        """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none. It is the
-        NPDE's, or the x86 image's +0x54 word where its HWINFO block checks; never the NVGI header's alone (only seen on
-        dumps, so a cross-check, never the gate)."""
+        """Return the image's subsystem as ``vvvv:dddd`` (the catalog key), None when the image has none.
+
+        It is the NPDE's, or the x86 image's +0x54 word where its HWINFO block checks; never the NVGI header's alone
+        (only seen on dumps, so a cross-check, never the gate).
+        """
         if self.subsystem_vendor_id is None or self.subsystem_device_id is None:
             return None
         return f"{self.subsystem_vendor_id}:{self.subsystem_device_id}"

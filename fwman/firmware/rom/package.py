@@ -114,11 +114,13 @@ def _x86_start(data: bytes, off: int) -> bool:
 def _candidates(
     data: bytes, marker: bytes, keep: Callable[[bytes, int], bool] | None = None, limit: int = MAX_CANDIDATES
 ) -> tuple[list[int], int | None]:
-    """Return (the offsets of ``marker`` in ``data`` that ``keep`` accepts, where the search stopped or None). At most
-    ``limit`` offsets are kept; the search stops at the next accepted one past them, or after MAX_MARKER_HITS raw hits
-    (filler such as ``55 AA 55 AA ...``), and returns where: a search is never cut silently (it was: rejected filler
-    counted toward the limit, and a real image further on was never seen, with no note). Only accepted offsets count
-    toward ``limit``; the bounded work is the parse of each."""
+    """Return (the offsets of ``marker`` in ``data`` that ``keep`` accepts, where the search stopped or None).
+
+    At most ``limit`` offsets are kept; the search stops at the next accepted one past them, or after
+    MAX_MARKER_HITS raw hits (filler such as ``55 AA 55 AA ...``), and returns where: a search is never cut
+    silently (it was: rejected filler counted toward the limit, and a real image further on was never seen,
+    with no note). Only accepted offsets count toward ``limit``; the bounded work is the parse of each.
+    """
     out: list[int] = []
     at, hits = data.find(marker), 0
     while at != -1:
@@ -134,8 +136,10 @@ def _candidates(
 
 
 def scan_blob(data: bytes, origin: str) -> tuple[list[EmbeddedImage], list[str]]:
-    """Return (images, notes): every VBIOS image found by structure in ``data`` (see the module doc). Never raises for
-    bad input: bytes that do not parse are simply not an image."""
+    """Return (images, notes): every VBIOS image found by structure in ``data`` (see the module doc).
+
+    Never raises for bad input: bytes that do not parse are simply not an image.
+    """
     notes: list[str] = []
     whole = _file_image(data)  # an archive whose member is a ROM parses as a container: look inside it instead
     if whole is not None:
@@ -211,9 +215,11 @@ def matches(image: EmbeddedImage, subsystem: str, device: str | None = None, ver
 def select_image(
     scan: PackageScan, subsystem: str, device: str | None = None, version: str | None = None
 ) -> EmbeddedImage:
-    """Return the one image in ``scan`` for the card (``subsystem``, and ``device``/``version`` when given). Raises
-    VerificationError when the file holds no VBIOS image or none for the card; BlockedError when more than one matches
-    (fwman does not pick) or the one that matches cannot be taken (end unknown, not flashable)."""
+    """Return the one image in ``scan`` for the card (``subsystem``, and ``device``/``version`` when given).
+
+    Raises VerificationError when the file holds no VBIOS image or none for the card; BlockedError when more
+    than one matches (fwman does not pick) or the one that matches cannot be taken (end unknown, not flashable).
+    """
     if not scan.images:
         raise VerificationError(
             f"{scan.path}: no VBIOS image found in it"

@@ -29,9 +29,11 @@ PARALLEL_HASH_MIN = 256 << 10
 
 
 def _sum8(data: bytes, start: int, end: int) -> int:
-    """Return the 8-bit sum of ``data[start:end]``. zlib.adler32 sums bytes in C: with a start value of 0 its low half
-    is the plain byte sum modulo 65521, exact for 256-byte chunks (256 * 255 < 65521), so the loop runs len/256 times
-    instead of len times."""
+    """Return the 8-bit sum of ``data[start:end]``.
+
+    zlib.adler32 sums bytes in C: with a start value of 0 its low half is the plain byte sum modulo 65521,
+    exact for 256-byte chunks (256 * 255 < 65521), so the loop runs len/256 times instead of len times.
+    """
     view = memoryview(data)
     total = 0
     for pos in range(start, end, 256):
@@ -40,10 +42,12 @@ def _sum8(data: bytes, start: int, end: int) -> int:
 
 
 def _hashes(data: bytes, chain_start: int, chain_end: int) -> tuple[str, str, str]:
-    """Return (md5, sha256, chain sha256) hex digests, hashing each byte range once per digest. hashlib releases the GIL
-    on buffers over 2 KiB, so for files of PARALLEL_HASH_MIN bytes or more MD5 runs on a second thread while this one
-    computes both SHA-256s: the wall time is that of the slower side, not the sum. Slices are memoryviews: nothing is
-    copied."""
+    """Return (md5, sha256, chain sha256) hex digests, hashing each byte range once per digest.
+
+    hashlib releases the GIL on buffers over 2 KiB, so for files of PARALLEL_HASH_MIN bytes or more MD5 runs
+    on a second thread while this one computes both SHA-256s: the wall time is that of the slower side, not
+    the sum. Slices are memoryviews: nothing is copied.
+    """
     view = memoryview(data)
     md5 = hashlib.md5(usedforsecurity=False)
     worker = None
@@ -62,11 +66,14 @@ def _hashes(data: bytes, chain_start: int, chain_end: int) -> tuple[str, str, st
 def _hwinfo_subsystem(
     r: Reader, x86: ChainImage, offsets: dict[str, int], notes: list[RomNote]
 ) -> tuple[str, str] | None:
-    """Return (vendor, device) from the x86 image's +0x54/+0x56 when its HWINFO block checks, else None. envytools
-    nvbios/bios.c reads the subsystem there for every NVIDIA image and trusts the extended block when the byte at +0x6A
-    is 0xA5 and the bytes +0x58..+0x6B sum to zero: that test, not the BIT version, decides (Pascal images hold zeros
-    there, Turing and later the text ``PMID``). A zero or all-ones vendor in a checking block is an unprogrammed word,
-    noted and not used. When nothing gives a subsystem the note ``subsystem_not_in_file`` says why."""
+    """Return (vendor, device) from the x86 image's +0x54/+0x56 when its HWINFO block checks, else None.
+
+    envytools nvbios/bios.c reads the subsystem there for every NVIDIA image and trusts the extended block
+    when the byte at +0x6A is 0xA5 and the bytes +0x58..+0x6B sum to zero: that test, not the BIT version,
+    decides (Pascal images hold zeros there, Turing and later the text ``PMID``). A zero or all-ones vendor
+    in a checking block is an unprogrammed word, noted and not used. When nothing gives a subsystem the note
+    ``subsystem_not_in_file`` says why.
+    """
     base = x86.offset + HWINFO_OFFSET
     block_end = base + HWINFO.size
     if block_end > min(x86.offset + x86.length, r.n):
@@ -128,10 +135,12 @@ def _chain_start(r: Reader, pre: Prefix, offsets: dict[str, int], notes: list[Ro
 
 
 def _x86_image(images: list[ChainImage], notes: list[RomNote]) -> ChainImage:
-    """Return the x86 (PC-AT, code type 0) image, noting when it is not the first. Raises ParseError without one. It is
-    found by its type, as nova-core finds it (drivers/gpu/nova-core/vbios.rs, Vbios::new: `BiosImage::PciAt (image) =>
-    pci_at_image = Some(image)` wherever it sits in the chain); its GA102 layout (Documentation/gpu/nova/core/vbios.rst)
-    opens with it, "could vary for future or other GPUs"."""
+    """Return the x86 (PC-AT, code type 0) image, noting when it is not the first. Raises ParseError without one.
+
+    It is found by its type, as nova-core finds it (drivers/gpu/nova-core/vbios.rs, Vbios::new: `BiosImage::PciAt
+    (image) => pci_at_image = Some(image)` wherever it sits in the chain); its GA102 layout
+    (Documentation/gpu/nova/core/vbios.rst) opens with it, "could vary for future or other GPUs".
+    """
     x86 = next((im for im in images if im.code_type == 0x00), None)
     if x86 is None:
         first = images[0]
@@ -226,11 +235,14 @@ def _kind(
 
 
 def parse_rom(data: bytes) -> RomImage:
-    """Parse a VBIOS file and return its model. Raises ParseError (naming the field and its offset) when the bytes are
-    not a VBIOS image fwman can read: no chain where one must be, a first image of another vendor than NVIDIA, a bad
-    signature, pointer or zero length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends
-    where more images should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes;
-    one with an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``."""
+    """Parse a VBIOS file and return its model.
+
+    Raises ParseError (naming the field and its offset) when the bytes are not a VBIOS image fwman can read:
+    no chain where one must be, a first image of another vendor than NVIDIA, a bad signature, pointer or zero
+    length anywhere in the chain, a corrupt BIT header (in a whole file), a file that ends where more images
+    should follow. A file that ends inside an image is a ``truncated`` model, read as far as it goes; one with
+    an unknown prefix before a chain is a ``container``. Non-fatal oddities become ``notes``.
+    """
     data = bytes(data)
     r = Reader(data)
     offsets: dict[str, int] = {}

@@ -29,11 +29,13 @@ class Prefix:
 
 
 def find_rfrd(r: Reader, before: int) -> int | None:
-    """Return the 512-byte boundary nearest below ``before`` that holds the RFRD signature, or None. For a file whose
-    prefix fwman does not know: nova-core finds the ROM directory through the IFR header, which such a file lacks, so
-    the directory is looked for by its signature, as a cross-check only. The nearest one to the chain is taken (in the
-    Blackwell file the issue describes it sits just before the chain, at 0x35200 for a chain at 0x35400): the same four
-    bytes earlier in the file are more likely data than a second directory."""
+    """Return the 512-byte boundary nearest below ``before`` that holds the RFRD signature, or None.
+
+    For a file whose prefix fwman does not know: nova-core finds the ROM directory through the IFR header,
+    which such a file lacks, so the directory is looked for by its signature, as a cross-check only. The nearest
+    one to the chain is taken (in the Blackwell file the issue describes it sits just before the chain, at 0x35200
+    for a chain at 0x35400): the same four bytes earlier in the file are more likely data than a second directory.
+    """
     pos = r.data.rfind(b"RFRD", 0, before)
     while pos >= 0:
         if pos % 0x200 == 0:
@@ -51,8 +53,10 @@ def read_rfrd(r: Reader, rfrd: int, pre: Prefix, offsets: dict[str, int]) -> Non
 
 
 def read_prefix(r: Reader, offsets: dict[str, int], notes: list[RomNote]) -> Prefix:
-    """Read the NVGI prefix when present; name an unknown one (``container_head``) for the caller to search. Raises
-    ParseError only for an empty file: whether an unknown start holds a chain is the caller's search."""
+    """Read the NVGI prefix when present; name an unknown one (``container_head``) for the caller to search.
+
+    Raises ParseError only for an empty file: whether an unknown start holds a chain is the caller's search.
+    """
     head = r.tag(0, 4)
     if head[:2] == b"\x55\xaa":
         return Prefix()

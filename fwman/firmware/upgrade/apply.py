@@ -50,9 +50,11 @@ def with_nvflash_identity(flasher: Flasher) -> list[Card]:
 
 
 def rerun_command(run: str | None, selected: list[str], error: FwmanError) -> str:
-    """Return the ``fwman upgrade --apply`` command that runs the rest of a stopped upgrade. It reuses backup run
-    ``run``, keeps the ``--card`` selection, and carries the flag that accepts the warning which stopped it, when that
-    flag is one ``upgrade --apply`` takes (the dual-firmware one)."""
+    """Return the ``fwman upgrade --apply`` command that runs the rest of a stopped upgrade.
+
+    It reuses backup run ``run``, keeps the ``--card`` selection, and carries the flag that accepts the warning
+    which stopped it, when that flag is one ``upgrade --apply`` takes (the dual-firmware one).
+    """
     argv = ["fwman", "upgrade", "--apply"]
     argv += [arg for bus in selected for arg in ("--card", bus)]
     if run:
@@ -74,12 +76,15 @@ def apply_upgrade(
     command: str = "fwman upgrade --apply",
     confirm: Callable[[str], bool] | None = None,
 ) -> ApplyResult:
-    """Run the upgrade plan on a live host; return what was flashed. ``confirm`` is asked once, with the cards to flash,
-    after the plan and before the lock, any backup or write; a "no" raises BlockedError (nothing changed). None
-    (``--yes``, or no terminal) asks nothing. Raises BlockedError (3) when a gate or the plan blocks (nothing written),
-    ToolMissingError (5) without nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130
-    interrupted) after the cards before it were flashed and verified: the message names them and the cards left
-    untouched."""
+    """Run the upgrade plan on a live host; return what was flashed.
+
+    ``confirm`` is asked once, with the cards to flash, after the plan and before the lock, any backup or write;
+    a "no" raises BlockedError (nothing changed). None (``--yes``, or no terminal) asks nothing.
+
+    Raises BlockedError (3) when a gate or the plan blocks (nothing written), ToolMissingError (5) without
+    nvflash, and the failing flash's own error (3 refused, 4 write/read-back failed, 130 interrupted) after
+    the cards before it were flashed and verified: the message names them and the cards left untouched.
+    """
     flasher = Flasher(host, euid, cards, options, say=say, stream=stream, command=command)
     bad = blocking(flasher.base_gates())
     if bad:
@@ -188,8 +193,10 @@ class CheckRow:
 
 
 def check_upgrade(host: Host, cards: list[Card]) -> list[CheckRow]:
-    """Compare each card's running firmware and BAR1 with its last successful flash; record the outcome. Returns one row
-    per card. Cards fwman never flashed are reported, not recorded."""
+    """Compare each card's running firmware and BAR1 with its last successful flash; record the outcome.
+
+    Returns one row per card. Cards fwman never flashed are reported, not recorded.
+    """
     records = read_history(host)
     rows: list[CheckRow] = []
     for card in cards:

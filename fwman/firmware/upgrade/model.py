@@ -53,8 +53,10 @@ class CardPlan(BaseModel):
 
     @property
     def setup_switch_only(self) -> bool:
-        """Return True when the firmware offers a BAR1 over 256 MiB but the card runs 256 MiB or less. The Resizable BAR
-        switch in the firmware setup is all that is missing (no flash needed for ReBAR)."""
+        """Return True when the firmware offers a BAR1 over 256 MiB but the card runs 256 MiB or less.
+
+        The Resizable BAR switch in the firmware setup is all that is missing (no flash needed for ReBAR).
+        """
         return bool(
             self.max_rebar_bytes and self.max_rebar_bytes > LEGACY_BAR1 and (self.bar1_bytes or 0) <= LEGACY_BAR1
         )

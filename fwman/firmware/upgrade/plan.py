@@ -93,9 +93,11 @@ def _cached(host: Host, path: str) -> bool | None:
 def build_upgrade_plan(
     host: Host, cards: Sequence[Card], catalog: Catalog, selected: Sequence[str] = ()
 ) -> UpgradePlan:
-    """Return the upgrade plan for ``cards`` on ``host`` from ``catalog``. Changes nothing. ``selected`` limits which
-    cards are flashed (sysfs bus ids; empty: every card); every card is still backed up. Raises VerificationError when
-    the local hash overrides contradict each other."""
+    """Return the upgrade plan for ``cards`` on ``host`` from ``catalog``. Changes nothing.
+
+    ``selected`` limits which cards are flashed (sysfs bus ids; empty: every card); every card is still backed
+    up. Raises VerificationError when the local hash overrides contradict each other.
+    """
     chosen = set(selected)
     overrides = load_overrides(host)
     card_plans: list[CardPlan] = []

@@ -183,14 +183,16 @@ def check_compatible(
     override_md5: str | None = None,
     catalog: bool = True,
 ) -> list[Finding]:
-    """Return the findings for putting ``image`` onto ``card`` (every check, passed or not). Raises nothing. ``card``
-    None (``fwman fetch``: no card yet) checks only the image kind. ``board_id`` is the image's board ID where known
-    (``nvflash --version FILE``): compared with ``card.board_id``; without it the catalog entry's compatible board IDs
-    are used. ``entry`` is the catalog entry the image claims to be
-    (:func:`fwman.firmware.catalog.load.find_entry_for_rom`): its checks (board, version string, hash, status) follow,
-    or one ``warn`` that the image is not in the catalog when ``entry`` is None. ``catalog`` False leaves every catalog
-    finding out (a restore of the card's own backup, the backup check). ``override_md5``: see
-    :func:`_catalog_findings`."""
+    """Return the findings for putting ``image`` onto ``card`` (every check, passed or not). Raises nothing.
+
+    ``card`` None (``fwman fetch``: no card yet) checks only the image kind. ``board_id`` is the image's board ID
+    where known (``nvflash --version FILE``): compared with ``card.board_id``; without it the catalog entry's
+    compatible board IDs are used. ``entry`` is the catalog entry the image claims to be
+    (:func:`fwman.firmware.catalog.load.find_entry_for_rom`): its checks (board, version string, hash, status)
+    follow, or one ``warn`` that the image is not in the catalog when ``entry`` is None. ``catalog`` False
+    leaves every catalog finding out (a restore of the card's own backup, the backup check). ``override_md5``:
+    see :func:`_catalog_findings`.
+    """
     findings = [_kind(image)]
     if card is not None:
         if board_id is not None:
@@ -218,12 +220,16 @@ def check_compatible(
 def _catalog_findings(
     image: RomLike, entry: CatalogEntry | None, override_md5: str | None = None, card_bus: str | None = None
 ) -> list[Finding]:
-    """Return what the catalog says about a parsed ROM: board match, hash known and matching, status. ``entry`` is the
-    catalog entry the image claims to be (see :func:`fwman.firmware.catalog.load.find_entry_for_rom`); None gives one
-    ``warn`` (not in the catalog). ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch
-    --expect-md5``) for an entry whose catalog hash is unknown; by default the one attached to ``entry`` by
-    :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash, a
-    withdrawn image (listed first, its fix naming the board's recommended image and the commands for ``card_bus``)."""
+    """Return what the catalog says about a parsed ROM: board match, hash known and matching, status.
+
+    ``entry`` is the catalog entry the image claims to be (see
+    :func:`fwman.firmware.catalog.load.find_entry_for_rom`); None gives one ``warn`` (not in the catalog).
+    ``override_md5`` is a vendor MD5 the owner recorded locally (``fwman fetch --expect-md5``) for an entry whose
+    catalog hash is unknown; by default the one attached to ``entry`` by
+    :func:`fwman.firmware.catalog.load.load_catalog`. Blocks: a different board, a hash mismatch, no known hash,
+    a withdrawn image (listed first, its fix naming the board's recommended image and the commands for
+    ``card_bus``).
+    """
     if entry is None:
         t = Topic("catalog.entry", {"version": image.version or "unknown", "subsystem": image.subsystem or "unknown"})
         why = "image not in the VBIOS catalog: its hash cannot be checked against a published one"

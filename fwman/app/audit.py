@@ -64,9 +64,11 @@ _KERNEL = re.compile(r"\(([^()\s]+)\)$")  # a row of one kernel ends with it: "n
 
 
 def fix_groups(rows: list[Row]) -> list[FixGroup]:
-    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone. Fixes that
-    differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and "`--kernel A
-    --kernel B`" (the modules build command takes the option once per kernel)."""
+    """Return ``rows`` grouped by their fix, in the order each fix first appears; a row without a fix alone.
+
+    Fixes that differ only in the kernel of their rows are one fix, naming the kernels in order: "for A, B" and
+    "`--kernel A --kernel B`" (the modules build command takes the option once per kernel).
+    """
     groups: dict[str, tuple[list[Row], list[str]]] = {}
     out: list[FixGroup | str] = []
     for r in rows:

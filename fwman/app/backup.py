@@ -68,9 +68,12 @@ def take_backups(
     operator: Operator, bus: str | None, timeout: float, *, tell: Callable[[str, bool], None] = lambda t, e: None
 ) -> BackupRun:
     """Back up every card (or the one at ``bus``) with nvflash in one run; return what was saved and what failed.
-    ``tell`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version before the
-    first card, then each card's backup or failure. Raises UsageError on a snapshot or for an unknown card, BlockedError
-    when not root or the driver is loaded, MissingError without nvflash, LockHeld while another flash or backup runs."""
+
+    ``tell`` is told each line as it comes (the line, and whether it tells of a failure): the nvflash version
+    before the first card, then each card's backup or failure. Raises UsageError on a snapshot or for an unknown
+    card, BlockedError when not root or the driver is loaded, MissingError without nvflash, LockHeld while
+    another flash or backup runs.
+    """
 
     def on_card(card: Card, entry: BackupEntry | None, err: FwmanError | None) -> None:
         if entry is not None:

@@ -195,9 +195,11 @@ def capture(
     run_fwman: Callable[[Host, list[str]], str | None],
     progress: Callable[[str], None] = lambda s: None,
 ) -> CaptureReport:
-    """Record ``host`` into ``writer`` and return a report. Never writes to the host. ``run_fwman(host, argv)`` runs one
-    fwman command against the recording (the CLI passes its in-process runner: this layer does not import the CLI) and
-    returns None, or what broke it unexpectedly."""
+    """Record ``host`` into ``writer`` and return a report. Never writes to the host.
+
+    ``run_fwman(host, argv)`` runs one fwman command against the recording (the CLI passes its in-process
+    runner: this layer does not import the CLI) and returns None, or what broke it unexpectedly.
+    """
     rec = RecordingHost(host, writer)
     report = CaptureReport()
     progress("GPU inventory")
@@ -323,8 +325,10 @@ def capture_into(
     replay: bool = False,
     as_root: bool = True,
 ) -> Captured:
-    """Record ``host`` (read-only) into the snapshot directory ``directory`` and return what was recorded. Raises
-    UsageError on a ``replay`` (a capture records a live host) and what writing the directory raises."""
+    """Record ``host`` (read-only) into the snapshot directory ``directory`` and return what was recorded.
+
+    Raises UsageError on a ``replay`` (a capture records a live host) and what writing the directory raises.
+    """
     if replay:
         raise UsageError("capture records a live host; it cannot read from --snapshot")
     writer = SnapshotWriter(redact=redact)

@@ -14,9 +14,11 @@ from fwman.host.base import Host
 
 @dataclass
 class ChangeResult(Result):
-    """The steps of one change: done, or (``dry_run``) still needed; ``changed`` is never true in a dry run. ``nothing``
-    and ``done`` are what a person reads when there was nothing to do, and after a change (``""``: nothing more, the
-    steps were said as they were done)."""
+    """The steps of one change: done, or (``dry_run``) still needed; ``changed`` is never true in a dry run.
+
+    ``nothing`` and ``done`` are what a person reads when there was nothing to do, and after a change (``""``:
+    nothing more, the steps were said as they were done).
+    """
 
     dry_run: bool
     actions: list[str] = field(default_factory=list)  # descriptions: done, or to do in a dry run

@@ -90,11 +90,13 @@ def fetch(
     note: Callable[[str], None] = lambda text: None,
     progress: Callable[[str], Progress | None] = lambda label: None,
 ) -> Fetched:
-    """Put catalog image ``image_ref`` (BOARD/VERSION) into the verified cache, from ``from_file`` (a file the user
-    names), ``urls`` or the catalog's URLs; return what was stored. ``note`` is told of plain-http URLs, ``progress``
-    builds the download's progress callback from a label. Raises UsageError for a bad combination or an unknown image,
-    BlockedError (withdrawn, no known hash), VerificationError (a hash or ROM header mismatch: nothing is left behind),
-    MissingError."""
+    """Put catalog image ``image_ref`` (BOARD/VERSION) into the verified cache, from ``from_file`` (a file the
+    user names), ``urls`` or the catalog's URLs; return what was stored.
+
+    ``note`` is told of plain-http URLs, ``progress`` builds the download's progress callback from a label.
+    Raises UsageError for a bad combination or an unknown image, BlockedError (withdrawn, no known hash),
+    VerificationError (a hash or ROM header mismatch: nothing is left behind), MissingError.
+    """
     if from_file and urls:
         raise UsageError("--image and --url cannot be combined", hint="--image imports a file you already have")
     if md5_source and not expect_md5:

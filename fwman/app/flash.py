@@ -37,8 +37,10 @@ class Operator:
     stream: Callable[[str], None] | None = None  # nvflash's own output (its progress bar), on a terminal only
 
     def flasher(self, options: FlashOptions, what: str) -> tuple[Flasher, list[Card]]:
-        """Return a Flasher over every card of the live host, and the cards. Raises UsageError on a snapshot,
-        MissingError when there is no NVIDIA card."""
+        """Return a Flasher over every card of the live host, and the cards.
+
+        Raises UsageError on a snapshot, MissingError when there is no NVIDIA card.
+        """
         require_live(self.host, self.is_replay, what)
         cards = require_cards(self.host)
         flasher = Flasher(self.host, self.euid, cards, options, say=self.say, command=self.command)
@@ -98,9 +100,11 @@ class Flashed:
 
 
 def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) -> Flashed:
-    """Flash ``image`` (a file or BOARD/VERSION) onto the card at ``bus`` with every gate; return what was done. Raises
-    UsageError (snapshot, unknown card or image), BlockedError (a gate), VerificationError (the write or read-back
-    failed), MissingError (nvflash or the image missing)."""
+    """Flash ``image`` (a file or BOARD/VERSION) onto the card at ``bus`` with every gate; return what was done.
+
+    Raises UsageError (snapshot, unknown card or image), BlockedError (a gate), VerificationError (the write or
+    read-back failed), MissingError (nvflash or the image missing).
+    """
     flasher, cards = operator.flasher(options, "fwman flash")
     card = find_card(cards, bus, operator.say)
     source = resolve_image(operator.host, image, bus_id=bus)
@@ -108,8 +112,10 @@ def flash_card(operator: Operator, bus: str, image: str, options: FlashOptions) 
 
 
 def resume_flash(operator: Operator, options: FlashOptions) -> Flashed:
-    """Continue the newest unfinished flash or restore (its backups reused unless ``options`` names a run). Returns
-    ``resumed`` None when every journaled operation finished. Raises as :func:`flash_card`."""
+    """Continue the newest unfinished flash or restore (its backups reused unless ``options`` names a run).
+
+    Returns ``resumed`` None when every journaled operation finished. Raises as :func:`flash_card`.
+    """
     journal = Journal(operator.host)
     pending = [o for o in journal.unfinished() if o.kind in ("flash", "restore")]
     if not pending:
@@ -130,8 +136,10 @@ def resume_flash(operator: Operator, options: FlashOptions) -> Flashed:
 
 
 def restore_card(operator: Operator, bus: str, backup_path: str, options: FlashOptions) -> Flashed:
-    """Put the card's own backup ``backup_path`` back, with the gates of a flash; return what was done. Raises as
-    :func:`flash_card`; UsageError for a backup that is not this card's."""
+    """Put the card's own backup ``backup_path`` back, with the gates of a flash; return what was done.
+
+    Raises as :func:`flash_card`; UsageError for a backup that is not this card's.
+    """
     flasher, cards = operator.flasher(options, "fwman restore")
     card = find_card(cards, bus, operator.say)
     source = backup_image(operator.host, card, backup_path)

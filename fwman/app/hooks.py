@@ -21,9 +21,11 @@ from fwman.host.base import Host
 def remove_hooks(
     host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> ChangeResult:
-    """Remove the kernel hooks, the boot checks and the catch-up unit fwman installed; return what was done. With
-    ``dry_run`` nothing changes and the removals still needed are returned. Raises what ``permit`` raises, BlockedError
-    when the Debian package owns the hooks (dpkg removes them), FwmanError when a removal fails."""
+    """Remove the kernel hooks, the boot checks and the catch-up unit fwman installed; return what was done.
+
+    With ``dry_run`` nothing changes and the removals still needed are returned. Raises what ``permit`` raises,
+    BlockedError when the Debian package owns the hooks (dpkg removes them), FwmanError when a removal fails.
+    """
     if not dry_run:
         permit()
     owner = package_ownership(host)
@@ -59,11 +61,13 @@ class HooksInstall(ChangeResult):
 def install_hooks(
     host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> HooksInstall:
-    """Install the kernel hooks, the boot checks and the catch-up unit; return what changed (or would). When the Debian
-    package owns the hooks nothing is written and ``package`` names it (``permit`` is not asked: nothing needs root
-    then); ``skipped`` names the files left out because they are not for this host (apt's boot check without apt).
-    Raises BlockedError when a package file is missing or changed, what ``permit`` raises, FwmanError when a write
-    fails."""
+    """Install the kernel hooks, the boot checks and the catch-up unit; return what changed (or would).
+
+    When the Debian package owns the hooks nothing is written and ``package`` names it (``permit`` is not asked:
+    nothing needs root then); ``skipped`` names the files left out because they are not for this host (apt's
+    boot check without apt). Raises BlockedError when a package file is missing or changed, what ``permit``
+    raises, FwmanError when a write fails.
+    """
     owner = package_ownership(host)
     if owner is not None:  # dpkg's files: never written over
         return HooksInstall(dry_run, package=owner.package, message=refuse_changes(owner, "install"))

@@ -10,7 +10,9 @@ from fwman.host.userfiles import write_user_file
 
 
 def write_pages(directory: str, pages: Mapping[str, str]) -> None:
-    """Write each page (file name -> roff text) into ``directory`` (a directory the user names; it must exist). Raises
-    UsageError when a page cannot be written."""
+    """Write each page (file name -> roff text) into ``directory`` (a directory the user names; it must exist).
+
+    Raises UsageError when a page cannot be written.
+    """
     for name, text in pages.items():
         write_user_file(posixpath.join(directory, name), text.encode())

@@ -78,11 +78,13 @@ def render_metrics(host: Host) -> MetricsText:
 
 
 def write_metrics(host: Host, output: str, *, named_by: str | None = None) -> MetricsText:
-    """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them. ``named_by``
-    is the option the user typed ``output`` with (``-o``), None for the default path. Raises UsageError (exit 2) naming
-    that option when the path the user typed cannot be written (a directory, below a file, not permitted): the command
-    line asked for something that cannot be. The default path's failure is the host's and stays the HostChangeError
-    ``host.write_bytes`` raises."""
+    """Write the metrics of ``host`` to the host path ``output`` (atomically, mode 0644) and return them.
+
+    ``named_by`` is the option the user typed ``output`` with (``-o``), None for the default path. Raises
+    UsageError (exit 2) naming that option when the path the user typed cannot be written (a directory, below a
+    file, not permitted): the command line asked for something that cannot be. The default path's failure is
+    the host's and stays the HostChangeError ``host.write_bytes`` raises.
+    """
     metrics = render_metrics(host)
     try:
         host.write_bytes(output, metrics.text.encode(), mode=0o644)

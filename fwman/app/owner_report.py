@@ -34,8 +34,10 @@ class CardReport(Result):
 
 
 def card_report(host: Host, bus: str, out: str | None = None) -> CardReport:
-    """Return the owner report of the card at ``bus``, written as JSON to the user file ``out`` when given. Raises as
-    :func:`fwman.app.report.owner_report`, and what writing ``out`` raises."""
+    """Return the owner report of the card at ``bus``, written as JSON to the user file ``out`` when given.
+
+    Raises as :func:`fwman.app.report.owner_report`, and what writing ``out`` raises.
+    """
     report = owner_report(host, bus)
     if out:
         write_user_file(out, (json.dumps(report_document(report), indent=2) + "\n").encode())

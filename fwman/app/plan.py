@@ -42,9 +42,11 @@ ANSWERED = {
 @dataclass
 class Subject:
     """One subject's part of the plan: what it brings about, the steps its planner still needs, and how to run it.
-    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it is) and
-    returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form is a ``parts[]``
-    entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``."""
+
+    ``run`` applies the same planner (it plans again at that moment: a host changed since ``plan`` is met as it
+    is) and returns the steps it took; ``command``: the fwman command that does this part alone. Its JSON form
+    is a ``parts[]`` entry of ``fwman.plan/1``: ``{"part", "goal", "command", "steps", "not_recorded"}``.
+    """
 
     name: str = field(metadata=meta(key="part"))
     goal: str
@@ -307,10 +309,12 @@ class Plan(Result):
 
 
 def make_plan(host: Host, *, permit: Callable[[], None] | None = None) -> Plan:
-    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain. ``permit``:
-    what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host it cannot read
-    (UsageError for an invalid config.toml, RootDoorError for a step that would act on this machine from under --root);
-    the doctor's own failure (no GPU) is kept as ``doctor_error``."""
+    """Return the plan for ``host``: each subject's needed steps and the owner's steps from doctor's chain.
+
+    ``permit``: what a subject's run asks first (the CLI's root check). Raises what a planner raises for a host
+    it cannot read (UsageError for an invalid config.toml, RootDoorError for a step that would act on this
+    machine from under --root); the doctor's own failure (no GPU) is kept as ``doctor_error``.
+    """
     allow = permit if permit is not None else (lambda: None)
     audit = None
     doctor_error = None
@@ -357,9 +361,11 @@ def _fork_not_needed(gpus: int, facts: Facts) -> str | None:
 
 
 def apply_plan(plan: Plan, *, permit: Callable[[], None], tell: Tell = silent) -> Plan:
-    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done. Stops at the
-    first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before (it stays done;
-    running ``apply`` again continues). Raises what ``permit`` raises before anything is done."""
+    """Apply ``plan``'s subjects in order, saying each as it starts; return the plan with what was done.
+
+    Stops at the first subject that fails: ``error`` and ``stopped_at`` say where, ``done`` what was done before
+    (it stays done; running ``apply`` again continues). Raises what ``permit`` raises before anything is done.
+    """
     permit()
     plan.dry_run = False
     for subject in plan.todo:

@@ -22,8 +22,10 @@ from fwman.host.userfiles import read_user_file, write_user_file
 
 
 def owner_report(host: Host, bus: str) -> OwnerReport:
-    """Return the owner report of the card at ``bus``. Raises UsageError for an unknown card, MissingError when no
-    successful flash of it is recorded."""
+    """Return the owner report of the card at ``bus``.
+
+    Raises UsageError for an unknown card, MissingError when no successful flash of it is recorded.
+    """
     card = find_card(require_cards(host), bus)
     return build_report(host, card, generated_at=timestamp(), fwman_version=__version__)
 
@@ -77,8 +79,10 @@ class ProposalResult(Result):
 
 
 def find_local_entry(host: Host, board: str) -> LocalEntry:
-    """Return the host's local entry for ``board`` (``vvvv:dddd`` subsystem or the four-part key). Raises MissingError
-    when the host has no such entry (the notes of unreadable entries in the hint)."""
+    """Return the host's local entry for ``board`` (``vvvv:dddd`` subsystem or the four-part key).
+
+    Raises MissingError when the host has no such entry (the notes of unreadable entries in the hint).
+    """
     entries, notes = load_local_entries(host)
     wanted = board.lower()
     for entry in entries:
@@ -92,10 +96,12 @@ def find_local_entry(host: Host, board: str) -> LocalEntry:
 
 
 def propose_from_reports(host: Host, board: str, reports: list[tuple[bytes, str, str]]) -> ProposalResult:
-    """Return the format-2 board file for ``board``'s local entry, sourced by ``reports``. ``reports`` holds (file
-    bytes, file name, public https URL where the report is published). Raises MissingError (no local entry), UsageError
-    (no report, a bad URL), VerificationError (a report that is not one, or that does not back the entry: another board,
-    a flash not confirmed, another image)."""
+    """Return the format-2 board file for ``board``'s local entry, sourced by ``reports``.
+
+    ``reports`` holds (file bytes, file name, public https URL where the report is published). Raises
+    MissingError (no local entry), UsageError (no report, a bad URL), VerificationError (a report that is not
+    one, or that does not back the entry: another board, a flash not confirmed, another image).
+    """
     if not reports:
         raise UsageError("name at least one report: --report FILE URL")
     entry = find_local_entry(host, board)

@@ -238,8 +238,9 @@ class RomVerdict(Result):
         }
 
     def text(self, verbose: int = 0) -> Out:
-        """Return the text lines: the image, the card, then each check with its severity (and the fix of a warning or a
-        block); when nothing blocks, the verdict: the worst severity, and that the file may be flashed."""
+        """Return the text lines: the image, the card, then each check with its severity (and the fix of a
+        warning or a block); when nothing blocks, the verdict: the worst severity, and that the file may be
+        flashed."""
         image, card = self.image, self.card
         out: Out = [
             say(f"{self.file}: {image.version or 'unknown version'} for {image.subsystem or 'unknown board'} "
@@ -270,9 +271,11 @@ class RomVerdict(Result):
 
 
 def verify_rom(host: Host, file: str, bus: str, board_id: str | None = None) -> RomVerdict:
-    """Judge whether VBIOS ``file`` may be flashed onto the card at ``bus``; return every check. ``board_id`` is the
-    image's board ID (from ``nvflash --version FILE``) to compare with the card's. Raises UsageError (unknown card, bad
-    board ID), VerificationError (not a readable VBIOS), MissingError."""
+    """Judge whether VBIOS ``file`` may be flashed onto the card at ``bus``; return every check.
+
+    ``board_id`` is the image's board ID (from ``nvflash --version FILE``) to compare with the card's. Raises
+    UsageError (unknown card, bad board ID), VerificationError (not a readable VBIOS), MissingError.
+    """
     if board_id is not None:
         board_id = valid_board_id(board_id)
     image = read_image(file)

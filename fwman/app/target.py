@@ -63,9 +63,11 @@ def _version_of(spec: SourceSpec) -> str | None:
 
 
 def resolve_target(host: Host, audit: AuditReport | None) -> Target:
-    """Return the module source the box should build from (see the module docstring for the order). ``audit``: the
-    host's audit (its loaded module and the forks that carry its version), None where it could not be read. Never
-    raises: a source that cannot be resolved is the target's ``problem``."""
+    """Return the module source the box should build from (see the module docstring for the order).
+
+    ``audit``: the host's audit (its loaded module and the forks that carry its version), None where it could
+    not be read. Never raises: a source that cannot be resolved is the target's ``problem``.
+    """
     from fwman.app.modules.build import BuildRequest, configured_driver_version, source_spec
 
     try:

@@ -26,8 +26,11 @@ from fwman.host.base import Host
 
 
 def choose_mode(dry_run: bool, apply: bool, check: bool) -> str:
-    """Return ``"dry-run"``, ``"apply"`` or ``"check"``: the one mode the flags ask for. Raises UsageError for none, or
-    for two at once (a dry run never flashes; a reboot goes between apply and check)."""
+    """Return ``"dry-run"``, ``"apply"`` or ``"check"``: the one mode the flags ask for.
+
+    Raises UsageError for none, or for two at once (a dry run never flashes; a reboot goes between apply and
+    check).
+    """
     if dry_run and (apply or check):  # a dry run never flashes or records anything: refuse the mix outright
         raise UsageError(
             f"--dry-run and {'--apply' if apply else '--check'} contradict each other: nothing was done",
@@ -205,10 +208,12 @@ class Applied(Result):
 def apply_plan(
     operator: Operator, selected: tuple[str, ...], options: FlashOptions, confirm: Callable[[str], bool] | None = None
 ) -> Applied:
-    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with ``options``
-    (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's question; None: ``--yes``
-    or a script) is asked once, after the plan and before any backup or write. Raises UsageError on a snapshot or for an
-    unknown card, and what the flash raises (docs/flash.md)."""
+    """Back up every card, then flash the plan's targets (``selected`` only when given) one at a time, with
+    ``options`` (never a downgrade: a plan only moves to the recommended image). ``confirm`` (a terminal's
+    question; None: ``--yes`` or a script) is asked once, after the plan and before any backup or write.
+
+    Raises UsageError on a snapshot or for an unknown card, and what the flash raises (docs/flash.md).
+    """
     host = operator.host
     require_live(host, operator.is_replay, "fwman upgrade --apply")
     cards = require_cards(host)
@@ -245,6 +250,8 @@ class Checked(Result):
 
 
 def check_flashed(host: Host) -> Checked:
-    """Compare each card's running firmware and BAR1 with its last flash and record the outcome; return each. Raises
-    MissingError when there is no NVIDIA card."""
+    """Compare each card's running firmware and BAR1 with its last flash and record the outcome; return each.
+
+    Raises MissingError when there is no NVIDIA card.
+    """
     return Checked(check_upgrade(host, require_cards(host)))

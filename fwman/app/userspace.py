@@ -84,9 +84,11 @@ class Release(ChangeResult):
 
 
 def release_hold(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free) -> Release:
-    """Remove fwman's apt pin, blacklist entries and hold record; with ``dry_run`` return what would go. A damaged
-    record is removed like a readable one (``packages`` is then None). Raises what ``permit`` raises, what the host
-    raises on a failed removal."""
+    """Remove fwman's apt pin, blacklist entries and hold record; with ``dry_run`` return what would go.
+
+    A damaged record is removed like a readable one (``packages`` is then None). Raises what ``permit`` raises,
+    what the host raises on a failed removal.
+    """
     if dry_run:
         record = read_record(host)
         todo = [a.describe() for a in pending(host, release_actions())]
@@ -98,10 +100,12 @@ def release_hold(host: Host, *, dry_run: bool = False, permit: Callable[[], None
 
 
 def hold_packages(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free) -> Release:
-    """Pin every installed NVIDIA user-space package at its version; return what changed (or would) and the packages
-    held (``fwman.userspace-hold/1``: the same shape as a release). Raises what ``permit`` raises, MissingError without
-    dpkg-query or when no NVIDIA user-space package is installed (exit 5: there is nothing to hold; the message says
-    when NVIDIA's .run installer is the reason)."""
+    """Pin every installed NVIDIA user-space package at its version; return what changed (or would) and the
+    packages held (``fwman.userspace-hold/1``: the same shape as a release).
+
+    Raises what ``permit`` raises, MissingError without dpkg-query or when no NVIDIA user-space package is
+    installed (exit 5: there is nothing to hold; the message says when NVIDIA's .run installer is the reason).
+    """
     if dry_run:
         packages, todo = hold_plan(host, now_iso())
     else:

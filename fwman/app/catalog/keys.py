@@ -95,10 +95,12 @@ class KeysView(Result):
 
 
 def show_keys(host: Host, directory: str | None = None) -> KeysView:
-    """Return the keys document in force on ``host`` (installed or bundled), or the one in ``directory`` (a maintainer's
-    copy named on the command line), checked against the root keys. Raises MissingError when none is installed,
-    VerificationError when it cannot be parsed. A signature that does not verify is returned as ``problem`` (the CLI
-    shows it, then ends with :meth:`KeysView.failure`)."""
+    """Return the keys document in force on ``host`` (installed or bundled), or the one in ``directory`` (a
+    maintainer's copy named on the command line), checked against the root keys.
+
+    Raises MissingError when none is installed, VerificationError when it cannot be parsed. A signature that
+    does not verify is returned as ``problem`` (the CLI shows it, then ends with :meth:`KeysView.failure`).
+    """
     now = clock.now_utc()
     if directory is None:
         current = installed_keys(host)
@@ -172,10 +174,13 @@ class KeysRequest:
 
 def sign_keys(host: Host, key_file: str, directory: str | None, request: KeysRequest, *,
               dry_run: bool = False) -> KeysSigned:  # fmt: skip
-    """Write ``keys.json`` (the catalog keys and retired key ids, a new serial, an expiry) and its signature into the
-    catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the root key in
-    ``key_file``; with ``dry_run`` only check and say what would be written. Raises UsageError for a bad key id, date or
-    key (one that is not a root key of ``host``), VerificationError when the current keys.json is malformed."""
+    """Write ``keys.json`` (the catalog keys and retired key ids, a new serial, an expiry) and its signature
+    into the catalog ``directory`` (a directory the user names; None: the bundled catalog), signed with the
+    root key in ``key_file``; with ``dry_run`` only check and say what would be written.
+
+    Raises UsageError for a bad key id, date or key (one that is not a root key of ``host``), VerificationError
+    when the current keys.json is malformed.
+    """
     r = request
     path = user_path(directory or str(BUNDLED_CATALOG))
     stamp = iso_date(r.date) if r.date is not None else today()

@@ -74,10 +74,12 @@ def add_local(
     replace: bool = False,
     export: bool = False,
 ) -> LocalAdded:
-    """Write the local catalog entry of the card at ``bus`` from its backup and the vendor file ``image_file`` (a file
-    the user names: a ROM, or an update program or archive unpacked with 7zz); return what was written. Raises
-    UsageError for a board the curated catalog knows or an existing entry without ``replace``, VerificationError when
-    the file's MD5 is not ``expect_md5`` or no image fits the card, MissingError."""
+    """Write the local catalog entry of the card at ``bus`` from its backup and the vendor file ``image_file``
+    (a file the user names: a ROM, or an update program or archive unpacked with 7zz); return what was written.
+
+    Raises UsageError for a board the curated catalog knows or an existing entry without ``replace``,
+    VerificationError when the file's MD5 is not ``expect_md5`` or no image fits the card, MissingError.
+    """
     card = find_card(require_cards(host), bus)
     catalog = load_catalog(host)
     known = catalog.board_for(card.vendor_id, card.device_id, card.subsystem_vendor_id, card.subsystem_device_id)

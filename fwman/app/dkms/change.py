@@ -40,7 +40,9 @@ def unblock_dkms(
     host: Host, *, dry_run: bool = False, tell: Callable[[str], None] | None = None, permit: Callable[[], None] = free
 ) -> DkmsUnblock:
     """Undo ``fwman dkms block`` (the apt pin goes, the removed modules are registered again); return what was done.
-    Raises what ``permit`` raises, VerificationError for a damaged block record, FwmanError when dkms fails."""
+
+    Raises what ``permit`` raises, VerificationError for a damaged block record, FwmanError when dkms fails.
+    """
     if not dry_run:
         permit()
     done = dkms.unblock(host, tell=None if dry_run else tell, dry_run=dry_run)

@@ -149,9 +149,11 @@ def driver_branches(
     fork_specs: Sequence[str] = (),
     offline: bool = False,
 ) -> BranchesResult:
-    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache. ``offline`` answers from
-    the cache only (a replay must pass it: it must not reach the network). Raises UsageError for a bad version, fork
-    option or configuration; a fork that cannot be listed is in the report."""
+    """List the branches of the configured forks (plus ``fork_specs``), live or from the cache.
+
+    ``offline`` answers from the cache only (a replay must pass it: it must not reach the network). Raises
+    UsageError for a bad version, fork option or configuration; a fork that cannot be listed is in the report.
+    """
     target = names.driver_version(version_text, "--driver-version") if version_text is not None else None
     config = load_config(host)
     forks = configured_forks(config, fork_specs)

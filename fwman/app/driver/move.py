@@ -468,8 +468,10 @@ def rollback(
     host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent
 ) -> MoveResult:
     """Put back the modules, user space and hold kept before the last move (or, ``dry_run``, say how).
+
     Raises UsageError when no move was made or it was finished, MissingError when the kept set is gone,
-    ParseError for a damaged record or index, what ``permit`` and the actions raise."""
+    ParseError for a damaged record or index, what ``permit`` and the actions raise.
+    """
     record = _recorded(host, "roll back")
     if record.stage == ROLLED_BACK:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already rolled back", record=record)
@@ -492,7 +494,9 @@ def rollback(
 
 def finish(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free, tell: Tell = silent) -> MoveResult:
     """End a committed move whose new module is the one loaded: the kept set goes (or, ``dry_run``, say so).
-    Raises UsageError when no move is committed, BlockedError when the loaded module is not the new version."""
+
+    Raises UsageError when no move is committed, BlockedError when the loaded module is not the new version.
+    """
     record = _recorded(host, "finish")
     if record.stage == FINISHED:
         return MoveResult(dry_run, [], f"the move to {record.to_version} is already finished", record=record)

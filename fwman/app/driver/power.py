@@ -79,10 +79,12 @@ def driver_power(
     permit: Callable[[], None] = free,
     tell: Tell = silent,
 ) -> DriverPower:
-    """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that persists
-    ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done). Raises UsageError for a
-    bad ``--limit`` or no GPU to apply it to, MissingError without nvidia-smi, what ``permit`` raises, what an action
-    raises."""
+    """Return the GPUs' power limits and fwman's unit; with ``apply`` write (``off``: remove) the unit that
+    persists ``limits`` and ``persistence``, and apply them now (``dry_run``: say what would be done).
+
+    Raises UsageError for a bad ``--limit`` or no GPU to apply it to, MissingError without nvidia-smi, what
+    ``permit`` raises, what an action raises.
+    """
     result = DriverPower(power_status(host))
     if not apply:
         return result
@@ -123,9 +125,11 @@ def power_status(host: Host) -> PowerStatus:
 def plan_actions(
     host: Host, status: PowerStatus, limits: list[str], persistence: bool, off: bool, now: bool
 ) -> tuple[PowerPlan, list[Action]]:
-    """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions. Raises ParseError for a
-    bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi is not installed (the unit
-    runs it)."""
+    """Return the plan of ``--limit``/``--persistence`` (empty with ``off``) and its actions.
+
+    Raises ParseError for a bad ``--limit``; MissingError when no GPU is found to apply a limit to, or nvidia-smi
+    is not installed (the unit runs it).
+    """
     plan = PowerPlan((), False) if off else PowerPlan(
         tuple(sorted(parse_limits(limits, status.buses).items())), persistence
     )  # fmt: skip

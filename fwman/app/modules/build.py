@@ -339,7 +339,9 @@ def planned_step(host: Host, kver: str, spec: SourceSpec, force: bool) -> str:
 
 def resolve_or_error(host: Host, spec: SourceSpec, tell: Tell = silent) -> Source | FwmanError:
     """Return the Source of ``spec``, or the error resolving it raised (each kernel is then pending with it).
-    Raises UsageError for a fork name that is not known."""
+
+    Raises UsageError for a fork name that is not known.
+    """
     try:
         return resolve_source(host, spec, tell)
     except UsageError:

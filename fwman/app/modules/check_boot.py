@@ -93,8 +93,11 @@ def check_boot(
     permit: Callable[[], None] = free,
     under_apt: bool = False,
 ) -> CheckBootResult:
-    """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not. Raises
-    MissingError (exit 5) when no kernel is installed; LockTimeout (with ``pin``) when a build holds the module lock."""
+    """Return whether the next boot has working patched modules; with ``pin``, pin a safe kernel first if not.
+
+    Raises MissingError (exit 5) when no kernel is installed; LockTimeout (with ``pin``) when a build holds
+    the module lock.
+    """
     if not pin:
         default = default_boot_kernel(host)
         if default.kver is None:

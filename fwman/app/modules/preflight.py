@@ -175,8 +175,10 @@ class PreflightResult(Result):
 
 
 def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightResult:
-    """Lift every hold fwman placed (its pin file and record); return what changed. Nothing else is touched. Raises
-    ParseError when fwman's hold record is damaged (the pin file is then removed all the same)."""
+    """Lift every hold fwman placed (its pin file and record); return what changed. Nothing else is touched.
+
+    Raises ParseError when fwman's hold record is damaged (the pin file is then removed all the same).
+    """
     result = PreflightResult(dry_run, release_only=True)
     try:
         result.released = sorted(kernel_hold.read_record(host).kernels, key=version_key)

@@ -70,10 +70,12 @@ def _plan(host: Host, kernels: list[str], all_kernels: bool) -> list[Action]:
 def remove_modules(
     host: Host, request: RemoveRequest, tell: Tell = silent, permit: Callable[[], None] = free
 ) -> RemoveResult:
-    """Remove (or, with ``dry_run``, list) what the request names and return the result. Raises UsageError when neither
-    or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an action that fails (what was applied stays
-    applied; running it again continues); LockTimeout when a build holds the module lock; what ``permit`` raises (called
-    first, unless a dry run)."""
+    """Remove (or, with ``dry_run``, list) what the request names and return the result.
+
+    Raises UsageError when neither or both of ``kernels`` and ``all_kernels`` are given; FwmanError from an
+    action that fails (what was applied stays applied; running it again continues); LockTimeout when a build
+    holds the module lock; what ``permit`` raises (called first, unless a dry run).
+    """
     if not request.dry_run:
         permit()
     if bool(request.kernels) == request.all_kernels:

@@ -192,9 +192,11 @@ def secure_boot_text(sb: dict[str, Any]) -> Out:
 
 
 def modules_status(host: Host) -> ModulesStatus:
-    """Return the modules status of ``host``. A failing ``dkms status`` is not an error here: it is reported in
-    ``dkms_error`` and the rows show no conflict. Raises UsageError when ``/etc/fwman/config.toml`` is invalid (the
-    configured source is read)."""
+    """Return the modules status of ``host``.
+
+    A failing ``dkms status`` is not an error here: it is reported in ``dkms_error`` and the rows show no
+    conflict. Raises UsageError when ``/etc/fwman/config.toml`` is invalid (the configured source is read).
+    """
     default = default_boot_kernel(host)
     try:
         dkms_entries = [e for e in dkms.status(host) if dkms.is_nvidia(e)]

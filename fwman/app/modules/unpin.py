@@ -56,9 +56,11 @@ class UnpinResult(Result):
 
 
 def unpin_boot(host: Host, *, dry_run: bool = False, permit: Callable[[], None] = free) -> UnpinResult:
-    """Undo fwman's boot pin and return what was undone and the kernel that boots next. With ``dry_run`` nothing
-    changes: the pin in place is returned, ``next_boot`` unknown (None), since only the loader knows its default once
-    the pin is gone. Raises what :func:`fwman.driver.boot.pin.unpin` raises."""
+    """Undo fwman's boot pin and return what was undone and the kernel that boots next.
+
+    With ``dry_run`` nothing changes: the pin in place is returned, ``next_boot`` unknown (None), since only the
+    loader knows its default once the pin is gone. Raises what :func:`fwman.driver.boot.pin.unpin` raises.
+    """
     if dry_run:
         return UnpinResult(True, read_pin(host))
     permit()

@@ -11,20 +11,26 @@ from fwman.host.base import Host
 
 
 def parse_ls_remote(text: str) -> list[str]:
-    """Return the branch names in ``git ls-remote`` output; only ``refs/heads/`` lines count (tags do not). Raises
-    ParseError for a line that is not ``<sha>\\t<ref>``."""
+    """Return the branch names in ``git ls-remote`` output; only ``refs/heads/`` lines count (tags do not).
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
     return list(parse_ls_remote_commits(text))
 
 
 def parse_ls_remote_commits(text: str) -> dict[str, str]:
-    """Return {branch: commit} of the ``refs/heads/`` lines of ``git ls-remote`` output, in order. Raises ParseError for
-    a line that is not ``<sha>\\t<ref>``."""
+    """Return {branch: commit} of the ``refs/heads/`` lines of ``git ls-remote`` output, in order.
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
     return {ref.removeprefix("refs/heads/"): sha for sha, ref in _ls_remote_refs(text) if ref.startswith("refs/heads/")}
 
 
 def _ls_remote_refs(text: str) -> Iterator[tuple[str, str]]:
-    """Yield (commit, ref) of each ``<sha>\\t<ref>`` line of ``git ls-remote`` output (blank lines skipped). Raises
-    ParseError for a line that is not ``<sha>\\t<ref>``."""
+    """Yield (commit, ref) of each ``<sha>\\t<ref>`` line of ``git ls-remote`` output (blank lines skipped).
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -35,9 +41,11 @@ def _ls_remote_refs(text: str) -> Iterator[tuple[str, str]]:
 
 
 def parse_ls_remote_tags(text: str, tags: Sequence[str]) -> dict[str, str]:
-    """Return {tag: commit} of the ``tags`` that ``git ls-remote --tags`` output ``text`` lists, in ``tags``' order: an
-    annotated tag's peeled ``refs/tags/T^{}`` line (its commit) wins over the tag object's own line. Raises ParseError
-    for a line that is not ``<sha>\\t<ref>``."""
+    """Return {tag: commit} of the ``tags`` that ``git ls-remote --tags`` output ``text`` lists, in ``tags``' order:
+    an annotated tag's peeled ``refs/tags/T^{}`` line (its commit) wins over the tag object's own line.
+
+    Raises ParseError for a line that is not ``<sha>\\t<ref>``.
+    """
     found: dict[str, str] = {}
     peeled: dict[str, str] = {}
     for sha, ref in _ls_remote_refs(text):
@@ -58,9 +66,12 @@ def list_via_git(host: Host, url: str, timeout: float = 30.0) -> dict[str, str]:
 
 
 def list_tags(host: Host, url: str, tags: Sequence[str], timeout: float = 30.0) -> dict[str, str]:
-    """Return {tag: commit} of the ``tags`` that ``url`` has (``git ls-remote --tags``; an annotated tag's commit is its
-    peeled ``^{}`` line). Raises MissingError without git, FwmanError when git fails (git's message kept, bounded),
-    ParseError for output that is not ``<sha>\\t<ref>`` lines."""
+    """Return {tag: commit} of the ``tags`` that ``url`` has (``git ls-remote --tags``; an annotated tag's
+    commit is its peeled ``^{}`` line).
+
+    Raises MissingError without git, FwmanError when git fails (git's message kept, bounded), ParseError for
+    output that is not ``<sha>\\t<ref>`` lines.
+    """
     # the peeled line is listed only when asked for by name: an annotated tag's own sha is not a commit
     refs = [ref for t in tags for ref in (f"refs/tags/{t}", f"refs/tags/{t}^{{}}")]
     return parse_ls_remote_tags(_ls_remote(host, url, "--tags", refs, timeout), tags)

@@ -79,7 +79,8 @@ class ForkBranches:
     donor: DonorPatch | None = None  # a donor-patch fork: ``branches`` are the upstream tags it applies to
 
     def p2p_versions(self) -> list[DriverVersion]:
-        """Return the driver versions this fork's P2P branches build (their trees', else their names'), ascending."""
+        """Return the driver versions this fork's P2P branches build (their trees', else their names'),
+        ascending."""
         return sorted({v for v in (r.driver_version() for r in self.revisions) if v is not None})
 
     def revisions_of(self, version: DriverVersion) -> list[Revision]:

@@ -196,8 +196,11 @@ class PciIds(BaseModel):
 
 def parse_subject(subject: str) -> Any:
     """Return ``subject`` (an RFC 4514 distinguished name, ``CN=EVGA Corporation,O=EVGA Corporation,C=US``) as a
-    ``cryptography.x509.Name``, compared attribute by attribute (never as text: OpenSSL and RFC 4514 print names in
-    different orders and escapes). Raises ValueError when it is empty or not an RFC 4514 name."""
+    ``cryptography.x509.Name``, compared attribute by attribute (never as text: OpenSSL and RFC 4514 print names
+    in different orders and escapes).
+
+    Raises ValueError when it is empty or not an RFC 4514 name.
+    """
     from cryptography import x509  # heavy, and only signed packages need it: doctor reads this module
 
     if not subject.strip():
@@ -291,13 +294,17 @@ class Board(BaseModel):
 
     def images_newest_first(self) -> list[CatalogImage]:
         """Return the images newest first, in the catalog's order (:func:`fwman.firmware.versions.newest_first`).
-        Supersession and release dates decide before the version's first four fields; the fifth (the board maker's build
-        code) never does: 94.02.42.80.27 replaced 94.02.42.80.AD and comes first."""
+
+        Supersession and release dates decide before the version's first four fields; the fifth (the board
+        maker's build code) never does: 94.02.42.80.27 replaced 94.02.42.80.AD and comes first.
+        """
         return newest_first(self.images)
 
     def recommended(self) -> CatalogImage | None:
         """Return the newest image (catalog order) that may be recommended (``current`` or ``unverified``), or None.
-        Withdrawn and superseded images are never recommended, wherever they sort."""
+
+        Withdrawn and superseded images are never recommended, wherever they sort.
+        """
         return next((i for i in self.images_newest_first() if i.recommendable), None)
 
 
@@ -347,9 +354,11 @@ def check_iso_date(v: str) -> str:
 
 
 class CatalogIndex(BaseModel):
-    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry. Version
-    1 (the first catalogs) had no expiry; version 2 must carry one (``expires``): ``catalog update`` installs only
-    version 2, so a frozen mirror cannot keep serving an old index for ever."""
+    """``index.json``: every catalog file with its SHA-256, a serial that only ever grows, a date and an expiry.
+
+    Version 1 (the first catalogs) had no expiry; version 2 must carry one (``expires``): ``catalog update``
+    installs only version 2, so a frozen mirror cannot keep serving an old index for ever.
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

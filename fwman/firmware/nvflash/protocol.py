@@ -56,8 +56,10 @@ def save_argv(index: int, path: str, tool: str = TOOL) -> list[str]:
 
 
 def version_argv(*, index: int | None = None, file: str | None = None, tool: str = TOOL) -> list[str]:
-    """Return the argv printing the identity block of adapter ``index`` or of image ``file``. Raises ValueError when
-    neither or both are given (a programming error, not a user one)."""
+    """Return the argv printing the identity block of adapter ``index`` or of image ``file``.
+
+    Raises ValueError when neither or both are given (a programming error, not a user one).
+    """
     if (index is None) == (file is None):
         raise ValueError("version_argv needs exactly one of index or file")
     if file is not None:
@@ -164,8 +166,10 @@ def _clean_lines(text: str) -> list[str]:
 
 
 def parse_tool_version(text: str) -> str:
-    """Return nvflash's version from its banner line (``5.867.0``). Raises ParseError when no banner is present (the
-    program is not nvflash, or it crashed at once)."""
+    """Return nvflash's version from its banner line (``5.867.0``).
+
+    Raises ParseError when no banner is present (the program is not nvflash, or it crashed at once).
+    """
     for line in _clean_lines(text)[:5]:
         m = _BANNER_RE.search(line)
         if m:
@@ -195,9 +199,11 @@ def _adapter_line(line: str) -> tuple[str, str, re.Match[str]] | None:
 
 
 def _key_value(line: str) -> tuple[str, str] | None:
-    """Return (key, value) of a ``Key : Value`` line (value as after ``: ``, not stripped), or None. The key is the text
-    before the first ``:`` without its trailing blanks; the colon must be followed by a blank. Linear: a partition and
-    one pattern with a single quantifier."""
+    """Return (key, value) of a ``Key : Value`` line (value as after ``: ``, not stripped), or None.
+
+    The key is the text before the first ``:`` without its trailing blanks; the colon must be followed by a
+    blank. Linear: a partition and one pattern with a single quantifier.
+    """
     key, colon, rest = line.partition(":")
     if not colon or not rest[:1].isspace():
         return None
@@ -206,8 +212,11 @@ def _key_value(line: str) -> tuple[str, str] | None:
 
 
 def parse_list(text: str) -> list[Adapter]:
-    """Return the adapters of ``nvflash --list`` output, in index order. Raises ParseError when a line starting with
-    ``<n>`` does not have the documented shape, or when two lines share an index."""
+    """Return the adapters of ``nvflash --list`` output, in index order.
+
+    Raises ParseError when a line starting with ``<n>`` does not have the documented shape, or when two
+    lines share an index.
+    """
     adapters: list[Adapter] = []
     seen: set[int] = set()
     for n, line in enumerate(_clean_lines(text), start=1):
@@ -238,8 +247,10 @@ def _hex4(value: str, what: str, line: int) -> str:
 
 
 def parse_block(text: str) -> FirmwareBlock:
-    """Return the ``Key : Value`` block of ``--save`` or ``--version`` output. Raises ParseError when no ``Version`` key
-    is present or an ID field is not hexadecimal."""
+    """Return the ``Key : Value`` block of ``--save`` or ``--version`` output.
+
+    Raises ParseError when no ``Version`` key is present or an ID field is not hexadecimal.
+    """
     fields: dict[str, str] = {}
     lines: dict[str, int] = {}
     for n, line in enumerate(_clean_lines(text), start=1):
@@ -307,9 +318,11 @@ def _version_ids(s: str, version: str | None, ids: str | None) -> tuple[str | No
 
 
 def parse_flash(text: str) -> FlashTranscript:
-    """Return what a flash run's output says happened. Never raises: unknown output is ``INCOMPLETE``. The success line
-    decides ``SUCCESS`` only when no error line follows it; a refusal (``Nothing changed!`` or the driver-loaded error)
-    is classified by the warning that preceded it."""
+    """Return what a flash run's output says happened. Never raises: unknown output is ``INCOMPLETE``.
+
+    The success line decides ``SUCCESS`` only when no error line follows it; a refusal (``Nothing changed!``
+    or the driver-loaded error) is classified by the warning that preceded it.
+    """
     found: dict[str, str | None] = {}  # the transcript's facts, by field name, as the lines give them
     errors: list[str] = []
     warnings: list[str] = []
@@ -360,9 +373,11 @@ def parse_flash(text: str) -> FlashTranscript:
 
 
 def match_adapter(adapters: list[Adapter], bus_id: str, vendor_id: str, device_id: str, subsystem: str) -> Adapter:
-    """Return the adapter at PCI location ``bus_id`` whose IDs equal the card's. Raises ParseError when no adapter sits
-    at that bus location, or when the one there reports other IDs (the inventory and nvflash disagree: flashing would
-    target the wrong card)."""
+    """Return the adapter at PCI location ``bus_id`` whose IDs equal the card's.
+
+    Raises ParseError when no adapter sits at that bus location, or when the one there reports other IDs
+    (the inventory and nvflash disagree: flashing would target the wrong card).
+    """
     wanted = bus_id.lower()
     if wanted.count(":") == 1:
         wanted = "0000:" + wanted

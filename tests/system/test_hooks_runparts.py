@@ -77,7 +77,7 @@ def test_pending_without_headers_then_catchup_builds(tmp_path: Path, object_cach
     proc = _run_parts(root, "/etc/kernel/postinst.d", KERNEL_OK, f"/boot/vmlinuz-{KERNEL_OK}")
     assert proc.returncode == 0, proc.stderr
     assert order.read_text().split() == ["dkms", "initramfs-tools", "zz-update-grub"]
-    assert "marked pending" in proc.stderr and "the kernel install goes on" in proc.stderr
+    assert "marked pending" in proc.stderr and "the kernel install goes on" in proc.stderr, proc.stderr
     marker = json.loads((root / f"var/lib/fwman/modules/{KERNEL_OK}.pending").read_text())
     assert marker["reason"] == "no headers"
     rows = json.loads(run_fwman(root, "modules", "status", "--json")[1])["kernels"]

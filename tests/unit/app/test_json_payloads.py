@@ -11,13 +11,17 @@ from fwman.app.capture import Captured, CaptureReport
 from fwman.app.catalog.commands import Updated
 from fwman.app.change import ChangeResult
 from fwman.app.driver.move import MoveResult
+from fwman.app.flash import History
 from fwman.app.hooks import HooksInstall
 from fwman.app.modules.hooks import Forget
+from fwman.app.modules.unpin import UnpinResult
 from fwman.app.rom import Inspection, rom_json
 from fwman.app.userspace import Release
 from fwman.core.signing import TrustedKey
+from fwman.driver.boot.pin import PinRecord
 from fwman.driver.move.record import COMMITTED, MoveRecord
 from fwman.firmware.catalog.update import UpdateResult
+from fwman.firmware.ops.history import HistoryRecord
 from fwman.firmware.rom.parse import parse_rom
 
 
@@ -88,3 +92,20 @@ def test_capture_payload_flattens_the_report_between_directory_and_redacted() ->
                    "missing_tools": ["nvflash"], "problems": ["lspci: timed out"], "redacted": False}  # fmt: skip
     assert _keys(doc) == ["directory", "gpu_count", "file_count", "command_count", "missing_tools", "problems",
                           "redacted"]  # fmt: skip
+
+
+def test_unpin_shows_the_pin_in_its_own_order_without_previous_and_warning() -> None:
+    pin = PinRecord("6.1.0-49-amd64", "6.1.0-50-amd64", "no modules", "grub-saved", "2026-12-01T00:00:00Z",
+                    previous={"saved_entry": "0"}, warning="w")  # fmt: skip
+    doc = UnpinResult(False, pin).to_json()
+    assert _keys(doc) == ["dry_run", "changed", "pin", "next_boot"] and doc["changed"] is True
+    assert list(doc["pin"].items()) == [("kernel", "6.1.0-49-amd64"), ("avoided", "6.1.0-50-amd64"),
+                                        ("method", "grub-saved"), ("at", "2026-12-01T00:00:00Z"),
+                                        ("reason", "no modules")]  # fmt: skip
+
+
+def test_history_prints_each_record_card_as_bus_id_in_place() -> None:
+    record = HistoryRecord(time="2026-12-01T00:00:00Z", kind="flash", card="0000:01:00.0", result="ok")
+    doc = History([record], ["line 3: not JSON"]).to_json()
+    assert _keys(doc) == ["records", "damaged"] and doc["damaged"] == ["line 3: not JSON"]
+    assert _keys(doc["records"][0])[:3] == ["time", "kind", "bus_id"] and doc["records"][0]["bus_id"] == "0000:01:00.0"

@@ -17,8 +17,11 @@ from fwman.app.modules.hooks import Forget
 from fwman.app.modules.unpin import UnpinResult
 from fwman.app.rom import Inspection, rom_json
 from fwman.app.userspace import Release
+from fwman.core.jsonout import encode
 from fwman.core.signing import TrustedKey
 from fwman.driver.boot.pin import PinRecord
+from fwman.driver.forks.model import DonorPatch
+from fwman.driver.hooks.files import HookFileState, HooksStatus
 from fwman.driver.move.record import COMMITTED, MoveRecord
 from fwman.firmware.catalog.update import UpdateResult
 from fwman.firmware.ops.history import HistoryRecord
@@ -109,3 +112,17 @@ def test_history_prints_each_record_card_as_bus_id_in_place() -> None:
     doc = History([record], ["line 3: not JSON"]).to_json()
     assert _keys(doc) == ["records", "damaged"] and doc["damaged"] == ["line 3: not JSON"]
     assert _keys(doc["records"][0])[:3] == ["time", "kind", "bus_id"] and doc["records"][0]["bus_id"] == "0000:01:00.0"
+
+
+def test_donor_patch_is_patch_sha256_versions_without_where_they_came_from() -> None:
+    doc = encode(DonorPatch("https://example.org/p2p.diff", "ab" * 32, ("595.58.03",), versions_from="name"))
+    assert list(doc.items()) == [("patch", "https://example.org/p2p.diff"), ("sha256", "ab" * 32),
+                                 ("versions", ["595.58.03"])]  # fmt: skip
+
+
+def test_hooks_status_lists_each_file_as_path_present_current_note() -> None:
+    files = [HookFileState("/etc/kernel/postinst.d/fwman", True, False, "changed")]
+    doc = HooksStatus(files, enabled=True, order={"postinst.d": ["dkms", "fwman"]}).to_json()
+    assert _keys(doc) == ["installed", "enabled", "files", "order"] and doc["installed"] is False
+    assert list(doc["files"][0].items()) == [("path", "/etc/kernel/postinst.d/fwman"), ("present", True),
+                                             ("current", False), ("note", "changed")]  # fmt: skip

@@ -14,6 +14,7 @@ from typing import Any
 from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, UsageError
+from fwman.core.jsonout import fields_of, meta
 from fwman.gpu.inventory import nvidia_functions, scan_cards
 from fwman.host.base import Host
 from fwman.host.capped import MAX_TEXT_FILE, read_capped
@@ -147,9 +148,9 @@ REPLAYABLE_COMMANDS = (
 class CaptureReport:
     """What a capture recorded, and what it could not."""
 
-    gpus: int = 0
-    files: int = 0
-    commands: int = 0
+    gpus: int = field(default=0, metadata=meta(key="gpu_count"))
+    files: int = field(default=0, metadata=meta(key="file_count"))
+    commands: int = field(default=0, metadata=meta(key="command_count"))
     missing_tools: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -296,10 +297,7 @@ class Captured(Result):
 
     def to_json(self) -> dict[str, Any]:
         """Return the payload of ``fwman.capture/2`` (without the schema key)."""
-        r = self.report
-        return {"directory": self.directory, "gpu_count": r.gpus, "file_count": r.files,
-                "command_count": r.commands,
-                "missing_tools": r.missing_tools, "problems": r.problems, "redacted": self.redacted}  # fmt: skip
+        return {"directory": self.directory, **fields_of(self.report), "redacted": self.redacted}
 
     def text(self, verbose: int = 0) -> Out:
         """Return what was captured, the tools missing, what could not be read, and how to replay it."""

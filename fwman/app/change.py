@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.app.text import Out, Result, say
+from fwman.core.jsonout import OMIT, meta
 from fwman.host.actions import Action, Tell, apply_all, pending, silent
 from fwman.host.base import Host
 
@@ -17,22 +17,19 @@ class ChangeResult(Result):
     """The steps of one change: done, or (``dry_run``) still needed; ``changed`` is never true in a dry run.
 
     ``nothing`` and ``done`` are what a person reads when there was nothing to do, and after a change (``""``:
-    nothing more, the steps were said as they were done).
+    nothing more, the steps were said as they were done). The JSON payload (the encoder's, without the schema
+    key) is ``{"dry_run", "changed", "actions"}``, a subclass's own fields after them.
     """
 
-    dry_run: bool
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     actions: list[str] = field(default_factory=list)  # descriptions: done, or to do in a dry run
-    nothing: str = field(default="nothing to do", repr=False, compare=False)
-    done: str = field(default="done", repr=False, compare=False)
+    nothing: str = field(default="nothing to do", repr=False, compare=False, metadata=OMIT)
+    done: str = field(default="done", repr=False, compare=False, metadata=OMIT)
 
     @property
     def changed(self) -> bool:
         """Return True when the host was changed (never in a dry run)."""
         return bool(self.actions) and not self.dry_run
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``{"dry_run", "changed", "actions"}``: the payload of the command's schema (without the key)."""
-        return {"dry_run": self.dry_run, "changed": self.changed, "actions": self.actions}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the dry run's ``would ...`` lines, else ``done``; ``nothing`` when there was nothing to do."""

@@ -11,6 +11,7 @@ from typing import Any
 
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import FwmanError
+from fwman.core.jsonout import meta
 from fwman.core.names import count as at_least_one
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import Flasher, FlashResult
@@ -227,13 +228,10 @@ HISTORY_COLUMNS = ("TIME", "KIND", "CARD", "RESULT", "BEFORE", "AFTER", "IMAGE")
 class History(Result):
     """Every recorded flash, restore and post-reboot check (of one card when asked), and the damaged lines."""
 
-    records: list[HistoryRecord]
+    #: in ``fwman.history/2`` each record as on disk but for its card, ``bus_id`` (the JSON name, docs/json.md;
+    #: the history file keeps ``card``)
+    records: list[HistoryRecord] = field(metadata=meta(via=lambda rs: [record_json(r.model_dump()) for r in rs]))
     damaged: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.history/2``: each record as on disk but for its card, ``bus_id`` (the JSON
-        name, docs/json.md; the history file keeps ``card``)."""
-        return {"records": [record_json(r.model_dump()) for r in self.records], "damaged": self.damaged}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the table of records (what could be read), or that nothing was recorded yet."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from fwman.app.change import ChangeResult, change, free
 from fwman.app.text import Out, Result, say, table
+from fwman.core.jsonout import OMIT, meta
 from fwman.driver.hooks.files import HooksStatus, install_actions, left_out, remove_actions
 from fwman.driver.hooks.files import install as install_files
 from fwman.driver.hooks.files import remove as remove_files
@@ -37,19 +38,21 @@ def remove_hooks(
     )  # fmt: skip
 
 
+def _skipped_json(skipped: dict[str, str]) -> list[dict[str, str]]:
+    """Return the files left out as the JSON lists them: ``{"path", "reason"}`` each."""
+    return [{"path": path, "reason": why} for path, why in skipped.items()]
+
+
 @dataclass
 class HooksInstall(ChangeResult):
     """What ``hooks install`` did (or would do); ``package``: the Debian package that owns the hooks instead."""
 
     package: str | None = None
-    message: str = ""  # what to say when the package owns them (nothing is written then)
-    #: files not for this host, with why (apt's boot check where there is no apt: see files.left_out)
-    skipped: dict[str, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.hooks-install/1`` (without the schema key)."""
-        skipped = [{"path": path, "reason": why} for path, why in self.skipped.items()]
-        return {**super().to_json(), "package": self.package, "skipped": skipped}
+    #: what to say when the package owns them (nothing is written then)
+    message: str = field(default="", metadata=OMIT)
+    #: files not for this host, with why (apt's boot check where there is no apt: see files.left_out); in the JSON
+    #: a list of {"path", "reason"}
+    skipped: dict[str, str] = field(default_factory=dict, metadata=meta(via=_skipped_json))
 
     def text(self, verbose: int = 0) -> Out:
         """Return the package's note when it owns the hooks, else what changed (or would) and what was skipped."""

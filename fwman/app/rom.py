@@ -3,12 +3,13 @@ whose results own their JSON shapes (``fwman.rom.inspect/1``, ``fwman.rom.verify
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, worst
+from fwman.core.jsonout import meta
 from fwman.core.names import board_id as valid_board_id
 from fwman.firmware.catalog.load import find_entry_for_rom, load_catalog
 from fwman.firmware.ops.backup import reported_board_id
@@ -94,11 +95,7 @@ class Inspection(Result):
     """A VBIOS file as read: every identity field with its offset, the image chain."""
 
     file: str
-    image: RomImage
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.rom.inspect/1``."""
-        return {"file": self.file, "image": rom_json(self.image)}
+    image: RomImage = field(metadata=meta(via=rom_json))  # in JSON: the model plus its derived fields
 
     def text(self, verbose: int = 0) -> Out:
         """Return the identity lines, the image table, then the notes."""

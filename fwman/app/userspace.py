@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.change import ChangeResult, free
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import BlockedError, FwmanError
+from fwman.core.jsonout import OMIT
 from fwman.driver.build.manifest import now_iso
 from fwman.driver.userspace_hold import HoldStatus, hold, hold_plan, read_record, read_status, release, release_actions
 from fwman.host.actions import pending
@@ -65,11 +66,7 @@ class Release(ChangeResult):
     readable record)."""
 
     packages: dict[str, str] | None = None
-    holding: bool = False  # True: the result of ``hold``
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.userspace-release/1`` (or ``-hold/1``; without the schema key)."""
-        return {**super().to_json(), "packages": self.packages}
+    holding: bool = field(default=False, metadata=OMIT)  # True: the result of ``hold``
 
     def text(self, verbose: int = 0) -> Out:
         """Return the plan, the packages held, or the packages released."""

@@ -12,6 +12,7 @@ from typing import Any
 from fwman.app.catalog.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, UsageError, VerificationError
+from fwman.core.jsonout import fields_of
 from fwman.core.names import iso_date
 from fwman.core.signing import load_private_key
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck, lint_directory, lint_signature
@@ -271,22 +272,8 @@ class Updated(Result):
     result: UpdateResult
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-update/1``."""
-        r = self.result
-        return {
-            "url": r.url,
-            "installed": r.installed,
-            "serial": r.serial,
-            "previous_serial": r.previous_serial,
-            "date": r.date,
-            "files": r.files,
-            "key_id": r.key.key_id,
-            "location": r.location,
-            "expires": r.expires,
-            "keys_serial": r.keys_serial,
-            "keys_root_key_id": r.keys_root,
-            "keys_installed": r.keys_installed,
-        }
+        """Return the payload of ``fwman.catalog-update/1``: the update's fields (:class:`UpdateResult`)."""
+        return fields_of(self.result)
 
     def text(self, verbose: int = 0) -> Out:
         """Return what people are told: installed (serial, signature, expiry, where), or already up to date."""

@@ -13,6 +13,7 @@ from fwman.app.text import Out, Result, say
 from fwman.core import clock, names, paths
 from fwman.core.config import load_config
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError
+from fwman.core.jsonout import meta
 from fwman.core.tomltext import toml_value
 from fwman.driver import userspace_hold
 from fwman.driver.aptsim import apt_root_options
@@ -58,15 +59,12 @@ from fwman.platform.userspace import scan_userspace
 class MoveResult(ChangeResult):
     """What a move (or its rollback, or its end) did, or would do, and the move it is about."""
 
-    record: MoveRecord | None = None
+    #: the move, written as "move" (a lambda: move_json is defined below)
+    record: MoveRecord | None = field(default=None, metadata=meta(key="move", via=lambda r: move_json(r)))
     #: what the owner must still do (the reboot, the check), or what the move leaves out
     notes: list[str] = field(default_factory=list)
     #: where the run's wall seconds went (:func:`fwman.driver.move.commit.phases`); {} for a dry run or nothing done
     phases: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.driver-move/1``: the change keys, the move, the notes, the phases."""
-        return {**super().to_json(), "move": move_json(self.record), "notes": self.notes, "phases": self.phases}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the plan or what was done, then the notes (and with -v where the time went)."""

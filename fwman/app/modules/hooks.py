@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fwman.app.change import free, plan_text
 from fwman.app.text import Out, Result, say
 from fwman.core.errors import BlockedError, FwmanError, PartialError
+from fwman.core.jsonout import meta
 from fwman.driver.hooks.run import RunSummary
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
@@ -230,24 +231,17 @@ def hook(
 class Forget(Result):
     """``modules forget``: what was dropped for a removed kernel (or, in a dry run, would be), and the boot."""
 
-    kver: str
-    dry_run: bool
+    kver: str = field(metadata=meta(key="kernel"))
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     actions: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     pin_released: bool = False
-    boot: BootCheck | None = None
+    boot: BootCheck | None = field(default=None, metadata=meta(via=boot_json))
 
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-forget/2`` (without the schema key)."""
-        return {
-            "kernel": self.kver,
-            "dry_run": self.dry_run,
-            "changed": bool(self.actions) and not self.dry_run,
-            "actions": self.actions,
-            "problems": self.problems,
-            "pin_released": self.pin_released,
-            "boot": boot_json(self.boot),
-        }
+    @property
+    def changed(self) -> bool:
+        """Return True when fwman's state was dropped (never in a dry run)."""
+        return bool(self.actions) and not self.dry_run
 
     def text(self, verbose: int = 0) -> Out:
         """Return the plan, or the boot check (each removal was said as it happened)."""

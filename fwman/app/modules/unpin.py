@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 from fwman.app.change import free
 from fwman.app.text import Out, Result, say
-from fwman.core.jsonout import encode
+from fwman.core.jsonout import meta
 from fwman.driver.boot.loaders import default_boot_kernel
 from fwman.driver.boot.pin import PinRecord, UnpinBoot, read_pin
 from fwman.driver.boot.safety import Safety, kernel_safety
@@ -16,29 +15,24 @@ from fwman.host.actions import apply_all
 from fwman.host.base import Host
 
 
+def _pin_json(pin: PinRecord) -> dict[str, str]:
+    """Return the pin as ``fwman.modules-unpin/1`` shows it (its own order: kernel, avoided, method, at, reason)."""
+    return {"kernel": pin.kernel, "avoided": pin.avoided, "method": pin.method, "at": pin.at, "reason": pin.reason}
+
+
 @dataclass
 class UnpinResult(Result):
     """What ``modules unpin`` did (or, in a dry run, would do)."""
 
-    dry_run: bool
-    pin: PinRecord | None  # the pin undone (or to undo); None: fwman has no boot pin in place
+    dry_run: bool = field(metadata=meta(then=("changed",)))
+    #: the pin undone (or to undo); None: fwman has no boot pin in place
+    pin: PinRecord | None = field(metadata=meta(via=_pin_json))
     next_boot: Safety | None = None  # the kernel that boots next once unpinned, and whether it is safe
 
     @property
     def changed(self) -> bool:
         """Return True when the host was changed (never in a dry run)."""
         return self.pin is not None and not self.dry_run
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-unpin/1`` (without the schema key)."""
-        pin = self.pin
-        return {
-            "dry_run": self.dry_run,
-            "changed": self.changed,
-            "pin": None if pin is None else {"kernel": pin.kernel, "avoided": pin.avoided, "method": pin.method,
-                                             "at": pin.at, "reason": pin.reason},
-            "next_boot": encode(self.next_boot),
-        }  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:
         """Return the pin undone (or to undo) and the kernel that boots next."""

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 from fwman.core.driver_version import DriverVersion
+from fwman.core.jsonout import OMIT, meta
 from fwman.driver.versions import Revision, nearest, newest_first
 
 
@@ -21,13 +21,14 @@ class DonorPatch:
     ``sha256`` pins its content (a patch is code that is built into a kernel module loaded as root, so an unpinned
     one is refused); ``versions`` are the upstream tags (bare driver versions) it is meant for, and
     ``versions_from`` says whether they were configured (``"config"``) or read from the patch's file name
-    (``"name"``, a hint). What a tag builds is read from its tree's ``version.mk``, as for a branch.
+    (``"name"``, a hint). What a tag builds is read from its tree's ``version.mk``, as for a branch. Its JSON form
+    (``driver branches --json``, by the encoder) is ``{"patch", "sha256", "versions"}``.
     """
 
-    location: str
+    location: str = field(metadata=meta(key="patch"))
     sha256: str
     versions: tuple[str, ...]
-    versions_from: str = "config"
+    versions_from: str = field(default="config", metadata=OMIT)
 
     @property
     def is_url(self) -> bool:
@@ -38,10 +39,6 @@ class DonorPatch:
     def file_name(self) -> str:
         """Return the last part of the location (``p2p.diff``), for messages and the manifest."""
         return self.location.rstrip("/").rsplit("/", 1)[-1].split("?", 1)[0] or "patch"
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the patch as ``driver branches --json`` and the manifest show it."""
-        return {"patch": self.location, "sha256": self.sha256, "versions": list(self.versions)}
 
 
 @dataclass(frozen=True)

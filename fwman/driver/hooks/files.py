@@ -30,6 +30,7 @@ from typing import Any
 
 from fwman.core import paths, unitfile
 from fwman.core.errors import MissingError, NotRecordedError
+from fwman.core.jsonout import encode
 from fwman.core.resources import bundled, is_data_file, read_data
 from fwman.host.actions import Action, RemoveFile, Symlink, Tell, WriteFile, apply_all, silent
 from fwman.host.base import Host, is_this_machine
@@ -171,7 +172,7 @@ class HooksStatus:
         return {
             "installed": self.installed,
             "enabled": self.enabled,
-            "files": [{"path": f.path, "present": f.present, "current": f.current, "note": f.note} for f in self.files],
+            "files": encode(self.files),
             "order": self.order,
         }
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
 from fwman.core import clock, paths
 from fwman.core.errors import MissingError, UsageError, VerificationError
+from fwman.core.jsonout import OMIT, meta
 from fwman.core.resources import is_data_file, read_data
 from fwman.core.signing import TrustedKey, signature_key_id
 from fwman.firmware.catalog.lint import lint_board_bytes
@@ -54,25 +55,29 @@ MAX_SIG = 16 * 1024
 
 @dataclass
 class UpdateResult:
-    """What ``update_catalog`` did."""
+    """What ``update_catalog`` did.
+
+    The fields are in the order of the ``fwman.catalog-update/1`` payload, which is their encoding
+    (:func:`fwman.core.jsonout.fields_of`).
+    """
 
     url: str
-    serial: int
-    date: str
-    previous_serial: int
-    files: int
-    key: TrustedKey
     installed: bool  # False: already up to date
+    serial: int
+    previous_serial: int
+    date: str
+    files: int
+    key: TrustedKey = field(metadata=meta(key="key_id", via=lambda k: k.key_id))  # the key that signed the index
     location: str
     expires: str = ""
     #: the keys document the index was checked against (None: signed by a keys.d key, none was needed)
     keys_serial: int | None = None
     #: the root key that signed a keys document downloaded in this run (None: none downloaded)
-    keys_root: str | None = None
+    keys_root: str | None = field(default=None, metadata=meta(key="keys_root_key_id"))
     #: a keys document newer than the installed one was installed
     keys_installed: bool = False
     #: the publisher served no keys document: the installed one (in force, not expired) was the one consulted
-    keys_fallback: bool = False
+    keys_fallback: bool = field(default=False, metadata=OMIT)
 
 
 def base_url(url: str) -> str:
@@ -225,12 +230,12 @@ def update_catalog(
     def result(installed_now: bool, location: str, files: int, keys_recorded: bool) -> UpdateResult:
         return UpdateResult(
             base,
+            installed_now,
             index.serial,
-            index.date,
             installed,
+            index.date,
             files,
             key,
-            installed_now,
             location,
             index.expires or "",
             keys_serial,

@@ -293,6 +293,7 @@ class LiveHost(JournalMixin):
                 raise _timed_out(argv, timeout) from e
             except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman (as subprocess.run)
                 kill_tree(proc)
+                proc.wait()  # reaped here: Popen's exit skips its wait on a KeyboardInterrupt
                 raise
             finally:
                 self._plain_dirs.clear()
@@ -330,6 +331,10 @@ class LiveHost(JournalMixin):
                 kill_tree(proc)
                 proc.wait()
                 raise _timed_out(argv, timeout) from e
+            except BaseException:  # Ctrl-C while waiting: nothing is left running behind fwman, as with run
+                kill_tree(proc)
+                proc.wait()
+                raise
             finally:
                 texts = []
                 for f in (out, err):

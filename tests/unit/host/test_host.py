@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -414,6 +415,41 @@ def test_live_start_of_a_missing_tool_and_a_hung_one(tmp_path: Path) -> None:
     for _ in range(2):  # asked again, the same answer (the command is gone, its output files closed)
         with pytest.raises(FwmanError, match=r"command timed out after 0\.5s: .*hung"):
             pending.result()
+
+
+@pytest.mark.parametrize("how", ["run", "start"])
+def test_ctrl_c_while_waiting_kills_the_command_and_its_children(tmp_path: Path, how: str) -> None:
+    # the tool starts a child of its own and waits: Ctrl-C in fwman must end both, not leave them running
+    pids = tmp_path / "pids"
+    tool = tmp_path / "tool"
+    tool.write_text(f"#!/bin/sh\n/bin/sleep 30 &\necho $$ $! > {pids}\nwait\n")
+    tool.chmod(0o755)
+    host = LiveHost(str(tmp_path))
+
+    def interrupt(signum: int, frame: object) -> None:
+        if not pids.exists() or not pids.read_text().endswith("\n"):  # not started yet (a busy machine): soon again
+            signal.setitimer(signal.ITIMER_REAL, 0.1)
+            return
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            if how == "run":
+                host.run([str(tool)], timeout=20)
+            else:
+                host.start([str(tool)], timeout=20).result()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    shell, child = (int(p) for p in pids.read_text().split())
+    for _ in range(100):  # the orphaned child is reaped by init a moment after the kill
+        if not any(Path(f"/proc/{p}").exists() for p in (shell, child)):
+            break
+        time.sleep(0.05)
+    assert not Path(f"/proc/{child}").exists(), "the command's child went on running after Ctrl-C"
+    assert not Path(f"/proc/{shell}").exists(), "the command went on running after Ctrl-C"
 
 
 def test_started_commands_are_recorded_and_replayed_like_run(tmp_path: Path) -> None:

@@ -1,218 +1,274 @@
-"""The Debian package on this machine: build, install, upgrade, run, remove, purge (Debian 12, as root).
+"""The Debian package in a real Debian 12 and a Debian 13 root: install, upgrade, run, remove, purge (as root).
 
-The Debian 13 package gets the same in a trixie root: tests/system/test_deb_trixie.py.
+Each release's package is built by `make deb RELEASE=R` (tests/support/debpkg.py: Debian 12's on this machine,
+Debian 13's in a trixie build root made with mmdebstrap, with trixie's Python and lintian; ``FWMAN_DEB=path`` and
+``FWMAN_DEB_TRIXIE=path`` use built ones) and installed with apt in a root of that release
+(tests/support/debroot.py ``base_tarball(R)``: mmdebstrap from this machine's Debian sources, cached in
+/var/cache/fwman-story), the way an owner's machine installs it, and never on this machine (its unit would be
+enabled here, its pin and depmod files written here). Asserted in each: the files and conffiles, the unit enabled
+in the root and nowhere else, the hooks through run-parts, the catch-up script, an upgrade that keeps the
+configuration, state and backups, a remove that leaves the conffiles, a purge that leaves the backups and nothing
+else of fwman (a ``find`` of the whole root before the install and after the purge).
 
-Builds the package once per session (tests/support/debpkg.py: `make deb`, dpkg-buildpackage + lintian;
-``FWMAN_DEB=path`` uses a built one), installs it with apt, runs `fwman --version`, `fwman hooks status`, the
-kernel hook through `run-parts` (on a kernel version with no headers and under a temp root, so it changes
-nothing here), upgrades it (the same contents as a higher version), removes and purges it, and checks after
-each step what dpkg's file list says is left. It is skipped when fwman is already installed here or fwman
-state exists on this machine: it must never touch a real installation.
+Run it under ``flock /tmp/fwman-roots.lock`` on a shared machine (it makes roots).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shutil
+import re
+import shlex
 import subprocess
-import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from fwman import __version__
 from fwman.driver.dkms import APT_PIN_TEXT
-from tests.support.debpkg import deb, deb_version, higher_version
+from tests.support.debpkg import BUILD_LOG, build_deb, deb_version, higher_version
+from tests.support.debroot import DebRoot, base_tarball, install_deb, installed_packages
 from tests.support.env import REPO
-from tests.support.tools import require_tools
+from tests.support.tools import is_root, require_tools
 
 pytestmark = pytest.mark.system
-__all__ = ["deb"]  # the session fixture, shared with tests/story through tests/support/debpkg.py
 
-KVER = "6.1.0-999-amd64"  # no such kernel, no headers: the hook marks it pending and exits 0
-STATE = Path("/var/lib/fwman")
-BACKUP = STATE / "backups/10de-2204-3842-3987-test/card0.rom"
-DEPMOD_CONF = Path("/etc/depmod.d/fwman.conf")
-APT_PIN = Path("/etc/apt/preferences.d/fwman-nvidia-dkms")
-WANTS = Path("/etc/systemd/system/multi-user.target.wants/fwman-catchup.service")
-#: what must not exist before the test, or the test would remove a real installation's state
-REAL_STATE = (STATE, DEPMOD_CONF, APT_PIN, Path("/etc/fwman"), Path("/usr/lib/fwman"))
-
-
-def _run(*argv: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        argv,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "DEBIAN_FRONTEND": "noninteractive", **(env or {})},
-    )
+HOOK_ROOT = "/root/hook-root"  # the hooks' FWMAN_ROOT inside the root (/tmp is a fresh tmpfs per command)
+STATE = "/var/lib/fwman"
+BACKUP = f"{STATE}/backups/10de-2204-3842-3987-test/card0.rom"
+WANTS = "/etc/systemd/system/multi-user.target.wants/fwman-catchup.service"
+#: what apt and dpkg themselves keep of an install (their databases, logs, downloaded lists): not the package's
+APT_STATE = (
+    "/var/lib/dpkg/",
+    "/var/lib/apt/",
+    "/var/cache/apt/",
+    "/var/log/",
+    "/var/cache/debconf/",
+    "/var/cache/man/",
+)
 
 
-def _ok(*argv: str, env: dict[str, str] | None = None) -> str:
-    proc = _run(*argv, env=env)
-    assert proc.returncode == 0, f"{' '.join(argv)}: {proc.stdout[-3000:]}{proc.stderr[-3000:]}"
-    return proc.stdout + proc.stderr
+@dataclass(frozen=True)
+class Release:
+    """What differs between the Debian releases the package is built for."""
+
+    name: str  # the codename: bookworm, trixie
+    version_id: str  # os-release's VERSION_ID
+    kver: str  # no such kernel, no headers: the hook marks it pending and exits 0
+    python: str  # the interpreter the package's environment runs on
+    unit: str  # where the catch-up unit is installed
+    merged_usr: bool  # Debian 13's packages ship nothing under /lib, /bin, /sbin (dh_movetousr)
 
 
-def _installed() -> bool:
-    proc = _run("dpkg-query", "-W", "-f=${Status}", "fwman")
-    return proc.returncode == 0 and "installed" in proc.stdout and "config-files" not in proc.stdout
+RELEASES = {
+    "bookworm": Release(
+        "bookworm", "12", "6.1.0-999-amd64", "/usr/bin/python3.11", "/lib/systemd/system/fwman-catchup.service", False
+    ),
+    "trixie": Release(
+        "trixie",
+        "13",
+        "6.12.999+deb13-amd64",
+        "/usr/bin/python3.13",
+        "/usr/lib/systemd/system/fwman-catchup.service",
+        True,
+    ),
+}
+
+
+@pytest.fixture(params=sorted(RELEASES))
+def release(request: pytest.FixtureRequest) -> Release:
+    """Return each release in turn."""
+    return RELEASES[request.param]
 
 
 @pytest.fixture
-def clean_machine() -> Iterator[None]:
-    """Skip unless no fwman is installed and no fwman state exists; purge whatever the test leaves."""
-    require_tools("run-parts")
-    present = [str(p) for p in REAL_STATE if p.exists()]
-    if _installed() or present:
-        pytest.skip(f"fwman is installed or has state on this machine ({', '.join(present) or 'dpkg'})")
+def deb_root(release: Release, tmp_path: Path) -> Iterator[DebRoot]:
+    """Yield a root of ``release`` made from the cached base tarball, after `apt-get update`; closed afterwards."""
+    if not is_root():
+        pytest.skip("needs root (mmdebstrap, loop devices, chroot)")
+    require_tools("mmdebstrap", "unshare", "mkfs.ext4", "chroot")
+    root = DebRoot.create(tmp_path / release.name, base_tarball(release.name), size_gb=8)
     try:
-        yield
+        root.sh("apt-get update -q", timeout=600)
+        yield root
     finally:
-        _run("apt-get", "purge", "-y", "-q", "fwman")
-        shutil.rmtree(STATE, ignore_errors=True)  # the test's own stand-in backup
+        root.close()
 
 
-def _exists(path: str) -> bool:
-    return os.path.lexists(path)
+def _tree(root: DebRoot) -> set[str]:
+    """Return every path of the root's own filesystem (``find -xdev``: not /proc, /dev, /run, /tmp, apt's archives)."""
+    out = root.sh("find / -xdev -print", timeout=600).stdout
+    return set(out.splitlines())
 
 
-def _hook(directory: str, root: Path) -> subprocess.CompletedProcess[str]:
-    """Run only fwman's hook of ``directory`` through the real run-parts, as a kernel package would."""
-    return _run(
+def _hook(root: DebRoot, directory: str, kver: str) -> str:
+    """Run fwman's hook of ``directory`` in the root through the real run-parts; return its output (exit 0)."""
+    argv = [
         "run-parts",
         "--verbose",
         "--exit-on-error",
         "--regex=^fwman$",
-        f"--arg={KVER}",
-        f"--arg=/boot/vmlinuz-{KVER}",
-        directory,
-        env={"FWMAN_ROOT": str(root)},
-        timeout=120,
-    )
+        f"--arg={kver}",
+        f"--arg=/boot/vmlinuz-{kver}",
+    ]
+    proc = root.sh(f"FWMAN_ROOT={HOOK_ROOT} {shlex.join([*argv, directory])} 2>&1")
+    return proc.stdout
 
 
-def test_install_upgrade_remove_purge(deb: Path, clean_machine: None, tmp_path: Path) -> None:
-    before = {p for p in ("/etc/kernel/postinst.d", "/etc/kernel/header_postinst.d", "/usr/libexec") if _exists(p)}
+def _hook_targets(release: Release) -> list[str]:
+    """Return where debian/hooks.list installs the files of hooks/ (absolute paths): on Debian 13 a ``lib/`` path
+    is under ``/usr/lib`` (dh_movetousr, merged /usr)."""
+    lines = (REPO / "debian/hooks.list").read_text().splitlines()
+    fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
+    targets = [f[1] for f in fields if f[1] != "-"]
+    return ["/" + (re.sub(r"^lib/", "usr/lib/", t) if release.merged_usr else t) for t in targets]
 
-    started = time.monotonic()
-    _ok("apt-get", "install", "-y", "-q", "--no-install-recommends", str(deb))
-    install_s = time.monotonic() - started
-    print(f"\ninstall: {install_s:.1f} s; {_ok('dpkg-query', '-W', '-f=${Installed-Size} KiB', 'fwman')}")
-    files = _ok("dpkg", "-L", "fwman").split("\n")
-    files = [f for f in files if f.startswith("/") and f != "/."]
-    conffiles = _ok("dpkg-query", "-W", "-f=${Conffiles}", "fwman").split()[::2]
-    # every file hooks.list installs under /etc is a conffile (dpkg makes it one), and nothing else is
+
+def test_trixie_build_is_for_debian_13() -> None:
+    """The Debian 13 build: its version says so, its environment is trixie's Python 3.13, lintian 2.122 passed."""
+    deb = build_deb("trixie")
+    assert deb.name == f"fwman_{__version__}+deb13_amd64.deb"
+    fields = subprocess.run(["dpkg-deb", "-f", str(deb), "Version", "Depends"], capture_output=True, text=True).stdout
+    assert f"Version: {__version__}+deb13\n" in fields
+    assert "python3.13, python3 (>= 3.13), python3 (<< 3.14)" in fields
+    if "trixie" in BUILD_LOG:  # built in this session (not FWMAN_DEB_TRIXIE): what the build root said
+        log = BUILD_LOG["trixie"]
+        assert re.search(r"^lintian 2\.\d+\S* \(in the trixie root\): no errors$", log, re.MULTILINE), log[-2000:]
+        built_with = r"^built with Python 3\.13\.\d+ \(environment lib/python3\.13\)"
+        assert re.search(built_with, log, re.MULTILINE), log[-2000:]
+    # apt's order: the Debian 13 build replaces the Debian 12 one on a dist-upgrade, and both sort below 0.1.1
+    for low, high in ((deb_version("bookworm"), deb_version("trixie")), (__version__, deb_version("bookworm"))):
+        assert subprocess.run(["dpkg", "--compare-versions", low, "lt", high]).returncode == 0, (low, high)
+
+
+def test_install_upgrade_remove_purge(release: Release, deb_root: DebRoot, tmp_path: Path) -> None:
+    root, kver = deb_root, release.kver
+    deb = build_deb(release.name)
+    os_release = root.read_text("/etc/os-release")
+    assert f"VERSION_CODENAME={release.name}" in os_release and f'VERSION_ID="{release.version_id}"' in os_release
+    host_wants = os.path.lexists(WANTS)  # this machine's own enablement of the unit, before (and after) the test
+    before = _tree(root)
+    packages_before = installed_packages(root)
+
+    install_deb(root, deb)
+    assert root.run("dpkg-query", "-W", "-f=${Version}", "fwman").stdout == deb_version(release.name)
+    assert not installed_packages(root, "linux-image-*") and not installed_packages(root, "linux-headers-*")
+    files = [f for f in root.run("dpkg", "-L", "fwman").stdout.splitlines() if f.startswith("/") and f != "/."]
+    conffiles = root.run("dpkg-query", "-W", "-f=${Conffiles}", "fwman").stdout.split()[::2]
     assert sorted(conffiles) == sorted(
-        ["/etc/fwman/config.toml", *(p for p in _hook_targets() if p.startswith("/etc/"))]
+        ["/etc/fwman/config.toml", *(p for p in _hook_targets(release) if p.startswith("/etc/"))]
     )
-    assert set(_hook_targets()) <= set(files)
+    assert set(_hook_targets(release)) <= set(files)
 
-    # on the PATH, with its catalog, key, hooks, unit (enabled), man pages and completion
-    assert _ok("fwman", "--version").strip() == f"fwman, version {__version__}"
-    assert shutil.which("fwman") == "/usr/bin/fwman"
+    # on the PATH, with the release's interpreter, its catalog, key, hooks, unit, man pages, completion
+    assert root.run("fwman", "--version").stdout.strip() == f"fwman, version {__version__}"
+    assert root.sh("command -v fwman").stdout.strip() == "/usr/bin/fwman"
+    assert root.run("readlink", "-f", "/usr/lib/fwman/bin/python").stdout.strip() == release.python
     for path in (
         "/usr/lib/fwman/share/fwman/catalog/index.json",
-        "/usr/lib/fwman/share/fwman/catalog/index.json.sig",
-        "/usr/lib/fwman/share/fwman/catalog/keys.json",  # the root-signed keys document (docs/signing.md)
         "/usr/lib/fwman/share/fwman/catalog/keys.json.sig",
-        "/lib/systemd/system/fwman-catchup.service",
+        release.unit,
         "/usr/libexec/fwman/fwman-catchup",
         "/usr/share/man/man1/fwman-hooks.1.gz",
     ):
         assert path in files, path
-    assert any(f.endswith("/fwman/keys/fwman-catalog-2026.pub") for f in files)
-    assert os.readlink(WANTS) == "/lib/systemd/system/fwman-catchup.service"
-    unit = Path("/lib/systemd/system/fwman-catchup.service").read_text()
-    assert "ExecStart=/usr/libexec/fwman/fwman-catchup\n" in unit
-    assert 'PYTHON="/usr/lib/fwman/bin/python"' in Path("/usr/libexec/fwman/fwman-catchup").read_text()
-    assert _ok("fwman", "catalog", "list", "--json")  # the bundled catalog verifies with the bundled key
-    assert "signed by root key 23cb724582f7654c" in _ok("fwman", "catalog", "keys", "show")
-    assert _ok("man", "-w", "fwman-hooks").strip() == "/usr/share/man/man1/fwman-hooks.1.gz"
-    completion = _ok(
+    if release.merged_usr:  # lintian's aliased-location
+        assert not any(f.startswith(("/lib/", "/bin/", "/sbin/")) for f in files)
+    assert root.run("readlink", WANTS).stdout.strip() == release.unit
+    assert os.path.lexists(WANTS) == host_wants  # enabled in the root, not on this machine
+    assert "ExecStart=/usr/libexec/fwman/fwman-catchup\n" in root.read_text(release.unit)
+    assert 'PYTHON="/usr/lib/fwman/bin/python"' in root.read_text("/usr/libexec/fwman/fwman-catchup")
+    assert json.loads(root.run("fwman", "catalog", "list", "--json").stdout)  # verifies with the bundled key
+    assert "signed by root key 23cb724582f7654c" in root.run("fwman", "catalog", "keys", "show").stdout
+    assert ".TH" in root.sh("zcat /usr/share/man/man1/fwman-hooks.1.gz").stdout
+    completion = root.run(
         "bash",
         "-c",
         "source /usr/share/bash-completion/completions/fwman; COMP_WORDS=(fwman hoo); COMP_CWORD=1; "
         '_fwman_completion fwman; echo "${COMPREPLY[@]}"',
     )
-    assert completion.split() == ["hooks"], completion
-
-    status = json.loads(_ok("fwman", "hooks", "status", "--json"))
+    assert completion.stdout.split() == ["hooks"], completion.stdout
+    status = json.loads(root.run("fwman", "hooks", "status", "--json").stdout)
     assert status["package"] == {"name": "fwman", "leftovers": []} and status["installed"] is True
     assert {f["path"] for f in status["files"]} >= {"/etc/kernel/postinst.d/fwman", "/usr/libexec/fwman/fwman-catchup"}
-    assert "owned by the Debian package fwman" in _ok("fwman", "hooks", "status")
-    assert "the Debian package fwman installed the hooks" in _ok("fwman", "hooks", "install")
+    assert "owned by the Debian package fwman" in root.run("fwman", "hooks", "status").stdout
+    assert "the Debian package fwman installed the hooks" in root.run("fwman", "hooks", "install").stdout
 
-    # the kernel hook, as the kernel's postinst runs it: no headers, no source: pending, exit 0
-    root = tmp_path / "root"
-    (root / "lib/modules").mkdir(parents=True)
-    proc = _hook("/etc/kernel/postinst.d", root)
-    assert proc.returncode == 0, proc.stderr
-    assert f"run-parts: executing /etc/kernel/postinst.d/fwman {KVER} /boot/vmlinuz-{KVER}" in proc.stderr
-    assert f"no module source configured: {KVER} marked pending" in proc.stderr
-    assert (root / f"var/lib/fwman/modules/{KVER}.pending").is_file() and not STATE.exists()
-    assert "marked pending" in _hook("/etc/kernel/header_postinst.d", root).stderr
-    if Path("/etc/kernel/postrm.d/fwman").exists():  # the removal hook (issue 16): never fails a kernel removal
-        assert _hook("/etc/kernel/postrm.d", root).returncode == 0
-    # the unit's command, as systemd would start it at boot: a full catch-up the first time (no stamp yet)
-    catchup = _run("/usr/libexec/fwman/fwman-catchup", env={"FWMAN_ROOT": str(root)}, timeout=120)
-    assert catchup.returncode == 0, catchup.stderr
-    assert (root / "var/lib/fwman/modules/current.stamp").is_file()
+    # the kernel hook, as the kernel's postinst runs it; then the unit's command, as systemd would at boot
+    root.sh(f"mkdir -p {HOOK_ROOT}/lib/modules")
+    out = _hook(root, "/etc/kernel/postinst.d", kver)
+    assert f"run-parts: executing /etc/kernel/postinst.d/fwman {kver} /boot/vmlinuz-{kver}" in out
+    assert f"no module source configured: {kver} marked pending" in out
+    assert root.exists(f"{HOOK_ROOT}/var/lib/fwman/modules/{kver}.pending") and not root.exists(STATE)
+    assert "marked pending" in _hook(root, "/etc/kernel/header_postinst.d", kver)
+    _hook(root, "/etc/kernel/postrm.d", kver)  # the removal hook never fails a kernel removal
+    root.sh(f"FWMAN_ROOT={HOOK_ROOT} /usr/libexec/fwman/fwman-catchup")
+    assert root.exists(f"{HOOK_ROOT}/var/lib/fwman/modules/current.stamp")
 
     # state fwman would have written, and an edit of the conffile: an upgrade keeps all of it
-    (STATE / "modules").mkdir(parents=True)
-    (STATE / "modules/source.json").write_text("{}\n")
-    BACKUP.parent.mkdir(parents=True)
-    BACKUP.write_bytes(b"\x55\xaa" + bytes(range(256)) * 4)
-    backup_sum = hashlib.sha256(BACKUP.read_bytes()).hexdigest()
-    (STATE / "dkms-block.json").write_text(json.dumps({"removed": [], "apt_pin": str(APT_PIN), "at": ""}))
-    APT_PIN.write_text(APT_PIN_TEXT)
-    DEPMOD_CONF.parent.mkdir(parents=True, exist_ok=True)
-    DEPMOD_CONF.write_text("# Written by fwman (`fwman modules build`)\noverride nvidia * updates/fwman\n")
-    config = Path("/etc/fwman/config.toml")
-    config.write_text(config.read_text() + '\n[forks]\nmine = "/srv/git/nvidia.git"\n')
-    edited = config.read_text()
+    backup = b"\x55\xaa" + bytes(range(256)) * 4
+    (tmp_path / "card0.rom").write_bytes(backup)
+    root.put(tmp_path / "card0.rom", BACKUP)
+    root.write_text(f"{STATE}/modules/source.json", "{}\n")
+    root.write_text(f"{STATE}/dkms-block.json", json.dumps({"removed": [], "apt_pin": "/etc/apt/preferences.d/x"}))
+    root.write_text("/etc/apt/preferences.d/fwman-nvidia-dkms", APT_PIN_TEXT)
+    # kmod owns /etc/depmod.d on an owner's machine; a base root without a kernel has no kmod: then the directory
+    # is the test's own (made for the file below), and stays after the purge as any directory fwman did not make
+    made_dirs = set() if root.exists("/etc/depmod.d") else {"/etc/depmod.d"}
+    root.write_text(
+        "/etc/depmod.d/fwman.conf", "# Written by fwman (`fwman modules build`)\noverride nvidia * updates/fwman\n"
+    )
+    config = root.read_text("/etc/fwman/config.toml") + '\n[forks]\nmine = "/srv/git/nvidia.git"\n'
+    root.write_text("/etc/fwman/config.toml", config)
 
-    assert _ok("dpkg-query", "-W", "-f=${Version}", "fwman") == deb_version("bookworm")
-    _ok("apt-get", "install", "-y", "-q", str(higher_version(deb, tmp_path)))
-    assert _ok("dpkg-query", "-W", "-f=${Version}", "fwman") == f"{deb_version('bookworm')}+test1"
-    assert config.read_text() == edited and (STATE / "modules/source.json").is_file() and BACKUP.is_file()
-    assert _ok("fwman", "--version").strip() == f"fwman, version {__version__}"
+    upgrade = higher_version(deb, tmp_path)
+    install_deb(root, upgrade)
+    assert root.run("dpkg-query", "-W", "-f=${Version}", "fwman").stdout == f"{deb_version(release.name)}+test1"
+    assert root.read_text("/etc/fwman/config.toml") == config and root.exists(f"{STATE}/modules/source.json")
+    assert root.run("fwman", "--version").stdout.strip() == f"fwman, version {__version__}"
 
     # remove: the programs go; conffiles (the hooks among them), the unit's enablement and all state stay
-    _ok("apt-get", "remove", "-y", "-q", "fwman")
-    left = sorted(f for f in files if _exists(f) and not os.path.isdir(f))
-    assert left == sorted(conffiles)
-    assert not _exists("/usr/lib/fwman") and shutil.which("fwman") is None
-    assert _exists(str(WANTS)) and config.read_text() == edited and (STATE / "modules/source.json").is_file()
-    proc = _hook("/etc/kernel/postinst.d", root)  # a kernel installed now: the leftover hook says so, exit 0
-    assert proc.returncode == 0 and "/usr/lib/fwman/bin/python is gone (fwman uninstalled?)" in proc.stderr
+    root.run("apt-get", "remove", "-y", "-q", "fwman")
+    listed = " ".join(shlex.quote(f) for f in files)
+    script = f'for f in {listed}; do if [ ! -d "$f" ] && {{ [ -e "$f" ] || [ -L "$f" ]; }}; then echo "$f"; fi; done'
+    present = root.sh(script).stdout.split()
+    assert sorted(present) == sorted(conffiles)
+    assert not root.exists("/usr/lib/fwman") and root.exists(WANTS)
+    assert "/usr/lib/fwman/bin/python is gone (fwman uninstalled?)" in _hook(root, "/etc/kernel/postinst.d", kver)
 
-    # purge: nothing of the package is left but the directories other packages share; state goes, backups stay
-    out = _ok("apt-get", "purge", "-y", "-q", "fwman")
-    assert _run("dpkg-query", "-W", "fwman").returncode != 0
-    left = sorted(f for f in files if _exists(f) and f not in before and not _shared_dir(f))
-    assert left == []
-    for gone in (WANTS, DEPMOD_CONF, APT_PIN, Path("/etc/fwman"), STATE / "modules", STATE / "dkms-block.json"):
-        assert not _exists(str(gone)), gone
-    assert sorted(p.name for p in STATE.iterdir()) == ["backups"]
-    assert hashlib.sha256(BACKUP.read_bytes()).hexdigest() == backup_sum
+    # purge: nothing of the package is left; its state goes, the cards' backups stay
+    out = root.run("apt-get", "purge", "-y", "-q", "fwman").stdout
     assert f"the cards' firmware backups stay in {STATE}/backups" in out
+    assert root.sh("dpkg-query -W fwman", check=False).returncode != 0
+    assert root.run("ls", STATE).stdout.split() == ["backups"]
+    copied = tmp_path / "back.rom"
+    root.get(BACKUP, copied)
+    assert copied.read_bytes() == backup
+    for gone in (WANTS, "/etc/fwman", "/etc/depmod.d/fwman.conf", "/etc/apt/preferences.d/fwman-nvidia-dkms"):
+        assert not root.exists(gone), gone
+    assert os.path.lexists(WANTS) == host_wants
+    # what apt brought for the package's Recommends (g++, patch: the fork's toolchain, issue 39) is other packages'
+    # files, which stay after fwman's purge (apt autoremove keeps one another installed package suggests): left out
+    brought = sorted(installed_packages(root) - packages_before)
+    theirs = set(root.sh(f"dpkg -L {' '.join(brought)}").stdout.splitlines()) if brought else set()
+    # and the alternatives their scripts made (update-alternatives: /usr/bin/c++ -> /etc/alternatives/c++)
+    alternatives = root.sh("find / -xdev -lname '/etc/alternatives/*' -print", timeout=600).stdout.splitlines()
+    theirs |= {p for p in alternatives if brought} | {f"/etc/alternatives/{Path(p).name}" for p in alternatives}
+
+    # a find of the whole root: what the install added and the purge left is apt's own bookkeeping, the files the
+    # test itself put there (the package files it installed, the hooks' temp root, the backup) and nothing else
+    after = _tree(root)
+    ours = (f"/root/{deb.name}", f"/root/{upgrade.name}", HOOK_ROOT)
+    mine = {p for p in after - before - theirs - made_dirs if not p.startswith(APT_STATE) and not p.startswith(ours)}
+    assert mine == {STATE, f"{STATE}/backups", os.path.dirname(BACKUP), BACKUP}, sorted(mine)
+    assert sorted(p for p in before - after if not p.startswith(APT_STATE)) == []
 
 
-def _hook_targets() -> list[str]:
-    """Return where debian/hooks.list installs the files of hooks/ (absolute paths)."""
-    lines = (REPO / "debian/hooks.list").read_text().splitlines()
-    fields = [line.split() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    return ["/" + f[1] for f in fields if f[1] != "-"]
-
-
-def _shared_dir(path: str) -> bool:
-    """Return True for a directory another package owns too (/etc/kernel, /usr/share/man/man1, ...)."""
-    if not os.path.isdir(path):
-        return False
-    return _run("dpkg-query", "-S", path).returncode == 0
+def test_make_deb_refuses_a_release_it_does_not_build_for() -> None:
+    require_tools("make")
+    proc = subprocess.run(["make", "-C", str(REPO), "deb", "RELEASE=sid"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "RELEASE=sid is not a release the package is built for: bookworm:12 trixie:13" in proc.stderr
+    assert not (REPO / "build/deb/sid").exists()  # refused before anything was copied or built

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 
 from fwman.core import paths
@@ -25,7 +24,7 @@ from fwman.driver.forks.config import resolve_fork
 from fwman.driver.forks.model import Fork
 from fwman.driver.git import GIT_ENV, failure_text
 from fwman.driver.localfs import local_dir
-from fwman.driver.versions import parse_p2p_branch, revisions
+from fwman.driver.versions import parse_p2p_branch, parse_version_mk, revisions
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 
@@ -269,16 +268,16 @@ def cached_source_id(host: Host, spec: SourceSpec) -> str | None:
 
 def tree_version(host: Host, tree: str) -> str | None:
     """Return the ``NVIDIA_VERSION`` the tree's ``version.mk`` (else ``utils.mk``) sets, or None. Never raises for
-    a file that is missing or not recorded."""
+    a file that is missing or not recorded.
+
+    The line is read by :func:`fwman.driver.versions.parse_version_mk`, the one grammar of it: a whole
+    ``NVIDIA_VERSION = X`` line whose X is a driver version; a file without one counts as not saying.
+    """
     for rel in ("version.mk", "utils.mk"):
         try:
-            m = re.search(
-                r"^NVIDIA_VERSION\s*[:?]?=\s*(\S+)", host.read_text(f"{tree.rstrip('/')}/{rel}"), re.MULTILINE
-            )
-        except (MissingError, NotRecordedError):
+            return str(parse_version_mk(host.read_text(f"{tree.rstrip('/')}/{rel}")))
+        except (MissingError, NotRecordedError, ParseError):
             continue
-        if m:
-            return m.group(1)
     return None
 
 

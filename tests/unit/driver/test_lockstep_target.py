@@ -55,3 +55,20 @@ def test_a_local_tree_is_read_from_its_version_file(tmp_path: Path) -> None:
     assert build_target(host, None, "/src/open-gpu-kernel-modules") == Target("565.77", True)
     (tree / "version.mk").write_text(f"NVIDIA_VERSION = {BUILT}\n")
     assert build_target(host, None, "/src/open-gpu-kernel-modules/") == Target(BUILT, True)
+
+
+def test_a_local_tree_is_read_by_the_one_version_mk_grammar(tmp_path: Path) -> None:
+    """The tree's line is read as `driver branches` reads a fork's (versions.parse_version_mk): a value that is no
+    driver version, or a line with more after the value, says nothing, and the next file or the hint is asked."""
+    tree = tmp_path / "src/tree"
+    tree.mkdir(parents=True)
+    host = LiveHost(str(tmp_path))
+    (tree / "version.mk").write_text("NVIDIA_VERSION = $(shell cat VERSION)\n")
+    assert build_target(host, None, "/src/tree") == Target(None, False)
+    (tree / "version.mk").write_text(f"NVIDIA_VERSION = {BUILT} # pinned\n")
+    assert build_target(host, None, "/src/tree") == Target(None, False)
+    # an empty value must not reach across the newline to the next line's word
+    (tree / "version.mk").write_text(f"NVIDIA_VERSION =\n{NAMED}\n")
+    assert build_target(host, None, "/src/tree") == Target(None, False)
+    (tree / "utils.mk").write_text(f"NVIDIA_VERSION := {BUILT}\n")
+    assert build_target(host, None, "/src/tree") == Target(BUILT, True)

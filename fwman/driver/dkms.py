@@ -393,25 +393,31 @@ def read_block(host: Host) -> BlockRecord | None:
         ) from e
 
 
-def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None = None) -> list[str]:
-    """Remove NVIDIA's DKMS modules for all kernels, pin the packages away, record it; return what was done.
+@dataclass
+class BlockPlan:
+    """What ``fwman dkms block`` would do (:func:`block_plan`): ``actions`` (each ``dkms remove``, then the apt
+    pin), ``forks`` (the owner's P2P forks it leaves registered), and the block ``record`` as read before it."""
 
-    Re-running is harmless (each step checks whether it is still needed). With ``dry_run`` nothing changes and
-    the steps that would run are returned. Raises FwmanError when dkms fails.
-    """
-    from fwman.driver.build.manifest import now_iso
-    from fwman.host.actions import RunCommand, WriteFile, apply_all
+    actions: list[Action]
+    forks: list[DkmsSource]
+    record: BlockRecord
+    removes: list[tuple[str, str]]  # the (module, version) pairs the actions unregister
+
+    def kept(self) -> list[str]:
+        """Return one ``leave M/V registered (the P2P fork)`` line per fork left registered."""
+        return [f"leave {src.module}/{src.version} registered (the P2P fork)" for src in self.forks]
+
+
+def block_plan(host: Host) -> BlockPlan:
+    """Return how to remove NVIDIA's DKMS modules for all kernels and pin the packages away (:func:`block` applies
+    it; nothing is changed here). Raises VerificationError for a damaged block record."""
+    from fwman.host.actions import RunCommand, WriteFile
 
     entries = [e for e in status(host) if is_nvidia(e)]
     kinds = sources(host, entries)
     # the owner's P2P fork registered in DKMS is theirs: the block removes NVIDIA's stock module only
     pairs = sorted(k for k, src in kinds.items() if src.kind == STOCK)
-    left = [src for src in kinds.values() if src.kind == FORK]
-    if tell is not None and not dry_run:
-        for src in left:
-            tell(f"left alone: {src.module}/{src.version}, the P2P fork ({'; '.join(src.evidence)})")
-    record = read_block(host) or BlockRecord()
-    known = {(r["module"], r["version"]) for r in record.removed}
+    forks = [src for src in kinds.values() if src.kind == FORK]
 
     def still_registered(module: str, version: str) -> Callable[[Host], bool]:
         return lambda h: any((e.module, e.version) == (module, version) for e in status(h))
@@ -425,10 +431,23 @@ def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None 
         for m, v in pairs
     ]
     actions.append(WriteFile(paths.APT_DKMS_PIN, APT_PIN_TEXT.encode()))
-    if dry_run:
-        kept = [f"leave {src.module}/{src.version} registered (the P2P fork)" for src in left]
-        return [a.describe() for a in actions if a.is_needed(host)] + kept
-    fresh = [{"module": m, "version": v} for m, v in pairs if (m, v) not in known]
+    return BlockPlan(actions, forks, read_block(host) or BlockRecord(), pairs)
+
+
+def block(host: Host, plan: BlockPlan, tell: Callable[[str], None] | None = None) -> list[str]:
+    """Apply ``plan`` (:func:`block_plan`): record what it removes, then remove and pin; return what was done.
+
+    Re-running is harmless (each step checks whether it is still needed). Raises FwmanError when dkms fails.
+    """
+    from fwman.driver.build.manifest import now_iso
+    from fwman.host.actions import apply_all
+
+    if tell is not None:
+        for src in plan.forks:
+            tell(f"left alone: {src.module}/{src.version}, the P2P fork ({'; '.join(src.evidence)})")
+    record = plan.record
+    known = {(r["module"], r["version"]) for r in record.removed}
+    fresh = [{"module": m, "version": v} for m, v in plan.removes if (m, v) not in known]
     # The record is written BEFORE the first `dkms remove`: a failure or Ctrl-C halfway must still leave the
     # note of what is (or is about to be) removed, since `dkms status` no longer lists a removed module and
     # `unblock` could not register it again. `unblock` skips what is still registered, so listing a module
@@ -438,25 +457,27 @@ def block(host: Host, dry_run: bool = False, tell: Callable[[str], None] | None 
         record.apt_pin = paths.APT_DKMS_PIN
         record.at = now_iso()
         host.write_bytes(paths.DKMS_BLOCK_STATE, (json.dumps(asdict(record), indent=2) + "\n").encode())
-    return apply_all(host, actions, tell)
+    return apply_all(host, plan.actions, tell)
 
 
-def unblock(host: Host, tell: Callable[[str], None] | None = None, *, dry_run: bool = False) -> list[str] | None:
-    """Undo ``block``: remove the apt pin and ``dkms add`` the modules it removed (when their source is still
-    in ``/usr/src``). Returns what was done (each line also said through ``tell`` as it happens), or None when
-    DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like every other undo). With
-    ``dry_run`` nothing changes and the steps that would run are returned (the modules that could not be added
-    back as ``skip ...`` lines). Raises VerificationError for a damaged record."""
-    from fwman.host.actions import apply_all, pending
-
+def unblock_plan(host: Host) -> tuple[list[Action], list[str]] | None:
+    """Return the actions that undo ``block`` (the apt pin goes, each module it removed is added back when its
+    source is still in ``/usr/src``, the record goes last) and a ``skip M/V: why`` line for each module that
+    cannot come back; None when DKMS is not blocked by fwman (nothing to undo: a second unblock is a no-op, like
+    every other undo). Raises VerificationError for a damaged record."""
     record = read_block(host)
     if record is None:
         return None
     actions, skipped = _unblock_plan(host, record)
     # the modules that cannot come back are said in the dry run and the run alike ("would skip", "skip")
-    left = [f"skip {s}" for s in skipped]
-    if dry_run:
-        return [*(a.describe() for a in pending(host, actions)), *left]
+    return actions, [f"skip {s}" for s in skipped]
+
+
+def unblock(host: Host, actions: list[Action], left: list[str], tell: Callable[[str], None] | None = None) -> list[str]:
+    """Apply :func:`unblock_plan`'s ``actions``; return what was done, then the ``left`` lines (each also said
+    through ``tell`` as it happens). Raises FwmanError when dkms fails."""
+    from fwman.host.actions import apply_all
+
     done = apply_all(host, actions, tell)
     if tell is not None:
         for line in left:

@@ -575,7 +575,7 @@ def plan(
     return finish(stamp=s.origin == CATCHUP)
 
 
-def dry_run(host: Host, plan: Plan) -> list[str]:
+def still_needed(host: Host, plan: Plan) -> list[str]:
     """Return the descriptions of the plan's actions the host still needs: what its run would apply (the same
     objects). Raises RootDoorError (:func:`fwman.host.actions.pending`)."""
     return [a.describe() for a in pending(host, plan.actions)]

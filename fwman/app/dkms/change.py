@@ -11,6 +11,7 @@ from fwman.app.text import Out, Result, say
 from fwman.core import paths
 from fwman.core.jsonout import meta
 from fwman.driver import dkms
+from fwman.host.actions import pending
 from fwman.host.base import Host
 
 
@@ -45,8 +46,13 @@ def unblock_dkms(
     """
     if not dry_run:
         permit()
-    done = dkms.unblock(host, tell=None if dry_run else tell, dry_run=dry_run)
-    return DkmsUnblock(dry_run, done is not None, done or [])
+    planned = dkms.unblock_plan(host)
+    if planned is None:
+        return DkmsUnblock(dry_run, False)
+    actions, left = planned
+    if dry_run:
+        return DkmsUnblock(True, True, [*(a.describe() for a in pending(host, actions)), *left])
+    return DkmsUnblock(False, True, dkms.unblock(host, actions, left, tell))
 
 
 def block_dkms(
@@ -57,5 +63,9 @@ def block_dkms(
     FwmanError when dkms fails."""
     if not dry_run:
         permit()
-    done = dkms.block(host, dry_run=dry_run, tell=None if dry_run else tell)
+    plan = dkms.block_plan(host)
+    if dry_run:
+        done = [*(a.describe() for a in pending(host, plan.actions)), *plan.kept()]
+    else:
+        done = dkms.block(host, plan, tell)
     return ChangeResult(dry_run, done, "DKMS already blocked: nothing to do", "")

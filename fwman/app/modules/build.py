@@ -37,7 +37,7 @@ from fwman.driver.families import describe
 from fwman.driver.forks.forge import api_base
 from fwman.driver.forks.listing import choose_revision, list_branches
 from fwman.driver.kernels import headers_present, installed_kernels
-from fwman.driver.lifecycle import BUILD, BuildOptions, RunSummary, Situation, converge, dry_run, kernel_step, plan
+from fwman.driver.lifecycle import BUILD, BuildOptions, RunSummary, Situation, converge, kernel_step, plan, still_needed
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
 from fwman.platform.containers import read_cdi_specs
@@ -282,7 +282,7 @@ def build_modules(
         missing = missing_tools(host.which, patching)
         if missing:  # a run would refuse up front; a dry run needs no tools, so it says so
             return BuildResult([], None, [f"refuse: {missing_error(missing).message} ({install_line(missing)})"])
-        return BuildResult([], None, dry_run(host, plan(host, situation, spec=spec, options=options)))
+        return BuildResult([], None, still_needed(host, plan(host, situation, spec=spec, options=options)))
     check_toolchain(host, patching)
     builds: list[KernelBuild] = []
 

@@ -143,10 +143,10 @@ def catchup(
     ``dry_run`` return what would be done. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
     from fwman.driver.hooks.run import catchup as run_catchup
     from fwman.driver.hooks.run import catchup_plan
-    from fwman.driver.lifecycle import dry_run as plan_of
+    from fwman.driver.lifecycle import still_needed
 
     if dry_run:
-        return Catchup(True, plan=plan_of(host, catchup_plan(host, force=force)))
+        return Catchup(True, plan=still_needed(host, catchup_plan(host, force=force)))
     from fwman.driver.move.record import boot_note
 
     permit()
@@ -215,11 +215,13 @@ def hook(
     ``dry_run`` return what it would do. Raises what ``permit`` raises, LockTimeout when a build holds the lock."""
     from fwman.driver.build.source import strict_mode
     from fwman.driver.hooks.run import hook_plan, run_hook
-    from fwman.driver.lifecycle import dry_run as plan_of
+    from fwman.driver.lifecycle import still_needed
 
     defer = under_apt and origin != "manual"
     if dry_run:
-        return HookRun(True, plan=plan_of(host, hook_plan(host, kver, origin, defer=defer)), kver=kver, origin=origin)
+        return HookRun(
+            True, plan=still_needed(host, hook_plan(host, kver, origin, defer=defer)), kver=kver, origin=origin
+        )
     permit()
     summary = run_hook(host, kver, origin, tell, defer=defer)
     run = HookRun(False, summary, newer=_newer(host, summary), kver=kver, origin=origin)

@@ -10,6 +10,10 @@ inverse, so each starts from a state the one before left. driver settings recomm
 walked on a constructed 2x RTX 5090 root with the loaded module's options not in effect and a stand-in
 update-initramfs (:func:`test_driver_settings_dry_run_is_what_its_run_does`).
 
+``modules forget``, ``modules remove`` and ``modules keygen`` are walked on a root with fwman's modules
+installed for three kernels, one of them removed and avoided by a boot pin
+(:func:`test_the_modules_commands_that_remove_list_in_their_dry_runs_what_their_runs_do`).
+
 The comparison is shown to catch a drift: :func:`test_the_walk_catches_a_dry_run_that_omits_a_step` runs the
 check over dkms unblock as it was (its dry run listed "remove the block record" that the run did not report).
 """
@@ -234,3 +238,44 @@ def test_the_catchup_s_dry_run_is_its_run_and_a_second_run_takes_the_fast_path(t
         "check that the next boot has working patched modules",
         f"update the boot fast path's record of the kernels and fwman's module files ({paths.MODULES_STAMP})",
     ]
+
+
+@needs_depmod
+def test_the_modules_commands_that_remove_list_in_their_dry_runs_what_their_runs_do(tmp_path: Path) -> None:
+    """``modules forget`` (a removed kernel's files, the boot fast path's stamp, the boot pin that avoided it),
+    ``modules remove`` (one kernel, then all) and ``modules keygen``: each dry run lists what its run reports
+    as done, and a second run does nothing (keygen's refuses instead: a key is configured)."""
+    import shutil
+
+    from fwman.driver.boot import pin as boot
+    from tests.support.modules import install_tiny_modules
+
+    root = tmp_path / "root"
+    gone, kept, other = "6.1.0-49-amd64", "6.1.0-50-amd64", "6.1.0-53-amd64"
+    loader = root / "boot/efi/loader"
+    (loader / "entries").mkdir(parents=True)
+    for kver in (gone, kept, other):
+        install_tiny_modules(root, kver)
+        (loader / "entries" / f"abc-{kver}.conf").write_text(f"title Debian\nversion {kver}\nlinux /abc/{kver}/l\n")
+    (loader / "loader.conf").write_text("timeout 3\ndefault abc-*\n")
+    boot.pin(LiveHost(str(root)), kept, gone, "test")
+    shutil.rmtree(root / f"lib/modules/{gone}/kernel")  # the kernel package went; fwman's files are left
+    (root / f"boot/efi/loader/entries/abc-{gone}.conf").unlink()
+    (root / paths.MODULES_STAMP.lstrip("/")).write_text("{}\n")
+    env = FwmanEnv()
+    problems = {}
+    for argv in (("modules", "forget", "--kernel", gone), ("modules", "remove", "--kernel", kept),
+                 ("modules", "remove", "--all")):  # fmt: skip
+        dry, run, again = _docs(env, root, argv)
+        if found := check(dry, run, again):
+            problems[" ".join(argv)] = found
+        if argv[1] == "forget":
+            assert f"release the boot pin to {kept} and pin another safe kernel" in _steps(run, False)
+            assert any(s.startswith(f"drop {paths.MODULES_STAMP}") for s in _steps(run, False))
+    assert problems == {}
+    where = ("--json", "--root", str(root))
+    dry = env("modules", "keygen", "--dry-run", *where).json()
+    run = env("modules", "keygen", *where).json()
+    assert _steps(dry, True) == _steps(run, False) != []
+    again = env("modules", "keygen", *where)
+    assert again.code == 2 and "already configured" in again.stderr

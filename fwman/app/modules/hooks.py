@@ -267,4 +267,4 @@ def forget(
     permit()
     s = forget_kernel(host, kver, tell)
     boot = s.boot if isinstance(s.boot, BootCheck) else None
-    return Forget(kver, False, [f"dropped {what}" for what in s.removed], s.problems, s.pin_released, boot)
+    return Forget(kver, False, s.removed, s.problems, s.pin_released, boot)

@@ -19,12 +19,11 @@ It never fails the removal: every problem is reported and the summary carries it
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.host.actions import Tell, silent
+from fwman.host.actions import Action, Tell, pending, silent
 from fwman.host.base import Host
 
 
@@ -68,56 +67,133 @@ def _state_paths(kver: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return files, (install_dir(kver), f"{paths.MODULES_STATE_DIR}/{kver}.d", f"{paths.BUILD_DIR}/{kver}")
 
 
-def forget_plan(host: Host, kver: str) -> list[str]:
-    """Return what :func:`forget_kernel` would drop for ``kver`` (``modules forget --dry-run``); change nothing.
+@dataclass
+class Drop:
+    """One of fwman's files or directories of a removed kernel (or an object-cache entry): removed."""
 
-    The object-cache entry and the boot check are decided only when it runs (they depend on what is left).
-    """
+    path: str
+    tree: bool = False  # a directory: removed with what is in it
+    why: str = ""
+
+    def describe(self) -> str:
+        """Return ``drop PATH`` (and why, where the path does not say)."""
+        return f"drop {self.path}" + (f" ({self.why})" if self.why else "")
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True while the path exists."""
+        return host.exists(self.path)
+
+    def apply(self, host: Host) -> None:
+        """Remove the path. Raises FwmanError when it cannot be removed."""
+        if self.tree:
+            host.remove_tree(self.path)
+        else:
+            host.unlink(self.path)
+
+
+@dataclass
+class ReleasePin:
+    """fwman's boot pin pointed at the removed kernel (pinned to it, or away from it): undo it. The boot check
+    that follows every removal pins another safe kernel when one is needed."""
+
+    kernel: str  # the pinned kernel
+    kver: str  # the removed kernel
+    tell: Tell = silent
+
+    def describe(self) -> str:
+        """Return the pin released."""
+        return f"release the boot pin to {self.kernel} and pin another safe kernel"
+
+    def is_needed(self, host: Host) -> bool:
+        """Return True while a pin record names the removed kernel."""
+        from fwman.driver.boot.pin import read_pin
+
+        record = read_pin(host)
+        return record is not None and self.kver in (record.kernel, record.avoided)
+
+    def apply(self, host: Host) -> None:
+        """Undo the pin; where the loader entry went with the kernel, drop the record all the same."""
+        from fwman.driver.boot import pin as boot
+
+        try:
+            boot.unpin(host)
+        except FwmanError as e:
+            self.tell(f"WARNING: undoing the boot pin to {self.kernel} failed ({e.message}); record dropped")
+            host.unlink(paths.BOOT_PIN_STATE)
+        role = "pinned kernel" if self.kernel == self.kver else "kernel the pin avoided"
+        self.tell(f"{self.kver} was the {role}: boot pin to {self.kernel} released")
+
+
+def forget_actions(host: Host, kver: str, tell: Tell = silent) -> list[Action]:
+    """Return what forgetting removed kernel ``kver`` does, in order (``modules forget`` and its dry run): drop
+    fwman's files and directories for it, an object-cache entry that only it used while the remaining kernels
+    use another, the boot fast path's stamp (the kernel set changed), and a boot pin that names it. Raises
+    FwmanError when the pin record cannot be read."""
     from fwman.driver.boot.pin import read_pin
+    from fwman.driver.build import objcache
 
-    files, dirs = _state_paths(kver)
-    todo = [f"drop {path}" for path in (*files, *dirs) if host.exists(path)]
+    actions = _drops(kver)
+    key = _manifest_cache_key(host, kver)
+    if key is not None:
+        others = [_manifest_cache_key(host, k) for k in _other_manifests(host, kver)]
+        # keep the entry the next build will reuse: only one the remaining kernels have moved away from goes
+        if others and key not in others and any(k is not None for k in others):
+            actions.append(Drop(objcache.entry_dir(key), tree=True, why="no remaining kernel's build uses it"))
+    actions.append(Drop(paths.MODULES_STAMP, why="the kernel set changed: the boot fast path looks again"))
     record = read_pin(host)
     if record is not None and kver in (record.kernel, record.avoided):
-        todo.append(f"release the boot pin to {record.kernel} and pin another safe kernel")
-    return todo
+        actions.append(ReleasePin(record.kernel, kver, tell))
+    return actions
+
+
+def forget_plan(host: Host, kver: str) -> list[str]:
+    """Return what :func:`forget_kernel` would do for ``kver`` (``modules forget --dry-run``): the descriptions
+    of :func:`forget_actions` still needed; change nothing. Never raises for a pin record that cannot be read
+    (the run drops the files all the same and says it)."""
+    try:
+        actions = forget_actions(host, kver)
+    except FwmanError:  # an unreadable pin record: the run drops the files all the same, and says the rest
+        actions = _drops(kver)
+    return [a.describe() for a in pending(host, actions)]
+
+
+def _drops(kver: str) -> list[Action]:
+    """Return the actions that drop fwman's files and directories for ``kver``."""
+    files, dirs = _state_paths(kver)
+    return [*(Drop(f) for f in files), *(Drop(d, tree=True) for d in dirs)]
 
 
 def forget_kernel(host: Host, kver: str, tell: Tell = silent) -> RemovalSummary:
-    """Drop fwman's state for removed kernel ``kver`` and re-check the boot; never raises for a host problem."""
-    from fwman.driver.build import objcache
-
+    """Apply :func:`forget_actions` for removed kernel ``kver``, then check the boot; return what was done
+    (``removed``: the descriptions of the actions applied, what the dry run listed). Never raises for a host
+    problem: an action that fails is a problem in the summary, and the next one is tried."""
     summary = RemovalSummary(kver)
     if "/" in kver or kver in ("", ".", ".."):
         summary.problems.append(f"not a kernel release: {kver!r}")
         return summary
-    key = _manifest_cache_key(host, kver)
-
-    def attempt(what: str, fn: Callable[[], None]) -> None:
+    try:
+        actions = forget_actions(host, kver, tell)
+    except FwmanError as e:  # an unreadable pin record: the files still go, the boot check says the rest
+        summary.problems.append(f"boot pin: {e.message}")
+        actions = _drops(kver)
+    dropped: list[str] = []
+    for action in actions:
         try:
-            fn()
-            summary.removed.append(what)
+            if not action.is_needed(host):
+                continue
+            action.apply(host)
         except FwmanError as e:
-            summary.problems.append(f"{what}: {e.message}")
-            tell(f"WARNING: could not remove {what}: {e.message}")
-
-    files, dirs = _state_paths(kver)
-    for path in files:
-        if host.exists(path):
-            attempt(path, lambda p=path: host.unlink(p))  # type: ignore[misc]
-    for directory in dirs:
-        if host.exists(directory):
-            attempt(directory, lambda d=directory: host.remove_tree(d))  # type: ignore[misc]
+            summary.problems.append(f"{action.describe()}: {e.message}")
+            tell(f"WARNING: could not {action.describe()}: {e.message}")
+            continue
+        summary.removed.append(action.describe())
+        if isinstance(action, ReleasePin):
+            summary.pin_released = True
+        elif isinstance(action, Drop):
+            dropped.append(action.path)
     _prune_empty(host, paths.modules_dir(kver))
-    if key is not None and host.exists(objcache.entry_dir(key)):
-        others = [_manifest_cache_key(host, k) for k in _other_manifests(host, kver)]
-        # keep the entry the next build will reuse: only one the remaining kernels have moved away from goes
-        if others and key not in others and any(k is not None for k in others):
-            attempt(objcache.entry_dir(key), lambda: host.remove_tree(objcache.entry_dir(key)))
-    if host.exists(paths.MODULES_STAMP):
-        host.unlink(paths.MODULES_STAMP)  # the kernel set changed: the boot fast path must look again
-    _repin(host, kver, summary, tell)
-    for what in summary.removed:
+    _check_boot(host, kver, summary, tell)
+    for what in dropped:
         tell(f"{kver} removed: dropped {what}")
     return summary
 
@@ -130,20 +206,12 @@ def _prune_empty(host: Host, directory: str) -> None:
     host.run(["find", local, "-depth", "-type", "d", "-empty", "-delete"], timeout=60)
 
 
-def _repin(host: Host, kver: str, summary: RemovalSummary, tell: Tell) -> None:
+def _check_boot(host: Host, kver: str, summary: RemovalSummary, tell: Tell) -> None:
+    """Keep the next boot on a kernel with working modules now that ``kver`` is gone; its problems go to
+    ``summary`` and are said loudly. Never raises."""
     from fwman.driver.boot import pin as boot
 
     try:
-        record = boot.read_pin(host)
-        if record is not None and kver in (record.kernel, record.avoided):
-            try:
-                boot.unpin(host)
-            except FwmanError as e:  # the loader entry may be gone with the kernel: the record goes anyway
-                tell(f"WARNING: undoing the boot pin to {record.kernel} failed ({e.message}); record dropped")
-                host.unlink(paths.BOOT_PIN_STATE)
-            summary.pin_released = True
-            role = "pinned kernel" if record.kernel == kver else "kernel the pin avoided"
-            tell(f"{kver} was the {role}: boot pin to {record.kernel} released")
         check = boot.ensure_safe_boot(host, tell, gone=frozenset({kver}))
         summary.boot = check
         if check.problem:

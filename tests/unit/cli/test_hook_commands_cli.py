@@ -68,7 +68,7 @@ def test_forget_dry_run_then_json_and_the_deprecated_from(tmp_path: Path) -> Non
     assert "--from is deprecated here" in r.stderr and "use --origin postrm" in r.stderr
     doc = r.json()
     assert doc["schema"] == "fwman.modules-forget/2" and doc["changed"] is True
-    assert doc["actions"] == [f"dropped /var/lib/fwman/modules/{KVER}.pending"]
+    assert doc["actions"] == [f"drop /var/lib/fwman/modules/{KVER}.pending"]  # what the dry run listed
     assert not (state / f"{KVER}.pending").exists()
     again = run("modules", "forget", "--kernel", KVER, "--origin", "postrm", "--json", "--root", str(root))
     assert again.code == 0 and "deprecated" not in again.stderr

@@ -6,13 +6,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.change import ChangeResult, free
+from fwman.app.change import ChangeResult, free, plan_or_apply
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import BlockedError, FwmanError
 from fwman.core.jsonout import OMIT
 from fwman.driver.build.manifest import now_iso
-from fwman.driver.userspace_hold import HoldStatus, hold, hold_plan, read_record, read_status, release, release_actions
-from fwman.host.actions import pending
+from fwman.driver.userspace_hold import HoldStatus, hold_plan, read_record, read_status, release_actions
 from fwman.host.base import Host
 
 
@@ -86,12 +85,10 @@ def release_hold(host: Host, *, dry_run: bool = False, permit: Callable[[], None
     A damaged record is removed like a readable one (``packages`` is then None). Raises what ``permit`` raises,
     what the host raises on a failed removal.
     """
-    if dry_run:
-        record = read_record(host)
-        todo = [a.describe() for a in pending(host, release_actions())]
-    else:
+    if not dry_run:
         permit()
-        record, todo = release(host)
+    record = read_record(host)
+    todo = plan_or_apply(host, release_actions(), dry_run=dry_run).actions
     packages = None if record is None else dict(record.packages)
     return Release(dry_run, todo, "fwman holds nothing", packages=packages)
 
@@ -103,10 +100,9 @@ def hold_packages(host: Host, *, dry_run: bool = False, permit: Callable[[], Non
     Raises what ``permit`` raises, MissingError without dpkg-query or when no NVIDIA user-space package is
     installed (exit 5: there is nothing to hold; the message says when NVIDIA's .run installer is the reason).
     """
-    if dry_run:
-        packages, todo = hold_plan(host, now_iso())
-    else:
+    if not dry_run:
         permit()
-        packages, todo = hold(host, now_iso())
+    packages, actions = hold_plan(host, now_iso())
+    todo = plan_or_apply(host, actions, dry_run=dry_run).actions
     nothing = "hold already in place and current"
     return Release(dry_run, todo, nothing, "hold written", packages=dict(packages), holding=True)

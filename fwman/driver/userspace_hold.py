@@ -330,10 +330,13 @@ def release_actions() -> list[Action]:
     return [RemoveFile(PIN_FILE), RemoveFile(BLACKLIST_FILE), RemoveFile(STATE_FILE)]
 
 
-def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
-    """Return (the packages to hold, the actions that hold them). Raises as :func:`hold`.
+def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
+    """Return (the packages to hold, the actions that hold them: the pin, the blacklist, the record); nothing
+    is changed here. A hold of the same packages keeps its date, so a second hold (and its dry run) changes
+    nothing.
 
-    A hold of the same packages keeps its date, so a second hold (and its dry run) changes nothing.
+    Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
+    NVIDIA's .run installer is the reason).
     """
     packages = installed_packages(host)
     if packages is None:
@@ -346,32 +349,3 @@ def _hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[Action]]:
     previous = read_record(host)
     stamp = previous.at if previous is not None and previous.packages == packages else at
     return packages, hold_actions(packages, stamp)
-
-
-def hold_plan(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
-    """Return (the packages a hold would pin, what it would change: [] when the hold is current). Raises as
-    :func:`hold`; changes nothing."""
-    from fwman.host.actions import pending
-
-    packages, actions = _hold_plan(host, at)
-    return packages, [a.describe() for a in pending(host, actions)]
-
-
-def hold(host: Host, at: str) -> tuple[dict[str, str], list[str]]:
-    """Pin every installed NVIDIA user-space package; return (packages held, what changed).
-
-    Raises MissingError without dpkg, and when no NVIDIA user-space package is installed (the message says when
-    NVIDIA's .run installer is the reason).
-    """
-    from fwman.host.actions import apply_all
-
-    packages, actions = _hold_plan(host, at)
-    return packages, apply_all(host, actions)
-
-
-def release(host: Host) -> tuple[HoldRecord | None, list[str]]:
-    """Remove fwman's pin, blacklist entries and record; return (what was held, what changed)."""
-    from fwman.host.actions import apply_all
-
-    record = read_record(host)
-    return record, apply_all(host, release_actions())

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from fwman.app.change import plan_or_apply
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
@@ -185,10 +186,7 @@ def release_holds(host: Host, dry_run: bool, tell: Tell = silent) -> PreflightRe
     except ParseError as e:
         tell(f"warning: {e.message}: removing fwman's pin all the same")
     actions = kernel_hold.hold_actions(kernel_hold.HoldRecord())
-    if dry_run:
-        result.actions = [a.describe() for a in pending(host, actions)]
-    else:
-        result.actions = apply_all(host, actions, tell)
+    result.actions = plan_or_apply(host, actions, dry_run=dry_run, tell=tell).actions
     return result
 
 

@@ -13,6 +13,7 @@ from fwman.app.catalog.keys import KeysSigned
 from fwman.app.flash import Flashed, record_json
 from fwman.app.modules.build import boot_json, outcome_json
 from fwman.app.modules.check_boot import CheckBootResult
+from fwman.app.modules.preflight import PreflightResult
 from fwman.app.upgrade import Applied
 from fwman.core.errors import UsageError
 from fwman.driver.boot.loaders import BootDefault
@@ -20,6 +21,7 @@ from fwman.driver.boot.pin import BootCheck, PinRecord
 from fwman.driver.boot.safety import Safety
 from fwman.driver.build.failure import BuildFailure
 from fwman.driver.build.pipeline import KernelOutcome
+from fwman.driver.build.source import Source
 from fwman.firmware.catalog.schema import CatalogIndex, IndexFile
 from fwman.firmware.catalog.signing import CatalogKey, KeysDocument, RetiredKey
 from fwman.firmware.ops.backup import BackupEntry
@@ -155,3 +157,16 @@ def test_fetch_is_the_entrys_board_and_image_then_the_fields_with_signed_as_sign
                           "source", "verified_by", "cached_before", "override_recorded", "findings",
                           "signed_package"]  # fmt: skip
     assert (doc["version"], doc["sha256"], doc["signed_package"]) == (REBAR, sha256(image), None)
+
+
+def test_preflight_is_dry_run_changed_actions_the_source_kernels_holds_and_safe_last() -> None:
+    source = Source("/src", "tree:" + "ab" * 32, None, "story", "570.86.16-p2p", "https://example.org/story.git")
+    result = PreflightResult(False, ["pin 6.1.0-50-amd64"], source, held=["6.1.0-50-amd64"],
+                             newly_held=["6.1.0-50-amd64"], release_only=True)  # fmt: skip
+    doc = result.to_json()
+    assert _keys(doc) == ["dry_run", "changed", "actions", "source", "kernels", "held_kernels", "newly_held",
+                          "released_kernels", "kept_back", "safe"]  # fmt: skip
+    assert doc["source"] == {"label": source.label, "commit": "tree:" + "ab" * 32, "fork": "story",
+                             "branch": "570.86.16-p2p"}  # fmt: skip
+    assert (doc["changed"], doc["held_kernels"], doc["safe"]) == (True, ["6.1.0-50-amd64"], True)
+    assert PreflightResult(True, ["pin x"]).to_json()["source"] is None

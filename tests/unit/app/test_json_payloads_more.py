@@ -16,12 +16,14 @@ from fwman.app.modules.check_boot import CheckBootResult
 from fwman.app.modules.preflight import PreflightResult
 from fwman.app.upgrade import Applied
 from fwman.core.errors import UsageError
+from fwman.core.jsonout import encode
 from fwman.driver.boot.loaders import BootDefault
 from fwman.driver.boot.pin import BootCheck, PinRecord
 from fwman.driver.boot.safety import Safety
 from fwman.driver.build.failure import BuildFailure
 from fwman.driver.build.pipeline import KernelOutcome
 from fwman.driver.build.source import Source
+from fwman.driver.nova_core import NovaKernel
 from fwman.firmware.catalog.schema import CatalogIndex, IndexFile
 from fwman.firmware.catalog.signing import CatalogKey, KeysDocument, RetiredKey
 from fwman.firmware.ops.backup import BackupEntry
@@ -170,3 +172,9 @@ def test_preflight_is_dry_run_changed_actions_the_source_kernels_holds_and_safe_
                              "branch": "570.86.16-p2p"}  # fmt: skip
     assert (doc["changed"], doc["held_kernels"], doc["safe"]) == (True, ["6.1.0-50-amd64"], True)
     assert PreflightResult(True, ["pin x"]).to_json()["source"] is None
+
+
+def test_a_nova_core_kernel_is_kernel_config_module_built_in_without_the_config_path() -> None:
+    kernel = NovaKernel("6.15.0-1-amd64", "y", "/boot/config-6.15.0-1-amd64", None)
+    assert list(encode(kernel).items()) == [("kernel", "6.15.0-1-amd64"), ("config", "y"), ("module", None),
+                                            ("built_in", True)]  # fmt: skip

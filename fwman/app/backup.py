@@ -12,6 +12,7 @@ from fwman.app.text import Out, Result, say, table
 from fwman.core import paths
 from fwman.core.errors import FwmanError, PartialError
 from fwman.core.findings import Finding, Severity
+from fwman.core.jsonout import OMIT, meta
 from fwman.firmware.nvflash.runner import find_nvflash, require_live
 from fwman.firmware.ops.backup import (
     BackupEntry,
@@ -33,17 +34,16 @@ class BackupRun(Result):
     """What ``fwman backup`` saved (by bus id) and what failed, in run ``run``."""
 
     run: str
-    cards: int  # how many cards were to be backed up
-    done: dict[str, BackupEntry] = field(default_factory=dict)
-    failed: dict[str, FwmanError] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.backup/2`` (each entry's ``card`` printed as ``bus_id``)."""
-        return {
-            "run": self.run,
-            "backups": [record_json(e.model_dump()) for e in self.done.values()],
-            "failed": {k: v.message for k, v in self.failed.items()},
-        }
+    cards: int = field(metadata=OMIT)  # how many cards were to be backed up
+    #: in ``fwman.backup/2`` the entries saved, each as in the manifest but for its card, ``bus_id``
+    done: dict[str, BackupEntry] = field(
+        default_factory=dict,
+        metadata=meta(key="backups", via=lambda d: [record_json(e.model_dump()) for e in d.values()]),
+    )
+    #: in ``fwman.backup/2`` each card that failed with its error's message
+    failed: dict[str, FwmanError] = field(
+        default_factory=dict, metadata=meta(via=lambda f: {k: v.message for k, v in f.items()})
+    )
 
     def text(self, verbose: int = 0) -> Out:
         """Return the last line: the run and how to reuse it (nothing when nothing was saved; each card's line

@@ -11,7 +11,7 @@ from typing import Any
 
 from fwman.app.text import Out, Result, say, table
 from fwman.core.errors import FwmanError
-from fwman.core.jsonout import meta
+from fwman.core.jsonout import fields_of, meta
 from fwman.core.names import count as at_least_one
 from fwman.firmware.nvflash.runner import require_live
 from fwman.firmware.ops.flash import Flasher, FlashResult
@@ -49,22 +49,6 @@ class Operator:
         return flasher, cards
 
 
-def flash_json(r: FlashResult) -> dict[str, Any]:
-    """Return the stable JSON form of one flash result (``fwman.flash/2``, and each of ``upgrade --apply``)."""
-    return {
-        "operation": r.op.id,
-        "bus_id": r.card,
-        "before_version": r.before_version,
-        "after_version": r.after_version,
-        "changed": r.changed,
-        "readback_chain_sha256": r.readback_chain_sha256,
-        "verified_by": r.verified_by,
-        "backup_run": r.op.backup_run,
-        "log": r.log,
-        "next_steps": r.op.next_steps,
-    }
-
-
 def record_json(record: dict[str, Any]) -> dict[str, Any]:
     """Return a persisted record (backup manifest entry, history line) as printed: its ``card`` (a bus id, the
     file format's name, kept on disk) as ``bus_id``, in the same place."""
@@ -90,7 +74,7 @@ class Flashed:
         """Return (schema, payload): ``flash`` for a flash, ``flash-resume`` when nothing was resumed."""
         if self.resumed is None:
             return "flash-resume", {"resumed": None, "message": self.message}
-        return "flash", flash_json(self.resumed)
+        return "flash", fields_of(self.resumed)
 
     def text(self, verbose: int = 0) -> Out:
         """Return the text lines of the result: what the flash did, then the next steps. (Not a

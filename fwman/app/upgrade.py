@@ -9,11 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fwman.app.flash import Operator, flash_json
+from fwman.app.flash import Operator
 from fwman.app.text import Cell, Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Severity
-from fwman.core.jsonout import meta
+from fwman.core.jsonout import encode, meta
 from fwman.core.units import human_bytes
 from fwman.firmware.catalog.load import load_catalog
 from fwman.firmware.nvflash.runner import require_live
@@ -187,7 +187,7 @@ class Applied(Result):
         """Return the payload of ``fwman.upgrade-apply/2``."""
         r = self.result
         return {"operation": r.operation, "backup_run": r.backup_run,
-                "flashed": [flash_json(f) for f in r.flashed], "next_steps": r.next_steps}  # fmt: skip
+                "flashed": encode(r.flashed), "next_steps": r.next_steps}  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:
         """Return the text lines: each card flashed, the backup run, the numbered next steps."""

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError
-from fwman.core.jsonout import meta
+from fwman.core.jsonout import OMIT, meta
 from fwman.host.base import Host
 
 MODULE = "nova_core"
@@ -130,12 +130,16 @@ def blacklist_files(host: Host) -> list[str]:
 
 @dataclass(frozen=True)
 class NovaKernel:
-    """Whether one kernel has nova_core: what its config says and where its module lies."""
+    """Whether one kernel has nova_core: what its config says and where its module lies.
 
-    kver: str
+    Its JSON form (``nova_core_kernels`` of ``fwman.driver-settings/1``): kernel, config, module, built_in.
+    """
+
+    kver: str = field(metadata=meta(key="kernel"))
     config: str | None  # CONFIG_NOVA_CORE's value ("m", "y"), None when unset or the config is absent
-    config_path: str | None  # the config read, None when there is none
-    module: str | None  # the host path of nova_core.ko in the kernel's tree, None when absent
+    config_path: str | None = field(metadata=OMIT)  # the config read, None when there is none
+    #: the host path of nova_core.ko in the kernel's tree, None when absent
+    module: str | None = field(metadata=meta(then=("built_in",)))
 
     @property
     def present(self) -> bool:

@@ -16,7 +16,7 @@ from typing import Any
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError
-from fwman.core.jsonout import fields_of
+from fwman.core.jsonout import encode, fields_of
 from fwman.driver import nova_core
 from fwman.driver import settings as nv
 from fwman.driver.boot import initramfs
@@ -88,10 +88,7 @@ class SettingsReport:
             "file_error": self.file_error,
             "initramfs": {"image": self.image, "state": self.initramfs},
             "blacklist": [fields_of(b) for b in self.blacklist],
-            "nova_core_kernels": [
-                {"kernel": k.kver, "config": k.config, "module": k.module, "built_in": k.built_in}
-                for k in self.nova_kernels
-            ],
+            "nova_core_kernels": encode(self.nova_kernels),
         }
 
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fwman.app.catalog.signed_files import Written, metadata_time, today, write_files
 from fwman.app.text import Line, Out, Result, Span, line, say, table
 from fwman.core.errors import FwmanError, UsageError, VerificationError
-from fwman.core.jsonout import fields_of
+from fwman.core.jsonout import OMIT, fields_of
 from fwman.core.names import iso_date
 from fwman.core.signing import load_private_key
 from fwman.firmware.catalog.lint import LintIssue, TrustCheck, lint_directory, lint_signature
@@ -408,15 +408,15 @@ def lint(host: Host, directory: str | None = None, *, local_only: bool = False) 
 class Signed(Written, Result):
     """What ``catalog sign`` wrote: the new index (``index.json`` and its signature)."""
 
-    index: CatalogIndex | None = None
+    index: CatalogIndex | None = field(default=None, metadata=OMIT)
     directory: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-sign/1``."""
+        """Return the payload of ``fwman.catalog-sign/1``: the fields (:class:`Written`'s, the directory), then
+        the index's."""
         i = self.index
         assert i is not None
-        return {**super().to_json(), "directory": self.directory, "serial": i.serial, "date": i.date,
-                "expires": i.expires, "files": len(i.files)}  # fmt: skip
+        return {**super().to_json(), "serial": i.serial, "date": i.date, "expires": i.expires, "files": len(i.files)}
 
     def text(self, verbose: int = 0) -> Out:
         """Return the one line: the index signed (or to sign), its serial, date, file count and expiry."""

@@ -3,7 +3,7 @@ written and signed), whose results own their JSON shapes (``fwman.catalog-keys/1
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -12,6 +12,7 @@ from fwman.app.catalog.signed_files import Written, metadata_time, today, write_
 from fwman.app.text import Out, Result, say
 from fwman.core import clock
 from fwman.core.errors import FwmanError, MissingError, UsageError, VerificationError
+from fwman.core.jsonout import OMIT
 from fwman.core.names import iso_date
 from fwman.core.resources import is_data_file, read_data
 from fwman.core.signing import TrustedKey, load_private_key, load_public_key
@@ -134,16 +135,16 @@ def show_keys(host: Host, directory: str | None = None) -> KeysView:
 class KeysSigned(Written, Result):
     """What ``catalog keys sign`` wrote: the new keys document (``keys.json`` and its signature)."""
 
-    doc: KeysDocument | None = None
+    doc: KeysDocument | None = field(default=None, metadata=OMIT)
     directory: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.catalog-keys-sign/1``."""
+        """Return the payload of ``fwman.catalog-keys-sign/1``: the fields (:class:`Written`'s, the directory),
+        then the document's."""
         d = self.doc
         assert d is not None
-        return {**super().to_json(), "directory": self.directory, "serial": d.serial, "date": d.date,
-                "expires": d.expires, "catalog_keys": [k.key_id for k in d.keys],
-                "retired": [r.key_id for r in d.retired]}  # fmt: skip
+        return {**super().to_json(), "serial": d.serial, "date": d.date, "expires": d.expires,
+                "catalog_keys": [k.key_id for k in d.keys], "retired": [r.key_id for r in d.retired]}  # fmt: skip
 
     def text(self, verbose: int = 0) -> Out:
         """Return what people are told: the document written (or to write), its keys and the retired ones."""

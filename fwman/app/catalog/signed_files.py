@@ -4,10 +4,10 @@ into a user-named catalog directory (or, in a dry run, would), and the dates the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from fwman.core import clock
 from fwman.core.errors import UsageError
+from fwman.core.jsonout import meta
 from fwman.core.names import iso_date
 from fwman.firmware.catalog.schema import parse_timestamp
 from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
@@ -17,18 +17,16 @@ from fwman.host.userfiles import is_user_file, read_user_file, write_user_file
 class Written:
     """The files a signing command wrote (or, in a dry run, would write): each path and whether it changed."""
 
-    dry_run: bool
-    files: dict[str, bool] = field(default_factory=dict)  # path -> its bytes differ from what was there
+    dry_run: bool = field(metadata=meta(then=("changed",)))
+    #: path -> its bytes differ from what was there; in JSON ``written``, the paths written (or to write in a dry run)
+    files: dict[str, bool] = field(
+        default_factory=dict, metadata=meta(key="written", via=lambda f: [p for p, differs in f.items() if differs])
+    )
 
     @property
     def changed(self) -> bool:
         """Return True when a file was changed (never in a dry run)."""
         return not self.dry_run and any(self.files.values())
-
-    def to_json(self) -> dict[str, Any]:
-        """Return ``dry_run``, ``changed`` and ``written`` (the paths written, or to write in a dry run)."""
-        return {"dry_run": self.dry_run, "changed": self.changed,
-                "written": [p for p, differs in self.files.items() if differs]}  # fmt: skip
 
 
 def write_files(directory: str, files: dict[str, bytes], dry_run: bool) -> Written:

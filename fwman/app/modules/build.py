@@ -8,10 +8,12 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from fwman.app.driver.branches import gpu_family
+from fwman.app.modules.check_boot import boot_doc
 from fwman.app.text import Out, Result, say
 from fwman.core import names
 from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, MissingError, ParseError, PartialError, UsageError, VerificationError
+from fwman.core.jsonout import encode
 from fwman.core.termtext import visible
 from fwman.driver.boot.initramfs import InitramfsState
 from fwman.driver.boot.pin import BootCheck
@@ -366,7 +368,6 @@ def remember_if_resolved(host: Host, spec: SourceSpec, tell: Tell = silent) -> S
 
 def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict[str, Any]:
     """Return one kernel's outcome as ``fwman.modules-build/2`` shows it."""
-    failure = outcome.failure
     source = outcome.source
     return {
         "kernel": outcome.kver,
@@ -385,17 +386,7 @@ def outcome_json(outcome: KernelOutcome, newer: list[str] | None = None) -> dict
             "location": source.location,
             "donor_patch": donor_record(source),
         },
-        "failure": None
-        if failure is None
-        else {
-            "file": failure.file,
-            "line": failure.line,
-            "error": failure.message,
-            "excerpt": failure.excerpt,
-            "phase": failure.phase,
-            "cause": failure.cause,
-            "missing_tool": failure.tool,
-        },
+        "failure": encode(outcome.failure),
         "newer_branches": newer or [],
         "source_error": source_error_json(outcome.source_error),
         "changed": bool(outcome.changed),
@@ -413,21 +404,12 @@ def source_error_json(error: FwmanError | None) -> dict[str, str] | None:
 
 
 def boot_json(check: BootCheck | None) -> dict[str, Any] | None:
-    """Return a boot check as the ``boot`` object of ``fwman.modules-build/2`` (None stays None)."""
+    """Return a boot check as the ``boot`` object of ``fwman.modules-build/2`` (None stays None): the shape of
+    ``modules check-boot`` (:func:`fwman.app.modules.check_boot.boot_doc`)."""
     if check is None:
         return None
-    return {
-        "kernel": check.default.kver,  # the kernel that boots next, as `modules check-boot` names it
-        "loader": check.default.loader,
-        "how": check.default.how,
-        "safe": check.safety.safe if check.safety else None,
-        "reason": check.safety.reason if check.safety else None,
-        "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
-        "released": None if check.released is None else check.released.kernel,
-        "problem": check.problem,
-        "changed": bool(check.changed),
-        "actions": check.changed,  # what the check changed (a pin made or released), one line each
-    }
+    safety = check.safety
+    return boot_doc(check.default, safety.safe if safety else None, safety.reason if safety else None, check)
 
 
 def boot_text(check: BootCheck | None) -> Out:

@@ -12,9 +12,10 @@ from typing import Any
 from fwman.app.change import free
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core.errors import FwmanError, MissingError, VerificationError
+from fwman.core.jsonout import fields_of
 from fwman.driver.boot.guard import final_check
 from fwman.driver.boot.loaders import BootDefault, default_boot_kernel
-from fwman.driver.boot.pin import PinRecord
+from fwman.driver.boot.pin import BootCheck, PinRecord
 from fwman.driver.boot.safety import kernel_safety
 from fwman.host.actions import Tell, silent
 from fwman.host.base import Host
@@ -38,21 +39,8 @@ class CheckBootResult(Result):
     deferred: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-check-boot/2`` (without the schema key): ``changed`` true or
-        false, ``actions`` what changed, one line each."""
-        return {
-            "kernel": self.default.kver,
-            "loader": self.default.loader,
-            "how": self.default.how,
-            "safe": self.safe,
-            "reason": self.reason,
-            # the pin made, as the boot object of the other modules commands shows it (docs/json.md)
-            "pinned": None if self.pinned is None else {"kernel": self.pinned.kernel, "method": self.pinned.method},
-            "released": self.released.kernel if self.released is not None else None,
-            "problem": self.problem,
-            "changed": bool(self.changed),
-            "actions": self.changed,
-        }
+        """Return the payload of ``fwman.modules-check-boot/2`` (without the schema key): :func:`boot_doc`."""
+        return boot_doc(self.default, self.safe, self.reason, self)
 
     def text(self, verbose: int = 0) -> Out:
         """Return the verdict on the next boot, and the pin the check made; nothing for an unpinnable next boot
@@ -82,6 +70,27 @@ class CheckBootResult(Result):
             if self.problem
             else "run `fwman modules catchup`, or pin a kernel that has them (`fwman modules check-boot --pin`)",
         )
+
+
+def boot_doc(
+    default: BootDefault, safe: bool | None, reason: str | None, check: CheckBootResult | BootCheck
+) -> dict[str, Any]:
+    """Return a boot check as JSON: the payload of ``modules check-boot``, the ``boot`` object of the others.
+
+    The next boot (:class:`BootDefault`'s fields), ``safe`` and ``reason`` (None when the next boot's safety is
+    unknown: :func:`fwman.app.modules.build.boot_json`), the pin made (its kernel and method), the kernel of the
+    pin released, the problem, ``changed`` true or false and ``actions`` what changed, one line each.
+    """
+    return {
+        **fields_of(default),
+        "safe": safe,
+        "reason": reason,
+        "pinned": None if check.pinned is None else {"kernel": check.pinned.kernel, "method": check.pinned.method},
+        "released": None if check.released is None else check.released.kernel,
+        "problem": check.problem,
+        "changed": bool(check.changed),
+        "actions": check.changed,
+    }
 
 
 def check_boot(

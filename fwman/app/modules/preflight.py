@@ -12,7 +12,7 @@ from fwman.app.change import plan_or_apply
 from fwman.app.text import Out, Result, Span, line, say
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, NotRecordedError, ParseError, UsageError, VerificationError
-from fwman.core.jsonout import encode
+from fwman.core.jsonout import OMIT, meta
 from fwman.driver import kernel_hold
 from fwman.driver import preflight as pf
 from fwman.driver.build.kbuild import compiler_version
@@ -68,47 +68,37 @@ class KernelCheck:
         return doc
 
 
+def _source_json(source: Source) -> dict[str, str | None]:
+    """Return the module source as a pre-flight shows it: its label, commit (a tree's id when none), fork, branch."""
+    return {"label": source.label, "commit": source.commit or source.source_id, "fork": source.fork,
+            "branch": source.branch}  # fmt: skip
+
+
 @dataclass
 class PreflightResult(Result):
-    """The pre-flight of every kernel apt offers (and fwman holds), and what changed in fwman's hold."""
+    """The pre-flight of every kernel apt offers (and fwman holds), and what changed in fwman's hold.
 
-    dry_run: bool
-    kernels: list[KernelCheck] = field(default_factory=list)
+    Its fields in their order are the payload of ``fwman.modules-preflight/1`` (:func:`fwman.core.jsonout.fields_of`;
+    ``changed`` after ``dry_run``, ``safe`` last, ``release_only`` left out).
+    """
+
+    dry_run: bool = field(metadata=meta(then=("changed",)))
     actions: list[str] = field(default_factory=list)  #: the hold's changes: done, or to do in a dry run
-    held: list[str] = field(default_factory=list)  #: kernels held back once it is done
-    released: list[str] = field(default_factory=list)  #: kernels whose hold was (or would be) lifted
+    source: Source | None = field(default=None, metadata=meta(via=_source_json))
+    kernels: list[KernelCheck] = field(default_factory=list)
+    #: kernels held back once it is done
+    held: list[str] = field(default_factory=list, metadata=meta(key="held_kernels"))
     newly_held: list[str] = field(default_factory=list)
-    source: Source | None = None
-    kept_back: list[str] = field(default_factory=list)  #: what apt's simulation keeps back
-    release_only: bool = False
+    #: kernels whose hold was (or would be) lifted
+    released: list[str] = field(default_factory=list, metadata=meta(key="released_kernels"))
+    #: what apt's simulation keeps back
+    kept_back: list[str] = field(default_factory=list, metadata=meta(then=("safe",)))
+    release_only: bool = field(default=False, metadata=OMIT)
 
     @property
     def changed(self) -> bool:
         """Return True when fwman's apt pin changed (never in a dry run; the verdict record does not count)."""
         return bool(self.actions) and not self.dry_run
-
-    def to_json(self) -> dict[str, Any]:
-        """Return the payload of ``fwman.modules-preflight/1`` (without the schema key)."""
-        source = self.source
-        return {
-            "dry_run": self.dry_run,
-            "changed": self.changed,
-            "actions": self.actions,
-            "source": None
-            if source is None
-            else {
-                "label": source.label,
-                "commit": source.commit or source.source_id,
-                "fork": source.fork,
-                "branch": source.branch,
-            },
-            "kernels": encode(self.kernels),
-            "held_kernels": self.held,
-            "newly_held": self.newly_held,
-            "released_kernels": self.released,
-            "kept_back": self.kept_back,
-            "safe": self.safe,
-        }
 
     @property
     def safe(self) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from fwman.core.jsonout import OMIT, meta
 from fwman.driver.build.progress import Progress
 from fwman.driver.build.toolchain import package_of
 
@@ -44,20 +45,24 @@ CAUSES = (
 
 @dataclass
 class BuildFailure:
-    """Where a build failed, as a person wants to read it."""
+    """Where a build failed, as a person wants to read it.
+
+    Its JSON form (a kernel's ``failure`` in ``fwman.modules-build/2``; :func:`fwman.core.jsonout.fields_of`):
+    the message as ``error``, the tool as ``missing_tool``, the library left out.
+    """
 
     file: str | None  # path relative to the source tree, e.g. kernel-open/nvidia/nv-pci.c
     line: int | None
-    message: str  # the compiler's first error (or the tool's first complaint)
+    message: str = field(metadata=meta(key="error"))  # the compiler's first error (or the tool's first complaint)
     excerpt: list[str] = field(default_factory=list)
     #: the build phase make was in at the cause (progress.PHASES), None when none had started
     phase: str | None = None
     #: what kind of cause (:data:`CAUSES`)
     cause: str = "unknown"
     #: the command that was not found (cause ``missing-tool``), else None
-    tool: str | None = None
+    tool: str | None = field(default=None, metadata=meta(key="missing_tool"))
     #: the shared library a program of the build could not load (cause ``missing-library``), else None
-    library: str | None = None
+    library: str | None = field(default=None, metadata=OMIT)
 
     @property
     def hint(self) -> str | None:

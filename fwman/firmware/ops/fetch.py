@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from fwman.core import clock, paths
 from fwman.core.errors import BlockedError, FwmanError, MissingError, UsageError, VerificationError
 from fwman.core.findings import Finding, Severity, Topic, blocking
-from fwman.core.jsonout import encode
+from fwman.core.jsonout import OMIT, encode, fields_of, meta
 from fwman.firmware.catalog.load import CatalogEntry
 from fwman.firmware.catalog.overrides import HashOverride, find_override, load_overrides, record_override
 from fwman.firmware.catalog.schema import ImageStatus
@@ -128,7 +128,7 @@ def rom_findings(data: bytes, entry: CatalogEntry, override_md5: str | None) -> 
 class FetchResult:
     """What ``fetch_image`` put in the cache."""
 
-    entry: CatalogEntry
+    entry: CatalogEntry = field(metadata=OMIT)  # in JSON: the board's key and subsystem, the image's version, status
     path: str
     size: int
     md5: str
@@ -139,26 +139,14 @@ class FetchResult:
     override_recorded: bool = False
     findings: list[Finding] = field(default_factory=list)
     #: the verified signer of the update package the image came from (None when a hash vouched for it)
-    signed: SignedPackage | None = None
+    signed: SignedPackage | None = field(default=None, metadata=meta(key="signed_package"))
 
     def to_json(self) -> dict[str, Any]:
-        """Return the JSON form (``fwman.fetch/2``; the cache's record of the file keeps ``board``)."""
-        return {
-            "pci_key": self.entry.board.key,
-            "subsystem": self.entry.board.subsystem,
-            "version": self.entry.image.version,
-            "status": self.entry.image.status.value,
-            "path": self.path,
-            "size": self.size,
-            "md5": self.md5,
-            "sha256": self.sha256,
-            "source": self.source,
-            "verified_by": self.verified_by,
-            "cached_before": self.cached_before,
-            "override_recorded": self.override_recorded,
-            "findings": encode(self.findings),
-            "signed_package": encode(self.signed),
-        }
+        """Return the JSON form (``fwman.fetch/2``; the cache's record of the file keeps ``board``): the entry's
+        board and image, then the fields (:func:`fwman.core.jsonout.fields_of`)."""
+        board, image = self.entry.board, self.entry.image
+        return {"pci_key": board.key, "subsystem": board.subsystem, "version": image.version,
+                "status": image.status.value, **fields_of(self)}  # fmt: skip
 
 
 def refuse_withdrawn(entry: CatalogEntry, doing: str) -> None:

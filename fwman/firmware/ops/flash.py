@@ -20,6 +20,7 @@ from dataclasses import KW_ONLY, dataclass, field
 from fwman.core import paths
 from fwman.core.errors import BlockedError, ExitCode, FwmanError, MissingError, ParseError, VerificationError
 from fwman.core.findings import Finding
+from fwman.core.jsonout import OMIT, meta
 from fwman.firmware.nvflash import protocol as nvflash
 from fwman.firmware.nvflash.runner import NvflashTool, device_holders, find_nvflash, last_error, loaded_nvidia_modules
 from fwman.firmware.ops.backup import BackupEntry, backup_all, reuse_backups
@@ -67,18 +68,33 @@ class FlashOptions:
 
 @dataclass
 class FlashResult:
-    """The outcome of one flash (or restore)."""
+    """The outcome of one flash (or restore).
 
-    op: Operation
-    card: str
+    Its JSON form (``fwman.flash/2``, and each of ``upgrade --apply``; :func:`fwman.core.jsonout.fields_of`): the
+    operation by its id, the card as ``bus_id``, the operation's backup run and next steps after ``verified_by``
+    and ``log``, the findings left out.
+    """
+
+    op: Operation = field(metadata=meta(key="operation", via=lambda op: op.id))
+    card: str = field(metadata=meta(key="bus_id"))
     before_version: str | None
     after_version: str | None
     changed: bool
     readback_chain_sha256: str | None
-    log: str | None
-    findings: list[Finding] = field(default_factory=list)
     #: what vouched for the image written (ImageSource.verified_by): "catalog", "extracted from a package ..."
-    verified_by: str | None = None
+    verified_by: str | None = field(default=None, metadata=meta(then=("backup_run",)))
+    log: str | None = field(default=None, metadata=meta(then=("next_steps",)))
+    findings: list[Finding] = field(default_factory=list, metadata=OMIT)
+
+    @property
+    def backup_run(self) -> str | None:
+        """Return the backup run of the operation (the backups taken or reused before the write)."""
+        return self.op.backup_run
+
+    @property
+    def next_steps(self) -> list[str]:
+        """Return what the owner does next (the operation's next steps)."""
+        return self.op.next_steps
 
 
 @dataclass
@@ -545,7 +561,7 @@ class Flasher:
         done = f"{card.bus_id}: {before} -> {rom.version}, read-back verified"
         then = ["reboot (or power-cycle) for the new firmware to run", "after the reboot: fwman upgrade --check"]
         self.journal.close(op, OpState.DONE, done if changed else "already on this firmware", then if changed else [])
-        return FlashResult(op, card.bus_id, before, rom.version, changed, chain, op.log, verified_by=source.verified_by)
+        return FlashResult(op, card.bus_id, before, rom.version, changed, chain, source.verified_by, op.log)
 
     def record(self, run: FlashRun, result: str, chain: str | None, message: str) -> None:
         """Append one history record for ``run``'s operation."""

@@ -5,8 +5,9 @@ The state is a prepared root (the example 4x3090 host's files, with stand-ins fo
 named as the root's own machine): hooks, DKMS (a stand-in dkms with an NVIDIA module registered), the metrics
 timer, driver power (a stand-in nvidia-smi whose persistence mode and power limits are set by ``-pm``/``-pl`` and
 read back by ``-q -x``; persistence mode starts off), the user-space hold (one NVIDIA package in the root's own
-dpkg database, read by the real dpkg-query). A command is walked through its changing form and later its
-inverse, so each starts from a state the one before left. driver settings recommends nothing for 3090s: it is
+dpkg database, read by the real dpkg-query), a kernel the pre-flight held back (its apt pin and record). A
+command is walked through its changing form and later its inverse, so each starts from a state the one before
+left. driver settings recommends nothing for 3090s: it is
 walked on a constructed 2x RTX 5090 root with the loaded module's options not in effect and a stand-in
 update-initramfs (:func:`test_driver_settings_dry_run_is_what_its_run_does`).
 
@@ -28,7 +29,9 @@ import pytest
 
 from fixtures.hostgen.materialize import materialize
 from fwman.core import paths
+from fwman.driver import kernel_hold
 from fwman.driver.build.toolchain import BUILD_TOOLS
+from fwman.driver.kernel_hold import HeldKernel, HoldRecord
 from fwman.driver.move.keep import KeepFiles, kept_paths
 from fwman.driver.move.record import COMMITTED, MoveRecord, WriteRecord
 from fwman.host.actions import apply_all
@@ -54,6 +57,7 @@ WALK: list[tuple[str, ...]] = [
     ("driver", "move", "--rollback"),
     ("userspace", "hold"),
     ("userspace", "release"),
+    ("modules", "preflight", "--release"),  # the kernel hold the pre-flight placed: pin file and record go
     ("apply",),  # the front door: hooks and the DKMS block again, as their parts of the plan
 ]
 
@@ -118,6 +122,9 @@ esac
         "Package: libnvidia-ml1\nStatus: install ok installed\nArchitecture: amd64\nVersion: 570.86.16-1\n"
         "Maintainer: fwman tests <tests@fwman.invalid>\nDescription: stand-in\n\n"
     )
+    # a kernel the pre-flight held back (its build failed): the apt pin and the record
+    held = HeldKernel("6.8.12-5-pve", {"proxmox-kernel-6.8.12-5-pve-signed": "6.8.12-5"}, "build failed", "now")
+    apply_all(host, kernel_hold.hold_actions(HoldRecord({"6.8.12-5-pve": held})))
     (root / "var/lib/fwman/modules").mkdir(parents=True, exist_ok=True)
     (root / "var/lib/fwman/modules/source.json").write_text('{"fork": "aikitoria", "branch": "570.86.16-p2p"}\n')
     return FwmanEnv(path_prepend=[bindir, tmp_path / "smi"]), root

@@ -223,6 +223,27 @@ def apply_all(host: Host, actions: Sequence[Action], tell: Tell | None = None) -
     return done
 
 
+def apply_each(host: Host, actions: Sequence[Action], tell: Tell = silent) -> tuple[list[Action], list[str]]:
+    """Apply every needed action in order, going on past a failure, for a run nothing may stop (a kernel removal:
+    what fails is said, what can still be done is done); return (the actions applied, one ``DESCRIPTION: message``
+    line per action that failed, each also said through ``tell`` as a warning when it happens). Raises
+    RootDoorError (:func:`check_door`) before any action is applied."""
+    check_door(host, [a for a in actions if a.is_needed(host)])
+    applied: list[Action] = []
+    problems: list[str] = []
+    for action in actions:
+        try:
+            if not action.is_needed(host):
+                continue
+            action.apply(host)
+        except FwmanError as e:
+            problems.append(f"{action.describe()}: {e.message}")
+            tell(f"WARNING: could not {problems[-1]}")
+            continue
+        applied.append(action)
+    return applied, problems
+
+
 def _stopped_hint(hint: str | None, done: list[str], after: list[str]) -> str | None:
     """Return ``hint`` with what was done before the failing action and what was not done yet: the run stopped
     there, and running it again continues (each action checks whether it is still needed)."""

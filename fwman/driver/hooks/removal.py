@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from fwman.core import paths
 from fwman.core.errors import FwmanError, MissingError, ParseError
-from fwman.host.actions import Action, Tell, pending, silent
+from fwman.host.actions import Action, Tell, apply_each, pending, silent
 from fwman.host.base import Host
 
 
@@ -150,11 +150,17 @@ def forget_plan(host: Host, kver: str) -> list[str]:
     """Return what :func:`forget_kernel` would do for ``kver`` (``modules forget --dry-run``): the descriptions
     of :func:`forget_actions` still needed; change nothing. Never raises for a pin record that cannot be read
     (the run drops the files all the same and says it)."""
-    try:
-        actions = forget_actions(host, kver)
-    except FwmanError:  # an unreadable pin record: the run drops the files all the same, and says the rest
-        actions = _drops(kver)
+    actions, _ = _planned(host, kver, silent)
     return [a.describe() for a in pending(host, actions)]
+
+
+def _planned(host: Host, kver: str, tell: Tell) -> tuple[list[Action], str | None]:
+    """Return (:func:`forget_actions`, None); with a pin record that cannot be read, (the drops of fwman's
+    files and directories alone, why the pin is left to the boot check). Never raises for that record."""
+    try:
+        return forget_actions(host, kver, tell), None
+    except FwmanError as e:
+        return _drops(kver), f"boot pin: {e.message}"
 
 
 def _drops(kver: str) -> list[Action]:
@@ -171,30 +177,18 @@ def forget_kernel(host: Host, kver: str, tell: Tell = silent) -> RemovalSummary:
     if "/" in kver or kver in ("", ".", ".."):
         summary.problems.append(f"not a kernel release: {kver!r}")
         return summary
-    try:
-        actions = forget_actions(host, kver, tell)
-    except FwmanError as e:  # an unreadable pin record: the files still go, the boot check says the rest
-        summary.problems.append(f"boot pin: {e.message}")
-        actions = _drops(kver)
-    dropped: list[str] = []
-    for action in actions:
-        try:
-            if not action.is_needed(host):
-                continue
-            action.apply(host)
-        except FwmanError as e:
-            summary.problems.append(f"{action.describe()}: {e.message}")
-            tell(f"WARNING: could not {action.describe()}: {e.message}")
-            continue
-        summary.removed.append(action.describe())
-        if isinstance(action, ReleasePin):
-            summary.pin_released = True
-        elif isinstance(action, Drop):
-            dropped.append(action.path)
+    actions, problem = _planned(host, kver, tell)  # an unreadable pin record: the files still go
+    if problem is not None:
+        summary.problems.append(problem)
+    applied, failed = apply_each(host, actions, tell)
+    summary.problems += failed
+    summary.removed = [a.describe() for a in applied]
+    summary.pin_released = any(isinstance(a, ReleasePin) for a in applied)
     _prune_empty(host, paths.modules_dir(kver))
     _check_boot(host, kver, summary, tell)
-    for what in dropped:
-        tell(f"{kver} removed: dropped {what}")
+    for action in applied:
+        if isinstance(action, Drop):
+            tell(f"{kver} removed: dropped {action.path}")
     return summary
 
 

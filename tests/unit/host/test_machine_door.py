@@ -133,3 +133,23 @@ def test_a_run_that_stops_says_what_was_done_and_what_was_not(tmp_path: Path) ->
     hint = stopped.value.hint or ""
     assert "done before it: write /a (1 bytes, mode 644)" in hint and "not done: write /c (1 bytes, mode 644)" in hint
     assert hint.endswith("(run it again to continue)") and (tmp_path / "a").read_text() == "1"
+
+
+def test_a_run_nothing_may_stop_goes_on_past_a_failure_and_says_it(tmp_path: Path) -> None:
+    """apply_each (a kernel removal's run): the failing action is a problem said as a warning, the next one is
+    applied, and only the applied ones are returned; the door is checked before any of them runs."""
+    from fwman.host.actions import WriteFile, apply_each
+
+    host = LiveHost(str(tmp_path))
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("a directory where a file belongs")
+    (tmp_path / "c").write_text("3")
+    said: list[str] = []
+    actions = [WriteFile("/a", b"1"), WriteFile("/b", b"2"), WriteFile("/c", b"3"), WriteFile("/d", b"4")]
+    applied, problems = apply_each(host, actions, said.append)
+    assert [a.describe() for a in applied] == ["write /a (1 bytes, mode 644)", "write /d (1 bytes, mode 644)"]
+    assert len(problems) == 1 and problems[0].startswith("write /b (1 bytes, mode 644): ")
+    assert said == [f"WARNING: could not {problems[0]}"] and (tmp_path / "d").read_text() == "4"
+    with pytest.raises(RootDoorError):  # checked first: not even the write before the side door is applied
+        apply_each(host, [WriteFile("/e", b"5"), RunCommand(["modprobe", "nvidia"], lambda h: True)])
+    assert not (tmp_path / "e").exists()

@@ -10,14 +10,10 @@ from typing import Any
 from fwman.app.text import Cell, Out, Result, Span, say, table
 from fwman.core.config import load_config
 from fwman.core.errors import FwmanError, UsageError, VerificationError
-from fwman.driver.forks.config import configured_forks
-from fwman.driver.forks.forge import api_base
 from fwman.host.base import Host
 from fwman.host.userfiles import user_path
 from fwman.platform.containers import start_engine_reads
 from fwman.reports.audit.model import AuditReport, Row
-from fwman.reports.audit.p2p import p2p_line
-from fwman.reports.audit.report import audit_host
 
 
 @dataclass(frozen=True)
@@ -138,6 +134,8 @@ class Audit(Result):
             for r in group.rows:
                 out.append(say(f"{r.component}: {r.detail}" if r.detail else f"{r.component}:"))
             out += [say(f"  fix: {group.fix}")] if group.fix else []
+        from fwman.reports.audit.p2p import p2p_line  # with the report's modules: see audit()
+
         out += [say(), say(p2p_line(report.p2p))]
         if report.unreadable and verbose:
             out.append(say("not readable: " + "; ".join(report.unreadable), err=True))
@@ -172,6 +170,11 @@ def audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, re
     # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
     # imported and the host is read: asked first, they are the longest wait of an audit
     engine_reads = start_engine_reads(host)
+    # imported only now, so that the engines' commands run meanwhile (tests/unit/app/test_audit_start.py)
+    from fwman.driver.forks.config import configured_forks
+    from fwman.driver.forks.forge import api_base
+    from fwman.reports.audit.report import audit_host
+
     # a replay must not reach the network: the forks are looked up in the recorded cache only
     return Audit(
         audit_host(

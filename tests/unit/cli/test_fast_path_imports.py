@@ -90,3 +90,36 @@ def test_version_and_scan_stay_in_their_floors() -> None:
     _, scan, _ = loaded(["--snapshot", str(HOSTS / "h200-1gpu"), "scan", "--json"])
     floors = {m.split(".")[1] for m in scan if "." in m}
     assert floors <= {"cli", "app", "core", "gpu", "host"}, sorted(scan)
+
+
+#: what a fresh interpreter prints for ``fwman audit``: the fwman modules loaded when the container engines
+#: were asked (``ps`` started), then the exit code
+ENGINES_PROBE = (
+    "import io, json, sys, contextlib\n"
+    "import fwman.app.audit as audit\n"
+    "asked = []\n"
+    "real = audit.start_engine_reads\n"
+    "def spy(host):\n"
+    "    asked.append(sorted(m for m in sys.modules if m.startswith('fwman.')))\n"
+    "    return real(host)\n"
+    "audit.start_engine_reads = spy\n"
+    "from fwman.cli.app import run\n"
+    "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+    "    rc = run(sys.argv[1:])\n"
+    "print(json.dumps([rc, asked]))\n"
+)
+
+
+def test_audit_asks_the_container_engines_before_it_imports_the_rest() -> None:
+    """bench/containers.py: the engines' ``ps``/``inspect`` run in their own processes while the rest of audit
+    (the report's readers: forks, modules, DKMS, the hold, about 40 modules) is imported and the host read; a
+    module-level import of those in app/audit.py would load them before the engines are asked."""
+    argv = ["--snapshot", str(HOSTS / "rig-4x3090"), "audit", "--json"]
+    out = subprocess.run(
+        [sys.executable, "-c", ENGINES_PROBE, *argv], capture_output=True, text=True, timeout=120, check=True, cwd=REPO
+    )
+    rc, asked = json.loads(out.stdout.splitlines()[-1])
+    assert rc == 0 and len(asked) == 1, out.stdout
+    later = {"fwman.reports.audit.report", "fwman.reports.audit.rows", "fwman.driver.forks.config",
+             "fwman.driver.forks.forge", "fwman.driver.dkms", "fwman.driver.userspace_hold"}  # fmt: skip
+    assert not later & set(asked[0]), sorted(later & set(asked[0]))

@@ -170,7 +170,7 @@ def audit(host: Host, request: AuditRequest, variables: Mapping[str, str], *, re
     # the container engines answer (`ps`, then `inspect`) in their own processes while the rest of audit is
     # imported and the host is read: asked first, they are the longest wait of an audit
     engine_reads = start_engine_reads(host)
-    # imported only now, so that the engines' commands run meanwhile (tests/unit/app/test_audit_start.py)
+    # imported only now, so that the engines' commands run meanwhile (tests/unit/cli/test_fast_path_imports.py)
     from fwman.driver.forks.config import configured_forks
     from fwman.driver.forks.forge import api_base
     from fwman.reports.audit.report import audit_host
